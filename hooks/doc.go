@@ -1,0 +1,64 @@
+// Package hooks lets an application admit, reject and observe every public
+// operation of the coordination primitives.
+//
+// A [Hook] is asked before any Redis work ([Hook.Admit]) and is told the
+// outcome once ([Done]). A rejected admission fails the operation with the
+// hook's error and sends nothing to Redis. A contended or unacquired result
+// is [Succeeded]: the operation worked and the answer was no. Internal
+// retries, queue pumping and background cleanup (keep-alive renewals,
+// owner-checked cleanup of a lost reply) are not admitted again.
+//
+// Hooks are installed on a coordinator with coordination.WithHooks; several
+// hooks run as a [Chain]. [Duration] is a ready hook that records the
+// OpenTelemetry histogram coordination.operation.duration; the coordinator
+// installs one for its meter provider by default.
+//
+// An [Operation] carries the operation name and the primitive kind. It never
+// carries a key, owner token, identity or endpoint.
+//
+// # Operation names
+//
+//	Name                          Primitive     Admitted by
+//	LOCK ACQUIRE                  lock          lock.TryAcquire, lock.Acquire (once, however long it waits)
+//	LOCK RENEW                    lock          Lock.Refresh (keep-alive renewals are not admitted)
+//	LOCK VERIFY                   lock          Lock.Verify
+//	LOCK RELEASE                  lock          Lock.Release
+//	FENCED LOCK ACQUIRE           fencing       fencing.TryAcquire, fencing.Acquire
+//	FENCED LOCK RENEW             fencing       fencing.Lock.Refresh
+//	FENCED LOCK VERIFY            fencing       fencing.Lock.Verify
+//	FENCED LOCK RELEASE           fencing       fencing.Lock.Release
+//	FENCED WRITE                  fencing       fencing.GuardedSet
+//	FENCED READ                   fencing       fencing.GuardedGet
+//	LEASE ACQUIRE / RENEW /       lock          hash-field leases
+//	  VERIFY / RELEASE
+//	RWLEASE READ ACQUIRE          rwlease       read lease acquisition
+//	RWLEASE WRITE ACQUIRE         rwlease       write lease acquisition
+//	RWLEASE RENEW / VERIFY /      rwlease       lease handle operations
+//	  RELEASE
+//	SEMAPHORE ACQUIRE             semaphore     TryAcquire, TryAcquireN, Acquire, AcquireN
+//	SEMAPHORE RENEW               semaphore     Permit.Refresh
+//	SEMAPHORE VERIFY              semaphore     Permit.Verify
+//	SEMAPHORE RELEASE             semaphore     Permit.Release
+//	SEMAPHORE READ                semaphore     reads of the holder count
+//	LATCH CREATE                  latch         latch.Create
+//	LATCH JOIN                    latch         latch.Join
+//	LATCH RESET                   latch         latch.Reset
+//	LATCH COUNT DOWN              latch         Latch.CountDown
+//	LATCH WAIT                    latch         Latch.Wait (once, however long it waits)
+//	LATCH READ                    latch         Latch.Count
+//	LEADER CAMPAIGN               leader        each campaign attempt of Elector.Run that reaches Redis
+//	LEADER READ                   leader        Elector.Leader / leader.Observe reads
+//	IDEMPOTENCY BEGIN             idempotency   Store.Begin
+//	IDEMPOTENCY COMPLETE          idempotency   Store.Complete
+//	IDEMPOTENCY ABANDON           idempotency   Store.Abandon
+//	RATE LIMIT ACQUIRE            rate_limit    Limiter.Acquire, Limiter.Wait (once, covering queued retries)
+//	RATE LIMIT RELEASE            rate_limit    concurrency lease release
+//	RATE LIMIT RENEW              rate_limit    concurrency lease renewal
+//	RATE LIMIT UPDATE             rate_limit    runtime settings updates
+//	RATE LIMIT DENY LIST READ     rate_limit    deny-list lookups that reach Redis
+//	RATE LIMIT DENY LIST WRITE    rate_limit    deny-list additions and removals
+//	REDLOCK ACQUIRE / RENEW /     redlock       quorum operations, once per group
+//	  RELEASE
+//
+// The constants in this package ([LockAcquire], ...) hold these names.
+package hooks

@@ -1,0 +1,70 @@
+package hooks
+
+// Operation names. Each public operation of each primitive is admitted under
+// exactly one of these names; the table in the package documentation says
+// which call uses which.
+const (
+	// Owner-token lock (package lock).
+	LockAcquire = "LOCK ACQUIRE"
+	LockRenew   = "LOCK RENEW"
+	LockVerify  = "LOCK VERIFY"
+	LockRelease = "LOCK RELEASE"
+
+	// Fencing-token lock and fenced writes (package fencing).
+	FencedLockAcquire = "FENCED LOCK ACQUIRE"
+	FencedLockRenew   = "FENCED LOCK RENEW"
+	FencedLockVerify  = "FENCED LOCK VERIFY"
+	FencedLockRelease = "FENCED LOCK RELEASE"
+	FencedWrite       = "FENCED WRITE"
+	FencedRead        = "FENCED READ"
+
+	// Hash-field leases (package lock).
+	LeaseAcquire = "LEASE ACQUIRE"
+	LeaseRenew   = "LEASE RENEW"
+	LeaseVerify  = "LEASE VERIFY"
+	LeaseRelease = "LEASE RELEASE"
+
+	// Read-write leases (package rwlease).
+	RWLeaseReadAcquire  = "RWLEASE READ ACQUIRE"
+	RWLeaseWriteAcquire = "RWLEASE WRITE ACQUIRE"
+	RWLeaseRenew        = "RWLEASE RENEW"
+	RWLeaseVerify       = "RWLEASE VERIFY"
+	RWLeaseRelease      = "RWLEASE RELEASE"
+
+	// Semaphore (package semaphore).
+	SemaphoreAcquire = "SEMAPHORE ACQUIRE"
+	SemaphoreRenew   = "SEMAPHORE RENEW"
+	SemaphoreVerify  = "SEMAPHORE VERIFY"
+	SemaphoreRelease = "SEMAPHORE RELEASE"
+	SemaphoreRead    = "SEMAPHORE READ"
+
+	// Countdown latch (package latch).
+	LatchCreate    = "LATCH CREATE"
+	LatchJoin      = "LATCH JOIN"
+	LatchReset     = "LATCH RESET"
+	LatchCountDown = "LATCH COUNT DOWN"
+	LatchWait      = "LATCH WAIT"
+	LatchRead      = "LATCH READ"
+
+	// Leader election (package leader).
+	LeaderCampaign = "LEADER CAMPAIGN"
+	LeaderRead     = "LEADER READ"
+
+	// Idempotency claims (package idempotency).
+	IdempotencyBegin    = "IDEMPOTENCY BEGIN"
+	IdempotencyComplete = "IDEMPOTENCY COMPLETE"
+	IdempotencyAbandon  = "IDEMPOTENCY ABANDON"
+
+	// Rate limiters (package ratelimit).
+	RateLimitAcquire       = "RATE LIMIT ACQUIRE"
+	RateLimitRelease       = "RATE LIMIT RELEASE"
+	RateLimitRenew         = "RATE LIMIT RENEW"
+	RateLimitUpdate        = "RATE LIMIT UPDATE"
+	RateLimitDenyListRead  = "RATE LIMIT DENY LIST READ"
+	RateLimitDenyListWrite = "RATE LIMIT DENY LIST WRITE"
+
+	// Quorum lock (package redlock).
+	RedlockAcquire = "REDLOCK ACQUIRE"
+	RedlockRenew   = "REDLOCK RENEW"
+	RedlockRelease = "REDLOCK RELEASE"
+)

@@ -1,0 +1,119 @@
+package testharness
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Cluster is a local Redis Cluster of 6 nodes on 127.0.0.1: 3 primaries,
+// each with one replica.
+type Cluster struct {
+	Flavor string
+	Nodes  []*Server
+}
+
+// Addrs returns the nodes' addresses.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		out[i] = n.Addr
+	}
+	return out
+}
+
+// Options returns go-redis cluster options for the cluster.
+func (c *Cluster) Options() *redis.ClusterOptions {
+	return &redis.ClusterOptions{Addrs: c.Addrs(), DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second}
+}
+
+func (c *Cluster) close() {
+	for _, n := range c.Nodes {
+		n.close()
+	}
+}
+
+// startCluster starts 6 nodes of flavor, creates the cluster with the
+// flavor's CLI (--cluster-replicas 1) and waits until every node reports
+// cluster_state:ok and sees all 3 replicas attached (cluster_state:ok alone
+// is not enough; see SERVERS.md).
+func startCluster(flavor string) (*Cluster, error) {
+	c := &Cluster{Flavor: flavor}
+	for range 6 {
+		n, err := startServer(flavor, true, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "2000")
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	args := []string{"--cluster", "create"}
+	args = append(args, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
+	if out, err := exec.Command(c.Nodes[0].cli, args...).CombinedOutput(); err != nil {
+		c.close()
+		return nil, fmt.Errorf("testharness: cluster create: %v: %s", err, out)
+	}
+	if err := c.waitReady(30 * time.Second); err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) waitReady(limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	var why string
+	for time.Now().Before(deadline) {
+		if why = c.notReady(); why == "" {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("testharness: cluster not ready after %v: %s", limit, why)
+}
+
+func (c *Cluster) notReady() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, n := range c.Nodes {
+		cl := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1})
+		info, err := cl.ClusterInfo(ctx).Result()
+		if err != nil {
+			cl.Close()
+			return err.Error()
+		}
+		if !strings.Contains(info, "cluster_state:ok") {
+			cl.Close()
+			return n.Addr + " cluster_state not ok"
+		}
+		nodes, err := cl.ClusterNodes(ctx).Result()
+		cl.Close()
+		if err != nil {
+			return err.Error()
+		}
+		replicas := 0
+		for _, line := range strings.Split(strings.TrimSpace(nodes), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 4 {
+				continue
+			}
+			flags := f[2]
+			if strings.Contains(flags, "handshake") || strings.Contains(flags, "fail") || strings.Contains(flags, "noaddr") {
+				return n.Addr + " sees a node " + flags
+			}
+			if strings.Contains(flags, "slave") && f[3] != "-" {
+				replicas++
+			}
+		}
+		if replicas != 3 {
+			return fmt.Sprintf("%s sees %d replicas", n.Addr, replicas)
+		}
+	}
+	return ""
+}

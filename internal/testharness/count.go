@@ -1,0 +1,74 @@
+package testharness
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Counter counts the commands a go-redis client sends, through a go-redis
+// hook. It is how tests prove one round trip per operation.
+type Counter struct {
+	mu    sync.Mutex
+	names []string
+}
+
+// CountCommands installs a counting hook on c and returns its counter.
+func CountCommands(c redis.UniversalClient) *Counter {
+	k := &Counter{}
+	c.AddHook(k)
+	return k
+}
+
+// Reset forgets what was counted.
+func (k *Counter) Reset() {
+	k.mu.Lock()
+	k.names = nil
+	k.mu.Unlock()
+}
+
+// Count returns the number of commands sent since the last Reset.
+func (k *Counter) Count() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.names)
+}
+
+// Names returns the upper-case names of the commands sent since the last
+// Reset, in order.
+func (k *Counter) Names() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]string(nil), k.names...)
+}
+
+func (k *Counter) add(cmds ...redis.Cmder) {
+	k.mu.Lock()
+	for _, c := range cmds {
+		k.names = append(k.names, strings.ToUpper(c.Name()))
+	}
+	k.mu.Unlock()
+}
+
+// DialHook implements redis.Hook.
+func (k *Counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook.
+func (k *Counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		k.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook.
+func (k *Counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		k.add(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+var _ redis.Hook = (*Counter)(nil)

@@ -1,0 +1,423 @@
+// Package testharness runs the library's behavioural tests once per backend:
+// an embedded miniredis, real Redis 7.0 and 8.0 and Valkey 8.1 and 9.1
+// servers, and a local 6-node Redis Cluster, all on 127.0.0.1 with free
+// ports. Real servers are started on first use by the test binary and
+// stopped by [Main]; tests isolate themselves with a unique key prefix per
+// test (never FLUSHDB).
+//
+// Server binaries come from the environment (REDIS7_SERVER, REDIS7_CLI, ...
+// as written by scripts/get-servers.sh to its env.sh), from PATH
+// (redis7-server, redis7-cli, ...), or from get-servers.sh's default cache
+// folder. A missing server skips its subtests with a message saying how to
+// get it; with CI=true it fails them.
+//
+// COORD_BACKENDS (comma-separated names, e.g. "miniredis,redis7") restricts
+// the backends, for quick local runs; it is ignored when CI=true. The
+// cluster's flavor is COORD_CLUSTER_FLAVOR (default redis8).
+package testharness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	coordination "github.com/coordkit/coordination"
+)
+
+// Kind is the kind of a backend.
+type Kind int
+
+const (
+	// Embedded is miniredis, in the test process.
+	Embedded Kind = iota
+	// Standalone is one real server process.
+	Standalone
+	// ClusterKind is a real 6-node Redis Cluster.
+	ClusterKind
+)
+
+// Backend is one place the behavioural tests run.
+type Backend struct {
+	// Name is "miniredis", a flavor ("redis7", "redis8", "valkey8",
+	// "valkey9") or "cluster".
+	Name string
+	Kind Kind
+	// Flavor is the server build ("redis7", ...; "miniredis" for Embedded).
+	Flavor string
+	// Mini is the miniredis instance (Embedded only). Its TIME is frozen at
+	// the test's start (SetTime) with ClockTTL on, so TTLs and TIME agree;
+	// move both with [Backend.Advance].
+	Mini *miniredis.Miniredis
+	// Server is the shared server process (Standalone only). Do not stop it:
+	// tests that need faults start their own with [StartStandalone].
+	Server *Server
+	// Cluster is the shared cluster (ClusterKind only).
+	Cluster *Cluster
+
+	t      testing.TB
+	prefix string
+
+	clockMu sync.Mutex
+	now     time.Time // miniredis' frozen TIME
+}
+
+// IsMini reports whether b is miniredis.
+func (b *Backend) IsMini() bool { return b.Kind == Embedded }
+
+// IsCluster reports whether b is the Redis Cluster.
+func (b *Backend) IsCluster() bool { return b.Kind == ClusterKind }
+
+// HasHashFieldTTL reports whether the server has HPEXPIRE from Lua (Redis
+// 7.4+ and Valkey 9+; not Redis 7.0, Valkey 8.1 or miniredis).
+func (b *Backend) HasHashFieldTTL() bool {
+	return b.Flavor == "redis8" || b.Flavor == "valkey9"
+}
+
+// HasPubSub reports whether PUBLISH from scripts reaches subscribers (true
+// everywhere, including miniredis).
+func (b *Backend) HasPubSub() bool { return true }
+
+// Prefix returns the test's unique key prefix (no hash tag, so keys spread
+// over Cluster slots).
+func (b *Backend) Prefix() string { return b.prefix }
+
+// Client returns a new go-redis client for the backend, closed when the
+// test ends. Each call gives a separate client: use two to act as two
+// processes. modify may adjust the options (go-redis Options for
+// standalone and miniredis; for the cluster, the fields shared by
+// ClusterOptions are copied from it).
+func (b *Backend) Client(t testing.TB, modify ...func(*redis.Options)) redis.UniversalClient {
+	t.Helper()
+	var c redis.UniversalClient
+	switch b.Kind {
+	case Embedded:
+		o := &redis.Options{Addr: b.Mini.Addr()}
+		for _, m := range modify {
+			m(o)
+		}
+		c = redis.NewClient(o)
+	case Standalone:
+		o := b.Server.Options()
+		for _, m := range modify {
+			m(o)
+		}
+		c = redis.NewClient(o)
+	case ClusterKind:
+		co := b.Cluster.Options()
+		if len(modify) > 0 {
+			o := &redis.Options{DialTimeout: co.DialTimeout, ReadTimeout: co.ReadTimeout, WriteTimeout: co.WriteTimeout,
+				MaxRetries: co.MaxRetries, PoolSize: co.PoolSize, Username: co.Username, Password: co.Password,
+				ContextTimeoutEnabled: co.ContextTimeoutEnabled}
+			for _, m := range modify {
+				m(o)
+			}
+			co.DialTimeout, co.ReadTimeout, co.WriteTimeout = o.DialTimeout, o.ReadTimeout, o.WriteTimeout
+			co.MaxRetries, co.PoolSize, co.Username, co.Password = o.MaxRetries, o.PoolSize, o.Username, o.Password
+			co.ContextTimeoutEnabled = o.ContextTimeoutEnabled
+		}
+		c = redis.NewClusterClient(co)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Coordinator returns a coordinator over a new client (see [Backend.Client])
+// with the test's unique key prefix followed by opts.
+func (b *Backend) Coordinator(t testing.TB, opts ...coordination.Option) *coordination.Coordinator {
+	t.Helper()
+	c, err := coordination.New(b.Client(t), append([]coordination.Option{coordination.WithKeyPrefix(b.prefix)}, opts...)...)
+	if err != nil {
+		t.Fatalf("coordination.New: %v", err)
+	}
+	return c
+}
+
+// Advance moves the server's time forward by d. On miniredis it moves TIME
+// and TTLs together (SetTime with ClockTTL) and returns at once; on real
+// servers it sleeps d.
+func (b *Backend) Advance(d time.Duration) {
+	if b.Kind == Embedded {
+		b.clockMu.Lock()
+		b.now = b.now.Add(d)
+		b.Mini.SetTime(b.now)
+		b.clockMu.Unlock()
+		return
+	}
+	time.Sleep(d)
+}
+
+// Now returns the server's notion of now: the frozen miniredis time, or the
+// wall clock for real servers.
+func (b *Backend) Now() time.Time {
+	if b.Kind == Embedded {
+		b.clockMu.Lock()
+		defer b.clockMu.Unlock()
+		return b.now
+	}
+	return time.Now()
+}
+
+// Key returns the full Redis key (with the test's prefix) for key.
+func (b *Backend) Key(key string) string { return b.prefix + key }
+
+// Raw returns a client with no prefix handling for direct inspection of
+// keys; use [Backend.Key] to name them.
+func (b *Backend) Raw(t testing.TB) redis.UniversalClient { return b.Client(t) }
+
+var (
+	mu       sync.Mutex
+	shared   = map[string]*Server{}
+	failed   = map[string]error{}
+	clusterS *Cluster
+	clusterE error
+)
+
+func sharedServer(flavor string) (*Server, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if s := shared[flavor]; s != nil {
+		return s, nil
+	}
+	if err := failed[flavor]; err != nil {
+		return nil, err
+	}
+	s, err := startServer(flavor, false)
+	if err != nil {
+		failed[flavor] = err
+		return nil, err
+	}
+	shared[flavor] = s
+	return s, nil
+}
+
+// ClusterFlavor is the server build used for the cluster backend.
+func ClusterFlavor() string {
+	if f := os.Getenv("COORD_CLUSTER_FLAVOR"); f != "" {
+		return f
+	}
+	return "redis8"
+}
+
+func sharedCluster() (*Cluster, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if clusterS != nil || clusterE != nil {
+		return clusterS, clusterE
+	}
+	clusterS, clusterE = startCluster(ClusterFlavor())
+	return clusterS, clusterE
+}
+
+// BackendNames lists every backend, in the order tests run them.
+func BackendNames() []string {
+	return append(append([]string{"miniredis"}, Flavors...), "cluster")
+}
+
+func enabled(name string) bool {
+	if InCI() {
+		return true
+	}
+	v := os.Getenv("COORD_BACKENDS")
+	if v == "" {
+		return true
+	}
+	return slices.Contains(strings.Split(v, ","), name)
+}
+
+// Options of ForEach.
+type Option func(*forEach)
+
+type forEach struct {
+	serial bool
+	only   []string
+	skip   []string
+}
+
+// Serial runs the backends one after another instead of in parallel (for
+// latency measurements).
+func Serial() Option { return func(f *forEach) { f.serial = true } }
+
+// Only restricts the run to the named backends.
+func Only(names ...string) Option { return func(f *forEach) { f.only = names } }
+
+// RealOnly runs only on real servers (standalone and cluster), never
+// miniredis.
+func RealOnly() Option { return func(f *forEach) { f.skip = append(f.skip, "miniredis") } }
+
+// StandaloneOnly runs on miniredis and the standalone servers, not the
+// cluster.
+func StandaloneOnly() Option { return func(f *forEach) { f.skip = append(f.skip, "cluster") } }
+
+// ForEach runs fn as a subtest per backend (named after it), in parallel by
+// default. Each subtest gets its own miniredis or a unique key prefix on the
+// shared real server.
+func ForEach(t *testing.T, fn func(t *testing.T, b *Backend), opts ...Option) {
+	t.Helper()
+	var f forEach
+	for _, o := range opts {
+		o(&f)
+	}
+	for _, name := range BackendNames() {
+		if len(f.only) > 0 && !slices.Contains(f.only, name) {
+			continue
+		}
+		if slices.Contains(f.skip, name) {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			if !f.serial {
+				t.Parallel()
+			}
+			b := Get(t, name)
+			fn(t, b)
+		})
+	}
+}
+
+// Get returns the backend of that name for t, starting shared servers on
+// first use. When the server is missing it skips t (fails it when CI=true).
+func Get(t testing.TB, name string) *Backend {
+	t.Helper()
+	if !enabled(name) {
+		t.Skipf("backend %s not in COORD_BACKENDS", name)
+	}
+	b := &Backend{Name: name, t: t, prefix: uniquePrefix(t)}
+	switch name {
+	case "miniredis":
+		m := miniredis.NewMiniRedis()
+		if err := m.Start(); err != nil {
+			t.Fatalf("miniredis: %v", err)
+		}
+		t.Cleanup(m.Close)
+		b.now = time.Now()
+		m.SetTime(b.now)
+		m.ClockTTL(true)
+		b.Kind, b.Flavor, b.Mini = Embedded, "miniredis", m
+	case "cluster":
+		c, err := sharedCluster()
+		if err != nil {
+			missing(t, "cluster", err)
+		}
+		b.Kind, b.Flavor, b.Cluster = ClusterKind, c.Flavor, c
+	default:
+		s, err := sharedServer(name)
+		if err != nil {
+			missing(t, name, err)
+		}
+		b.Kind, b.Flavor, b.Server = Standalone, name, s
+	}
+	return b
+}
+
+func missing(t testing.TB, name string, err error) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("backend %s: %v (CI=true: a missing server is a failure)", name, err)
+	}
+	t.Skipf("backend %s: %v", name, err)
+}
+
+func uniquePrefix(t testing.TB) string {
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	name := strings.NewReplacer("{", "(", "}", ")", " ", "_").Replace(t.Name())
+	if len(name) > 60 {
+		name = name[len(name)-60:]
+	}
+	return "t:" + name + ":" + hex.EncodeToString(r[:]) + ":"
+}
+
+// StartStandalone starts a dedicated server of flavor for one test (to stop,
+// kill, pause or restart it), stopped when the test ends. A missing binary
+// skips the test (fails it when CI=true).
+func StartStandalone(t testing.TB, flavor string, extra ...string) *Server {
+	t.Helper()
+	s, err := startServer(flavor, false, extra...)
+	if err != nil {
+		missing(t, flavor, err)
+	}
+	t.Cleanup(s.close)
+	return s
+}
+
+// StartReplicaPair starts a dedicated primary and a replica of it (both of
+// flavor) and waits until the replica's link is up.
+func StartReplicaPair(t testing.TB, flavor string) (primary, replica *Server) {
+	t.Helper()
+	primary = StartStandalone(t, flavor)
+	replica = StartStandalone(t, flavor)
+	ctx := context.Background()
+	c := redis.NewClient(replica.Options())
+	defer c.Close()
+	if err := c.Do(ctx, "REPLICAOF", "127.0.0.1", primary.Port).Err(); err != nil {
+		t.Fatalf("REPLICAOF: %v", err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		info, _ := c.Info(ctx, "replication").Result()
+		if strings.Contains(info, "master_link_status:up") {
+			return primary, replica
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("replica of %s did not sync", flavor)
+	return nil, nil
+}
+
+// StartCluster starts a dedicated 6-node cluster for one test (to fail nodes
+// over), stopped when the test ends.
+func StartCluster(t testing.TB, flavor string) *Cluster {
+	t.Helper()
+	c, err := startCluster(flavor)
+	if err != nil {
+		missing(t, "cluster", err)
+	}
+	t.Cleanup(c.close)
+	return c
+}
+
+// FirstFlavor returns the first available real server flavor (for tests
+// that need one dedicated real server), skipping or failing t when none is.
+func FirstFlavor(t testing.TB) string {
+	t.Helper()
+	for _, f := range Flavors {
+		if _, _, ok := binaries(f); ok && enabled(f) {
+			return f
+		}
+	}
+	missing(t, "any real server", fmt.Errorf("%s", howToGet("redis7")))
+	return ""
+}
+
+// Main runs the package's tests, stops the shared servers, and then fails
+// the run if goroutines leaked (goleak), ignoring opts' functions. Call it
+// from TestMain: func TestMain(m *testing.M) { testharness.Main(m) }.
+func Main(m *testing.M, opts ...goleak.Option) {
+	code := m.Run()
+	mu.Lock()
+	for _, s := range shared {
+		s.close()
+	}
+	if clusterS != nil {
+		clusterS.close()
+	}
+	mu.Unlock()
+	if code == 0 {
+		if err := goleak.Find(opts...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines leaked after the tests:\n%v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,70 @@
+-- fencing_acquire: take a fencing-token lock if it is free, drawing the next
+-- fencing token from a persistent counter, atomically.
+--
+-- KEYS[1]  lease key (a hash {owner, fence}; expires)
+-- KEYS[2]  counter key (a string holding a non-negative integer; never
+--          expires). Both keys must be in one Cluster slot.
+-- ARGV[1]  owner token of the caller
+-- ARGV[2]  TTL in milliseconds (integer >= 1)
+--
+-- Reply    {1, fence}    acquired; fence is the token as a decimal string
+--                        (exact up to 9223372036854775807). A re-sent
+--                        request with the same owner token finds its own
+--                        lease and returns the same fence without touching
+--                        the counter (the TTL is set again).
+--          {0, pttl_ms}  held by another owner; pttl_ms is its remaining
+--                        TTL (-1 when it has none)
+-- Errors (all raised before anything is written):
+--   COORD_BADARG      the lease key and the counter key are the same key
+--   COORD_WRONGTYPE   the lease key is not a hash or the counter not a string
+--   COORD_BADSTATE    the lease hash lacks its owner or fence field
+--   COORD_BADCOUNTER  the counter has a TTL, is not a canonical integer, is
+--                     negative, or is beyond the int64 range
+--   COORD_OVERFLOW    the counter is at 9223372036854775807
+if KEYS[1] == KEYS[2] then
+  return redis.error_reply('COORD_BADARG lease key and counter key are the same key')
+end
+local cur = redis.pcall('HMGET', KEYS[1], 'owner', 'fence')
+if cur.err then
+  return redis.error_reply('COORD_WRONGTYPE lease key does not hold a hash')
+end
+if cur[1] == ARGV[1] and cur[2] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, cur[2]}
+end
+if cur[1] or cur[2] then
+  if not (cur[1] and cur[2]) then
+    return redis.error_reply('COORD_BADSTATE lease hash lacks its owner or fence field')
+  end
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return redis.error_reply('COORD_BADSTATE lease hash lacks its owner or fence field')
+end
+local c = redis.pcall('GET', KEYS[2])
+if type(c) == 'table' and c.err then
+  return redis.error_reply('COORD_WRONGTYPE counter key does not hold a string')
+end
+if c then
+  if redis.call('PTTL', KEYS[2]) ~= -1 then
+    return redis.error_reply('COORD_BADCOUNTER counter key has a TTL; it must never expire')
+  end
+  if string.match(c, '^%-%d+$') then
+    return redis.error_reply('COORD_BADCOUNTER counter is negative')
+  end
+  if not (c == '0' or string.match(c, '^[1-9]%d*$')) then
+    return redis.error_reply('COORD_BADCOUNTER counter is not a canonical integer')
+  end
+  if #c > 19 or (#c == 19 and c > '9223372036854775807') then
+    return redis.error_reply('COORD_BADCOUNTER counter is beyond the int64 range')
+  end
+  if c == '9223372036854775807' then
+    return redis.error_reply('COORD_OVERFLOW counter is at 9223372036854775807')
+  end
+end
+redis.call('INCR', KEYS[2])
+-- INCR's reply is a Lua double (inexact above 2^53); read the exact string.
+local fence = redis.call('GET', KEYS[2])
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fence)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return {1, fence}

@@ -1,0 +1,19 @@
+-- fencing_refresh: reset the TTL of a fencing-token lease held by the
+-- caller. The fencing token does not change.
+--
+-- KEYS[1]  lease key (hash {owner, fence})
+-- ARGV[1]  owner token of the caller
+-- ARGV[2]  new TTL in milliseconds (integer >= 1)
+--
+-- Reply    1  held by the caller; TTL reset
+--          0  free or held by another owner; nothing changed
+-- Errors   COORD_WRONGTYPE  the lease key is not a hash
+local o = redis.pcall('HGET', KEYS[1], 'owner')
+if type(o) == 'table' and o.err then
+  return redis.error_reply('COORD_WRONGTYPE lease key does not hold a hash')
+end
+if o == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0

@@ -1,0 +1,18 @@
+-- lock_refresh: reset the TTL of an owner-token lock held by the caller.
+--
+-- KEYS[1]  lock key
+-- ARGV[1]  owner token of the caller
+-- ARGV[2]  new TTL in milliseconds (integer >= 1)
+--
+-- Reply    1  the caller holds the lock; its TTL is now ARGV[2] ms
+--          0  the lock is free or held by another owner (nothing changed)
+-- Errors   COORD_WRONGTYPE  the key holds a non-string value
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' and v.err then
+  return redis.error_reply('COORD_WRONGTYPE lock key does not hold a string')
+end
+if v == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0

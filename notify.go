@@ -1,0 +1,218 @@
+package coordination
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ChannelPrefix starts the name of every Pub/Sub channel the library's
+// scripts publish release notifications on. The full channel name is
+// ChannelPrefix + the prefixed key. Grant it in ACLs (&coordination:*) if
+// waiters should wake on releases rather than at the holder's expiry.
+const ChannelPrefix = "coordination:"
+
+// Channel returns the Pub/Sub channel on which changes to key (unprefixed)
+// are announced: [ChannelPrefix] + the prefixed key. Scripts that release or
+// change a key publish on it; [Coordinator.Watch] subscribes to it.
+func (c *Coordinator) Channel(key string) string {
+	return ChannelPrefix + c.prefix + key
+}
+
+// confirmTimeout bounds how long Watch waits for the server to confirm a new
+// subscription before letting the waiter go on without it (its periodic
+// re-check then covers a missed message).
+const confirmTimeout = 2 * time.Second
+
+// Watch is one waiter's registration for notifications about one key.
+// Create it with [Coordinator.Watch] and Close it when done. It is safe for
+// use by one waiter goroutine plus the coordinator's dispatcher.
+type Watch struct {
+	h  *hub
+	ch string
+	st *chanState
+	c  chan struct{}
+}
+
+// C returns a channel that receives a value when a notification for the key
+// arrives, or when the shared subscription reconnected (a message may have
+// been lost). Several notifications between two reads coalesce into one.
+func (w *Watch) C() <-chan struct{} { return w.c }
+
+// Close ends the registration. When it was the last waiter on its channel
+// the channel is unsubscribed, and when it was the last waiter of the
+// coordinator the shared Pub/Sub connection is closed and its goroutines
+// end. Close is idempotent.
+func (w *Watch) Close() {
+	if w == nil || w.h == nil {
+		return
+	}
+	w.h.remove(w)
+	w.h = nil
+}
+
+// Watch registers the caller for notifications about key (unprefixed) and
+// returns once the server has confirmed the subscription (or after a short
+// bound, when it is slow to confirm). All waiters of one coordinator share
+// one Pub/Sub connection, whatever the number of keys and waiters.
+//
+// Waiters must call Watch first and only then retry their operation: a
+// release that happens after Watch returns is never missed (a lost message
+// can only delay the waiter until its next periodic re-check).
+//
+// It returns ctx's error if ctx ends first, or the error of the SUBSCRIBE
+// command (a permission error when the ACL forbids the channel).
+func (c *Coordinator) Watch(ctx context.Context, key string) (*Watch, error) {
+	return c.hub.watch(ctx, c.Channel(key))
+}
+
+type chanState struct {
+	waiters map[*Watch]struct{}
+	pending int           // SUBSCRIBE commands sent and not yet confirmed
+	ready   chan struct{} // closed at the first confirmation
+	readyOK bool
+}
+
+// hub multiplexes every waiter of a coordinator onto one *redis.PubSub. The
+// connection exists only while someone waits.
+type hub struct {
+	c *Coordinator
+
+	subMu sync.Mutex // serialises SUBSCRIBE/UNSUBSCRIBE and the PubSub's life
+	ps    *redis.PubSub
+	done  chan struct{} // closed when the dispatcher of ps has ended
+
+	mu    sync.Mutex // guards chans; held only briefly, never across I/O
+	chans map[string]*chanState
+}
+
+func newHub(c *Coordinator) *hub {
+	return &hub{c: c, chans: map[string]*chanState{}}
+}
+
+func (h *hub) watch(ctx context.Context, ch string) (*Watch, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	w := &Watch{h: h, ch: ch, c: make(chan struct{}, 1)}
+
+	h.subMu.Lock()
+	h.mu.Lock()
+	st := h.chans[ch]
+	fresh := st == nil
+	if fresh {
+		st = &chanState{waiters: map[*Watch]struct{}{}, ready: make(chan struct{})}
+		h.chans[ch] = st
+		st.pending++
+	}
+	st.waiters[w] = struct{}{}
+	w.st = st
+	h.mu.Unlock()
+
+	if fresh {
+		if h.ps == nil {
+			h.ps = h.c.client.Subscribe(ctx)
+			h.done = make(chan struct{})
+			go h.dispatch(h.ps, h.done)
+		}
+		if err := h.ps.Subscribe(ctx, ch); err != nil {
+			h.subMu.Unlock()
+			w.Close()
+			return nil, err
+		}
+	}
+	h.subMu.Unlock()
+
+	t := time.NewTimer(confirmTimeout)
+	defer t.Stop()
+	select {
+	case <-st.ready:
+	case <-t.C:
+	case <-ctx.Done():
+		w.Close()
+		return nil, ctx.Err()
+	}
+	return w, nil
+}
+
+func (h *hub) remove(w *Watch) {
+	h.subMu.Lock()
+	defer h.subMu.Unlock()
+	h.mu.Lock()
+	st := h.chans[w.ch]
+	if st == nil || st != w.st {
+		h.mu.Unlock()
+		return
+	}
+	delete(st.waiters, w)
+	last := len(st.waiters) == 0
+	if last {
+		delete(h.chans, w.ch)
+	}
+	empty := len(h.chans) == 0
+	h.mu.Unlock()
+	if !last || h.ps == nil {
+		return
+	}
+	if empty {
+		_ = h.ps.Close()
+		<-h.done
+		h.ps, h.done = nil, nil
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
+	_ = h.ps.Unsubscribe(ctx, w.ch)
+	cancel()
+}
+
+// dispatch delivers messages and subscription confirmations of ps until ps
+// is closed. go-redis' channel reconnects and re-subscribes on its own; a
+// re-subscription confirmation wakes the channel's waiters because a
+// message may have been lost while disconnected.
+func (h *hub) dispatch(ps *redis.PubSub, done chan struct{}) {
+	defer close(done)
+	for m := range ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)) {
+		switch m := m.(type) {
+		case *redis.Message:
+			h.wake(m.Channel)
+		case *redis.Subscription:
+			if m.Kind != "subscribe" {
+				continue
+			}
+			h.mu.Lock()
+			st := h.chans[m.Channel]
+			if st != nil {
+				if st.pending > 0 {
+					st.pending--
+				}
+				if !st.readyOK && st.pending == 0 {
+					st.readyOK = true
+					close(st.ready)
+				} else if st.readyOK {
+					h.signal(st)
+				}
+			}
+			h.mu.Unlock()
+		}
+	}
+}
+
+func (h *hub) wake(ch string) {
+	h.mu.Lock()
+	if st := h.chans[ch]; st != nil {
+		h.signal(st)
+	}
+	h.mu.Unlock()
+}
+
+// signal must be called with h.mu held.
+func (h *hub) signal(st *chanState) {
+	for w := range st.waiters {
+		select {
+		case w.c <- struct{}{}:
+		default:
+		}
+	}
+}
