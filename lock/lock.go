@@ -78,7 +78,7 @@ func acquire(ctx context.Context, coord *coordination.Coordinator, key string, t
 			return decodeAttempt(cmd)
 		},
 		Cleanup: func(ctx context.Context, token string) error {
-			_, err := release(ctx, coord, key, token)
+			_, err := lease.ReleaseWith(ctx, coord, lua.LockRelease, key, token)
 			return err
 		},
 		Metrics: am,
@@ -88,28 +88,8 @@ func acquire(ctx context.Context, coord *coordination.Coordinator, key string, t
 	}
 	l := &Lock{coord: coord, key: key, token: got.Token}
 	l.h = lease.New(coord, lease.Names{Primitive: primitive, Renew: hooks.LockRenew, Verify: hooks.LockVerify, Release: hooks.LockRelease},
-		lease.Ops{
-			Refresh: func(ctx context.Context, ttlMs int64) (bool, error) {
-				cmd, err := coord.Eval(ctx, lua.LockRefresh, keys, got.Token, ttlMs)
-				if err != nil {
-					return false, err
-				}
-				n, err := cmd.Int64()
-				return n == 1, err
-			},
-			Verify: func(ctx context.Context) (bool, error) {
-				cmd, err := coord.Eval(ctx, lua.LockVerify, keys, got.Token)
-				if err != nil {
-					return false, err
-				}
-				v, err := cmd.Int64Slice()
-				return err == nil && len(v) == 2 && v[0] == 1, err
-			},
-			Release: func(ctx context.Context) (coordination.ReleaseOutcome, error) {
-				return release(ctx, coord, key, got.Token)
-			},
-		}, hm,
-		got.Sent, ttl)
+		lease.ScriptOps(coord, key, got.Token, lease.Scripts{Refresh: lua.LockRefresh, Verify: lua.LockVerify, Release: lua.LockRelease}),
+		hm, got.Sent, ttl)
 	return l, nil
 }
 
@@ -129,18 +109,6 @@ func decodeAttempt(cmd *redis.Cmd) (bool, time.Duration, error) {
 		return true, 0, nil
 	}
 	return false, lease.RetryIn(v[1]), nil
-}
-
-func release(ctx context.Context, coord *coordination.Coordinator, key, token string) (coordination.ReleaseOutcome, error) {
-	cmd, err := coord.Eval(ctx, lua.LockRelease, []string{key}, token, coord.Channel(key))
-	if err != nil {
-		return 0, err
-	}
-	n, err := cmd.Int64()
-	if err != nil {
-		return 0, err
-	}
-	return lease.Outcome(n), nil
 }
 
 // Key returns the lock's key as given (without the coordinator's prefix).

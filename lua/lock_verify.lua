@@ -4,14 +4,14 @@
 -- KEYS[1]  lock key
 -- ARGV[1]  owner token of the caller
 --
--- Reply    {1, pttl_ms}  held by the caller; pttl_ms is the remaining TTL
---          {0, 0}        free or held by another owner
+-- Reply    1  held by the caller
+--          0  free or held by another owner
 -- Errors   COORD_WRONGTYPE  the key holds a non-string value
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' and v.err then
   return redis.error_reply('COORD_WRONGTYPE lock key does not hold a string')
 end
 if v == ARGV[1] then
-  return {1, redis.call('PTTL', KEYS[1])}
+  return 1
 end
-return {0, 0}
+return 0

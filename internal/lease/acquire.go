@@ -109,7 +109,8 @@ func Acquire(ctx context.Context, coord *coordination.Coordinator, spec AcquireS
 			Cleanup(coord, "acquire", func(ctx context.Context) error { return spec.Cleanup(ctx, token) })
 		}
 		if errors.Is(err, coordination.ErrNotAcquired) && !block {
-			return Acquired{}, finish(nil) // contention is a successful answer
+			finish(nil) // contention is a successful answer
+			return Acquired{}, err
 		}
 		return Acquired{}, finish(err)
 	}

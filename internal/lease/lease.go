@@ -90,8 +90,10 @@ func Drift(ttl time.Duration) time.Duration {
 func New(coord *coordination.Coordinator, names Names, ops Ops, m Metrics, sent time.Time, ttl time.Duration) *Handle {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	h := &Handle{coord: coord, names: names, ops: ops, metrics: m, start: sent, ctx: ctx, cancel: cancel, ttl: ttl}
+	h.mu.Lock()
 	h.deadline = sent.Add(ttl - Drift(ttl))
 	h.timer = time.AfterFunc(time.Until(h.deadline), h.expireLocally)
+	h.mu.Unlock()
 	return h
 }
 

@@ -1,0 +1,56 @@
+// Package fencing is a lock that hands out fencing tokens: every
+// acquisition draws the next value of a persistent counter, in the same
+// script that takes the lease, so the holders of one lock receive strictly
+// increasing tokens. The protected resource remembers the newest token it
+// accepted and rejects writes carrying an older one; a holder that paused
+// past its lease (GC, VM migration, partition) and wakes up believing it
+// still holds the lock is stopped at the resource, not by hope.
+//
+//	lk, err := fencing.TryAcquire(ctx, coord, "{invoice:42}:lease", "{invoice:42}:fence", 30*time.Second)
+//	if err != nil { ... } // coordination.ErrNotAcquired when held
+//	defer lk.Release(context.WithoutCancel(ctx))
+//	lk.KeepAlive()
+//	ok, newest, err := fencing.GuardedSet(ctx, coord, "{invoice:42}:doc", lk.FencingToken(), data, 0)
+//	// ok is false if a later holder already wrote with a newer token.
+//
+// # Keys
+//
+// Two keys that must share one Cluster slot (one {hash tag}): the lease key
+// (a hash {owner, fence} with a TTL) and the counter key (an integer string
+// that must never expire). The client checks the slot of the prefixed keys
+// before sending anything. The acquire script validates the counter before
+// writing: a counter with a TTL, not a canonical integer, negative, beyond
+// int64, or at 9223372036854775807 fails the acquisition without creating
+// a lease (coordination.ErrBadState, coordination.ErrCounterOverflow). Tokens
+// are exact over the whole int64 range: the script returns them as decimal
+// strings, never as Lua numbers (doubles, exact only up to 2^53).
+//
+// # Enforcing tokens at the resource
+//
+// [GuardedSet] is a compare-and-write in Redis: it stores a value only if
+// the token is at least the newest one the resource accepted. For SQL, keep
+// a fence column and write with
+//
+//	UPDATE t SET ..., fence = $token WHERE id = $id AND fence <= $token
+//
+// treating zero rows as a stale holder.
+//
+// # What holds and what does not
+//
+// Tokens strictly increase within one retained Redis history. They are not
+// monotonic across a failover that loses the counter's last increments
+// (replication is asynchronous), a restore from an older snapshot, a
+// FLUSHALL, or eviction of the counter (run with a noeviction or volatile-*
+// maxmemory policy: the counter has no TTL, so volatile-* never evicts it).
+// After such an event a token may be handed out twice. Where fencing must
+// survive failover, use a consensus-backed store (etcd's revision,
+// ZooKeeper's zxid) for the token; this package does not pretend to be one.
+//
+// Renewal keeps the token. Release and renewal are owner-checked by the
+// holder's random owner token. The handle's lifecycle (Remaining, Context
+// cancelled on loss, KeepAlive, lost-reply cleanup, re-send safety) is that
+// of package lock. A re-sent acquire with the same owner token finds its own
+// lease and returns the same fencing token without touching the counter.
+//
+// All functions and methods are safe for concurrent use.
+package fencing

@@ -1,0 +1,269 @@
+package fencing
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/lease"
+	"github.com/coordkit/coordination/lua"
+)
+
+const primitive = "fencing"
+
+// Lock is a held fencing-token lock. It is returned by [TryAcquire] and
+// [Acquire] and is safe for concurrent use by multiple goroutines. A nil
+// *Lock reports not held.
+type Lock struct {
+	coord    *coordination.Coordinator
+	leaseKey string
+	token    string
+	fence    int64
+	h        *lease.Handle
+}
+
+// TryAcquire takes the fencing-token lock if it is free and returns at once,
+// in one round trip. One script checks that leaseKey is free, increments
+// the counter at fenceKey and stores the owner token and the new fencing
+// token in leaseKey with the TTL.
+//
+// leaseKey expires; fenceKey holds the counter and must never expire. Both
+// must hash to one Cluster slot (give them one {hash tag}, e.g.
+// "{invoice:42}:lease" and "{invoice:42}:fence"); this is checked on the
+// client, with the coordinator's prefix applied, whatever the client type.
+// ttl is rounded up to whole milliseconds and must be at least 1 ms.
+//
+// Errors:
+//   - coordination.ErrNotAcquired: another owner holds the lease.
+//   - coordination.ErrInvalidArgument (nothing sent): nil coord, empty
+//     leaseKey or fenceKey, the same key twice, ttl < 1 ms.
+//   - coordination.ErrCrossSlot (nothing sent): the keys are in different
+//     Cluster slots.
+//   - coordination.ErrBadState (nothing written, no lease created): the
+//     counter has a TTL, is not a canonical integer, is negative, or is
+//     beyond int64; the lease key holds a hash without owner or fence.
+//     Also coordination.ErrCounterOverflow when the counter is at
+//     9223372036854775807, and coordination.ErrWrongType when a key holds
+//     the wrong Redis type.
+//   - the hook's error when a hook rejects; Redis and network errors.
+//
+// When the reply was lost (timeout, cancelled context, broken connection)
+// the lease may exist on the server: a background owner-checked release
+// removes it (the counter keeps its increment; gaps are allowed).
+func TryAcquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fenceKey string, ttl time.Duration) (*Lock, error) {
+	return acquire(ctx, coord, leaseKey, fenceKey, ttl, false)
+}
+
+// Acquire takes the fencing-token lock, waiting as long as ctx allows,
+// without polling: after a contended attempt it subscribes to the lease
+// key's release notifications (one shared Pub/Sub connection per
+// coordinator), tries again, then sleeps until a release is announced or
+// the holder's TTL (as the server reported it) runs out, re-checking at
+// least every 5 s. Transient errors are retried with jittered backoff;
+// every re-try reuses the same owner token, so a re-sent request never
+// draws a second fencing token.
+//
+// Acquire is admitted through hooks once, as FENCED LOCK ACQUIRE. When ctx
+// ends first it returns an error matching coordination.ErrNotAcquired and
+// ctx's error. Other errors are those of [TryAcquire].
+func Acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fenceKey string, ttl time.Duration) (*Lock, error) {
+	return acquire(ctx, coord, leaseKey, fenceKey, ttl, true)
+}
+
+func acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fenceKey string, ttl time.Duration, block bool) (*Lock, error) {
+	if err := coord.Check(); err != nil {
+		return nil, err
+	}
+	if err := coordination.CheckKey("leaseKey", leaseKey); err != nil {
+		return nil, err
+	}
+	if err := coordination.CheckKey("fenceKey", fenceKey); err != nil {
+		return nil, err
+	}
+	if leaseKey == fenceKey {
+		return nil, coordination.InvalidArgument("fenceKey", "must differ from leaseKey")
+	}
+	if err := coordination.SameSlot(coord.Key(leaseKey), coord.Key(fenceKey)); err != nil {
+		return nil, err
+	}
+	if _, err := coordination.Millis("ttl", ttl); err != nil {
+		return nil, err
+	}
+	keys := []string{leaseKey, fenceKey}
+	var fence int64
+	am, hm := lease.LockInstruments(coord, primitive)
+	got, err := lease.Acquire(ctx, coord, lease.AcquireSpec{
+		Op: hooks.FencedLockAcquire, Primitive: primitive, Key: leaseKey, TTL: ttl,
+		Try: func(ctx context.Context, token string, ttlMs int64) (bool, time.Duration, error) {
+			cmd, err := coord.Eval(ctx, lua.FencingAcquire, keys, token, ttlMs)
+			if err != nil {
+				return false, 0, err
+			}
+			ok, f, retryIn, err := decodeAcquire(cmd)
+			if ok {
+				fence = f
+			}
+			return ok, retryIn, err
+		},
+		Cleanup: func(ctx context.Context, token string) error {
+			_, err := lease.ReleaseWith(ctx, coord, lua.FencingRelease, leaseKey, token)
+			return err
+		},
+		Metrics: am,
+	}, block)
+	if err != nil {
+		return nil, err
+	}
+	l := &Lock{coord: coord, leaseKey: leaseKey, token: got.Token, fence: fence}
+	l.h = lease.New(coord,
+		lease.Names{Primitive: primitive, Renew: hooks.FencedLockRenew, Verify: hooks.FencedLockVerify, Release: hooks.FencedLockRelease},
+		lease.ScriptOps(coord, leaseKey, got.Token, lease.Scripts{Refresh: lua.FencingRefresh, Verify: lua.FencingVerify, Release: lua.FencingRelease}),
+		hm, got.Sent, ttl)
+	return l, nil
+}
+
+// decodeAcquire reads {1, "fence"} or {0, pttl}.
+func decodeAcquire(cmd *redis.Cmd) (ok bool, fence int64, retryIn time.Duration, err error) {
+	v, err := cmd.Slice()
+	if err != nil {
+		return false, 0, 0, err
+	}
+	if len(v) != 2 {
+		return false, 0, 0, coordination.UnexpectedReply(lua.FencingAcquire.Name(), v)
+	}
+	status, _ := v[0].(int64)
+	switch status {
+	case 1:
+		s, isStr := v[1].(string)
+		if !isStr {
+			return false, 0, 0, coordination.UnexpectedReply(lua.FencingAcquire.Name(), v)
+		}
+		f, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || f <= 0 {
+			return false, 0, 0, coordination.UnexpectedReply(lua.FencingAcquire.Name(), v)
+		}
+		return true, f, 0, nil
+	case 0:
+		pttl, isInt := v[1].(int64)
+		if !isInt {
+			return false, 0, 0, coordination.UnexpectedReply(lua.FencingAcquire.Name(), v)
+		}
+		return false, 0, lease.RetryIn(pttl), nil
+	default:
+		return false, 0, 0, coordination.UnexpectedReply(lua.FencingAcquire.Name(), v)
+	}
+}
+
+// FencingToken returns the lock's fencing token: a positive int64, strictly
+// greater than every token handed out before from the same counter (within
+// one retained Redis history; see the package documentation for what
+// breaks that). It does not change when the lock is refreshed. Pass it with
+// every write to the protected resource and let the resource reject older
+// tokens ([GuardedSet], or a SQL guard). A nil *Lock returns 0.
+func (l *Lock) FencingToken() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.fence
+}
+
+// Key returns the lease key as given (without the coordinator's prefix).
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.leaseKey
+}
+
+// Token returns the owner token stored in the lease: 36 random characters
+// (UUID v4) identifying this holder. It is not the fencing token.
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
+
+// Remaining returns the local estimate of the time the lock is still held:
+// the TTL measured from the instant before the last successful acquire or
+// refresh request was sent, minus a drift allowance (1% of the TTL plus
+// 2 ms). It is 0 once the lock is released, lost or locally expired; it
+// never asks Redis.
+func (l *Lock) Remaining() time.Duration {
+	if l == nil {
+		return 0
+	}
+	return l.h.Remaining()
+}
+
+// Context returns a context cancelled when the lock is released
+// (context.Cause is coordination.ErrReleased) or lost or locally expired
+// (the cause wraps coordination.ErrLost). Run protected work under it. A
+// nil *Lock returns an already-cancelled context.
+func (l *Lock) Context() context.Context {
+	if l == nil {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(coordination.ErrNotHeld)
+		return ctx
+	}
+	return l.h.Context()
+}
+
+// Done returns Context().Done().
+func (l *Lock) Done() <-chan struct{} { return l.Context().Done() }
+
+// Refresh resets the lease's TTL to ttl if this owner still holds it, in one
+// round trip (admitted as FENCED LOCK RENEW). The fencing token stays the
+// same. It returns false when the lease was lost (the handle is then lost
+// and its context cancelled); an expired owner's Refresh never touches the
+// next owner's lease. After release or loss it returns false without asking
+// Redis.
+//
+// Errors: coordination.ErrInvalidArgument for ttl < 1 ms (nothing sent);
+// Redis and network errors, which leave the handle unchanged.
+func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
+	if l == nil {
+		return false, nil
+	}
+	return l.h.Refresh(ctx, ttl)
+}
+
+// Verify reports whether this owner holds the lease at the instant the
+// script runs (one round trip, admitted as FENCED LOCK VERIFY; nothing is
+// changed). A false answer marks the handle lost.
+func (l *Lock) Verify(ctx context.Context) (bool, error) {
+	if l == nil {
+		return false, nil
+	}
+	return l.h.Verify(ctx)
+}
+
+// Release deletes the lease if this owner holds it and wakes waiters, in one
+// round trip (admitted as FENCED LOCK RELEASE); the counter is kept. It
+// returns Released; AlreadyReleased when the lease expired or this handle
+// released it before (then without asking Redis); NotOwned when another
+// owner holds it now (nothing is changed). An error leaves the handle as it
+// was: call Release again.
+func (l *Lock) Release(ctx context.Context) (coordination.ReleaseOutcome, error) {
+	if l == nil {
+		return coordination.AlreadyReleased, nil
+	}
+	return l.h.Release(ctx)
+}
+
+// KeepAlive starts renewing the lease in the background every TTL/3 until it
+// is released or lost. A renewal that finds the lease gone, a terminal
+// error, or the local deadline passing while transient errors persist ends
+// the keep-alive and cancels [Lock.Context] with a cause wrapping
+// coordination.ErrLost. Renewals keep the fencing token and are not
+// admitted through hooks. It returns at once; calling it again does
+// nothing.
+func (l *Lock) KeepAlive() {
+	if l != nil {
+		l.h.KeepAlive()
+	}
+}

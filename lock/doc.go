@@ -1,0 +1,55 @@
+// Package lock is an owner-token lock on one Redis key: at most one holder
+// at a time, each holder identified by a random owner token that every
+// renewal, verification and release checks, so an expired holder can never
+// touch its successor's lock.
+//
+//	l, err := lock.TryAcquire(ctx, coord, "jobs:nightly", 30*time.Second)
+//	if errors.Is(err, coordination.ErrNotAcquired) {
+//		return // another replica runs it
+//	}
+//	if err != nil { ... }
+//	defer l.Release(context.WithoutCancel(ctx))
+//	l.KeepAlive()
+//	runJob(l.Context()) // cancelled if the lock is lost
+//
+// # Operations
+//
+// [TryAcquire] returns at once; [Acquire] waits without polling: it
+// subscribes to the key's release channel (one Pub/Sub connection per
+// coordinator, shared by every waiter), then sleeps until the holder
+// releases or its TTL, as the server reported it, runs out. Every hot-path
+// operation (acquire, refresh, verify, release) is one script, one round
+// trip (EVALSHA; EVAL only after NOSCRIPT).
+//
+// A held [Lock] estimates its remaining time locally ([Lock.Remaining]),
+// measured from the instant before the acquire request was sent, minus a
+// drift allowance of 1% + 2 ms. Its [Lock.Context] is cancelled when the
+// lock is released, when a refresh or verify finds it gone, or when the
+// local estimate reaches zero without a successful renewal; protected work
+// should run under that context. [Lock.KeepAlive] renews at a third of the
+// TTL.
+//
+// # What holds and what does not
+//
+// Expiry is decided by the server's clock (PX on the key); clients' clocks
+// only shorten their own estimate. Mutual exclusion holds while Redis keeps
+// its data and holders stop work when their context is cancelled. It does
+// not hold across a failover that loses the last writes (Redis replication
+// is asynchronous), and a holder paused longer than its TTL (GC, VM
+// suspension) may act after its lock expired without knowing: for writes
+// that must never interleave, use package fencing and let the resource
+// reject stale fencing tokens.
+//
+// # Lost replies and re-sends
+//
+// go-redis re-sends a command after a read timeout or a broken connection
+// (MaxRetries, 3 by default), so an acquire may run twice on the server;
+// the script treats the caller's own token as success, so a re-send yields
+// one lock. When an acquire's outcome is unknown to the caller (timeout,
+// cancelled context), the lock may exist on the server: a background
+// owner-checked release removes it. Per-call context deadlines bound
+// network I/O only when the client has ContextTimeoutEnabled: true;
+// otherwise go-redis' ReadTimeout and WriteTimeout apply.
+//
+// All functions and methods are safe for concurrent use.
+package lock
