@@ -151,11 +151,21 @@ func TestBadCounterFailsBeforeWriting(t *testing.T) {
 		setup func(ctx context.Context, c redis.UniversalClient, key string) error
 		want  error
 	}{
-		{"ttl", func(ctx context.Context, c redis.UniversalClient, k string) error { return c.Set(ctx, k, "7", time.Hour).Err() }, coordination.ErrBadState},
-		{"non-integer", func(ctx context.Context, c redis.UniversalClient, k string) error { return c.Set(ctx, k, "seven", 0).Err() }, coordination.ErrBadState},
-		{"decimal", func(ctx context.Context, c redis.UniversalClient, k string) error { return c.Set(ctx, k, "1.5", 0).Err() }, coordination.ErrBadState},
-		{"leading-zero", func(ctx context.Context, c redis.UniversalClient, k string) error { return c.Set(ctx, k, "007", 0).Err() }, coordination.ErrBadState},
-		{"negative", func(ctx context.Context, c redis.UniversalClient, k string) error { return c.Set(ctx, k, "-3", 0).Err() }, coordination.ErrBadState},
+		{"ttl", func(ctx context.Context, c redis.UniversalClient, k string) error {
+			return c.Set(ctx, k, "7", time.Hour).Err()
+		}, coordination.ErrBadState},
+		{"non-integer", func(ctx context.Context, c redis.UniversalClient, k string) error {
+			return c.Set(ctx, k, "seven", 0).Err()
+		}, coordination.ErrBadState},
+		{"decimal", func(ctx context.Context, c redis.UniversalClient, k string) error {
+			return c.Set(ctx, k, "1.5", 0).Err()
+		}, coordination.ErrBadState},
+		{"leading-zero", func(ctx context.Context, c redis.UniversalClient, k string) error {
+			return c.Set(ctx, k, "007", 0).Err()
+		}, coordination.ErrBadState},
+		{"negative", func(ctx context.Context, c redis.UniversalClient, k string) error {
+			return c.Set(ctx, k, "-3", 0).Err()
+		}, coordination.ErrBadState},
 		{"beyond-int64", func(ctx context.Context, c redis.UniversalClient, k string) error {
 			return c.Set(ctx, k, "9223372036854775808", 0).Err()
 		}, coordination.ErrBadState},

@@ -58,20 +58,48 @@ type BadInput struct {
 
 // Run runs the whole suite for s on every backend.
 func Run(t *testing.T, s Subject) {
-	t.Run("AcquireContendRelease", func(t *testing.T) { testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { acquireContendRelease(t, b, s) }) })
-	t.Run("ExpiredOwnerCannotTouchSuccessor", func(t *testing.T) { testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { expiredOwner(t, b, s) }) })
-	t.Run("OneCommandPerOperation", func(t *testing.T) { testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { oneCommand(t, b, s) }) })
-	t.Run("BlockingAcquireWakesOnRelease", func(t *testing.T) { testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { wakeOnRelease(t, b, s) }) })
-	t.Run("BlockingAcquireAfterCrash", func(t *testing.T) { testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { acquireAfterCrash(t, b, s) }) })
-	t.Run("BadInputSendsNothing", func(t *testing.T) { testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { badInput(t, b, s) }) })
-	t.Run("Hooks", func(t *testing.T) { testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { hookOutcomes(t, b, s) }) })
-	t.Run("PrefixAndBinaryKeys", func(t *testing.T) { testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { prefixAndBinary(t, b, s) }) })
-	t.Run("ScriptFlush", func(t *testing.T) { testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { scriptFlush(t, b, s) }) })
-	t.Run("LostReplyIsCleanedUp", func(t *testing.T) { testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { lostReply(t, b, s) }) })
-	t.Run("LocalExpiryCancelsContext", func(t *testing.T) { testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { localExpiry(t, b, s) }) })
-	t.Run("KeepAliveHoldsAndDetectsLoss", func(t *testing.T) { testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { keepAlive(t, b, s) }, testharness.RealOnly()) })
-	t.Run("WrongType", func(t *testing.T) { testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { wrongType(t, b, s) }) })
-	t.Run("Contention", func(t *testing.T) { testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { contention(t, b, s) }) })
+	t.Run("AcquireContendRelease", func(t *testing.T) {
+		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { acquireContendRelease(t, b, s) })
+	})
+	t.Run("ExpiredOwnerCannotTouchSuccessor", func(t *testing.T) {
+		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { expiredOwner(t, b, s) })
+	})
+	t.Run("OneCommandPerOperation", func(t *testing.T) {
+		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { oneCommand(t, b, s) })
+	})
+	t.Run("BlockingAcquireWakesOnRelease", func(t *testing.T) {
+		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { wakeOnRelease(t, b, s) })
+	})
+	t.Run("BlockingAcquireAfterCrash", func(t *testing.T) {
+		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { acquireAfterCrash(t, b, s) })
+	})
+	t.Run("BadInputSendsNothing", func(t *testing.T) {
+		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { badInput(t, b, s) })
+	})
+	t.Run("Hooks", func(t *testing.T) {
+		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { hookOutcomes(t, b, s) })
+	})
+	t.Run("PrefixAndBinaryKeys", func(t *testing.T) {
+		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { prefixAndBinary(t, b, s) })
+	})
+	t.Run("ScriptFlush", func(t *testing.T) {
+		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { scriptFlush(t, b, s) })
+	})
+	t.Run("LostReplyIsCleanedUp", func(t *testing.T) {
+		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { lostReply(t, b, s) })
+	})
+	t.Run("LocalExpiryCancelsContext", func(t *testing.T) {
+		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { localExpiry(t, b, s) })
+	})
+	t.Run("KeepAliveHoldsAndDetectsLoss", func(t *testing.T) {
+		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { keepAlive(t, b, s) }, testharness.RealOnly())
+	})
+	t.Run("WrongType", func(t *testing.T) {
+		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { wrongType(t, b, s) })
+	})
+	t.Run("Contention", func(t *testing.T) {
+		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { contention(t, b, s) })
+	})
 }
 
 // must returns v, failing the test when err is not nil:
