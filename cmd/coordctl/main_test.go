@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/coordkit/coordination/internal/testharness"
+)
+
+func TestMain(m *testing.M) { testharness.Main(m) }
+
+// runCmd runs coordctl in-process and returns its exit code and output.
+func runCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// serverArgs returns the connection flags for a backend: nothing for
+// miniredis (demo starts its own embedded server), --redis or --cluster
+// for real servers.
+func serverArgs(b *testharness.Backend) []string {
+	switch {
+	case b.IsMini():
+		return nil
+	case b.IsCluster():
+		return []string{"--cluster", strings.Join(b.Cluster.Addrs(), ",")}
+	default:
+		return []string{"--redis", "redis://" + b.Server.Addr + "/0"}
+	}
+}
+
+func TestDemoEveryScenarioEveryBackend(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		code, out, errOut := runCmd(t, append([]string{"demo"}, serverArgs(b)...)...)
+		if code != 0 {
+			t.Fatalf("demo exited %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+		}
+		if !strings.Contains(out, " 0 failed") || strings.Contains(out, "FAIL") {
+			t.Fatalf("demo output does not report success:\n%s", out)
+		}
+		for _, s := range scenarios {
+			if !strings.Contains(out, "== "+s.title+" ==") {
+				t.Errorf("scenario %q did not run", s.name)
+			}
+		}
+	})
+}
+
+func TestUsageAndBadFlags(t *testing.T) {
+	if code, out, _ := runCmd(t); code != 0 || !strings.Contains(out, "demo") {
+		t.Fatalf("no args: exit %d, output %q", code, out)
+	}
+	if code, _, errOut := runCmd(t, "frobnicate"); code != 2 || !strings.Contains(errOut, "unknown command") {
+		t.Fatalf("unknown command: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := runCmd(t, "demo", "--only", "nope"); code != 2 || !strings.Contains(errOut, "no scenario") {
+		t.Fatalf("--only nope: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := runCmd(t, "demo", "--redis", "http://x"); code != 1 || !strings.Contains(errOut, "--redis") {
+		t.Fatalf("bad URL: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := runCmd(t, "demo", "--redis", "redis://127.0.0.1:1/0"); code != 1 || !strings.Contains(errOut, "cannot reach") {
+		t.Fatalf("unreachable server: exit %d, stderr %q", code, errOut)
+	}
+	if code, out, _ := runCmd(t, "demo", "--list"); code != 0 || !strings.Contains(out, "fencing") {
+		t.Fatalf("--list: exit %d, output %q", code, out)
+	}
+}
