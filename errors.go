@@ -171,8 +171,8 @@ const (
 	NoError ErrorClass = iota
 	// Transient errors may succeed if the same operation is tried again
 	// after a delay: LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN,
-	// READONLY replies, network errors, timeouts and connection-pool
-	// timeouts. Some are ambiguous (the command may have run); the
+	// READONLY and NOREPLICAS replies, "max number of clients reached",
+	// network errors, timeouts and connection-pool timeouts. Some are ambiguous (the command may have run); the
 	// library's scripts are safe to re-run with the same owner token.
 	Transient
 	// Terminal errors will fail again if retried: authentication and
@@ -201,7 +201,8 @@ func (c ErrorClass) String() string {
 	}
 }
 
-var transientPrefixes = []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY"}
+var transientPrefixes = []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "NOREPLICAS",
+	"ERR max number of clients reached"}
 
 // Classify sorts an error returned by Redis, go-redis or this library into
 // one class. It is the one place the library decides what to retry: every
@@ -228,11 +229,6 @@ func Classify(err error) ErrorClass {
 			if strings.HasPrefix(msg, p) {
 				return Transient
 			}
-		}
-		// go-redis reports pool timeouts as a redis.Error-less error; a
-		// proto error reply that is not listed above is terminal.
-		if errors.Is(err, redis.ErrPoolTimeout) {
-			return Transient
 		}
 		return Terminal
 	}
@@ -274,3 +270,8 @@ func IsAmbiguous(err error) bool {
 func UnexpectedReply(script string, reply any) error {
 	return fmt.Errorf("%w: unexpected reply from %s: %v", ErrBadState, script, reply)
 }
+
+// MapError turns an error reply carrying one of the library's script codes
+// (COORD_...) into a *[ScriptError]; any other error is returned unchanged.
+// [Coordinator.Eval] applies it to every script reply.
+func MapError(err error) error { return mapScriptError(err) }
