@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
@@ -35,12 +36,13 @@ var (
 // multiple goroutines; create one per client and share it. The zero value
 // is not usable; use [New].
 type Coordinator struct {
-	client Client
-	prefix string
-	hooks  hooks.Chain
-	mp     metric.MeterProvider
-	meter  metric.Meter
-	logger *slog.Logger
+	client   Client
+	prefix   string
+	hooks    hooks.Chain // user hooks only
+	duration *hooks.DurationRecorder
+	mp       metric.MeterProvider
+	meter    metric.Meter
+	logger   *slog.Logger
 
 	instMu sync.Mutex
 	inst   map[string]any
@@ -71,7 +73,8 @@ func WithKeyPrefix(prefix string) Option {
 
 // WithHooks adds operation hooks, run in the order given after any added
 // earlier, as one [hooks.Chain]. A nil hook is an error. The default is no
-// hooks besides the built-in duration histogram (see [WithMeterProvider]).
+// hooks; the coordinator records the duration histogram on its own (see
+// [WithMeterProvider]).
 func WithHooks(hs ...hooks.Hook) Option {
 	return func(c *config) error {
 		for i, h := range hs {
@@ -86,8 +89,8 @@ func WithHooks(hs ...hooks.Hook) Option {
 
 // WithMeterProvider sets the OpenTelemetry meter provider for every
 // instrument of this coordinator and its primitives, including the
-// coordination.operation.duration histogram recorded by a built-in
-// [hooks.Duration] hook that runs before any hook added with [WithHooks].
+// coordination.operation.duration histogram (see [hooks.DurationRecorder])
+// that the coordinator records for every admitted operation.
 // The default is otel.GetMeterProvider(), the global provider, which is a
 // no-op until the application installs an SDK.
 func WithMeterProvider(mp metric.MeterProvider) Option {
@@ -137,15 +140,15 @@ func New(client Client, opts ...Option) (*Coordinator, error) {
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.DiscardHandler)
 	}
-	chain := append(hooks.Chain{hooks.Duration(cfg.mp)}, cfg.hooks...)
 	c := &Coordinator{
-		client: client,
-		prefix: cfg.prefix,
-		hooks:  chain,
-		mp:     cfg.mp,
-		meter:  cfg.mp.Meter(hooks.ScopeName),
-		logger: cfg.logger,
-		inst:   map[string]any{},
+		client:   client,
+		prefix:   cfg.prefix,
+		hooks:    hooks.Chain(cfg.hooks),
+		duration: hooks.NewDurationRecorder(cfg.mp),
+		mp:       cfg.mp,
+		meter:    cfg.mp.Meter(hooks.ScopeName),
+		logger:   cfg.logger,
+		inst:     map[string]any{},
 	}
 	c.hub = newHub(c)
 	return c, nil
@@ -214,17 +217,23 @@ type Finish func(err error) error
 // error; it classifies the outcome: nil is Succeeded, a context error is
 // Canceled, anything else is Failed.
 func (c *Coordinator) Admit(ctx context.Context, name, primitive string) (context.Context, Finish, error) {
-	op := hooks.Operation{Name: name, Primitive: primitive}
-	next, done, err := c.hooks.Admit(ctx, op)
-	if err != nil {
-		return ctx, nil, fmt.Errorf("coordination: %s rejected by hook: %w", name, err)
+	start := time.Now()
+	var done hooks.Done
+	if len(c.hooks) > 0 {
+		next, d, err := c.hooks.Admit(ctx, hooks.Operation{Name: name, Primitive: primitive})
+		if err != nil {
+			return ctx, nil, fmt.Errorf("coordination: %s rejected by hook: %w", name, err)
+		}
+		if next != nil {
+			ctx = next
+		}
+		done = d
 	}
-	if next == nil {
-		next = ctx
-	}
-	return next, func(err error) error {
+	return ctx, func(err error) error {
+		o := outcomeOf(err)
+		c.duration.Record(name, o, time.Since(start))
 		if done != nil {
-			done(outcomeOf(err), err)
+			done(o, err)
 		}
 		return err
 	}, nil
@@ -252,15 +261,67 @@ func outcomeOf(err error) hooks.Outcome {
 // unchanged. Eval does not admit the operation: callers call [Coordinator.Admit]
 // once per public operation and then Eval as many times as it needs.
 func (c *Coordinator) Eval(ctx context.Context, s *lua.Script, keys []string, args ...any) (*redis.Cmd, error) {
+	k, err := c.Keys(keys...)
+	if err != nil {
+		return nil, err
+	}
+	return c.EvalKeys(ctx, s, k, args...)
+}
+
+// Keys are a primitive's keys with the coordinator's prefix applied and
+// their Cluster slot checked, built once by [Coordinator.Keys] and passed to
+// [Coordinator.EvalKeys] on hot paths (a held lease's refresh and
+// release). The zero value has no keys.
+type Keys struct {
+	full []string
+}
+
+// Full returns the prefixed keys. The slice must not be modified.
+func (k Keys) Full() []string { return k.full }
+
+// Keys applies the prefix to keys (unprefixed, as the caller gave them) and,
+// with more than one key, checks that they hash to one Cluster slot,
+// returning an error wrapping [ErrCrossSlot] when they do not.
+func (c *Coordinator) Keys(keys ...string) (Keys, error) {
 	full := make([]string, len(keys))
 	for i, k := range keys {
 		full[i] = c.prefix + k
 	}
 	if len(full) > 1 {
 		if err := SameSlot(full...); err != nil {
-			return nil, err
+			return Keys{}, err
 		}
 	}
-	cmd := s.Run(ctx, c.client, full, args...)
-	return cmd, mapScriptError(cmd.Err())
+	return Keys{full: full}, nil
+}
+
+// EvalKeys is [Coordinator.Eval] with keys prepared by [Coordinator.Keys].
+func (c *Coordinator) EvalKeys(ctx context.Context, s *lua.Script, k Keys, args ...any) (*redis.Cmd, error) {
+	cmd := s.Run(ctx, c.client, k.full, args...)
+	if err := cmd.Err(); err != nil {
+		return cmd, mapScriptError(err)
+	}
+	return cmd, nil
+}
+
+// Instruments returns the value that build made the first time Instruments
+// was called with this name on this coordinator, calling build then.
+// Primitives keep their sets of instruments (and precomputed attribute
+// sets) here, so that they are built once per coordinator rather than per
+// operation.
+func (c *Coordinator) Instruments(name string, build func() any) any {
+	c.instMu.Lock()
+	v, ok := c.inst["set:"+name]
+	c.instMu.Unlock()
+	if ok {
+		return v
+	}
+	v = build() // outside the lock: build creates instruments
+	c.instMu.Lock()
+	defer c.instMu.Unlock()
+	if prev, ok := c.inst["set:"+name]; ok {
+		return prev
+	}
+	c.inst["set:"+name] = v
+	return v
 }

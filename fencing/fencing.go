@@ -87,19 +87,20 @@ func acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fen
 	if leaseKey == fenceKey {
 		return nil, coordination.InvalidArgument("fenceKey", "must differ from leaseKey")
 	}
-	if err := coordination.SameSlot(coord.Key(leaseKey), coord.Key(fenceKey)); err != nil {
-		return nil, err
-	}
 	if _, err := coordination.Millis("ttl", ttl); err != nil {
 		return nil, err
 	}
-	keys := []string{leaseKey, fenceKey}
+	keys, err := coord.Keys(leaseKey, fenceKey)
+	if err != nil {
+		return nil, err
+	}
+	leaseOnly, _ := coord.Keys(leaseKey)
 	var fence int64
 	am, hm := lease.LockInstruments(coord, primitive)
 	got, err := lease.Acquire(ctx, coord, lease.AcquireSpec{
 		Op: hooks.FencedLockAcquire, Primitive: primitive, Key: leaseKey, TTL: ttl,
 		Try: func(ctx context.Context, token string, ttlMs int64) (bool, time.Duration, error) {
-			cmd, err := coord.Eval(ctx, lua.FencingAcquire, keys, token, ttlMs)
+			cmd, err := coord.EvalKeys(ctx, lua.FencingAcquire, keys, token, ttlMs)
 			if err != nil {
 				return false, 0, err
 			}
@@ -121,7 +122,7 @@ func acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fen
 	l := &Lock{coord: coord, leaseKey: leaseKey, token: got.Token, fence: fence}
 	l.h = lease.New(coord,
 		lease.Names{Primitive: primitive, Renew: hooks.FencedLockRenew, Verify: hooks.FencedLockVerify, Release: hooks.FencedLockRelease},
-		lease.ScriptOps(coord, leaseKey, got.Token, lease.Scripts{Refresh: lua.FencingRefresh, Verify: lua.FencingVerify, Release: lua.FencingRelease}),
+		lease.ScriptOpsKeys(coord, leaseOnly, coord.Channel(leaseKey), got.Token, lease.Scripts{Refresh: lua.FencingRefresh, Verify: lua.FencingVerify, Release: lua.FencingRelease}),
 		hm, got.Sent, ttl)
 	return l, nil
 }

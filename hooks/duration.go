@@ -14,19 +14,31 @@ import (
 // instrument of this module is created.
 const ScopeName = "github.com/coordkit/coordination"
 
-// DurationMetric is the name of the histogram recorded by [Duration].
+// DurationMetric is the name of the histogram recorded by [Duration] and
+// [DurationRecorder].
 const DurationMetric = "coordination.operation.duration"
 
-// Duration returns a hook that records, for every admitted operation, the
-// time from admission to outcome in the OpenTelemetry histogram
-// coordination.operation.duration (unit "s", seconds). Its attributes are
+// DurationRecorder records the OpenTelemetry histogram
+// coordination.operation.duration (unit "s", seconds) with the attributes
 // operation (the operation name, e.g. "LOCK ACQUIRE") and outcome
-// ("succeeded", "canceled", "failed"); never a key, token or endpoint.
-//
-// A blocking acquire that waits is recorded once, with its whole wait. A nil
-// provider means the no-op provider. Duration never rejects an operation.
-// The hook is safe for concurrent use.
-func Duration(provider metric.MeterProvider) Hook {
+// ("succeeded", "canceled", "failed"); never a key, token or endpoint. The
+// coordinator records every admitted operation with one. It is safe for
+// concurrent use.
+type DurationRecorder struct {
+	h     metric.Float64Histogram
+	mu    sync.RWMutex
+	attrs map[attrKey][]metric.RecordOption
+}
+
+type attrKey struct {
+	op      string
+	outcome Outcome
+}
+
+// NewDurationRecorder creates the histogram from provider (nil means the
+// no-op provider). It never fails: if the provider cannot create the
+// instrument, recording does nothing.
+func NewDurationRecorder(provider metric.MeterProvider) *DurationRecorder {
 	if provider == nil {
 		provider = noop.NewMeterProvider()
 	}
@@ -37,32 +49,45 @@ func Duration(provider metric.MeterProvider) Hook {
 	if err != nil {
 		h, _ = noop.NewMeterProvider().Meter(ScopeName).Float64Histogram(DurationMetric)
 	}
-	return &durationHook{h: h}
+	return &DurationRecorder{h: h, attrs: map[attrKey][]metric.RecordOption{}}
 }
 
-type durationHook struct {
-	h     metric.Float64Histogram
-	attrs sync.Map // attrKey -> metric.MeasurementOption
+// Record records one operation that took d and ended with outcome o.
+func (r *DurationRecorder) Record(op string, o Outcome, d time.Duration) {
+	r.h.Record(context.Background(), d.Seconds(), r.options(op, o)...)
 }
 
-type attrKey struct {
-	op      string
-	outcome Outcome
-}
-
-func (d *durationHook) option(op string, o Outcome) metric.MeasurementOption {
+// options returns the cached attribute option of (op, o), as a slice so
+// that recording does not allocate one.
+func (r *DurationRecorder) options(op string, o Outcome) []metric.RecordOption {
 	k := attrKey{op, o}
-	if v, ok := d.attrs.Load(k); ok {
-		return v.(metric.MeasurementOption)
+	r.mu.RLock()
+	v, ok := r.attrs[k]
+	r.mu.RUnlock()
+	if ok {
+		return v
 	}
-	v := metric.WithAttributeSet(attribute.NewSet(attribute.String("operation", op), attribute.String("outcome", o.String())))
-	d.attrs.Store(k, v)
+	v = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("operation", op), attribute.String("outcome", o.String())))}
+	r.mu.Lock()
+	r.attrs[k] = v
+	r.mu.Unlock()
 	return v
 }
 
-func (d *durationHook) Admit(ctx context.Context, op Operation) (context.Context, Done, error) {
+// Duration returns a hook that records every admitted operation's time
+// from admission to outcome with a [DurationRecorder] over provider. A
+// blocking acquire that waits is recorded once, with its whole wait. It
+// never rejects an operation and is safe for concurrent use.
+//
+// The coordinator already records this histogram for its own operations;
+// use Duration to record it from hooks you chain elsewhere.
+func Duration(provider metric.MeterProvider) Hook {
+	return durationHook{NewDurationRecorder(provider)}
+}
+
+type durationHook struct{ r *DurationRecorder }
+
+func (d durationHook) Admit(ctx context.Context, op Operation) (context.Context, Done, error) {
 	start := time.Now()
-	return ctx, func(o Outcome, _ error) {
-		d.h.Record(context.Background(), time.Since(start).Seconds(), d.option(op.Name, o))
-	}, nil
+	return ctx, func(o Outcome, _ error) { d.r.Record(op.Name, o, time.Since(start)) }, nil
 }

@@ -97,8 +97,18 @@ var _ Hook = Chain(nil)
 
 // Admit implements [Hook].
 func (c Chain) Admit(ctx context.Context, op Operation) (context.Context, Done, error) {
-	if len(c) == 0 {
+	switch len(c) {
+	case 0:
 		return ctx, nil, nil
+	case 1:
+		if c[0] == nil {
+			return ctx, nil, nil
+		}
+		next, done, err := c[0].Admit(ctx, op)
+		if next == nil {
+			next = ctx
+		}
+		return next, done, err
 	}
 	dones := make([]Done, 0, len(c))
 	for _, h := range c {

@@ -66,12 +66,12 @@ func acquire(ctx context.Context, coord *coordination.Coordinator, key string, t
 	if _, err := coordination.Millis("ttl", ttl); err != nil {
 		return nil, err
 	}
-	keys := []string{key}
+	keys, _ := coord.Keys(key) // one key: no slot check to fail
 	am, hm := lease.LockInstruments(coord, primitive)
 	got, err := lease.Acquire(ctx, coord, lease.AcquireSpec{
 		Op: hooks.LockAcquire, Primitive: primitive, Key: key, TTL: ttl,
 		Try: func(ctx context.Context, token string, ttlMs int64) (bool, time.Duration, error) {
-			cmd, err := coord.Eval(ctx, lua.LockAcquire, keys, token, ttlMs)
+			cmd, err := coord.EvalKeys(ctx, lua.LockAcquire, keys, token, ttlMs)
 			if err != nil {
 				return false, 0, err
 			}
@@ -88,7 +88,7 @@ func acquire(ctx context.Context, coord *coordination.Coordinator, key string, t
 	}
 	l := &Lock{coord: coord, key: key, token: got.Token}
 	l.h = lease.New(coord, lease.Names{Primitive: primitive, Renew: hooks.LockRenew, Verify: hooks.LockVerify, Release: hooks.LockRelease},
-		lease.ScriptOps(coord, key, got.Token, lease.Scripts{Refresh: lua.LockRefresh, Verify: lua.LockVerify, Release: lua.LockRelease}),
+		lease.ScriptOpsKeys(coord, keys, coord.Channel(key), got.Token, lease.Scripts{Refresh: lua.LockRefresh, Verify: lua.LockVerify, Release: lua.LockRelease}),
 		hm, got.Sent, ttl)
 	return l, nil
 }

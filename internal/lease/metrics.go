@@ -18,22 +18,32 @@ import (
 //	coordination.lock.renewal_failures  counter: keep-alive renewals that failed
 //	coordination.lock.lost              counter: locks lost while held (expired, taken over, renewal impossible)
 func LockInstruments(coord *coordination.Coordinator, kind string) (AcquireMetrics, Metrics) {
+	v := coord.Instruments("lock:"+kind, func() any { return buildLockInstruments(coord, kind) }).(lockInstruments)
+	return v.am, v.m
+}
+
+type lockInstruments struct {
+	am AcquireMetrics
+	m  Metrics
+}
+
+func buildLockInstruments(coord *coordination.Coordinator, kind string) lockInstruments {
 	attrs := []attribute.KeyValue{attribute.String("kind", kind)}
-	return AcquireMetrics{
-			Wait: coord.Float64Histogram("coordination.lock.acquire_wait",
-				"Time spent blocked in a lock Acquire, by result.", "s", coordination.DurationBuckets...),
-			Contention: coord.Int64Counter("coordination.lock.contention",
-				"Lock acquire attempts that found the lock held by another owner.", "{attempt}"),
-			Attrs: attrs,
-		}, Metrics{
-			Hold: coord.Float64Histogram("coordination.lock.hold_time",
-				"Time from acquiring a lock to releasing or losing it.", "s", coordination.DurationBuckets...),
-			RenewalFailures: coord.Int64Counter("coordination.lock.renewal_failures",
-				"Keep-alive renewals that failed (lost lock, terminal or transient error).", "{renewal}"),
-			Lost: coord.Int64Counter("coordination.lock.lost",
-				"Locks lost while held: expired, taken over, or renewal impossible.", "{lock}"),
-			Attrs: metric.WithAttributeSet(attribute.NewSet(attrs...)),
-		}
+	return lockInstruments{AcquireMetrics{
+		Wait: coord.Float64Histogram("coordination.lock.acquire_wait",
+			"Time spent blocked in a lock Acquire, by result.", "s", coordination.DurationBuckets...),
+		Contention: coord.Int64Counter("coordination.lock.contention",
+			"Lock acquire attempts that found the lock held by another owner.", "{attempt}"),
+		Attrs: attrs,
+	}, Metrics{
+		Hold: coord.Float64Histogram("coordination.lock.hold_time",
+			"Time from acquiring a lock to releasing or losing it.", "s", coordination.DurationBuckets...),
+		RenewalFailures: coord.Int64Counter("coordination.lock.renewal_failures",
+			"Keep-alive renewals that failed (lost lock, terminal or transient error).", "{renewal}"),
+		Lost: coord.Int64Counter("coordination.lock.lost",
+			"Locks lost while held: expired, taken over, or renewal impossible.", "{lock}"),
+		Attrs: metric.WithAttributeSet(attribute.NewSet(attrs...)),
+	}}
 }
 
 // RetryIn converts a PTTL reply in milliseconds into the wait before the key

@@ -17,23 +17,32 @@ type Scripts struct {
 
 // ScriptOps returns Ops that run s on key for the owner token.
 func ScriptOps(coord *coordination.Coordinator, key, token string, s Scripts) Ops {
-	keys := []string{key}
+	keys, _ := coord.Keys(key) // one key: never a slot error
+	return ScriptOpsKeys(coord, keys, coord.Channel(key), token, s)
+}
+
+// ScriptOpsKeys is ScriptOps with the key already prepared (prefixed, as
+// the acquisition used it) and the release channel given.
+func ScriptOpsKeys(coord *coordination.Coordinator, keys coordination.Keys, channel, token string, s Scripts) Ops {
 	return Ops{
 		Refresh: func(ctx context.Context, ttlMs int64) (bool, error) {
-			return oneOrZero(coord.Eval(ctx, s.Refresh, keys, token, ttlMs))
+			return oneOrZero(coord.EvalKeys(ctx, s.Refresh, keys, token, ttlMs))
 		},
 		Verify: func(ctx context.Context) (bool, error) {
-			return oneOrZero(coord.Eval(ctx, s.Verify, keys, token))
+			return oneOrZero(coord.EvalKeys(ctx, s.Verify, keys, token))
 		},
 		Release: func(ctx context.Context) (coordination.ReleaseOutcome, error) {
-			return ReleaseWith(ctx, coord, s.Release, key, token)
+			return outcomeOf(coord.EvalKeys(ctx, s.Release, keys, token, channel))
 		},
 	}
 }
 
 // ReleaseWith runs a release script of the common shape for token.
 func ReleaseWith(ctx context.Context, coord *coordination.Coordinator, s *lua.Script, key, token string) (coordination.ReleaseOutcome, error) {
-	cmd, err := coord.Eval(ctx, s, []string{key}, token, coord.Channel(key))
+	return outcomeOf(coord.Eval(ctx, s, []string{key}, token, coord.Channel(key)))
+}
+
+func outcomeOf(cmd interface{ Int64() (int64, error) }, err error) (coordination.ReleaseOutcome, error) {
 	if err != nil {
 		return 0, err
 	}

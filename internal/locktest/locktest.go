@@ -9,7 +9,9 @@ package locktest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -237,37 +239,47 @@ func expectOne(t *testing.T, k *testharness.Counter, op string) {
 	k.Reset()
 }
 
+// wakeOnRelease measures, over 5 handoffs, the time from a release to the
+// blocked waiter holding the lock, and requires the median to be within
+// 50 ms (one scheduling hiccup on a loaded machine does not fail it).
 func wakeOnRelease(t *testing.T, b *testharness.Backend, s Subject) {
 	ctx := context.Background()
-	holder := must(s.Acquire(ctx, b.Coordinator(t), "{w}", time.Minute, false))(t)
-	type result struct {
-		at time.Time
-		h  Handle
+	var lat []time.Duration
+	for round := range 5 {
+		name := fmt.Sprintf("{w%d}", round)
+		holder := must(s.Acquire(ctx, b.Coordinator(t), name, time.Minute, false))(t)
+		type result struct {
+			at time.Time
+			h  Handle
+		}
+		got := make(chan result, 1)
+		coord := b.Coordinator(t)
+		go func() {
+			h, err := s.Acquire(ctx, coord, name, time.Minute, true)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- result{time.Now(), h}
+		}()
+		time.Sleep(100 * time.Millisecond) // let the waiter subscribe and sleep
+		released := time.Now()
+		must(holder.Release(ctx))(t)
+		select {
+		case r := <-got:
+			lat = append(lat, r.at.Sub(released))
+			if r.h != nil {
+				must(r.h.Release(ctx))(t)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("waiter did not acquire within 5s of the release")
+		}
 	}
-	got := make(chan result, 1)
-	coord := b.Coordinator(t)
-	go func() {
-		h, err := s.Acquire(ctx, coord, "{w}", time.Minute, true)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- result{time.Now(), h}
-	}()
-	time.Sleep(150 * time.Millisecond) // let the waiter subscribe and sleep
-	released := time.Now()
-	must(holder.Release(ctx))(t)
-	select {
-	case r := <-got:
-		if lat := r.at.Sub(released); lat > 50*time.Millisecond {
-			t.Errorf("waiter woke %v after the release, want <= 50ms", lat)
-		} else {
-			t.Logf("wake-up latency %v", lat)
-		}
-		if r.h != nil {
-			must(r.h.Release(ctx))(t)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("waiter did not acquire within 5s of the release")
+	sorted := slices.Clone(lat)
+	slices.Sort(sorted)
+	if med := sorted[len(sorted)/2]; med > 50*time.Millisecond {
+		t.Errorf("median wake-up %v after the release (all: %v), want <= 50ms", med, lat)
+	} else {
+		t.Logf("wake-up latencies %v (median %v)", lat, med)
 	}
 }
 
