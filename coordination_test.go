@@ -291,7 +291,7 @@ func TestDurationHistogram(t *testing.T) {
 func TestWatchSharesOneConnection(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		client := b.Client(t)
+		client := b.Client(t, func(o *redis.Options) { o.ClientName = "watch-test" })
 		coord, _ := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
 		before := client.PoolStats().TotalConns
 		var ws []*coordination.Watch
@@ -306,13 +306,14 @@ func TestWatchSharesOneConnection(t *testing.T) {
 		if err := pub.Publish(ctx, coord.Channel("key-3"), "released").Err(); err != nil {
 			t.Fatal(err)
 		}
+		time.Sleep(300 * time.Millisecond)
 		for i, w := range ws {
 			select {
 			case <-w.C():
 				if i%5 != 3 {
 					t.Errorf("waiter %d on key-%d woke for key-3", i, i%5)
 				}
-			case <-time.After(200 * time.Millisecond):
+			default:
 				if i%5 == 3 {
 					t.Errorf("waiter %d on key-3 not woken", i)
 				}
@@ -322,9 +323,41 @@ func TestWatchSharesOneConnection(t *testing.T) {
 		if after := client.PoolStats().TotalConns; after > before+1 {
 			t.Errorf("pool grew from %d to %d connections for 20 waiters", before, after)
 		}
+		if !b.IsMini() {
+			if n := pubsubConns(t, b); n != 1 {
+				t.Errorf("20 waiters on 5 keys use %d Pub/Sub connections, want 1", n)
+			}
+		}
 		for _, w := range ws {
 			w.Close()
 			w.Close() // idempotent
 		}
+		if !b.IsMini() {
+			deadline := time.Now().Add(2 * time.Second)
+			for pubsubConns(t, b) != 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if n := pubsubConns(t, b); n != 0 {
+				t.Errorf("%d Pub/Sub connections left after every waiter closed", n)
+			}
+		}
 	}, testharness.StandaloneOnly())
+}
+
+// pubsubConns counts the server's Pub/Sub connections opened by this
+// test's client (CLIENT LIST TYPE pubsub, filtered by the client name the
+// test sets, since the shared server serves other tests too).
+func pubsubConns(t *testing.T, b *testharness.Backend) int {
+	t.Helper()
+	out, err := b.Client(t).Do(context.Background(), "CLIENT", "LIST", "TYPE", "pubsub").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.Contains(line, "name=watch-test") {
+			n++
+		}
+	}
+	return n
 }
