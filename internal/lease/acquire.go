@@ -37,7 +37,7 @@ type AcquireSpec struct {
 // AcquireMetrics are the acquisition instruments; nil fields are skipped.
 type AcquireMetrics struct {
 	Wait       metric.Float64Histogram // seconds spent in a blocking acquire, by result
-	Contention metric.Int64Counter     // attempts that found the lease held
+	Contention metric.Int64Counter     // acquisitions that found the lease held (once per operation)
 	Attrs      []attribute.KeyValue    // e.g. kind=lock
 }
 
@@ -79,8 +79,10 @@ func Acquire(ctx context.Context, coord *coordination.Coordinator, spec AcquireS
 		}
 		return waitloop.Attempt{Done: ok, RetryIn: retryIn}, nil
 	}
-	contended := func() {
-		if spec.Metrics.Contention != nil {
+	counted := false
+	contended := func() { // once per operation, however many attempts
+		if spec.Metrics.Contention != nil && !counted {
+			counted = true
 			spec.Metrics.Contention.Add(context.Background(), 1, metric.WithAttributes(spec.Metrics.Attrs...))
 		}
 	}

@@ -14,7 +14,7 @@ import (
 //
 //	coordination.lock.acquire_wait      histogram, s: time blocked in Acquire (attribute result=acquired|gave_up)
 //	coordination.lock.hold_time         histogram, s: from acquisition to release or loss
-//	coordination.lock.contention        counter: acquire attempts that found the lock held
+//	coordination.lock.contention        counter: acquisitions (TryAcquire or Acquire) that found the lock held
 //	coordination.lock.renewal_failures  counter: keep-alive renewals that failed
 //	coordination.lock.lost              counter: locks lost while held (expired, taken over, renewal impossible)
 func LockInstruments(coord *coordination.Coordinator, kind string) (AcquireMetrics, Metrics) {
@@ -33,7 +33,7 @@ func buildLockInstruments(coord *coordination.Coordinator, kind string) lockInst
 		Wait: coord.Float64Histogram("coordination.lock.acquire_wait",
 			"Time spent blocked in a lock Acquire, by result.", "s", coordination.DurationBuckets...),
 		Contention: coord.Int64Counter("coordination.lock.contention",
-			"Lock acquire attempts that found the lock held by another owner.", "{attempt}"),
+			"Lock acquisitions (TryAcquire or Acquire) that found the lock held by another owner.", "{acquisition}"),
 		Attrs: attrs,
 	}, Metrics{
 		Hold: coord.Float64Histogram("coordination.lock.hold_time",
