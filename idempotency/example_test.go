@@ -50,15 +50,8 @@ func Example() {
 
 // Begin, Complete and Abandon give full control over a claim.
 func ExampleStore_Begin() {
-	mr, err := miniredis.Run()
-	if err != nil {
-		panic(err)
-	}
-	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
-	coord, _ := coordination.New(rdb)
-	store, _ := idempotency.New(coord)
+	store, stop := exampleStore()
+	defer stop()
 	ctx := context.Background()
 
 	claim, err := store.Begin(ctx, "invoice:req-123", time.Minute, idempotency.WithFingerprint("digest-A"))
@@ -87,15 +80,8 @@ func ExampleStore_Begin() {
 // The middleware runs a POST handler once per Idempotency-Key and replays
 // its response.
 func ExampleMiddleware() {
-	mr, err := miniredis.Run()
-	if err != nil {
-		panic(err)
-	}
-	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
-	coord, _ := coordination.New(rdb)
-	store, _ := idempotency.New(coord)
+	store, stop := exampleStore()
+	defer stop()
 	mw, err := idempotency.NewMiddleware(store,
 		idempotency.WithKeyRequired(true),
 		idempotency.WithNamespace(func(r *http.Request) string { return r.Header.Get("X-Account") }))
@@ -134,4 +120,26 @@ func ExampleMiddleware() {
 	// 201 /payments/1 replayed="true" payment 1
 	// 422  replayed="" {"type":"https://pkg.go.dev/github.com/coordkit/coordination/idempotency#ProblemKeyReused"
 	// 400  replayed="" {"type":"https://pkg.go.dev/github.com/coordkit/coordination/idempotency#ProblemKeyMissing"
+}
+
+// exampleStore returns a store on an in-process miniredis, as [Example]
+// builds it, and a function that stops both.
+func exampleStore() (*idempotency.Store, func()) {
+	mr, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	coord, err := coordination.New(rdb)
+	if err != nil {
+		panic(err)
+	}
+	store, err := idempotency.New(coord)
+	if err != nil {
+		panic(err)
+	}
+	return store, func() {
+		_ = rdb.Close()
+		mr.Close()
+	}
 }

@@ -66,6 +66,16 @@ func (h *faultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
+// faults warms the script cache (so every operation is one EVALSHA) and
+// installs an unarmed fault hook on the fixture's client.
+func (f *fixture) faults(t *testing.T) *faultHook {
+	t.Helper()
+	warmScripts(t, f.coord.Client())
+	h := &faultHook{}
+	f.coord.Client().AddHook(h)
+	return h
+}
+
 func warmScripts(t *testing.T, c coordination.Client) {
 	t.Helper()
 	for _, s := range []*lua.Script{lua.IdempotencyBegin, lua.IdempotencyComplete, lua.IdempotencyAbandon} {
@@ -80,9 +90,7 @@ func warmScripts(t *testing.T, c coordination.Client) {
 func TestScriptsAreSafeUnderResend(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		f := newFixture(t, b)
-		warmScripts(t, f.coord.Client())
-		h := &faultHook{}
-		f.coord.Client().AddHook(h)
+		h := f.faults(t)
 
 		h.arm(lua.IdempotencyBegin, true, false)
 		c := f.begin(t, "k", time.Minute, idempotency.WithFingerprint("fp"))
@@ -96,10 +104,7 @@ func TestScriptsAreSafeUnderResend(t *testing.T) {
 		if !f.complete(t, "k", c.Owner, []byte("once")) {
 			t.Fatal("re-sent Complete = false, want true (same completion id)")
 		}
-		got := f.begin(t, "k", time.Minute, idempotency.WithFingerprint("fp"))
-		if string(got.Result) != "once" {
-			t.Fatalf("Result = %q", got.Result)
-		}
+		f.wantResult(t, "k", "once", idempotency.WithFingerprint("fp"))
 
 		c = f.begin(t, "a", time.Minute)
 		h.arm(lua.IdempotencyAbandon, true, false)
@@ -118,9 +123,7 @@ func TestScriptsAreSafeUnderResend(t *testing.T) {
 func TestAmbiguousBeginIsCleanedUp(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		f := newFixture(t, b)
-		warmScripts(t, f.coord.Client())
-		h := &faultHook{}
-		f.coord.Client().AddHook(h)
+		h := f.faults(t)
 		h.arm(lua.IdempotencyBegin, false, true)
 		_, err := f.store.Begin(t.Context(), "k", time.Hour)
 		if err == nil || !coordination.IsAmbiguous(err) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -57,19 +58,8 @@ func (s State) String() string {
 }
 
 // metricName is the value of the state attribute of
-// coordination.idempotency.begins.
-func (s State) metricName() string {
-	switch s {
-	case Started:
-		return "started"
-	case Completed:
-		return "completed"
-	case InProgress:
-		return "in_progress"
-	default:
-		return "fingerprint_mismatch"
-	}
-}
+// coordination.idempotency.begins: String with underscores.
+func (s State) metricName() string { return strings.ReplaceAll(s.String(), " ", "_") }
 
 // Claim is the answer of [Store.Begin]. Only the fields of its State are
 // set; the others are zero.
@@ -121,6 +111,20 @@ func (s *Store) check() error {
 		return coordination.InvalidArgument("store", "must not be nil; use idempotency.New")
 	}
 	return s.coord.Check()
+}
+
+// checkOwned validates the arguments of Complete and Abandon.
+func (s *Store) checkOwned(key, owner string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := coordination.CheckKey("key", key); err != nil {
+		return err
+	}
+	if owner == "" {
+		return coordination.InvalidArgument("owner", "must not be empty; use the Owner of a Started claim")
+	}
+	return nil
 }
 
 // BeginOption configures one [Store.Begin] call.
@@ -374,14 +378,8 @@ func decodeBegin(cmd *redis.Cmd, token string) (Claim, error) {
 // while the claim is still pending). Calling Complete again then returns
 // false in both cases, because each call carries its own completion id.
 func (s *Store) Complete(ctx context.Context, key, owner string, result []byte) (bool, error) {
-	if err := s.check(); err != nil {
+	if err := s.checkOwned(key, owner); err != nil {
 		return false, err
-	}
-	if err := coordination.CheckKey("key", key); err != nil {
-		return false, err
-	}
-	if owner == "" {
-		return false, coordination.InvalidArgument("owner", "must not be empty; use the Owner of a Started claim")
 	}
 	id, err := coordination.NewOwnerToken()
 	if err != nil {
@@ -420,14 +418,8 @@ func (s *Store) Complete(ctx context.Context, key, owner string, result []byte) 
 // whatever the first call did (the second then reports false if the first
 // deleted the claim).
 func (s *Store) Abandon(ctx context.Context, key, owner string) (bool, error) {
-	if err := s.check(); err != nil {
+	if err := s.checkOwned(key, owner); err != nil {
 		return false, err
-	}
-	if err := coordination.CheckKey("key", key); err != nil {
-		return false, err
-	}
-	if owner == "" {
-		return false, coordination.InvalidArgument("owner", "must not be empty; use the Owner of a Started claim")
 	}
 	ctx, finish, err := s.coord.Admit(ctx, hooks.IdempotencyAbandon, primitive)
 	if err != nil {

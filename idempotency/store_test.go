@@ -13,7 +13,6 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/idempotency"
 	"github.com/coordkit/coordination/internal/testharness"
-	"github.com/coordkit/coordination/lua"
 )
 
 func TestMain(m *testing.M) { testharness.Main(m) }
@@ -61,6 +60,16 @@ func (f *fixture) abandon(t *testing.T, key, owner string) bool {
 		t.Fatalf("Abandon(%q): %v", key, err)
 	}
 	return ok
+}
+
+// wantResult checks that Begin finds key completed with result want.
+func (f *fixture) wantResult(t *testing.T, key, want string, opts ...idempotency.BeginOption) {
+	t.Helper()
+	got := f.begin(t, key, time.Minute, opts...)
+	wantState(t, got, idempotency.Completed)
+	if string(got.Result) != want {
+		t.Fatalf("Result = %q, want %q", got.Result, want)
+	}
 }
 
 // pttl returns the key's remaining TTL as Redis reports it.
@@ -122,14 +131,8 @@ func TestBeginStartedThenInProgressThenCompleted(t *testing.T) {
 		}
 		third := f.begin(t, "order-1", time.Minute)
 		wantState(t, third, idempotency.Completed)
-		if string(third.Result) != "invoice-456" {
-			t.Fatalf("Result = %q, want %q", third.Result, "invoice-456")
-		}
-		// The result is the caller's own copy.
-		third.Result[0] = 'X'
-		if again := f.begin(t, "order-1", time.Minute); string(again.Result) != "invoice-456" {
-			t.Fatalf("after changing a returned copy, Result = %q", again.Result)
-		}
+		third.Result[0] = 'X' // the result is the caller's own copy
+		f.wantResult(t, "order-1", "invoice-456")
 	})
 }
 
@@ -186,11 +189,7 @@ func TestFingerprints(t *testing.T) {
 		}
 		wantState(t, f.begin(t, "k", time.Minute, fp("sha-b")), idempotency.FingerprintMismatch)
 		wantState(t, f.begin(t, "k", time.Minute), idempotency.FingerprintMismatch) // absent differs from present
-		got := f.begin(t, "k", time.Minute, fp("sha-a"))
-		wantState(t, got, idempotency.Completed)
-		if string(got.Result) != "secret result" {
-			t.Fatalf("Result = %q", got.Result)
-		}
+		f.wantResult(t, "k", "secret result", fp("sha-a"))
 
 		// No fingerprint differs from an empty fingerprint, both ways.
 		wantState(t, f.begin(t, "absent", time.Minute), idempotency.Started)
@@ -231,11 +230,7 @@ func TestCompleteOwnership(t *testing.T) {
 		if f.complete(t, "k", "not-the-owner", []byte("forged")) {
 			t.Fatal("Complete by a wrong owner after completion = true")
 		}
-		got := f.begin(t, "k", time.Minute)
-		wantState(t, got, idempotency.Completed)
-		if string(got.Result) != "first" {
-			t.Fatalf("Result = %q, want the first result", got.Result)
-		}
+		f.wantResult(t, "k", "first")
 	})
 }
 
@@ -270,11 +265,7 @@ func TestAbandon(t *testing.T) {
 		if f.abandon(t, "k", next.Owner) {
 			t.Fatal("Abandon of a completed claim = true")
 		}
-		got := f.begin(t, "k", time.Minute)
-		wantState(t, got, idempotency.Completed)
-		if string(got.Result) != "done" {
-			t.Fatalf("Result = %q after Abandon of a completed claim", got.Result)
-		}
+		f.wantResult(t, "k", "done")
 		if f.abandon(t, "never", c.Owner) {
 			t.Fatal("Abandon of a key never claimed = true")
 		}
@@ -305,11 +296,7 @@ func TestPendingClaimExpiresAndIsTakenOver(t *testing.T) {
 		if !f.complete(t, "k", next.Owner, []byte("fresh")) {
 			t.Fatal("the new owner could not complete")
 		}
-		got := f.begin(t, "k", time.Minute)
-		wantState(t, got, idempotency.Completed)
-		if string(got.Result) != "fresh" {
-			t.Fatalf("Result = %q, want the new owner's", got.Result)
-		}
+		f.wantResult(t, "k", "fresh")
 	})
 }
 
@@ -426,10 +413,7 @@ func TestTakeoverRace(t *testing.T) {
 		if !f.complete(t, "k", winners[0], []byte("winner")) {
 			t.Fatal("the winner's Complete = false")
 		}
-		got := f.begin(t, "k", time.Minute)
-		if string(got.Result) != "winner" {
-			t.Fatalf("Result = %q, want the winner's", got.Result)
-		}
+		f.wantResult(t, "k", "winner")
 	})
 }
 
@@ -476,11 +460,7 @@ func TestOneCommandPerOperation(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		f := newFixture(t, b)
 		client := f.coord.Client()
-		for _, s := range []*lua.Script{lua.IdempotencyBegin, lua.IdempotencyComplete, lua.IdempotencyAbandon} {
-			if err := s.Load(t.Context(), client); err != nil {
-				t.Fatalf("SCRIPT LOAD %s: %v", s.Name(), err)
-			}
-		}
+		warmScripts(t, client)
 		counter := testharness.CountCommands(client)
 		expectOne := func(what string, op func()) {
 			t.Helper()
