@@ -45,7 +45,10 @@ func RetrySafe(err error) error {
 
 type retrySafeError struct{ err error }
 
+// Error returns the marked error's text unchanged.
 func (e *retrySafeError) Error() string { return e.err.Error() }
+
+// Unwrap returns the marked error.
 func (e *retrySafeError) Unwrap() error { return e.err }
 
 // IsRetrySafe reports whether err was marked with [RetrySafe].

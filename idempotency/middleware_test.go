@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/idempotency"
@@ -589,6 +590,7 @@ func TestMiddlewareStoreDown(t *testing.T) {
 	}
 	var runs atomic.Int32
 	h := mw.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { runs.Add(1) }))
+	before := goleak.IgnoreCurrent()
 	req := httptest.NewRequest("POST", "/p", strings.NewReader("{}"))
 	req.Header.Set(idempotency.HeaderKey, "k")
 	rec := httptest.NewRecorder()
@@ -597,6 +599,8 @@ func TestMiddlewareStoreDown(t *testing.T) {
 	if rec.Header().Get("Retry-After") != "1" || runs.Load() != 0 {
 		t.Fatalf("Retry-After %q, runs %d", rec.Header().Get("Retry-After"), runs.Load())
 	}
+	// Nothing was sent, so no background cleanup may be left running.
+	goleak.VerifyNone(t, before)
 }
 
 func TestNewMiddlewareValidatesOptions(t *testing.T) {
