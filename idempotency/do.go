@@ -81,8 +81,9 @@ func IsRetrySafe(err error) bool {
 //
 // fingerprint is always sent, so an empty string is an empty fingerprint,
 // which a claim made by [Store.Begin] without [WithFingerprint] does not
-// match. Other errors are those of Begin and Complete; an Abandon error is
-// joined to fn's error.
+// match. Other errors are those of Begin and Complete (a Complete error
+// comes with fn's result: the result may or may not be stored, see
+// [Store.Complete]); an Abandon error is joined to fn's error.
 func (s *Store) Do(ctx context.Context, key string, ttl time.Duration, fingerprint string,
 	fn func(ctx context.Context) ([]byte, error), opts ...BeginOption) (result []byte, replayed bool, err error) {
 	if fn == nil {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -24,12 +25,16 @@ const HeaderKey = "Idempotency-Key"
 // response, so a client can tell a replay from the original.
 const HeaderReplayed = "Idempotent-Replayed"
 
-// DefaultReplayHeaders are the response header fields stored and replayed
-// by default: those that describe the body or point at what the request
-// created.
-var DefaultReplayHeaders = []string{
-	"Content-Type", "Content-Encoding", "Content-Language", "Content-Location",
-	"Location", "ETag", "Last-Modified",
+// DefaultReplayHeaders returns the response header fields stored and
+// replayed by default: those that describe the body or point at what the
+// request created (Content-Type, Content-Encoding, Content-Language,
+// Content-Location, Location, ETag, Last-Modified). Each call returns a new
+// slice.
+func DefaultReplayHeaders() []string {
+	return []string{
+		"Content-Type", "Content-Encoding", "Content-Language", "Content-Location",
+		"Location", "ETag", "Last-Modified",
+	}
 }
 
 // DefaultReplayPolicy is the default answer to "is this response stored and
@@ -136,7 +141,7 @@ func WithMaxResponseBytes(n int) MiddlewareOption {
 // WithReplayHeaders replaces the response header fields stored and replayed
 // (names are canonicalised, e.g. "location" becomes "Location"). Other
 // fields are not replayed; Content-Length is always set to the stored
-// body's length. The default is [DefaultReplayHeaders].
+// body's length. The default is the list of [DefaultReplayHeaders].
 func WithReplayHeaders(names ...string) MiddlewareOption {
 	return func(c *middlewareConfig) {
 		c.replayHeaders = make([]string, len(names))
@@ -258,7 +263,7 @@ func NewMiddleware(store *Store, opts ...MiddlewareOption) (*Middleware, error) 
 		responseTTL:      24 * time.Hour,
 		maxRequestBytes:  1 << 20,
 		maxResponseBytes: 1 << 20,
-		replayHeaders:    DefaultReplayHeaders,
+		replayHeaders:    DefaultReplayHeaders(),
 		policy:           DefaultReplayPolicy,
 		fingerprint:      DefaultFingerprint,
 		namespace:        func(*http.Request) string { return "" },
@@ -327,7 +332,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, m.cfg.maxRequestBytes+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, min(m.cfg.maxRequestBytes, math.MaxInt64-1)+1))
 	if err != nil {
 		writeProblem(w, problem{Type: "about:blank", Title: http.StatusText(http.StatusBadRequest),
 			Status: http.StatusBadRequest, Detail: "The request body could not be read."}, 0)
