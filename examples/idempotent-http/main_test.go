@@ -1,0 +1,96 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestPaymentService(t *testing.T) {
+	rdb, stop, err := connect("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	h, err := newHandler(rdb, 50*time.Millisecond, 0, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	post := func(account, key, body string) (int, http.Header, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.URL+"/payments", strings.NewReader(body))
+		if account != "" {
+			req.Header.Set("X-Account", account)
+		}
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(b)
+	}
+	const pay = `{"amount":1999,"currency":"EUR"}`
+
+	// Five concurrent retries of one payment: one charge.
+	var wg sync.WaitGroup
+	codes := make(chan int, 5)
+	for range 5 {
+		wg.Go(func() {
+			code, _, _ := post("acme", `"order-42"`, pay)
+			codes <- code
+		})
+	}
+	wg.Wait()
+	close(codes)
+	created, conflicts := 0, 0
+	for c := range codes {
+		switch c {
+		case 201:
+			created++
+		case 409:
+			conflicts++
+		default:
+			t.Fatalf("unexpected status %d", c)
+		}
+	}
+	if created < 1 || created+conflicts != 5 {
+		t.Fatalf("%d created, %d conflicts", created, conflicts)
+	}
+	code, hdr, body := post("acme", `"order-42"`, pay)
+	if code != 201 || hdr.Get("Idempotent-Replayed") != "true" || hdr.Get("Location") != "/payments/1" || !strings.Contains(body, `"id":1`) {
+		t.Fatalf("replay: %d %v %s", code, hdr, body)
+	}
+	if code, _, _ := post("acme", `"order-42"`, `{"amount":5,"currency":"EUR"}`); code != 422 {
+		t.Fatalf("changed body: %d, want 422", code)
+	}
+	if code, _, _ := post("acme", "", pay); code != 400 {
+		t.Fatalf("no key: %d, want 400", code)
+	}
+	if code, _, _ := post("", `"order-42"`, pay); code != 401 {
+		t.Fatalf("no account: %d, want 401", code)
+	}
+	// Another account with the same key is another payment.
+	if code, hdr, _ := post("globex", `"order-42"`, pay); code != 201 || hdr.Get("Idempotent-Replayed") != "" || hdr.Get("Location") != "/payments/2" {
+		t.Fatalf("other account: %d %v", code, hdr)
+	}
+	// Invalid input is a deterministic 4xx: replayed too.
+	post("acme", "bad-1", `{"amount":-1}`)
+	if code, hdr, _ := post("acme", "bad-1", `{"amount":-1}`); code != 400 || hdr.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("invalid payment retry: %d %v", code, hdr)
+	}
+}

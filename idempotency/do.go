@@ -1,0 +1,126 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	coordination "github.com/coordkit/coordination"
+)
+
+// Errors returned by [Store.Do]. They match the sentinels of package
+// coordination noted below with errors.Is.
+var (
+	// ErrInProgress is returned by Do when another caller owns a pending
+	// claim on the key. It matches coordination.ErrNotAcquired.
+	ErrInProgress = fmt.Errorf("idempotency: request in progress: %w", coordination.ErrNotAcquired)
+
+	// ErrFingerprintMismatch is returned by Do when the key was claimed by
+	// a request with a different fingerprint.
+	ErrFingerprintMismatch = errors.New("idempotency: key already used for a different request")
+
+	// ErrClaimLost is returned by Do when fn succeeded but its result could
+	// not be stored because the claim was no longer the caller's: it
+	// expired before fn returned (and may have been taken over). fn may then
+	// run again elsewhere. It matches coordination.ErrNotHeld.
+	ErrClaimLost = fmt.Errorf("idempotency: claim expired before completion: %w", coordination.ErrNotHeld)
+)
+
+// settleTimeout bounds the Complete or Abandon that Do and the middleware
+// send after the work, which runs even when the caller's context has ended.
+const settleTimeout = 5 * time.Second
+
+// RetrySafe marks err, returned by the fn of [Store.Do], as a failure after
+// which running fn again is safe (nothing happened, or everything was
+// rolled back). Do then abandons the claim so that the next attempt runs fn
+// again, instead of keeping it until it expires. The returned error wraps
+// err (errors.Is and errors.As see through it). RetrySafe(nil) is nil.
+func RetrySafe(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &retrySafeError{err: err}
+}
+
+type retrySafeError struct{ err error }
+
+// Error returns the marked error's text unchanged.
+func (e *retrySafeError) Error() string { return e.err.Error() }
+
+// Unwrap returns the marked error.
+func (e *retrySafeError) Unwrap() error { return e.err }
+
+// IsRetrySafe reports whether err was marked with [RetrySafe].
+func IsRetrySafe(err error) bool {
+	var rs *retrySafeError
+	return errors.As(err, &rs)
+}
+
+// Do runs fn at most once per key while the key's claim lasts, and replays
+// its stored result afterwards. It calls [Store.Begin] with
+// [WithFingerprint](fingerprint) followed by opts (so a later
+// WithFingerprint in opts wins), then:
+//
+//   - Started: it runs fn with ctx. When fn succeeds, Do stores its result
+//     with [Store.Complete] and returns (result, false, nil). When
+//     Complete reports the claim lost, it returns (result, false,
+//     ErrClaimLost).
+//   - Completed: it returns (stored result, true, nil) without running fn.
+//   - InProgress: it returns (nil, false, ErrInProgress) without running fn.
+//     Use [WithWait] in opts to wait for the original instead.
+//   - FingerprintMismatch: (nil, false, ErrFingerprintMismatch).
+//
+// When fn fails, Do returns its error and keeps the pending claim until it
+// expires after ttl: fn may have had side effects before failing, so a
+// retry must not run it again at once. Retries get ErrInProgress until
+// then. When the failure is safe to retry, return [RetrySafe](err) from fn:
+// Do then abandons the claim and the next attempt runs fn again. When fn
+// panics, the claim is kept too and the panic propagates. The Complete or
+// Abandon after fn is sent even if ctx has ended by then (bounded by 5 s).
+//
+// fingerprint is always sent, so an empty string is an empty fingerprint,
+// which a claim made by [Store.Begin] without [WithFingerprint] does not
+// match. Other errors are those of Begin and Complete (a Complete error
+// comes with fn's result: the result may or may not be stored, see
+// [Store.Complete]); an Abandon error is joined to fn's error.
+func (s *Store) Do(ctx context.Context, key string, ttl time.Duration, fingerprint string,
+	fn func(ctx context.Context) ([]byte, error), opts ...BeginOption) (result []byte, replayed bool, err error) {
+	if fn == nil {
+		if err := s.check(); err != nil {
+			return nil, false, err
+		}
+		return nil, false, coordination.InvalidArgument("fn", "must not be nil")
+	}
+	claim, err := s.Begin(ctx, key, ttl, append([]BeginOption{WithFingerprint(fingerprint)}, opts...)...)
+	if err != nil {
+		return nil, false, err
+	}
+	switch claim.State {
+	case Completed:
+		return claim.Result, true, nil
+	case InProgress:
+		return nil, false, ErrInProgress
+	case FingerprintMismatch:
+		return nil, false, ErrFingerprintMismatch
+	}
+	res, ferr := fn(ctx)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	if ferr != nil {
+		if IsRetrySafe(ferr) {
+			if _, aerr := s.Abandon(sctx, key, claim.Owner); aerr != nil {
+				return nil, false, errors.Join(ferr, fmt.Errorf("idempotency: abandon after a retry-safe failure: %w", aerr))
+			}
+		}
+		return nil, false, ferr
+	}
+	ok, err := s.Complete(sctx, key, claim.Owner, res)
+	if err != nil {
+		return res, false, err
+	}
+	if !ok {
+		return res, false, ErrClaimLost
+	}
+	return res, false, nil
+}

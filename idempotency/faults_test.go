@@ -1,0 +1,209 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/lua"
+)
+
+// faultHook acts on the next EVALSHA of one script: it runs it on the
+// server and then either runs it again (what go-redis does when a reply is
+// lost and it re-sends) or reports a lost reply to the caller.
+type faultHook struct {
+	mu     sync.Mutex
+	script *lua.Script
+	resend bool // run twice, return the second reply
+	lose   bool // run once, return a connection-reset error
+	fired  bool
+}
+
+func (h *faultHook) arm(s *lua.Script, resend, lose bool) {
+	h.mu.Lock()
+	h.script, h.resend, h.lose, h.fired = s, resend, lose, false
+	h.mu.Unlock()
+}
+
+func (h *faultHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *faultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *faultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		match := !h.fired && h.script != nil && strings.EqualFold(cmd.Name(), "evalsha") &&
+			len(cmd.Args()) > 1 && cmd.Args()[1] == h.script.Hash()
+		if match {
+			h.fired = true
+		}
+		resend, lose := h.resend, h.lose
+		h.mu.Unlock()
+		err := next(ctx, cmd)
+		if !match {
+			return err
+		}
+		if resend {
+			return next(ctx, cmd)
+		}
+		if lose && err == nil {
+			return &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+		}
+		return err
+	}
+}
+
+// faults warms the script cache (so every operation is one EVALSHA) and
+// installs an unarmed fault hook on the fixture's client.
+func (f *fixture) faults(t *testing.T) *faultHook {
+	t.Helper()
+	warmScripts(t, f.coord.Client())
+	h := &faultHook{}
+	f.coord.Client().AddHook(h)
+	return h
+}
+
+func warmScripts(t *testing.T, c coordination.Client) {
+	t.Helper()
+	for _, s := range []*lua.Script{lua.IdempotencyBegin, lua.IdempotencyComplete, lua.IdempotencyAbandon} {
+		if err := s.Load(t.Context(), c); err != nil {
+			t.Fatalf("SCRIPT LOAD %s: %v", s.Name(), err)
+		}
+	}
+}
+
+// Every script may run twice with the same arguments (go-redis re-sends
+// after a lost reply); the caller must see the same answer as for one run.
+func TestScriptsAreSafeUnderResend(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		f := newFixture(t, b)
+		h := f.faults(t)
+
+		h.arm(lua.IdempotencyBegin, true, false)
+		c := f.begin(t, "k", time.Minute, idempotency.WithFingerprint("fp"))
+		wantState(t, c, idempotency.Started) // the re-send found its own claim
+		if !h.fired {
+			t.Fatal("the fault hook did not fire")
+		}
+		wantState(t, f.begin(t, "k", time.Minute, idempotency.WithFingerprint("fp")), idempotency.InProgress)
+
+		h.arm(lua.IdempotencyComplete, true, false)
+		if !f.complete(t, "k", c.Owner, []byte("once")) {
+			t.Fatal("re-sent Complete = false, want true (same completion id)")
+		}
+		f.wantResult(t, "k", "once", idempotency.WithFingerprint("fp"))
+
+		c = f.begin(t, "a", time.Minute)
+		h.arm(lua.IdempotencyAbandon, true, false)
+		if f.abandon(t, "a", c.Owner) {
+			t.Fatal("re-sent Abandon = true, want false (documented: the first run deleted the claim)")
+		}
+		if f.exists(t, "a") {
+			t.Fatal("claim still exists after a re-sent Abandon")
+		}
+	})
+}
+
+// A Begin whose reply is lost leaves a claim the caller never learnt about;
+// the background owner-checked Abandon removes it so retries are not
+// blocked until the claim expires.
+func TestAmbiguousBeginIsCleanedUp(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		f := newFixture(t, b)
+		h := f.faults(t)
+		h.arm(lua.IdempotencyBegin, false, true)
+		_, err := f.store.Begin(t.Context(), "k", time.Hour)
+		if err == nil || !coordination.IsAmbiguous(err) {
+			t.Fatalf("Begin with a lost reply: err = %v, want an ambiguous error", err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for f.exists(t, "k") {
+			if time.Now().After(deadline) {
+				t.Fatal("the claim of the lost reply was not cleaned up")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		wantState(t, f.begin(t, "k", time.Hour), idempotency.Started)
+	})
+}
+
+// Each public operation is admitted once under its name, and a rejecting
+// hook stops it before anything is sent.
+func TestHooks(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		var (
+			mu       sync.Mutex
+			admitted []string
+			outcomes []hooks.Outcome
+			reject   bool
+		)
+		rejectErr := errors.New("shed")
+		h := hooks.Func(func(ctx context.Context, op hooks.Operation) (context.Context, hooks.Done, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if op.Primitive != "idempotency" {
+				t.Errorf("primitive = %q", op.Primitive)
+			}
+			if reject {
+				return ctx, nil, rejectErr
+			}
+			admitted = append(admitted, op.Name)
+			return ctx, func(o hooks.Outcome, err error) {
+				mu.Lock()
+				outcomes = append(outcomes, o)
+				mu.Unlock()
+			}, nil
+		})
+		coord := b.Coordinator(t, coordination.WithHooks(h))
+		s, err := idempotency.New(coord)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := t.Context()
+		c, _ := s.Begin(ctx, "k", time.Minute)
+		_, _ = s.Begin(ctx, "k", time.Minute, idempotency.WithWait(30*time.Millisecond)) // several attempts, one admission
+		_, _ = s.Complete(ctx, "k", c.Owner, []byte("r"))
+		c, _ = s.Begin(ctx, "a", time.Minute)
+		_, _ = s.Abandon(ctx, "a", c.Owner)
+		want := []string{hooks.IdempotencyBegin, hooks.IdempotencyBegin, hooks.IdempotencyComplete,
+			hooks.IdempotencyBegin, hooks.IdempotencyAbandon}
+		mu.Lock()
+		if strings.Join(admitted, ",") != strings.Join(want, ",") {
+			t.Errorf("admitted %v, want %v", admitted, want)
+		}
+		for i, o := range outcomes {
+			if o != hooks.Succeeded {
+				t.Errorf("outcome %d = %v, want succeeded (in progress is an answer)", i, o)
+			}
+		}
+		reject = true
+		mu.Unlock()
+
+		counter := testharness.CountCommands(coord.Client())
+		if _, err := s.Begin(ctx, "r", time.Minute); !errors.Is(err, rejectErr) {
+			t.Errorf("Begin under a rejecting hook: %v", err)
+		}
+		if _, err := s.Complete(ctx, "r", "o", nil); !errors.Is(err, rejectErr) {
+			t.Errorf("Complete under a rejecting hook: %v", err)
+		}
+		if _, err := s.Abandon(ctx, "r", "o"); !errors.Is(err, rejectErr) {
+			t.Errorf("Abandon under a rejecting hook: %v", err)
+		}
+		if n := counter.Count(); n != 0 {
+			t.Errorf("rejected operations sent %d commands", n)
+		}
+	})
+}

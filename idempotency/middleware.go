@@ -1,0 +1,521 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	coordination "github.com/coordkit/coordination"
+)
+
+// HeaderKey is the request header field that carries the idempotency key
+// (IETF draft "The Idempotency-Key HTTP Header Field").
+const HeaderKey = "Idempotency-Key"
+
+// HeaderReplayed is the response header field set to "true" on a replayed
+// response, so a client can tell a replay from the original.
+const HeaderReplayed = "Idempotent-Replayed"
+
+// DefaultReplayHeaders returns the response header fields stored and
+// replayed by default: those that describe the body or point at what the
+// request created (Content-Type, Content-Encoding, Content-Language,
+// Content-Location, Location, ETag, Last-Modified). Each call returns a new
+// slice.
+func DefaultReplayHeaders() []string {
+	return []string{
+		"Content-Type", "Content-Encoding", "Content-Language", "Content-Location",
+		"Location", "ETag", "Last-Modified",
+	}
+}
+
+// DefaultReplayPolicy is the default answer to "is this response stored and
+// replayed?" by status code. It stores responses whose status describes the
+// request itself, so a retry would get the same answer: 2xx, 3xx and 4xx.
+// It does not store 1xx, any 5xx (a server failure: the retry should run
+// again), nor the 4xx that depend on timing or on the caller's credentials
+// rather than on the request: 401, 403, 407, 408, 409, 423, 424, 425 and
+// 429. A response that is not stored has its claim abandoned, so the next
+// retry runs the handler again.
+func DefaultReplayPolicy(status int) bool {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusProxyAuthRequired,
+		http.StatusRequestTimeout, http.StatusConflict, http.StatusLocked,
+		http.StatusFailedDependency, http.StatusTooEarly, http.StatusTooManyRequests:
+		return false
+	}
+	return status >= 200 && status < 500
+}
+
+// DefaultFingerprint is the default request fingerprint: the hex SHA-256 of
+// the method, the escaped path, the raw query and the body, each
+// length-prefixed (so no two different requests share an encoding). Use it
+// inside a custom fingerprint function to add fields, e.g. a header.
+func DefaultFingerprint(r *http.Request, body []byte) string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	for _, part := range [][]byte{[]byte(r.Method), []byte(r.URL.EscapedPath()), []byte(r.URL.RawQuery), body} {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(part)))])
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// MiddlewareOption configures a [Middleware].
+type MiddlewareOption func(*middlewareConfig)
+
+type middlewareConfig struct {
+	required         bool
+	maxKeyLength     int
+	claimTTL         time.Duration
+	responseTTL      time.Duration
+	maxRequestBytes  int64
+	maxResponseBytes int
+	replayHeaders    []string
+	policy           func(status int) bool
+	fingerprint      func(r *http.Request, body []byte) string
+	namespace        func(r *http.Request) string
+	retryAfter       time.Duration
+	wait             time.Duration
+}
+
+// WithKeyRequired makes a request without an Idempotency-Key field an error
+// (400, [ProblemKeyMissing]). Otherwise such a request goes straight to the
+// handler, without idempotency. The default is false.
+func WithKeyRequired(required bool) MiddlewareOption {
+	return func(c *middlewareConfig) { c.required = required }
+}
+
+// WithMaxKeyLength bounds the length of a key, in bytes after unquoting; a
+// longer key is answered 400 ([ProblemKeyInvalid]). n must be at least 1.
+// The default is 255.
+func WithMaxKeyLength(n int) MiddlewareOption {
+	return func(c *middlewareConfig) { c.maxKeyLength = n }
+}
+
+// WithClaimTTL sets how long a request's claim stays pending: while it
+// does, retries get 409 (or wait, see [WithWaitForOriginal]); after it, a
+// retry runs the handler again. Choose it longer than the handler's worst
+// case (bound the handler, e.g. with http.TimeoutHandler or the server's
+// WriteTimeout), or a slow original and a retry can both run. At least
+// 1 ms. The default is 1 minute.
+func WithClaimTTL(d time.Duration) MiddlewareOption {
+	return func(c *middlewareConfig) { c.claimTTL = d }
+}
+
+// WithResponseTTL sets how long a stored response is replayed: the key
+// expires d after the response was stored, and a request with the same key
+// after that runs the handler again. Publish it to clients (the IETF draft
+// asks servers to document their key expiry). At least 1 ms. The default is
+// 24 hours.
+func WithResponseTTL(d time.Duration) MiddlewareOption {
+	return func(c *middlewareConfig) { c.responseTTL = d }
+}
+
+// WithMaxRequestBytes bounds the request body read to compute the
+// fingerprint (the body is buffered in memory and then handed to the
+// handler unchanged). A larger body is answered 413
+// ([ProblemRequestTooLarge]) without running the handler. n must not be
+// negative. The default is 1 MiB.
+func WithMaxRequestBytes(n int64) MiddlewareOption {
+	return func(c *middlewareConfig) { c.maxRequestBytes = n }
+}
+
+// WithMaxResponseBytes bounds the response body stored for replay. A
+// larger response is passed through to the client unchanged but is not
+// stored: its claim is abandoned, so a retry runs the handler again. Use it
+// on routes whose large responses are safe to compute twice, or raise the
+// bound. n must not be negative. The default is 1 MiB.
+func WithMaxResponseBytes(n int) MiddlewareOption {
+	return func(c *middlewareConfig) { c.maxResponseBytes = n }
+}
+
+// WithReplayHeaders replaces the response header fields stored and replayed
+// (names are canonicalised, e.g. "location" becomes "Location"). Other
+// fields are not replayed; Content-Length is always set to the stored
+// body's length. The default is the list of [DefaultReplayHeaders].
+func WithReplayHeaders(names ...string) MiddlewareOption {
+	return func(c *middlewareConfig) {
+		c.replayHeaders = make([]string, len(names))
+		for i, n := range names {
+			c.replayHeaders[i] = http.CanonicalHeaderKey(n)
+		}
+	}
+}
+
+// WithReplayPolicy sets which responses, by status code, are stored and
+// replayed. A response the policy rejects is passed through and its claim
+// abandoned, so the next retry runs the handler again. policy must be safe
+// for concurrent use. The default is [DefaultReplayPolicy].
+func WithReplayPolicy(policy func(status int) bool) MiddlewareOption {
+	return func(c *middlewareConfig) { c.policy = policy }
+}
+
+// WithRequestFingerprint sets how a request is fingerprinted. body is the
+// whole request body (at most the [WithMaxRequestBytes] bound); r.Body
+// yields the same bytes and is reset for the handler afterwards. fn must be
+// safe for concurrent use. A retry whose
+// fingerprint differs from the original's gets 422 ([ProblemKeyReused]).
+// The default is [DefaultFingerprint]: method, path, query and body.
+func WithRequestFingerprint(fn func(r *http.Request, body []byte) string) MiddlewareOption {
+	return func(c *middlewareConfig) { c.fingerprint = fn }
+}
+
+// WithNamespace scopes keys: fn returns the namespace of a request (the
+// tenant, account or authenticated user), and equal keys in different
+// namespaces are independent. Without it every client shares one key
+// space, and a client that learns another's key and request can be served
+// that client's stored response. fn runs after authentication (put the
+// middleware inside it) and must be safe for concurrent use. The default is
+// one namespace for everyone.
+func WithNamespace(fn func(r *http.Request) string) MiddlewareOption {
+	return func(c *middlewareConfig) { c.namespace = fn }
+}
+
+// WithRetryAfter sets the Retry-After advertised with 409 while the original
+// is in progress: d rounded up to whole seconds, at most the claim's
+// remaining TTL, and at least 1 second. d must be positive. The default is
+// 1 second.
+func WithRetryAfter(d time.Duration) MiddlewareOption {
+	return func(c *middlewareConfig) { c.retryAfter = d }
+}
+
+// WithWaitForOriginal makes a retry that arrives while the original is in
+// progress wait up to d for it (see [WithWait]; no polling) and then
+// replay its response, instead of answering 409 at once. If the original
+// is abandoned meanwhile, the retry runs the handler itself; if d passes
+// first, it gets 409. The wait also ends when the request's context does.
+// d must not be negative. The default is 0: answer 409 at once.
+func WithWaitForOriginal(d time.Duration) MiddlewareOption {
+	return func(c *middlewareConfig) { c.wait = d }
+}
+
+// Middleware makes HTTP handlers idempotent with the Idempotency-Key
+// request header (IETF draft "The Idempotency-Key HTTP Header Field"):
+// the first request with a key runs the handler and its response (status,
+// chosen headers, body) is stored; a retry with the same key and the same
+// request replays it, marked with [HeaderReplayed].
+//
+// For a request with a key, in order:
+//
+//   - a malformed key (more than one field, an empty value, a bad quoted
+//     string, characters outside printable ASCII) or one longer than
+//     [WithMaxKeyLength]: 400, [ProblemKeyInvalid];
+//   - a body over [WithMaxRequestBytes]: 413, [ProblemRequestTooLarge];
+//   - the key was used for a different request (fingerprint, see
+//     [WithRequestFingerprint]): 422, [ProblemKeyReused];
+//   - the original is still running: 409 with Retry-After,
+//     [ProblemInProgress] (or a wait, see [WithWaitForOriginal]);
+//   - the original's response was stored: it is replayed;
+//   - the store cannot be reached, or holds an unreadable record: 503
+//     with Retry-After, [ProblemUnavailable]; the handler does not run;
+//   - otherwise the handler runs, once. Its response goes to the client
+//     as it is written and is stored if [WithReplayPolicy] accepts its
+//     status and it fits [WithMaxResponseBytes]; otherwise the claim is
+//     abandoned and a retry runs the handler again. If the handler panics,
+//     the claim is abandoned (like a 5xx) and the panic goes on.
+//
+// A request without a key gets 400 ([ProblemKeyMissing]) when keys are
+// required ([WithKeyRequired]) and goes straight to the handler otherwise.
+// Error bodies are RFC 9457 problem details (application/problem+json)
+// with Cache-Control: no-store.
+//
+// A key may be sent as a Structured Field string, Idempotency-Key:
+// "8e03978e-...", as the draft specifies, or bare, as many APIs accept;
+// both name the same key. The handler sees the request body unchanged.
+//
+// A stored response is replayed to a request with the same namespace
+// ([WithNamespace]), key and fingerprint until [WithResponseTTL] passes.
+// The guarantees are those of [Store]: a handler runs once while the claim
+// or response is kept in Redis, and a handler that outlives
+// [WithClaimTTL] may overlap a retry.
+//
+// A Middleware is safe for concurrent use by multiple goroutines. The zero
+// value is not usable; use [NewMiddleware].
+type Middleware struct {
+	store *Store
+	cfg   middlewareConfig
+}
+
+// NewMiddleware returns a middleware storing its claims and responses in
+// store. It sends nothing to Redis.
+//
+// It returns an error wrapping coordination.ErrInvalidArgument naming the
+// setting when store is nil or an option is invalid: "claim ttl",
+// "response ttl" below 1 ms, "max key length" below 1, "max request bytes"
+// or "max response bytes" negative, "retry after" not positive, "wait for
+// original" negative, or a nil function.
+func NewMiddleware(store *Store, opts ...MiddlewareOption) (*Middleware, error) {
+	if err := store.check(); err != nil {
+		return nil, err
+	}
+	c := middlewareConfig{
+		maxKeyLength:     255,
+		claimTTL:         time.Minute,
+		responseTTL:      24 * time.Hour,
+		maxRequestBytes:  1 << 20,
+		maxResponseBytes: 1 << 20,
+		replayHeaders:    DefaultReplayHeaders(),
+		policy:           DefaultReplayPolicy,
+		fingerprint:      DefaultFingerprint,
+		namespace:        func(*http.Request) string { return "" },
+		retryAfter:       time.Second,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if _, err := coordination.Millis("claim ttl", c.claimTTL); err != nil {
+		return nil, err
+	}
+	if _, err := coordination.Millis("response ttl", c.responseTTL); err != nil {
+		return nil, err
+	}
+	switch {
+	case c.maxKeyLength < 1:
+		return nil, coordination.InvalidArgument("max key length", "must be at least 1, got %d", c.maxKeyLength)
+	case c.maxRequestBytes < 0:
+		return nil, coordination.InvalidArgument("max request bytes", "must not be negative, got %d", c.maxRequestBytes)
+	case c.maxResponseBytes < 0:
+		return nil, coordination.InvalidArgument("max response bytes", "must not be negative, got %d", c.maxResponseBytes)
+	case c.retryAfter <= 0:
+		return nil, coordination.InvalidArgument("retry after", "must be positive, got %v", c.retryAfter)
+	case c.wait < 0:
+		return nil, coordination.InvalidArgument("wait for original", "must not be negative, got %v", c.wait)
+	case c.policy == nil:
+		return nil, coordination.InvalidArgument("replay policy", "must not be nil")
+	case c.fingerprint == nil:
+		return nil, coordination.InvalidArgument("request fingerprint", "must not be nil")
+	case c.namespace == nil:
+		return nil, coordination.InvalidArgument("namespace", "must not be nil")
+	}
+	return &Middleware{store: store, cfg: c}, nil
+}
+
+// Wrap returns next made idempotent (see [Middleware]).
+func (m *Middleware) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
+}
+
+// StoreKey returns the key under which the middleware keeps the claim for
+// an idempotency key in a namespace (before the coordinator's prefix):
+// "idempotency:" + the namespace's length + ":" + namespace + ":" + key, so
+// that no two namespace/key pairs share a store key. Use it to inspect or
+// delete a claim with [Store] or coordctl.
+func StoreKey(namespace, key string) string {
+	return "idempotency:" + strconv.Itoa(len(namespace)) + ":" + namespace + ":" + key
+}
+
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	key, present, bad := parseKey(r.Header.Values(HeaderKey), m.cfg.maxKeyLength)
+	if bad != "" {
+		writeProblem(w, problem{Type: ProblemKeyInvalid, Title: "Invalid Idempotency-Key",
+			Status: http.StatusBadRequest, Detail: bad}, 0)
+		return
+	}
+	if !present {
+		if m.cfg.required {
+			writeProblem(w, problem{Type: ProblemKeyMissing, Title: "Idempotency-Key required",
+				Status: http.StatusBadRequest,
+				Detail: "This operation requires an Idempotency-Key header field with a unique key per request."}, 0)
+			return
+		}
+		next.ServeHTTP(w, r)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, min(m.cfg.maxRequestBytes, math.MaxInt64-1)+1))
+	if err != nil {
+		writeProblem(w, problem{Type: "about:blank", Title: http.StatusText(http.StatusBadRequest),
+			Status: http.StatusBadRequest, Detail: "The request body could not be read."}, 0)
+		return
+	}
+	if int64(len(body)) > m.cfg.maxRequestBytes {
+		writeProblem(w, problem{Type: ProblemRequestTooLarge, Title: "Request body too large",
+			Status: http.StatusRequestEntityTooLarge,
+			Detail: fmt.Sprintf("An idempotent request body may hold at most %d bytes.", m.cfg.maxRequestBytes)}, 0)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	fp := m.cfg.fingerprint(r, body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	skey := StoreKey(m.cfg.namespace(r), key)
+
+	claim, err := m.store.Begin(r.Context(), skey, m.cfg.claimTTL,
+		WithFingerprint(fp), WithResultTTL(m.cfg.responseTTL), WithWait(m.cfg.wait))
+	if err != nil {
+		m.unavailable(w, "begin", err)
+		return
+	}
+	switch claim.State {
+	case Completed:
+		resp, err := decodeResponse(claim.Result)
+		if err != nil {
+			m.unavailable(w, "replay", err)
+			return
+		}
+		replay(w, r, resp)
+	case InProgress:
+		writeProblem(w, problem{Type: ProblemInProgress, Title: "Request in progress",
+			Status: http.StatusConflict,
+			Detail: "A request with this Idempotency-Key is still being processed; retry later."},
+			min(m.cfg.retryAfter, max(claim.Remaining, time.Millisecond)))
+	case FingerprintMismatch:
+		writeProblem(w, problem{Type: ProblemKeyReused, Title: "Idempotency-Key reused",
+			Status: http.StatusUnprocessableEntity,
+			Detail: "This Idempotency-Key was used for a different request; use a new key for a new request."}, 0)
+	default:
+		m.run(w, r, next, skey, claim.Owner)
+	}
+}
+
+// run executes the handler under the caller's claim and then stores its
+// response or abandons the claim.
+func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, skey, owner string) {
+	rec := newRecorder(w, m.cfg.replayHeaders, m.cfg.maxResponseBytes)
+	settled := false
+	// The claim is settled even when the client has gone away: the handler
+	// ran, and a retry must see its response.
+	settleCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(r.Context()), settleTimeout)
+	}
+	defer func() {
+		if !settled {
+			// The handler panicked: treat it like a 5xx.
+			ctx, cancel := settleCtx()
+			defer cancel()
+			m.abandon(ctx, skey, owner)
+		}
+	}()
+	next.ServeHTTP(rec, r)
+	settled = true
+	ctx, cancel := settleCtx()
+	defer cancel()
+	resp := rec.response()
+	if rec.over || !m.cfg.policy(resp.Status) {
+		m.abandon(ctx, skey, owner)
+		return
+	}
+	ok, err := m.store.Complete(ctx, skey, owner, resp.encode())
+	switch {
+	case err != nil:
+		m.store.coord.Logger().Warn("idempotency: response not stored; a retry may run the handler again once the claim expires",
+			"error_class", coordination.Classify(err).String())
+	case !ok:
+		m.store.coord.Logger().Warn("idempotency: claim expired before the response was stored; a retry may run the handler again (raise the claim TTL)")
+	}
+}
+
+func (m *Middleware) abandon(ctx context.Context, skey, owner string) {
+	if _, err := m.store.Abandon(ctx, skey, owner); err != nil {
+		m.store.coord.Logger().Warn("idempotency: claim not abandoned; retries get 409 until it expires",
+			"error_class", coordination.Classify(err).String())
+	}
+}
+
+func (m *Middleware) unavailable(w http.ResponseWriter, stage string, err error) {
+	if errors.Is(err, context.Canceled) {
+		// The client went away; nobody reads the answer.
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	m.store.coord.Logger().Warn("idempotency: store unavailable; request refused",
+		"stage", stage, "error_class", coordination.Classify(err).String())
+	writeProblem(w, problem{Type: ProblemUnavailable, Title: "Idempotency store unavailable",
+		Status: http.StatusServiceUnavailable,
+		Detail: "The request was not processed because its Idempotency-Key could not be checked; retry later."},
+		m.cfg.retryAfter)
+}
+
+// replay writes a stored response, marked as a replay.
+func replay(w http.ResponseWriter, r *http.Request, s storedResponse) {
+	h := w.Header()
+	for n, v := range s.Header {
+		h[n] = v
+	}
+	h.Set(HeaderReplayed, "true")
+	noBody := s.Status == http.StatusNoContent || s.Status == http.StatusNotModified || s.Status < 200
+	if !noBody {
+		h.Set("Content-Length", strconv.Itoa(len(s.Body)))
+	}
+	w.WriteHeader(s.Status)
+	if !noBody && r.Method != http.MethodHead {
+		_, _ = w.Write(s.Body)
+	}
+}
+
+// parseKey reads the Idempotency-Key field values. It returns the key and
+// whether one was sent, or a non-empty reason when the field is malformed.
+// The value may be an RFC 8941 sf-string ("...", with \" and \\ escapes) or
+// a bare string; both must be printable ASCII.
+func parseKey(values []string, maxLen int) (key string, present bool, bad string) {
+	switch len(values) {
+	case 0:
+		return "", false, ""
+	case 1:
+	default:
+		return "", true, "Send exactly one Idempotency-Key header field."
+	}
+	v := trimOWS(values[0])
+	if v == "" {
+		return "", true, "The Idempotency-Key header field is empty."
+	}
+	if v[0] == '"' {
+		var b []byte
+		closed := false
+		for i := 1; i < len(v); i++ {
+			c := v[i]
+			switch {
+			case closed:
+				return "", true, "The quoted Idempotency-Key has characters after its closing quote."
+			case c == '\\':
+				i++
+				if i == len(v) || (v[i] != '"' && v[i] != '\\') {
+					return "", true, `The quoted Idempotency-Key has a backslash not followed by " or \.`
+				}
+				b = append(b, v[i])
+			case c == '"':
+				closed = true
+			case c < 0x20 || c > 0x7e:
+				return "", true, "The Idempotency-Key must be printable ASCII."
+			default:
+				b = append(b, c)
+			}
+		}
+		if !closed {
+			return "", true, "The quoted Idempotency-Key lacks its closing quote."
+		}
+		if len(b) == 0 {
+			return "", true, "The Idempotency-Key header field is empty."
+		}
+		v = string(b)
+	} else {
+		for i := 0; i < len(v); i++ {
+			if v[i] < 0x20 || v[i] > 0x7e {
+				return "", true, "The Idempotency-Key must be printable ASCII."
+			}
+		}
+	}
+	if len(v) > maxLen {
+		return "", true, fmt.Sprintf("The Idempotency-Key is %d bytes long; at most %d are allowed.", len(v), maxLen)
+	}
+	return v, true, ""
+}
+
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}

@@ -1,0 +1,182 @@
+package idempotency
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"net/http"
+	"slices"
+	"sort"
+)
+
+// recorder passes a handler's response through to the client while keeping
+// a copy of its status, the chosen headers (as they were when the status
+// was written) and its body, up to a size bound.
+type recorder struct {
+	w       http.ResponseWriter
+	names   []string // canonical header names to keep
+	limit   int
+	status  int
+	header  http.Header
+	body    bytes.Buffer
+	over    bool // the body went past limit; body is dropped
+	written bool // the final status was written
+}
+
+func newRecorder(w http.ResponseWriter, names []string, limit int) *recorder {
+	return &recorder{w: w, names: names, limit: limit}
+}
+
+// Header returns the underlying writer's header map.
+func (r *recorder) Header() http.Header { return r.w.Header() }
+
+// WriteHeader records the final status and a snapshot of the chosen
+// headers. Informational statuses (1xx other than 101) pass through
+// unrecorded.
+func (r *recorder) WriteHeader(code int) {
+	if !r.written && code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		r.w.WriteHeader(code)
+		return
+	}
+	if !r.written {
+		r.written = true
+		r.status = code
+		r.header = pickHeaders(r.w.Header(), r.names)
+	}
+	r.w.WriteHeader(code)
+}
+
+// Write records p (while under the bound) and passes it through.
+func (r *recorder) Write(p []byte) (int, error) {
+	if !r.written {
+		r.WriteHeader(http.StatusOK)
+	}
+	if !r.over {
+		if r.body.Len()+len(p) > r.limit {
+			r.over = true
+			r.body = bytes.Buffer{}
+		} else {
+			r.body.Write(p)
+		}
+	}
+	return r.w.Write(p)
+}
+
+// Flush sends buffered data to the client when the underlying writer can.
+func (r *recorder) Flush() {
+	if !r.written {
+		r.WriteHeader(http.StatusOK)
+	}
+	if f, ok := r.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap returns the underlying writer, for http.ResponseController.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.w }
+
+// response returns what the handler sent: net/http sends 200 with the
+// headers as they are when a handler writes nothing.
+func (r *recorder) response() storedResponse {
+	if !r.written {
+		return storedResponse{Status: http.StatusOK, Header: pickHeaders(r.w.Header(), r.names)}
+	}
+	return storedResponse{Status: r.status, Header: r.header, Body: r.body.Bytes()}
+}
+
+func pickHeaders(h http.Header, names []string) http.Header {
+	out := http.Header{}
+	for _, n := range names {
+		if v, ok := h[n]; ok {
+			out[n] = slices.Clone(v)
+		}
+	}
+	return out
+}
+
+// storedResponse is a response as kept for replay.
+type storedResponse struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// responseVersion is the first byte of an encoded response.
+const responseVersion = 1
+
+// errBadRecord is returned when stored bytes are not a response this
+// package encoded.
+var errBadRecord = errors.New("idempotency: stored response is unreadable")
+
+// encode serialises the response: version byte, status, header count, then
+// per header its name and values (each length-prefixed, uvarints), then the
+// body (the rest). Headers are written in name order so equal responses
+// encode equally.
+func (s storedResponse) encode() []byte {
+	names := make([]string, 0, len(s.Header))
+	for n := range s.Header {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	b := []byte{responseVersion}
+	b = binary.AppendUvarint(b, uint64(s.Status))
+	b = binary.AppendUvarint(b, uint64(len(names)))
+	str := func(v string) {
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
+	}
+	for _, n := range names {
+		str(n)
+		b = binary.AppendUvarint(b, uint64(len(s.Header[n])))
+		for _, v := range s.Header[n] {
+			str(v)
+		}
+	}
+	return append(b, s.Body...)
+}
+
+// decodeResponse parses bytes written by encode; it returns errBadRecord
+// for anything else.
+func decodeResponse(b []byte) (storedResponse, error) {
+	if len(b) == 0 || b[0] != responseVersion {
+		return storedResponse{}, errBadRecord
+	}
+	b = b[1:]
+	bad := false
+	num := func(max uint64) uint64 {
+		v, n := binary.Uvarint(b)
+		if n <= 0 || v > max {
+			bad = true
+			return 0
+		}
+		b = b[n:]
+		return v
+	}
+	str := func() string {
+		n := num(uint64(len(b)))
+		if bad || n > uint64(len(b)) {
+			bad = true
+			return ""
+		}
+		v := string(b[:n])
+		b = b[n:]
+		return v
+	}
+	s := storedResponse{Header: http.Header{}}
+	s.Status = int(num(999))
+	count := num(uint64(len(b)))
+	for i := uint64(0); i < count && !bad; i++ {
+		name := str()
+		nv := num(uint64(len(b)))
+		vals := make([]string, 0, min(nv, 16))
+		for j := uint64(0); j < nv && !bad; j++ {
+			vals = append(vals, str())
+		}
+		s.Header[name] = vals
+	}
+	if bad || s.Status < 100 {
+		return storedResponse{}, errBadRecord
+	}
+	s.Body = b
+	return s, nil
+}
