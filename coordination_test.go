@@ -114,10 +114,11 @@ func TestClassify(t *testing.T) {
 		{redisErr("COORD_BADCOUNTER counter is negative"), coordination.Terminal, false},
 		{io.EOF, coordination.Transient, true},
 		{io.ErrUnexpectedEOF, coordination.Transient, true},
-		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, coordination.Transient, true},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, coordination.Transient, false}, // never sent
+		{&net.OpError{Op: "read", Err: syscall.ECONNRESET}, coordination.Transient, true},
 		{fmt.Errorf("x: %w", syscall.ECONNRESET), coordination.Transient, true},
 		{netTimeout{}, coordination.Transient, true},
-		{redis.ErrPoolTimeout, coordination.Transient, true},
+		{redis.ErrPoolTimeout, coordination.Transient, false}, // never sent
 		{redis.ErrClosed, coordination.Terminal, false},
 		{coordination.InvalidArgument("ttl", "bad"), coordination.Terminal, false},
 		{coordination.ErrClosed, coordination.Terminal, false},

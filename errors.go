@@ -249,19 +249,27 @@ func IsTransient(err error) bool { return Classify(err) == Transient }
 
 // IsAmbiguous reports whether err leaves the outcome of a write unknown: the
 // command may have run on the server although the client saw an error
-// (a timeout, a cancelled context, a lost connection). An error reply from
-// the server (LOADING, READONLY, a script error) is not ambiguous: the
-// server refused the command. Primitives clean up after an ambiguous
-// acquire with an owner-checked release.
+// (a timeout, a cancelled context, a connection lost after writing). An
+// error reply from the server (LOADING, READONLY, a script error) is not
+// ambiguous: the server refused the command. Neither is an error that
+// proves the command never left the client: a failed dial (connection
+// refused) or a connection-pool timeout. Primitives clean up after an
+// ambiguous acquire with an owner-checked release.
 func IsAmbiguous(err error) bool {
 	switch Classify(err) {
 	case Canceled:
 		return true
 	case Transient:
 		var re redis.Error
-		return !errors.As(err, &re)
+		return !errors.As(err, &re) && !neverSent(err)
 	}
 	return false
+}
+
+// neverSent reports whether err proves the command never reached a server.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return (errors.As(err, &op) && op.Op == "dial") || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, redis.ErrPoolTimeout)
 }
 
 // UnexpectedReply returns an error wrapping [ErrBadState] for a script reply

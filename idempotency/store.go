@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
@@ -243,7 +242,7 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts .
 	var ambiguous bool // some attempt's outcome is unknown
 	try := func(ctx context.Context) (Claim, error) {
 		c, err := s.begin(ctx, key, token, args)
-		if coordination.IsAmbiguous(err) && !neverSent(err) {
+		if coordination.IsAmbiguous(err) {
 			ambiguous = true
 		}
 		return c, err
@@ -311,14 +310,6 @@ func (s *Store) wait(ctx context.Context, key string, d time.Duration, first Cla
 	}
 }
 
-// neverSent reports whether err proves the command never reached a server:
-// no connection could be opened, or none was free in the pool. No cleanup
-// is needed then (and none is started, so an outage does not pile up a
-// background goroutine per request).
-func neverSent(err error) bool {
-	var op *net.OpError
-	return (errors.As(err, &op) && op.Op == "dial") || errors.Is(err, redis.ErrPoolTimeout)
-}
 
 // begin runs the begin script once and decodes its reply.
 func (s *Store) begin(ctx context.Context, key, token string, args []any) (Claim, error) {
