@@ -310,7 +310,6 @@ func (s *Store) wait(ctx context.Context, key string, d time.Duration, first Cla
 	}
 }
 
-
 // begin runs the begin script once and decodes its reply.
 func (s *Store) begin(ctx context.Context, key, token string, args []any) (Claim, error) {
 	cmd, err := s.coord.Eval(ctx, lua.IdempotencyBegin, []string{key}, args...)
