@@ -25,6 +25,9 @@ type AcquireSpec struct {
 	TTL           time.Duration // validated by the caller
 	Token         string        // owner token; empty means a fresh random one
 	Try           TryFunc
+	// NoExpiry accepts a TTL of 0, meaning "until released"; Try then
+	// receives ttlMs 0.
+	NoExpiry bool
 	// Cleanup releases the lease owner-checked with the given token. It is
 	// run in the background when an attempt's outcome was ambiguous and the
 	// caller gets an error, so that a lease acquired by a lost reply does
@@ -51,7 +54,7 @@ type Acquired struct {
 // is false (contention returns coordination.ErrNotAcquired), or waiting on
 // release notifications until acquired or ctx ends when block is true.
 func Acquire(ctx context.Context, coord *coordination.Coordinator, spec AcquireSpec, block bool) (Acquired, error) {
-	ttlMs, err := coordination.Millis("ttl", spec.TTL)
+	ttlMs, err := TTLMillis(spec.TTL, spec.NoExpiry)
 	if err != nil {
 		return Acquired{}, err
 	}

@@ -8,6 +8,7 @@ package lease
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -31,6 +32,10 @@ type Ops struct {
 	// Release deletes the lease if this owner holds it and notifies
 	// waiters.
 	Release func(ctx context.Context) (coordination.ReleaseOutcome, error)
+	// NoExpiry lets [Handle.Refresh] accept a ttl of 0, meaning "until
+	// released" (Refresh then receives ttlMs 0). Without it a ttl below
+	// 1 ms is an invalid argument.
+	NoExpiry bool
 }
 
 // Metrics are the instruments a handle reports to; nil fields are skipped.
@@ -76,6 +81,11 @@ const (
 	lost
 )
 
+// Forever is what [Handle.Remaining] returns for a held lease that has no
+// expiry (acquired or refreshed with a TTL of 0, where the primitive allows
+// it): the largest time.Duration.
+const Forever = time.Duration(math.MaxInt64)
+
 // Drift returns the clock-drift allowance subtracted from a lease's TTL for
 // the local deadline: 1% of the TTL plus 2 ms (the Redlock analysis'
 // allowance for clock rate differences and scheduling), and never more than
@@ -86,15 +96,30 @@ func Drift(ttl time.Duration) time.Duration {
 }
 
 // New returns the handle of a lease acquired with ttl by a request sent at
-// sent (the instant before the acquire request went out).
+// sent (the instant before the acquire request went out). A ttl of 0 means
+// the lease has no expiry (only for primitives whose ops set NoExpiry): it
+// has no local deadline and [Handle.Remaining] reports [Forever].
 func New(coord *coordination.Coordinator, names Names, ops Ops, m Metrics, sent time.Time, ttl time.Duration) *Handle {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	h := &Handle{coord: coord, names: names, ops: ops, metrics: m, start: sent, ctx: ctx, cancel: cancel, ttl: ttl}
 	h.mu.Lock()
-	h.deadline = sent.Add(ttl - Drift(ttl))
-	h.timer = time.AfterFunc(time.Until(h.deadline), h.expireLocally)
+	h.timer = time.AfterFunc(time.Hour, h.expireLocally)
+	h.setDeadlineLocked(sent, ttl)
 	h.mu.Unlock()
 	return h
+}
+
+// setDeadlineLocked sets the local deadline for a lease of ttl acquired or
+// refreshed by a request sent at sent, and arms the expiry timer (or stops
+// it when ttl is 0: no expiry). h.mu must be held, or h not yet shared.
+func (h *Handle) setDeadlineLocked(sent time.Time, ttl time.Duration) {
+	if ttl == 0 {
+		h.deadline = time.Time{}
+		h.timer.Stop()
+		return
+	}
+	h.deadline = sent.Add(ttl - Drift(ttl))
+	h.timer.Reset(time.Until(h.deadline))
 }
 
 // Context returns a context that is cancelled when the lease is released
@@ -113,12 +138,16 @@ func (h *Handle) TTL() time.Duration {
 }
 
 // Remaining returns the local estimate of the time left, or 0 once the
-// lease is released, lost or locally expired.
+// lease is released, lost or locally expired, or [Forever] while a lease
+// without expiry is held.
 func (h *Handle) Remaining() time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.state != held {
 		return 0
+	}
+	if h.deadline.IsZero() {
+		return Forever
 	}
 	return max(time.Until(h.deadline), 0)
 }
@@ -128,7 +157,7 @@ func (h *Handle) Held() bool { return h.Remaining() > 0 }
 
 func (h *Handle) expireLocally() {
 	h.mu.Lock()
-	if h.state != held || time.Now().Before(h.deadline) {
+	if h.state != held || h.deadline.IsZero() || time.Now().Before(h.deadline) {
 		h.mu.Unlock()
 		return
 	}
@@ -180,9 +209,10 @@ func (h *Handle) stopLocked() {
 // Refresh resets the lease's TTL (owner-checked), admitted as names.Renew.
 // It returns false, with no Redis call, once the handle is released or
 // lost; a false from Redis marks the lease lost. An error leaves the handle
-// as it was (the local deadline still bounds it).
+// as it was (the local deadline still bounds it). A ttl of 0 (no expiry) is
+// accepted only when the ops set NoExpiry.
 func (h *Handle) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
-	ms, err := coordination.Millis("ttl", ttl)
+	ms, err := TTLMillis(ttl, h.ops.NoExpiry)
 	if err != nil {
 		return false, err
 	}
@@ -213,9 +243,18 @@ func (h *Handle) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool
 		return false, nil
 	}
 	h.ttl = ttl
-	h.deadline = sent.Add(ttl - Drift(ttl))
-	h.timer.Reset(time.Until(h.deadline))
+	h.setDeadlineLocked(sent, ttl)
 	return true, nil
+}
+
+// TTLMillis converts a lease TTL to the integer milliseconds the scripts
+// take, like coordination.Millis("ttl", ttl), except that 0 (no expiry) is
+// accepted and gives 0 when noExpiry is set.
+func TTLMillis(ttl time.Duration, noExpiry bool) (int64, error) {
+	if ttl == 0 && noExpiry {
+		return 0, nil
+	}
+	return coordination.Millis("ttl", ttl)
 }
 
 // Verify asks Redis whether the lease is still held by this owner, at one
@@ -280,11 +319,12 @@ func (h *Handle) Release(ctx context.Context) (coordination.ReleaseOutcome, erro
 // finds the lease gone marks it lost at once; a transient error is retried
 // with backoff until the local deadline passes (which marks it lost); a
 // terminal error marks it lost. Calling KeepAlive on a handle that already
-// keeps alive, or is no longer held, does nothing. It returns at once.
+// keeps alive, is no longer held, or has no expiry does nothing (a renewal
+// to no expiry ends the keep-alive). It returns at once.
 func (h *Handle) KeepAlive() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.state != held || h.keep != nil {
+	if h.state != held || h.keep != nil || h.ttl == 0 {
 		return
 	}
 	h.keep = make(chan struct{})
@@ -320,6 +360,15 @@ func (h *Handle) keepAlive(stop, done chan struct{}) {
 		case <-timer.C:
 		}
 		ttl := h.TTL()
+		if ttl == 0 {
+			// A Refresh removed the expiry: nothing to keep alive any more.
+			h.mu.Lock()
+			if h.keep == stop {
+				h.keep = nil
+			}
+			h.mu.Unlock()
+			return
+		}
 		ms, _ := coordination.Millis("ttl", ttl)
 		// Bound each renewal by the time left, so a hung connection cannot
 		// hold the renewal past the deadline.
