@@ -1,0 +1,39 @@
+-- semaphore_read: describe a semaphore's live permits. Writes nothing
+-- (expired permits are counted out, not pruned).
+--
+-- KEYS[1]  semaphore key (layout in semaphore_acquire.lua)
+--
+-- Reply    {capacity, used, holders, no_expiry_holders, now_ms}
+--          capacity is the recorded capacity (0 when the key does not
+--          exist); used is the sum of the live holders' permits; holders
+--          counts live holders, no_expiry_holders those without expiry.
+-- Errors   COORD_WRONGTYPE  the key is not a sorted set
+--          COORD_BADSTATE   the capacity record is missing or malformed, or
+--                           a member is not a permit
+local key = KEYS[1]
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local typ = redis.call('TYPE', key).ok
+if typ == 'none' then
+  return {0, 0, 0, 0, now}
+end
+if typ ~= 'zset' then
+  return redis.error_reply('COORD_WRONGTYPE semaphore key does not hold a sorted set')
+end
+local c = tonumber(redis.call('ZSCORE', key, 'capacity'))
+if c == nil or c >= 0 or c ~= math.floor(c) then
+  return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
+end
+local live = redis.call('ZRANGEBYSCORE', key, '(' .. string.format('%d', now), '+inf')
+local used = 0
+for _, m in ipairs(live) do
+  local w = tonumber(string.match(m, '^P:(%d+):'))
+  if w == nil then
+    return redis.error_reply('COORD_BADSTATE semaphore key holds a member that is not a permit')
+  end
+  used = used + w
+end
+local forever = redis.call('ZCOUNT', key, '+inf', '+inf')
+return {-c, used, #live, forever, now}

@@ -1,0 +1,34 @@
+-- semaphore_verify: report whether a holder's permits are live. Writes
+-- nothing.
+--
+-- KEYS[1]  semaphore key (layout in semaphore_acquire.lua)
+-- ARGV[1]  the holder's member, "P:<n>:<token>"
+--
+-- Reply    {1, remaining_ms, now_ms}  live; remaining_ms until it expires,
+--                                     -1 when it has no expiry
+--          {0, 0, now_ms}             gone or expired
+-- Errors   COORD_WRONGTYPE  the key is not a sorted set
+local key = KEYS[1]
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local typ = redis.call('TYPE', key).ok
+if typ == 'none' then
+  return {0, 0, now}
+end
+if typ ~= 'zset' then
+  return redis.error_reply('COORD_WRONGTYPE semaphore key does not hold a sorted set')
+end
+local s = redis.call('ZSCORE', key, ARGV[1])
+if not s then
+  return {0, 0, now}
+end
+local v = tonumber(s)
+if v == nil or v == math.huge then
+  return {1, -1, now}
+end
+if v > now then
+  return {1, v - now, now}
+end
+return {0, 0, now}

@@ -1,0 +1,105 @@
+// Package semaphore is a distributed counting semaphore on Redis: at most
+// Capacity permits are held at once across every process that uses the
+// same key, each holder's permits expire on the server unless renewed, and
+// a holder may take several permits at once (all or nothing).
+//
+//	sem, err := semaphore.New(coord, "batch:42:permits", 4)
+//	p, err := sem.TryAcquire(ctx, 30*time.Second)
+//	if errors.Is(err, coordination.ErrNotAcquired) { ... } // all 4 are taken
+//	defer p.Release(context.WithoutCancel(ctx))
+//	p.KeepAlive()
+//	// run the work under p.Context(); it is cancelled if the permit is lost
+//
+// # Storage
+//
+// One sorted set per semaphore, so the key needs no hash tag on Redis
+// Cluster. Each holder is one member, "P:<n>:<token>", holding n permits,
+// scored by its expiry in server-time milliseconds (+inf for a permit
+// without expiry). The reserved member "capacity", scored by the negated
+// capacity, records the capacity the contenders agreed on. The key's TTL
+// follows the latest expiry, and the key is deleted when the last permit is
+// released, so an abandoned semaphore disappears by itself. Inspect it with
+//
+//	ZRANGE <key> 0 -1 WITHSCORES
+//
+// Every operation is one Lua script on that one key, in one round trip,
+// using the server's clock. Expired permits are pruned by the next
+// operation that writes; there is no cleanup worker.
+//
+// # Capacity
+//
+// Every contender must use the same capacity. While any permit is live, an
+// acquisition with a different capacity fails with an error matching
+// coordination.ErrCapacityMismatch and writes nothing; once no permit is
+// live, the next acquisition records its own capacity. Changing the
+// capacity therefore never revokes a live permit: lower it by letting the
+// holders drain, or by using a new key.
+//
+// # Permits without expiry
+//
+// A TTL of 0 means "until released". Such a permit survives a crash of its
+// holder: it occupies capacity (and pins the capacity value) until removed
+// by hand. Prefer a finite TTL with [Permit.KeepAlive]. To recover, list
+// the permits without expiry and remove the dead holder's member:
+//
+//	ZRANGEBYSCORE <key> +inf +inf
+//	ZREM <key> P:<n>:<token>
+//
+// or stop every holder and DEL the key. (<key> includes the coordinator's
+// key prefix; [Permit.Token] and [Permit.N] name a holder's member.)
+//
+// # Waiting
+//
+// [Semaphore.TryAcquire] and [Semaphore.TryAcquireN] never queue or wait.
+// [Semaphore.Acquire] and [Semaphore.AcquireN] wait without polling: after
+// a refused attempt they subscribe to the key's Pub/Sub channel (one
+// connection per coordinator, shared by every waiter) and try again when a
+// release is announced, when the earliest live permit expires, or at the
+// re-check period ([WithRecheck]) in case a message was lost. Every waiter
+// wakes on every release and retries; there is no fairness and no queue.
+//
+// # What holds, and what does not
+//
+// Within one Redis history (one primary, no failover), at most Capacity
+// permits are live at any server instant, a holder's refresh or release
+// never touches another holder's permits, and an expired holder cannot
+// revive its permit. Expiry uses only the server's clock, so client clock
+// jumps do not affect it; [Permit.Remaining] is a local estimate measured
+// from before the request was sent, minus a drift allowance, so it errs
+// towards "expired".
+//
+// It is not consensus. Asynchronous replication means a failover can lose
+// recent acquisitions and releases (the new primary may grant permits
+// that were already granted), and a server whose clock jumps expires
+// permits early or late. A GC pause longer than a permit's TTL lets the
+// holder run on after its permit expired: stop work when [Permit.Context]
+// is cancelled, and use a fencing token (package fencing) where stale
+// holders must be rejected by the resource itself.
+//
+// # Lost replies
+//
+// go-redis re-sends a command after a lost reply (MaxRetries, 3 by
+// default). Acquire, refresh and release are safe to re-run: a re-sent
+// acquisition finds its own member and does not take more permits, and a
+// re-sent release reports AlreadyReleased. When an acquisition's reply is
+// lost for good (timeout, cancelled context, broken connection), the
+// permit may exist on the server; a background owner-checked release
+// removes it. When a release fails, the permit is treated as lost and the
+// release is retried in the background with jittered backoff for about a
+// minute; when that gives up, the counter coordination.cleanup.abandoned
+// (stage=release) is incremented and a warning is logged, and the permit
+// ends at its expiry. A delayed acquisition that reaches the server after
+// its cleanup recreates the permit until its TTL; this is another reason to
+// prefer a finite TTL. Per-call context deadlines bound network I/O only
+// with go-redis' ContextTimeoutEnabled option.
+//
+// # Hooks and metrics
+//
+// Operations are admitted through the coordinator's hooks as SEMAPHORE
+// ACQUIRE (once per TryAcquire/Acquire call, however long it waits),
+// SEMAPHORE RENEW, SEMAPHORE VERIFY, SEMAPHORE RELEASE and SEMAPHORE READ.
+// Keep-alive renewals and background cleanups are not admitted. The
+// instruments are coordination.semaphore.acquire_wait (seconds blocked in
+// Acquire, by result), coordination.semaphore.contention (refused
+// attempts), coordination.semaphore.hold_time, .renewal_failures and .lost.
+package semaphore

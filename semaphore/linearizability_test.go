@@ -1,0 +1,354 @@
+package semaphore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/testharness"
+)
+
+// The linearizability check records, from several clients at once, every
+// call of the semaphore's scripts (acquire, refresh, verify, release) with
+// the server time each script ran at (every script replies with it), and
+// checks the history against a sequential model of a semaphore whose
+// permits expire. A linearization must respect real time (an operation
+// that returned before another was called comes first) and must never run
+// the server clock backwards; expiry is then decided by the model from the
+// recorded times, so histories that include expiries are checked too.
+
+type linKind int
+
+const (
+	linAcquire linKind = iota
+	linRefresh
+	linVerify
+	linRelease
+)
+
+func (k linKind) String() string {
+	return [...]string{"acquire", "refresh", "verify", "release"}[k]
+}
+
+type linInput struct {
+	kind  linKind
+	token string
+	n     int64
+	ttl   int64 // ms; 0 = no expiry
+}
+
+type linOutput struct {
+	ok  bool  // acquired / refreshed / live / released
+	now int64 // server time of the script, ms
+}
+
+type linPermit struct {
+	token string
+	n     int64
+	exp   int64 // server ms; math.MaxInt64 = no expiry
+}
+
+type linState struct {
+	now     int64
+	permits []linPermit // sorted by token; only live at now
+}
+
+func linModel(capacity int64) porcupine.Model {
+	return porcupine.Model{
+		Init: func() any { return linState{} },
+		Step: func(st, in, out any) (bool, any) {
+			s, i, o := st.(linState), in.(linInput), out.(linOutput)
+			if o.now < s.now {
+				return false, nil // the server clock never runs backwards
+			}
+			// Drop what expired by o.now (it can never come back: time only
+			// moves forward along a linearization).
+			live := make([]linPermit, 0, len(s.permits)+1)
+			var used int64
+			mine := -1
+			for _, p := range s.permits {
+				if p.exp > o.now {
+					if p.token == i.token {
+						mine = len(live)
+					}
+					live = append(live, p)
+					used += p.n
+				}
+			}
+			exp := int64(math.MaxInt64)
+			if i.ttl > 0 {
+				exp = o.now + i.ttl
+			}
+			next := linState{now: o.now, permits: live}
+			switch i.kind {
+			case linAcquire:
+				switch {
+				case mine >= 0:
+					if !o.ok {
+						return false, nil
+					}
+					live[mine].exp = exp
+				case used+i.n <= capacity:
+					if !o.ok {
+						return false, nil
+					}
+					next.permits = append(live, linPermit{token: i.token, n: i.n, exp: exp})
+					slices.SortFunc(next.permits, func(a, b linPermit) int { return strings.Compare(a.token, b.token) })
+				default:
+					if o.ok {
+						return false, nil
+					}
+				}
+			case linRefresh:
+				if o.ok != (mine >= 0) {
+					return false, nil
+				}
+				if mine >= 0 {
+					live[mine].exp = exp
+				}
+			case linVerify:
+				if o.ok != (mine >= 0) {
+					return false, nil
+				}
+			case linRelease:
+				if o.ok != (mine >= 0) {
+					return false, nil
+				}
+				if mine >= 0 {
+					next.permits = slices.Delete(live, mine, mine+1)
+				}
+			}
+			return true, next
+		},
+		Equal: func(a, b any) bool {
+			x, y := a.(linState), b.(linState)
+			return x.now == y.now && slices.Equal(x.permits, y.permits)
+		},
+		DescribeOperation: func(in, out any) string {
+			i, o := in.(linInput), out.(linOutput)
+			return fmt.Sprintf("%v(%.8s, n=%d, ttl=%d) -> %v @%d", i.kind, i.token, i.n, i.ttl, o.ok, o.now)
+		},
+	}
+}
+
+// TestLinearizability runs 6 clients against one semaphore of capacity 3
+// on every real server and checks the recorded history with porcupine.
+func TestLinearizability(t *testing.T) {
+	const (
+		clients  = 6
+		opsEach  = 60
+		capacity = 3
+	)
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		base := time.Now()
+		var (
+			mu      sync.Mutex
+			history []porcupine.Operation
+		)
+		var wg sync.WaitGroup
+		for c := range clients {
+			coord := b.Coordinator(t)
+			s, err := New(coord, "lin", capacity)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(uint64(c), uint64(base.UnixNano())))
+			// do runs one recorded operation.
+			do := func(in linInput) (linOutput, bool) {
+				call := time.Since(base).Nanoseconds()
+				wallCall := time.Now().UnixMilli()
+				var (
+					out linOutput
+					err error
+				)
+				m := member(in.n, in.token)
+				switch in.kind {
+				case linAcquire:
+					var a attempt
+					a, err = s.try(ctx, in.token, in.n, in.ttl)
+					out = linOutput{ok: a.acquired, now: a.now}
+				case linRefresh:
+					out.ok, out.now, err = s.refresh(ctx, m, in.ttl)
+				case linVerify:
+					out.ok, out.now, err = s.verify(ctx, m)
+				case linRelease:
+					var o coordination.ReleaseOutcome
+					o, out.now, err = s.release(ctx, m)
+					out.ok = o == coordination.Released
+				}
+				ret := time.Since(base).Nanoseconds()
+				wallRet := time.Now().UnixMilli()
+				if err != nil {
+					t.Errorf("%v: %v", in.kind, err)
+					return out, false
+				}
+				// Same host: the server's clock is the test's wall clock.
+				if out.now < wallCall-5 || out.now > wallRet+5 {
+					t.Errorf("server time %d outside the call's wall-clock window [%d, %d]", out.now, wallCall, wallRet)
+				}
+				mu.Lock()
+				history = append(history, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret})
+				mu.Unlock()
+				return out, true
+			}
+			wg.Go(func() {
+				var held *linInput // the acquisition this client holds (or held)
+				for range opsEach {
+					var in linInput
+					ttl := []int64{15, 30, 60, 120, 0}[rng.IntN(5)]
+					if held == nil {
+						tok, _ := coordination.NewOwnerToken()
+						in = linInput{kind: linAcquire, token: tok, n: 1 + rng.Int64N(2), ttl: ttl}
+					} else {
+						// The holder renews, checks, releases, or re-sends its
+						// acquisition (as go-redis does after a lost reply).
+						kind := []linKind{linAcquire, linRefresh, linVerify, linRelease, linRelease}[rng.IntN(5)]
+						in = linInput{kind: kind, token: held.token, n: held.n, ttl: ttl}
+					}
+					out, ok := do(in)
+					if !ok {
+						return
+					}
+					if in.kind == linAcquire && out.ok {
+						cp := in
+						held = &cp
+					}
+					if in.kind == linRelease {
+						held = nil
+					}
+					// Work (or stall) a while: long enough, at times, for the
+					// permit to expire before the holder's next step.
+					time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
+				}
+				if held != nil {
+					do(linInput{kind: linRelease, token: held.token, n: held.n})
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+
+		// Figures: how much contention and expiry the history holds.
+		counts := map[string]int{}
+		released := map[string]bool{}
+		for _, op := range history {
+			in, out := op.Input.(linInput), op.Output.(linOutput)
+			counts[fmt.Sprintf("%v=%v", in.kind, out.ok)]++
+			if in.kind == linRelease && out.ok {
+				released[in.token] = true
+			}
+		}
+		expired := 0 // refresh/verify/release that found a never-released permit gone: it expired
+		for _, op := range history {
+			in, out := op.Input.(linInput), op.Output.(linOutput)
+			if in.kind != linAcquire && !out.ok && !released[in.token] {
+				expired++
+			}
+		}
+		start := time.Now()
+		res, info := porcupine.CheckOperationsVerbose(linModel(capacity), history, time.Minute)
+		took := time.Since(start)
+		t.Logf("%s: %d operations from %d clients; acquired %d, refused %d; released %d; refresh ok/gone %d/%d; verify live/gone %d/%d; %d found expired; porcupine: %v in %v",
+			b.Name, len(history), clients, counts["acquire=true"], counts["acquire=false"], counts["release=true"],
+			counts["refresh=true"], counts["refresh=false"], counts["verify=true"], counts["verify=false"], expired, res, took.Round(time.Millisecond))
+		if res != porcupine.Ok {
+			// Show where the longest partial linearization got stuck.
+			m := linModel(capacity)
+			for _, part := range info.PartialLinearizationsOperations() {
+				longest := slices.MaxFunc(part, func(a, b []porcupine.Operation) int { return len(a) - len(b) })
+				for _, o := range longest[max(0, len(longest)-8):] {
+					t.Logf("  linearized: %s", m.DescribeOperation(o.Input, o.Output))
+				}
+			}
+			t.Fatalf("history is not linearizable against the semaphore model: %v", res)
+		}
+		if counts["acquire=false"] == 0 || expired == 0 {
+			t.Fatalf("the history lacks contention (%d refused) or expiry (%d): it checks too little", counts["acquire=false"], expired)
+		}
+	}, testharness.RealOnly())
+}
+
+// The model itself must reject a history that breaks the capacity: a
+// guard against a model that accepts everything.
+func TestLinearizabilityModelRejectsOverCapacity(t *testing.T) {
+	op := func(client int, in linInput, out linOutput, call, ret int64) porcupine.Operation {
+		return porcupine.Operation{ClientId: client, Input: in, Output: out, Call: call, Return: ret}
+	}
+	ok := []porcupine.Operation{
+		op(0, linInput{kind: linAcquire, token: "a", n: 2, ttl: 100}, linOutput{ok: true, now: 1000}, 0, 1),
+		op(1, linInput{kind: linAcquire, token: "b", n: 2, ttl: 100}, linOutput{ok: false, now: 1001}, 2, 3),
+		op(1, linInput{kind: linAcquire, token: "b", n: 2, ttl: 100}, linOutput{ok: true, now: 1100}, 4, 5), // a expired
+	}
+	if !porcupine.CheckOperations(linModel(3), ok) {
+		t.Fatalf("a valid history was rejected")
+	}
+	bad := slices.Clone(ok)
+	bad[1] = op(1, linInput{kind: linAcquire, token: "b", n: 2, ttl: 100}, linOutput{ok: true, now: 1001}, 2, 3)
+	if porcupine.CheckOperations(linModel(3), bad) {
+		t.Fatalf("a history holding 4 of 3 permits was accepted")
+	}
+	late := slices.Clone(ok)
+	late[2] = op(0, linInput{kind: linRefresh, token: "a", ttl: 100}, linOutput{ok: true, now: 1100}, 4, 5)
+	if porcupine.CheckOperations(linModel(3), late) {
+		t.Fatalf("a refresh of an expired permit was accepted")
+	}
+}
+
+// At the script level (below the handle, which refuses locally once its
+// deadline passed), an expired holder's refresh and release find nothing
+// and leave the next holder's permit as it was.
+func TestExpiredMemberScriptsTouchNothing(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		s, err := New(b.Coordinator(t), "permits", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := s.try(ctx, "old", 1, 100)
+		if err != nil || !a.acquired {
+			t.Fatalf("old acquire: %+v, %v", a, err)
+		}
+		b.Advance(200 * time.Millisecond)
+		if a, err = s.try(ctx, "new", 1, 60_000); err != nil || !a.acquired {
+			t.Fatalf("new acquire: %+v, %v", a, err)
+		}
+		raw := b.Raw(t)
+		score := func() float64 {
+			v, err := raw.ZScore(ctx, b.Key("permits"), "P:1:new").Result()
+			if err != nil {
+				t.Fatalf("ZSCORE: %v", err)
+			}
+			return v
+		}
+		before := score()
+		if ok, _, err := s.refresh(ctx, "P:1:old", 60_000); ok || err != nil {
+			t.Fatalf("refresh of the expired member = %v, %v", ok, err)
+		}
+		if out, _, err := s.release(ctx, "P:1:old"); out != coordination.AlreadyReleased || err != nil {
+			t.Fatalf("release of the expired member = %v, %v", out, err)
+		}
+		if ok, _, err := s.verify(ctx, "P:1:new"); !ok || err != nil || score() != before {
+			t.Fatalf("the new holder's permit changed: live %v (%v), score %v -> %v", ok, err, before, score())
+		}
+		// A re-sent acquisition of the live holder does not take a second
+		// permit and only sets its expiry again.
+		if a, err = s.try(ctx, "new", 1, 60_000); err != nil || !a.acquired {
+			t.Fatalf("re-sent acquire: %+v, %v", a, err)
+		}
+		if n, _ := raw.ZCard(ctx, b.Key("permits")).Result(); n != 2 {
+			t.Fatalf("ZCARD = %d after a re-sent acquire; want the capacity record and one permit", n)
+		}
+	})
+}

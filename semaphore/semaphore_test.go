@@ -1,0 +1,754 @@
+package semaphore_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/lua"
+	"github.com/coordkit/coordination/semaphore"
+)
+
+// Capacity 4, 10 concurrent acquirers: exactly 4 hold; a 5th succeeds only
+// after a release or an expiry; the expired permit is pruned by that call.
+func TestCapacityFourOfTenConcurrentAcquirers(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		sems := make([]*semaphore.Semaphore, 10)
+		for i := range sems {
+			sems[i] = newSem(t, b.Coordinator(t), 4) // one client per acquirer
+		}
+		permits := make([]*semaphore.Permit, 10)
+		errs := make([]error, 10)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, s := range sems {
+			wg.Go(func() {
+				<-start
+				permits[i], errs[i] = s.TryAcquire(ctx, time.Minute)
+			})
+		}
+		close(start)
+		wg.Wait()
+		var held []*semaphore.Permit
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				held = append(held, permits[i])
+			case !errors.Is(err, coordination.ErrNotAcquired):
+				t.Fatalf("acquirer %d: %v", i, err)
+			}
+		}
+		if len(held) != 4 {
+			t.Fatalf("%d acquirers hold a permit, want exactly 4", len(held))
+		}
+		if got := members(t, b, raw); len(got) != 4 {
+			t.Fatalf("key holds %d permits %v, want 4", len(got), got)
+		}
+		st, err := sems[0].State(ctx)
+		if err != nil || st != (semaphore.State{Capacity: 4, Used: 4, Holders: 4}) {
+			t.Fatalf("State = %+v, %v; want capacity 4, 4 used by 4 holders", st, err)
+		}
+
+		fifth := newSem(t, b.Coordinator(t), 4)
+		p, err := fifth.TryAcquire(ctx, time.Minute)
+		wantNotAcquired(t, p, err)
+
+		// After a release.
+		if out := release(t, held[0]); out != coordination.Released {
+			t.Fatalf("Release = %v, want released", out)
+		}
+		p5, err := fifth.TryAcquire(ctx, time.Minute)
+		if err != nil {
+			t.Fatalf("5th acquirer after a release: %v", err)
+		}
+		p, err = fifth.TryAcquire(ctx, time.Minute)
+		wantNotAcquired(t, p, err)
+
+		// After an expiry: one holder's permit now expires in 300 ms.
+		if ok, err := held[1].Refresh(ctx, 300*time.Millisecond); !ok || err != nil {
+			t.Fatalf("Refresh(300ms) = %v, %v", ok, err)
+		}
+		p, err = fifth.TryAcquire(ctx, time.Minute)
+		wantNotAcquired(t, p, err)
+		b.Advance(400 * time.Millisecond)
+		expired := memberOf(held[1])
+		if !slices.Contains(members(t, b, raw), expired) {
+			t.Fatalf("the expired permit was removed before any call; want it pruned by the next call")
+		}
+		p6, err := fifth.TryAcquire(ctx, time.Minute)
+		if err != nil {
+			t.Fatalf("acquire after an expiry: %v", err)
+		}
+		got := members(t, b, raw)
+		if slices.Contains(got, expired) || !slices.Contains(got, memberOf(p6)) || !slices.Contains(got, memberOf(p5)) || len(got) != 4 {
+			t.Fatalf("members after the acquisition = %v; want the expired %s pruned and 4 live permits", got, expired)
+		}
+		for _, p := range append(held[2:], p5, p6) {
+			release(t, p)
+		}
+	})
+}
+
+// A blocked Acquire gets the permit when the holder releases (woken by the
+// release notification, well before the 5 s re-check) or when the holder's
+// permit expires.
+func TestAcquireWaitsForReleaseOrExpiry(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		holderSem := newSem(t, b.Coordinator(t), 2)
+		waiterSem := newSem(t, b.Coordinator(t), 2)
+		type result struct {
+			p   *semaphore.Permit
+			err error
+			at  time.Time
+		}
+
+		// Release: the waiter needs 2 permits, the holder has 1 of 2.
+		holder := mustAcquireN(t, holderSem, 1, time.Minute)
+		got := make(chan result, 1)
+		go func() {
+			p, err := waiterSem.AcquireN(ctx, 2, time.Minute)
+			got <- result{p, err, time.Now()}
+		}()
+		select {
+		case r := <-got:
+			t.Fatalf("AcquireN returned %v, %v while the holder held a permit", r.p, r.err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		released := time.Now()
+		release(t, holder)
+		var r result
+		select {
+		case r = <-got:
+		case <-time.After(3 * time.Second):
+			t.Fatalf("waiter not woken within 3s of the release")
+		}
+		if r.err != nil || r.p.N() != 2 {
+			t.Fatalf("AcquireN after release = %v, %v", r.p, r.err)
+		}
+		if d := r.at.Sub(released); d > 2*time.Second {
+			t.Fatalf("waiter took %v after the release; want it woken by the notification, not the 5s re-check", d)
+		}
+		release(t, r.p)
+
+		// Expiry: the holder never releases (it crashed).
+		mustAcquireN(t, holderSem, 2, 300*time.Millisecond)
+		go func() {
+			p, err := waiterSem.Acquire(ctx, time.Minute)
+			got <- result{p, err, time.Now()}
+		}()
+		select {
+		case r := <-got:
+			t.Fatalf("Acquire returned %v, %v before the holder's permit expired", r.p, r.err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		b.Advance(400 * time.Millisecond)
+		select {
+		case r = <-got:
+		case <-time.After(3 * time.Second):
+			t.Fatalf("waiter did not get the permit within 3s of the holder's expiry")
+		}
+		if r.err != nil {
+			t.Fatalf("Acquire after expiry: %v", r.err)
+		}
+		release(t, r.p)
+	})
+}
+
+// A different capacity while a permit is live fails with a typed error and
+// writes nothing; with no live permit the new capacity is accepted; lowering
+// the capacity never revokes a live permit.
+func TestCapacityMismatch(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		four := newSem(t, b.Coordinator(t), 4)
+		held := []*semaphore.Permit{
+			mustAcquireN(t, four, 1, time.Minute),
+			mustAcquireN(t, four, 2, time.Minute),
+		}
+		before := snapshot(t, b, raw)
+		for _, capacity := range []int64{5, 2, 1} {
+			other := newSem(t, b.Coordinator(t), capacity)
+			p, err := other.TryAcquire(ctx, time.Minute)
+			if !errors.Is(err, coordination.ErrCapacityMismatch) || p != nil {
+				t.Fatalf("capacity %d with live permits of capacity 4: %v, %v; want ErrCapacityMismatch", capacity, p, err)
+			}
+			// The blocking form fails at once too: the error is terminal.
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err = other.Acquire(actx, 0)
+			cancel()
+			if !errors.Is(err, coordination.ErrCapacityMismatch) {
+				t.Fatalf("Acquire with capacity %d: %v; want ErrCapacityMismatch", capacity, err)
+			}
+			if after := snapshot(t, b, raw); after != before {
+				t.Fatalf("a capacity mismatch wrote to the key:\nbefore %s\nafter  %s", before, after)
+			}
+		}
+		for _, p := range held {
+			if ok, err := p.Verify(ctx); !ok || err != nil {
+				t.Fatalf("a lower capacity revoked a live permit: Verify = %v, %v", ok, err)
+			}
+		}
+		if st, err := four.State(ctx); err != nil || st.Capacity != 4 || st.Used != 3 {
+			t.Fatalf("State = %+v, %v; want capacity 4 with 3 used", st, err)
+		}
+
+		// No live permit: the next capacity is accepted.
+		for _, p := range held {
+			release(t, p)
+		}
+		if n, _ := raw.Exists(ctx, b.Key(key)).Result(); n != 0 {
+			t.Fatalf("key still exists after the last release")
+		}
+		two := newSem(t, b.Coordinator(t), 2)
+		p2 := mustAcquireN(t, two, 2, time.Minute)
+		if c, err := raw.ZScore(ctx, b.Key(key), "capacity").Result(); err != nil || c != -2 {
+			t.Fatalf("capacity record = %v, %v; want -2", c, err)
+		}
+		release(t, p2)
+
+		// Only expired permits of another capacity: they do not count, and
+		// the acquisition prunes them.
+		past := strconv.FormatInt(b.Now().Add(-time.Second).UnixMilli(), 10)
+		if err := raw.ZAdd(ctx, b.Key(key), redis.Z{Score: -2, Member: "capacity"}, redis.Z{Score: mustFloat(past), Member: "P:1:dead"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		p4 := mustAcquireN(t, four, 4, time.Minute)
+		if got := members(t, b, raw); !slices.Equal(got, []string{memberOf(p4)}) {
+			t.Fatalf("members = %v; want only the new permit", got)
+		}
+		if c, _ := raw.ZScore(ctx, b.Key(key), "capacity").Result(); c != -4 {
+			t.Fatalf("capacity record = %v; want -4", c)
+		}
+		release(t, p4)
+	})
+}
+
+func mustFloat(s string) float64 {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+// Weighted: capacity 5, holding 3, TryAcquireN(3) fails and leaves state
+// unchanged; TryAcquireN(2) succeeds; n > capacity is an argument error.
+func TestWeightedAllOrNothing(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		s := newSem(t, b.Coordinator(t), 5)
+		three := mustAcquireN(t, s, 3, time.Minute)
+		before := snapshot(t, b, raw)
+		p, err := s.TryAcquireN(ctx, 3, time.Minute)
+		wantNotAcquired(t, p, err)
+		if after := snapshot(t, b, raw); after != before {
+			t.Fatalf("a refused TryAcquireN(3) changed the key:\nbefore %s\nafter  %s", before, after)
+		}
+		two, err := s.TryAcquireN(ctx, 2, time.Minute)
+		if err != nil || two.N() != 2 {
+			t.Fatalf("TryAcquireN(2) = %v, %v", two, err)
+		}
+		if st, err := s.State(ctx); err != nil || st != (semaphore.State{Capacity: 5, Used: 5, Holders: 2}) {
+			t.Fatalf("State = %+v, %v; want 5 of 5 used by 2 holders", st, err)
+		}
+		p, err = s.TryAcquire(ctx, time.Minute)
+		wantNotAcquired(t, p, err)
+
+		_, err = s.TryAcquireN(ctx, 6, time.Minute)
+		wantArgument(t, err, "n")
+		_, err = s.AcquireN(ctx, 6, time.Minute)
+		wantArgument(t, err, "n")
+
+		// Releasing the 3 frees all 3 at once.
+		release(t, three)
+		again, err := s.TryAcquireN(ctx, 3, time.Minute)
+		if err != nil {
+			t.Fatalf("TryAcquireN(3) after the release of 3: %v", err)
+		}
+		got := members(t, b, raw)
+		slices.Sort(got)
+		want := []string{memberOf(two), memberOf(again)}
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("members = %v, want %v", got, want)
+		}
+		release(t, two)
+		release(t, again)
+	})
+}
+
+// A crashed holder (never releases) frees its permit at expiry, and the key
+// disappears with the last permit.
+func TestCrashedHolderFreesAtExpiry(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		crashed := newSem(t, b.Coordinator(t), 1)
+		mustAcquireN(t, crashed, 1, 300*time.Millisecond) // never released
+		other := newSem(t, b.Coordinator(t), 1)
+		p, err := other.TryAcquire(ctx, time.Minute)
+		wantNotAcquired(t, p, err)
+		b.Advance(400 * time.Millisecond)
+		if n, _ := raw.Exists(ctx, b.Key(key)).Result(); n != 0 {
+			t.Fatalf("the key outlived its only (expired) permit")
+		}
+		p, err = other.TryAcquire(ctx, time.Minute)
+		if err != nil {
+			t.Fatalf("acquire after the crashed holder's expiry: %v", err)
+		}
+		release(t, p)
+	})
+}
+
+// A permit without expiry survives its holder's crash until removed by
+// hand with the documented commands.
+func TestNoExpiryPermitManualRecovery(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		crashed := newSem(t, b.Coordinator(t), 2)
+		dead := mustAcquireN(t, crashed, 2, 0) // never released
+		if r := dead.Remaining(); r != semaphore.Forever {
+			t.Fatalf("Remaining = %v, want Forever", r)
+		}
+		if pttl, _ := raw.PTTL(ctx, b.Key(key)).Result(); pttl != -1 {
+			t.Fatalf("PTTL = %v; want no key expiry while a permit without expiry is held", pttl)
+		}
+		b.Advance(time.Second)
+		other := newSem(t, b.Coordinator(t), 2)
+		p, err := other.TryAcquire(ctx, time.Minute)
+		wantNotAcquired(t, p, err)
+		if st, err := other.State(ctx); err != nil || st.NoExpiry != 1 || st.Used != 2 {
+			t.Fatalf("State = %+v, %v; want one holder of 2 without expiry", st, err)
+		}
+
+		// The recovery documented in the package: list, then remove.
+		stale, err := raw.ZRangeByScore(ctx, b.Key(key), &redis.ZRangeBy{Min: "+inf", Max: "+inf"}).Result()
+		if err != nil || !slices.Equal(stale, []string{memberOf(dead)}) {
+			t.Fatalf("ZRANGEBYSCORE +inf +inf = %v, %v; want [%s]", stale, err, memberOf(dead))
+		}
+		if n, err := raw.ZRem(ctx, b.Key(key), stale[0]).Result(); n != 1 || err != nil {
+			t.Fatalf("ZREM = %d, %v", n, err)
+		}
+		p, err = other.TryAcquireN(ctx, 2, time.Minute)
+		if err != nil {
+			t.Fatalf("acquire after manual recovery: %v", err)
+		}
+		release(t, p)
+	})
+}
+
+// An expired owner cannot renew or release a permit whose slot went to
+// someone else, and its attempts leave the new holder's permit alone.
+func TestExpiredOwnerCannotRenewOrRelease(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		oldSem := newSem(t, b.Coordinator(t), 1)
+		old := mustAcquireN(t, oldSem, 1, 200*time.Millisecond)
+		b.Advance(300 * time.Millisecond)
+		next, err := newSem(t, b.Coordinator(t), 1).TryAcquire(ctx, time.Minute)
+		if err != nil {
+			t.Fatalf("new holder: %v", err)
+		}
+		before := snapshot(t, b, raw)
+		if ok, err := old.Refresh(ctx, time.Minute); ok || err != nil {
+			t.Fatalf("old owner's Refresh = %v, %v; want false", ok, err)
+		}
+		if out, err := old.Release(ctx); out != coordination.AlreadyReleased || err != nil {
+			t.Fatalf("old owner's Release = %v, %v; want already released", out, err)
+		}
+		if !errors.Is(context.Cause(old.Context()), coordination.ErrLost) {
+			t.Fatalf("old owner's context cause = %v, want ErrLost", context.Cause(old.Context()))
+		}
+		if after := snapshot(t, b, raw); after != before {
+			t.Fatalf("the old owner changed the key:\nbefore %s\nafter  %s", before, after)
+		}
+		if ok, err := next.Verify(ctx); !ok || err != nil {
+			t.Fatalf("new holder's Verify = %v, %v", ok, err)
+		}
+		release(t, next)
+	})
+}
+
+// Verify finding the permit gone cancels the permit's context with ErrLost;
+// Release cancels it with ErrReleased, and a second Release answers
+// AlreadyReleased without Redis.
+func TestPermitContext(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		s := newSem(t, b.Coordinator(t), 3)
+		gone := mustAcquireN(t, s, 1, time.Minute)
+		if err := gone.Context().Err(); err != nil {
+			t.Fatalf("context of a held permit: %v", err)
+		}
+		if err := raw.ZRem(ctx, b.Key(key), memberOf(gone)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := gone.Verify(ctx); ok || err != nil {
+			t.Fatalf("Verify of a removed permit = %v, %v", ok, err)
+		}
+		if !errors.Is(context.Cause(gone.Context()), coordination.ErrLost) || gone.Remaining() != 0 {
+			t.Fatalf("after a failed Verify: cause %v, remaining %v", context.Cause(gone.Context()), gone.Remaining())
+		}
+
+		p := mustAcquireN(t, s, 1, time.Minute)
+		if r := p.Remaining(); r <= 59*time.Second || r > time.Minute {
+			t.Fatalf("Remaining = %v, want just under 1m", r)
+		}
+		if out := release(t, p); out != coordination.Released {
+			t.Fatalf("Release = %v", out)
+		}
+		if !errors.Is(context.Cause(p.Context()), coordination.ErrReleased) {
+			t.Fatalf("cause after Release = %v", context.Cause(p.Context()))
+		}
+		if out := release(t, p); out != coordination.AlreadyReleased {
+			t.Fatalf("second Release = %v, want already released", out)
+		}
+		var nilPermit *semaphore.Permit
+		if nilPermit.Remaining() != 0 || nilPermit.Context().Err() == nil || nilPermit.N() != 0 {
+			t.Fatalf("a nil permit must report not held")
+		}
+	})
+}
+
+// A blocked Acquire gives up when its context ends, with both
+// ErrNotAcquired and the context's error, and leaves nothing behind.
+func TestAcquireGivesUpWithContext(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		raw := b.Raw(t)
+		s := newSem(t, b.Coordinator(t), 1)
+		holder := mustAcquireN(t, s, 1, time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		p, err := s.Acquire(ctx, time.Minute)
+		if p != nil || !errors.Is(err, coordination.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Acquire = %v, %v; want ErrNotAcquired and DeadlineExceeded", p, err)
+		}
+		if got := members(t, b, raw); !slices.Equal(got, []string{memberOf(holder)}) {
+			t.Fatalf("members = %v; want only the holder", got)
+		}
+		release(t, holder)
+	})
+}
+
+// KeepAlive keeps a short permit alive well past its TTL; Release stops it.
+func TestKeepAlive(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		s := newSem(t, b.Coordinator(t), 1)
+		p := mustAcquireN(t, s, 1, 300*time.Millisecond)
+		p.KeepAlive()
+		for range 10 {
+			b.Advance(100 * time.Millisecond)
+			if b.IsMini() {
+				time.Sleep(100 * time.Millisecond) // let the renewals run in real time
+			}
+		}
+		if ok, err := p.Verify(ctx); !ok || err != nil {
+			t.Fatalf("Verify after 1s of keep-alive on a 300ms permit = %v, %v", ok, err)
+		}
+		other, err := s.TryAcquire(ctx, time.Minute)
+		wantNotAcquired(t, other, err)
+		release(t, p)
+	})
+}
+
+// The key's TTL follows the latest permit expiry; a permit without expiry
+// removes it; the key is deleted with its last permit.
+func TestKeyExpiryFollowsPermits(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		pttl := func() time.Duration {
+			d, err := raw.PTTL(ctx, b.Key(key)).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+		s := newSem(t, b.Coordinator(t), 3)
+		short := mustAcquireN(t, s, 1, 10*time.Second)
+		long := mustAcquireN(t, s, 1, 20*time.Second)
+		if d := pttl(); d <= 19*time.Second || d > 20*time.Second {
+			t.Fatalf("PTTL = %v, want about 20s", d)
+		}
+		release(t, long)
+		if d := pttl(); d <= 9*time.Second || d > 10*time.Second {
+			t.Fatalf("PTTL after releasing the 20s permit = %v, want about 10s", d)
+		}
+		forever := mustAcquireN(t, s, 1, 0)
+		if d := pttl(); d != -1 {
+			t.Fatalf("PTTL with a permit without expiry = %v, want -1 (none)", d)
+		}
+		if ok, err := forever.Refresh(ctx, 30*time.Second); !ok || err != nil {
+			t.Fatalf("Refresh(30s) = %v, %v", ok, err)
+		}
+		if d := pttl(); d <= 29*time.Second || d > 30*time.Second {
+			t.Fatalf("PTTL after giving the last permit an expiry = %v, want about 30s", d)
+		}
+		release(t, forever)
+		release(t, short)
+		if n, _ := raw.Exists(ctx, b.Key(key)).Result(); n != 0 {
+			t.Fatalf("key still exists after the last release")
+		}
+	})
+}
+
+// A key holding something else is refused before anything is written.
+func TestForeignKey(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		s := newSem(t, b.Coordinator(t), 2)
+		if err := raw.Set(ctx, b.Key(key), "x", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.TryAcquire(ctx, time.Minute)
+		if !errors.Is(err, coordination.ErrWrongType) || !errors.Is(err, coordination.ErrBadState) {
+			t.Fatalf("TryAcquire on a string key: %v; want ErrWrongType", err)
+		}
+		if _, err := s.State(ctx); !errors.Is(err, coordination.ErrWrongType) {
+			t.Fatalf("State on a string key: %v; want ErrWrongType", err)
+		}
+		if v, _ := raw.Get(ctx, b.Key(key)).Result(); v != "x" {
+			t.Fatalf("the string key was changed to %q", v)
+		}
+
+		// A sorted set without the capacity record is not a semaphore.
+		raw.Del(ctx, b.Key(key))
+		raw.ZAdd(ctx, b.Key(key), redis.Z{Score: 1, Member: "m"})
+		_, err = s.TryAcquire(ctx, time.Minute)
+		if !errors.Is(err, coordination.ErrBadState) || errors.Is(err, coordination.ErrWrongType) {
+			t.Fatalf("TryAcquire on a foreign sorted set: %v; want ErrBadState", err)
+		}
+		if got, _ := raw.ZRange(ctx, b.Key(key), 0, -1).Result(); !slices.Equal(got, []string{"m"}) {
+			t.Fatalf("the foreign sorted set was changed: %v", got)
+		}
+	})
+}
+
+// Bad input returns coordination.ErrInvalidArgument naming the argument,
+// and nothing is sent to Redis.
+func TestInvalidArguments(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		client := b.Client(t)
+		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newSem(t, coord, 3)
+		p := mustAcquireN(t, s, 1, time.Minute)
+		counter := testharness.CountCommands(client)
+
+		_, err = semaphore.New(nil, key, 1)
+		wantArgument(t, err, "coord")
+		_, err = semaphore.New(coord, "", 1)
+		wantArgument(t, err, "key")
+		for _, c := range []int64{0, -1, semaphore.MaxCapacity + 1} {
+			_, err = semaphore.New(coord, key, c)
+			wantArgument(t, err, "capacity")
+		}
+		_, err = semaphore.New(coord, key, 1, semaphore.WithRecheck(0))
+		wantArgument(t, err, "recheck")
+		for _, n := range []int64{0, -1, 4} {
+			_, err = s.TryAcquireN(ctx, n, time.Minute)
+			wantArgument(t, err, "n")
+			_, err = s.AcquireN(ctx, n, time.Minute)
+			wantArgument(t, err, "n")
+		}
+		for _, ttl := range []time.Duration{-time.Second, -1, time.Microsecond, 999 * time.Microsecond} {
+			_, err = s.TryAcquire(ctx, ttl)
+			wantArgument(t, err, "ttl")
+			_, err = s.Acquire(ctx, ttl)
+			wantArgument(t, err, "ttl")
+			_, err = p.Refresh(ctx, ttl)
+			wantArgument(t, err, "ttl")
+		}
+		var nilSem *semaphore.Semaphore
+		_, err = nilSem.TryAcquire(ctx, time.Minute)
+		wantArgument(t, err, "semaphore")
+		_, err = nilSem.State(ctx)
+		wantArgument(t, err, "semaphore")
+		if n := counter.Count(); n != 0 {
+			t.Fatalf("bad input sent %d commands %v; want none", n, counter.Names())
+		}
+		release(t, p)
+	})
+}
+
+func wantArgument(t testing.TB, err error, name string) {
+	t.Helper()
+	var ae *coordination.ArgumentError
+	if !errors.Is(err, coordination.ErrInvalidArgument) || !errors.As(err, &ae) || ae.Name != name {
+		t.Fatalf("err = %v; want an invalid-argument error naming %q", err, name)
+	}
+}
+
+// Each hot-path operation is one command (EVALSHA) once the scripts are
+// cached.
+func TestOneCommandPerOperation(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		client := b.Client(t)
+		for _, sc := range []*lua.Script{lua.SemaphoreAcquire, lua.SemaphoreRelease, lua.SemaphoreRefresh, lua.SemaphoreVerify, lua.SemaphoreRead} {
+			if err := sc.Load(ctx, client); err != nil {
+				t.Fatalf("SCRIPT LOAD %s: %v", sc.Name(), err)
+			}
+		}
+		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newSem(t, coord, 1)
+		counter := testharness.CountCommands(client)
+		one := func(what string, f func() error) {
+			t.Helper()
+			counter.Reset()
+			if err := f(); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if got := counter.Names(); !slices.Equal(got, []string{"EVALSHA"}) {
+				t.Fatalf("%s sent %v, want one EVALSHA", what, got)
+			}
+		}
+		var p *semaphore.Permit
+		one("TryAcquire", func() (err error) { p, err = s.TryAcquire(ctx, time.Minute); return err })
+		one("contended TryAcquire", func() error {
+			if _, err := s.TryAcquire(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
+				return errors.New("not refused")
+			}
+			return nil
+		})
+		one("Refresh", func() error { _, err := p.Refresh(ctx, time.Minute); return err })
+		one("Verify", func() error { _, err := p.Verify(ctx); return err })
+		one("State", func() error { _, err := s.State(ctx); return err })
+		one("Release", func() error { _, err := p.Release(ctx); return err })
+		one("uncontended Acquire", func() (err error) { p, err = s.Acquire(ctx, time.Minute); return err })
+		one("Release", func() error { _, err := p.Release(ctx); return err })
+	})
+}
+
+// Every public operation is admitted once under its name; a rejecting hook
+// stops the operation before Redis.
+func TestHooks(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		var (
+			mu     sync.Mutex
+			ops    []string
+			reject bool
+		)
+		rejected := errors.New("rejected by test")
+		h := hooks.Func(func(ctx context.Context, op hooks.Operation) (context.Context, hooks.Done, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if reject {
+				return ctx, nil, rejected
+			}
+			if op.Primitive != "semaphore" {
+				t.Errorf("primitive = %q", op.Primitive)
+			}
+			ops = append(ops, op.Name)
+			return ctx, nil, nil
+		})
+		client := b.Client(t)
+		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()), coordination.WithHooks(h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newSem(t, coord, 1)
+		p := mustAcquireN(t, s, 1, time.Minute)
+		_, _ = p.Refresh(ctx, time.Minute)
+		_, _ = p.Verify(ctx)
+		_, _ = s.State(ctx)
+
+		mu.Lock()
+		reject = true
+		mu.Unlock()
+		counter := testharness.CountCommands(client)
+		if _, err := s.TryAcquire(ctx, time.Minute); !errors.Is(err, rejected) {
+			t.Fatalf("TryAcquire under a rejecting hook: %v", err)
+		}
+		if out, err := p.Release(ctx); !errors.Is(err, rejected) || out != 0 {
+			t.Fatalf("Release under a rejecting hook: %v, %v", out, err)
+		}
+		if p.Remaining() == 0 {
+			t.Fatalf("a rejected Release changed the permit")
+		}
+		if n := counter.Count(); n != 0 {
+			t.Fatalf("rejected operations sent %v", counter.Names())
+		}
+		mu.Lock()
+		reject = false
+		mu.Unlock()
+		release(t, p)
+
+		want := []string{hooks.SemaphoreAcquire, hooks.SemaphoreRenew, hooks.SemaphoreVerify, hooks.SemaphoreRead, hooks.SemaphoreRelease}
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(ops, want) {
+			t.Fatalf("admitted %v, want %v", ops, want)
+		}
+	})
+}
+
+// A release that fails before reaching Redis marks the permit lost and is
+// retried in the background until the permit is gone.
+func TestFailedReleaseIsCleanedUpInBackground(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		raw := b.Raw(t)
+		s := newSem(t, b.Coordinator(t), 1)
+		p := mustAcquireN(t, s, 1, time.Minute)
+		cancelled, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := p.Release(cancelled); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Release with a cancelled context: %v", err)
+		}
+		if !errors.Is(context.Cause(p.Context()), coordination.ErrLost) || p.Remaining() != 0 {
+			t.Fatalf("after a failed release: cause %v, remaining %v; want lost", context.Cause(p.Context()), p.Remaining())
+		}
+		eventually(t, 5*time.Second, "background release", func() bool {
+			n, _ := raw.Exists(context.Background(), b.Key(key)).Result()
+			return n == 0
+		})
+	})
+}
+
+// A background release that cannot succeed is abandoned and counted in
+// coordination.cleanup.abandoned.
+func TestAbandonedCleanupIsCounted(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		mp := newMeterProvider()
+		client := b.Client(t)
+		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()), coordination.WithMeterProvider(mp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newSem(t, coord, 1)
+		p := mustAcquireN(t, s, 1, time.Minute)
+		_ = client.Close() // every later command fails terminally
+		if _, err := p.Release(context.Background()); !errors.Is(err, redis.ErrClosed) {
+			t.Fatalf("Release on a closed client: %v", err)
+		}
+		eventually(t, 5*time.Second, "abandoned cleanup counted", func() bool {
+			return mp.count("coordination.cleanup.abandoned", "reason=terminal_error", "stage=release") == 1
+		})
+	})
+}
