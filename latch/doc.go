@@ -1,0 +1,79 @@
+// Package latch is a distributed countdown latch on Redis: one party
+// creates it with a count, workers in any process count it down, and
+// waiters block until it reaches zero.
+//
+//	l, err := latch.Create(ctx, coord, "batch:42:done", 3, latch.WithDeadline(10*time.Minute))
+//	// in each of 3 workers (after latch.Join):
+//	remaining, err := w.CountDown(ctx)
+//	// in the coordinator of the batch:
+//	ok, err := l.Wait(ctx) // true once all 3 counted down
+//
+// # Generations
+//
+// [Reset] replaces a latch with a new generation (a new count, a new
+// random id). Every handle belongs to the generation it created or joined:
+// its waiters return false when the latch is replaced, its count-downs are
+// refused with [ErrStaleGeneration] and never decrement a newer
+// generation, and its reads report the generation as stale. Deleting the
+// key ends every generation: waiters return false and count-downs report
+// [ErrNotFound]. A latch created again after a deletion is a new generation
+// too, so a late count-down from before the deletion cannot touch it.
+//
+// # Deadlines
+//
+// A generation may be given a deadline ([WithDeadline]): if its count has
+// not reached zero by then, measured on the server's clock, it is broken.
+// Waiters then return [ErrBroken] instead of waiting forever for a party
+// that died, and late count-downs are refused with [ErrBroken]. A
+// generation that reached zero before its deadline stays complete.
+//
+// # Storage
+//
+// One hash per latch (one key, no hash tag needed on Redis Cluster) with
+// the fields id, gen, count, initial and deadline, plus one field per
+// accepted count-down ("s:" and a random signal id) so that a count-down
+// re-sent by go-redis after a lost reply is counted once. Those fields cost
+// about 60 bytes per count-down and are dropped by Reset. You choose the
+// key's lifetime: it stays until deleted, or until the TTL given with
+// [WithKeyTTL]. Keep it until every participant is done; deleting it early
+// makes waiters return false.
+//
+// Every operation is one Lua script on that one key, in one round trip,
+// using the server's clock.
+//
+// # Waiting
+//
+// [Latch.Wait] subscribes to the key's Pub/Sub channel (one connection per
+// coordinator, shared by every waiter), then re-reads the latch whenever a
+// count-down completes it, a reset or deletion is announced, its deadline
+// passes, and at least every re-check period ([WithRecheck], 5 s by
+// default). A lost notification therefore delays a waiter by at most the
+// re-check period; it never blocks it. Deleting the key announces nothing,
+// so waiters notice it at their next re-read. Cancelling Wait's context
+// stops the waiter; it changes nothing in Redis.
+//
+// # What holds, and what does not
+//
+// Within one Redis history, the count of a generation only decreases, by
+// exactly one per accepted count-down, and a handle's count-down can only
+// decrement its own generation. Deadlines use only the server's clock, so
+// client clock jumps do not affect them.
+//
+// It is not consensus: asynchronous replication means a failover or a
+// restore from a backup can lose recent count-downs and resets (a waiter
+// that saw the latch complete may then see it incomplete, or stale), and a
+// server clock jump moves deadlines. A count-down whose reply was lost for
+// good (timeout, cancelled context, broken connection) may or may not
+// have counted; retrying the call counts again if it had. Per-call context
+// deadlines bound network I/O only with go-redis' ContextTimeoutEnabled
+// option.
+//
+// # Hooks
+//
+// Operations are admitted through the coordinator's hooks as LATCH CREATE,
+// LATCH JOIN, LATCH RESET, LATCH COUNT DOWN, LATCH WAIT (once, however long
+// it waits) and LATCH READ ([Latch.Count]). A definite negative answer
+// ([ErrExists], [ErrNotFound], [ErrStaleGeneration], [ErrCompleted],
+// [ErrBroken]) is reported to the hooks as Succeeded, like contention: the
+// operation worked and the answer was no.
+package latch

@@ -1,0 +1,69 @@
+package latch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/latch"
+)
+
+// Three workers count a latch down; the final step waits for all of them.
+func Example() {
+	mr, err := miniredis.Run() // stands in for a real Redis server
+	if err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("example:"))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+
+	// The coordinator of the batch creates the latch: 3 parts, and at most
+	// a minute for all of them before the batch counts as broken.
+	done, err := latch.Create(ctx, coord, "batch:42:done", 3, latch.WithDeadline(time.Minute))
+	if err != nil {
+		panic(err)
+	}
+	finished := make(chan bool)
+	go func() {
+		ok, err := done.Wait(ctx)
+		if errors.Is(err, latch.ErrBroken) {
+			fmt.Println("a worker did not finish in time")
+		}
+		finished <- ok
+	}()
+
+	// Each worker, usually in another process, joins and counts down once.
+	for part := 1; part <= 3; part++ {
+		w, err := latch.Join(ctx, coord, "batch:42:done")
+		if err != nil {
+			panic(err)
+		}
+		left, err := w.CountDown(ctx)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("part %d done, %d left\n", part, left)
+	}
+	fmt.Println("all parts done:", <-finished)
+
+	// Another count-down on the complete latch is refused.
+	_, err = done.CountDown(ctx)
+	fmt.Println(errors.Is(err, latch.ErrCompleted))
+	// Output:
+	// part 1 done, 2 left
+	// part 2 done, 1 left
+	// part 3 done, 0 left
+	// all parts done: true
+	// true
+}

@@ -1,0 +1,48 @@
+package latch
+
+import (
+	"context"
+	"testing"
+
+	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/lua"
+)
+
+// A count-down or create re-sent with the same ids (as go-redis does after
+// a lost reply) takes effect once.
+func TestResentRequestsCountOnce(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		coord := b.Coordinator(t)
+		l, err := Create(ctx, coord, "latch", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			cmd, err := coord.Eval(ctx, lua.LatchCountDown, []string{"latch"}, l.id, "signal-1", l.channel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v, err := cmd.Int64Slice(); err != nil || v[0] != 1 || v[1] != 2 {
+				t.Fatalf("count-down (re-sent) = %v, %v; want counted once, 2 left", v, err)
+			}
+		}
+		if n, err := l.Count(ctx); n != 2 || err != nil {
+			t.Fatalf("Count = %d, %v; want 2", n, err)
+		}
+		for range 2 {
+			cmd, err := coord.Eval(ctx, lua.LatchCreate, []string{"latch"}, "gen-2", 5, 0, 0, "reset", coord.Channel("latch"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v, err := cmd.Int64Slice(); err != nil || v[0] != 1 || v[1] != 2 || v[2] != 5 {
+				t.Fatalf("reset (re-sent) = %v, %v; want generation 2 of count 5 once", v, err)
+			}
+		}
+		// The reset dropped the old generation's count-down records.
+		fields, err := b.Raw(t).HKeys(ctx, b.Key("latch")).Result()
+		if err != nil || len(fields) != 5 {
+			t.Fatalf("fields after reset = %v, %v; want id, gen, count, initial, deadline", fields, err)
+		}
+	})
+}

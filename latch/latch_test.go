@@ -1,0 +1,608 @@
+package latch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/latch"
+	"github.com/coordkit/coordination/lua"
+)
+
+const key = "done"
+
+type waitResult struct {
+	ok  bool
+	err error
+	at  time.Time
+}
+
+// wait runs l.Wait(ctx) in the background.
+func wait(ctx context.Context, l *latch.Latch) <-chan waitResult {
+	ch := make(chan waitResult, 1)
+	go func() {
+		ok, err := l.Wait(ctx)
+		ch <- waitResult{ok, err, time.Now()}
+	}()
+	return ch
+}
+
+// within returns the waiter's result or fails the test after limit.
+func within(t testing.TB, ch <-chan waitResult, limit time.Duration, what string) waitResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(limit):
+		t.Fatalf("%s: Wait did not return within %v", what, limit)
+		return waitResult{}
+	}
+}
+
+// stillWaiting fails the test if the waiter returns within d.
+func stillWaiting(t testing.TB, ch <-chan waitResult, d time.Duration) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("Wait returned %v, %v early", r.ok, r.err)
+	case <-time.After(d):
+	}
+}
+
+// snapshot is the raw content of the latch key and its TTL in seconds.
+func snapshot(t testing.TB, b *testharness.Backend, raw redis.UniversalClient) string {
+	t.Helper()
+	ctx := context.Background()
+	h, err := raw.HGetAll(ctx, b.Key(key)).Result()
+	if err != nil {
+		t.Fatalf("HGETALL: %v", err)
+	}
+	var kv []string
+	for k, v := range h {
+		kv = append(kv, k+"="+v)
+	}
+	sort.Strings(kv)
+	pttl, _ := raw.PTTL(ctx, b.Key(key)).Result()
+	return fmt.Sprintf("%s ttl=%ds", strings.Join(kv, ","), pttl.Round(time.Second)/time.Second)
+}
+
+func mustCreate(t testing.TB, coord *coordination.Coordinator, count int64, opts ...latch.Option) *latch.Latch {
+	t.Helper()
+	l, err := latch.Create(context.Background(), coord, key, count, opts...)
+	if err != nil {
+		t.Fatalf("Create(%d): %v", count, err)
+	}
+	return l
+}
+
+func mustJoin(t testing.TB, coord *coordination.Coordinator, opts ...latch.Option) *latch.Latch {
+	t.Helper()
+	l, err := latch.Join(context.Background(), coord, key, opts...)
+	if err != nil {
+		t.Fatalf("Join: %v", err)
+	}
+	return l
+}
+
+// Create on an existing latch fails and changes nothing; Join on none
+// returns not-found; Join returns the current generation.
+func TestCreateAndJoin(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		coord := b.Coordinator(t)
+		if l, err := latch.Join(ctx, coord, key); !errors.Is(err, latch.ErrNotFound) || l != nil {
+			t.Fatalf("Join on no latch = %v, %v; want ErrNotFound", l, err)
+		}
+		l := mustCreate(t, coord, 3)
+		if l.Generation() != 1 || l.Initial() != 3 || l.Key() != key {
+			t.Fatalf("created generation %d, initial %d, key %q", l.Generation(), l.Initial(), l.Key())
+		}
+		before := snapshot(t, b, raw)
+		if again, err := latch.Create(ctx, b.Coordinator(t), key, 5); !errors.Is(err, latch.ErrExists) || again != nil {
+			t.Fatalf("Create on an existing latch = %v, %v; want ErrExists", again, err)
+		}
+		if after := snapshot(t, b, raw); after != before {
+			t.Fatalf("a refused Create changed the key:\nbefore %s\nafter  %s", before, after)
+		}
+		j := mustJoin(t, b.Coordinator(t))
+		if j.Generation() != 1 || j.Initial() != 3 {
+			t.Fatalf("joined generation %d, initial %d; want 1, 3", j.Generation(), j.Initial())
+		}
+		if n, err := j.CountDown(ctx); n != 2 || err != nil {
+			t.Fatalf("joined CountDown = %d, %v; want 2", n, err)
+		}
+		if n, err := l.Count(ctx); n != 2 || err != nil {
+			t.Fatalf("Count = %d, %v; want 2", n, err)
+		}
+	})
+}
+
+// Three count-downs complete Wait with true, woken by the notification;
+// a count-down on the completed latch is an error.
+func TestThreeCountDownsCompleteWait(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		l := mustCreate(t, b.Coordinator(t), 3)
+		waiter := mustJoin(t, b.Coordinator(t)) // default 5 s re-check
+		ch := wait(ctx, waiter)
+		stillWaiting(t, ch, 100*time.Millisecond)
+		var workers []*latch.Latch
+		for range 3 {
+			workers = append(workers, mustJoin(t, b.Coordinator(t)))
+		}
+		for i, w := range workers[:2] {
+			if n, err := w.CountDown(ctx); n != int64(2-i) || err != nil {
+				t.Fatalf("CountDown %d = %d, %v; want %d", i+1, n, err, 2-i)
+			}
+		}
+		stillWaiting(t, ch, 100*time.Millisecond)
+		last := time.Now()
+		if n, err := workers[2].CountDown(ctx); n != 0 || err != nil {
+			t.Fatalf("third CountDown = %d, %v; want 0", n, err)
+		}
+		r := within(t, ch, 3*time.Second, "after the last count-down")
+		if !r.ok || r.err != nil {
+			t.Fatalf("Wait = %v, %v; want true", r.ok, r.err)
+		}
+		if d := r.at.Sub(last); d > 2*time.Second {
+			t.Fatalf("Wait returned %v after completion; want it woken by the notification, not the 5s re-read", d)
+		}
+		if n, err := l.CountDown(ctx); !errors.Is(err, latch.ErrCompleted) || n != 0 {
+			t.Fatalf("CountDown on a completed latch = %d, %v; want ErrCompleted", n, err)
+		}
+		if ok, err := l.Wait(ctx); !ok || err != nil {
+			t.Fatalf("Wait on a completed latch = %v, %v; want true at once", ok, err)
+		}
+		if n, err := l.Count(ctx); n != 0 || err != nil {
+			t.Fatalf("Count = %d, %v; want 0", n, err)
+		}
+
+		// A latch of count 0 is complete from the start.
+		zero, err := latch.Reset(ctx, b.Coordinator(t), key, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := zero.Wait(ctx); !ok || err != nil {
+			t.Fatalf("Wait on a latch of 0 = %v, %v", ok, err)
+		}
+		if _, err := zero.CountDown(ctx); !errors.Is(err, latch.ErrCompleted) {
+			t.Fatalf("CountDown on a latch of 0: %v; want ErrCompleted", err)
+		}
+	})
+}
+
+// Reset while waiting makes old waiters return false; an old-generation
+// count-down reports the stale generation without decrementing the new
+// one.
+func TestResetEndsOldGeneration(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		old := mustCreate(t, b.Coordinator(t), 3)
+		if n, err := old.CountDown(ctx); n != 2 || err != nil {
+			t.Fatalf("CountDown = %d, %v", n, err)
+		}
+		w1, w2 := wait(ctx, mustJoin(t, b.Coordinator(t))), wait(ctx, old)
+		stillWaiting(t, w1, 100*time.Millisecond)
+
+		fresh, err := latch.Reset(ctx, b.Coordinator(t), key, 2)
+		if err != nil {
+			t.Fatalf("Reset: %v", err)
+		}
+		if fresh.Generation() != 2 || fresh.Initial() != 2 {
+			t.Fatalf("reset generation %d, initial %d; want 2, 2", fresh.Generation(), fresh.Initial())
+		}
+		for i, ch := range []<-chan waitResult{w1, w2} {
+			if r := within(t, ch, 2*time.Second, "after Reset"); r.ok || r.err != nil {
+				t.Fatalf("old waiter %d = %v, %v; want false, nil", i, r.ok, r.err)
+			}
+		}
+		before := snapshot(t, b, raw)
+		if n, err := old.CountDown(ctx); !errors.Is(err, latch.ErrStaleGeneration) || n != 0 {
+			t.Fatalf("old-generation CountDown = %d, %v; want ErrStaleGeneration", n, err)
+		}
+		if after := snapshot(t, b, raw); after != before {
+			t.Fatalf("a stale count-down changed the key:\nbefore %s\nafter  %s", before, after)
+		}
+		if n, err := fresh.Count(ctx); n != 2 || err != nil {
+			t.Fatalf("new generation's Count = %d, %v; want 2 (not decremented)", n, err)
+		}
+		if _, err := old.Count(ctx); !errors.Is(err, latch.ErrStaleGeneration) {
+			t.Fatalf("old handle's Count: %v; want ErrStaleGeneration", err)
+		}
+		if ok, err := old.Wait(ctx); ok || err != nil {
+			t.Fatalf("old handle's Wait = %v, %v; want false at once", ok, err)
+		}
+		if n, err := fresh.CountDown(ctx); n != 1 || err != nil {
+			t.Fatalf("new generation's CountDown = %d, %v; want 1", n, err)
+		}
+	})
+}
+
+// Deleting the key makes waiters return false (at their next re-read); a
+// latch created again is a new generation the old handles cannot touch.
+func TestDeletedKey(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		l := mustCreate(t, b.Coordinator(t), 2)
+		ch := wait(ctx, mustJoin(t, b.Coordinator(t), latch.WithRecheck(200*time.Millisecond)))
+		stillWaiting(t, ch, 100*time.Millisecond)
+		if err := raw.Del(ctx, b.Key(key)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if r := within(t, ch, 2*time.Second, "after DEL"); r.ok || r.err != nil {
+			t.Fatalf("Wait after DEL = %v, %v; want false, nil", r.ok, r.err)
+		}
+		if _, err := l.CountDown(ctx); !errors.Is(err, latch.ErrNotFound) {
+			t.Fatalf("CountDown after DEL: %v; want ErrNotFound", err)
+		}
+		if _, err := l.Count(ctx); !errors.Is(err, latch.ErrNotFound) {
+			t.Fatalf("Count after DEL: %v; want ErrNotFound", err)
+		}
+		again := mustCreate(t, b.Coordinator(t), 2)
+		if again.Generation() != 1 {
+			t.Fatalf("generation after re-create = %d, want 1", again.Generation())
+		}
+		if _, err := l.CountDown(ctx); !errors.Is(err, latch.ErrStaleGeneration) {
+			t.Fatalf("count-down from before the deletion: %v; want ErrStaleGeneration", err)
+		}
+		if n, err := again.Count(ctx); n != 2 || err != nil {
+			t.Fatalf("re-created latch's Count = %d, %v; want 2", n, err)
+		}
+	})
+}
+
+// A waiter whose Pub/Sub message was lost still completes within its
+// re-read period.
+func TestLostNotificationDelaysButCompletes(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		const recheck = 300 * time.Millisecond
+		l := mustCreate(t, b.Coordinator(t), 1)
+		latch.DropNotifications(l) // its completion message reaches no one
+		ch := wait(ctx, mustJoin(t, b.Coordinator(t), latch.WithRecheck(recheck)))
+		stillWaiting(t, ch, 100*time.Millisecond)
+		done := time.Now()
+		if n, err := l.CountDown(ctx); n != 0 || err != nil {
+			t.Fatalf("CountDown = %d, %v", n, err)
+		}
+		r := within(t, ch, 3*time.Second, "with the message lost")
+		if !r.ok || r.err != nil {
+			t.Fatalf("Wait = %v, %v; want true", r.ok, r.err)
+		}
+		if d := r.at.Sub(done); d > recheck+500*time.Millisecond {
+			t.Fatalf("waiter completed %v after the lost message; want within the %v re-read period", d, recheck)
+		}
+	})
+}
+
+// Cancelling Wait changes nothing in Redis, drops the subscription and
+// leaks no goroutine.
+func TestCancelWait(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() {
+		goleak.VerifyNone(t, ignore,
+			// Shared servers started by this test stay up for the next tests.
+			goleak.IgnoreTopFunction("os/exec.(*Cmd).Wait"),
+			goleak.IgnoreAnyFunction("github.com/coordkit/coordination/internal/testharness.(*Server).start.func1"))
+	})
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		raw := b.Raw(t)
+		coord := b.Coordinator(t)
+		l := mustCreate(t, coord, 2)
+		before := snapshot(t, b, raw)
+		ctx, cancel := context.WithCancel(context.Background())
+		ch := wait(ctx, l)
+		stillWaiting(t, ch, 200*time.Millisecond)
+		cancel()
+		r := within(t, ch, 2*time.Second, "after cancel")
+		if r.ok || !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("cancelled Wait = %v, %v; want false, context.Canceled", r.ok, r.err)
+		}
+		if after := snapshot(t, b, raw); after != before {
+			t.Fatalf("a cancelled Wait changed the key:\nbefore %s\nafter  %s", before, after)
+		}
+		if !b.IsCluster() { // on a cluster the subscription lives on one node
+			channel := coord.Channel(key)
+			n, err := raw.PubSubNumSub(context.Background(), channel).Result()
+			if err != nil || n[channel] != 0 {
+				t.Fatalf("PUBSUB NUMSUB after cancel = %v, %v; want 0 subscribers", n, err)
+			}
+		}
+		if n, err := l.Count(context.Background()); n != 2 || err != nil {
+			t.Fatalf("Count after a cancelled Wait = %d, %v; want 2", n, err)
+		}
+	})
+}
+
+// A deadline breaks an unfinished generation: waiters return ErrBroken and
+// late count-downs are refused; a generation complete before its deadline
+// stays complete.
+func TestDeadlineBreaksGeneration(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		l := mustCreate(t, b.Coordinator(t), 2, latch.WithDeadline(300*time.Millisecond))
+		if n, err := l.CountDown(ctx); n != 1 || err != nil {
+			t.Fatalf("CountDown = %d, %v", n, err)
+		}
+		// The waiter wakes at the deadline by itself (no message is sent then).
+		ch := wait(ctx, mustJoin(t, b.Coordinator(t)))
+		stillWaiting(t, ch, 100*time.Millisecond)
+		b.Advance(400 * time.Millisecond)
+		r := within(t, ch, 3*time.Second, "after the deadline")
+		if r.ok || !errors.Is(r.err, latch.ErrBroken) {
+			t.Fatalf("Wait past the deadline = %v, %v; want false, ErrBroken", r.ok, r.err)
+		}
+		before := snapshot(t, b, raw)
+		if n, err := l.CountDown(ctx); !errors.Is(err, latch.ErrBroken) || n != 1 {
+			t.Fatalf("late CountDown = %d, %v; want 1, ErrBroken", n, err)
+		}
+		if after := snapshot(t, b, raw); after != before {
+			t.Fatalf("a refused late count-down changed the key:\nbefore %s\nafter  %s", before, after)
+		}
+		if n, err := l.Count(ctx); n != 1 || !errors.Is(err, latch.ErrBroken) {
+			t.Fatalf("Count of a broken latch = %d, %v; want 1, ErrBroken", n, err)
+		}
+
+		// Reset starts a new generation (without deadline this time).
+		fresh, err := latch.Reset(ctx, b.Coordinator(t), key, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := fresh.CountDown(ctx); n != 0 || err != nil {
+			t.Fatalf("CountDown after Reset = %d, %v", n, err)
+		}
+
+		// Complete before the deadline: stays complete after it.
+		done, err := latch.Reset(ctx, b.Coordinator(t), key, 1, latch.WithDeadline(300*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := done.CountDown(ctx); n != 0 || err != nil {
+			t.Fatalf("CountDown = %d, %v", n, err)
+		}
+		b.Advance(400 * time.Millisecond)
+		if ok, err := done.Wait(ctx); !ok || err != nil {
+			t.Fatalf("Wait on a latch completed before its deadline = %v, %v; want true", ok, err)
+		}
+		if n, err := done.Count(ctx); n != 0 || err != nil {
+			t.Fatalf("Count = %d, %v; want 0", n, err)
+		}
+	})
+}
+
+// WithKeyTTL bounds the key's life; waiters of an expired latch return
+// false.
+func TestKeyTTL(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		l := mustCreate(t, b.Coordinator(t), 1, latch.WithKeyTTL(10*time.Second))
+		if d, _ := raw.PTTL(ctx, b.Key(key)).Result(); d <= 9*time.Second || d > 10*time.Second {
+			t.Fatalf("PTTL = %v, want about 10s", d)
+		}
+		short, err := latch.Reset(ctx, b.Coordinator(t), key, 1, latch.WithKeyTTL(300*time.Millisecond), latch.WithRecheck(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.CountDown(ctx); !errors.Is(err, latch.ErrStaleGeneration) {
+			t.Fatalf("CountDown of the replaced generation: %v", err)
+		}
+		ch := wait(ctx, short)
+		b.Advance(400 * time.Millisecond)
+		if r := within(t, ch, 3*time.Second, "after the key expired"); r.ok || r.err != nil {
+			t.Fatalf("Wait on an expired latch = %v, %v; want false, nil", r.ok, r.err)
+		}
+	})
+}
+
+// A key holding something else is refused before anything is written.
+func TestForeignKey(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		coord := b.Coordinator(t)
+		l := mustCreate(t, coord, 1)
+		raw.Del(ctx, b.Key(key))
+		raw.Set(ctx, b.Key(key), "x", 0)
+		checks := map[string]func() error{
+			"Create":    func() error { _, err := latch.Create(ctx, coord, key, 1); return err },
+			"Reset":     func() error { _, err := latch.Reset(ctx, coord, key, 1); return err },
+			"Join":      func() error { _, err := latch.Join(ctx, coord, key); return err },
+			"CountDown": func() error { _, err := l.CountDown(ctx); return err },
+			"Count":     func() error { _, err := l.Count(ctx); return err },
+			"Wait":      func() error { _, err := l.Wait(ctx); return err },
+		}
+		for name, f := range checks {
+			if err := f(); !errors.Is(err, coordination.ErrWrongType) {
+				t.Fatalf("%s on a string key: %v; want ErrWrongType", name, err)
+			}
+		}
+		if v, _ := raw.Get(ctx, b.Key(key)).Result(); v != "x" {
+			t.Fatalf("the string key was changed to %q", v)
+		}
+		raw.Del(ctx, b.Key(key))
+		raw.HSet(ctx, b.Key(key), "name", "not a latch")
+		for name, f := range checks {
+			if err := f(); !errors.Is(err, coordination.ErrBadState) || errors.Is(err, coordination.ErrWrongType) {
+				t.Fatalf("%s on a foreign hash: %v; want ErrBadState", name, err)
+			}
+		}
+		if h, _ := raw.HGetAll(ctx, b.Key(key)).Result(); len(h) != 1 || h["name"] != "not a latch" {
+			t.Fatalf("the foreign hash was changed: %v", h)
+		}
+	})
+}
+
+// Bad input returns coordination.ErrInvalidArgument naming the argument,
+// and nothing is sent to Redis.
+func TestInvalidArguments(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		client := b.Client(t)
+		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		counter := testharness.CountCommands(client)
+		want := func(err error, name string) {
+			t.Helper()
+			var ae *coordination.ArgumentError
+			if !errors.Is(err, coordination.ErrInvalidArgument) || !errors.As(err, &ae) || ae.Name != name {
+				t.Fatalf("err = %v; want an invalid-argument error naming %q", err, name)
+			}
+		}
+		for _, f := range []func(context.Context, *coordination.Coordinator, string, int64, ...latch.Option) (*latch.Latch, error){latch.Create, latch.Reset} {
+			_, err = f(ctx, nil, key, 1)
+			want(err, "coord")
+			_, err = f(ctx, coord, "", 1)
+			want(err, "key")
+			for _, n := range []int64{-1, latch.MaxCount + 1} {
+				_, err = f(ctx, coord, key, n)
+				want(err, "count")
+			}
+			for _, d := range []time.Duration{0, -time.Second, time.Microsecond} {
+				_, err = f(ctx, coord, key, 1, latch.WithDeadline(d))
+				want(err, "deadline")
+				_, err = f(ctx, coord, key, 1, latch.WithKeyTTL(d))
+				want(err, "key ttl")
+				_, err = f(ctx, coord, key, 1, latch.WithRecheck(d))
+				want(err, "recheck")
+			}
+		}
+		_, err = latch.Join(ctx, nil, key)
+		want(err, "coord")
+		_, err = latch.Join(ctx, coord, "")
+		want(err, "key")
+		_, err = latch.Join(ctx, coord, key, latch.WithRecheck(0))
+		want(err, "recheck")
+		var nilLatch *latch.Latch
+		_, err = nilLatch.CountDown(ctx)
+		want(err, "latch")
+		_, err = nilLatch.Count(ctx)
+		want(err, "latch")
+		_, err = nilLatch.Wait(ctx)
+		want(err, "latch")
+		if n := counter.Count(); n != 0 {
+			t.Fatalf("bad input sent %d commands %v; want none", n, counter.Names())
+		}
+	})
+}
+
+// Each hot-path operation is one command (EVALSHA) once the scripts are
+// cached.
+func TestOneCommandPerOperation(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		client := b.Client(t)
+		for _, sc := range []*lua.Script{lua.LatchCreate, lua.LatchJoin, lua.LatchCountDown, lua.LatchRead} {
+			if err := sc.Load(ctx, client); err != nil {
+				t.Fatalf("SCRIPT LOAD %s: %v", sc.Name(), err)
+			}
+		}
+		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		counter := testharness.CountCommands(client)
+		one := func(what string, f func() error) {
+			t.Helper()
+			counter.Reset()
+			if err := f(); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if got := counter.Names(); !slices.Equal(got, []string{"EVALSHA"}) {
+				t.Fatalf("%s sent %v, want one EVALSHA", what, got)
+			}
+		}
+		var l *latch.Latch
+		one("Create", func() (err error) { l, err = latch.Create(ctx, coord, key, 1); return err })
+		one("Join", func() (err error) { _, err = latch.Join(ctx, coord, key); return err })
+		one("Count", func() error { _, err := l.Count(ctx); return err })
+		one("CountDown", func() error { _, err := l.CountDown(ctx); return err })
+		one("Wait on a complete latch", func() error { _, err := l.Wait(ctx); return err })
+		one("Reset", func() (err error) { _, err = latch.Reset(ctx, coord, key, 1); return err })
+	})
+}
+
+// Every public operation is admitted once under its name; definite
+// negative answers are Succeeded; a rejecting hook stops the operation
+// before Redis.
+func TestHooks(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		var (
+			mu     sync.Mutex
+			ops    []string
+			reject bool
+		)
+		rejected := errors.New("rejected by test")
+		h := hooks.Func(func(ctx context.Context, op hooks.Operation) (context.Context, hooks.Done, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if reject {
+				return ctx, nil, rejected
+			}
+			return ctx, func(o hooks.Outcome, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				ops = append(ops, op.Primitive+":"+op.Name+":"+o.String())
+			}, nil
+		})
+		client := b.Client(t)
+		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()), coordination.WithHooks(h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := latch.Create(ctx, coord, key, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = latch.Create(ctx, coord, key, 1) // ErrExists
+		_, _ = latch.Join(ctx, coord, key)
+		_, _ = l.Count(ctx)
+		_, _ = l.CountDown(ctx)
+		_, _ = l.CountDown(ctx) // ErrCompleted
+		_, _ = l.Wait(ctx)
+		_, _ = latch.Reset(ctx, coord, key, 1)
+
+		mu.Lock()
+		reject = true
+		mu.Unlock()
+		counter := testharness.CountCommands(client)
+		if _, err := l.CountDown(ctx); !errors.Is(err, rejected) {
+			t.Fatalf("CountDown under a rejecting hook: %v", err)
+		}
+		if _, err := l.Wait(ctx); !errors.Is(err, rejected) {
+			t.Fatalf("Wait under a rejecting hook: %v", err)
+		}
+		if n := counter.Count(); n != 0 {
+			t.Fatalf("rejected operations sent %v", counter.Names())
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		s := hooks.Succeeded.String()
+		want := []string{
+			"latch:LATCH CREATE:" + s, "latch:LATCH CREATE:" + s, "latch:LATCH JOIN:" + s, "latch:LATCH READ:" + s,
+			"latch:LATCH COUNT DOWN:" + s, "latch:LATCH COUNT DOWN:" + s, "latch:LATCH WAIT:" + s, "latch:LATCH RESET:" + s,
+		}
+		if !slices.Equal(ops, want) {
+			t.Fatalf("admitted %v\nwant %v", ops, want)
+		}
+	})
+}

@@ -1,0 +1,72 @@
+-- latch_create: create a countdown latch, or replace it with a new
+-- generation (reset).
+--
+-- Layout of the latch key (a hash; one key, no hash tag needed):
+--   id        random id of the current generation (chosen by its creator)
+--   gen       generation number: 1 for a created latch, +1 per reset
+--   count     count-downs still needed (0: complete)
+--   initial   the generation's starting count
+--   deadline  server-time ms after which the generation is broken if its
+--             count is not 0 yet; 0 for no deadline
+--   s:<sid>   one per accepted count-down (sid is random per call): the
+--             count it left, so that a re-sent count-down is not counted
+--             twice
+--
+-- KEYS[1]  latch key
+-- ARGV[1]  id of the new generation
+-- ARGV[2]  count (integer >= 0)
+-- ARGV[3]  deadline in ms from now (integer >= 1), or 0 for none
+-- ARGV[4]  key TTL in ms (integer >= 1), or 0 to keep the key until deleted
+-- ARGV[5]  "create" (fail if a latch exists) or "reset" (create or replace)
+-- ARGV[6]  Pub/Sub channel of the latch's waiters (a new generation wakes
+--          the waiters of older ones)
+--
+-- Reply    {1, gen, count, deadline_ms, now_ms}  created or reset; also when
+--                                  the key already holds generation ARGV[1]
+--                                  (a re-sent request): nothing changes
+--          {0, gen, count, deadline_ms, now_ms}  "create" found a latch:
+--                                  its current generation; nothing changed
+-- Errors   COORD_WRONGTYPE  the key is not a hash
+--          COORD_BADSTATE   the hash is not a latch
+--          Nothing is written when an error is returned.
+local key = KEYS[1]
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local typ = redis.call('TYPE', key).ok
+if typ ~= 'none' and typ ~= 'hash' then
+  return redis.error_reply('COORD_WRONGTYPE latch key does not hold a hash')
+end
+local gen = 0
+if typ == 'hash' then
+  local v = redis.call('HMGET', key, 'id', 'gen', 'count', 'deadline')
+  local g, c, d = tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
+  if not v[1] or g == nil or c == nil or d == nil then
+    return redis.error_reply('COORD_BADSTATE latch key holds a hash that is not a latch')
+  end
+  if v[1] == ARGV[1] or ARGV[5] == 'create' then
+    local ok = 0
+    if v[1] == ARGV[1] then
+      ok = 1
+    end
+    return {ok, g, c, d, now}
+  end
+  gen = g
+end
+
+local count = tonumber(ARGV[2])
+local deadline = 0
+if tonumber(ARGV[3]) > 0 then
+  deadline = now + tonumber(ARGV[3])
+end
+redis.call('DEL', key)
+redis.call('HSET', key, 'id', ARGV[1], 'gen', gen + 1, 'count', ARGV[2], 'initial', ARGV[2],
+  'deadline', string.format('%d', deadline))
+if tonumber(ARGV[4]) > 0 then
+  redis.call('PEXPIRE', key, ARGV[4])
+end
+-- Wake waiters of an older generation (replaced, or deleted and created
+-- again): they re-read and return false.
+redis.call('PUBLISH', ARGV[6], 'reset')
+return {1, gen + 1, count, deadline, now}

@@ -1,0 +1,41 @@
+-- latch_read: read the state of a latch generation. Writes nothing.
+--
+-- KEYS[1]  latch key (layout in latch_create.lua)
+-- ARGV[1]  id of the caller's generation
+--
+-- Reply    {1, count, deadline_in_ms, now_ms}  the caller's generation is
+--                                  current; count 0 means complete;
+--                                  deadline_in_ms is the time left before
+--                                  it breaks (-1: no deadline, or complete)
+--          {2, 0, -1, now_ms}      stale: the key holds another generation
+--          {3, 0, -1, now_ms}      no latch at the key
+--          {5, count, -1, now_ms}  broken: the deadline passed with count > 0
+-- Errors   COORD_WRONGTYPE  the key is not a hash
+--          COORD_BADSTATE   the hash is not a latch
+local key = KEYS[1]
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local typ = redis.call('TYPE', key).ok
+if typ == 'none' then
+  return {3, 0, -1, now}
+end
+if typ ~= 'hash' then
+  return redis.error_reply('COORD_WRONGTYPE latch key does not hold a hash')
+end
+local v = redis.call('HMGET', key, 'id', 'count', 'deadline')
+local c, d = tonumber(v[2]), tonumber(v[3])
+if not v[1] or c == nil or d == nil then
+  return redis.error_reply('COORD_BADSTATE latch key holds a hash that is not a latch')
+end
+if v[1] ~= ARGV[1] then
+  return {2, 0, -1, now}
+end
+if c <= 0 or d == 0 then
+  return {1, c, -1, now}
+end
+if now >= d then
+  return {5, c, -1, now}
+end
+return {1, c, d - now, now}
