@@ -2,8 +2,10 @@ package testharness
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -42,6 +44,21 @@ func (k *Counter) Names() []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return append([]string(nil), k.names...)
+}
+
+// ExpectOne resets the counter, runs op and fails t unless op returned nil
+// having sent exactly one command, an EVALSHA: the proof that an operation
+// is one round trip once its script is cached. what names the operation in
+// the failure message.
+func (k *Counter) ExpectOne(t testing.TB, what string, op func() error) {
+	t.Helper()
+	k.Reset()
+	if err := op(); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if got := k.Names(); !slices.Equal(got, []string{"EVALSHA"}) {
+		t.Fatalf("%s sent %v, want one EVALSHA", what, got)
+	}
 }
 
 func (k *Counter) add(cmds ...redis.Cmder) {
