@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"go.uber.org/goleak"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/testharness"
 	"github.com/coordkit/coordination/latch"
 	"github.com/coordkit/coordination/lua"
@@ -454,12 +452,8 @@ func TestForeignKey(t *testing.T) {
 func TestInvalidArguments(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		client := b.Client(t)
-		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		counter := testharness.CountCommands(client)
+		coord := b.Coordinator(t)
+		counter := testharness.CountCommands(coord.Client())
 		want := func(err error, name string) {
 			t.Helper()
 			var ae *coordination.ArgumentError
@@ -468,7 +462,7 @@ func TestInvalidArguments(t *testing.T) {
 			}
 		}
 		for _, f := range []func(context.Context, *coordination.Coordinator, string, int64, ...latch.Option) (*latch.Latch, error){latch.Create, latch.Reset} {
-			_, err = f(ctx, nil, key, 1)
+			_, err := f(ctx, nil, key, 1)
 			want(err, "coord")
 			_, err = f(ctx, coord, "", 1)
 			want(err, "key")
@@ -485,7 +479,7 @@ func TestInvalidArguments(t *testing.T) {
 				want(err, "recheck")
 			}
 		}
-		_, err = latch.Join(ctx, nil, key)
+		_, err := latch.Join(ctx, nil, key)
 		want(err, "coord")
 		_, err = latch.Join(ctx, coord, "")
 		want(err, "key")
@@ -509,27 +503,15 @@ func TestInvalidArguments(t *testing.T) {
 func TestOneCommandPerOperation(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		client := b.Client(t)
+		coord := b.Coordinator(t)
+		client := coord.Client()
 		for _, sc := range []*lua.Script{lua.LatchCreate, lua.LatchJoin, lua.LatchCountDown, lua.LatchRead} {
 			if err := sc.Load(ctx, client); err != nil {
 				t.Fatalf("SCRIPT LOAD %s: %v", sc.Name(), err)
 			}
 		}
-		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
-		if err != nil {
-			t.Fatal(err)
-		}
 		counter := testharness.CountCommands(client)
-		one := func(what string, f func() error) {
-			t.Helper()
-			counter.Reset()
-			if err := f(); err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-			if got := counter.Names(); !slices.Equal(got, []string{"EVALSHA"}) {
-				t.Fatalf("%s sent %v, want one EVALSHA", what, got)
-			}
-		}
+		one := func(what string, op func() error) { t.Helper(); counter.ExpectOne(t, what, op) }
 		var l *latch.Latch
 		one("Create", func() (err error) { l, err = latch.Create(ctx, coord, key, 1); return err })
 		one("Join", func() (err error) { _, err = latch.Join(ctx, coord, key); return err })
@@ -546,29 +528,8 @@ func TestOneCommandPerOperation(t *testing.T) {
 func TestHooks(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		var (
-			mu     sync.Mutex
-			ops    []string
-			reject bool
-		)
-		rejected := errors.New("rejected by test")
-		h := hooks.Func(func(ctx context.Context, op hooks.Operation) (context.Context, hooks.Done, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if reject {
-				return ctx, nil, rejected
-			}
-			return ctx, func(o hooks.Outcome, err error) {
-				mu.Lock()
-				defer mu.Unlock()
-				ops = append(ops, op.Primitive+":"+op.Name+":"+o.String())
-			}, nil
-		})
-		client := b.Client(t)
-		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()), coordination.WithHooks(h))
-		if err != nil {
-			t.Fatal(err)
-		}
+		rec := &testharness.HookRecorder{}
+		coord := b.Coordinator(t, coordination.WithHooks(rec))
 		l, err := latch.Create(ctx, coord, key, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -581,10 +542,9 @@ func TestHooks(t *testing.T) {
 		_, _ = l.Wait(ctx)
 		_, _ = latch.Reset(ctx, coord, key, 1)
 
-		mu.Lock()
-		reject = true
-		mu.Unlock()
-		counter := testharness.CountCommands(client)
+		rejected := errors.New("rejected by test")
+		rec.Reject(rejected)
+		counter := testharness.CountCommands(coord.Client())
 		if _, err := l.CountDown(ctx); !errors.Is(err, rejected) {
 			t.Fatalf("CountDown under a rejecting hook: %v", err)
 		}
@@ -594,15 +554,13 @@ func TestHooks(t *testing.T) {
 		if n := counter.Count(); n != 0 {
 			t.Fatalf("rejected operations sent %v", counter.Names())
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		s := hooks.Succeeded.String()
 		want := []string{
-			"latch:LATCH CREATE:" + s, "latch:LATCH CREATE:" + s, "latch:LATCH JOIN:" + s, "latch:LATCH READ:" + s,
-			"latch:LATCH COUNT DOWN:" + s, "latch:LATCH COUNT DOWN:" + s, "latch:LATCH WAIT:" + s, "latch:LATCH RESET:" + s,
+			"latch:LATCH CREATE:succeeded", "latch:LATCH CREATE:succeeded", "latch:LATCH JOIN:succeeded",
+			"latch:LATCH READ:succeeded", "latch:LATCH COUNT DOWN:succeeded", "latch:LATCH COUNT DOWN:succeeded",
+			"latch:LATCH WAIT:succeeded", "latch:LATCH RESET:succeeded",
 		}
-		if !slices.Equal(ops, want) {
-			t.Fatalf("admitted %v\nwant %v", ops, want)
+		if got := rec.Ops(); !slices.Equal(got, want) {
+			t.Fatalf("admitted %v\nwant %v", got, want)
 		}
 	})
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/testharness"
 	"github.com/coordkit/coordination/lua"
 	"github.com/coordkit/coordination/semaphore"
@@ -548,16 +547,12 @@ func TestForeignKey(t *testing.T) {
 func TestInvalidArguments(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		client := b.Client(t)
-		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		coord := b.Coordinator(t)
 		s := newSem(t, coord, 3)
 		p := mustAcquireN(t, s, 1, time.Minute)
-		counter := testharness.CountCommands(client)
+		counter := testharness.CountCommands(coord.Client())
 
-		_, err = semaphore.New(nil, key, 1)
+		_, err := semaphore.New(nil, key, 1)
 		wantArgument(t, err, "coord")
 		_, err = semaphore.New(coord, "", 1)
 		wantArgument(t, err, "key")
@@ -606,28 +601,16 @@ func wantArgument(t testing.TB, err error, name string) {
 func TestOneCommandPerOperation(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		client := b.Client(t)
+		coord := b.Coordinator(t)
+		client := coord.Client()
 		for _, sc := range []*lua.Script{lua.SemaphoreAcquire, lua.SemaphoreRelease, lua.SemaphoreRefresh, lua.SemaphoreVerify, lua.SemaphoreRead} {
 			if err := sc.Load(ctx, client); err != nil {
 				t.Fatalf("SCRIPT LOAD %s: %v", sc.Name(), err)
 			}
 		}
-		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
-		if err != nil {
-			t.Fatal(err)
-		}
 		s := newSem(t, coord, 1)
 		counter := testharness.CountCommands(client)
-		one := func(what string, f func() error) {
-			t.Helper()
-			counter.Reset()
-			if err := f(); err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-			if got := counter.Names(); !slices.Equal(got, []string{"EVALSHA"}) {
-				t.Fatalf("%s sent %v, want one EVALSHA", what, got)
-			}
-		}
+		one := func(what string, op func() error) { t.Helper(); counter.ExpectOne(t, what, op) }
 		var p *semaphore.Permit
 		one("TryAcquire", func() (err error) { p, err = s.TryAcquire(ctx, time.Minute); return err })
 		one("contended TryAcquire", func() error {
@@ -645,44 +628,23 @@ func TestOneCommandPerOperation(t *testing.T) {
 	})
 }
 
-// Every public operation is admitted once under its name; a rejecting hook
-// stops the operation before Redis.
+// Every public operation is admitted once under its name (contention is
+// Succeeded); a rejecting hook stops the operation before Redis.
 func TestHooks(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		var (
-			mu     sync.Mutex
-			ops    []string
-			reject bool
-		)
-		rejected := errors.New("rejected by test")
-		h := hooks.Func(func(ctx context.Context, op hooks.Operation) (context.Context, hooks.Done, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if reject {
-				return ctx, nil, rejected
-			}
-			if op.Primitive != "semaphore" {
-				t.Errorf("primitive = %q", op.Primitive)
-			}
-			ops = append(ops, op.Name)
-			return ctx, nil, nil
-		})
-		client := b.Client(t)
-		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()), coordination.WithHooks(h))
-		if err != nil {
-			t.Fatal(err)
-		}
+		rec := &testharness.HookRecorder{}
+		coord := b.Coordinator(t, coordination.WithHooks(rec))
 		s := newSem(t, coord, 1)
 		p := mustAcquireN(t, s, 1, time.Minute)
+		_, _ = s.TryAcquire(ctx, time.Minute) // contended
 		_, _ = p.Refresh(ctx, time.Minute)
 		_, _ = p.Verify(ctx)
 		_, _ = s.State(ctx)
 
-		mu.Lock()
-		reject = true
-		mu.Unlock()
-		counter := testharness.CountCommands(client)
+		rejected := errors.New("rejected by test")
+		rec.Reject(rejected)
+		counter := testharness.CountCommands(coord.Client())
 		if _, err := s.TryAcquire(ctx, time.Minute); !errors.Is(err, rejected) {
 			t.Fatalf("TryAcquire under a rejecting hook: %v", err)
 		}
@@ -695,16 +657,16 @@ func TestHooks(t *testing.T) {
 		if n := counter.Count(); n != 0 {
 			t.Fatalf("rejected operations sent %v", counter.Names())
 		}
-		mu.Lock()
-		reject = false
-		mu.Unlock()
+		rec.Reject(nil)
 		release(t, p)
 
-		want := []string{hooks.SemaphoreAcquire, hooks.SemaphoreRenew, hooks.SemaphoreVerify, hooks.SemaphoreRead, hooks.SemaphoreRelease}
-		mu.Lock()
-		defer mu.Unlock()
-		if !slices.Equal(ops, want) {
-			t.Fatalf("admitted %v, want %v", ops, want)
+		want := []string{
+			"semaphore:SEMAPHORE ACQUIRE:succeeded", "semaphore:SEMAPHORE ACQUIRE:succeeded",
+			"semaphore:SEMAPHORE RENEW:succeeded", "semaphore:SEMAPHORE VERIFY:succeeded",
+			"semaphore:SEMAPHORE READ:succeeded", "semaphore:SEMAPHORE RELEASE:succeeded",
+		}
+		if got := rec.Ops(); !slices.Equal(got, want) {
+			t.Fatalf("admitted %v\nwant %v", got, want)
 		}
 	})
 }
@@ -736,11 +698,8 @@ func TestFailedReleaseIsCleanedUpInBackground(t *testing.T) {
 func TestAbandonedCleanupIsCounted(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		mp := newMeterProvider()
-		client := b.Client(t)
-		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()), coordination.WithMeterProvider(mp))
-		if err != nil {
-			t.Fatal(err)
-		}
+		coord := b.Coordinator(t, coordination.WithMeterProvider(mp))
+		client := coord.Client()
 		s := newSem(t, coord, 1)
 		p := mustAcquireN(t, s, 1, time.Minute)
 		_ = client.Close() // every later command fails terminally
