@@ -64,6 +64,10 @@ type Handle struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	// refreshMu serializes refreshes (Refresh and keep-alive renewals), so
+	// that the expiry the server applied last is the one recorded here.
+	refreshMu sync.Mutex
+
 	mu       sync.Mutex
 	ttl      time.Duration
 	deadline time.Time
@@ -209,8 +213,11 @@ func (h *Handle) stopLocked() {
 // Refresh resets the lease's TTL (owner-checked), admitted as names.Renew.
 // It returns false, with no Redis call, once the handle is released or
 // lost; a false from Redis marks the lease lost. An error leaves the handle
-// as it was (the local deadline still bounds it). A ttl of 0 (no expiry) is
-// accepted only when the ops set NoExpiry.
+// held (the local deadline still bounds it); when the refresh may have run
+// (a timeout, a lost connection), the local deadline becomes the earlier of
+// the old one and the one the new TTL gives. Refreshes (and keep-alive
+// renewals) are serialized. A ttl of 0 (no expiry) is accepted only when
+// the ops set NoExpiry.
 func (h *Handle) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 	ms, err := TTLMillis(ttl, h.ops.NoExpiry)
 	if err != nil {
@@ -220,6 +227,8 @@ func (h *Handle) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	h.refreshMu.Lock()
+	defer h.refreshMu.Unlock()
 	if !h.Held() {
 		return false, finish(nil)
 	}
@@ -227,10 +236,22 @@ func (h *Handle) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 	return ok, finish(err)
 }
 
+// refresh runs one owner-checked refresh; h.refreshMu must be held, so that
+// the last expiry the server applied is the one the handle records.
 func (h *Handle) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool, error) {
 	sent := time.Now()
 	ok, err := h.ops.Refresh(ctx, ms)
 	if err != nil {
+		if coordination.IsAmbiguous(err) && ttl > 0 {
+			// The refresh may have run: the lease may now end at the new,
+			// possibly shorter, TTL. Keep the earlier of the two deadlines.
+			h.mu.Lock()
+			if d := sent.Add(ttl - Drift(ttl)); h.state == held && (h.deadline.IsZero() || d.Before(h.deadline)) {
+				h.deadline = d
+				h.timer.Reset(time.Until(d))
+			}
+			h.mu.Unlock()
+		}
 		return false, err
 	}
 	if !ok {
@@ -359,8 +380,12 @@ func (h *Handle) keepAlive(stop, done chan struct{}) {
 			return
 		case <-timer.C:
 		}
+		// Read the TTL under refreshMu: a Refresh that ran meanwhile
+		// decides the TTL this renewal uses.
+		h.refreshMu.Lock()
 		ttl := h.TTL()
 		if ttl == 0 {
+			h.refreshMu.Unlock()
 			// A Refresh removed the expiry: nothing to keep alive any more.
 			h.mu.Lock()
 			if h.keep == stop {
@@ -375,6 +400,7 @@ func (h *Handle) keepAlive(stop, done chan struct{}) {
 		ctx, cancel := context.WithTimeout(h.ctx, max(h.Remaining(), time.Millisecond))
 		ok, err := h.refresh(ctx, ttl, ms)
 		cancel()
+		h.refreshMu.Unlock()
 		switch {
 		case err == nil && ok:
 			failures = 0
