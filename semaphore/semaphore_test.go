@@ -3,6 +3,7 @@ package semaphore_test
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -465,6 +466,36 @@ func TestKeepAlive(t *testing.T) {
 		other, err := s.TryAcquire(ctx, time.Minute)
 		wantNotAcquired(t, other, err)
 		release(t, p)
+	})
+}
+
+// Refresh with a TTL of 0 turns a permit into one without expiry: its
+// local deadline goes, a running keep-alive ends, and it stays held until
+// released.
+func TestRefreshToNoExpiry(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		s := newSem(t, b.Coordinator(t), 1)
+		p := mustAcquireN(t, s, 1, 300*time.Millisecond)
+		p.KeepAlive()
+		if ok, err := p.Refresh(ctx, 0); !ok || err != nil {
+			t.Fatalf("Refresh(0) = %v, %v", ok, err)
+		}
+		if r := p.Remaining(); r != semaphore.Forever {
+			t.Fatalf("Remaining after Refresh(0) = %v, want Forever", r)
+		}
+		if score, err := raw.ZScore(ctx, b.Key(key), memberOf(p)).Result(); err != nil || !math.IsInf(score, 1) {
+			t.Fatalf("score after Refresh(0) = %v, %v; want +inf", score, err)
+		}
+		b.Advance(time.Second)
+		if ok, err := p.Verify(ctx); !ok || err != nil || p.Context().Err() != nil {
+			t.Fatalf("a permit without expiry after 1s: Verify = %v, %v; context %v", ok, err, p.Context().Err())
+		}
+		p.KeepAlive() // nothing to keep alive: no goroutine is started
+		if out := release(t, p); out != coordination.Released {
+			t.Fatalf("Release = %v", out)
+		}
 	})
 }
 
