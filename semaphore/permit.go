@@ -120,8 +120,11 @@ func (p *Permit) Done() <-chan struct{} { return p.Context().Done() }
 //
 // Errors: coordination.ErrInvalidArgument naming ttl (negative, or between
 // 0 and 1 ms), with nothing sent; the hook's error when a hook rejects;
-// Redis and network errors, which leave the permit unchanged (its local
-// deadline still applies).
+// Redis and network errors, which leave the permit held: when the refresh
+// may have run anyway (a timeout, a lost connection) its local deadline
+// becomes the earlier of the old one and the one ttl gives. Refresh waits
+// for a keep-alive renewal in flight, so the last expiry set is the
+// caller's.
 func (p *Permit) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 	if p == nil {
 		return false, nil
