@@ -60,8 +60,7 @@ func wantNotAcquired(t testing.TB, p *semaphore.Permit, err error) {
 }
 
 // snapshot is the raw content of the semaphore key: members with scores,
-// and the key's PTTL rounded to whole seconds (so that it does not drift
-// between two reads a few milliseconds apart).
+// and the key's absolute expiry time (PEXPIRETIME).
 func snapshot(t testing.TB, b *testharness.Backend, raw redis.UniversalClient) string {
 	t.Helper()
 	ctx := context.Background()
@@ -73,11 +72,11 @@ func snapshot(t testing.TB, b *testharness.Backend, raw redis.UniversalClient) s
 	for _, z := range zs {
 		parts = append(parts, fmt.Sprintf("%v=%v", z.Member, z.Score))
 	}
-	pttl, err := raw.PTTL(ctx, b.Key(key)).Result()
+	at, err := raw.PExpireTime(ctx, b.Key(key)).Result()
 	if err != nil {
-		t.Fatalf("PTTL: %v", err)
+		t.Fatalf("PEXPIRETIME: %v", err)
 	}
-	return fmt.Sprintf("%s ttl=%ds", strings.Join(parts, ","), pttl.Round(time.Second)/time.Second)
+	return fmt.Sprintf("%s expires=%v", strings.Join(parts, ","), at)
 }
 
 // members returns the permit members of the raw key.

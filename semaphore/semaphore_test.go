@@ -75,13 +75,13 @@ func TestCapacityFourOfTenConcurrentAcquirers(t *testing.T) {
 		p, err = fifth.TryAcquire(ctx, time.Minute)
 		wantNotAcquired(t, p, err)
 
-		// After an expiry: one holder's permit now expires in 300 ms.
-		if ok, err := held[1].Refresh(ctx, 300*time.Millisecond); !ok || err != nil {
-			t.Fatalf("Refresh(300ms) = %v, %v", ok, err)
+		// After an expiry: one holder's permit now expires in 1 s.
+		if ok, err := held[1].Refresh(ctx, time.Second); !ok || err != nil {
+			t.Fatalf("Refresh(1s) = %v, %v", ok, err)
 		}
 		p, err = fifth.TryAcquire(ctx, time.Minute)
 		wantNotAcquired(t, p, err)
-		b.Advance(400 * time.Millisecond)
+		b.Advance(1100 * time.Millisecond)
 		expired := memberOf(held[1])
 		if !slices.Contains(members(t, b, raw), expired) {
 			t.Fatalf("the expired permit was removed before any call; want it pruned by the next call")
@@ -142,25 +142,36 @@ func TestAcquireWaitsForReleaseOrExpiry(t *testing.T) {
 		}
 		release(t, r.p)
 
-		// Expiry: the holder never releases (it crashed).
-		mustAcquireN(t, holderSem, 2, 300*time.Millisecond)
+		// Expiry: the holder never releases (it crashed). Its permits expire
+		// (on the server's clock) no earlier than ttl after sent.
+		const ttl = time.Second
+		sent := time.Now()
+		mustAcquireN(t, holderSem, 2, ttl)
 		go func() {
 			p, err := waiterSem.Acquire(ctx, time.Minute)
 			got <- result{p, err, time.Now()}
 		}()
-		select {
-		case r := <-got:
-			t.Fatalf("Acquire returned %v, %v before the holder's permit expired", r.p, r.err)
-		case <-time.After(100 * time.Millisecond):
+		expired := sent.Add(ttl - time.Millisecond) // server time is whole ms
+		if b.IsMini() {
+			stillWaiting := time.After(100 * time.Millisecond)
+			select {
+			case r := <-got:
+				t.Fatalf("Acquire returned %v, %v before the holder's permit expired", r.p, r.err)
+			case <-stillWaiting:
+			}
+			expired = time.Now() // miniredis' clock moves only here
+			b.Advance(ttl + 100*time.Millisecond)
 		}
-		b.Advance(400 * time.Millisecond)
 		select {
 		case r = <-got:
-		case <-time.After(3 * time.Second):
+		case <-time.After(ttl + 3*time.Second):
 			t.Fatalf("waiter did not get the permit within 3s of the holder's expiry")
 		}
 		if r.err != nil {
 			t.Fatalf("Acquire after expiry: %v", r.err)
+		}
+		if r.at.Before(expired) {
+			t.Fatalf("waiter got the permit %v before the holder's permit expired", expired.Sub(r.at))
 		}
 		release(t, r.p)
 	})
@@ -298,11 +309,11 @@ func TestCrashedHolderFreesAtExpiry(t *testing.T) {
 		ctx := context.Background()
 		raw := b.Raw(t)
 		crashed := newSem(t, b.Coordinator(t), 1)
-		mustAcquireN(t, crashed, 1, 300*time.Millisecond) // never released
+		mustAcquireN(t, crashed, 1, time.Second) // never released
 		other := newSem(t, b.Coordinator(t), 1)
 		p, err := other.TryAcquire(ctx, time.Minute)
 		wantNotAcquired(t, p, err)
-		b.Advance(400 * time.Millisecond)
+		b.Advance(1100 * time.Millisecond)
 		if n, _ := raw.Exists(ctx, b.Key(key)).Result(); n != 0 {
 			t.Fatalf("the key outlived its only (expired) permit")
 		}
@@ -452,16 +463,16 @@ func TestKeepAlive(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		s := newSem(t, b.Coordinator(t), 1)
-		p := mustAcquireN(t, s, 1, 300*time.Millisecond)
-		p.KeepAlive()
-		for range 10 {
+		p := mustAcquireN(t, s, 1, 900*time.Millisecond)
+		p.KeepAlive() // renews every 300 ms
+		for range 20 {
 			b.Advance(100 * time.Millisecond)
 			if b.IsMini() {
 				time.Sleep(100 * time.Millisecond) // let the renewals run in real time
 			}
 		}
 		if ok, err := p.Verify(ctx); !ok || err != nil {
-			t.Fatalf("Verify after 1s of keep-alive on a 300ms permit = %v, %v", ok, err)
+			t.Fatalf("Verify after 2s of keep-alive on a 900ms permit = %v, %v", ok, err)
 		}
 		other, err := s.TryAcquire(ctx, time.Minute)
 		wantNotAcquired(t, other, err)
@@ -477,7 +488,7 @@ func TestRefreshToNoExpiry(t *testing.T) {
 		ctx := context.Background()
 		raw := b.Raw(t)
 		s := newSem(t, b.Coordinator(t), 1)
-		p := mustAcquireN(t, s, 1, 300*time.Millisecond)
+		p := mustAcquireN(t, s, 1, time.Second)
 		p.KeepAlive()
 		if ok, err := p.Refresh(ctx, 0); !ok || err != nil {
 			t.Fatalf("Refresh(0) = %v, %v", ok, err)
