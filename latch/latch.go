@@ -57,6 +57,7 @@ var (
 type Latch struct {
 	coord   *coordination.Coordinator
 	key     string
+	keys    coordination.Keys // key, prefixed once
 	id      string
 	gen     int64
 	initial int64
@@ -71,6 +72,7 @@ type config struct {
 	deadline time.Duration
 	keyTTL   time.Duration
 	recheck  time.Duration
+	keys     coordination.Keys // the key, prefixed
 }
 
 // WithDeadline gives a new generation a deadline d after its creation (on
@@ -132,6 +134,11 @@ func options(coord *coordination.Coordinator, key string, opts []Option) (config
 			return config{}, err
 		}
 	}
+	keys, err := coord.Keys(key)
+	if err != nil {
+		return config{}, err // one key: never a slot error
+	}
+	cfg.keys = keys
 	return cfg, nil
 }
 
@@ -182,11 +189,12 @@ func create(ctx context.Context, coord *coordination.Coordinator, key string, co
 	if err != nil {
 		return nil, err
 	}
+	l := &Latch{coord: coord, key: key, keys: cfg.keys, id: id, initial: count, recheck: cfg.recheck, channel: coord.Channel(key)}
 	ctx, finish, err := coord.Admit(ctx, op, primitive)
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := coord.Eval(ctx, lua.LatchCreate, []string{key}, id, count, deadlineMs, ttlMs, mode, coord.Channel(key))
+	cmd, err := coord.EvalKeys(ctx, lua.LatchCreate, l.keys, id, count, deadlineMs, ttlMs, mode, l.channel)
 	if err != nil {
 		return nil, finish(err)
 	}
@@ -200,8 +208,8 @@ func create(ctx context.Context, coord *coordination.Coordinator, key string, co
 	if v[0] == 0 {
 		return nil, answer(finish, fmt.Errorf("%w (generation %d, count %d)", ErrExists, v[1], v[2]))
 	}
-	return &Latch{coord: coord, key: key, id: id, gen: v[1], initial: count, recheck: cfg.recheck,
-		channel: coord.Channel(key)}, finish(nil)
+	l.gen = v[1]
+	return l, finish(nil)
 }
 
 // Join returns a handle on the current generation of the latch at key, in
@@ -221,7 +229,7 @@ func Join(ctx context.Context, coord *coordination.Coordinator, key string, opts
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := coord.Eval(ctx, lua.LatchJoin, []string{key})
+	cmd, err := coord.EvalKeys(ctx, lua.LatchJoin, cfg.keys)
 	if err != nil {
 		return nil, finish(err)
 	}
@@ -232,7 +240,7 @@ func Join(ctx context.Context, coord *coordination.Coordinator, key string, opts
 	if err != nil {
 		return nil, finish(err)
 	}
-	l.coord, l.key, l.recheck, l.channel = coord, key, cfg.recheck, coord.Channel(key)
+	l.coord, l.key, l.keys, l.recheck, l.channel = coord, key, cfg.keys, cfg.recheck, coord.Channel(key)
 	return l, finish(nil)
 }
 
@@ -321,7 +329,7 @@ func (l *Latch) CountDown(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	cmd, err := l.coord.Eval(ctx, lua.LatchCountDown, []string{l.key}, l.id, signal, l.channel)
+	cmd, err := l.coord.EvalKeys(ctx, lua.LatchCountDown, l.keys, l.id, signal, l.channel)
 	if err != nil {
 		return 0, finish(err)
 	}
@@ -370,7 +378,7 @@ type reading struct {
 }
 
 func (l *Latch) read(ctx context.Context) (reading, error) {
-	cmd, err := l.coord.Eval(ctx, lua.LatchRead, []string{l.key}, l.id)
+	cmd, err := l.coord.EvalKeys(ctx, lua.LatchRead, l.keys, l.id)
 	if err != nil {
 		return reading{}, err
 	}

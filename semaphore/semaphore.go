@@ -39,6 +39,8 @@ const DefaultRecheck = 5 * time.Second
 type Semaphore struct {
 	coord    *coordination.Coordinator
 	key      string
+	keys     coordination.Keys // key, prefixed once
+	channel  string            // release notifications
 	capacity int64
 	recheck  time.Duration
 
@@ -95,27 +97,38 @@ func New(coord *coordination.Coordinator, key string, capacity int64, opts ...Op
 			return nil, err
 		}
 	}
-	s := &Semaphore{coord: coord, key: key, capacity: capacity, recheck: cfg.recheck}
-	s.am, s.hm = instruments(coord)
+	keys, err := coord.Keys(key)
+	if err != nil {
+		return nil, err // one key: never a slot error
+	}
+	s := &Semaphore{coord: coord, key: key, keys: keys, channel: coord.Channel(key), capacity: capacity, recheck: cfg.recheck}
+	inst := coord.Instruments(primitive, func() any { return buildInstruments(coord) }).(instrumentSet)
+	s.am, s.hm = inst.am, inst.hm
 	return s, nil
 }
 
-// instruments returns the coordination.semaphore.* instruments.
-func instruments(coord *coordination.Coordinator) (lease.AcquireMetrics, lease.Metrics) {
-	return lease.AcquireMetrics{
-			Wait: coord.Float64Histogram("coordination.semaphore.acquire_wait",
-				"Time spent blocked in a semaphore Acquire, by result.", "s", coordination.DurationBuckets...),
-			Contention: coord.Int64Counter("coordination.semaphore.contention",
-				"Semaphore acquire attempts that found too few free permits.", "{attempt}"),
-		}, lease.Metrics{
-			Hold: coord.Float64Histogram("coordination.semaphore.hold_time",
-				"Time from acquiring semaphore permits to releasing or losing them.", "s", coordination.DurationBuckets...),
-			RenewalFailures: coord.Int64Counter("coordination.semaphore.renewal_failures",
-				"Keep-alive renewals of semaphore permits that failed (lost permit, terminal or transient error).", "{renewal}"),
-			Lost: coord.Int64Counter("coordination.semaphore.lost",
-				"Semaphore permits lost while held: expired, or release outcome unknown.", "{permit}"),
-			Attrs: metric.WithAttributeSet(attribute.NewSet()),
-		}
+// instrumentSet holds the coordination.semaphore.* instruments, built once
+// per coordinator.
+type instrumentSet struct {
+	am lease.AcquireMetrics
+	hm lease.Metrics
+}
+
+func buildInstruments(coord *coordination.Coordinator) instrumentSet {
+	return instrumentSet{lease.AcquireMetrics{
+		Wait: coord.Float64Histogram("coordination.semaphore.acquire_wait",
+			"Time spent blocked in a semaphore Acquire, by result.", "s", coordination.DurationBuckets...),
+		Contention: coord.Int64Counter("coordination.semaphore.contention",
+			"Semaphore acquire attempts that found too few free permits.", "{attempt}"),
+	}, lease.Metrics{
+		Hold: coord.Float64Histogram("coordination.semaphore.hold_time",
+			"Time from acquiring semaphore permits to releasing or losing them.", "s", coordination.DurationBuckets...),
+		RenewalFailures: coord.Int64Counter("coordination.semaphore.renewal_failures",
+			"Keep-alive renewals of semaphore permits that failed (lost permit, terminal or transient error).", "{renewal}"),
+		Lost: coord.Int64Counter("coordination.semaphore.lost",
+			"Semaphore permits lost while held: expired, or release outcome unknown.", "{permit}"),
+		Attrs: metric.WithAttributeSet(attribute.NewSet()),
+	}}
 }
 
 // check returns an error wrapping coordination.ErrInvalidArgument for a nil
@@ -227,7 +240,7 @@ type attempt struct {
 
 // try runs the acquire script once.
 func (s *Semaphore) try(ctx context.Context, token string, n, ttlMs int64) (attempt, error) {
-	cmd, err := s.coord.Eval(ctx, lua.SemaphoreAcquire, []string{s.key}, token, n, s.capacity, ttlMs)
+	cmd, err := s.coord.EvalKeys(ctx, lua.SemaphoreAcquire, s.keys, token, n, s.capacity, ttlMs)
 	if err != nil {
 		return attempt{}, err
 	}
@@ -244,7 +257,7 @@ func (s *Semaphore) try(ctx context.Context, token string, n, ttlMs int64) (atte
 // release runs the release script for member and returns the outcome and
 // the server time it ran at.
 func (s *Semaphore) release(ctx context.Context, member string) (coordination.ReleaseOutcome, int64, error) {
-	cmd, err := s.coord.Eval(ctx, lua.SemaphoreRelease, []string{s.key}, member, s.coord.Channel(s.key))
+	cmd, err := s.coord.EvalKeys(ctx, lua.SemaphoreRelease, s.keys, member, s.channel)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -257,7 +270,7 @@ func (s *Semaphore) release(ctx context.Context, member string) (coordination.Re
 
 // refresh runs the refresh script for member.
 func (s *Semaphore) refresh(ctx context.Context, member string, ttlMs int64) (bool, int64, error) {
-	cmd, err := s.coord.Eval(ctx, lua.SemaphoreRefresh, []string{s.key}, member, ttlMs)
+	cmd, err := s.coord.EvalKeys(ctx, lua.SemaphoreRefresh, s.keys, member, ttlMs)
 	if err != nil {
 		return false, 0, err
 	}
@@ -270,7 +283,7 @@ func (s *Semaphore) refresh(ctx context.Context, member string, ttlMs int64) (bo
 
 // verify runs the verify script for member.
 func (s *Semaphore) verify(ctx context.Context, member string) (bool, int64, error) {
-	cmd, err := s.coord.Eval(ctx, lua.SemaphoreVerify, []string{s.key}, member)
+	cmd, err := s.coord.EvalKeys(ctx, lua.SemaphoreVerify, s.keys, member)
 	if err != nil {
 		return false, 0, err
 	}
@@ -333,7 +346,7 @@ func (s *Semaphore) State(ctx context.Context) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
-	cmd, err := s.coord.Eval(ctx, lua.SemaphoreRead, []string{s.key})
+	cmd, err := s.coord.EvalKeys(ctx, lua.SemaphoreRead, s.keys)
 	if err != nil {
 		return State{}, finish(err)
 	}

@@ -1,21 +1,20 @@
 package main
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 )
 
-// The semaphore scenario runs on the embedded server and every invariant
-// it checks holds.
+// The semaphore scenario holds all its invariants (on the embedded server;
+// TestDemoEveryScenarioEveryBackend runs it on the real ones).
 func TestDemoSemaphoreScenario(t *testing.T) {
-	var out, errOut bytes.Buffer
-	if rc := run([]string{"demo", "--only", "semaphore"}, &out, &errOut); rc != 0 {
-		t.Fatalf("coordctl demo --only semaphore exited %d\n%s%s", rc, out.String(), errOut.String())
+	code, out, errOut := runCmd(t, "demo", "--only", "semaphore")
+	if code != 0 {
+		t.Fatalf("coordctl demo --only semaphore exited %d\n%s%s", code, out, errOut)
 	}
 	for _, want := range []string{"semaphore never exceeded (server)", "latch gated the final step", "6 invariants held, 0 failed"} {
-		if !strings.Contains(out.String(), want) {
-			t.Fatalf("output lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
 		}
 	}
 }
