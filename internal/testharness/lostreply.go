@@ -1,0 +1,55 @@
+package testharness
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// LostReply is a go-redis hook (add it with AddHook) that, once armed, lets
+// the next EVALSHA or EVAL reach the server and run, then reports a network
+// timeout to the caller instead of the reply, as a reply lost on its way
+// back would. go-redis' own retries happen below the hook, so the script
+// runs exactly once. It disarms itself after one use; it is safe for
+// concurrent use.
+type LostReply struct {
+	armed atomic.Bool
+}
+
+// Arm makes the next script call lose its reply.
+func (d *LostReply) Arm() { d.armed.Store(true) }
+
+// ErrLostReply is the error the caller sees for the lost reply: a
+// net.Error whose Timeout() is true, so coordination.IsAmbiguous reports
+// true for it.
+var ErrLostReply net.Error = lostReplyError{}
+
+type lostReplyError struct{}
+
+func (lostReplyError) Error() string   { return "i/o timeout (injected lost reply)" }
+func (lostReplyError) Timeout() bool   { return true }
+func (lostReplyError) Temporary() bool { return true }
+
+// DialHook implements redis.Hook.
+func (d *LostReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook.
+func (d *LostReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if (cmd.Name() == "evalsha" || cmd.Name() == "eval") && d.armed.CompareAndSwap(true, false) {
+			cmd.SetErr(ErrLostReply)
+			return ErrLostReply
+		}
+		return err
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook.
+func (d *LostReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+var _ redis.Hook = (*LostReply)(nil)
