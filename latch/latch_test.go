@@ -567,3 +567,32 @@ func TestHooks(t *testing.T) {
 		}
 	})
 }
+
+// Keys are binary-safe and carry the coordinator's prefix.
+func TestBinaryKeyAndPrefix(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		const bin = "bin\x00\xff\n key"
+		l, err := latch.Create(ctx, b.Coordinator(t), bin, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := raw.Exists(ctx, b.Key(bin)).Result(); n != 1 {
+			t.Fatalf("the latch is not stored under the prefixed binary key")
+		}
+		if n, _ := raw.Exists(ctx, bin).Result(); n != 0 {
+			t.Fatalf("the latch is stored without the prefix")
+		}
+		w, err := latch.Join(ctx, b.Coordinator(t), bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := w.CountDown(ctx); n != 0 || err != nil {
+			t.Fatalf("CountDown = %d, %v", n, err)
+		}
+		if ok, err := l.Wait(ctx); !ok || err != nil {
+			t.Fatalf("Wait = %v, %v", ok, err)
+		}
+	})
+}

@@ -753,3 +753,57 @@ func TestAbandonedCleanupIsCounted(t *testing.T) {
 		})
 	})
 }
+
+// An acquisition whose reply was lost (the script ran, the caller saw a
+// timeout) is released in the background by an owner-checked release.
+func TestLostAcquireReplyIsCleanedUp(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		coord := b.Coordinator(t)
+		lost := &testharness.LostReply{}
+		coord.Client().AddHook(lost)
+		s := newSem(t, coord, 2)
+		lost.Arm()
+		p, err := s.TryAcquireN(ctx, 2, time.Minute)
+		if p != nil || !errors.Is(err, testharness.ErrLostReply) || !coordination.IsAmbiguous(err) {
+			t.Fatalf("TryAcquireN with a lost reply = %v, %v; want the ambiguous error", p, err)
+		}
+		eventually(t, 5*time.Second, "background release of the acquisition", func() bool {
+			n, _ := raw.Exists(ctx, b.Key(key)).Result()
+			return n == 0
+		})
+		p = mustAcquireN(t, s, 2, time.Minute)
+		release(t, p)
+	})
+}
+
+// Keys are binary-safe and carry the coordinator's prefix.
+func TestBinaryKeyAndPrefix(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		const bin = "bin\x00\xff\n key"
+		s, err := semaphore.New(b.Coordinator(t), bin, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := mustAcquireN(t, s, 1, time.Minute)
+		if n, _ := raw.Exists(ctx, b.Key(bin)).Result(); n != 1 {
+			t.Fatalf("the permit is not stored under the prefixed binary key")
+		}
+		if n, _ := raw.Exists(ctx, bin).Result(); n != 0 {
+			t.Fatalf("the permit is stored without the prefix")
+		}
+		other, err := semaphore.New(b.Coordinator(t), bin, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := other.TryAcquire(ctx, time.Minute)
+		wantNotAcquired(t, q, err)
+		release(t, p)
+		if n, _ := raw.Exists(ctx, b.Key(bin)).Result(); n != 0 {
+			t.Fatalf("the last release left the binary key")
+		}
+	})
+}
