@@ -54,8 +54,8 @@ type Lock struct {
 // When the reply was lost (timeout, cancelled context, broken connection)
 // the lease may exist on the server: a background owner-checked release
 // removes it (the counter keeps its increment; gaps are allowed).
-func TryAcquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fenceKey string, ttl time.Duration) (*Lock, error) {
-	return acquire(ctx, coord, leaseKey, fenceKey, ttl, false)
+func TryAcquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fenceKey string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	return acquire(ctx, coord, leaseKey, fenceKey, ttl, false, opts)
 }
 
 // Acquire takes the fencing-token lock, waiting as long as ctx allows,
@@ -70,11 +70,34 @@ func TryAcquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, 
 // Acquire is admitted through hooks once, as FENCED LOCK ACQUIRE. When ctx
 // ends first it returns an error matching coordination.ErrNotAcquired and
 // ctx's error. Other errors are those of [TryAcquire].
-func Acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fenceKey string, ttl time.Duration) (*Lock, error) {
-	return acquire(ctx, coord, leaseKey, fenceKey, ttl, true)
+func Acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fenceKey string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	return acquire(ctx, coord, leaseKey, fenceKey, ttl, true, opts)
 }
 
-func acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fenceKey string, ttl time.Duration, block bool) (*Lock, error) {
+// AcquireOption configures [TryAcquire] and [Acquire].
+type AcquireOption func(*acquireOptions)
+
+type acquireOptions struct {
+	holder string
+}
+
+// WithHolder records holder, a description of the acquirer (a worker
+// identity, a host name), in the lease hash's "holder" field beside the
+// owner and fencing tokens, in the same script that takes the lease, so
+// that observers (leader election's Leader, coordctl) can say who holds the
+// lock. No operation checks it: ownership is the random owner token. Any
+// bytes are allowed; it is stored as given. The default is no holder field.
+func WithHolder(holder string) AcquireOption {
+	return func(o *acquireOptions) { o.holder = holder }
+}
+
+func acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fenceKey string, ttl time.Duration, block bool, opts []AcquireOption) (*Lock, error) {
+	var o acquireOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
 	if err := coord.Check(); err != nil {
 		return nil, err
 	}
@@ -94,12 +117,16 @@ func acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fen
 		return nil, err
 	}
 	keys := []string{leaseKey, fenceKey}
+	var extra []any
+	if o.holder != "" {
+		extra = []any{o.holder}
+	}
 	var fence int64
 	am, hm := lease.LockInstruments(coord, primitive)
 	got, err := lease.Acquire(ctx, coord, lease.AcquireSpec{
 		Op: hooks.FencedLockAcquire, Primitive: primitive, Key: leaseKey, TTL: ttl,
 		Try: func(ctx context.Context, token string, ttlMs int64) (bool, time.Duration, error) {
-			cmd, err := coord.Eval(ctx, lua.FencingAcquire, keys, token, ttlMs)
+			cmd, err := coord.Eval(ctx, lua.FencingAcquire, keys, append([]any{token, ttlMs}, extra...)...)
 			if err != nil {
 				return false, 0, err
 			}
