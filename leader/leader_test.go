@@ -349,6 +349,7 @@ func TestCallbacksFinishBeforeNextCampaign(t *testing.T) {
 		coord := b.Coordinator(t, coordination.WithHooks(hook))
 		raw := b.Client(t)
 		e := must(leader.New(coord, leaseKey, fenceKey, "a", leader.WithRetryDelay(5*time.Millisecond),
+			leader.WithLeaseDuration(200*time.Millisecond),
 			leader.OnElected(func(ctx context.Context, term *leader.Term) error {
 				enter()
 				defer leave()
