@@ -26,8 +26,8 @@ const (
 	fenceKey = "{election}:fence"
 )
 
-func must[T any](v T, err error) func(*testing.T) T {
-	return func(t *testing.T) T {
+func must[T any](v T, err error) func(testing.TB) T {
+	return func(t testing.TB) T {
 		t.Helper()
 		if err != nil {
 			t.Fatalf("unexpected error: %v", err)
@@ -132,7 +132,7 @@ func (j *journal) snapshot() []termRec {
 }
 
 // next waits for the next election.
-func (j *journal) next(t *testing.T, within time.Duration) *termRec {
+func (j *journal) next(t testing.TB, within time.Duration) *termRec {
 	t.Helper()
 	select {
 	case r := <-j.elected:
@@ -183,7 +183,7 @@ type contender struct {
 	done   chan error
 }
 
-func startContender(t *testing.T, coord *coordination.Coordinator, id string, j *journal, opts ...leader.Option) *contender {
+func startContender(t testing.TB, coord *coordination.Coordinator, id string, j *journal, opts ...leader.Option) *contender {
 	t.Helper()
 	c := &contender{id: id, resign: make(chan struct{}, 1), done: make(chan error, 1)}
 	opts = append([]leader.Option{
@@ -210,7 +210,7 @@ func startContender(t *testing.T, coord *coordination.Coordinator, id string, j 
 }
 
 // stop cancels Run and waits for it; it returns Run's error.
-func (c *contender) stop(t *testing.T) error {
+func (c *contender) stop(t testing.TB) error {
 	t.Helper()
 	c.cancel()
 	select {
@@ -317,7 +317,7 @@ func (netErr) Temporary() bool { return true }
 
 // coordWith returns a coordinator over a new client of b with hooks added
 // to the client and the test's prefix.
-func coordWith(t *testing.T, b *testharness.Backend, hs []redis.Hook, opts ...coordination.Option) *coordination.Coordinator {
+func coordWith(t testing.TB, b *testharness.Backend, hs []redis.Hook, opts ...coordination.Option) *coordination.Coordinator {
 	t.Helper()
 	c := b.Client(t)
 	for _, h := range hs {
