@@ -133,8 +133,12 @@ func TestInvalidConfiguration(t *testing.T) {
 			{"retry delay", func() (*leader.Elector, error) {
 				return leader.New(coord, leaseKey, fenceKey, "a", leader.WithRetryDelay(0))
 			}},
-			{"OnElected", func() (*leader.Elector, error) { return leader.New(coord, leaseKey, fenceKey, "a", leader.OnElected(nil)) }},
-			{"OnRevoked", func() (*leader.Elector, error) { return leader.New(coord, leaseKey, fenceKey, "a", leader.OnRevoked(nil)) }},
+			{"OnElected", func() (*leader.Elector, error) {
+				return leader.New(coord, leaseKey, fenceKey, "a", leader.OnElected(nil))
+			}},
+			{"OnRevoked", func() (*leader.Elector, error) {
+				return leader.New(coord, leaseKey, fenceKey, "a", leader.OnRevoked(nil))
+			}},
 		}
 		for _, c := range cases {
 			e, err := c.new()
