@@ -140,10 +140,10 @@ func TestLeaderRunPropagatesStatusAndReleases(t *testing.T) {
 func TestLeaderRunUsageAndStartErrors(t *testing.T) {
 	url, _ := leaderServer(t)
 	for _, args := range [][]string{
-		{"leader", "run", "--redis", url, "--", "true"},                          // no --key
-		{"leader", "run", "--redis", url, "--key", "k"},                          // no command
+		{"leader", "run", "--redis", url, "--", "true"},                           // no --key
+		{"leader", "run", "--redis", url, "--key", "k"},                           // no command
 		{"leader", "run", "--redis", url, "--key", "k", "--lease", "1ms", "true"}, // lease too short
-		{"leader", "status", "--redis", url},                                     // no --key
+		{"leader", "status", "--redis", url},                                      // no --key
 		{"leader", "run", "--bogus"},
 	} {
 		if code, _, _ := runCoordctl(args...); code != 2 {
