@@ -20,10 +20,11 @@
 // release notification). A term also ends when a renewal finds the lease
 // gone or fails with a terminal error, when the local lease deadline passes
 // without a successful renewal (the server may be unreachable), or when
-// Run's context ends. [OnRevoked] then runs exactly once, possibly while
-// OnElected is still returning; the lease is released once both have
-// returned, and the elector campaigns again only after that. One elector
-// never has two terms at once.
+// Run's context ends. Once OnElected has returned, [OnRevoked] runs exactly
+// once; the lease is released after both have returned, and the elector
+// campaigns again only after that (and one retry delay, so that a follower
+// woken by the release wins first). One elector never has two terms at
+// once, and its callbacks never run concurrently.
 //
 // While elected the lease is renewed every half lease duration. A renewal
 // that fails with a transient error (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN,

@@ -274,15 +274,21 @@ func TestPrimaryFailover(t *testing.T) {
 			startContender(t, must(coordination.New(c))(t), id, j, leader.WithLeaseDuration(faultLease), leader.WithRetryDelay(faultRetry))
 		}
 		first := j.next(t, 5*time.Second)
-		time.Sleep(faultLease) // a few renewals replicate
+		// Replication is asynchronous: wait until the replica has the
+		// counter. (Killing the primary before that would lose the
+		// increment and hand token 1 out again: the documented limit of
+		// fencing across failover.)
+		admin := redis.NewClient(replica.Options())
+		t.Cleanup(func() { _ = admin.Close() })
+		waitFor(t, 5*time.Second, "the counter to replicate", func() bool {
+			return admin.Get(context.Background(), fenceKey).Val() == "1"
+		})
 		primary.Kill()
 		select {
 		case <-first.term.Done():
 		case <-time.After(2 * faultLease):
 			t.Fatal("the leader's term survived its primary's death")
 		}
-		admin := redis.NewClient(replica.Options())
-		t.Cleanup(func() { _ = admin.Close() })
 		if err := admin.Do(context.Background(), "REPLICAOF", "NO", "ONE").Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -131,10 +131,11 @@ func OnElected(fn func(ctx context.Context, term *Term) error) Option {
 
 // OnRevoked sets the function run exactly once when a term ends, after its
 // context was cancelled (context.Cause says why: [ErrResigned], an error
-// wrapping coordination.ErrLost, or [ErrStopped]). It may run while
-// OnElected is still returning. An error or panic ends Run with an error
-// wrapping [ErrCallback], after the lease is released. The default does
-// nothing.
+// wrapping coordination.ErrLost, [ErrStopped], or an error wrapping
+// [ErrCallback]) and after OnElected returned; never concurrently with it.
+// The lease is released once it returns. An error or panic ends Run with
+// an error wrapping [ErrCallback], after the lease is released. The
+// default does nothing.
 func OnRevoked(fn func(term *Term) error) Option {
 	return func(e *Elector) error {
 		if fn == nil {
@@ -384,14 +385,12 @@ func (e *Elector) serve(ctx context.Context, lk *fencing.Lock) error {
 	e.current.CompareAndSwap(term, nil)
 	e.changes.Add(context.Background(), 1, e.revoked)
 	e.coord.Logger().Info("leader: revoked", "cause_class", causeClass(context.Cause(termCtx)))
-	revokedDone := make(chan error, 1)
-	go func() { revokedDone <- call("OnRevoked", e.coord, func() error { return e.onRevoked(term) }) }()
 	if !electedReturned {
 		if err := <-electedDone; err != nil && !benign(err, termCtx) {
 			errs = append(errs, err)
 		}
 	}
-	if err := <-revokedDone; err != nil {
+	if err := call("OnRevoked", e.coord, func() error { return e.onRevoked(term) }); err != nil {
 		errs = append(errs, err)
 	}
 	e.release(ctx, lk)

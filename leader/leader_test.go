@@ -326,8 +326,9 @@ func TestCallbackReturningContextErrorIsBenign(t *testing.T) {
 	})
 }
 
-// OnRevoked may overlap a draining OnElected, but both finish before the
-// next campaign attempt, and the lease is released only after both.
+// OnRevoked runs after OnElected returned, never at the same time, and
+// both finish before the next campaign attempt; the lease is released only
+// after both.
 func TestCallbacksFinishBeforeNextCampaign(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		var (
@@ -348,7 +349,14 @@ func TestCallbacksFinishBeforeNextCampaign(t *testing.T) {
 			}
 			return ctx, nil, nil
 		})
-		enter := func() { mu.Lock(); inside++; mu.Unlock() }
+		enter := func() {
+			mu.Lock()
+			inside++
+			if inside > 1 {
+				bad = append(bad, "OnElected and OnRevoked ran at the same time")
+			}
+			mu.Unlock()
+		}
 		leave := func() { mu.Lock(); inside--; mu.Unlock() }
 		coord := b.Coordinator(t, coordination.WithHooks(hook))
 		raw := b.Client(t)
