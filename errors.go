@@ -255,7 +255,9 @@ func IsTransient(err error) bool { return Classify(err) == Transient }
 // command may have run on the server although the client saw an error
 // (a timeout, a cancelled context, a lost connection). An error reply from
 // the server (LOADING, READONLY, a script error) is not ambiguous: the
-// server refused the command. Primitives clean up after an ambiguous
+// server refused the command; nor is a failure to connect (a dial error,
+// a connection-pool timeout): the command was never sent. Primitives
+// clean up after an ambiguous
 // acquire with an owner-checked release.
 func IsAmbiguous(err error) bool {
 	switch Classify(err) {
@@ -263,7 +265,14 @@ func IsAmbiguous(err error) bool {
 		return true
 	case Transient:
 		var re redis.Error
-		return !errors.As(err, &re)
+		if errors.As(err, &re) {
+			return false
+		}
+		var oe *net.OpError
+		if errors.As(err, &oe) && oe.Op == "dial" {
+			return false
+		}
+		return !errors.Is(err, redis.ErrPoolTimeout)
 	}
 	return false
 }
