@@ -52,7 +52,7 @@ func measureFailovers(tb testing.TB, be *testharness.Backend, kind string, n int
 	}
 	members := map[string]member{}
 	start := func(id string) {
-		h := &failingHook{err: netErr{}}
+		h := &failingHook{err: errCutOff}
 		members[id] = member{startContender(tb, coordWith(tb, be, []redis.Hook{h}), id, j, opts...), h}
 	}
 	for _, id := range []string{"a", "b", "c"} {

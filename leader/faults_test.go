@@ -31,7 +31,7 @@ func TestCrashedLeaderIsReplaced(t *testing.T) {
 		opts := []leader.Option{leader.WithLeaseDuration(faultLease), leader.WithRetryDelay(faultRetry)}
 		crash := map[string]*failingHook{}
 		for _, id := range []string{"a", "b", "c"} {
-			h := &failingHook{err: netErr{}}
+			h := &failingHook{err: errCutOff}
 			crash[id] = h
 			startContender(t, coordWith(t, b, []redis.Hook{h}), id, j, opts...)
 		}

@@ -308,6 +308,12 @@ func (redisErr) RedisError()     {}
 
 var _ redis.Error = redisErr("")
 
+// errCutOff simulates a process cut off from Redis ("crashed" for the
+// others): a transient reply, so the elector keeps retrying, but not an
+// ambiguous one, so no background cleanup outlives the test (a real crash
+// ends those with the process).
+const errCutOff = redisErr("TRYAGAIN injected: the process is cut off from Redis")
+
 // netErr is a network timeout (transient, ambiguous).
 type netErr struct{}
 

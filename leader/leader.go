@@ -237,7 +237,11 @@ func (e *Elector) Leader(ctx context.Context) (Info, error) {
 // error: a terminal Redis error of a campaign or renewal (NOAUTH, WRONGPASS,
 // NOPERM, coordination.ErrWrongType, coordination.ErrBadState ...), or one
 // wrapping [ErrCallback]. When Run returns, no callback is running and the
-// elector's goroutines have ended.
+// elector's goroutines have ended, with one exception: when a campaign
+// attempt's reply was lost (a timeout, a dropped connection, Run's context
+// ending mid-request), the fencing lock's owner-checked cleanup of a lease
+// the attempt may have taken runs in the background for up to a minute
+// while the server is unreachable.
 //
 // Run may be called again after it returned; while it runs, another call
 // returns [ErrAlreadyRunning].
