@@ -98,19 +98,7 @@ func acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fen
 			opt(&o)
 		}
 	}
-	if err := coord.Check(); err != nil {
-		return nil, err
-	}
-	if err := coordination.CheckKey("leaseKey", leaseKey); err != nil {
-		return nil, err
-	}
-	if err := coordination.CheckKey("fenceKey", fenceKey); err != nil {
-		return nil, err
-	}
-	if leaseKey == fenceKey {
-		return nil, coordination.InvalidArgument("fenceKey", "must differ from leaseKey")
-	}
-	if err := coordination.SameSlot(coord.Key(leaseKey), coord.Key(fenceKey)); err != nil {
+	if err := CheckKeys(coord, leaseKey, fenceKey); err != nil {
 		return nil, err
 	}
 	if _, err := coordination.Millis("ttl", ttl); err != nil {
@@ -151,6 +139,28 @@ func acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fen
 		lease.ScriptOps(coord, leaseKey, got.Token, lease.Scripts{Refresh: lua.FencingRefresh, Verify: lua.FencingVerify, Release: lua.FencingRelease}),
 		hm, got.Sent, ttl)
 	return l, nil
+}
+
+// CheckKeys validates a fencing lock's coordinator and keys as [TryAcquire]
+// does, without sending anything: it returns an error wrapping
+// coordination.ErrInvalidArgument for a nil coordinator, an empty key or
+// the same key twice, and one wrapping coordination.ErrCrossSlot when the
+// prefixed keys are in different Cluster slots. Primitives built on the
+// lock (leader election) call it when they are configured.
+func CheckKeys(coord *coordination.Coordinator, leaseKey, fenceKey string) error {
+	if err := coord.Check(); err != nil {
+		return err
+	}
+	if err := coordination.CheckKey("leaseKey", leaseKey); err != nil {
+		return err
+	}
+	if err := coordination.CheckKey("fenceKey", fenceKey); err != nil {
+		return err
+	}
+	if leaseKey == fenceKey {
+		return coordination.InvalidArgument("fenceKey", "must differ from leaseKey")
+	}
+	return coordination.SameSlot(coord.Key(leaseKey), coord.Key(fenceKey))
 }
 
 // decodeAcquire reads {1, "fence"} or {0, pttl}.
