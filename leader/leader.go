@@ -160,19 +160,7 @@ func OnRevoked(fn func(term *Term) error) Option {
 // coordinator, an empty or repeated key, an empty identity or a bad option,
 // and coordination.ErrCrossSlot when the keys are in different slots.
 func New(coord *coordination.Coordinator, leaseKey, fenceKey, identity string, opts ...Option) (*Elector, error) {
-	if err := coord.Check(); err != nil {
-		return nil, err
-	}
-	if err := coordination.CheckKey("leaseKey", leaseKey); err != nil {
-		return nil, err
-	}
-	if err := coordination.CheckKey("fenceKey", fenceKey); err != nil {
-		return nil, err
-	}
-	if leaseKey == fenceKey {
-		return nil, coordination.InvalidArgument("fenceKey", "must differ from leaseKey")
-	}
-	if err := coordination.SameSlot(coord.Key(leaseKey), coord.Key(fenceKey)); err != nil {
+	if err := fencing.CheckKeys(coord, leaseKey, fenceKey); err != nil {
 		return nil, err
 	}
 	if identity == "" {
