@@ -104,23 +104,10 @@ func TestRenewalFailureServerStopped(t *testing.T) {
 		o := srv.Options()
 		o.MaxRetries = -1
 		o.DialTimeout = 50 * time.Millisecond
-		coord := must(coordination.New(redis.NewClient(o)))(t)
-		t.Cleanup(func() { _ = coord.Client().Close() })
-		j := newJournal()
-		lease := 600 * time.Millisecond
-		c := startContender(t, coord, "a", j, leader.WithLeaseDuration(lease), leader.WithRetryDelay(50*time.Millisecond))
-		r := j.next(t, 5*time.Second)
-		time.Sleep(lease / 3)
+		c, j, r := leadOn(t, o)
 		deadline := time.Now().Add(r.term.Remaining())
 		srv.Stop()
-		select {
-		case <-r.term.Done():
-		case <-time.After(2 * lease):
-			t.Fatal("term not revoked after the server stopped")
-		}
-		if late := time.Since(deadline); late > 20*time.Millisecond {
-			t.Errorf("term cancelled %v after its local deadline", late)
-		}
+		revokedBy(t, r.term, deadline)
 		if !errors.Is(context.Cause(r.term.Context()), coordination.ErrLost) {
 			t.Errorf("cause %v, want ErrLost", context.Cause(r.term.Context()))
 		}
@@ -142,6 +129,35 @@ func TestRenewalFailureServerStopped(t *testing.T) {
 			}
 		}
 	}, testharness.RealOnly(), testharness.StandaloneOnly())
+}
+
+// leadOn starts one contender (lease 600 ms) on a client with options o,
+// waits until it leads, and then for a third of the lease (between two
+// renewals).
+func leadOn(t *testing.T, o *redis.Options) (*contender, *journal, *termRec) {
+	t.Helper()
+	coord := must(coordination.New(redis.NewClient(o)))(t)
+	t.Cleanup(func() { _ = coord.Client().Close() })
+	j := newJournal()
+	const lease = 600 * time.Millisecond
+	c := startContender(t, coord, "a", j, leader.WithLeaseDuration(lease), leader.WithRetryDelay(50*time.Millisecond))
+	r := j.next(t, 5*time.Second)
+	time.Sleep(lease / 3)
+	return c, j, r
+}
+
+// revokedBy waits for term to end and checks that it ended no later than
+// deadline (with 20 ms for scheduling).
+func revokedBy(t *testing.T, term *leader.Term, deadline time.Time) {
+	t.Helper()
+	select {
+	case <-term.Done():
+	case <-time.After(time.Until(deadline) + 2*time.Second):
+		t.Fatal("term not revoked")
+	}
+	if late := time.Since(deadline); late > 20*time.Millisecond {
+		t.Errorf("term cancelled %v after its local deadline", late)
+	}
 }
 
 // redirector dials a switchable address, can refuse new connections, and
@@ -193,26 +209,13 @@ func TestRenewalFailureClientKill(t *testing.T) {
 		o := srv.Options()
 		o.ClientName = "elector-under-test"
 		o.Dialer = rd.dial
-		coord := must(coordination.New(redis.NewClient(o)))(t)
-		t.Cleanup(func() { _ = coord.Client().Close() })
-		j := newJournal()
-		lease := 600 * time.Millisecond
-		c := startContender(t, coord, "a", j, leader.WithLeaseDuration(lease), leader.WithRetryDelay(50*time.Millisecond))
-		r := j.next(t, 5*time.Second)
-		time.Sleep(lease / 3)
+		c, j, r := leadOn(t, o)
 		deadline := time.Now().Add(r.term.Remaining())
 		rd.refuse.Store(true)
 		if n := clientKill(t, admin, "elector-under-test"); n == 0 {
 			t.Fatal("CLIENT KILL found no connection of the elector")
 		}
-		select {
-		case <-r.term.Done():
-		case <-time.After(2 * lease):
-			t.Fatal("term not revoked after its connections were killed")
-		}
-		if late := time.Since(deadline); late > 20*time.Millisecond {
-			t.Errorf("term cancelled %v after its local deadline", late)
-		}
+		revokedBy(t, r.term, deadline)
 		waitFor(t, 5*time.Second, "OnRevoked", func() bool { return j.snapshot()[0].revokes == 1 })
 		rd.refuse.Store(false)
 		r2 := j.next(t, 5*time.Second)

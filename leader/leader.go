@@ -267,14 +267,8 @@ func (e *Elector) campaign(ctx context.Context) (*fencing.Lock, error) {
 	var (
 		w       *coordination.Watch
 		watched bool
-		timer   *time.Timer
 	)
-	defer func() {
-		w.Close()
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	defer func() { w.Close() }()
 	for {
 		if ctx.Err() != nil {
 			return nil, nil
@@ -306,22 +300,19 @@ func (e *Elector) campaign(ctx context.Context) (*fencing.Lock, error) {
 			}
 			e.coord.Logger().Warn("leader: campaign attempt failed; retrying", "error_class", class.String(), "retry_in", e.retry)
 		}
-		d := jitter(e.retry)
-		if timer == nil {
-			timer = time.NewTimer(d)
-		} else {
-			timer.Reset(d)
-		}
-		var notify <-chan struct{}
+		// Sleep one retry delay, or until the lease is released.
+		var released <-chan struct{}
 		if w != nil {
-			notify = w.C()
+			released = w.C()
 		}
+		t := time.NewTimer(jitter(e.retry))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil, nil
-		case <-timer.C:
-		case <-notify:
-			timer.Stop()
+		case <-t.C:
+		case <-released:
+			t.Stop()
 		}
 	}
 }

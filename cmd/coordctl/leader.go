@@ -45,22 +45,14 @@ func defaultIdentity() string {
 }
 
 func runLeaderRun(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("leader run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: coordctl leader run --key K [--id NAME] [--lease 15s] [--retry 1s] [--grace 10s] -- cmd args")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Campaigns for the leadership of election K and runs cmd only while leader, with")
-		fmt.Fprintln(stderr, "COORD_FENCING_TOKEN (the term's fencing token) and COORD_LEADER_ID in its environment.")
-		fmt.Fprintln(stderr, "When leadership is lost the command gets SIGTERM (SIGKILL after --grace) and coordctl")
-		fmt.Fprintln(stderr, "campaigns again. When the command exits on its own, coordctl releases leadership and")
-		fmt.Fprintln(stderr, "exits with its status. On SIGINT/SIGTERM it stops the command, releases leadership and")
-		fmt.Fprintln(stderr, "exits with the command's status (0 when it was not leading).")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
-	}
-	var cf connFlags
-	cf.register(fs)
+	fs, cf := leaderFlags("leader run", stderr, `usage: coordctl leader run --key K [--id NAME] [--lease 15s] [--retry 1s] [--grace 10s] -- cmd args
+
+Campaigns for the leadership of election K and runs cmd only while leader, with
+COORD_FENCING_TOKEN (the term's fencing token) and COORD_LEADER_ID in its environment.
+When leadership is lost the command gets SIGTERM (SIGKILL after --grace) and coordctl
+campaigns again. When the command exits on its own, coordctl releases leadership and
+exits with its status. On SIGINT/SIGTERM it stops the command, releases leadership and
+exits with the command's status (0 when it was not leading).`)
 	key := fs.String("key", "", "election name (keys {K}:leader and {K}:fence); required")
 	id := fs.String("id", defaultIdentity(), "this contender's identity, shown to the others")
 	lease := fs.Duration("lease", leader.DefaultLeaseDuration, "lease duration: a crashed leader is replaced after about this long")
@@ -79,17 +71,12 @@ func runLeaderRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "coordctl leader run: --grace must not be negative")
 		return 2
 	}
-	client, desc, stop, err := cf.connect(false)
+	coord, desc, stop, err := cf.coordinator()
 	if err != nil {
 		fmt.Fprintf(stderr, "coordctl leader run: %v\n", err)
 		return 1
 	}
 	defer stop()
-	coord, err := coordination.New(client, coordination.WithKeyPrefix(cf.prefix))
-	if err != nil {
-		fmt.Fprintf(stderr, "coordctl leader run: %v\n", err)
-		return 1
-	}
 
 	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
@@ -98,8 +85,7 @@ func runLeaderRun(args []string, stdout, stderr io.Writer) int {
 
 	var (
 		mu       sync.Mutex
-		status   int  // exit status to return
-		exited   bool // the command exited on its own
+		status   int // exit status to return
 		startErr error
 	)
 	logf := func(format string, a ...any) {
@@ -125,7 +111,7 @@ func runLeaderRun(args []string, stdout, stderr io.Writer) int {
 				code := c.wait()
 				logf("command exited with status %d; resigning", code)
 				mu.Lock()
-				status, exited = code, true
+				status = code
 				mu.Unlock()
 				finish()
 				return nil
@@ -163,27 +149,46 @@ func runLeaderRun(args []string, stdout, stderr io.Writer) int {
 	case err != nil:
 		fmt.Fprintf(stderr, "coordctl leader run: %v\n", err)
 		return 1
-	case exited:
-		return status
 	default:
-		return status
+		return status // the command's, or 0 when it never ran or was stopped by a loss
 	}
 }
 
-func runLeaderStatus(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("leader status", flag.ContinueOnError)
+// leaderFlags returns a flag set for a leader subcommand, printing usage
+// (then the flags) for -h, with the connection flags registered.
+func leaderFlags(name string, stderr io.Writer, usage string) (*flag.FlagSet, *connFlags) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: coordctl leader status --key K [--watch [--poll 1s]]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Prints who leads election K, its fencing token and the lease's remaining time.")
-		fmt.Fprintln(stderr, "Exit status: 0 when there is a leader, 3 when there is none, 1 on error.")
-		fmt.Fprintln(stderr, "With --watch it prints a line per change until interrupted.")
-		fmt.Fprintln(stderr)
+		fmt.Fprintf(stderr, "%s\n\n", usage)
 		fs.PrintDefaults()
 	}
-	var cf connFlags
+	cf := &connFlags{}
 	cf.register(fs)
+	return fs, cf
+}
+
+// coordinator connects to the server the flags name (no embedded server)
+// and returns a coordinator with the --prefix; stop closes the client.
+func (c *connFlags) coordinator() (coord *coordination.Coordinator, desc string, stop func(), err error) {
+	client, desc, stop, err := c.connect(false)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	coord, err = coordination.New(client, coordination.WithKeyPrefix(c.prefix))
+	if err != nil {
+		stop()
+		return nil, "", nil, err
+	}
+	return coord, desc, stop, nil
+}
+
+func runLeaderStatus(args []string, stdout, stderr io.Writer) int {
+	fs, cf := leaderFlags("leader status", stderr, `usage: coordctl leader status --key K [--watch [--poll 1s]]
+
+Prints who leads election K, its fencing token and the lease's remaining time.
+Exit status: 0 when there is a leader, 3 when there is none, 1 on error.
+With --watch it prints a line per change until interrupted.`)
 	key := fs.String("key", "", "election name (as given to leader run); required")
 	watch := fs.Bool("watch", false, "print a line per leadership change until interrupted")
 	poll := fs.Duration("poll", time.Second, "with --watch: how often to look for a new leader")
@@ -194,17 +199,12 @@ func runLeaderStatus(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	client, _, stop, err := cf.connect(false)
+	coord, _, stop, err := cf.coordinator()
 	if err != nil {
 		fmt.Fprintf(stderr, "coordctl leader status: %v\n", err)
 		return 1
 	}
 	defer stop()
-	coord, err := coordination.New(client, coordination.WithKeyPrefix(cf.prefix))
-	if err != nil {
-		fmt.Fprintf(stderr, "coordctl leader status: %v\n", err)
-		return 1
-	}
 	leaseKey, _ := leaderKeys(*key)
 	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
