@@ -44,13 +44,12 @@
 // Two keys in one Cluster slot (give them one {hash tag}): the lease key, a
 // hash {owner, fence, holder} with a TTL whose holder field is the leader's
 // identity, and the fencing counter key, which must never expire. They are
-// the keys of a [fencing.Lock]; the counter may be shared with fenced locks
-// that protect the same resource.
+// the keys of a [fencing.Lock].
 //
 // # What holds and what does not
 //
-// Within one process terms never overlap. Across processes, Redis hands the
-// lease to at most one owner at a time, but a process cannot know at every
+// One elector's terms never overlap. Between electors, Redis hands the
+// lease to at most one owner at a time, but an elector cannot know at every
 // instant that it still leads: a leader whose process pauses (GC, VM
 // migration, SIGSTOP) or loses the network keeps believing it leads until
 // its local deadline, and may act after a successor was elected. The local
@@ -81,8 +80,8 @@
 // lock's FENCED LOCK RENEW and FENCED LOCK RELEASE; reads are LEADER READ.
 //
 // Per-request context deadlines bound a request's I/O only with go-redis'
-// ContextTimeoutEnabled: true; otherwise the client's read timeout does,
-// which can delay (but never extend) the end of a term past its deadline
-// for the elector's own bookkeeping: the term's context is still cancelled
-// at the local deadline.
+// ContextTimeoutEnabled: true; otherwise the client's read timeout (3 s by
+// default) does. A renewal stuck that long cannot extend a term (its
+// context is cancelled at the local deadline regardless), but it delays the
+// release and the next campaign.
 package leader
