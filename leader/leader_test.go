@@ -3,6 +3,7 @@ package leader_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -337,6 +338,7 @@ func TestCallbacksFinishBeforeNextCampaign(t *testing.T) {
 			bad      []string
 			attempts atomic.Int64
 			terms    atomic.Int64
+			waiting  atomic.Int64 // token of the term waiting to be revoked
 		)
 		hook := hooks.Func(func(ctx context.Context, op hooks.Operation) (context.Context, hooks.Done, error) {
 			if op.Name == hooks.LeaderCampaign {
@@ -366,6 +368,7 @@ func TestCallbacksFinishBeforeNextCampaign(t *testing.T) {
 				enter()
 				defer leave()
 				if terms.Add(1)%2 == 0 {
+					waiting.Store(term.FencingToken())
 					<-ctx.Done() // every other term waits to be revoked
 				}
 				time.Sleep(20 * time.Millisecond) // drain slowly
@@ -375,8 +378,11 @@ func TestCallbacksFinishBeforeNextCampaign(t *testing.T) {
 				enter()
 				defer leave()
 				time.Sleep(10 * time.Millisecond)
-				// The lease is still there: it is released after both callbacks.
-				if n, _ := raw.Exists(context.Background(), b.Key(leaseKey)).Result(); n != 1 && !errors.Is(context.Cause(term.Context()), coordination.ErrLost) {
+				// A resigned or stopped term's lease is still there: it is
+				// released after both callbacks.
+				cause := context.Cause(term.Context())
+				kept := errors.Is(cause, leader.ErrResigned) || errors.Is(cause, leader.ErrStopped)
+				if n, _ := raw.Exists(context.Background(), b.Key(leaseKey)).Result(); n != 1 && kept {
 					mu.Lock()
 					bad = append(bad, "the lease was released before OnRevoked returned")
 					mu.Unlock()
@@ -387,8 +393,8 @@ func TestCallbacksFinishBeforeNextCampaign(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- e.Run(ctx) }()
 		for terms.Load() < 6 {
-			if cur := e.Current(); cur != nil && terms.Load()%2 == 0 {
-				// Revoke the waiting term by taking its lease away.
+			// Revoke a waiting term by taking its lease away.
+			if tok := waiting.Load(); tok != 0 && raw.HGet(context.Background(), b.Key(leaseKey), "fence").Val() == strconv.FormatInt(tok, 10) {
 				raw.Del(context.Background(), b.Key(leaseKey))
 			}
 			time.Sleep(5 * time.Millisecond)
