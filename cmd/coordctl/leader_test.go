@@ -170,7 +170,9 @@ func TestLeaderRunUsageAndStartErrors(t *testing.T) {
 // and runs the command again.
 func TestLeaderRunTwoProcesses(t *testing.T) {
 	url, raw := leaderServer(t)
-	script := `echo "started $COORD_LEADER_ID $COORD_FENCING_TOKEN"; trap 'echo "stopping $COORD_LEADER_ID"; exit 0' TERM; while :; do sleep 0.05; done`
+	// The trap is set before "started" is printed, so a SIGTERM after that
+	// always runs it.
+	script := `trap 'echo "stopping $COORD_LEADER_ID"; exit 0' TERM; echo "started $COORD_LEADER_ID $COORD_FENCING_TOKEN"; while :; do sleep 0.05; done`
 	args := func(id string) []string {
 		return []string{"leader", "run", "--redis", url, "--key", "svc", "--id", id, "--lease", "1s", "--retry", "100ms", "--grace", "2s", "--", "sh", "-c", script}
 	}
@@ -258,7 +260,7 @@ func TestLeaderRunGraceAndOrphans(t *testing.T) {
 }
 
 func TestLeaderStatusWatch(t *testing.T) {
-	url, raw := leaderServer(t)
+	url, _ := leaderServer(t)
 	w := startCoordctl(t, "leader", "status", "--redis", url, "--key", "w", "--watch", "--poll", "20ms")
 	w.waitOutput(t, "no leader", 5*time.Second)
 	code, _, _ := runCoordctl("leader", "run", "--redis", url, "--key", "w", "--id", "watched", "--", "sleep", "0.3")
@@ -266,10 +268,14 @@ func TestLeaderStatusWatch(t *testing.T) {
 		t.Fatalf("leader run exit %d", code)
 	}
 	w.waitOutput(t, "leader watched  fencing token 1", 5*time.Second)
-	if strings.Count(w.out.String(), "no leader") < 2 {
-		w.waitOutput(t, "no leader\n", 5*time.Second)
+	// After the command exited the lease was released: no leader again.
+	deadline := time.Now().Add(5 * time.Second)
+	for strings.Count(w.out.String(), "no leader") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("watch did not report the release:\n%s", w.out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	_ = raw
 	_ = w.cmd.Process.Signal(syscall.SIGINT)
 	if code := w.waitExit(t, 5*time.Second); code != 0 {
 		t.Fatalf("watch exited %d:\n%s", code, w.out.String())
