@@ -16,7 +16,8 @@
 // # Keys
 //
 // Two keys that must share one Cluster slot (one {hash tag}): the lease key
-// (a hash {owner, fence} with a TTL) and the counter key (an integer string
+// (a hash {owner, fence} with a TTL, plus a holder field when acquired
+// with [WithHolder]) and the counter key (an integer string
 // that must never expire). The client checks the slot of the prefixed keys
 // before sending anything. The acquire script validates the counter before
 // writing: a counter with a TTL, not a canonical integer, negative, beyond

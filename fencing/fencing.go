@@ -54,8 +54,8 @@ type Lock struct {
 // When the reply was lost (timeout, cancelled context, broken connection)
 // the lease may exist on the server: a background owner-checked release
 // removes it (the counter keeps its increment; gaps are allowed).
-func TryAcquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fenceKey string, ttl time.Duration) (*Lock, error) {
-	return acquire(ctx, coord, leaseKey, fenceKey, ttl, false)
+func TryAcquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fenceKey string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	return acquire(ctx, coord, leaseKey, fenceKey, ttl, false, opts)
 }
 
 // Acquire takes the fencing-token lock, waiting as long as ctx allows,
@@ -70,22 +70,36 @@ func TryAcquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, 
 // Acquire is admitted through hooks once, as FENCED LOCK ACQUIRE. When ctx
 // ends first it returns an error matching coordination.ErrNotAcquired and
 // ctx's error. Other errors are those of [TryAcquire].
-func Acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fenceKey string, ttl time.Duration) (*Lock, error) {
-	return acquire(ctx, coord, leaseKey, fenceKey, ttl, true)
+func Acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fenceKey string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	return acquire(ctx, coord, leaseKey, fenceKey, ttl, true, opts)
 }
 
-func acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fenceKey string, ttl time.Duration, block bool) (*Lock, error) {
-	if err := coord.Check(); err != nil {
-		return nil, err
+// AcquireOption configures [TryAcquire] and [Acquire].
+type AcquireOption func(*acquireOptions)
+
+type acquireOptions struct {
+	holder string
+}
+
+// WithHolder records holder, a description of the acquirer (a worker
+// identity, a host name), in the lease hash's "holder" field beside the
+// owner and fencing tokens, in the same script that takes the lease, so
+// that observers (leader election's Leader, coordctl) can say who holds the
+// lock. No operation checks it: ownership is the random owner token. Any
+// bytes are allowed; it is stored as given. The default is no holder field.
+func WithHolder(holder string) AcquireOption {
+	return func(o *acquireOptions) { o.holder = holder }
+}
+
+func acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fenceKey string, ttl time.Duration, block bool, opts []AcquireOption) (*Lock, error) {
+	var o acquireOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
 	}
-	if err := coordination.CheckKey("leaseKey", leaseKey); err != nil {
+	if err := CheckKeys(coord, leaseKey, fenceKey); err != nil {
 		return nil, err
-	}
-	if err := coordination.CheckKey("fenceKey", fenceKey); err != nil {
-		return nil, err
-	}
-	if leaseKey == fenceKey {
-		return nil, coordination.InvalidArgument("fenceKey", "must differ from leaseKey")
 	}
 	if _, err := coordination.Millis("ttl", ttl); err != nil {
 		return nil, err
@@ -95,12 +109,17 @@ func acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fen
 		return nil, err
 	}
 	leaseOnly, _ := coord.Keys(leaseKey)
+	args := []any{nil, nil}
+	if o.holder != "" {
+		args = append(args, o.holder)
+	}
 	var fence int64
 	am, hm := lease.LockInstruments(coord, primitive)
 	got, err := lease.Acquire(ctx, coord, lease.AcquireSpec{
 		Op: hooks.FencedLockAcquire, Primitive: primitive, Key: leaseKey, TTL: ttl,
 		Try: func(ctx context.Context, token string, ttlMs int64) (bool, time.Duration, error) {
-			cmd, err := coord.EvalKeys(ctx, lua.FencingAcquire, keys, token, ttlMs)
+			args[0], args[1] = token, ttlMs
+			cmd, err := coord.EvalKeys(ctx, lua.FencingAcquire, keys, args...)
 			if err != nil {
 				return false, 0, err
 			}
@@ -125,6 +144,28 @@ func acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fen
 		lease.ScriptOpsKeys(coord, leaseOnly, coord.Channel(leaseKey), got.Token, lease.Scripts{Refresh: lua.FencingRefresh, Verify: lua.FencingVerify, Release: lua.FencingRelease}),
 		hm, got.Sent, ttl)
 	return l, nil
+}
+
+// CheckKeys validates a fencing lock's coordinator and keys as [TryAcquire]
+// does, without sending anything: it returns an error wrapping
+// coordination.ErrInvalidArgument for a nil coordinator, an empty key or
+// the same key twice, and one wrapping coordination.ErrCrossSlot when the
+// prefixed keys are in different Cluster slots. Primitives built on the
+// lock (leader election) call it when they are configured.
+func CheckKeys(coord *coordination.Coordinator, leaseKey, fenceKey string) error {
+	if err := coord.Check(); err != nil {
+		return err
+	}
+	if err := coordination.CheckKey("leaseKey", leaseKey); err != nil {
+		return err
+	}
+	if err := coordination.CheckKey("fenceKey", fenceKey); err != nil {
+		return err
+	}
+	if leaseKey == fenceKey {
+		return coordination.InvalidArgument("fenceKey", "must differ from leaseKey")
+	}
+	return coordination.SameSlot(coord.Key(leaseKey), coord.Key(fenceKey))
 }
 
 // decodeAcquire reads {1, "fence"} or {0, pttl}.

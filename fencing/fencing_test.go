@@ -423,3 +423,23 @@ func snapshot(ctx context.Context, t *testing.T, c redis.UniversalClient, key st
 	}
 	return fmt.Sprintf("%s %v ttl=%v", typ, v, ttl)
 }
+
+// WithHolder stores a holder description in the lease, in the acquiring
+// script; without it the lease has only owner and fence.
+func TestWithHolderStoresHolder(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Client(t)
+		l := must(fencing.TryAcquire(ctx, b.Coordinator(t), "{h}:lease", "{h}:fence", time.Minute, fencing.WithHolder("worker \x00 7")))(t)
+		got := must(raw.HGetAll(ctx, b.Key("{h}:lease")).Result())(t)
+		if got["holder"] != "worker \x00 7" || got["fence"] != "1" || got["owner"] != l.Token() || len(got) != 3 {
+			t.Fatalf("lease = %q, want owner, fence 1 and holder", got)
+		}
+		must(l.Release(ctx))(t)
+		l = must(fencing.TryAcquire(ctx, b.Coordinator(t), "{h}:lease", "{h}:fence", time.Minute, fencing.WithHolder("")))(t)
+		if fields := must(raw.HKeys(ctx, b.Key("{h}:lease")).Result())(t); len(fields) != 2 {
+			t.Fatalf("lease fields %v, want owner and fence only", fields)
+		}
+		must(l.Release(ctx))(t)
+	})
+}

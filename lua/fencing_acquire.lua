@@ -1,11 +1,14 @@
 -- fencing_acquire: take a fencing-token lock if it is free, drawing the next
 -- fencing token from a persistent counter, atomically.
 --
--- KEYS[1]  lease key (a hash {owner, fence}; expires)
+-- KEYS[1]  lease key (a hash {owner, fence[, holder]}; expires)
 -- KEYS[2]  counter key (a string holding a non-negative integer; never
 --          expires). Both keys must be in one Cluster slot.
 -- ARGV[1]  owner token of the caller
 -- ARGV[2]  TTL in milliseconds (integer >= 1)
+-- ARGV[3]  optional holder description (any bytes; absent or empty: none),
+--          stored in the lease's holder field for observers. Callers that
+--          omit it get the two-field lease of earlier versions.
 --
 -- Reply    {1, fence}    acquired; fence is the token as a decimal string
 --                        (exact up to 9223372036854775807). A re-sent
@@ -66,5 +69,8 @@ redis.call('INCR', KEYS[2])
 -- INCR's reply is a Lua double (inexact above 2^53); read the exact string.
 local fence = redis.call('GET', KEYS[2])
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fence)
+if ARGV[3] and ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[1], 'holder', ARGV[3])
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, fence}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/leader"
+)
+
+func init() {
+	register(command{
+		name:  "leader run",
+		usage: "leader run --key K [--id NAME] [--lease 15s] -- cmd args  run a command only while leader",
+		run:   runLeaderRun,
+	})
+	register(command{
+		name:  "leader status",
+		usage: "leader status --key K [--watch]             show who leads the election K",
+		run:   runLeaderStatus,
+	})
+}
+
+// leaderKeys returns the lease and fencing counter keys of the election
+// named key: one {hash tag}, so one Cluster slot.
+func leaderKeys(key string) (lease, fence string) {
+	return "{" + key + "}:leader", "{" + key + "}:fence"
+}
+
+func defaultIdentity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "host"
+	}
+	return host + ":" + strconv.Itoa(os.Getpid())
+}
+
+func runLeaderRun(args []string, stdout, stderr io.Writer) int {
+	fs, cf := leaderFlags("leader run", stderr, `usage: coordctl leader run --key K [--id NAME] [--lease 15s] [--retry 1s] [--grace 10s] -- cmd args
+
+Campaigns for the leadership of election K and runs cmd only while leader, with
+COORD_FENCING_TOKEN (the term's fencing token) and COORD_LEADER_ID in its environment.
+When leadership is lost the command gets SIGTERM (SIGKILL after --grace) and coordctl
+campaigns again. When the command exits on its own, coordctl releases leadership and
+exits with its status. On SIGINT/SIGTERM it stops the command, releases leadership and
+exits with the command's status (0 when it was not leading).`)
+	key := fs.String("key", "", "election name (keys {K}:leader and {K}:fence); required")
+	id := fs.String("id", defaultIdentity(), "this contender's identity, shown to the others")
+	lease := fs.Duration("lease", leader.DefaultLeaseDuration, "lease duration: a crashed leader is replaced after about this long")
+	retry := fs.Duration("retry", leader.DefaultRetryDelay, "retry delay between campaign attempts")
+	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command")
+	if err := fs.Parse(args); err != nil {
+		return parseStatus(err)
+	}
+	cmdArgs := fs.Args()
+	if *key == "" || len(cmdArgs) == 0 {
+		fmt.Fprintln(stderr, "coordctl leader run: --key and a command (after --) are required")
+		fs.Usage()
+		return 2
+	}
+	if *grace < 0 {
+		fmt.Fprintln(stderr, "coordctl leader run: --grace must not be negative")
+		return 2
+	}
+	coord, desc, stop, err := cf.coordinator()
+	if err != nil {
+		fmt.Fprintf(stderr, "coordctl leader run: %v\n", err)
+		return 1
+	}
+	defer stop()
+
+	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	ctx, finish := context.WithCancel(sigCtx)
+	defer finish()
+
+	var (
+		mu       sync.Mutex
+		status   int // exit status to return
+		startErr error
+	)
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(stderr, "%s coordctl leader run [%s]: %s\n", time.Now().Format("15:04:05.000"), *id, fmt.Sprintf(format, a...))
+	}
+	leaseKey, fenceKey := leaderKeys(*key)
+	e, err := leader.New(coord, leaseKey, fenceKey, *id,
+		leader.WithLeaseDuration(*lease), leader.WithRetryDelay(*retry),
+		leader.OnElected(func(tctx context.Context, term *leader.Term) error {
+			logf("elected with fencing token %d; starting %s", term.FencingToken(), cmdArgs[0])
+			c, err := startChild(cmdArgs, []string{
+				"COORD_FENCING_TOKEN=" + strconv.FormatInt(term.FencingToken(), 10),
+				"COORD_LEADER_ID=" + *id,
+			}, stdout, stderr)
+			if err != nil {
+				mu.Lock()
+				startErr = err
+				mu.Unlock()
+				return err
+			}
+			select {
+			case <-c.exited():
+				code := c.wait()
+				logf("command exited with status %d; resigning", code)
+				mu.Lock()
+				status = code
+				mu.Unlock()
+				finish()
+				return nil
+			case <-tctx.Done():
+				why := "leadership lost"
+				if sigCtx.Err() != nil {
+					why = "signal received"
+				}
+				logf("%s; stopping the command (SIGTERM, SIGKILL after %v)", why, *grace)
+				code := c.stop(*grace)
+				if sigCtx.Err() != nil {
+					logf("command stopped with status %d; releasing leadership", code)
+					mu.Lock()
+					status = code
+					mu.Unlock()
+				} else {
+					logf("command stopped with status %d; campaigning again", code)
+				}
+				return nil
+			}
+		}),
+	)
+	if err != nil {
+		fmt.Fprintf(stderr, "coordctl leader run: %v\n", err)
+		return 2
+	}
+	logf("campaigning for %q on %s (lease %v)", *key, desc, *lease)
+	err = e.Run(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case startErr != nil:
+		fmt.Fprintf(stderr, "coordctl leader run: cannot start %s: %v\n", cmdArgs[0], startErr)
+		return exitStatusFor(startErr)
+	case err != nil:
+		fmt.Fprintf(stderr, "coordctl leader run: %v\n", err)
+		return 1
+	default:
+		return status // the command's, or 0 when it never ran or was stopped by a loss
+	}
+}
+
+// leaderFlags returns a flag set for a leader subcommand, printing usage
+// (then the flags) for -h, with the connection flags registered.
+func leaderFlags(name string, stderr io.Writer, usage string) (*flag.FlagSet, *connFlags) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "%s\n\n", usage)
+		fs.PrintDefaults()
+	}
+	cf := &connFlags{}
+	cf.register(fs)
+	return fs, cf
+}
+
+// coordinator connects to the server the flags name (no embedded server)
+// and returns a coordinator with the --prefix; stop closes the client.
+func (c *connFlags) coordinator() (coord *coordination.Coordinator, desc string, stop func(), err error) {
+	client, desc, stop, err := c.connect(false)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	coord, err = coordination.New(client, coordination.WithKeyPrefix(c.prefix))
+	if err != nil {
+		stop()
+		return nil, "", nil, err
+	}
+	return coord, desc, stop, nil
+}
+
+func runLeaderStatus(args []string, stdout, stderr io.Writer) int {
+	fs, cf := leaderFlags("leader status", stderr, `usage: coordctl leader status --key K [--watch [--poll 1s]]
+
+Prints who leads election K, its fencing token and the lease's remaining time.
+Exit status: 0 when there is a leader, 3 when there is none, 1 on error.
+With --watch it prints a line per change until interrupted.`)
+	key := fs.String("key", "", "election name (as given to leader run); required")
+	watch := fs.Bool("watch", false, "print a line per leadership change until interrupted")
+	poll := fs.Duration("poll", time.Second, "with --watch: how often to look for a new leader")
+	if err := fs.Parse(args); err != nil {
+		return parseStatus(err)
+	}
+	if *key == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return 2
+	}
+	coord, _, stop, err := cf.coordinator()
+	if err != nil {
+		fmt.Fprintf(stderr, "coordctl leader status: %v\n", err)
+		return 1
+	}
+	defer stop()
+	leaseKey, _ := leaderKeys(*key)
+	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	if *watch {
+		err := leader.Observe(ctx, coord, leaseKey, *poll, func(i leader.Info) {
+			if i.FencingToken == 0 {
+				fmt.Fprintf(stdout, "%s  no leader\n", time.Now().Format(time.TimeOnly))
+				return
+			}
+			fmt.Fprintf(stdout, "%s  leader %s  fencing token %d\n", time.Now().Format(time.TimeOnly), shown(i.Identity), i.FencingToken)
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "coordctl leader status: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	info, err := leader.Get(ctx, coord, leaseKey)
+	if errors.Is(err, leader.ErrNoLeader) {
+		fmt.Fprintf(stdout, "no leader for %q\n", *key)
+		return 3
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "coordctl leader status: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "leader:        %s\nfencing token: %d\nlease expires: in %v\n", shown(info.Identity), info.FencingToken, info.TTL.Round(time.Millisecond))
+	return 0
+}
+
+// shown quotes an identity when it holds characters that would garble a
+// terminal line.
+func shown(id string) string {
+	if id == "" {
+		return "(unnamed)"
+	}
+	if q := strconv.Quote(id); q[1:len(q)-1] != id {
+		return q
+	}
+	return id
+}
+
+// parseStatus is the exit status after a flag parse error: 0 for -h, 2
+// for bad usage.
+func parseStatus(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}

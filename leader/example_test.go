@@ -1,0 +1,81 @@
+package leader_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/fencing"
+	"github.com/coordkit/coordination/leader"
+)
+
+// A worker that runs a job only while it leads, writes the job's result
+// with its term's fencing token so that a stale leader's late write is
+// rejected, and resigns when the job is done; the next run of the job is
+// a new term with a new token.
+func Example() {
+	// An embedded server keeps the example self-contained; use your Redis.
+	// (miniredis expires keys only when its clock is moved; nothing here
+	// waits for an expiry.)
+	srv, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("billing:"))
+	if err != nil {
+		panic(err)
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	e, err := leader.New(coord, "{invoices}:leader", "{invoices}:fence", "worker-1",
+		leader.WithLeaseDuration(15*time.Second), leader.WithRetryDelay(10*time.Millisecond),
+		leader.OnElected(func(ctx context.Context, term *leader.Term) error {
+			fmt.Printf("%s leads, fencing token %d\n", term.Identity(), term.FencingToken())
+			// Who leads, as any process sees it:
+			info, err := leader.Get(ctx, coord, "{invoices}:leader")
+			fmt.Println("others see:", info.Identity, info.FencingToken, err)
+			// The job's write carries the token; the store rejects older ones.
+			report := fmt.Sprintf("run %d: sent 42 invoices", term.FencingToken())
+			ok, _, err := fencing.GuardedSet(ctx, coord, "{invoices}:report", term.FencingToken(), []byte(report), 0)
+			fmt.Println("report stored:", ok, err)
+			return nil // done: resign
+		}),
+		leader.OnRevoked(func(term *leader.Term) error {
+			fmt.Println("term ended, resigned:", errors.Is(context.Cause(term.Context()), leader.ErrResigned))
+			if term.FencingToken() == 2 {
+				stop() // two runs are enough for this example
+			}
+			return nil
+		}))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("Run:", e.Run(ctx))
+
+	_, err = leader.Get(context.Background(), coord, "{invoices}:leader")
+	fmt.Println("afterwards:", err)
+	// A late write from term 1 (a leader paused past its term) is refused.
+	ok, current, _ := fencing.GuardedSet(context.Background(), coord, "{invoices}:report", 1, []byte("stale"), 0)
+	fmt.Println("stale write accepted:", ok, "- the store is at token", current)
+	// Output:
+	// worker-1 leads, fencing token 1
+	// others see: worker-1 1 <nil>
+	// report stored: true <nil>
+	// term ended, resigned: true
+	// worker-1 leads, fencing token 2
+	// others see: worker-1 2 <nil>
+	// report stored: true <nil>
+	// term ended, resigned: true
+	// Run: <nil>
+	// afterwards: leader: no leader
+	// stale write accepted: false - the store is at token 2
+}

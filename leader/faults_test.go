@@ -1,0 +1,343 @@
+package leader_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/leader"
+)
+
+const (
+	faultLease = 300 * time.Millisecond
+	faultRetry = 100 * time.Millisecond
+	slack      = 200 * time.Millisecond
+)
+
+// A crashed leader (cut off from Redis: renewals stop, no release) is
+// replaced within lease duration + retry delay + 200 ms.
+func TestCrashedLeaderIsReplaced(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		j := newJournal()
+		opts := []leader.Option{leader.WithLeaseDuration(faultLease), leader.WithRetryDelay(faultRetry)}
+		crash := map[string]*failingHook{}
+		for _, id := range []string{"a", "b", "c"} {
+			h := &failingHook{err: errCutOff}
+			crash[id] = h
+			startContender(t, coordWith(t, b, []redis.Hook{h}), id, j, opts...)
+		}
+		prev := j.next(t, 5*time.Second)
+		for range 2 {
+			time.Sleep(faultLease / 3) // somewhere between two renewals
+			crashed := time.Now()
+			crash[prev.id].on.Store(true)
+			next := j.next(t, 5*time.Second)
+			took := next.start.Sub(crashed)
+			if took > faultLease+faultRetry+slack {
+				t.Errorf("crashed leader %s replaced by %s after %v, want <= %v", prev.id, next.id, took, faultLease+faultRetry+slack)
+			}
+			if next.id == prev.id || next.token <= prev.token {
+				t.Fatalf("successor %s token %d after %s token %d", next.id, next.token, prev.id, prev.token)
+			}
+			t.Logf("%s crashed; %s elected %v later", prev.id, next.id, took)
+			prev = next
+		}
+		// The crashed leaders' own terms ended by their local deadlines.
+		for _, r := range j.snapshot()[:2] {
+			waitFor(t, 2*time.Second, "the crashed term's end", func() bool { return r.term.Context().Err() != nil })
+			if !errors.Is(context.Cause(r.term.Context()), coordination.ErrLost) {
+				t.Errorf("crashed term %d ended with %v, want ErrLost", r.token, context.Cause(r.term.Context()))
+			}
+		}
+	}, testharness.RealOnly())
+}
+
+// A cancelled leader's lease is released and a follower is elected within
+// retry delay + 200 ms; so is one whose OnElected returned (resignation).
+func TestStoppedOrResignedLeaderIsReplacedQuickly(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		j := newJournal()
+		opts := []leader.Option{leader.WithLeaseDuration(faultLease), leader.WithRetryDelay(faultRetry)}
+		cs := map[string]*contender{}
+		for _, id := range []string{"a", "b", "c"} {
+			cs[id] = startContender(t, b.Coordinator(t), id, j, opts...)
+		}
+		prev := j.next(t, 5*time.Second)
+		for i := range 4 {
+			var at time.Time
+			if i%2 == 0 {
+				at = time.Now()
+				cs[prev.id].cancel()
+			} else {
+				at = time.Now()
+				cs[prev.id].resign <- struct{}{}
+			}
+			next := j.next(t, 5*time.Second)
+			took := next.start.Sub(at)
+			if took > faultRetry+slack {
+				t.Errorf("round %d: %s replaced by %s after %v, want <= %v", i, prev.id, next.id, took, faultRetry+slack)
+			}
+			t.Logf("round %d (%s): %s replaced by %s after %v", i, map[bool]string{true: "cancel", false: "resign"}[i%2 == 0], prev.id, next.id, took)
+			if i%2 == 0 {
+				cs[prev.id] = startContender(t, b.Coordinator(t), prev.id, j, opts...)
+			}
+			prev = next
+		}
+	})
+}
+
+// When renewals fail because the server is gone, the term's context is
+// cancelled no later than the local lease deadline and OnRevoked runs
+// exactly once; the elector campaigns again when the server is back.
+func TestRenewalFailureServerStopped(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		srv := testharness.StartStandalone(t, b.Flavor)
+		o := srv.Options()
+		o.MaxRetries = -1
+		o.DialTimeout = 50 * time.Millisecond
+		c, j, r := leadOn(t, o)
+		deadline := time.Now().Add(r.term.Remaining())
+		srv.Stop()
+		revokedBy(t, r.term, deadline)
+		if !errors.Is(context.Cause(r.term.Context()), coordination.ErrLost) {
+			t.Errorf("cause %v, want ErrLost", context.Cause(r.term.Context()))
+		}
+		waitFor(t, 5*time.Second, "OnRevoked", func() bool { return j.snapshot()[0].revokes == 1 })
+		if err := srv.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		r2 := j.next(t, 10*time.Second)
+		// The restarted server lost the counter (no persistence): the token
+		// starts again at 1, which is why fencing is only as durable as the
+		// Redis history (see the package documentation).
+		if r2.id != "a" || r2.token != 1 {
+			t.Errorf("after restart: %s token %d, want a token 1 (counter lost with the data)", r2.id, r2.token)
+		}
+		must(0, c.stop(t))(t)
+		for _, r := range j.snapshot() {
+			if r.revokes != 1 {
+				t.Errorf("term %d: OnRevoked ran %d times", r.token, r.revokes)
+			}
+		}
+	}, testharness.RealOnly(), testharness.StandaloneOnly())
+}
+
+// leadOn starts one contender (lease 600 ms) on a client with options o,
+// waits until it leads, and then for a third of the lease (between two
+// renewals).
+func leadOn(t *testing.T, o *redis.Options) (*contender, *journal, *termRec) {
+	t.Helper()
+	coord := must(coordination.New(redis.NewClient(o)))(t)
+	t.Cleanup(func() { _ = coord.Client().Close() })
+	j := newJournal()
+	const lease = 600 * time.Millisecond
+	c := startContender(t, coord, "a", j, leader.WithLeaseDuration(lease), leader.WithRetryDelay(50*time.Millisecond))
+	r := j.next(t, 5*time.Second)
+	time.Sleep(lease / 3)
+	return c, j, r
+}
+
+// revokedBy waits for term to end and checks that it ended no later than
+// deadline (with 20 ms for scheduling).
+func revokedBy(t *testing.T, term *leader.Term, deadline time.Time) {
+	t.Helper()
+	select {
+	case <-term.Done():
+	case <-time.After(time.Until(deadline) + 2*time.Second):
+		t.Fatal("term not revoked")
+	}
+	if late := time.Since(deadline); late > 20*time.Millisecond {
+		t.Errorf("term cancelled %v after its local deadline", late)
+	}
+}
+
+// redirector dials a switchable address, can refuse new connections, and
+// remembers its connections.
+type redirector struct {
+	addr    atomic.Value // string
+	refuse  atomic.Bool
+	dialled atomic.Int64
+}
+
+func (r *redirector) dial(ctx context.Context, network, _ string) (net.Conn, error) {
+	if r.refuse.Load() {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+	}
+	r.dialled.Add(1)
+	var d net.Dialer
+	return d.DialContext(ctx, network, r.addr.Load().(string))
+}
+
+func clientKill(t *testing.T, admin *redis.Client, name string) int {
+	t.Helper()
+	list := must(admin.ClientList(context.Background()).Result())(t)
+	n := 0
+	for _, line := range strings.Split(list, "\n") {
+		if !strings.Contains(line, " name="+name+" ") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if id, ok := strings.CutPrefix(f, "id="); ok {
+				if err := admin.Do(context.Background(), "CLIENT", "KILL", "ID", id).Err(); err == nil {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// When the leader's connections are killed with CLIENT KILL and it cannot
+// reconnect, its term ends no later than the local deadline and OnRevoked
+// runs once; once it can reconnect it is elected again.
+func TestRenewalFailureClientKill(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		srv := testharness.StartStandalone(t, b.Flavor)
+		admin := redis.NewClient(srv.Options())
+		t.Cleanup(func() { _ = admin.Close() })
+		rd := &redirector{}
+		rd.addr.Store(srv.Addr)
+		o := srv.Options()
+		o.ClientName = "elector-under-test"
+		o.Dialer = rd.dial
+		c, j, r := leadOn(t, o)
+		deadline := time.Now().Add(r.term.Remaining())
+		rd.refuse.Store(true)
+		if n := clientKill(t, admin, "elector-under-test"); n == 0 {
+			t.Fatal("CLIENT KILL found no connection of the elector")
+		}
+		revokedBy(t, r.term, deadline)
+		waitFor(t, 5*time.Second, "OnRevoked", func() bool { return j.snapshot()[0].revokes == 1 })
+		rd.refuse.Store(false)
+		r2 := j.next(t, 5*time.Second)
+		if r2.token != 2 {
+			t.Errorf("re-elected with token %d, want 2", r2.token)
+		}
+		must(0, c.stop(t))(t)
+		j.check(t)
+	}, testharness.RealOnly(), testharness.StandaloneOnly())
+}
+
+// An elector pointed at a replica gets READONLY, which is transient: it is
+// retried (and counted) until the replica is promoted with REPLICAOF NO ONE.
+func TestReadOnlyReplicaIsRetriedUntilPromoted(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		_, replica := testharness.StartReplicaPair(t, b.Flavor)
+		opt, reader := meter()
+		c := redis.NewClient(replica.Options())
+		t.Cleanup(func() { _ = c.Close() })
+		coord := must(coordination.New(c, opt))(t)
+		j := newJournal()
+		startContender(t, coord, "a", j, leader.WithLeaseDuration(faultLease), leader.WithRetryDelay(20*time.Millisecond))
+		waitFor(t, 5*time.Second, "READONLY failures", func() bool {
+			return counterPoints(t, reader, "coordination.leader.acquire_failures")[""] >= 3
+		})
+		select {
+		case r := <-j.elected:
+			t.Fatalf("elected on a replica: %+v", r)
+		default:
+		}
+		if err := c.Do(context.Background(), "REPLICAOF", "NO", "ONE").Err(); err != nil {
+			t.Fatal(err)
+		}
+		r := j.next(t, 5*time.Second)
+		if r.token != 1 {
+			t.Errorf("token %d, want 1", r.token)
+		}
+	}, testharness.RealOnly(), testharness.StandaloneOnly())
+}
+
+// Through a primary failover (the primary dies, the replica is promoted
+// with REPLICAOF NO ONE and the clients are repointed to it) the electors
+// recover and elect a leader again.
+func TestPrimaryFailover(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		primary, replica := testharness.StartReplicaPair(t, b.Flavor)
+		j := newJournal()
+		var rds []*redirector
+		for _, id := range []string{"a", "b"} {
+			rd := &redirector{}
+			rd.addr.Store(primary.Addr)
+			rds = append(rds, rd)
+			o := primary.Options()
+			o.Dialer = rd.dial
+			o.DialTimeout = 100 * time.Millisecond
+			o.MaxRetries = -1
+			c := redis.NewClient(o)
+			t.Cleanup(func() { _ = c.Close() })
+			startContender(t, must(coordination.New(c))(t), id, j, leader.WithLeaseDuration(faultLease), leader.WithRetryDelay(faultRetry))
+		}
+		first := j.next(t, 5*time.Second)
+		// Replication is asynchronous: wait until the replica has the
+		// counter. (Killing the primary before that would lose the
+		// increment and hand token 1 out again: the documented limit of
+		// fencing across failover.)
+		admin := redis.NewClient(replica.Options())
+		t.Cleanup(func() { _ = admin.Close() })
+		waitFor(t, 5*time.Second, "the counter to replicate", func() bool {
+			return admin.Get(context.Background(), fenceKey).Val() == "1"
+		})
+		primary.Kill()
+		select {
+		case <-first.term.Done():
+		case <-time.After(2 * faultLease):
+			t.Fatal("the leader's term survived its primary's death")
+		}
+		if err := admin.Do(context.Background(), "REPLICAOF", "NO", "ONE").Err(); err != nil {
+			t.Fatal(err)
+		}
+		promoted := time.Now()
+		for _, rd := range rds {
+			rd.addr.Store(replica.Addr)
+		}
+		second := j.next(t, 10*time.Second)
+		t.Logf("leader %s (token %d) elected %v after the promotion", second.id, second.token, second.start.Sub(promoted))
+		// The counter was replicated: the token moved on.
+		if second.token <= first.token {
+			t.Errorf("token after failover %d, want > %d", second.token, first.token)
+		}
+		info := must(leader.Get(context.Background(), must(coordination.New(admin))(t), leaseKey))(t)
+		if info.FencingToken != second.token || info.Identity != second.id {
+			t.Errorf("new primary reports %+v, want %s with token %d", info, second.id, second.token)
+		}
+	}, testharness.RealOnly(), testharness.StandaloneOnly())
+}
+
+// NOPERM (an ACL user without EVALSHA) ends Run with an error naming it.
+func TestNoPermEndsRun(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		srv := testharness.StartStandalone(t, b.Flavor)
+		admin := redis.NewClient(srv.Options())
+		t.Cleanup(func() { _ = admin.Close() })
+		if err := admin.Do(context.Background(), "ACL", "SETUSER", "noeval", "on", ">pw", "~*", "&*", "+@all", "-evalsha").Err(); err != nil {
+			t.Fatal(err)
+		}
+		o := srv.Options()
+		o.Username, o.Password = "noeval", "pw"
+		c := redis.NewClient(o)
+		t.Cleanup(func() { _ = c.Close() })
+		opt, reader := meter()
+		e := must(leader.New(must(coordination.New(c, opt))(t), leaseKey, fenceKey, "a", leader.WithRetryDelay(10*time.Millisecond)))(t)
+		start := time.Now()
+		err := e.Run(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "NOPERM") || coordination.Classify(err) != coordination.Terminal {
+			t.Fatalf("Run = %v, want a terminal error naming NOPERM", err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("Run took %v to give up on NOPERM", took)
+		}
+		if f := counterPoints(t, reader, "coordination.leader.acquire_failures")[""]; f != 1 {
+			t.Errorf("acquire_failures = %d, want 1", f)
+		}
+		t.Logf("Run: %v", err)
+	}, testharness.RealOnly(), testharness.StandaloneOnly())
+}

@@ -1,0 +1,29 @@
+-- leader_read: report who holds a leader election's fencing lease. Writes
+-- nothing.
+--
+-- KEYS[1]  lease key (a hash {owner, fence[, holder]} written by
+--          fencing_acquire; expires)
+--
+-- Reply    false                       no leader (the lease is free)
+--          {fence, holder, pttl_ms}    fence is the leader's fencing token
+--                                      as a decimal string (exact over
+--                                      int64); holder is its identity ('' when
+--                                      the lease was taken without one);
+--                                      pttl_ms is the lease's remaining TTL
+--                                      in milliseconds (-1 when it has none)
+-- Errors   COORD_WRONGTYPE  the lease key is not a hash
+--          COORD_BADSTATE   the lease hash lacks its owner or fence field
+local cur = redis.pcall('HMGET', KEYS[1], 'owner', 'fence', 'holder')
+if cur.err then
+  return redis.error_reply('COORD_WRONGTYPE lease key does not hold a hash')
+end
+if not cur[1] and not cur[2] then
+  if redis.call('EXISTS', KEYS[1]) == 1 then
+    return redis.error_reply('COORD_BADSTATE lease hash lacks its owner or fence field')
+  end
+  return false
+end
+if not (cur[1] and cur[2]) then
+  return redis.error_reply('COORD_BADSTATE lease hash lacks its owner or fence field')
+end
+return {cur[2], cur[3] or '', redis.call('PTTL', KEYS[1])}
