@@ -102,4 +102,3 @@ func (h *held) release(ctx context.Context) error {
 	_ = out // Released or AlreadyReleased (expired): either way the permits are free
 	return nil
 }
-

@@ -203,4 +203,3 @@ func ClientIP(r *http.Request) string {
 	}
 	return a.Unmap().WithZone("").String()
 }
-
