@@ -44,12 +44,13 @@ if type(v) == 'table' then
 end
 local tokens, refill = limit, now
 if v then
-  local c, k, r = string.match(v, '^([^|]*)|(%d+)|(%d+)$')
-  if not c or #k > 15 or #r > 15 then
-    return redis.error_reply('COORD_BADSTATE token-bucket state is malformed')
-  end
-  if c ~= cfg then
+  local c, rest = string.match(v, '^([^|]*)|(.*)$')
+  if c and c ~= cfg then
     return redis.error_reply('COORD_CONFIG_MISMATCH key holds another limiter or other settings')
+  end
+  local k, r = string.match(rest or '', '^(%d+)|(%d+)$')
+  if not k or #k > 15 or #r > 15 then
+    return redis.error_reply('COORD_BADSTATE token-bucket state is malformed')
   end
   tokens, refill = tonumber(k), tonumber(r)
   if tokens > limit then

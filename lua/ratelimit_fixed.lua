@@ -42,12 +42,13 @@ if type(v) == 'table' then
 end
 local used, stop = 0, 0
 if v then
-  local c, u, e = string.match(v, '^([^|]*)|(%d+)|(%d+)$')
-  if not c or #u > 15 or #e > 15 then
-    return redis.error_reply('COORD_BADSTATE fixed-window state is malformed')
-  end
-  if c ~= cfg then
+  local c, rest = string.match(v, '^([^|]*)|(.*)$')
+  if c and c ~= cfg then
     return redis.error_reply('COORD_CONFIG_MISMATCH key holds another limiter or other settings')
+  end
+  local u, e = string.match(rest or '', '^(%d+)|(%d+)$')
+  if not u or #u > 15 or #e > 15 then
+    return redis.error_reply('COORD_BADSTATE fixed-window state is malformed')
   end
   used, stop = tonumber(u), tonumber(e)
   if stop <= now then

@@ -43,12 +43,13 @@ if type(v) == 'table' then
 end
 local tat = now
 if v then
-  local c, s = string.match(v, '^([^|]*)|(%d+)$')
-  if not c or #s > 15 then
-    return redis.error_reply('COORD_BADSTATE GCRA state is malformed')
-  end
-  if c ~= cfg then
+  local c, rest = string.match(v, '^([^|]*)|(.*)$')
+  if c and c ~= cfg then
     return redis.error_reply('COORD_CONFIG_MISMATCH key holds another limiter or other settings')
+  end
+  local s = string.match(rest or '', '^(%d+)$')
+  if not s or #s > 15 then
+    return redis.error_reply('COORD_BADSTATE GCRA state is malformed')
   end
   tat = tonumber(s)
   if tat < now then

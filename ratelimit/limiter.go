@@ -3,7 +3,10 @@ package ratelimit
 import (
 	"container/list"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,7 +53,9 @@ type Limiter interface {
 	// is evicted (NewestFirst), ctx ends, or the limiter is closed. It is
 	// admitted through hooks once (RATE LIMIT ACQUIRE), however many
 	// attempts it makes. Without a queue, or when the queue is full, it
-	// returns the refused lease at once.
+	// returns the refused lease at once. A request that finds waiters
+	// ahead of it queues behind them without trying Redis first; refused
+	// because the queue is full, it then carries no RetryAfter.
 	//
 	// Errors are those of Acquire; when ctx ends while queued the error
 	// matches both coordination.ErrNotAcquired and ctx's error, and after
@@ -197,7 +202,13 @@ func (l *limiter) token() (string, error) {
 	if !l.conc {
 		return "", nil
 	}
-	return coordination.NewOwnerToken()
+	// 16 random bytes (128 bits) in 22 characters: shorter than a UUID, so
+	// every live lease costs fewer bytes in the sorted set.
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("ratelimit: request token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
 // attempt makes one decision: locally for oversized requests, else one
@@ -217,7 +228,12 @@ func (l *limiter) attempt(ctx context.Context, permits int, token string) (decis
 // failure mode, and records statistics, metrics and the hook outcome.
 func (l *limiter) settle(ctx context.Context, d decision, err error, finish coordination.Finish) (Lease, error) {
 	if err != nil {
-		if ctx.Err() != nil || coordination.Classify(err) == coordination.Canceled ||
+		if cerr := ctxEnded(ctx); cerr != nil && !errors.Is(err, cerr) {
+			// go-redis reports a context deadline that cut a read short as an
+			// i/o timeout; it is the caller's cancellation all the same.
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
+		if coordination.Classify(err) == coordination.Canceled ||
 			errors.Is(err, coordination.ErrInvalidArgument) || errors.Is(err, coordination.ErrClosed) {
 			return Lease{}, finish(err)
 		}
@@ -325,4 +341,17 @@ func (l *limiter) forget(h *held) {
 	case l.wake <- struct{}{}:
 	default:
 	}
+}
+
+// ctxEnded returns ctx's error, or context.DeadlineExceeded when its
+// deadline has passed but its timer has not fired yet (a read cut short by
+// the deadline can return first).
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
