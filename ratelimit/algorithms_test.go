@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -527,7 +525,9 @@ func TestSettingsValidation(t *testing.T) {
 		},
 		func() (Limiter, error) { return NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Microsecond}) },
 		func() (Limiter, error) { return NewGCRA(coord, "k", GCRA{Burst: 1 << 30, Interval: 24 * time.Hour}) },
-		func() (Limiter, error) { return NewConcurrency(coord, "k", Concurrency{Limit: 1, LeaseDuration: time.Millisecond}) },
+		func() (Limiter, error) {
+			return NewConcurrency(coord, "k", Concurrency{Limit: 1, LeaseDuration: time.Millisecond})
+		},
 		func() (Limiter, error) {
 			return NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithQueue(-1, OldestFirst))
 		},
@@ -547,6 +547,3 @@ func TestSettingsValidation(t *testing.T) {
 	}
 	l.Close()
 }
-
-var _ = strconv.Itoa
-var _ = strings.Contains
