@@ -468,6 +468,11 @@ func TestConfigMismatchAndBadState(t *testing.T) {
 				t.Fatalf("%s: a mismatch changed the state", k)
 			}
 		}
+		// No failure mode masks a mismatch.
+		open := build(t, c, kGCRA, "cfg:gcra", 9, 10*time.Second, WithFailureMode(FailOpen))
+		if _, err := open.Acquire(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
+			t.Fatalf("FailOpen on a mismatched key: %v", err)
+		}
 		// Another string algorithm on a GCRA key is a mismatch too.
 		fw := build(t, c, kFixed, "cfg:gcra", 3, 10*time.Second)
 		if _, err := fw.Acquire(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/testharness"
 )
@@ -243,7 +245,10 @@ func TestMiddleware(t *testing.T) {
 // limiter fails (ReturnError), and writes nothing when the client is gone.
 func TestMiddlewareLimiterFailure(t *testing.T) {
 	b := testharness.Get(t, "miniredis")
-	c := b.Coordinator(t)
+	c, err := coordination.New(b.Client(t, func(o *redis.Options) { o.DialerRetries, o.MaxRetries = 1, -1 }))
+	if err != nil {
+		t.Fatal(err)
+	}
 	l := build(t, c, kFixed, "mwf", 1, time.Second)
 	b.Mini.Close()
 	mw, _ := NewMiddleware(Policy{Limiter: l})

@@ -233,8 +233,7 @@ func (l *limiter) settle(ctx context.Context, d decision, err error, finish coor
 			// i/o timeout; it is the caller's cancellation all the same.
 			err = fmt.Errorf("%w: %w", cerr, err)
 		}
-		if coordination.Classify(err) == coordination.Canceled ||
-			errors.Is(err, coordination.ErrInvalidArgument) || errors.Is(err, coordination.ErrClosed) {
+		if coordination.Classify(err) == coordination.Canceled || !redisUnavailable(err) {
 			return Lease{}, finish(err)
 		}
 		finish(err) // hooks see the failure whatever the mode
@@ -354,4 +353,14 @@ func ctxEnded(ctx context.Context) error {
 		return context.DeadlineExceeded
 	}
 	return nil
+}
+
+// redisUnavailable reports whether err means Redis could not give a
+// decision (a network error, a stopped server, an error reply such as
+// LOADING, READONLY or NOPERM), as opposed to a usage error: a closed
+// limiter, an invalid argument, or a key holding other settings or foreign
+// data, which every failure mode returns as an error.
+func redisUnavailable(err error) bool {
+	return !errors.Is(err, coordination.ErrClosed) && !errors.Is(err, coordination.ErrInvalidArgument) &&
+		!errors.Is(err, coordination.ErrConfigMismatch) && !errors.Is(err, coordination.ErrBadState)
 }

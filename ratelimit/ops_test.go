@@ -203,6 +203,7 @@ func TestFailureModes(t *testing.T) {
 		o.DialTimeout = 200 * time.Millisecond
 		o.ReadTimeout = 300 * time.Millisecond
 		o.ContextTimeoutEnabled = true
+		o.DialerRetries = 1 // fail fast once the server is stopped
 		return o
 	}())
 	defer func() {

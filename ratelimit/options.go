@@ -31,9 +31,14 @@ func (o QueueOrder) String() string {
 	}
 }
 
-// FailureMode says what a limiter answers when Redis cannot give a decision
-// (a network error, a stopped server, a script error). Cancellation of the
-// caller's context is always returned as an error, whatever the mode.
+// FailureMode says what a limiter answers when Redis cannot give a decision:
+// a network error, a stopped or unreachable server, an error reply such as
+// LOADING, READONLY or NOPERM. Cancellation of the caller's context is
+// always returned as an error, whatever the mode, and so are usage errors: a
+// closed limiter, and a key holding other settings
+// (coordination.ErrConfigMismatch) or foreign data
+// (coordination.ErrBadState). The hooks see the failure (outcome Failed)
+// in every mode.
 type FailureMode int
 
 const (
