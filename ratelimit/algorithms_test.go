@@ -27,17 +27,25 @@ func TestFixedWindowCountsAndReset(t *testing.T) {
 			t.Fatalf("first window admitted %d of 7, want 5", got)
 		}
 		wantRetry(t, b, acquire(t, l, 1), win, win)
-		if b.IsMini() {
-			b.Advance(win - time.Millisecond)
-			wantRetry(t, b, acquire(t, l, 1), time.Millisecond, time.Millisecond)
-			b.Advance(time.Millisecond)
-		} else {
-			b.Advance(win)
-		}
+		reachRetry(t, b, l, win)
 		if got := burst(t, l, 7); got != 5 {
 			t.Fatalf("second window admitted %d of 7, want 5", got)
 		}
 	})
+}
+
+// reachRetry moves the clock to the moment a refused request waiting d
+// becomes admissible. On miniredis it first checks that 1 ms earlier it is
+// still refused, with exactly 1 ms left; on real servers it sleeps d.
+func reachRetry(t *testing.T, b *testharness.Backend, l Limiter, d time.Duration) {
+	t.Helper()
+	if !b.IsMini() {
+		b.Advance(d)
+		return
+	}
+	b.Advance(d - time.Millisecond)
+	wantRetry(t, b, acquire(t, l, 1), time.Millisecond, time.Millisecond)
+	b.Advance(time.Millisecond)
 }
 
 func TestSlidingWindowNeverEarlyAtMostOneSegmentLate(t *testing.T) {
@@ -58,9 +66,7 @@ func TestSlidingWindowNeverEarlyAtMostOneSegmentLate(t *testing.T) {
 			if ra < win {
 				t.Fatalf("RetryAfter %v is earlier than the window %v", ra, win)
 			}
-			b.Advance(ra - time.Millisecond)
-			wantRetry(t, b, acquire(t, l, 1), time.Millisecond, time.Millisecond)
-			b.Advance(time.Millisecond)
+			reachRetry(t, b, l, ra)
 		} else {
 			b.Advance(win / 2) // never early: still refused half a window later
 			wantRetry(t, b, acquire(t, l, 1), 0, win+seg)
@@ -143,13 +149,7 @@ func TestTokenBucketBurstRefillCap(t *testing.T) {
 			t.Fatalf("burst admitted %d of 5, want 3", got)
 		}
 		wantRetry(t, b, acquire(t, l, 1), period, period)
-		if b.IsMini() {
-			b.Advance(period - time.Millisecond) // a partial period adds nothing
-			wantRetry(t, b, acquire(t, l, 1), time.Millisecond, time.Millisecond)
-			b.Advance(time.Millisecond)
-		} else {
-			b.Advance(period)
-		}
+		reachRetry(t, b, l, period) // a partial period adds nothing
 		if got := burst(t, l, 3); got != 1 {
 			t.Fatalf("after one period admitted %d of 3, want 1", got)
 		}

@@ -169,30 +169,39 @@ func checkPermits(permits int) error {
 
 // Acquire implements [Limiter].
 func (l *limiter) Acquire(ctx context.Context, permits int) (Lease, error) {
-	if err := checkPermits(permits); err != nil {
-		return Lease{}, err
-	}
-	ctx, finish, err := l.coord.Admit(ctx, hooks.RateLimitAcquire, primitive)
+	ctx, finish, token, err := l.begin(ctx, permits)
 	if err != nil {
 		return Lease{}, err
 	}
-	l.active.Add(1)
 	defer l.active.Add(-1)
-	if l.isClosed() {
-		return Lease{}, finish(coordination.ErrClosed)
-	}
-	token, err := l.token()
-	if err != nil {
-		return Lease{}, finish(err)
-	}
 	d, err := l.attempt(ctx, permits, token)
 	return l.settle(ctx, d, err, finish)
 }
 
-func (l *limiter) isClosed() bool {
+// begin starts an Acquire or Wait: it validates permits (nothing admitted
+// for bad input), admits the call through hooks as RATE LIMIT ACQUIRE,
+// counts it as active (the caller must decrement l.active when it returns
+// with a nil error), refuses a closed limiter and draws the request token.
+func (l *limiter) begin(ctx context.Context, permits int) (context.Context, coordination.Finish, string, error) {
+	if err := checkPermits(permits); err != nil {
+		return ctx, nil, "", err
+	}
+	ctx, finish, err := l.coord.Admit(ctx, hooks.RateLimitAcquire, primitive)
+	if err != nil {
+		return ctx, nil, "", err
+	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.closed
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return ctx, nil, "", finish(coordination.ErrClosed)
+	}
+	token, err := l.token()
+	if err != nil {
+		return ctx, nil, "", finish(err)
+	}
+	l.active.Add(1)
+	return ctx, finish, token, nil
 }
 
 // token returns a fresh request token for concurrency limiters (reused by

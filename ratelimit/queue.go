@@ -7,7 +7,6 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/hooks"
 )
 
 type waiterState int
@@ -40,25 +39,14 @@ const recheck = 5 * time.Second
 
 // Wait implements [Limiter].
 func (l *limiter) Wait(ctx context.Context, permits int) (Lease, error) {
-	if err := checkPermits(permits); err != nil {
-		return Lease{}, err
-	}
-	ctx, finish, err := l.coord.Admit(ctx, hooks.RateLimitAcquire, primitive)
+	ctx, finish, token, err := l.begin(ctx, permits)
 	if err != nil {
 		return Lease{}, err
 	}
-	l.active.Add(1)
 	defer l.active.Add(-1)
-	token, err := l.token()
-	if err != nil {
-		return Lease{}, finish(err)
-	}
 	l.mu.Lock()
-	closed, empty := l.closed, l.queue.Len() == 0
+	empty := l.queue.Len() == 0
 	l.mu.Unlock()
-	if closed {
-		return Lease{}, finish(coordination.ErrClosed)
-	}
 	var first decision
 	if empty || permits > l.capacity {
 		// Nobody local is ahead: try at once.

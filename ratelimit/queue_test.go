@@ -37,16 +37,22 @@ func startWait(ctx context.Context, wg *sync.WaitGroup, l Limiter, name string, 
 	})
 }
 
+// exhausted returns a GCRA limiter of burst 1 and interval iv whose one
+// permit is taken, with miniredis' clock running (stopped at the end of the
+// test), and a channel for the results of startWait.
+func exhausted(t *testing.T, b *testharness.Backend, iv time.Duration, opts ...Option) (Limiter, chan result) {
+	t.Helper()
+	l := build(t, b.Coordinator(t), kGCRA, "q", 1, iv, opts...)
+	t.Cleanup(clock(b))
+	if !acquire(t, l, 1).Acquired() {
+		t.Fatal("not acquired")
+	}
+	return l, make(chan result, 3)
+}
+
 func TestQueueOldestFirstOrder(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
-		const iv = 100 * time.Millisecond
-		l := build(t, b.Coordinator(t), kGCRA, "q", 1, iv, WithQueue(10, OldestFirst))
-		stop := clock(b)
-		defer stop()
-		if !acquire(t, l, 1).Acquired() {
-			t.Fatal("not acquired")
-		}
-		out := make(chan result, 3)
+		l, out := exhausted(t, b, 100*time.Millisecond, WithQueue(10, OldestFirst))
 		var wg sync.WaitGroup
 		ctx := context.Background()
 		for i, name := range []string{"a", "b", "c"} {
@@ -73,14 +79,7 @@ func TestQueueOldestFirstOrder(t *testing.T) {
 
 func TestQueueNewestFirstEvictsOldest(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
-		const iv = 150 * time.Millisecond
-		l := build(t, b.Coordinator(t), kGCRA, "q", 1, iv, WithQueue(2, NewestFirst))
-		stop := clock(b)
-		defer stop()
-		if !acquire(t, l, 1).Acquired() {
-			t.Fatal("not acquired")
-		}
-		out := make(chan result, 3)
+		l, out := exhausted(t, b, 150*time.Millisecond, WithQueue(2, NewestFirst))
 		var wg sync.WaitGroup
 		ctx := context.Background()
 		startWait(ctx, &wg, l, "a", 1, out)
