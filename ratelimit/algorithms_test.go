@@ -20,6 +20,7 @@ import (
 // few milliseconds, far below the windows used, so the counts are exact too.
 
 func TestFixedWindowCountsAndReset(t *testing.T) {
+	t.Parallel() // sleeps on real servers: overlap with the other timed tests
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		const win = time.Second
 		l := build(t, b.Coordinator(t), kFixed, "fw", 5, win)
@@ -49,6 +50,7 @@ func reachRetry(t *testing.T, b *testharness.Backend, l Limiter, d time.Duration
 }
 
 func TestSlidingWindowNeverEarlyAtMostOneSegmentLate(t *testing.T) {
+	t.Parallel() // sleeps on real servers: overlap with the other timed tests
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		const win, segs = 800 * time.Millisecond, 4
 		seg := win / segs
@@ -85,6 +87,7 @@ func TestSlidingWindowNeverEarlyAtMostOneSegmentLate(t *testing.T) {
 // before and after it, and only spans that certainly fit in one window are
 // counted (a sound check: it cannot report a false violation).
 func TestSlidingWindowSpanBound(t *testing.T) {
+	t.Parallel() // sleeps on real servers: overlap with the other timed tests
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		const limit = 5
 		win := 600 * time.Millisecond
@@ -142,6 +145,7 @@ func TestSlidingWindowSpanBound(t *testing.T) {
 }
 
 func TestTokenBucketBurstRefillCap(t *testing.T) {
+	t.Parallel() // sleeps on real servers: overlap with the other timed tests
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		const period = 500 * time.Millisecond
 		l := build(t, b.Coordinator(t), kBucket, "tb", 3, period)
@@ -161,6 +165,7 @@ func TestTokenBucketBurstRefillCap(t *testing.T) {
 }
 
 func TestTokenBucketWholePeriodsOnly(t *testing.T) {
+	t.Parallel() // sleeps on real servers: overlap with the other timed tests
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		const period = 400 * time.Millisecond
 		l, err := NewTokenBucket(b.Coordinator(t), "tb2", TokenBucket{Limit: 6, TokensPerPeriod: 2, Period: period})
@@ -181,6 +186,7 @@ func TestTokenBucketWholePeriodsOnly(t *testing.T) {
 }
 
 func TestGCRABurstThenOnePerInterval(t *testing.T) {
+	t.Parallel() // sleeps on real servers: overlap with the other timed tests
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		const iv = 500 * time.Millisecond
 		c := b.Coordinator(t)
@@ -276,8 +282,9 @@ func TestConcurrencyAtMostNLive(t *testing.T) {
 }
 
 func TestConcurrencyLeaseRenewedWhileHeldExpiresAfterCrash(t *testing.T) {
+	t.Parallel() // sleeps on real servers: overlap with the other timed tests
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
-		const lease = 300 * time.Millisecond
+		const lease = 600 * time.Millisecond
 		l := build(t, b.Coordinator(t), kConc, "renew", 1, lease)
 		stop := clock(b)
 		defer stop()
@@ -402,6 +409,7 @@ func TestTwoInstancesShareTheBudget(t *testing.T) {
 }
 
 func TestIdleStateExpires(t *testing.T) {
+	t.Parallel() // sleeps on real servers: overlap with the other timed tests
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		c := b.Coordinator(t)
 		raw := b.Client(t)
