@@ -11,7 +11,10 @@
 --            n      permits charged in the live segments
 --            o      oldest segment index that may hold permits
 --            l      newest segment index written
---            <i>    permits taken in segment i (o <= i <= l)
+--            <s>    permits taken in segment i (o <= i <= l), stored in
+--                   ring slot s = i mod (segments + 3): live segments
+--                   never span more than segments + 2 indices, so slots
+--                   are unique, and their names stay small integers
 --          The key expires when the newest segment's permits are returned.
 -- ARGV[1]  limit: permits per window (integer >= 1)
 -- ARGV[2]  window length in milliseconds (integer >= 1)
@@ -42,8 +45,12 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cfg = 's:' .. ARGV[1] .. ':' .. ARGV[2] .. ':' .. ARGV[3]
 local seg = (window + segs - 1 - (window + segs - 1) % segs) / segs
+local ring = segs + 3
 local function idx(ms)
   return (ms - ms % seg) / seg
+end
+local function slot(i)
+  return tostring(i % ring)
 end
 local h = redis.pcall('HMGET', KEYS[1], 'c', 'n', 'o', 'l')
 if h.err then
@@ -71,7 +78,7 @@ if h[1] then
   elseif o < cut then
     local names = {}
     for i = o, cut - 1 do
-      names[#names + 1] = tostring(i)
+      names[#names + 1] = slot(i)
     end
     local vals = redis.call('HMGET', KEYS[1], unpack(names))
     drop = {}
@@ -102,7 +109,7 @@ end
 local function wait(want)
   local names = {}
   for i = o, l do
-    names[#names + 1] = tostring(i)
+    names[#names + 1] = slot(i)
   end
   local vals = redis.call('HMGET', KEYS[1], unpack(names))
   local freed = 0
@@ -132,7 +139,7 @@ elseif drop and #drop > 0 then
   redis.call('HDEL', KEYS[1], unpack(drop))
 end
 used = used + permits
-redis.call('HINCRBY', KEYS[1], tostring(k), permits)
+redis.call('HINCRBY', KEYS[1], slot(k), permits)
 redis.call('HSET', KEYS[1], 'c', cfg, 'n', used, 'o', o, 'l', k)
 redis.call('PEXPIRE', KEYS[1], (k + 1) * seg + window - now)
 return {1, limit - used, -1}

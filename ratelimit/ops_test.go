@@ -298,6 +298,7 @@ func TestFailureModes(t *testing.T) {
 // MEMORY USAGE (real servers only: miniredis has no MEMORY command), using a
 // realistic key: a short prefix and a hashed partition.
 func TestMemoryPerKey(t *testing.T) {
+	t.Parallel()
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		var r [3]byte
 		_, _ = rand.Read(r[:])
@@ -346,6 +347,20 @@ func TestMemoryPerKey(t *testing.T) {
 			l.Close()
 			_ = client.Del(ctx, c.Key(key)).Err()
 		}
+		// A sliding window with every segment live (100 ms segments, one
+		// acquisition each), for the report.
+		sw, err := NewSlidingWindow(c, PartitionKey("limits:sliding-full", "client-42"), SlidingWindow{Limit: 100, Window: time.Second, Segments: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 10 {
+			acquire(t, sw, 1)
+			time.Sleep(100 * time.Millisecond)
+		}
+		if n, err := client.MemoryUsage(ctx, c.Key(PartitionKey("limits:sliding-full", "client-42"))).Result(); err == nil {
+			report = append(report, "sliding(10 live segments)="+itoa(n))
+		}
+		sw.Close()
 		sort.Strings(report)
 		t.Logf("MEMORY USAGE per key (%d-byte key names): %s", len(c.Key(PartitionKey("limits:fixed", "x"))), strings.Join(report, " "))
 	}, testharness.RealOnly())

@@ -138,8 +138,9 @@ func (l *limiter) leave(w *waiter) {
 // sent it to the queue (retry < 0 when it was queued without trying).
 func (l *limiter) serve(ctx context.Context, w *waiter, token string, last decision) (decision, error) {
 	var (
-		timer *time.Timer
-		watch *coordination.Watch
+		timer   *time.Timer
+		watch   *coordination.Watch
+		watched bool // a subscription was attempted (it may have failed)
 	)
 	defer func() {
 		if timer != nil {
@@ -147,11 +148,12 @@ func (l *limiter) serve(ctx context.Context, w *waiter, token string, last decis
 		}
 		watch.Close()
 	}()
-	retryAt := time.Time{} // zero: try as soon as w is the head
+	// Zero: try as soon as w is the head. A concurrency waiter always does,
+	// right after subscribing, so that a release between its first attempt
+	// and the subscription is not missed.
+	retryAt := time.Time{}
 	if last.retry >= 0 {
 		retryAt = time.Now().Add(last.retry)
-	} else if l.conc && last.available >= 0 {
-		retryAt = time.Now().Add(l.concWait(last))
 	}
 	refused := decision{available: -1, retry: -1, hint: -1}
 	for {
@@ -173,9 +175,11 @@ func (l *limiter) serve(ctx context.Context, w *waiter, token string, last decis
 				return decision{}, errors.Join(coordination.ErrNotAcquired, context.Cause(ctx))
 			}
 		}
-		if l.conc && watch == nil {
+		if l.conc && !watched {
 			// Subscribe before the next attempt, so a release after it is
-			// never missed; without Pub/Sub the re-check bounds the wait.
+			// never missed; without Pub/Sub (an ACL may forbid it) the
+			// re-check bounds the wait.
+			watched = true
 			watch, _ = l.coord.Watch(ctx, l.key)
 		}
 		if d := time.Until(retryAt); d > 0 {
@@ -214,7 +218,7 @@ func (l *limiter) serve(ctx context.Context, w *waiter, token string, last decis
 		case d.retry >= 0:
 			retryAt = time.Now().Add(d.retry)
 		case l.conc:
-			retryAt = time.Now().Add(l.concWait(d))
+			retryAt = time.Now().Add(concWait(d, watch != nil))
 		default:
 			retryAt = time.Now().Add(recheck)
 		}
@@ -223,11 +227,15 @@ func (l *limiter) serve(ctx context.Context, w *waiter, token string, last decis
 
 // concWait is how long a refused concurrency waiter sleeps at most before
 // trying again: until the earliest lease would expire if it is not renewed,
-// capped by the re-check period. Releases (local, or announced on Pub/Sub)
-// wake it earlier.
-func (l *limiter) concWait(d decision) time.Duration {
-	if d.hint > 0 && d.hint < recheck {
+// capped by the re-check period (250 ms without a Pub/Sub subscription).
+// Releases (local, or announced on Pub/Sub) wake it earlier.
+func concWait(d decision, subscribed bool) time.Duration {
+	limit := recheck
+	if !subscribed {
+		limit = 250 * time.Millisecond
+	}
+	if d.hint > 0 && d.hint < limit {
 		return d.hint
 	}
-	return recheck
+	return limit
 }
