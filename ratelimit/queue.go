@@ -58,26 +58,29 @@ func (l *limiter) Wait(ctx context.Context, permits int) (Lease, error) {
 	} else {
 		first = decision{available: -1, retry: -1, hint: -1}
 	}
-	w, ok := l.enqueue(permits)
-	if !ok {
-		return l.settle(ctx, first, nil, finish)
+	w, ok, err := l.enqueue(permits)
+	if err != nil || !ok {
+		return l.settle(ctx, first, err, finish)
 	}
 	d, err := l.serve(ctx, w, token, first)
 	return l.settle(ctx, d, err, finish)
 }
 
 // enqueue adds a waiter for permits, evicting the oldest waiters under
-// NewestFirst. It reports false when the request does not fit (or the
-// limiter is closed).
-func (l *limiter) enqueue(permits int) (*waiter, bool) {
+// NewestFirst. It reports false when the request does not fit, and
+// coordination.ErrClosed when the limiter was closed meanwhile.
+func (l *limiter) enqueue(permits int) (*waiter, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed || int64(permits) > int64(l.opts.queueLimit) {
-		return nil, false
+	if l.closed {
+		return nil, false, coordination.ErrClosed
+	}
+	if int64(permits) > int64(l.opts.queueLimit) {
+		return nil, false, nil
 	}
 	if l.queued+int64(permits) > int64(l.opts.queueLimit) {
 		if l.opts.order == OldestFirst {
-			return nil, false
+			return nil, false, nil
 		}
 		for l.queued+int64(permits) > int64(l.opts.queueLimit) {
 			old := l.queue.Front().Value.(*waiter)
@@ -93,7 +96,7 @@ func (l *limiter) enqueue(permits int) (*waiter, bool) {
 	if oldHead != nil && l.headLocked() != oldHead {
 		oldHead.signal() // it is no longer the head
 	}
-	return w, true
+	return w, true, nil
 }
 
 func (l *limiter) headLocked() *waiter {
