@@ -36,23 +36,28 @@ if not (limit and per and period and permits) or limit < 1 or per < 1 or period 
   return redis.error_reply('COORD_BADARG limit, tokens per period, period and permits must be integers (>= 1, >= 1, >= 1, >= 0)')
 end
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local cfg = 'b:' .. ARGV[1] .. ':' .. ARGV[2] .. ':' .. ARGV[3]
+local now = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
+local cfg = 'b:' .. ARGV[1] .. ':' .. ARGV[2] .. ':' .. ARGV[3] .. '|'
 local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' then
-  return redis.error_reply('COORD_WRONGTYPE token-bucket key does not hold a string')
-end
 local tokens, refill = limit, now
 if v then
-  local c, rest = string.match(v, '^([^|]*)|(.*)$')
-  if c and c ~= cfg then
-    return redis.error_reply('COORD_CONFIG_MISMATCH key holds another limiter or other settings')
+  if type(v) == 'table' then
+    return redis.error_reply('COORD_WRONGTYPE token-bucket key does not hold a string')
   end
-  local k, r = string.match(rest or '', '^(%d+)|(%d+)$')
-  if not k or #k > 15 or #r > 15 then
+  if string.sub(v, 1, #cfg) ~= cfg then
+    if string.match(v, '^%a:[%d:]+|') then
+      return redis.error_reply('COORD_CONFIG_MISMATCH key holds another limiter or other settings')
+    end
     return redis.error_reply('COORD_BADSTATE token-bucket state is malformed')
   end
-  tokens, refill = tonumber(k), tonumber(r)
+  local bar = string.find(v, '|', #cfg + 1, true)
+  tokens, refill = nil, nil
+  if bar then
+    tokens, refill = tonumber(string.sub(v, #cfg + 1, bar - 1)), tonumber(string.sub(v, bar + 1))
+  end
+  if not (tokens and refill) or tokens < 0 or refill < 0 or tokens % 1 ~= 0 or refill % 1 ~= 0 or refill >= 9007199254740992 then
+    return redis.error_reply('COORD_BADSTATE token-bucket state is malformed')
+  end
   if tokens > limit then
     return redis.error_reply('COORD_BADSTATE token-bucket state holds more tokens than its limit')
   end
@@ -63,7 +68,7 @@ if v then
     -- periods needed to fill up: ceil(missing / per)
     local fill = (missing + per - 1 - (missing + per - 1) % per) / per
     if periods >= fill then
-      tokens, refill = limit, now
+      tokens = limit
     else
       tokens = tokens + periods * per
       refill = refill + periods * period
@@ -73,24 +78,24 @@ if v then
     refill = now
   end
 end
--- ms until the bucket holds want tokens (want > tokens)
-local function wait(want)
-  local short = want - tokens
-  local p = (short + per - 1 - (short + per - 1) % per) / per
-  return refill + p * period - now
-end
+local want = permits -- the request is refused unless tokens >= want
 if permits == 0 then
-  if tokens >= 1 then
-    return {1, tokens, -1}
-  end
-  return {0, tokens, wait(1)}
+  want = 1
 end
 if permits > limit then
   return {0, tokens, -1}
 end
-if permits > tokens then
-  return {0, tokens, wait(permits)}
+if tokens < want then
+  -- ms until the bucket holds want tokens: ceil((want - tokens) / per)
+  -- whole periods after the current period started
+  local short = want - tokens + per - 1
+  return {0, tokens, refill + (short - short % per) / per * period - now}
+end
+if permits == 0 then
+  return {1, tokens, -1}
 end
 tokens = tokens - permits
-redis.call('SET', KEYS[1], string.format('%s|%d|%d', cfg, tokens, refill), 'PX', wait(limit))
+-- the key expires when the bucket would be full again
+local short = limit - tokens + per - 1
+redis.call('SET', KEYS[1], cfg .. tokens .. '|' .. refill, 'PX', refill + (short - short % per) / per * period - now)
 return {1, tokens, -1}

@@ -34,23 +34,28 @@ if not (limit and window and permits) or limit < 1 or window < 1 or permits < 0
   return redis.error_reply('COORD_BADARG limit, window and permits must be integers (>= 1, >= 1, >= 0)')
 end
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local cfg = 'f:' .. ARGV[1] .. ':' .. ARGV[2]
+local now = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
+local cfg = 'f:' .. ARGV[1] .. ':' .. ARGV[2] .. '|'
 local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' then
-  return redis.error_reply('COORD_WRONGTYPE fixed-window key does not hold a string')
-end
 local used, stop = 0, 0
 if v then
-  local c, rest = string.match(v, '^([^|]*)|(.*)$')
-  if c and c ~= cfg then
-    return redis.error_reply('COORD_CONFIG_MISMATCH key holds another limiter or other settings')
+  if type(v) == 'table' then
+    return redis.error_reply('COORD_WRONGTYPE fixed-window key does not hold a string')
   end
-  local u, e = string.match(rest or '', '^(%d+)|(%d+)$')
-  if not u or #u > 15 or #e > 15 then
+  if string.sub(v, 1, #cfg) ~= cfg then
+    if string.match(v, '^%a:[%d:]+|') then
+      return redis.error_reply('COORD_CONFIG_MISMATCH key holds another limiter or other settings')
+    end
     return redis.error_reply('COORD_BADSTATE fixed-window state is malformed')
   end
-  used, stop = tonumber(u), tonumber(e)
+  local bar = string.find(v, '|', #cfg + 1, true)
+  used, stop = nil, nil
+  if bar then
+    used, stop = tonumber(string.sub(v, #cfg + 1, bar - 1)), tonumber(string.sub(v, bar + 1))
+  end
+  if not (used and stop) or used < 0 or stop < 0 or used % 1 ~= 0 or stop % 1 ~= 0 or stop >= 9007199254740992 then
+    return redis.error_reply('COORD_BADSTATE fixed-window state is malformed')
+  end
   if stop <= now then
     used, stop = 0, 0
   end
@@ -75,5 +80,5 @@ used = used + permits
 if stop == 0 then
   stop = now + window
 end
-redis.call('SET', KEYS[1], string.format('%s|%d|%d', cfg, used, stop), 'PX', stop - now)
+redis.call('SET', KEYS[1], cfg .. used .. '|' .. stop, 'PX', stop - now)
 return {1, limit - used, -1}

@@ -35,54 +35,54 @@ if not (burst and interval and permits) or burst < 1 or interval < 1 or permits 
   return redis.error_reply('COORD_BADARG burst, interval and permits must be integers (>= 1, >= 1, >= 0)')
 end
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local cfg = 'g:' .. ARGV[1] .. ':' .. ARGV[2]
+local now = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
+-- The stored value starts with the settings; compare that prefix as is
+-- (no pattern matching on the hot path).
+local cfg = 'g:' .. ARGV[1] .. ':' .. ARGV[2] .. '|'
 local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' then
-  return redis.error_reply('COORD_WRONGTYPE GCRA key does not hold a string')
-end
 local tat = now
 if v then
-  local c, rest = string.match(v, '^([^|]*)|(.*)$')
-  if c and c ~= cfg then
-    return redis.error_reply('COORD_CONFIG_MISMATCH key holds another limiter or other settings')
+  if type(v) == 'table' then
+    return redis.error_reply('COORD_WRONGTYPE GCRA key does not hold a string')
   end
-  local s = string.match(rest or '', '^(%d+)$')
-  if not s or #s > 15 then
+  if string.sub(v, 1, #cfg) ~= cfg then
+    if string.match(v, '^%a:[%d:]+|') then
+      return redis.error_reply('COORD_CONFIG_MISMATCH key holds another limiter or other settings')
+    end
     return redis.error_reply('COORD_BADSTATE GCRA state is malformed')
   end
-  tat = tonumber(s)
-  if tat < now then
-    tat = now
+  local s = tonumber(string.sub(v, #cfg + 1))
+  if not s or s < 0 or s % 1 ~= 0 or s >= 9007199254740992 then
+    return redis.error_reply('COORD_BADSTATE GCRA state is malformed')
+  end
+  if s > now then
+    tat = s
   end
 end
 local span = burst * interval
--- available = floor((now + span - tat) / interval), clamped to [0, burst]
-local function avail(at)
-  local d = now + span - at
-  if d <= 0 then
-    return 0
-  end
-  local a = (d - d % interval) / interval
-  if a > burst then
-    return burst
-  end
-  return a
-end
 local n = permits
 if n == 0 then
-  n = 1
-end
-if n > burst then
-  return {0, avail(tat), -1}
+  n = 1 -- a probe asks whether one permit conforms
 end
 local newtat = tat + n * interval
-local allow = newtat - span
-if allow > now then
-  return {0, avail(tat), allow - now}
+local conforms = n <= burst and newtat - span <= now
+if conforms and permits > 0 then
+  redis.call('SET', KEYS[1], cfg .. newtat, 'PX', newtat - now)
+  tat = newtat
 end
-if permits == 0 then
-  return {1, avail(tat), -1}
+-- available = floor((now + span - tat) / interval), clamped to [0, burst]
+local d = now + span - tat
+local available = 0
+if d > 0 then
+  available = (d - d % interval) / interval
+  if available > burst then
+    available = burst
+  end
 end
-redis.call('SET', KEYS[1], string.format('%s|%d', cfg, newtat), 'PX', newtat - now)
-return {1, avail(newtat), -1}
+if conforms then
+  return {1, available, -1}
+end
+if n > burst then
+  return {0, available, -1}
+end
+return {0, available, newtat - span - now}

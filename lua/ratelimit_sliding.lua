@@ -42,22 +42,17 @@ if not (limit and window and segs and permits) or limit < 1 or window < 1 or seg
   return redis.error_reply('COORD_BADARG limit, window, segments and permits must be integers (>= 1, >= 1, 1..1024, >= 0)')
 end
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
 local cfg = 's:' .. ARGV[1] .. ':' .. ARGV[2] .. ':' .. ARGV[3]
 local seg = (window + segs - 1 - (window + segs - 1) % segs) / segs
 local ring = segs + 3
-local function idx(ms)
-  return (ms - ms % seg) / seg
-end
-local function slot(i)
-  return tostring(i % ring)
-end
 local h = redis.pcall('HMGET', KEYS[1], 'c', 'n', 'o', 'l')
 if h.err then
   return redis.error_reply('COORD_WRONGTYPE sliding-window key does not hold a hash')
 end
-local k = idx(now)
-local cut = idx(now - window) -- segments below cut have returned their permits
+local k = (now - now % seg) / seg -- the current segment
+local cut = now - window
+cut = (cut - cut % seg) / seg -- segments below cut have returned their permits
 local used, o, l = 0, k, k
 local reset = false
 local drop = nil
@@ -78,7 +73,7 @@ if h[1] then
   elseif o < cut then
     local names = {}
     for i = o, cut - 1 do
-      names[#names + 1] = slot(i)
+      names[#names + 1] = i % ring
     end
     local vals = redis.call('HMGET', KEYS[1], unpack(names))
     drop = {}
@@ -104,34 +99,33 @@ local available = limit - used
 if available < 0 then
   available = 0
 end
--- ms until `want` more permits are free (want >= 1): walk the live
--- segments from the oldest, each returning at (i+1)*seg + window.
-local function wait(want)
+local want = permits -- the request is refused unless available >= want
+if permits == 0 then
+  want = 1
+end
+if permits > limit then
+  return {0, available, -1}
+end
+if available < want then
+  -- ms until want - available more permits are free: walk the live
+  -- segments from the oldest; segment i returns at (i+1)*seg + window.
+  local need = want - available
   local names = {}
   for i = o, l do
-    names[#names + 1] = slot(i)
+    names[#names + 1] = i % ring
   end
   local vals = redis.call('HMGET', KEYS[1], unpack(names))
   local freed = 0
   for j = 1, #names do
     freed = freed + (tonumber(vals[j]) or 0)
-    if freed >= want then
-      return (o + j) * seg + window - now
+    if freed >= need then
+      return {0, available, (o + j) * seg + window - now}
     end
   end
-  return (l + 1) * seg + window - now
+  return {0, available, (l + 1) * seg + window - now}
 end
 if permits == 0 then
-  if available > 0 then
-    return {1, available, -1}
-  end
-  return {0, 0, wait(1 - available)}
-end
-if permits > limit then
-  return {0, available, -1}
-end
-if permits > available then
-  return {0, available, wait(permits - available)}
+  return {1, available, -1}
 end
 if reset then
   redis.call('DEL', KEYS[1])
@@ -139,7 +133,7 @@ elseif drop and #drop > 0 then
   redis.call('HDEL', KEYS[1], unpack(drop))
 end
 used = used + permits
-redis.call('HINCRBY', KEYS[1], slot(k), permits)
+redis.call('HINCRBY', KEYS[1], k % ring, permits)
 redis.call('HSET', KEYS[1], 'c', cfg, 'n', used, 'o', o, 'l', k)
 redis.call('PEXPIRE', KEYS[1], (k + 1) * seg + window - now)
 return {1, limit - used, -1}

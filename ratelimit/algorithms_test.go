@@ -505,6 +505,14 @@ func TestConfigMismatchAndBadState(t *testing.T) {
 				t.Fatalf("%s: garbage overwritten: %q", k, v)
 			}
 		}
+		// Right settings, malformed numbers.
+		for k, v := range map[kind]string{kFixed: "f:3:10000|7", kBucket: "b:3:1:10000|1|x", kGCRA: "g:3:10000|-5"} {
+			key := "malformed:" + string(k)
+			raw.Set(ctx, b.Key(key), v, 0)
+			if _, err := build(t, c, k, key, 3, 10*time.Second).Acquire(ctx, 1); !errors.Is(err, coordination.ErrBadState) {
+				t.Fatalf("%s on %q: %v, want ErrBadState", k, v, err)
+			}
+		}
 		raw.HSet(ctx, b.Key("garbage:sliding"), "x", "1")
 		if _, err := build(t, c, kSliding, "garbage:sliding", 3, time.Second).Acquire(ctx, 1); !errors.Is(err, coordination.ErrBadState) {
 			t.Fatalf("sliding on a foreign hash: %v", err)
