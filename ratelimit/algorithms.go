@@ -126,7 +126,7 @@ func millis(name string, d time.Duration) (int64, error) {
 // It sends nothing to Redis.
 //
 // State: one string with the settings, the count and the window's end,
-// expiring when the window ends (about 80 bytes per key on Redis 7).
+// expiring when the window ends.
 //
 // Errors: coordination.ErrInvalidArgument for a nil coordinator, an empty
 // key, Limit < 1, Window < 1 ms, or an invalid option.

@@ -20,6 +20,11 @@
 //	GCRA             string: one timestamp (TAT)         until the whole batch conforms
 //	concurrency      sorted set: one entry per lease     never
 //
+// MEMORY USAGE of one live key with a 53-byte name, on Redis 7.0 / 8.0:
+// 136-168 bytes for a fixed window, token bucket or GCRA, 168 for a
+// sliding window with one live segment (200-216 with ten), 168-184 for a
+// concurrency limiter holding one lease (each more lease adds about 30).
+//
 // Idle state expires on its own: a window key when the window is over, a
 // bucket when it is full again, a GCRA key when the full burst is back, a
 // concurrency key with its last lease. A partitioned limiter per client
