@@ -13,6 +13,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/lua"
 )
 
 // BenchmarkDecision measures one rate-limit decision per operation against a
@@ -58,6 +59,13 @@ func benchSetup(b *testing.B) (noop benchCase, decisions []benchCase) {
 		"redis.call('SET', KEYS[1], t[1], 'PX', 60000) return 1")
 	floorKey := []string{be.Key("floor")}
 	decisions = append(decisions, benchCase{"floor-time-get-set", func() error { return floor.Run(ctx, client, floorKey).Err() }})
+	// The GCRA script called directly through go-redis, without the
+	// limiter (no hooks, no lease): separates client-side library cost from
+	// server-side script cost.
+	rawKey := []string{be.Key("raw-gcra")}
+	decisions = append(decisions, benchCase{"gcra-script-only", func() error {
+		return lua.RateLimitGCRA.Run(ctx, client, rawKey, big, 1, 1).Err()
+	}})
 	mk := func(n string, l Limiter, err error) {
 		if err != nil {
 			b.Fatal(err)
