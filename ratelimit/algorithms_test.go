@@ -24,14 +24,10 @@ func TestFixedWindowCountsAndReset(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		const win = time.Second
 		l := build(t, b.Coordinator(t), kFixed, "fw", 5, win)
-		if got := burst(t, l, 7); got != 5 {
-			t.Fatalf("first window admitted %d of 7, want 5", got)
-		}
+		wantBurst(t, l, 7, 5, "first window")
 		wantRetry(t, b, acquire(t, l, 1), win, win)
 		reachRetry(t, b, l, win)
-		if got := burst(t, l, 7); got != 5 {
-			t.Fatalf("second window admitted %d of 7, want 5", got)
-		}
+		wantBurst(t, l, 7, 5, "second window")
 	})
 }
 
@@ -56,9 +52,7 @@ func TestSlidingWindowNeverEarlyAtMostOneSegmentLate(t *testing.T) {
 		seg := win / segs
 		l := build(t, b.Coordinator(t), kSliding, "sw", 4, win)
 		t0 := b.Now().Truncate(time.Millisecond) // server time in whole ms
-		if got := burst(t, l, 6); got != 4 {
-			t.Fatalf("admitted %d of 6, want 4", got)
-		}
+		wantBurst(t, l, 6, 4, "burst")
 		// Permits taken in segment k return at (k+1)*seg + win: between win
 		// and win+seg after they were taken.
 		k := t0.UnixMilli() / seg.Milliseconds()
@@ -74,9 +68,7 @@ func TestSlidingWindowNeverEarlyAtMostOneSegmentLate(t *testing.T) {
 			wantRetry(t, b, acquire(t, l, 1), 0, win+seg)
 			b.Advance(win/2 + seg + 20*time.Millisecond)
 		}
-		if got := burst(t, l, 6); got != 4 {
-			t.Fatalf("after the window admitted %d of 6, want 4", got)
-		}
+		wantBurst(t, l, 6, 4, "after the window")
 	})
 }
 
@@ -149,18 +141,12 @@ func TestTokenBucketBurstRefillCap(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		const period = 500 * time.Millisecond
 		l := build(t, b.Coordinator(t), kBucket, "tb", 3, period)
-		if got := burst(t, l, 5); got != 3 {
-			t.Fatalf("burst admitted %d of 5, want 3", got)
-		}
+		wantBurst(t, l, 5, 3, "burst")
 		wantRetry(t, b, acquire(t, l, 1), period, period)
 		reachRetry(t, b, l, period) // a partial period adds nothing
-		if got := burst(t, l, 3); got != 1 {
-			t.Fatalf("after one period admitted %d of 3, want 1", got)
-		}
+		wantBurst(t, l, 3, 1, "after one period")
 		b.Advance(4 * period) // 4 periods, capped at the limit 3
-		if got := burst(t, l, 5); got != 3 {
-			t.Fatalf("after four periods admitted %d of 5, want 3 (capped)", got)
-		}
+		wantBurst(t, l, 5, 3, "after four periods (capped)")
 	})
 }
 
@@ -173,15 +159,11 @@ func TestTokenBucketWholePeriodsOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		if got := burst(t, l, 8); got != 6 {
-			t.Fatalf("burst admitted %d, want 6", got)
-		}
+		wantBurst(t, l, 8, 6, "burst")
 		// Three permits need two periods (2 tokens each).
 		wantRetry(t, b, acquire(t, l, 3), 2*period, 2*period)
 		b.Advance(period + period/2) // 1.5 periods: 2 tokens, not 3
-		if got := burst(t, l, 4); got != 2 {
-			t.Fatalf("after 1.5 periods admitted %d, want 2", got)
-		}
+		wantBurst(t, l, 4, 2, "after 1.5 periods")
 	})
 }
 
@@ -191,14 +173,10 @@ func TestGCRABurstThenOnePerInterval(t *testing.T) {
 		const iv = 500 * time.Millisecond
 		c := b.Coordinator(t)
 		l := build(t, c, kGCRA, "gcra", 3, iv)
-		if got := burst(t, l, 5); got != 3 {
-			t.Fatalf("burst admitted %d of 5, want 3 (never B+1)", got)
-		}
+		wantBurst(t, l, 5, 3, "burst (never B+1)")
 		wantRetry(t, b, acquire(t, l, 1), iv, iv)
 		b.Advance(iv)
-		if got := burst(t, l, 3); got != 1 {
-			t.Fatalf("after one interval admitted %d of 3, want 1", got)
-		}
+		wantBurst(t, l, 3, 1, "after one interval")
 		// A batch of 2 needs one more interval than a single permit, and a
 		// refusal leaves the stored timestamp unchanged.
 		raw := b.Client(t)
@@ -239,9 +217,7 @@ func TestConcurrencyAtMostNLive(t *testing.T) {
 		if a.Context().Err() == nil {
 			t.Fatalf("released lease's context not cancelled")
 		}
-		if got := burst(t, l, 3); got != 2 {
-			t.Fatalf("after release admitted %d, want 2", got)
-		}
+		wantBurst(t, l, 3, 2, "after release")
 
 		// Many goroutines: never more than 3 live at once.
 		l2 := build(t, b.Coordinator(t), kConc, "conc2", 3, 10*time.Second)

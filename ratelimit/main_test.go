@@ -75,6 +75,14 @@ func burst(t testing.TB, l Limiter, n int) int {
 	return got
 }
 
+// wantBurst checks that Acquire(1) offered times grants exactly want.
+func wantBurst(t testing.TB, l Limiter, offered, want int, when string) {
+	t.Helper()
+	if got := burst(t, l, offered); got != want {
+		t.Fatalf("%s: admitted %d of %d, want %d", when, got, offered, want)
+	}
+}
+
 // wantRetry checks that a lease is refused with 0 < RetryAfter <= max, and
 // exactly equal to exact on miniredis when exact > 0.
 func wantRetry(t testing.TB, b *testharness.Backend, le Lease, exact, hi time.Duration) time.Duration {
