@@ -1,0 +1,224 @@
+// Command http-ratelimit serves a small API behind layered distributed rate
+// limits:
+//
+//  1. an instance concurrency guard: at most 64 requests in progress on this
+//     instance, else 503 Service Unavailable (the service is saturated);
+//  2. a per-client token bucket: bursts of 20, 10 requests per second
+//     sustained, per authenticated tenant (or per client address when
+//     anonymous), else 429 Too Many Requests;
+//  3. a per-tenant quota: 600 requests per sliding minute, else 429;
+//  4. on POST /reports only, at most 2 reports in progress per tenant.
+//
+// Every limit lives in Redis, so all instances of the service share the
+// per-client and per-tenant budgets. Refusals carry Retry-After (when the
+// limiter knows it), Cache-Control: no-store and an application/problem+json
+// body.
+//
+//	go run ./examples/http-ratelimit                       # embedded Redis
+//	go run ./examples/http-ratelimit -redis redis://127.0.0.1:6379/0
+//	curl -i -H 'Authorization: Bearer demo-token-acme' localhost:8080/catalog
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/ratelimit"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
+	url := flag.String("redis", os.Getenv("COORD_REDIS_URL"), "Redis URL (default: an embedded server)")
+	flag.Parse()
+
+	rdb, stop, err := connect(*url)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("http-ratelimit:"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	app, closeApp, err := newApp(coord, host)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer closeApp()
+
+	srv := &http.Server{Addr: *addr, Handler: app, ReadHeaderTimeout: 5 * time.Second}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	go func() {
+		<-ctx.Done()
+		shutdown, done := context.WithTimeout(context.Background(), 10*time.Second)
+		defer done()
+		_ = srv.Shutdown(shutdown)
+	}()
+	log.Printf("listening on http://%s (try: curl -i -H 'Authorization: Bearer demo-token-acme' http://%s/catalog)", *addr, *addr)
+	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+		log.Fatal(err)
+	}
+}
+
+// newApp builds the API with its rate-limit layers. instance names this
+// process for its own concurrency guard. The returned func closes the
+// limiters.
+func newApp(coord *coordination.Coordinator, instance string) (http.Handler, func(), error) {
+	// 1. Instance guard: the key includes the instance, so each instance
+	// has its own 64 slots. It protects this process, so it refuses when
+	// Redis is unreachable rather than admitting unbounded work.
+	guard, err := ratelimit.NewConcurrency(coord, ratelimit.PartitionKey("limits:instance", instance),
+		ratelimit.Concurrency{Limit: 64, LeaseDuration: 30 * time.Second},
+		ratelimit.WithFailureMode(ratelimit.FailClosed))
+	if err != nil {
+		return nil, nil, err
+	}
+	// 2. Per-client token bucket. Quota layers fail open: a Redis outage
+	// should not take the API down, and the guard still bounds the load.
+	perClient, err := ratelimit.NewPartitioned(func(client string) (ratelimit.Limiter, error) {
+		return ratelimit.NewTokenBucket(coord, ratelimit.PartitionKey("limits:client", client),
+			ratelimit.TokenBucket{Limit: 20, TokensPerPeriod: 10, Period: time.Second},
+			ratelimit.WithFailureMode(ratelimit.FailOpen))
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	// 3. Per-tenant quota over a sliding minute.
+	perTenant, err := ratelimit.NewPartitioned(func(tenant string) (ratelimit.Limiter, error) {
+		return ratelimit.NewSlidingWindow(coord, ratelimit.PartitionKey("limits:tenant", tenant),
+			ratelimit.SlidingWindow{Limit: 600, Window: time.Minute, Segments: 12},
+			ratelimit.WithFailureMode(ratelimit.FailOpen))
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	// 4. Expensive reports: 2 at a time per tenant.
+	reports, err := ratelimit.NewPartitioned(func(tenant string) (ratelimit.Limiter, error) {
+		return ratelimit.NewConcurrency(coord, ratelimit.PartitionKey("limits:reports", tenant),
+			ratelimit.Concurrency{Limit: 2})
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+
+	layers := []ratelimit.Policy{
+		{Name: "instance", Limiter: guard, Status: http.StatusServiceUnavailable},
+		{Name: "client", Partitioned: perClient, Partition: clientPartition},
+		{Name: "tenant", Partitioned: perTenant, Partition: clientPartition},
+	}
+	standard, err := ratelimit.NewMiddleware(layers...)
+	if err != nil {
+		return nil, nil, err
+	}
+	expensive, err := ratelimit.NewMiddleware(append(layers,
+		ratelimit.Policy{Name: "reports", Partitioned: reports, Partition: clientPartition})...)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /catalog", standard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "catalog for", clientPartition(r))
+	})))
+	mux.Handle("POST /reports", expensive(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // pretend to work
+		case <-time.After(200 * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		fmt.Fprintln(w, "report queued")
+	})))
+	// Liveness stays outside every limit.
+	mux.HandleFunc("GET /health/live", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+
+	closeAll := func() {
+		_ = reports.Close()
+		_ = perTenant.Close()
+		_ = perClient.Close()
+		_ = guard.Close()
+	}
+	return authenticate(mux), closeAll, nil
+}
+
+// demoTokens stands in for real authentication (OAuth, API keys checked
+// against a store): bearer token -> tenant.
+var demoTokens = map[string]string{
+	"demo-token-acme":   "acme",
+	"demo-token-globex": "globex",
+}
+
+type tenantKey struct{}
+
+// authenticate resolves the tenant before any rate limit runs, so that the
+// partition comes from an authenticated identity, never from a raw header.
+func authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		const prefix = "Bearer "
+		if h := r.Header.Get("Authorization"); len(h) > len(prefix) && h[:len(prefix)] == prefix {
+			if tenant, ok := demoTokens[h[len(prefix):]]; ok {
+				r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant))
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// clientPartition is the authenticated tenant, or the normalized client
+// address for anonymous callers.
+func clientPartition(r *http.Request) string {
+	if t, ok := r.Context().Value(tenantKey{}).(string); ok {
+		return "tenant:" + t
+	}
+	return "anonymous:" + ratelimit.ClientIP(r)
+}
+
+// connect returns a client for url, or for an embedded miniredis whose
+// clock follows the wall clock when url is empty.
+func connect(url string) (redis.UniversalClient, func(), error) {
+	if url != "" {
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			return nil, nil, err
+		}
+		// Never re-send a consumption after a lost reply: it would count twice.
+		opt.MaxRetries = -1
+		c := redis.NewClient(opt)
+		return c, func() { _ = c.Close() }, nil
+	}
+	m, err := miniredis.Run()
+	if err != nil {
+		return nil, nil, err
+	}
+	m.SetTime(time.Now())
+	m.ClockTTL(true)
+	done, ticked := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ticked)
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				m.SetTime(now)
+			}
+		}
+	}()
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	return c, func() { _ = c.Close(); close(done); <-ticked; m.Close() }, nil
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordination "github.com/coordkit/coordination"
+)
+
+func TestLayeredPolicy(t *testing.T) {
+	rdb, stop, err := connect("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("test:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, closeApp, err := newApp(coord, "test-instance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeApp()
+
+	get := func(token string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", "/catalog", nil)
+		r.RemoteAddr = "198.51.100.7:1234"
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		w := httptest.NewRecorder()
+		app.ServeHTTP(w, r)
+		return w
+	}
+	// The per-client bucket holds 20: a tight loop of 25 gets 20 answers
+	// (a token or two may come back meanwhile: 10 per second).
+	ok, limited := 0, 0
+	for range 25 {
+		w := get("demo-token-acme")
+		switch w.Code {
+		case http.StatusOK:
+			ok++
+		case http.StatusTooManyRequests:
+			limited++
+			if w.Header().Get("Retry-After") != "1" || w.Header().Get("Content-Type") != "application/problem+json" {
+				t.Fatalf("429 headers %v", w.Header())
+			}
+		default:
+			t.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+	}
+	if ok < 20 || ok > 22 || limited < 3 {
+		t.Fatalf("acme: %d ok, %d limited; want about 20 ok", ok, limited)
+	}
+	// Another tenant and an anonymous client have their own buckets.
+	if w := get("demo-token-globex"); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "tenant:globex") {
+		t.Fatalf("globex: %d %s", w.Code, w.Body)
+	}
+	if w := get(""); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "anonymous:198.51.100.7") {
+		t.Fatalf("anonymous: %d %s", w.Code, w.Body)
+	}
+	// Reports: 2 at a time per tenant; the third concurrent one gets 429
+	// without Retry-After (a concurrency limit cannot know when).
+	var wg sync.WaitGroup
+	codes := make(chan int, 3)
+	for range 3 {
+		wg.Go(func() {
+			r := httptest.NewRequest("POST", "/reports", nil)
+			r.Header.Set("Authorization", "Bearer demo-token-globex")
+			w := httptest.NewRecorder()
+			app.ServeHTTP(w, r)
+			if w.Code == http.StatusTooManyRequests && w.Header().Get("Retry-After") != "" {
+				t.Errorf("concurrency refusal with Retry-After")
+			}
+			codes <- w.Code
+			time.Sleep(0)
+		})
+	}
+	wg.Wait()
+	close(codes)
+	got := map[int]int{}
+	for c := range codes {
+		got[c]++
+	}
+	if got[http.StatusAccepted] != 2 || got[http.StatusTooManyRequests] != 1 {
+		t.Fatalf("reports: %v, want 2 accepted and 1 refused", got)
+	}
+}

@@ -1,0 +1,93 @@
+-- ratelimit_conc_acquire: take permits from a concurrency limiter, as one
+-- expiring lease entry.
+--
+-- KEYS[1]  state key: a sorted set. Lease members are "<permits>:<token>"
+--          scored by their expiry in server milliseconds; the member "#"
+--          scored -limit records the settings. The key expires with its
+--          last lease, and is deleted when the last lease is released.
+-- ARGV[1]  limit: permits that may be held at once (integer >= 1)
+-- ARGV[2]  lease duration in milliseconds (integer >= 1)
+-- ARGV[3]  permits requested (integer >= 0); 0 probes without taking
+-- ARGV[4]  lease member "<permits>:<token>" (unused for a probe)
+--
+-- Reply    {acquired, available, next_ms}
+--          acquired   1 when the lease was recorded (probe: a permit is
+--                     free); a re-sent call whose member is already live
+--                     returns 1 again without a second entry
+--          available  permits free after this call
+--          next_ms    when not acquired: milliseconds until the earliest
+--                     live lease expires (a hint for waiters, not a retry
+--                     time: leases are renewed), -1 when none or acquired
+-- Writes   only when a lease is taken: expired entries are removed, the
+--          lease is added, the key's TTL covers the latest lease.
+-- Errors (raised before anything is written):
+--   COORD_BADARG            an argument is out of range
+--   COORD_WRONGTYPE         the key holds a non-sorted-set value
+--   COORD_CONFIG_MISMATCH   the key records another limit
+--   COORD_BADSTATE          a member is malformed, or leases exist without
+--                           the settings member
+local limit, lease, permits = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+if not (limit and lease and permits) or limit < 1 or lease < 1 or permits < 0
+    or limit % 1 ~= 0 or lease % 1 ~= 0 or permits % 1 ~= 0 then
+  return redis.error_reply('COORD_BADARG limit, lease duration and permits must be integers (>= 1, >= 1, >= 0)')
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local s = redis.pcall('ZSCORE', KEYS[1], '#')
+if type(s) == 'table' and s.err then
+  return redis.error_reply('COORD_WRONGTYPE concurrency key does not hold a sorted set')
+end
+if s then
+  if tonumber(s) ~= -limit then
+    return redis.error_reply('COORD_CONFIG_MISMATCH key records another limit')
+  end
+elseif redis.call('EXISTS', KEYS[1]) == 1 then
+  return redis.error_reply('COORD_BADSTATE concurrency set lacks its settings member')
+end
+local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'WITHSCORES')
+local used, first, last, mine = 0, -1, now, false
+for i = 1, #live, 2 do
+  local m = live[i]
+  local p = tonumber(string.match(m, '^(%d+):'))
+  if not p then
+    return redis.error_reply('COORD_BADSTATE concurrency lease member is malformed')
+  end
+  used = used + p
+  local e = tonumber(live[i + 1])
+  if first < 0 then
+    first = e - now
+  end
+  if e > last then
+    last = e
+  end
+  if m == ARGV[4] then
+    mine = true
+  end
+end
+local available = limit - used
+if available < 0 then
+  available = 0
+end
+if permits == 0 then
+  if available > 0 then
+    return {1, available, -1}
+  end
+  return {0, 0, first}
+end
+if mine then
+  return {1, available, -1}
+end
+if permits > limit then
+  return {0, available, -1}
+end
+if permits > available then
+  return {0, available, first}
+end
+local exp = now + lease
+redis.call('ZREMRANGEBYSCORE', KEYS[1], 0, now)
+redis.call('ZADD', KEYS[1], exp, ARGV[4], -limit, '#')
+if exp > last then
+  last = exp
+end
+redis.call('PEXPIRE', KEYS[1], last - now)
+return {1, available - permits, -1}

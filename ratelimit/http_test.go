@@ -1,0 +1,264 @@
+package ratelimit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/testharness"
+)
+
+func TestPartitionKey(t *testing.T) {
+	a, b := PartitionKey("limits:api", "tenant:42"), PartitionKey("limits:api", "tenant:43")
+	if a == b || a != PartitionKey("limits:api", "tenant:42") {
+		t.Fatalf("keys %q %q", a, b)
+	}
+	if !strings.HasPrefix(a, "limits:api:") || len(a) != len("limits:api:")+32 || strings.Contains(a, "tenant") {
+		t.Fatalf("key %q: want base, colon, 32 hex digits and no raw partition", a)
+	}
+}
+
+func TestPartitionedOnDemandAndIdleEviction(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		c := b.Coordinator(t)
+		var mu sync.Mutex
+		made := map[string]int{}
+		p, err := NewPartitioned(func(part string) (Limiter, error) {
+			mu.Lock()
+			made[part]++
+			mu.Unlock()
+			return NewFixedWindow(c, PartitionKey("pt", part), FixedWindow{Limit: 2, Window: 10 * time.Second})
+		}, WithIdleTimeout(50*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		ctx := context.Background()
+		got := map[string]int{}
+		for _, part := range []string{"a", "a", "a", "b"} {
+			le, err := p.Acquire(ctx, part, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if le.Acquired() {
+				got[part]++
+			}
+		}
+		if got["a"] != 2 || got["b"] != 1 || made["a"] != 1 || p.Len() != 2 {
+			t.Fatalf("granted %v, made %v, len %d", got, made, p.Len())
+		}
+		// A held concurrency lease keeps its partition alive.
+		pc, err := NewPartitioned(func(part string) (Limiter, error) {
+			return NewConcurrency(c, PartitionKey("pc", part), Concurrency{Limit: 1, LeaseDuration: 10 * time.Second})
+		}, WithIdleTimeout(50*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		h, err := pc.Acquire(ctx, "x", 1)
+		if err != nil || !h.Acquired() {
+			t.Fatalf("acquire: %v", err)
+		}
+		time.Sleep(120 * time.Millisecond)
+		if _, err := p.Acquire(ctx, "c", 1); err != nil { // sweeps a and b
+			t.Fatal(err)
+		}
+		if _, err := pc.Acquire(ctx, "y", 1); err != nil { // sweeps nothing: x holds a lease
+			t.Fatal(err)
+		}
+		if p.Len() != 1 || pc.Len() != 2 {
+			t.Fatalf("after idle: %d and %d partitions, want 1 and 2", p.Len(), pc.Len())
+		}
+		// The evicted limiter's budget is in Redis: a new one continues it.
+		if le, _ := p.Acquire(ctx, "a", 1); le.Acquired() || made["a"] != 2 {
+			t.Fatalf("recreated partition a: acquired=%v made=%d", le.Acquired(), made["a"])
+		}
+		_ = h.Release(ctx)
+		p.Close()
+		if _, err := p.Acquire(ctx, "a", 1); !errors.Is(err, coordination.ErrClosed) {
+			t.Fatalf("after Close: %v", err)
+		}
+	})
+}
+
+func TestClientIP(t *testing.T) {
+	for addr, want := range map[string]string{
+		"203.0.113.7:4242":        "203.0.113.7",
+		"[::ffff:203.0.113.7]:80": "203.0.113.7",
+		"[2001:db8::1]:443":       "2001:db8::1",
+		"[fe80::1%eth0]:443":      "fe80::1",
+		"not an address":          "unknown",
+		"":                        "unknown",
+		"198.51.100.2":            "198.51.100.2",
+		"[2001:DB8:0:0::1]:443":   "2001:db8::1",
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = addr
+		if got := ClientIP(r); got != want {
+			t.Errorf("ClientIP(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+func TestRetryAfterSeconds(t *testing.T) {
+	for d, want := range map[time.Duration]int64{
+		time.Millisecond: 1, 999 * time.Millisecond: 1, time.Second: 1,
+		time.Second + time.Millisecond: 2, 59500 * time.Millisecond: 60,
+	} {
+		if got := RetryAfterSeconds(d); got != want {
+			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", d, got, want)
+		}
+	}
+}
+
+type problemBody struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail"`
+	Instance string `json:"instance"`
+}
+
+func serve(t testing.TB, h http.Handler, path string) *httptest.ResponseRecorder {
+	t.Helper()
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("GET", path, nil)
+	r.RemoteAddr = "203.0.113.9:5555"
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func checkProblem(t testing.TB, w *httptest.ResponseRecorder, status int, retryAfter string) {
+	t.Helper()
+	if w.Code != status {
+		t.Fatalf("status %d, want %d", w.Code, status)
+	}
+	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	if cc := w.Header().Get("Cache-Control"); cc != "no-store" {
+		t.Fatalf("Cache-Control %q", cc)
+	}
+	ra, has := w.Header()["Retry-After"]
+	if retryAfter == "" && has {
+		t.Fatalf("Retry-After %v present, want none", ra)
+	}
+	if retryAfter != "" && (len(ra) != 1 || ra[0] != retryAfter) {
+		t.Fatalf("Retry-After %v, want %q", ra, retryAfter)
+	}
+	var p problemBody
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatalf("body %q: %v", w.Body.String(), err)
+	}
+	if p.Status != status || p.Type == "" || p.Title == "" || p.Detail == "" || p.Instance != "/work" {
+		t.Fatalf("problem %+v", p)
+	}
+	if strings.Contains(w.Body.String(), "203.0.113.9") {
+		t.Fatalf("body discloses the partition: %s", w.Body.String())
+	}
+}
+
+func TestMiddleware(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		c := b.Coordinator(t)
+		guard := build(t, c, kConc, "mw:guard", 1, 10*time.Second)
+		perClient, err := NewPartitioned(func(part string) (Limiter, error) {
+			return NewGCRA(c, PartitionKey("mw:client", part), GCRA{Burst: 2, Interval: 90 * time.Second})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer perClient.Close()
+		mw, err := NewMiddleware(
+			Policy{Name: "guard", Limiter: guard, Status: http.StatusServiceUnavailable},
+			Policy{Name: "client", Partitioned: perClient, Partition: ClientIP},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var inside chan struct{}
+		release := make(chan struct{})
+		h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if inside != nil {
+				close(inside)
+				<-release
+			}
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		if w := serve(t, h, "/work"); w.Code != http.StatusNoContent {
+			t.Fatalf("first request: %d %s", w.Code, w.Body)
+		}
+		// While one request holds the guard, another gets 503 without
+		// Retry-After.
+		inside = make(chan struct{})
+		done := make(chan *httptest.ResponseRecorder)
+		go func() { done <- serve(t, h, "/work") }()
+		<-inside
+		checkProblem(t, serve(t, h, "/work"), http.StatusServiceUnavailable, "")
+		close(release)
+		if w := <-done; w.Code != http.StatusNoContent {
+			t.Fatalf("second request: %d", w.Code)
+		}
+		inside = nil
+		// The client's burst of 2 is spent: 429 with Retry-After rounded up
+		// (90 s interval: a little under 90 s, so "90").
+		checkProblem(t, serve(t, h, "/work"), http.StatusTooManyRequests, "90")
+		// The guard's lease was released after each request and after the
+		// refusal by the later policy.
+		if le := acquire(t, guard, 1); !le.Acquired() {
+			t.Fatal("guard permit leaked")
+		} else {
+			_ = le.Release(context.Background())
+		}
+
+		// A policy refusing without RetryAfter (a concurrency limiter
+		// answering 429) sends no Retry-After.
+		conc := build(t, c, kConc, "mw:conc", 1, 10*time.Second)
+		held := acquire(t, conc, 1)
+		mw2, _ := NewMiddleware(Policy{Limiter: conc})
+		checkProblem(t, serve(t, mw2(http.NotFoundHandler()), "/work"), http.StatusTooManyRequests, "")
+		_ = held.Release(context.Background())
+
+		for _, bad := range [][]Policy{
+			{{}},
+			{{Limiter: guard, Partitioned: perClient, Partition: ClientIP}},
+			{{Partitioned: perClient}},
+			{{Limiter: guard, Status: 500}},
+		} {
+			if _, err := NewMiddleware(bad...); !errors.Is(err, coordination.ErrInvalidArgument) {
+				t.Fatalf("bad policy %+v: %v", bad, err)
+			}
+		}
+	})
+}
+
+// TestMiddlewareLimiterFailure answers 503 without Retry-After when the
+// limiter fails (ReturnError), and writes nothing when the client is gone.
+func TestMiddlewareLimiterFailure(t *testing.T) {
+	b := testharness.Get(t, "miniredis")
+	c, err := coordination.New(b.Client(t, func(o *redis.Options) { o.DialerRetries, o.MaxRetries = 1, -1 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := build(t, c, kFixed, "mwf", 1, time.Second)
+	b.Mini.Close()
+	mw, _ := NewMiddleware(Policy{Limiter: l})
+	h := mw(http.NotFoundHandler())
+	checkProblem(t, serve(t, h, "/work"), http.StatusServiceUnavailable, "")
+	w := httptest.NewRecorder()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/work", nil).WithContext(ctx))
+	if w.Body.Len() != 0 || w.Header().Get("Content-Type") != "" {
+		t.Fatalf("wrote %d %q for a gone client", w.Code, w.Body)
+	}
+}

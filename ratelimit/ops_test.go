@@ -1,0 +1,385 @@
+package ratelimit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/testharness"
+)
+
+func TestOneCommandPerAcquire(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		client := b.Client(t)
+		count := testharness.CountCommands(client)
+		c, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range kinds {
+			l := build(t, c, k, "one:"+string(k), 3, 10*time.Second)
+			acquire(t, l, 1) // loads the script (EVALSHA, NOSCRIPT, EVAL)
+			count.Reset()
+			const n = 6 // granted and refused alike
+			for range n {
+				acquire(t, l, 1)
+			}
+			names := count.Names()
+			if len(names) != n {
+				t.Fatalf("%s: %d commands for %d acquisitions: %v", k, len(names), n, names)
+			}
+			for _, name := range names {
+				if name != "EVALSHA" {
+					t.Fatalf("%s: sent %v, want only EVALSHA", k, names)
+				}
+			}
+			count.Reset()
+			acquire(t, l, 4) // larger than the limiter: decided locally
+			if got := count.Count(); got != 0 {
+				t.Fatalf("%s: oversized request sent %d commands", k, got)
+			}
+		}
+	})
+}
+
+// recorder is a hook that records admitted operations and outcomes.
+type recorder struct {
+	mu  sync.Mutex
+	ops []string
+}
+
+func (r *recorder) Admit(ctx context.Context, op hooks.Operation) (context.Context, hooks.Done, error) {
+	return ctx, func(o hooks.Outcome, _ error) {
+		r.mu.Lock()
+		r.ops = append(r.ops, op.Name+" "+op.Primitive+" "+o.String())
+		r.mu.Unlock()
+	}, nil
+}
+
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.ops
+	r.ops = nil
+	return out
+}
+
+func TestHooksAdmitOncePerAcquire(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		rec := &recorder{}
+		c := b.Coordinator(t, coordination.WithHooks(rec))
+		ctx := context.Background()
+		l := build(t, c, kGCRA, "hook", 1, 100*time.Millisecond, WithQueue(5, OldestFirst))
+		acquire(t, l, 1)
+		acquire(t, l, 1) // refused: still Succeeded
+		_, _ = l.Acquire(ctx, -1)
+		want := []string{"RATE LIMIT ACQUIRE rate_limit succeeded", "RATE LIMIT ACQUIRE rate_limit succeeded"}
+		if got := rec.take(); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("ops %v, want %v", got, want)
+		}
+		stop := clock(b)
+		le, err := l.Wait(ctx, 1) // queued, retried: admitted once
+		stop()
+		if err != nil || !le.Acquired() {
+			t.Fatalf("Wait: %v", err)
+		}
+		if got := rec.take(); len(got) != 1 || got[0] != "RATE LIMIT ACQUIRE rate_limit succeeded" {
+			t.Fatalf("Wait ops %v", got)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := l.Acquire(cctx, 1); err == nil {
+			t.Fatal("Acquire with a cancelled context succeeded")
+		}
+		if got := rec.take(); len(got) != 1 || got[0] != "RATE LIMIT ACQUIRE rate_limit canceled" {
+			t.Fatalf("cancelled ops %v", got)
+		}
+		cl := build(t, c, kConc, "hookc", 1, 10*time.Second)
+		h := acquire(t, cl, 1)
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want = []string{"RATE LIMIT ACQUIRE rate_limit succeeded", "RATE LIMIT RELEASE rate_limit succeeded"}
+		if got := rec.take(); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("concurrency ops %v, want %v", got, want)
+		}
+		// A rejecting hook: nothing is sent.
+		deny := hooks.Func(func(ctx context.Context, op hooks.Operation) (context.Context, hooks.Done, error) {
+			return ctx, nil, errors.New("denied by policy")
+		})
+		dl := build(t, b.Coordinator(t, coordination.WithHooks(deny)), kGCRA, "hookd", 1, time.Second)
+		if _, err := dl.Acquire(ctx, 1); err == nil || !strings.Contains(err.Error(), "denied by policy") {
+			t.Fatalf("rejected admission: %v", err)
+		}
+		if n, _ := b.Client(t).Exists(ctx, b.Key("hookd")).Result(); n != 0 {
+			t.Fatal("a rejected admission reached Redis")
+		}
+	})
+}
+
+// meterRecorder is a MeterProvider that records counter additions by name
+// and attributes.
+type meterRecorder struct {
+	noop.MeterProvider
+	mu   sync.Mutex
+	adds map[string]int64
+}
+
+type recMeter struct {
+	noop.Meter
+	p *meterRecorder
+}
+
+type recCounter struct {
+	noop.Int64Counter
+	name string
+	p    *meterRecorder
+}
+
+func (p *meterRecorder) Meter(string, ...metric.MeterOption) metric.Meter { return recMeter{p: p} }
+
+func (m recMeter) Int64Counter(name string, _ ...metric.Int64CounterOption) (metric.Int64Counter, error) {
+	return recCounter{name: name, p: m.p}, nil
+}
+
+func (c recCounter) Add(_ context.Context, v int64, opts ...metric.AddOption) {
+	set := metric.NewAddConfig(opts).Attributes()
+	k := c.name
+	if set.Len() > 0 {
+		k += "{" + set.Encoded(attribute.DefaultEncoder()) + "}"
+	}
+	c.p.mu.Lock()
+	c.p.adds[k] += v
+	c.p.mu.Unlock()
+}
+
+func (p *meterRecorder) snapshot() map[string]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int64{}
+	for k, v := range p.adds {
+		out[k] = v
+	}
+	return out
+}
+
+func TestMetricsAllowedBlocked(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		mp := &meterRecorder{adds: map[string]int64{}}
+		c := b.Coordinator(t, coordination.WithMeterProvider(mp))
+		l := build(t, c, kFixed, "m", 2, 10*time.Second)
+		burst(t, l, 5)
+		acquire(t, l, 3) // oversized: capacity too
+		got := mp.snapshot()
+		if got["coordination.rate_limit.allowed"] != 2 || got["coordination.rate_limit.blocked{reason=capacity}"] != 4 {
+			t.Fatalf("metrics %v", got)
+		}
+	})
+}
+
+// TestFailureModes stops a dedicated server: ReturnError returns the error,
+// FailOpen grants, FailClosed refuses; cancellation stays cancellation in
+// every mode.
+func TestFailureModes(t *testing.T) {
+	s := testharness.StartStandalone(t, testharness.FirstFlavor(t))
+	client := redis.NewClient(func() *redis.Options {
+		o := s.Options()
+		o.MaxRetries = -1
+		o.DialTimeout = 200 * time.Millisecond
+		o.ReadTimeout = 300 * time.Millisecond
+		o.ContextTimeoutEnabled = true
+		o.DialerRetries = 1 // fail fast once the server is stopped
+		return o
+	}())
+	defer func() {
+		_ = client.Close()
+		waitDialers(t)
+	}()
+	mp := &meterRecorder{adds: map[string]int64{}}
+	rec := &recorder{}
+	c, err := coordination.New(client, coordination.WithMeterProvider(mp), coordination.WithHooks(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	modes := []FailureMode{ReturnError, FailOpen, FailClosed}
+	lims := map[kind][]Limiter{}
+	for _, k := range kinds {
+		for _, m := range modes {
+			l := build(t, c, k, "fm:"+string(k), 5, 10*time.Second, WithFailureMode(m), WithQueue(5, OldestFirst))
+			if !acquire(t, l, 1).Acquired() {
+				t.Fatalf("%s/%v: not acquired while the server is up", k, m)
+			}
+			lims[k] = append(lims[k], l)
+		}
+	}
+	// A paused server: the deadline ends the call, and that is
+	// cancellation, not a failure to apply the mode to.
+	s.Pause()
+	for i, m := range modes {
+		dctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		_, err := lims[kGCRA][i].Acquire(dctx, 1)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%v on a paused server: %v, want DeadlineExceeded", m, err)
+		}
+	}
+	s.Resume()
+	s.Stop()
+	rec.take()
+	for _, k := range kinds {
+		for i, m := range modes {
+			l := lims[k][i]
+			for _, call := range []func(context.Context, int) (Lease, error){l.Acquire, l.Wait} {
+				le, err := call(ctx, 1)
+				switch m {
+				case ReturnError:
+					if err == nil || coordination.Classify(err) != coordination.Transient {
+						t.Fatalf("%s/%v: %v, want a transient error", k, m, err)
+					}
+				case FailOpen:
+					if err != nil || !le.Acquired() || !le.FailedOpen() {
+						t.Fatalf("%s/%v: err=%v acquired=%v", k, m, err, le.Acquired())
+					}
+					if err := le.Release(ctx); err != nil {
+						t.Fatalf("release of a fail-open lease: %v", err)
+					}
+				case FailClosed:
+					if err != nil || le.Acquired() {
+						t.Fatalf("%s/%v: err=%v acquired=%v", k, m, err, le.Acquired())
+					}
+					if _, ok := le.RetryAfter(); ok {
+						t.Fatalf("%s/%v: fail-closed lease has a RetryAfter", k, m)
+					}
+				}
+			}
+			cctx, cancel := context.WithCancel(ctx)
+			cancel()
+			if _, err := l.Acquire(cctx, 1); !errors.Is(err, context.Canceled) {
+				t.Fatalf("%s/%v: cancelled: %v, want context.Canceled", k, m, err)
+			}
+		}
+	}
+	for _, op := range rec.take() {
+		if !strings.HasSuffix(op, " failed") && !strings.HasSuffix(op, " canceled") {
+			t.Fatalf("hook outcome %q with the server down", op)
+		}
+	}
+	got := mp.snapshot()
+	want := map[string]int64{
+		"coordination.rate_limit.unavailable{failure_mode=fail_open}":    10,
+		"coordination.rate_limit.unavailable{failure_mode=fail_closed}":  10,
+		"coordination.rate_limit.unavailable{failure_mode=return_error}": 10,
+		"coordination.rate_limit.blocked{reason=unavailable}":            10,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+}
+
+// TestMemoryPerKey measures the state of one active limiter key with
+// MEMORY USAGE (real servers only: miniredis has no MEMORY command), using a
+// realistic key: a short prefix and a hashed partition.
+func TestMemoryPerKey(t *testing.T) {
+	t.Parallel()
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		var r [3]byte
+		_, _ = rand.Read(r[:])
+		client := b.Client(t)
+		c, err := coordination.New(client, coordination.WithKeyPrefix("m"+hex.EncodeToString(r[:])+":"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		var report []string
+		for _, k := range kinds {
+			key := PartitionKey("limits:"+string(k), "client-42")
+			var l Limiter
+			if k == kSliding {
+				l, err = NewSlidingWindow(c, key, SlidingWindow{Limit: 100, Window: time.Minute, Segments: 10})
+			} else {
+				l = build(t, c, k, key, 100, time.Minute)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The state a key keeps until it expires: after a few
+			// acquisitions; for concurrency, while one lease is held (with
+			// none it is deleted).
+			acquisitions := 3
+			if k == kConc {
+				acquisitions = 1
+			}
+			for range acquisitions {
+				acquire(t, l, 1)
+			}
+			n, err := client.MemoryUsage(ctx, c.Key(key)).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			report = append(report, string(k)+"="+itoa(n))
+			if n > 200 {
+				t.Errorf("%s: %d bytes per key, want <= 200", k, n)
+			}
+			if k == kConc {
+				acquire(t, l, 1)
+				acquire(t, l, 1)
+				n3, _ := client.MemoryUsage(ctx, c.Key(key)).Result()
+				report = append(report, "concurrency(3 leases)="+itoa(n3))
+			}
+			l.Close()
+			_ = client.Del(ctx, c.Key(key)).Err()
+		}
+		// A sliding window with every segment live (100 ms segments, one
+		// acquisition each), for the report.
+		sw, err := NewSlidingWindow(c, PartitionKey("limits:sliding-full", "client-42"), SlidingWindow{Limit: 100, Window: time.Second, Segments: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 10 {
+			acquire(t, sw, 1)
+			time.Sleep(100 * time.Millisecond)
+		}
+		if n, err := client.MemoryUsage(ctx, c.Key(PartitionKey("limits:sliding-full", "client-42"))).Result(); err == nil {
+			report = append(report, "sliding(10 live segments)="+itoa(n))
+		}
+		sw.Close()
+		sort.Strings(report)
+		t.Logf("MEMORY USAGE per key (%d-byte key names): %s", len(c.Key(PartitionKey("limits:fixed", "x"))), strings.Join(report, " "))
+	}, testharness.RealOnly())
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// waitDialers waits (up to 3 s) for go-redis' background re-dial goroutines
+// of closed clients to notice the close: after a failed dial they sleep a
+// second before checking.
+func waitDialers(t testing.TB) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		n := runtime.Stack(buf, true)
+		if !strings.Contains(string(buf[:n]), "(*ConnPool).tryDial") {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,209 @@
+package ratelimit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	coordination "github.com/coordkit/coordination"
+)
+
+// PartitionKey returns a limiter key for one partition of a policy: base,
+// a colon, and the first 32 hex digits (128 bits) of the SHA-256 of
+// partition. Hashing keeps client identifiers, IP addresses and tenant
+// names out of Redis key names, bounds the key length, and rules out
+// collisions through separators inside partition strings.
+func PartitionKey(base, partition string) string {
+	sum := sha256.Sum256([]byte(partition))
+	return base + ":" + hex.EncodeToString(sum[:16])
+}
+
+// DefaultIdleTimeout is how long a [Partitioned] keeps an unused
+// partition's limiter when no [WithIdleTimeout] is given.
+const DefaultIdleTimeout = time.Minute
+
+// PartitionOption configures a [Partitioned].
+type PartitionOption func(*Partitioned) error
+
+// WithIdleTimeout sets how long a partition's limiter may stay unused
+// before it is closed and forgotten (its Redis state is kept and picked up
+// again by the next limiter of that partition). A limiter with calls in
+// progress, queued waiters or held concurrency leases is never evicted.
+// d must be at least 1 ms. The default is [DefaultIdleTimeout].
+func WithIdleTimeout(d time.Duration) PartitionOption {
+	return func(p *Partitioned) error {
+		if d < time.Millisecond {
+			return coordination.InvalidArgument("idle timeout", "must be at least 1ms, got %v", d)
+		}
+		p.idle = d
+		return nil
+	}
+}
+
+// Partitioned keeps one [Limiter] per partition (a client, tenant or user),
+// created on first use by a factory and evicted after it has been idle.
+// Eviction is done by the calls themselves (no background goroutine): at
+// most every half idle timeout, a call closes the limiters idle longer than
+// the timeout.
+//
+// Every partition string creates state: derive partitions from
+// authenticated identities or normalized addresses, never from raw
+// attacker-controlled input (headers, query strings, API keys).
+//
+// A Partitioned is safe for concurrent use by multiple goroutines. The zero
+// value is not usable; use [NewPartitioned].
+type Partitioned struct {
+	factory func(partition string) (Limiter, error)
+	idle    time.Duration
+
+	mu        sync.Mutex
+	closed    bool
+	m         map[string]*partitionEntry
+	lastSweep time.Time
+}
+
+type partitionEntry struct {
+	lim  Limiter
+	last time.Time
+	uses int
+}
+
+// NewPartitioned returns a partitioned limiter whose factory builds the
+// limiter of a partition, typically with [PartitionKey]:
+//
+//	p, err := ratelimit.NewPartitioned(func(client string) (ratelimit.Limiter, error) {
+//		return ratelimit.NewTokenBucket(coord, ratelimit.PartitionKey("limits:client", client), bucket)
+//	})
+//
+// The factory is called with the partitioned limiter's lock held and must
+// not call back into it; it should not do I/O (the constructors of this
+// package do none). Errors: coordination.ErrInvalidArgument for a nil
+// factory or an invalid option.
+func NewPartitioned(factory func(partition string) (Limiter, error), opts ...PartitionOption) (*Partitioned, error) {
+	if factory == nil {
+		return nil, coordination.InvalidArgument("factory", "must not be nil")
+	}
+	p := &Partitioned{factory: factory, idle: DefaultIdleTimeout, m: map[string]*partitionEntry{}, lastSweep: time.Now()}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(p); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Acquire calls [Limiter.Acquire] on partition's limiter, creating it first
+// when needed. Errors are those of Acquire, the factory's error, or
+// coordination.ErrClosed after Close.
+func (p *Partitioned) Acquire(ctx context.Context, partition string, permits int) (Lease, error) {
+	e, err := p.get(partition)
+	if err != nil {
+		return Lease{}, err
+	}
+	defer p.put(e)
+	return e.lim.Acquire(ctx, permits)
+}
+
+// Wait calls [Limiter.Wait] on partition's limiter, creating it first when
+// needed. Errors are those of Wait, the factory's error, or
+// coordination.ErrClosed after Close.
+func (p *Partitioned) Wait(ctx context.Context, partition string, permits int) (Lease, error) {
+	e, err := p.get(partition)
+	if err != nil {
+		return Lease{}, err
+	}
+	defer p.put(e)
+	return e.lim.Wait(ctx, permits)
+}
+
+// Len returns the number of partitions with a live limiter.
+func (p *Partitioned) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.m)
+}
+
+// Close closes every partition's limiter (see [Limiter.Close]) and makes
+// later calls fail with coordination.ErrClosed. It is idempotent and
+// returns nil.
+func (p *Partitioned) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	m := p.m
+	p.m = nil
+	p.mu.Unlock()
+	for _, e := range m {
+		_ = e.lim.Close()
+	}
+	return nil
+}
+
+func (p *Partitioned) get(partition string) (*partitionEntry, error) {
+	now := time.Now()
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, coordination.ErrClosed
+	}
+	var evicted []Limiter
+	if now.Sub(p.lastSweep) >= p.idle/2 {
+		p.lastSweep = now
+		evicted = p.sweepLocked(now)
+	}
+	e := p.m[partition]
+	if e == nil {
+		lim, err := p.factory(partition)
+		if err != nil {
+			p.mu.Unlock()
+			closeAll(evicted)
+			return nil, err
+		}
+		e = &partitionEntry{lim: lim}
+		p.m[partition] = e
+	}
+	e.uses++
+	e.last = now
+	p.mu.Unlock()
+	closeAll(evicted)
+	return e, nil
+}
+
+func (p *Partitioned) put(e *partitionEntry) {
+	now := time.Now()
+	p.mu.Lock()
+	e.uses--
+	e.last = now
+	p.mu.Unlock()
+}
+
+// sweepLocked removes the limiters idle for longer than the timeout and
+// returns them, to be closed without the lock.
+func (p *Partitioned) sweepLocked(now time.Time) []Limiter {
+	var out []Limiter
+	for k, e := range p.m {
+		if e.uses > 0 || now.Sub(e.last) < p.idle {
+			continue
+		}
+		if b, ok := e.lim.(interface{ busy() bool }); ok && b.busy() {
+			continue
+		}
+		delete(p.m, k)
+		out = append(out, e.lim)
+	}
+	return out
+}
+
+func closeAll(ls []Limiter) {
+	for _, l := range ls {
+		_ = l.Close()
+	}
+}

@@ -1,0 +1,228 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/testharness"
+)
+
+// queued waits until the limiter's queue holds n permits.
+func queued(t testing.TB, l Limiter, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for l.Statistics().QueuedPermits != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("queued permits %d, want %d", l.Statistics().QueuedPermits, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+type result struct {
+	name string
+	le   Lease
+	err  error
+}
+
+// startWait runs Wait(permits) in a goroutine, reporting to out.
+func startWait(ctx context.Context, wg *sync.WaitGroup, l Limiter, name string, permits int, out chan<- result) {
+	wg.Go(func() {
+		le, err := l.Wait(ctx, permits)
+		out <- result{name, le, err}
+	})
+}
+
+// exhausted returns a GCRA limiter of burst 1 and interval iv whose one
+// permit is taken, with miniredis' clock running (stopped at the end of the
+// test), and a channel for the results of startWait.
+func exhausted(t *testing.T, b *testharness.Backend, iv time.Duration, opts ...Option) (Limiter, chan result) {
+	t.Helper()
+	l := build(t, b.Coordinator(t), kGCRA, "q", 1, iv, opts...)
+	t.Cleanup(clock(b))
+	if !acquire(t, l, 1).Acquired() {
+		t.Fatal("not acquired")
+	}
+	return l, make(chan result, 3)
+}
+
+func TestQueueOldestFirstOrder(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		l, out := exhausted(t, b, 100*time.Millisecond, WithQueue(10, OldestFirst))
+		var wg sync.WaitGroup
+		ctx := context.Background()
+		for i, name := range []string{"a", "b", "c"} {
+			startWait(ctx, &wg, l, name, 1, out)
+			queued(t, l, int64(i+1))
+		}
+		var order []string
+		for range 3 {
+			r := <-out
+			if r.err != nil || !r.le.Acquired() {
+				t.Fatalf("%s: %v acquired=%v", r.name, r.err, r.le.Acquired())
+			}
+			order = append(order, r.name)
+		}
+		wg.Wait()
+		if got := order[0] + order[1] + order[2]; got != "abc" {
+			t.Fatalf("served %s, want abc", got)
+		}
+		if s := l.Statistics(); s.QueuedPermits != 0 || s.Granted != 4 {
+			t.Fatalf("statistics %+v", s)
+		}
+	})
+}
+
+func TestQueueNewestFirstEvictsOldest(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		l, out := exhausted(t, b, 150*time.Millisecond, WithQueue(2, NewestFirst))
+		var wg sync.WaitGroup
+		ctx := context.Background()
+		startWait(ctx, &wg, l, "a", 1, out)
+		queued(t, l, 1)
+		startWait(ctx, &wg, l, "b", 1, out)
+		queued(t, l, 2)
+		startWait(ctx, &wg, l, "c", 1, out) // full: evicts a, the oldest
+		r := <-out
+		if r.name != "a" || r.err != nil || r.le.Acquired() {
+			t.Fatalf("first result %s err=%v acquired=%v, want a evicted", r.name, r.err, r.le.Acquired())
+		}
+		if _, ok := r.le.RetryAfter(); ok {
+			t.Fatal("evicted lease has a RetryAfter")
+		}
+		var order []string
+		for range 2 {
+			r := <-out
+			if r.err != nil || !r.le.Acquired() {
+				t.Fatalf("%s: %v %v", r.name, r.err, r.le.Acquired())
+			}
+			order = append(order, r.name)
+		}
+		wg.Wait()
+		if order[0] != "c" || order[1] != "b" {
+			t.Fatalf("served %v, want [c b]", order)
+		}
+	})
+}
+
+func TestQueueLimitInPermitsCancellationAndClose(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		l := build(t, b.Coordinator(t), kGCRA, "q", 4, 10*time.Second, WithQueue(3, OldestFirst))
+		if !acquire(t, l, 4).Acquired() {
+			t.Fatal("not acquired")
+		}
+		out := make(chan result, 4)
+		var wg sync.WaitGroup
+		cctx, cancel := context.WithCancel(context.Background())
+		startWait(cctx, &wg, l, "two", 2, out)
+		queued(t, l, 2)
+		// 2 more permits do not fit in a queue of 3: refused at once. It
+		// did not try Redis (waiters are ahead of it), so no RetryAfter.
+		le, err := l.Wait(context.Background(), 2)
+		if err != nil || le.Acquired() {
+			t.Fatalf("overflow: %v acquired=%v", err, le.Acquired())
+		}
+		if _, ok := le.RetryAfter(); ok {
+			t.Fatal("overflow refusal without an attempt has a RetryAfter")
+		}
+		startWait(context.Background(), &wg, l, "one", 1, out) // 1 fits
+		queued(t, l, 3)
+		cancel() // cancellation removes a waiter
+		r := <-out
+		if r.name != "two" || !errors.Is(r.err, context.Canceled) || !errors.Is(r.err, coordination.ErrNotAcquired) {
+			t.Fatalf("cancelled waiter: %s %v", r.name, r.err)
+		}
+		queued(t, l, 1)
+		l.Close() // Close fails the remaining waiter
+		r = <-out
+		if r.name != "one" || !errors.Is(r.err, coordination.ErrClosed) {
+			t.Fatalf("closed waiter: %s %v", r.name, r.err)
+		}
+		wg.Wait()
+		if _, err := l.Acquire(context.Background(), 1); !errors.Is(err, coordination.ErrClosed) {
+			t.Fatalf("Acquire after Close: %v", err)
+		}
+		if _, err := l.Wait(context.Background(), 1); !errors.Is(err, coordination.ErrClosed) {
+			t.Fatalf("Wait after Close: %v", err)
+		}
+	})
+}
+
+func TestWaitWithoutQueueAndOversized(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		l := build(t, b.Coordinator(t), kFixed, "nq", 1, 10*time.Second)
+		ctx := context.Background()
+		if le, err := l.Wait(ctx, 1); err != nil || !le.Acquired() {
+			t.Fatalf("Wait: %v", err)
+		}
+		le, err := l.Wait(ctx, 1) // no queue: one attempt
+		if err != nil || le.Acquired() {
+			t.Fatalf("Wait without queue: %v %v", err, le.Acquired())
+		}
+		if _, ok := le.RetryAfter(); !ok {
+			t.Fatal("no RetryAfter")
+		}
+		lq := build(t, b.Coordinator(t), kFixed, "q2", 1, 10*time.Second, WithQueue(5, OldestFirst))
+		le, err = lq.Wait(ctx, 2) // larger than the limiter: never queued
+		if err != nil || le.Acquired() || lq.Statistics().QueuedPermits != 0 {
+			t.Fatalf("oversized Wait: %v %v", err, le.Acquired())
+		}
+		if _, ok := le.RetryAfter(); ok {
+			t.Fatal("oversized Wait has a RetryAfter")
+		}
+	})
+}
+
+func TestConcurrencyQueueWokenByRelease(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		c := b.Coordinator(t)
+		l := build(t, c, kConc, "cq", 1, 10*time.Second, WithQueue(4, OldestFirst))
+		other := build(t, b.Coordinator(t), kConc, "cq", 1, 10*time.Second) // another process
+		ctx := context.Background()
+		// Local release wakes the waiter.
+		h := acquire(t, l, 1)
+		out := make(chan result, 1)
+		var wg sync.WaitGroup
+		startWait(ctx, &wg, l, "w", 1, out)
+		queued(t, l, 1)
+		start := time.Now()
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := <-out
+		if r.err != nil || !r.le.Acquired() {
+			t.Fatalf("waiter: %v", r.err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("woken after %v; want a prompt wake-up", d)
+		}
+		if err := r.le.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// A release in another process wakes it through Pub/Sub.
+		h2 := acquire(t, other, 1)
+		if !h2.Acquired() {
+			t.Fatal("other not acquired")
+		}
+		startWait(ctx, &wg, l, "w2", 1, out)
+		queued(t, l, 1)
+		time.Sleep(50 * time.Millisecond) // let it subscribe and sleep
+		start = time.Now()
+		if err := h2.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r = <-out
+		if r.err != nil || !r.le.Acquired() {
+			t.Fatalf("waiter 2: %v", r.err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("woken after %v by a remote release; want Pub/Sub", d)
+		}
+		_ = r.le.Release(ctx)
+		wg.Wait()
+	})
+}
