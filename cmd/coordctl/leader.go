@@ -45,7 +45,7 @@ func defaultIdentity() string {
 }
 
 func runLeaderRun(args []string, stdout, stderr io.Writer) int {
-	fs, cf := leaderFlags("leader run", stderr, `usage: coordctl leader run --key K [--id NAME] [--lease 15s] [--retry 1s] [--grace 10s] -- cmd args
+	fs, cf := subcommandFlags("leader run", stderr, `usage: coordctl leader run --key K [--id NAME] [--lease 15s] [--retry 1s] [--grace 10s] -- cmd args
 
 Campaigns for the leadership of election K and runs cmd only while leader, with
 COORD_FENCING_TOKEN (the term's fencing token) and COORD_LEADER_ID in its environment.
@@ -154,9 +154,9 @@ exits with the command's status (0 when it was not leading).`)
 	}
 }
 
-// leaderFlags returns a flag set for a leader subcommand, printing usage
+// subcommandFlags returns a flag set for a subcommand, printing usage
 // (then the flags) for -h, with the connection flags registered.
-func leaderFlags(name string, stderr io.Writer, usage string) (*flag.FlagSet, *connFlags) {
+func subcommandFlags(name string, stderr io.Writer, usage string) (*flag.FlagSet, *connFlags) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -184,7 +184,7 @@ func (c *connFlags) coordinator() (coord *coordination.Coordinator, desc string,
 }
 
 func runLeaderStatus(args []string, stdout, stderr io.Writer) int {
-	fs, cf := leaderFlags("leader status", stderr, `usage: coordctl leader status --key K [--watch [--poll 1s]]
+	fs, cf := subcommandFlags("leader status", stderr, `usage: coordctl leader status --key K [--watch [--poll 1s]]
 
 Prints who leads election K, its fencing token and the lease's remaining time.
 Exit status: 0 when there is a leader, 3 when there is none, 1 on error.

@@ -1,8 +1,10 @@
 // Command coordctl demonstrates, inspects and uses the coordination
 // primitives from the command line.
 //
-//	coordctl demo [--redis URL] [--only NAME,...]   run the self-checking demo scenarios
-//	coordctl lock run --key K --ttl 30s -- cmd args  run a command under a kept-alive fenced lock
+//	coordctl demo [--redis URL] [--only NAME,...]      run the self-checking demo scenarios
+//	coordctl lock run --key K [--ttl 30s] -- cmd args   run a command under a kept-alive fenced lock
+//	coordctl leader run --key K [--id NAME] -- cmd args run a command only while elected leader
+//	coordctl leader status --key K [--watch]           show who leads an election
 //
 // Without --redis, demo runs on an embedded miniredis whose clock follows
 // the wall clock. --redis takes a go-redis URL (redis://[user:pass@]host:port/db,

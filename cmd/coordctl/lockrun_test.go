@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coordkit/coordination/fencing"
+	"github.com/coordkit/coordination/internal/testharness"
+)
+
+// lock run holds the lock while the command runs, passes the fencing token,
+// exits with the command's status and releases the lock; on every backend
+// that is a real server (standalone and cluster).
+func TestLockRunRunsUnderTheLock(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Client(t)
+		conn := append(serverArgs(b), "--prefix", b.Prefix())
+		script := `echo "token=$COORD_FENCING_TOKEN key=$COORD_LOCK_KEY"; exit 3`
+		code, out, errOut := runCmd(t, append(append([]string{"lock", "run"}, conn...), "--key", "job", "--", "sh", "-c", script)...)
+		if code != 3 || out != "token=1 key=job\n" {
+			t.Fatalf("lock run = %d, stdout %q; want 3 and the token\nstderr:\n%s", code, out, errOut)
+		}
+		if n := raw.Exists(ctx, b.Key("{job}:lock")).Val(); n != 0 {
+			t.Fatal("the lock was not released after the command exited")
+		}
+		// While another process holds the lock, --no-wait and --timeout give up
+		// with 75 and never start the command.
+		coord := b.Coordinator(t)
+		holder, err := fencing.TryAcquire(ctx, coord, "{job}:lock", "{job}:fence", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, out, _ = runCmd(t, append(append([]string{"lock", "run"}, conn...), "--key", "job", "--no-wait", "--", "echo", "ran")...)
+		if code != exitNotAcquired || out != "" {
+			t.Fatalf("--no-wait on a held lock = %d %q, want 75 and no output", code, out)
+		}
+		start := time.Now()
+		code, _, _ = runCmd(t, append(append([]string{"lock", "run"}, conn...), "--key", "job", "--timeout", "200ms", "--", "echo", "ran")...)
+		if code != exitNotAcquired || time.Since(start) < 200*time.Millisecond {
+			t.Fatalf("--timeout 200ms = %d after %v, want 75 after 200ms", code, time.Since(start))
+		}
+		// A blocked lock run starts the command once the holder releases.
+		type res struct {
+			code int
+			out  string
+		}
+		done := make(chan res, 1)
+		go func() {
+			code, out, _ := runCmd(t, append(append([]string{"lock", "run"}, conn...), "--key", "job", "--", "sh", "-c", `echo "$COORD_FENCING_TOKEN"`)...)
+			done <- res{code, out}
+		}()
+		time.Sleep(100 * time.Millisecond)
+		if _, err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-done:
+			if r.code != 0 || r.out != "3\n" {
+				t.Fatalf("waiting lock run = %d %q, want 0 and token 3", r.code, r.out)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("waiting lock run did not run after the release")
+		}
+	}, testharness.RealOnly())
+}
+
+// When the lock is lost, the command is stopped (SIGTERM) and coordctl
+// exits with its status.
+func TestLockRunStopsTheCommandWhenTheLockIsLost(t *testing.T) {
+	url, raw := leaderServer(t)
+	p := startCoordctl(t, "lock", "run", "--redis", url, "--key", "lost", "--ttl", "300ms", "--grace", "2s",
+		"--", "sh", "-c", `trap 'echo got SIGTERM; exit 42' TERM; echo started; while :; do sleep 0.05; done`)
+	p.waitOutput(t, "started", 5*time.Second)
+	// Someone deletes the lock (an operator, or an expiry during a pause):
+	// the next renewal finds it gone.
+	if err := raw.Del(context.Background(), "{lost}:lock").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.waitExit(t, 5*time.Second); code != 42 {
+		t.Fatalf("exit %d, want the command's 42; output:\n%s", code, p.out.String())
+	}
+	if out := p.out.String(); !strings.Contains(out, "lock lost") || !strings.Contains(out, "got SIGTERM") {
+		t.Fatalf("output:\n%s", out)
+	}
+}
+
+// SIGTERM to coordctl stops the command and releases the lock at once.
+func TestLockRunReleasesOnSignal(t *testing.T) {
+	url, raw := leaderServer(t)
+	p := startCoordctl(t, "lock", "run", "--redis", url, "--key", "sig", "--ttl", "30s",
+		"--", "sh", "-c", `echo started; exec sleep 30`)
+	p.waitOutput(t, "started", 5*time.Second)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.waitExit(t, 5*time.Second); code != 128+15 {
+		t.Fatalf("exit %d, want 143 (the command killed by SIGTERM); output:\n%s", code, p.out.String())
+	}
+	if n := raw.Exists(context.Background(), "{sig}:lock").Val(); n != 0 {
+		t.Fatal("the lock was not released on SIGTERM")
+	}
+}
+
+func TestLockRunUsageAndStartErrors(t *testing.T) {
+	url, raw := leaderServer(t)
+	for _, args := range [][]string{
+		{"lock", "run", "--redis", url, "--", "true"},                               // no key
+		{"lock", "run", "--redis", url, "--key", "k"},                               // no command
+		{"lock", "run", "--redis", url, "--key", "k", "--ttl", "1ms", "--", "true"}, // ttl too small
+		{"lock", "run", "--redis", url, "--key", "k", "--grace", "-1s", "--", "true"},
+		{"lock", "run", "--bogus"},
+	} {
+		if code, _, _ := runCmd(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+	if code, out, _ := runCmd(t, "lock", "run", "-h"); code != 0 && out == "" {
+		t.Errorf("-h: exit %d", code)
+	}
+	code, _, errOut := runCmd(t, "lock", "run", "--redis", url, "--key", "nf", "--", "/no/such/command")
+	if code != 127 || !strings.Contains(errOut, "cannot start") {
+		t.Fatalf("missing command: exit %d, stderr %q", code, errOut)
+	}
+	if n := raw.Exists(context.Background(), "{nf}:lock").Val(); n != 0 {
+		t.Fatal("the lock was kept after the command could not start")
+	}
+	if code, _, _ := runCmd(t, "lock", "run", "--redis", "redis://127.0.0.1:1/0", "--key", "k", "--", "true"); code != 1 {
+		t.Fatalf("unreachable server: exit %d, want 1", code)
+	}
+}
