@@ -10,17 +10,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/testharness"
 )
 
@@ -214,29 +212,19 @@ func oneCommand(t *testing.T, b *testharness.Backend, s Subject) {
 	must(w.Release(ctx))(t)
 
 	k := testharness.CountCommands(client)
-	h := must(s.Acquire(ctx, coord, "{one}", time.Minute, false))(t)
-	expectOne(t, k, "acquire")
-	must(h.Refresh(ctx, time.Minute))(t)
-	expectOne(t, k, "refresh")
-	must(h.Verify(ctx))(t)
-	expectOne(t, k, "verify")
-	must(h.Release(ctx))(t)
-	expectOne(t, k, "release")
+	var h Handle
+	k.ExpectOne(t, "acquire", func() (err error) { h, err = s.Acquire(ctx, coord, "{one}", time.Minute, false); return err })
+	k.ExpectOne(t, "refresh", func() error { _, err := h.Refresh(ctx, time.Minute); return err })
+	k.ExpectOne(t, "verify", func() error { _, err := h.Verify(ctx); return err })
+	k.ExpectOne(t, "release", func() error { _, err := h.Release(ctx); return err })
 	h2 := must(s.Acquire(ctx, coord, "{one}", time.Minute, false))(t)
-	k.Reset()
-	if _, err := s.Acquire(ctx, coord, "{one}", time.Minute, false); !errors.Is(err, coordination.ErrNotAcquired) {
-		t.Fatal(err)
-	}
-	expectOne(t, k, "contended acquire")
+	k.ExpectOne(t, "contended acquire", func() error {
+		if _, err := s.Acquire(ctx, coord, "{one}", time.Minute, false); !errors.Is(err, coordination.ErrNotAcquired) {
+			return fmt.Errorf("want ErrNotAcquired, got %v", err)
+		}
+		return nil
+	})
 	must(h2.Release(ctx))(t)
-}
-
-func expectOne(t *testing.T, k *testharness.Counter, op string) {
-	t.Helper()
-	if names := k.Names(); len(names) != 1 || names[0] != "EVALSHA" {
-		t.Errorf("%s sent %v, want exactly one EVALSHA", op, names)
-	}
-	k.Reset()
 }
 
 // wakeOnRelease measures, over 5 handoffs, the time from a release to the
@@ -358,44 +346,15 @@ func badInput(t *testing.T, b *testharness.Backend, s Subject) {
 	must(h.Release(ctx))(t)
 }
 
-// recorder is a hook that records admissions and outcomes, and can reject.
-type recorder struct {
-	mu       sync.Mutex
-	admitted []string
-	outcomes []hooks.Outcome
-	reject   error
-}
-
-func (r *recorder) Admit(ctx context.Context, op hooks.Operation) (context.Context, hooks.Done, error) {
-	if r.reject != nil {
-		return ctx, nil, r.reject
-	}
-	r.mu.Lock()
-	r.admitted = append(r.admitted, op.Name)
-	r.mu.Unlock()
-	return ctx, func(o hooks.Outcome, _ error) {
-		r.mu.Lock()
-		r.outcomes = append(r.outcomes, o)
-		r.mu.Unlock()
-	}, nil
-}
-
-func (r *recorder) last() (string, hooks.Outcome, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.outcomes) == 0 {
-		return "", 0, 0
-	}
-	return r.admitted[len(r.admitted)-1], r.outcomes[len(r.outcomes)-1], len(r.outcomes)
-}
-
 func hookOutcomes(t *testing.T, b *testharness.Backend, s Subject) {
 	ctx := context.Background()
 	// A rejecting hook fails the operation and nothing reaches Redis.
 	client := b.Client(t)
 	k := testharness.CountCommands(client)
 	errNo := errors.New("maintenance window")
-	rej := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix()), coordination.WithHooks(&recorder{reject: errNo})))(t)
+	rejecting := &testharness.HookRecorder{}
+	rejecting.Reject(errNo)
+	rej := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix()), coordination.WithHooks(rejecting)))(t)
 	if _, err := s.Acquire(ctx, rej, "{h}", time.Minute, false); !errors.Is(err, errNo) {
 		t.Fatalf("rejected acquire: %v, want the hook's error", err)
 	}
@@ -403,31 +362,33 @@ func hookOutcomes(t *testing.T, b *testharness.Backend, s Subject) {
 		t.Fatalf("a rejected operation sent %v", k.Names())
 	}
 
-	rec := &recorder{}
+	rec := &testharness.HookRecorder{}
 	coord := must(coordination.New(b.Client(t), coordination.WithKeyPrefix(b.Prefix()), coordination.WithHooks(rec)))(t)
-	h := must(s.Acquire(ctx, coord, "{h}", time.Minute, false))(t)
-	if name, o, _ := rec.last(); name != s.AcquireOp || o != hooks.Succeeded {
-		t.Errorf("acquire: %s %v, want %s succeeded", name, o, s.AcquireOp)
+	acquired := s.Primitive + ":" + s.AcquireOp + ":"
+	expectLast := func(what, want string) {
+		t.Helper()
+		ops := rec.Ops()
+		if len(ops) == 0 || ops[len(ops)-1] != want {
+			t.Errorf("%s: hook saw %v, want it to end with %q", what, ops, want)
+		}
 	}
+	h := must(s.Acquire(ctx, coord, "{h}", time.Minute, false))(t)
+	expectLast("acquire", acquired+"succeeded")
 	if _, err := s.Acquire(ctx, coord, "{h}", time.Minute, false); !errors.Is(err, coordination.ErrNotAcquired) {
 		t.Fatal(err)
 	}
-	if name, o, _ := rec.last(); name != s.AcquireOp || o != hooks.Succeeded {
-		t.Errorf("contended acquire: %s %v, want %s succeeded", name, o, s.AcquireOp)
-	}
+	expectLast("contended acquire", acquired+"succeeded")
 	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	_, err := s.Acquire(cctx, coord, "{h}", time.Minute, true)
 	cancel()
 	if !errors.Is(err, coordination.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("cancelled blocking acquire: %v, want ErrNotAcquired and DeadlineExceeded", err)
 	}
-	if name, o, _ := rec.last(); name != s.AcquireOp || o != hooks.Canceled {
-		t.Errorf("cancelled acquire: %s %v, want %s canceled", name, o, s.AcquireOp)
-	}
-	_, _, before := rec.last()
+	expectLast("cancelled acquire", acquired+"canceled")
+	before := len(rec.Ops())
 	must(h.Release(ctx))(t)
-	if _, o, n := rec.last(); o != hooks.Succeeded || n != before+1 {
-		t.Errorf("release: outcome %v after %d outcomes", o, n)
+	if ops := rec.Ops(); len(ops) != before+1 || !strings.HasSuffix(ops[len(ops)-1], "RELEASE:succeeded") {
+		t.Errorf("release: hook saw %v", ops[before:])
 	}
 }
 
@@ -487,44 +448,15 @@ func scriptFlush(t *testing.T, b *testharness.Backend, s Subject) {
 	}
 }
 
-// dropReply is a go-redis hook that lets the n-th EVALSHA/EVAL reach the
-// server and then reports a network timeout, as a lost reply would.
-type dropReply struct {
-	armed atomic.Bool
-}
-
-type timeoutErr struct{}
-
-func (timeoutErr) Error() string   { return "i/o timeout (injected lost reply)" }
-func (timeoutErr) Timeout() bool   { return true }
-func (timeoutErr) Temporary() bool { return true }
-
-var _ net.Error = timeoutErr{}
-
-func (d *dropReply) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (d *dropReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if (cmd.Name() == "evalsha" || cmd.Name() == "eval") && d.armed.CompareAndSwap(true, false) {
-			cmd.SetErr(timeoutErr{})
-			return timeoutErr{}
-		}
-		return err
-	}
-}
-func (d *dropReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
 func lostReply(t *testing.T, b *testharness.Backend, s Subject) {
 	ctx := context.Background()
 	client := b.Client(t)
-	d := &dropReply{}
+	d := &testharness.LostReply{}
 	client.AddHook(d)
 	coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
 	raw := b.Client(t)
 	key := b.Key(s.LeaseKey("{l}"))
-	d.armed.Store(true)
+	d.Arm()
 	_, err := s.Acquire(ctx, coord, "{l}", time.Minute, false)
 	if err == nil || !coordination.IsAmbiguous(err) {
 		t.Fatalf("acquire with a lost reply: %v, want an ambiguous error", err)
@@ -564,12 +496,12 @@ func localExpiry(t *testing.T, b *testharness.Backend, s Subject) {
 func keepAlive(t *testing.T, b *testharness.Backend, s Subject) {
 	ctx := context.Background()
 	raw := b.Client(t)
-	h := must(s.Acquire(ctx, b.Coordinator(t), "{k}", 150*time.Millisecond, false))(t)
+	h := must(s.Acquire(ctx, b.Coordinator(t), "{k}", 300*time.Millisecond, false))(t)
 	h.KeepAlive()
 	h.KeepAlive() // idempotent
-	time.Sleep(600 * time.Millisecond)
+	time.Sleep(time.Second)
 	if ok := must(h.Verify(ctx))(t); !ok {
-		t.Fatal("keep-alive did not hold the lock past 4 TTLs")
+		t.Fatal("keep-alive did not hold the lock past 3 TTLs")
 	}
 	if h.Context().Err() != nil {
 		t.Fatal("context cancelled while kept alive")
