@@ -29,17 +29,16 @@
 //	FENCED LOCK RELEASE           fencing       fencing.Lock.Release
 //	FENCED WRITE                  fencing       fencing.GuardedSet
 //	FENCED READ                   fencing       fencing.GuardedGet
-//	LEASE ACQUIRE / RENEW /       lock          hash-field leases
+//	LEASE ACQUIRE / RENEW /       lock          reserved: hash-field leases (not yet implemented)
 //	  VERIFY / RELEASE
-//	RWLEASE READ ACQUIRE          rwlease       read lease acquisition
-//	RWLEASE WRITE ACQUIRE         rwlease       write lease acquisition
-//	RWLEASE RENEW / VERIFY /      rwlease       lease handle operations
-//	  RELEASE
+//	RWLEASE READ ACQUIRE /        rwlease       reserved: read-write leases (not yet implemented)
+//	  WRITE ACQUIRE / RENEW /
+//	  VERIFY / RELEASE
 //	SEMAPHORE ACQUIRE             semaphore     TryAcquire, TryAcquireN, Acquire, AcquireN
 //	SEMAPHORE RENEW               semaphore     Permit.Refresh
 //	SEMAPHORE VERIFY              semaphore     Permit.Verify
 //	SEMAPHORE RELEASE             semaphore     Permit.Release
-//	SEMAPHORE READ                semaphore     reads of the holder count
+//	SEMAPHORE READ                semaphore     Semaphore.State
 //	LATCH CREATE                  latch         latch.Create
 //	LATCH JOIN                    latch         latch.Join
 //	LATCH RESET                   latch         latch.Reset
@@ -47,17 +46,17 @@
 //	LATCH WAIT                    latch         Latch.Wait (once, however long it waits)
 //	LATCH READ                    latch         Latch.Count
 //	LEADER CAMPAIGN               leader        each campaign attempt of Elector.Run that reaches Redis
-//	LEADER READ                   leader        Elector.Leader / leader.Observe reads
+//	LEADER READ                   leader        leader.Get, Elector.Leader, each read of leader.Observe
 //	IDEMPOTENCY BEGIN             idempotency   Store.Begin
 //	IDEMPOTENCY COMPLETE          idempotency   Store.Complete
 //	IDEMPOTENCY ABANDON           idempotency   Store.Abandon
 //	RATE LIMIT ACQUIRE            rate_limit    Limiter.Acquire, Limiter.Wait (once, covering queued retries)
 //	RATE LIMIT RELEASE            rate_limit    concurrency lease release
 //	RATE LIMIT RENEW              rate_limit    concurrency lease renewal
-//	RATE LIMIT UPDATE             rate_limit    runtime settings updates
-//	RATE LIMIT DENY LIST READ     rate_limit    deny-list lookups that reach Redis
-//	RATE LIMIT DENY LIST WRITE    rate_limit    deny-list additions and removals
-//	REDLOCK ACQUIRE / RENEW /     redlock       quorum operations, once per group
+//	RATE LIMIT UPDATE             rate_limit    reserved: runtime settings updates (not yet implemented)
+//	RATE LIMIT DENY LIST READ /   rate_limit    reserved: deny lists (not yet implemented)
+//	  WRITE
+//	REDLOCK ACQUIRE / RENEW /     redlock       reserved: quorum lock (not yet implemented)
 //	  RELEASE
 //
 // The constants in this package ([LockAcquire], ...) hold these names.
