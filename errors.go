@@ -18,8 +18,8 @@ var (
 	// ErrNotAcquired is returned when a lease, lock, permit or claim could
 	// not be acquired because it is held by someone else (contention), by
 	// APIs that report contention as an error. A blocking acquire that gives
-	// up because its context ended returns errors.Join(ErrNotAcquired,
-	// context.Cause(ctx)).
+	// up because its context ended returns [GaveUp](ctx), which matches both
+	// ErrNotAcquired and the context's cause.
 	ErrNotAcquired = errors.New("coordination: not acquired")
 
 	// ErrNotHeld is returned when an operation needs a lease the caller no
@@ -126,7 +126,7 @@ var scriptCodes = map[string][]error{
 }
 
 func (e *ScriptError) Error() string {
-	return "coordination: " + e.Code + " " + e.Detail
+	return "coordination: " + e.Detail + " (" + e.Code + ")"
 }
 
 // Is reports whether target is one of the sentinels of e's code.
@@ -274,12 +274,51 @@ func neverSent(err error) bool {
 
 // UnexpectedReply returns an error wrapping [ErrBadState] for a script reply
 // whose shape the client does not understand (a server or library version
-// mismatch).
+// mismatch, or a key that holds something another program wrote). It
+// describes the reply's shape only, never its contents, which may be large
+// or secret.
 func UnexpectedReply(script string, reply any) error {
-	return fmt.Errorf("%w: unexpected reply from %s: %v", ErrBadState, script, reply)
+	return fmt.Errorf("%w: unexpected reply from %s: %s", ErrBadState, script, shapeOf(reply))
+}
+
+func shapeOf(v any) string {
+	switch r := v.(type) {
+	case []any:
+		return fmt.Sprintf("array of %d", len(r))
+	case []string:
+		return fmt.Sprintf("array of %d strings", len(r))
+	case []int64:
+		return fmt.Sprintf("array of %d integers", len(r))
+	case string:
+		return fmt.Sprintf("string of %d bytes", len(r))
+	case nil:
+		return "nil"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
 }
 
 // MapError turns an error reply carrying one of the library's script codes
 // (COORD_...) into a *[ScriptError]; any other error is returned unchanged.
 // [Coordinator.Eval] applies it to every script reply.
 func MapError(err error) error { return mapScriptError(err) }
+
+// GaveUp returns the error of a blocking acquisition that gave up because
+// ctx ended: it matches both [ErrNotAcquired] and context.Cause(ctx) with
+// errors.Is, and reads as one line, e.g. "coordination: not acquired:
+// context deadline exceeded".
+func GaveUp(ctx context.Context) error {
+	return &gaveUpError{cause: context.Cause(ctx)}
+}
+
+type gaveUpError struct{ cause error }
+
+func (e *gaveUpError) Error() string {
+	if e.cause == nil {
+		return ErrNotAcquired.Error()
+	}
+	return ErrNotAcquired.Error() + ": " + e.cause.Error()
+}
+
+// Unwrap returns ErrNotAcquired and the cause, for errors.Is and errors.As.
+func (e *gaveUpError) Unwrap() []error { return []error{ErrNotAcquired, e.cause} }

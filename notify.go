@@ -23,8 +23,9 @@ func (c *Coordinator) Channel(key string) string {
 
 // confirmTimeout bounds how long Watch waits for the server to confirm a new
 // subscription before letting the waiter go on without it (its periodic
-// re-check then covers a missed message).
-const confirmTimeout = 2 * time.Second
+// re-check then covers a missed message). A server answers in about a
+// millisecond; no answer usually means the ACL forbids the channel.
+const confirmTimeout = 500 * time.Millisecond
 
 // Watch is one waiter's registration for notifications about one key.
 // Create it with [Coordinator.Watch] and Close it when done. It is safe for
@@ -34,6 +35,19 @@ type Watch struct {
 	ch string
 	st *chanState
 	c  chan struct{}
+}
+
+// Confirmed reports whether the server has confirmed the subscription, so
+// that notifications can arrive. It can turn true after Watch returned; it
+// stays false when the server refuses the channel (an ACL without the
+// coordination:* channels), and waiters should then re-check more often.
+func (w *Watch) Confirmed() bool {
+	select {
+	case <-w.st.ready:
+		return true
+	default:
+		return false
+	}
 }
 
 // C returns a channel that receives a value when a notification for the key
@@ -162,7 +176,7 @@ func (h *hub) remove(w *Watch) {
 		h.ps, h.done = nil, nil
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_ = h.ps.Unsubscribe(ctx, w.ch)
 	cancel()
 }

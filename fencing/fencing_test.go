@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -441,5 +442,38 @@ func TestWithHolderStoresHolder(t *testing.T) {
 			t.Fatalf("lease fields %v, want owner and fence only", fields)
 		}
 		must(l.Release(ctx))(t)
+	})
+}
+
+// Guarded writes refuse keys they did not write, without changing them, and
+// errors never carry the stored value.
+func TestGuardedSetRefusesForeignKeys(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Client(t)
+		c := b.Coordinator(t)
+		secret := "secret-" + strings.Repeat("z", 100000)
+		must(raw.HSet(ctx, b.Key("{f}:user"), "name", "alice", "email", "a@x").Result())(t)
+		must(raw.HSet(ctx, b.Key("{f}:badfence"), "fence", "abc", "value", secret).Result())(t)
+		must(raw.HSet(ctx, b.Key("{f}:negative"), "fence", "-3", "value", secret).Result())(t)
+		must(raw.HSet(ctx, b.Key("{f}:zero"), "fence", "0", "value", "v").Result())(t)
+		must(raw.HSet(ctx, b.Key("{f}:extra"), "fence", "5", "value", "v", "other", "x").Result())(t)
+		for _, k := range []string{"{f}:user", "{f}:badfence", "{f}:negative", "{f}:zero", "{f}:extra"} {
+			before := must(raw.HGetAll(ctx, b.Key(k)).Result())(t)
+			_, _, err := fencing.GuardedSet(ctx, c, k, 9, []byte("x"), 0)
+			if !errors.Is(err, coordination.ErrBadState) {
+				t.Errorf("GuardedSet on %s: %v, want ErrBadState", k, err)
+			}
+			_, _, _, err = fencing.GuardedGet(ctx, c, k)
+			if !errors.Is(err, coordination.ErrBadState) {
+				t.Errorf("GuardedGet on %s: %v, want ErrBadState", k, err)
+			}
+			if err != nil && (len(err.Error()) > 200 || strings.Contains(err.Error(), "secret")) {
+				t.Errorf("GuardedGet error on %s carries the stored value (%d bytes)", k, len(err.Error()))
+			}
+			if after := must(raw.HGetAll(ctx, b.Key(k)).Result())(t); fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Errorf("%s changed: %v -> %v", k, before, after)
+			}
+		}
 	})
 }

@@ -33,10 +33,16 @@ import (
 //
 // and treat zero affected rows as a stale-token rejection.
 //
+// A TTL makes the resource forget its fence when it expires: after that,
+// a writer with any token, however old, is accepted again. Give resources
+// that fence writes a TTL longer than any holder can be paused, or none.
+//
 // Errors: coordination.ErrInvalidArgument (nothing sent) for an empty key,
-// token < 1 or ttl < 0 or between 0 and 1 ms; coordination.ErrWrongType /
-// ErrBadState when key holds something else; Redis and network errors. The
-// write is idempotent under a re-send.
+// token < 1 or ttl < 0 or between 0 and 1 ms; coordination.ErrWrongType
+// when key is not a hash, and coordination.ErrBadState when it is a hash
+// that GuardedSet did not write (other fields, no or a malformed fence):
+// nothing is changed then. Redis and network errors as go-redis returns
+// them. The write is idempotent under a re-send.
 func GuardedSet(ctx context.Context, coord *coordination.Coordinator, key string, token int64, value []byte, ttl time.Duration) (accepted bool, current int64, err error) {
 	if err := coord.Check(); err != nil {
 		return false, 0, err
@@ -82,8 +88,9 @@ func GuardedSet(ctx context.Context, coord *coordination.Coordinator, key string
 // found is false (with no error) when the resource does not exist.
 //
 // Errors: coordination.ErrInvalidArgument for an empty key (nothing sent);
-// coordination.ErrWrongType when key is not a hash; Redis and network
-// errors.
+// coordination.ErrWrongType when key is not a hash; coordination.ErrBadState
+// when it is a hash GuardedSet did not write (no fence, or one that is not
+// a positive integer); Redis and network errors.
 func GuardedGet(ctx context.Context, coord *coordination.Coordinator, key string) (value []byte, token int64, found bool, err error) {
 	if err := coord.Check(); err != nil {
 		return nil, 0, false, err

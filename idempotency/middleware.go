@@ -221,7 +221,11 @@ func WithWaitForOriginal(d time.Duration) MiddlewareOption {
 //     as it is written and is stored if [WithReplayPolicy] accepts its
 //     status and it fits [WithMaxResponseBytes]; otherwise the claim is
 //     abandoned and a retry runs the handler again. If the handler panics,
-//     the claim is abandoned (like a 5xx) and the panic goes on.
+//     the claim is kept until its TTL ([WithClaimTTL]), as [Store.Do]
+//     keeps it: the handler may have had effects before it panicked, and
+//     net/http clients re-send requests that carry an Idempotency-Key
+//     after a broken connection (which is what a panic leaves them), so
+//     retries get 409 until the claim expires. The panic goes on.
 //
 // A request without a key gets 400 ([ProblemKeyMissing]) when keys are
 // required ([WithKeyRequired]) and goes straight to the handler otherwise.
@@ -381,23 +385,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // response or abandons the claim.
 func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, skey, owner string) {
 	rec := newRecorder(w, m.cfg.replayHeaders, m.cfg.maxResponseBytes)
-	settled := false
+	// If the handler panics, the claim is kept until its TTL (see Wrap):
+	// nothing to settle.
+	next.ServeHTTP(rec, r)
 	// The claim is settled even when the client has gone away: the handler
 	// ran, and a retry must see its response.
-	settleCtx := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(r.Context()), settleTimeout)
-	}
-	defer func() {
-		if !settled {
-			// The handler panicked: treat it like a 5xx.
-			ctx, cancel := settleCtx()
-			defer cancel()
-			m.abandon(ctx, skey, owner)
-		}
-	}()
-	next.ServeHTTP(rec, r)
-	settled = true
-	ctx, cancel := settleCtx()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), settleTimeout)
 	defer cancel()
 	resp := rec.response()
 	if rec.over || !m.cfg.policy(resp.Status) {

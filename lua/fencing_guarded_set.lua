@@ -14,18 +14,24 @@
 --                      (a decimal string); nothing changed
 -- Errors   COORD_BADARG     ARGV[1] is not a canonical positive integer
 --          COORD_WRONGTYPE  the resource key is not a hash
---          COORD_BADSTATE   the stored fence is not a canonical integer
+--          COORD_BADSTATE   the key is a hash this script did not write (no
+--                           fence field, or fields besides fence and value),
+--                           or its fence is not a canonical positive integer
 local tok = ARGV[1]
 if not string.match(tok, '^[1-9]%d*$') or #tok > 19 or (#tok == 19 and tok > '9223372036854775807') then
   return redis.error_reply('COORD_BADARG fencing token must be a positive int64')
 end
-local cur = redis.pcall('HGET', KEYS[1], 'fence')
-if type(cur) == 'table' and cur.err then
+local n = redis.pcall('HLEN', KEYS[1])
+if type(n) == 'table' and n.err then
   return redis.error_reply('COORD_WRONGTYPE resource key does not hold a hash')
+end
+local cur = redis.call('HGET', KEYS[1], 'fence')
+if n > 0 and (not cur or n > 2 or (n == 2 and redis.call('HEXISTS', KEYS[1], 'value') == 0)) then
+  return redis.error_reply('COORD_BADSTATE resource key is a hash not written by a guarded set')
 end
 if cur then
   if not string.match(cur, '^[1-9]%d*$') or #cur > 19 then
-    return redis.error_reply('COORD_BADSTATE stored fence is not a canonical integer')
+    return redis.error_reply('COORD_BADSTATE stored fence is not a canonical positive integer')
   end
   -- Compare as decimal strings: a shorter string is a smaller number.
   if #tok < #cur or (#tok == #cur and tok < cur) then

@@ -36,5 +36,5 @@ if state ~= 'pending' or owner ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[2], 'abandoned')
+redis.pcall('PUBLISH', ARGV[2], 'abandoned')
 return 1

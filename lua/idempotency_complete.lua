@@ -48,5 +48,5 @@ if state == 'completed' then
 end
 redis.call('HSET', KEYS[1], 'state', 'completed', 'result', ARGV[2], 'done', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('PUBLISH', ARGV[4], 'completed')
+redis.pcall('PUBLISH', ARGV[4], 'completed')
 return 1

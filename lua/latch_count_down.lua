@@ -51,6 +51,6 @@ end
 c = c - 1
 redis.call('HSET', key, 'count', c, 's:' .. ARGV[2], c)
 if c == 0 then
-  redis.call('PUBLISH', ARGV[3], 'complete')
+  redis.pcall('PUBLISH', ARGV[3], 'complete')
 end
 return {1, c, now}

@@ -68,5 +68,5 @@ if tonumber(ARGV[4]) > 0 then
 end
 -- Wake waiters of an older generation (replaced, or deleted and created
 -- again): they re-read and return false.
-redis.call('PUBLISH', ARGV[6], 'reset')
+redis.pcall('PUBLISH', ARGV[6], 'reset')
 return {1, gen + 1, count, deadline, now}

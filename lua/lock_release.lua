@@ -21,5 +21,5 @@ if v ~= ARGV[1] then
   return -1
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[2], 'released')
+redis.pcall('PUBLISH', ARGV[2], 'released')
 return 1

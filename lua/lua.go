@@ -18,6 +18,9 @@
 //   - Scripts touch only the keys passed in KEYS, and are idempotent under a
 //     re-send with the same owner token (go-redis re-sends a command after a
 //     lost reply).
+//   - Release notifications are best effort: scripts PUBLISH with
+//     redis.pcall, so a user whose ACL forbids the channel still releases,
+//     and its waiters fall back to expiry and periodic re-checks.
 //
 // Scripts run through [Script.Run], which sends EVALSHA and falls back to
 // EVAL only when the server answers NOSCRIPT, so one operation is one round

@@ -21,5 +21,5 @@ end
 if redis.call('ZCARD', KEYS[1]) <= 1 then
   redis.call('DEL', KEYS[1])
 end
-redis.call('PUBLISH', ARGV[2], 'released')
+redis.pcall('PUBLISH', ARGV[2], 'released')
 return 1

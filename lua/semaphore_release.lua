@@ -47,7 +47,7 @@ else
 end
 
 if live then
-  redis.call('PUBLISH', ARGV[2], 'released')
+  redis.pcall('PUBLISH', ARGV[2], 'released')
   return {1, now}
 end
 return {0, now}

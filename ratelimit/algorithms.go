@@ -183,7 +183,9 @@ func NewSlidingWindow(coord *coordination.Coordinator, key string, cfg SlidingWi
 // current refill period; it expires when the bucket would be full again.
 //
 // Errors: coordination.ErrInvalidArgument for a nil coordinator, an empty
-// key, Limit < 1, TokensPerPeriod < 1, Period < 1 ms or an invalid option.
+// key, Limit < 1, TokensPerPeriod < 1, Period < 1 ms, a refill span
+// (ceil(Limit/TokensPerPeriod) × Period) beyond about 35 years, or an
+// invalid option.
 func NewTokenBucket(coord *coordination.Coordinator, key string, cfg TokenBucket, opts ...Option) (Limiter, error) {
 	if err := checkLimit("limit", cfg.Limit); err != nil {
 		return nil, err
@@ -194,6 +196,12 @@ func NewTokenBucket(coord *coordination.Coordinator, key string, cfg TokenBucket
 	p, err := millis("period", cfg.Period)
 	if err != nil {
 		return nil, err
+	}
+	// The time to refill an empty bucket, ceil(Limit/TokensPerPeriod)
+	// periods, must stay an exact integer in the script (it sets the key's
+	// expiry).
+	if refills := (int64(cfg.Limit) + int64(cfg.TokensPerPeriod) - 1) / int64(cfg.TokensPerPeriod); p > maxDurationMs/refills {
+		return nil, coordination.InvalidArgument("period", "the time to refill an empty bucket, ceil(limit / tokens per period) × period, must be at most %v", time.Duration(maxDurationMs)*time.Millisecond)
 	}
 	l, err := newLimiter(coord, key, cfg.Limit, opts)
 	if err != nil {

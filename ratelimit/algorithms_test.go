@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -519,6 +520,11 @@ func TestSettingsValidation(t *testing.T) {
 		},
 		func() (Limiter, error) {
 			return NewTokenBucket(coord, "k", TokenBucket{Limit: 1, TokensPerPeriod: 0, Period: time.Second})
+		},
+		func() (Limiter, error) {
+			// An empty bucket would take 2^31 × 312749h to refill: beyond
+			// what the script keeps exact.
+			return NewTokenBucket(coord, "k", TokenBucket{Limit: math.MaxInt32, TokensPerPeriod: 1, Period: 312749 * time.Hour})
 		},
 		func() (Limiter, error) { return NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Microsecond}) },
 		func() (Limiter, error) { return NewGCRA(coord, "k", GCRA{Burst: 1 << 30, Interval: 24 * time.Hour}) },

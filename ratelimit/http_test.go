@@ -262,3 +262,30 @@ func TestMiddlewareLimiterFailure(t *testing.T) {
 		t.Fatalf("wrote %d %q for a gone client", w.Code, w.Body)
 	}
 }
+
+func TestMiddlewareRejectsPoliciesThatCannotWork(t *testing.T) {
+	coord, err := coordination.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coord.Client().Close()
+	if _, err := NewMiddleware(); !errors.Is(err, coordination.ErrInvalidArgument) {
+		t.Errorf("no policies: %v", err)
+	}
+	l, err := NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := NewMiddleware(Policy{Limiter: l, Wait: true}); !errors.Is(err, coordination.ErrInvalidArgument) {
+		t.Errorf("Wait without a queue: %v", err)
+	}
+	q, err := NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithQueue(5, OldestFirst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := NewMiddleware(Policy{Limiter: q, Wait: true}); err != nil {
+		t.Errorf("Wait with a queue: %v", err)
+	}
+}

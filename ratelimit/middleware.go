@@ -65,10 +65,13 @@ type Policy struct {
 // 503 problem without Retry-After. When the request's context ends while
 // waiting, nothing is written.
 //
-// Errors: coordination.ErrInvalidArgument when a policy sets both or
-// neither of Limiter and Partitioned, lacks Partition, or has another
-// Status.
+// Errors: coordination.ErrInvalidArgument when no policy is given, or a
+// policy sets both or neither of Limiter and Partitioned, lacks Partition,
+// sets Wait on a limiter without a queue, or has another Status.
 func NewMiddleware(policies ...Policy) (func(http.Handler) http.Handler, error) {
+	if len(policies) == 0 {
+		return nil, coordination.InvalidArgument("policies", "give at least one policy")
+	}
 	ps := make([]Policy, len(policies))
 	for i, p := range policies {
 		name := "policy " + strconv.Itoa(i)
@@ -80,6 +83,9 @@ func NewMiddleware(policies ...Policy) (func(http.Handler) http.Handler, error) 
 		}
 		if p.Partitioned != nil && p.Partition == nil {
 			return nil, coordination.InvalidArgument(name, "Partitioned needs a Partition function")
+		}
+		if l, ok := p.Limiter.(*limiter); ok && p.Wait && l.opts.queueLimit == 0 {
+			return nil, coordination.InvalidArgument(name, "Wait needs a limiter with a queue (WithQueue)")
 		}
 		switch p.Status {
 		case 0:

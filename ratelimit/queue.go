@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"container/list"
 	"context"
-	"errors"
 	"time"
 
 	coordination "github.com/coordkit/coordination"
@@ -175,7 +174,7 @@ func (l *limiter) serve(ctx context.Context, w *waiter, token string, last decis
 				continue
 			case <-ctx.Done():
 				l.leave(w)
-				return decision{}, errors.Join(coordination.ErrNotAcquired, context.Cause(ctx))
+				return decision{}, coordination.GaveUp(ctx)
 			}
 		}
 		if l.conc && !watched {
@@ -208,7 +207,7 @@ func (l *limiter) serve(ctx context.Context, w *waiter, token string, last decis
 				continue // headship or state changed: look again
 			case <-ctx.Done():
 				l.leave(w)
-				return decision{}, errors.Join(coordination.ErrNotAcquired, context.Cause(ctx))
+				return decision{}, coordination.GaveUp(ctx)
 			}
 			timer.Stop()
 		}

@@ -8,7 +8,6 @@ package waitloop
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -41,8 +40,8 @@ type Config struct {
 // Run calls try until it reports Done, returns a terminal error, or ctx
 // ends. key is the unprefixed key whose release channel is watched.
 //
-// When ctx ends, Run returns errors.Join(coordination.ErrNotAcquired,
-// context.Cause(ctx)). A terminal error from try is returned as is.
+// When ctx ends, Run returns coordination.GaveUp(ctx), which matches
+// coordination.ErrNotAcquired and the context's cause. A terminal error from try is returned as is.
 func Run(ctx context.Context, coord *coordination.Coordinator, key string, cfg Config, try func(context.Context) (Attempt, error)) error {
 	if cfg.Recheck <= 0 {
 		cfg.Recheck = 5 * time.Second
@@ -136,8 +135,9 @@ func Run(ctx context.Context, coord *coordination.Coordinator, key string, cfg C
 			continue
 		}
 		d := cfg.Recheck
-		if w == nil {
-			// No notifications: re-check more often.
+		if w == nil || !w.Confirmed() {
+			// No notifications (the subscription failed or is not
+			// confirmed): re-check more often.
 			d = min(d, 250*time.Millisecond)
 		}
 		if a.RetryIn > 0 && a.RetryIn < d {
@@ -150,7 +150,7 @@ func Run(ctx context.Context, coord *coordination.Coordinator, key string, cfg C
 }
 
 func giveUp(ctx context.Context) error {
-	return errors.Join(coordination.ErrNotAcquired, context.Cause(ctx))
+	return coordination.GaveUp(ctx)
 }
 
 func backoff(cfg Config, failures int) time.Duration {
