@@ -20,15 +20,31 @@ type connFlags struct {
 }
 
 func (c *connFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.url, "redis", os.Getenv("COORD_REDIS_URL"), "server URL, redis://[user:pass@]host:port/db (default $COORD_REDIS_URL)")
-	fs.StringVar(&c.cluster, "cluster", os.Getenv("COORD_CLUSTER_ADDRS"), "comma-separated Redis Cluster node addresses host:port (instead of --redis)")
+	// The environment is read at connect time, not shown as a default: a
+	// URL may carry a password, and -h must not print it.
+	fs.StringVar(&c.url, "redis", "", "server URL, redis://[user:pass@]host:port/db (default $COORD_REDIS_URL)")
+	fs.StringVar(&c.cluster, "cluster", "", "comma-separated Redis Cluster node addresses host:port, instead of --redis (default $COORD_CLUSTER_ADDRS)")
 	fs.StringVar(&c.prefix, "prefix", "", "key prefix prepended to every key")
+}
+
+// check reports conflicting connection flags (a usage error).
+func (c *connFlags) check() error {
+	if c.url != "" && c.cluster != "" {
+		return fmt.Errorf("give --redis or --cluster, not both")
+	}
+	return nil
 }
 
 // connect returns a client for the flags. When neither --redis nor
 // --cluster is given and embedded is true, it starts an in-process
 // miniredis whose clock follows the wall clock; stop releases it.
 func (c *connFlags) connect(embedded bool) (client redis.UniversalClient, desc string, stop func(), err error) {
+	if c.url == "" && c.cluster == "" {
+		c.url, c.cluster = os.Getenv("COORD_REDIS_URL"), os.Getenv("COORD_CLUSTER_ADDRS")
+		if c.url != "" && c.cluster != "" {
+			c.cluster = ""
+		}
+	}
 	switch {
 	case c.cluster != "":
 		cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(c.cluster, ",")})
@@ -36,7 +52,7 @@ func (c *connFlags) connect(embedded bool) (client redis.UniversalClient, desc s
 	case c.url != "":
 		opt, err := redis.ParseURL(c.url)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("--redis: %w", err)
+			return nil, "", nil, fmt.Errorf("--redis: %w (want redis://[user:pass@]host:port/db or rediss://...)", err)
 		}
 		cl := redis.NewClient(opt)
 		return cl, "server " + opt.Addr, func() { _ = cl.Close() }, ping(cl)
@@ -94,3 +110,9 @@ func startEmbedded() (*miniredis.Miniredis, redis.UniversalClient, func(), error
 		m.Close()
 	}, nil
 }
+
+// quietLogger discards go-redis' own log lines (dial retries and the
+// like): coordctl reports connection errors itself, once.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}

@@ -9,7 +9,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
 )
@@ -76,6 +79,10 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	only := fs.String("only", "", "comma-separated scenario names to run (default: all)")
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	if err := fs.Parse(args); err != nil {
+		return parseStatus(err)
+	}
+	if err := cf.check(); err != nil {
+		fmt.Fprintf(stderr, "coordctl demo: %v\n", err)
 		return 2
 	}
 	sort.SliceStable(scenarios, func(i, j int) bool { return scenarios[i].order < scenarios[j].order })
@@ -122,10 +129,71 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 			d.check(s.name+" ran", false, "%v", err)
 		}
 	}
+	if n, err := removeKeys(ctx, client, prefix); err != nil {
+		fmt.Fprintf(stderr, "coordctl demo: could not remove the demo's keys (prefix %q): %v\n", prefix, err)
+	} else if cf.url != "" || cf.cluster != "" {
+		fmt.Fprintf(stdout, "\nremoved the demo's %d keys from the server\n", n)
+	}
 	fmt.Fprintf(stdout, "\n%d invariants held, %d failed\n", d.passed, len(d.failed))
 	if len(d.failed) > 0 {
 		fmt.Fprintf(stdout, "FAILED: %s\n", strings.Join(d.failed, ", "))
 		return 1
 	}
 	return 0
+}
+
+// removeKeys deletes every key under prefix (SCAN, then UNLINK in batches;
+// on a cluster, on every primary), so that demo runs leave nothing behind on
+// a real server. It returns how many keys it removed.
+func removeKeys(ctx context.Context, c redis.UniversalClient, prefix string) (int, error) {
+	var total atomic.Int64
+	pattern := escapeGlob(prefix) + "*"
+	scan := func(ctx context.Context, n redis.UniversalClient) error {
+		iter := n.Scan(ctx, 0, pattern, 500).Iterator()
+		var batch []string
+		flush := func() error {
+			if len(batch) == 0 {
+				return nil
+			}
+			for _, k := range batch { // one key per call: cluster keys may be in any slot
+				if err := c.Unlink(ctx, k).Err(); err != nil {
+					return err
+				}
+			}
+			total.Add(int64(len(batch)))
+			batch = batch[:0]
+			return nil
+		}
+		for iter.Next(ctx) {
+			batch = append(batch, iter.Val())
+			if len(batch) == 500 {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		return flush()
+	}
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return scan(ctx, n) })
+		return int(total.Load()), err
+	}
+	err := scan(ctx, c)
+	return int(total.Load()), err
+}
+
+// escapeGlob escapes the glob metacharacters of SCAN MATCH.
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"sync"
@@ -67,10 +68,31 @@ exits with the command's status (0 when it was not leading).`)
 		fs.Usage()
 		return 2
 	}
-	if *grace < 0 {
+	switch {
+	case *grace < 0:
 		fmt.Fprintln(stderr, "coordctl leader run: --grace must not be negative")
 		return 2
+	case *lease < leader.MinLeaseDuration:
+		fmt.Fprintf(stderr, "coordctl leader run: --lease must be at least %v, got %v\n", leader.MinLeaseDuration, *lease)
+		return 2
+	case *retry < time.Millisecond:
+		fmt.Fprintf(stderr, "coordctl leader run: --retry must be at least 1ms, got %v\n", *retry)
+		return 2
+	case *id == "":
+		fmt.Fprintln(stderr, "coordctl leader run: --id must not be empty")
+		return 2
 	}
+	if err := cf.check(); err != nil {
+		fmt.Fprintf(stderr, "coordctl leader run: %v\n", err)
+		return 2
+	}
+	// Find the command before campaigning: a typo must not win a term.
+	if _, err := exec.LookPath(cmdArgs[0]); err != nil {
+		fmt.Fprintf(stderr, "coordctl leader run: cannot start %s: %v\n", cmdArgs[0], err)
+		return exitStatusFor(err)
+	}
+	// A closed stderr or stdout must not kill coordctl while it leads.
+	signal.Ignore(syscall.SIGPIPE)
 	coord, desc, stop, err := cf.coordinator()
 	if err != nil {
 		fmt.Fprintf(stderr, "coordctl leader run: %v\n", err)
@@ -195,8 +217,20 @@ With --watch it prints a line per change until interrupted.`)
 	if err := fs.Parse(args); err != nil {
 		return parseStatus(err)
 	}
-	if *key == "" || fs.NArg() > 0 {
+	switch {
+	case *key == "":
+		fmt.Fprintln(stderr, "coordctl leader status: --key is required")
 		fs.Usage()
+		return 2
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "coordctl leader status: unexpected arguments %q\n", fs.Args())
+		return 2
+	case *watch && *poll <= 0:
+		fmt.Fprintf(stderr, "coordctl leader status: --poll must be positive, got %v\n", *poll)
+		return 2
+	}
+	if err := cf.check(); err != nil {
+		fmt.Fprintf(stderr, "coordctl leader status: %v\n", err)
 		return 2
 	}
 	coord, _, stop, err := cf.coordinator()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"syscall"
@@ -44,7 +45,8 @@ deadline, or it was taken over), cmd gets SIGTERM, then SIGKILL after --grace.
 On SIGINT/SIGTERM coordctl stops cmd the same way and releases the lock.
 
 Exit status: cmd's own (128+N when killed by signal N); 75 when --no-wait or
---timeout found the lock held; 127/126 when cmd cannot be started; 1 on other
+--timeout found the lock held, or when the lock was lost and cmd then exited 0;
+127/126 when cmd cannot be found or started (the lock is not taken); 1 on other
 errors; 2 on bad usage.`)
 	key := fs.String("key", "", "lock name (keys {K}:lock and {K}:fence); required")
 	ttl := fs.Duration("ttl", 30*time.Second, "lock TTL: a crashed coordctl's lock frees itself after this long")
@@ -66,7 +68,23 @@ errors; 2 on bad usage.`)
 	case *timeout < 0 || *grace < 0:
 		fmt.Fprintln(stderr, "coordctl lock run: --timeout and --grace must not be negative")
 		return 2
+	case *noWait && *timeout > 0:
+		fmt.Fprintln(stderr, "coordctl lock run: give --no-wait or --timeout, not both")
+		return 2
 	}
+	if err := cf.check(); err != nil {
+		fmt.Fprintf(stderr, "coordctl lock run: %v\n", err)
+		return 2
+	}
+	// Find the command before taking the lock: a typo must not draw a
+	// fencing token or keep others waiting.
+	if _, err := exec.LookPath(cmdArgs[0]); err != nil {
+		fmt.Fprintf(stderr, "coordctl lock run: cannot start %s: %v\n", cmdArgs[0], err)
+		return exitStatusFor(err)
+	}
+	// A closed stderr or stdout (coordctl ... | head) must not kill
+	// coordctl before it releases the lock.
+	signal.Ignore(syscall.SIGPIPE)
 	coord, desc, stop, err := cf.coordinator()
 	if err != nil {
 		fmt.Fprintf(stderr, "coordctl lock run: %v\n", err)
@@ -135,6 +153,10 @@ errors; 2 on bad usage.`)
 		code := c.stop(*grace)
 		logf("command stopped with status %d", code)
 		release()
+		if code == 0 {
+			// The command's work was cut short: never report success.
+			return exitNotAcquired
+		}
 		return code
 	case <-sigCtx.Done():
 		logf("signal received; stopping the command (SIGTERM, SIGKILL after %v)", *grace)

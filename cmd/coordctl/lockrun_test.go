@@ -88,6 +88,21 @@ func TestLockRunStopsTheCommandWhenTheLockIsLost(t *testing.T) {
 	}
 }
 
+// A command that exits 0 after the lock was lost does not make coordctl
+// report success: its work was cut short.
+func TestLockRunLostThenCleanExitIs75(t *testing.T) {
+	url, raw := leaderServer(t)
+	p := startCoordctl(t, "lock", "run", "--redis", url, "--key", "lost0", "--ttl", "300ms", "--grace", "2s",
+		"--", "sh", "-c", `trap 'exit 0' TERM; echo started; while :; do sleep 0.05; done`)
+	p.waitOutput(t, "started", 5*time.Second)
+	if err := raw.Del(context.Background(), "{lost0}:lock").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.waitExit(t, 5*time.Second); code != exitNotAcquired {
+		t.Fatalf("exit %d, want 75; output:\n%s", code, p.out.String())
+	}
+}
+
 // SIGTERM to coordctl stops the command and releases the lock at once.
 func TestLockRunReleasesOnSignal(t *testing.T) {
 	url, raw := leaderServer(t)
@@ -125,8 +140,21 @@ func TestLockRunUsageAndStartErrors(t *testing.T) {
 	if code != 127 || !strings.Contains(errOut, "cannot start") {
 		t.Fatalf("missing command: exit %d, stderr %q", code, errOut)
 	}
-	if n := raw.Exists(context.Background(), "{nf}:lock").Val(); n != 0 {
-		t.Fatal("the lock was kept after the command could not start")
+	if n := raw.Exists(context.Background(), "{nf}:lock", "{nf}:fence").Val(); n != 0 {
+		t.Fatal("a command that cannot be found took the lock (or drew a fencing token)")
+	}
+	if code, _, _ := runCmd(t, "lock", "run", "--redis", url, "--key", "k", "--no-wait", "--timeout", "1s", "--", "true"); code != 2 {
+		t.Errorf("--no-wait with --timeout: exit %d, want 2", code)
+	}
+	if code, _, _ := runCmd(t, "lock", "run", "--redis", url, "--cluster", "127.0.0.1:1", "--key", "k", "--", "true"); code != 2 {
+		t.Errorf("--redis with --cluster: exit %d, want 2", code)
+	}
+	t.Setenv("COORD_REDIS_URL", "redis://bob:s3cret@127.0.0.1:1/0")
+	if _, out, errOut := runCmd(t, "lock", "run", "-h"); strings.Contains(out+errOut, "s3cret") {
+		t.Error("-h prints the password of $COORD_REDIS_URL")
+	}
+	if code, _, errOut := runCmd(t, "lock"); code != 2 || !strings.Contains(errOut, "lock run") {
+		t.Errorf("coordctl lock: exit %d, stderr %q", code, errOut)
 	}
 	if code, _, _ := runCmd(t, "lock", "run", "--redis", "redis://127.0.0.1:1/0", "--key", "k", "--", "true"); code != 1 {
 		t.Fatalf("unreachable server: exit %d, want 1", code)

@@ -19,6 +19,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // command is one subcommand (or sub-subcommand, named "lock run").
@@ -33,6 +35,7 @@ var commands = map[string]command{}
 func register(c command) { commands[c.name] = c }
 
 func main() {
+	redis.SetLogger(quietLogger{})
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -46,6 +49,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if c, ok := commands[strings.Join(args[:n], " ")]; ok {
 			return c.run(args[n:], stdout, stderr)
 		}
+	}
+	var subs []string
+	for name := range commands {
+		if strings.HasPrefix(name, args[0]+" ") {
+			subs = append(subs, name)
+		}
+	}
+	if len(subs) > 0 {
+		sort.Strings(subs)
+		fmt.Fprintf(stderr, "coordctl: %q needs a subcommand: %s\n", args[0], strings.Join(subs, ", "))
+		return 2
 	}
 	fmt.Fprintf(stderr, "coordctl: unknown command %q\n\n", strings.Join(args[:min(2, len(args))], " "))
 	usage(stderr)
@@ -65,6 +79,8 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %s\n", commands[n].usage)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "--redis URL (or COORD_REDIS_URL) selects the server: redis://host:port/db; demo")
-	fmt.Fprintln(w, "runs on an embedded miniredis when none is given. Run a command with -h for its flags.")
+	fmt.Fprintln(w, "Every command takes --redis URL (or $COORD_REDIS_URL: redis://[user:pass@]host:port/db),")
+	fmt.Fprintln(w, "or --cluster host:port,... (or $COORD_CLUSTER_ADDRS) for a Redis Cluster, and --prefix P")
+	fmt.Fprintln(w, "for a key prefix. demo runs on an embedded miniredis when no server is given.")
+	fmt.Fprintln(w, "Run a command with -h for its flags.")
 }
