@@ -23,7 +23,8 @@
 //
 // A held [Lock] estimates its remaining time locally ([Lock.Remaining]),
 // measured from the instant before the acquire request was sent, minus a
-// drift allowance of 1% + 2 ms. Its [Lock.Context] is cancelled when the
+// drift allowance of 1% + 2 ms (capped at half the TTL): TTLs are accepted
+// from 1 ms, but below about 10 ms a holder has almost no time of its own. Its [Lock.Context] is cancelled when the
 // lock is released, when a refresh or verify finds it gone, or when the
 // local estimate reaches zero without a successful renewal; protected work
 // should run under that context. [Lock.KeepAlive] renews at a third of the
