@@ -95,6 +95,7 @@ type ArgumentError struct {
 	Reason string
 }
 
+// Error returns "coordination: invalid argument NAME: REASON".
 func (e *ArgumentError) Error() string {
 	return "coordination: invalid argument " + e.Name + ": " + e.Reason
 }
@@ -125,6 +126,7 @@ var scriptCodes = map[string][]error{
 	"COORD_BADARG":            {ErrInvalidArgument},
 }
 
+// Error returns "coordination: DETAIL (CODE)".
 func (e *ScriptError) Error() string {
 	return "coordination: " + e.Detail + " (" + e.Code + ")"
 }
@@ -313,6 +315,7 @@ func GaveUp(ctx context.Context) error {
 
 type gaveUpError struct{ cause error }
 
+// Error returns ErrNotAcquired's text followed by the cause's, on one line.
 func (e *gaveUpError) Error() string {
 	if e.cause == nil {
 		return ErrNotAcquired.Error()

@@ -87,6 +87,7 @@ func Duration(provider metric.MeterProvider) Hook {
 
 type durationHook struct{ r *DurationRecorder }
 
+// Admit records the start time and returns a Done that records the duration.
 func (d durationHook) Admit(ctx context.Context, op Operation) (context.Context, Done, error) {
 	start := time.Now()
 	return ctx, func(o Outcome, _ error) { d.r.Record(op.Name, o, time.Since(start)) }, nil

@@ -115,4 +115,5 @@ func startEmbedded() (*miniredis.Miniredis, redis.UniversalClient, func(), error
 // like): coordctl reports connection errors itself, once.
 type quietLogger struct{}
 
+// Printf implements go-redis' logger interface and discards the line.
 func (quietLogger) Printf(context.Context, string, ...any) {}

@@ -28,6 +28,7 @@ var ErrLostReply net.Error = lostReplyError{}
 
 type lostReplyError struct{}
 
+// Error, Timeout and Temporary make lostReplyError a net.Error timeout.
 func (lostReplyError) Error() string   { return "i/o timeout (injected lost reply)" }
 func (lostReplyError) Timeout() bool   { return true }
 func (lostReplyError) Temporary() bool { return true }

@@ -91,6 +91,7 @@ func startServer(flavor string, withBus bool, extra ...string) (*Server, error) 
 
 type errMissing struct{ flavor string }
 
+// Error says how to get the missing server.
 func (e errMissing) Error() string { return howToGet(e.flavor) }
 
 func (s *Server) start() error {
