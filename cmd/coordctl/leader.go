@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"sync"
@@ -82,21 +81,9 @@ exits with the command's status (0 when it was not leading).`)
 		fmt.Fprintln(stderr, "coordctl leader run: --id must not be empty")
 		return 2
 	}
-	if err := cf.check(); err != nil {
-		fmt.Fprintf(stderr, "coordctl leader run: %v\n", err)
-		return 2
-	}
-	// Find the command before campaigning: a typo must not win a term.
-	if _, err := exec.LookPath(cmdArgs[0]); err != nil {
-		fmt.Fprintf(stderr, "coordctl leader run: cannot start %s: %v\n", cmdArgs[0], err)
-		return exitStatusFor(err)
-	}
-	// A closed stderr or stdout must not kill coordctl while it leads.
-	signal.Ignore(syscall.SIGPIPE)
-	coord, desc, stop, err := cf.coordinator()
-	if err != nil {
-		fmt.Fprintf(stderr, "coordctl leader run: %v\n", err)
-		return 1
+	coord, desc, stop, code := connectForCommand("leader run", cf, cmdArgs, stderr)
+	if stop == nil {
+		return code
 	}
 	defer stop()
 

@@ -72,23 +72,9 @@ errors; 2 on bad usage.`)
 		fmt.Fprintln(stderr, "coordctl lock run: give --no-wait or --timeout, not both")
 		return 2
 	}
-	if err := cf.check(); err != nil {
-		fmt.Fprintf(stderr, "coordctl lock run: %v\n", err)
-		return 2
-	}
-	// Find the command before taking the lock: a typo must not draw a
-	// fencing token or keep others waiting.
-	if _, err := exec.LookPath(cmdArgs[0]); err != nil {
-		fmt.Fprintf(stderr, "coordctl lock run: cannot start %s: %v\n", cmdArgs[0], err)
-		return exitStatusFor(err)
-	}
-	// A closed stderr or stdout (coordctl ... | head) must not kill
-	// coordctl before it releases the lock.
-	signal.Ignore(syscall.SIGPIPE)
-	coord, desc, stop, err := cf.coordinator()
-	if err != nil {
-		fmt.Fprintf(stderr, "coordctl lock run: %v\n", err)
-		return 1
+	coord, desc, stop, code := connectForCommand("lock run", cf, cmdArgs, stderr)
+	if stop == nil {
+		return code
 	}
 	defer stop()
 	logf := func(format string, a ...any) {
@@ -98,7 +84,10 @@ errors; 2 on bad usage.`)
 	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 	leaseKey, fenceKey := lockKeys(*key)
-	var lk *fencing.Lock
+	var (
+		lk  *fencing.Lock
+		err error
+	)
 	if *noWait {
 		lk, err = fencing.TryAcquire(sigCtx, coord, leaseKey, fenceKey, *ttl, fencing.WithHolder(defaultIdentity()))
 	} else {
@@ -165,4 +154,28 @@ errors; 2 on bad usage.`)
 		release()
 		return code
 	}
+}
+
+// connectForCommand does what lock run and leader run need before they
+// contend: it checks the connection flags (exit 2), finds the command
+// (127/126: a typo must not take a lock, draw a fencing token or win a
+// term), makes a closed stdout or stderr (coordctl ... | head) a write
+// error instead of a SIGPIPE death that would leave the lock held, and
+// connects (exit 1). On failure stop is nil and code is the exit status.
+func connectForCommand(name string, cf *connFlags, cmdArgs []string, stderr io.Writer) (coord *coordination.Coordinator, desc string, stop func(), code int) {
+	if err := cf.check(); err != nil {
+		fmt.Fprintf(stderr, "coordctl %s: %v\n", name, err)
+		return nil, "", nil, 2
+	}
+	if _, err := exec.LookPath(cmdArgs[0]); err != nil {
+		fmt.Fprintf(stderr, "coordctl %s: cannot start %s: %v\n", name, cmdArgs[0], err)
+		return nil, "", nil, exitStatusFor(err)
+	}
+	signal.Ignore(syscall.SIGPIPE)
+	coord, desc, stop, err := cf.coordinator()
+	if err != nil {
+		fmt.Fprintf(stderr, "coordctl %s: %v\n", name, err)
+		return nil, "", nil, 1
+	}
+	return coord, desc, stop, 0
 }
