@@ -30,7 +30,10 @@ type lostReplyError struct{}
 
 // Error, Timeout and Temporary make lostReplyError a net.Error timeout.
 func (lostReplyError) Error() string   { return "i/o timeout (injected lost reply)" }
-func (lostReplyError) Timeout() bool   { return true }
+// Timeout reports true: the error is a network timeout.
+func (lostReplyError) Timeout() bool { return true }
+
+// Temporary reports true, as net.Error timeouts do.
 func (lostReplyError) Temporary() bool { return true }
 
 // DialHook implements redis.Hook.
