@@ -29,7 +29,8 @@ var ErrLostReply net.Error = lostReplyError{}
 type lostReplyError struct{}
 
 // Error, Timeout and Temporary make lostReplyError a net.Error timeout.
-func (lostReplyError) Error() string   { return "i/o timeout (injected lost reply)" }
+func (lostReplyError) Error() string { return "i/o timeout (injected lost reply)" }
+
 // Timeout reports true: the error is a network timeout.
 func (lostReplyError) Timeout() bool { return true }
 
