@@ -2,28 +2,21 @@ package fencing
 
 import (
 	"context"
-	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/hooks"
-	"github.com/coordkit/coordination/internal/lease"
-	"github.com/coordkit/coordination/lua"
+	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/fencelock"
 )
-
-const primitive = "fencing"
 
 // Lock is a held fencing-token lock. It is returned by [TryAcquire] and
 // [Acquire] and is safe for concurrent use by multiple goroutines. A nil
 // *Lock reports not held.
 type Lock struct {
-	coord    *coordination.Coordinator
 	leaseKey string
 	token    string
 	fence    int64
-	h        *lease.Handle
+	h        *engine.Handle
 }
 
 // TryAcquire takes the fencing-token lock if it is free and returns at once,
@@ -51,9 +44,9 @@ type Lock struct {
 //     the wrong Redis type.
 //   - the hook's error when a hook rejects; Redis and network errors.
 //
-// When the reply was lost (timeout, cancelled context, broken connection)
-// the lease may exist on the server: a background owner-checked release
-// removes it (the counter keeps its increment; gaps are allowed).
+// When the outcome is ambiguous (see coordination.IsAmbiguous) the lease
+// may exist on the server: a background owner-checked release removes it
+// (the counter keeps its increment; gaps are allowed).
 func TryAcquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fenceKey string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
 	return acquire(ctx, coord, leaseKey, fenceKey, ttl, false, opts)
 }
@@ -75,7 +68,7 @@ func Acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fen
 }
 
 // AcquireOption configures [TryAcquire] and [Acquire].
-type AcquireOption func(*acquireOptions)
+type AcquireOption func(*acquireOptions) error
 
 type acquireOptions struct {
 	holder string
@@ -88,116 +81,40 @@ type acquireOptions struct {
 // lock. No operation checks it: ownership is the random owner token. Any
 // bytes are allowed; it is stored as given. The default is no holder field.
 func WithHolder(holder string) AcquireOption {
-	return func(o *acquireOptions) { o.holder = holder }
+	return func(o *acquireOptions) error {
+		o.holder = holder
+		return nil
+	}
 }
 
 func acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fenceKey string, ttl time.Duration, block bool, opts []AcquireOption) (*Lock, error) {
+	e, err := engine.Of(coord)
+	if err != nil {
+		return nil, err
+	}
 	var o acquireOptions
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	if err := CheckKeys(coord, leaseKey, fenceKey); err != nil {
+	if err := engine.Apply(&o, opts); err != nil {
 		return nil, err
 	}
-	if _, err := coordination.Millis("ttl", ttl); err != nil {
-		return nil, err
-	}
-	keys, err := coord.Keys(leaseKey, fenceKey)
+	keys, err := fencelock.Keys(e, leaseKey, fenceKey)
 	if err != nil {
 		return nil, err
 	}
-	leaseOnly, _ := coord.Keys(leaseKey)
-	args := []any{nil, nil}
-	if o.holder != "" {
-		args = append(args, o.holder)
+	if _, err := engine.Millis("ttl", ttl); err != nil {
+		return nil, err
 	}
-	var fence int64
-	am, hm := lease.LockInstruments(coord, primitive)
-	got, err := lease.Acquire(ctx, coord, lease.AcquireSpec{
-		Op: hooks.FencedLockAcquire, Primitive: primitive, Key: leaseKey, TTL: ttl,
-		Try: func(ctx context.Context, token string, ttlMs int64) (bool, time.Duration, error) {
-			args[0], args[1] = token, ttlMs
-			cmd, err := coord.EvalKeys(ctx, lua.FencingAcquire, keys, args...)
-			if err != nil {
-				return false, 0, err
-			}
-			ok, f, retryIn, err := decodeAcquire(cmd)
-			if ok {
-				fence = f
-			}
-			return ok, retryIn, err
-		},
-		Cleanup: func(ctx context.Context, token string) error {
-			_, err := lease.ReleaseWith(ctx, coord, lua.FencingRelease, leaseKey, token)
-			return err
-		},
-		Metrics: am,
-	}, block)
+	h, token, fence, err := fencelock.Acquire(ctx, e, fencelock.Request{Keys: keys, TTL: ttl, Holder: o.holder, Block: block})
 	if err != nil {
 		return nil, err
 	}
-	l := &Lock{coord: coord, leaseKey: leaseKey, token: got.Token, fence: fence}
-	l.h = lease.New(coord,
-		lease.Names{Primitive: primitive, Renew: hooks.FencedLockRenew, Verify: hooks.FencedLockVerify, Release: hooks.FencedLockRelease},
-		lease.ScriptOpsKeys(coord, leaseOnly, coord.Channel(leaseKey), got.Token, lease.Scripts{Refresh: lua.FencingRefresh, Verify: lua.FencingVerify, Release: lua.FencingRelease}),
-		hm, got.Sent, ttl)
-	return l, nil
+	return &Lock{leaseKey: leaseKey, token: token, fence: fence, h: h}, nil
 }
 
-// CheckKeys validates a fencing lock's coordinator and keys as [TryAcquire]
-// does, without sending anything: it returns an error wrapping
-// coordination.ErrInvalidArgument for a nil coordinator, an empty key or
-// the same key twice, and one wrapping coordination.ErrCrossSlot when the
-// prefixed keys are in different Cluster slots. Primitives built on the
-// lock (leader election) call it when they are configured.
-func CheckKeys(coord *coordination.Coordinator, leaseKey, fenceKey string) error {
-	if err := coord.Check(); err != nil {
-		return err
+func (l *Lock) handle() *engine.Handle {
+	if l == nil {
+		return nil
 	}
-	if err := coordination.CheckKey("leaseKey", leaseKey); err != nil {
-		return err
-	}
-	if err := coordination.CheckKey("fenceKey", fenceKey); err != nil {
-		return err
-	}
-	if leaseKey == fenceKey {
-		return coordination.InvalidArgument("fenceKey", "must differ from leaseKey")
-	}
-	return coordination.SameSlot(coord.Key(leaseKey), coord.Key(fenceKey))
-}
-
-// decodeAcquire reads {1, "fence"} or {0, pttl}.
-func decodeAcquire(cmd *redis.Cmd) (ok bool, fence int64, retryIn time.Duration, err error) {
-	v, err := cmd.Slice()
-	if err != nil {
-		return false, 0, 0, err
-	}
-	if len(v) != 2 {
-		return false, 0, 0, coordination.UnexpectedReply(lua.FencingAcquire.Name(), v)
-	}
-	status, _ := v[0].(int64)
-	switch status {
-	case 1:
-		s, isStr := v[1].(string)
-		if !isStr {
-			return false, 0, 0, coordination.UnexpectedReply(lua.FencingAcquire.Name(), v)
-		}
-		f, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || f <= 0 {
-			return false, 0, 0, coordination.UnexpectedReply(lua.FencingAcquire.Name(), v)
-		}
-		return true, f, 0, nil
-	case 0:
-		pttl, isInt := v[1].(int64)
-		if !isInt {
-			return false, 0, 0, coordination.UnexpectedReply(lua.FencingAcquire.Name(), v)
-		}
-		return false, 0, lease.RetryIn(pttl), nil
-	default:
-		return false, 0, 0, coordination.UnexpectedReply(lua.FencingAcquire.Name(), v)
-	}
+	return l.h
 }
 
 // FencingToken returns the lock's fencing token: a positive int64, strictly
@@ -235,28 +152,17 @@ func (l *Lock) Token() string {
 // refresh request was sent, minus a drift allowance (1% of the TTL plus
 // 2 ms). It is 0 once the lock is released, lost or locally expired; it
 // never asks Redis.
-func (l *Lock) Remaining() time.Duration {
-	if l == nil {
-		return 0
-	}
-	return l.h.Remaining()
-}
+func (l *Lock) Remaining() time.Duration { return l.handle().Remaining() }
 
 // Context returns a context cancelled when the lock is released
 // (context.Cause is coordination.ErrReleased) or lost or locally expired
-// (the cause wraps coordination.ErrLost). Run protected work under it. A
+// (the cause matches coordination.ErrLost). It is created on the first
+// call. Run protected work under it. A
 // nil *Lock returns an already-cancelled context.
-func (l *Lock) Context() context.Context {
-	if l == nil {
-		ctx, cancel := context.WithCancelCause(context.Background())
-		cancel(coordination.ErrNotHeld)
-		return ctx
-	}
-	return l.h.Context()
-}
+func (l *Lock) Context() context.Context { return l.handle().Context() }
 
 // Done returns Context().Done().
-func (l *Lock) Done() <-chan struct{} { return l.Context().Done() }
+func (l *Lock) Done() <-chan struct{} { return l.handle().Context().Done() }
 
 // Refresh resets the lease's TTL to ttl if this owner still holds it, in one
 // round trip (admitted as FENCED LOCK RENEW). The fencing token stays the
@@ -266,46 +172,37 @@ func (l *Lock) Done() <-chan struct{} { return l.Context().Done() }
 // Redis.
 //
 // Errors: coordination.ErrInvalidArgument for ttl < 1 ms (nothing sent);
-// Redis and network errors, which leave the handle unchanged.
+// Redis and network errors, which leave the handle held.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
-	if l == nil {
-		return false, nil
-	}
-	return l.h.Refresh(ctx, ttl)
+	return l.handle().Refresh(ctx, ttl)
 }
 
 // Verify reports whether this owner holds the lease at the instant the
 // script runs (one round trip, admitted as FENCED LOCK VERIFY; nothing is
 // changed). A false answer marks the handle lost.
-func (l *Lock) Verify(ctx context.Context) (bool, error) {
-	if l == nil {
-		return false, nil
-	}
-	return l.h.Verify(ctx)
-}
+func (l *Lock) Verify(ctx context.Context) (bool, error) { return l.handle().Verify(ctx) }
 
 // Release deletes the lease if this owner holds it and wakes waiters, in one
 // round trip (admitted as FENCED LOCK RELEASE); the counter is kept. It
 // returns Released; AlreadyReleased when the lease expired or this handle
 // released it before (then without asking Redis); NotOwned when another
-// owner holds it now (nothing is changed). An error leaves the handle as it
-// was: call Release again.
+// owner holds it now (nothing is changed).
+//
+// The handle counts as released from the moment Release is called: its
+// context is cancelled (cause coordination.ErrReleased) and its keep-alive
+// stops. When the release fails with a transient error or a cancelled ctx,
+// the error is returned and the owner-checked release is retried in the
+// background until it gets an answer or the lease's TTL has passed.
 func (l *Lock) Release(ctx context.Context) (coordination.ReleaseOutcome, error) {
-	if l == nil {
-		return coordination.AlreadyReleased, nil
-	}
-	return l.h.Release(ctx)
+	out, err := l.handle().Release(ctx)
+	return coordination.ReleaseOutcome(out), err
 }
 
 // KeepAlive starts renewing the lease in the background every TTL/3 until it
 // is released or lost. A renewal that finds the lease gone, a terminal
 // error, or the local deadline passing while transient errors persist ends
-// the keep-alive and cancels [Lock.Context] with a cause wrapping
+// the keep-alive and cancels [Lock.Context] with a cause matching
 // coordination.ErrLost. Renewals keep the fencing token and are not
 // admitted through hooks. It returns at once; calling it again does
 // nothing.
-func (l *Lock) KeepAlive() {
-	if l != nil {
-		l.h.KeepAlive()
-	}
-}
+func (l *Lock) KeepAlive() { l.handle().KeepAlive() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,8 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/contract"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/locktest"
 	"github.com/coordkit/coordination/internal/testharness"
 	"github.com/coordkit/coordination/lua"
@@ -28,7 +31,10 @@ func fenceKey(name string) string { return name + ":fence" }
 func TestFencingLockConformance(t *testing.T) {
 	locktest.Run(t, locktest.Subject{
 		Primitive: "fencing",
-		AcquireOp: hooks.FencedLockAcquire,
+		AcquireOp: hooks.FencedLockAcquire, RenewOp: hooks.FencedLockRenew, VerifyOp: hooks.FencedLockVerify, ReleaseOp: hooks.FencedLockRelease,
+		AcquireSHA: engine.FencingAcquire.Hash(), RefreshSHA: engine.FencingRefresh.Hash(),
+		Keys:       func(name string) []string { return []string{leaseKey(name), fenceKey(name)} },
+		Metrics:    []string{"coordination.lock.contention", "coordination.lock.hold_time", "coordination.lock.acquire_wait"},
 		Acquire: func(ctx context.Context, c *coordination.Coordinator, name string, ttl time.Duration, block bool) (locktest.Handle, error) {
 			var l *fencing.Lock
 			var err error
@@ -43,7 +49,7 @@ func TestFencingLockConformance(t *testing.T) {
 			return l, err
 		},
 		LeaseKey: leaseKey,
-		BadInputs: []locktest.BadInput{
+		BadInputs: []contract.BadInput{
 			{Arg: "leaseKey", Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := fencing.TryAcquire(ctx, c, "", "{x}:fence", time.Second)
 				return err
@@ -229,8 +235,9 @@ func TestCrossSlotAndSameKey(t *testing.T) {
 		must(l.Release(ctx))(t)
 
 		// The script itself refuses the same key twice.
-		token, _ := coordination.NewOwnerToken()
-		_, err = coord.Eval(ctx, lua.FencingAcquire, []string{"{s}:k", "{s}:k"}, token, 1000)
+		token, _ := engine.NewToken()
+		e, _ := engine.Of(coord)
+		_, err = engine.FencingAcquire.Run(ctx, e, must(e.Keys("{s}:k", "{s}:k"))(t), token, 1000)
 		if !errors.Is(err, coordination.ErrInvalidArgument) {
 			t.Fatalf("script with the same key twice: %v", err)
 		}
@@ -241,9 +248,10 @@ func TestCrossSlotAndSameKey(t *testing.T) {
 			// The server refuses a cross-slot script too (our client check
 			// bypassed by running the script on a node directly).
 			cc := raw.(*redis.ClusterClient)
+			src := must(fs.ReadFile(lua.FS(), "fencing_acquire.lua"))(t)
 			lk, fk := b.Key("{a}:lease2"), b.Key("{b}:fence2")
 			err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-				e := n.Eval(ctx, lua.FencingAcquire.Source(), []string{lk, fk}, token, 1000).Err()
+				e := n.Eval(ctx, string(src), []string{lk, fk}, token, 1000).Err()
 				if e == nil {
 					return errors.New("a primary accepted a cross-slot script")
 				}
@@ -264,17 +272,16 @@ func TestCrossSlotAndSameKey(t *testing.T) {
 func TestReSentAcquireDrawsOneToken(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		coord := b.Coordinator(t)
-		token, _ := coordination.NewOwnerToken()
-		keys := []string{"{rs}:lease", "{rs}:fence"}
+		e := must(engine.Of(b.Coordinator(t)))(t)
+		token, _ := engine.NewToken()
+		keys := must(e.Keys("{rs}:lease", "{rs}:fence"))(t)
 		var fences []string
 		for range 2 {
-			cmd := must(coord.Eval(ctx, lua.FencingAcquire, keys, token, 60000))(t)
-			v := must(cmd.Slice())(t)
-			if len(v) != 2 || v[0] != int64(1) {
-				t.Fatalf("reply %v, want acquired", v)
+			g := must(engine.FencingAcquire.Run(ctx, e, keys, token, 60000))(t)
+			if !g.Acquired {
+				t.Fatalf("reply %+v, want acquired", g)
 			}
-			fences = append(fences, v[1].(string))
+			fences = append(fences, g.Value)
 		}
 		if fences[0] != "1" || fences[1] != "1" {
 			t.Fatalf("fences %v, want the same token 1 twice", fences)

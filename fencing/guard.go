@@ -2,16 +2,15 @@ package fencing
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
-	"github.com/coordkit/coordination/lua"
+	"github.com/coordkit/coordination/internal/engine"
 )
+
+const primitive = "fencing"
 
 // GuardedSet writes value at the fenced resource key only if token is not
 // older than the newest fencing token the resource has accepted, atomically
@@ -44,43 +43,28 @@ import (
 // nothing is changed then. Redis and network errors as go-redis returns
 // them. The write is idempotent under a re-send.
 func GuardedSet(ctx context.Context, coord *coordination.Coordinator, key string, token int64, value []byte, ttl time.Duration) (accepted bool, current int64, err error) {
-	if err := coord.Check(); err != nil {
+	e, err := engine.Of(coord)
+	if err != nil {
 		return false, 0, err
 	}
-	if err := coordination.CheckKey("key", key); err != nil {
+	if err := engine.CheckKey("key", key); err != nil {
 		return false, 0, err
 	}
 	if token < 1 {
-		return false, 0, coordination.InvalidArgument("token", "must be a positive fencing token, got %d", token)
+		return false, 0, engine.InvalidArgument("token", "must be a positive fencing token, got %d", token)
 	}
 	var ttlMs int64
 	if ttl != 0 {
-		if ttlMs, err = coordination.Millis("ttl", ttl); err != nil {
+		if ttlMs, err = engine.Millis("ttl", ttl); err != nil {
 			return false, 0, err
 		}
 	}
-	ctx, finish, err := coord.Admit(ctx, hooks.FencedWrite, primitive)
+	ctx, op, err := e.Admit(ctx, hooks.FencedWrite, primitive)
 	if err != nil {
 		return false, 0, err
 	}
-	cmd, err := coord.Eval(ctx, lua.FencingGuardedSet, []string{key}, strconv.FormatInt(token, 10), value, ttlMs)
-	if err != nil {
-		return false, 0, finish(err)
-	}
-	v, err := cmd.Slice()
-	if err != nil {
-		return false, 0, finish(err)
-	}
-	if len(v) != 2 {
-		return false, 0, finish(coordination.UnexpectedReply(lua.FencingGuardedSet.Name(), v))
-	}
-	status, _ := v[0].(int64)
-	s, _ := v[1].(string)
-	cur, perr := strconv.ParseInt(s, 10, 64)
-	if perr != nil {
-		return false, 0, finish(coordination.UnexpectedReply(lua.FencingGuardedSet.Name(), v))
-	}
-	return status == 1, cur, finish(nil)
+	w, err := engine.FencingGuardedSet.Run(ctx, e, e.Key(key), strconv.FormatInt(token, 10), value, ttlMs)
+	return w.Accepted, w.Current, op.End(err)
 }
 
 // GuardedGet reads a resource written by [GuardedSet]: its value and the
@@ -92,30 +76,20 @@ func GuardedSet(ctx context.Context, coord *coordination.Coordinator, key string
 // when it is a hash GuardedSet did not write (no fence, or one that is not
 // a positive integer); Redis and network errors.
 func GuardedGet(ctx context.Context, coord *coordination.Coordinator, key string) (value []byte, token int64, found bool, err error) {
-	if err := coord.Check(); err != nil {
-		return nil, 0, false, err
-	}
-	if err := coordination.CheckKey("key", key); err != nil {
-		return nil, 0, false, err
-	}
-	ctx, finish, err := coord.Admit(ctx, hooks.FencedRead, primitive)
+	e, err := engine.Of(coord)
 	if err != nil {
 		return nil, 0, false, err
 	}
-	cmd, err := coord.Eval(ctx, lua.FencingGuardedGet, []string{key})
+	if err := engine.CheckKey("key", key); err != nil {
+		return nil, 0, false, err
+	}
+	ctx, op, err := e.Admit(ctx, hooks.FencedRead, primitive)
 	if err != nil {
-		if errors.Is(err, redis.Nil) {
-			return nil, 0, false, finish(nil)
-		}
-		return nil, 0, false, finish(err)
+		return nil, 0, false, err
 	}
-	v, err := cmd.StringSlice()
-	if err != nil || len(v) != 2 {
-		return nil, 0, false, finish(coordination.UnexpectedReply(lua.FencingGuardedGet.Name(), v))
+	g, err := engine.FencingGuardedGet.Run(ctx, e, e.Key(key))
+	if err != nil || !g.Found {
+		return nil, 0, false, op.End(err)
 	}
-	tok, err := strconv.ParseInt(v[0], 10, 64)
-	if err != nil {
-		return nil, 0, false, finish(coordination.UnexpectedReply(lua.FencingGuardedGet.Name(), v))
-	}
-	return []byte(v[1]), tok, true, finish(nil)
+	return []byte(g.Value), g.Token, true, op.End(nil)
 }

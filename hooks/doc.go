@@ -9,9 +9,9 @@
 // owner-checked cleanup of a lost reply) are not admitted again.
 //
 // Hooks are installed on a coordinator with coordination.WithHooks; several
-// hooks run as a [Chain]. [Duration] is a ready hook that records the
-// OpenTelemetry histogram coordination.operation.duration; the coordinator
-// installs one for its meter provider by default.
+// hooks run as a [Chain]. The coordinator itself records the OpenTelemetry
+// histogram coordination.operation.duration (attributes operation and
+// outcome) for every admitted operation.
 //
 // An [Operation] carries the operation name and the primitive kind. It never
 // carries a key, owner token, identity or endpoint.
@@ -45,12 +45,12 @@
 //	LATCH COUNT DOWN              latch         Latch.CountDown
 //	LATCH WAIT                    latch         Latch.Wait (once, however long it waits)
 //	LATCH READ                    latch         Latch.Count
-//	LEADER CAMPAIGN               leader        each campaign attempt of Elector.Run that reaches Redis
+//	LEADER CAMPAIGN               leader        each campaign attempt of Elector.Run (its renewals and release are not admitted)
 //	LEADER READ                   leader        leader.Get, Elector.Leader, each read of leader.Observe
 //	IDEMPOTENCY BEGIN             idempotency   Store.Begin
 //	IDEMPOTENCY COMPLETE          idempotency   Store.Complete
 //	IDEMPOTENCY ABANDON           idempotency   Store.Abandon
-//	RATE LIMIT ACQUIRE            rate_limit    Limiter.Acquire, Limiter.Wait (once, covering queued retries)
+//	RATE LIMIT ACQUIRE            rate_limit    Limiter.Allow, Limiter.Wait (once, covering queued retries)
 //	RATE LIMIT RELEASE            rate_limit    concurrency lease release
 //	RATE LIMIT RENEW              rate_limit    concurrency lease renewal
 //	RATE LIMIT UPDATE             rate_limit    reserved: runtime settings updates (not yet implemented)

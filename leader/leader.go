@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/fencelock"
 )
 
 const primitive = "leader"
@@ -34,7 +33,7 @@ const (
 var (
 	// ErrNoLeader is returned by [Get] and [Elector.Leader] when nobody
 	// holds the election's lease.
-	ErrNoLeader = errors.New("leader: no leader")
+	ErrNoLeader = engine.NewAnswer("leader: no leader")
 
 	// ErrResigned is the cause (context.Cause) of a term's context when its
 	// OnElected callback returned nil: the leader resigned.
@@ -59,24 +58,29 @@ var (
 // goroutines; Run runs at most once at a time. The zero value is not
 // usable.
 type Elector struct {
-	coord              *coordination.Coordinator
-	leaseKey, fenceKey string
-	identity           string
-	lease, retry       time.Duration
-	onElected          func(context.Context, *Term) error
-	onRevoked          func(*Term) error
-
-	changes  metric.Int64Counter
-	failures metric.Int64Counter
-	elected  metric.MeasurementOption
-	revoked  metric.MeasurementOption
+	e        *engine.Engine
+	keys     engine.Keys // lease key, fence key
+	leaseKey string
+	identity string
+	config
 
 	running atomic.Bool
 	current atomic.Pointer[Term]
 }
 
+type config struct {
+	lease, retry time.Duration
+	onElected    func(context.Context, *Term) error
+	onRevoked    func(*Term) error
+}
+
+var (
+	electedAttrs = engine.Attrs(attribute.String("state", "elected"))
+	revokedAttrs = engine.Attrs(attribute.String("state", "revoked"))
+)
+
 // Option configures an [Elector].
-type Option func(*Elector) error
+type Option func(*config) error
 
 // WithLeaseDuration sets how long a won lease lasts without renewal: a
 // crashed leader is replaced within about this long plus the retry delay.
@@ -84,24 +88,25 @@ type Option func(*Elector) error
 // [MinLeaseDuration] and is rounded up to whole milliseconds. The default
 // is [DefaultLeaseDuration] (15 s).
 func WithLeaseDuration(d time.Duration) Option {
-	return func(e *Elector) error {
+	return func(e *config) error {
 		if d < MinLeaseDuration {
-			return coordination.InvalidArgument("lease duration", "must be at least %v, got %v", MinLeaseDuration, d)
+			return engine.InvalidArgument("lease duration", "must be at least %v, got %v", MinLeaseDuration, d)
 		}
 		e.lease = d
 		return nil
 	}
 }
 
-// WithRetryDelay sets how long a follower waits between campaign attempts,
-// and after a transient error, before trying again; each wait adds a
-// random jitter of up to 10%. A follower also tries at once when the
-// leader releases the lease (Pub/Sub notification). A leader's failed
-// renewals are retried every min(retry delay, lease duration/8). It must
-// be at least 1 ms. The default is [DefaultRetryDelay] (1 s).
+// WithRetryDelay sets the longest a follower waits between campaign
+// attempts: it also tries at once when the leader releases the lease
+// (Pub/Sub notification) and when the lease's TTL, as the server reported
+// it, runs out. After a transient error it waits between half and one
+// retry delay. A leader's failed renewals are retried with a backoff of
+// their own, until the local deadline. It must be at least 1 ms. The
+// default is [DefaultRetryDelay] (1 s).
 func WithRetryDelay(d time.Duration) Option {
-	return func(e *Elector) error {
-		if _, err := coordination.Millis("retry delay", d); err != nil {
+	return func(e *config) error {
+		if _, err := engine.Millis("retry delay", d); err != nil {
 			return err
 		}
 		e.retry = d
@@ -120,9 +125,9 @@ func WithRetryDelay(d time.Duration) Option {
 // releasing the lease and campaigning again. The default waits until ctx
 // is cancelled.
 func OnElected(fn func(ctx context.Context, term *Term) error) Option {
-	return func(e *Elector) error {
+	return func(e *config) error {
 		if fn == nil {
-			return coordination.InvalidArgument("OnElected", "must not be nil")
+			return engine.InvalidArgument("OnElected", "must not be nil")
 		}
 		e.onElected = fn
 		return nil
@@ -137,9 +142,9 @@ func OnElected(fn func(ctx context.Context, term *Term) error) Option {
 // an error wrapping [ErrCallback], after the lease is released. The
 // default does nothing.
 func OnRevoked(fn func(term *Term) error) Option {
-	return func(e *Elector) error {
+	return func(e *config) error {
 		if fn == nil {
-			return coordination.InvalidArgument("OnRevoked", "must not be nil")
+			return engine.InvalidArgument("OnRevoked", "must not be nil")
 		}
 		e.onRevoked = fn
 		return nil
@@ -160,36 +165,29 @@ func OnRevoked(fn func(term *Term) error) Option {
 // coordinator, an empty or repeated key, an empty identity or a bad option,
 // and coordination.ErrCrossSlot when the keys are in different slots.
 func New(coord *coordination.Coordinator, leaseKey, fenceKey, identity string, opts ...Option) (*Elector, error) {
-	if err := fencing.CheckKeys(coord, leaseKey, fenceKey); err != nil {
+	e, err := engine.Of(coord)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := fencelock.Keys(e, leaseKey, fenceKey)
+	if err != nil {
 		return nil, err
 	}
 	if identity == "" {
-		return nil, coordination.InvalidArgument("identity", "must not be empty")
+		return nil, engine.InvalidArgument("identity", "must not be empty")
 	}
-	e := &Elector{
-		coord: coord, leaseKey: leaseKey, fenceKey: fenceKey, identity: identity,
+	el := &Elector{e: e, keys: keys, leaseKey: leaseKey, identity: identity, config: config{
 		lease: DefaultLeaseDuration, retry: DefaultRetryDelay,
 		onElected: func(ctx context.Context, _ *Term) error {
 			<-ctx.Done()
 			return nil
 		},
 		onRevoked: func(*Term) error { return nil },
+	}}
+	if err := engine.Apply(&el.config, opts); err != nil {
+		return nil, err
 	}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(e); err != nil {
-			return nil, err
-		}
-	}
-	e.changes = coord.Int64Counter("coordination.leader.changes",
-		"Leadership changes seen by local electors: terms won (state=elected) and ended (state=revoked).", "{change}")
-	e.failures = coord.Int64Counter("coordination.leader.acquire_failures",
-		"Campaign attempts that failed with an error (transient ones are retried).", "{attempt}")
-	e.elected = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "elected")))
-	e.revoked = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "revoked")))
-	return e, nil
+	return el, nil
 }
 
 // Identity returns the identity the elector campaigns as.
@@ -216,7 +214,7 @@ func (e *Elector) Current() *Term {
 // Leader reads who leads the election now, in one round trip (admitted as
 // LEADER READ); see [Get].
 func (e *Elector) Leader(ctx context.Context) (Info, error) {
-	return Get(ctx, e.coord, e.leaseKey)
+	return get(ctx, e.e, e.keys.First())
 }
 
 // Run campaigns until ctx ends or a terminal error, serving each term won
@@ -225,33 +223,33 @@ func (e *Elector) Leader(ctx context.Context) (Info, error) {
 // error: a terminal Redis error of a campaign or renewal (NOAUTH, WRONGPASS,
 // NOPERM, coordination.ErrWrongType, coordination.ErrBadState ...), or one
 // wrapping [ErrCallback]. When Run returns, no callback is running and the
-// elector's goroutines have ended, with one exception: when a campaign
-// attempt's reply was lost (a timeout, a dropped connection, Run's context
-// ending mid-request), the fencing lock's owner-checked cleanup of a lease
-// the attempt may have taken runs in the background for up to a minute
-// while the server is unreachable.
+// elector's goroutines have ended, with two exceptions, both bounded by
+// the lease duration and a minute: when a campaign attempt's outcome was
+// ambiguous (a timeout, a dropped connection, Run's context ending
+// mid-request), the owner-checked cleanup of a lease the attempt may have
+// taken; and when the release at the end of a term failed, its retry.
 //
 // Run may be called again after it returned; while it runs, another call
 // returns [ErrAlreadyRunning].
 func (e *Elector) Run(ctx context.Context) error {
-	if e == nil || e.coord == nil {
-		return coordination.InvalidArgument("elector", "must not be nil; use leader.New")
+	if e == nil || e.e == nil {
+		return engine.InvalidArgument("elector", "must not be nil; use leader.New")
 	}
 	if !e.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
 	defer e.running.Store(false)
 	for {
-		lk, err := e.campaign(ctx)
-		if err != nil || lk == nil {
+		won, err := e.campaign(ctx)
+		if err != nil || won.h == nil {
 			return err
 		}
-		if err := e.serve(ctx, lk); err != nil {
+		if err := e.serve(ctx, won); err != nil {
 			return err
 		}
 		// Give the followers, woken by the release, the first chance: a
 		// leader that resigned should not win its own lease straight back.
-		t := time.NewTimer(jitter(e.retry))
+		t := time.NewTimer(engine.Jitter(e.retry))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -261,89 +259,62 @@ func (e *Elector) Run(ctx context.Context) error {
 	}
 }
 
-// campaign tries to win the lease until it does (the lock), ctx ends (nil,
-// nil) or a terminal error.
-func (e *Elector) campaign(ctx context.Context) (*fencing.Lock, error) {
-	var (
-		w       *coordination.Watch
-		watched bool
-	)
-	defer func() { w.Close() }()
-	for {
-		if ctx.Err() != nil {
-			return nil, nil
-		}
-		lk, err := e.attempt(ctx)
-		switch {
-		case err == nil:
-			return lk, nil
-		case errors.Is(err, coordination.ErrNotAcquired):
-			if !watched {
-				// Subscribe to release notifications, then try again at once:
-				// a release in between is never missed.
-				watched = true
-				var werr error
-				if w, werr = e.coord.Watch(ctx, e.leaseKey); werr != nil && ctx.Err() == nil {
-					e.coord.Logger().Warn("leader: release notifications unavailable; campaigning every retry delay",
-						"error_class", coordination.Classify(werr).String())
-				}
-				continue
-			}
-		default:
-			class := coordination.Classify(err)
-			if class == coordination.Canceled && ctx.Err() != nil {
-				return nil, nil
-			}
-			e.failures.Add(context.Background(), 1)
-			if class == coordination.Terminal {
-				return nil, fmt.Errorf("leader: campaign: %w", err)
-			}
-			e.coord.Logger().Warn("leader: campaign attempt failed; retrying", "error_class", class.String(), "retry_in", e.retry)
-		}
-		// Sleep one retry delay, or until the lease is released.
-		var released <-chan struct{}
-		if w != nil {
-			released = w.C()
-		}
-		t := time.NewTimer(jitter(e.retry))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, nil
-		case <-t.C:
-		case <-released:
-			t.Stop()
-		}
-	}
+// won is a lease won by a campaign.
+type won struct {
+	h     *engine.Handle
+	fence int64
 }
 
-// attempt is one campaign attempt: one admission, one acquire script.
-func (e *Elector) attempt(ctx context.Context) (*fencing.Lock, error) {
-	ctx, finish, err := e.coord.Admit(ctx, hooks.LeaderCampaign, primitive)
-	if err != nil {
-		return nil, err
+// campaign tries to win the lease until it does, ctx ends (zero won, nil)
+// or a terminal error. Each attempt is admitted once, as LEADER CAMPAIGN;
+// between attempts it waits in the engine's wait loop (release
+// notification, the holder's TTL, or one retry delay).
+func (e *Elector) campaign(ctx context.Context) (won, error) {
+	var w won
+	err := e.e.Wait(ctx, engine.WaitConfig{Key: e.keys.Full()[0], Recheck: engine.Jitter(e.retry), MinBackoff: e.retry, MaxBackoff: e.retry},
+		func(ctx context.Context) (engine.Attempt, error) {
+			actx, op, err := e.e.Admit(ctx, hooks.LeaderCampaign, primitive)
+			if err != nil {
+				return engine.Attempt{}, err
+			}
+			h, _, fence, err := fencelock.Acquire(actx, e.e, fencelock.Request{Keys: e.keys, TTL: e.lease, Holder: e.identity, Unadmitted: true})
+			err = op.End(err)
+			switch {
+			case err == nil:
+				w = won{h: h, fence: fence}
+				return engine.Attempt{Done: true}, nil
+			case errors.Is(err, coordination.ErrNotAcquired):
+				return engine.Attempt{}, nil
+			}
+			if engine.Classify(err) != engine.Canceled {
+				e.e.Count(engine.LeaderAcquireFailures, nil)
+				e.e.Logger().Warn("leader: campaign attempt failed", "error", engine.Describe(err))
+			}
+			return engine.Attempt{}, err
+		})
+	switch {
+	case err == nil:
+		return w, nil
+	case engine.Classify(err) == engine.Canceled && ctx.Err() != nil:
+		return won{}, nil
 	}
-	lk, err := fencing.TryAcquire(ctx, e.coord, e.leaseKey, e.fenceKey, e.lease, fencing.WithHolder(e.identity))
-	if errors.Is(err, coordination.ErrNotAcquired) {
-		finish(nil) // contention is an answer
-		return nil, err
-	}
-	return lk, finish(err)
+	return won{}, fmt.Errorf("leader: campaign: %w", err)
 }
 
-// serve runs one term from election to the release of its lease.
-func (e *Elector) serve(ctx context.Context, lk *fencing.Lock) error {
-	termCtx, end := context.WithCancelCause(lk.Context())
+// serve runs one term from election to the release of its lease. The lease
+// is renewed by the engine's keep-alive every half lease duration.
+func (e *Elector) serve(ctx context.Context, w won) error {
+	h := w.h
+	termCtx, end := context.WithCancelCause(h.Context())
 	defer end(nil)
-	term := &Term{identity: e.identity, token: lk.FencingToken(), start: time.Now(), ctx: termCtx, lk: lk}
+	term := &Term{identity: e.identity, token: w.fence, start: time.Now(), ctx: termCtx, h: h}
 	e.current.Store(term)
-	e.changes.Add(context.Background(), 1, e.elected)
-	e.coord.Logger().Info("leader: elected")
+	e.e.Count(engine.LeaderChanges, electedAttrs)
+	e.e.Logger().Info("leader: elected")
+	h.KeepAliveEvery(2)
 
 	electedDone := make(chan error, 1)
-	go func() { electedDone <- call("OnElected", e.coord, func() error { return e.onElected(termCtx, term) }) }()
-	renewDone := make(chan error, 1)
-	go func() { renewDone <- e.renew(termCtx, end, lk) }()
+	go func() { electedDone <- call("OnElected", e.e, func() error { return e.onElected(termCtx, term) }) }()
 
 	var errs []error
 	electedReturned := false
@@ -366,92 +337,35 @@ func (e *Elector) serve(ctx context.Context, lk *fencing.Lock) error {
 
 	// The term is over: no renewal will extend it.
 	e.current.CompareAndSwap(term, nil)
-	e.changes.Add(context.Background(), 1, e.revoked)
-	e.coord.Logger().Info("leader: revoked", "cause_class", causeClass(context.Cause(termCtx)))
+	e.e.Count(engine.LeaderChanges, revokedAttrs)
+	e.e.Logger().Info("leader: revoked", "cause_class", causeClass(context.Cause(termCtx)))
 	if !electedReturned {
 		if err := <-electedDone; err != nil && !benign(err, termCtx) {
 			errs = append(errs, err)
 		}
 	}
-	if err := call("OnRevoked", e.coord, func() error { return e.onRevoked(term) }); err != nil {
+	if err := call("OnRevoked", e.e, func() error { return e.onRevoked(term) }); err != nil {
 		errs = append(errs, err)
 	}
-	e.release(ctx, lk)
-	if err := <-renewDone; err != nil {
-		errs = append(errs, err)
+	// A renewal that failed terminally (NOPERM, a corrupt key) ends Run.
+	var lost *engine.LostError
+	if errors.As(context.Cause(h.Context()), &lost) && lost.Err != nil && engine.Classify(lost.Err) == engine.Terminal {
+		errs = append(errs, fmt.Errorf("leader: renewal: %w", lost.Err))
 	}
+	// Release the lease (unadmitted: part of Run). A failed release is
+	// retried in the background by the engine, until the lease's TTL.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(e.lease, 5*time.Second))
+	_, _ = h.ReleaseUnadmitted(rctx)
+	cancel()
 	return errors.Join(errs...)
-}
-
-// renew refreshes the lease every half lease duration until the term ends.
-// A definite loss ends the term through the lock's context; a terminal
-// error ends it here and is returned; transient errors are retried until
-// the local deadline, which the lock enforces on its own.
-func (e *Elector) renew(termCtx context.Context, end context.CancelCauseFunc, lk *fencing.Lock) error {
-	interval := e.lease / 2
-	t := time.NewTimer(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-termCtx.Done():
-			return nil
-		case <-t.C:
-		}
-		rctx, cancel := context.WithTimeout(termCtx, max(lk.Remaining(), time.Millisecond))
-		sent := time.Now()
-		ok, err := lk.Refresh(rctx, e.lease)
-		cancel()
-		switch {
-		case err == nil && ok:
-			t.Reset(max(interval-time.Since(sent), 0))
-		case err == nil:
-			return nil // lost: the lock's context is cancelled
-		case termCtx.Err() != nil:
-			return nil
-		case coordination.Classify(err) == coordination.Terminal:
-			end(fmt.Errorf("%w: renewal failed: %w", coordination.ErrLost, err))
-			return fmt.Errorf("leader: renewal: %w", err)
-		default:
-			d := jitter(min(e.retry, e.lease/8))
-			e.coord.Logger().Warn("leader: renewal failed; retrying until the local deadline",
-				"error_class", coordination.Classify(err).String(), "retry_in", d)
-			t.Reset(d)
-		}
-	}
-}
-
-// release deletes the lease (owner-checked) after a term, retrying
-// transient errors for up to one lease duration (capped at 5 s): past that
-// the lease has expired on its own.
-func (e *Elector) release(ctx context.Context, lk *fencing.Lock) {
-	limit := min(e.lease, 5*time.Second)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
-	defer cancel()
-	for {
-		_, err := lk.Release(ctx)
-		if err == nil {
-			return
-		}
-		class := coordination.Classify(err)
-		if class != coordination.Transient {
-			e.coord.Logger().Warn("leader: releasing the lease failed; it ends at its TTL", "error_class", class.String())
-			return
-		}
-		select {
-		case <-ctx.Done():
-			e.coord.Logger().Warn("leader: releasing the lease failed; it ends at its TTL", "error_class", class.String())
-			return
-		case <-time.After(jitter(min(e.retry, limit/10))):
-		}
-	}
 }
 
 // call runs a callback, turning an error or a panic into an error wrapping
 // ErrCallback.
-func call(name string, coord *coordination.Coordinator, fn func() error) (err error) {
+func call(name string, e *engine.Engine, fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			coord.Logger().Error("leader: callback panicked", "callback", name, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			e.Logger().Error("leader: callback panicked", "callback", name, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			err = fmt.Errorf("%w: %s panicked: %v", ErrCallback, name, r)
 		}
 	}()
@@ -487,11 +401,6 @@ func causeClass(cause error) string {
 	}
 }
 
-// jitter returns d plus a random extra of up to 10% of d.
-func jitter(d time.Duration) time.Duration {
-	return d + rand.N(d/10+1)
-}
-
 // Term is one tenure of leadership of one elector. It is immutable and
 // safe for concurrent use; its context is cancelled when the term ends.
 type Term struct {
@@ -499,7 +408,7 @@ type Term struct {
 	token    int64
 	start    time.Time
 	ctx      context.Context
-	lk       *fencing.Lock
+	h        *engine.Handle
 }
 
 // FencingToken returns the term's fencing token: a positive int64 strictly
@@ -532,5 +441,5 @@ func (t *Term) Remaining() time.Duration {
 	if t.ctx.Err() != nil {
 		return 0
 	}
-	return t.lk.Remaining()
+	return t.h.Remaining()
 }

@@ -3,14 +3,12 @@ package leader
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
-	"github.com/coordkit/coordination/lua"
+	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/fencelock"
 )
 
 // Info is who leads an election, as read from Redis at one instant. The
@@ -38,52 +36,31 @@ type Info struct {
 // coordination.ErrWrongType or coordination.ErrBadState when the key holds
 // something else; the hook's error; Redis and network errors.
 func Get(ctx context.Context, coord *coordination.Coordinator, leaseKey string) (Info, error) {
-	if err := coord.Check(); err != nil {
-		return Info{}, err
-	}
-	if err := coordination.CheckKey("leaseKey", leaseKey); err != nil {
-		return Info{}, err
-	}
-	ctx, finish, err := coord.Admit(ctx, hooks.LeaderRead, primitive)
+	e, err := engine.Of(coord)
 	if err != nil {
 		return Info{}, err
 	}
-	info, err := read(ctx, coord, leaseKey)
-	if errors.Is(err, ErrNoLeader) {
-		finish(nil)
+	if err := engine.CheckKey("leaseKey", leaseKey); err != nil {
 		return Info{}, err
 	}
-	return info, finish(err)
+	return get(ctx, e, e.Key(leaseKey))
 }
 
-// read runs leader_read once and decodes {fence, holder, pttl} or false.
-func read(ctx context.Context, coord *coordination.Coordinator, leaseKey string) (Info, error) {
-	cmd, err := coord.Eval(ctx, lua.LeaderRead, []string{leaseKey})
-	if errors.Is(err, redis.Nil) {
-		return Info{}, ErrNoLeader
-	}
+// get reads the holder of the lease at the prefixed key k through the
+// fencing lock's layout reader, admitted once as LEADER READ.
+func get(ctx context.Context, e *engine.Engine, k engine.Keys) (Info, error) {
+	ctx, op, err := e.Admit(ctx, hooks.LeaderRead, primitive)
 	if err != nil {
 		return Info{}, err
 	}
-	v, err := cmd.Slice()
+	r, err := fencelock.Read(ctx, e, k)
+	if err == nil && !r.Held {
+		err = ErrNoLeader
+	}
 	if err != nil {
-		return Info{}, err
+		return Info{}, op.End(err)
 	}
-	if len(v) != 3 {
-		return Info{}, coordination.UnexpectedReply(lua.LeaderRead.Name(), v)
-	}
-	fs, ok1 := v[0].(string)
-	holder, ok2 := v[1].(string)
-	pttl, ok3 := v[2].(int64)
-	fence, perr := strconv.ParseInt(fs, 10, 64)
-	if !ok1 || !ok2 || !ok3 || perr != nil || fence <= 0 {
-		return Info{}, coordination.UnexpectedReply(lua.LeaderRead.Name(), v)
-	}
-	ttl := time.Duration(0)
-	if pttl > 0 {
-		ttl = time.Duration(pttl) * time.Millisecond
-	}
-	return Info{Identity: holder, FencingToken: fence, TTL: ttl}, nil
+	return Info{Identity: r.Holder, FencingToken: r.Fence, TTL: r.TTL}, op.End(nil)
 }
 
 // Observe follows the leadership of the election whose lease is at
@@ -104,65 +81,48 @@ func read(ctx context.Context, coord *coordination.Coordinator, leaseKey string)
 // empty key or a poll interval below 1 ms; or a terminal error of a read
 // (a permission error, coordination.ErrWrongType ...).
 func Observe(ctx context.Context, coord *coordination.Coordinator, leaseKey string, poll time.Duration, fn func(Info)) error {
-	if err := coord.Check(); err != nil {
+	e, err := engine.Of(coord)
+	if err != nil {
 		return err
 	}
-	if err := coordination.CheckKey("leaseKey", leaseKey); err != nil {
+	if err := engine.CheckKey("leaseKey", leaseKey); err != nil {
 		return err
 	}
-	if _, err := coordination.Millis("poll", poll); err != nil {
+	if _, err := engine.Millis("poll", poll); err != nil {
 		return err
 	}
 	if fn == nil {
-		return coordination.InvalidArgument("fn", "must not be nil")
+		return engine.InvalidArgument("fn", "must not be nil")
 	}
-	w, werr := coord.Watch(ctx, leaseKey)
-	if werr != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		coord.Logger().Warn("leader: release notifications unavailable; observing by polling",
-			"error_class", coordination.Classify(werr).String())
-	}
-	defer w.Close()
-	var notify <-chan struct{}
-	if w != nil {
-		notify = w.C()
-	}
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	k := e.Key(leaseKey)
 	var (
 		last  Info
 		first = true
 	)
-	for {
-		info, err := Get(ctx, coord, leaseKey)
-		d := poll
-		switch {
-		case err == nil || errors.Is(err, ErrNoLeader):
+	// The engine's wait loop never ends on its own here: every attempt
+	// reports "not done" with the time until the lease's expiry.
+	err = e.Wait(ctx, engine.WaitConfig{Key: k.Full()[0], Recheck: poll, MinBackoff: poll, MaxBackoff: poll},
+		func(ctx context.Context) (engine.Attempt, error) {
+			info, err := get(ctx, e, k)
+			if err != nil && !errors.Is(err, ErrNoLeader) {
+				if engine.Classify(err) == engine.Transient {
+					e.Logger().Warn("leader: observing failed; retrying", "error", engine.Describe(err))
+				}
+				return engine.Attempt{}, err
+			}
 			if first || info.Identity != last.Identity || info.FencingToken != last.FencingToken {
 				first = false
 				last = info
 				fn(info)
 			}
+			a := engine.Attempt{}
 			if info.FencingToken > 0 && info.TTL > 0 {
-				d = min(d, info.TTL+time.Millisecond)
+				a.RetryIn = info.TTL + time.Millisecond
 			}
-		case ctx.Err() != nil:
-			return nil
-		case coordination.Classify(err) == coordination.Terminal:
-			return err
-		default:
-			coord.Logger().Warn("leader: observing failed; retrying", "error_class", coordination.Classify(err).String())
-		}
-		timer.Reset(d)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C:
-		case <-notify:
-			// Go 1.23+ timers: Reset after Stop never sees a stale tick.
-			timer.Stop()
-		}
+			return a, nil
+		})
+	if engine.Classify(err) == engine.Canceled && ctx.Err() != nil {
+		return nil
 	}
+	return err
 }

@@ -4,38 +4,48 @@ import (
 	"context"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
-	"github.com/coordkit/coordination/internal/lease"
-	"github.com/coordkit/coordination/lua"
+	"github.com/coordkit/coordination/internal/engine"
 )
+
+// kind is the owner-token lock's lease kind: its hook names, scripts and
+// instruments (coordination.lock.* with kind=lock).
+var kind = &engine.LeaseKind{
+	Primitive: "lock",
+	AcquireOp: hooks.LockAcquire, RenewOp: hooks.LockRenew, VerifyOp: hooks.LockVerify, ReleaseOp: hooks.LockRelease,
+	Acquire: engine.LockAcquire, Refresh: engine.LockRefresh, Verify: engine.LockVerify, Release: engine.LockRelease,
+	Metrics: engine.LockMetrics,
+	Attrs:   []attribute.KeyValue{attribute.String("kind", "lock")},
+}
 
 // Lock is a held owner-token lock. It is returned by [TryAcquire] and
 // [Acquire] and is safe for concurrent use by multiple goroutines. A nil
 // *Lock reports not held.
 type Lock struct {
-	coord *coordination.Coordinator
 	key   string
 	token string
-	h     *lease.Handle
+	h     *engine.Handle
 }
 
 // TryAcquire takes the lock at key for ttl if it is free, in one round
 // trip, and returns at once.
 //
-// ttl is rounded up to whole milliseconds and must be at least 1 ms. The
-// lock expires on the server ttl after the script ran unless refreshed
+// key is any non-empty bytes, without the coordinator's prefix. ttl is
+// rounded up to whole milliseconds and must be at least 1 ms. The lock
+// expires on the server ttl after the script ran unless refreshed
 // ([Lock.Refresh], [Lock.KeepAlive]).
 //
 // Errors: coordination.ErrNotAcquired when another owner holds the lock;
 // coordination.ErrInvalidArgument (naming coord, key or ttl) for bad input,
 // with nothing sent; an error matching coordination.ErrWrongType when key
 // holds a non-string value; the hook's error when a hook rejects; Redis and
-// network errors as go-redis returns them. When the reply was lost (timeout,
-// cancelled context, broken connection) the lock may have been taken on the
-// server: a background owner-checked release removes it.
+// network errors as go-redis returns them (a NOPERM reply when the ACL
+// denies a command the script runs). When the outcome is ambiguous (see
+// coordination.IsAmbiguous) the lock may have been taken on the server: a
+// background owner-checked release removes it.
 func TryAcquire(ctx context.Context, coord *coordination.Coordinator, key string, ttl time.Duration) (*Lock, error) {
 	return acquire(ctx, coord, key, ttl, false)
 }
@@ -57,58 +67,32 @@ func Acquire(ctx context.Context, coord *coordination.Coordinator, key string, t
 }
 
 func acquire(ctx context.Context, coord *coordination.Coordinator, key string, ttl time.Duration, block bool) (*Lock, error) {
-	if err := coord.Check(); err != nil {
-		return nil, err
-	}
-	if err := coordination.CheckKey("key", key); err != nil {
-		return nil, err
-	}
-	if _, err := coordination.Millis("ttl", ttl); err != nil {
-		return nil, err
-	}
-	keys, _ := coord.Keys(key) // one key: no slot check to fail
-	am, hm := lease.LockInstruments(coord, primitive)
-	got, err := lease.Acquire(ctx, coord, lease.AcquireSpec{
-		Op: hooks.LockAcquire, Primitive: primitive, Key: key, TTL: ttl,
-		Try: func(ctx context.Context, token string, ttlMs int64) (bool, time.Duration, error) {
-			cmd, err := coord.EvalKeys(ctx, lua.LockAcquire, keys, token, ttlMs)
-			if err != nil {
-				return false, 0, err
-			}
-			return decodeAttempt(cmd)
-		},
-		Cleanup: func(ctx context.Context, token string) error {
-			_, err := lease.ReleaseWith(ctx, coord, lua.LockRelease, key, token)
-			return err
-		},
-		Metrics: am,
-	}, block)
+	e, err := engine.Of(coord)
 	if err != nil {
 		return nil, err
 	}
-	l := &Lock{coord: coord, key: key, token: got.Token}
-	l.h = lease.New(coord, lease.Names{Primitive: primitive, Renew: hooks.LockRenew, Verify: hooks.LockVerify, Release: hooks.LockRelease},
-		lease.ScriptOpsKeys(coord, keys, coord.Channel(key), got.Token, lease.Scripts{Refresh: lua.LockRefresh, Verify: lua.LockVerify, Release: lua.LockRelease}),
-		hm, got.Sent, ttl)
-	return l, nil
+	if err := engine.CheckKey("key", key); err != nil {
+		return nil, err
+	}
+	if _, err := engine.Millis("ttl", ttl); err != nil {
+		return nil, err
+	}
+	token, err := engine.NewToken()
+	if err != nil {
+		return nil, err
+	}
+	h, _, err := e.Acquire(ctx, &engine.AcquireRequest{Kind: kind, Keys: e.Key(key), ID: []any{token}, TTL: ttl, Block: block})
+	if err != nil {
+		return nil, err
+	}
+	return &Lock{key: key, token: token, h: h}, nil
 }
 
-const primitive = "lock"
-
-// decodeAttempt turns the acquire script's reply {1, ttl} / {0, pttl} into
-// (acquired, the holder's remaining TTL).
-func decodeAttempt(cmd *redis.Cmd) (bool, time.Duration, error) {
-	v, err := cmd.Int64Slice()
-	if err != nil {
-		return false, 0, err
+func (l *Lock) handle() *engine.Handle {
+	if l == nil {
+		return nil
 	}
-	if len(v) != 2 {
-		return false, 0, coordination.UnexpectedReply(lua.LockAcquire.Name(), v)
-	}
-	if v[0] == 1 {
-		return true, 0, nil
-	}
-	return false, lease.RetryIn(v[1]), nil
+	return l.h
 }
 
 // Key returns the lock's key as given (without the coordinator's prefix).
@@ -134,29 +118,18 @@ func (l *Lock) Token() string {
 // refresh request was sent, minus a drift allowance (1% of the TTL plus
 // 2 ms). It returns 0 once the lock is released, lost or locally expired,
 // without asking Redis.
-func (l *Lock) Remaining() time.Duration {
-	if l == nil {
-		return 0
-	}
-	return l.h.Remaining()
-}
+func (l *Lock) Remaining() time.Duration { return l.handle().Remaining() }
 
 // Context returns a context that is cancelled when the lock is released
 // (context.Cause is coordination.ErrReleased), lost, or its local deadline
-// passes (the cause wraps coordination.ErrLost). Run protected work under
-// it. A nil *Lock returns an already-cancelled context.
-func (l *Lock) Context() context.Context {
-	if l == nil {
-		ctx, cancel := context.WithCancelCause(context.Background())
-		cancel(coordination.ErrNotHeld)
-		return ctx
-	}
-	return l.h.Context()
-}
+// passes (the cause matches coordination.ErrLost). Run protected work under
+// it. It is created on the first call. A nil *Lock returns an
+// already-cancelled context (cause coordination.ErrNotHeld).
+func (l *Lock) Context() context.Context { return l.handle().Context() }
 
 // Done returns Context().Done(): a channel closed when the lock is
 // released, lost, or expires locally.
-func (l *Lock) Done() <-chan struct{} { return l.Context().Done() }
+func (l *Lock) Done() <-chan struct{} { return l.handle().Context().Done() }
 
 // Refresh resets the lock's TTL to ttl if this owner still holds it, in one
 // round trip (admitted as LOCK RENEW). It returns false when the lock was
@@ -166,47 +139,40 @@ func (l *Lock) Done() <-chan struct{} { return l.Context().Done() }
 // without asking Redis.
 //
 // Errors: coordination.ErrInvalidArgument for ttl < 1 ms (nothing sent);
-// Redis and network errors, which leave the handle unchanged (its local
-// deadline still applies).
+// Redis and network errors, which leave the handle held (its local
+// deadline still applies, shortened to what ttl gives when the refresh may
+// have run).
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
-	if l == nil {
-		return false, nil
-	}
-	return l.h.Refresh(ctx, ttl)
+	return l.handle().Refresh(ctx, ttl)
 }
 
 // Verify reports whether this owner holds the lock at the instant the
 // script runs (one round trip, admitted as LOCK VERIFY; nothing is
-// changed). A false answer marks the handle lost.
-func (l *Lock) Verify(ctx context.Context) (bool, error) {
-	if l == nil {
-		return false, nil
-	}
-	return l.h.Verify(ctx)
-}
+// changed). A false answer marks the handle lost; an error changes
+// nothing.
+func (l *Lock) Verify(ctx context.Context) (bool, error) { return l.handle().Verify(ctx) }
 
 // Release deletes the lock if this owner holds it and wakes waiters, in one
-// round trip (admitted as LOCK RELEASE). It returns Released, or
-// AlreadyReleased when the lock already expired or this handle released it
-// before (then without asking Redis), or NotOwned when another owner holds
-// it now (nothing is changed). An error (network, cancelled ctx) leaves the
-// handle as it was: call Release again.
+// round trip (admitted as LOCK RELEASE). It returns Released;
+// AlreadyReleased when the lock already expired, or this handle released it
+// before (then without asking Redis); NotOwned when another owner holds it
+// now (nothing is changed).
+//
+// The handle counts as released from the moment Release is called: its
+// context is cancelled (cause coordination.ErrReleased) and its keep-alive
+// stops. When the release fails with a transient error or a cancelled ctx,
+// the error is returned and the owner-checked release is retried in the
+// background until it gets an answer or the lock's TTL has passed; a
+// terminal error (NOPERM) leaves the lock to expire at its TTL.
 func (l *Lock) Release(ctx context.Context) (coordination.ReleaseOutcome, error) {
-	if l == nil {
-		return coordination.AlreadyReleased, nil
-	}
-	return l.h.Release(ctx)
+	out, err := l.handle().Release(ctx)
+	return coordination.ReleaseOutcome(out), err
 }
 
 // KeepAlive starts renewing the lock in the background every TTL/3 until it
 // is released or lost. A renewal that finds the lock gone, a terminal
 // error, or the local deadline passing while transient errors persist ends
-// the keep-alive and cancels [Lock.Context] with a cause wrapping
+// the keep-alive and cancels [Lock.Context] with a cause matching
 // coordination.ErrLost. Renewals are not admitted through hooks. KeepAlive
-// returns at once; calling it again does nothing. Release the lock (or let
-// it be lost) to stop the background goroutine.
-func (l *Lock) KeepAlive() {
-	if l != nil {
-		l.h.KeepAlive()
-	}
-}
+// returns at once; calling it again does nothing.
+func (l *Lock) KeepAlive() { l.handle().KeepAlive() }

@@ -7,10 +7,11 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/contract"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/locktest"
 	"github.com/coordkit/coordination/internal/testharness"
 	"github.com/coordkit/coordination/lock"
-	"github.com/coordkit/coordination/lua"
 )
 
 func TestMain(m *testing.M) { testharness.Main(m) }
@@ -18,7 +19,9 @@ func TestMain(m *testing.M) { testharness.Main(m) }
 func TestLock(t *testing.T) {
 	locktest.Run(t, locktest.Subject{
 		Primitive: "lock",
-		AcquireOp: hooks.LockAcquire,
+		AcquireOp: hooks.LockAcquire, RenewOp: hooks.LockRenew, VerifyOp: hooks.LockVerify, ReleaseOp: hooks.LockRelease,
+		AcquireSHA: engine.LockAcquire.Hash(), RefreshSHA: engine.LockRefresh.Hash(),
+		Metrics:    []string{"coordination.lock.contention", "coordination.lock.hold_time", "coordination.lock.acquire_wait"},
 		Acquire: func(ctx context.Context, c *coordination.Coordinator, name string, ttl time.Duration, block bool) (locktest.Handle, error) {
 			var l *lock.Lock
 			var err error
@@ -33,13 +36,17 @@ func TestLock(t *testing.T) {
 			return l, err
 		},
 		LeaseKey: func(name string) string { return name },
-		BadInputs: []locktest.BadInput{
+		BadInputs: []contract.BadInput{
 			{Arg: "key", Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := lock.TryAcquire(ctx, c, "", time.Second)
 				return err
 			}},
 			{Arg: "key", Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := lock.Acquire(ctx, c, "", time.Second)
+				return err
+			}},
+			{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				_, err := lock.TryAcquire(ctx, c, "k", 0)
 				return err
 			}},
 			{Arg: "coord", Call: func(ctx context.Context, c *coordination.Coordinator) error {
@@ -55,27 +62,27 @@ func TestLock(t *testing.T) {
 func TestReSentAcquireIsOneLock(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		coord := b.Coordinator(t)
-		token, _ := coordination.NewOwnerToken()
+		e, _ := engine.Of(b.Coordinator(t))
+		token, _ := engine.NewToken()
 		for i := range 2 {
-			cmd, err := coord.Eval(ctx, lua.LockAcquire, []string{"k"}, token, 60000)
+			g, err := engine.LockAcquire.Run(ctx, e, e.Key("k"), token, 60000)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if v, _ := cmd.Int64Slice(); len(v) != 2 || v[0] != 1 {
-				t.Fatalf("send %d: reply %v, want acquired", i+1, v)
+			if !g.Acquired {
+				t.Fatalf("send %d: %+v, want acquired", i+1, g)
 			}
 		}
 		if v, err := b.Client(t).Get(ctx, b.Key("k")).Result(); err != nil || v != token {
 			t.Fatalf("lock holds %q (%v), want the one token", v, err)
 		}
-		other, _ := coordination.NewOwnerToken()
-		cmd, err := coord.Eval(ctx, lua.LockAcquire, []string{"k"}, other, 60000)
+		other, _ := engine.NewToken()
+		g, err := engine.LockAcquire.Run(ctx, e, e.Key("k"), other, 60000)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v, _ := cmd.Int64Slice(); len(v) != 2 || v[0] != 0 || v[1] <= 0 || v[1] > 60000 {
-			t.Fatalf("other token: %v, want {0, pttl}", v)
+		if g.Acquired || g.RetryIn <= 0 || g.RetryIn > time.Minute {
+			t.Fatalf("other token: %+v, want not acquired with the holder's TTL", g)
 		}
 	})
 }

@@ -2,14 +2,24 @@ package lua_test
 
 import (
 	"fmt"
+	"io/fs"
+	"strings"
 
 	"github.com/coordkit/coordination/lua"
 )
 
-// Every script is embedded and named after its file; primitives run them
-// through coordination.Coordinator.Eval.
+// Read a script's source, e.g. to pre-load it or to audit the commands it
+// runs before writing an ACL.
 func Example() {
-	s := lua.LockRelease
-	fmt.Println(s.Name(), len(s.Hash()))
-	// Output: lock_release 40
+	src, err := fs.ReadFile(lua.FS(), "lock_release.lua")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	first, _, _ := strings.Cut(string(src), "\n")
+	fmt.Println(first)
+	fmt.Println(len(lua.Names()) > 10)
+	// Output:
+	// -- lock_release: delete an owner-token lock held by the caller and wake
+	// true
 }

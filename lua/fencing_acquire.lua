@@ -19,7 +19,7 @@
 --                        TTL (-1 when it has none)
 -- Errors (all raised before anything is written):
 --   COORD_BADARG      the lease key and the counter key are the same key
---   COORD_WRONGTYPE   the lease key is not a hash or the counter not a string
+--   WRONGTYPE         the lease key is not a hash or the counter not a string
 --   COORD_BADSTATE    the lease hash lacks its owner or fence field
 --   COORD_BADCOUNTER  the counter has a TTL, is not a canonical integer, is
 --                     negative, or is beyond the int64 range
@@ -27,10 +27,7 @@
 if KEYS[1] == KEYS[2] then
   return redis.error_reply('COORD_BADARG lease key and counter key are the same key')
 end
-local cur = redis.pcall('HMGET', KEYS[1], 'owner', 'fence')
-if cur.err then
-  return redis.error_reply('COORD_WRONGTYPE lease key does not hold a hash')
-end
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'fence')
 if cur[1] == ARGV[1] and cur[2] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, cur[2]}
@@ -44,10 +41,7 @@ end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return redis.error_reply('COORD_BADSTATE lease hash lacks its owner or fence field')
 end
-local c = redis.pcall('GET', KEYS[2])
-if type(c) == 'table' and c.err then
-  return redis.error_reply('COORD_WRONGTYPE counter key does not hold a string')
-end
+local c = redis.call('GET', KEYS[2])
 if c then
   if redis.call('PTTL', KEYS[2]) ~= -1 then
     return redis.error_reply('COORD_BADCOUNTER counter key has a TTL; it must never expire')

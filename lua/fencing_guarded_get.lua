@@ -5,14 +5,11 @@
 --
 -- Reply    {fence, value}  fence as a decimal string, value as bytes
 --          false           the resource does not exist
--- Errors   COORD_WRONGTYPE  the resource key is not a hash
+-- Errors   WRONGTYPE        the resource key is not a hash
 --          COORD_BADSTATE   the key is a hash not written by
 --                           fencing_guarded_set (other fields, no fence, or
 --                           a fence that is not a canonical positive integer)
-local r = redis.pcall('HMGET', KEYS[1], 'fence', 'value')
-if r.err then
-  return redis.error_reply('COORD_WRONGTYPE resource key does not hold a hash')
-end
+local r = redis.call('HMGET', KEYS[1], 'fence', 'value')
 if not r[1] then
   if redis.call('EXISTS', KEYS[1]) == 1 then
     return redis.error_reply('COORD_BADSTATE resource key is a hash not written by a guarded set')

@@ -13,7 +13,7 @@
 --          {0, fence}  rejected: the resource accepted a newer token, fence
 --                      (a decimal string); nothing changed
 -- Errors   COORD_BADARG     ARGV[1] is not a canonical positive integer
---          COORD_WRONGTYPE  the resource key is not a hash
+--          WRONGTYPE        the resource key is not a hash (nothing written)
 --          COORD_BADSTATE   the key is a hash this script did not write (no
 --                           fence field, or fields besides fence and value),
 --                           or its fence is not a canonical positive integer
@@ -21,10 +21,7 @@ local tok = ARGV[1]
 if not string.match(tok, '^[1-9]%d*$') or #tok > 19 or (#tok == 19 and tok > '9223372036854775807') then
   return redis.error_reply('COORD_BADARG fencing token must be a positive int64')
 end
-local n = redis.pcall('HLEN', KEYS[1])
-if type(n) == 'table' and n.err then
-  return redis.error_reply('COORD_WRONGTYPE resource key does not hold a hash')
-end
+local n = redis.call('HLEN', KEYS[1])
 local cur = redis.call('HGET', KEYS[1], 'fence')
 if n > 0 and (not cur or n > 2 or (n == 2 and redis.call('HEXISTS', KEYS[1], 'value') == 0)) then
   return redis.error_reply('COORD_BADSTATE resource key is a hash not written by a guarded set')

@@ -7,11 +7,8 @@
 --
 -- Reply    1  held by the caller; TTL reset
 --          0  free or held by another owner; nothing changed
--- Errors   COORD_WRONGTYPE  the lease key is not a hash
-local o = redis.pcall('HGET', KEYS[1], 'owner')
-if type(o) == 'table' and o.err then
-  return redis.error_reply('COORD_WRONGTYPE lease key does not hold a hash')
-end
+-- Errors   WRONGTYPE  the lease key is not a hash (nothing written)
+local o = redis.call('HGET', KEYS[1], 'owner')
 if o == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1

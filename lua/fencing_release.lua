@@ -3,16 +3,13 @@
 --
 -- KEYS[1]  lease key (hash {owner, fence})
 -- ARGV[1]  owner token of the caller
--- ARGV[2]  Pub/Sub channel on which waiters listen
 --
--- Reply     1  released (deleted, waiters notified)
+-- Reply     1  released (deleted; waiters notified on the channel
+--              "coordination:" .. KEYS[1], best effort)
 --           0  already gone; nothing changed
 --          -1  held by another owner; nothing changed
--- Errors   COORD_WRONGTYPE  the lease key is not a hash
-local o = redis.pcall('HGET', KEYS[1], 'owner')
-if type(o) == 'table' and o.err then
-  return redis.error_reply('COORD_WRONGTYPE lease key does not hold a hash')
-end
+-- Errors   WRONGTYPE  the lease key is not a hash (nothing written)
+local o = redis.call('HGET', KEYS[1], 'owner')
 if o == false then
   return 0
 end
@@ -20,5 +17,5 @@ if o ~= ARGV[1] then
   return -1
 end
 redis.call('DEL', KEYS[1])
-redis.pcall('PUBLISH', ARGV[2], 'released')
+redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')
 return 1

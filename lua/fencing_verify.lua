@@ -6,11 +6,8 @@
 --
 -- Reply    1  held by the caller
 --          0  free or held by another owner
--- Errors   COORD_WRONGTYPE  the lease key is not a hash
-local o = redis.pcall('HGET', KEYS[1], 'owner')
-if type(o) == 'table' and o.err then
-  return redis.error_reply('COORD_WRONGTYPE lease key does not hold a hash')
-end
+-- Errors   WRONGTYPE  the lease key is not a hash (nothing written)
+local o = redis.call('HGET', KEYS[1], 'owner')
 if o == ARGV[1] then
   return 1
 end

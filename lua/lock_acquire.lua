@@ -9,11 +9,9 @@
 --                         again and nothing else changes
 --          {0, pttl_ms}   held by another owner; pttl_ms is its remaining
 --                         TTL in ms (-1 when it has none)
--- Errors   COORD_WRONGTYPE  the key holds a non-string value (nothing written)
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' and v.err then
-  return redis.error_reply('COORD_WRONGTYPE lock key does not hold a string')
-end
+-- Errors   WRONGTYPE      the key holds a non-string value (raised by GET
+--                         before anything is written)
+local v = redis.call('GET', KEYS[1])
 if v == false then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return {1, tonumber(ARGV[2])}

@@ -6,12 +6,8 @@
 --
 -- Reply    1  the caller holds the lock; its TTL is now ARGV[2] ms
 --          0  the lock is free or held by another owner (nothing changed)
--- Errors   COORD_WRONGTYPE  the key holds a non-string value
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' and v.err then
-  return redis.error_reply('COORD_WRONGTYPE lock key does not hold a string')
-end
-if v == ARGV[1] then
+-- Errors   WRONGTYPE  the key holds a non-string value (nothing written)
+if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end

@@ -6,12 +6,8 @@
 --
 -- Reply    1  held by the caller
 --          0  free or held by another owner
--- Errors   COORD_WRONGTYPE  the key holds a non-string value
-local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' and v.err then
-  return redis.error_reply('COORD_WRONGTYPE lock key does not hold a string')
-end
-if v == ARGV[1] then
+-- Errors   WRONGTYPE  the key holds a non-string value
+if redis.call('GET', KEYS[1]) == ARGV[1] then
   return 1
 end
 return 0

@@ -1,5 +1,9 @@
 // Package lua holds every Lua script of the coordination primitives, one
-// .lua file per script, embedded with go:embed.
+// .lua file per script, embedded with go:embed, for users and operators to
+// read and audit: to pre-load them (SCRIPT LOAD), to review which commands
+// and keys they touch when writing an ACL, or to decode what a key holds.
+// It exports a read-only view and nothing else; the library runs the
+// scripts through its internal engine.
 //
 // Each file begins with a comment block giving its KEYS (with their roles),
 // ARGV (with units), the reply shape and the error codes it can return.
@@ -13,81 +17,45 @@
 //     returned as strings.
 //   - A script validates everything it reads before writing anything. A
 //     failure is an error reply whose text starts with a stable code
-//     (COORD_BADCOUNTER, COORD_WRONGTYPE, COORD_CAPACITY_MISMATCH, ...);
-//     package coordination maps those codes to typed errors.
+//     (COORD_BADCOUNTER, COORD_WRONGTYPE, COORD_CAPACITY_MISMATCH, ...); a
+//     key of the wrong Redis type read with redis.call raises the server's
+//     own WRONGTYPE before anything is written. Other server errors
+//     (NOPERM for a command the ACL denies, OOM) are never caught: they
+//     reach the caller as the server's reply.
 //   - Scripts touch only the keys passed in KEYS, and are idempotent under a
-//     re-send with the same owner token (go-redis re-sends a command after a
-//     lost reply).
+//     re-send with the same owner token or request id (go-redis re-sends a
+//     command after a lost reply).
 //   - Release notifications are best effort: scripts PUBLISH with
-//     redis.pcall, so a user whose ACL forbids the channel still releases,
-//     and its waiters fall back to expiry and periodic re-checks.
-//
-// Scripts run through [Script.Run], which sends EVALSHA and falls back to
-// EVAL only when the server answers NOSCRIPT, so one operation is one round
-// trip once the script is cached.
+//     redis.pcall on the channel "coordination:" followed by KEYS[1], so a
+//     user whose ACL forbids the channel still releases, and its waiters
+//     fall back to expiry and periodic re-checks.
 package lua
 
 import (
-	"context"
 	"embed"
-	"fmt"
-
-	"github.com/redis/go-redis/v9"
+	"io/fs"
+	"slices"
+	"strings"
 )
 
 //go:embed *.lua
 var files embed.FS
 
-// Script is one embedded Lua script. It is immutable and safe for concurrent
-// use.
-type Script struct {
-	name   string
-	source string
-	rs     *redis.Script
-}
+// FS returns the scripts as a read-only file system: one file per script,
+// named NAME.lua at its root.
+func FS() fs.FS { return files }
 
-// Name returns the script's file name without the .lua suffix, e.g.
-// "lock_acquire".
-func (s *Script) Name() string { return s.name }
-
-// Source returns the script's Lua source.
-func (s *Script) Source() string { return s.source }
-
-// Hash returns the script's SHA1 as hex, the name EVALSHA uses.
-func (s *Script) Hash() string { return s.rs.Hash() }
-
-// Run sends EVALSHA and falls back to EVAL when the server does not have the
-// script cached (NOSCRIPT). keys must already carry any key prefix.
-func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
-	return s.rs.Run(ctx, c, keys, args...)
-}
-
-// Load sends SCRIPT LOAD for the script (on a Cluster client, to every
-// primary).
-func (s *Script) Load(ctx context.Context, c redis.Scripter) error {
-	return s.rs.Load(ctx, c).Err()
-}
-
-// All returns every embedded script, in file-name order.
-func All() []*Script {
+// Names returns the name of every script (its file name without .lua), in
+// file-name order, as a new slice.
+func Names() []string {
 	entries, err := files.ReadDir(".")
 	if err != nil {
-		panic(err)
+		return nil
 	}
-	out := make([]*Script, 0, len(entries))
+	out := make([]string, 0, len(entries))
 	for _, e := range entries {
-		out = append(out, mustLoad(e.Name()[:len(e.Name())-len(".lua")]))
+		out = append(out, strings.TrimSuffix(e.Name(), ".lua"))
 	}
+	slices.Sort(out)
 	return out
-}
-
-// mustLoad reads name.lua from the embedded files. A missing file is a
-// programming error and panics at package initialisation.
-func mustLoad(name string) *Script {
-	b, err := files.ReadFile(name + ".lua")
-	if err != nil {
-		panic(fmt.Sprintf("lua: missing embedded script %s.lua: %v", name, err))
-	}
-	src := string(b)
-	return &Script{name: name, source: src, rs: redis.NewScript(src)}
 }

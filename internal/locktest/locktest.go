@@ -1,9 +1,11 @@
-// Package locktest is the behavioural test suite shared by every lock-shaped
-// primitive (package lock, package fencing): acquisition and contention,
-// owner-checked refresh and release after expiry, one command per
-// operation, blocking waits, bad input, hooks, key prefix and binary keys,
-// script-cache flushes, keep-alive and loss. Each primitive's tests call
-// [Run] with a [Subject] describing it.
+// Package locktest is the behavioural test suite shared by every
+// lock-shaped primitive (package lock, package fencing): acquisition and
+// contention, owner-checked refresh and release after expiry, blocking
+// waits, keep-alive and loss, the one release semantics, and the faults a
+// new user's try found (a lost reply followed by LOADING, a renewal in
+// flight during a release). [Run] also runs the contract suite (package
+// contract) on a lock-shaped scenario. Each primitive's tests call [Run]
+// with a [Subject] describing it.
 package locktest
 
 import (
@@ -11,14 +13,17 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/contract"
 	"github.com/coordkit/coordination/internal/testharness"
 )
 
@@ -37,69 +42,128 @@ type Handle interface {
 type Subject struct {
 	// Primitive is the hooks primitive kind, e.g. "lock".
 	Primitive string
-	// AcquireOp is the hook operation name of acquisition.
-	AcquireOp string
+	// AcquireOp, RenewOp, VerifyOp and ReleaseOp are the hook operation
+	// names.
+	AcquireOp, RenewOp, VerifyOp, ReleaseOp string
 	// Acquire calls the primitive's TryAcquire (block=false) or Acquire
 	// (block=true) on the lock named name (the subject derives its keys
-	// from it; they must share one slot).
+	// from it, keeping its {hash tag}).
 	Acquire func(ctx context.Context, c *coordination.Coordinator, name string, ttl time.Duration, block bool) (Handle, error)
 	// LeaseKey returns the (unprefixed) key holding the lease of name.
 	LeaseKey func(name string) string
+	// Keys returns every key an acquisition of name creates (default:
+	// LeaseKey).
+	Keys func(name string) []string
+	// AcquireSHA and RefreshSHA are the SHA1s of the acquire and refresh
+	// scripts (for fault injection).
+	AcquireSHA, RefreshSHA string
 	// BadInputs lists invalid calls (each must fail with
 	// ErrInvalidArgument naming Arg, sending nothing).
-	BadInputs []BadInput
+	BadInputs []contract.BadInput
+	// Metrics lists the instruments a scenario records.
+	Metrics []string
 }
 
-// BadInput is one invalid call.
-type BadInput struct {
-	Arg  string // the argument the error must name
-	Call func(ctx context.Context, c *coordination.Coordinator) error
-}
-
-// Run runs the whole suite for s on every backend.
+// Run runs the contract suite and the lock-shaped suite for s on every
+// backend.
 func Run(t *testing.T, s Subject) {
-	t.Run("AcquireContendRelease", func(t *testing.T) {
-		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { acquireContendRelease(t, b, s) })
-	})
-	t.Run("ExpiredOwnerCannotTouchSuccessor", func(t *testing.T) {
-		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { expiredOwner(t, b, s) })
-	})
-	t.Run("OneCommandPerOperation", func(t *testing.T) {
-		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { oneCommand(t, b, s) })
-	})
-	t.Run("BlockingAcquireWakesOnRelease", func(t *testing.T) {
-		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { wakeOnRelease(t, b, s) })
-	})
-	t.Run("BlockingAcquireAfterCrash", func(t *testing.T) {
-		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { acquireAfterCrash(t, b, s) })
-	})
-	t.Run("BadInputSendsNothing", func(t *testing.T) {
-		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { badInput(t, b, s) })
-	})
-	t.Run("Hooks", func(t *testing.T) {
-		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { hookOutcomes(t, b, s) })
-	})
-	t.Run("PrefixAndBinaryKeys", func(t *testing.T) {
-		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { prefixAndBinary(t, b, s) })
-	})
-	t.Run("ScriptFlush", func(t *testing.T) {
-		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { scriptFlush(t, b, s) })
-	})
-	t.Run("LostReplyIsCleanedUp", func(t *testing.T) {
-		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { lostReply(t, b, s) })
-	})
-	t.Run("LocalExpiryCancelsContext", func(t *testing.T) {
-		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { localExpiry(t, b, s) })
-	})
-	t.Run("KeepAliveHoldsAndDetectsLoss", func(t *testing.T) {
-		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { keepAlive(t, b, s) }, testharness.RealOnly())
-	})
-	t.Run("WrongType", func(t *testing.T) {
-		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { wrongType(t, b, s) })
-	})
-	t.Run("Contention", func(t *testing.T) {
-		testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { contention(t, b, s) })
-	})
+	contract.Run(t, s.contract())
+	for _, c := range []struct {
+		name string
+		fn   func(*testing.T, *testharness.Backend, Subject)
+		opts []testharness.Option
+	}{
+		{"AcquireContendRelease", acquireContendRelease, nil},
+		{"ExpiredOwnerCannotTouchSuccessor", expiredOwner, nil},
+		{"BlockingAcquireWakesOnRelease", wakeOnRelease, nil},
+		{"BlockingAcquireAfterCrash", acquireAfterCrash, nil},
+		{"BadTTLSendsNothing", badTTL, nil},
+		{"LocalExpiryCancelsContext", localExpiry, nil},
+		{"KeepAliveHoldsAndDetectsLoss", keepAlive, []testharness.Option{testharness.RealOnly()}},
+		{"WrongType", wrongType, nil},
+		{"Contention", contention, nil},
+		{"FailedReleaseIsRetriedInTheBackground", failedRelease, nil},
+		{"RenewalInFlightDuringRelease", renewalDuringRelease, []testharness.Option{testharness.RealOnly()}},
+		{"LostReplyThenLoadingIsCleanedUp", lostReplyThenLoading, nil},
+		{"BlockingAcquireKeepsAmbiguity", blockingAmbiguity, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { c.fn(t, b, s) }, c.opts...)
+		})
+	}
+}
+
+func (s Subject) keys(name string) []string {
+	if s.Keys != nil {
+		return s.Keys(name)
+	}
+	return []string{s.LeaseKey(name)}
+}
+
+// contract returns the contract suite's description of a lock-shaped
+// primitive: acquire, contended acquire, a blocking acquire that gives up,
+// refresh, verify, release.
+func (s Subject) contract() contract.Spec {
+	return contract.Spec{
+		Primitive: s.Primitive,
+		Keys:      s.keys,
+		BadInputs: s.BadInputs,
+		Metrics:   s.Metrics,
+		Scenario: func(name string) []contract.Step {
+			var h Handle
+			return []contract.Step{
+				{Name: "TryAcquire", Op: s.AcquireOp, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) (err error) {
+					h, err = s.Acquire(ctx, c, name, time.Minute, false)
+					return err
+				}},
+				{Name: "contended TryAcquire", Op: s.AcquireOp, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
+					if _, err := s.Acquire(ctx, c, name, time.Minute, false); !errors.Is(err, coordination.ErrNotAcquired) {
+						return fmt.Errorf("want ErrNotAcquired, got %v", err)
+					}
+					return nil
+				}},
+				{Name: "Acquire giving up", Op: s.AcquireOp, Outcome: hooks.Canceled, Run: func(ctx context.Context, c *coordination.Coordinator) error {
+					ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+					defer cancel()
+					if _, err := s.Acquire(ctx, c, name, time.Minute, true); !errors.Is(err, coordination.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+						return fmt.Errorf("want ErrNotAcquired and DeadlineExceeded, got %v", err)
+					}
+					return nil
+				}},
+				{Name: "Refresh", Op: s.RenewOp, OneCommand: true, Run: func(ctx context.Context, _ *coordination.Coordinator) error {
+					ok, err := h.Refresh(ctx, time.Minute)
+					if err == nil && !ok {
+						err = errors.New("Refresh = false for the holder")
+					}
+					return err
+				}},
+				{Name: "Verify", Op: s.VerifyOp, OneCommand: true, Run: func(ctx context.Context, _ *coordination.Coordinator) error {
+					ok, err := h.Verify(ctx)
+					if err == nil && !ok {
+						err = errors.New("Verify = false for the holder")
+					}
+					return err
+				}},
+				{Name: "Release", Op: s.ReleaseOp, OneCommand: true, Run: func(ctx context.Context, _ *coordination.Coordinator) error {
+					out, err := h.Release(ctx)
+					if err == nil {
+						err = contract.Expect("Release", out, coordination.Released)
+					}
+					return err
+				}},
+			}
+		},
+		LostReply: &contract.LostReply{
+			Op: func(ctx context.Context, c *coordination.Coordinator, name string) error {
+				_, err := s.Acquire(ctx, c, name, time.Minute, false)
+				return err
+			},
+			Clean: func(ctx context.Context, raw redis.UniversalClient, key func(string) string, name string) (bool, error) {
+				n, err := raw.Exists(ctx, key(s.LeaseKey(name))).Result()
+				return n == 0, err
+			},
+		},
+	}
 }
 
 // must returns v, failing the test when err is not nil:
@@ -201,32 +265,6 @@ func expiredOwner(t *testing.T, b *testharness.Backend, s Subject) {
 	must(fourth.Release(ctx))(t)
 }
 
-func oneCommand(t *testing.T, b *testharness.Backend, s Subject) {
-	ctx := context.Background()
-	client := b.Client(t)
-	coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
-	// Warm the script cache (on a cluster, on the node that owns the slot).
-	w := must(s.Acquire(ctx, coord, "{one}", time.Minute, false))(t)
-	must(w.Refresh(ctx, time.Minute))(t)
-	must(w.Verify(ctx))(t)
-	must(w.Release(ctx))(t)
-
-	k := testharness.CountCommands(client)
-	var h Handle
-	k.ExpectOne(t, "acquire", func() (err error) { h, err = s.Acquire(ctx, coord, "{one}", time.Minute, false); return err })
-	k.ExpectOne(t, "refresh", func() error { _, err := h.Refresh(ctx, time.Minute); return err })
-	k.ExpectOne(t, "verify", func() error { _, err := h.Verify(ctx); return err })
-	k.ExpectOne(t, "release", func() error { _, err := h.Release(ctx); return err })
-	h2 := must(s.Acquire(ctx, coord, "{one}", time.Minute, false))(t)
-	k.ExpectOne(t, "contended acquire", func() error {
-		if _, err := s.Acquire(ctx, coord, "{one}", time.Minute, false); !errors.Is(err, coordination.ErrNotAcquired) {
-			return fmt.Errorf("want ErrNotAcquired, got %v", err)
-		}
-		return nil
-	})
-	must(h2.Release(ctx))(t)
-}
-
 // wakeOnRelease measures, over 5 handoffs, the time from a release to the
 // blocked waiter holding the lock, and requires the median to be within
 // 50 ms (one scheduling hiccup on a loaded machine does not fail it).
@@ -303,174 +341,6 @@ func acquireAfterCrash(t *testing.T, b *testharness.Backend, s Subject) {
 	case <-time.After(6 * time.Second):
 		t.Fatal("waiter never acquired the crashed holder's lock")
 	}
-}
-
-func badInput(t *testing.T, b *testharness.Backend, s Subject) {
-	ctx := context.Background()
-	client := b.Client(t)
-	coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
-	k := testharness.CountCommands(client)
-	for _, bi := range s.BadInputs {
-		err := bi.Call(ctx, coord)
-		var ae *coordination.ArgumentError
-		if !errors.Is(err, coordination.ErrInvalidArgument) || !errors.As(err, &ae) || ae.Name != bi.Arg {
-			t.Errorf("bad %s: got %v, want ErrInvalidArgument naming %q", bi.Arg, err, bi.Arg)
-		}
-	}
-	for _, ttl := range []time.Duration{0, -time.Second, 500 * time.Microsecond} {
-		_, err := s.Acquire(ctx, coord, "{bad}", ttl, false)
-		var ae *coordination.ArgumentError
-		if !errors.As(err, &ae) || ae.Name != "ttl" {
-			t.Errorf("ttl %v: got %v, want an ErrInvalidArgument naming ttl", ttl, err)
-		}
-	}
-	if _, err := s.Acquire(ctx, nil, "{bad}", time.Second, false); !errors.Is(err, coordination.ErrInvalidArgument) {
-		t.Errorf("nil coordinator: %v", err)
-	}
-	if _, err := coordination.New(nil); !errors.Is(err, coordination.ErrInvalidArgument) {
-		t.Errorf("coordination.New(nil): %v", err)
-	}
-	var nilClient *redis.Client
-	if _, err := coordination.New(nilClient); !errors.Is(err, coordination.ErrInvalidArgument) {
-		t.Errorf("coordination.New((*redis.Client)(nil)): %v", err)
-	}
-	// A valid acquire with an invalid Refresh TTL is rejected before sending.
-	h := must(s.Acquire(ctx, coord, "{bad}", time.Minute, false))(t)
-	k.Reset()
-	if _, err := h.Refresh(ctx, 0); !errors.Is(err, coordination.ErrInvalidArgument) {
-		t.Errorf("Refresh(0): %v", err)
-	}
-	if n := k.Count(); n != 0 {
-		t.Errorf("bad input sent %d commands: %v", n, k.Names())
-	}
-	must(h.Release(ctx))(t)
-}
-
-func hookOutcomes(t *testing.T, b *testharness.Backend, s Subject) {
-	ctx := context.Background()
-	// A rejecting hook fails the operation and nothing reaches Redis.
-	client := b.Client(t)
-	k := testharness.CountCommands(client)
-	errNo := errors.New("maintenance window")
-	rejecting := &testharness.HookRecorder{}
-	rejecting.Reject(errNo)
-	rej := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix()), coordination.WithHooks(rejecting)))(t)
-	if _, err := s.Acquire(ctx, rej, "{h}", time.Minute, false); !errors.Is(err, errNo) {
-		t.Fatalf("rejected acquire: %v, want the hook's error", err)
-	}
-	if n := k.Count(); n != 0 {
-		t.Fatalf("a rejected operation sent %v", k.Names())
-	}
-
-	rec := &testharness.HookRecorder{}
-	coord := must(coordination.New(b.Client(t), coordination.WithKeyPrefix(b.Prefix()), coordination.WithHooks(rec)))(t)
-	acquired := s.Primitive + ":" + s.AcquireOp + ":"
-	expectLast := func(what, want string) {
-		t.Helper()
-		ops := rec.Ops()
-		if len(ops) == 0 || ops[len(ops)-1] != want {
-			t.Errorf("%s: hook saw %v, want it to end with %q", what, ops, want)
-		}
-	}
-	h := must(s.Acquire(ctx, coord, "{h}", time.Minute, false))(t)
-	expectLast("acquire", acquired+"succeeded")
-	if _, err := s.Acquire(ctx, coord, "{h}", time.Minute, false); !errors.Is(err, coordination.ErrNotAcquired) {
-		t.Fatal(err)
-	}
-	expectLast("contended acquire", acquired+"succeeded")
-	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	_, err := s.Acquire(cctx, coord, "{h}", time.Minute, true)
-	cancel()
-	if !errors.Is(err, coordination.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("cancelled blocking acquire: %v, want ErrNotAcquired and DeadlineExceeded", err)
-	}
-	expectLast("cancelled acquire", acquired+"canceled")
-	before := len(rec.Ops())
-	must(h.Release(ctx))(t)
-	if ops := rec.Ops(); len(ops) != before+1 || !strings.HasSuffix(ops[len(ops)-1], "RELEASE:succeeded") {
-		t.Errorf("release: hook saw %v", ops[before:])
-	}
-}
-
-func prefixAndBinary(t *testing.T, b *testharness.Backend, s Subject) {
-	ctx := context.Background()
-	raw := b.Client(t)
-	name := "{bin\x00\xff\n key}"
-	coord := b.Coordinator(t)
-	h := must(s.Acquire(ctx, coord, name, time.Minute, false))(t)
-	full := b.Key(s.LeaseKey(name))
-	if n := must(raw.Exists(ctx, full).Result())(t); n != 1 {
-		t.Fatalf("the lease is not stored under the prefixed binary key %q", full)
-	}
-	if n := must(raw.Exists(ctx, s.LeaseKey(name)).Result())(t); n != 0 {
-		t.Fatal("the lease is stored without the prefix")
-	}
-	if _, err := s.Acquire(ctx, b.Coordinator(t), name, time.Minute, false); !errors.Is(err, coordination.ErrNotAcquired) {
-		t.Fatalf("binary key not contended: %v", err)
-	}
-	must(h.Release(ctx))(t)
-	if n := must(raw.Exists(ctx, full).Result())(t); n != 0 {
-		t.Fatal("release left the binary key")
-	}
-}
-
-// flushScripts runs SCRIPT FLUSH on every node (every primary of a cluster).
-func flushScripts(t *testing.T, b *testharness.Backend, c redis.UniversalClient) {
-	ctx := context.Background()
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		if err := cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return n.ScriptFlush(ctx).Err() }); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	must(c.ScriptFlush(ctx).Result())(t)
-}
-
-func scriptFlush(t *testing.T, b *testharness.Backend, s Subject) {
-	ctx := context.Background()
-	client := b.Client(t)
-	coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
-	w := must(s.Acquire(ctx, coord, "{f}", time.Minute, false))(t)
-	must(w.Release(ctx))(t)
-	flushScripts(t, b, client)
-	h := must(s.Acquire(ctx, coord, "{f}", time.Minute, false))(t)
-	flushScripts(t, b, client)
-	if ok := must(h.Refresh(ctx, time.Minute))(t); !ok {
-		t.Fatal("Refresh after SCRIPT FLUSH = false")
-	}
-	flushScripts(t, b, client)
-	if ok := must(h.Verify(ctx))(t); !ok {
-		t.Fatal("Verify after SCRIPT FLUSH = false")
-	}
-	flushScripts(t, b, client)
-	if out := must(h.Release(ctx))(t); out != coordination.Released {
-		t.Fatalf("Release after SCRIPT FLUSH = %v", out)
-	}
-}
-
-func lostReply(t *testing.T, b *testharness.Backend, s Subject) {
-	ctx := context.Background()
-	client := b.Client(t)
-	d := &testharness.LostReply{}
-	client.AddHook(d)
-	coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
-	raw := b.Client(t)
-	key := b.Key(s.LeaseKey("{l}"))
-	d.Arm()
-	_, err := s.Acquire(ctx, coord, "{l}", time.Minute, false)
-	if err == nil || !coordination.IsAmbiguous(err) {
-		t.Fatalf("acquire with a lost reply: %v, want an ambiguous error", err)
-	}
-	// The acquire ran on the server; the background cleanup removes it.
-	deadline := time.Now().Add(5 * time.Second)
-	for must(raw.Exists(ctx, key).Result())(t) == 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the lease acquired by a lost reply was not cleaned up")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	h := must(s.Acquire(ctx, coord, "{l}", time.Minute, false))(t)
-	must(h.Release(ctx))(t)
 }
 
 func localExpiry(t *testing.T, b *testharness.Backend, s Subject) {
@@ -576,4 +446,185 @@ func contention(t *testing.T, b *testharness.Backend, s Subject) {
 	if maxSeen != 1 || total != workers*rounds {
 		t.Fatalf("max concurrent holders %d (want 1), acquisitions %d (want %d)", maxSeen, total, workers*rounds)
 	}
+}
+
+// badTTL: a TTL below 1 ms is refused before anything is sent, for
+// acquisition and for Refresh.
+func badTTL(t *testing.T, b *testharness.Backend, s Subject) {
+	ctx := context.Background()
+	client := b.Client(t)
+	coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
+	h := must(s.Acquire(ctx, coord, "{bad}", time.Minute, false))(t)
+	k := testharness.CountCommands(client)
+	for _, ttl := range []time.Duration{0, -time.Second, 500 * time.Microsecond} {
+		for _, block := range []bool{false, true} {
+			if _, err := s.Acquire(ctx, coord, "{bad}", ttl, block); !errors.Is(err, coordination.ErrInvalidArgument) {
+				t.Errorf("ttl %v (block %v): got %v, want ErrInvalidArgument", ttl, block, err)
+			}
+		}
+		if _, err := h.Refresh(ctx, ttl); !errors.Is(err, coordination.ErrInvalidArgument) {
+			t.Errorf("Refresh(%v): %v, want ErrInvalidArgument", ttl, err)
+		}
+	}
+	if n := k.Count(); n != 0 {
+		t.Errorf("bad TTLs sent %d commands: %v", n, k.Names())
+	}
+	must(h.Release(ctx))(t)
+}
+
+// warm caches the scripts on the node of name's slot (a fault injected into
+// an EVALSHA that would get NOSCRIPT keeps go-redis from falling back to
+// EVAL: the command would never run).
+func warm(t *testing.T, s Subject, coord *coordination.Coordinator, name string) {
+	t.Helper()
+	ctx := context.Background()
+	h := must(s.Acquire(ctx, coord, name+"warm", time.Minute, false))(t)
+	must(h.Refresh(ctx, time.Minute))(t)
+	must(h.Release(ctx))(t)
+}
+
+// waitGone waits up to 5 s for key to disappear.
+func waitGone(t *testing.T, raw redis.UniversalClient, key, what string) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(5 * time.Second)
+	for must(raw.Exists(ctx, key).Result())(t) == 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the lease is still there after 5 s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// failedRelease: a release that fails before it reaches the server marks
+// the handle released at once (context cause ErrReleased, a second Release
+// answers AlreadyReleased without a command), returns the error, and is
+// retried in the background until the lease is gone.
+func failedRelease(t *testing.T, b *testharness.Backend, s Subject) {
+	ctx := context.Background()
+	client := b.Client(t)
+	faults := &testharness.ScriptFaults{}
+	client.AddHook(faults)
+	coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
+	h := must(s.Acquire(ctx, coord, "{rel}", time.Minute, false))(t)
+	faults.Add(testharness.Fault{Err: testharness.ErrLostReply}) // never sent
+	_, err := h.Release(ctx)
+	if err == nil || !coordination.IsAmbiguous(err) {
+		t.Fatalf("Release with a failed send: %v, want the ambiguous error", err)
+	}
+	if !errors.Is(context.Cause(h.Context()), coordination.ErrReleased) {
+		t.Errorf("context cause after a failed release = %v, want ErrReleased", context.Cause(h.Context()))
+	}
+	k := testharness.CountCommands(client)
+	if out := must(h.Release(ctx))(t); out != coordination.AlreadyReleased {
+		t.Errorf("second Release = %v, want AlreadyReleased", out)
+	}
+	waitGone(t, b.Client(t), b.Key(s.LeaseKey("{rel}")), "background release")
+	for _, n := range k.Names() {
+		if n != "EVALSHA" && n != "EVAL" {
+			t.Errorf("unexpected command %s", n)
+		}
+	}
+	if h.Remaining() != 0 {
+		t.Errorf("Remaining after a failed release = %v", h.Remaining())
+	}
+}
+
+// renewalDuringRelease: a keep-alive renewal in flight while Release runs
+// (its reply delayed, or the renewal itself delayed until after the
+// release) never turns the release into a loss: the cause stays
+// ErrReleased and coordination.lock.lost counts nothing.
+func renewalDuringRelease(t *testing.T, b *testharness.Backend, s Subject) {
+	for _, mode := range []string{"reply delayed", "renewal sent after the release"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx := context.Background()
+			client := b.Client(t)
+			faults := &testharness.ScriptFaults{}
+			client.AddHook(faults)
+			reader := sdkmetric.NewManualReader()
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+			coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix()), coordination.WithMeterProvider(mp)))(t)
+			warm(t, s, coord, "{rr}")
+			h := must(s.Acquire(ctx, coord, "{rr}", 300*time.Millisecond, false))(t)
+			started := make(chan struct{}, 1)
+			f := testharness.Fault{SHA: s.RefreshSHA, Started: started, After: 150 * time.Millisecond}
+			if mode != "reply delayed" {
+				f = testharness.Fault{SHA: s.RefreshSHA, Started: started, Before: 150 * time.Millisecond}
+			}
+			faults.Add(f)
+			h.KeepAlive()
+			select {
+			case <-started:
+			case <-time.After(2 * time.Second):
+				t.Fatal("the keep-alive never renewed")
+			}
+			time.Sleep(50 * time.Millisecond)
+			if out := must(h.Release(ctx))(t); out != coordination.Released {
+				t.Fatalf("Release = %v", out)
+			}
+			time.Sleep(250 * time.Millisecond) // the renewal's answer arrives
+			if cause := context.Cause(h.Context()); !errors.Is(cause, coordination.ErrReleased) {
+				t.Errorf("cause = %v, want ErrReleased", cause)
+			}
+			var rm metricdata.ResourceMetrics
+			if err := reader.Collect(ctx, &rm); err != nil {
+				t.Fatal(err)
+			}
+			for _, sm := range rm.ScopeMetrics {
+				for _, m := range sm.Metrics {
+					if m.Name == "coordination.lock.lost" || m.Name == "coordination.semaphore.lost" {
+						t.Errorf("%s recorded a loss that did not happen", m.Name)
+					}
+				}
+			}
+		})
+	}
+}
+
+// lostReplyThenLoading: the acquire ran but its reply was lost, and
+// go-redis' re-send got LOADING: the caller sees a LOADING error, and the
+// lease the first send took is cleaned up all the same.
+func lostReplyThenLoading(t *testing.T, b *testharness.Backend, s Subject) {
+	for _, e := range []error{testharness.LoadingError, testharness.ReadOnlyError} {
+		t.Run(e.Error()[:8], func(t *testing.T) {
+			ctx := context.Background()
+			client := b.Client(t)
+			faults := &testharness.ScriptFaults{}
+			client.AddHook(faults)
+			coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
+			warm(t, s, coord, "{ld}")
+			faults.Add(testharness.Fault{SHA: s.AcquireSHA, Forward: true, Err: e})
+			_, err := s.Acquire(ctx, coord, "{ld}", time.Minute, false)
+			if err == nil || coordination.Classify(err) != coordination.Transient || !coordination.IsAmbiguous(err) {
+				t.Fatalf("acquire: %v, want a transient, ambiguous error", err)
+			}
+			waitGone(t, b.Client(t), b.Key(s.LeaseKey("{ld}")), "cleanup after a lost reply and "+e.Error()[:8])
+		})
+	}
+}
+
+// blockingAmbiguity: a blocking Acquire whose first attempt's reply was
+// lost (it took the lease) and whose later attempts get an error reply
+// until its context ends leaves no orphan, even on a client that never
+// re-sends (MaxRetries -1, where one error reply alone proves nothing ran).
+func blockingAmbiguity(t *testing.T, b *testharness.Backend, s Subject) {
+	ctx := context.Background()
+	client := b.Client(t, func(o *redis.Options) { o.MaxRetries = -1 })
+	faults := &testharness.ScriptFaults{}
+	client.AddHook(faults)
+	coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
+	warm(t, s, coord, "{ba}")
+	faults.Add(testharness.Fault{SHA: s.AcquireSHA, Forward: true, Err: testharness.ErrLostReply})
+	faults.Add(testharness.Fault{SHA: s.AcquireSHA, Times: -1, Err: testharness.LoadingError})
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err := s.Acquire(cctx, coord, "{ba}", time.Minute, true)
+	cancel()
+	if !errors.Is(err, coordination.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("blocking acquire: %v, want it to give up at its deadline", err)
+	}
+	if faults.Hits() < 2 {
+		t.Fatalf("only %d faulted attempts", faults.Hits())
+	}
+	waitGone(t, b.Client(t), b.Key(s.LeaseKey("{ba}")), "cleanup after an ambiguous first attempt")
+	faults.Clear()
 }

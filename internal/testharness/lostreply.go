@@ -3,6 +3,7 @@ package testharness
 import (
 	"context"
 	"net"
+	"strings"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -44,6 +45,9 @@ func (d *LostReply) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (d *LostReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
+		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			return err // it did not run; go-redis sends EVAL next
+		}
 		if (cmd.Name() == "evalsha" || cmd.Name() == "eval") && d.armed.CompareAndSwap(true, false) {
 			cmd.SetErr(ErrLostReply)
 			return ErrLostReply

@@ -1,4 +1,4 @@
-package coordination
+package engine
 
 import (
 	"context"
@@ -9,17 +9,13 @@ import (
 )
 
 // ChannelPrefix starts the name of every Pub/Sub channel the library's
-// scripts publish release notifications on. The full channel name is
-// ChannelPrefix + the prefixed key. Grant it in ACLs (&coordination:*) if
-// waiters should wake on releases rather than at the holder's expiry.
+// scripts publish release notifications on: the channel of a key is
+// ChannelPrefix + the prefixed key, and scripts derive it from KEYS[1]
+// themselves. ACLs grant it as &coordination:*.
 const ChannelPrefix = "coordination:"
 
-// Channel returns the Pub/Sub channel on which changes to key (unprefixed)
-// are announced: [ChannelPrefix] + the prefixed key. Scripts that release or
-// change a key publish on it; [Coordinator.Watch] subscribes to it.
-func (c *Coordinator) Channel(key string) string {
-	return ChannelPrefix + c.prefix + key
-}
+// Channel returns the Pub/Sub channel of the prefixed key full.
+func Channel(full string) string { return ChannelPrefix + full }
 
 // confirmTimeout bounds how long Watch waits for the server to confirm a new
 // subscription before letting the waiter go on without it (its periodic
@@ -28,7 +24,7 @@ func (c *Coordinator) Channel(key string) string {
 const confirmTimeout = 500 * time.Millisecond
 
 // Watch is one waiter's registration for notifications about one key.
-// Create it with [Coordinator.Watch] and Close it when done. It is safe for
+// Create it with [Engine.Watch] and Close it when done. It is safe for
 // use by one waiter goroutine plus the coordinator's dispatcher.
 type Watch struct {
 	h  *hub
@@ -67,7 +63,7 @@ func (w *Watch) Close() {
 	w.h = nil
 }
 
-// Watch registers the caller for notifications about key (unprefixed) and
+// Watch registers the caller for notifications about the prefixed key full and
 // returns once the server has confirmed the subscription (or after a short
 // bound, when it is slow to confirm). All waiters of one coordinator share
 // one Pub/Sub connection, whatever the number of keys and waiters.
@@ -78,8 +74,8 @@ func (w *Watch) Close() {
 //
 // It returns ctx's error if ctx ends first, or the error of the SUBSCRIBE
 // command (a permission error when the ACL forbids the channel).
-func (c *Coordinator) Watch(ctx context.Context, key string) (*Watch, error) {
-	return c.hub.watch(ctx, c.Channel(key))
+func (e *Engine) Watch(ctx context.Context, full string) (*Watch, error) {
+	return e.hub.watch(ctx, Channel(full))
 }
 
 type chanState struct {
@@ -92,7 +88,7 @@ type chanState struct {
 // hub multiplexes every waiter of a coordinator onto one *redis.PubSub. The
 // connection exists only while someone waits.
 type hub struct {
-	c *Coordinator
+	e *Engine
 
 	subMu sync.Mutex // serialises SUBSCRIBE/UNSUBSCRIBE and the PubSub's life
 	ps    *redis.PubSub
@@ -102,8 +98,8 @@ type hub struct {
 	chans map[string]*chanState
 }
 
-func newHub(c *Coordinator) *hub {
-	return &hub{c: c, chans: map[string]*chanState{}}
+func newHub(e *Engine) *hub {
+	return &hub{e: e, chans: map[string]*chanState{}}
 }
 
 func (h *hub) watch(ctx context.Context, ch string) (*Watch, error) {
@@ -127,7 +123,7 @@ func (h *hub) watch(ctx context.Context, ch string) (*Watch, error) {
 
 	if fresh {
 		if h.ps == nil {
-			h.ps = h.c.client.Subscribe(ctx)
+			h.ps = h.e.client.Subscribe(ctx)
 			h.done = make(chan struct{})
 			go h.dispatch(h.ps, h.done)
 		}

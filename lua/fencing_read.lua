@@ -1,22 +1,20 @@
--- leader_read: report who holds a leader election's fencing lease. Writes
--- nothing.
+-- fencing_read: report who holds a fencing-token lease (leader election
+-- reads its leader with it). Writes nothing.
 --
 -- KEYS[1]  lease key (a hash {owner, fence[, holder]} written by
 --          fencing_acquire; expires)
 --
 -- Reply    false                       no leader (the lease is free)
---          {fence, holder, pttl_ms}    fence is the leader's fencing token
+--          {fence, holder, pttl_ms}    fence is the holder's fencing token
 --                                      as a decimal string (exact over
---                                      int64); holder is its identity ('' when
---                                      the lease was taken without one);
+--                                      int64); holder is the holder field
+--                                      ('' when the lease was taken without
+--                                      one);
 --                                      pttl_ms is the lease's remaining TTL
 --                                      in milliseconds (-1 when it has none)
--- Errors   COORD_WRONGTYPE  the lease key is not a hash
+-- Errors   WRONGTYPE        the lease key is not a hash
 --          COORD_BADSTATE   the lease hash lacks its owner or fence field
-local cur = redis.pcall('HMGET', KEYS[1], 'owner', 'fence', 'holder')
-if cur.err then
-  return redis.error_reply('COORD_WRONGTYPE lease key does not hold a hash')
-end
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'fence', 'holder')
 if not cur[1] and not cur[2] then
   if redis.call('EXISTS', KEYS[1]) == 1 then
     return redis.error_reply('COORD_BADSTATE lease hash lacks its owner or fence field')

@@ -1,0 +1,146 @@
+package coordination
+
+import (
+	"log/slog"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/engine"
+)
+
+// Coordinator is the one handle every primitive needs besides its own key
+// and settings: a go-redis client, a key prefix, operation hooks, a meter
+// provider and a logger. All blocked waiters of one coordinator share one
+// Pub/Sub connection.
+//
+// A Coordinator never closes its client. It is safe for concurrent use by
+// multiple goroutines; create one per client and share it. The zero value
+// is not usable; use [New].
+type Coordinator struct {
+	e *engine.Engine
+}
+
+func init() {
+	engine.SetUnwrap(func(c any) *engine.Engine {
+		if cc, ok := c.(*Coordinator); ok && cc != nil {
+			return cc.e
+		}
+		return nil
+	})
+}
+
+// Option configures a [Coordinator]. Options are applied in order; an
+// invalid one makes [New] fail.
+type Option func(*config) error
+
+type config struct {
+	engine.Config
+}
+
+// WithKeyPrefix prepends prefix to every key every primitive of this
+// coordinator touches (and so to the Pub/Sub channels derived from them).
+// The prefix is part of the key for Cluster slot hashing: a prefix holding
+// a {hash tag} sends every key to one slot. The default is no prefix.
+func WithKeyPrefix(prefix string) Option {
+	return func(c *config) error {
+		c.Prefix = prefix
+		return nil
+	}
+}
+
+// WithHooks adds operation hooks, run in the order given after any added
+// earlier (see package hooks). A nil hook is an error naming "hooks". The
+// default is no hooks.
+func WithHooks(hs ...hooks.Hook) Option {
+	return func(c *config) error {
+		for i, h := range hs {
+			if h == nil {
+				return engine.InvalidArgument("hooks", "hook %d is nil", i)
+			}
+		}
+		c.Hooks = append(c.Hooks, hs...)
+		return nil
+	}
+}
+
+// WithMeterProvider sets the OpenTelemetry meter provider of every
+// instrument of this coordinator and its primitives, including the
+// coordination.operation.duration histogram recorded for every admitted
+// operation (attributes operation and outcome). The default is
+// otel.GetMeterProvider(), the global provider, which is a no-op until the
+// application installs an SDK. A nil provider is an error.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) error {
+		if mp == nil {
+			return engine.InvalidArgument("meter provider", "must not be nil")
+		}
+		c.MeterProvider = mp
+		return nil
+	}
+}
+
+// WithLogger sets the structured logger for background events the caller
+// cannot see otherwise: a keep-alive renewal that failed, a cleanup that
+// was given up. Log lines never contain keys, owner tokens, identities,
+// endpoints or passwords. The default discards everything. A nil logger is
+// an error.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return engine.InvalidArgument("logger", "must not be nil")
+		}
+		c.Logger = l
+		return nil
+	}
+}
+
+// New returns a coordinator over client: any go-redis universal client
+// (*redis.Client, *redis.ClusterClient, the Sentinel-backed client of
+// redis.NewFailoverClient). It sends nothing to Redis.
+//
+// It returns an error wrapping [ErrInvalidArgument] when client is nil or
+// an option is invalid.
+func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
+	if isNil(client) {
+		return nil, engine.InvalidArgument("client", "must not be nil")
+	}
+	cfg := config{}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = otel.GetMeterProvider()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Coordinator{e: engine.New(client, cfg.Config)}, nil
+}
+
+func isNil(c redis.UniversalClient) bool {
+	switch v := c.(type) {
+	case nil:
+		return true
+	case *redis.Client:
+		return v == nil
+	case *redis.ClusterClient:
+		return v == nil
+	case *redis.Ring:
+		return v == nil
+	}
+	return false
+}
+
+// Client returns the go-redis client the coordinator was created with.
+func (c *Coordinator) Client() redis.UniversalClient { return c.e.Client() }
+
+// Prefix returns the key prefix (empty when none was set).
+func (c *Coordinator) Prefix() string { return c.e.Prefix() }

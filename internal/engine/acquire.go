@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// AcquireRequest describes one acquisition of a lease.
+type AcquireRequest struct {
+	Kind *LeaseKind
+	// Keys are the acquire script's keys, prefixed and slot-checked; the
+	// first is the lease key whose release channel waiters watch.
+	Keys Keys
+	// ID identifies the lease in every script: usually one owner token
+	// from [NewToken], reused by every attempt so that a re-send finds its
+	// own lease.
+	ID []any
+	// TTL is the lease's TTL (0 only for kinds with NoExpiry).
+	TTL time.Duration
+	// Extra are further acquire-script arguments after the TTL.
+	Extra []any
+	// Block waits (on release notifications) until acquired or ctx ends;
+	// otherwise one attempt.
+	Block bool
+	// Unadmitted skips hook admission: for primitives built on another,
+	// whose own operation was admitted (a leader campaign).
+	Unadmitted bool
+	// Recheck is the blocking wait's re-check period (0: the default).
+	Recheck time.Duration
+}
+
+// Acquire acquires a lease as r describes, admitted once (unless
+// r.Unadmitted) as the kind's AcquireOp however long it waits.
+//
+// A non-blocking attempt that finds the lease held returns an error
+// matching ErrNotAcquired; a blocking one whose ctx ends returns
+// [GaveUp](ctx). When any attempt of the operation may have run on the
+// server without the caller learning it ([Engine.Ambiguous], sticky across
+// attempts: a later LOADING does not make an earlier lost reply harmless)
+// and the operation fails, the lease is released in the background,
+// owner-checked, with the same id.
+func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, error) {
+	k := r.Kind
+	ttlMs, err := TTLMillis(r.TTL, k.NoExpiry)
+	if err != nil {
+		return nil, Grant{}, err
+	}
+	var op Op
+	if !r.Unadmitted {
+		if ctx, op, err = e.Admit(ctx, k.AcquireOp, k.Primitive); err != nil {
+			return nil, Grant{}, err
+		}
+	}
+	k.init()
+	args := make([]any, 0, len(r.ID)+1+len(r.Extra))
+	args = append(append(append(args, r.ID...), ttlMs), r.Extra...)
+	var (
+		g         Grant
+		sent      time.Time
+		ambiguous bool
+	)
+	if !r.Block {
+		sent = time.Now()
+		g, err = k.Acquire.Run(ctx, e, r.Keys, args...)
+		if err != nil {
+			ambiguous = e.Ambiguous(err)
+		} else if !g.Acquired {
+			e.Counter(k.Metrics.Contention).Add(context.Background(), 1, k.base)
+			err = ErrNotAcquired
+		}
+	} else {
+		start := time.Now()
+		counted := false
+		err = e.Wait(ctx, WaitConfig{Key: r.Keys.full[0], Recheck: r.Recheck, OnContended: func() {
+			if !counted {
+				counted = true
+				e.Counter(k.Metrics.Contention).Add(context.Background(), 1, k.base)
+			}
+		}}, func(ctx context.Context) (Attempt, error) {
+			sent = time.Now()
+			var aerr error
+			g, aerr = k.Acquire.Run(ctx, e, r.Keys, args...)
+			if aerr != nil {
+				ambiguous = ambiguous || e.Ambiguous(aerr)
+				return Attempt{}, aerr
+			}
+			return Attempt{Done: g.Acquired, RetryIn: g.RetryIn}, nil
+		})
+		wait := k.waitAcquired
+		if err != nil {
+			wait = k.waitGaveUp
+		}
+		e.Histogram(k.Metrics.Wait).Record(context.Background(), time.Since(start).Seconds(), wait)
+	}
+	hk := r.Keys
+	if k.HandleKeys > 0 && k.HandleKeys < len(hk.full) {
+		hk = Keys{full: hk.full[:k.HandleKeys:k.HandleKeys]}
+	}
+	if err != nil {
+		if ambiguous {
+			limit := r.TTL
+			e.Cleanup("acquire", limit, func(ctx context.Context) error {
+				_, err := k.Release.Run(ctx, e, hk, r.ID...)
+				return err
+			})
+		}
+		return nil, Grant{}, op.End(err)
+	}
+	return newHandle(e, k, hk, r.ID, sent, r.TTL), g, op.End(nil)
+}

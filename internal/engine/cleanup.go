@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// CleanupLimit bounds how long one background cleanup keeps retrying.
+const CleanupLimit = time.Minute
+
+// MaxCleanups bounds the background cleanups one engine runs at once:
+// during an outage every failed operation may want one. Past the bound a
+// cleanup is given up at once (counted, reason "overflow"): its lease ends
+// at its TTL.
+const MaxCleanups = 1024
+
+type cleanups struct {
+	mu      sync.Mutex
+	running int
+	attrs   map[[2]string]metric.MeasurementOption
+}
+
+// Cleanup runs fn in the background until it succeeds, fails terminally,
+// limit passes (at most [CleanupLimit]; 0 means CleanupLimit) or ctx-less
+// retries run out, retrying transient errors with jittered backoff; each try
+// is bounded by 5 s. It is how every primitive undoes what an ambiguous
+// operation may have left, and how a release that failed is retried. When
+// it gives up it counts coordination.cleanup.abandoned{stage, reason} and
+// logs a warning (never keys or tokens). stage names the operation, e.g.
+// "acquire" or "release".
+func (e *Engine) Cleanup(stage string, limit time.Duration, fn func(context.Context) error) {
+	if limit <= 0 || limit > CleanupLimit {
+		limit = CleanupLimit
+	}
+	e.cleanup.mu.Lock()
+	if e.cleanup.running >= MaxCleanups {
+		e.cleanup.mu.Unlock()
+		e.abandon(stage, "overflow", nil)
+		return
+	}
+	e.cleanup.running++
+	e.cleanup.mu.Unlock()
+	go func() {
+		defer func() {
+			e.cleanup.mu.Lock()
+			e.cleanup.running--
+			e.cleanup.mu.Unlock()
+		}()
+		deadline := time.Now().Add(limit)
+		delay := 50 * time.Millisecond
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), min(5*time.Second, max(time.Until(deadline), time.Millisecond)))
+			err := fn(ctx)
+			cancel()
+			if err == nil {
+				return
+			}
+			class := Classify(err)
+			if class == Terminal {
+				e.abandon(stage, "terminal_error", err)
+				return
+			}
+			if time.Now().Add(delay).After(deadline) {
+				e.abandon(stage, "deadline", err)
+				return
+			}
+			time.Sleep(delay/2 + rand.N(delay/2+1))
+			delay = min(delay*2, 5*time.Second)
+		}
+	}()
+}
+
+// Cleanups returns the number of background cleanups running now.
+func (e *Engine) Cleanups() int {
+	e.cleanup.mu.Lock()
+	defer e.cleanup.mu.Unlock()
+	return e.cleanup.running
+}
+
+func (e *Engine) abandon(stage, reason string, err error) {
+	e.cleanup.mu.Lock()
+	if e.cleanup.attrs == nil {
+		e.cleanup.attrs = map[[2]string]metric.MeasurementOption{}
+	}
+	k := [2]string{stage, reason}
+	a, ok := e.cleanup.attrs[k]
+	if !ok {
+		a = Attrs(attribute.String("stage", stage), attribute.String("reason", reason))
+		e.cleanup.attrs[k] = a
+	}
+	e.cleanup.mu.Unlock()
+	e.Count(CleanupAbandoned, a)
+	args := []any{"stage", stage, "reason", reason}
+	if err != nil {
+		args = append(args, "error", Describe(err))
+	}
+	e.logger.Warn("coordination: cleanup abandoned; what it would have removed ends at its TTL", args...)
+}

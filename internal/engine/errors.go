@@ -1,0 +1,370 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The shared sentinel errors. Package coordination re-exports each one under
+// the same name; primitives return them wrapped with context.
+var (
+	ErrNotAcquired       = NewAnswer("coordination: not acquired")
+	ErrNotHeld           = errors.New("coordination: not held")
+	ErrLost              = errors.New("coordination: lease lost")
+	ErrReleased          = errors.New("coordination: released")
+	ErrCrossSlot         = errors.New("coordination: keys hash to different cluster slots")
+	ErrUnsupportedServer = errors.New("coordination: unsupported server")
+	ErrInvalidArgument   = errors.New("coordination: invalid argument")
+	ErrBadState          = errors.New("coordination: key holds unexpected state")
+	ErrWrongType         = errors.New("coordination: key holds the wrong type")
+	ErrCounterOverflow   = errors.New("coordination: fencing counter would overflow")
+	ErrCapacityMismatch  = errors.New("coordination: capacity mismatch")
+	ErrConfigMismatch    = errors.New("coordination: configuration mismatch")
+	ErrClosed            = errors.New("coordination: closed")
+)
+
+// Answer is an error that is a definite answer rather than a failure: the
+// operation reached Redis and the answer was "no" (a contended lock, a
+// latch that already exists, no leader). Hooks learn such an operation as
+// Succeeded; see [OutcomeOf]. Create answers with [NewAnswer].
+type Answer struct{ text string }
+
+// NewAnswer returns a new answer error with the given text, for use as a
+// package-level sentinel compared with errors.Is.
+func NewAnswer(text string) error { return &Answer{text: text} }
+
+// Error returns the text given to [NewAnswer].
+func (a *Answer) Error() string { return a.text }
+
+// IsAnswer reports whether err is or wraps an [Answer].
+func IsAnswer(err error) bool {
+	var a *Answer
+	return errors.As(err, &a)
+}
+
+// InvalidArgument returns an error wrapping [ErrInvalidArgument] that names
+// the argument and says what is wrong with it.
+func InvalidArgument(name, format string, args ...any) error {
+	return &argumentError{name: name, reason: fmt.Sprintf(format, args...)}
+}
+
+type argumentError struct{ name, reason string }
+
+func (e *argumentError) Error() string {
+	return "coordination: invalid argument " + e.name + ": " + e.reason
+}
+
+func (e *argumentError) Unwrap() error { return ErrInvalidArgument }
+
+// ArgumentName returns the name of the argument an error from
+// [InvalidArgument] names, and false for any other error.
+func ArgumentName(err error) (string, bool) {
+	var a *argumentError
+	if errors.As(err, &a) {
+		return a.name, true
+	}
+	return "", false
+}
+
+// scriptError is an error reply raised by one of the library's scripts with
+// a stable code (the first word of the reply, e.g. COORD_BADCOUNTER).
+type scriptError struct {
+	code, detail string
+}
+
+// scriptCodes maps each script error code to the sentinels it matches.
+var scriptCodes = map[string][]error{
+	"COORD_CROSSSLOT":         {ErrCrossSlot},
+	"COORD_BADCOUNTER":        {ErrBadState},
+	"COORD_OVERFLOW":          {ErrBadState, ErrCounterOverflow},
+	"COORD_WRONGTYPE":         {ErrBadState, ErrWrongType},
+	"COORD_BADSTATE":          {ErrBadState},
+	"COORD_CAPACITY_MISMATCH": {ErrCapacityMismatch},
+	"COORD_CONFIG_MISMATCH":   {ErrConfigMismatch},
+	"COORD_UNSUPPORTED":       {ErrUnsupportedServer},
+	"COORD_BADARG":            {ErrInvalidArgument},
+}
+
+func (e *scriptError) Error() string { return "coordination: " + e.detail + " (" + e.code + ")" }
+
+func (e *scriptError) Is(target error) bool {
+	for _, s := range scriptCodes[e.code] {
+		if s == target {
+			return true
+		}
+	}
+	return false
+}
+
+// ScriptCode returns the COORD_ code of a script error, and false for any
+// other error.
+func ScriptCode(err error) (string, bool) {
+	var se *scriptError
+	if errors.As(err, &se) {
+		return se.code, true
+	}
+	return "", false
+}
+
+// MapError turns an error reply carrying one of the library's script codes
+// (COORD_...) into a script error matching the code's sentinels, and a
+// WRONGTYPE reply raised inside a script into one matching ErrWrongType and
+// ErrBadState; every other error is returned unchanged. Script runs apply
+// it to every reply.
+func MapError(err error) error {
+	var re redis.Error
+	if err == nil || !errors.As(err, &re) {
+		return err
+	}
+	msg := re.Error()
+	// miniredis prefixes script errors with "ERR Error ...: "; real servers
+	// return the script's text as is. Look for the code anywhere.
+	if i := strings.Index(msg, "COORD_"); i >= 0 {
+		code, detail, _ := strings.Cut(msg[i:], " ")
+		if _, ok := scriptCodes[code]; ok {
+			return &scriptError{code: code, detail: detail}
+		}
+		return err
+	}
+	// A redis.call on a key of another type raises WRONGTYPE out of the
+	// script (before any write: scripts read before they write).
+	if strings.HasPrefix(msg, "WRONGTYPE") || (strings.HasPrefix(msg, "ERR Error") && strings.Contains(msg, "WRONGTYPE")) {
+		return &scriptError{code: "COORD_WRONGTYPE", detail: "key holds the wrong Redis type"}
+	}
+	return err
+}
+
+// UnexpectedReply returns an error wrapping [ErrBadState] for a script reply
+// whose shape or code the client does not understand. It describes the
+// reply's shape only, never its contents, which may be large or secret.
+func UnexpectedReply(script string, reply any) error {
+	return fmt.Errorf("%w: unexpected reply from %s: %s", ErrBadState, script, shapeOf(reply))
+}
+
+func shapeOf(v any) string {
+	switch r := v.(type) {
+	case []any:
+		parts := make([]string, 0, min(len(r), 8))
+		for i, x := range r {
+			if i == 8 {
+				parts = append(parts, "...")
+				break
+			}
+			parts = append(parts, shapeOf(x))
+		}
+		return fmt.Sprintf("array of %d [%s]", len(r), strings.Join(parts, ", "))
+	case string:
+		return fmt.Sprintf("string of %d bytes", len(r))
+	case int64:
+		return "integer"
+	case nil:
+		return "nil"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
+
+// ErrorClass says how a retry loop should treat an error. Its values equal
+// those of coordination.ErrorClass.
+type ErrorClass int
+
+// The error classes.
+const (
+	NoError ErrorClass = iota
+	Transient
+	Terminal
+	Canceled
+)
+
+var transientPrefixes = []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "NOREPLICAS",
+	"ERR max number of clients reached"}
+
+// Classify sorts an error into one class: the one place the library decides
+// what to retry.
+func Classify(err error) ErrorClass {
+	if err == nil {
+		return NoError
+	}
+	var g *gaveUpError
+	if errors.As(err, &g) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return Canceled
+	}
+	var se *scriptError
+	if errors.As(err, &se) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrClosed) || errors.Is(err, redis.ErrClosed) {
+		return Terminal
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		msg := re.Error()
+		for _, p := range transientPrefixes {
+			if strings.HasPrefix(msg, p) {
+				return Transient
+			}
+		}
+		return Terminal
+	}
+	if errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return Transient
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return Transient
+	}
+	return Terminal
+}
+
+// IsAmbiguous reports whether a write may have happened although the caller
+// saw err, assuming the client may re-send (go-redis' default): every
+// cancellation, and every transient error, since go-redis re-sends after a
+// lost reply and the error the caller sees is the last attempt's, whatever
+// the first attempt did. Terminal errors are not ambiguous: the server
+// refused (or the command was never built).
+func IsAmbiguous(err error) bool {
+	switch Classify(err) {
+	case Canceled, Transient:
+		return true
+	}
+	return false
+}
+
+// neverSent reports whether err proves that this attempt did not run on the
+// server: an error reply, a failed dial, a connection-pool timeout.
+func neverSent(err error) bool {
+	var re redis.Error
+	if errors.As(err, &re) {
+		return true
+	}
+	var op *net.OpError
+	return (errors.As(err, &op) && op.Op == "dial") || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, redis.ErrPoolTimeout)
+}
+
+// GaveUp returns the error of a blocking operation that gave up because ctx
+// ended: it matches both [ErrNotAcquired] and context.Cause(ctx) with
+// errors.Is, and reads as one line.
+func GaveUp(ctx context.Context) error {
+	return &gaveUpError{cause: context.Cause(ctx)}
+}
+
+type gaveUpError struct{ cause error }
+
+func (e *gaveUpError) Error() string {
+	if e.cause == nil {
+		return ErrNotAcquired.Error()
+	}
+	return ErrNotAcquired.Error() + ": " + e.cause.Error()
+}
+
+func (e *gaveUpError) Unwrap() []error { return []error{ErrNotAcquired, e.cause} }
+
+// LostError is the cause of a handle's context when its lease was lost. It
+// matches [ErrLost]; Err is the error of the renewal that failed, when a
+// failure (rather than an answer or the local deadline) ended the lease.
+type LostError struct {
+	Reason string
+	Err    error
+}
+
+// Error returns "coordination: lease lost: REASON[: ERR]".
+func (e *LostError) Error() string {
+	s := ErrLost.Error() + ": " + e.Reason
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns ErrLost and the renewal's error.
+func (e *LostError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrLost}
+	}
+	return []error{ErrLost, e.Err}
+}
+
+// Describe returns a one-line description of err that is safe for a
+// default log line: the error class, the server's error reply (its text
+// up to the first newline and at most 200 bytes; Redis error replies name
+// commands, never keys or passwords) or, for network errors, the failing
+// operation and the system error without addresses. Errors of the library
+// itself are described by their text, which never holds keys or tokens.
+func Describe(err error) string {
+	if err == nil {
+		return ""
+	}
+	class := Classify(err).String()
+	var re redis.Error
+	var se *scriptError
+	switch {
+	case errors.As(err, &se):
+		return class + ": " + se.Error()
+	case errors.As(err, &re):
+		msg := re.Error()
+		if i := strings.IndexAny(msg, "\r\n"); i >= 0 {
+			msg = msg[:i]
+		}
+		if len(msg) > 200 {
+			msg = msg[:200] + "..."
+		}
+		return class + ": server replied " + msg
+	}
+	var op *net.OpError
+	if errors.As(err, &op) {
+		inner := op.Err
+		var sc *net.DNSError
+		if errors.As(inner, &sc) {
+			return class + ": " + op.Op + ": name resolution failed"
+		}
+		var sys syscall.Errno
+		if errors.As(inner, &sys) {
+			return class + ": " + op.Op + ": " + sys.Error()
+		}
+		if op.Timeout() {
+			return class + ": " + op.Op + ": i/o timeout"
+		}
+		return class + ": " + op.Op + " failed"
+	}
+	switch {
+	case errors.Is(err, redis.ErrPoolTimeout):
+		return class + ": connection pool timeout"
+	case errors.Is(err, redis.ErrClosed):
+		return class + ": client is closed"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return class + ": connection closed by the server"
+	case errors.Is(err, context.Canceled):
+		return class + ": context canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return class + ": context deadline exceeded"
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return class + ": i/o timeout"
+	}
+	if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrBadState) || errors.Is(err, ErrClosed) {
+		return class + ": " + err.Error()
+	}
+	return class + ": " + fmt.Sprintf("%T", err)
+}
+
+// String returns "none", "transient", "terminal" or "canceled".
+func (c ErrorClass) String() string {
+	switch c {
+	case NoError:
+		return "none"
+	case Transient:
+		return "transient"
+	case Terminal:
+		return "terminal"
+	case Canceled:
+		return "canceled"
+	default:
+		return fmt.Sprintf("ErrorClass(%d)", int(c))
+	}
+}

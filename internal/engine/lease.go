@@ -1,0 +1,484 @@
+package engine
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// LeaseKind describes one kind of held lease (a lock, a fenced lock, a
+// semaphore permit, a concurrency lease ...): its hook names, its scripts
+// and its instruments. Primitives declare one as a package variable; it is
+// immutable after first use and shared by every handle of the kind.
+//
+// Script arguments follow one convention: a lease is identified by its
+// keys and its id arguments (ARGV[1..k], usually the owner token); the
+// acquire script takes id..., ttl ms, extra...; refresh takes id..., ttl
+// ms; verify and release take id... only, and release publishes on
+// "coordination:" .. KEYS[1] itself.
+type LeaseKind struct {
+	Primitive                               string // hooks primitive kind, e.g. "lock"
+	AcquireOp, RenewOp, VerifyOp, ReleaseOp string // hook operation names
+
+	Acquire *Script[Grant]
+	Refresh *Script[bool]
+	Verify  *Script[bool]
+	Release *Script[Outcome]
+
+	// HandleKeys is how many of the acquire keys the refresh, verify and
+	// release scripts take (the first ones); 0 means all.
+	HandleKeys int
+	// NoExpiry accepts a TTL of 0: a lease that lasts until released.
+	NoExpiry bool
+	// KeepAliveEvery is the keep-alive's renewal period as a fraction of
+	// the TTL: it renews every TTL/KeepAliveEvery. 0 means 3.
+	KeepAliveEvery int
+
+	Metrics LeaseMetrics
+	// Attrs are the attributes of every instrument of the kind, e.g.
+	// kind=lock; none when empty.
+	Attrs []attribute.KeyValue
+
+	once                           sync.Once
+	base, waitAcquired, waitGaveUp metric.MeasurementOption
+}
+
+func (k *LeaseKind) init() {
+	k.once.Do(func() {
+		k.base = Attrs(k.Attrs...)
+		k.waitAcquired = Attrs(append(append([]attribute.KeyValue(nil), k.Attrs...), attribute.String("result", "acquired"))...)
+		k.waitGaveUp = Attrs(append(append([]attribute.KeyValue(nil), k.Attrs...), attribute.String("result", "gave_up"))...)
+	})
+}
+
+// Forever is what [Handle.Remaining] returns for a held lease without
+// expiry: the largest time.Duration.
+const Forever = time.Duration(math.MaxInt64)
+
+// Drift returns the clock-drift allowance subtracted from a lease's TTL for
+// the local deadline: 1% of the TTL plus 2 ms (the allowance of the Redlock
+// analysis for clock rate differences and scheduling), and never more than
+// half of the TTL.
+func Drift(ttl time.Duration) time.Duration {
+	d := ttl/100 + 2*time.Millisecond
+	return min(d, ttl/2)
+}
+
+type state int
+
+const (
+	held state = iota
+	released
+	lost
+)
+
+// Handle is the client-side life of one held lease, the same for every
+// kind: a local deadline estimated from the instant before the request that
+// set the TTL was sent, owner-checked refresh, verify and release, a
+// keep-alive, and a context that exists only once someone asks for it.
+// Its methods are safe for concurrent use; on a nil *Handle they report a
+// lease that is not held.
+//
+// Release semantics, one for every kind: Release marks the handle released
+// locally before it sends anything (its context is cancelled with
+// ErrReleased; a keep-alive renewal in flight can no longer mark it lost);
+// when the release fails with a transient error or a cancellation, the
+// owner-checked release is retried in the background (bounded by the
+// lease's remaining time and [CleanupLimit]) and the caller gets the
+// error; a second Release returns AlreadyReleased without asking Redis.
+type Handle struct {
+	e     *Engine
+	kind  *LeaseKind
+	keys  Keys
+	id    []any
+	start time.Time
+
+	// refreshMu serializes refreshes, so that the expiry the server applied
+	// last is the one recorded here.
+	refreshMu sync.Mutex
+
+	mu       sync.Mutex
+	ttl      time.Duration
+	deadline time.Time // zero: no expiry
+	state    state
+	cause    error
+	ctx      context.Context // created on first use
+	cancel   context.CancelCauseFunc
+	timer    *time.Timer // local expiry; only once ctx exists
+	keep     chan struct{}
+}
+
+func newHandle(e *Engine, kind *LeaseKind, keys Keys, id []any, sent time.Time, ttl time.Duration) *Handle {
+	h := &Handle{e: e, kind: kind, keys: keys, id: id, start: sent, ttl: ttl}
+	if ttl > 0 {
+		h.deadline = sent.Add(ttl - Drift(ttl))
+	}
+	return h
+}
+
+// Context returns a context cancelled when the lease is released (cause
+// ErrReleased), lost or locally expired (cause a *[LostError]). It is
+// created on the first call.
+func (h *Handle) Context() context.Context {
+	if h == nil {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(ErrNotHeld)
+		return ctx
+	}
+	h.checkExpiry()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ctx == nil {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		h.ctx = ctx
+		if h.state != held {
+			cancel(h.cause)
+		} else {
+			h.cancel = cancel
+			if !h.deadline.IsZero() {
+				h.timer = time.AfterFunc(time.Until(h.deadline), h.checkExpiry)
+			}
+		}
+	}
+	return h.ctx
+}
+
+// TTL returns the TTL of the last successful acquire or refresh.
+func (h *Handle) TTL() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ttl
+}
+
+// Remaining returns the local estimate of the time left: 0 once released,
+// lost or past the local deadline, [Forever] for a lease without expiry.
+func (h *Handle) Remaining() time.Duration {
+	if h == nil {
+		return 0
+	}
+	h.mu.Lock()
+	st, dl := h.state, h.deadline
+	h.mu.Unlock()
+	switch {
+	case st != held:
+		return 0
+	case dl.IsZero():
+		return Forever
+	}
+	if left := time.Until(dl); left > 0 {
+		return left
+	}
+	h.checkExpiry()
+	return 0
+}
+
+// Held reports whether the handle still considers itself the holder.
+func (h *Handle) Held() bool { return h.Remaining() > 0 }
+
+// checkExpiry marks the lease lost when its local deadline has passed.
+func (h *Handle) checkExpiry() {
+	h.mu.Lock()
+	if h.state != held || h.deadline.IsZero() || time.Now().Before(h.deadline) {
+		h.mu.Unlock()
+		return
+	}
+	cancel := h.endLocked(lost, &LostError{Reason: "local lease deadline passed without a successful renewal"})
+	h.mu.Unlock()
+	h.afterEnd(lost, cancel)
+}
+
+// Lose marks the lease lost with cause (which should match ErrLost): the
+// context is cancelled, the keep-alive stops, the loss is counted. It does
+// nothing when the lease was already released or lost.
+func (h *Handle) Lose(cause error) {
+	h.mu.Lock()
+	if h.state != held {
+		h.mu.Unlock()
+		return
+	}
+	cancel := h.endLocked(lost, cause)
+	h.mu.Unlock()
+	h.afterEnd(lost, cancel)
+}
+
+// endLocked moves a held lease to st with cause and returns the context's
+// cancel function (nil when no context exists yet); h.mu must be held.
+func (h *Handle) endLocked(st state, cause error) context.CancelCauseFunc {
+	h.state, h.cause = st, cause
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	if h.keep != nil {
+		close(h.keep)
+		h.keep = nil
+	}
+	c := h.cancel
+	h.cancel = nil
+	return c
+}
+
+func (h *Handle) afterEnd(st state, cancel context.CancelCauseFunc) {
+	if cancel != nil {
+		cancel(h.causeOf())
+	}
+	k := h.kind
+	k.init()
+	if st == lost {
+		h.e.Counter(k.Metrics.Lost).Add(context.Background(), 1, k.base)
+	}
+	h.e.Histogram(k.Metrics.Hold).Record(context.Background(), time.Since(h.start).Seconds(), k.base)
+}
+
+func (h *Handle) causeOf() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cause
+}
+
+// setDeadlineLocked records a TTL applied by a request sent at sent; h.mu
+// must be held.
+func (h *Handle) setDeadlineLocked(sent time.Time, ttl time.Duration) {
+	h.ttl = ttl
+	if ttl == 0 {
+		h.deadline = time.Time{}
+		if h.timer != nil {
+			h.timer.Stop()
+		}
+		return
+	}
+	h.deadline = sent.Add(ttl - Drift(ttl))
+	h.resetTimerLocked()
+}
+
+func (h *Handle) resetTimerLocked() {
+	if h.timer != nil {
+		h.timer.Reset(time.Until(h.deadline))
+	} else if h.ctx != nil && h.state == held {
+		h.timer = time.AfterFunc(time.Until(h.deadline), h.checkExpiry)
+	}
+}
+
+// Refresh resets the lease's TTL, owner-checked, admitted as the kind's
+// RenewOp. It returns false without a Redis call once the handle is
+// released or lost; a false answer marks it lost; an error leaves it held
+// (when the refresh may have run, the local deadline becomes the earlier of
+// the old one and the one ttl gives).
+func (h *Handle) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
+	if h == nil {
+		return false, nil
+	}
+	ms, err := TTLMillis(ttl, h.kind.NoExpiry)
+	if err != nil {
+		return false, err
+	}
+	ctx, op, err := h.e.Admit(ctx, h.kind.RenewOp, h.kind.Primitive)
+	if err != nil {
+		return false, err
+	}
+	h.refreshMu.Lock()
+	defer h.refreshMu.Unlock()
+	if !h.Held() {
+		return false, op.End(nil)
+	}
+	ok, err := h.refresh(ctx, ttl, ms)
+	return ok, op.End(err)
+}
+
+// refresh runs one refresh; h.refreshMu must be held.
+func (h *Handle) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool, error) {
+	sent := time.Now()
+	args := make([]any, 0, len(h.id)+1)
+	args = append(append(args, h.id...), ms)
+	ok, err := h.kind.Refresh.Run(ctx, h.e, h.keys, args...)
+	if err != nil {
+		if ttl > 0 && h.e.Ambiguous(err) {
+			h.mu.Lock()
+			if d := sent.Add(ttl - Drift(ttl)); h.state == held && (h.deadline.IsZero() || d.Before(h.deadline)) {
+				h.deadline = d
+				h.resetTimerLocked()
+			}
+			h.mu.Unlock()
+		}
+		return false, err
+	}
+	if !ok {
+		h.Lose(&LostError{Reason: "the lease is no longer held by this owner"})
+		return false, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state != held {
+		return false, nil
+	}
+	h.setDeadlineLocked(sent, ttl)
+	return true, nil
+}
+
+// Verify asks Redis whether the lease is still held by this owner,
+// admitted as the kind's VerifyOp. A false answer marks the handle lost;
+// an error changes nothing. It returns false without a Redis call once the
+// handle is released or lost.
+func (h *Handle) Verify(ctx context.Context) (bool, error) {
+	if h == nil {
+		return false, nil
+	}
+	ctx, op, err := h.e.Admit(ctx, h.kind.VerifyOp, h.kind.Primitive)
+	if err != nil {
+		return false, err
+	}
+	if !h.Held() {
+		return false, op.End(nil)
+	}
+	ok, err := h.kind.Verify.Run(ctx, h.e, h.keys, h.id...)
+	if err != nil {
+		return false, op.End(err)
+	}
+	if !ok {
+		h.Lose(&LostError{Reason: "verify found the lease held by no one or by another owner"})
+	}
+	return ok, op.End(nil)
+}
+
+// Release deletes the lease if this owner holds it, admitted as the kind's
+// ReleaseOp; see the type's documentation for the semantics.
+func (h *Handle) Release(ctx context.Context) (Outcome, error) {
+	if h == nil {
+		return AlreadyReleased, nil
+	}
+	ctx, op, err := h.e.Admit(ctx, h.kind.ReleaseOp, h.kind.Primitive)
+	if err != nil {
+		return 0, err
+	}
+	out, err := h.ReleaseUnadmitted(ctx)
+	return out, op.End(err)
+}
+
+// ReleaseUnadmitted is Release without hook admission, for primitives
+// built on another (leader election releases its term's lease).
+func (h *Handle) ReleaseUnadmitted(ctx context.Context) (Outcome, error) {
+	h.checkExpiry()
+	h.mu.Lock()
+	if h.state == released {
+		h.mu.Unlock()
+		return AlreadyReleased, nil
+	}
+	was := h.state
+	var cancel context.CancelCauseFunc
+	if was == held {
+		cancel = h.endLocked(released, ErrReleased)
+	} else {
+		h.state = released // lost before: keep its cause
+	}
+	left := time.Until(h.deadline) + Drift(h.ttl)
+	h.mu.Unlock()
+	if was == held {
+		h.afterEnd(released, cancel)
+	}
+	out, err := h.kind.Release.Run(ctx, h.e, h.keys, h.id...)
+	if err != nil {
+		if Classify(err) != Terminal {
+			if h.ttl == 0 {
+				left = CleanupLimit
+			}
+			h.e.Cleanup("release", left, func(ctx context.Context) error {
+				_, err := h.kind.Release.Run(ctx, h.e, h.keys, h.id...)
+				return err
+			})
+		}
+		return 0, err
+	}
+	return out, nil
+}
+
+// KeepAlive starts the background renewal at the kind's period (TTL/3 by
+// default); see [Handle.KeepAliveEvery].
+func (h *Handle) KeepAlive() {
+	every := h.kind.KeepAliveEvery
+	if every <= 0 {
+		every = 3
+	}
+	h.KeepAliveEvery(every)
+}
+
+// KeepAliveEvery starts renewing the lease in the background every
+// TTL/every (from the last successful renewal) until it is released or
+// lost. Renewals are not admitted through hooks. A renewal that finds the
+// lease gone marks it lost; a terminal error marks it lost with a
+// *LostError carrying the error; transient errors are retried with backoff
+// until the local deadline passes. It does nothing when the handle keeps
+// alive already, is not held, or has no expiry. It returns at once.
+func (h *Handle) KeepAliveEvery(every int) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state != held || h.keep != nil || h.ttl == 0 {
+		return
+	}
+	h.keep = make(chan struct{})
+	go h.keepAlive(h.keep, max(every, 2))
+}
+
+func (h *Handle) keepAlive(stop chan struct{}, every int) {
+	timer := time.NewTimer(h.TTL() / time.Duration(every))
+	defer timer.Stop()
+	failures := 0
+	for {
+		select {
+		case <-stop:
+			return
+		case <-timer.C:
+		}
+		h.refreshMu.Lock()
+		ttl := h.TTL()
+		left := h.Remaining()
+		if ttl == 0 || left == 0 {
+			// A Refresh removed the expiry, or the lease is over.
+			h.refreshMu.Unlock()
+			h.mu.Lock()
+			if h.keep == stop {
+				close(stop)
+				h.keep = nil
+			}
+			h.mu.Unlock()
+			return
+		}
+		ms, _ := Millis("ttl", ttl)
+		// Bound each renewal by the time left, so a hung connection cannot
+		// hold it past the deadline.
+		ctx, cancel := context.WithTimeout(context.Background(), left)
+		sent := time.Now()
+		ok, err := h.refresh(ctx, ttl, ms)
+		cancel()
+		h.refreshMu.Unlock()
+		switch {
+		case err == nil && ok:
+			failures = 0
+			timer.Reset(max(ttl/time.Duration(every)-time.Since(sent), 0))
+		case err == nil:
+			h.countRenewalFailure()
+			return // refresh marked it lost, or it was released meanwhile
+		default:
+			h.countRenewalFailure()
+			if Classify(err) == Terminal {
+				h.Lose(&LostError{Reason: "renewal failed", Err: err})
+				return
+			}
+			failures++
+			d := Backoff(failures, 10*time.Millisecond, max(ttl/6, time.Millisecond))
+			h.e.logger.Warn("coordination: lease renewal failed; retrying until the local deadline",
+				"primitive", h.kind.Primitive, "error", Describe(err), "retry_in", d)
+			timer.Reset(d)
+		}
+	}
+}
+
+func (h *Handle) countRenewalFailure() {
+	h.kind.init()
+	h.e.Counter(h.kind.Metrics.RenewalFailures).Add(context.Background(), 1, h.kind.base)
+}

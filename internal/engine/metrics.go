@@ -1,0 +1,226 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/coordkit/coordination/hooks"
+)
+
+// ScopeName is the OpenTelemetry instrumentation scope of every instrument
+// of the library.
+const ScopeName = "github.com/coordkit/coordination"
+
+// MetricKind is the instrument type of a [Metric].
+type MetricKind int
+
+// The instrument types.
+const (
+	Counter MetricKind = iota
+	Histogram
+	UpDownCounter
+)
+
+// Metric describes one instrument. Every instrument of the library is
+// declared once, in this file, and listed in [Table] in declaration order:
+// the one table of names that the docs reproduce (a test checks that the
+// README lists exactly these).
+type Metric struct {
+	Name        string
+	Kind        MetricKind
+	Unit        string
+	Attributes  string // the attribute keys, comma-separated; never keys, tokens, identities or endpoints
+	Description string
+}
+
+// Table lists every instrument of the library, in declaration order.
+var Table []*Metric
+
+func def(kind MetricKind, name, unit, attrs, desc string) *Metric {
+	m := &Metric{Name: name, Kind: kind, Unit: unit, Attributes: attrs, Description: desc}
+	Table = append(Table, m)
+	return m
+}
+
+// DurationBuckets are the histogram bucket boundaries, in seconds, of the
+// library's wait-time and hold-time histograms: 100 µs to 10 minutes.
+var DurationBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600}
+
+// LeaseMetrics are the instruments of one family of held leases.
+type LeaseMetrics struct {
+	Wait, Contention, Hold, RenewalFailures, Lost *Metric
+}
+
+func leaseFamily(family, thing, attrs string) LeaseMetrics {
+	p := "coordination." + family + "."
+	withResult := "result"
+	if attrs != "" {
+		withResult = attrs + ", result"
+	}
+	return LeaseMetrics{
+		Wait:            def(Histogram, p+"acquire_wait", "s", withResult, "Time spent blocked in a "+thing+" Acquire, by result (acquired, gave_up)."),
+		Contention:      def(Counter, p+"contention", "{acquisition}", attrs, thing+" acquisitions (TryAcquire or Acquire) that found no room, counted once per call."),
+		Hold:            def(Histogram, p+"hold_time", "s", attrs, "Time from acquiring a "+thing+" to releasing or losing it."),
+		RenewalFailures: def(Counter, p+"renewal_failures", "{renewal}", attrs, "Keep-alive renewals of a "+thing+" that failed (lost, terminal or transient error)."),
+		Lost:            def(Counter, p+"lost", "{lease}", attrs, thing+"s lost while held: expired, taken over, or renewal impossible."),
+	}
+}
+
+// The instruments, one declaration each.
+var (
+	OperationDuration = def(Histogram, "coordination.operation.duration", "s", "operation, outcome",
+		"Time from admission to outcome of a coordination operation, including any waiting.")
+	CleanupAbandoned = def(Counter, "coordination.cleanup.abandoned", "{cleanup}", "stage, reason",
+		"Background owner-checked cleanups given up (the lease then ends at its TTL).")
+
+	LockMetrics      = leaseFamily("lock", "lock", "kind")
+	SemaphoreMetrics = leaseFamily("semaphore", "semaphore permit", "")
+
+	LatchCountDowns = def(Counter, "coordination.latch.count_downs", "{count_down}", "result",
+		"Latch count-downs, by result (counted, completed, stale, not_found, broken).")
+	LatchWaits = def(Histogram, "coordination.latch.wait", "s", "result",
+		"Time spent in latch Wait, by result (completed, replaced, broken, gave_up, failed).")
+
+	LeaderChanges = def(Counter, "coordination.leader.changes", "{change}", "state",
+		"Leadership changes seen by local electors: terms won (state=elected) and ended (state=revoked).")
+	LeaderAcquireFailures = def(Counter, "coordination.leader.acquire_failures", "{attempt}", "",
+		"Campaign attempts that failed with an error (transient ones are retried).")
+
+	IdempotencyBegins = def(Counter, "coordination.idempotency.begins", "{begin}", "state",
+		"Idempotency Begin answers, by state (started, completed, in_progress, fingerprint_mismatch).")
+	IdempotencyCompletes = def(Counter, "coordination.idempotency.completes", "{complete}", "result",
+		"Idempotency Complete calls, by result (stored, not_owner).")
+	IdempotencyAbandons = def(Counter, "coordination.idempotency.abandons", "{abandon}", "result",
+		"Idempotency Abandon calls, by result (abandoned, not_owner).")
+
+	RateLimitAllowed = def(Counter, "coordination.rate_limit.allowed", "{lease}", "",
+		"Rate-limit acquisitions that returned an acquired lease (once per Allow or Wait).")
+	RateLimitBlocked = def(Counter, "coordination.rate_limit.blocked", "{lease}", "reason",
+		"Rate-limit acquisitions that returned an unacquired lease, by reason (capacity, unavailable).")
+	RateLimitUnavailable = def(Counter, "coordination.rate_limit.unavailable", "{decision}", "failure_mode",
+		"Rate-limit decisions Redis could not give, by the failure mode applied.")
+)
+
+// instruments caches the instruments of one engine, created on first use.
+type instruments struct {
+	meter metric.Meter
+	mu    sync.RWMutex
+	m     map[*Metric]any
+}
+
+func (in *instruments) init(meter metric.Meter) {
+	in.meter = meter
+	in.m = map[*Metric]any{}
+}
+
+func (in *instruments) get(m *Metric) any {
+	in.mu.RLock()
+	v, ok := in.m[m]
+	in.mu.RUnlock()
+	if ok {
+		return v
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if v, ok := in.m[m]; ok {
+		return v
+	}
+	v = in.create(m)
+	in.m[m] = v
+	return v
+}
+
+// create makes the instrument; a provider error gives a no-op instrument:
+// telemetry never fails an operation.
+func (in *instruments) create(m *Metric) any {
+	nop := noop.NewMeterProvider().Meter(ScopeName)
+	switch m.Kind {
+	case Histogram:
+		opts := []metric.Float64HistogramOption{metric.WithDescription(m.Description), metric.WithUnit(m.Unit)}
+		if m.Unit == "s" {
+			opts = append(opts, metric.WithExplicitBucketBoundaries(DurationBuckets...))
+		}
+		h, err := in.meter.Float64Histogram(m.Name, opts...)
+		if err != nil {
+			h, _ = nop.Float64Histogram(m.Name)
+		}
+		return h
+	case UpDownCounter:
+		c, err := in.meter.Int64UpDownCounter(m.Name, metric.WithDescription(m.Description), metric.WithUnit(m.Unit))
+		if err != nil {
+			c, _ = nop.Int64UpDownCounter(m.Name)
+		}
+		return c
+	default:
+		c, err := in.meter.Int64Counter(m.Name, metric.WithDescription(m.Description), metric.WithUnit(m.Unit))
+		if err != nil {
+			c, _ = nop.Int64Counter(m.Name)
+		}
+		return c
+	}
+}
+
+// Counter returns the engine's counter for m (a Counter metric).
+func (e *Engine) Counter(m *Metric) metric.Int64Counter { return e.inst.get(m).(metric.Int64Counter) }
+
+// Histogram returns the engine's histogram for m (a Histogram metric).
+func (e *Engine) Histogram(m *Metric) metric.Float64Histogram {
+	return e.inst.get(m).(metric.Float64Histogram)
+}
+
+// Attrs returns a measurement option with the given attributes, built once
+// by the caller and reused.
+func Attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(kv...))
+}
+
+// Count adds 1 to m with attrs (nil: none).
+func (e *Engine) Count(m *Metric, attrs metric.MeasurementOption) {
+	if attrs == nil {
+		e.Counter(m).Add(context.Background(), 1)
+		return
+	}
+	e.Counter(m).Add(context.Background(), 1, attrs)
+}
+
+// durationRecorder records coordination.operation.duration with cached
+// attribute sets per (operation, outcome).
+type durationRecorder struct {
+	h     metric.Float64Histogram
+	mu    sync.RWMutex
+	attrs map[durKey][]metric.RecordOption
+}
+
+type durKey struct {
+	op string
+	o  hooks.Outcome
+}
+
+func newDurationRecorder(meter metric.Meter) *durationRecorder {
+	h, err := meter.Float64Histogram(OperationDuration.Name,
+		metric.WithDescription(OperationDuration.Description), metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+	if err != nil {
+		h, _ = noop.NewMeterProvider().Meter(ScopeName).Float64Histogram(OperationDuration.Name)
+	}
+	return &durationRecorder{h: h, attrs: map[durKey][]metric.RecordOption{}}
+}
+
+func (r *durationRecorder) record(op string, o hooks.Outcome, d time.Duration) {
+	k := durKey{op, o}
+	r.mu.RLock()
+	v, ok := r.attrs[k]
+	r.mu.RUnlock()
+	if !ok {
+		v = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("operation", op), attribute.String("outcome", o.String())))}
+		r.mu.Lock()
+		r.attrs[k] = v
+		r.mu.Unlock()
+	}
+	r.h.Record(context.Background(), d.Seconds(), v...)
+}

@@ -1,0 +1,109 @@
+package engine
+
+import "time"
+
+// Scripts of the fencing-token lock (package fencing, and leader election
+// through internal/fencelock), each next to its decoder.
+var (
+	FencingAcquire    = NewScript("fencing_acquire", decodeFencedGrant)
+	FencingRefresh    = NewScript("fencing_refresh", Bool01)
+	FencingVerify     = NewScript("fencing_verify", Bool01)
+	FencingRelease    = NewScript("fencing_release", ReleaseReply)
+	FencingGuardedSet = NewScript("fencing_guarded_set", decodeGuardedSet)
+	FencingGuardedGet = NewScript("fencing_guarded_get", decodeGuardedGet)
+	FencingRead       = NewScript("fencing_read", decodeFencingRead)
+)
+
+// decodeFencedGrant reads {1, "fence"} (acquired; Value is the positive
+// decimal token) or {0, pttl} (held by another).
+func decodeFencedGrant(v any) (Grant, bool) {
+	a, ok := Array(v, 2)
+	if !ok {
+		return Grant{}, false
+	}
+	switch a[0] {
+	case int64(1):
+		if _, ok := PositiveDecimal(a[1]); !ok {
+			return Grant{}, false
+		}
+		return Grant{Acquired: true, Value: a[1].(string)}, true
+	case int64(0):
+		pttl, ok := a[1].(int64)
+		return Grant{RetryIn: RetryIn(pttl)}, ok
+	}
+	return Grant{}, false
+}
+
+// GuardedWrite is the decoded reply of fencing_guarded_set.
+type GuardedWrite struct {
+	Accepted bool
+	Current  int64 // the token the resource holds after the call
+}
+
+func decodeGuardedSet(v any) (GuardedWrite, bool) {
+	a, ok := Array(v, 2)
+	if !ok {
+		return GuardedWrite{}, false
+	}
+	cur, ok := PositiveDecimal(a[1])
+	if !ok {
+		return GuardedWrite{}, false
+	}
+	switch a[0] {
+	case int64(1):
+		return GuardedWrite{Accepted: true, Current: cur}, true
+	case int64(0):
+		return GuardedWrite{Current: cur}, true
+	}
+	return GuardedWrite{}, false
+}
+
+// GuardedValue is the decoded reply of fencing_guarded_get.
+type GuardedValue struct {
+	Found bool
+	Token int64
+	Value string
+}
+
+func decodeGuardedGet(v any) (GuardedValue, bool) {
+	if v == nil {
+		return GuardedValue{}, true
+	}
+	a, ok := Array(v, 2)
+	if !ok {
+		return GuardedValue{}, false
+	}
+	tok, ok1 := PositiveDecimal(a[0])
+	val, ok2 := a[1].(string)
+	return GuardedValue{Found: true, Token: tok, Value: val}, ok1 && ok2
+}
+
+// FencedHolder is the decoded reply of fencing_read: who holds a
+// fencing-token lease.
+type FencedHolder struct {
+	Held   bool
+	Fence  int64
+	Holder string
+	TTL    time.Duration // 0 when the lease has no expiry
+}
+
+func decodeFencingRead(v any) (FencedHolder, bool) {
+	if v == nil {
+		return FencedHolder{}, true
+	}
+	a, ok := Array(v, 3)
+	if !ok {
+		return FencedHolder{}, false
+	}
+	fence, ok1 := PositiveDecimal(a[0])
+	holder, ok2 := a[1].(string)
+	pttl, ok3 := a[2].(int64)
+	if !ok1 || !ok2 || !ok3 {
+		return FencedHolder{}, false
+	}
+	h := FencedHolder{Held: true, Fence: fence, Holder: holder}
+	if pttl > 0 {
+		h.TTL = time.Duration(pttl) * time.Millisecond
+	}
+	return h, true
+}

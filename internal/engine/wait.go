@@ -1,0 +1,177 @@
+package engine
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// Attempt is the result of one try of a wait loop.
+type Attempt struct {
+	// Done is true when the caller got what it waited for (or a final
+	// answer): the loop returns nil.
+	Done bool
+	// RetryIn is when trying again may succeed without a notification: the
+	// holder's remaining TTL, a rate limiter's retry time. Zero or negative
+	// means unknown; the loop then relies on notifications, wake-ups and
+	// the re-check period.
+	RetryIn time.Duration
+}
+
+// WaitConfig tunes [Engine.Wait]. The zero value waits with the defaults
+// and no notifications.
+type WaitConfig struct {
+	// Key is the prefixed key whose release channel the loop subscribes to
+	// after the first unsuccessful attempt; empty means no subscription.
+	Key string
+	// Recheck caps every sleep, so a lost notification delays a waiter by at
+	// most this long. Default 5 s; 250 ms while no subscription is
+	// confirmed.
+	Recheck time.Duration
+	// MinBackoff and MaxBackoff bound the jittered exponential backoff after
+	// a transient error. Defaults 10 ms and 1 s.
+	MinBackoff, MaxBackoff time.Duration
+	// FirstIn delays the first attempt (a queued request that already knows
+	// its retry time). Wake ends the delay early.
+	FirstIn time.Duration
+	// Wake, when not nil, ends a sleep early (a local release, a change of
+	// a queue's head).
+	Wake <-chan struct{}
+	// OnContended is called after each unsuccessful attempt (for metrics).
+	OnContended func()
+}
+
+// DefaultRecheck is the default re-check period of every blocking wait.
+const DefaultRecheck = 5 * time.Second
+
+// unconfirmedRecheck caps sleeps while no subscription is confirmed.
+const unconfirmedRecheck = 250 * time.Millisecond
+
+// Wait is the one blocking loop of the library: it calls try until try
+// reports Done, returns an error that is not transient, or ctx ends. After
+// the first unsuccessful attempt it subscribes to cfg.Key's release channel
+// and tries again at once (a release in between is never missed), then
+// sleeps until a notification, cfg.Wake, the attempt's RetryIn or the
+// re-check period, whichever comes first. Transient errors ([Classify]) are
+// retried with jittered exponential backoff. It never polls at a fixed
+// short period.
+//
+// When ctx ends it returns [GaveUp](ctx); a terminal error from try is
+// returned as is.
+func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Context) (Attempt, error)) error {
+	if cfg.Recheck <= 0 {
+		cfg.Recheck = DefaultRecheck
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 10 * time.Millisecond
+	}
+	if cfg.MaxBackoff < cfg.MinBackoff {
+		cfg.MaxBackoff = max(time.Second, cfg.MinBackoff)
+	}
+	var (
+		w        *Watch
+		watched  bool
+		failures int
+		timer    *time.Timer
+	)
+	defer func() {
+		w.Close()
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	sleep := func(d time.Duration) error {
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		var notify <-chan struct{}
+		if w != nil {
+			notify = w.C()
+		}
+		select {
+		case <-timer.C:
+		case <-notify:
+			timer.Stop()
+		case <-cfg.Wake:
+			timer.Stop()
+		case <-ctx.Done():
+			timer.Stop()
+			return GaveUp(ctx)
+		}
+		return nil
+	}
+	if cfg.FirstIn > 0 {
+		if err := sleep(cfg.FirstIn); err != nil {
+			return err
+		}
+	}
+	for {
+		if ctx.Err() != nil {
+			return GaveUp(ctx)
+		}
+		a, err := try(ctx)
+		if err != nil {
+			switch Classify(err) {
+			case Canceled:
+				if ctx.Err() != nil {
+					return GaveUp(ctx)
+				}
+				return err
+			case Transient:
+				failures++
+				if err := sleep(Backoff(failures, cfg.MinBackoff, cfg.MaxBackoff)); err != nil {
+					return err
+				}
+				continue
+			default:
+				return err
+			}
+		}
+		failures = 0
+		if a.Done {
+			return nil
+		}
+		if cfg.OnContended != nil {
+			cfg.OnContended()
+		}
+		if !watched && cfg.Key != "" {
+			// Subscribe first, then try again at once.
+			watched = true
+			var werr error
+			if w, werr = e.Watch(ctx, cfg.Key); werr != nil {
+				if ctx.Err() != nil {
+					return GaveUp(ctx)
+				}
+				e.logger.Warn("coordination: release notifications unavailable; waiting on expiry and re-checks",
+					"error", Describe(werr))
+			}
+			continue
+		}
+		d := cfg.Recheck
+		if cfg.Key != "" && (w == nil || !w.Confirmed()) {
+			d = min(d, unconfirmedRecheck)
+		}
+		if a.RetryIn > 0 && a.RetryIn < d {
+			d = a.RetryIn
+		}
+		if err := sleep(d); err != nil {
+			return err
+		}
+	}
+}
+
+// Backoff returns the jittered exponential backoff after failures
+// consecutive failures: min<<(failures-1), capped at max, drawn uniformly
+// from [d/2, d].
+func Backoff(failures int, lo, hi time.Duration) time.Duration {
+	d := lo << min(max(failures-1, 0), 16)
+	if d > hi || d <= 0 {
+		d = hi
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// Jitter returns d plus a random extra of up to 10% of d.
+func Jitter(d time.Duration) time.Duration { return d + rand.N(d/10+1) }

@@ -1,0 +1,86 @@
+// Package fencelock is the fencing-token lock's implementation and storage
+// layout, shared by package fencing (the public, admitted operations) and
+// package leader (which campaigns through the unadmitted entry points, so
+// that a campaign attempt is admitted once, as LEADER CAMPAIGN).
+//
+// Layout: the lease key is a hash {owner, fence[, holder]} with a TTL; the
+// counter key is a string holding a non-negative integer with no TTL. Both
+// keys are in one Cluster slot.
+package fencelock
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/engine"
+)
+
+// Kind is the fencing-token lock's lease kind (coordination.lock.* with
+// kind=fencing).
+var Kind = &engine.LeaseKind{
+	Primitive: "fencing",
+	AcquireOp: hooks.FencedLockAcquire, RenewOp: hooks.FencedLockRenew, VerifyOp: hooks.FencedLockVerify, ReleaseOp: hooks.FencedLockRelease,
+	Acquire: engine.FencingAcquire, Refresh: engine.FencingRefresh, Verify: engine.FencingVerify, Release: engine.FencingRelease,
+	HandleKeys: 1,
+	Metrics:    engine.LockMetrics,
+	Attrs:      []attribute.KeyValue{attribute.String("kind", "fencing")},
+}
+
+// Keys validates a fencing lock's keys, without sending anything: errors
+// wrap ErrInvalidArgument for an empty key or the same key twice, and
+// ErrCrossSlot when the prefixed keys are in different Cluster slots.
+func Keys(e *engine.Engine, leaseKey, fenceKey string) (engine.Keys, error) {
+	if err := engine.CheckKey("leaseKey", leaseKey); err != nil {
+		return engine.Keys{}, err
+	}
+	if err := engine.CheckKey("fenceKey", fenceKey); err != nil {
+		return engine.Keys{}, err
+	}
+	if leaseKey == fenceKey {
+		return engine.Keys{}, engine.InvalidArgument("fenceKey", "must differ from leaseKey")
+	}
+	return e.Keys(leaseKey, fenceKey)
+}
+
+// Request is one acquisition.
+type Request struct {
+	Keys   engine.Keys // from [Keys]
+	TTL    time.Duration
+	Holder string // stored in the lease's holder field; empty for none
+	Block  bool
+	// Unadmitted skips hook admission (leader campaigns are admitted as
+	// LEADER CAMPAIGN instead).
+	Unadmitted bool
+}
+
+// Acquire takes the lock as r describes and returns its handle, owner
+// token and fencing token.
+func Acquire(ctx context.Context, e *engine.Engine, r Request) (*engine.Handle, string, int64, error) {
+	token, err := engine.NewToken()
+	if err != nil {
+		return nil, "", 0, err
+	}
+	var extra []any
+	if r.Holder != "" {
+		extra = []any{r.Holder}
+	}
+	h, g, err := e.Acquire(ctx, &engine.AcquireRequest{
+		Kind: Kind, Keys: r.Keys, ID: []any{token}, TTL: r.TTL, Extra: extra,
+		Block: r.Block, Unadmitted: r.Unadmitted,
+	})
+	if err != nil {
+		return nil, "", 0, err
+	}
+	fence, _ := strconv.ParseInt(g.Value, 10, 64) // checked by the decoder
+	return h, token, fence, nil
+}
+
+// Read reports who holds the lease at the prefixed key k, in one round trip,
+// unadmitted.
+func Read(ctx context.Context, e *engine.Engine, k engine.Keys) (engine.FencedHolder, error) {
+	return engine.FencingRead.Run(ctx, e, k)
+}
