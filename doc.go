@@ -6,13 +6,27 @@
 // A [Coordinator] is the one handle every primitive needs besides its own
 // key and settings:
 //
-//	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+//	rdb := redis.NewClient(&redis.Options{Addr: addr})
+//	defer rdb.Close()
 //	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("billing:"))
+//	if err != nil {
+//		return err
+//	}
+//
+//	// A fencing-token lock: both keys share one {hash tag} (one Cluster slot).
 //	lk, err := fencing.TryAcquire(ctx, coord, "{invoice:42}:lease", "{invoice:42}:fence", 30*time.Second)
+//	if errors.Is(err, coordination.ErrNotAcquired) {
+//		return nil // another replica holds it
+//	}
+//	if err != nil {
+//		return err // Redis unreachable, bad input, a corrupt key ...
+//	}
 //
 // It accepts any go-redis universal client (*redis.Client,
 // *redis.ClusterClient, the Sentinel-backed client of
-// redis.NewFailoverClient) and never closes it.
+// redis.NewFailoverClient) and never closes it. This package exports only
+// what a user calls: [New] and its options, the [Coordinator], the shared
+// sentinel errors, [Classify] and [IsAmbiguous], and [ReleaseOutcome].
 //
 // # How every operation works
 //
@@ -22,15 +36,24 @@
 // NOSCRIPT reply. Scripts take time from the server (TIME), compute in
 // integer milliseconds, validate what they read before writing anything,
 // and report failures with stable codes that map to the sentinel errors of
-// this package ([ErrBadState], [ErrWrongType], [ErrCapacityMismatch], ...).
+// this package ([ErrBadState], [ErrWrongType], [ErrCapacityMismatch], ...);
+// a reply the client does not recognise is [ErrBadState], never a guess.
 // Multi-key operations are checked on the client for a cross-slot pair
 // ([ErrCrossSlot]) with the key prefix applied, whatever the client type.
+// The scripts are in package lua, for audit and for writing ACLs.
 //
 // Blocking operations wait on a release notification rather than polling:
-// releasing scripts PUBLISH on a channel derived from the key
-// ([Coordinator.Channel]), and waiters of one coordinator share one Pub/Sub
-// connection ([Coordinator.Watch]). A lost message only delays a waiter
-// until its periodic re-check or the holder's expiry.
+// releasing scripts PUBLISH on the channel "coordination:" followed by the
+// prefixed key (grant &coordination:* in ACLs), and all waiters of one
+// coordinator share one Pub/Sub connection. A lost message only delays a
+// waiter until its periodic re-check or the holder's expiry.
+//
+// Every held thing (lock, permit, lease) is released the same way: Release
+// marks it released at once (its context is cancelled with [ErrReleased]),
+// returns the outcome or the error, and when the release failed with a
+// transient error or a cancelled context, retries it in the background
+// until it gets an answer or the lease's TTL has passed. TryX never waits;
+// the plain verb waits (rate limiters: Allow and Wait).
 //
 // # Errors
 //
@@ -38,24 +61,29 @@
 // context: test with errors.Is. [Classify] sorts any error into transient
 // (worth retrying after a delay), terminal and canceled; every retry loop
 // in the library uses it. [IsAmbiguous] tells whether a write may have
-// happened although the caller saw an error.
+// happened although the caller saw an error. A NOPERM reply (an ACL that
+// denies a command a script runs) reaches the caller as the server's
+// error, terminal, never as corrupt state.
 //
 // # go-redis behaviour to know
 //
-// go-redis re-sends a command after a read timeout or a broken connection
-// (MaxRetries, 3 by default), so a script may run twice. The library's
-// acquire scripts are idempotent under such a re-send (they recognise the
-// caller's owner token); consumptive operations such as rate-limit
-// decisions document what a re-send does and how to turn it off
-// (MaxRetries: -1). Per-call context deadlines bound network I/O only when
-// the client has ContextTimeoutEnabled: true; otherwise ReadTimeout and
+// go-redis re-sends a command after a read timeout, a broken connection or
+// a retryable error reply (MaxRetries, 3 by default), so a script may run
+// twice, and the error the caller finally sees is the last attempt's. The
+// library's acquire scripts are idempotent under such a re-send (they
+// recognise the caller's owner token), and once any attempt of an
+// operation may have reached the server, the library treats the operation
+// as ambiguous and cleans up what it may have left, whatever later attempts
+// answered. Per-call context deadlines bound network I/O only when the
+// client has ContextTimeoutEnabled: true; otherwise ReadTimeout and
 // WriteTimeout apply.
 //
 // # Telemetry
 //
 // Instruments are created from the coordinator's meter provider
 // ([WithMeterProvider], default the OpenTelemetry global) and named
-// coordination.<primitive>.<what>; coordination.operation.duration records
-// every admitted operation. Attributes never carry keys, owner tokens,
-// identities or endpoints, and neither do log lines ([WithLogger]).
+// coordination.<primitive>.<what> (the README lists them all);
+// coordination.operation.duration records every admitted operation.
+// Attributes never carry keys, owner tokens, identities or endpoints, and
+// neither do log lines ([WithLogger]).
 package coordination

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"syscall"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/lock"
 )
 
@@ -19,7 +22,7 @@ import (
 func Example() {
 	srv, err := miniredis.Run() // or any Redis: redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	defer srv.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -27,28 +30,73 @@ func Example() {
 
 	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("billing:"))
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	ctx := context.Background()
-	l, err := lock.TryAcquire(ctx, coord, "nightly-report", 30e9)
+	l, err := lock.TryAcquire(ctx, coord, "nightly-report", 30*time.Second)
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
-	fmt.Println("stored under", coord.Key("nightly-report"), srv.Exists("billing:nightly-report"))
+	fmt.Println("stored under the prefix:", srv.Exists(coord.Prefix()+"nightly-report"))
 
-	_, err = lock.TryAcquire(ctx, coord, "nightly-report", 30e9)
+	_, err = lock.TryAcquire(ctx, coord, "nightly-report", 30*time.Second)
 	fmt.Println("second acquire:", errors.Is(err, coordination.ErrNotAcquired))
 
-	_, err = lock.TryAcquire(ctx, coord, "", 30e9)
+	_, err = lock.TryAcquire(ctx, coord, "", 30*time.Second)
 	fmt.Println(err)
 
-	out, _ := l.Release(ctx)
+	out, err := l.Release(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(out)
 	// Output:
-	// stored under billing:nightly-report true
+	// stored under the prefix: true
 	// second acquire: true
 	// coordination: invalid argument key: must not be empty
 	// released
+}
+
+// The README's quick start, run on an embedded server.
+func Example_quickStart() {
+	srv, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	if err := snippetQuickStart(context.Background(), srv.Addr()); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// holding fencing token 1
+}
+
+func snippetQuickStart(ctx context.Context, addr string) error {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("billing:"))
+	if err != nil {
+		return err
+	}
+
+	// A fencing-token lock: both keys share one {hash tag} (one Cluster slot).
+	lk, err := fencing.TryAcquire(ctx, coord, "{invoice:42}:lease", "{invoice:42}:fence", 30*time.Second)
+	if errors.Is(err, coordination.ErrNotAcquired) {
+		return nil // another replica holds it
+	}
+	if err != nil {
+		return err // Redis unreachable, bad input, a corrupt key ...
+	}
+	defer func() {
+		if _, err := lk.Release(context.WithoutCancel(ctx)); err != nil {
+			log.Printf("release: %v", err) // retried in the background
+		}
+	}()
+	lk.KeepAlive() // renews every TTL/3; lk.Context() is cancelled if the lock is lost
+
+	// Pass the fencing token with every write; the resource rejects older ones.
+	fmt.Println("holding fencing token", lk.FencingToken())
+	return nil
 }
 
 // Retry loops ask Classify whether an error is worth another try.

@@ -7,11 +7,22 @@
 // still holds the lock is stopped at the resource, not by hope.
 //
 //	lk, err := fencing.TryAcquire(ctx, coord, "{invoice:42}:lease", "{invoice:42}:fence", 30*time.Second)
-//	if err != nil { ... } // coordination.ErrNotAcquired when held
-//	defer lk.Release(context.WithoutCancel(ctx))
+//	if err != nil {
+//		return err // coordination.ErrNotAcquired when another holder has it
+//	}
+//	defer func() {
+//		if _, err := lk.Release(context.WithoutCancel(ctx)); err != nil {
+//			log.Printf("release: %v", err) // retried in the background
+//		}
+//	}()
 //	lk.KeepAlive()
-//	ok, newest, err := fencing.GuardedSet(ctx, coord, "{invoice:42}:doc", lk.FencingToken(), data, 0)
-//	// ok is false if a later holder already wrote with a newer token.
+//	ok, newest, err := fencing.GuardedSet(ctx, coord, "{invoice:42}:pdf", lk.FencingToken(), pdf, 0)
+//	if err != nil {
+//		return err
+//	}
+//	if !ok {
+//		return fmt.Errorf("a newer holder (token %d) wrote first", newest)
+//	}
 //
 // # Keys
 //

@@ -7,8 +7,10 @@
 //		leader.OnElected(func(ctx context.Context, term *leader.Term) error {
 //			return runScheduler(ctx, term.FencingToken()) // returns when ctx ends
 //		}))
-//	if err != nil { ... }
-//	err = e.Run(ctx) // campaigns until ctx ends or a terminal error
+//	if err != nil {
+//		return err
+//	}
+//	return e.Run(ctx) // campaigns until ctx ends or a terminal error
 //
 // # Terms
 //
@@ -26,12 +28,15 @@
 // woken by the release wins first). One elector never has two terms at
 // once, and its callbacks never run concurrently.
 //
-// While elected the lease is renewed every half lease duration. A renewal
-// that fails with a transient error (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN,
-// MASTERDOWN, READONLY, a timeout or a broken connection) is retried until
-// the local deadline; a follower's campaign retries contention and
-// transient errors every retry delay (plus up to 10% jitter), counting the
-// errors in coordination.leader.acquire_failures. Authentication and
+// While elected the lease is renewed every half lease duration (the
+// engine's lease keep-alive, the same as every held lease of the library).
+// A renewal that fails with a transient error (LOADING, BUSY, TRYAGAIN,
+// CLUSTERDOWN, MASTERDOWN, READONLY, a timeout or a broken connection) is
+// retried with backoff until the local deadline. A follower campaigns
+// again when the leader releases (Pub/Sub notification), when the lease's
+// TTL as the server reported it runs out, and at least every retry delay;
+// after a transient error it waits between half and one retry delay,
+// counting the errors in coordination.leader.acquire_failures. Authentication and
 // permission errors (NOAUTH, WRONGPASS, NOPERM), a key of the wrong type, a
 // corrupt fencing counter and a failing or panicking callback end Run with
 // an error, after the lease is released.
@@ -74,10 +79,11 @@
 //
 // Metrics: coordination.leader.changes (attribute state=elected|revoked)
 // and coordination.leader.acquire_failures, plus the fencing lock's
-// instruments; never a key, identity or token as an attribute. Each
-// campaign attempt is admitted through hooks as LEADER CAMPAIGN (and,
-// inside it, FENCED LOCK ACQUIRE); renewals and releases are the fencing
-// lock's FENCED LOCK RENEW and FENCED LOCK RELEASE; reads are LEADER READ.
+// coordination.lock.* instruments (kind=fencing); never a key, identity or
+// token as an attribute. Each campaign attempt is admitted through hooks
+// once, as LEADER CAMPAIGN (the fencing lock underneath is not admitted
+// again); renewals (the lease's keep-alive) and the release at the end of
+// a term are part of Run and not admitted; reads are LEADER READ.
 //
 // Per-request context deadlines bound a request's I/O only with go-redis'
 // ContextTimeoutEnabled: true; otherwise the client's read timeout (3 s by

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -24,14 +25,14 @@ func Example() {
 	// waits for an expiry.)
 	srv, err := miniredis.Run()
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	defer srv.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
 	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("billing:"))
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 
 	ctx, stop := context.WithCancel(context.Background())
@@ -57,7 +58,7 @@ func Example() {
 			return nil
 		}))
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	fmt.Println("Run:", e.Run(ctx))
 
@@ -78,4 +79,47 @@ func Example() {
 	// Run: <nil>
 	// afterwards: leader: no leader
 	// stale write accepted: false - the store is at token 2
+}
+
+// The package documentation's snippet: campaign until ctx ends, running the
+// scheduler only while elected.
+func ExampleElector_Run() {
+	srv, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	coord, err := coordination.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := snippetRun(ctx, coord); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// scheduling with fencing token 1
+	// scheduler stopped
+}
+
+func snippetRun(ctx context.Context, coord *coordination.Coordinator) error {
+	e, err := leader.New(coord, "{billing}:leader", "{billing}:fence", "worker-7",
+		leader.WithLeaseDuration(15*time.Second),
+		leader.OnElected(func(ctx context.Context, term *leader.Term) error {
+			return runScheduler(ctx, term.FencingToken()) // returns when ctx ends
+		}))
+	if err != nil {
+		return err
+	}
+	return e.Run(ctx) // campaigns until ctx ends or a terminal error
+}
+
+func runScheduler(ctx context.Context, token int64) error {
+	fmt.Println("scheduling with fencing token", token)
+	<-ctx.Done()
+	fmt.Println("scheduler stopped")
+	return nil
 }

@@ -5,12 +5,18 @@
 //
 //	l, err := lock.TryAcquire(ctx, coord, "jobs:nightly", 30*time.Second)
 //	if errors.Is(err, coordination.ErrNotAcquired) {
-//		return // another replica runs it
+//		return nil // another replica runs it
 //	}
-//	if err != nil { ... }
-//	defer l.Release(context.WithoutCancel(ctx))
+//	if err != nil {
+//		return err
+//	}
+//	defer func() {
+//		if _, err := l.Release(context.WithoutCancel(ctx)); err != nil {
+//			log.Printf("release: %v", err) // retried in the background
+//		}
+//	}()
 //	l.KeepAlive()
-//	runJob(l.Context()) // cancelled if the lock is lost
+//	return runJob(l.Context()) // cancelled if the lock is lost
 //
 // # Operations
 //
@@ -46,9 +52,12 @@
 // go-redis re-sends a command after a read timeout or a broken connection
 // (MaxRetries, 3 by default), so an acquire may run twice on the server;
 // the script treats the caller's own token as success, so a re-send yields
-// one lock. When an acquire's outcome is unknown to the caller (timeout,
-// cancelled context), the lock may exist on the server: a background
-// owner-checked release removes it. Per-call context deadlines bound
+// one lock. When an acquire's outcome is unknown to the caller (a timeout, a
+// cancelled context, or an error reply after a re-send: see
+// coordination.IsAmbiguous), the lock may exist on the server: a background
+// owner-checked release removes it. Release marks the handle released at
+// once and retries a failed release in the background until the lock's
+// TTL has passed. Per-call context deadlines bound
 // network I/O only when the client has ContextTimeoutEnabled: true;
 // otherwise go-redis' ReadTimeout and WriteTimeout apply.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -13,78 +14,102 @@ import (
 	"github.com/coordkit/coordination/lock"
 )
 
+// newCoordinator returns a coordinator over an embedded server, closed
+// when the example ends.
+func newCoordinator() (*coordination.Coordinator, func()) {
+	srv, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	coord, err := coordination.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return coord, func() { rdb.Close(); srv.Close() }
+}
+
 // Run a job on one replica at a time: the lock is kept alive while the job
 // runs, and the job's context is cancelled if the lock is lost.
 func Example() {
-	srv, err := miniredis.Run()
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer rdb.Close()
-	coord, _ := coordination.New(rdb)
+	coord, done := newCoordinator()
+	defer done()
 	ctx := context.Background()
-
-	l, err := lock.TryAcquire(ctx, coord, "jobs:nightly-report", 10*time.Second)
-	if errors.Is(err, coordination.ErrNotAcquired) {
-		fmt.Println("another replica runs the job")
-		return
+	if err := snippetNightly(ctx, coord); err != nil {
+		log.Fatal(err)
 	}
+
+	// A second replica meanwhile is turned away.
+	l, err := lock.TryAcquire(ctx, coord, "jobs:nightly", 30*time.Second)
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
-	l.KeepAlive()
-	fmt.Println("holding; remaining > 9s:", l.Remaining() > 9*time.Second)
-
-	// A second replica is turned away.
-	_, err = lock.TryAcquire(ctx, coord, "jobs:nightly-report", 10*time.Second)
+	_, err = lock.TryAcquire(ctx, coord, "jobs:nightly", 30*time.Second)
 	fmt.Println("second replica:", err)
-
-	runJob(l.Context())
-
 	out, err := l.Release(ctx)
-	fmt.Println(out, err)
-	fmt.Println("context:", context.Cause(l.Context()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(out, "/", context.Cause(l.Context()))
 	// Output:
-	// holding; remaining > 9s: true
-	// second replica: coordination: not acquired
 	// job done
-	// released <nil>
-	// context: coordination: released
+	// second replica: coordination: not acquired
+	// released / coordination: released
 }
 
-func runJob(ctx context.Context) {
+func snippetNightly(ctx context.Context, coord *coordination.Coordinator) error {
+	l, err := lock.TryAcquire(ctx, coord, "jobs:nightly", 30*time.Second)
+	if errors.Is(err, coordination.ErrNotAcquired) {
+		return nil // another replica runs it
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if _, err := l.Release(context.WithoutCancel(ctx)); err != nil {
+			log.Printf("release: %v", err) // retried in the background
+		}
+	}()
+	l.KeepAlive()
+	return runJob(l.Context()) // cancelled if the lock is lost
+}
+
+func runJob(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
-		fmt.Println("job stopped: lock lost")
+		return context.Cause(ctx)
 	default:
 		fmt.Println("job done")
+		return nil
 	}
 }
 
 // Acquire waits for the holder to release (a Pub/Sub notification wakes it)
 // or for the holder's TTL to run out.
 func ExampleAcquire() {
-	srv, err := miniredis.Run()
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer rdb.Close()
-	coord, _ := coordination.New(rdb)
+	coord, done := newCoordinator()
+	defer done()
 	ctx := context.Background()
 
-	first, _ := lock.TryAcquire(ctx, coord, "orders:42", time.Minute)
+	first, err := lock.TryAcquire(ctx, coord, "orders:42", time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
 	go func() {
 		time.Sleep(50 * time.Millisecond)
-		first.Release(ctx)
+		if _, err := first.Release(ctx); err != nil {
+			log.Print(err)
+		}
 	}()
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	second, err := lock.Acquire(wctx, coord, "orders:42", time.Minute)
-	fmt.Println("acquired after release:", err == nil)
-	second.Release(ctx)
-	// Output: acquired after release: true
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("acquired after the release")
+	if _, err := second.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output: acquired after the release
 }

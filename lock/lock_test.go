@@ -21,7 +21,7 @@ func TestLock(t *testing.T) {
 		Primitive: "lock",
 		AcquireOp: hooks.LockAcquire, RenewOp: hooks.LockRenew, VerifyOp: hooks.LockVerify, ReleaseOp: hooks.LockRelease,
 		AcquireSHA: engine.LockAcquire.Hash(), RefreshSHA: engine.LockRefresh.Hash(),
-		Metrics:    []string{"coordination.lock.contention", "coordination.lock.hold_time", "coordination.lock.acquire_wait"},
+		Metrics: []string{"coordination.lock.contention", "coordination.lock.hold_time", "coordination.lock.acquire_wait"},
 		Acquire: func(ctx context.Context, c *coordination.Coordinator, name string, ttl time.Duration, block bool) (locktest.Handle, error) {
 			var l *lock.Lock
 			var err error
