@@ -33,8 +33,8 @@ func TestFencingLockConformance(t *testing.T) {
 		Primitive: "fencing",
 		AcquireOp: hooks.FencedLockAcquire, RenewOp: hooks.FencedLockRenew, VerifyOp: hooks.FencedLockVerify, ReleaseOp: hooks.FencedLockRelease,
 		AcquireSHA: engine.FencingAcquire.Hash(), RefreshSHA: engine.FencingRefresh.Hash(),
-		Keys:       func(name string) []string { return []string{leaseKey(name), fenceKey(name)} },
-		Metrics:    []string{"coordination.lock.contention", "coordination.lock.hold_time", "coordination.lock.acquire_wait"},
+		Keys:    func(name string) []string { return []string{leaseKey(name), fenceKey(name)} },
+		Metrics: []string{"coordination.lock.contention", "coordination.lock.hold_time", "coordination.lock.acquire_wait"},
 		Acquire: func(ctx context.Context, c *coordination.Coordinator, name string, ttl time.Duration, block bool) (locktest.Handle, error) {
 			var l *fencing.Lock
 			var err error

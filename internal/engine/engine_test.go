@@ -328,11 +328,11 @@ func TestDescribe(t *testing.T) {
 	cases := map[error]string{
 		redisErr("NOAUTH Authentication required."):                  "terminal: server replied NOAUTH Authentication required.",
 		redisErr("WRONGPASS invalid username-password pair or user"): "terminal: server replied WRONGPASS invalid username-password pair or user",
-		dial:                      "transient: dial: connection refused",
-		context.DeadlineExceeded:  "canceled: context deadline exceeded",
-		redis.ErrPoolTimeout:      "transient: connection pool timeout",
-		io.EOF:                    "transient: connection closed by the server",
-		errors.New("pw=hunter2"):  "terminal: *errors.errorString",
+		dial:                     "transient: dial: connection refused",
+		context.DeadlineExceeded: "canceled: context deadline exceeded",
+		redis.ErrPoolTimeout:     "transient: connection pool timeout",
+		io.EOF:                   "transient: connection closed by the server",
+		errors.New("pw=hunter2"): "terminal: *errors.errorString",
 		coordination.ErrBadState: "terminal: coordination: key holds unexpected state",
 	}
 	for err, want := range cases {
