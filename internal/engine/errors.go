@@ -133,6 +133,15 @@ func MapError(err error) error {
 		}
 		return err
 	}
+	// A command the ACL denies inside a script: every server says it in
+	// its own words ("ERR ACL failure in script: ... no permissions to run
+	// the 'get' command" on Redis 8 and Valkey, "ERR The user executing the
+	// script can't run this command or subcommand" on Redis 7.0). Report it
+	// the way the server reports a denied command outside a script: NOPERM.
+	if !strings.HasPrefix(msg, "NOPERM") && (strings.Contains(msg, "ACL failure in script") ||
+		strings.Contains(msg, "user executing the script can't run this command")) {
+		return permissionError{msg: msg}
+	}
 	// A redis.call on a key of another type raises WRONGTYPE out of the
 	// script (before any write: scripts read before they write).
 	if strings.HasPrefix(msg, "WRONGTYPE") || (strings.HasPrefix(msg, "ERR Error") && strings.Contains(msg, "WRONGTYPE")) {
@@ -140,6 +149,15 @@ func MapError(err error) error {
 	}
 	return err
 }
+
+// permissionError is a denied command inside a script, reported as the
+// server reports one outside a script: a NOPERM error reply (terminal).
+type permissionError struct{ msg string }
+
+func (e permissionError) Error() string { return "NOPERM " + strings.TrimPrefix(e.msg, "ERR ") }
+
+// RedisError marks the error as a server reply (go-redis' redis.Error).
+func (permissionError) RedisError() {}
 
 // UnexpectedReply returns an error wrapping [ErrBadState] for a script reply
 // whose shape or code the client does not understand. It describes the
