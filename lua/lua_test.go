@@ -66,7 +66,8 @@ func scripts(t *testing.T) []script {
 		}
 		// The release channel is the one string a script may build from a
 		// key name: "coordination:" .. KEYS[1].
-		out = append(out, script{n, strings.ReplaceAll(string(b), "'coordination:' .. KEYS[1]", "CHANNEL")})
+		src := strings.NewReplacer("'coordination:' .. KEYS[1]", "CHANNEL", `"coordination:" .. KEYS[1]`, "CHANNEL").Replace(string(b))
+		out = append(out, script{n, src})
 	}
 	return out
 }
