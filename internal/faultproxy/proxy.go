@@ -37,7 +37,8 @@ const (
 
 // Stats are counters of what a proxy saw and did, from its start.
 type Stats struct {
-	// Accepted is the number of client connections accepted and proxied.
+	// Accepted is the number of client connections accepted and connected
+	// to the target.
 	Accepted int
 	// Refused is the number of client connections reset at once during
 	// [Proxy.Refuse].

@@ -17,8 +17,9 @@ type Command struct {
 	// Args are the command's arguments as sent, the command name first
 	// (in the client's case). Never empty. Shared: do not modify.
 	Args []string
-	// Conn identifies the client connection: 1 for the first the proxy
-	// accepted, 2 for the next, and so on.
+	// Conn identifies the client connection: 1 for the first connection
+	// the proxy set up (accepted and connected to the target), 2 for the
+	// next, and so on.
 	Conn uint64
 }
 
@@ -91,19 +92,19 @@ func All(ms ...Match) Match {
 type Kind int
 
 const (
-	// KindDropReply: the server ran the command; its reply is discarded and
-	// the connection closed (FIN), so the client sees EOF: a lost reply.
+	// KindDropReply is a lost reply: the server ran the command, its reply
+	// was discarded and the connection closed (FIN), so the client sees EOF.
 	KindDropReply Kind = iota + 1
-	// KindDelayReply: the reply is held for a while before it is forwarded.
+	// KindDelayReply is a reply held for a while before it is forwarded.
 	KindDelayReply
-	// KindDelayCommand: the command is held for a while before it is
-	// forwarded to the server.
+	// KindDelayCommand is a command held for a while before it is forwarded
+	// to the server.
 	KindDelayCommand
-	// KindErrorInstead: the command is not forwarded; the client gets an
-	// error reply instead.
+	// KindErrorInstead is an error reply sent instead of forwarding the
+	// command: the server never sees it.
 	KindErrorInstead
-	// KindErrorAfter: the command is forwarded and run; the client gets an
-	// error reply instead of the server's reply.
+	// KindErrorAfter is an error reply sent in place of the server's reply:
+	// the server ran the command, the client sees the error.
 	KindErrorAfter
 )
 
@@ -127,10 +128,14 @@ func (k Kind) String() string {
 // Error replies commonly injected (pass them to [ErrorReply] or
 // [Chances].Error). go-redis retries the first three by default.
 const (
-	Loading  = "LOADING Redis is loading the dataset in memory"
+	// Loading is a server still loading its data set.
+	Loading = "LOADING Redis is loading the dataset in memory"
+	// ReadOnly is a replica refusing a write (after a failover, say).
 	ReadOnly = "READONLY You can't write against a read only replica."
+	// TryAgain is a Cluster slot being migrated.
 	TryAgain = "TRYAGAIN Multiple keys request during rehashing of slot"
-	Busy     = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT."
+	// Busy is a server running a long script (not retried by go-redis).
+	Busy = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT."
 )
 
 // Forever, as a rule's count, applies the rule to every matching command.
