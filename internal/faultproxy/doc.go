@@ -26,8 +26,10 @@
 //
 // A connection that enters Pub/Sub (SUBSCRIBE ...), MONITOR or CLIENT REPLY
 // is forwarded without pairing from then on: rules skip it, while latency,
-// black-holes and cuts still apply. A stream that is not valid RESP is
-// counted in [Stats].ParseErrors and forwarded byte for byte.
+// black-holes and cuts still apply. Inline commands (a line such as
+// "PING\r\n", as redis-cli may send) are understood, split on blanks
+// without interpreting quotes. A stream that is not valid RESP is counted
+// in [Stats].ParseErrors and forwarded byte for byte from then on.
 //
 // A typical test, with a real server from the test harness:
 //

@@ -106,7 +106,7 @@ type latency struct{ base, jitter time.Duration }
 type Proxy struct {
 	target string
 	ln     net.Listener
-	ctx    context.Context // cancelled by Close: stops dials in progress
+	ctx    context.Context // the proxy's lifetime, cancelled by Close: stops dials in progress
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -197,7 +197,8 @@ func (p *Proxy) Close() error {
 // drawn for a [Random] rule) injects its fault; the rules after it do not
 // see that command. A command gets at most one fault from rules, on top of
 // the proxy-wide latency and black-holes. Applying to a closed proxy
-// returns a handle whose Done channel is already closed.
+// returns a handle whose Done channel is already closed. It panics for a
+// Rule not built by this package's constructors (the zero Rule).
 func (p *Proxy) Apply(r Rule) *Applied {
 	if r.match == nil || r.times < 1 {
 		panic("faultproxy: Apply: use the rule constructors (DropReply, ErrorReply ...)")
@@ -323,7 +324,9 @@ func (p *Proxy) Stats() Stats {
 	return s
 }
 
-// Events returns, in order, the faults rules decided to inject so far.
+// Events returns, in order, the faults rules decided to inject so far. The
+// log grows with the faults injected (not with the commands) for the
+// proxy's life.
 func (p *Proxy) Events() []Event {
 	p.mu.Lock()
 	defer p.mu.Unlock()
