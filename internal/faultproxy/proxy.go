@@ -281,9 +281,11 @@ func (p *Proxy) Restore() {
 	p.notifyLocked()
 }
 
-// Refuse resets every connection accepted during the next d, at once
-// (after the kernel completed the handshake, so the client's dial succeeds
-// and its first read or write fails with "connection reset by peer").
+// Refuse resets every connection accepted during the next d, at once.
+// The kernel completes the handshake first, so the client usually sees its
+// dial succeed and its first read or write fail with "connection reset by
+// peer" (or, when the reset arrives that fast, the dial fail with it), not
+// "connection refused".
 // Refuse(0) ends a refusal. Connections already open are not touched (see
 // [Proxy.CutAll]).
 func (p *Proxy) Refuse(d time.Duration) {
