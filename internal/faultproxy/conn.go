@@ -197,12 +197,14 @@ func (c *conn) write(pp *pipe) {
 
 // readLoop reads src, splitting it into frames passed to frame (which must
 // copy what it keeps). After a parse error it passes the rest of the stream
-// to raw, chunk by chunk, unparsed. It returns the read error (io.EOF at
-// the end of the stream).
+// to raw, chunk by chunk, unparsed; so it does with an incomplete frame left
+// when the stream ends. It returns the read error (io.EOF at the end of the
+// stream).
 func readLoop(src net.Conn, sp *splitter, frame func([]byte), parseErr func(), raw func([]byte)) error {
 	buf := make([]byte, 0, 16<<10)
 	start := 0
 	rawMode := false
+	var readErr error
 	for {
 		for !rawMode {
 			n, err := sp.next(buf[start:])
@@ -225,6 +227,12 @@ func readLoop(src net.Conn, sp *splitter, frame func([]byte), parseErr func(), r
 			n := copy(buf, buf[start:])
 			buf, start = buf[:n], 0
 		}
+		if readErr != nil {
+			if !rawMode && len(buf) > 0 {
+				raw(bytes.Clone(buf))
+			}
+			return readErr
+		}
 		if len(buf) == cap(buf) {
 			buf = slices.Grow(buf, cap(buf))
 		}
@@ -236,9 +244,7 @@ func readLoop(src net.Conn, sp *splitter, frame func([]byte), parseErr func(), r
 				buf = buf[:len(buf)+m]
 			}
 		}
-		if err != nil {
-			return err
-		}
+		readErr = err
 	}
 }
 
