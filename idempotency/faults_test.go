@@ -15,8 +15,8 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
-	"github.com/coordkit/coordination/lua"
 )
 
 // faultHook acts on the next EVALSHA of one script: it runs it on the
@@ -24,15 +24,15 @@ import (
 // lost and it re-sends) or reports a lost reply to the caller.
 type faultHook struct {
 	mu     sync.Mutex
-	script *lua.Script
-	resend bool // run twice, return the second reply
+	sha    string // the script's SHA1
+	resend bool   // run twice, return the second reply
 	lose   bool // run once, return a connection-reset error
 	fired  bool
 }
 
-func (h *faultHook) arm(s *lua.Script, resend, lose bool) {
+func (h *faultHook) arm(sha string, resend, lose bool) {
 	h.mu.Lock()
-	h.script, h.resend, h.lose, h.fired = s, resend, lose, false
+	h.sha, h.resend, h.lose, h.fired = sha, resend, lose, false
 	h.mu.Unlock()
 }
 
@@ -45,8 +45,8 @@ func (h *faultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 func (h *faultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		h.mu.Lock()
-		match := !h.fired && h.script != nil && strings.EqualFold(cmd.Name(), "evalsha") &&
-			len(cmd.Args()) > 1 && cmd.Args()[1] == h.script.Hash()
+		match := !h.fired && h.sha != "" && strings.EqualFold(cmd.Name(), "evalsha") &&
+			len(cmd.Args()) > 1 && cmd.Args()[1] == h.sha
 		if match {
 			h.fired = true
 		}
@@ -70,17 +70,25 @@ func (h *faultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // installs an unarmed fault hook on the fixture's client.
 func (f *fixture) faults(t *testing.T) *faultHook {
 	t.Helper()
-	warmScripts(t, f.coord.Client())
+	warmScripts(t, f.coord)
 	h := &faultHook{}
 	f.coord.Client().AddHook(h)
 	return h
 }
 
-func warmScripts(t *testing.T, c coordination.Client) {
+// warmScripts loads the package's scripts (on every primary of a
+// cluster), so that each operation is one EVALSHA.
+func warmScripts(t *testing.T, coord *coordination.Coordinator) {
 	t.Helper()
-	for _, s := range []*lua.Script{lua.IdempotencyBegin, lua.IdempotencyComplete, lua.IdempotencyAbandon} {
-		if err := s.Load(t.Context(), c); err != nil {
-			t.Fatalf("SCRIPT LOAD %s: %v", s.Name(), err)
+	e, err := engine.Of(coord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, load := range []func(context.Context, *engine.Engine) error{
+		engine.IdempotencyBegin.Load, engine.IdempotencyComplete.Load, engine.IdempotencyAbandon.Load,
+	} {
+		if err := load(t.Context(), e); err != nil {
+			t.Fatalf("SCRIPT LOAD: %v", err)
 		}
 	}
 }
@@ -92,7 +100,7 @@ func TestScriptsAreSafeUnderResend(t *testing.T) {
 		f := newFixture(t, b)
 		h := f.faults(t)
 
-		h.arm(lua.IdempotencyBegin, true, false)
+		h.arm(engine.IdempotencyBegin.Hash(), true, false)
 		c := f.begin(t, "k", time.Minute, idempotency.WithFingerprint("fp"))
 		wantState(t, c, idempotency.Started) // the re-send found its own claim
 		if !h.fired {
@@ -100,14 +108,14 @@ func TestScriptsAreSafeUnderResend(t *testing.T) {
 		}
 		wantState(t, f.begin(t, "k", time.Minute, idempotency.WithFingerprint("fp")), idempotency.InProgress)
 
-		h.arm(lua.IdempotencyComplete, true, false)
+		h.arm(engine.IdempotencyComplete.Hash(), true, false)
 		if !f.complete(t, "k", c.Owner, []byte("once")) {
 			t.Fatal("re-sent Complete = false, want true (same completion id)")
 		}
 		f.wantResult(t, "k", "once", idempotency.WithFingerprint("fp"))
 
 		c = f.begin(t, "a", time.Minute)
-		h.arm(lua.IdempotencyAbandon, true, false)
+		h.arm(engine.IdempotencyAbandon.Hash(), true, false)
 		if f.abandon(t, "a", c.Owner) {
 			t.Fatal("re-sent Abandon = true, want false (documented: the first run deleted the claim)")
 		}
@@ -124,7 +132,7 @@ func TestAmbiguousBeginIsCleanedUp(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		f := newFixture(t, b)
 		h := f.faults(t)
-		h.arm(lua.IdempotencyBegin, false, true)
+		h.arm(engine.IdempotencyBegin.Hash(), false, true)
 		_, err := f.store.Begin(t.Context(), "k", time.Hour)
 		if err == nil || !coordination.IsAmbiguous(err) {
 			t.Fatalf("Begin with a lost reply: err = %v, want an ambiguous error", err)
