@@ -26,7 +26,7 @@ type faultHook struct {
 	mu     sync.Mutex
 	sha    string // the script's SHA1
 	resend bool   // run twice, return the second reply
-	lose   bool // run once, return a connection-reset error
+	lose   bool   // run once, return a connection-reset error
 	fired  bool
 }
 
