@@ -7,18 +7,21 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 )
 
 // Errors returned by [Store.Do]. They match the sentinels of package
 // coordination noted below with errors.Is.
 var (
 	// ErrInProgress is returned by Do when another caller owns a pending
-	// claim on the key. It matches coordination.ErrNotAcquired.
+	// claim on the key. It matches coordination.ErrNotAcquired. It is an
+	// answer, not a failure.
 	ErrInProgress = fmt.Errorf("idempotency: request in progress: %w", coordination.ErrNotAcquired)
 
 	// ErrFingerprintMismatch is returned by Do when the key was claimed by
-	// a request with a different fingerprint.
-	ErrFingerprintMismatch = errors.New("idempotency: key already used for a different request")
+	// a request with a different fingerprint. It is an answer, not a
+	// failure.
+	ErrFingerprintMismatch = engine.NewAnswer("idempotency: key already used for a different request")
 
 	// ErrClaimLost is returned by Do when fn succeeded but its result could
 	// not be stored because the claim was no longer the caller's: it
@@ -87,10 +90,10 @@ func IsRetrySafe(err error) bool {
 func (s *Store) Do(ctx context.Context, key string, ttl time.Duration, fingerprint string,
 	fn func(ctx context.Context) ([]byte, error), opts ...BeginOption) (result []byte, replayed bool, err error) {
 	if fn == nil {
-		if err := s.check(); err != nil {
+		if _, err := s.engine(); err != nil {
 			return nil, false, err
 		}
-		return nil, false, coordination.InvalidArgument("fn", "must not be nil")
+		return nil, false, engine.InvalidArgument("fn", "must not be nil")
 	}
 	claim, err := s.Begin(ctx, key, ttl, append([]BeginOption{WithFingerprint(fingerprint)}, opts...)...)
 	if err != nil {

@@ -24,6 +24,29 @@
 // token; [Store.Complete] and [Store.Abandon] succeed only with the token of
 // the current pending claim.
 //
+// # Key layout
+//
+// A claim lives at the key given to Begin (for the [Middleware], at
+// [StoreKey](namespace, key)), after the coordinator's key prefix: a Redis
+// hash that always has a TTL, with the fields
+//
+//	state   "pending" or "completed"
+//	owner   the owner token of the claim's caller (36 characters)
+//	ttl     the result TTL in milliseconds (decimal), applied by Complete
+//	fp      the request fingerprint, any bytes; absent when none was given
+//	result  the stored result, any bytes (completed claims only)
+//	done    the completion id of the Complete that stored it (completed only)
+//
+// A key that is absent has no claim. Complete and Abandon publish
+// "completed" or "abandoned" on the Pub/Sub channel "coordination:"
+// followed by the prefixed key, which waiting Begins subscribe to
+// ([WithWait]); the publish is best effort, so a user whose ACL forbids the
+// channel still completes and abandons, and waiters fall back to the
+// claim's expiry and periodic re-checks. The scripts (idempotency_begin,
+// idempotency_complete, idempotency_abandon in package lua) need HMGET,
+// HGET, HSET, EXISTS, PTTL, PEXPIRE and DEL on the key, besides EVALSHA and
+// EVAL.
+//
 // # Time
 //
 // A claim's TTL is kept by Redis (PEXPIRE), so the server's clock decides
@@ -62,15 +85,34 @@
 // result.
 //
 // When a call returns an ambiguous error (a timeout, a cancelled context, a
-// lost connection: see coordination.IsAmbiguous) the script may or may not
-// have run; the package never retries it silently. After an ambiguous
-// Begin, a background owner-checked Abandon removes any claim the lost
-// reply may have created. After an ambiguous Complete, a Begin with the
-// same fingerprint tells whether the result was stored (Completed) or not
-// (InProgress until the claim expires). Per-call context deadlines bound
-// network I/O only when the go-redis client is created with
+// lost connection, or a transient error reply such as LOADING after
+// go-redis re-sent a command whose reply was lost: see
+// coordination.IsAmbiguous) the script may or may not have run; the
+// package never retries it silently. When any attempt of a Begin may have
+// run unseen (once ambiguous, a call stays so whatever its later attempts
+// answer) and the call does not end with Started, a background
+// owner-checked Abandon with the call's token removes any claim it may have
+// created: bounded by the claim's ttl and a minute, retried on transient
+// errors, and counted in coordination.cleanup.abandoned when given up (the
+// claim then ends at its TTL). After an ambiguous Complete, a Begin with
+// the same fingerprint tells whether the result was stored (Completed) or
+// not (InProgress until the claim expires). Per-call context deadlines
+// bound network I/O only when the go-redis client is created with
 // ContextTimeoutEnabled: true; otherwise its ReadTimeout and WriteTimeout
 // apply.
+//
+// # Errors
+//
+// Invalid arguments fail with coordination.ErrInvalidArgument naming the
+// argument, before anything is sent or admitted. A key holding another
+// Redis type fails with coordination.ErrWrongType (and ErrBadState), a hash
+// this package did not write, or a reply the client does not recognise,
+// with coordination.ErrBadState; nothing is written then. Errors of the
+// server reach the caller as its reply: NOAUTH or WRONGPASS for a client
+// that is not authenticated, NOPERM when the ACL denies EVALSHA or the key,
+// and an ERR reply naming the ACL failure when it denies a command the
+// script runs (servers do not send that one as NOPERM). All of these are
+// terminal (coordination.Classify).
 //
 // # HTTP
 //
@@ -85,11 +127,37 @@
 // scoped by a namespace function so one client cannot read another's
 // result.
 //
+// When the store fails, the middleware answers 503 (or, after the handler
+// ran, leaves the claim to expire) and logs the failure on the
+// coordinator's logger (coordination.WithLogger) with the error described
+// by its class and the server's reply, e.g.
+//
+//	level=WARN msg="idempotency: store unavailable; request refused" stage=begin error="terminal: server replied NOAUTH Authentication required."
+//
+// once per distinct failure and then at most once a minute while it
+// repeats. Log lines never hold keys, owner tokens, addresses or
+// passwords. [WithErrorHandler] receives every failure with its error.
+//
 // # Hooks and metrics
 //
 // Begin, Complete and Abandon are admitted through the coordinator's hooks
-// as IDEMPOTENCY BEGIN, IDEMPOTENCY COMPLETE and IDEMPOTENCY ABANDON (Do
-// and the middleware call them, so they are admitted the same way). The
-// counter coordination.idempotency.begins counts Begin answers by state
-// (started, completed, in_progress, fingerprint_mismatch).
+// as IDEMPOTENCY BEGIN, IDEMPOTENCY COMPLETE and IDEMPOTENCY ABANDON, once
+// per call however long a Begin waits (Do and the middleware call them, so
+// they are admitted the same way). Every answer counts as succeeded, the
+// InProgress and FingerprintMismatch states and a false Complete or Abandon
+// included; a Begin that gave up waiting because its context ended counts
+// as canceled; errors count as failed. Each admitted call records
+// coordination.operation.duration, and these counters (in the library's
+// metrics table):
+//
+//	coordination.idempotency.begins     Begin answers, by state: started, completed,
+//	                                    in_progress, fingerprint_mismatch
+//	coordination.idempotency.completes  Complete answers, by result: stored, not_owner
+//	coordination.idempotency.abandons   Abandon answers, by result: abandoned, not_owner
+//
+// A call that fails with an error is not counted in them. not_owner means
+// the caller holds no pending claim on the key: none is there (it expired,
+// or was abandoned), another caller's is (it was taken over), or the claim
+// is completed (for Complete, by an earlier call). No attribute holds a key
+// or a token.
 package idempotency

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"time"
 
-	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 )
 
 // HeaderKey is the request header field that carries the idempotency key
@@ -69,8 +69,10 @@ func DefaultFingerprint(r *http.Request, body []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// MiddlewareOption configures a [Middleware].
-type MiddlewareOption func(*middlewareConfig)
+// MiddlewareOption configures a [Middleware]. An invalid option makes
+// [NewMiddleware] fail with an error wrapping
+// coordination.ErrInvalidArgument naming the setting.
+type MiddlewareOption func(*middlewareConfig) error
 
 type middlewareConfig struct {
 	required         bool
@@ -85,20 +87,30 @@ type middlewareConfig struct {
 	namespace        func(r *http.Request) string
 	retryAfter       time.Duration
 	wait             time.Duration
+	onError          func(r *http.Request, stage string, err error)
 }
 
 // WithKeyRequired makes a request without an Idempotency-Key field an error
 // (400, [ProblemKeyMissing]). Otherwise such a request goes straight to the
 // handler, without idempotency. The default is false.
 func WithKeyRequired(required bool) MiddlewareOption {
-	return func(c *middlewareConfig) { c.required = required }
+	return func(c *middlewareConfig) error {
+		c.required = required
+		return nil
+	}
 }
 
 // WithMaxKeyLength bounds the length of a key, in bytes after unquoting; a
-// longer key is answered 400 ([ProblemKeyInvalid]). n must be at least 1.
-// The default is 255.
+// longer key is answered 400 ([ProblemKeyInvalid]). n must be at least 1
+// (the setting is named "max key length"). The default is 255.
 func WithMaxKeyLength(n int) MiddlewareOption {
-	return func(c *middlewareConfig) { c.maxKeyLength = n }
+	return func(c *middlewareConfig) error {
+		if n < 1 {
+			return engine.InvalidArgument("max key length", "must be at least 1, got %d", n)
+		}
+		c.maxKeyLength = n
+		return nil
+	}
 }
 
 // WithClaimTTL sets how long a request's claim stays pending: while it
@@ -106,36 +118,61 @@ func WithMaxKeyLength(n int) MiddlewareOption {
 // retry runs the handler again. Choose it longer than the handler's worst
 // case (bound the handler, e.g. with http.TimeoutHandler or the server's
 // WriteTimeout), or a slow original and a retry can both run. At least
-// 1 ms. The default is 1 minute.
+// 1 ms ("claim ttl"). The default is 1 minute.
 func WithClaimTTL(d time.Duration) MiddlewareOption {
-	return func(c *middlewareConfig) { c.claimTTL = d }
+	return func(c *middlewareConfig) error {
+		if _, err := engine.Millis("claim ttl", d); err != nil {
+			return err
+		}
+		c.claimTTL = d
+		return nil
+	}
 }
 
 // WithResponseTTL sets how long a stored response is replayed: the key
 // expires d after the response was stored, and a request with the same key
 // after that runs the handler again. Publish it to clients (the IETF draft
-// asks servers to document their key expiry). At least 1 ms. The default is
-// 24 hours.
+// asks servers to document their key expiry). At least 1 ms ("response
+// ttl"). The default is 24 hours.
 func WithResponseTTL(d time.Duration) MiddlewareOption {
-	return func(c *middlewareConfig) { c.responseTTL = d }
+	return func(c *middlewareConfig) error {
+		if _, err := engine.Millis("response ttl", d); err != nil {
+			return err
+		}
+		c.responseTTL = d
+		return nil
+	}
 }
 
 // WithMaxRequestBytes bounds the request body read to compute the
 // fingerprint (the body is buffered in memory and then handed to the
 // handler unchanged). A larger body is answered 413
 // ([ProblemRequestTooLarge]) without running the handler. n must not be
-// negative. The default is 1 MiB.
+// negative ("max request bytes"). The default is 1 MiB.
 func WithMaxRequestBytes(n int64) MiddlewareOption {
-	return func(c *middlewareConfig) { c.maxRequestBytes = n }
+	return func(c *middlewareConfig) error {
+		if n < 0 {
+			return engine.InvalidArgument("max request bytes", "must not be negative, got %d", n)
+		}
+		c.maxRequestBytes = n
+		return nil
+	}
 }
 
 // WithMaxResponseBytes bounds the response body stored for replay. A
 // larger response is passed through to the client unchanged but is not
 // stored: its claim is abandoned, so a retry runs the handler again. Use it
 // on routes whose large responses are safe to compute twice, or raise the
-// bound. n must not be negative. The default is 1 MiB.
+// bound. n must not be negative ("max response bytes"). The default is
+// 1 MiB.
 func WithMaxResponseBytes(n int) MiddlewareOption {
-	return func(c *middlewareConfig) { c.maxResponseBytes = n }
+	return func(c *middlewareConfig) error {
+		if n < 0 {
+			return engine.InvalidArgument("max response bytes", "must not be negative, got %d", n)
+		}
+		c.maxResponseBytes = n
+		return nil
+	}
 }
 
 // WithReplayHeaders replaces the response header fields stored and replayed
@@ -143,30 +180,45 @@ func WithMaxResponseBytes(n int) MiddlewareOption {
 // fields are not replayed; Content-Length is always set to the stored
 // body's length. The default is the list of [DefaultReplayHeaders].
 func WithReplayHeaders(names ...string) MiddlewareOption {
-	return func(c *middlewareConfig) {
+	return func(c *middlewareConfig) error {
 		c.replayHeaders = make([]string, len(names))
 		for i, n := range names {
 			c.replayHeaders[i] = http.CanonicalHeaderKey(n)
 		}
+		return nil
 	}
 }
 
 // WithReplayPolicy sets which responses, by status code, are stored and
 // replayed. A response the policy rejects is passed through and its claim
-// abandoned, so the next retry runs the handler again. policy must be safe
-// for concurrent use. The default is [DefaultReplayPolicy].
+// abandoned, so the next retry runs the handler again. policy must not be
+// nil ("replay policy") and must be safe for concurrent use. The default
+// is [DefaultReplayPolicy].
 func WithReplayPolicy(policy func(status int) bool) MiddlewareOption {
-	return func(c *middlewareConfig) { c.policy = policy }
+	return func(c *middlewareConfig) error {
+		if policy == nil {
+			return engine.InvalidArgument("replay policy", "must not be nil")
+		}
+		c.policy = policy
+		return nil
+	}
 }
 
 // WithRequestFingerprint sets how a request is fingerprinted. body is the
 // whole request body (at most the [WithMaxRequestBytes] bound); r.Body
-// yields the same bytes and is reset for the handler afterwards. fn must be
-// safe for concurrent use. A retry whose
-// fingerprint differs from the original's gets 422 ([ProblemKeyReused]).
-// The default is [DefaultFingerprint]: method, path, query and body.
+// yields the same bytes and is reset for the handler afterwards. fn must
+// not be nil ("request fingerprint") and must be safe for concurrent use.
+// A retry whose fingerprint differs from the original's gets 422
+// ([ProblemKeyReused]). The default is [DefaultFingerprint]: method, path,
+// query and body.
 func WithRequestFingerprint(fn func(r *http.Request, body []byte) string) MiddlewareOption {
-	return func(c *middlewareConfig) { c.fingerprint = fn }
+	return func(c *middlewareConfig) error {
+		if fn == nil {
+			return engine.InvalidArgument("request fingerprint", "must not be nil")
+		}
+		c.fingerprint = fn
+		return nil
+	}
 }
 
 // WithNamespace scopes keys: fn returns the namespace of a request (the
@@ -174,18 +226,30 @@ func WithRequestFingerprint(fn func(r *http.Request, body []byte) string) Middle
 // namespaces are independent. Without it every client shares one key
 // space, and a client that learns another's key and request can be served
 // that client's stored response. fn runs after authentication (put the
-// middleware inside it) and must be safe for concurrent use. The default is
-// one namespace for everyone.
+// middleware inside it), must not be nil ("namespace") and must be safe
+// for concurrent use. The default is one namespace for everyone.
 func WithNamespace(fn func(r *http.Request) string) MiddlewareOption {
-	return func(c *middlewareConfig) { c.namespace = fn }
+	return func(c *middlewareConfig) error {
+		if fn == nil {
+			return engine.InvalidArgument("namespace", "must not be nil")
+		}
+		c.namespace = fn
+		return nil
+	}
 }
 
 // WithRetryAfter sets the Retry-After advertised with 409 while the original
 // is in progress: d rounded up to whole seconds, at most the claim's
-// remaining TTL, and at least 1 second. d must be positive. The default is
-// 1 second.
+// remaining TTL, and at least 1 second. d must be positive ("retry
+// after"). The default is 1 second.
 func WithRetryAfter(d time.Duration) MiddlewareOption {
-	return func(c *middlewareConfig) { c.retryAfter = d }
+	return func(c *middlewareConfig) error {
+		if d <= 0 {
+			return engine.InvalidArgument("retry after", "must be positive, got %v", d)
+		}
+		c.retryAfter = d
+		return nil
+	}
 }
 
 // WithWaitForOriginal makes a retry that arrives while the original is in
@@ -193,9 +257,43 @@ func WithRetryAfter(d time.Duration) MiddlewareOption {
 // replay its response, instead of answering 409 at once. If the original
 // is abandoned meanwhile, the retry runs the handler itself; if d passes
 // first, it gets 409. The wait also ends when the request's context does.
-// d must not be negative. The default is 0: answer 409 at once.
+// d must not be negative ("wait for original"). The default is 0: answer
+// 409 at once.
 func WithWaitForOriginal(d time.Duration) MiddlewareOption {
-	return func(c *middlewareConfig) { c.wait = d }
+	return func(c *middlewareConfig) error {
+		if d < 0 {
+			return engine.InvalidArgument("wait for original", "must not be negative, got %v", d)
+		}
+		c.wait = d
+		return nil
+	}
+}
+
+// WithErrorHandler sets a function called with every error of the store
+// that the middleware cannot hand to anyone else: a request refused with
+// 503 because its key could not be checked (stage "begin") or its stored
+// response could not be read (stage "replay"), and a response that could
+// not be stored (stage "complete") or a claim that could not be abandoned
+// (stage "abandon") after the handler ran. It is not called when the
+// client went away before its key was checked. fn gets the error as
+// returned (unlike the log line, it may name the server's address); it runs
+// on the request's goroutine, must not write to the response and must be
+// safe for concurrent use. It must not be nil ("error handler").
+//
+// Whether or not it is set, the middleware logs each distinct failure on
+// the coordinator's logger (coordination.WithLogger) at level WARN with
+// the error's description (class and the server's error reply, e.g.
+// "terminal: server replied NOAUTH Authentication required."), never with
+// keys, tokens, addresses or passwords; a failure that repeats is logged
+// again at most once a minute, with the number of repeats in between.
+func WithErrorHandler(fn func(r *http.Request, stage string, err error)) MiddlewareOption {
+	return func(c *middlewareConfig) error {
+		if fn == nil {
+			return engine.InvalidArgument("error handler", "must not be nil")
+		}
+		c.onError = fn
+		return nil
+	}
 }
 
 // Middleware makes HTTP handlers idempotent with the Idempotency-Key
@@ -246,19 +344,20 @@ func WithWaitForOriginal(d time.Duration) MiddlewareOption {
 // value is not usable; use [NewMiddleware].
 type Middleware struct {
 	store *Store
+	e     *engine.Engine
 	cfg   middlewareConfig
+	log   errorLog
 }
 
 // NewMiddleware returns a middleware storing its claims and responses in
 // store. It sends nothing to Redis.
 //
-// It returns an error wrapping coordination.ErrInvalidArgument naming the
-// setting when store is nil or an option is invalid: "claim ttl",
-// "response ttl" below 1 ms, "max key length" below 1, "max request bytes"
-// or "max response bytes" negative, "retry after" not positive, "wait for
-// original" negative, or a nil function.
+// It returns an error wrapping coordination.ErrInvalidArgument naming
+// "store" when store is nil, or naming the setting of an invalid option
+// (see each option).
 func NewMiddleware(store *Store, opts ...MiddlewareOption) (*Middleware, error) {
-	if err := store.check(); err != nil {
+	e, err := store.engine()
+	if err != nil {
 		return nil, err
 	}
 	c := middlewareConfig{
@@ -273,36 +372,10 @@ func NewMiddleware(store *Store, opts ...MiddlewareOption) (*Middleware, error) 
 		namespace:        func(*http.Request) string { return "" },
 		retryAfter:       time.Second,
 	}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
-	if _, err := coordination.Millis("claim ttl", c.claimTTL); err != nil {
+	if err := engine.Apply(&c, opts); err != nil {
 		return nil, err
 	}
-	if _, err := coordination.Millis("response ttl", c.responseTTL); err != nil {
-		return nil, err
-	}
-	switch {
-	case c.maxKeyLength < 1:
-		return nil, coordination.InvalidArgument("max key length", "must be at least 1, got %d", c.maxKeyLength)
-	case c.maxRequestBytes < 0:
-		return nil, coordination.InvalidArgument("max request bytes", "must not be negative, got %d", c.maxRequestBytes)
-	case c.maxResponseBytes < 0:
-		return nil, coordination.InvalidArgument("max response bytes", "must not be negative, got %d", c.maxResponseBytes)
-	case c.retryAfter <= 0:
-		return nil, coordination.InvalidArgument("retry after", "must be positive, got %v", c.retryAfter)
-	case c.wait < 0:
-		return nil, coordination.InvalidArgument("wait for original", "must not be negative, got %v", c.wait)
-	case c.policy == nil:
-		return nil, coordination.InvalidArgument("replay policy", "must not be nil")
-	case c.fingerprint == nil:
-		return nil, coordination.InvalidArgument("request fingerprint", "must not be nil")
-	case c.namespace == nil:
-		return nil, coordination.InvalidArgument("namespace", "must not be nil")
-	}
-	return &Middleware{store: store, cfg: c}, nil
+	return &Middleware{store: store, e: e, cfg: c, log: errorLog{logger: e.Logger()}}, nil
 }
 
 // Wrap returns next made idempotent (see [Middleware]).
@@ -356,14 +429,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	claim, err := m.store.Begin(r.Context(), skey, m.cfg.claimTTL,
 		WithFingerprint(fp), WithResultTTL(m.cfg.responseTTL), WithWait(m.cfg.wait))
 	if err != nil {
-		m.unavailable(w, "begin", err)
+		m.unavailable(w, r, "begin", err)
 		return
 	}
 	switch claim.State {
 	case Completed:
 		resp, err := decodeResponse(claim.Result)
 		if err != nil {
-			m.unavailable(w, "replay", err)
+			m.unavailable(w, r, "replay", err)
 			return
 		}
 		replay(w, r, resp)
@@ -394,38 +467,45 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 	defer cancel()
 	resp := rec.response()
 	if rec.over || !m.cfg.policy(resp.Status) {
-		m.abandon(ctx, skey, owner)
+		m.abandon(ctx, r, skey, owner)
 		return
 	}
 	ok, err := m.store.Complete(ctx, skey, owner, resp.encode())
 	switch {
 	case err != nil:
-		m.store.coord.Logger().Warn("idempotency: response not stored; a retry may run the handler again once the claim expires",
-			"error_class", coordination.Classify(err).String())
+		m.failed(r, "complete", err,
+			"idempotency: response not stored; a retry may run the handler again once the claim expires")
 	case !ok:
-		m.store.coord.Logger().Warn("idempotency: claim expired before the response was stored; a retry may run the handler again (raise the claim TTL)")
+		m.e.Logger().Warn("idempotency: claim expired before the response was stored; a retry may run the handler again (raise the claim TTL)")
 	}
 }
 
-func (m *Middleware) abandon(ctx context.Context, skey, owner string) {
+func (m *Middleware) abandon(ctx context.Context, r *http.Request, skey, owner string) {
 	if _, err := m.store.Abandon(ctx, skey, owner); err != nil {
-		m.store.coord.Logger().Warn("idempotency: claim not abandoned; retries get 409 until it expires",
-			"error_class", coordination.Classify(err).String())
+		m.failed(r, "abandon", err, "idempotency: claim not abandoned; retries get 409 until it expires")
 	}
 }
 
-func (m *Middleware) unavailable(w http.ResponseWriter, stage string, err error) {
-	if errors.Is(err, context.Canceled) {
+func (m *Middleware) unavailable(w http.ResponseWriter, r *http.Request, stage string, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		// The client went away; nobody reads the answer.
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	m.store.coord.Logger().Warn("idempotency: store unavailable; request refused",
-		"stage", stage, "error_class", coordination.Classify(err).String())
+	m.failed(r, stage, err, "idempotency: store unavailable; request refused")
 	writeProblem(w, problem{Type: ProblemUnavailable, Title: "Idempotency store unavailable",
 		Status: http.StatusServiceUnavailable,
 		Detail: "The request was not processed because its Idempotency-Key could not be checked; retry later."},
 		m.cfg.retryAfter)
+}
+
+// failed reports a store failure: to the error handler, and to the log
+// (de-duplicated, described without keys, tokens, addresses or passwords).
+func (m *Middleware) failed(r *http.Request, stage string, err error, msg string) {
+	if m.cfg.onError != nil {
+		m.cfg.onError(r, stage, err)
+	}
+	m.log.warn(msg, stage, err)
 }
 
 // replay writes a stored response, marked as a replay.

@@ -20,6 +20,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
 )
 
@@ -627,10 +628,10 @@ func TestNewMiddlewareValidatesOptions(t *testing.T) {
 			{"replay policy", idempotency.WithReplayPolicy(nil)},
 			{"request fingerprint", idempotency.WithRequestFingerprint(nil)},
 			{"namespace", idempotency.WithNamespace(nil)},
+			{"error handler", idempotency.WithErrorHandler(nil)},
 		} {
 			_, err := idempotency.NewMiddleware(f.store, tc.opt)
-			var ae *coordination.ArgumentError
-			if !errors.As(err, &ae) || ae.Name != tc.arg || !errors.Is(err, coordination.ErrInvalidArgument) {
+			if name, ok := engine.ArgumentName(err); !ok || name != tc.arg || !errors.Is(err, coordination.ErrInvalidArgument) {
 				t.Errorf("%s: err = %v", tc.arg, err)
 			}
 		}

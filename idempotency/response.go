@@ -3,10 +3,12 @@ package idempotency
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"sort"
+
+	"github.com/coordkit/coordination/internal/engine"
 )
 
 // recorder passes a handler's response through to the client while keeping
@@ -105,8 +107,8 @@ type storedResponse struct {
 const responseVersion = 1
 
 // errBadRecord is returned when stored bytes are not a response this
-// package encoded.
-var errBadRecord = errors.New("idempotency: stored response is unreadable")
+// package encoded. It matches coordination.ErrBadState.
+var errBadRecord = fmt.Errorf("%w: the stored response is unreadable", engine.ErrBadState)
 
 // encode serialises the response: version byte, status, header count, then
 // per header its name and values (each length-prefixed, uvarints), then the

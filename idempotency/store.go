@@ -4,18 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
-	"github.com/coordkit/coordination/internal/lease"
-	"github.com/coordkit/coordination/internal/waitloop"
-	"github.com/coordkit/coordination/lua"
+	"github.com/coordkit/coordination/internal/engine"
 )
 
 const primitive = "idempotency"
@@ -57,9 +53,19 @@ func (s State) String() string {
 	}
 }
 
-// metricName is the value of the state attribute of
-// coordination.idempotency.begins: String with underscores.
-func (s State) metricName() string { return strings.ReplaceAll(s.String(), " ", "_") }
+// Attribute sets of the package's instruments, built once.
+var (
+	beginAttrs = map[State]metric.MeasurementOption{
+		Started:             engine.Attrs(attribute.String("state", "started")),
+		Completed:           engine.Attrs(attribute.String("state", "completed")),
+		InProgress:          engine.Attrs(attribute.String("state", "in_progress")),
+		FingerprintMismatch: engine.Attrs(attribute.String("state", "fingerprint_mismatch")),
+	}
+	completeStored   = engine.Attrs(attribute.String("result", "stored"))
+	completeNotOwner = engine.Attrs(attribute.String("result", "not_owner"))
+	abandonAbandoned = engine.Attrs(attribute.String("result", "abandoned"))
+	abandonNotOwner  = engine.Attrs(attribute.String("result", "not_owner"))
+)
 
 // Claim is the answer of [Store.Begin]. Only the fields of its State are
 // set; the others are zero.
@@ -80,16 +86,33 @@ type Claim struct {
 	Remaining time.Duration
 }
 
+// claimOf turns the begin script's decoded reply into a Claim; token is
+// the owner token the call sent.
+func claimOf(r engine.ClaimReply, token string) (Claim, error) {
+	switch r.State {
+	case engine.ClaimStarted:
+		return Claim{State: Started, Owner: token}, nil
+	case engine.ClaimCompleted:
+		return Claim{State: Completed, Result: []byte(r.Result)}, nil
+	case engine.ClaimInProgress:
+		return Claim{State: InProgress, Remaining: r.Remaining}, nil
+	case engine.ClaimFingerprintMismatch:
+		return Claim{State: FingerprintMismatch}, nil
+	}
+	return Claim{}, engine.UnexpectedReply(engine.IdempotencyBegin.Name(), nil)
+}
+
 // Store records idempotency claims and their results in Redis: one hash per
 // key, created by [Store.Begin], finished by [Store.Complete] or
 // [Store.Abandon]. Each of these is one Lua script, one round trip, on one
-// key, so a Store works unchanged on Redis Cluster.
+// key, so a Store works unchanged on Redis Cluster. The hash's layout is
+// described in the package documentation.
 //
 // A Store holds no state of its own besides its coordinator. It is safe for
 // concurrent use by multiple goroutines. The zero value is not usable; use
 // [New].
 type Store struct {
-	coord *coordination.Coordinator
+	e *engine.Engine
 }
 
 // New returns a store whose keys live under coord's key prefix. It sends
@@ -98,43 +121,47 @@ type Store struct {
 // It returns an error wrapping coordination.ErrInvalidArgument naming
 // "coord" when coord is nil.
 func New(coord *coordination.Coordinator) (*Store, error) {
-	if err := coord.Check(); err != nil {
+	e, err := engine.Of(coord)
+	if err != nil {
 		return nil, err
 	}
-	return &Store{coord: coord}, nil
+	return &Store{e: e}, nil
 }
 
-// check returns an error naming the store (or its coordinator) when s is
-// not usable.
-func (s *Store) check() error {
-	if s == nil {
-		return coordination.InvalidArgument("store", "must not be nil; use idempotency.New")
+// engine returns the store's engine, or an error naming "store" when s is
+// nil or the zero value.
+func (s *Store) engine() (*engine.Engine, error) {
+	if s == nil || s.e == nil {
+		return nil, engine.InvalidArgument("store", "must not be nil; use idempotency.New")
 	}
-	return s.coord.Check()
+	return s.e, nil
 }
 
 // checkOwned validates the arguments of Complete and Abandon.
-func (s *Store) checkOwned(key, owner string) error {
-	if err := s.check(); err != nil {
-		return err
+func (s *Store) checkOwned(key, owner string) (*engine.Engine, error) {
+	e, err := s.engine()
+	if err != nil {
+		return nil, err
 	}
-	if err := coordination.CheckKey("key", key); err != nil {
-		return err
+	if err := engine.CheckKey("key", key); err != nil {
+		return nil, err
 	}
 	if owner == "" {
-		return coordination.InvalidArgument("owner", "must not be empty; use the Owner of a Started claim")
+		return nil, engine.InvalidArgument("owner", "must not be empty; use the Owner of a Started claim")
 	}
-	return nil
+	return e, nil
 }
 
-// BeginOption configures one [Store.Begin] call.
-type BeginOption func(*beginOptions)
+// BeginOption configures one [Store.Begin] (or [Store.Do]) call. An
+// invalid option makes the call fail with an error wrapping
+// coordination.ErrInvalidArgument naming the setting, before anything is
+// sent.
+type BeginOption func(*beginConfig) error
 
-type beginOptions struct {
-	fingerprint    *string
-	resultTTL      time.Duration
-	resultTTLGiven bool
-	wait           time.Duration
+type beginConfig struct {
+	fingerprint *string
+	resultMs    int64 // 0: the ttl given to Begin
+	wait        time.Duration
 }
 
 // WithFingerprint records fp, a digest of the request the key stands for,
@@ -145,16 +172,27 @@ type beginOptions struct {
 // an empty one), and the other way round. Give the same fingerprint on every
 // attempt of a request, retries included. The default is no fingerprint.
 func WithFingerprint(fp string) BeginOption {
-	return func(o *beginOptions) { o.fingerprint = &fp }
+	return func(c *beginConfig) error {
+		c.fingerprint = &fp
+		return nil
+	}
 }
 
 // WithResultTTL sets how long a completed result is kept: [Store.Complete]
 // restarts the key's TTL with d (rounded up to whole milliseconds; at least
-// 1 ms). It is recorded with a new claim only; a Begin that finds an
-// existing claim never changes it. The default is the ttl given to Begin,
-// which then bounds both the pending claim and the stored result.
+// 1 ms, or the call fails naming "result ttl"). It is recorded with a new
+// claim only; a Begin that finds an existing claim never changes it. The
+// default is the ttl given to Begin, which then bounds both the pending
+// claim and the stored result.
 func WithResultTTL(d time.Duration) BeginOption {
-	return func(o *beginOptions) { o.resultTTL, o.resultTTLGiven = d, true }
+	return func(c *beginConfig) error {
+		ms, err := engine.Millis("result ttl", d)
+		if err != nil {
+			return err
+		}
+		c.resultMs = ms
+		return nil
+	}
 }
 
 // WithWait makes Begin wait, up to d, when it finds the key in progress:
@@ -163,17 +201,27 @@ func WithResultTTL(d time.Duration) BeginOption {
 // when d has passed (InProgress). It does not poll: it wakes on the
 // notification that Complete and Abandon publish and at the claim's
 // server-reported expiry, re-checking at least every 5 s in case a
-// notification was lost. The default is 0: answer InProgress at once.
-// Negative values are an argument error.
+// notification was lost (every 250 ms while the server has not confirmed
+// the subscription, e.g. under an ACL without the coordination:* channels).
+// Transient errors while waiting are retried with backoff. The default is
+// 0: answer InProgress at once. Negative values make the call fail naming
+// "wait".
 func WithWait(d time.Duration) BeginOption {
-	return func(o *beginOptions) { o.wait = d }
+	return func(c *beginConfig) error {
+		if d < 0 {
+			return engine.InvalidArgument("wait", "must not be negative, got %v", d)
+		}
+		c.wait = d
+		return nil
+	}
 }
 
 // errWaitOver is the cause of the context that bounds a WithWait wait.
 var errWaitOver = errors.New("idempotency: wait bound reached")
 
 // Begin claims key for the caller, or reports what holds it, in one round
-// trip (one script; admitted once as IDEMPOTENCY BEGIN):
+// trip (one script; admitted once as IDEMPOTENCY BEGIN, however long it
+// waits):
 //
 //   - no claim (never claimed, expired, or abandoned): a new pending claim
 //     owned by a fresh random token is created with TTL ttl; the answer is
@@ -183,176 +231,143 @@ var errWaitOver = errors.New("idempotency: wait bound reached")
 //   - a completed claim: Completed with the stored result;
 //   - a pending claim of another caller: InProgress (see [WithWait]).
 //
-// A Begin that finds an existing claim never changes it: not its TTL, not
-// its result TTL, not its fingerprint. ttl is rounded up to whole
-// milliseconds and must be at least 1 ms. Choose it longer than the work
-// takes: when a pending claim expires (its owner crashed, or is slow), the
-// next Begin takes the key over with a new token, and the old owner's
-// Complete and Abandon then return false.
+// Every state is an answer, returned with a nil error (hooks learn the
+// operation as succeeded). A Begin that finds an existing claim never
+// changes it: not its TTL, not its result TTL, not its fingerprint. ttl is
+// rounded up to whole milliseconds and must be at least 1 ms. Choose it
+// longer than the work takes: when a pending claim expires (its owner
+// crashed, or is slow), the next Begin takes the key over with a new
+// token, and the old owner's Complete and Abandon then return false.
 //
 // Errors: coordination.ErrInvalidArgument naming store, coord, key, ttl,
 // result ttl or wait, with nothing sent; an error matching
 // coordination.ErrWrongType (with ErrBadState) when key holds another Redis
 // type, or coordination.ErrBadState when the hash is not a claim this
-// package wrote, both detected before anything is written; the hook's
-// error when a hook rejects; Redis and network errors as go-redis returns
-// them; ctx's error. When the outcome is ambiguous (the reply was lost: a
-// timeout, a cancelled ctx, a broken connection) a claim may have been
-// created that the caller never learnt about; a background owner-checked
-// Abandon with the same token removes it, so a retry is not blocked until
-// the claim's TTL (see the package documentation for re-sends).
+// package wrote (or the reply is not one the client knows), both detected
+// before anything is written; the hook's error when a hook rejects; Redis
+// and network errors as go-redis returns them (NOPERM when the ACL denies
+// EVALSHA or the key, an ERR reply naming the ACL failure when it denies a
+// command the script runs, NOAUTH or WRONGPASS when the client is not
+// authenticated: all terminal); while waiting ([WithWait]), an error matching both
+// coordination.ErrNotAcquired and ctx's cause when ctx ends first; ctx's
+// error otherwise. When any attempt's outcome is ambiguous (the reply was
+// lost: a timeout, a cancelled ctx, a broken connection, even if a later
+// attempt of the same call got an answer other than Started) a claim may
+// have been created that the caller never learnt about; a background
+// owner-checked Abandon with the same token removes it, so a retry is not
+// blocked until the claim's TTL (see the package documentation for
+// re-sends).
 func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts ...BeginOption) (Claim, error) {
-	if err := s.check(); err != nil {
-		return Claim{}, err
-	}
-	if err := coordination.CheckKey("key", key); err != nil {
-		return Claim{}, err
-	}
-	ttlMs, err := coordination.Millis("ttl", ttl)
+	e, err := s.engine()
 	if err != nil {
 		return Claim{}, err
 	}
-	var o beginOptions
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
+	if err := engine.CheckKey("key", key); err != nil {
+		return Claim{}, err
 	}
-	resultMs := ttlMs
-	if o.resultTTLGiven {
-		if resultMs, err = coordination.Millis("result ttl", o.resultTTL); err != nil {
+	ttlMs, err := engine.Millis("ttl", ttl)
+	if err != nil {
+		return Claim{}, err
+	}
+	var cfg beginConfig
+	if err := engine.Apply(&cfg, opts); err != nil {
+		return Claim{}, err
+	}
+	if cfg.resultMs == 0 {
+		cfg.resultMs = ttlMs
+	}
+	token, err := engine.NewToken()
+	if err != nil {
+		return Claim{}, err
+	}
+	ctx, op, err := e.Admit(ctx, hooks.IdempotencyBegin, primitive)
+	if err != nil {
+		return Claim{}, err
+	}
+	args := []any{token, ttlMs, cfg.resultMs, "0", ""}
+	if cfg.fingerprint != nil {
+		args[3], args[4] = "1", *cfg.fingerprint
+	}
+	claim, err := begin(ctx, e, e.Key(key), token, ttl, cfg.wait, args)
+	if err != nil {
+		return Claim{}, op.End(err)
+	}
+	e.Count(engine.IdempotencyBegins, beginAttrs[claim.State])
+	return claim, op.End(nil)
+}
+
+// begin runs the begin script (once, or until the claim is no longer in
+// progress or wait has passed) and cleans up after an ambiguous attempt.
+func begin(ctx context.Context, e *engine.Engine, k engine.Keys, token string, ttl, wait time.Duration, args []any) (Claim, error) {
+	ambiguous := false // sticky: some attempt of this call may have run unseen
+	try := func(ctx context.Context) (Claim, error) {
+		r, err := engine.IdempotencyBegin.Run(ctx, e, k, args...)
+		if err != nil {
+			ambiguous = ambiguous || e.Ambiguous(err)
 			return Claim{}, err
 		}
-	}
-	if o.wait < 0 {
-		return Claim{}, coordination.InvalidArgument("wait", "must not be negative, got %v", o.wait)
-	}
-	token, err := coordination.NewOwnerToken()
-	if err != nil {
-		return Claim{}, err
-	}
-	ctx, finish, err := s.coord.Admit(ctx, hooks.IdempotencyBegin, primitive)
-	if err != nil {
-		return Claim{}, err
-	}
-	args := []any{token, ttlMs, resultMs, "0", ""}
-	if o.fingerprint != nil {
-		args[3], args[4] = "1", *o.fingerprint
-	}
-	var ambiguous bool // some attempt's outcome is unknown
-	try := func(ctx context.Context) (Claim, error) {
-		c, err := s.begin(ctx, key, token, args)
-		if coordination.IsAmbiguous(err) {
-			ambiguous = true
-		}
-		return c, err
+		return claimOf(r, token)
 	}
 	claim, err := try(ctx)
-	if err == nil && claim.State == InProgress && o.wait > 0 {
-		claim, err = s.wait(ctx, key, o.wait, claim, try)
+	if err == nil && claim.State == InProgress && wait > 0 {
+		claim, err = waitFor(ctx, e, k, wait, claim, try)
 	}
 	if ambiguous && (err != nil || claim.State != Started) {
 		// An attempt whose reply was lost may have created a claim owned by
-		// token that nobody will finish: remove it, owner-checked.
-		lease.Cleanup(s.coord, "idempotency begin", func(ctx context.Context) error {
-			_, err := s.abandon(ctx, key, token)
+		// token that nobody will finish: remove it, owner-checked. (When the
+		// answer is Started, a later attempt found that claim: it is the
+		// caller's.)
+		e.Cleanup("begin", ttl, func(ctx context.Context) error {
+			_, err := engine.IdempotencyAbandon.Run(ctx, e, k, token)
 			return err
 		})
 	}
-	if err != nil {
-		return Claim{}, finish(err)
-	}
-	s.coord.Int64Counter("coordination.idempotency.begins",
-		"Idempotency Begin answers, by state found.", "{begin}").
-		Add(context.Background(), 1, metric.WithAttributes(attribute.String("state", claim.State.metricName())))
-	return claim, finish(nil)
+	return claim, err
 }
 
-// wait retries try (same owner token, so a re-run never creates a second
-// claim) on every completion or abandonment notification for key and at
-// the claim's expiry, until the answer is not InProgress or d has passed.
-// first is the InProgress answer already received. Transient errors are
-// retried. When d passes it returns the last answer received, or the last
-// error if the last attempt failed for another reason than the bound.
-func (s *Store) wait(ctx context.Context, key string, d time.Duration, first Claim,
+// waitFor retries try (same owner token, so a re-run never creates a
+// second claim) through the engine's wait loop, on every completion or
+// abandonment notification for k and at the claim's expiry, until the
+// answer is not InProgress or d has passed. first is the InProgress answer
+// already received. When d passes it returns the last answer received, or
+// the last error if the last attempt failed for another reason than the
+// bound; when ctx ends first, the wait loop's give-up error.
+func waitFor(ctx context.Context, e *engine.Engine, k engine.Keys, d time.Duration, first Claim,
 	try func(context.Context) (Claim, error)) (Claim, error) {
 	wctx, cancel := context.WithTimeoutCause(ctx, d, errWaitOver)
 	defer cancel()
-	last, skip := first, true
+	last, known := first, true
 	var lastErr error
-	err := waitloop.Run(wctx, s.coord, key, waitloop.Config{}, func(ctx context.Context) (waitloop.Attempt, error) {
-		if skip {
-			// The first answer is already known: go straight to subscribing.
-			skip = false
-			return waitloop.Attempt{RetryIn: first.Remaining}, nil
+	retryIn := func(c Claim) time.Duration { return c.Remaining + time.Millisecond }
+	err := e.Wait(wctx, engine.WaitConfig{Key: k.Full()[0]}, func(ctx context.Context) (engine.Attempt, error) {
+		if known {
+			// The first answer is already known: go straight to subscribing
+			// (the loop then tries again at once).
+			known = false
+			return engine.Attempt{RetryIn: retryIn(first)}, nil
 		}
 		c, err := try(ctx)
 		if err != nil {
 			lastErr = err
-			return waitloop.Attempt{}, err
+			return engine.Attempt{}, err
 		}
 		last, lastErr = c, nil
-		return waitloop.Attempt{Done: c.State != InProgress, RetryIn: c.Remaining}, nil
+		return engine.Attempt{Done: c.State != InProgress, RetryIn: retryIn(c)}, nil
 	})
 	switch {
 	case err == nil:
 		return last, nil
 	case ctx.Err() != nil:
-		return Claim{}, context.Cause(ctx)
+		return Claim{}, err
 	case errors.Is(context.Cause(wctx), errWaitOver):
 		// Our own bound ran out. An attempt it interrupted does not count.
-		if lastErr != nil && coordination.Classify(lastErr) != coordination.Canceled {
+		if lastErr != nil && engine.Classify(lastErr) != engine.Canceled {
 			return Claim{}, lastErr
 		}
 		return last, nil
 	default:
 		return Claim{}, err
 	}
-}
-
-// begin runs the begin script once and decodes its reply.
-func (s *Store) begin(ctx context.Context, key, token string, args []any) (Claim, error) {
-	cmd, err := s.coord.Eval(ctx, lua.IdempotencyBegin, []string{key}, args...)
-	if err != nil {
-		return Claim{}, err
-	}
-	return decodeBegin(cmd, token)
-}
-
-// decodeBegin turns the begin script's reply {1} / {2, result} /
-// {3, pttl_ms} / {4} into a Claim.
-func decodeBegin(cmd *redis.Cmd, token string) (Claim, error) {
-	v, err := cmd.Slice()
-	if err != nil {
-		return Claim{}, err
-	}
-	bad := func() (Claim, error) { return Claim{}, coordination.UnexpectedReply(lua.IdempotencyBegin.Name(), v) }
-	if len(v) == 0 {
-		return bad()
-	}
-	code, ok := v[0].(int64)
-	if !ok {
-		return bad()
-	}
-	switch {
-	case code == 1 && len(v) == 1:
-		return Claim{State: Started, Owner: token}, nil
-	case code == 2 && len(v) == 2:
-		res, ok := v[1].(string)
-		if !ok {
-			return bad()
-		}
-		return Claim{State: Completed, Result: []byte(res)}, nil
-	case code == 3 && len(v) == 2:
-		pttl, ok := v[1].(int64)
-		if !ok || pttl < 0 {
-			return bad()
-		}
-		return Claim{State: InProgress, Remaining: time.Duration(pttl) * time.Millisecond}, nil
-	case code == 4 && len(v) == 1:
-		return Claim{State: FingerprintMismatch}, nil
-	}
-	return bad()
 }
 
 // Complete stores result as the outcome of the pending claim on key owned
@@ -369,35 +384,41 @@ func decodeBegin(cmd *redis.Cmd, token string) (Claim, error) {
 // (whose result is kept). A false answer after the work ran means the work
 // may run again elsewhere.
 //
-// Errors: coordination.ErrInvalidArgument naming store, coord, key or owner
+// Errors: coordination.ErrInvalidArgument naming store, key or owner
 // (empty), with nothing sent; coordination.ErrWrongType /
 // coordination.ErrBadState when the key holds something this package did
-// not write (nothing is written); the hook's error; Redis, network and ctx
-// errors. After an ambiguous error the result may or may not be stored:
-// [Store.Begin] with the same fingerprint tells (Completed, or InProgress
-// while the claim is still pending). Calling Complete again then returns
-// false in both cases, because each call carries its own completion id.
+// not write (nothing is written); the hook's error; Redis (NOPERM, NOAUTH
+// ...), network and ctx errors. After an ambiguous error the result may or
+// may not be stored: [Store.Begin] with the same fingerprint tells
+// (Completed, or InProgress while the claim is still pending). Calling
+// Complete again then returns false in both cases, because each call
+// carries its own completion id.
 func (s *Store) Complete(ctx context.Context, key, owner string, result []byte) (bool, error) {
-	if err := s.checkOwned(key, owner); err != nil {
-		return false, err
-	}
-	id, err := coordination.NewOwnerToken()
+	e, err := s.checkOwned(key, owner)
 	if err != nil {
 		return false, err
 	}
-	ctx, finish, err := s.coord.Admit(ctx, hooks.IdempotencyComplete, primitive)
+	id, err := engine.NewToken()
+	if err != nil {
+		return false, err
+	}
+	ctx, op, err := e.Admit(ctx, hooks.IdempotencyComplete, primitive)
 	if err != nil {
 		return false, err
 	}
 	if result == nil {
 		result = []byte{}
 	}
-	cmd, err := s.coord.Eval(ctx, lua.IdempotencyComplete, []string{key}, owner, result, id, s.coord.Channel(key))
+	ok, err := engine.IdempotencyComplete.Run(ctx, e, e.Key(key), owner, result, id)
 	if err != nil {
-		return false, finish(err)
+		return false, op.End(err)
 	}
-	ok, err := decodeFlag(cmd, lua.IdempotencyComplete)
-	return ok, finish(err)
+	if ok {
+		e.Count(engine.IdempotencyCompletes, completeStored)
+	} else {
+		e.Count(engine.IdempotencyCompletes, completeNotOwner)
+	}
+	return ok, op.End(nil)
 }
 
 // Abandon deletes the pending claim on key if owner (the token of a Started
@@ -418,38 +439,22 @@ func (s *Store) Complete(ctx context.Context, key, owner string, result []byte) 
 // whatever the first call did (the second then reports false if the first
 // deleted the claim).
 func (s *Store) Abandon(ctx context.Context, key, owner string) (bool, error) {
-	if err := s.checkOwned(key, owner); err != nil {
-		return false, err
-	}
-	ctx, finish, err := s.coord.Admit(ctx, hooks.IdempotencyAbandon, primitive)
+	e, err := s.checkOwned(key, owner)
 	if err != nil {
 		return false, err
 	}
-	ok, err := s.abandon(ctx, key, owner)
-	return ok, finish(err)
-}
-
-// abandon runs the abandon script once (also used, unadmitted, by the
-// background cleanup after an ambiguous Begin).
-func (s *Store) abandon(ctx context.Context, key, owner string) (bool, error) {
-	cmd, err := s.coord.Eval(ctx, lua.IdempotencyAbandon, []string{key}, owner, s.coord.Channel(key))
+	ctx, op, err := e.Admit(ctx, hooks.IdempotencyAbandon, primitive)
 	if err != nil {
 		return false, err
 	}
-	return decodeFlag(cmd, lua.IdempotencyAbandon)
-}
-
-// decodeFlag decodes a 1/0 script reply.
-func decodeFlag(cmd *redis.Cmd, s *lua.Script) (bool, error) {
-	n, err := cmd.Int64()
+	ok, err := engine.IdempotencyAbandon.Run(ctx, e, e.Key(key), owner)
 	if err != nil {
-		return false, err
+		return false, op.End(err)
 	}
-	switch n {
-	case 1:
-		return true, nil
-	case 0:
-		return false, nil
+	if ok {
+		e.Count(engine.IdempotencyAbandons, abandonAbandoned)
+	} else {
+		e.Count(engine.IdempotencyAbandons, abandonNotOwner)
 	}
-	return false, coordination.UnexpectedReply(s.Name(), n)
+	return ok, op.End(nil)
 }

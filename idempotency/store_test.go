@@ -12,6 +12,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
 )
 
@@ -460,7 +461,7 @@ func TestOneCommandPerOperation(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		f := newFixture(t, b)
 		client := f.coord.Client()
-		warmScripts(t, client)
+		warmScripts(t, f.coord)
 		counter := testharness.CountCommands(client)
 		expectOne := func(what string, op func()) {
 			t.Helper()
@@ -515,8 +516,7 @@ func TestInvalidArgumentsSendNothing(t *testing.T) {
 			{"store", second(idempotency.NewMiddleware(nil))},
 		}
 		for i, tc := range cases {
-			var ae *coordination.ArgumentError
-			if !errors.Is(tc.err, coordination.ErrInvalidArgument) || !errors.As(tc.err, &ae) || ae.Name != tc.arg {
+			if name, ok := engine.ArgumentName(tc.err); !errors.Is(tc.err, coordination.ErrInvalidArgument) || !ok || name != tc.arg {
 				t.Errorf("case %d: err = %v, want an invalid-argument error naming %q", i, tc.err, tc.arg)
 			}
 		}

@@ -3,22 +3,19 @@
 --
 -- KEYS[1]  claim key (see idempotency_begin)
 -- ARGV[1]  owner token the caller got from idempotency_begin
--- ARGV[2]  Pub/Sub channel on which waiters listen (published to only when
---          the claim was deleted)
 --
--- Reply    1  the caller's pending claim was deleted
+-- Reply    1  the caller's pending claim was deleted; waiters are notified
+--             on the channel 'coordination:' .. KEYS[1] (best effort)
 --          0  nothing changed: no claim (expired, or deleted before; a
 --             re-sent request whose first run deleted the claim gets 0),
 --             a claim of another owner, or a completed claim (a stored
 --             result is never removed by Abandon)
 -- Errors (raised before anything is written):
---   COORD_WRONGTYPE  the key holds something other than a hash
+--   WRONGTYPE        the key holds something other than a hash (raised by
+--                    HMGET)
 --   COORD_BADSTATE   the hash lacks its state or owner field, or has an
 --                    unknown state
-local cur = redis.pcall('HMGET', KEYS[1], 'state', 'owner')
-if cur.err then
-  return redis.error_reply('COORD_WRONGTYPE idempotency key does not hold a hash')
-end
+local cur = redis.call('HMGET', KEYS[1], 'state', 'owner')
 local state, owner = cur[1], cur[2]
 if not state then
   if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -36,5 +33,5 @@ if state ~= 'pending' or owner ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
-redis.pcall('PUBLISH', ARGV[2], 'abandoned')
+redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'abandoned')
 return 1

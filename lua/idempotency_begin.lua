@@ -1,8 +1,9 @@
 -- idempotency_begin: claim an idempotency key, or report what already holds
 -- it. A lookup never changes the key or its TTL.
 --
--- KEYS[1]  claim key: a hash {state, owner, ttl, [fp], [result], [done]};
---          it always has a TTL
+-- KEYS[1]  claim key: a hash {state, owner, ttl, [fp], [result], [done]}
+--          (see idempotency_complete for result and done); it always has a
+--          TTL
 -- ARGV[1]  owner token of the caller (fresh per Begin call, never empty)
 -- ARGV[2]  pending TTL in milliseconds (integer >= 1): how long a new claim
 --          lasts before another caller may take the key over
@@ -19,19 +20,17 @@
 --                        again without any change.
 --          {2, result}   completed: the stored result bytes (may be empty)
 --          {3, pttl_ms}  in progress: pending, owned by another token;
---                        pttl_ms is its remaining TTL
+--                        pttl_ms is its remaining TTL (>= 0)
 --          {4}           the key holds a claim with a different fingerprint
 --                        (nothing about it is revealed)
 -- Errors (raised before anything is written):
---   COORD_WRONGTYPE  the key holds something other than a hash
+--   WRONGTYPE        the key holds something other than a hash (raised by
+--                    HMGET)
 --   COORD_BADSTATE   the hash lacks a field, has an unknown state or a bad
 --                    ttl field (not a positive integer of at most 15
 --                    digits), is completed without a result, or is a
 --                    pending claim without a TTL
-local cur = redis.pcall('HMGET', KEYS[1], 'state', 'owner', 'ttl', 'fp')
-if cur.err then
-  return redis.error_reply('COORD_WRONGTYPE idempotency key does not hold a hash')
-end
+local cur = redis.call('HMGET', KEYS[1], 'state', 'owner', 'ttl', 'fp')
 local state, owner, ttl, fp = cur[1], cur[2], cur[3], cur[4]
 if not state then
   if redis.call('EXISTS', KEYS[1]) == 1 then

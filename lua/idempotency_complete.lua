@@ -1,29 +1,28 @@
 -- idempotency_complete: store the result of a pending claim owned by the
 -- caller, restart the key's TTL for the result, and wake waiters.
 --
--- KEYS[1]  claim key (see idempotency_begin)
+-- KEYS[1]  claim key (see idempotency_begin); on completion it gains the
+--          fields result (the bytes) and done (the completion id)
 -- ARGV[1]  owner token the caller got from idempotency_begin
 -- ARGV[2]  result bytes (any bytes, possibly empty)
 -- ARGV[3]  completion id: random, fresh per Complete call; recorded in field
 --          done so that a re-send of the same call is recognised
--- ARGV[4]  Pub/Sub channel on which waiters listen (published to only when
---          the result was stored)
 --
--- Reply    1  completed by this call: the result is stored and the key
---             expires after the result TTL recorded by idempotency_begin. A
---             re-sent request (same owner token and completion id) whose
---             first run stored the result gets 1 again without any change.
+-- Reply    1  completed by this call: the result is stored, the key expires
+--             after the result TTL recorded by idempotency_begin, and
+--             waiters are notified on the channel 'coordination:' .. KEYS[1]
+--             (best effort). A re-sent request (same owner token and
+--             completion id) whose first run stored the result gets 1 again
+--             without any change.
 --          0  nothing changed: no claim, a claim of another owner (the
 --             caller's expired and was taken over), or a claim completed
 --             before by another Complete call
 -- Errors (raised before anything is written):
---   COORD_WRONGTYPE  the key holds something other than a hash
+--   WRONGTYPE        the key holds something other than a hash (raised by
+--                    HMGET)
 --   COORD_BADSTATE   the hash lacks a field, has an unknown state or a bad
 --                    ttl field (not a positive integer of at most 15 digits)
-local cur = redis.pcall('HMGET', KEYS[1], 'state', 'owner', 'ttl', 'done')
-if cur.err then
-  return redis.error_reply('COORD_WRONGTYPE idempotency key does not hold a hash')
-end
+local cur = redis.call('HMGET', KEYS[1], 'state', 'owner', 'ttl', 'done')
 local state, owner, ttl, done = cur[1], cur[2], cur[3], cur[4]
 if not state then
   if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -48,5 +47,5 @@ if state == 'completed' then
 end
 redis.call('HSET', KEYS[1], 'state', 'completed', 'result', ARGV[2], 'done', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ttl)
-redis.pcall('PUBLISH', ARGV[4], 'completed')
+redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'completed')
 return 1

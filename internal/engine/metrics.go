@@ -92,11 +92,11 @@ var (
 		"Campaign attempts that failed with an error (transient ones are retried).")
 
 	IdempotencyBegins = def(Counter, "coordination.idempotency.begins", "{begin}", "state",
-		"Idempotency Begin answers, by state (started, completed, in_progress, fingerprint_mismatch).")
+		"Idempotency Begin answers (one per call, after any wait), by state (started, completed, in_progress, fingerprint_mismatch).")
 	IdempotencyCompletes = def(Counter, "coordination.idempotency.completes", "{complete}", "result",
-		"Idempotency Complete calls, by result (stored, not_owner).")
+		"Idempotency Complete answers, by result (stored; not_owner: the caller holds no pending claim, it expired, was abandoned, taken over or completed).")
 	IdempotencyAbandons = def(Counter, "coordination.idempotency.abandons", "{abandon}", "result",
-		"Idempotency Abandon calls, by result (abandoned, not_owner).")
+		"Idempotency Abandon answers, by result (abandoned; not_owner: the caller holds no pending claim, it expired, was abandoned, taken over or completed).")
 
 	RateLimitAllowed = def(Counter, "coordination.rate_limit.allowed", "{lease}", "",
 		"Rate-limit acquisitions that returned an acquired lease (once per Allow or Wait).")
