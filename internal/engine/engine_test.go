@@ -326,8 +326,9 @@ func TestStrictDecoders(t *testing.T) {
 func TestDescribe(t *testing.T) {
 	dial := &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 6380}, Err: syscall.ECONNREFUSED}
 	cases := map[error]string{
-		redisErr("NOAUTH Authentication required."):                  "terminal: server replied NOAUTH Authentication required.",
-		redisErr("WRONGPASS invalid username-password pair or user"): "terminal: server replied WRONGPASS invalid username-password pair or user",
+		redisErr("NOAUTH Authentication required."):                               "terminal: server replied NOAUTH Authentication required.",
+		redisErr("WRONGPASS invalid username-password pair or user"):              "terminal: server replied WRONGPASS invalid username-password pair or user",
+		redisErr("NOPERM User alice has no permissions to run the 'get' command"): "terminal: server replied NOPERM User <user> has no permissions to run the 'get' command",
 		dial:                     "transient: dial: connection refused",
 		context.DeadlineExceeded: "canceled: context deadline exceeded",
 		redis.ErrPoolTimeout:     "transient: connection pool timeout",

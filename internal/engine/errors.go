@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -328,6 +329,8 @@ func Describe(err error) string {
 		if i := strings.IndexAny(msg, "\r\n"); i >= 0 {
 			msg = msg[:i]
 		}
+		// Permission errors name the ACL user: an identity, kept out.
+		msg = aclUser.ReplaceAllString(msg, "${1}<user>${2}")
 		if len(msg) > 200 {
 			msg = msg[:200] + "..."
 		}
@@ -370,6 +373,10 @@ func Describe(err error) string {
 	}
 	return class + ": " + fmt.Sprintf("%T", err)
 }
+
+// aclUser matches the user name in a server's permission error ("User
+// alice has no permissions ...").
+var aclUser = regexp.MustCompile(`\b(User )\S+( has)`)
 
 // String returns "none", "transient", "terminal" or "canceled".
 func (c ErrorClass) String() string {
