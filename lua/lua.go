@@ -19,9 +19,9 @@
 //     failure is an error reply whose text starts with a stable code
 //     (COORD_BADCOUNTER, COORD_WRONGTYPE, COORD_CAPACITY_MISMATCH, ...); a
 //     key of the wrong Redis type read with redis.call raises the server's
-//     own WRONGTYPE before anything is written. Other server errors
-//     (NOPERM for a command the ACL denies, OOM) are never caught: they
-//     reach the caller as the server's reply.
+//     own WRONGTYPE before anything is written. Other server errors (a
+//     command the ACL denies, OOM) are never caught: they reach the
+//     caller, a denied command reported as NOPERM on every server.
 //   - Scripts touch only the keys passed in KEYS, and are idempotent under a
 //     re-send with the same owner token or request id (go-redis re-sends a
 //     command after a lost reply).
