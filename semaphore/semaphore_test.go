@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
-	"github.com/coordkit/coordination/lua"
 	"github.com/coordkit/coordination/semaphore"
 )
 
@@ -632,8 +632,7 @@ func TestInvalidArguments(t *testing.T) {
 
 func wantArgument(t testing.TB, err error, name string) {
 	t.Helper()
-	var ae *coordination.ArgumentError
-	if !errors.Is(err, coordination.ErrInvalidArgument) || !errors.As(err, &ae) || ae.Name != name {
+	if got, ok := engine.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || got != name {
 		t.Fatalf("err = %v; want an invalid-argument error naming %q", err, name)
 	}
 }
@@ -645,9 +644,13 @@ func TestOneCommandPerOperation(t *testing.T) {
 		ctx := context.Background()
 		coord := b.Coordinator(t)
 		client := coord.Client()
-		for _, sc := range []*lua.Script{lua.SemaphoreAcquire, lua.SemaphoreRelease, lua.SemaphoreRefresh, lua.SemaphoreVerify, lua.SemaphoreRead} {
-			if err := sc.Load(ctx, client); err != nil {
-				t.Fatalf("SCRIPT LOAD %s: %v", sc.Name(), err)
+		e, _ := engine.Of(coord)
+		for _, load := range []func(context.Context, *engine.Engine) error{
+			engine.SemaphoreAcquire.Load, engine.SemaphoreRelease.Load, engine.SemaphoreRefresh.Load,
+			engine.SemaphoreVerify.Load, engine.SemaphoreRead.Load,
+		} {
+			if err := load(ctx, e); err != nil {
+				t.Fatalf("SCRIPT LOAD: %v", err)
 			}
 		}
 		s := newSem(t, coord, 1)
@@ -713,44 +716,99 @@ func TestHooks(t *testing.T) {
 	})
 }
 
-// A release that fails before reaching Redis marks the permit lost and is
-// retried in the background until the permit is gone.
+// A release that fails before reaching Redis (a cancelled context) marks
+// the permit released at once (the one release semantics: context cause
+// ErrReleased, a second Release answers AlreadyReleased without asking
+// Redis), returns the error, and is retried in the background until the
+// permit is gone.
 func TestFailedReleaseIsCleanedUpInBackground(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		raw := b.Raw(t)
-		s := newSem(t, b.Coordinator(t), 1)
+		coord := b.Coordinator(t)
+		s := newSem(t, coord, 1)
 		p := mustAcquireN(t, s, 1, time.Minute)
 		cancelled, cancel := context.WithCancel(context.Background())
 		cancel()
 		if _, err := p.Release(cancelled); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Release with a cancelled context: %v", err)
 		}
-		if !errors.Is(context.Cause(p.Context()), coordination.ErrLost) || p.Remaining() != 0 {
-			t.Fatalf("after a failed release: cause %v, remaining %v; want lost", context.Cause(p.Context()), p.Remaining())
+		if !errors.Is(context.Cause(p.Context()), coordination.ErrReleased) || p.Remaining() != 0 {
+			t.Fatalf("after a failed release: cause %v, remaining %v; want released", context.Cause(p.Context()), p.Remaining())
+		}
+		counter := testharness.CountCommands(coord.Client())
+		if out, err := p.Release(context.Background()); out != coordination.AlreadyReleased || err != nil {
+			t.Fatalf("second Release = %v, %v; want AlreadyReleased", out, err)
 		}
 		eventually(t, 5*time.Second, "background release", func() bool {
 			n, _ := raw.Exists(context.Background(), b.Key(key)).Result()
 			return n == 0
 		})
+		for _, name := range counter.Names() {
+			if name != "EVALSHA" && name != "EVAL" {
+				t.Errorf("unexpected command %s after the failed release", name)
+			}
+		}
 	})
 }
 
+// noPerm is a terminal error reply, as a server whose ACL denies a command
+// the script runs would give.
+type noPerm string
+
+func (e noPerm) Error() string { return string(e) }
+func (e noPerm) RedisError()   {}
+
 // A background release that cannot succeed is abandoned and counted in
-// coordination.cleanup.abandoned.
+// coordination.cleanup.abandoned; the permit then ends at its TTL. A
+// release that fails terminally itself starts no background retry.
 func TestAbandonedCleanupIsCounted(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
 		mp := newMeterProvider()
-		coord := b.Coordinator(t, coordination.WithMeterProvider(mp))
-		client := coord.Client()
-		s := newSem(t, coord, 1)
+		client := b.Client(t)
+		faults := &testharness.ScriptFaults{}
+		client.AddHook(faults)
+		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()), coordination.WithMeterProvider(mp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newSem(t, coord, 2)
 		p := mustAcquireN(t, s, 1, time.Minute)
-		_ = client.Close() // every later command fails terminally
-		if _, err := p.Release(context.Background()); !errors.Is(err, redis.ErrClosed) {
-			t.Fatalf("Release on a closed client: %v", err)
+		// The release fails transiently (never sent); its background retry
+		// is refused terminally.
+		faults.Add(testharness.Fault{SHA: engine.SemaphoreRelease.Hash(), Err: testharness.LoadingError})
+		faults.Add(testharness.Fault{SHA: engine.SemaphoreRelease.Hash(), Err: noPerm("NOPERM this user has no permissions to run the 'zrem' command")})
+		if _, err := p.Release(ctx); coordination.Classify(err) != coordination.Transient {
+			t.Fatalf("Release with LOADING: %v, want the transient error", err)
 		}
 		eventually(t, 5*time.Second, "abandoned cleanup counted", func() bool {
 			return mp.count("coordination.cleanup.abandoned", "reason=terminal_error", "stage=release") == 1
 		})
+		if got := members(t, b, raw); !slices.Equal(got, []string{memberOf(p)}) {
+			t.Fatalf("members = %v; want the abandoned permit, left to its TTL", got)
+		}
+
+		// A terminal error of the release itself: returned, nothing retried.
+		e, _ := engine.Of(coord)
+		eventually(t, 5*time.Second, "the abandoned cleanup ended", func() bool { return e.Cleanups() == 0 })
+		q := mustAcquireN(t, s, 1, time.Minute)
+		faults.Add(testharness.Fault{SHA: engine.SemaphoreRelease.Hash(), Err: noPerm("NOPERM no permissions")})
+		if _, err := q.Release(ctx); coordination.Classify(err) != coordination.Terminal {
+			t.Fatalf("Release with NOPERM: %v, want the terminal error", err)
+		}
+		if !errors.Is(context.Cause(q.Context()), coordination.ErrReleased) {
+			t.Fatalf("cause after a terminal release error = %v, want ErrReleased", context.Cause(q.Context()))
+		}
+		if n := e.Cleanups(); n != 0 {
+			t.Fatalf("%d background cleanups after a terminal release error; want none", n)
+		}
+		if got := members(t, b, raw); len(got) != 2 {
+			t.Fatalf("members = %v; want both permits, left to their TTL", got)
+		}
+		if n := mp.count("coordination.cleanup.abandoned", "reason=terminal_error", "stage=release"); n != 1 {
+			t.Fatalf("abandoned count = %d, want still 1", n)
+		}
 	})
 }
 
