@@ -598,3 +598,102 @@ func TestBinaryKeyAndPrefix(t *testing.T) {
 		}
 	})
 }
+
+// replyHook replaces the reply of every successful call of one script with
+// val, as a server (or a proxy, or a future version of a script) answering
+// something the client does not know would.
+type replyHook struct {
+	sha string
+	val any
+}
+
+func (h replyHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h replyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		c, ok := cmd.(*redis.Cmd)
+		if ok && (err == nil || errors.Is(err, redis.Nil)) && strings.EqualFold(cmd.Name(), "evalsha") && fmt.Sprint(cmd.Args()[1]) == h.sha {
+			c.SetErr(nil)
+			c.SetVal(h.val)
+			return nil
+		}
+		return err
+	}
+}
+
+func (h replyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A reply of an unknown shape or status is an error matching ErrBadState,
+// never one of the latch's answers.
+func TestUnknownRepliesAreBadState(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		now := time.Now().UnixMilli()
+		cases := []struct {
+			name string
+			sha  string
+			val  any
+			op   func(coord *coordination.Coordinator, k string, l *latch.Latch) error
+		}{
+			{"create status 2", engine.LatchCreate.Hash(), []any{int64(2), int64(1), int64(1), int64(0), now}, func(c *coordination.Coordinator, k string, _ *latch.Latch) error {
+				_, err := latch.Create(ctx, c, k, 1)
+				return err
+			}},
+			{"join as an empty array", engine.LatchJoin.Hash(), []any{}, func(c *coordination.Coordinator, k string, _ *latch.Latch) error {
+				_, err := latch.Join(ctx, c, k)
+				return err
+			}},
+			{"count-down status 9", engine.LatchCountDown.Hash(), []any{int64(9), int64(0), now}, func(_ *coordination.Coordinator, _ string, l *latch.Latch) error {
+				_, err := l.CountDown(ctx)
+				return err
+			}},
+			{"count-down broken at 0", engine.LatchCountDown.Hash(), []any{int64(5), int64(0), now}, func(_ *coordination.Coordinator, _ string, l *latch.Latch) error {
+				_, err := l.CountDown(ctx)
+				return err
+			}},
+			{"read with 0 ms to the deadline", engine.LatchRead.Hash(), []any{int64(1), int64(3), int64(0), now}, func(_ *coordination.Coordinator, _ string, l *latch.Latch) error {
+				_, err := l.Count(ctx)
+				return err
+			}},
+			{"wait reading status 4", engine.LatchRead.Hash(), []any{int64(4), int64(0), int64(-1), now}, func(_ *coordination.Coordinator, _ string, l *latch.Latch) error {
+				_, err := l.Wait(ctx)
+				return err
+			}},
+		}
+		for _, c := range cases {
+			client := b.Client(t)
+			coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := "bad:" + c.name
+			// Cache every script on the key's node.
+			l, err := latch.Create(ctx, coord, k, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := latch.Join(ctx, coord, k); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.CountDown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Count(ctx); err != nil {
+				t.Fatal(err)
+			}
+			client.AddHook(replyHook{sha: c.sha, val: c.val})
+			err = c.op(coord, k, l)
+			for _, answer := range []error{latch.ErrExists, latch.ErrNotFound, latch.ErrStaleGeneration, latch.ErrCompleted, latch.ErrBroken} {
+				if errors.Is(err, answer) {
+					t.Errorf("%s: %v; an unknown reply read as an answer", c.name, err)
+				}
+			}
+			if !errors.Is(err, coordination.ErrBadState) {
+				t.Errorf("%s: %v; want ErrBadState", c.name, err)
+			}
+		}
+	})
+}

@@ -3,9 +3,11 @@ package semaphore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -557,6 +559,8 @@ func TestForeignKey(t *testing.T) {
 		ctx := context.Background()
 		raw := b.Raw(t)
 		s := newSem(t, b.Coordinator(t), 2)
+		held := mustAcquireN(t, s, 1, time.Minute)
+		raw.Del(ctx, b.Key(key))
 		if err := raw.Set(ctx, b.Key(key), "x", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -578,8 +582,129 @@ func TestForeignKey(t *testing.T) {
 		if !errors.Is(err, coordination.ErrBadState) || errors.Is(err, coordination.ErrWrongType) {
 			t.Fatalf("TryAcquire on a foreign sorted set: %v; want ErrBadState", err)
 		}
+		// Neither a refresh, a verify, a read nor a release prunes or
+		// deletes a sorted set that is not a semaphore (its member's score
+		// is long past).
+		if _, err := s.State(ctx); !errors.Is(err, coordination.ErrBadState) {
+			t.Fatalf("State on a foreign sorted set: %v; want ErrBadState", err)
+		}
+		if _, err := held.Verify(ctx); !errors.Is(err, coordination.ErrBadState) {
+			t.Fatalf("Verify on a foreign sorted set: %v; want ErrBadState", err)
+		}
+		if _, err := held.Refresh(ctx, time.Minute); !errors.Is(err, coordination.ErrBadState) {
+			t.Fatalf("Refresh on a foreign sorted set: %v; want ErrBadState", err)
+		}
+		if _, err := held.Release(ctx); !errors.Is(err, coordination.ErrBadState) || coordination.Classify(err) != coordination.Terminal {
+			t.Fatalf("Release on a foreign sorted set: %v; want a terminal ErrBadState", err)
+		}
 		if got, _ := raw.ZRange(ctx, b.Key(key), 0, -1).Result(); !slices.Equal(got, []string{"m"}) {
 			t.Fatalf("the foreign sorted set was changed: %v", got)
+		}
+	})
+}
+
+// replyHook replaces the reply of every successful call of one script with
+// val, as a server (or a proxy, or a future version of a script) answering
+// something the client does not know would.
+type replyHook struct {
+	sha string
+	val any
+}
+
+func (h replyHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h replyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		c, ok := cmd.(*redis.Cmd)
+		if ok && (err == nil || errors.Is(err, redis.Nil)) && strings.EqualFold(cmd.Name(), "evalsha") && fmt.Sprint(cmd.Args()[1]) == h.sha {
+			c.SetErr(nil)
+			c.SetVal(h.val)
+			return nil
+		}
+		return err
+	}
+}
+
+func (h replyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A reply of an unknown shape or status is an error matching ErrBadState,
+// never a default such as "not acquired", "not held" or "released"; a
+// permit whose refresh, verify or release got such a reply is not marked
+// lost by it.
+func TestUnknownRepliesAreBadState(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		now := time.Now().UnixMilli()
+		cases := []struct {
+			name string
+			sha  string
+			val  any
+			op   func(s *semaphore.Semaphore, p *semaphore.Permit) error
+		}{
+			{"acquire status 2", engine.SemaphoreAcquire.Hash(), []any{int64(2), int64(0), now}, func(s *semaphore.Semaphore, _ *semaphore.Permit) error {
+				_, err := s.TryAcquire(ctx, time.Minute)
+				return err
+			}},
+			{"acquire without time", engine.SemaphoreAcquire.Hash(), []any{int64(0), int64(5)}, func(s *semaphore.Semaphore, _ *semaphore.Permit) error {
+				_, err := s.TryAcquire(ctx, time.Minute)
+				return err
+			}},
+			{"refresh status -1", engine.SemaphoreRefresh.Hash(), []any{int64(-1), now}, func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
+				_, err := p.Refresh(ctx, time.Minute)
+				return err
+			}},
+			{"verify live with 0 left", engine.SemaphoreVerify.Hash(), []any{int64(1), int64(0), now}, func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
+				_, err := p.Verify(ctx)
+				return err
+			}},
+			{"verify as a string", engine.SemaphoreVerify.Hash(), "1", func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
+				_, err := p.Verify(ctx)
+				return err
+			}},
+			{"release NotOwned", engine.SemaphoreRelease.Hash(), []any{int64(-1), now}, func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
+				_, err := p.Release(ctx)
+				return err
+			}},
+			{"read short", engine.SemaphoreRead.Hash(), []any{int64(2), int64(1), int64(1), now}, func(s *semaphore.Semaphore, _ *semaphore.Permit) error {
+				_, err := s.State(ctx)
+				return err
+			}},
+		}
+		for _, c := range cases {
+			client := b.Client(t)
+			coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := semaphore.New(coord, "bad:"+c.name, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			warm := mustAcquireN(t, s, 1, time.Minute) // caches the scripts on the key's node
+			if _, err := warm.Refresh(ctx, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.State(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := warm.Verify(ctx); err != nil {
+				t.Fatal(err)
+			}
+			release(t, warm)
+			p := mustAcquireN(t, s, 1, time.Minute)
+			client.AddHook(replyHook{sha: c.sha, val: c.val})
+			err = c.op(s, p)
+			if !errors.Is(err, coordination.ErrBadState) || errors.Is(err, coordination.ErrNotAcquired) {
+				t.Errorf("%s: %v; want ErrBadState", c.name, err)
+			}
+			if c.sha == engine.SemaphoreRefresh.Hash() || c.sha == engine.SemaphoreVerify.Hash() {
+				if p.Remaining() == 0 || p.Context().Err() != nil {
+					t.Errorf("%s: the permit was marked lost by a reply nobody understood", c.name)
+				}
+			}
 		}
 	})
 }
