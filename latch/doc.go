@@ -39,18 +39,23 @@
 // makes waiters return false.
 //
 // Every operation is one Lua script on that one key, in one round trip,
-// using the server's clock.
+// using the server's clock. The scripts are latch_create (Create and
+// Reset), latch_join, latch_count_down and latch_read (Count and Wait) in
+// package lua; a new generation and a count-down that completes one
+// publish on the channel "coordination:" followed by the (prefixed) key,
+// best effort.
 //
 // # Waiting
 //
-// [Latch.Wait] subscribes to the key's Pub/Sub channel (one connection per
-// coordinator, shared by every waiter), then re-reads the latch whenever a
-// count-down completes it, a reset or deletion is announced, its deadline
-// passes, and at least every re-check period ([WithRecheck], 5 s by
-// default). A lost notification therefore delays a waiter by at most the
-// re-check period; it never blocks it. Deleting the key announces nothing,
-// so waiters notice it at their next re-read. Cancelling Wait's context
-// stops the waiter; it changes nothing in Redis.
+// [Latch.Wait] reads the latch; when it has to wait, it subscribes to the
+// key's Pub/Sub channel (one connection per coordinator, shared by every
+// waiter) and reads again, then re-reads whenever a count-down completes
+// the latch, a reset is announced, its deadline passes, and at least every
+// re-check period ([WithRecheck], 5 s by default). A lost notification
+// therefore delays a waiter by at most the re-check period; it never
+// blocks it. Deleting the key announces nothing, so waiters notice it at
+// their next re-read. Cancelling Wait's context stops the waiter; it
+// changes nothing in Redis.
 //
 // # What holds, and what does not
 //
@@ -68,12 +73,21 @@
 // deadlines bound network I/O only with go-redis' ContextTimeoutEnabled
 // option.
 //
-// # Hooks
+// # Hooks and metrics
 //
 // Operations are admitted through the coordinator's hooks as LATCH CREATE,
 // LATCH JOIN, LATCH RESET, LATCH COUNT DOWN, LATCH WAIT (once, however long
 // it waits) and LATCH READ ([Latch.Count]). A definite negative answer
 // ([ErrExists], [ErrNotFound], [ErrStaleGeneration], [ErrCompleted],
 // [ErrBroken]) is reported to the hooks as Succeeded, like contention: the
-// operation worked and the answer was no.
+// operation worked and the answer was no. A Wait whose context ended
+// first is Canceled.
+//
+// Besides coordination.operation.duration, the latch records
+// coordination.latch.count_downs, a counter of the count-downs Redis
+// answered, by result: counted (accepted), completed (refused: the
+// generation had reached zero already), stale, not_found and broken; and
+// coordination.latch.wait, a histogram of the seconds spent in Wait, by
+// result: completed (true), replaced (false: reset or deleted), broken,
+// gave_up (the context ended) and failed (an error).
 package latch

@@ -21,7 +21,11 @@ func Example() {
 	}
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
+	defer func() {
+		if err := rdb.Close(); err != nil {
+			panic(err)
+		}
+	}()
 	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("example:"))
 	if err != nil {
 		panic(err)
@@ -37,8 +41,11 @@ func Example() {
 	finished := make(chan bool)
 	go func() {
 		ok, err := done.Wait(ctx)
-		if errors.Is(err, latch.ErrBroken) {
+		switch {
+		case errors.Is(err, latch.ErrBroken):
 			fmt.Println("a worker did not finish in time")
+		case err != nil:
+			panic(err)
 		}
 		finished <- ok
 	}()
@@ -59,11 +66,57 @@ func Example() {
 
 	// Another count-down on the complete latch is refused.
 	_, err = done.CountDown(ctx)
-	fmt.Println(errors.Is(err, latch.ErrCompleted))
+	fmt.Println("refused:", errors.Is(err, latch.ErrCompleted))
 	// Output:
 	// part 1 done, 2 left
 	// part 2 done, 1 left
 	// part 3 done, 0 left
 	// all parts done: true
-	// true
+	// refused: true
+}
+
+// Reset starts a new generation: waiters of the old one return false, and
+// its late count-downs are refused without touching the new one.
+func ExampleReset() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer func() {
+		if err := rdb.Close(); err != nil {
+			panic(err)
+		}
+	}()
+	coord, err := coordination.New(rdb)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+
+	old, err := latch.Create(ctx, coord, "nightly:inputs", 2)
+	if err != nil {
+		panic(err)
+	}
+	fresh, err := latch.Reset(ctx, coord, "nightly:inputs", 4)
+	if err != nil {
+		panic(err)
+	}
+	ok, err := old.Wait(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("old generation completed:", ok)
+	_, err = old.CountDown(ctx)
+	fmt.Println("late count-down refused:", errors.Is(err, latch.ErrStaleGeneration))
+	n, err := fresh.Count(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("generation %d still needs %d\n", fresh.Generation(), n)
+	// Output:
+	// old generation completed: false
+	// late count-down refused: true
+	// generation 2 still needs 4
 }

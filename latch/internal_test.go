@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
-	"github.com/coordkit/coordination/lua"
 )
 
 // A count-down or create re-sent with the same ids (as go-redis does after
@@ -14,29 +14,27 @@ func TestResentRequestsCountOnce(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		coord := b.Coordinator(t)
+		e, err := engine.Of(coord)
+		if err != nil {
+			t.Fatal(err)
+		}
 		l, err := Create(ctx, coord, "latch", 3)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for range 2 {
-			cmd, err := coord.Eval(ctx, lua.LatchCountDown, []string{"latch"}, l.id, "signal-1", l.channel)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if v, err := cmd.Int64Slice(); err != nil || v[0] != 1 || v[1] != 2 {
-				t.Fatalf("count-down (re-sent) = %v, %v; want counted once, 2 left", v, err)
+			r, err := engine.LatchCountDown.Run(ctx, e, e.Key("latch"), l.id, "signal-1")
+			if err != nil || r.Status != engine.LatchCurrent || r.Remaining != 2 {
+				t.Fatalf("count-down (re-sent) = %+v, %v; want counted once, 2 left", r, err)
 			}
 		}
 		if n, err := l.Count(ctx); n != 2 || err != nil {
 			t.Fatalf("Count = %d, %v; want 2", n, err)
 		}
 		for range 2 {
-			cmd, err := coord.Eval(ctx, lua.LatchCreate, []string{"latch"}, "gen-2", 5, 0, 0, "reset", coord.Channel("latch"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if v, err := cmd.Int64Slice(); err != nil || v[0] != 1 || v[1] != 2 || v[2] != 5 {
-				t.Fatalf("reset (re-sent) = %v, %v; want generation 2 of count 5 once", v, err)
+			r, err := engine.LatchCreate.Run(ctx, e, e.Key("latch"), "gen-2", 5, 0, 0, "reset")
+			if err != nil || !r.Created || r.Gen != 2 || r.Count != 5 {
+				t.Fatalf("reset (re-sent) = %+v, %v; want generation 2 of count 5 once", r, err)
 			}
 		}
 		// The reset dropped the old generation's count-down records.

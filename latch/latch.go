@@ -2,16 +2,15 @@ package latch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
-	"github.com/coordkit/coordination/internal/waitloop"
-	"github.com/coordkit/coordination/lua"
+	"github.com/coordkit/coordination/internal/engine"
 )
 
 const primitive = "latch"
@@ -24,45 +23,66 @@ const MaxCount = 1<<53 - 1
 // see [WithRecheck].
 const DefaultRecheck = 5 * time.Second
 
-// Errors of the latch's operations. Compare with errors.Is.
+// Errors of the latch's operations. Compare with errors.Is. Each is a
+// definite answer, not a failure: hooks learn the operation that returned
+// it as Succeeded.
 var (
 	// ErrExists is returned by [Create] when the key already holds a
 	// latch.
-	ErrExists = errors.New("latch: a latch already exists at the key")
+	ErrExists = engine.NewAnswer("latch: a latch already exists at the key")
 
 	// ErrNotFound is returned by [Join] when the key holds no latch, and by
 	// [Latch.CountDown] and [Latch.Count] when the key was deleted.
-	ErrNotFound = errors.New("latch: no latch at the key")
+	ErrNotFound = engine.NewAnswer("latch: no latch at the key")
 
 	// ErrStaleGeneration is returned by [Latch.CountDown] and [Latch.Count]
 	// when the latch was reset (or deleted and created again) since the
 	// handle created or joined it: the handle's generation is over, and a
 	// count-down from it never decrements the newer one.
-	ErrStaleGeneration = errors.New("latch: the latch was replaced by a newer generation")
+	ErrStaleGeneration = engine.NewAnswer("latch: the latch was replaced by a newer generation")
 
 	// ErrCompleted is returned by [Latch.CountDown] when the generation
 	// already reached zero.
-	ErrCompleted = errors.New("latch: the latch already reached zero")
+	ErrCompleted = engine.NewAnswer("latch: the latch already reached zero")
 
 	// ErrBroken is returned by [Latch.Wait], [Latch.CountDown] and
 	// [Latch.Count] when the generation's deadline (see [WithDeadline])
 	// passed before its count reached zero.
-	ErrBroken = errors.New("latch: the deadline passed before the latch reached zero")
+	ErrBroken = engine.NewAnswer("latch: the deadline passed before the latch reached zero")
 )
+
+// The attribute sets of the latch's instruments, built once.
+var (
+	countDownResult = map[engine.LatchStatus]metric.MeasurementOption{
+		engine.LatchCurrent:  result("counted"),
+		engine.LatchComplete: result("completed"),
+		engine.LatchStale:    result("stale"),
+		engine.LatchNotFound: result("not_found"),
+		engine.LatchBroken:   result("broken"),
+	}
+	waitCompleted = result("completed")
+	waitReplaced  = result("replaced")
+	waitBroken    = result("broken")
+	waitGaveUp    = result("gave_up")
+	waitFailed    = result("failed")
+)
+
+func result(r string) metric.MeasurementOption {
+	return engine.Attrs(attribute.String("result", r))
+}
 
 // Latch is a handle on one generation of a countdown latch. It is returned
 // by [Create], [Reset] and [Join] and is safe for concurrent use by
 // multiple goroutines. It holds no Redis resources: drop it when done. The
 // zero value is not usable.
 type Latch struct {
-	coord   *coordination.Coordinator
+	e       *engine.Engine
 	key     string
-	keys    coordination.Keys // key, prefixed once
+	keys    engine.Keys // key, prefixed once
 	id      string
 	gen     int64
 	initial int64
 	recheck time.Duration
-	channel string // where this handle's writes announce changes
 }
 
 // Option configures [Create], [Reset] or [Join].
@@ -72,7 +92,6 @@ type config struct {
 	deadline time.Duration
 	keyTTL   time.Duration
 	recheck  time.Duration
-	keys     coordination.Keys // the key, prefixed
 }
 
 // WithDeadline gives a new generation a deadline d after its creation (on
@@ -82,7 +101,7 @@ type config struct {
 // The default is no deadline.
 func WithDeadline(d time.Duration) Option {
 	return func(c *config) error {
-		if _, err := coordination.Millis("deadline", d); err != nil {
+		if _, err := engine.Millis("deadline", d); err != nil {
 			return err
 		}
 		c.deadline = d
@@ -96,7 +115,7 @@ func WithDeadline(d time.Duration) Option {
 // default is no expiry: the key stays until deleted.
 func WithKeyTTL(d time.Duration) Option {
 	return func(c *config) error {
-		if _, err := coordination.Millis("key ttl", d); err != nil {
+		if _, err := engine.Millis("key ttl", d); err != nil {
 			return err
 		}
 		c.keyTTL = d
@@ -111,35 +130,28 @@ func WithKeyTTL(d time.Duration) Option {
 func WithRecheck(d time.Duration) Option {
 	return func(c *config) error {
 		if d < time.Millisecond {
-			return coordination.InvalidArgument("recheck", "must be at least 1ms, got %v", d)
+			return engine.InvalidArgument("recheck", "must be at least 1ms, got %v", d)
 		}
 		c.recheck = d
 		return nil
 	}
 }
 
-func options(coord *coordination.Coordinator, key string, opts []Option) (config, error) {
-	if err := coord.Check(); err != nil {
-		return config{}, err
+// options validates the input common to Create, Reset and Join, sending
+// nothing.
+func options(coord *coordination.Coordinator, key string, opts []Option) (*engine.Engine, config, error) {
+	e, err := engine.Of(coord)
+	if err != nil {
+		return nil, config{}, err
 	}
-	if err := coordination.CheckKey("key", key); err != nil {
-		return config{}, err
+	if err := engine.CheckKey("key", key); err != nil {
+		return nil, config{}, err
 	}
 	cfg := config{recheck: DefaultRecheck}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return config{}, err
-		}
+	if err := engine.Apply(&cfg, opts); err != nil {
+		return nil, config{}, err
 	}
-	keys, err := coord.Keys(key)
-	if err != nil {
-		return config{}, err // one key: never a slot error
-	}
-	cfg.keys = keys
-	return cfg, nil
+	return e, cfg, nil
 }
 
 // Create creates a latch of count at key (without the coordinator's
@@ -170,46 +182,39 @@ func Reset(ctx context.Context, coord *coordination.Coordinator, key string, cou
 	return create(ctx, coord, key, count, opts, "reset", hooks.LatchReset)
 }
 
-func create(ctx context.Context, coord *coordination.Coordinator, key string, count int64, opts []Option, mode, op string) (*Latch, error) {
-	cfg, err := options(coord, key, opts)
+func create(ctx context.Context, coord *coordination.Coordinator, key string, count int64, opts []Option, mode, opName string) (*Latch, error) {
+	e, cfg, err := options(coord, key, opts)
 	if err != nil {
 		return nil, err
 	}
 	if count < 0 || count > MaxCount {
-		return nil, coordination.InvalidArgument("count", "must be between 0 and %d, got %d", int64(MaxCount), count)
+		return nil, engine.InvalidArgument("count", "must be between 0 and %d, got %d", int64(MaxCount), count)
 	}
 	var deadlineMs, ttlMs int64
 	if cfg.deadline > 0 {
-		deadlineMs, _ = coordination.Millis("deadline", cfg.deadline)
+		deadlineMs, _ = engine.Millis("deadline", cfg.deadline) // checked by the option
 	}
 	if cfg.keyTTL > 0 {
-		ttlMs, _ = coordination.Millis("key ttl", cfg.keyTTL)
+		ttlMs, _ = engine.Millis("key ttl", cfg.keyTTL)
 	}
-	id, err := coordination.NewOwnerToken()
+	id, err := engine.NewToken()
 	if err != nil {
 		return nil, err
 	}
-	l := &Latch{coord: coord, key: key, keys: cfg.keys, id: id, initial: count, recheck: cfg.recheck, channel: coord.Channel(key)}
-	ctx, finish, err := coord.Admit(ctx, op, primitive)
+	l := &Latch{e: e, key: key, keys: e.Key(key), id: id, initial: count, recheck: cfg.recheck}
+	ctx, op, err := e.Admit(ctx, opName, primitive)
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := coord.EvalKeys(ctx, lua.LatchCreate, l.keys, id, count, deadlineMs, ttlMs, mode, l.channel)
+	r, err := engine.LatchCreate.Run(ctx, e, l.keys, id, count, deadlineMs, ttlMs, mode)
+	if err == nil && !r.Created {
+		err = fmt.Errorf("%w (generation %d, count %d)", ErrExists, r.Gen, r.Count)
+	}
 	if err != nil {
-		return nil, finish(err)
+		return nil, op.End(err)
 	}
-	v, err := cmd.Int64Slice()
-	if err != nil {
-		return nil, finish(err)
-	}
-	if len(v) != 5 || v[0] < 0 || v[0] > 1 {
-		return nil, finish(coordination.UnexpectedReply(lua.LatchCreate.Name(), v))
-	}
-	if v[0] == 0 {
-		return nil, answer(finish, fmt.Errorf("%w (generation %d, count %d)", ErrExists, v[1], v[2]))
-	}
-	l.gen = v[1]
-	return l, finish(nil)
+	l.gen = r.Gen
+	return l, op.End(nil)
 }
 
 // Join returns a handle on the current generation of the latch at key, in
@@ -221,53 +226,23 @@ func create(ctx context.Context, coord *coordination.Coordinator, key string, co
 // or coordination.ErrBadState when the key holds something else; the
 // hook's error when a hook rejects; Redis and network errors.
 func Join(ctx context.Context, coord *coordination.Coordinator, key string, opts ...Option) (*Latch, error) {
-	cfg, err := options(coord, key, opts)
+	e, cfg, err := options(coord, key, opts)
 	if err != nil {
 		return nil, err
 	}
-	ctx, finish, err := coord.Admit(ctx, hooks.LatchJoin, primitive)
+	ctx, op, err := e.Admit(ctx, hooks.LatchJoin, primitive)
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := coord.EvalKeys(ctx, lua.LatchJoin, cfg.keys)
-	if err != nil {
-		return nil, finish(err)
-	}
-	l, err := decodeJoin(cmd)
-	if errors.Is(err, ErrNotFound) {
-		return nil, answer(finish, err)
+	keys := e.Key(key)
+	g, err := engine.LatchJoin.Run(ctx, e, keys)
+	if err == nil && !g.Found {
+		err = ErrNotFound
 	}
 	if err != nil {
-		return nil, finish(err)
+		return nil, op.End(err)
 	}
-	l.coord, l.key, l.keys, l.recheck, l.channel = coord, key, cfg.keys, cfg.recheck, coord.Channel(key)
-	return l, finish(nil)
-}
-
-// decodeJoin decodes the join script's reply {id, gen, count, initial,
-// deadline, now} or {} into a partly filled Latch.
-func decodeJoin(cmd *redis.Cmd) (*Latch, error) {
-	v, err := cmd.Slice()
-	if err != nil {
-		return nil, err
-	}
-	if len(v) == 0 {
-		return nil, ErrNotFound
-	}
-	if len(v) != 6 {
-		return nil, coordination.UnexpectedReply(lua.LatchJoin.Name(), v)
-	}
-	id, ok := v[0].(string)
-	nums := make([]int64, 5)
-	for i := range nums {
-		n, isInt := v[i+1].(int64)
-		ok = ok && isInt
-		nums[i] = n
-	}
-	if !ok || id == "" {
-		return nil, coordination.UnexpectedReply(lua.LatchJoin.Name(), v)
-	}
-	return &Latch{id: id, gen: nums[0], initial: nums[2]}, nil
+	return &Latch{e: e, key: key, keys: keys, id: g.ID, gen: g.Gen, initial: g.Initial, recheck: cfg.recheck}, op.End(nil)
 }
 
 // Key returns the latch's key as given (without the coordinator's prefix).
@@ -298,8 +273,8 @@ func (l *Latch) Initial() int64 {
 }
 
 func (l *Latch) check() error {
-	if l == nil || l.coord == nil {
-		return coordination.InvalidArgument("latch", "must not be nil; use latch.Create, latch.Reset or latch.Join")
+	if l == nil || l.e == nil {
+		return engine.InvalidArgument("latch", "must not be nil; use latch.Create, latch.Reset or latch.Join")
 	}
 	return nil
 }
@@ -311,89 +286,41 @@ func (l *Latch) check() error {
 // Errors, with nothing changed: [ErrStaleGeneration] when the latch was
 // replaced since the handle joined; [ErrNotFound] when the key was
 // deleted; [ErrCompleted] when the generation already reached zero;
-// [ErrBroken] when its deadline passed first; an error matching
-// coordination.ErrWrongType or coordination.ErrBadState when the key holds
-// something else; the hook's error when a hook rejects; Redis and network
-// errors. A count-down re-sent by go-redis after a lost reply is counted
-// once. When the reply is lost for good the count-down may or may not have
-// happened.
+// [ErrBroken] (with the count at which the generation broke) when its
+// deadline passed first; an error matching coordination.ErrWrongType or
+// coordination.ErrBadState when the key holds something else; the hook's
+// error when a hook rejects; Redis and network errors. A count-down
+// re-sent by go-redis after a lost reply is counted once. When the reply
+// is lost for good the count-down may or may not have happened.
 func (l *Latch) CountDown(ctx context.Context) (int64, error) {
 	if err := l.check(); err != nil {
 		return 0, err
 	}
-	signal, err := coordination.NewOwnerToken()
+	signal, err := engine.NewToken()
 	if err != nil {
 		return 0, err
 	}
-	ctx, finish, err := l.coord.Admit(ctx, hooks.LatchCountDown, primitive)
+	ctx, op, err := l.e.Admit(ctx, hooks.LatchCountDown, primitive)
 	if err != nil {
 		return 0, err
 	}
-	cmd, err := l.coord.EvalKeys(ctx, lua.LatchCountDown, l.keys, l.id, signal, l.channel)
+	r, err := engine.LatchCountDown.Run(ctx, l.e, l.keys, l.id, signal)
 	if err != nil {
-		return 0, finish(err)
+		return 0, op.End(err)
 	}
-	v, err := cmd.Int64Slice()
-	if err != nil {
-		return 0, finish(err)
+	l.e.Count(engine.LatchCountDowns, countDownResult[r.Status])
+	switch r.Status {
+	case engine.LatchCurrent:
+		return r.Remaining, op.End(nil)
+	case engine.LatchBroken:
+		return r.Remaining, op.End(ErrBroken)
+	case engine.LatchComplete:
+		return 0, op.End(ErrCompleted)
+	case engine.LatchStale:
+		return 0, op.End(ErrStaleGeneration)
+	default: // engine.LatchNotFound; the decoder admits nothing else
+		return 0, op.End(ErrNotFound)
 	}
-	if len(v) != 3 {
-		return 0, finish(coordination.UnexpectedReply(lua.LatchCountDown.Name(), v))
-	}
-	switch v[0] {
-	case 1:
-		return v[1], finish(nil)
-	case 4:
-		return 0, answer(finish, ErrCompleted)
-	case 5:
-		return v[1], answer(finish, ErrBroken)
-	case 2, 3:
-		return 0, answer(finish, gone(v[0]))
-	}
-	return 0, finish(coordination.UnexpectedReply(lua.LatchCountDown.Name(), v))
-}
-
-// answer reports a definite negative answer (stale, not found, complete,
-// broken, exists) to the hooks as Succeeded, like contention: the operation
-// worked and the answer was no. It returns err.
-func answer(finish coordination.Finish, err error) error {
-	finish(nil)
-	return err
-}
-
-// gone maps the scripts' "stale" (2) and "not found" (3) statuses to
-// errors.
-func gone(status int64) error {
-	if status == 2 {
-		return ErrStaleGeneration
-	}
-	return ErrNotFound
-}
-
-// reading is the decoded reply of the read script.
-type reading struct {
-	status     int64 // 1 current, 2 stale, 3 not found, 5 broken
-	count      int64
-	deadlineIn time.Duration // until the deadline; 0 when none
-}
-
-func (l *Latch) read(ctx context.Context) (reading, error) {
-	cmd, err := l.coord.EvalKeys(ctx, lua.LatchRead, l.keys, l.id)
-	if err != nil {
-		return reading{}, err
-	}
-	v, err := cmd.Int64Slice()
-	if err != nil {
-		return reading{}, err
-	}
-	if len(v) != 4 || (v[0] != 1 && v[0] != 2 && v[0] != 3 && v[0] != 5) {
-		return reading{}, coordination.UnexpectedReply(lua.LatchRead.Name(), v)
-	}
-	r := reading{status: v[0], count: v[1]}
-	if v[2] >= 0 {
-		r.deadlineIn = time.Duration(max(v[2], 1)) * time.Millisecond
-	}
-	return r, nil
 }
 
 // Count returns the count left in the handle's generation (0 once
@@ -408,21 +335,24 @@ func (l *Latch) Count(ctx context.Context) (int64, error) {
 	if err := l.check(); err != nil {
 		return 0, err
 	}
-	ctx, finish, err := l.coord.Admit(ctx, hooks.LatchRead, primitive)
+	ctx, op, err := l.e.Admit(ctx, hooks.LatchRead, primitive)
 	if err != nil {
 		return 0, err
 	}
-	r, err := l.read(ctx)
+	r, err := engine.LatchRead.Run(ctx, l.e, l.keys, l.id)
 	if err != nil {
-		return 0, finish(err)
+		return 0, op.End(err)
 	}
-	switch r.status {
-	case 1:
-		return r.count, finish(nil)
-	case 5:
-		return r.count, answer(finish, ErrBroken)
+	switch r.Status {
+	case engine.LatchCurrent:
+		return r.Count, op.End(nil)
+	case engine.LatchBroken:
+		return r.Count, op.End(ErrBroken)
+	case engine.LatchStale:
+		return 0, op.End(ErrStaleGeneration)
+	default: // engine.LatchNotFound; the decoder admits nothing else
+		return 0, op.End(ErrNotFound)
 	}
-	return 0, answer(finish, gone(r.status))
 }
 
 // Wait blocks until the handle's generation reaches zero and returns true.
@@ -430,12 +360,13 @@ func (l *Latch) Count(ctx context.Context) (int64, error) {
 // the latch was reset (a newer generation) or its key deleted. It returns
 // false and [ErrBroken] when the generation's deadline passed first.
 //
-// Wait does not poll: it subscribes to the key's notifications, reads the
-// latch, and re-reads it on each notification, at the deadline, and at
-// least every re-check period (see [WithRecheck]), so a lost notification
-// only delays it. Transient Redis errors are retried with jittered
-// backoff; other errors end the wait and are returned. It is admitted
-// through hooks once, as LATCH WAIT, however long it waits.
+// Wait does not poll: it reads the latch, subscribes to the key's
+// notifications when it has to wait, reads again, and re-reads on each
+// notification, at the deadline, and at least every re-check period (see
+// [WithRecheck]), so a lost notification only delays it. Transient Redis
+// errors are retried with jittered backoff; other errors end the wait and
+// are returned. It is admitted through hooks once, as LATCH WAIT, however
+// long it waits (Canceled when ctx ends first).
 //
 // When ctx ends first, Wait returns false and context.Cause(ctx). Nothing
 // is written to Redis in any case, and nothing is left running.
@@ -443,36 +374,42 @@ func (l *Latch) Wait(ctx context.Context) (bool, error) {
 	if err := l.check(); err != nil {
 		return false, err
 	}
-	ctx, finish, err := l.coord.Admit(ctx, hooks.LatchWait, primitive)
+	ctx, op, err := l.e.Admit(ctx, hooks.LatchWait, primitive)
 	if err != nil {
 		return false, err
 	}
-	var (
-		done   bool
-		broken bool
-	)
-	err = waitloop.Run(ctx, l.coord, l.key, waitloop.Config{Recheck: l.recheck}, func(ctx context.Context) (waitloop.Attempt, error) {
-		r, err := l.read(ctx)
+	start := time.Now()
+	var final engine.LatchStatus
+	err = l.e.Wait(ctx, engine.WaitConfig{Key: l.keys.Full()[0], Recheck: l.recheck}, func(ctx context.Context) (engine.Attempt, error) {
+		r, err := engine.LatchRead.Run(ctx, l.e, l.keys, l.id)
 		if err != nil {
-			return waitloop.Attempt{}, err
+			return engine.Attempt{}, err
 		}
-		switch {
-		case r.status == 1 && r.count <= 0:
-			done = true
-		case r.status == 1:
-			return waitloop.Attempt{RetryIn: r.deadlineIn}, nil
-		case r.status == 5:
-			broken = true
+		if r.Status == engine.LatchCurrent && r.Count > 0 {
+			return engine.Attempt{RetryIn: r.DeadlineIn}, nil
 		}
-		return waitloop.Attempt{Done: true}, nil // complete, broken, stale or gone
+		final = r.Status // complete, broken, stale or gone
+		return engine.Attempt{Done: true}, nil
 	})
-	switch {
-	case err != nil && ctx.Err() != nil && errors.Is(err, coordination.ErrNotAcquired):
-		return false, finish(context.Cause(ctx))
-	case err != nil:
-		return false, finish(err)
-	case broken:
-		return false, answer(finish, ErrBroken)
+	record := func(res metric.MeasurementOption) {
+		l.e.Histogram(engine.LatchWaits).Record(context.Background(), time.Since(start).Seconds(), res)
 	}
-	return done, finish(nil)
+	switch {
+	case err != nil && engine.Classify(err) == engine.Canceled && ctx.Err() != nil:
+		record(waitGaveUp)
+		_ = op.End(err) // a wait that gave up: Canceled
+		return false, context.Cause(ctx)
+	case err != nil:
+		record(waitFailed)
+		return false, op.End(err)
+	case final == engine.LatchCurrent:
+		record(waitCompleted)
+		return true, op.End(nil)
+	case final == engine.LatchBroken:
+		record(waitBroken)
+		return false, op.End(ErrBroken)
+	default:
+		record(waitReplaced)
+		return false, op.End(nil)
+	}
 }

@@ -14,9 +14,9 @@ import (
 	"go.uber.org/goleak"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
 	"github.com/coordkit/coordination/latch"
-	"github.com/coordkit/coordination/lua"
 )
 
 const key = "done"
@@ -268,18 +268,18 @@ func TestDeletedKey(t *testing.T) {
 }
 
 // A waiter whose Pub/Sub message was lost still completes within its
-// re-read period.
+// re-read period: the latch reaches zero without any message (as if the
+// count-down's notification were lost on its way).
 func TestLostNotificationDelaysButCompletes(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		const recheck = 300 * time.Millisecond
-		l := mustCreate(t, b.Coordinator(t), 1)
-		latch.DropNotifications(l) // its completion message reaches no one
+		mustCreate(t, b.Coordinator(t), 1)
 		ch := wait(ctx, mustJoin(t, b.Coordinator(t), latch.WithRecheck(recheck)))
 		stillWaiting(t, ch, 100*time.Millisecond)
 		done := time.Now()
-		if n, err := l.CountDown(ctx); n != 0 || err != nil {
-			t.Fatalf("CountDown = %d, %v", n, err)
+		if err := b.Raw(t).HSet(ctx, b.Key(key), "count", 0).Err(); err != nil {
+			t.Fatal(err)
 		}
 		r := within(t, ch, 3*time.Second, "with the message lost")
 		if !r.ok || r.err != nil {
@@ -318,7 +318,7 @@ func TestCancelWait(t *testing.T) {
 			t.Fatalf("a cancelled Wait changed the key:\nbefore %s\nafter  %s", before, after)
 		}
 		if !b.IsCluster() { // on a cluster the subscription lives on one node
-			channel := coord.Channel(key)
+			channel := engine.Channel(b.Key(key))
 			n, err := raw.PubSubNumSub(context.Background(), channel).Result()
 			if err != nil || n[channel] != 0 {
 				t.Fatalf("PUBSUB NUMSUB after cancel = %v, %v; want 0 subscribers", n, err)
@@ -459,8 +459,7 @@ func TestInvalidArguments(t *testing.T) {
 		counter := testharness.CountCommands(coord.Client())
 		want := func(err error, name string) {
 			t.Helper()
-			var ae *coordination.ArgumentError
-			if !errors.Is(err, coordination.ErrInvalidArgument) || !errors.As(err, &ae) || ae.Name != name {
+			if got, ok := engine.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || got != name {
 				t.Fatalf("err = %v; want an invalid-argument error naming %q", err, name)
 			}
 		}
@@ -508,9 +507,12 @@ func TestOneCommandPerOperation(t *testing.T) {
 		ctx := context.Background()
 		coord := b.Coordinator(t)
 		client := coord.Client()
-		for _, sc := range []*lua.Script{lua.LatchCreate, lua.LatchJoin, lua.LatchCountDown, lua.LatchRead} {
-			if err := sc.Load(ctx, client); err != nil {
-				t.Fatalf("SCRIPT LOAD %s: %v", sc.Name(), err)
+		e, _ := engine.Of(coord)
+		for _, load := range []func(context.Context, *engine.Engine) error{
+			engine.LatchCreate.Load, engine.LatchJoin.Load, engine.LatchCountDown.Load, engine.LatchRead.Load,
+		} {
+			if err := load(ctx, e); err != nil {
+				t.Fatalf("SCRIPT LOAD: %v", err)
 			}
 		}
 		counter := testharness.CountCommands(client)
@@ -593,6 +595,105 @@ func TestBinaryKeyAndPrefix(t *testing.T) {
 		}
 		if ok, err := l.Wait(ctx); !ok || err != nil {
 			t.Fatalf("Wait = %v, %v", ok, err)
+		}
+	})
+}
+
+// replyHook replaces the reply of every successful call of one script with
+// val, as a server (or a proxy, or a future version of a script) answering
+// something the client does not know would.
+type replyHook struct {
+	sha string
+	val any
+}
+
+func (h replyHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h replyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		c, ok := cmd.(*redis.Cmd)
+		if ok && (err == nil || errors.Is(err, redis.Nil)) && strings.EqualFold(cmd.Name(), "evalsha") && fmt.Sprint(cmd.Args()[1]) == h.sha {
+			c.SetErr(nil)
+			c.SetVal(h.val)
+			return nil
+		}
+		return err
+	}
+}
+
+func (h replyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A reply of an unknown shape or status is an error matching ErrBadState,
+// never one of the latch's answers.
+func TestUnknownRepliesAreBadState(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		now := time.Now().UnixMilli()
+		cases := []struct {
+			name string
+			sha  string
+			val  any
+			op   func(coord *coordination.Coordinator, k string, l *latch.Latch) error
+		}{
+			{"create status 2", engine.LatchCreate.Hash(), []any{int64(2), int64(1), int64(1), int64(0), now}, func(c *coordination.Coordinator, k string, _ *latch.Latch) error {
+				_, err := latch.Create(ctx, c, k, 1)
+				return err
+			}},
+			{"join as an empty array", engine.LatchJoin.Hash(), []any{}, func(c *coordination.Coordinator, k string, _ *latch.Latch) error {
+				_, err := latch.Join(ctx, c, k)
+				return err
+			}},
+			{"count-down status 9", engine.LatchCountDown.Hash(), []any{int64(9), int64(0), now}, func(_ *coordination.Coordinator, _ string, l *latch.Latch) error {
+				_, err := l.CountDown(ctx)
+				return err
+			}},
+			{"count-down broken at 0", engine.LatchCountDown.Hash(), []any{int64(5), int64(0), now}, func(_ *coordination.Coordinator, _ string, l *latch.Latch) error {
+				_, err := l.CountDown(ctx)
+				return err
+			}},
+			{"read with 0 ms to the deadline", engine.LatchRead.Hash(), []any{int64(1), int64(3), int64(0), now}, func(_ *coordination.Coordinator, _ string, l *latch.Latch) error {
+				_, err := l.Count(ctx)
+				return err
+			}},
+			{"wait reading status 4", engine.LatchRead.Hash(), []any{int64(4), int64(0), int64(-1), now}, func(_ *coordination.Coordinator, _ string, l *latch.Latch) error {
+				_, err := l.Wait(ctx)
+				return err
+			}},
+		}
+		for _, c := range cases {
+			client := b.Client(t)
+			coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := "bad:" + c.name
+			// Cache every script on the key's node.
+			l, err := latch.Create(ctx, coord, k, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := latch.Join(ctx, coord, k); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.CountDown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Count(ctx); err != nil {
+				t.Fatal(err)
+			}
+			client.AddHook(replyHook{sha: c.sha, val: c.val})
+			err = c.op(coord, k, l)
+			for _, answer := range []error{latch.ErrExists, latch.ErrNotFound, latch.ErrStaleGeneration, latch.ErrCompleted, latch.ErrBroken} {
+				if errors.Is(err, answer) {
+					t.Errorf("%s: %v; an unknown reply read as an answer", c.name, err)
+				}
+			}
+			if !errors.Is(err, coordination.ErrBadState) {
+				t.Errorf("%s: %v; want ErrBadState", c.name, err)
+			}
 		}
 	})
 }

@@ -4,34 +4,31 @@
 -- ARGV[1]  id of the caller's generation
 -- ARGV[2]  signal id: random per call, so that a re-sent request is
 --          counted once
--- ARGV[3]  Pub/Sub channel of the latch's waiters (told when the count
---          reaches 0)
 --
 -- Reply    {1, remaining, now_ms}  counted down; remaining is the count
---                                  left (0: complete, waiters notified);
---                                  also for a re-sent signal, with the
---                                  count it left then
+--                                  left (0: complete; waiters are notified
+--                                  on the channel "coordination:"
+--                                  followed by KEYS[1], best effort); also
+--                                  for a re-sent signal, with the count it
+--                                  left then
 --          {2, 0, now_ms}          stale: the key holds another generation
 --          {3, 0, now_ms}          no latch at the key
 --          {4, 0, now_ms}          the generation is complete already
 --          {5, count, now_ms}      the generation is broken: its deadline
 --                                  passed with count > 0
 --          Only reply 1 writes.
--- Errors   COORD_WRONGTYPE  the key is not a hash
---          COORD_BADSTATE   the hash is not a latch
+-- Errors (raised before anything is written):
+--   WRONGTYPE       the key is not a hash (raised by HMGET)
+--   COORD_BADSTATE  the hash is not a latch
 local key = KEYS[1]
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local typ = redis.call('TYPE', key).ok
-if typ == 'none' then
+local v = redis.call('HMGET', key, 'id', 'count', 'deadline', 's:' .. ARGV[2])
+if not (v[1] or v[2] or v[3]) and redis.call('EXISTS', key) == 0 then
   return {3, 0, now}
 end
-if typ ~= 'hash' then
-  return redis.error_reply('COORD_WRONGTYPE latch key does not hold a hash')
-end
-local v = redis.call('HMGET', key, 'id', 'count', 'deadline', 's:' .. ARGV[2])
 local c, d = tonumber(v[2]), tonumber(v[3])
 if not v[1] or c == nil or d == nil then
   return redis.error_reply('COORD_BADSTATE latch key holds a hash that is not a latch')
@@ -51,6 +48,6 @@ end
 c = c - 1
 redis.call('HSET', key, 'count', c, 's:' .. ARGV[2], c)
 if c == 0 then
-  redis.pcall('PUBLISH', ARGV[3], 'complete')
+  redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'complete')
 end
 return {1, c, now}

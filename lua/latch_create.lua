@@ -18,29 +18,31 @@
 -- ARGV[3]  deadline in ms from now (integer >= 1), or 0 for none
 -- ARGV[4]  key TTL in ms (integer >= 1), or 0 to keep the key until deleted
 -- ARGV[5]  "create" (fail if a latch exists) or "reset" (create or replace)
--- ARGV[6]  Pub/Sub channel of the latch's waiters (a new generation wakes
---          the waiters of older ones)
 --
 -- Reply    {1, gen, count, deadline_ms, now_ms}  created or reset; also when
 --                                  the key already holds generation ARGV[1]
---                                  (a re-sent request): nothing changes
+--                                  (a re-sent request): nothing changes.
+--                                  A new generation wakes the waiters of
+--                                  older ones on the channel
+--                                  "coordination:" followed by KEYS[1]
+--                                  (best effort).
 --          {0, gen, count, deadline_ms, now_ms}  "create" found a latch:
 --                                  its current generation; nothing changed
--- Errors   COORD_WRONGTYPE  the key is not a hash
---          COORD_BADSTATE   the hash is not a latch
---          Nothing is written when an error is returned.
+-- Errors (raised before anything is written):
+--   WRONGTYPE       the key is not a hash (raised by HMGET)
+--   COORD_BADARG    ARGV[5] is neither "create" nor "reset"
+--   COORD_BADSTATE  the hash is not a latch
 local key = KEYS[1]
+if ARGV[5] ~= 'create' and ARGV[5] ~= 'reset' then
+  return redis.error_reply('COORD_BADARG mode is neither create nor reset')
+end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local typ = redis.call('TYPE', key).ok
-if typ ~= 'none' and typ ~= 'hash' then
-  return redis.error_reply('COORD_WRONGTYPE latch key does not hold a hash')
-end
 local gen = 0
-if typ == 'hash' then
-  local v = redis.call('HMGET', key, 'id', 'gen', 'count', 'deadline')
+local v = redis.call('HMGET', key, 'id', 'gen', 'count', 'deadline')
+if v[1] or v[2] or v[3] or v[4] or redis.call('EXISTS', key) == 1 then
   local g, c, d = tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
   if not v[1] or g == nil or c == nil or d == nil then
     return redis.error_reply('COORD_BADSTATE latch key holds a hash that is not a latch')
@@ -68,5 +70,5 @@ if tonumber(ARGV[4]) > 0 then
 end
 -- Wake waiters of an older generation (replaced, or deleted and created
 -- again): they re-read and return false.
-redis.pcall('PUBLISH', ARGV[6], 'reset')
+redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'reset')
 return {1, gen + 1, count, deadline, now}

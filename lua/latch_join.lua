@@ -5,22 +5,18 @@
 -- Reply    {id, gen, count, initial, deadline_ms, now_ms}  the current
 --                                  generation (id is a string, the rest
 --                                  integers; deadline_ms 0 for none)
---          {}                      no latch at the key
--- Errors   COORD_WRONGTYPE  the key is not a hash
---          COORD_BADSTATE   the hash is not a latch
+--          false                   no latch at the key
+-- Errors   WRONGTYPE       the key is not a hash (raised by HMGET)
+--          COORD_BADSTATE  the hash is not a latch
 local key = KEYS[1]
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local typ = redis.call('TYPE', key).ok
-if typ == 'none' then
-  return {}
-end
-if typ ~= 'hash' then
-  return redis.error_reply('COORD_WRONGTYPE latch key does not hold a hash')
-end
 local v = redis.call('HMGET', key, 'id', 'gen', 'count', 'initial', 'deadline')
+if not (v[1] or v[2] or v[3] or v[4] or v[5]) and redis.call('EXISTS', key) == 0 then
+  return false
+end
 local g, c, i, d = tonumber(v[2]), tonumber(v[3]), tonumber(v[4]), tonumber(v[5])
 if not v[1] or g == nil or c == nil or i == nil or d == nil then
   return redis.error_reply('COORD_BADSTATE latch key holds a hash that is not a latch')

@@ -10,21 +10,17 @@
 --          {2, 0, -1, now_ms}      stale: the key holds another generation
 --          {3, 0, -1, now_ms}      no latch at the key
 --          {5, count, -1, now_ms}  broken: the deadline passed with count > 0
--- Errors   COORD_WRONGTYPE  the key is not a hash
---          COORD_BADSTATE   the hash is not a latch
+-- Errors   WRONGTYPE       the key is not a hash (raised by HMGET)
+--          COORD_BADSTATE  the hash is not a latch
 local key = KEYS[1]
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local typ = redis.call('TYPE', key).ok
-if typ == 'none' then
+local v = redis.call('HMGET', key, 'id', 'count', 'deadline')
+if not (v[1] or v[2] or v[3]) and redis.call('EXISTS', key) == 0 then
   return {3, 0, -1, now}
 end
-if typ ~= 'hash' then
-  return redis.error_reply('COORD_WRONGTYPE latch key does not hold a hash')
-end
-local v = redis.call('HMGET', key, 'id', 'count', 'deadline')
 local c, d = tonumber(v[2]), tonumber(v[3])
 if not v[1] or c == nil or d == nil then
   return redis.error_reply('COORD_BADSTATE latch key holds a hash that is not a latch')

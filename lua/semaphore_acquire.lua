@@ -4,16 +4,18 @@
 --   member "capacity"        score = -capacity (negative, so it never falls in
 --                            an expiry range): the capacity every contender
 --                            must use while any permit is live
---   member "P:<n>:<token>"   one holder of n permits; score = its expiry in
---                            server-time ms, or +inf for "until released"
+--   member "P:<n>:<token>"   one holder of n permits (the permit's id); score
+--                            = its expiry in server-time ms, or +inf for
+--                            "until released"
 -- The key's own TTL is set to the latest permit expiry (none while a
 -- permit without expiry is held), so an abandoned semaphore disappears.
 --
 -- KEYS[1]  semaphore key
--- ARGV[1]  owner token of the caller
--- ARGV[2]  n: permits to take (integer, 1 <= n <= ARGV[3])
+-- ARGV[1]  permit id: the member "P:<n>:<token>", n the number of permits
+--          to take (integer, 1 <= n <= ARGV[3]), token the holder's random
+--          owner token
+-- ARGV[2]  TTL in milliseconds (integer >= 1), or 0 for no expiry
 -- ARGV[3]  capacity the caller uses (integer >= 1)
--- ARGV[4]  TTL in milliseconds (integer >= 1), or 0 for no expiry
 --
 -- Reply    {1, 0, now_ms}        acquired; also when the caller's own member
 --                                is already live (a re-sent request): its
@@ -23,33 +25,37 @@
 --                                (-1 when none of them expires). Expired
 --                                permits are pruned.
 --          now_ms is the server time the script ran at.
--- Errors   COORD_WRONGTYPE          the key is not a sorted set
---          COORD_BADSTATE           the sorted set lacks a valid capacity
---                                   record or holds a foreign member
---          COORD_CAPACITY_MISMATCH  a live permit exists and the recorded
---                                   capacity differs from ARGV[3]
---          Nothing is written when an error is returned.
+-- Errors (all raised before anything is written):
+--   WRONGTYPE                the key is not a sorted set (raised by ZSCORE)
+--   COORD_BADARG             ARGV[1] is not a member "P:<n>:<token>" with
+--                            1 <= n <= ARGV[3]
+--   COORD_BADSTATE           the sorted set lacks a valid capacity record
+--                            or holds a member that is not a permit
+--   COORD_CAPACITY_MISMATCH  a live permit exists and the recorded capacity
+--                            differs from ARGV[3]
 local key = KEYS[1]
-local n = tonumber(ARGV[2])
+local member = ARGV[1]
+local ttl = tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
-local ttl = tonumber(ARGV[4])
-local member = 'P:' .. ARGV[2] .. ':' .. ARGV[1]
+local n = tonumber(string.match(member, '^P:(%d+):.'))
+if n == nil or n < 1 or n > want then
+  return redis.error_reply('COORD_BADARG permit id is not P:<n>:<token> with 1 <= n <= capacity')
+end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local nows = string.format('%d', now)
 
-local typ = redis.call('TYPE', key).ok
-if typ ~= 'none' and typ ~= 'zset' then
-  return redis.error_reply('COORD_WRONGTYPE semaphore key does not hold a sorted set')
-end
 local cap = nil
-if typ == 'zset' then
-  local c = tonumber(redis.call('ZSCORE', key, 'capacity'))
+local c = redis.call('ZSCORE', key, 'capacity')
+if c then
+  c = tonumber(c)
   if c == nil or c >= 0 or c ~= math.floor(c) then
     return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
   end
   cap = -c
+elseif redis.call('EXISTS', key) == 1 then
+  return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
 end
 
 -- Live permits (score > now), earliest expiry first.

@@ -7,22 +7,22 @@
 --          capacity is the recorded capacity (0 when the key does not
 --          exist); used is the sum of the live holders' permits; holders
 --          counts live holders, no_expiry_holders those without expiry.
--- Errors   COORD_WRONGTYPE  the key is not a sorted set
---          COORD_BADSTATE   the capacity record is missing or malformed, or
---                           a member is not a permit
+-- Errors   WRONGTYPE       the key is not a sorted set (raised by ZSCORE)
+--          COORD_BADSTATE  the capacity record is missing or malformed, or
+--                          a member is not a permit
 local key = KEYS[1]
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local typ = redis.call('TYPE', key).ok
-if typ == 'none' then
+local c = redis.call('ZSCORE', key, 'capacity')
+if not c then
+  if redis.call('EXISTS', key) == 1 then
+    return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
+  end
   return {0, 0, 0, 0, now}
 end
-if typ ~= 'zset' then
-  return redis.error_reply('COORD_WRONGTYPE semaphore key does not hold a sorted set')
-end
-local c = tonumber(redis.call('ZSCORE', key, 'capacity'))
+c = tonumber(c)
 if c == nil or c >= 0 or c ~= math.floor(c) then
   return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
 end

@@ -2,23 +2,28 @@
 -- nothing.
 --
 -- KEYS[1]  semaphore key (layout in semaphore_acquire.lua)
--- ARGV[1]  the holder's member, "P:<n>:<token>"
+-- ARGV[1]  permit id: the holder's member, "P:<n>:<token>"
 --
--- Reply    {1, remaining_ms, now_ms}  live; remaining_ms until it expires,
---                                     -1 when it has no expiry
+-- Reply    {1, remaining_ms, now_ms}  live; remaining_ms (>= 1) until it
+--                                     expires, -1 when it has no expiry
 --          {0, 0, now_ms}             gone or expired
--- Errors   COORD_WRONGTYPE  the key is not a sorted set
+-- Errors   WRONGTYPE       the key is not a sorted set (raised by ZSCORE)
+--          COORD_BADSTATE  the sorted set lacks a valid capacity record
 local key = KEYS[1]
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local typ = redis.call('TYPE', key).ok
-if typ == 'none' then
+local c = redis.call('ZSCORE', key, 'capacity')
+if not c then
+  if redis.call('EXISTS', key) == 1 then
+    return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
+  end
   return {0, 0, now}
 end
-if typ ~= 'zset' then
-  return redis.error_reply('COORD_WRONGTYPE semaphore key does not hold a sorted set')
+c = tonumber(c)
+if c == nil or c >= 0 or c ~= math.floor(c) then
+  return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
 end
 local s = redis.call('ZSCORE', key, ARGV[1])
 if not s then

@@ -76,30 +76,57 @@
 // is cancelled, and use a fencing token (package fencing) where stale
 // holders must be rejected by the resource itself.
 //
-// # Lost replies
+// # Lost replies and failed releases
 //
 // go-redis re-sends a command after a lost reply (MaxRetries, 3 by
 // default). Acquire, refresh and release are safe to re-run: a re-sent
 // acquisition finds its own member and does not take more permits, and a
-// re-sent release reports AlreadyReleased. When an acquisition's reply is
-// lost for good (timeout, cancelled context, broken connection), the
-// permit may exist on the server; a background owner-checked release
-// removes it. When a release fails, the permit is treated as lost and the
-// release is retried in the background with jittered backoff for about a
-// minute; when that gives up, the counter coordination.cleanup.abandoned
-// (stage=release) is incremented and a warning is logged, and the permit
-// ends at its expiry. A delayed acquisition that reaches the server after
-// its cleanup recreates the permit until its TTL; this is another reason to
-// prefer a finite TTL. Per-call context deadlines bound network I/O only
-// with go-redis' ContextTimeoutEnabled option.
+// re-sent release reports AlreadyReleased. When an acquisition's outcome
+// is ambiguous (a timeout, a cancelled context, a broken connection, or a
+// lost reply followed by a LOADING or READONLY reply to the re-send; see
+// coordination.IsAmbiguous), the permits may exist on the server: a
+// background owner-checked release removes them.
+//
+// Release follows the one release semantics of every handle of the
+// library: the permit counts as released from the moment [Permit.Release]
+// is called (its context is cancelled with coordination.ErrReleased, its
+// keep-alive stops, and a renewal in flight can no longer turn the release
+// into a loss). When the release fails with a transient error or a
+// cancelled context, the caller gets the error and the owner-checked
+// release is retried in the background with jittered backoff, bounded by
+// the permits' remaining TTL and a minute; when that gives up, the counter
+// coordination.cleanup.abandoned (stage=release) is incremented, a warning
+// is logged, and the permit ends at its expiry. A terminal error (NOPERM)
+// is not retried: the permit ends at its expiry. A second Release answers
+// AlreadyReleased without asking Redis.
+//
+// A delayed acquisition that reaches the server after its cleanup
+// recreates the permit until its TTL; this is another reason to prefer a
+// finite TTL. Per-call context deadlines bound network I/O only with
+// go-redis' ContextTimeoutEnabled option.
+//
+// # Scripts
+//
+// The scripts are semaphore_acquire, semaphore_refresh, semaphore_verify,
+// semaphore_release and semaphore_read in package lua. A permit's id in
+// every script is its member "P:<n>:<token>"; acquire takes the member,
+// the TTL in milliseconds and the capacity; refresh the member and the
+// TTL; verify and release the member only. A release publishes on the
+// channel "coordination:" followed by the (prefixed) key, best effort.
 //
 // # Hooks and metrics
 //
 // Operations are admitted through the coordinator's hooks as SEMAPHORE
 // ACQUIRE (once per TryAcquire/Acquire call, however long it waits),
 // SEMAPHORE RENEW, SEMAPHORE VERIFY, SEMAPHORE RELEASE and SEMAPHORE READ.
-// Keep-alive renewals and background cleanups are not admitted. The
-// instruments are coordination.semaphore.acquire_wait (seconds blocked in
-// Acquire, by result), coordination.semaphore.contention (refused
-// attempts), coordination.semaphore.hold_time, .renewal_failures and .lost.
+// A refused acquisition is Succeeded (the answer was no); a blocking one
+// that gave up is Canceled. Keep-alive renewals and background cleanups are
+// not admitted. The instruments are coordination.semaphore.acquire_wait
+// (seconds blocked in Acquire, by result: acquired, gave_up),
+// coordination.semaphore.contention (acquisitions that found too few free
+// permits, once per call), coordination.semaphore.hold_time (from
+// acquiring to releasing or losing), coordination.semaphore.renewal_failures
+// (failed keep-alive renewals) and coordination.semaphore.lost (permits
+// lost while held), besides coordination.operation.duration and
+// coordination.cleanup.abandoned.
 package semaphore

@@ -13,20 +13,31 @@ import (
 	"github.com/coordkit/coordination/semaphore"
 )
 
-// Two permits shared by every process that uses the key: a third holder is
-// refused until one is released.
-func Example() {
+// exampleCoordinator starts an in-memory stand-in for a Redis server and
+// returns a coordinator on it, and a function that stops both.
+func exampleCoordinator() (*coordination.Coordinator, func()) {
 	mr, err := miniredis.Run() // stands in for a real Redis server
 	if err != nil {
 		panic(err)
 	}
-	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
 	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("example:"))
 	if err != nil {
 		panic(err)
 	}
+	return coord, func() {
+		if err := rdb.Close(); err != nil {
+			panic(err)
+		}
+		mr.Close()
+	}
+}
+
+// Two permits shared by every process that uses the key: a third holder is
+// refused until one is released.
+func Example() {
+	coord, stop := exampleCoordinator()
+	defer stop()
 	ctx := context.Background()
 
 	sem, err := semaphore.New(coord, "exports:permits", 2)
@@ -56,31 +67,72 @@ func Example() {
 	}
 	fmt.Println("first:", out)
 	third, err := sem.TryAcquire(ctx, 30*time.Second)
-	fmt.Println("third after a release:", err == nil)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("third after a release: acquired")
 
-	_, _ = second.Release(ctx)
-	_, _ = third.Release(ctx)
+	for _, p := range []*semaphore.Permit{second, third} {
+		if _, err := p.Release(ctx); err != nil {
+			panic(err)
+		}
+	}
 	// Output:
 	// third refused: true
 	// 2 of 2 permits used by 2 holders
 	// first: released
-	// third after a release: true
+	// third after a release: acquired
+}
+
+// The package documentation's pattern: take a permit if one is free, keep
+// it alive while the work runs under its context, and give it back when
+// done.
+func ExampleSemaphore_TryAcquire() {
+	coord, stop := exampleCoordinator()
+	defer stop()
+	ctx := context.Background()
+
+	sem, err := semaphore.New(coord, "batch:42:permits", 4)
+	if err != nil {
+		panic(err)
+	}
+	p, err := sem.TryAcquire(ctx, 30*time.Second)
+	if errors.Is(err, coordination.ErrNotAcquired) {
+		fmt.Println("all 4 are taken; try later")
+		return
+	}
+	if err != nil {
+		panic(err)
+	}
+	defer func() {
+		out, err := p.Release(context.WithoutCancel(ctx))
+		if err != nil {
+			panic(err) // a real program logs it: the release is retried in the background
+		}
+		fmt.Println("permit:", out)
+	}()
+	p.KeepAlive()
+
+	work(p.Context()) // cancelled if the permit is lost
+	// Output:
+	// work done with 1 permit held
+	// permit: released
+}
+
+func work(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		fmt.Println("work stopped:", context.Cause(ctx))
+	default:
+		fmt.Println("work done with 1 permit held")
+	}
 }
 
 // A blocked Acquire wakes when a holder releases: it is notified over
 // Pub/Sub, it does not poll.
 func ExampleSemaphore_Acquire() {
-	mr, err := miniredis.Run()
-	if err != nil {
-		panic(err)
-	}
-	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
-	coord, err := coordination.New(rdb)
-	if err != nil {
-		panic(err)
-	}
+	coord, stop := exampleCoordinator()
+	defer stop()
 	ctx := context.Background()
 	sem, err := semaphore.New(coord, "reports:permits", 3)
 	if err != nil {
@@ -92,21 +144,29 @@ func ExampleSemaphore_Acquire() {
 	if err != nil {
 		panic(err)
 	}
-	done := make(chan *semaphore.Permit)
+	type result struct {
+		p   *semaphore.Permit
+		err error
+	}
+	done := make(chan result)
 	go func() {
 		waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		p, err := sem.Acquire(waitCtx, time.Minute)
-		if err != nil {
-			panic(err)
-		}
-		done <- p
+		done <- result{p, err}
 	}()
 	time.Sleep(50 * time.Millisecond) // the waiter is blocked now
-	_, _ = all.Release(ctx)
-	p := <-done
-	fmt.Println("waiter holds", p.N(), "permit")
-	_, _ = p.Release(ctx)
+	if _, err := all.Release(ctx); err != nil {
+		panic(err)
+	}
+	r := <-done
+	if r.err != nil {
+		panic(r.err)
+	}
+	fmt.Println("waiter holds", r.p.N(), "permit")
+	if _, err := r.p.Release(ctx); err != nil {
+		panic(err)
+	}
 	// Output:
 	// waiter holds 1 permit
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
 )
 
@@ -25,6 +25,38 @@ import (
 // that returned before another was called comes first) and must never run
 // the server clock backwards; expiry is then decided by the model from the
 // recorded times, so histories that include expiries are checked too.
+
+// Recording views of the semaphore's scripts: the same .lua files the
+// engine declares (internal/engine/scripts_semaphore.go), run the same way,
+// with decoders that keep the server time every reply carries (the
+// engine's decoders check it and drop it) and the raw answer: ok is
+// acquired, refreshed, live or released.
+var (
+	linAcquireScript = engine.NewScript("semaphore_acquire", func(v any) (linOutput, bool) {
+		a, ok := engine.Ints(v, 3)
+		return linOutput{ok: ok && a[0] == 1, now: nowOf(a)}, ok && (a[0] == 0 || a[0] == 1)
+	})
+	linRefreshScript = engine.NewScript("semaphore_refresh", linPair)
+	linVerifyScript  = engine.NewScript("semaphore_verify", func(v any) (linOutput, bool) {
+		a, ok := engine.Ints(v, 3)
+		return linOutput{ok: ok && a[0] == 1, now: nowOf(a)}, ok && (a[0] == 0 || a[0] == 1)
+	})
+	linReleaseScript = engine.NewScript("semaphore_release", linPair)
+)
+
+// linPair decodes a {status, now} reply.
+func linPair(v any) (linOutput, bool) {
+	a, ok := engine.Ints(v, 2)
+	return linOutput{ok: ok && a[0] == 1, now: nowOf(a)}, ok && (a[0] == 0 || a[0] == 1)
+}
+
+// nowOf returns the server time, the last element of a reply.
+func nowOf(a []int64) int64 {
+	if len(a) == 0 {
+		return 0
+	}
+	return a[len(a)-1]
+}
 
 type linKind int
 
@@ -174,17 +206,13 @@ func TestLinearizability(t *testing.T) {
 				m := member(in.n, in.token)
 				switch in.kind {
 				case linAcquire:
-					var a attempt
-					a, err = s.try(ctx, in.token, in.n, in.ttl)
-					out = linOutput{ok: a.acquired, now: a.now}
+					out, err = linAcquireScript.Run(ctx, s.e, s.keys, m, in.ttl, s.capacity)
 				case linRefresh:
-					out.ok, out.now, err = s.refresh(ctx, m, in.ttl)
+					out, err = linRefreshScript.Run(ctx, s.e, s.keys, m, in.ttl)
 				case linVerify:
-					out.ok, out.now, err = s.verify(ctx, m)
+					out, err = linVerifyScript.Run(ctx, s.e, s.keys, m)
 				case linRelease:
-					var o coordination.ReleaseOutcome
-					o, out.now, err = s.release(ctx, m)
-					out.ok = o == coordination.Released
+					out, err = linReleaseScript.Run(ctx, s.e, s.keys, m)
 				}
 				ret := time.Since(base).Nanoseconds()
 				wallRet := time.Now().UnixMilli()
@@ -207,7 +235,7 @@ func TestLinearizability(t *testing.T) {
 					var in linInput
 					ttl := []int64{15, 30, 60, 120, 0}[rng.IntN(5)]
 					if held == nil {
-						tok, _ := coordination.NewOwnerToken()
+						tok, _ := engine.NewToken()
 						in = linInput{kind: linAcquire, token: tok, n: 1 + rng.Int64N(2), ttl: ttl}
 					} else {
 						// The holder renews, checks, releases, or re-sends its
@@ -316,13 +344,14 @@ func TestExpiredMemberScriptsTouchNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := s.try(ctx, "old", 1, 100)
-		if err != nil || !a.acquired {
-			t.Fatalf("old acquire: %+v, %v", a, err)
+		e, k := s.e, s.keys
+		g, err := engine.SemaphoreAcquire.Run(ctx, e, k, "P:1:old", 100, int64(1))
+		if err != nil || !g.Acquired {
+			t.Fatalf("old acquire: %+v, %v", g, err)
 		}
 		b.Advance(200 * time.Millisecond)
-		if a, err = s.try(ctx, "new", 1, 60_000); err != nil || !a.acquired {
-			t.Fatalf("new acquire: %+v, %v", a, err)
+		if g, err = engine.SemaphoreAcquire.Run(ctx, e, k, "P:1:new", 60_000, int64(1)); err != nil || !g.Acquired {
+			t.Fatalf("new acquire: %+v, %v", g, err)
 		}
 		raw := b.Raw(t)
 		score := func() float64 {
@@ -333,19 +362,19 @@ func TestExpiredMemberScriptsTouchNothing(t *testing.T) {
 			return v
 		}
 		before := score()
-		if ok, _, err := s.refresh(ctx, "P:1:old", 60_000); ok || err != nil {
+		if ok, err := engine.SemaphoreRefresh.Run(ctx, e, k, "P:1:old", 60_000); ok || err != nil {
 			t.Fatalf("refresh of the expired member = %v, %v", ok, err)
 		}
-		if out, _, err := s.release(ctx, "P:1:old"); out != coordination.AlreadyReleased || err != nil {
+		if out, err := engine.SemaphoreRelease.Run(ctx, e, k, "P:1:old"); out != engine.AlreadyReleased || err != nil {
 			t.Fatalf("release of the expired member = %v, %v", out, err)
 		}
-		if ok, _, err := s.verify(ctx, "P:1:new"); !ok || err != nil || score() != before {
+		if ok, err := engine.SemaphoreVerify.Run(ctx, e, k, "P:1:new"); !ok || err != nil || score() != before {
 			t.Fatalf("the new holder's permit changed: live %v (%v), score %v -> %v", ok, err, before, score())
 		}
 		// A re-sent acquisition of the live holder does not take a second
 		// permit and only sets its expiry again.
-		if a, err = s.try(ctx, "new", 1, 60_000); err != nil || !a.acquired {
-			t.Fatalf("re-sent acquire: %+v, %v", a, err)
+		if g, err = engine.SemaphoreAcquire.Run(ctx, e, k, "P:1:new", 60_000, int64(1)); err != nil || !g.Acquired {
+			t.Fatalf("re-sent acquire: %+v, %v", g, err)
 		}
 		if n, _ := raw.ZCard(ctx, b.Key("permits")).Result(); n != 2 {
 			t.Fatalf("ZCARD = %d after a re-sent acquire; want the capacity record and one permit", n)

@@ -2,12 +2,10 @@ package semaphore
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/hooks"
-	"github.com/coordkit/coordination/internal/lease"
+	"github.com/coordkit/coordination/internal/engine"
 )
 
 // Permit is one holder's share of a semaphore: N permits taken together by
@@ -15,44 +13,17 @@ import (
 // methods of [Semaphore] and is safe for concurrent use by multiple
 // goroutines. A nil *Permit reports not held.
 type Permit struct {
-	sem    *Semaphore
-	n      int64
-	token  string
-	member string
-	h      *lease.Handle
+	sem   *Semaphore
+	n     int64
+	token string
+	h     *engine.Handle
 }
 
-func (s *Semaphore) newPermit(n int64, got lease.Acquired, ttl time.Duration) *Permit {
-	p := &Permit{sem: s, n: n, token: got.Token, member: member(n, got.Token)}
-	p.h = lease.New(s.coord, lease.Names{Primitive: primitive, Renew: hooks.SemaphoreRenew, Verify: hooks.SemaphoreVerify, Release: hooks.SemaphoreRelease},
-		lease.Ops{
-			Refresh: func(ctx context.Context, ttlMs int64) (bool, error) {
-				ok, _, err := s.refresh(ctx, p.member, ttlMs)
-				return ok, err
-			},
-			Verify: func(ctx context.Context) (bool, error) {
-				ok, _, err := s.verify(ctx, p.member)
-				return ok, err
-			},
-			Release:  p.release,
-			NoExpiry: true,
-		}, s.hm, got.Sent, ttl)
-	return p
-}
-
-// release is the handle's owner-checked release. When it fails, whether
-// the permits were given back is unknown: the permit is marked lost and
-// the release is retried in the background (bounded, see lease.Cleanup).
-func (p *Permit) release(ctx context.Context) (coordination.ReleaseOutcome, error) {
-	out, _, err := p.sem.release(ctx, p.member)
-	if err != nil {
-		p.h.Lose(fmt.Errorf("%w: release failed, retrying in the background: %w", coordination.ErrLost, err))
-		lease.Cleanup(p.sem.coord, "release", func(ctx context.Context) error {
-			_, _, err := p.sem.release(ctx, p.member)
-			return err
-		})
+func (p *Permit) handle() *engine.Handle {
+	if p == nil {
+		return nil
 	}
-	return out, err
+	return p.h
 }
 
 // Key returns the semaphore's key (without the coordinator's prefix).
@@ -85,27 +56,16 @@ func (p *Permit) N() int64 {
 // acquire or refresh request was sent, minus a drift allowance (1% of the
 // TTL plus 2 ms). It returns [Forever] for permits without expiry, and 0
 // once they are released, lost or locally expired, without asking Redis.
-func (p *Permit) Remaining() time.Duration {
-	if p == nil {
-		return 0
-	}
-	return p.h.Remaining()
-}
+func (p *Permit) Remaining() time.Duration { return p.handle().Remaining() }
 
-// Context returns a context that is cancelled when the permits are released
-// (context.Cause is coordination.ErrReleased), lost, found gone by
-// [Permit.Refresh] or [Permit.Verify], or when their local deadline passes
-// or a release fails (the cause wraps coordination.ErrLost). Run the
-// protected work under it. A nil *Permit returns an already-cancelled
-// context.
-func (p *Permit) Context() context.Context {
-	if p == nil {
-		ctx, cancel := context.WithCancelCause(context.Background())
-		cancel(coordination.ErrNotHeld)
-		return ctx
-	}
-	return p.h.Context()
-}
+// Context returns a context that is cancelled when the permits are
+// released (context.Cause is coordination.ErrReleased, from the moment
+// [Permit.Release] is called), or lost: found gone by [Permit.Refresh],
+// [Permit.Verify] or a keep-alive renewal, or past their local deadline
+// (the cause matches coordination.ErrLost). Run the protected work under
+// it. It is created on the first call. A nil *Permit returns an
+// already-cancelled context (cause coordination.ErrNotHeld).
+func (p *Permit) Context() context.Context { return p.handle().Context() }
 
 // Done returns Context().Done().
 func (p *Permit) Done() <-chan struct{} { return p.Context().Done() }
@@ -126,22 +86,15 @@ func (p *Permit) Done() <-chan struct{} { return p.Context().Done() }
 // for a keep-alive renewal in flight, so the last expiry set is the
 // caller's.
 func (p *Permit) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
-	if p == nil {
-		return false, nil
-	}
-	return p.h.Refresh(ctx, ttl)
+	return p.handle().Refresh(ctx, ttl)
 }
 
 // Verify reports whether this holder's permits are live at the instant the
 // script runs (one round trip, admitted as SEMAPHORE VERIFY; nothing is
-// written). A false answer marks the permit lost. After the permit is
-// released or lost it returns false without asking Redis.
-func (p *Permit) Verify(ctx context.Context) (bool, error) {
-	if p == nil {
-		return false, nil
-	}
-	return p.h.Verify(ctx)
-}
+// written). A false answer marks the permit lost; an error changes
+// nothing. After the permit is released or lost it returns false without
+// asking Redis.
+func (p *Permit) Verify(ctx context.Context) (bool, error) { return p.handle().Verify(ctx) }
 
 // Release gives the permits back and wakes waiters, in one round trip
 // (admitted as SEMAPHORE RELEASE). It returns coordination.Released, or
@@ -150,26 +103,28 @@ func (p *Permit) Verify(ctx context.Context) (bool, error) {
 // own release already done. It never returns NotOwned: a permit belongs to
 // its holder alone.
 //
-// When Release fails (network error, cancelled ctx) the outcome is
-// unknown: the permit is marked lost, its context cancelled, and the
-// release is retried in the background for about a minute (see the package
-// documentation). Calling Release again is allowed. A hook's rejection
-// leaves the permit as it was.
+// The permit counts as released from the moment Release is called: its
+// context is cancelled (cause coordination.ErrReleased) and its keep-alive
+// stops, so a renewal in flight cannot turn the release into a loss. When
+// the release fails with a transient error or a cancelled ctx, the error
+// is returned and the owner-checked release is retried in the background
+// until it gets an answer, the permits' TTL has passed or about a minute
+// has passed (see the package documentation); a terminal error (NOPERM)
+// leaves the permits to expire at their TTL. A hook's rejection leaves the
+// permit as it was.
 func (p *Permit) Release(ctx context.Context) (coordination.ReleaseOutcome, error) {
-	if p == nil {
-		return coordination.AlreadyReleased, nil
-	}
-	return p.h.Release(ctx)
+	out, err := p.handle().Release(ctx)
+	return coordination.ReleaseOutcome(out), err
 }
 
 // KeepAlive starts renewing the permits in the background every TTL/3
 // until they are released or lost. A renewal that finds them gone, a
 // terminal error, or the local deadline passing while transient errors
 // persist ends the keep-alive and cancels [Permit.Context] with a cause
-// wrapping coordination.ErrLost. Renewals are not admitted through hooks.
+// matching coordination.ErrLost. Renewals are not admitted through hooks.
 // KeepAlive returns at once; calling it again, or on permits without
 // expiry, does nothing. Release the permit (or let it be lost) to stop the
-// background goroutine.
+// background goroutine. On a nil *Permit it does nothing.
 func (p *Permit) KeepAlive() {
 	if p != nil {
 		p.h.KeepAlive()

@@ -2,20 +2,27 @@ package semaphore
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
-
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
-	"github.com/coordkit/coordination/internal/lease"
-	"github.com/coordkit/coordination/internal/waitloop"
-	"github.com/coordkit/coordination/lua"
+	"github.com/coordkit/coordination/internal/engine"
 )
 
 const primitive = "semaphore"
+
+// kind is the semaphore permit's lease kind: its hook names, scripts and
+// instruments (coordination.semaphore.*, no attributes besides result on
+// acquire_wait). A permit's id is its sorted-set member "P:<n>:<token>".
+var kind = &engine.LeaseKind{
+	Primitive: primitive,
+	AcquireOp: hooks.SemaphoreAcquire, RenewOp: hooks.SemaphoreRenew, VerifyOp: hooks.SemaphoreVerify, ReleaseOp: hooks.SemaphoreRelease,
+	Acquire: engine.SemaphoreAcquire, Refresh: engine.SemaphoreRefresh, Verify: engine.SemaphoreVerify, Release: engine.SemaphoreRelease,
+	NoExpiry: true,
+	Metrics:  engine.SemaphoreMetrics,
+}
 
 // MaxCapacity is the largest capacity (and so the largest number of permits
 // one holder may take): 2^53-1, the largest integer the scripts' Lua
@@ -25,7 +32,7 @@ const MaxCapacity = 1<<53 - 1
 // Forever is what [Permit.Remaining] returns while a permit acquired (or
 // refreshed) with a TTL of 0, meaning no expiry, is held: the largest
 // time.Duration.
-const Forever = lease.Forever
+const Forever = time.Duration(math.MaxInt64)
 
 // DefaultRecheck is the default re-check period of a blocked
 // [Semaphore.Acquire]; see [WithRecheck].
@@ -37,15 +44,11 @@ const DefaultRecheck = 5 * time.Second
 // provided they use the same capacity. It is safe for concurrent use by
 // multiple goroutines. The zero value is not usable.
 type Semaphore struct {
-	coord    *coordination.Coordinator
+	e        *engine.Engine
 	key      string
-	keys     coordination.Keys // key, prefixed once
-	channel  string            // release notifications
+	keys     engine.Keys // key, prefixed once
 	capacity int64
 	recheck  time.Duration
-
-	am lease.AcquireMetrics
-	hm lease.Metrics
 }
 
 // Option configures a [Semaphore].
@@ -62,7 +65,7 @@ type config struct {
 func WithRecheck(d time.Duration) Option {
 	return func(c *config) error {
 		if d < time.Millisecond {
-			return coordination.InvalidArgument("recheck", "must be at least 1ms, got %v", d)
+			return engine.InvalidArgument("recheck", "must be at least 1ms, got %v", d)
 		}
 		c.recheck = d
 		return nil
@@ -79,63 +82,28 @@ func WithRecheck(d time.Duration) Option {
 // argument, when coord is nil, key is empty, capacity is out of range or an
 // option is invalid.
 func New(coord *coordination.Coordinator, key string, capacity int64, opts ...Option) (*Semaphore, error) {
-	if err := coord.Check(); err != nil {
+	e, err := engine.Of(coord)
+	if err != nil {
 		return nil, err
 	}
-	if err := coordination.CheckKey("key", key); err != nil {
+	if err := engine.CheckKey("key", key); err != nil {
 		return nil, err
 	}
 	if capacity < 1 || capacity > MaxCapacity {
-		return nil, coordination.InvalidArgument("capacity", "must be between 1 and %d, got %d", int64(MaxCapacity), capacity)
+		return nil, engine.InvalidArgument("capacity", "must be between 1 and %d, got %d", int64(MaxCapacity), capacity)
 	}
 	cfg := config{recheck: DefaultRecheck}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	if err := engine.Apply(&cfg, opts); err != nil {
+		return nil, err
 	}
-	keys, err := coord.Keys(key)
-	if err != nil {
-		return nil, err // one key: never a slot error
-	}
-	s := &Semaphore{coord: coord, key: key, keys: keys, channel: coord.Channel(key), capacity: capacity, recheck: cfg.recheck}
-	inst := coord.Instruments(primitive, func() any { return buildInstruments(coord) }).(instrumentSet)
-	s.am, s.hm = inst.am, inst.hm
-	return s, nil
-}
-
-// instrumentSet holds the coordination.semaphore.* instruments, built once
-// per coordinator.
-type instrumentSet struct {
-	am lease.AcquireMetrics
-	hm lease.Metrics
-}
-
-func buildInstruments(coord *coordination.Coordinator) instrumentSet {
-	return instrumentSet{lease.AcquireMetrics{
-		Wait: coord.Float64Histogram("coordination.semaphore.acquire_wait",
-			"Time spent blocked in a semaphore Acquire, by result.", "s", coordination.DurationBuckets...),
-		Contention: coord.Int64Counter("coordination.semaphore.contention",
-			"Semaphore acquire attempts that found too few free permits.", "{attempt}"),
-	}, lease.Metrics{
-		Hold: coord.Float64Histogram("coordination.semaphore.hold_time",
-			"Time from acquiring semaphore permits to releasing or losing them.", "s", coordination.DurationBuckets...),
-		RenewalFailures: coord.Int64Counter("coordination.semaphore.renewal_failures",
-			"Keep-alive renewals of semaphore permits that failed (lost permit, terminal or transient error).", "{renewal}"),
-		Lost: coord.Int64Counter("coordination.semaphore.lost",
-			"Semaphore permits lost while held: expired, or release outcome unknown.", "{permit}"),
-		Attrs: metric.WithAttributeSet(attribute.NewSet()),
-	}}
+	return &Semaphore{e: e, key: key, keys: e.Key(key), capacity: capacity, recheck: cfg.recheck}, nil
 }
 
 // check returns an error wrapping coordination.ErrInvalidArgument for a nil
 // or zero Semaphore, which [New] never returns.
 func (s *Semaphore) check() error {
-	if s == nil || s.coord == nil {
-		return coordination.InvalidArgument("semaphore", "must not be nil; use semaphore.New")
+	if s == nil || s.e == nil {
+		return engine.InvalidArgument("semaphore", "must not be nil; use semaphore.New")
 	}
 	return nil
 }
@@ -172,9 +140,9 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit,
 // nothing written; an error matching coordination.ErrWrongType or
 // coordination.ErrBadState when the key holds something else; the hook's
 // error when a hook rejects; Redis and network errors as go-redis returns
-// them. When the reply was lost (timeout, cancelled context, broken
-// connection) the permits may have been taken on the server: a background
-// owner-checked release gives them back.
+// them. When the outcome is ambiguous (see coordination.IsAmbiguous) the
+// permits may have been taken on the server: a background owner-checked
+// release gives them back.
 func (s *Semaphore) TryAcquireN(ctx context.Context, n int64, ttl time.Duration) (*Permit, error) {
 	return s.acquire(ctx, n, ttl, false)
 }
@@ -197,7 +165,9 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (*Permit, er
 // AcquireN is admitted through hooks once, as SEMAPHORE ACQUIRE, however
 // long it waits. When ctx ends first it returns an error matching both
 // coordination.ErrNotAcquired and ctx's error (context.Cause). Other errors
-// are those of [Semaphore.TryAcquireN].
+// are those of [Semaphore.TryAcquireN]; when any attempt's outcome was
+// ambiguous and the call fails, the permits it may have taken are given
+// back in the background.
 func (s *Semaphore) AcquireN(ctx context.Context, n int64, ttl time.Duration) (*Permit, error) {
 	return s.acquire(ctx, n, ttl, true)
 }
@@ -207,108 +177,27 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, ttl time.Duration, blo
 		return nil, err
 	}
 	if n < 1 || n > s.capacity {
-		return nil, coordination.InvalidArgument("n", "must be between 1 and the capacity %d, got %d", s.capacity, n)
+		return nil, engine.InvalidArgument("n", "must be between 1 and the capacity %d, got %d", s.capacity, n)
 	}
-	if _, err := lease.TTLMillis(ttl, true); err != nil {
+	if _, err := engine.TTLMillis(ttl, true); err != nil {
 		return nil, err
 	}
-	got, err := lease.Acquire(ctx, s.coord, lease.AcquireSpec{
-		Op: hooks.SemaphoreAcquire, Primitive: primitive, Key: s.key, TTL: ttl, NoExpiry: true,
-		Try: func(ctx context.Context, token string, ttlMs int64) (bool, time.Duration, error) {
-			a, err := s.try(ctx, token, n, ttlMs)
-			return a.acquired, a.retryIn, err
-		},
-		Cleanup: func(ctx context.Context, token string) error {
-			_, _, err := s.release(ctx, member(n, token))
-			return err
-		},
-		Metrics: s.am,
-		Wait:    waitloop.Config{Recheck: s.recheck},
-	}, block)
+	token, err := engine.NewToken()
 	if err != nil {
 		return nil, err
 	}
-	return s.newPermit(n, got, ttl), nil
-}
-
-// attempt is the decoded reply of one run of the acquire script.
-type attempt struct {
-	acquired bool
-	retryIn  time.Duration // until the earliest live permit expires; 0 when unknown
-	now      int64         // server time of the run, ms since the epoch
-}
-
-// try runs the acquire script once.
-func (s *Semaphore) try(ctx context.Context, token string, n, ttlMs int64) (attempt, error) {
-	cmd, err := s.coord.EvalKeys(ctx, lua.SemaphoreAcquire, s.keys, token, n, s.capacity, ttlMs)
-	if err != nil {
-		return attempt{}, err
-	}
-	v, err := cmd.Int64Slice()
-	if err != nil {
-		return attempt{}, err
-	}
-	if len(v) != 3 || v[0] < 0 || v[0] > 1 {
-		return attempt{}, coordination.UnexpectedReply(lua.SemaphoreAcquire.Name(), v)
-	}
-	return attempt{acquired: v[0] == 1, retryIn: lease.RetryIn(v[1]), now: v[2]}, nil
-}
-
-// release runs the release script for member and returns the outcome and
-// the server time it ran at.
-func (s *Semaphore) release(ctx context.Context, member string) (coordination.ReleaseOutcome, int64, error) {
-	cmd, err := s.coord.EvalKeys(ctx, lua.SemaphoreRelease, s.keys, member, s.channel)
-	if err != nil {
-		return 0, 0, err
-	}
-	v, err := pair(cmd.Int64Slice())
-	if err != nil {
-		return 0, 0, err
-	}
-	return lease.Outcome(v[0]), v[1], nil
-}
-
-// refresh runs the refresh script for member.
-func (s *Semaphore) refresh(ctx context.Context, member string, ttlMs int64) (bool, int64, error) {
-	cmd, err := s.coord.EvalKeys(ctx, lua.SemaphoreRefresh, s.keys, member, ttlMs)
-	if err != nil {
-		return false, 0, err
-	}
-	v, err := pair(cmd.Int64Slice())
-	if err != nil {
-		return false, 0, err
-	}
-	return v[0] == 1, v[1], nil
-}
-
-// verify runs the verify script for member.
-func (s *Semaphore) verify(ctx context.Context, member string) (bool, int64, error) {
-	cmd, err := s.coord.EvalKeys(ctx, lua.SemaphoreVerify, s.keys, member)
-	if err != nil {
-		return false, 0, err
-	}
-	v, err := cmd.Int64Slice()
-	if err != nil {
-		return false, 0, err
-	}
-	if len(v) != 3 {
-		return false, 0, coordination.UnexpectedReply(lua.SemaphoreVerify.Name(), v)
-	}
-	return v[0] == 1, v[2], nil
-}
-
-// pair checks a {status, now} reply.
-func pair(v []int64, err error) ([]int64, error) {
+	h, _, err := s.e.Acquire(ctx, &engine.AcquireRequest{
+		Kind: kind, Keys: s.keys, ID: []any{member(n, token)}, TTL: ttl, Extra: []any{s.capacity},
+		Block: block, Recheck: s.recheck,
+	})
 	if err != nil {
 		return nil, err
 	}
-	if len(v) != 2 || v[0] < 0 || v[0] > 1 {
-		return nil, coordination.UnexpectedReply("semaphore script", v)
-	}
-	return v, nil
+	return &Permit{sem: s, n: n, token: token, h: h}, nil
 }
 
-// member is the sorted-set member of a holder of n permits.
+// member is the sorted-set member of a holder of n permits: the permit's
+// id in every script.
 func member(n int64, token string) string {
 	return "P:" + strconv.FormatInt(n, 10) + ":" + token
 }
@@ -342,20 +231,13 @@ func (s *Semaphore) State(ctx context.Context) (State, error) {
 	if err := s.check(); err != nil {
 		return State{}, err
 	}
-	ctx, finish, err := s.coord.Admit(ctx, hooks.SemaphoreRead, primitive)
+	ctx, op, err := s.e.Admit(ctx, hooks.SemaphoreRead, primitive)
 	if err != nil {
 		return State{}, err
 	}
-	cmd, err := s.coord.EvalKeys(ctx, lua.SemaphoreRead, s.keys)
+	r, err := engine.SemaphoreRead.Run(ctx, s.e, s.keys)
 	if err != nil {
-		return State{}, finish(err)
+		return State{}, op.End(err)
 	}
-	v, err := cmd.Int64Slice()
-	if err != nil {
-		return State{}, finish(err)
-	}
-	if len(v) != 5 {
-		return State{}, finish(coordination.UnexpectedReply(lua.SemaphoreRead.Name(), v))
-	}
-	return State{Capacity: v[0], Used: v[1], Holders: int(v[2]), NoExpiry: int(v[3])}, finish(nil)
+	return State{Capacity: r.Capacity, Used: r.Used, Holders: int(r.Holders), NoExpiry: int(r.NoExpiry)}, op.End(nil)
 }

@@ -3,9 +3,11 @@ package semaphore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
-	"github.com/coordkit/coordination/lua"
 	"github.com/coordkit/coordination/semaphore"
 )
 
@@ -557,6 +559,8 @@ func TestForeignKey(t *testing.T) {
 		ctx := context.Background()
 		raw := b.Raw(t)
 		s := newSem(t, b.Coordinator(t), 2)
+		held := mustAcquireN(t, s, 1, time.Minute)
+		raw.Del(ctx, b.Key(key))
 		if err := raw.Set(ctx, b.Key(key), "x", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -578,8 +582,129 @@ func TestForeignKey(t *testing.T) {
 		if !errors.Is(err, coordination.ErrBadState) || errors.Is(err, coordination.ErrWrongType) {
 			t.Fatalf("TryAcquire on a foreign sorted set: %v; want ErrBadState", err)
 		}
+		// Neither a refresh, a verify, a read nor a release prunes or
+		// deletes a sorted set that is not a semaphore (its member's score
+		// is long past).
+		if _, err := s.State(ctx); !errors.Is(err, coordination.ErrBadState) {
+			t.Fatalf("State on a foreign sorted set: %v; want ErrBadState", err)
+		}
+		if _, err := held.Verify(ctx); !errors.Is(err, coordination.ErrBadState) {
+			t.Fatalf("Verify on a foreign sorted set: %v; want ErrBadState", err)
+		}
+		if _, err := held.Refresh(ctx, time.Minute); !errors.Is(err, coordination.ErrBadState) {
+			t.Fatalf("Refresh on a foreign sorted set: %v; want ErrBadState", err)
+		}
+		if _, err := held.Release(ctx); !errors.Is(err, coordination.ErrBadState) || coordination.Classify(err) != coordination.Terminal {
+			t.Fatalf("Release on a foreign sorted set: %v; want a terminal ErrBadState", err)
+		}
 		if got, _ := raw.ZRange(ctx, b.Key(key), 0, -1).Result(); !slices.Equal(got, []string{"m"}) {
 			t.Fatalf("the foreign sorted set was changed: %v", got)
+		}
+	})
+}
+
+// replyHook replaces the reply of every successful call of one script with
+// val, as a server (or a proxy, or a future version of a script) answering
+// something the client does not know would.
+type replyHook struct {
+	sha string
+	val any
+}
+
+func (h replyHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h replyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		c, ok := cmd.(*redis.Cmd)
+		if ok && (err == nil || errors.Is(err, redis.Nil)) && strings.EqualFold(cmd.Name(), "evalsha") && fmt.Sprint(cmd.Args()[1]) == h.sha {
+			c.SetErr(nil)
+			c.SetVal(h.val)
+			return nil
+		}
+		return err
+	}
+}
+
+func (h replyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A reply of an unknown shape or status is an error matching ErrBadState,
+// never a default such as "not acquired", "not held" or "released"; a
+// permit whose refresh, verify or release got such a reply is not marked
+// lost by it.
+func TestUnknownRepliesAreBadState(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		now := time.Now().UnixMilli()
+		cases := []struct {
+			name string
+			sha  string
+			val  any
+			op   func(s *semaphore.Semaphore, p *semaphore.Permit) error
+		}{
+			{"acquire status 2", engine.SemaphoreAcquire.Hash(), []any{int64(2), int64(0), now}, func(s *semaphore.Semaphore, _ *semaphore.Permit) error {
+				_, err := s.TryAcquire(ctx, time.Minute)
+				return err
+			}},
+			{"acquire without time", engine.SemaphoreAcquire.Hash(), []any{int64(0), int64(5)}, func(s *semaphore.Semaphore, _ *semaphore.Permit) error {
+				_, err := s.TryAcquire(ctx, time.Minute)
+				return err
+			}},
+			{"refresh status -1", engine.SemaphoreRefresh.Hash(), []any{int64(-1), now}, func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
+				_, err := p.Refresh(ctx, time.Minute)
+				return err
+			}},
+			{"verify live with 0 left", engine.SemaphoreVerify.Hash(), []any{int64(1), int64(0), now}, func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
+				_, err := p.Verify(ctx)
+				return err
+			}},
+			{"verify as a string", engine.SemaphoreVerify.Hash(), "1", func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
+				_, err := p.Verify(ctx)
+				return err
+			}},
+			{"release NotOwned", engine.SemaphoreRelease.Hash(), []any{int64(-1), now}, func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
+				_, err := p.Release(ctx)
+				return err
+			}},
+			{"read short", engine.SemaphoreRead.Hash(), []any{int64(2), int64(1), int64(1), now}, func(s *semaphore.Semaphore, _ *semaphore.Permit) error {
+				_, err := s.State(ctx)
+				return err
+			}},
+		}
+		for _, c := range cases {
+			client := b.Client(t)
+			coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := semaphore.New(coord, "bad:"+c.name, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			warm := mustAcquireN(t, s, 1, time.Minute) // caches the scripts on the key's node
+			if _, err := warm.Refresh(ctx, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.State(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := warm.Verify(ctx); err != nil {
+				t.Fatal(err)
+			}
+			release(t, warm)
+			p := mustAcquireN(t, s, 1, time.Minute)
+			client.AddHook(replyHook{sha: c.sha, val: c.val})
+			err = c.op(s, p)
+			if !errors.Is(err, coordination.ErrBadState) || errors.Is(err, coordination.ErrNotAcquired) {
+				t.Errorf("%s: %v; want ErrBadState", c.name, err)
+			}
+			if c.sha == engine.SemaphoreRefresh.Hash() || c.sha == engine.SemaphoreVerify.Hash() {
+				if p.Remaining() == 0 || p.Context().Err() != nil {
+					t.Errorf("%s: the permit was marked lost by a reply nobody understood", c.name)
+				}
+			}
 		}
 	})
 }
@@ -632,8 +757,7 @@ func TestInvalidArguments(t *testing.T) {
 
 func wantArgument(t testing.TB, err error, name string) {
 	t.Helper()
-	var ae *coordination.ArgumentError
-	if !errors.Is(err, coordination.ErrInvalidArgument) || !errors.As(err, &ae) || ae.Name != name {
+	if got, ok := engine.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || got != name {
 		t.Fatalf("err = %v; want an invalid-argument error naming %q", err, name)
 	}
 }
@@ -645,9 +769,13 @@ func TestOneCommandPerOperation(t *testing.T) {
 		ctx := context.Background()
 		coord := b.Coordinator(t)
 		client := coord.Client()
-		for _, sc := range []*lua.Script{lua.SemaphoreAcquire, lua.SemaphoreRelease, lua.SemaphoreRefresh, lua.SemaphoreVerify, lua.SemaphoreRead} {
-			if err := sc.Load(ctx, client); err != nil {
-				t.Fatalf("SCRIPT LOAD %s: %v", sc.Name(), err)
+		e, _ := engine.Of(coord)
+		for _, load := range []func(context.Context, *engine.Engine) error{
+			engine.SemaphoreAcquire.Load, engine.SemaphoreRelease.Load, engine.SemaphoreRefresh.Load,
+			engine.SemaphoreVerify.Load, engine.SemaphoreRead.Load,
+		} {
+			if err := load(ctx, e); err != nil {
+				t.Fatalf("SCRIPT LOAD: %v", err)
 			}
 		}
 		s := newSem(t, coord, 1)
@@ -713,44 +841,99 @@ func TestHooks(t *testing.T) {
 	})
 }
 
-// A release that fails before reaching Redis marks the permit lost and is
-// retried in the background until the permit is gone.
+// A release that fails before reaching Redis (a cancelled context) marks
+// the permit released at once (the one release semantics: context cause
+// ErrReleased, a second Release answers AlreadyReleased without asking
+// Redis), returns the error, and is retried in the background until the
+// permit is gone.
 func TestFailedReleaseIsCleanedUpInBackground(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		raw := b.Raw(t)
-		s := newSem(t, b.Coordinator(t), 1)
+		coord := b.Coordinator(t)
+		s := newSem(t, coord, 1)
 		p := mustAcquireN(t, s, 1, time.Minute)
 		cancelled, cancel := context.WithCancel(context.Background())
 		cancel()
 		if _, err := p.Release(cancelled); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Release with a cancelled context: %v", err)
 		}
-		if !errors.Is(context.Cause(p.Context()), coordination.ErrLost) || p.Remaining() != 0 {
-			t.Fatalf("after a failed release: cause %v, remaining %v; want lost", context.Cause(p.Context()), p.Remaining())
+		if !errors.Is(context.Cause(p.Context()), coordination.ErrReleased) || p.Remaining() != 0 {
+			t.Fatalf("after a failed release: cause %v, remaining %v; want released", context.Cause(p.Context()), p.Remaining())
+		}
+		counter := testharness.CountCommands(coord.Client())
+		if out, err := p.Release(context.Background()); out != coordination.AlreadyReleased || err != nil {
+			t.Fatalf("second Release = %v, %v; want AlreadyReleased", out, err)
 		}
 		eventually(t, 5*time.Second, "background release", func() bool {
 			n, _ := raw.Exists(context.Background(), b.Key(key)).Result()
 			return n == 0
 		})
+		for _, name := range counter.Names() {
+			if name != "EVALSHA" && name != "EVAL" {
+				t.Errorf("unexpected command %s after the failed release", name)
+			}
+		}
 	})
 }
 
+// noPerm is a terminal error reply, as a server whose ACL denies a command
+// the script runs would give.
+type noPerm string
+
+func (e noPerm) Error() string { return string(e) }
+func (e noPerm) RedisError()   {}
+
 // A background release that cannot succeed is abandoned and counted in
-// coordination.cleanup.abandoned.
+// coordination.cleanup.abandoned; the permit then ends at its TTL. A
+// release that fails terminally itself starts no background retry.
 func TestAbandonedCleanupIsCounted(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
 		mp := newMeterProvider()
-		coord := b.Coordinator(t, coordination.WithMeterProvider(mp))
-		client := coord.Client()
-		s := newSem(t, coord, 1)
+		client := b.Client(t)
+		faults := &testharness.ScriptFaults{}
+		client.AddHook(faults)
+		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()), coordination.WithMeterProvider(mp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newSem(t, coord, 2)
 		p := mustAcquireN(t, s, 1, time.Minute)
-		_ = client.Close() // every later command fails terminally
-		if _, err := p.Release(context.Background()); !errors.Is(err, redis.ErrClosed) {
-			t.Fatalf("Release on a closed client: %v", err)
+		// The release fails transiently (never sent); its background retry
+		// is refused terminally.
+		faults.Add(testharness.Fault{SHA: engine.SemaphoreRelease.Hash(), Err: testharness.LoadingError})
+		faults.Add(testharness.Fault{SHA: engine.SemaphoreRelease.Hash(), Err: noPerm("NOPERM this user has no permissions to run the 'zrem' command")})
+		if _, err := p.Release(ctx); coordination.Classify(err) != coordination.Transient {
+			t.Fatalf("Release with LOADING: %v, want the transient error", err)
 		}
 		eventually(t, 5*time.Second, "abandoned cleanup counted", func() bool {
 			return mp.count("coordination.cleanup.abandoned", "reason=terminal_error", "stage=release") == 1
 		})
+		if got := members(t, b, raw); !slices.Equal(got, []string{memberOf(p)}) {
+			t.Fatalf("members = %v; want the abandoned permit, left to its TTL", got)
+		}
+
+		// A terminal error of the release itself: returned, nothing retried.
+		e, _ := engine.Of(coord)
+		eventually(t, 5*time.Second, "the abandoned cleanup ended", func() bool { return e.Cleanups() == 0 })
+		q := mustAcquireN(t, s, 1, time.Minute)
+		faults.Add(testharness.Fault{SHA: engine.SemaphoreRelease.Hash(), Err: noPerm("NOPERM no permissions")})
+		if _, err := q.Release(ctx); coordination.Classify(err) != coordination.Terminal {
+			t.Fatalf("Release with NOPERM: %v, want the terminal error", err)
+		}
+		if !errors.Is(context.Cause(q.Context()), coordination.ErrReleased) {
+			t.Fatalf("cause after a terminal release error = %v, want ErrReleased", context.Cause(q.Context()))
+		}
+		if n := e.Cleanups(); n != 0 {
+			t.Fatalf("%d background cleanups after a terminal release error; want none", n)
+		}
+		if got := members(t, b, raw); len(got) != 2 {
+			t.Fatalf("members = %v; want both permits, left to their TTL", got)
+		}
+		if n := mp.count("coordination.cleanup.abandoned", "reason=terminal_error", "stage=release"); n != 1 {
+			t.Fatalf("abandoned count = %d, want still 1", n)
+		}
 	})
 }
 

@@ -1,0 +1,96 @@
+package engine
+
+// Scripts of the counting semaphore (package semaphore), each next to its
+// decoder. A permit is identified by its sorted-set member
+// "P:<n>:<token>" (its id in the lease argument convention); the layout is
+// documented in semaphore_acquire.lua. Every reply also carries the server
+// time the script ran at, which the decoders check and drop.
+var (
+	SemaphoreAcquire = NewScript("semaphore_acquire", decodeSemaphoreGrant)
+	SemaphoreRefresh = NewScript("semaphore_refresh", decodeSemaphoreRefresh)
+	SemaphoreVerify  = NewScript("semaphore_verify", decodeSemaphoreVerify)
+	SemaphoreRelease = NewScript("semaphore_release", decodeSemaphoreRelease)
+	SemaphoreRead    = NewScript("semaphore_read", decodeSemaphoreRead)
+)
+
+// decodeSemaphoreGrant reads {1, 0, now} (acquired) or {0, retry_ms, now}
+// (too few permits free; retry_ms until the earliest live permit expires,
+// -1 when none does).
+func decodeSemaphoreGrant(v any) (Grant, bool) {
+	a, ok := Ints(v, 3)
+	if !ok || a[2] <= 0 {
+		return Grant{}, false
+	}
+	switch {
+	case a[0] == 1 && a[1] == 0:
+		return Grant{Acquired: true}, true
+	case a[0] == 0 && a[1] >= -1:
+		return Grant{RetryIn: RetryIn(a[1])}, true
+	}
+	return Grant{}, false
+}
+
+// decodeSemaphoreRefresh reads {1, now} (refreshed) or {0, now} (gone).
+func decodeSemaphoreRefresh(v any) (bool, bool) {
+	a, ok := Ints(v, 2)
+	if !ok || a[1] <= 0 {
+		return false, false
+	}
+	return Bool01(a[0])
+}
+
+// decodeSemaphoreVerify reads {1, remaining_ms, now} (live; remaining_ms
+// >= 1, or -1 without expiry) or {0, 0, now} (gone).
+func decodeSemaphoreVerify(v any) (bool, bool) {
+	a, ok := Ints(v, 3)
+	if !ok || a[2] <= 0 {
+		return false, false
+	}
+	switch {
+	case a[0] == 1 && (a[1] == -1 || a[1] >= 1):
+		return true, true
+	case a[0] == 0 && a[1] == 0:
+		return false, true
+	}
+	return false, false
+}
+
+// decodeSemaphoreRelease reads {1, now} (released) or {0, now} (already
+// gone). A permit belongs to its holder alone: there is no NotOwned.
+func decodeSemaphoreRelease(v any) (Outcome, bool) {
+	a, ok := Ints(v, 2)
+	if !ok || a[1] <= 0 {
+		return 0, false
+	}
+	switch a[0] {
+	case 1:
+		return Released, true
+	case 0:
+		return AlreadyReleased, true
+	}
+	return 0, false
+}
+
+// SemaphoreState is the decoded reply of semaphore_read.
+type SemaphoreState struct {
+	Capacity int64 // the recorded capacity; 0 when the key does not exist
+	Used     int64 // permits held by live holders
+	Holders  int64 // live holders
+	NoExpiry int64 // live holders without expiry
+}
+
+// decodeSemaphoreRead reads {capacity, used, holders, no_expiry, now}.
+func decodeSemaphoreRead(v any) (SemaphoreState, bool) {
+	a, ok := Ints(v, 5)
+	if !ok || a[4] <= 0 {
+		return SemaphoreState{}, false
+	}
+	s := SemaphoreState{Capacity: a[0], Used: a[1], Holders: a[2], NoExpiry: a[3]}
+	switch {
+	case s.Capacity < 0, s.NoExpiry < 0, s.NoExpiry > s.Holders, s.Holders > s.Used:
+		return SemaphoreState{}, false
+	case s.Capacity == 0 && s.Used != 0:
+		return SemaphoreState{}, false
+	}
+	return s, true
+}
