@@ -397,6 +397,9 @@ func (h *Handle) ReleaseUnadmitted(ctx context.Context) (Outcome, error) {
 // KeepAlive starts the background renewal at the kind's period (TTL/3 by
 // default); see [Handle.KeepAliveEvery].
 func (h *Handle) KeepAlive() {
+	if h == nil {
+		return
+	}
 	every := h.kind.KeepAliveEvery
 	if every <= 0 {
 		every = 3

@@ -127,4 +127,8 @@ func TestContextIsLazyAndExpiryIsLocal(t *testing.T) {
 	if out, err := nilHandle.Release(context.Background()); err != nil || out != engine.AlreadyReleased {
 		t.Fatal("nil handle release")
 	}
+	nilHandle.KeepAlive() // does nothing, never panics
+	if ok, err := nilHandle.Refresh(context.Background(), time.Second); ok || err != nil {
+		t.Fatal("nil handle refresh")
+	}
 }
