@@ -12,12 +12,22 @@
 // the same on a standalone server, behind Sentinel, and on Redis Cluster:
 //
 //	claim, err := store.Begin(ctx, key, 10*time.Minute, idempotency.WithFingerprint(digest))
+//	if err != nil {
+//		return nil, err
+//	}
 //	switch claim.State {
-//	case idempotency.Started: // ours: do the work, then
-//		ok, err := store.Complete(ctx, key, claim.Owner, result)
-//	case idempotency.Completed: // done before: claim.Result is its result
+//	case idempotency.Started: // ours: do the work, then store its result
+//		result := charge()
+//		if _, err := store.Complete(ctx, key, claim.Owner, result); err != nil {
+//			return nil, err
+//		}
+//		return result, nil
+//	case idempotency.Completed: // done before: replay its result
+//		return claim.Result, nil
 //	case idempotency.InProgress: // someone else is doing it now
-//	case idempotency.FingerprintMismatch: // the key belongs to another request
+//		return nil, errRetryLater
+//	default: // idempotency.FingerprintMismatch: the key belongs to another request
+//		return nil, errKeyReused
 //	}
 //
 // [Store.Do] wraps this in one call. Only a Started claim carries an owner

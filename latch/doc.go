@@ -3,10 +3,24 @@
 // waiters block until it reaches zero.
 //
 //	l, err := latch.Create(ctx, coord, "batch:42:done", 3, latch.WithDeadline(10*time.Minute))
-//	// in each of 3 workers (after latch.Join):
-//	remaining, err := w.CountDown(ctx)
-//	// in the coordinator of the batch:
+//	if err != nil {
+//		return err
+//	}
+//	for i := range 3 { // each worker, in any process
+//		go func() {
+//			w, err := latch.Join(ctx, coord, "batch:42:done")
+//			if err == nil {
+//				_, err = w.CountDown(ctx)
+//			}
+//			if err != nil {
+//				log.Printf("worker %d: %v", i, err)
+//			}
+//		}()
+//	}
 //	ok, err := l.Wait(ctx) // true once all 3 counted down
+//	if err != nil {
+//		return err // latch.ErrBroken past the deadline
+//	}
 //
 // # Generations
 //

@@ -4,11 +4,23 @@
 // a holder may take several permits at once (all or nothing).
 //
 //	sem, err := semaphore.New(coord, "batch:42:permits", 4)
+//	if err != nil {
+//		return err
+//	}
 //	p, err := sem.TryAcquire(ctx, 30*time.Second)
-//	if errors.Is(err, coordination.ErrNotAcquired) { ... } // all 4 are taken
-//	defer p.Release(context.WithoutCancel(ctx))
+//	if errors.Is(err, coordination.ErrNotAcquired) {
+//		return nil // all 4 are taken
+//	}
+//	if err != nil {
+//		return err
+//	}
+//	defer func() {
+//		if _, err := p.Release(context.WithoutCancel(ctx)); err != nil {
+//			log.Printf("release: %v", err) // retried in the background
+//		}
+//	}()
 //	p.KeepAlive()
-//	// run the work under p.Context(); it is cancelled if the permit is lost
+//	return export(p.Context()) // cancelled if the permit is lost
 //
 // # Storage
 //
