@@ -278,3 +278,52 @@ func waitKeyGone(t *testing.T, raw redis.UniversalClient, key, what string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A user whose ACL forbids the notification channels still releases
+// concurrency leases (the PUBLISH is best effort), and a waiter of that
+// user in another process gets the permit soon after, by re-checking.
+func TestConcurrencyWithoutChannelPermission(t *testing.T) {
+	srv := testharness.StartStandalone(t, testharness.FirstFlavor(t))
+	ctx := context.Background()
+	admin := redis.NewClient(srv.Options())
+	defer admin.Close()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "nochan", "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	limiter := func() *Limiter {
+		o := srv.Options()
+		o.Username, o.Password = "nochan", "pw"
+		c := redis.NewClient(o)
+		t.Cleanup(func() { c.Close() })
+		coord, err := coordination.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return build(t, coord, kConc, "acl", 1, time.Minute)
+	}
+	holder := acquire(t, limiter(), 1)
+	if !holder.Acquired() {
+		t.Fatal("not acquired")
+	}
+	waiter := limiter()
+	out := make(chan result, 1)
+	var wg sync.WaitGroup
+	startWait(ctx, &wg, waiter, "w", 1, out)
+	queued(t, waiter, 1)
+	time.Sleep(700 * time.Millisecond) // past the subscription's confirm bound
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatalf("Release without channel permission: %v", err)
+	}
+	r := <-out
+	wg.Wait()
+	if r.err != nil || !r.le.Acquired() {
+		t.Fatalf("waiter: %v acquired=%v", r.err, r.le.Acquired())
+	}
+	if d := time.Since(released); d > time.Second {
+		t.Errorf("waiter without notifications took %v after the release; want the 250ms re-check", d)
+	}
+	if err := r.le.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
