@@ -198,11 +198,12 @@ func (l *Limiter) serve(ctx context.Context, w *waiter, first decision, tried bo
 		case wClosed:
 			return engine.Attempt{}, engine.ErrClosed
 		}
+		reuseNow := reuse
+		reuse = false // only the loop's first attempt, and only as the head
 		if !head {
 			return engine.Attempt{}, nil
 		}
-		if reuse {
-			reuse = false
+		if reuseNow {
 			return engine.Attempt{RetryIn: first.hint}, nil
 		}
 		r, err := l.attempt(ctx, w.permits)
