@@ -53,8 +53,9 @@ func (l Lease) RetryAfter() (time.Duration, bool) {
 
 // Available returns the permits the limiter reported free right after this
 // decision (for a concurrency limiter: permits not held), or -1 when the
-// server was not asked (an oversized request, a failure mode). Other
-// processes may have used them since.
+// server was not asked (an oversized request, a Wait refused by a full
+// queue before asking or evicted from it, a failure mode). Other processes
+// may have used them since.
 func (l Lease) Available() int64 { return l.available }
 
 // FailedOpen reports whether the lease was granted without asking Redis
