@@ -51,8 +51,8 @@
 //	IDEMPOTENCY COMPLETE          idempotency   Store.Complete
 //	IDEMPOTENCY ABANDON           idempotency   Store.Abandon
 //	RATE LIMIT ACQUIRE            rate_limit    Limiter.Allow, Limiter.Wait (once, covering queued retries)
-//	RATE LIMIT RELEASE            rate_limit    concurrency lease release
-//	RATE LIMIT RENEW              rate_limit    concurrency lease renewal
+//	RATE LIMIT RELEASE            rate_limit    Lease.Release of a concurrency lease
+//	RATE LIMIT RENEW              rate_limit    reserved: explicit concurrency lease renewal (keep-alive renewals are not admitted)
 //	RATE LIMIT UPDATE             rate_limit    reserved: runtime settings updates (not yet implemented)
 //	RATE LIMIT DENY LIST READ /   rate_limit    reserved: deny lists (not yet implemented)
 //	  WRITE

@@ -23,7 +23,7 @@
 -- Writes   only when permits >= 1 are taken.
 -- Errors (raised before anything is written):
 --   COORD_BADARG            an argument is not an integer in range
---   COORD_WRONGTYPE         the key holds a non-string value
+--   WRONGTYPE               the key holds a non-string value (raised by GET)
 --   COORD_CONFIG_MISMATCH   the key holds another limiter's state or other
 --                           settings
 --   COORD_BADSTATE          the value is not in the format above, or holds
@@ -38,12 +38,9 @@ end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
 local cfg = 'b:' .. ARGV[1] .. ':' .. ARGV[2] .. ':' .. ARGV[3] .. '|'
-local v = redis.pcall('GET', KEYS[1])
+local v = redis.call('GET', KEYS[1])
 local tokens, refill = limit, now
 if v then
-  if type(v) == 'table' then
-    return redis.error_reply('COORD_WRONGTYPE token-bucket key does not hold a string')
-  end
   if string.sub(v, 1, #cfg) ~= cfg then
     if string.match(v, '^%a:[%d:]+|') then
       return redis.error_reply('COORD_CONFIG_MISMATCH key holds another limiter or other settings')

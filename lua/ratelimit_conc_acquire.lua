@@ -1,14 +1,15 @@
 -- ratelimit_conc_acquire: take permits from a concurrency limiter, as one
--- expiring lease entry.
+-- expiring lease entry (the lease argument convention: id, TTL, extra).
 --
 -- KEYS[1]  state key: a sorted set. Lease members are "<permits>:<token>"
 --          scored by their expiry in server milliseconds; the member "#"
 --          scored -limit records the settings. The key expires with its
 --          last lease, and is deleted when the last lease is released.
--- ARGV[1]  limit: permits that may be held at once (integer >= 1)
--- ARGV[2]  lease duration in milliseconds (integer >= 1)
--- ARGV[3]  permits requested (integer >= 0); 0 probes without taking
--- ARGV[4]  lease member "<permits>:<token>" (unused for a probe)
+-- ARGV[1]  lease member "<permits>:<token>", the lease's id (ignored by a
+--          probe; its permits must equal ARGV[4] otherwise)
+-- ARGV[2]  lease duration (TTL) in milliseconds (integer >= 1)
+-- ARGV[3]  limit: permits that may be held at once (integer >= 1)
+-- ARGV[4]  permits requested (integer >= 0); 0 probes without taking
 --
 -- Reply    {acquired, available, next_ms}
 --          acquired   1 when the lease was recorded (probe: a permit is
@@ -22,21 +23,23 @@
 --          lease is added, the key's TTL covers the latest lease.
 -- Errors (raised before anything is written):
 --   COORD_BADARG            an argument is out of range
---   COORD_WRONGTYPE         the key holds a non-sorted-set value
+--   WRONGTYPE               the key holds a non-sorted-set value (raised by
+--                           ZSCORE)
 --   COORD_CONFIG_MISMATCH   the key records another limit
 --   COORD_BADSTATE          a member is malformed, or leases exist without
 --                           the settings member
-local limit, lease, permits = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+-- Idempotent: a re-send with the same member finds its live entry.
+local lease, limit, permits = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 if not (limit and lease and permits) or limit < 1 or lease < 1 or permits < 0
     or limit % 1 ~= 0 or lease % 1 ~= 0 or permits % 1 ~= 0 then
-  return redis.error_reply('COORD_BADARG limit, lease duration and permits must be integers (>= 1, >= 1, >= 0)')
+  return redis.error_reply('COORD_BADARG lease duration, limit and permits must be integers (>= 1, >= 1, >= 0)')
+end
+if permits > 0 and tonumber(string.match(ARGV[1], '^(%d+):')) ~= permits then
+  return redis.error_reply('COORD_BADARG the lease member must start with the permits requested')
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local s = redis.pcall('ZSCORE', KEYS[1], '#')
-if type(s) == 'table' and s.err then
-  return redis.error_reply('COORD_WRONGTYPE concurrency key does not hold a sorted set')
-end
+local s = redis.call('ZSCORE', KEYS[1], '#')
 if s then
   if tonumber(s) ~= -limit then
     return redis.error_reply('COORD_CONFIG_MISMATCH key records another limit')
@@ -60,7 +63,7 @@ for i = 1, #live, 2 do
   if e > last then
     last = e
   end
-  if m == ARGV[4] then
+  if m == ARGV[1] then
     mine = true
   end
 end
@@ -85,7 +88,7 @@ if permits > available then
 end
 local exp = now + lease
 redis.call('ZREMRANGEBYSCORE', KEYS[1], 0, now)
-redis.call('ZADD', KEYS[1], exp, ARGV[4], -limit, '#')
+redis.call('ZADD', KEYS[1], exp, ARGV[1], -limit, '#')
 if exp > last then
   last = exp
 end

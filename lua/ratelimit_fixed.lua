@@ -22,7 +22,7 @@
 --          oversized request writes nothing.
 -- Errors (raised before anything is written):
 --   COORD_BADARG            an argument is not an integer in range
---   COORD_WRONGTYPE         the key holds a non-string value
+--   WRONGTYPE               the key holds a non-string value (raised by GET)
 --   COORD_CONFIG_MISMATCH   the key holds another limiter's state or other
 --                           settings
 --   COORD_BADSTATE          the value is not in the format above
@@ -36,12 +36,9 @@ end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
 local cfg = 'f:' .. ARGV[1] .. ':' .. ARGV[2] .. '|'
-local v = redis.pcall('GET', KEYS[1])
+local v = redis.call('GET', KEYS[1])
 local used, stop = 0, 0
 if v then
-  if type(v) == 'table' then
-    return redis.error_reply('COORD_WRONGTYPE fixed-window key does not hold a string')
-  end
   if string.sub(v, 1, #cfg) ~= cfg then
     if string.match(v, '^%a:[%d:]+|') then
       return redis.error_reply('COORD_CONFIG_MISMATCH key holds another limiter or other settings')

@@ -23,7 +23,7 @@
 --          oversized requests leave the stored timestamp unchanged.
 -- Errors (raised before anything is written):
 --   COORD_BADARG            an argument is not an integer in range
---   COORD_WRONGTYPE         the key holds a non-string value
+--   WRONGTYPE               the key holds a non-string value (raised by GET)
 --   COORD_CONFIG_MISMATCH   the key holds another limiter's state or other
 --                           settings
 --   COORD_BADSTATE          the value is not in the format above
@@ -39,12 +39,9 @@ local now = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
 -- The stored value starts with the settings; compare that prefix as is
 -- (no pattern matching on the hot path).
 local cfg = 'g:' .. ARGV[1] .. ':' .. ARGV[2] .. '|'
-local v = redis.pcall('GET', KEYS[1])
+local v = redis.call('GET', KEYS[1])
 local tat = now
 if v then
-  if type(v) == 'table' then
-    return redis.error_reply('COORD_WRONGTYPE GCRA key does not hold a string')
-  end
   if string.sub(v, 1, #cfg) ~= cfg then
     if string.match(v, '^%a:[%d:]+|') then
       return redis.error_reply('COORD_CONFIG_MISMATCH key holds another limiter or other settings')

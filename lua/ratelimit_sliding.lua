@@ -31,7 +31,7 @@
 --          then). Rejections, probes and oversized requests write nothing.
 -- Errors (raised before anything is written):
 --   COORD_BADARG            an argument is not an integer in range
---   COORD_WRONGTYPE         the key holds a non-hash value
+--   WRONGTYPE               the key holds a non-hash value (raised by HMGET)
 --   COORD_CONFIG_MISMATCH   the hash holds other settings
 --   COORD_BADSTATE          a field is missing or malformed
 -- Not idempotent: a re-sent call (go-redis retries after a lost reply) takes
@@ -46,10 +46,7 @@ local now = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
 local cfg = 's:' .. ARGV[1] .. ':' .. ARGV[2] .. ':' .. ARGV[3]
 local seg = (window + segs - 1 - (window + segs - 1) % segs) / segs
 local ring = segs + 3
-local h = redis.pcall('HMGET', KEYS[1], 'c', 'n', 'o', 'l')
-if h.err then
-  return redis.error_reply('COORD_WRONGTYPE sliding-window key does not hold a hash')
-end
+local h = redis.call('HMGET', KEYS[1], 'c', 'n', 'o', 'l')
 local k = (now - now % seg) / seg -- the current segment
 local cut = now - window
 cut = (cut - cut % seg) / seg -- segments below cut have returned their permits

@@ -31,10 +31,10 @@ func TestAdmissionAccuracy(t *testing.T) {
 		}
 		type scenario struct {
 			name  string
-			lim   Limiter
+			lim   *Limiter
 			steps []step
 		}
-		mk := func(l Limiter, err error) Limiter {
+		mk := func(l *Limiter, err error) *Limiter {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +81,7 @@ func TestAdmissionAccuracy(t *testing.T) {
 				}
 				got := 0
 				for range st.offered {
-					le, err := s.lim.Acquire(ctx, 1)
+					le, err := s.lim.Allow(ctx, 1)
 					if err != nil {
 						t.Fatal(err)
 					}

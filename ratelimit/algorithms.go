@@ -5,10 +5,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/lua"
+	"github.com/coordkit/coordination/internal/engine"
 )
 
 // maxDurationMs bounds every duration setting, in milliseconds, so that
@@ -106,18 +104,18 @@ type Concurrency struct {
 
 func checkLimit(name string, n int) error {
 	if n < 1 || n > maxLimit {
-		return coordination.InvalidArgument(name, "must be between 1 and %d, got %d", maxLimit, n)
+		return engine.InvalidArgument(name, "must be between 1 and %d, got %d", maxLimit, n)
 	}
 	return nil
 }
 
 func millis(name string, d time.Duration) (int64, error) {
-	ms, err := coordination.Millis(name, d)
+	ms, err := engine.Millis(name, d)
 	if err != nil {
 		return 0, err
 	}
 	if ms > maxDurationMs {
-		return 0, coordination.InvalidArgument(name, "must be at most %v, got %v", time.Duration(maxDurationMs)*time.Millisecond, d)
+		return 0, engine.InvalidArgument(name, "must be at most %v, got %v", time.Duration(maxDurationMs)*time.Millisecond, d)
 	}
 	return ms, nil
 }
@@ -128,9 +126,14 @@ func millis(name string, d time.Duration) (int64, error) {
 // State: one string with the settings, the count and the window's end,
 // expiring when the window ends.
 //
-// Errors: coordination.ErrInvalidArgument for a nil coordinator, an empty
-// key, Limit < 1, Window < 1 ms, or an invalid option.
-func NewFixedWindow(coord *coordination.Coordinator, key string, cfg FixedWindow, opts ...Option) (Limiter, error) {
+// Errors: coordination.ErrInvalidArgument naming the argument: "coord"
+// (nil), "key" (empty), "limit" (below 1), "window" (below 1 ms), or the
+// invalid option's.
+func NewFixedWindow(coord *coordination.Coordinator, key string, cfg FixedWindow, opts ...Option) (*Limiter, error) {
+	l, err := newLimiter(coord, key, cfg.Limit, opts)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkLimit("limit", cfg.Limit); err != nil {
 		return nil, err
 	}
@@ -138,11 +141,7 @@ func NewFixedWindow(coord *coordination.Coordinator, key string, cfg FixedWindow
 	if err != nil {
 		return nil, err
 	}
-	l, err := newLimiter(coord, key, cfg.Limit, opts)
-	if err != nil {
-		return nil, err
-	}
-	l.try = l.scriptTry(lua.RateLimitFixed, int64(cfg.Limit), w)
+	l.try = l.scriptTry(engine.RateLimitFixed, int64(cfg.Limit), w)
 	return l, nil
 }
 
@@ -154,10 +153,14 @@ func NewFixedWindow(coord *coordination.Coordinator, key string, cfg FixedWindow
 // are returned. A rejected request costs one more field read per live
 // segment to compute RetryAfter.
 //
-// Errors: coordination.ErrInvalidArgument for a nil coordinator, an empty
-// key, Limit < 1, Window < 1 ms, Segments outside 1..1024 or an invalid
-// option.
-func NewSlidingWindow(coord *coordination.Coordinator, key string, cfg SlidingWindow, opts ...Option) (Limiter, error) {
+// Errors: coordination.ErrInvalidArgument naming the argument: "coord"
+// (nil), "key" (empty), "limit" (below 1), "window" (below 1 ms),
+// "segments" (outside 1..1024), or the invalid option's.
+func NewSlidingWindow(coord *coordination.Coordinator, key string, cfg SlidingWindow, opts ...Option) (*Limiter, error) {
+	l, err := newLimiter(coord, key, cfg.Limit, opts)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkLimit("limit", cfg.Limit); err != nil {
 		return nil, err
 	}
@@ -166,13 +169,9 @@ func NewSlidingWindow(coord *coordination.Coordinator, key string, cfg SlidingWi
 		return nil, err
 	}
 	if cfg.Segments < 1 || cfg.Segments > 1024 {
-		return nil, coordination.InvalidArgument("segments", "must be between 1 and 1024, got %d", cfg.Segments)
+		return nil, engine.InvalidArgument("segments", "must be between 1 and 1024, got %d", cfg.Segments)
 	}
-	l, err := newLimiter(coord, key, cfg.Limit, opts)
-	if err != nil {
-		return nil, err
-	}
-	l.try = l.scriptTry(lua.RateLimitSliding, int64(cfg.Limit), w, int64(cfg.Segments))
+	l.try = l.scriptTry(engine.RateLimitSliding, int64(cfg.Limit), w, int64(cfg.Segments))
 	return l, nil
 }
 
@@ -182,15 +181,19 @@ func NewSlidingWindow(coord *coordination.Coordinator, key string, cfg SlidingWi
 // State: one string with the settings, the token count and the start of the
 // current refill period; it expires when the bucket would be full again.
 //
-// Errors: coordination.ErrInvalidArgument for a nil coordinator, an empty
-// key, Limit < 1, TokensPerPeriod < 1, Period < 1 ms, a refill span
-// (ceil(Limit/TokensPerPeriod) × Period) beyond about 35 years, or an
-// invalid option.
-func NewTokenBucket(coord *coordination.Coordinator, key string, cfg TokenBucket, opts ...Option) (Limiter, error) {
+// Errors: coordination.ErrInvalidArgument naming the argument: "coord"
+// (nil), "key" (empty), "limit" or "tokensPerPeriod" (below 1), "period"
+// (below 1 ms, or a refill span ceil(Limit/TokensPerPeriod) × Period
+// beyond about 35 years), or the invalid option's.
+func NewTokenBucket(coord *coordination.Coordinator, key string, cfg TokenBucket, opts ...Option) (*Limiter, error) {
+	l, err := newLimiter(coord, key, cfg.Limit, opts)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkLimit("limit", cfg.Limit); err != nil {
 		return nil, err
 	}
-	if err := checkLimit("tokens per period", cfg.TokensPerPeriod); err != nil {
+	if err := checkLimit("tokensPerPeriod", cfg.TokensPerPeriod); err != nil {
 		return nil, err
 	}
 	p, err := millis("period", cfg.Period)
@@ -201,13 +204,9 @@ func NewTokenBucket(coord *coordination.Coordinator, key string, cfg TokenBucket
 	// periods, must stay an exact integer in the script (it sets the key's
 	// expiry).
 	if refills := (int64(cfg.Limit) + int64(cfg.TokensPerPeriod) - 1) / int64(cfg.TokensPerPeriod); p > maxDurationMs/refills {
-		return nil, coordination.InvalidArgument("period", "the time to refill an empty bucket, ceil(limit / tokens per period) × period, must be at most %v", time.Duration(maxDurationMs)*time.Millisecond)
+		return nil, engine.InvalidArgument("period", "the time to refill an empty bucket, ceil(limit / tokens per period) × period, must be at most %v", time.Duration(maxDurationMs)*time.Millisecond)
 	}
-	l, err := newLimiter(coord, key, cfg.Limit, opts)
-	if err != nil {
-		return nil, err
-	}
-	l.try = l.scriptTry(lua.RateLimitBucket, int64(cfg.Limit), int64(cfg.TokensPerPeriod), p)
+	l.try = l.scriptTry(engine.RateLimitBucket, int64(cfg.Limit), int64(cfg.TokensPerPeriod), p)
 	return l, nil
 }
 
@@ -217,10 +216,14 @@ func NewTokenBucket(coord *coordination.Coordinator, key string, cfg TokenBucket
 // State: one string with the settings and the theoretical arrival time; it
 // expires when the full burst is available again.
 //
-// Errors: coordination.ErrInvalidArgument for a nil coordinator, an empty
-// key, Burst < 1, Interval < 1 ms, a burst span (Burst × Interval) beyond
-// about 35 years, or an invalid option.
-func NewGCRA(coord *coordination.Coordinator, key string, cfg GCRA, opts ...Option) (Limiter, error) {
+// Errors: coordination.ErrInvalidArgument naming the argument: "coord"
+// (nil), "key" (empty), "burst" (below 1, or a burst span Burst × Interval
+// beyond about 35 years), "interval" (below 1 ms), or the invalid option's.
+func NewGCRA(coord *coordination.Coordinator, key string, cfg GCRA, opts ...Option) (*Limiter, error) {
+	l, err := newLimiter(coord, key, cfg.Burst, opts)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkLimit("burst", cfg.Burst); err != nil {
 		return nil, err
 	}
@@ -229,65 +232,32 @@ func NewGCRA(coord *coordination.Coordinator, key string, cfg GCRA, opts ...Opti
 		return nil, err
 	}
 	if iv > maxDurationMs/int64(cfg.Burst) {
-		return nil, coordination.InvalidArgument("burst", "burst × interval must be at most %v", time.Duration(maxDurationMs)*time.Millisecond)
+		return nil, engine.InvalidArgument("burst", "burst × interval must be at most %v", time.Duration(maxDurationMs)*time.Millisecond)
 	}
-	l, err := newLimiter(coord, key, cfg.Burst, opts)
-	if err != nil {
-		return nil, err
-	}
-	l.try = l.scriptTry(lua.RateLimitGCRA, int64(cfg.Burst), iv)
+	l.try = l.scriptTry(engine.RateLimitGCRA, int64(cfg.Burst), iv)
 	return l, nil
 }
 
 // scriptTry returns the tryFunc of a window, bucket or GCRA script whose
 // ARGV are settings followed by the permits. Argument lists for small permit
 // counts are built once, so the hot path allocates none.
-func (l *limiter) scriptTry(s *lua.Script, settings ...any) tryFunc {
-	keys := []string{l.key}
+func (l *Limiter) scriptTry(s *engine.Script[engine.Decision], settings ...any) tryFunc {
 	const cached = 8
 	var pre [cached + 1][]any
 	for p := range pre {
 		pre[p] = append(append(make([]any, 0, len(settings)+1), settings...), p)
 	}
-	return func(ctx context.Context, permits int, _ string) (decision, error) {
+	return func(ctx context.Context, permits int) (decision, error) {
 		var args []any
 		if permits <= cached {
 			args = pre[permits]
 		} else {
 			args = append(append(make([]any, 0, len(settings)+1), settings...), permits)
 		}
-		cmd, err := l.coord.Eval(ctx, s, keys, args...)
+		r, err := s.Run(ctx, l.e, l.keys, args...)
 		if err != nil {
 			return decision{}, err
 		}
-		return decode(s, cmd)
+		return decision{acquired: r.Acquired, available: r.Available, retry: r.RetryIn, hasRetry: r.HasRetry}, nil
 	}
-}
-
-// decode reads the {acquired, available, retry_ms} reply every limiter
-// script returns.
-func decode(s *lua.Script, cmd *redis.Cmd) (decision, error) {
-	v, err := cmd.Slice()
-	if err != nil {
-		return decision{}, err
-	}
-	if len(v) != 3 {
-		return decision{}, coordination.UnexpectedReply(s.Name(), v)
-	}
-	var n [3]int64
-	for i, x := range v {
-		i64, ok := x.(int64)
-		if !ok {
-			return decision{}, coordination.UnexpectedReply(s.Name(), v)
-		}
-		n[i] = i64
-	}
-	if (n[0] != 0 && n[0] != 1) || n[1] < 0 {
-		return decision{}, coordination.UnexpectedReply(s.Name(), v)
-	}
-	d := decision{acquired: n[0] == 1, available: n[1], retry: -1, hint: -1}
-	if !d.acquired && n[2] >= 0 {
-		d.retry = time.Duration(n[2]) * time.Millisecond
-	}
-	return d, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
 )
 
@@ -35,7 +36,7 @@ func TestFixedWindowCountsAndReset(t *testing.T) {
 // reachRetry moves the clock to the moment a refused request waiting d
 // becomes admissible. On miniredis it first checks that 1 ms earlier it is
 // still refused, with exactly 1 ms left; on real servers it sleeps d.
-func reachRetry(t *testing.T, b *testharness.Backend, l Limiter, d time.Duration) {
+func reachRetry(t *testing.T, b *testharness.Backend, l *Limiter, d time.Duration) {
 	t.Helper()
 	if !b.IsMini() {
 		b.Advance(d)
@@ -227,7 +228,7 @@ func TestConcurrencyAtMostNLive(t *testing.T) {
 		for range 8 {
 			wg.Go(func() {
 				for range 6 {
-					le, err := l2.Acquire(ctx, 1)
+					le, err := l2.Allow(ctx, 1)
 					if err != nil {
 						t.Error(err)
 						return
@@ -277,7 +278,7 @@ func TestConcurrencyLeaseRenewedWhileHeldExpiresAfterCrash(t *testing.T) {
 			t.Fatalf("renewed lease's context ended: %v", context.Cause(held.Context()))
 		}
 		// A crash: renewal stops, nothing is released.
-		held.held.h.StopKeepAlive()
+		held.held.h.Lose(&engine.LostError{Reason: "simulated crash"})
 		time.Sleep(lease + 100*time.Millisecond)
 		if !acquire(t, l, 1).Acquired() {
 			t.Fatalf("an abandoned lease still holds its permit after expiring")
@@ -302,8 +303,8 @@ func TestProbeOversizedNegative(t *testing.T) {
 				if n, _ := raw.Exists(ctx, b.Key(key)).Result(); n != 0 {
 					t.Fatalf("a probe created state")
 				}
-				if _, err := l.Acquire(ctx, -1); !errors.Is(err, coordination.ErrInvalidArgument) {
-					t.Fatalf("Acquire(-1) = %v, want ErrInvalidArgument", err)
+				if _, err := l.Allow(ctx, -1); !errors.Is(err, coordination.ErrInvalidArgument) {
+					t.Fatalf("Allow(-1) = %v, want ErrInvalidArgument", err)
 				}
 				if got := burst(t, l, 2); got != 2 {
 					t.Fatalf("admitted %d of 2", got)
@@ -446,7 +447,7 @@ func TestConfigMismatchAndBadState(t *testing.T) {
 			acquire(t, l, 1)
 			state := dump(t, raw, b.Key(key))
 			other := build(t, c, k, key, 4, 10*time.Second)
-			if _, err := other.Acquire(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
+			if _, err := other.Allow(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
 				t.Fatalf("%s: other settings: %v, want ErrConfigMismatch", k, err)
 			}
 			if after := dump(t, raw, b.Key(key)); after != state {
@@ -455,19 +456,19 @@ func TestConfigMismatchAndBadState(t *testing.T) {
 		}
 		// No failure mode masks a mismatch.
 		open := build(t, c, kGCRA, "cfg:gcra", 9, 10*time.Second, WithFailureMode(FailOpen))
-		if _, err := open.Acquire(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
+		if _, err := open.Allow(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
 			t.Fatalf("FailOpen on a mismatched key: %v", err)
 		}
 		// Another string algorithm on a GCRA key is a mismatch too.
 		fw := build(t, c, kFixed, "cfg:gcra", 3, 10*time.Second)
-		if _, err := fw.Acquire(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
+		if _, err := fw.Allow(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
 			t.Fatalf("fixed window on a GCRA key: %v", err)
 		}
 		for _, k := range kinds {
 			key := "bad:" + string(k)
 			raw.RPush(ctx, b.Key(key), "x")
 			l := build(t, c, k, key, 3, 10*time.Second)
-			if _, err := l.Acquire(ctx, 1); !errors.Is(err, coordination.ErrWrongType) || !errors.Is(err, coordination.ErrBadState) {
+			if _, err := l.Allow(ctx, 1); !errors.Is(err, coordination.ErrWrongType) || !errors.Is(err, coordination.ErrBadState) {
 				t.Fatalf("%s on a list: %v, want ErrWrongType", k, err)
 			}
 		}
@@ -475,7 +476,7 @@ func TestConfigMismatchAndBadState(t *testing.T) {
 			key := "garbage:" + string(k)
 			raw.Set(ctx, b.Key(key), "not a limiter", 0)
 			l := build(t, c, k, key, 3, 10*time.Second)
-			if _, err := l.Acquire(ctx, 1); !errors.Is(err, coordination.ErrBadState) {
+			if _, err := l.Allow(ctx, 1); !errors.Is(err, coordination.ErrBadState) {
 				t.Fatalf("%s on garbage: %v, want ErrBadState", k, err)
 			}
 			if v, _ := raw.Get(ctx, b.Key(key)).Result(); v != "not a limiter" {
@@ -486,16 +487,16 @@ func TestConfigMismatchAndBadState(t *testing.T) {
 		for k, v := range map[kind]string{kFixed: "f:3:10000|7", kBucket: "b:3:1:10000|1|x", kGCRA: "g:3:10000|-5"} {
 			key := "malformed:" + string(k)
 			raw.Set(ctx, b.Key(key), v, 0)
-			if _, err := build(t, c, k, key, 3, 10*time.Second).Acquire(ctx, 1); !errors.Is(err, coordination.ErrBadState) {
+			if _, err := build(t, c, k, key, 3, 10*time.Second).Allow(ctx, 1); !errors.Is(err, coordination.ErrBadState) {
 				t.Fatalf("%s on %q: %v, want ErrBadState", k, v, err)
 			}
 		}
 		raw.HSet(ctx, b.Key("garbage:sliding"), "x", "1")
-		if _, err := build(t, c, kSliding, "garbage:sliding", 3, time.Second).Acquire(ctx, 1); !errors.Is(err, coordination.ErrBadState) {
+		if _, err := build(t, c, kSliding, "garbage:sliding", 3, time.Second).Allow(ctx, 1); !errors.Is(err, coordination.ErrBadState) {
 			t.Fatalf("sliding on a foreign hash: %v", err)
 		}
 		raw.ZAdd(ctx, b.Key("garbage:conc"), redis.Z{Score: 1, Member: "x"})
-		if _, err := build(t, c, kConc, "garbage:conc", 3, time.Second).Acquire(ctx, 1); !errors.Is(err, coordination.ErrBadState) {
+		if _, err := build(t, c, kConc, "garbage:conc", 3, time.Second).Allow(ctx, 1); !errors.Is(err, coordination.ErrBadState) {
 			t.Fatalf("concurrency on a foreign zset: %v", err)
 		}
 	})
@@ -507,34 +508,36 @@ func TestSettingsValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer coord.Client().Close()
-	bad := []func() (Limiter, error){
-		func() (Limiter, error) { return NewFixedWindow(coord, "k", FixedWindow{Limit: 0, Window: time.Second}) },
-		func() (Limiter, error) { return NewFixedWindow(coord, "k", FixedWindow{Limit: 1, Window: 0}) },
-		func() (Limiter, error) { return NewFixedWindow(coord, "", FixedWindow{Limit: 1, Window: time.Second}) },
-		func() (Limiter, error) { return NewFixedWindow(nil, "k", FixedWindow{Limit: 1, Window: time.Second}) },
-		func() (Limiter, error) {
+	bad := []func() (*Limiter, error){
+		func() (*Limiter, error) {
+			return NewFixedWindow(coord, "k", FixedWindow{Limit: 0, Window: time.Second})
+		},
+		func() (*Limiter, error) { return NewFixedWindow(coord, "k", FixedWindow{Limit: 1, Window: 0}) },
+		func() (*Limiter, error) { return NewFixedWindow(coord, "", FixedWindow{Limit: 1, Window: time.Second}) },
+		func() (*Limiter, error) { return NewFixedWindow(nil, "k", FixedWindow{Limit: 1, Window: time.Second}) },
+		func() (*Limiter, error) {
 			return NewSlidingWindow(coord, "k", SlidingWindow{Limit: 1, Window: time.Second, Segments: 1025})
 		},
-		func() (Limiter, error) {
+		func() (*Limiter, error) {
 			return NewSlidingWindow(coord, "k", SlidingWindow{Limit: 1, Window: time.Second, Segments: 0})
 		},
-		func() (Limiter, error) {
+		func() (*Limiter, error) {
 			return NewTokenBucket(coord, "k", TokenBucket{Limit: 1, TokensPerPeriod: 0, Period: time.Second})
 		},
-		func() (Limiter, error) {
+		func() (*Limiter, error) {
 			// An empty bucket would take 2^31 × 312749h to refill: beyond
 			// what the script keeps exact.
 			return NewTokenBucket(coord, "k", TokenBucket{Limit: math.MaxInt32, TokensPerPeriod: 1, Period: 312749 * time.Hour})
 		},
-		func() (Limiter, error) { return NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Microsecond}) },
-		func() (Limiter, error) { return NewGCRA(coord, "k", GCRA{Burst: 1 << 30, Interval: 24 * time.Hour}) },
-		func() (Limiter, error) {
+		func() (*Limiter, error) { return NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Microsecond}) },
+		func() (*Limiter, error) { return NewGCRA(coord, "k", GCRA{Burst: 1 << 30, Interval: 24 * time.Hour}) },
+		func() (*Limiter, error) {
 			return NewConcurrency(coord, "k", Concurrency{Limit: 1, LeaseDuration: time.Millisecond})
 		},
-		func() (Limiter, error) {
+		func() (*Limiter, error) {
 			return NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithQueue(-1, OldestFirst))
 		},
-		func() (Limiter, error) {
+		func() (*Limiter, error) {
 			return NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithFailureMode(FailureMode(9)))
 		},
 	}

@@ -12,15 +12,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
-	"github.com/coordkit/coordination/lua"
 )
 
 // BenchmarkDecision measures one rate-limit decision per operation against a
 // real server (COORD_BENCH_BACKEND, default redis7), next to a no-op EVALSHA
 // with one key (the PERFORMANCE.md baseline), at 1 and 64 concurrent
 // callers. Every limiter is sized so that each decision is granted (the
-// write path). The concurrency limiter's operation is Acquire + Release
+// write path). The concurrency limiter's operation is Allow + Release
 // (two round trips). floor-time-get-set is a bare script reading TIME and
 // the key and writing it with an expiry: the least any server-time limiter
 // does, for calibration. Ratio = ops/s of a limiter / ops/s of noop-evalsha at
@@ -59,20 +59,25 @@ func benchSetup(b *testing.B) (noop benchCase, decisions []benchCase) {
 		"redis.call('SET', KEYS[1], t[1], 'PX', 60000) return 1")
 	floorKey := []string{be.Key("floor")}
 	decisions = append(decisions, benchCase{"floor-time-get-set", func() error { return floor.Run(ctx, client, floorKey).Err() }})
-	// The GCRA script called directly through go-redis, without the
-	// limiter (no hooks, no lease): separates client-side library cost from
-	// server-side script cost.
-	rawKey := []string{be.Key("raw-gcra")}
+	// The GCRA script run directly through the engine, without the limiter
+	// (no hooks, no lease): separates the limiter's client-side cost from
+	// the script's.
+	e, err := engine.Of(coord)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rawKey := e.Key("raw-gcra")
 	decisions = append(decisions, benchCase{"gcra-script-only", func() error {
-		return lua.RateLimitGCRA.Run(ctx, client, rawKey, big, 1, 1).Err()
+		_, err := engine.RateLimitGCRA.Run(ctx, e, rawKey, big, 1, 1)
+		return err
 	}})
-	mk := func(n string, l Limiter, err error) {
+	mk := func(n string, l *Limiter, err error) {
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = l.Close() })
 		decisions = append(decisions, benchCase{n, func() error {
-			le, err := l.Acquire(ctx, 1)
+			le, err := l.Allow(ctx, 1)
 			if err == nil && !le.Acquired() {
 				b.Fatal("refused")
 			}
@@ -93,7 +98,7 @@ func benchSetup(b *testing.B) (noop benchCase, decisions []benchCase) {
 	}
 	b.Cleanup(func() { _ = conc.Close() })
 	decisions = append(decisions, benchCase{"concurrency-acquire-release", func() error {
-		le, err := conc.Acquire(ctx, 1)
+		le, err := conc.Allow(ctx, 1)
 		if err != nil {
 			return err
 		}
@@ -111,7 +116,7 @@ func benchSetup(b *testing.B) (noop benchCase, decisions []benchCase) {
 // real server (COORD_BENCH_BACKEND, default redis7), next to a no-op EVALSHA
 // with one key (the PERFORMANCE.md baseline), at 1 and 64 concurrent
 // callers. Every limiter is sized so that each decision is granted (the
-// write path). The concurrency limiter's operation is Acquire + Release
+// write path). The concurrency limiter's operation is Allow + Release
 // (two round trips). floor-time-get-set is a bare script reading TIME and
 // the key and writing it with an expiry: the least any server-time limiter
 // does, for calibration. Ratio = ops/s of a limiter / ops/s of noop-evalsha at

@@ -2,15 +2,18 @@ package ratelimit
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
-	"net"
+	"fmt"
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
-	"github.com/coordkit/coordination/internal/lease"
-	"github.com/coordkit/coordination/lua"
+	"github.com/coordkit/coordination/internal/engine"
 )
 
 // DefaultLeaseDuration is the lease duration of a [Concurrency] limiter
@@ -21,29 +24,53 @@ const DefaultLeaseDuration = 30 * time.Second
 // and must have time for a round trip.
 const minLeaseDuration = 30 * time.Millisecond
 
+// concKind is the concurrency lease's kind: its hook names, scripts and
+// instruments (coordination.rate_limit.concurrency.*). Leases are acquired
+// unadmitted: [Limiter.Allow] and [Limiter.Wait] are admitted once as RATE
+// LIMIT ACQUIRE themselves. Keep-alive renewals are not admitted; releases
+// are RATE LIMIT RELEASE. Concurrency leases have no verify operation.
+var concKind = &engine.LeaseKind{
+	Primitive: primitive,
+	AcquireOp: hooks.RateLimitAcquire, RenewOp: hooks.RateLimitRenew, ReleaseOp: hooks.RateLimitRelease,
+	Acquire: engine.RateLimitConcAcquire, Refresh: engine.RateLimitConcRenew, Release: engine.RateLimitConcRelease,
+	Metrics: engine.RateLimitConcurrencyMetrics,
+}
+
+// Attributes of the concurrency wait histogram, built once.
+var (
+	waitAcquired = engine.Attrs(attribute.String("result", "acquired"))
+	waitGaveUp   = engine.Attrs(attribute.String("result", "gave_up"))
+)
+
 // NewConcurrency returns a concurrency limiter on key (see [Concurrency]).
 // It sends nothing to Redis.
 //
 // An acquired lease renews itself in the background every LeaseDuration/3
 // (renewals are not admitted through hooks). When a renewal finds the entry
 // gone, or cannot reach Redis before the lease runs out, the lease is lost:
-// [Lease.Context] is cancelled with a cause wrapping coordination.ErrLost.
+// [Lease.Context] is cancelled with a cause matching coordination.ErrLost.
 // Renewal bounds how long a crashed holder keeps its permits; it does not
 // fence work that continues after a pause (there is no fencing token).
 //
-// Acquisition is idempotent: a re-sent or repeated attempt of one call finds
-// its own entry instead of adding a second. A reply lost to a timeout or
-// cancellation is cleaned up by a background release.
+// Acquisition is idempotent: each attempt has its own random member, and a
+// re-send of one attempt finds its own entry instead of adding a second.
+// An attempt whose outcome is unknown (a lost reply, a timeout, a
+// cancellation) is released in the background, owner-checked, however
+// later attempts fare.
 //
 // State: one sorted set with a member per live lease plus one settings
 // member; it is deleted when the last lease is released and otherwise
 // expires with its latest lease. Each decision reads every live lease, so
 // its cost grows with the number of leases held (at most Limit).
 //
-// Errors: coordination.ErrInvalidArgument for a nil coordinator, an empty
-// key, Limit < 1, LeaseDuration below 30 ms (other than zero), or an
-// invalid option.
-func NewConcurrency(coord *coordination.Coordinator, key string, cfg Concurrency, opts ...Option) (Limiter, error) {
+// Errors: coordination.ErrInvalidArgument naming the argument: "coord"
+// (nil), "key" (empty), "limit" (below 1), "leaseDuration" (below 30 ms,
+// other than zero), or the invalid option's.
+func NewConcurrency(coord *coordination.Coordinator, key string, cfg Concurrency, opts ...Option) (*Limiter, error) {
+	l, err := newLimiter(coord, key, cfg.Limit, opts)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkLimit("limit", cfg.Limit); err != nil {
 		return nil, err
 	}
@@ -52,89 +79,80 @@ func NewConcurrency(coord *coordination.Coordinator, key string, cfg Concurrency
 		d = DefaultLeaseDuration
 	}
 	if d < minLeaseDuration {
-		return nil, coordination.InvalidArgument("lease duration", "must be at least %v, got %v", minLeaseDuration, d)
+		return nil, engine.InvalidArgument("leaseDuration", "must be at least %v, got %v", minLeaseDuration, d)
 	}
-	ms, err := millis("lease duration", d)
-	if err != nil {
-		return nil, err
-	}
-	l, err := newLimiter(coord, key, cfg.Limit, opts)
+	ms, err := millis("leaseDuration", d)
 	if err != nil {
 		return nil, err
 	}
 	l.conc = true
-	keys := []string{key}
-	limit := int64(cfg.Limit)
-	ttl := time.Duration(ms) * time.Millisecond
-	l.try = func(ctx context.Context, permits int, token string) (decision, error) {
-		member := strconv.Itoa(permits) + ":" + token
-		sent := time.Now()
-		cmd, err := coord.Eval(ctx, lua.RateLimitConcAcquire, keys, limit, ms, permits, member)
-		if err != nil {
-			if permits > 0 && coordination.IsAmbiguous(err) && !notSent(err) {
-				// The lease may exist on the server although we cannot know:
-				// remove it (the release is a no-op when it does not).
-				lease.Cleanup(coord, "rate_limit_acquire", func(ctx context.Context) error {
-					_, err := releaseMember(ctx, coord, key, member)
-					return err
-				})
-			}
-			return decision{}, err
-		}
-		d, err := decode(lua.RateLimitConcAcquire, cmd)
-		if err != nil {
-			return decision{}, err
-		}
-		d.hint, d.retry = d.retry, -1
-		if !d.acquired || permits == 0 {
-			return d, nil
-		}
-		h := &held{l: l, member: member}
-		h.h = lease.New(coord, lease.Names{Primitive: primitive, Renew: hooks.RateLimitRenew,
-			Verify: hooks.RateLimitRenew, Release: hooks.RateLimitRelease},
-			lease.Ops{
-				Refresh: func(ctx context.Context, ttlMs int64) (bool, error) {
-					cmd, err := coord.Eval(ctx, lua.RateLimitConcRenew, keys, ttlMs, member)
-					if err != nil {
-						return false, err
-					}
-					n, err := cmd.Int64()
-					return n == 1, err
-				},
-				Verify: func(ctx context.Context) (bool, error) {
-					return false, errors.New("ratelimit: concurrency leases have no verify")
-				},
-				Release: func(ctx context.Context) (coordination.ReleaseOutcome, error) {
-					return releaseMember(ctx, coord, key, member)
-				},
-			}, lease.Metrics{}, sent, ttl)
-		if l.remember(h) {
-			h.h.KeepAlive()
-		}
-		d.held = h
-		return d, nil
-	}
+	l.try = l.concTry(int64(cfg.Limit), time.Duration(ms)*time.Millisecond, ms)
 	return l, nil
 }
 
-func releaseMember(ctx context.Context, coord *coordination.Coordinator, key, member string) (coordination.ReleaseOutcome, error) {
-	cmd, err := coord.Eval(ctx, lua.RateLimitConcRelease, []string{key}, member, coord.Channel(key))
-	if err != nil {
-		return 0, err
+// concTry returns the concurrency limiter's tryFunc: a probe runs the
+// acquire script directly (it holds nothing); a request for permits is an
+// engine lease acquisition, unadmitted, with a fresh member.
+func (l *Limiter) concTry(limit int64, ttl time.Duration, ms int64) tryFunc {
+	probe := []any{"", ms, limit, 0}
+	return func(ctx context.Context, permits int) (decision, error) {
+		if permits == 0 {
+			g, err := engine.RateLimitConcAcquire.Run(ctx, l.e, l.keys, probe...)
+			if err != nil {
+				return decision{}, err
+			}
+			return concDecision(g), nil
+		}
+		token, err := newToken()
+		if err != nil {
+			return decision{}, err
+		}
+		member := strconv.Itoa(permits) + ":" + token
+		h, g, err := l.e.Acquire(ctx, &engine.AcquireRequest{
+			Kind: concKind, Keys: l.keys, ID: []any{member}, TTL: ttl,
+			Extra: []any{limit, permits}, Unadmitted: true,
+		})
+		if errors.Is(err, engine.ErrNotAcquired) {
+			return concDecision(g), nil
+		}
+		if err != nil {
+			return decision{}, err
+		}
+		d := concDecision(g)
+		hd := &held{l: l, h: h}
+		if l.remember(hd) {
+			h.KeepAlive()
+		} else {
+			h.Lose(errClosedLease) // closed meanwhile: not renewed
+		}
+		d.held = hd
+		return d, nil
 	}
-	n, err := cmd.Int64()
-	if err != nil {
-		return 0, err
-	}
-	if n == 1 {
-		return coordination.Released, nil
-	}
-	return coordination.AlreadyReleased, nil
 }
 
-// notSent reports whether err proves the command never left the client: a
-// failed dial (connection refused, no route).
-func notSent(err error) bool {
-	var oe *net.OpError
-	return errors.As(err, &oe) && oe.Op == "dial"
+func concDecision(g engine.Grant) decision {
+	return decision{acquired: g.Acquired, available: engine.ConcAvailable(g), hint: g.RetryIn}
+}
+
+// newToken returns a lease member's random part: 16 random bytes (128
+// bits) in 22 characters, shorter than a UUID, so every live lease costs
+// fewer bytes in the sorted set.
+func newToken() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("ratelimit: lease token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// recordWait records the time a concurrency request spent in the queue.
+func (l *Limiter) recordWait(start time.Time, acquired bool) {
+	if !l.conc {
+		return
+	}
+	a := waitGaveUp
+	if acquired {
+		a = waitAcquired
+	}
+	l.e.Histogram(engine.RateLimitConcurrencyMetrics.Wait).Record(context.Background(), time.Since(start).Seconds(), a)
 }

@@ -3,7 +3,11 @@ package ratelimit_test
 import (
 	"context"
 	"fmt"
+	"log"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -21,7 +25,7 @@ func Example() {
 	// production: a re-sent command would consume permits twice.
 	srv, err := miniredis.Run()
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	defer srv.Close()
 	srv.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -30,19 +34,19 @@ func Example() {
 
 	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("example:"))
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	lim, err := ratelimit.NewGCRA(coord, "limits:api", ratelimit.GCRA{Burst: 3, Interval: 100 * time.Millisecond})
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	defer lim.Close()
 
 	ctx := context.Background()
 	for i := 1; i <= 4; i++ {
-		lease, err := lim.Acquire(ctx, 1)
+		lease, err := lim.Allow(ctx, 1)
 		if err != nil {
-			panic(err)
+			log.Fatal(err)
 		}
 		if lease.Acquired() {
 			fmt.Printf("request %d: allowed, %d left\n", i, lease.Available())
@@ -58,46 +62,196 @@ func Example() {
 	// request 4: limited, retry after 100ms
 }
 
-// Layered HTTP policies: a service-wide concurrency guard answering 503,
-// then a token bucket per client address answering 429.
-func ExampleNewMiddleware() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", MaxRetries: -1})
-	coord, _ := coordination.New(rdb, coordination.WithKeyPrefix("svc:"))
-
-	guard, _ := ratelimit.NewConcurrency(coord, "limits:instance-guard", ratelimit.Concurrency{Limit: 200})
-	perClient, _ := ratelimit.NewPartitioned(func(client string) (ratelimit.Limiter, error) {
-		return ratelimit.NewTokenBucket(coord, ratelimit.PartitionKey("limits:client", client),
-			ratelimit.TokenBucket{Limit: 20, TokensPerPeriod: 10, Period: time.Second})
-	})
-	mw, _ := ratelimit.NewMiddleware(
-		ratelimit.Policy{Name: "guard", Limiter: guard, Status: http.StatusServiceUnavailable},
-		ratelimit.Policy{Name: "client", Partitioned: perClient, Partition: ratelimit.ClientIP},
-	)
-	mux := http.NewServeMux()
-	mux.Handle("GET /catalog", mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, "catalog")
-	})))
-	_ = http.ListenAndServe(":8080", mux)
-}
-
-// A local queue: Wait sleeps until the server-computed retry time instead
-// of polling.
-func ExampleLimiter_wait() {
-	srv, err := miniredis.Run()
+// Wait waits for its permits: it sleeps until the server-computed retry
+// time instead of polling.
+func ExampleLimiter_Wait() {
+	srv, err := miniredis.Run() // its clock follows the wall clock
 	if err != nil {
-		panic(err)
+		log.Fatal(err)
 	}
 	defer srv.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	defer rdb.Close()
-	coord, _ := coordination.New(rdb)
-	lim, _ := ratelimit.NewFixedWindow(coord, "limits:jobs", ratelimit.FixedWindow{Limit: 10, Window: time.Minute},
-		ratelimit.WithQueue(50, ratelimit.OldestFirst))
+	coord, err := coordination.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratelimit.NewFixedWindow(coord, "limits:jobs", ratelimit.FixedWindow{Limit: 1, Window: 200 * time.Millisecond})
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer lim.Close()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	lease, err := lim.Wait(ctx, 1)
-	fmt.Println(lease.Acquired(), err)
-	// Output: true <nil>
+	for i := 1; i <= 2; i++ {
+		start := time.Now()
+		lease, err := lim.Wait(ctx, 1)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("job %d: acquired %v, waited %v\n", i, lease.Acquired(), time.Since(start) > 100*time.Millisecond)
+	}
+	// Output:
+	// job 1: acquired true, waited false
+	// job 2: acquired true, waited true
+}
+
+// A concurrency limiter: at most 2 leases held at once across every
+// process; a lease renews itself while held and returns its permit on
+// Release.
+func ExampleNewConcurrency() {
+	srv, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	coord, err := coordination.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratelimit.NewConcurrency(coord, "limits:exports", ratelimit.Concurrency{Limit: 2, LeaseDuration: 30 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+
+	ctx := context.Background()
+	var held []ratelimit.Lease
+	for i := 1; i <= 3; i++ {
+		lease, err := lim.Allow(ctx, 1)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("export %d: acquired %v\n", i, lease.Acquired())
+		if lease.Acquired() {
+			held = append(held, lease)
+		}
+	}
+	for _, lease := range held {
+		// Run the export under lease.Context(): it ends if the lease is lost.
+		if err := lease.Release(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	lease, err := lim.Allow(ctx, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after the releases: acquired", lease.Acquired())
+	if err := lease.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// export 1: acquired true
+	// export 2: acquired true
+	// export 3: acquired false
+	// after the releases: acquired true
+}
+
+// Layered HTTP policies: a service-wide concurrency guard answering 503,
+// then a token bucket per client address answering 429 with Retry-After.
+func ExampleNewMiddleware() {
+	srv, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	srv.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	defer rdb.Close()
+	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("svc:"))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	guard, err := ratelimit.NewConcurrency(coord, "limits:instance-guard", ratelimit.Concurrency{Limit: 200})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer guard.Close()
+	perClient, err := ratelimit.NewPartitioned(func(client string) (*ratelimit.Limiter, error) {
+		return ratelimit.NewTokenBucket(coord, ratelimit.PartitionKey("limits:client", client),
+			ratelimit.TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Second})
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer perClient.Close()
+	mw, err := ratelimit.NewMiddleware([]ratelimit.Policy{
+		{Name: "guard", Limiter: guard, Status: http.StatusServiceUnavailable},
+		{Name: "client", Partitioned: perClient, Partition: ratelimit.ClientIP},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /catalog", mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "catalog")
+	})))
+
+	for range 3 {
+		r := httptest.NewRequest("GET", "/catalog", nil)
+		r.RemoteAddr = "203.0.113.7:4242"
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		fmt.Printf("%d Retry-After=%q\n", w.Code, w.Header().Get("Retry-After"))
+	}
+	// Output:
+	// 200 Retry-After=""
+	// 200 Retry-After=""
+	// 429 Retry-After="1"
+}
+
+// Limiter failures are logged (without keys, addresses or passwords) and
+// handed to an error handler, here for a server that is gone.
+func ExampleWithErrorHandler() {
+	srv, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	defer rdb.Close()
+	coord, err := coordination.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratelimit.NewGCRA(coord, "limits:api", ratelimit.GCRA{Burst: 10, Interval: time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	// A log line without its time, so the output is exact.
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	failures := 0
+	mw, err := ratelimit.NewMiddleware([]ratelimit.Policy{{Name: "api", Limiter: lim}},
+		ratelimit.WithLogger(logger),
+		ratelimit.WithErrorHandler(func(r *http.Request, err error) { failures++ }))
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := mw(http.NotFoundHandler())
+
+	srv.Close() // Redis goes away
+	for range 3 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		fmt.Println(w.Code)
+	}
+	fmt.Println("failures handled:", failures)
+	// Output:
+	// level=ERROR msg="ratelimit: a limiter could not decide" policy=api answer="503 Service Unavailable" error="transient: dial: connection refused"
+	// 503
+	// 503
+	// 503
+	// failures handled: 3
 }

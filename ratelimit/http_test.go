@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
 )
 
@@ -32,7 +34,7 @@ func TestPartitionedOnDemandAndIdleEviction(t *testing.T) {
 		c := b.Coordinator(t)
 		var mu sync.Mutex
 		made := map[string]int{}
-		p, err := NewPartitioned(func(part string) (Limiter, error) {
+		p, err := NewPartitioned(func(part string) (*Limiter, error) {
 			mu.Lock()
 			made[part]++
 			mu.Unlock()
@@ -45,7 +47,7 @@ func TestPartitionedOnDemandAndIdleEviction(t *testing.T) {
 		ctx := context.Background()
 		got := map[string]int{}
 		for _, part := range []string{"a", "a", "a", "b"} {
-			le, err := p.Acquire(ctx, part, 1)
+			le, err := p.Allow(ctx, part, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,34 +59,34 @@ func TestPartitionedOnDemandAndIdleEviction(t *testing.T) {
 			t.Fatalf("granted %v, made %v, len %d", got, made, p.Len())
 		}
 		// A held concurrency lease keeps its partition alive.
-		pc, err := NewPartitioned(func(part string) (Limiter, error) {
+		pc, err := NewPartitioned(func(part string) (*Limiter, error) {
 			return NewConcurrency(c, PartitionKey("pc", part), Concurrency{Limit: 1, LeaseDuration: 10 * time.Second})
 		}, WithIdleTimeout(50*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer pc.Close()
-		h, err := pc.Acquire(ctx, "x", 1)
+		h, err := pc.Allow(ctx, "x", 1)
 		if err != nil || !h.Acquired() {
 			t.Fatalf("acquire: %v", err)
 		}
 		time.Sleep(120 * time.Millisecond)
-		if _, err := p.Acquire(ctx, "c", 1); err != nil { // sweeps a and b
+		if _, err := p.Allow(ctx, "c", 1); err != nil { // sweeps a and b
 			t.Fatal(err)
 		}
-		if _, err := pc.Acquire(ctx, "y", 1); err != nil { // sweeps nothing: x holds a lease
+		if _, err := pc.Allow(ctx, "y", 1); err != nil { // sweeps nothing: x holds a lease
 			t.Fatal(err)
 		}
 		if p.Len() != 1 || pc.Len() != 2 {
 			t.Fatalf("after idle: %d and %d partitions, want 1 and 2", p.Len(), pc.Len())
 		}
 		// The evicted limiter's budget is in Redis: a new one continues it.
-		if le, _ := p.Acquire(ctx, "a", 1); le.Acquired() || made["a"] != 2 {
+		if le, _ := p.Allow(ctx, "a", 1); le.Acquired() || made["a"] != 2 {
 			t.Fatalf("recreated partition a: acquired=%v made=%d", le.Acquired(), made["a"])
 		}
 		_ = h.Release(ctx)
 		p.Close()
-		if _, err := p.Acquire(ctx, "a", 1); !errors.Is(err, coordination.ErrClosed) {
+		if _, err := p.Allow(ctx, "a", 1); !errors.Is(err, coordination.ErrClosed) {
 			t.Fatalf("after Close: %v", err)
 		}
 	})
@@ -171,17 +173,17 @@ func TestMiddleware(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		c := b.Coordinator(t)
 		guard := build(t, c, kConc, "mw:guard", 1, 10*time.Second)
-		perClient, err := NewPartitioned(func(part string) (Limiter, error) {
+		perClient, err := NewPartitioned(func(part string) (*Limiter, error) {
 			return NewGCRA(c, PartitionKey("mw:client", part), GCRA{Burst: 2, Interval: 90 * time.Second})
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer perClient.Close()
-		mw, err := NewMiddleware(
-			Policy{Name: "guard", Limiter: guard, Status: http.StatusServiceUnavailable},
-			Policy{Name: "client", Partitioned: perClient, Partition: ClientIP},
-		)
+		mw, err := NewMiddleware([]Policy{
+			{Name: "guard", Limiter: guard, Status: http.StatusServiceUnavailable},
+			{Name: "client", Partitioned: perClient, Partition: ClientIP},
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +226,10 @@ func TestMiddleware(t *testing.T) {
 		// answering 429) sends no Retry-After.
 		conc := build(t, c, kConc, "mw:conc", 1, 10*time.Second)
 		held := acquire(t, conc, 1)
-		mw2, _ := NewMiddleware(Policy{Limiter: conc})
+		mw2, err := NewMiddleware([]Policy{{Limiter: conc}})
+		if err != nil {
+			t.Fatal(err)
+		}
 		checkProblem(t, serve(t, mw2(http.NotFoundHandler()), "/work"), http.StatusTooManyRequests, "")
 		_ = held.Release(context.Background())
 
@@ -234,7 +239,7 @@ func TestMiddleware(t *testing.T) {
 			{{Partitioned: perClient}},
 			{{Limiter: guard, Status: 500}},
 		} {
-			if _, err := NewMiddleware(bad...); !errors.Is(err, coordination.ErrInvalidArgument) {
+			if _, err := NewMiddleware(bad); !errors.Is(err, coordination.ErrInvalidArgument) {
 				t.Fatalf("bad policy %+v: %v", bad, err)
 			}
 		}
@@ -251,7 +256,10 @@ func TestMiddlewareLimiterFailure(t *testing.T) {
 	}
 	l := build(t, c, kFixed, "mwf", 1, time.Second)
 	b.Mini.Close()
-	mw, _ := NewMiddleware(Policy{Limiter: l})
+	mw, err := NewMiddleware([]Policy{{Limiter: l}}, WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := mw(http.NotFoundHandler())
 	checkProblem(t, serve(t, h, "/work"), http.StatusServiceUnavailable, "")
 	w := httptest.NewRecorder()
@@ -269,23 +277,37 @@ func TestMiddlewareRejectsPoliciesThatCannotWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer coord.Client().Close()
-	if _, err := NewMiddleware(); !errors.Is(err, coordination.ErrInvalidArgument) {
+	if _, err := NewMiddleware(nil); !errors.Is(err, coordination.ErrInvalidArgument) {
 		t.Errorf("no policies: %v", err)
+	}
+	never, err := NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithQueue(0, OldestFirst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer never.Close()
+	if _, err := NewMiddleware([]Policy{{Name: "never", Limiter: never, Wait: true}}); !errors.Is(err, coordination.ErrInvalidArgument) {
+		t.Errorf("Wait on a limiter that never queues: %v", err)
+	} else if name, _ := engine.ArgumentName(err); name != "policy never" {
+		t.Errorf("Wait on a limiter that never queues names %q, want %q", name, "policy never")
+	}
+	for _, opts := range [][]Option{nil, {WithQueue(5, OldestFirst)}} {
+		q, err := NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		if _, err := NewMiddleware([]Policy{{Limiter: q, Wait: true}}); err != nil {
+			t.Errorf("Wait on a limiter that queues: %v", err)
+		}
 	}
 	l, err := NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if _, err := NewMiddleware(Policy{Limiter: l, Wait: true}); !errors.Is(err, coordination.ErrInvalidArgument) {
-		t.Errorf("Wait without a queue: %v", err)
-	}
-	q, err := NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithQueue(5, OldestFirst))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	if _, err := NewMiddleware(Policy{Limiter: q, Wait: true}); err != nil {
-		t.Errorf("Wait with a queue: %v", err)
+	for _, o := range []MiddlewareOption{WithLogger(nil), WithErrorHandler(nil)} {
+		if _, err := NewMiddleware([]Policy{{Limiter: l}}, o); !errors.Is(err, coordination.ErrInvalidArgument) {
+			t.Errorf("nil middleware option: %v", err)
+		}
 	}
 }

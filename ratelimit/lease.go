@@ -4,10 +4,10 @@ import (
 	"context"
 	"time"
 
-	"github.com/coordkit/coordination/internal/lease"
+	"github.com/coordkit/coordination/internal/engine"
 )
 
-// Lease is the answer to one [Limiter.Acquire] or [Limiter.Wait]: whether
+// Lease is the answer to one [Limiter.Allow] or [Limiter.Wait]: whether
 // the permits were granted and, when they were not, when to try again.
 //
 // Leases of the fixed-window, sliding-window, token-bucket and GCRA limiters
@@ -25,6 +25,7 @@ type Lease struct {
 	retry      time.Duration
 	available  int64
 	held       *held
+	cause      error // the failure a FailureMode answered
 }
 
 // Acquired reports whether the permits were granted.
@@ -37,7 +38,9 @@ func (l Lease) Acquired() bool { return l.acquired }
 // limiter, and covers the whole batch of permits. It is absent for acquired
 // leases, for concurrency limiters (nobody knows when a holder finishes),
 // for requests larger than the limiter's capacity (they can never be
-// admitted), and for leases produced by a [FailureMode].
+// admitted), for [Limiter.Wait] requests refused by a full queue without
+// asking Redis or evicted from it, and for leases produced by a
+// [FailureMode].
 //
 // It is a computed wait, not a reservation: other callers may take the
 // permits first.
@@ -50,8 +53,9 @@ func (l Lease) RetryAfter() (time.Duration, bool) {
 
 // Available returns the permits the limiter reported free right after this
 // decision (for a concurrency limiter: permits not held), or -1 when the
-// server was not asked (an oversized request, a failure mode). Other
-// processes may have used them since.
+// server was not asked (an oversized request, a Wait refused by a full
+// queue before asking or evicted from it, a failure mode). Other processes
+// may have used them since.
 func (l Lease) Available() int64 { return l.available }
 
 // FailedOpen reports whether the lease was granted without asking Redis
@@ -60,13 +64,19 @@ func (l Lease) Available() int64 { return l.available }
 func (l Lease) FailedOpen() bool { return l.failedOpen }
 
 // Release returns a concurrency lease's permits to the limiter (one script
-// call, admitted as RATE LIMIT RELEASE) and stops its renewal; waiters of
-// the key are woken. For every other lease, an unacquired lease, or a lease
-// released before, it does nothing and returns nil.
+// call, admitted as RATE LIMIT RELEASE) and wakes waiters of the key, here
+// and (through Redis Pub/Sub) in other processes. For every other lease
+// and an unacquired lease it does nothing and returns nil.
 //
-// Errors are Redis and network errors; the lease then stays held (and
-// renewed): call Release again. When the lease was already gone on the
-// server (it expired) Release returns nil.
+// The lease counts as released from the moment Release is called: its
+// context is cancelled (cause coordination.ErrReleased) and its renewal
+// stops, so a renewal in flight cannot turn the release into a loss. When
+// the release fails with a transient error or a cancelled ctx, the error
+// is returned and the release is retried in the background until it gets
+// an answer or the lease's time has passed; a terminal error (NOPERM)
+// leaves the entry to expire after its lease duration. A second Release
+// returns nil without asking Redis, and so does a release that finds the
+// entry already gone (it expired).
 func (l Lease) Release(ctx context.Context) error {
 	if l.held == nil {
 		return nil
@@ -75,8 +85,9 @@ func (l Lease) Release(ctx context.Context) error {
 }
 
 // Context returns a context that a concurrency lease cancels when it is
-// released, or when it is lost (its renewal found it expired, or could not
-// reach Redis before the lease ran out; context.Cause then wraps
+// released (context.Cause is coordination.ErrReleased), or when it is lost
+// (its renewal found it expired, could not reach Redis before the lease ran
+// out, or its limiter was closed; the cause then matches
 // coordination.ErrLost). Run the protected work under it. For every other
 // lease it returns a context that is never cancelled.
 func (l Lease) Context() context.Context {
@@ -88,17 +99,12 @@ func (l Lease) Context() context.Context {
 
 // held is one live concurrency lease.
 type held struct {
-	l      *limiter
-	member string
-	h      *lease.Handle
+	l *Limiter
+	h *engine.Handle
 }
 
 func (h *held) release(ctx context.Context) error {
-	out, err := h.h.Release(ctx)
-	if err != nil {
-		return err
-	}
-	h.l.forget(h)
-	_ = out // Released or AlreadyReleased (expired): either way the permits are free
-	return nil
+	_, err := h.h.Release(ctx) // Released or AlreadyReleased (expired): the permits are free
+	h.l.forget(h)              // released locally whatever the answer
+	return err
 }

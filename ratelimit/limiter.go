@@ -3,8 +3,6 @@ package ratelimit
 import (
 	"container/list"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"sync"
@@ -12,66 +10,40 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/engine"
 )
 
 const primitive = "rate_limit"
 
-// Limiter is a distributed rate limiter on one Redis key. Every process
-// whose limiter uses the same key, algorithm and settings shares one budget;
-// each decision is one Lua script run atomically on the server with the
-// server's clock.
+// Limiter is a distributed rate limiter on one Redis key, built by
+// [NewFixedWindow], [NewSlidingWindow], [NewTokenBucket], [NewGCRA] or
+// [NewConcurrency]. Every process whose limiter uses the same key,
+// algorithm and settings shares one budget; each decision is one Lua script
+// run atomically on the server with the server's clock.
 //
-// Implementations in this package are safe for concurrent use by multiple
-// goroutines.
-type Limiter interface {
-	// Acquire asks for permits once, without queueing, in one round trip
-	// (admitted through hooks as RATE LIMIT ACQUIRE). The lease says
-	// whether they were granted and, when not, may carry RetryAfter.
-	//
-	// permits = 0 probes whether a permit is free without taking it (a
-	// concurrency probe likewise holds nothing). permits above the
-	// limiter's capacity are refused at once, without a Redis call and
-	// without RetryAfter.
-	//
-	// Errors: coordination.ErrInvalidArgument for negative permits (nothing
-	// is admitted or sent); coordination.ErrClosed after Close; the
-	// context's error when ctx ends (in every failure mode); errors
-	// matching coordination.ErrConfigMismatch, coordination.ErrBadState or
-	// coordination.ErrWrongType when the key holds other settings or
-	// unexpected data; Redis and network errors when the failure mode is
-	// ReturnError. A lost reply (timeout, cancellation, broken connection)
-	// may still have consumed the permits on the server.
-	Acquire(ctx context.Context, permits int) (Lease, error)
+// Its methods follow golang.org/x/time/rate: [Limiter.Allow] decides at
+// once, [Limiter.Wait] waits. A Limiter is safe for concurrent use by
+// multiple goroutines. The zero value is not usable.
+type Limiter struct {
+	e        *engine.Engine
+	keys     engine.Keys
+	capacity int
+	opts     options
+	try      tryFunc
+	conc     bool
 
-	// Wait is Acquire with the limiter's local queue (see [WithQueue]):
-	// when refused, the request waits in the queue, sleeping until the
-	// server-computed retry time, and tries again until it is granted, it
-	// is evicted (NewestFirst), ctx ends, or the limiter is closed. It is
-	// admitted through hooks once (RATE LIMIT ACQUIRE), however many
-	// attempts it makes. Without a queue, or when the queue is full, it
-	// returns the refused lease at once. A request that finds waiters
-	// ahead of it queues behind them without trying Redis first; refused
-	// because the queue is full, it then carries no RetryAfter.
-	//
-	// Errors are those of Acquire; when ctx ends while queued the error
-	// matches both coordination.ErrNotAcquired and ctx's error, and after
-	// Close queued requests fail with coordination.ErrClosed.
-	Wait(ctx context.Context, permits int) (Lease, error)
+	granted, rejected atomic.Int64
+	available         atomic.Int64
+	active            atomic.Int64 // calls in progress (for partition eviction)
 
-	// Statistics returns this instance's counters. It does no I/O.
-	Statistics() Statistics
-
-	// Close fails queued requests with coordination.ErrClosed and makes
-	// later calls fail the same way. Concurrency leases still held stop
-	// being renewed: they keep their permits until they expire on the
-	// server or are released. Close does not delete the limiter's Redis
-	// state; another limiter on the same key continues with it. It is
-	// idempotent and always returns nil.
-	Close() error
+	mu     sync.Mutex
+	closed bool
+	queue  list.List // of *waiter
+	queued int64     // permits in queue
+	heldM  map[*held]struct{}
 }
 
 // Statistics are one limiter instance's counters, not cluster-wide figures.
@@ -89,144 +61,118 @@ type Statistics struct {
 	AvailablePermits int64
 }
 
-// decision is one script reply, decoded.
+// decision is one answer, from a script or decided locally.
 type decision struct {
 	acquired  bool
-	available int64
-	retry     time.Duration // < 0: none
-	hint      time.Duration // concurrency: earliest lease expiry, < 0: none
+	available int64         // -1: the server was not asked
+	retry     time.Duration // with hasRetry: the server-computed retry time
+	hasRetry  bool
+	hint      time.Duration // concurrency: earliest lease expiry, 0: none
 	held      *held
 }
 
-// tryFunc runs the algorithm's script once. token is the caller's request
-// token (concurrency only; empty otherwise).
-type tryFunc func(ctx context.Context, permits int, token string) (decision, error)
+// refused is a refusal decided without the server: an oversized request,
+// a full queue, an evicted waiter.
+var refused = decision{available: -1}
 
-type limiter struct {
-	coord    *coordination.Coordinator
-	key      string
-	capacity int
-	opts     options
-	try      tryFunc
-	conc     bool
+// tryFunc asks the server once.
+type tryFunc func(ctx context.Context, permits int) (decision, error)
 
-	allowed     metric.Int64Counter
-	blocked     metric.Int64Counter
-	unavailable metric.Int64Counter
-
-	granted, rejected atomic.Int64
-	available         atomic.Int64
-	active            atomic.Int64 // calls in progress (for partition eviction)
-
-	mu     sync.Mutex
-	closed bool
-	queue  list.List // of *waiter
-	queued int64     // permits in queue
-	heldM  map[*held]struct{}
-	wake   chan struct{} // concurrency: a local release happened
-}
-
+// Instrument attributes, built once.
 var (
-	capacityAttrs    = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "capacity")))
-	unavailableAttrs = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", "unavailable")))
-	failOpenAttrs    = metric.WithAttributeSet(attribute.NewSet(attribute.String("failure_mode", "fail_open")))
-	failClosedAttrs  = metric.WithAttributeSet(attribute.NewSet(attribute.String("failure_mode", "fail_closed")))
-	failErrorAttrs   = metric.WithAttributeSet(attribute.NewSet(attribute.String("failure_mode", "return_error")))
+	capacityAttrs    = engine.Attrs(attribute.String("reason", "capacity"))
+	unavailableAttrs = engine.Attrs(attribute.String("reason", "unavailable"))
+	failOpenAttrs    = engine.Attrs(attribute.String("failure_mode", "fail_open"))
+	failClosedAttrs  = engine.Attrs(attribute.String("failure_mode", "fail_closed"))
+	failErrorAttrs   = engine.Attrs(attribute.String("failure_mode", "return_error"))
 )
 
-func newLimiter(coord *coordination.Coordinator, key string, capacity int, opts []Option) (*limiter, error) {
-	if err := coord.Check(); err != nil {
+func newLimiter(coord *coordination.Coordinator, key string, capacity int, opts []Option) (*Limiter, error) {
+	e, err := engine.Of(coord)
+	if err != nil {
 		return nil, err
 	}
-	if err := coordination.CheckKey("key", key); err != nil {
+	if err := engine.CheckKey("key", key); err != nil {
 		return nil, err
 	}
-	l := &limiter{coord: coord, key: key, capacity: capacity, wake: make(chan struct{}, 1)}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&l.opts); err != nil {
-			return nil, err
-		}
+	l := &Limiter{e: e, keys: e.Key(key), capacity: capacity, opts: options{queueLimit: unbounded}}
+	if err := engine.Apply(&l.opts, opts); err != nil {
+		return nil, err
 	}
 	l.available.Store(-1)
-	l.allowed = coord.Int64Counter("coordination.rate_limit.allowed",
-		"Rate-limit acquisitions that returned an acquired lease (once per Acquire or Wait).", "{lease}")
-	l.blocked = coord.Int64Counter("coordination.rate_limit.blocked",
-		"Rate-limit acquisitions that returned an unacquired lease, by reason (capacity, unavailable).", "{lease}")
-	l.unavailable = coord.Int64Counter("coordination.rate_limit.unavailable",
-		"Rate-limit decisions Redis could not give, by the failure mode applied.", "{decision}")
 	return l, nil
 }
 
 func checkPermits(permits int) error {
 	if permits < 0 {
-		return coordination.InvalidArgument("permits", "must be >= 0, got %d", permits)
+		return engine.InvalidArgument("permits", "must be >= 0, got %d", permits)
 	}
 	return nil
 }
 
-// Acquire implements [Limiter].
-func (l *limiter) Acquire(ctx context.Context, permits int) (Lease, error) {
-	ctx, finish, token, err := l.begin(ctx, permits)
+// Allow asks for permits once, in one round trip, without waiting
+// (admitted through hooks as RATE LIMIT ACQUIRE; a refusal is an answer,
+// not a failure). The lease says whether they were granted and, when not,
+// may carry RetryAfter. It does not take a place in the local queue: other
+// callers waiting in [Limiter.Wait] are not ahead of it.
+//
+// permits = 0 probes whether a permit is free without taking it (a
+// concurrency probe likewise holds nothing). permits above the limiter's
+// capacity are refused at once, without a Redis call and without
+// RetryAfter.
+//
+// Errors: coordination.ErrInvalidArgument naming "permits" for negative
+// permits (nothing is admitted or sent); coordination.ErrClosed after
+// Close; the context's error when ctx ends (in every failure mode); errors
+// matching coordination.ErrConfigMismatch, coordination.ErrBadState or
+// coordination.ErrWrongType when the key holds other settings or unexpected
+// data; the hook's error when a hook rejects; Redis and network errors when
+// the failure mode is ReturnError. A lost reply (timeout, cancellation,
+// broken connection) may still have consumed window, bucket or GCRA permits
+// on the server; a concurrency lease it may have taken is released in the
+// background.
+func (l *Limiter) Allow(ctx context.Context, permits int) (Lease, error) {
+	ctx, op, err := l.begin(ctx, permits)
 	if err != nil {
 		return Lease{}, err
 	}
 	defer l.active.Add(-1)
-	d, err := l.attempt(ctx, permits, token)
-	return l.settle(ctx, d, err, finish)
+	d, err := l.attempt(ctx, permits)
+	return l.settle(ctx, op, d, err)
 }
 
-// begin starts an Acquire or Wait: it validates permits (nothing admitted
+// begin starts an Allow or Wait: it validates permits (nothing admitted
 // for bad input), admits the call through hooks as RATE LIMIT ACQUIRE,
-// counts it as active (the caller must decrement l.active when it returns
-// with a nil error), refuses a closed limiter and draws the request token.
-func (l *limiter) begin(ctx context.Context, permits int) (context.Context, coordination.Finish, string, error) {
-	if err := checkPermits(permits); err != nil {
-		return ctx, nil, "", err
+// refuses a closed limiter and counts the call as active (the caller must
+// decrement l.active when begin returns a nil error).
+func (l *Limiter) begin(ctx context.Context, permits int) (context.Context, engine.Op, error) {
+	if l == nil || l.e == nil {
+		return ctx, engine.Op{}, engine.InvalidArgument("limiter", "must not be nil; use a constructor such as NewGCRA")
 	}
-	ctx, finish, err := l.coord.Admit(ctx, hooks.RateLimitAcquire, primitive)
+	if err := checkPermits(permits); err != nil {
+		return ctx, engine.Op{}, err
+	}
+	ctx, op, err := l.e.Admit(ctx, hooks.RateLimitAcquire, primitive)
 	if err != nil {
-		return ctx, nil, "", err
+		return ctx, engine.Op{}, err
 	}
 	l.mu.Lock()
 	closed := l.closed
 	l.mu.Unlock()
 	if closed {
-		return ctx, nil, "", finish(coordination.ErrClosed)
-	}
-	token, err := l.token()
-	if err != nil {
-		return ctx, nil, "", finish(err)
+		return ctx, engine.Op{}, op.End(engine.ErrClosed)
 	}
 	l.active.Add(1)
-	return ctx, finish, token, nil
-}
-
-// token returns a fresh request token for concurrency limiters (reused by
-// every attempt of one call, so a re-sent or repeated attempt whose earlier
-// reply was lost finds its own lease), or "" for the others.
-func (l *limiter) token() (string, error) {
-	if !l.conc {
-		return "", nil
-	}
-	// 16 random bytes (128 bits) in 22 characters: shorter than a UUID, so
-	// every live lease costs fewer bytes in the sorted set.
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("ratelimit: request token: %w", err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+	return ctx, op, nil
 }
 
 // attempt makes one decision: locally for oversized requests, else one
 // script run.
-func (l *limiter) attempt(ctx context.Context, permits int, token string) (decision, error) {
+func (l *Limiter) attempt(ctx context.Context, permits int) (decision, error) {
 	if permits > l.capacity {
-		return decision{available: -1, retry: -1, hint: -1}, nil
+		return refused, nil
 	}
-	d, err := l.try(ctx, permits, token)
+	d, err := l.try(ctx, permits)
 	if err == nil {
 		l.available.Store(d.available)
 	}
@@ -234,72 +180,75 @@ func (l *limiter) attempt(ctx context.Context, permits int, token string) (decis
 }
 
 // settle turns a decision or error into the caller's result, applying the
-// failure mode, and records statistics, metrics and the hook outcome.
-func (l *limiter) settle(ctx context.Context, d decision, err error, finish coordination.Finish) (Lease, error) {
+// failure mode, records statistics and metrics, and ends the operation.
+func (l *Limiter) settle(ctx context.Context, op engine.Op, d decision, err error) (Lease, error) {
 	if err != nil {
 		if cerr := ctxEnded(ctx); cerr != nil && !errors.Is(err, cerr) {
 			// go-redis reports a context deadline that cut a read short as an
 			// i/o timeout; it is the caller's cancellation all the same.
 			err = fmt.Errorf("%w: %w", cerr, err)
 		}
-		if coordination.Classify(err) == coordination.Canceled || !redisUnavailable(err) {
-			return Lease{}, finish(err)
+		if engine.Classify(err) == engine.Canceled || !redisUnavailable(err) {
+			return Lease{}, op.End(err)
 		}
-		finish(err) // hooks see the failure whatever the mode
+		_ = op.End(err) // hooks see the failure whatever the mode
 		switch l.opts.failure {
 		case FailOpen:
-			l.unavailable.Add(context.Background(), 1, failOpenAttrs)
+			l.e.Count(engine.RateLimitUnavailable, failOpenAttrs)
 			l.granted.Add(1)
-			return Lease{acquired: true, failedOpen: true, available: -1}, nil
+			return Lease{acquired: true, failedOpen: true, available: -1, cause: err}, nil
 		case FailClosed:
-			l.unavailable.Add(context.Background(), 1, failClosedAttrs)
-			l.blocked.Add(context.Background(), 1, unavailableAttrs)
+			l.e.Count(engine.RateLimitUnavailable, failClosedAttrs)
+			l.e.Count(engine.RateLimitBlocked, unavailableAttrs)
 			l.rejected.Add(1)
-			return Lease{available: -1}, nil
+			return Lease{available: -1, cause: err}, nil
 		default:
-			l.unavailable.Add(context.Background(), 1, failErrorAttrs)
+			l.e.Count(engine.RateLimitUnavailable, failErrorAttrs)
 			return Lease{}, err
 		}
 	}
-	finish(nil)
+	_ = op.End(nil)
 	return l.grant(d), nil
 }
 
 // grant turns a decision into a lease and counts it.
-func (l *limiter) grant(d decision) Lease {
+func (l *Limiter) grant(d decision) Lease {
 	if d.acquired {
 		l.granted.Add(1)
-		l.allowed.Add(context.Background(), 1)
+		l.e.Count(engine.RateLimitAllowed, nil)
 		return Lease{acquired: true, available: d.available, held: d.held}
 	}
 	l.rejected.Add(1)
-	l.blocked.Add(context.Background(), 1, capacityAttrs)
-	le := Lease{available: d.available}
-	if d.retry >= 0 {
-		le.hasRetry, le.retry = true, max(d.retry, time.Millisecond)
-	}
-	return le
+	l.e.Count(engine.RateLimitBlocked, capacityAttrs)
+	return Lease{available: d.available, hasRetry: d.hasRetry, retry: d.retry}
 }
 
-// Statistics implements [Limiter].
-func (l *limiter) Statistics() Statistics {
+// Statistics returns this instance's counters. It does no I/O.
+func (l *Limiter) Statistics() Statistics {
 	l.mu.Lock()
 	q := l.queued
 	l.mu.Unlock()
 	return Statistics{Granted: l.granted.Load(), Rejected: l.rejected.Load(), QueuedPermits: q, AvailablePermits: l.available.Load()}
 }
 
-// Close implements [Limiter].
-func (l *limiter) Close() error {
+// Close fails queued requests with coordination.ErrClosed and makes later
+// calls fail the same way. Concurrency leases still held stop being
+// renewed: their contexts are cancelled (the cause matches
+// coordination.ErrLost) and their permits return when their entries expire
+// on the server or they are released. Close does not delete the limiter's
+// Redis state; another limiter on the same key continues with it. It is
+// idempotent and always returns nil.
+func (l *Limiter) Close() error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		return nil
 	}
 	l.closed = true
-	for e := l.queue.Front(); e != nil; e = e.Next() {
-		w := e.Value.(*waiter)
+	for el := l.queue.Front(); el != nil; el = el.Next() {
+		w := el.Value.(*waiter)
 		w.state = wClosed
+		w.elem = nil
 		w.signal()
 	}
 	l.queue.Init()
@@ -308,16 +257,21 @@ func (l *limiter) Close() error {
 	for h := range l.heldM {
 		hs = append(hs, h)
 	}
+	l.heldM = nil
 	l.mu.Unlock()
 	for _, h := range hs {
-		h.h.StopKeepAlive()
+		h.h.Lose(errClosedLease)
 	}
 	return nil
 }
 
+// errClosedLease is the cause of a held concurrency lease's context when
+// its limiter was closed.
+var errClosedLease = &engine.LostError{Reason: "the limiter was closed; the lease is no longer renewed"}
+
 // busy reports whether the limiter has calls in progress, queued waiters or
 // held concurrency leases (a partitioned limiter never evicts it then).
-func (l *limiter) busy() bool {
+func (l *Limiter) busy() bool {
 	if l.active.Load() > 0 {
 		return true
 	}
@@ -331,24 +285,30 @@ func (l *limiter) busy() bool {
 	return l.queue.Len() > 0 || len(l.heldM) > 0
 }
 
-func (l *limiter) remember(h *held) bool {
+// remember records a held concurrency lease; it reports false when the
+// limiter is closed (the lease then is not renewed).
+func (l *Limiter) remember(h *held) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
 	if l.heldM == nil {
 		l.heldM = map[*held]struct{}{}
 	}
 	l.heldM[h] = struct{}{}
-	return !l.closed
+	return true
 }
 
-func (l *limiter) forget(h *held) {
+// forget drops a released lease and wakes the queue's head: permits were
+// returned here.
+func (l *Limiter) forget(h *held) {
 	l.mu.Lock()
 	delete(l.heldM, h)
-	l.mu.Unlock()
-	select {
-	case l.wake <- struct{}{}:
-	default:
+	if w := l.headLocked(); w != nil {
+		w.signal()
 	}
+	l.mu.Unlock()
 }
 
 // ctxEnded returns ctx's error, or context.DeadlineExceeded when its
@@ -366,10 +326,10 @@ func ctxEnded(ctx context.Context) error {
 
 // redisUnavailable reports whether err means Redis could not give a
 // decision (a network error, a stopped server, an error reply such as
-// LOADING, READONLY or NOPERM), as opposed to a usage error: a closed
-// limiter, an invalid argument, or a key holding other settings or foreign
-// data, which every failure mode returns as an error.
+// LOADING, READONLY, NOPERM or NOAUTH), as opposed to a usage error: a
+// closed limiter, an invalid argument, or a key holding other settings or
+// foreign data, which every failure mode returns as an error.
 func redisUnavailable(err error) bool {
-	return !errors.Is(err, coordination.ErrClosed) && !errors.Is(err, coordination.ErrInvalidArgument) &&
-		!errors.Is(err, coordination.ErrConfigMismatch) && !errors.Is(err, coordination.ErrBadState)
+	return !errors.Is(err, engine.ErrClosed) && !errors.Is(err, engine.ErrInvalidArgument) &&
+		!errors.Is(err, engine.ErrConfigMismatch) && !errors.Is(err, engine.ErrBadState)
 }

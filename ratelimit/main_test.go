@@ -28,10 +28,10 @@ var kinds = []kind{kFixed, kSliding, kBucket, kGCRA, kConc}
 
 // build returns a limiter of kind with capacity n and time scale d (window,
 // period, interval; lease duration for concurrency).
-func build(t testing.TB, coord *coordination.Coordinator, k kind, key string, n int, d time.Duration, opts ...Option) Limiter {
+func build(t testing.TB, coord *coordination.Coordinator, k kind, key string, n int, d time.Duration, opts ...Option) *Limiter {
 	t.Helper()
 	var (
-		l   Limiter
+		l   *Limiter
 		err error
 	)
 	switch k {
@@ -53,18 +53,18 @@ func build(t testing.TB, coord *coordination.Coordinator, k kind, key string, n 
 	return l
 }
 
-// acquire calls Acquire and fails the test on error.
-func acquire(t testing.TB, l Limiter, permits int) Lease {
+// acquire calls Allow and fails the test on error.
+func acquire(t testing.TB, l *Limiter, permits int) Lease {
 	t.Helper()
-	le, err := l.Acquire(context.Background(), permits)
+	le, err := l.Allow(context.Background(), permits)
 	if err != nil {
-		t.Fatalf("Acquire(%d): %v", permits, err)
+		t.Fatalf("Allow(%d): %v", permits, err)
 	}
 	return le
 }
 
-// burst calls Acquire(1) n times and returns how many were granted.
-func burst(t testing.TB, l Limiter, n int) int {
+// burst calls Allow(1) n times and returns how many were granted.
+func burst(t testing.TB, l *Limiter, n int) int {
 	t.Helper()
 	got := 0
 	for range n {
@@ -75,8 +75,8 @@ func burst(t testing.TB, l Limiter, n int) int {
 	return got
 }
 
-// wantBurst checks that Acquire(1) offered times grants exactly want.
-func wantBurst(t testing.TB, l Limiter, offered, want int, when string) {
+// wantBurst checks that Allow(1) offered times grants exactly want.
+func wantBurst(t testing.TB, l *Limiter, offered, want int, when string) {
 	t.Helper()
 	if got := burst(t, l, offered); got != want {
 		t.Fatalf("%s: admitted %d of %d, want %d", when, got, offered, want)

@@ -3,13 +3,16 @@ package ratelimit
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 
-	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 )
 
 // Policy is one rate-limiting layer of an HTTP handler (see
@@ -17,10 +20,11 @@ import (
 // request, e.g. a service-wide concurrency guard) or Partitioned with
 // Partition (one budget per client, tenant or user).
 type Policy struct {
-	// Name identifies the policy in errors. Optional.
+	// Name identifies the policy in errors and log lines. Optional: the
+	// default is its position, "0", "1" ...
 	Name string
 	// Limiter is the limiter every request of this policy uses.
-	Limiter Limiter
+	Limiter *Limiter
 	// Partitioned holds one limiter per partition; Partition picks the
 	// partition of a request.
 	Partitioned *Partitioned
@@ -31,14 +35,64 @@ type Policy struct {
 	Partition func(*http.Request) string
 	// Permits returns the permits a request costs. Nil means 1.
 	Permits func(*http.Request) int
-	// Wait makes the policy queue requests with [Limiter.Wait] (the
-	// limiter needs [WithQueue]) instead of refusing at once.
+	// Wait makes requests wait for their permits with [Limiter.Wait]
+	// (bounded by the request's context and the limiter's queue) instead
+	// of being refused at once with [Limiter.Allow].
 	Wait bool
 	// Status is the status of a refusal: 0 means 429 Too Many Requests
 	// (the caller exhausted its budget); use 503 Service Unavailable for a
 	// service-wide guard (the service is saturated). Only 429 and 503 are
 	// accepted.
 	Status int
+}
+
+// MiddlewareOption configures [NewMiddleware].
+type MiddlewareOption func(*middlewareConfig) error
+
+type middlewareConfig struct {
+	logger  *slog.Logger
+	onError func(*http.Request, error)
+}
+
+// WithLogger sets where the middleware reports limiters that could not
+// decide (Redis unreachable, a refused AUTH, a NOPERM ...). The default is
+// slog.Default(); pass slog.New(slog.DiscardHandler) to silence it.
+//
+// Each distinct failure (per policy, by its description) is logged once,
+// then at most once a minute while it repeats, with the number of requests
+// it affected meanwhile. A line carries the policy's name, the answer given
+// (503, admitted by FailOpen, refused by FailClosed) and the error as
+// described by its class and the server's reply (NOAUTH, WRONGPASS,
+// NOPERM, LOADING ...) or the failing network operation: never keys,
+// partitions, addresses or passwords. A nil logger is an error naming
+// "logger".
+func WithLogger(l *slog.Logger) MiddlewareOption {
+	return func(c *middlewareConfig) error {
+		if l == nil {
+			return engine.InvalidArgument("logger", "must not be nil; use slog.New(slog.DiscardHandler) to silence the middleware")
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithErrorHandler sets a function the middleware calls, on the request's
+// goroutine and before it answers, for every request whose limiter could
+// not decide, including failures a [FailureMode] answered (the request
+// then goes on under FailOpen, or is refused under FailClosed; with
+// ReturnError the middleware answers 503). err wraps the limiter's error
+// with the policy's name; unlike the log lines it is the error as go-redis
+// returned it, which may name the server's address. A request whose
+// client went away (its context ended) is not reported. A nil fn is an
+// error naming "handler".
+func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
+	return func(c *middlewareConfig) error {
+		if fn == nil {
+			return engine.InvalidArgument("handler", "must not be nil")
+		}
+		c.onError = fn
+		return nil
+	}
 }
 
 // NewMiddleware returns net/http middleware that applies policies in order
@@ -51,8 +105,8 @@ type Policy struct {
 // For different policies per route, wrap each route's handler with its own
 // middleware:
 //
-//	standard, _ := ratelimit.NewMiddleware(guard, perClient)
-//	expensive, _ := ratelimit.NewMiddleware(guard, perClient, reports)
+//	standard, _ := ratelimit.NewMiddleware([]ratelimit.Policy{guard, perClient})
+//	expensive, _ := ratelimit.NewMiddleware([]ratelimit.Policy{guard, perClient, reports})
 //	mux.Handle("GET /catalog", standard(catalog))
 //	mux.Handle("POST /reports", expensive(createReport))
 //
@@ -62,68 +116,106 @@ type Policy struct {
 // application/problem+json body with type, title, status, detail and
 // instance (the request path); no partition, key or limit is disclosed.
 // When a limiter fails (its failure mode is ReturnError), the answer is a
-// 503 problem without Retry-After. When the request's context ends while
-// waiting, nothing is written.
+// 503 problem without Retry-After. Every limiter failure is logged (see
+// [WithLogger]) and given to the error handler ([WithErrorHandler]). When
+// the request's context ends while waiting, nothing is written.
 //
-// Errors: coordination.ErrInvalidArgument when no policy is given, or a
-// policy sets both or neither of Limiter and Partitioned, lacks Partition,
-// sets Wait on a limiter without a queue, or has another Status.
-func NewMiddleware(policies ...Policy) (func(http.Handler) http.Handler, error) {
-	if len(policies) == 0 {
-		return nil, coordination.InvalidArgument("policies", "give at least one policy")
+// Errors: coordination.ErrInvalidArgument naming "policies" when none is
+// given; naming the policy ("policy NAME" or "policy INDEX") when it sets
+// both or neither of Limiter and Partitioned, lacks Partition, sets Wait
+// on a limiter that never queues (WithQueue(0, ...)), or has another
+// Status; naming an invalid option.
+func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handler) http.Handler, error) {
+	cfg := middlewareConfig{}
+	if err := engine.Apply(&cfg, opts); err != nil {
+		return nil, err
 	}
-	ps := make([]Policy, len(policies))
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	if len(policies) == 0 {
+		return nil, engine.InvalidArgument("policies", "give at least one policy")
+	}
+	ps := make([]policy, len(policies))
 	for i, p := range policies {
-		name := "policy " + strconv.Itoa(i)
-		if p.Name != "" {
-			name = "policy " + p.Name
+		name := p.Name
+		if name == "" {
+			name = strconv.Itoa(i)
 		}
+		arg := "policy " + name
 		if (p.Limiter == nil) == (p.Partitioned == nil) {
-			return nil, coordination.InvalidArgument(name, "set exactly one of Limiter and Partitioned")
+			return nil, engine.InvalidArgument(arg, "set exactly one of Limiter and Partitioned")
 		}
 		if p.Partitioned != nil && p.Partition == nil {
-			return nil, coordination.InvalidArgument(name, "Partitioned needs a Partition function")
+			return nil, engine.InvalidArgument(arg, "Partitioned needs a Partition function")
 		}
-		if l, ok := p.Limiter.(*limiter); ok && p.Wait && l.opts.queueLimit == 0 {
-			return nil, coordination.InvalidArgument(name, "Wait needs a limiter with a queue (WithQueue)")
+		if p.Limiter != nil && p.Wait && p.Limiter.opts.queueLimit == 0 {
+			return nil, engine.InvalidArgument(arg, "Wait on a limiter that never queues (WithQueue(0, ...)) is Allow; drop Wait or give the limiter a queue")
 		}
 		switch p.Status {
 		case 0:
 			p.Status = http.StatusTooManyRequests
 		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		default:
-			return nil, coordination.InvalidArgument(name, "status must be 429 or 503, got %d", p.Status)
+			return nil, engine.InvalidArgument(arg, "status must be 429 or 503, got %d", p.Status)
 		}
-		ps[i] = p
+		ps[i] = policy{Policy: p, name: name}
 	}
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			var held []Lease
-			defer func() { releaseAll(held) }()
-			for _, p := range ps {
-				lease, err := p.acquire(r)
-				if err != nil {
-					if r.Context().Err() != nil {
-						return // the client is gone: nobody reads an answer
-					}
-					writeProblem(w, r, http.StatusServiceUnavailable, 0, false)
-					return
-				}
-				if !lease.Acquired() {
-					ra, ok := lease.RetryAfter()
-					writeProblem(w, r, p.Status, ra, ok)
-					return
-				}
-				if lease.held != nil {
-					held = append(held, lease)
-				}
-			}
-			next.ServeHTTP(w, r)
-		})
-	}, nil
+	m := &middleware{policies: ps, cfg: cfg, seen: map[string]*seenFailure{}}
+	return m.wrap, nil
 }
 
-func (p *Policy) acquire(r *http.Request) (Lease, error) {
+// policy is a validated Policy with its name for errors and log lines (its
+// Name, or its index).
+type policy struct {
+	Policy
+	name string
+}
+
+type middleware struct {
+	policies []policy
+	cfg      middlewareConfig
+
+	mu   sync.Mutex
+	seen map[string]*seenFailure // by policy and description
+}
+
+func (m *middleware) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var held []Lease
+		defer func() { releaseAll(held) }()
+		for i := range m.policies {
+			p := &m.policies[i]
+			lease, err := p.allow(r)
+			if err != nil {
+				if r.Context().Err() != nil {
+					return // the client is gone: nobody reads an answer
+				}
+				m.failed(r, p, err, "503 Service Unavailable")
+				writeProblem(w, r, http.StatusServiceUnavailable, 0, false)
+				return
+			}
+			if lease.cause != nil {
+				answer := "refused (fail closed)"
+				if lease.failedOpen {
+					answer = "admitted (fail open)"
+				}
+				m.failed(r, p, lease.cause, answer)
+			}
+			if !lease.Acquired() {
+				ra, ok := lease.RetryAfter()
+				writeProblem(w, r, p.Status, ra, ok)
+				return
+			}
+			if lease.held != nil {
+				held = append(held, lease)
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (p *policy) allow(r *http.Request) (Lease, error) {
 	n := 1
 	if p.Permits != nil {
 		n = p.Permits(r)
@@ -133,12 +225,64 @@ func (p *Policy) acquire(r *http.Request) (Lease, error) {
 	case p.Limiter != nil && p.Wait:
 		return p.Limiter.Wait(ctx, n)
 	case p.Limiter != nil:
-		return p.Limiter.Acquire(ctx, n)
+		return p.Limiter.Allow(ctx, n)
 	case p.Wait:
 		return p.Partitioned.Wait(ctx, p.Partition(r), n)
 	default:
-		return p.Partitioned.Acquire(ctx, p.Partition(r), n)
+		return p.Partitioned.Allow(ctx, p.Partition(r), n)
 	}
+}
+
+// seenFailure is one distinct failure of one policy, for log
+// de-duplication.
+type seenFailure struct {
+	logged     time.Time
+	suppressed int
+}
+
+const (
+	// relogEvery is how often a repeating failure is logged again.
+	relogEvery = time.Minute
+	// maxDistinctFailures bounds the de-duplication table; when it is full
+	// it starts over (some failures are then logged again early).
+	maxDistinctFailures = 256
+)
+
+// failed reports a limiter failure: to the error handler every time, to
+// the log once per distinct failure and then at most once a minute.
+func (m *middleware) failed(r *http.Request, p *policy, err error, answer string) {
+	if m.cfg.onError != nil {
+		m.cfg.onError(r, fmt.Errorf("ratelimit: policy %s: %w", p.name, err))
+	}
+	desc := engine.Describe(err)
+	k := p.name + "\x00" + desc
+	now := time.Now()
+	m.mu.Lock()
+	s := m.seen[k]
+	if s != nil && now.Sub(s.logged) < relogEvery {
+		s.suppressed++
+		m.mu.Unlock()
+		return
+	}
+	if s == nil {
+		if len(m.seen) >= maxDistinctFailures {
+			clear(m.seen)
+		}
+		s = &seenFailure{}
+		m.seen[k] = s
+	}
+	repeated := s.suppressed
+	s.logged, s.suppressed = now, 0
+	m.mu.Unlock()
+	level := slog.LevelWarn
+	if answer == "503 Service Unavailable" {
+		level = slog.LevelError
+	}
+	args := []any{"policy", p.name, "answer", answer, "error", desc}
+	if repeated > 0 {
+		args = append(args, "repeated", repeated)
+	}
+	m.cfg.logger.Log(context.Background(), level, "ratelimit: a limiter could not decide", args...)
 }
 
 // releaseAll releases concurrency leases after the handler, even when the

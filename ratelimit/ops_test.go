@@ -23,7 +23,7 @@ import (
 	"github.com/coordkit/coordination/internal/testharness"
 )
 
-func TestOneCommandPerAcquire(t *testing.T) {
+func TestOneCommandPerAllow(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		client := b.Client(t)
 		count := testharness.CountCommands(client)
@@ -79,7 +79,7 @@ func (r *recorder) take() []string {
 	return out
 }
 
-func TestHooksAdmitOncePerAcquire(t *testing.T) {
+func TestHooksAdmitOncePerCall(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		rec := &recorder{}
 		c := b.Coordinator(t, coordination.WithHooks(rec))
@@ -87,7 +87,7 @@ func TestHooksAdmitOncePerAcquire(t *testing.T) {
 		l := build(t, c, kGCRA, "hook", 1, 100*time.Millisecond, WithQueue(5, OldestFirst))
 		acquire(t, l, 1)
 		acquire(t, l, 1) // refused: still Succeeded
-		_, _ = l.Acquire(ctx, -1)
+		_, _ = l.Allow(ctx, -1)
 		want := []string{"RATE LIMIT ACQUIRE rate_limit succeeded", "RATE LIMIT ACQUIRE rate_limit succeeded"}
 		if got := rec.take(); strings.Join(got, ",") != strings.Join(want, ",") {
 			t.Fatalf("ops %v, want %v", got, want)
@@ -103,8 +103,8 @@ func TestHooksAdmitOncePerAcquire(t *testing.T) {
 		}
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		if _, err := l.Acquire(cctx, 1); err == nil {
-			t.Fatal("Acquire with a cancelled context succeeded")
+		if _, err := l.Allow(cctx, 1); err == nil {
+			t.Fatal("Allow with a cancelled context succeeded")
 		}
 		if got := rec.take(); len(got) != 1 || got[0] != "RATE LIMIT ACQUIRE rate_limit canceled" {
 			t.Fatalf("cancelled ops %v", got)
@@ -123,7 +123,7 @@ func TestHooksAdmitOncePerAcquire(t *testing.T) {
 			return ctx, nil, errors.New("denied by policy")
 		})
 		dl := build(t, b.Coordinator(t, coordination.WithHooks(deny)), kGCRA, "hookd", 1, time.Second)
-		if _, err := dl.Acquire(ctx, 1); err == nil || !strings.Contains(err.Error(), "denied by policy") {
+		if _, err := dl.Allow(ctx, 1); err == nil || !strings.Contains(err.Error(), "denied by policy") {
 			t.Fatalf("rejected admission: %v", err)
 		}
 		if n, _ := b.Client(t).Exists(ctx, b.Key("hookd")).Result(); n != 0 {
@@ -218,7 +218,7 @@ func TestFailureModes(t *testing.T) {
 	}
 	ctx := context.Background()
 	modes := []FailureMode{ReturnError, FailOpen, FailClosed}
-	lims := map[kind][]Limiter{}
+	lims := map[kind][]*Limiter{}
 	for _, k := range kinds {
 		for _, m := range modes {
 			l := build(t, c, k, "fm:"+string(k), 5, 10*time.Second, WithFailureMode(m), WithQueue(5, OldestFirst))
@@ -233,7 +233,7 @@ func TestFailureModes(t *testing.T) {
 	s.Pause()
 	for i, m := range modes {
 		dctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-		_, err := lims[kGCRA][i].Acquire(dctx, 1)
+		_, err := lims[kGCRA][i].Allow(dctx, 1)
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("%v on a paused server: %v, want DeadlineExceeded", m, err)
@@ -245,7 +245,7 @@ func TestFailureModes(t *testing.T) {
 	for _, k := range kinds {
 		for i, m := range modes {
 			l := lims[k][i]
-			for _, call := range []func(context.Context, int) (Lease, error){l.Acquire, l.Wait} {
+			for _, call := range []func(context.Context, int) (Lease, error){l.Allow, l.Wait} {
 				le, err := call(ctx, 1)
 				switch m {
 				case ReturnError:
@@ -270,7 +270,7 @@ func TestFailureModes(t *testing.T) {
 			}
 			cctx, cancel := context.WithCancel(ctx)
 			cancel()
-			if _, err := l.Acquire(cctx, 1); !errors.Is(err, context.Canceled) {
+			if _, err := l.Allow(cctx, 1); !errors.Is(err, context.Canceled) {
 				t.Fatalf("%s/%v: cancelled: %v, want context.Canceled", k, m, err)
 			}
 		}
@@ -311,7 +311,7 @@ func TestMemoryPerKey(t *testing.T) {
 		var report []string
 		for _, k := range kinds {
 			key := PartitionKey("limits:"+string(k), "client-42")
-			var l Limiter
+			var l *Limiter
 			if k == kSliding {
 				l, err = NewSlidingWindow(c, key, SlidingWindow{Limit: 100, Window: time.Minute, Segments: 10})
 			} else {
@@ -330,7 +330,7 @@ func TestMemoryPerKey(t *testing.T) {
 			for range acquisitions {
 				acquire(t, l, 1)
 			}
-			n, err := client.MemoryUsage(ctx, c.Key(key)).Result()
+			n, err := client.MemoryUsage(ctx, c.Prefix()+key).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -341,11 +341,11 @@ func TestMemoryPerKey(t *testing.T) {
 			if k == kConc {
 				acquire(t, l, 1)
 				acquire(t, l, 1)
-				n3, _ := client.MemoryUsage(ctx, c.Key(key)).Result()
+				n3, _ := client.MemoryUsage(ctx, c.Prefix()+key).Result()
 				report = append(report, "concurrency(3 leases)="+itoa(n3))
 			}
 			l.Close()
-			_ = client.Del(ctx, c.Key(key)).Err()
+			_ = client.Del(ctx, c.Prefix()+key).Err()
 		}
 		// A sliding window with every segment live (100 ms segments, one
 		// acquisition each), for the report.
@@ -357,12 +357,12 @@ func TestMemoryPerKey(t *testing.T) {
 			acquire(t, sw, 1)
 			time.Sleep(100 * time.Millisecond)
 		}
-		if n, err := client.MemoryUsage(ctx, c.Key(PartitionKey("limits:sliding-full", "client-42"))).Result(); err == nil {
+		if n, err := client.MemoryUsage(ctx, c.Prefix()+PartitionKey("limits:sliding-full", "client-42")).Result(); err == nil {
 			report = append(report, "sliding(10 live segments)="+itoa(n))
 		}
 		sw.Close()
 		sort.Strings(report)
-		t.Logf("MEMORY USAGE per key (%d-byte key names): %s", len(c.Key(PartitionKey("limits:fixed", "x"))), strings.Join(report, " "))
+		t.Logf("MEMORY USAGE per key (%d-byte key names): %s", len(c.Prefix()+PartitionKey("limits:fixed", "x")), strings.Join(report, " "))
 	}, testharness.RealOnly())
 }
 

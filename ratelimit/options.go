@@ -3,7 +3,7 @@ package ratelimit
 import (
 	"fmt"
 
-	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 )
 
 // QueueOrder is the order in which a limiter's local queue serves waiters.
@@ -11,7 +11,7 @@ type QueueOrder int
 
 const (
 	// OldestFirst serves waiters in arrival order. A request that does not
-	// fit in the queue is refused.
+	// fit in a bounded queue is refused. It is the default.
 	OldestFirst QueueOrder = iota
 	// NewestFirst serves the latest waiter first. A request that does not
 	// fit evicts the oldest waiters (they get an unacquired lease) until it
@@ -31,14 +31,14 @@ func (o QueueOrder) String() string {
 	}
 }
 
-// FailureMode says what a limiter answers when Redis cannot give a decision:
-// a network error, a stopped or unreachable server, an error reply such as
-// LOADING, READONLY or NOPERM. Cancellation of the caller's context is
-// always returned as an error, whatever the mode, and so are usage errors: a
-// closed limiter, and a key holding other settings
+// FailureMode says what a limiter answers when Redis cannot give a
+// decision: a network error, a stopped or unreachable server, an error
+// reply such as LOADING, READONLY, NOPERM or NOAUTH. Cancellation of the
+// caller's context is always returned as an error, whatever the mode, and
+// so are usage errors: a closed limiter, and a key holding other settings
 // (coordination.ErrConfigMismatch) or foreign data
 // (coordination.ErrBadState). The hooks see the failure (outcome Failed)
-// in every mode.
+// in every mode, and [NewMiddleware] logs it.
 type FailureMode int
 
 const (
@@ -68,32 +68,45 @@ func (m FailureMode) String() string {
 	}
 }
 
-// Option configures a limiter.
+// Option configures a limiter. Options are applied in order; an invalid
+// one makes the constructor fail with an error naming it.
 type Option func(*options) error
 
 type options struct {
-	queueLimit int
+	queueLimit int // permits; unbounded (-1) by default
 	order      QueueOrder
 	failure    FailureMode
 }
 
-// WithQueue gives the limiter a local queue for [Limiter.Wait]: up to limit
-// permits (not requests) may wait in this process, served in order. A
-// queued request sleeps until the server-computed retry time (concurrency
-// limiters: until a lease is released here or announced on Redis Pub/Sub,
-// or the earliest lease would expire), then tries again; it never polls on
-// a fixed period. The queue is local: other processes, and [Limiter.Acquire]
-// calls here, are not ordered with it.
+// unbounded is the queue limit of a limiter without [WithQueue].
+const unbounded = -1
+
+// WithQueue bounds the local queue of [Limiter.Wait]: up to limit permits
+// (not requests) may wait in this process, served in order. A request that
+// does not fit is refused at once under [OldestFirst] (an unacquired lease,
+// with RetryAfter when it tried Redis first); under [NewestFirst] it evicts
+// the oldest waiters instead. WithQueue(0, order) means Wait never queues:
+// it makes one attempt, like [Limiter.Allow].
 //
-// limit must be >= 0; order must be OldestFirst or NewestFirst. The default
-// is no queue (limit 0): Wait then makes one attempt, like Acquire.
+// Without WithQueue the queue is unbounded and served oldest first: Wait
+// waits until it is granted or its context ends.
+//
+// The queue is local: other processes, and Allow calls here, are not
+// ordered with it. A queued request sleeps until the server-computed retry
+// time (concurrency limiters: until a lease is released here or announced
+// on Redis Pub/Sub, or the earliest lease would expire), then tries again;
+// it never polls on a fixed short period.
+//
+// Errors: coordination.ErrInvalidArgument naming "queueLimit" for
+// limit < 0, or "queueOrder" for an order other than OldestFirst and
+// NewestFirst.
 func WithQueue(limit int, order QueueOrder) Option {
 	return func(o *options) error {
 		if limit < 0 {
-			return coordination.InvalidArgument("queue limit", "must be >= 0, got %d", limit)
+			return engine.InvalidArgument("queueLimit", "must be >= 0, got %d", limit)
 		}
 		if order != OldestFirst && order != NewestFirst {
-			return coordination.InvalidArgument("queue order", "must be OldestFirst or NewestFirst, got %d", int(order))
+			return engine.InvalidArgument("queueOrder", "must be OldestFirst or NewestFirst, got %d", int(order))
 		}
 		o.queueLimit, o.order = limit, order
 		return nil
@@ -101,11 +114,12 @@ func WithQueue(limit int, order QueueOrder) Option {
 }
 
 // WithFailureMode sets what the limiter answers when Redis cannot decide.
-// The default is [ReturnError].
+// The default is [ReturnError]. Errors: coordination.ErrInvalidArgument
+// naming "failureMode" for an unknown mode.
 func WithFailureMode(m FailureMode) Option {
 	return func(o *options) error {
 		if m != ReturnError && m != FailOpen && m != FailClosed {
-			return coordination.InvalidArgument("failure mode", "unknown mode %d", int(m))
+			return engine.InvalidArgument("failureMode", "unknown mode %d", int(m))
 		}
 		o.failure = m
 		return nil

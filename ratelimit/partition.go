@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 )
 
 // PartitionKey returns a limiter key for one partition of a policy: base,
@@ -31,11 +31,12 @@ type PartitionOption func(*Partitioned) error
 // before it is closed and forgotten (its Redis state is kept and picked up
 // again by the next limiter of that partition). A limiter with calls in
 // progress, queued waiters or held concurrency leases is never evicted.
-// d must be at least 1 ms. The default is [DefaultIdleTimeout].
+// d must be at least 1 ms (else an error naming "idleTimeout"). The default
+// is [DefaultIdleTimeout].
 func WithIdleTimeout(d time.Duration) PartitionOption {
 	return func(p *Partitioned) error {
 		if d < time.Millisecond {
-			return coordination.InvalidArgument("idle timeout", "must be at least 1ms, got %v", d)
+			return engine.InvalidArgument("idleTimeout", "must be at least 1ms, got %v", d)
 		}
 		p.idle = d
 		return nil
@@ -55,7 +56,7 @@ func WithIdleTimeout(d time.Duration) PartitionOption {
 // A Partitioned is safe for concurrent use by multiple goroutines. The zero
 // value is not usable; use [NewPartitioned].
 type Partitioned struct {
-	factory func(partition string) (Limiter, error)
+	factory func(partition string) (*Limiter, error)
 	idle    time.Duration
 
 	mu        sync.Mutex
@@ -65,7 +66,7 @@ type Partitioned struct {
 }
 
 type partitionEntry struct {
-	lim  Limiter
+	lim  *Limiter
 	last time.Time
 	uses int
 }
@@ -73,40 +74,36 @@ type partitionEntry struct {
 // NewPartitioned returns a partitioned limiter whose factory builds the
 // limiter of a partition, typically with [PartitionKey]:
 //
-//	p, err := ratelimit.NewPartitioned(func(client string) (ratelimit.Limiter, error) {
+//	p, err := ratelimit.NewPartitioned(func(client string) (*ratelimit.Limiter, error) {
 //		return ratelimit.NewTokenBucket(coord, ratelimit.PartitionKey("limits:client", client), bucket)
 //	})
 //
 // The factory is called with the partitioned limiter's lock held and must
 // not call back into it; it should not do I/O (the constructors of this
-// package do none). Errors: coordination.ErrInvalidArgument for a nil
-// factory or an invalid option.
-func NewPartitioned(factory func(partition string) (Limiter, error), opts ...PartitionOption) (*Partitioned, error) {
+// package do none); a nil limiter with a nil error is an error naming
+// "factory" at the call that needed it. Errors: coordination.ErrInvalidArgument
+// naming "factory" (nil) or the invalid option's.
+func NewPartitioned(factory func(partition string) (*Limiter, error), opts ...PartitionOption) (*Partitioned, error) {
 	if factory == nil {
-		return nil, coordination.InvalidArgument("factory", "must not be nil")
+		return nil, engine.InvalidArgument("factory", "must not be nil")
 	}
 	p := &Partitioned{factory: factory, idle: DefaultIdleTimeout, m: map[string]*partitionEntry{}, lastSweep: time.Now()}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(p); err != nil {
-			return nil, err
-		}
+	if err := engine.Apply(p, opts); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
 
-// Acquire calls [Limiter.Acquire] on partition's limiter, creating it first
-// when needed. Errors are those of Acquire, the factory's error, or
+// Allow calls [Limiter.Allow] on partition's limiter, creating it first
+// when needed. Errors are those of Allow, the factory's error, or
 // coordination.ErrClosed after Close.
-func (p *Partitioned) Acquire(ctx context.Context, partition string, permits int) (Lease, error) {
+func (p *Partitioned) Allow(ctx context.Context, partition string, permits int) (Lease, error) {
 	e, err := p.get(partition)
 	if err != nil {
 		return Lease{}, err
 	}
 	defer p.put(e)
-	return e.lim.Acquire(ctx, permits)
+	return e.lim.Allow(ctx, permits)
 }
 
 // Wait calls [Limiter.Wait] on partition's limiter, creating it first when
@@ -152,9 +149,9 @@ func (p *Partitioned) get(partition string) (*partitionEntry, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, coordination.ErrClosed
+		return nil, engine.ErrClosed
 	}
-	var evicted []Limiter
+	var evicted []*Limiter
 	if now.Sub(p.lastSweep) >= p.idle/2 {
 		p.lastSweep = now
 		evicted = p.sweepLocked(now)
@@ -162,6 +159,9 @@ func (p *Partitioned) get(partition string) (*partitionEntry, error) {
 	e := p.m[partition]
 	if e == nil {
 		lim, err := p.factory(partition)
+		if err == nil && lim == nil {
+			err = engine.InvalidArgument("factory", "returned a nil limiter and no error")
+		}
 		if err != nil {
 			p.mu.Unlock()
 			closeAll(evicted)
@@ -187,13 +187,13 @@ func (p *Partitioned) put(e *partitionEntry) {
 
 // sweepLocked removes the limiters idle for longer than the timeout and
 // returns them, to be closed without the lock.
-func (p *Partitioned) sweepLocked(now time.Time) []Limiter {
-	var out []Limiter
+func (p *Partitioned) sweepLocked(now time.Time) []*Limiter {
+	var out []*Limiter
 	for k, e := range p.m {
 		if e.uses > 0 || now.Sub(e.last) < p.idle {
 			continue
 		}
-		if b, ok := e.lim.(interface{ busy() bool }); ok && b.busy() {
+		if e.lim.busy() {
 			continue
 		}
 		delete(p.m, k)
@@ -202,7 +202,7 @@ func (p *Partitioned) sweepLocked(now time.Time) []Limiter {
 	return out
 }
 
-func closeAll(ls []Limiter) {
+func closeAll(ls []*Limiter) {
 	for _, l := range ls {
 		_ = l.Close()
 	}

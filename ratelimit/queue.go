@@ -5,7 +5,7 @@ import (
 	"context"
 	"time"
 
-	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 )
 
 type waiterState int
@@ -16,13 +16,15 @@ const (
 	wClosed
 )
 
-// waiter is one queued Wait call. Its fields are guarded by limiter.mu,
+// waiter is one queued Wait call. Its fields are guarded by Limiter.mu,
 // except sig, which is written to without the lock.
 type waiter struct {
 	permits int
 	state   waiterState
 	elem    *list.Element
-	sig     chan struct{} // state or headship changed
+	// sig wakes the waiter's wait loop: its state changed, it became or
+	// stopped being the head, or (concurrency) permits were released here.
+	sig chan struct{}
 }
 
 func (w *waiter) signal() {
@@ -32,60 +34,88 @@ func (w *waiter) signal() {
 	}
 }
 
-// recheck caps a concurrency waiter's sleep, so a lost Pub/Sub message
-// delays it by at most this long.
-const recheck = 5 * time.Second
-
-// Wait implements [Limiter].
-func (l *limiter) Wait(ctx context.Context, permits int) (Lease, error) {
-	ctx, finish, token, err := l.begin(ctx, permits)
+// Wait acquires permits, waiting in the limiter's local queue when they
+// are not free: it is granted when the server grants them, however long
+// that takes, unless ctx ends first (or the request is evicted, or the
+// limiter is closed). It is admitted through hooks once (RATE LIMIT
+// ACQUIRE), however many attempts it makes.
+//
+// Without [WithQueue] the queue is unbounded and served oldest first.
+// With a bounded queue, a request that does not fit is refused at once
+// (an unacquired lease) or, under [NewestFirst], evicts the oldest
+// waiters (they get an unacquired lease); WithQueue(0, ...) makes Wait
+// one attempt, like [Limiter.Allow]. A request that finds the queue empty
+// tries Redis at once; one that finds waiters ahead of it queues behind
+// them without trying first (refused because the queue is full, it then
+// carries no RetryAfter). More permits than the limiter's capacity are
+// refused at once, without a Redis call.
+//
+// A queued request does not poll: the head of the queue sleeps until the
+// server-computed retry time; a concurrency limiter's head sleeps until a
+// lease is released here or announced on Redis Pub/Sub (re-checking at
+// least every 5 s, and every 250 ms while the subscription is not
+// confirmed) or the earliest lease would expire. The others sleep until
+// they become the head.
+//
+// Errors are those of Allow. When ctx ends while queued the error matches
+// both coordination.ErrNotAcquired and ctx's error (context.Cause); after
+// Close queued requests fail with coordination.ErrClosed. A Redis failure
+// while queued ends the wait: the limiter's [FailureMode] applies, as for
+// Allow.
+func (l *Limiter) Wait(ctx context.Context, permits int) (Lease, error) {
+	ctx, op, err := l.begin(ctx, permits)
 	if err != nil {
 		return Lease{}, err
 	}
 	defer l.active.Add(-1)
+	if permits > l.capacity {
+		return l.settle(ctx, op, refused, nil) // it can never be admitted
+	}
 	l.mu.Lock()
 	empty := l.queue.Len() == 0
 	l.mu.Unlock()
-	var first decision
-	if empty || permits > l.capacity {
+	first, tried := refused, false
+	if empty {
 		// Nobody local is ahead: try at once.
-		d, err := l.attempt(ctx, permits, token)
-		if err != nil || d.acquired || permits > l.capacity || l.opts.queueLimit == 0 {
-			return l.settle(ctx, d, err, finish)
+		d, err := l.attempt(ctx, permits)
+		if err != nil || d.acquired || l.opts.queueLimit == 0 {
+			return l.settle(ctx, op, d, err)
 		}
-		first = d
-	} else {
-		first = decision{available: -1, retry: -1, hint: -1}
+		first, tried = d, true
 	}
 	w, ok, err := l.enqueue(permits)
 	if err != nil || !ok {
-		return l.settle(ctx, first, err, finish)
+		return l.settle(ctx, op, first, err)
 	}
-	d, err := l.serve(ctx, w, token, first)
-	return l.settle(ctx, d, err, finish)
+	start := time.Now()
+	d, err := l.serve(ctx, w, first, tried)
+	l.recordWait(start, err == nil && d.acquired)
+	return l.settle(ctx, op, d, err)
 }
 
 // enqueue adds a waiter for permits, evicting the oldest waiters under
 // NewestFirst. It reports false when the request does not fit, and
 // coordination.ErrClosed when the limiter was closed meanwhile.
-func (l *limiter) enqueue(permits int) (*waiter, bool, error) {
+func (l *Limiter) enqueue(permits int) (*waiter, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return nil, false, coordination.ErrClosed
+		return nil, false, engine.ErrClosed
 	}
-	if int64(permits) > int64(l.opts.queueLimit) {
-		return nil, false, nil
-	}
-	if l.queued+int64(permits) > int64(l.opts.queueLimit) {
-		if l.opts.order == OldestFirst {
+	if limit := int64(l.opts.queueLimit); limit != unbounded {
+		if int64(permits) > limit {
 			return nil, false, nil
 		}
-		for l.queued+int64(permits) > int64(l.opts.queueLimit) {
-			old := l.queue.Front().Value.(*waiter)
-			l.removeLocked(old)
-			old.state = wEvicted
-			old.signal()
+		if l.queued+int64(permits) > limit {
+			if l.opts.order == OldestFirst {
+				return nil, false, nil
+			}
+			for l.queued+int64(permits) > limit {
+				old := l.queue.Front().Value.(*waiter)
+				l.removeLocked(old)
+				old.state = wEvicted
+				old.signal()
+			}
 		}
 	}
 	oldHead := l.headLocked()
@@ -98,22 +128,22 @@ func (l *limiter) enqueue(permits int) (*waiter, bool, error) {
 	return w, true, nil
 }
 
-func (l *limiter) headLocked() *waiter {
-	var e *list.Element
+func (l *Limiter) headLocked() *waiter {
+	var el *list.Element
 	if l.opts.order == NewestFirst {
-		e = l.queue.Back()
+		el = l.queue.Back()
 	} else {
-		e = l.queue.Front()
+		el = l.queue.Front()
 	}
-	if e == nil {
+	if el == nil {
 		return nil
 	}
-	return e.Value.(*waiter)
+	return el.Value.(*waiter)
 }
 
 // removeLocked takes w out of the queue (if still there) and signals the
 // new head when w was the head.
-func (l *limiter) removeLocked(w *waiter) {
+func (l *Limiter) removeLocked(w *waiter) {
 	if w.elem == nil {
 		return
 	}
@@ -128,116 +158,72 @@ func (l *limiter) removeLocked(w *waiter) {
 	}
 }
 
-func (l *limiter) leave(w *waiter) {
+func (l *Limiter) leave(w *waiter) {
 	l.mu.Lock()
 	l.removeLocked(w)
 	l.mu.Unlock()
 }
 
-// serve runs w's turn in the queue: it waits until w is the head, sleeps
-// until the last decision's retry time, and tries again, until granted,
-// evicted, closed, cancelled or failed. last is the refused decision that
-// sent it to the queue (retry < 0 when it was queued without trying).
-func (l *limiter) serve(ctx context.Context, w *waiter, token string, last decision) (decision, error) {
-	var (
-		timer   *time.Timer
-		watch   *coordination.Watch
-		watched bool // a subscription was attempted (it may have failed)
-	)
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-		watch.Close()
-	}()
-	// Zero: try as soon as w is the head. A concurrency waiter always does,
-	// right after subscribing, so that a release between its first attempt
-	// and the subscription is not missed.
-	retryAt := time.Time{}
-	if last.retry >= 0 {
-		retryAt = time.Now().Add(last.retry)
+// serve runs w's turn in the queue on the engine's wait loop: while w is
+// not the head, each attempt reports "not yet" and the loop sleeps until
+// w's signal; the head asks Redis and sleeps until the server-computed
+// retry time, w's signal, or (concurrency limiters) a release notification
+// on the key's channel. first is the refused decision that sent w to the
+// queue (tried reports whether it came from Redis).
+func (l *Limiter) serve(ctx context.Context, w *waiter, first decision, tried bool) (decision, error) {
+	defer l.leave(w)
+	cfg := engine.WaitConfig{Wake: w.sig}
+	// A concurrency limiter subscribes to its key's release channel after
+	// the loop's first unsuccessful attempt and tries again at once: the
+	// refusal already in hand stands for that first attempt.
+	reuse := false
+	if l.conc {
+		cfg.Key = l.keys.Full()[0]
+		reuse = tried
+	} else if first.hasRetry {
+		cfg.FirstIn = first.retry
 	}
-	refused := decision{available: -1, retry: -1, hint: -1}
-	for {
+	var (
+		d      decision
+		failed error
+	)
+	err := l.e.Wait(ctx, cfg, func(ctx context.Context) (engine.Attempt, error) {
 		l.mu.Lock()
 		state, head := w.state, l.headLocked() == w
 		l.mu.Unlock()
 		switch state {
 		case wEvicted:
-			return refused, nil
+			d = refused
+			return engine.Attempt{Done: true}, nil
 		case wClosed:
-			return decision{}, coordination.ErrClosed
+			return engine.Attempt{}, engine.ErrClosed
 		}
+		reuseNow := reuse
+		reuse = false // only the loop's first attempt, and only as the head
 		if !head {
-			select {
-			case <-w.sig:
-				continue
-			case <-ctx.Done():
-				l.leave(w)
-				return decision{}, coordination.GaveUp(ctx)
-			}
+			return engine.Attempt{}, nil
 		}
-		if l.conc && !watched {
-			// Subscribe before the next attempt, so a release after it is
-			// never missed; without Pub/Sub (an ACL may forbid it) the
-			// re-check bounds the wait.
-			watched = true
-			watch, _ = l.coord.Watch(ctx, l.key)
+		if reuseNow {
+			return engine.Attempt{RetryIn: first.hint}, nil
 		}
-		if d := time.Until(retryAt); d > 0 {
-			if timer == nil {
-				timer = time.NewTimer(d)
-			} else {
-				timer.Reset(d)
-			}
-			var notify <-chan struct{}
-			if watch != nil {
-				notify = watch.C()
-			}
-			var wake <-chan struct{}
-			if l.conc {
-				wake = l.wake
-			}
-			select {
-			case <-timer.C:
-			case <-notify:
-			case <-wake:
-			case <-w.sig:
-				timer.Stop()
-				continue // headship or state changed: look again
-			case <-ctx.Done():
-				l.leave(w)
-				return decision{}, coordination.GaveUp(ctx)
-			}
-			timer.Stop()
-		}
-		d, err := l.attempt(ctx, w.permits, token)
-		if err != nil || d.acquired {
-			l.leave(w)
-			return d, err
-		}
+		r, err := l.attempt(ctx, w.permits)
 		switch {
-		case d.retry >= 0:
-			retryAt = time.Now().Add(d.retry)
-		case l.conc:
-			retryAt = time.Now().Add(concWait(d, watch != nil))
+		case err != nil && engine.Classify(err) == engine.Canceled:
+			return engine.Attempt{}, err // the loop gives up
+		case err != nil:
+			failed = err // the failure mode applies: stop waiting
+			return engine.Attempt{Done: true}, nil
+		case r.acquired:
+			d = r
+			return engine.Attempt{Done: true}, nil
+		case r.hasRetry:
+			return engine.Attempt{RetryIn: r.retry}, nil
 		default:
-			retryAt = time.Now().Add(recheck)
+			return engine.Attempt{RetryIn: r.hint}, nil
 		}
+	})
+	if err == nil {
+		err = failed
 	}
-}
-
-// concWait is how long a refused concurrency waiter sleeps at most before
-// trying again: until the earliest lease would expire if it is not renewed,
-// capped by the re-check period (250 ms without a Pub/Sub subscription).
-// Releases (local, or announced on Pub/Sub) wake it earlier.
-func concWait(d decision, subscribed bool) time.Duration {
-	limit := recheck
-	if !subscribed {
-		limit = 250 * time.Millisecond
-	}
-	if d.hint > 0 && d.hint < limit {
-		return d.hint
-	}
-	return limit
+	return d, err
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // queued waits until the limiter's queue holds n permits.
-func queued(t testing.TB, l Limiter, n int64) {
+func queued(t testing.TB, l *Limiter, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for l.Statistics().QueuedPermits != n {
@@ -30,7 +30,7 @@ type result struct {
 }
 
 // startWait runs Wait(permits) in a goroutine, reporting to out.
-func startWait(ctx context.Context, wg *sync.WaitGroup, l Limiter, name string, permits int, out chan<- result) {
+func startWait(ctx context.Context, wg *sync.WaitGroup, l *Limiter, name string, permits int, out chan<- result) {
 	wg.Go(func() {
 		le, err := l.Wait(ctx, permits)
 		out <- result{name, le, err}
@@ -40,9 +40,13 @@ func startWait(ctx context.Context, wg *sync.WaitGroup, l Limiter, name string, 
 // exhausted returns a GCRA limiter of burst 1 and interval iv whose one
 // permit is taken, with miniredis' clock running (stopped at the end of the
 // test), and a channel for the results of startWait.
-func exhausted(t *testing.T, b *testharness.Backend, iv time.Duration, opts ...Option) (Limiter, chan result) {
+func exhausted(t *testing.T, b *testharness.Backend, iv time.Duration, opts ...Option) (*Limiter, chan result) {
 	t.Helper()
-	l := build(t, b.Coordinator(t), kGCRA, "q", 1, iv, opts...)
+	key := "q"
+	if len(opts) == 0 {
+		key = "q:default"
+	}
+	l := build(t, b.Coordinator(t), kGCRA, key, 1, iv, opts...)
 	t.Cleanup(clock(b))
 	if !acquire(t, l, 1).Acquired() {
 		t.Fatal("not acquired")
@@ -52,27 +56,30 @@ func exhausted(t *testing.T, b *testharness.Backend, iv time.Duration, opts ...O
 
 func TestQueueOldestFirstOrder(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
-		l, out := exhausted(t, b, 100*time.Millisecond, WithQueue(10, OldestFirst))
-		var wg sync.WaitGroup
-		ctx := context.Background()
-		for i, name := range []string{"a", "b", "c"} {
-			startWait(ctx, &wg, l, name, 1, out)
-			queued(t, l, int64(i+1))
-		}
-		var order []string
-		for range 3 {
-			r := <-out
-			if r.err != nil || !r.le.Acquired() {
-				t.Fatalf("%s: %v acquired=%v", r.name, r.err, r.le.Acquired())
+		// A bounded queue, and the default: unbounded, oldest first.
+		for _, opts := range [][]Option{{WithQueue(10, OldestFirst)}, nil} {
+			l, out := exhausted(t, b, 100*time.Millisecond, opts...)
+			var wg sync.WaitGroup
+			ctx := context.Background()
+			for i, name := range []string{"a", "b", "c"} {
+				startWait(ctx, &wg, l, name, 1, out)
+				queued(t, l, int64(i+1))
 			}
-			order = append(order, r.name)
-		}
-		wg.Wait()
-		if got := order[0] + order[1] + order[2]; got != "abc" {
-			t.Fatalf("served %s, want abc", got)
-		}
-		if s := l.Statistics(); s.QueuedPermits != 0 || s.Granted != 4 {
-			t.Fatalf("statistics %+v", s)
+			var order []string
+			for range 3 {
+				r := <-out
+				if r.err != nil || !r.le.Acquired() {
+					t.Fatalf("%s: %v acquired=%v", r.name, r.err, r.le.Acquired())
+				}
+				order = append(order, r.name)
+			}
+			wg.Wait()
+			if got := order[0] + order[1] + order[2]; got != "abc" {
+				t.Fatalf("served %s, want abc", got)
+			}
+			if s := l.Statistics(); s.QueuedPermits != 0 || s.Granted != 4 {
+				t.Fatalf("statistics %+v", s)
+			}
 		}
 	})
 }
@@ -143,8 +150,8 @@ func TestQueueLimitInPermitsCancellationAndClose(t *testing.T) {
 			t.Fatalf("closed waiter: %s %v", r.name, r.err)
 		}
 		wg.Wait()
-		if _, err := l.Acquire(context.Background(), 1); !errors.Is(err, coordination.ErrClosed) {
-			t.Fatalf("Acquire after Close: %v", err)
+		if _, err := l.Allow(context.Background(), 1); !errors.Is(err, coordination.ErrClosed) {
+			t.Fatalf("Allow after Close: %v", err)
 		}
 		if _, err := l.Wait(context.Background(), 1); !errors.Is(err, coordination.ErrClosed) {
 			t.Fatalf("Wait after Close: %v", err)
@@ -152,27 +159,48 @@ func TestQueueLimitInPermitsCancellationAndClose(t *testing.T) {
 	})
 }
 
-func TestWaitWithoutQueueAndOversized(t *testing.T) {
+// Wait waits by default (an unbounded queue); WithQueue(0, ...) makes it
+// one attempt; a request larger than the limiter is refused at once either
+// way.
+func TestWaitQueuesByDefaultNeverWithQueueZero(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
-		l := build(t, b.Coordinator(t), kFixed, "nq", 1, 10*time.Second)
 		ctx := context.Background()
+		l := build(t, b.Coordinator(t), kFixed, "dq", 1, 10*time.Second)
 		if le, err := l.Wait(ctx, 1); err != nil || !le.Acquired() {
 			t.Fatalf("Wait: %v", err)
 		}
-		le, err := l.Wait(ctx, 1) // no queue: one attempt
+		out := make(chan result, 1)
+		var wg sync.WaitGroup
+		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		startWait(wctx, &wg, l, "w", 1, out)
+		queued(t, l, 1) // no queue option: it waits
+		r := <-out
+		wg.Wait()
+		if !errors.Is(r.err, coordination.ErrNotAcquired) || !errors.Is(r.err, context.DeadlineExceeded) {
+			t.Fatalf("Wait on an exhausted window: %v, want ErrNotAcquired and DeadlineExceeded", r.err)
+		}
+
+		l0 := build(t, b.Coordinator(t), kFixed, "nq", 1, 10*time.Second, WithQueue(0, OldestFirst))
+		if le, err := l0.Wait(ctx, 1); err != nil || !le.Acquired() {
+			t.Fatalf("Wait: %v", err)
+		}
+		le, err := l0.Wait(ctx, 1) // WithQueue(0, ...): one attempt
 		if err != nil || le.Acquired() {
-			t.Fatalf("Wait without queue: %v %v", err, le.Acquired())
+			t.Fatalf("Wait with WithQueue(0): %v %v", err, le.Acquired())
 		}
 		if _, ok := le.RetryAfter(); !ok {
 			t.Fatal("no RetryAfter")
 		}
-		lq := build(t, b.Coordinator(t), kFixed, "q2", 1, 10*time.Second, WithQueue(5, OldestFirst))
-		le, err = lq.Wait(ctx, 2) // larger than the limiter: never queued
-		if err != nil || le.Acquired() || lq.Statistics().QueuedPermits != 0 {
-			t.Fatalf("oversized Wait: %v %v", err, le.Acquired())
-		}
-		if _, ok := le.RetryAfter(); ok {
-			t.Fatal("oversized Wait has a RetryAfter")
+		for _, opts := range [][]Option{nil, {WithQueue(5, OldestFirst)}} {
+			lq := build(t, b.Coordinator(t), kFixed, "q2", 1, 10*time.Second, opts...)
+			le, err = lq.Wait(ctx, 2) // larger than the limiter: never queued
+			if err != nil || le.Acquired() || lq.Statistics().QueuedPermits != 0 {
+				t.Fatalf("oversized Wait: %v %v", err, le.Acquired())
+			}
+			if _, ok := le.RetryAfter(); ok {
+				t.Fatal("oversized Wait has a RetryAfter")
+			}
 		}
 	})
 }

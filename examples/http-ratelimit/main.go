@@ -12,7 +12,9 @@
 // Every limit lives in Redis, so all instances of the service share the
 // per-client and per-tenant budgets. Refusals carry Retry-After (when the
 // limiter knows it), Cache-Control: no-store and an application/problem+json
-// body.
+// body. When a limiter cannot reach Redis the middleware logs why (through
+// slog.Default, without keys, addresses or passwords: "NOAUTH ...",
+// "dial: connection refused") and GET /health/limits counts the failures.
 //
 //	go run ./examples/http-ratelimit                       # embedded Redis
 //	go run ./examples/http-ratelimit -redis redis://127.0.0.1:6379/0
@@ -28,6 +30,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -77,6 +80,7 @@ func main() {
 // process for its own concurrency guard. The returned func closes the
 // limiters.
 func newApp(coord *coordination.Coordinator, instance string) (http.Handler, func(), error) {
+	var failures atomic.Int64
 	// 1. Instance guard: the key includes the instance, so each instance
 	// has its own 64 slots. It protects this process, so it refuses when
 	// Redis is unreachable rather than admitting unbounded work.
@@ -88,7 +92,7 @@ func newApp(coord *coordination.Coordinator, instance string) (http.Handler, fun
 	}
 	// 2. Per-client token bucket. Quota layers fail open: a Redis outage
 	// should not take the API down, and the guard still bounds the load.
-	perClient, err := ratelimit.NewPartitioned(func(client string) (ratelimit.Limiter, error) {
+	perClient, err := ratelimit.NewPartitioned(func(client string) (*ratelimit.Limiter, error) {
 		return ratelimit.NewTokenBucket(coord, ratelimit.PartitionKey("limits:client", client),
 			ratelimit.TokenBucket{Limit: 20, TokensPerPeriod: 10, Period: time.Second},
 			ratelimit.WithFailureMode(ratelimit.FailOpen))
@@ -97,7 +101,7 @@ func newApp(coord *coordination.Coordinator, instance string) (http.Handler, fun
 		return nil, nil, err
 	}
 	// 3. Per-tenant quota over a sliding minute.
-	perTenant, err := ratelimit.NewPartitioned(func(tenant string) (ratelimit.Limiter, error) {
+	perTenant, err := ratelimit.NewPartitioned(func(tenant string) (*ratelimit.Limiter, error) {
 		return ratelimit.NewSlidingWindow(coord, ratelimit.PartitionKey("limits:tenant", tenant),
 			ratelimit.SlidingWindow{Limit: 600, Window: time.Minute, Segments: 12},
 			ratelimit.WithFailureMode(ratelimit.FailOpen))
@@ -106,7 +110,7 @@ func newApp(coord *coordination.Coordinator, instance string) (http.Handler, fun
 		return nil, nil, err
 	}
 	// 4. Expensive reports: 2 at a time per tenant.
-	reports, err := ratelimit.NewPartitioned(func(tenant string) (ratelimit.Limiter, error) {
+	reports, err := ratelimit.NewPartitioned(func(tenant string) (*ratelimit.Limiter, error) {
 		return ratelimit.NewConcurrency(coord, ratelimit.PartitionKey("limits:reports", tenant),
 			ratelimit.Concurrency{Limit: 2})
 	})
@@ -119,12 +123,18 @@ func newApp(coord *coordination.Coordinator, instance string) (http.Handler, fun
 		{Name: "client", Partitioned: perClient, Partition: clientPartition},
 		{Name: "tenant", Partitioned: perTenant, Partition: clientPartition},
 	}
-	standard, err := ratelimit.NewMiddleware(layers...)
+	// Limiter failures (Redis unreachable, a refused AUTH ...) are logged
+	// through slog.Default() without keys, addresses or passwords; the
+	// error handler sees each failed request.
+	onError := ratelimit.WithErrorHandler(func(r *http.Request, err error) {
+		failures.Add(1)
+	})
+	standard, err := ratelimit.NewMiddleware(layers, onError)
 	if err != nil {
 		return nil, nil, err
 	}
 	expensive, err := ratelimit.NewMiddleware(append(layers,
-		ratelimit.Policy{Name: "reports", Partitioned: reports, Partition: clientPartition})...)
+		ratelimit.Policy{Name: "reports", Partitioned: reports, Partition: clientPartition}), onError)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -142,8 +152,12 @@ func newApp(coord *coordination.Coordinator, instance string) (http.Handler, fun
 		w.WriteHeader(http.StatusAccepted)
 		fmt.Fprintln(w, "report queued")
 	})))
-	// Liveness stays outside every limit.
+	// Liveness stays outside every limit; readiness reports limiter
+	// failures seen so far.
 	mux.HandleFunc("GET /health/live", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("GET /health/limits", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "limiter failures:", failures.Load())
+	})
 
 	closeAll := func() {
 		_ = reports.Close()

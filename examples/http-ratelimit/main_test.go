@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	coordination "github.com/coordkit/coordination"
 )
 
@@ -89,5 +91,31 @@ func TestLayeredPolicy(t *testing.T) {
 	}
 	if got[http.StatusAccepted] != 2 || got[http.StatusTooManyRequests] != 1 {
 		t.Fatalf("reports: %v, want 2 accepted and 1 refused", got)
+	}
+}
+
+// With Redis unreachable the instance guard fails closed (503), and the
+// failure reaches the error handler (counted on /health/limits).
+func TestRedisDown(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
+	defer rdb.Close()
+	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("test:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, closeApp, err := newApp(coord, "test-instance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeApp()
+	w := httptest.NewRecorder()
+	app.ServeHTTP(w, httptest.NewRequest("GET", "/catalog", nil))
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "" {
+		t.Fatalf("Redis down: %d %v, want 503 without Retry-After", w.Code, w.Header())
+	}
+	w = httptest.NewRecorder()
+	app.ServeHTTP(w, httptest.NewRequest("GET", "/health/limits", nil))
+	if got := strings.TrimSpace(w.Body.String()); got != "limiter failures: 1" {
+		t.Fatalf("/health/limits: %q", got)
 	}
 }

@@ -39,6 +39,10 @@ type AcquireRequest struct {
 // attempts: a later LOADING does not make an earlier lost reply harmless)
 // and the operation fails, the lease is released in the background,
 // owner-checked, with the same id.
+//
+// On failure the Grant is the last attempt's answer: with a non-blocking
+// refusal (ErrNotAcquired) its RetryIn and Value, what the server reported
+// (a rate limiter's free permits); zero when the last attempt failed.
 func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, error) {
 	k := r.Kind
 	ttlMs, err := TTLMillis(r.TTL, k.NoExpiry)
@@ -104,7 +108,9 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant
 				return err
 			})
 		}
-		return nil, Grant{}, op.End(err)
+		// g is the last attempt's answer: with ErrNotAcquired, the refusal
+		// (RetryIn, Value); zero when that attempt failed.
+		return nil, g, op.End(err)
 	}
 	return newHandle(e, k, hk, r.ID, sent, r.TTL), g, op.End(nil)
 }

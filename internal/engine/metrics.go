@@ -104,6 +104,10 @@ var (
 		"Rate-limit acquisitions that returned an unacquired lease, by reason (capacity, unavailable).")
 	RateLimitUnavailable = def(Counter, "coordination.rate_limit.unavailable", "{decision}", "failure_mode",
 		"Rate-limit decisions Redis could not give, by the failure mode applied.")
+	// RateLimitConcurrencyMetrics are the lease instruments of concurrency
+	// limiters (coordination.rate_limit.concurrency.*): their leases are
+	// engine handles, whose life the engine records.
+	RateLimitConcurrencyMetrics = leaseFamily("rate_limit.concurrency", "concurrency lease", "")
 )
 
 // instruments caches the instruments of one engine, created on first use.

@@ -1,0 +1,329 @@
+package ratelimit
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/testharness"
+)
+
+// lockedBuffer is a bytes.Buffer safe for a logger and a reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// noTime drops the time attribute of a text log line.
+func noTime(_ []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
+}
+
+// A new user's try: the server requires a password, and the client has
+// none, or the wrong one. The middleware used to answer 503 and say
+// nothing. Now it logs the server's reply (NOAUTH, WRONGPASS) once per
+// distinct failure, never the password, keys, partition or address, and
+// hands every failed request to the error handler; FailOpen still serves
+// the request.
+func TestMiddlewareReportsAuthFailures(t *testing.T) {
+	srv := testharness.StartStandalone(t, testharness.FirstFlavor(t))
+	ctx := context.Background()
+	admin := redis.NewClient(srv.Options())
+	defer admin.Close()
+	const password = "pw-Xq7-hunter2"
+	if err := admin.ConfigSet(ctx, "requirepass", password).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, password, want string
+		mode                 FailureMode
+		status               int
+		level                string
+	}{
+		{"no password", "", "NOAUTH", ReturnError, http.StatusServiceUnavailable, "level=ERROR"},
+		{"wrong password", "wrong-pw-Zk9", "WRONGPASS", FailOpen, http.StatusNotFound, "level=WARN"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := srv.Options()
+			o.Password, o.MaxRetries = c.password, -1
+			client := redis.NewClient(o)
+			defer client.Close()
+			coord, err := coordination.New(client, coordination.WithKeyPrefix("tenant-prefix-q1:"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := PartitionKey("limits:private-key-name", "client-7")
+			lim, err := NewGCRA(coord, key, GCRA{Burst: 5, Interval: time.Second}, WithFailureMode(c.mode))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lim.Close()
+			var (
+				buf     lockedBuffer
+				mu      sync.Mutex
+				handled []error
+			)
+			mw, err := NewMiddleware([]Policy{{Name: "api", Limiter: lim}},
+				WithLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: noTime}))),
+				WithErrorHandler(func(r *http.Request, err error) {
+					mu.Lock()
+					handled = append(handled, err)
+					mu.Unlock()
+				}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := mw(http.NotFoundHandler())
+			for range 3 {
+				if w := serve(t, h, "/work"); w.Code != c.status {
+					t.Fatalf("status %d, want %d", w.Code, c.status)
+				}
+			}
+			out := strings.TrimSpace(buf.String())
+			lines := strings.Split(out, "\n")
+			if len(lines) != 1 {
+				t.Fatalf("%d log lines for one distinct failure repeated 3 times, want 1:\n%s", len(lines), out)
+			}
+			line := lines[0]
+			t.Logf("log line: %s", line)
+			if !strings.Contains(line, c.want) || !strings.Contains(line, c.level) || !strings.Contains(line, "policy=api") {
+				t.Errorf("log line %q lacks %s, %s or the policy", line, c.want, c.level)
+			}
+			for _, secret := range []string{password, "wrong-pw", "private-key-name", key, "tenant-prefix", "client-7",
+				srv.Addr, "127.0.0.1", strconv.Itoa(srv.Port)} {
+				if strings.Contains(line, secret) {
+					t.Errorf("log line %q contains %q", line, secret)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(handled) != 3 {
+				t.Fatalf("error handler called %d times, want once per request (3)", len(handled))
+			}
+			for _, err := range handled {
+				if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "policy api") {
+					t.Errorf("handled error %q, want the policy and %s", err, c.want)
+				}
+			}
+		})
+	}
+}
+
+// A repeating failure is logged again after a minute with the number of
+// requests it affected meanwhile; distinct failures are logged each.
+func TestMiddlewareLogDeduplication(t *testing.T) {
+	var buf lockedBuffer
+	m := &middleware{cfg: middlewareConfig{logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: noTime}))},
+		seen: map[string]*seenFailure{}}
+	r, _ := http.NewRequest("GET", "/", nil)
+	p := &policy{name: "api"}
+	refused := errors.New("x")
+	for range 3 {
+		m.failed(r, p, refused, "503 Service Unavailable")
+	}
+	m.failed(r, p, engine.ErrClosed, "503 Service Unavailable") // another failure
+	m.failed(r, &policy{name: "other"}, refused, "503 Service Unavailable")
+	if n := strings.Count(buf.String(), "\n"); n != 3 {
+		t.Fatalf("%d lines, want 3 (one per distinct failure):\n%s", n, buf.String())
+	}
+	m.mu.Lock()
+	for _, s := range m.seen {
+		s.logged = s.logged.Add(-relogEvery)
+	}
+	m.mu.Unlock()
+	m.failed(r, p, refused, "503 Service Unavailable")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if last := lines[len(lines)-1]; len(lines) != 4 || !strings.Contains(last, "repeated=2") {
+		t.Fatalf("after a minute: %q, want a line with repeated=2", lines)
+	}
+}
+
+// The one release semantics for concurrency leases: a failed release still
+// counts as released at once (context cancelled with ErrReleased), the
+// caller gets the error, the release is retried in the background, and a
+// second Release sends nothing.
+func TestConcurrencyFailedReleaseIsRetriedInTheBackground(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		client := b.Client(t)
+		faults := &testharness.ScriptFaults{}
+		client.AddHook(faults)
+		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := build(t, coord, kConc, "{rel}", 1, time.Minute)
+		le := acquire(t, l, 1)
+		if !le.Acquired() {
+			t.Fatal("not acquired")
+		}
+		faults.Add(testharness.Fault{SHA: engine.RateLimitConcRelease.Hash(), Err: testharness.ErrLostReply}) // never sent
+		if err := le.Release(ctx); err == nil || !coordination.IsAmbiguous(err) {
+			t.Fatalf("Release with a failed send: %v, want the error", err)
+		}
+		if !errors.Is(context.Cause(le.Context()), coordination.ErrReleased) {
+			t.Errorf("context cause after a failed release = %v, want ErrReleased", context.Cause(le.Context()))
+		}
+		k := testharness.CountCommands(client)
+		if err := le.Release(ctx); err != nil {
+			t.Errorf("second Release: %v", err)
+		}
+		if n := k.Count(); n != 0 {
+			t.Errorf("second Release sent %v", k.Names())
+		}
+		waitKeyGone(t, b.Client(t), b.Key("{rel}"), "background release")
+		if !acquire(t, l, 1).Acquired() {
+			t.Error("the permit did not come back")
+		}
+	})
+}
+
+// An acquisition whose reply was lost, even when go-redis' re-send then
+// reads LOADING, is cleaned up: the lease it may have taken is released
+// in the background. In a queued Wait, a lost reply ends the wait under
+// the failure mode, and the attempt's lease is cleaned up too.
+func TestConcurrencyAmbiguousAttemptsAreCleanedUp(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		acq := engine.RateLimitConcAcquire.Hash()
+		for _, e := range []error{testharness.ErrLostReply, testharness.LoadingError} {
+			t.Run("Allow/"+e.Error()[:8], func(t *testing.T) {
+				client := b.Client(t)
+				faults := &testharness.ScriptFaults{}
+				client.AddHook(faults)
+				coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				key := "{amb}:" + e.Error()[:4]
+				l := build(t, coord, kConc, key, 1, time.Minute)
+				acquire(t, l, 0) // load the script
+				faults.Add(testharness.Fault{SHA: acq, Forward: true, Err: e})
+				if _, err := l.Allow(ctx, 1); err == nil || !coordination.IsAmbiguous(err) {
+					t.Fatalf("Allow: %v, want an ambiguous error", err)
+				}
+				waitKeyGone(t, b.Client(t), b.Key(key), "cleanup after "+e.Error()[:8])
+			})
+		}
+		t.Run("queued Wait", func(t *testing.T) {
+			client := b.Client(t)
+			faults := &testharness.ScriptFaults{}
+			client.AddHook(faults)
+			coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := build(t, coord, kConc, "{ambq}", 1, time.Minute, WithFailureMode(FailOpen))
+			holder := acquire(t, build(t, b.Coordinator(t), kConc, "{ambq}", 1, time.Minute), 1)
+			out := make(chan result, 1)
+			var wg sync.WaitGroup
+			startWait(ctx, &wg, l, "w", 1, out)
+			queued(t, l, 1)
+			time.Sleep(50 * time.Millisecond) // subscribed and asleep
+			faults.Add(testharness.Fault{SHA: acq, Forward: true, Err: testharness.ErrLostReply})
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := <-out
+			wg.Wait()
+			if r.err != nil || !r.le.Acquired() || !r.le.FailedOpen() {
+				t.Fatalf("queued Wait with a lost reply under FailOpen: err=%v acquired=%v failedOpen=%v", r.err, r.le.Acquired(), r.le.FailedOpen())
+			}
+			waitKeyGone(t, b.Client(t), b.Key("{ambq}"), "cleanup of the queued attempt")
+		})
+	})
+}
+
+// waitKeyGone waits up to 5 s for key to be deleted.
+func waitKeyGone(t *testing.T, raw redis.UniversalClient, key, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := raw.Exists(context.Background(), key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the key is still there after 5 s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A user whose ACL forbids the notification channels still releases
+// concurrency leases (the PUBLISH is best effort), and a waiter of that
+// user in another process gets the permit soon after, by re-checking.
+func TestConcurrencyWithoutChannelPermission(t *testing.T) {
+	srv := testharness.StartStandalone(t, testharness.FirstFlavor(t))
+	ctx := context.Background()
+	admin := redis.NewClient(srv.Options())
+	defer admin.Close()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "nochan", "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	limiter := func() *Limiter {
+		o := srv.Options()
+		o.Username, o.Password = "nochan", "pw"
+		c := redis.NewClient(o)
+		t.Cleanup(func() { c.Close() })
+		coord, err := coordination.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return build(t, coord, kConc, "acl", 1, time.Minute)
+	}
+	holder := acquire(t, limiter(), 1)
+	if !holder.Acquired() {
+		t.Fatal("not acquired")
+	}
+	waiter := limiter()
+	out := make(chan result, 1)
+	var wg sync.WaitGroup
+	startWait(ctx, &wg, waiter, "w", 1, out)
+	queued(t, waiter, 1)
+	time.Sleep(700 * time.Millisecond) // past the subscription's confirm bound
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatalf("Release without channel permission: %v", err)
+	}
+	r := <-out
+	wg.Wait()
+	if r.err != nil || !r.le.Acquired() {
+		t.Fatalf("waiter: %v acquired=%v", r.err, r.le.Acquired())
+	}
+	if d := time.Since(released); d > time.Second {
+		t.Errorf("waiter without notifications took %v after the release; want the 250ms re-check", d)
+	}
+	if err := r.le.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
