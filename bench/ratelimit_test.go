@@ -32,9 +32,9 @@ func BenchmarkRateLimitDecision(b *testing.B) {
 	}
 	huge := 1 << 30
 	for _, callers := range []int{1, 64} {
-		gcra := map[int]ratelimit.Limiter{}
-		fixed := map[int]ratelimit.Limiter{}
-		get := func(m map[int]ratelimit.Limiter, id int, mk func(string) (ratelimit.Limiter, error)) ratelimit.Limiter {
+		gcra := map[int]*ratelimit.Limiter{}
+		fixed := map[int]*ratelimit.Limiter{}
+		get := func(m map[int]*ratelimit.Limiter, id int, mk func(string) (*ratelimit.Limiter, error)) *ratelimit.Limiter {
 			if l, ok := m[id]; ok {
 				return l
 			}
@@ -47,10 +47,10 @@ func BenchmarkRateLimitDecision(b *testing.B) {
 		}
 		// Build the limiters up front: parallel map writes are not safe.
 		for id := 0; id <= callers; id++ {
-			get(gcra, id, func(k string) (ratelimit.Limiter, error) {
+			get(gcra, id, func(k string) (*ratelimit.Limiter, error) {
 				return ratelimit.NewGCRA(coord, "gcra:"+k, ratelimit.GCRA{Burst: huge, Interval: time.Millisecond})
 			})
-			get(fixed, id, func(k string) (ratelimit.Limiter, error) {
+			get(fixed, id, func(k string) (*ratelimit.Limiter, error) {
 				return ratelimit.NewFixedWindow(coord, "fixed:"+k, ratelimit.FixedWindow{Limit: huge, Window: time.Hour})
 			})
 		}
@@ -66,7 +66,7 @@ func BenchmarkRateLimitDecision(b *testing.B) {
 		b.Run(fmt.Sprintf("coordination-gcra/callers=%d", callers), func(b *testing.B) {
 			b.ReportAllocs()
 			parallel(b, callers, func(id int) {
-				if _, err := gcra[id%(callers+1)].Acquire(ctx, 1); err != nil {
+				if _, err := gcra[id%(callers+1)].Allow(ctx, 1); err != nil {
 					b.Error(err)
 				}
 			})
@@ -83,7 +83,7 @@ func BenchmarkRateLimitDecision(b *testing.B) {
 		b.Run(fmt.Sprintf("coordination-fixed-window/callers=%d", callers), func(b *testing.B) {
 			b.ReportAllocs()
 			parallel(b, callers, func(id int) {
-				if _, err := fixed[id%(callers+1)].Acquire(ctx, 1); err != nil {
+				if _, err := fixed[id%(callers+1)].Allow(ctx, 1); err != nil {
 					b.Error(err)
 				}
 			})
@@ -97,7 +97,7 @@ func BenchmarkRateLimitDecision(b *testing.B) {
 				}
 			})
 		})
-		for _, m := range []map[int]ratelimit.Limiter{gcra, fixed} {
+		for _, m := range []map[int]*ratelimit.Limiter{gcra, fixed} {
 			for _, l := range m {
 				l.Close()
 			}

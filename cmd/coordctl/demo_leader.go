@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
-	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/leader"
 )
 
@@ -23,9 +25,53 @@ func init() {
 	})
 }
 
-// errCutOff is what a "crashed" worker's coordinator answers: the process
-// no longer reaches Redis, so it neither renews nor releases.
-var errCutOff = errors.New("worker crashed (cut off from Redis)")
+// errCutOff is what a "crashed" worker's client answers to every command:
+// the process no longer reaches Redis (a network error, so its keep-alive
+// retries until the lease's local deadline), so it neither renews nor
+// releases.
+var errCutOff error = cutOffError{}
+
+type cutOffError struct{}
+
+func (cutOffError) Error() string   { return "worker crashed (cut off from Redis)" }
+func (cutOffError) Timeout() bool   { return false }
+func (cutOffError) Temporary() bool { return true }
+
+// cutHook is a go-redis hook that fails every command of a crashed worker.
+type cutHook struct{ w *demoWorker }
+
+func (h cutHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h cutHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.w.crashed.Load() {
+			cmd.SetErr(errCutOff)
+			return errCutOff
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h cutHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.w.crashed.Load() {
+			return errCutOff
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// cloneClient returns a new client with the options of c (a worker's own
+// connection, so that cutting it off leaves the others alone).
+func cloneClient(c redis.UniversalClient) (redis.UniversalClient, error) {
+	switch v := c.(type) {
+	case *redis.Client:
+		return redis.NewClient(v.Options()), nil
+	case *redis.ClusterClient:
+		return redis.NewClusterClient(v.Options()), nil
+	}
+	return nil, fmt.Errorf("demo: cannot copy a %T", c)
+}
 
 // demoWorker is one simulated process of the leader scenario.
 type demoWorker struct {
@@ -59,14 +105,14 @@ func demoLeader(ctx context.Context, d *demo) error {
 	for _, name := range []string{"worker-1", "worker-2", "worker-3"} {
 		w := &demoWorker{name: name, resign: make(chan struct{}, 1), done: make(chan error, 1)}
 		base := d.coord()
-		// A hook that rejects every operation once the worker "crashed".
-		cut := hooks.Func(func(ctx context.Context, _ hooks.Operation) (context.Context, hooks.Done, error) {
-			if w.crashed.Load() {
-				return ctx, nil, errCutOff
-			}
-			return ctx, nil, nil
-		})
-		coord, err := coordination.New(base.Client(), coordination.WithKeyPrefix(base.Prefix()), coordination.WithHooks(cut))
+		// The worker's own client fails every command once it "crashed".
+		client, err := cloneClient(base.Client())
+		if err != nil {
+			return err
+		}
+		defer client.Close()
+		client.AddHook(cutHook{w})
+		coord, err := coordination.New(client, coordination.WithKeyPrefix(base.Prefix()))
 		if err != nil {
 			return err
 		}
@@ -209,7 +255,7 @@ func causeText(cause error) string {
 	case errors.Is(cause, errCutOff):
 		return "renewal impossible: " + errCutOff.Error()
 	case errors.Is(cause, coordination.ErrLost):
-		return "lease lost"
+		return "lease lost: " + strings.TrimPrefix(cause.Error(), coordination.ErrLost.Error()+": ")
 	default:
 		return fmt.Sprint(cause)
 	}

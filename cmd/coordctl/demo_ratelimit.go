@@ -32,7 +32,7 @@ func runRateLimitDemo(ctx context.Context, d *demo) error {
 		run      = time.Second
 	)
 	cfg := ratelimit.GCRA{Burst: burst, Interval: interval}
-	lims := make([]ratelimit.Limiter, workers)
+	lims := make([]*ratelimit.Limiter, workers)
 	for i := range lims {
 		l, err := ratelimit.NewGCRA(d.coord(), "ratelimit:api", cfg)
 		if err != nil {
@@ -58,7 +58,7 @@ func runRateLimitDemo(ctx context.Context, d *demo) error {
 		wg.Go(func() {
 			mine := 0
 			for time.Now().Before(stop) {
-				lease, err := l.Acquire(ctx, 1)
+				lease, err := l.Allow(ctx, 1)
 				if err != nil {
 					errs <- err
 					return

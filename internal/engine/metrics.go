@@ -56,18 +56,18 @@ type LeaseMetrics struct {
 	Wait, Contention, Hold, RenewalFailures, Lost *Metric
 }
 
-func leaseFamily(family, thing, attrs string) LeaseMetrics {
+func leaseFamily(family, thing, attrs, contention string) LeaseMetrics {
 	p := "coordination." + family + "."
 	withResult := "result"
 	if attrs != "" {
 		withResult = attrs + ", result"
 	}
 	return LeaseMetrics{
-		Wait:            def(Histogram, p+"acquire_wait", "s", withResult, "Time spent blocked in a "+thing+" Acquire, by result (acquired, gave_up)."),
-		Contention:      def(Counter, p+"contention", "{acquisition}", attrs, thing+" acquisitions (TryAcquire or Acquire) that found no room, counted once per call."),
+		Wait:            def(Histogram, p+"acquire_wait", "s", withResult, "Time spent blocked waiting for a "+thing+", by result (acquired, gave_up)."),
+		Contention:      def(Counter, p+"contention", "{acquisition}", attrs, contention),
 		Hold:            def(Histogram, p+"hold_time", "s", attrs, "Time from acquiring a "+thing+" to releasing or losing it."),
 		RenewalFailures: def(Counter, p+"renewal_failures", "{renewal}", attrs, "Keep-alive renewals of a "+thing+" that failed (lost, terminal or transient error)."),
-		Lost:            def(Counter, p+"lost", "{lease}", attrs, thing+"s lost while held: expired, taken over, or renewal impossible."),
+		Lost:            def(Counter, p+"lost", "{lease}", attrs, "Each "+thing+" lost while held: expired, taken over, or renewal impossible."),
 	}
 }
 
@@ -78,8 +78,10 @@ var (
 	CleanupAbandoned = def(Counter, "coordination.cleanup.abandoned", "{cleanup}", "stage, reason",
 		"Background owner-checked cleanups given up (the lease then ends at its TTL).")
 
-	LockMetrics      = leaseFamily("lock", "lock", "kind")
-	SemaphoreMetrics = leaseFamily("semaphore", "semaphore permit", "")
+	LockMetrics = leaseFamily("lock", "lock", "kind",
+		"Lock acquisitions (TryAcquire or Acquire) that found the lock held, counted once per call.")
+	SemaphoreMetrics = leaseFamily("semaphore", "semaphore permit", "",
+		"Semaphore acquisitions (TryAcquire, Acquire and their N forms) that found too few free permits, counted once per call.")
 
 	LatchCountDowns = def(Counter, "coordination.latch.count_downs", "{count_down}", "result",
 		"Latch count-downs, by result (counted, completed, stale, not_found, broken).")
@@ -107,7 +109,8 @@ var (
 	// RateLimitConcurrencyMetrics are the lease instruments of concurrency
 	// limiters (coordination.rate_limit.concurrency.*): their leases are
 	// engine handles, whose life the engine records.
-	RateLimitConcurrencyMetrics = leaseFamily("rate_limit.concurrency", "concurrency lease", "")
+	RateLimitConcurrencyMetrics = leaseFamily("rate_limit.concurrency", "concurrency lease", "",
+		"Concurrency-limiter attempts refused for want of free permits (every refused attempt, queued retries included).")
 )
 
 // instruments caches the instruments of one engine, created on first use.
