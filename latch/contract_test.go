@@ -34,8 +34,9 @@ import (
 // for; its re-send finds its own generation and succeeds.
 func TestContract(t *testing.T) {
 	contract.Run(t, contract.Spec{
-		Primitive: "latch",
-		Keys:      func(name string) []string { return []string{name} },
+		Primitive:   "latch",
+		NoLostReply: "a latch is not a held lease; a re-sent count-down carries its signal id and counts once",
+		Keys:        func(name string) []string { return []string{name} },
 		Metrics: []string{
 			"coordination.latch.count_downs", // counted, completed
 			"coordination.latch.wait",        // gave_up, completed, replaced

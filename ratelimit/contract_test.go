@@ -162,7 +162,9 @@ func (a algorithm) spec() contract.Spec {
 			return call(c)
 		}})
 	}
-	if a.conc {
+	if !a.conc {
+		s.NoLostReply = "a consumptive decision holds nothing to undo"
+	} else {
 		s.LostReply = &contract.LostReply{
 			Op: func(ctx context.Context, c *coordination.Coordinator, name string) error {
 				l, err := a.new(c, name)
