@@ -239,8 +239,9 @@ func (e *Elector) Run(ctx context.Context) error {
 		return ErrAlreadyRunning
 	}
 	defer e.running.Store(false)
+	var after time.Duration
 	for {
-		won, err := e.campaign(ctx)
+		won, err := e.campaign(ctx, after)
 		if err != nil || won.h == nil {
 			return err
 		}
@@ -249,13 +250,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		}
 		// Give the followers, woken by the release, the first chance: a
 		// leader that resigned should not win its own lease straight back.
-		t := time.NewTimer(engine.Jitter(e.retry))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
+		after = engine.Jitter(e.retry)
 	}
 }
 
@@ -265,13 +260,14 @@ type won struct {
 	fence int64
 }
 
-// campaign tries to win the lease until it does, ctx ends (zero won, nil)
-// or a terminal error. Each attempt is admitted once, as LEADER CAMPAIGN;
-// between attempts it waits in the engine's wait loop (release
-// notification, the holder's TTL, or one retry delay).
-func (e *Elector) campaign(ctx context.Context) (won, error) {
+// campaign tries to win the lease, first after the delay after, until it
+// does, ctx ends (zero won, nil) or a terminal error. Each attempt is
+// admitted once, as LEADER CAMPAIGN; between attempts it waits in the
+// engine's wait loop (release notification, the holder's TTL, or one retry
+// delay).
+func (e *Elector) campaign(ctx context.Context, after time.Duration) (won, error) {
 	var w won
-	err := e.e.Wait(ctx, engine.WaitConfig{Key: e.keys.Full()[0], Recheck: engine.Jitter(e.retry), MinBackoff: e.retry, MaxBackoff: e.retry},
+	err := e.e.Wait(ctx, engine.WaitConfig{Key: e.keys.Full()[0], FirstIn: after, Recheck: engine.Jitter(e.retry), MinBackoff: e.retry, MaxBackoff: e.retry},
 		func(ctx context.Context) (engine.Attempt, error) {
 			actx, op, err := e.e.Admit(ctx, hooks.LeaderCampaign, primitive)
 			if err != nil {
