@@ -100,13 +100,7 @@ type config struct {
 // be at least 1 ms. It applies to [Create] and [Reset]; [Join] ignores it.
 // The default is no deadline.
 func WithDeadline(d time.Duration) Option {
-	return func(c *config) error {
-		if _, err := engine.Millis("deadline", d); err != nil {
-			return err
-		}
-		c.deadline = d
-		return nil
-	}
+	return engine.DurationOption("deadline", d, time.Millisecond, func(c *config) { c.deadline = d })
 }
 
 // WithKeyTTL makes the latch key expire d after [Create] or [Reset] (not
@@ -114,13 +108,7 @@ func WithDeadline(d time.Duration) Option {
 // whole milliseconds and must be at least 1 ms. [Join] ignores it. The
 // default is no expiry: the key stays until deleted.
 func WithKeyTTL(d time.Duration) Option {
-	return func(c *config) error {
-		if _, err := engine.Millis("key ttl", d); err != nil {
-			return err
-		}
-		c.keyTTL = d
-		return nil
-	}
+	return engine.DurationOption("key ttl", d, time.Millisecond, func(c *config) { c.keyTTL = d })
 }
 
 // WithRecheck sets how often the handle's [Latch.Wait] re-reads the latch
@@ -128,13 +116,7 @@ func WithKeyTTL(d time.Duration) Option {
 // deletion of the key) can delay a waiter. It must be at least 1 ms. The
 // default is [DefaultRecheck] (5 s).
 func WithRecheck(d time.Duration) Option {
-	return func(c *config) error {
-		if d < time.Millisecond {
-			return engine.InvalidArgument("recheck", "must be at least 1ms, got %v", d)
-		}
-		c.recheck = d
-		return nil
-	}
+	return engine.DurationOption("recheck", d, time.Millisecond, func(c *config) { c.recheck = d })
 }
 
 // options validates the input common to Create, Reset and Join, sending

@@ -267,3 +267,23 @@ func Apply[T any, O ~func(*T) error](cfg *T, opts []O) error {
 	}
 	return nil
 }
+
+// DurationOption returns an option that passes d to set when d is at least
+// least, and otherwise fails naming name: "must be at least <least>, got d"
+// or, for least 0, "must not be negative, got d" (with least 1 ms, the
+// check and the error of [Millis]). Like every option it checks when it is
+// applied, not when it is built. Its result converts to a package's named
+// option type (type Option func(*config) error).
+func DurationOption[T any](name string, d, least time.Duration, set func(*T)) func(*T) error {
+	return func(cfg *T) error {
+		switch {
+		case d >= least:
+			set(cfg)
+			return nil
+		case least == 0:
+			return InvalidArgument(name, "must not be negative, got %v", d)
+		default:
+			return InvalidArgument(name, "must be at least %v, got %v", least, d)
+		}
+	}
+}

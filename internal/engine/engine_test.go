@@ -255,6 +255,41 @@ func TestMillis(t *testing.T) {
 	}
 }
 
+// DurationOption checks when applied, with the messages the options had
+// before it: Millis' for 1 ms, "must not be negative" for 0.
+func TestDurationOption(t *testing.T) {
+	type cfg struct{ d time.Duration }
+	cases := []struct {
+		d, least time.Duration
+		msg      string // "" when accepted
+	}{
+		{time.Millisecond, time.Millisecond, ""},
+		{999 * time.Microsecond, time.Millisecond, "must be at least 1ms, got 999µs"},
+		{0, 0, ""},
+		{-time.Second, 0, "must not be negative, got -1s"},
+		{time.Second, time.Second, ""},
+		{time.Second - 1, time.Second, "must be at least 1s, got 999.999999ms"},
+	}
+	for _, c := range cases {
+		var got cfg
+		o := engine.DurationOption("thing", c.d, c.least, func(x *cfg) { x.d = c.d })
+		err := o(&got)
+		if c.msg == "" {
+			if err != nil || got.d != c.d {
+				t.Errorf("DurationOption(%v, least %v) = %v, set %v", c.d, c.least, err, got.d)
+			}
+			continue
+		}
+		if name, _ := engine.ArgumentName(err); name != "thing" || !errors.Is(err, coordination.ErrInvalidArgument) ||
+			!strings.Contains(err.Error(), c.msg) || got.d != 0 {
+			t.Errorf("DurationOption(%v, least %v) = %v (set %v), want %q naming thing", c.d, c.least, err, got.d, c.msg)
+		}
+	}
+	if _, err := engine.Millis("thing", 999*time.Microsecond); !strings.Contains(err.Error(), "must be at least 1ms, got 999µs") {
+		t.Errorf("Millis' message changed: %v", err)
+	}
+}
+
 // OutcomeOf is the one place outcomes are decided.
 func TestOutcomeOf(t *testing.T) {
 	answer := engine.NewAnswer("thing: exists")
