@@ -120,13 +120,7 @@ func WithMaxKeyLength(n int) MiddlewareOption {
 // WriteTimeout), or a slow original and a retry can both run. At least
 // 1 ms ("claim ttl"). The default is 1 minute.
 func WithClaimTTL(d time.Duration) MiddlewareOption {
-	return func(c *middlewareConfig) error {
-		if _, err := engine.Millis("claim ttl", d); err != nil {
-			return err
-		}
-		c.claimTTL = d
-		return nil
-	}
+	return engine.DurationOption("claim ttl", d, time.Millisecond, func(c *middlewareConfig) { c.claimTTL = d })
 }
 
 // WithResponseTTL sets how long a stored response is replayed: the key
@@ -135,13 +129,7 @@ func WithClaimTTL(d time.Duration) MiddlewareOption {
 // asks servers to document their key expiry). At least 1 ms ("response
 // ttl"). The default is 24 hours.
 func WithResponseTTL(d time.Duration) MiddlewareOption {
-	return func(c *middlewareConfig) error {
-		if _, err := engine.Millis("response ttl", d); err != nil {
-			return err
-		}
-		c.responseTTL = d
-		return nil
-	}
+	return engine.DurationOption("response ttl", d, time.Millisecond, func(c *middlewareConfig) { c.responseTTL = d })
 }
 
 // WithMaxRequestBytes bounds the request body read to compute the
@@ -260,13 +248,7 @@ func WithRetryAfter(d time.Duration) MiddlewareOption {
 // d must not be negative ("wait for original"). The default is 0: answer
 // 409 at once.
 func WithWaitForOriginal(d time.Duration) MiddlewareOption {
-	return func(c *middlewareConfig) error {
-		if d < 0 {
-			return engine.InvalidArgument("wait for original", "must not be negative, got %v", d)
-		}
-		c.wait = d
-		return nil
-	}
+	return engine.DurationOption("wait for original", d, 0, func(c *middlewareConfig) { c.wait = d })
 }
 
 // WithErrorHandler sets a function called with every error of the store

@@ -207,13 +207,7 @@ func WithResultTTL(d time.Duration) BeginOption {
 // 0: answer InProgress at once. Negative values make the call fail naming
 // "wait".
 func WithWait(d time.Duration) BeginOption {
-	return func(c *beginConfig) error {
-		if d < 0 {
-			return engine.InvalidArgument("wait", "must not be negative, got %v", d)
-		}
-		c.wait = d
-		return nil
-	}
+	return engine.DurationOption("wait", d, 0, func(c *beginConfig) { c.wait = d })
 }
 
 // errWaitOver is the cause of the context that bounds a WithWait wait.

@@ -34,13 +34,7 @@ type PartitionOption func(*Partitioned) error
 // d must be at least 1 ms (else an error naming "idleTimeout"). The default
 // is [DefaultIdleTimeout].
 func WithIdleTimeout(d time.Duration) PartitionOption {
-	return func(p *Partitioned) error {
-		if d < time.Millisecond {
-			return engine.InvalidArgument("idleTimeout", "must be at least 1ms, got %v", d)
-		}
-		p.idle = d
-		return nil
-	}
+	return engine.DurationOption("idleTimeout", d, time.Millisecond, func(p *Partitioned) { p.idle = d })
 }
 
 // Partitioned keeps one [Limiter] per partition (a client, tenant or user),
