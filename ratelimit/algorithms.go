@@ -102,22 +102,40 @@ type Concurrency struct {
 	LeaseDuration time.Duration
 }
 
-func checkLimit(name string, n int) error {
-	if n < 1 || n > maxLimit {
-		return engine.InvalidArgument(name, "must be between 1 and %d, got %d", maxLimit, n)
-	}
-	return nil
+// count is a permit-count setting of a limiter: its name in errors and its
+// value.
+type count struct {
+	name string
+	n    int
 }
 
-func millis(name string, d time.Duration) (int64, error) {
-	ms, err := engine.Millis(name, d)
+// newChecked returns a new limiter (coordinator, key and options checked by
+// newLimiter) once the settings every algorithm has are valid, checked in
+// this order: the counts, each 1 to maxLimit (the first is the limiter's
+// capacity), then the duration named durName, from least (1 ms or more)
+// to maxDurationMs. It returns that duration in whole milliseconds, rounded
+// up.
+func newChecked(coord *coordination.Coordinator, key string, opts []Option, durName string, d, least time.Duration, counts ...count) (*Limiter, int64, error) {
+	l, err := newLimiter(coord, key, counts[0].n, opts)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
+	}
+	for _, c := range counts {
+		if c.n < 1 || c.n > maxLimit {
+			return nil, 0, engine.InvalidArgument(c.name, "must be between 1 and %d, got %d", maxLimit, c.n)
+		}
+	}
+	if d < least {
+		return nil, 0, engine.InvalidArgument(durName, "must be at least %v, got %v", least, d)
+	}
+	ms, err := engine.Millis(durName, d)
+	if err != nil {
+		return nil, 0, err
 	}
 	if ms > maxDurationMs {
-		return 0, engine.InvalidArgument(name, "must be at most %v, got %v", time.Duration(maxDurationMs)*time.Millisecond, d)
+		return nil, 0, engine.InvalidArgument(durName, "must be at most %v, got %v", time.Duration(maxDurationMs)*time.Millisecond, d)
 	}
-	return ms, nil
+	return l, ms, nil
 }
 
 // NewFixedWindow returns a fixed-window limiter on key (see [FixedWindow]).
@@ -130,14 +148,7 @@ func millis(name string, d time.Duration) (int64, error) {
 // (nil), "key" (empty), "limit" (below 1), "window" (below 1 ms), or the
 // invalid option's.
 func NewFixedWindow(coord *coordination.Coordinator, key string, cfg FixedWindow, opts ...Option) (*Limiter, error) {
-	l, err := newLimiter(coord, key, cfg.Limit, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkLimit("limit", cfg.Limit); err != nil {
-		return nil, err
-	}
-	w, err := millis("window", cfg.Window)
+	l, w, err := newChecked(coord, key, opts, "window", cfg.Window, time.Millisecond, count{"limit", cfg.Limit})
 	if err != nil {
 		return nil, err
 	}
@@ -157,14 +168,7 @@ func NewFixedWindow(coord *coordination.Coordinator, key string, cfg FixedWindow
 // (nil), "key" (empty), "limit" (below 1), "window" (below 1 ms),
 // "segments" (outside 1..1024), or the invalid option's.
 func NewSlidingWindow(coord *coordination.Coordinator, key string, cfg SlidingWindow, opts ...Option) (*Limiter, error) {
-	l, err := newLimiter(coord, key, cfg.Limit, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkLimit("limit", cfg.Limit); err != nil {
-		return nil, err
-	}
-	w, err := millis("window", cfg.Window)
+	l, w, err := newChecked(coord, key, opts, "window", cfg.Window, time.Millisecond, count{"limit", cfg.Limit})
 	if err != nil {
 		return nil, err
 	}
@@ -186,17 +190,8 @@ func NewSlidingWindow(coord *coordination.Coordinator, key string, cfg SlidingWi
 // (below 1 ms, or a refill span ceil(Limit/TokensPerPeriod) × Period
 // beyond about 35 years), or the invalid option's.
 func NewTokenBucket(coord *coordination.Coordinator, key string, cfg TokenBucket, opts ...Option) (*Limiter, error) {
-	l, err := newLimiter(coord, key, cfg.Limit, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkLimit("limit", cfg.Limit); err != nil {
-		return nil, err
-	}
-	if err := checkLimit("tokensPerPeriod", cfg.TokensPerPeriod); err != nil {
-		return nil, err
-	}
-	p, err := millis("period", cfg.Period)
+	l, p, err := newChecked(coord, key, opts, "period", cfg.Period, time.Millisecond,
+		count{"limit", cfg.Limit}, count{"tokensPerPeriod", cfg.TokensPerPeriod})
 	if err != nil {
 		return nil, err
 	}
@@ -220,14 +215,7 @@ func NewTokenBucket(coord *coordination.Coordinator, key string, cfg TokenBucket
 // (nil), "key" (empty), "burst" (below 1, or a burst span Burst × Interval
 // beyond about 35 years), "interval" (below 1 ms), or the invalid option's.
 func NewGCRA(coord *coordination.Coordinator, key string, cfg GCRA, opts ...Option) (*Limiter, error) {
-	l, err := newLimiter(coord, key, cfg.Burst, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkLimit("burst", cfg.Burst); err != nil {
-		return nil, err
-	}
-	iv, err := millis("interval", cfg.Interval)
+	l, iv, err := newChecked(coord, key, opts, "interval", cfg.Interval, time.Millisecond, count{"burst", cfg.Burst})
 	if err != nil {
 		return nil, err
 	}

@@ -67,21 +67,11 @@ var (
 // (nil), "key" (empty), "limit" (below 1), "leaseDuration" (below 30 ms,
 // other than zero), or the invalid option's.
 func NewConcurrency(coord *coordination.Coordinator, key string, cfg Concurrency, opts ...Option) (*Limiter, error) {
-	l, err := newLimiter(coord, key, cfg.Limit, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkLimit("limit", cfg.Limit); err != nil {
-		return nil, err
-	}
 	d := cfg.LeaseDuration
 	if d == 0 {
 		d = DefaultLeaseDuration
 	}
-	if d < minLeaseDuration {
-		return nil, engine.InvalidArgument("leaseDuration", "must be at least %v, got %v", minLeaseDuration, d)
-	}
-	ms, err := millis("leaseDuration", d)
+	l, ms, err := newChecked(coord, key, opts, "leaseDuration", d, minLeaseDuration, count{"limit", cfg.Limit})
 	if err != nil {
 		return nil, err
 	}
