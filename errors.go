@@ -1,10 +1,6 @@
 package coordination
 
-import (
-	"fmt"
-
-	"github.com/coordkit/coordination/internal/engine"
-)
+import "github.com/coordkit/coordination/internal/engine"
 
 // Shared sentinel errors. Every primitive returns these (wrapped with
 // context), so errors.Is works the same way across packages.
@@ -97,14 +93,7 @@ const (
 )
 
 // String returns "none", "transient", "terminal" or "canceled".
-func (c ErrorClass) String() string {
-	switch c {
-	case NoError, Transient, Terminal, Canceled:
-		return engine.ErrorClass(c).String()
-	default:
-		return fmt.Sprintf("ErrorClass(%d)", int(c))
-	}
-}
+func (c ErrorClass) String() string { return engine.ErrorClass(c).String() }
 
 // Classify sorts an error returned by Redis, go-redis or this library into
 // one class. It is the one place the library decides what to retry: every
