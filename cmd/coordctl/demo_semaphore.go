@@ -68,8 +68,7 @@ func runSemaphoreDemo(ctx context.Context, d *demo) error {
 				errs <- fmt.Errorf("monitor: %w", err)
 				return
 			}
-			for cur := serverMax.Load(); st.Used > cur && !serverMax.CompareAndSwap(cur, st.Used); cur = serverMax.Load() {
-			}
+			raiseTo(&serverMax, st.Used)
 		}
 	})
 
@@ -113,8 +112,7 @@ func runSemaphoreDemo(ctx context.Context, d *demo) error {
 					return
 				}
 				n := holding.Add(1)
-				for cur := maxHolding.Load(); n > cur && !maxHolding.CompareAndSwap(cur, n); cur = maxHolding.Load() {
-				}
+				raiseTo(&maxHolding, n)
 				d.logf(actor, "task %d: holds a permit (%d of %d in use)", task, n, capacity)
 				time.Sleep(10 * time.Millisecond) // the work
 				ran.Add(1)
@@ -164,4 +162,11 @@ func runSemaphoreDemo(ctx context.Context, d *demo) error {
 	d.check("completed latch refuses count-downs", errors.Is(lateErr, latch.ErrCompleted), "%v", lateErr)
 	d.check("permits all returned", st.Used == 0 && st.Holders == 0, "%d permits in use at the end", st.Used)
 	return nil
+}
+
+// raiseTo sets a to v if v is larger (a running maximum, safe for
+// concurrent use).
+func raiseTo(a *atomic.Int64, v int64) {
+	for cur := a.Load(); v > cur && !a.CompareAndSwap(cur, v); cur = a.Load() {
+	}
 }
