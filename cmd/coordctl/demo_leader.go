@@ -89,7 +89,7 @@ func demoLeader(ctx context.Context, d *demo) error {
 		retry = 100 * time.Millisecond
 		store = "{demo-leader}:store"
 	)
-	leaseKey, fenceKey := leaderKeys("demo-leader")
+	leaseKey, fenceKey := fencedKeys("demo-leader", "leader")
 	type election struct {
 		w     *demoWorker
 		token int64

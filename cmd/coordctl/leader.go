@@ -30,10 +30,20 @@ func init() {
 	})
 }
 
-// leaderKeys returns the lease and fencing counter keys of the election
-// named key: one {hash tag}, so one Cluster slot.
-func leaderKeys(key string) (lease, fence string) {
-	return "{" + key + "}:leader", "{" + key + "}:fence"
+// fencedKeys returns the lease key {key}:lease and the fencing counter key
+// {key}:fence of the election or lock named key (lease is "leader" or
+// "lock"): one {hash tag}, so one Cluster slot.
+func fencedKeys(key, lease string) (leaseKey, fenceKey string) {
+	tag := "{" + key + "}:"
+	return tag + lease, tag + "fence"
+}
+
+// timeline returns the logf of lock run and leader run: it prints a line
+// "15:04:05.000 coordctl <who>: message" on w.
+func timeline(w io.Writer, who string) func(format string, a ...any) {
+	return func(format string, a ...any) {
+		fmt.Fprintf(w, "%s coordctl %s: %s\n", time.Now().Format("15:04:05.000"), who, fmt.Sprintf(format, a...))
+	}
 }
 
 func defaultIdentity() string {
@@ -97,10 +107,8 @@ exits with the command's status (0 when it was not leading).`)
 		status   int // exit status to return
 		startErr error
 	)
-	logf := func(format string, a ...any) {
-		fmt.Fprintf(stderr, "%s coordctl leader run [%s]: %s\n", time.Now().Format("15:04:05.000"), *id, fmt.Sprintf(format, a...))
-	}
-	leaseKey, fenceKey := leaderKeys(*key)
+	logf := timeline(stderr, "leader run ["+*id+"]")
+	leaseKey, fenceKey := fencedKeys(*key, "leader")
 	e, err := leader.New(coord, leaseKey, fenceKey, *id,
 		leader.WithLeaseDuration(*lease), leader.WithRetryDelay(*retry),
 		leader.OnElected(func(tctx context.Context, term *leader.Term) error {
@@ -226,7 +234,7 @@ With --watch it prints a line per change until interrupted.`)
 		return 1
 	}
 	defer stop()
-	leaseKey, _ := leaderKeys(*key)
+	leaseKey, _ := fencedKeys(*key, "leader")
 	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 	if *watch {

@@ -28,12 +28,6 @@ func init() {
 	})
 }
 
-// lockKeys returns the lease and fencing counter keys of the lock named
-// key: one {hash tag}, so one Cluster slot.
-func lockKeys(key string) (lease, fence string) {
-	return "{" + key + "}:lock", "{" + key + "}:fence"
-}
-
 func runLockRun(args []string, stdout, stderr io.Writer) int {
 	fs, cf := subcommandFlags("lock run", stderr, `usage: coordctl lock run --key K [--ttl 30s] [--timeout 0 | --no-wait] [--grace 10s] -- cmd args
 
@@ -77,13 +71,11 @@ errors; 2 on bad usage.`)
 		return code
 	}
 	defer stop()
-	logf := func(format string, a ...any) {
-		fmt.Fprintf(stderr, "%s coordctl lock run: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, a...))
-	}
+	logf := timeline(stderr, "lock run")
 
 	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
-	leaseKey, fenceKey := lockKeys(*key)
+	leaseKey, fenceKey := fencedKeys(*key, "lock")
 	var (
 		lk  *fencing.Lock
 		err error
@@ -131,6 +123,14 @@ errors; 2 on bad usage.`)
 		fmt.Fprintf(stderr, "coordctl lock run: cannot start %s: %v\n", cmdArgs[0], err)
 		return exitStatusFor(err)
 	}
+	// stopFor stops the command (why says why) and releases the lock.
+	stopFor := func(why string) int {
+		logf("%s; stopping the command (SIGTERM, SIGKILL after %v)", why, *grace)
+		code := c.stop(*grace)
+		logf("command stopped with status %d", code)
+		release()
+		return code
+	}
 	select {
 	case <-c.exited():
 		code := c.wait()
@@ -138,21 +138,14 @@ errors; 2 on bad usage.`)
 		release()
 		return code
 	case <-lk.Done():
-		logf("lock lost (%v); stopping the command (SIGTERM, SIGKILL after %v)", context.Cause(lk.Context()), *grace)
-		code := c.stop(*grace)
-		logf("command stopped with status %d", code)
-		release()
+		code := stopFor(fmt.Sprintf("lock lost (%v)", context.Cause(lk.Context())))
 		if code == 0 {
 			// The command's work was cut short: never report success.
 			return exitNotAcquired
 		}
 		return code
 	case <-sigCtx.Done():
-		logf("signal received; stopping the command (SIGTERM, SIGKILL after %v)", *grace)
-		code := c.stop(*grace)
-		logf("command stopped with status %d", code)
-		release()
-		return code
+		return stopFor("signal received")
 	}
 }
 
