@@ -291,18 +291,7 @@ func (l *Latch) CountDown(ctx context.Context) (int64, error) {
 		return 0, op.End(err)
 	}
 	l.e.Count(engine.LatchCountDowns, countDownResult[r.Status])
-	switch r.Status {
-	case engine.LatchCurrent:
-		return r.Remaining, op.End(nil)
-	case engine.LatchBroken:
-		return r.Remaining, op.End(ErrBroken)
-	case engine.LatchComplete:
-		return 0, op.End(ErrCompleted)
-	case engine.LatchStale:
-		return 0, op.End(ErrStaleGeneration)
-	default: // engine.LatchNotFound; the decoder admits nothing else
-		return 0, op.End(ErrNotFound)
-	}
+	return r.Remaining, op.End(statusErr(r.Status))
 }
 
 // Count returns the count left in the handle's generation (0 once
@@ -325,15 +314,26 @@ func (l *Latch) Count(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, op.End(err)
 	}
-	switch r.Status {
+	return r.Count, op.End(statusErr(r.Status))
+}
+
+// statusErr is what [Latch.CountDown] and [Latch.Count] answer for the
+// status a script found: nil for the handle's current generation,
+// [ErrBroken], [ErrCompleted] (count-down only), [ErrStaleGeneration] or
+// [ErrNotFound]. The strict decoders give every status but the current
+// and the broken one a count of 0, which is what the callers return then.
+func statusErr(s engine.LatchStatus) error {
+	switch s {
 	case engine.LatchCurrent:
-		return r.Count, op.End(nil)
+		return nil
 	case engine.LatchBroken:
-		return r.Count, op.End(ErrBroken)
+		return ErrBroken
+	case engine.LatchComplete:
+		return ErrCompleted
 	case engine.LatchStale:
-		return 0, op.End(ErrStaleGeneration)
-	default: // engine.LatchNotFound; the decoder admits nothing else
-		return 0, op.End(ErrNotFound)
+		return ErrStaleGeneration
+	default: // engine.LatchNotFound; the decoders admit nothing else
+		return ErrNotFound
 	}
 }
 
