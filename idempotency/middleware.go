@@ -104,13 +104,7 @@ func WithKeyRequired(required bool) MiddlewareOption {
 // longer key is answered 400 ([ProblemKeyInvalid]). n must be at least 1
 // (the setting is named "max key length"). The default is 255.
 func WithMaxKeyLength(n int) MiddlewareOption {
-	return func(c *middlewareConfig) error {
-		if n < 1 {
-			return engine.InvalidArgument("max key length", "must be at least 1, got %d", n)
-		}
-		c.maxKeyLength = n
-		return nil
-	}
+	return engine.AtLeast("max key length", n, 1, func(c *middlewareConfig) { c.maxKeyLength = n })
 }
 
 // WithClaimTTL sets how long a request's claim stays pending: while it
@@ -120,7 +114,7 @@ func WithMaxKeyLength(n int) MiddlewareOption {
 // WriteTimeout), or a slow original and a retry can both run. At least
 // 1 ms ("claim ttl"). The default is 1 minute.
 func WithClaimTTL(d time.Duration) MiddlewareOption {
-	return engine.DurationOption("claim ttl", d, time.Millisecond, func(c *middlewareConfig) { c.claimTTL = d })
+	return engine.AtLeast("claim ttl", d, time.Millisecond, func(c *middlewareConfig) { c.claimTTL = d })
 }
 
 // WithResponseTTL sets how long a stored response is replayed: the key
@@ -129,7 +123,7 @@ func WithClaimTTL(d time.Duration) MiddlewareOption {
 // asks servers to document their key expiry). At least 1 ms ("response
 // ttl"). The default is 24 hours.
 func WithResponseTTL(d time.Duration) MiddlewareOption {
-	return engine.DurationOption("response ttl", d, time.Millisecond, func(c *middlewareConfig) { c.responseTTL = d })
+	return engine.AtLeast("response ttl", d, time.Millisecond, func(c *middlewareConfig) { c.responseTTL = d })
 }
 
 // WithMaxRequestBytes bounds the request body read to compute the
@@ -138,13 +132,7 @@ func WithResponseTTL(d time.Duration) MiddlewareOption {
 // ([ProblemRequestTooLarge]) without running the handler. n must not be
 // negative ("max request bytes"). The default is 1 MiB.
 func WithMaxRequestBytes(n int64) MiddlewareOption {
-	return func(c *middlewareConfig) error {
-		if n < 0 {
-			return engine.InvalidArgument("max request bytes", "must not be negative, got %d", n)
-		}
-		c.maxRequestBytes = n
-		return nil
-	}
+	return engine.AtLeast("max request bytes", n, 0, func(c *middlewareConfig) { c.maxRequestBytes = n })
 }
 
 // WithMaxResponseBytes bounds the response body stored for replay. A
@@ -154,13 +142,7 @@ func WithMaxRequestBytes(n int64) MiddlewareOption {
 // bound. n must not be negative ("max response bytes"). The default is
 // 1 MiB.
 func WithMaxResponseBytes(n int) MiddlewareOption {
-	return func(c *middlewareConfig) error {
-		if n < 0 {
-			return engine.InvalidArgument("max response bytes", "must not be negative, got %d", n)
-		}
-		c.maxResponseBytes = n
-		return nil
-	}
+	return engine.AtLeast("max response bytes", n, 0, func(c *middlewareConfig) { c.maxResponseBytes = n })
 }
 
 // WithReplayHeaders replaces the response header fields stored and replayed
@@ -248,7 +230,7 @@ func WithRetryAfter(d time.Duration) MiddlewareOption {
 // d must not be negative ("wait for original"). The default is 0: answer
 // 409 at once.
 func WithWaitForOriginal(d time.Duration) MiddlewareOption {
-	return engine.DurationOption("wait for original", d, 0, func(c *middlewareConfig) { c.wait = d })
+	return engine.AtLeast("wait for original", d, 0, func(c *middlewareConfig) { c.wait = d })
 }
 
 // WithErrorHandler sets a function called with every error of the store

@@ -207,7 +207,7 @@ func WithResultTTL(d time.Duration) BeginOption {
 // 0: answer InProgress at once. Negative values make the call fail naming
 // "wait".
 func WithWait(d time.Duration) BeginOption {
-	return engine.DurationOption("wait", d, 0, func(c *beginConfig) { c.wait = d })
+	return engine.AtLeast("wait", d, 0, func(c *beginConfig) { c.wait = d })
 }
 
 // errWaitOver is the cause of the context that bounds a WithWait wait.

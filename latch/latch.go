@@ -100,7 +100,7 @@ type config struct {
 // be at least 1 ms. It applies to [Create] and [Reset]; [Join] ignores it.
 // The default is no deadline.
 func WithDeadline(d time.Duration) Option {
-	return engine.DurationOption("deadline", d, time.Millisecond, func(c *config) { c.deadline = d })
+	return engine.AtLeast("deadline", d, time.Millisecond, func(c *config) { c.deadline = d })
 }
 
 // WithKeyTTL makes the latch key expire d after [Create] or [Reset] (not
@@ -108,7 +108,7 @@ func WithDeadline(d time.Duration) Option {
 // whole milliseconds and must be at least 1 ms. [Join] ignores it. The
 // default is no expiry: the key stays until deleted.
 func WithKeyTTL(d time.Duration) Option {
-	return engine.DurationOption("key ttl", d, time.Millisecond, func(c *config) { c.keyTTL = d })
+	return engine.AtLeast("key ttl", d, time.Millisecond, func(c *config) { c.keyTTL = d })
 }
 
 // WithRecheck sets how often the handle's [Latch.Wait] re-reads the latch
@@ -116,7 +116,7 @@ func WithKeyTTL(d time.Duration) Option {
 // deletion of the key) can delay a waiter. It must be at least 1 ms. The
 // default is [DefaultRecheck] (5 s).
 func WithRecheck(d time.Duration) Option {
-	return engine.DurationOption("recheck", d, time.Millisecond, func(c *config) { c.recheck = d })
+	return engine.AtLeast("recheck", d, time.Millisecond, func(c *config) { c.recheck = d })
 }
 
 // options validates the input common to Create, Reset and Join, sending

@@ -34,7 +34,7 @@ type PartitionOption func(*Partitioned) error
 // d must be at least 1 ms (else an error naming "idleTimeout"). The default
 // is [DefaultIdleTimeout].
 func WithIdleTimeout(d time.Duration) PartitionOption {
-	return engine.DurationOption("idleTimeout", d, time.Millisecond, func(p *Partitioned) { p.idle = d })
+	return engine.AtLeast("idleTimeout", d, time.Millisecond, func(p *Partitioned) { p.idle = d })
 }
 
 // Partitioned keeps one [Limiter] per partition (a client, tenant or user),

@@ -63,7 +63,7 @@ type config struct {
 // message can delay a waiter. It must be at least 1 ms. The default is
 // [DefaultRecheck] (5 s).
 func WithRecheck(d time.Duration) Option {
-	return engine.DurationOption("recheck", d, time.Millisecond, func(c *config) { c.recheck = d })
+	return engine.AtLeast("recheck", d, time.Millisecond, func(c *config) { c.recheck = d })
 }
 
 // New returns a semaphore of capacity permits on key (without the

@@ -268,22 +268,23 @@ func Apply[T any, O ~func(*T) error](cfg *T, opts []O) error {
 	return nil
 }
 
-// DurationOption returns an option that passes d to set when d is at least
-// least, and otherwise fails naming name: "must be at least <least>, got d"
-// or, for least 0, "must not be negative, got d" (with least 1 ms, the
-// check and the error of [Millis]). Like every option it checks when it is
-// applied, not when it is built. Its result converts to a package's named
-// option type (type Option func(*config) error).
-func DurationOption[T any](name string, d, least time.Duration, set func(*T)) func(*T) error {
+// AtLeast returns an option that calls set when v, a duration or a count,
+// is at least least, and otherwise fails naming name: "must be at least
+// <least>, got v" or, for least 0, "must not be negative, got v" (for a
+// duration with least 1 ms, the check and the error of [Millis]). Like
+// every option it checks when it is applied, not when it is built. Its
+// result converts to a package's named option type (type Option
+// func(*config) error).
+func AtLeast[T any, N ~int | ~int64](name string, v, least N, set func(*T)) func(*T) error {
 	return func(cfg *T) error {
 		switch {
-		case d >= least:
+		case v >= least:
 			set(cfg)
 			return nil
 		case least == 0:
-			return InvalidArgument(name, "must not be negative, got %v", d)
+			return InvalidArgument(name, "must not be negative, got %v", v)
 		default:
-			return InvalidArgument(name, "must be at least %v, got %v", least, d)
+			return InvalidArgument(name, "must be at least %v, got %v", least, v)
 		}
 	}
 }

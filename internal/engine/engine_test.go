@@ -255,11 +255,15 @@ func TestMillis(t *testing.T) {
 	}
 }
 
-// DurationOption checks when applied, with the messages the options had
-// before it: Millis' for 1 ms, "must not be negative" for 0.
-func TestDurationOption(t *testing.T) {
-	type cfg struct{ d time.Duration }
-	cases := []struct {
+// AtLeast checks when applied, with the messages the options had before
+// it: Millis' for 1 ms, "must not be negative" for 0, and for counts the
+// same words with %d.
+func TestAtLeast(t *testing.T) {
+	type cfg struct {
+		d time.Duration
+		n int
+	}
+	durations := []struct {
 		d, least time.Duration
 		msg      string // "" when accepted
 	}{
@@ -270,19 +274,40 @@ func TestDurationOption(t *testing.T) {
 		{time.Second, time.Second, ""},
 		{time.Second - 1, time.Second, "must be at least 1s, got 999.999999ms"},
 	}
-	for _, c := range cases {
+	for _, c := range durations {
 		var got cfg
-		o := engine.DurationOption("thing", c.d, c.least, func(x *cfg) { x.d = c.d })
-		err := o(&got)
+		err := engine.AtLeast("thing", c.d, c.least, func(x *cfg) { x.d = c.d })(&got)
 		if c.msg == "" {
 			if err != nil || got.d != c.d {
-				t.Errorf("DurationOption(%v, least %v) = %v, set %v", c.d, c.least, err, got.d)
+				t.Errorf("AtLeast(%v, %v) = %v, set %v", c.d, c.least, err, got.d)
 			}
 			continue
 		}
 		if name, _ := engine.ArgumentName(err); name != "thing" || !errors.Is(err, coordination.ErrInvalidArgument) ||
 			!strings.Contains(err.Error(), c.msg) || got.d != 0 {
-			t.Errorf("DurationOption(%v, least %v) = %v (set %v), want %q naming thing", c.d, c.least, err, got.d, c.msg)
+			t.Errorf("AtLeast(%v, %v) = %v (set %v), want %q naming thing", c.d, c.least, err, got.d, c.msg)
+		}
+	}
+	counts := []struct {
+		n, least int
+		msg      string
+	}{
+		{1, 1, ""},
+		{0, 1, "must be at least 1, got 0"},
+		{0, 0, ""},
+		{-3, 0, "must not be negative, got -3"},
+	}
+	for _, c := range counts {
+		var got cfg
+		err := engine.AtLeast("thing", c.n, c.least, func(x *cfg) { x.n = c.n })(&got)
+		if c.msg == "" {
+			if err != nil || got.n != c.n {
+				t.Errorf("AtLeast(%d, %d) = %v, set %d", c.n, c.least, err, got.n)
+			}
+			continue
+		}
+		if name, _ := engine.ArgumentName(err); name != "thing" || !strings.Contains(err.Error(), c.msg) || got.n != 0 {
+			t.Errorf("AtLeast(%d, %d) = %v (set %d), want %q naming thing", c.n, c.least, err, got.n, c.msg)
 		}
 	}
 	if _, err := engine.Millis("thing", 999*time.Microsecond); !strings.Contains(err.Error(), "must be at least 1ms, got 999µs") {
