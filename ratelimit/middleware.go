@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/coordkit/coordination/internal/engine"
@@ -161,7 +160,7 @@ func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handl
 		}
 		ps[i] = policy{Policy: p, name: name}
 	}
-	m := &middleware{policies: ps, cfg: cfg, seen: map[string]*seenFailure{}}
+	m := &middleware{policies: ps, cfg: cfg}
 	return m.wrap, nil
 }
 
@@ -175,9 +174,7 @@ type policy struct {
 type middleware struct {
 	policies []policy
 	cfg      middlewareConfig
-
-	mu   sync.Mutex
-	seen map[string]*seenFailure // by policy and description
+	seen     engine.FailureLog // by policy and description
 }
 
 func (m *middleware) wrap(next http.Handler) http.Handler {
@@ -233,21 +230,6 @@ func (p *policy) allow(r *http.Request) (Lease, error) {
 	}
 }
 
-// seenFailure is one distinct failure of one policy, for log
-// de-duplication.
-type seenFailure struct {
-	logged     time.Time
-	suppressed int
-}
-
-const (
-	// relogEvery is how often a repeating failure is logged again.
-	relogEvery = time.Minute
-	// maxDistinctFailures bounds the de-duplication table; when it is full
-	// it starts over (some failures are then logged again early).
-	maxDistinctFailures = 256
-)
-
 // failed reports a limiter failure: to the error handler every time, to
 // the log once per distinct failure and then at most once a minute.
 func (m *middleware) failed(r *http.Request, p *policy, err error, answer string) {
@@ -255,25 +237,10 @@ func (m *middleware) failed(r *http.Request, p *policy, err error, answer string
 		m.cfg.onError(r, fmt.Errorf("ratelimit: policy %s: %w", p.name, err))
 	}
 	desc := engine.Describe(err)
-	k := p.name + "\x00" + desc
-	now := time.Now()
-	m.mu.Lock()
-	s := m.seen[k]
-	if s != nil && now.Sub(s.logged) < relogEvery {
-		s.suppressed++
-		m.mu.Unlock()
+	log, repeated := m.seen.Note(p.name+"\x00"+desc, time.Now())
+	if !log {
 		return
 	}
-	if s == nil {
-		if len(m.seen) >= maxDistinctFailures {
-			clear(m.seen)
-		}
-		s = &seenFailure{}
-		m.seen[k] = s
-	}
-	repeated := s.suppressed
-	s.logged, s.suppressed = now, 0
-	m.mu.Unlock()
 	level := slog.LevelWarn
 	if answer == "503 Service Unavailable" {
 		level = slog.LevelError

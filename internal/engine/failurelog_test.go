@@ -1,0 +1,35 @@
+package engine_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/coordkit/coordination/internal/engine"
+)
+
+func TestFailureLogOncePerDistinctFailure(t *testing.T) {
+	var l engine.FailureLog
+	t0 := time.Now()
+	note := func(key string, at time.Time, wantLog bool, wantRepeats int) {
+		t.Helper()
+		if log, repeats := l.Note(key, at); log != wantLog || repeats != wantRepeats {
+			t.Fatalf("Note(%q, +%v) = %v, %d; want %v, %d", key, at.Sub(t0), log, repeats, wantLog, wantRepeats)
+		}
+	}
+	note("a", t0, true, 0)
+	note("a", t0.Add(time.Second), false, 0)
+	note("a", t0.Add(2*time.Second), false, 0)
+	note("b", t0.Add(2*time.Second), true, 0) // another failure
+	// A minute after it was logged, the repeating failure is logged again,
+	// with the count of those not logged.
+	note("a", t0.Add(engine.FailureLogEvery), true, 2)
+	note("a", t0.Add(engine.FailureLogEvery+time.Second), false, 0)
+	// Past the bound on distinct failures, new ones are still logged.
+	for i := range 2 * engine.FailureLogDistinct {
+		note(fmt.Sprint("k", i), t0.Add(engine.FailureLogEvery), true, 0)
+	}
+	if n := l.Remembered(); n > engine.FailureLogDistinct {
+		t.Fatalf("%d failures remembered, want at most %d", n, engine.FailureLogDistinct)
+	}
+}
