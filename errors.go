@@ -98,7 +98,10 @@ func (c ErrorClass) String() string { return engine.ErrorClass(c).String() }
 // Classify sorts an error returned by Redis, go-redis or this library into
 // one class. It is the one place the library decides what to retry: every
 // retry loop (blocking acquire, keep-alive, leader campaign, background
-// cleanup, rate-limit queue) uses it.
+// cleanup, rate-limit queue) uses it. An answer such as [ErrNotAcquired]
+// (contention) is not a failure, and Classify calls it Terminal only in
+// the sense that asking again at once gives the same answer: wait for the
+// holder with the blocking verb (Acquire) instead of a retry loop.
 func Classify(err error) ErrorClass { return ErrorClass(engine.Classify(err)) }
 
 // IsAmbiguous reports whether err leaves the outcome of a write unknown: the

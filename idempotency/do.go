@@ -21,7 +21,7 @@ var (
 	// ErrFingerprintMismatch is returned by Do when the key was claimed by
 	// a request with a different fingerprint. It is an answer, not a
 	// failure.
-	ErrFingerprintMismatch = engine.NewAnswer("idempotency: key already used for a different request")
+	ErrFingerprintMismatch = errors.New("idempotency: key already used for a different request")
 
 	// ErrClaimLost is returned by Do when fn succeeded but its result could
 	// not be stored because the claim was no longer the caller's: it
@@ -29,6 +29,11 @@ var (
 	// run again elsewhere. It matches coordination.ErrNotHeld.
 	ErrClaimLost = fmt.Errorf("idempotency: claim expired before completion: %w", coordination.ErrNotHeld)
 )
+
+func init() {
+	// Answers, not failures: hooks see these operations as Succeeded.
+	engine.RegisterAnswers(ErrFingerprintMismatch)
+}
 
 // settleTimeout bounds the Complete or Abandon that Do and the middleware
 // send after the work, which runs even when the caller's context has ended.

@@ -119,10 +119,10 @@
 // this package did not write, or a reply the client does not recognise,
 // with coordination.ErrBadState; nothing is written then. Errors of the
 // server reach the caller as its reply: NOAUTH or WRONGPASS for a client
-// that is not authenticated, NOPERM when the ACL denies EVALSHA or the key,
-// and an ERR reply naming the ACL failure when it denies a command the
-// script runs (servers do not send that one as NOPERM). All of these are
-// terminal (coordination.Classify).
+// that is not authenticated, NOPERM when the ACL denies EVALSHA, the key,
+// or a command the script runs (each server words the last one its own
+// way inside a script; the library reports it as NOPERM). All of these
+// are terminal (coordination.Classify).
 //
 // # HTTP
 //

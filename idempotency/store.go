@@ -240,9 +240,8 @@ var errWaitOver = errors.New("idempotency: wait bound reached")
 // package wrote (or the reply is not one the client knows), both detected
 // before anything is written; the hook's error when a hook rejects; Redis
 // and network errors as go-redis returns them (NOPERM when the ACL denies
-// EVALSHA or the key, an ERR reply naming the ACL failure when it denies a
-// command the script runs, NOAUTH or WRONGPASS when the client is not
-// authenticated: all terminal); while waiting ([WithWait]), an error matching both
+// EVALSHA, the key or a command the script runs, NOAUTH or WRONGPASS when
+// the client is not authenticated: all terminal); while waiting ([WithWait]), an error matching both
 // coordination.ErrNotAcquired and ctx's cause when ctx ends first; ctx's
 // error otherwise. When any attempt's outcome is ambiguous (the reply was
 // lost: a timeout, a cancelled ctx, a broken connection, even if a later

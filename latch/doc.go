@@ -21,6 +21,8 @@
 //	if err != nil {
 //		return err // latch.ErrBroken past the deadline
 //	}
+//	fmt.Println("all 3 done:", ok)
+//	return nil
 //
 // # Generations
 //

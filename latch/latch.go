@@ -2,6 +2,7 @@ package latch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -29,27 +30,32 @@ const DefaultRecheck = 5 * time.Second
 var (
 	// ErrExists is returned by [Create] when the key already holds a
 	// latch.
-	ErrExists = engine.NewAnswer("latch: a latch already exists at the key")
+	ErrExists = errors.New("latch: a latch already exists at the key")
 
 	// ErrNotFound is returned by [Join] when the key holds no latch, and by
 	// [Latch.CountDown] and [Latch.Count] when the key was deleted.
-	ErrNotFound = engine.NewAnswer("latch: no latch at the key")
+	ErrNotFound = errors.New("latch: no latch at the key")
 
 	// ErrStaleGeneration is returned by [Latch.CountDown] and [Latch.Count]
 	// when the latch was reset (or deleted and created again) since the
 	// handle created or joined it: the handle's generation is over, and a
 	// count-down from it never decrements the newer one.
-	ErrStaleGeneration = engine.NewAnswer("latch: the latch was replaced by a newer generation")
+	ErrStaleGeneration = errors.New("latch: the latch was replaced by a newer generation")
 
 	// ErrCompleted is returned by [Latch.CountDown] when the generation
 	// already reached zero.
-	ErrCompleted = engine.NewAnswer("latch: the latch already reached zero")
+	ErrCompleted = errors.New("latch: the latch already reached zero")
 
 	// ErrBroken is returned by [Latch.Wait], [Latch.CountDown] and
 	// [Latch.Count] when the generation's deadline (see [WithDeadline])
 	// passed before its count reached zero.
-	ErrBroken = engine.NewAnswer("latch: the deadline passed before the latch reached zero")
+	ErrBroken = errors.New("latch: the deadline passed before the latch reached zero")
 )
+
+func init() {
+	// Answers, not failures: hooks see these operations as Succeeded.
+	engine.RegisterAnswers(ErrExists, ErrNotFound, ErrStaleGeneration, ErrCompleted, ErrBroken)
+}
 
 // The attribute sets of the latch's instruments, built once.
 var (

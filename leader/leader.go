@@ -33,14 +33,14 @@ const (
 var (
 	// ErrNoLeader is returned by [Get] and [Elector.Leader] when nobody
 	// holds the election's lease.
-	ErrNoLeader = engine.NewAnswer("leader: no leader")
+	ErrNoLeader = errors.New("leader: no leader")
 
 	// ErrResigned is the cause (context.Cause) of a term's context when its
 	// OnElected callback returned nil: the leader resigned.
 	ErrResigned = errors.New("leader: resigned")
 
 	// ErrStopped is the cause of a term's context when Run's context ended;
-	// it is joined with that context's cause.
+	// the cause wraps it and that context's cause.
 	ErrStopped = errors.New("leader: elector stopped")
 
 	// ErrCallback is wrapped by the error Run returns when OnElected or
@@ -51,6 +51,11 @@ var (
 	// running on the same elector.
 	ErrAlreadyRunning = errors.New("leader: Run is already running")
 )
+
+func init() {
+	// Answers, not failures: hooks see these operations as Succeeded.
+	engine.RegisterAnswers(ErrNoLeader)
+}
 
 // Elector campaigns for the leadership of one election (one lease key and
 // fencing counter key) under one identity. Create it with [New] and call
@@ -304,7 +309,7 @@ func (e *Elector) serve(ctx context.Context, w won) error {
 	electedReturned := false
 	select {
 	case <-ctx.Done():
-		end(errors.Join(ErrStopped, context.Cause(ctx)))
+		end(fmt.Errorf("%w: %w", ErrStopped, context.Cause(ctx)))
 	case err := <-electedDone:
 		electedReturned = true
 		switch {

@@ -317,7 +317,8 @@ func TestAtLeast(t *testing.T) {
 
 // OutcomeOf is the one place outcomes are decided.
 func TestOutcomeOf(t *testing.T) {
-	answer := engine.NewAnswer("thing: exists")
+	answer := errors.New("thing: exists")
+	engine.RegisterAnswers(answer)
 	cases := []struct {
 		err  error
 		want hooks.Outcome

@@ -8,6 +8,7 @@ import (
 	"net"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
@@ -16,7 +17,7 @@ import (
 // The shared sentinel errors. Package coordination re-exports each one under
 // the same name; primitives return them wrapped with context.
 var (
-	ErrNotAcquired       = NewAnswer("coordination: not acquired")
+	ErrNotAcquired       = errors.New("coordination: not acquired")
 	ErrNotHeld           = errors.New("coordination: not held")
 	ErrLost              = errors.New("coordination: lease lost")
 	ErrReleased          = errors.New("coordination: released")
@@ -31,23 +32,37 @@ var (
 	ErrClosed            = errors.New("coordination: closed")
 )
 
-// Answer is an error that is a definite answer rather than a failure: the
-// operation reached Redis and the answer was "no" (a contended lock, a
+// answers are the errors that are definite answers rather than failures:
+// the operation reached Redis and the answer was "no" (a contended lock, a
 // latch that already exists, no leader). Hooks learn such an operation as
-// Succeeded; see [OutcomeOf]. Create answers with [NewAnswer].
-type Answer struct{ text string }
+// Succeeded; see [OutcomeOf]. Packages register theirs with
+// [RegisterAnswers] at initialisation.
+var (
+	answersMu sync.RWMutex
+	answers   = []error{ErrNotAcquired}
+)
 
-// NewAnswer returns a new answer error with the given text, for use as a
-// package-level sentinel compared with errors.Is.
-func NewAnswer(text string) error { return &Answer{text: text} }
+// RegisterAnswers records sentinel errors (made with errors.New by the
+// package that exports them) as answers. Call it from a package's init.
+func RegisterAnswers(errs ...error) {
+	answersMu.Lock()
+	answers = append(answers, errs...)
+	answersMu.Unlock()
+}
 
-// Error returns the text given to [NewAnswer].
-func (a *Answer) Error() string { return a.text }
-
-// IsAnswer reports whether err is or wraps an [Answer].
+// IsAnswer reports whether err is or wraps a registered answer.
 func IsAnswer(err error) bool {
-	var a *Answer
-	return errors.As(err, &a)
+	if err == nil {
+		return false
+	}
+	answersMu.RLock()
+	defer answersMu.RUnlock()
+	for _, a := range answers {
+		if errors.Is(err, a) {
+			return true
+		}
+	}
+	return false
 }
 
 // InvalidArgument returns an error wrapping [ErrInvalidArgument] that names
