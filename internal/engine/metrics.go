@@ -78,10 +78,17 @@ var (
 	CleanupAbandoned = def(Counter, "coordination.cleanup.abandoned", "{cleanup}", "stage, reason",
 		"Background owner-checked cleanups given up (the lease then ends at its TTL).")
 
+	// LockMetrics are the instruments of the lock-shaped leases, told apart
+	// by kind: lock (package lock's key lock), fencing, and lease (package
+	// lock's named leases in hash fields).
 	LockMetrics = leaseFamily("lock", "lock", "kind",
-		"Lock acquisitions (TryAcquire or Acquire) that found the lock held, counted once per call.")
+		"Lock acquisitions (TryAcquire or Acquire; kind lock, fencing or lease, a hash-field lease) that found the lock held, counted once per call.")
 	SemaphoreMetrics = leaseFamily("semaphore", "semaphore permit", "",
 		"Semaphore acquisitions (TryAcquire, Acquire and their N forms) that found too few free permits, counted once per call.")
+	// RWLeaseMetrics are the instruments of read-write leases, told apart
+	// by mode (read, write).
+	RWLeaseMetrics = leaseFamily("rwlease", "read-write lease", "mode",
+		"Read-write lease acquisitions (TryRead, Read, TryWrite, Write) refused by a holder or, for readers, a waiting writer, counted once per call.")
 
 	LatchCountDowns = def(Counter, "coordination.latch.count_downs", "{count_down}", "result",
 		"Latch count-downs, by result (counted, completed, stale, not_found, broken).")

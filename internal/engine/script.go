@@ -18,9 +18,10 @@ import (
 // of this package, next to its decoder. It is immutable and safe for
 // concurrent use.
 type Script[R any] struct {
-	name   string
-	rs     *redis.Script
-	decode func(reply any) (R, bool)
+	name    string
+	rs      *redis.Script
+	decode  func(reply any) (R, bool)
+	feature string // what the script needs that some servers lack; see Requires
 }
 
 // NewScript loads name.lua from package lua and pairs it with decode, which
@@ -43,14 +44,15 @@ func (s *Script[R]) Hash() string { return s.rs.Hash() }
 
 // Run runs the script as one round trip (EVALSHA, or EVAL after a NOSCRIPT
 // reply) on the prefixed keys k and decodes the reply. Error replies are
-// mapped by [MapError]; a reply the decoder does not recognise is an error
+// mapped by [MapError] (and, for a script marked with [Script.Requires], a
+// command the server lacks by ErrUnsupportedServer); a reply the decoder does not recognise is an error
 // wrapping [ErrBadState] ([UnexpectedReply]), never a silent default.
 func (s *Script[R]) Run(ctx context.Context, e *Engine, k Keys, args ...any) (R, error) {
 	var zero R
 	v, err := s.rs.Run(ctx, e.client, k.full, args...).Result()
 	if err != nil {
 		if !errors.Is(err, redis.Nil) {
-			return zero, MapError(err)
+			return zero, s.mapError(err)
 		}
 		v = nil
 	}

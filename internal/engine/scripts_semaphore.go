@@ -7,9 +7,9 @@ package engine
 // time the script ran at, which the decoders check and drop.
 var (
 	SemaphoreAcquire = NewScript("semaphore_acquire", decodeSemaphoreGrant)
-	SemaphoreRefresh = NewScript("semaphore_refresh", decodeSemaphoreRefresh)
+	SemaphoreRefresh = NewScript("semaphore_refresh", decodeRefreshNow)
 	SemaphoreVerify  = NewScript("semaphore_verify", decodeSemaphoreVerify)
-	SemaphoreRelease = NewScript("semaphore_release", decodeSemaphoreRelease)
+	SemaphoreRelease = NewScript("semaphore_release", decodeReleaseNow)
 	SemaphoreRead    = NewScript("semaphore_read", decodeSemaphoreRead)
 )
 
@@ -30,8 +30,9 @@ func decodeSemaphoreGrant(v any) (Grant, bool) {
 	return Grant{}, false
 }
 
-// decodeSemaphoreRefresh reads {1, now} (refreshed) or {0, now} (gone).
-func decodeSemaphoreRefresh(v any) (bool, bool) {
+// decodeRefreshNow reads {1, now} (refreshed) or {0, now} (gone): the
+// refresh reply of the semaphore and the read-write lease.
+func decodeRefreshNow(v any) (bool, bool) {
 	a, ok := Ints(v, 2)
 	if !ok || a[1] <= 0 {
 		return false, false
@@ -55,9 +56,10 @@ func decodeSemaphoreVerify(v any) (bool, bool) {
 	return false, false
 }
 
-// decodeSemaphoreRelease reads {1, now} (released) or {0, now} (already
-// gone). A permit belongs to its holder alone: there is no NotOwned.
-func decodeSemaphoreRelease(v any) (Outcome, bool) {
+// decodeReleaseNow reads {1, now} (released) or {0, now} (already
+// gone): the release reply of the semaphore and the read-write lease,
+// whose entries belong to their holder alone (there is no NotOwned).
+func decodeReleaseNow(v any) (Outcome, bool) {
 	a, ok := Ints(v, 2)
 	if !ok || a[1] <= 0 {
 		return 0, false

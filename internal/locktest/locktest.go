@@ -62,6 +62,9 @@ type Subject struct {
 	BadInputs []contract.BadInput
 	// Metrics lists the instruments a scenario records.
 	Metrics []string
+	// Backends restricts the backends every case runs on (testharness
+	// options, e.g. HashFieldTTLOnly for a primitive that needs it).
+	Backends []testharness.Option
 }
 
 // Run runs the contract suite and the lock-shaped suite for s on every
@@ -88,7 +91,7 @@ func Run(t *testing.T, s Subject) {
 		{"BlockingAcquireKeepsAmbiguity", blockingAmbiguity, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { c.fn(t, b, s) }, c.opts...)
+			testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { c.fn(t, b, s) }, append(c.opts, s.Backends...)...)
 		})
 	}
 }
@@ -109,6 +112,7 @@ func (s Subject) contract() contract.Spec {
 		Keys:      s.keys,
 		BadInputs: s.BadInputs,
 		Metrics:   s.Metrics,
+		Backends:  s.Backends,
 		Scenario: func(name string) []contract.Step {
 			var h Handle
 			return []contract.Step{
