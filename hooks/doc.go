@@ -29,11 +29,15 @@
 //	FENCED LOCK RELEASE           fencing       fencing.Lock.Release
 //	FENCED WRITE                  fencing       fencing.GuardedSet
 //	FENCED READ                   fencing       fencing.GuardedGet
-//	LEASE ACQUIRE / RENEW /       lock          reserved: hash-field leases (not yet implemented)
-//	  VERIFY / RELEASE
-//	RWLEASE READ ACQUIRE /        rwlease       reserved: read-write leases (not yet implemented)
-//	  WRITE ACQUIRE / RENEW /
-//	  VERIFY / RELEASE
+//	LEASE ACQUIRE                 lock          lock.TryAcquireField, lock.AcquireField (once, however long it waits)
+//	LEASE RENEW                   lock          FieldLease.Refresh (keep-alive renewals are not admitted)
+//	LEASE VERIFY                  lock          FieldLease.Verify
+//	LEASE RELEASE                 lock          FieldLease.Release
+//	RWLEASE READ ACQUIRE          rwlease       rwlease.TryRead, rwlease.Read (once, however long it waits)
+//	RWLEASE WRITE ACQUIRE         rwlease       rwlease.TryWrite, rwlease.Write (once; removing a given-up writer's marker is not admitted)
+//	RWLEASE RENEW                 rwlease       rwlease.Lease.Refresh (keep-alive renewals are not admitted)
+//	RWLEASE VERIFY                rwlease       rwlease.Lease.Verify
+//	RWLEASE RELEASE               rwlease       rwlease.Lease.Release
 //	SEMAPHORE ACQUIRE             semaphore     TryAcquire, TryAcquireN, Acquire, AcquireN
 //	SEMAPHORE RENEW               semaphore     Permit.Refresh
 //	SEMAPHORE VERIFY              semaphore     Permit.Verify

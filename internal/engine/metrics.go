@@ -82,7 +82,7 @@ var (
 	// by kind: lock (package lock's key lock), fencing, and lease (package
 	// lock's named leases in hash fields).
 	LockMetrics = leaseFamily("lock", "lock", "kind",
-		"Lock acquisitions (TryAcquire or Acquire; kind lock, fencing or lease, a hash-field lease) that found the lock held, counted once per call.")
+		"Lock acquisitions (TryAcquire or Acquire; TryAcquireField or AcquireField for kind=lease) that found the lock held, counted once per call.")
 	SemaphoreMetrics = leaseFamily("semaphore", "semaphore permit", "",
 		"Semaphore acquisitions (TryAcquire, Acquire and their N forms) that found too few free permits, counted once per call.")
 	// RWLeaseMetrics are the instruments of read-write leases, told apart
