@@ -1,7 +1,7 @@
 -- rwlease_refresh: set a new expiry on a holder's live read or write
 -- lease.
 --
--- KEYS[1]  read-write lease key (layout in rwlease_read.lua)
+-- KEYS[1]  read-write lease key (layout in rwlease_acquire.lua)
 -- ARGV[1]  lease id: the holder's member, "R:<token>" or "W:<token>"
 -- ARGV[2]  new TTL in milliseconds from now (integer >= 1)
 --

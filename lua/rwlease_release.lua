@@ -1,7 +1,7 @@
 -- rwlease_release: remove a holder's read or write lease (and a writer's
 -- waiting marker) and wake waiters.
 --
--- KEYS[1]  read-write lease key (layout in rwlease_read.lua)
+-- KEYS[1]  read-write lease key (layout in rwlease_acquire.lua)
 -- ARGV[1]  lease id: the holder's member, "R:<token>" or "W:<token>"; for
 --          "W:<token>" the marker "Q:<token>" of the same writer is removed
 --          too (a blocking Write that gave up)

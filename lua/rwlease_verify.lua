@@ -1,7 +1,7 @@
 -- rwlease_verify: report whether a holder's read or write lease is live.
 -- Writes nothing.
 --
--- KEYS[1]  read-write lease key (layout in rwlease_read.lua)
+-- KEYS[1]  read-write lease key (layout in rwlease_acquire.lua)
 -- ARGV[1]  lease id: the holder's member, "R:<token>" or "W:<token>"
 --
 -- Reply    {1, remaining_ms, now_ms}  live; remaining_ms (>= 1) until it

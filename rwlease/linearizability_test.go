@@ -13,6 +13,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/lincheck"
 	"github.com/coordkit/coordination/internal/testharness"
 )
 
@@ -29,8 +30,7 @@ import (
 // (internal/engine/scripts_rwlease.go), with decoders that keep the server
 // time and the raw answer (ok: acquired, refreshed, live or released).
 var (
-	linReadScript    = engine.NewScript("rwlease_read", linTriple)
-	linWriteScript   = engine.NewScript("rwlease_write", linTriple)
+	linAcquireScript = engine.NewScript("rwlease_acquire", linTriple)
 	linRefreshScript = engine.NewScript("rwlease_refresh", linPair)
 	linVerifyScript  = engine.NewScript("rwlease_verify", linTriple)
 	linReleaseScript = engine.NewScript("rwlease_release", linPair)
@@ -189,11 +189,7 @@ func TestLinearizability(t *testing.T) {
 	)
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		base := time.Now()
-		var (
-			mu      sync.Mutex
-			history []porcupine.Operation
-		)
+		history := lincheck.New()
 		var wg sync.WaitGroup
 		for c := range clients {
 			e, err := engine.Of(b.Coordinator(t))
@@ -201,44 +197,27 @@ func TestLinearizability(t *testing.T) {
 				t.Fatal(err)
 			}
 			keys := e.Key("lin")
-			rng := rand.New(rand.NewPCG(uint64(c), uint64(base.UnixNano())))
+			rng := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
 			do := func(in linInput) (linOutput, bool) {
-				call := time.Since(base).Nanoseconds()
-				wallCall := time.Now().UnixMilli()
-				var (
-					out linOutput
-					err error
-				)
-				m := member(in.mode, in.token)
-				switch in.kind {
-				case linRead:
-					prefer := "0"
-					if in.prefer {
-						prefer = "1"
+				return lincheck.Record(t, history, c, in, func(o linOutput) int64 { return o.now }, func() (linOutput, error) {
+					m := member(in.mode, in.token)
+					switch in.kind {
+					case linRead:
+						prefer := int64(0)
+						if in.prefer {
+							prefer = 1
+						}
+						return linAcquireScript.Run(ctx, e, keys, m, in.ttl, prefer)
+					case linWrite:
+						return linAcquireScript.Run(ctx, e, keys, m, in.ttl, in.mark)
+					case linRefresh:
+						return linRefreshScript.Run(ctx, e, keys, m, in.ttl)
+					case linVerify:
+						return linVerifyScript.Run(ctx, e, keys, m)
+					default:
+						return linReleaseScript.Run(ctx, e, keys, m)
 					}
-					out, err = linReadScript.Run(ctx, e, keys, m, in.ttl, prefer)
-				case linWrite:
-					out, err = linWriteScript.Run(ctx, e, keys, m, in.ttl, in.mark)
-				case linRefresh:
-					out, err = linRefreshScript.Run(ctx, e, keys, m, in.ttl)
-				case linVerify:
-					out, err = linVerifyScript.Run(ctx, e, keys, m)
-				case linRelease:
-					out, err = linReleaseScript.Run(ctx, e, keys, m)
-				}
-				ret := time.Since(base).Nanoseconds()
-				wallRet := time.Now().UnixMilli()
-				if err != nil {
-					t.Errorf("%v: %v", in.kind, err)
-					return out, false
-				}
-				if out.now < wallCall-5 || out.now > wallRet+5 {
-					t.Errorf("server time %d outside the call's wall-clock window [%d, %d]", out.now, wallCall, wallRet)
-				}
-				mu.Lock()
-				history = append(history, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret})
-				mu.Unlock()
-				return out, true
+				})
 			}
 			wg.Go(func() {
 				var held, waiting *linInput
@@ -295,9 +274,10 @@ func TestLinearizability(t *testing.T) {
 			return
 		}
 
+		ops := history.Operations()
 		counts := map[string]int{}
 		released := map[string]bool{}
-		for _, op := range history {
+		for _, op := range ops {
 			in, out := op.Input.(linInput), op.Output.(linOutput)
 			counts[fmt.Sprintf("%v=%v", in.kind, out.ok)]++
 			if in.kind == linRelease && out.ok {
@@ -305,26 +285,18 @@ func TestLinearizability(t *testing.T) {
 			}
 		}
 		expired := 0 // refresh/verify/release that found a never-released lease gone: it expired
-		for _, op := range history {
+		for _, op := range ops {
 			in, out := op.Input.(linInput), op.Output.(linOutput)
 			if (in.kind == linRefresh || in.kind == linVerify || in.kind == linRelease) && !out.ok && !released[in.token] {
 				expired++
 			}
 		}
-		start := time.Now()
-		res, info := porcupine.CheckOperationsVerbose(linModel(), history, time.Minute)
+		res, took := history.Check(t, linModel())
 		t.Logf("%s: %d operations from %d clients; reads granted/refused %d/%d, writes granted/refused %d/%d; released %d; %d found expired; porcupine: %v in %v",
-			b.Name, len(history), clients, counts["read=true"], counts["read=false"], counts["write=true"], counts["write=false"],
-			counts["release=true"], expired, res, time.Since(start).Round(time.Millisecond))
+			b.Name, len(ops), clients, counts["read=true"], counts["read=false"], counts["write=true"], counts["write=false"],
+			counts["release=true"], expired, res, took.Round(time.Millisecond))
 		if res != porcupine.Ok {
-			m := linModel()
-			for _, part := range info.PartialLinearizationsOperations() {
-				longest := slices.MaxFunc(part, func(a, b []porcupine.Operation) int { return len(a) - len(b) })
-				for _, o := range longest[max(0, len(longest)-8):] {
-					t.Logf("  linearized: %s", m.DescribeOperation(o.Input, o.Output))
-				}
-			}
-			t.Fatalf("history is not linearizable against the read-write lease model: %v", res)
+			t.FailNow()
 		}
 		if counts["read=false"] == 0 || counts["write=false"] == 0 || counts["read=true"] == 0 || counts["write=true"] == 0 || expired == 0 {
 			t.Fatalf("the history lacks refusals, grants or expiries (%v, %d expired): it checks too little", counts, expired)

@@ -21,14 +21,14 @@ var (
 	readKind = &engine.LeaseKind{
 		Primitive: primitive,
 		AcquireOp: hooks.RWLeaseReadAcquire, RenewOp: hooks.RWLeaseRenew, VerifyOp: hooks.RWLeaseVerify, ReleaseOp: hooks.RWLeaseRelease,
-		Acquire: engine.RWLeaseRead, Refresh: engine.RWLeaseRefresh, Verify: engine.RWLeaseVerify, Release: engine.RWLeaseRelease,
+		Acquire: engine.RWLeaseAcquire, Refresh: engine.RWLeaseRefresh, Verify: engine.RWLeaseVerify, Release: engine.RWLeaseRelease,
 		Metrics: engine.RWLeaseMetrics,
 		Attrs:   []attribute.KeyValue{attribute.String("mode", "read")},
 	}
 	writeKind = &engine.LeaseKind{
 		Primitive: primitive,
 		AcquireOp: hooks.RWLeaseWriteAcquire, RenewOp: hooks.RWLeaseRenew, VerifyOp: hooks.RWLeaseVerify, ReleaseOp: hooks.RWLeaseRelease,
-		Acquire: engine.RWLeaseWrite, Refresh: engine.RWLeaseRefresh, Verify: engine.RWLeaseVerify, Release: engine.RWLeaseRelease,
+		Acquire: engine.RWLeaseAcquire, Refresh: engine.RWLeaseRefresh, Verify: engine.RWLeaseVerify, Release: engine.RWLeaseRelease,
 		Metrics: engine.RWLeaseMetrics,
 		Attrs:   []attribute.KeyValue{attribute.String("mode", "write")},
 	}
@@ -184,11 +184,14 @@ func acquire(ctx context.Context, coord *coordination.Coordinator, key string, t
 	if err != nil {
 		return nil, err
 	}
-	kind, member, extra := readKind, "R:"+token, any("0")
-	var marker int64 // ms a waiting writer's marker lives; 0 for none
+	// The acquire script's last argument: for a reader, 1 to queue behind
+	// waiting writers; for a writer, how long its waiting marker lives (ms;
+	// 0 for none).
+	kind, member, extra := readKind, "R:"+token, int64(0)
+	var marker int64
 	if mode == ReadMode {
 		if cfg.preference {
-			extra = "1"
+			extra = 1
 		}
 	} else {
 		kind, member = writeKind, "W:"+token

@@ -43,7 +43,7 @@ func TestWriteLease(t *testing.T) {
 	locktest.Run(t, locktest.Subject{
 		Primitive: "rwlease",
 		AcquireOp: hooks.RWLeaseWriteAcquire, RenewOp: hooks.RWLeaseRenew, VerifyOp: hooks.RWLeaseVerify, ReleaseOp: hooks.RWLeaseRelease,
-		AcquireSHA: engine.RWLeaseWrite.Hash(), RefreshSHA: engine.RWLeaseRefresh.Hash(),
+		AcquireSHA: engine.RWLeaseAcquire.Hash(), RefreshSHA: engine.RWLeaseRefresh.Hash(),
 		Metrics: rwMetrics,
 		Acquire: func(ctx context.Context, c *coordination.Coordinator, name string, ttl time.Duration, block bool) (locktest.Handle, error) {
 			var l *rwlease.Lease
@@ -491,7 +491,7 @@ func TestReSentScripts(t *testing.T) {
 		k := e.Key("rs")
 		tok, _ := engine.NewToken()
 		for i := range 2 {
-			if g := must(engine.RWLeaseRead.Run(ctx, e, k, "R:"+tok, 60000, "1"))(t); !g.Acquired {
+			if g := must(engine.RWLeaseAcquire.Run(ctx, e, k, "R:"+tok, 60000, 1))(t); !g.Acquired {
 				t.Fatalf("send %d of a read acquire: %+v", i+1, g)
 			}
 			if ok := must(engine.RWLeaseRefresh.Run(ctx, e, k, "R:"+tok, 60000))(t); !ok {
@@ -509,7 +509,7 @@ func TestReSentScripts(t *testing.T) {
 		}
 		wtok, _ := engine.NewToken()
 		for i := range 2 {
-			if g := must(engine.RWLeaseWrite.Run(ctx, e, k, "W:"+wtok, 60000, int64(10000)))(t); !g.Acquired {
+			if g := must(engine.RWLeaseAcquire.Run(ctx, e, k, "W:"+wtok, 60000, int64(10000)))(t); !g.Acquired {
 				t.Fatalf("send %d of a write acquire: %+v (a naive script would see its own entry as a holder)", i+1, g)
 			}
 		}
@@ -519,7 +519,7 @@ func TestReSentScripts(t *testing.T) {
 		// A refused writer's re-send records one marker.
 		other, _ := engine.NewToken()
 		for range 2 {
-			if g := must(engine.RWLeaseWrite.Run(ctx, e, k, "W:"+other, 60000, int64(10000)))(t); g.Acquired || g.RetryIn <= 0 {
+			if g := must(engine.RWLeaseAcquire.Run(ctx, e, k, "W:"+other, 60000, int64(10000)))(t); g.Acquired || g.RetryIn <= 0 {
 				t.Fatalf("contended write: %+v", g)
 			}
 		}
@@ -549,18 +549,14 @@ func TestLostReplyReSent(t *testing.T) {
 			defer direct.Close()
 			defer direct.Del(ctx, prefix+"k")
 			e := must(engine.Of(coord))(t)
-			for _, s := range []interface {
-				Load(context.Context, *engine.Engine) error
-			}{engine.RWLeaseRead, engine.RWLeaseWrite} {
-				if err := s.Load(ctx, e); err != nil { // one EVALSHA per send
-					t.Fatal(err)
-				}
+			if err := engine.RWLeaseAcquire.Load(ctx, e); err != nil { // one EVALSHA per send
+				t.Fatal(err)
 			}
 			for _, c := range []struct {
 				mode rwlease.Mode
 				sha  string
 				fn   func(context.Context, *coordination.Coordinator, string, time.Duration, ...rwlease.Option) (*rwlease.Lease, error)
-			}{{rwlease.ReadMode, engine.RWLeaseRead.Hash(), rwlease.TryRead}, {rwlease.WriteMode, engine.RWLeaseWrite.Hash(), rwlease.TryWrite}} {
+			}{{rwlease.ReadMode, engine.RWLeaseAcquire.Hash(), rwlease.TryRead}, {rwlease.WriteMode, engine.RWLeaseAcquire.Hash(), rwlease.TryWrite}} {
 				before := p.Stats().Commands["EVALSHA"]
 				lost := p.Apply(faultproxy.DropReply(faultproxy.ScriptSHA(c.sha), 1))
 				l := must(c.fn(ctx, coord, "k", time.Minute))(t)

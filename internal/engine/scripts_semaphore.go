@@ -6,28 +6,32 @@ package engine
 // documented in semaphore_acquire.lua. Every reply also carries the server
 // time the script ran at, which the decoders check and drop.
 var (
-	SemaphoreAcquire = NewScript("semaphore_acquire", decodeSemaphoreGrant)
+	SemaphoreAcquire = NewScript("semaphore_acquire", grantNow(true))
 	SemaphoreRefresh = NewScript("semaphore_refresh", decodeRefreshNow)
-	SemaphoreVerify  = NewScript("semaphore_verify", decodeSemaphoreVerify)
+	SemaphoreVerify  = NewScript("semaphore_verify", verifyNow(true))
 	SemaphoreRelease = NewScript("semaphore_release", decodeReleaseNow)
 	SemaphoreRead    = NewScript("semaphore_read", decodeSemaphoreRead)
 )
 
-// decodeSemaphoreGrant reads {1, 0, now} (acquired) or {0, retry_ms, now}
-// (too few permits free; retry_ms until the earliest live permit expires,
-// -1 when none does).
-func decodeSemaphoreGrant(v any) (Grant, bool) {
-	a, ok := Ints(v, 3)
-	if !ok || a[2] <= 0 {
+// grantNow returns the decoder of an acquire reply that carries the
+// server time: {1, 0, now} (acquired) or {0, retry_ms, now} (refused;
+// retry_ms >= 1 until the entry in the way expires, or, for a kind with
+// entries without expiry, -1 when none of them expires). The semaphore
+// and the read-write lease use it.
+func grantNow(noExpiry bool) func(v any) (Grant, bool) {
+	return func(v any) (Grant, bool) {
+		a, ok := Ints(v, 3)
+		if !ok || a[2] <= 0 {
+			return Grant{}, false
+		}
+		switch {
+		case a[0] == 1 && a[1] == 0:
+			return Grant{Acquired: true}, true
+		case a[0] == 0 && (a[1] >= 1 || (noExpiry && a[1] == -1)):
+			return Grant{RetryIn: RetryIn(a[1])}, true
+		}
 		return Grant{}, false
 	}
-	switch {
-	case a[0] == 1 && a[1] == 0:
-		return Grant{Acquired: true}, true
-	case a[0] == 0 && a[1] >= -1:
-		return Grant{RetryIn: RetryIn(a[1])}, true
-	}
-	return Grant{}, false
 }
 
 // decodeRefreshNow reads {1, now} (refreshed) or {0, now} (gone): the
@@ -40,20 +44,24 @@ func decodeRefreshNow(v any) (bool, bool) {
 	return Bool01(a[0])
 }
 
-// decodeSemaphoreVerify reads {1, remaining_ms, now} (live; remaining_ms
-// >= 1, or -1 without expiry) or {0, 0, now} (gone).
-func decodeSemaphoreVerify(v any) (bool, bool) {
-	a, ok := Ints(v, 3)
-	if !ok || a[2] <= 0 {
+// verifyNow returns the decoder of a verify reply that carries the server
+// time: {1, remaining_ms, now} (live; remaining_ms >= 1, or -1 without
+// expiry for a kind that has such entries) or {0, 0, now} (gone). The
+// semaphore and the read-write lease use it.
+func verifyNow(noExpiry bool) func(v any) (bool, bool) {
+	return func(v any) (bool, bool) {
+		a, ok := Ints(v, 3)
+		if !ok || a[2] <= 0 {
+			return false, false
+		}
+		switch {
+		case a[0] == 1 && (a[1] >= 1 || (noExpiry && a[1] == -1)):
+			return true, true
+		case a[0] == 0 && a[1] == 0:
+			return false, true
+		}
 		return false, false
 	}
-	switch {
-	case a[0] == 1 && (a[1] == -1 || a[1] >= 1):
-		return true, true
-	case a[0] == 0 && a[1] == 0:
-		return false, true
-	}
-	return false, false
 }
 
 // decodeReleaseNow reads {1, now} (released) or {0, now} (already

@@ -1,5 +1,7 @@
--- rwlease_read: take a shared read lease if no writer holds the key (and,
--- with writer preference, none waits).
+-- rwlease_acquire: take a shared read lease if no writer holds the key
+-- (and, with writer preference, none waits), or the exclusive write lease
+-- if no live reader or writer holds it; a refused blocking writer records
+-- that it waits.
 --
 -- Layout of the read-write lease key (a sorted set; one key, no hash tag
 -- needed). Scores are expiries in server-time milliseconds:
@@ -15,30 +17,38 @@
 -- the channel "coordination:" followed by KEYS[1].
 --
 -- KEYS[1]  read-write lease key
--- ARGV[1]  lease id: the member "R:<token>", token the caller's random
---          owner token
+-- ARGV[1]  lease id: the member "R:<token>" (read) or "W:<token>" (write),
+--          token the caller's random owner token
 -- ARGV[2]  TTL in milliseconds (integer >= 1)
--- ARGV[3]  "1": refuse while a writer waits (writer preference); "0":
---          ignore waiting writers
+-- ARGV[3]  read: 1 to refuse while a writer waits (writer preference), 0
+--          to ignore waiting writers. Write: the waiting marker's lifetime
+--          in milliseconds: when > 0 and the lease is refused, the member
+--          "Q:<token>" is set to expire ARGV[3] ms from now; 0 records
+--          nothing.
 --
--- Reply    {1, 0, now_ms}         acquired; also when the caller's own
+-- Reply    {1, 0, now_ms}         acquired (a writer's own Q:<token> is
+--                                 removed); also when the caller's own
 --                                 entry is live already (a re-sent
 --                                 request): its expiry is set again
---          {0, retry_ms, now_ms}  a writer holds (retry_ms until its
---                                 expiry) or, with ARGV[3] = "1", a writer
---                                 waits (retry_ms until the latest waiting
---                                 writer's marker expires)
+--          {0, retry_ms, now_ms}  refused; retry_ms (>= 1) until the entry
+--                                 in the way expires: for a reader, the
+--                                 writer's lease or (ARGV[3] = 1) the
+--                                 latest waiting writer's marker; for a
+--                                 writer, the earliest live holder
 --          now_ms is the server time the script ran at.
 -- Errors (all raised before anything is written):
 --   WRONGTYPE       the key is not a sorted set (raised by ZSCORE)
---   COORD_BADARG    ARGV[1] is not "R:<token>"
+--   COORD_BADARG    ARGV[1] is not "R:<token>" or "W:<token>"
 --   COORD_BADSTATE  a live entry in the holders' (or the waiting
 --                   writers') score range is not R:/W: (or Q:)
 local key, member = KEYS[1], ARGV[1]
 local ttl = tonumber(ARGV[2])
-if string.sub(member, 1, 2) ~= 'R:' or #member < 3 then
-  return redis.error_reply('COORD_BADARG read lease id is not R:<token>')
+local arg = tonumber(ARGV[3])
+local kind = string.sub(member, 1, 2)
+if (kind ~= 'R:' and kind ~= 'W:') or #member < 3 then
+  return redis.error_reply('COORD_BADARG lease id is not R:<token> or W:<token>')
 end
+local queue = 'Q:' .. string.sub(member, 3)
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -73,25 +83,31 @@ local function settle()
     redis.call('PEXPIREAT', key, string.format('%d', last))
   end
 end
-local exp = string.format('%d', now + ttl)
+-- refuse prunes, and for a blocking writer records its marker.
+local function refuse(retry)
+  prune()
+  if kind == 'W:' and arg > 0 then
+    redis.call('ZADD', key, string.format('%d', -(now + arg)), queue)
+  end
+  settle()
+  return {0, retry, now}
+end
 
-if mine and tonumber(mine) > now then
-  redis.call('ZADD', key, exp, member)
-  prune()
-  settle()
-  return {1, 0, now}
+if not (mine and tonumber(mine) > now) then
+  if kind == 'W:' and holder[1] then
+    return refuse(tonumber(holder[2]) - now)
+  end
+  if kind == 'R:' and hk == 'W:' then
+    return refuse(tonumber(holder[2]) - now)
+  end
+  if kind == 'R:' and arg == 1 and waiting[1] then
+    return refuse(-tonumber(waiting[2]) - now)
+  end
 end
-if hk == 'W:' then
-  prune()
-  settle()
-  return {0, tonumber(holder[2]) - now, now}
-end
-if ARGV[3] == '1' and waiting[1] then
-  prune()
-  settle()
-  return {0, -tonumber(waiting[2]) - now, now}
+if kind == 'W:' then
+  redis.call('ZREM', key, queue)
 end
 prune()
-redis.call('ZADD', key, exp, member)
+redis.call('ZADD', key, string.format('%d', now + ttl), member)
 settle()
 return {1, 0, now}
