@@ -696,7 +696,9 @@ func TestWriterPreference(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		wait, during := stream(t, b, "pref")
 		t.Logf("%s: with writer preference the writer waited %v; %d readers got in meanwhile", b.Name, wait.Round(time.Millisecond), during)
-		if wait > time.Second || during > 1 {
+		// A reader whose attempt ran before the writer's first one (within
+		// a round trip of the writer starting) may still be counted.
+		if wait > time.Second || during > 3 {
 			t.Errorf("with writer preference the writer waited %v while %d readers got in; want about the 100 ms the holding readers needed, and none", wait, during)
 		}
 		wait, during = stream(t, b, "nopref", rwlease.WithWriterPreference(false))
