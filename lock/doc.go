@@ -102,8 +102,9 @@
 //
 // The hash never has a key-level TTL: acquire and refresh refuse a hash
 // that has one (coordination.ErrBadState, nothing written), since it would
-// end every lease in it at once. A field whose value is not a token the
-// library wrote, or that has no expiry, counts as held by someone else.
+// end every lease in it at once. A field whose value is not the caller's
+// token counts as held by someone else (one without expiry, which the
+// library never writes, as held until someone deletes it).
 // The hash disappears with its last field. A release publishes on the
 // Pub/Sub channel "coordination:" + the prefixed key + a NUL byte + the
 // field, which only that field's waiters watch; an expiry publishes

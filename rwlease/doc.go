@@ -40,8 +40,8 @@
 // renew them); the writer gets in as soon as they release or expire, and
 // the queued readers follow when it releases. The rule, precisely:
 //
-//   - A writer waiting in Write blocks new readers; TryWrite never waits
-//     and never blocks anyone it does not hold out.
+//   - A writer waiting in Write blocks new readers; TryWrite never waits,
+//     so it holds readers back only once it has the lease.
 //   - Writers are not ordered among themselves: when the key becomes free,
 //     whichever writer tries first gets it; readers wait until no writer
 //     holds or waits. A steady stream of writers can therefore starve
