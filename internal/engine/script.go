@@ -45,8 +45,9 @@ func (s *Script[R]) Hash() string { return s.rs.Hash() }
 // Run runs the script as one round trip (EVALSHA, or EVAL after a NOSCRIPT
 // reply) on the prefixed keys k and decodes the reply. Error replies are
 // mapped by [MapError] (and, for a script marked with [Script.Requires], a
-// command the server lacks by ErrUnsupportedServer); a reply the decoder does not recognise is an error
-// wrapping [ErrBadState] ([UnexpectedReply]), never a silent default.
+// command the server lacks to ErrUnsupportedServer); a reply the decoder
+// does not recognise is an error wrapping [ErrBadState]
+// ([UnexpectedReply]), never a silent default.
 func (s *Script[R]) Run(ctx context.Context, e *Engine, k Keys, args ...any) (R, error) {
 	var zero R
 	v, err := s.rs.Run(ctx, e.client, k.full, args...).Result()
