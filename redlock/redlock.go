@@ -79,7 +79,8 @@ func WithDriftFactor(f float64) Option {
 // WithFencing makes node (an index into the group's coordinators) the
 // fencing node: there, the lock is a fencing-token lease (package fencing's
 // layout: the lease hash at the key, a counter that never expires at
-// key+[FenceSuffix], so on a Cluster client give the key a {hash tag}), and
+// key+[FenceSuffix]; both must share a Cluster slot, whatever the client,
+// so the key (or the coordinator's prefix) needs a {hash tag}), and
 // each acquisition draws its token from the counter in the same script.
 // An acquisition then succeeds only when the fencing node is among the
 // nodes that granted it, and [Lock.FencingToken] returns the token.
@@ -247,7 +248,7 @@ func (g *Group) check(key string, ttl time.Duration) (int64, []engine.Keys, erro
 	for i, n := range g.nodes {
 		if n.fencing {
 			if keys[i], err = n.e.Keys(key, key+FenceSuffix); err != nil {
-				return 0, nil, err
+				return 0, nil, engine.InvalidArgument("key", "with a fencing node the key needs a {hash tag} (e.g. \"{invoice:42}\"), so that the lease and its counter (key+%q) share a Cluster slot", FenceSuffix)
 			}
 			continue
 		}
@@ -292,8 +293,8 @@ func (g *Group) checkTTL(ttl time.Duration) (int64, error) {
 // many nodes, or the validity was used up before the quorum answered);
 // a *[QuorumError] when failed nodes (errors, [ErrNodeTimeout]) left no
 // quorum; coordination.ErrInvalidArgument naming key or ttl for bad input
-// (nothing admitted, nothing sent); coordination.ErrCrossSlot when a
-// Cluster fencing node would need the lease and its counter in two slots;
+// (nothing admitted, nothing sent), the key also when the group has a
+// fencing node and the key has no {hash tag} (see [WithFencing]);
 // the hook's error when a hook rejects; an error matching
 // coordination.ErrNotAcquired and ctx's error when ctx ends first.
 // Admitted as REDLOCK ACQUIRE through every node's hooks, in the group's
