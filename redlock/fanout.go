@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -157,7 +158,11 @@ type watches struct {
 	mu      sync.Mutex
 	closed  bool
 	ws      []*engine.Watch
+	deaf    atomic.Int64 // notifications before this instant (Unix ns) are dropped
 }
+
+// quiet drops the notifications of the next d.
+func (w *watches) quiet(d time.Duration) { w.deaf.Store(time.Now().Add(d).UnixNano()) }
 
 func newWatches() *watches {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -194,6 +199,9 @@ func (w *watches) start(g *Group, keys []engine.Keys) {
 				case <-w.ctx.Done():
 					return
 				case <-sub.C():
+					if time.Now().UnixNano() < w.deaf.Load() {
+						continue
+					}
 					select {
 					case w.wake <- struct{}{}:
 					default:

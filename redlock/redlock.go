@@ -356,6 +356,15 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 			if ctx.Err() != nil {
 				return engine.Attempt{}, err
 			}
+			var se *splitError
+			if errors.As(err, &se) && se.granted > 0 {
+				// A split vote: contenders that retry together split
+				// again. Retry after a random delay, deaf to release
+				// notifications meanwhile (the Redlock algorithm's
+				// desynchronisation).
+				retryIn = engine.Backoff(rounds, 10*time.Millisecond, 200*time.Millisecond)
+				w.quiet(retryIn)
+			}
 		default:
 			return engine.Attempt{}, err
 		}
@@ -455,9 +464,19 @@ func (g *Group) round(ctx context.Context, key string, ttl time.Duration, ms int
 		return nil, 0, fmt.Errorf("redlock: %w: a quorum granted the lock after %v, leaving no validity of the %v TTL",
 			engine.ErrNotAcquired, elapsed.Round(time.Millisecond), ttl)
 	}
-	return nil, retryAfter(rs, g.quorum), fmt.Errorf("redlock: %w: granted by %d of %d nodes, %d needed",
-		engine.ErrNotAcquired, count(rs, yes), len(g.nodes), g.quorum)
+	return nil, retryAfter(rs, g.quorum), &splitError{granted: count(rs, yes), err: fmt.Errorf("redlock: %w: granted by %d of %d nodes, %d needed",
+		engine.ErrNotAcquired, count(rs, yes), len(g.nodes), g.quorum)}
 }
+
+// splitError is a contended round's error; granted is how many nodes
+// granted it (more than 0: a split vote between contenders).
+type splitError struct {
+	granted int
+	err     error
+}
+
+func (e *splitError) Error() string { return e.err.Error() }
+func (e *splitError) Unwrap() error { return e.err }
 
 // retryAfter returns how long until enough refusing holders' keys expire
 // for a quorum of free nodes (as the nodes reported their TTLs), plus a
