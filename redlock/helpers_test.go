@@ -19,7 +19,7 @@ import (
 // a dedicated real one) behind its own fault proxy, a direct client per
 // server for assertions, and a key prefix.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	prefix  string
 	minis   []*miniredis.Miniredis
 	servers []*testharness.Server
@@ -41,7 +41,7 @@ func miniNodes(t *testing.T, n int) *cluster {
 
 // realNodes starts n dedicated real servers behind proxies, cycling through
 // the available flavors.
-func realNodes(t *testing.T, n int) *cluster {
+func realNodes(t testing.TB, n int) *cluster {
 	t.Helper()
 	c := &cluster{t: t, prefix: "rl:"}
 	flavors := testharness.AvailableFlavors(t)
