@@ -154,7 +154,6 @@ type watches struct {
 	ctx     context.Context // the subscriptions' life, ended by close
 	cancel  context.CancelFunc
 	started bool // owned by the wait loop's goroutine
-	wg      sync.WaitGroup
 	mu      sync.Mutex
 	closed  bool
 	ws      []*engine.Watch
@@ -170,19 +169,20 @@ func newWatches() *watches {
 }
 
 // start subscribes to the key's release channel on every node, in
-// parallel, and waits at most the node timeout for them: a subscription
-// confirmed later still counts, a failed one is ignored (the waiter then
-// relies on its retry delays and re-checks for that node).
+// parallel, and returns once a quorum of them is confirmed (a holder's
+// release publishes on each of its nodes, at least a quorum, so a quorum
+// of subscriptions hears it), every node answered, or the node timeout
+// passed. Subscriptions confirmed later still count; failed ones are
+// ignored (the waiter then relies on its retry delays and re-checks).
 func (w *watches) start(g *Group, keys []engine.Keys) {
 	w.started = true
-	var ready sync.WaitGroup
+	answered := make(chan bool, len(g.nodes))
 	for i, n := range g.nodes {
-		ready.Add(1)
-		w.wg.Go(func() {
+		go func() {
 			ctx, cancel := context.WithTimeout(w.ctx, g.cfg.nodeTimeout)
 			sub, err := n.e.Watch(ctx, keys[i].Full()[0])
 			cancel()
-			ready.Done()
+			answered <- err == nil
 			if err != nil {
 				return
 			}
@@ -208,26 +208,33 @@ func (w *watches) start(g *Group, keys []engine.Keys) {
 					}
 				}
 			}
-		})
+		}()
 	}
-	done := make(chan struct{})
-	go func() { ready.Wait(); close(done) }()
 	t := time.NewTimer(g.cfg.nodeTimeout)
 	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
+	for ok, left := 0, len(g.nodes); ok < g.quorum && left > 0; left-- {
+		select {
+		case a := <-answered:
+			if a {
+				ok++
+			}
+		case <-t.C:
+			return
+		}
 	}
 }
 
-// close ends every subscription and waits for their goroutines.
+// close ends every subscription. It does not wait for a subscription
+// still being set up on an unresponsive node (go-redis' timeouts end it,
+// and it is closed then).
 func (w *watches) close() {
 	w.mu.Lock()
 	w.closed = true
+	ws := w.ws
+	w.ws = nil
 	w.mu.Unlock()
 	w.cancel()
-	w.wg.Wait()
-	for _, sub := range w.ws {
+	for _, sub := range ws {
 		sub.Close()
 	}
 }

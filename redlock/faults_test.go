@@ -49,6 +49,7 @@ func TestFaultsFiveServers(t *testing.T) {
 		{"RefreshWithoutQuorumEndsLease", refreshWithoutQuorum},
 		{"BlockingAcquireWakesOnRelease", blockingWakes},
 		{"FencingTokens", fencingTokens},
+		{"ReleaseDoesNotOvertakeSlowAcquire", releaseAfterSlowAcquire},
 	} {
 		c.t = t
 		t.Run(tc.name, func(t *testing.T) {
@@ -500,8 +501,38 @@ func fencingTokens(t *testing.T, c *cluster) {
 	if !errors.As(err, &qe) {
 		t.Fatalf("without the fencing node: %v, want a QuorumError", err)
 	}
+	defer func() { t.Logf("holders %q", c.holders("{fenced}")) }()
 	waitFor(t, "the other nodes' grants to be released", func() bool {
 		h := c.holders("{fenced}")
 		return h[0] == "" && h[1] == "" && h[3] == "" && h[4] == ""
 	})
+}
+
+// A release right after an acquisition that returned before a slow node
+// answered waits for that node's acquisition, so that the release cannot
+// overtake it and leave the token there until its TTL.
+func releaseAfterSlowAcquire(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	g := c.group()
+	warm, err := g.TryAcquire(ctx, "overtake-warm", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := warm.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.waitHolding("overtake-warm", warm.Token(), 0)
+	slow := c.proxies[4].Apply(faultproxy.DelayCommand(faultproxy.ScriptSHA(engine.LockAcquire.Hash()), 200*time.Millisecond, 1))
+	l, err := g.TryAcquire(ctx, "overtake", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := l.Release(ctx); !ok || err != nil {
+		t.Fatalf("release: %v, %v", ok, err)
+	}
+	if slow.Fired() != 1 {
+		t.Fatalf("the slow acquisition was not delayed (%d)", slow.Fired())
+	}
+	time.Sleep(400 * time.Millisecond) // the delayed acquisition has run
+	c.waitHolding("overtake", l.Token(), 0)
 }

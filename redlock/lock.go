@@ -32,6 +32,10 @@ type Lock struct {
 	token string
 	fence int64
 	keys  []engine.Keys // per node, in the group's order
+	// inflight are the nodes whose acquisition was still running when the
+	// quorum decided: a release there waits for it to end, so that it
+	// cannot overtake the acquisition (set at creation, then read only).
+	inflight map[int]<-chan struct{}
 
 	refreshMu sync.Mutex // serialises refreshes
 
@@ -54,7 +58,7 @@ func newLock(g *Group, key, token string, keys []engine.Keys, ttl time.Duration,
 	return &Lock{
 		g: g, key: key, token: token, keys: keys,
 		ttl: ttl, maxTTL: ttl, validity: validity, deadline: start.Add(ttl - g.drift(ttl)),
-		confirmed: make([]bool, len(g.nodes)),
+		confirmed: make([]bool, len(g.nodes)), inflight: map[int]<-chan struct{}{},
 	}
 }
 
@@ -228,13 +232,13 @@ func (l *Lock) removeEverywhere(f *fanned) {
 	l.mu.Unlock()
 	if f == nil {
 		for _, n := range l.g.nodes {
-			l.g.cleanup(n, "refresh", limit, l.keys[n.i], l.token)
+			l.g.cleanup(n, "refresh", limit, l.keys[n.i], l.token, l.inflight[n.i])
 		}
 		return
 	}
 	f.after(func(n *node, r result) {
 		if r.state != no {
-			l.g.cleanup(n, "refresh", limit, l.keys[n.i], l.token)
+			l.g.cleanup(n, "refresh", limit, l.keys[n.i], l.token, l.inflight[n.i])
 		}
 	})
 }
@@ -391,6 +395,9 @@ func (l *Lock) release(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	f := g.fanOut(ctx, "release", idx, func(ctx context.Context, n *node) result {
+		if err := wait(ctx, l.inflight[n.i]); err != nil {
+			return result{state: failed, err: err}
+		}
 		out, err := n.release.Run(ctx, n.e, l.keys[n.i].First(), l.token)
 		if err != nil {
 			return result{state: failed, err: err}
@@ -406,7 +413,7 @@ func (l *Lock) release(ctx context.Context) (bool, error) {
 			l.confirmed[n.i] = true
 			l.mu.Unlock()
 		case r.state == failed && engine.Classify(r.err) != engine.Terminal && left > 0:
-			g.cleanup(n, "release", left, l.keys[n.i], l.token)
+			g.cleanup(n, "release", left, l.keys[n.i], l.token, l.inflight[n.i])
 		}
 	})
 	if confirmed+count(f.rs, yes) >= g.quorum {

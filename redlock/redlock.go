@@ -345,28 +345,35 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 			l = got
 			return engine.Attempt{Done: true}, nil
 		}
-		var qe *QuorumError
+		var (
+			qe      *QuorumError
+			se      *splitError
+			granted int
+		)
 		switch {
 		case errors.As(err, &qe):
 			if qe.hopeless(g) {
 				return engine.Attempt{}, err
 			}
+			granted = qe.Confirmed
 			retryIn = engine.Backoff(rounds, 50*time.Millisecond, time.Second)
 		case errors.Is(err, engine.ErrNotAcquired):
 			if ctx.Err() != nil {
 				return engine.Attempt{}, err
 			}
-			var se *splitError
-			if errors.As(err, &se) && se.granted > 0 {
-				// A split vote: contenders that retry together split
-				// again. Retry after a random delay, deaf to release
-				// notifications meanwhile (the Redlock algorithm's
-				// desynchronisation).
-				retryIn = engine.Backoff(rounds, 10*time.Millisecond, 200*time.Millisecond)
-				w.quiet(retryIn)
+			if errors.As(err, &se) {
+				granted = se.granted
 			}
 		default:
 			return engine.Attempt{}, err
+		}
+		if granted > 0 {
+			// A split vote (or a partial one, with nodes down):
+			// contenders that retry together split again. Retry after a
+			// short random delay, deaf to release notifications
+			// meanwhile (the Redlock algorithm's desynchronisation).
+			retryIn = engine.Backoff(rounds, 10*time.Millisecond, 200*time.Millisecond)
+			w.quiet(retryIn)
 		}
 		if retryIn <= 0 {
 			retryIn = engine.Backoff(rounds, 50*time.Millisecond, time.Second)
@@ -438,6 +445,9 @@ func (g *Group) round(ctx context.Context, key string, ttl time.Duration, ms int
 	if granted && validity > 0 && !r.canceled {
 		g.first.Histogram(engine.RedlockAcquireLatency).Record(context.Background(), elapsed.Seconds(), g.latAcquired)
 		l := newLock(g, key, token, keys, ttl, start, validity)
+		for i, c := range r.late {
+			l.inflight[i] = c.done // a release there waits for the acquisition
+		}
 		if f >= 0 {
 			l.fence, _ = strconv.ParseInt(rs[f].grant.Value, 10, 64) // checked by the decoder
 		}
@@ -447,7 +457,7 @@ func (g *Group) round(ctx context.Context, key string, ttl time.Duration, ms int
 	// own answer.
 	r.after(func(n *node, res result) {
 		if res.state == yes || res.state == failed && res.ambiguous {
-			g.cleanup(n, "acquire", ttl, keys[n.i], token)
+			g.cleanup(n, "acquire", ttl, keys[n.i], token, nil)
 		}
 	})
 	switch {
@@ -523,13 +533,31 @@ func allNodes(n int) []int {
 }
 
 // cleanup releases token on node n in the background, owner-checked,
-// retried on transient errors for at most limit (see engine.Cleanup).
-func (g *Group) cleanup(n *node, stage string, limit time.Duration, k engine.Keys, token string) {
+// retried on transient errors for at most limit (see engine.Cleanup); with
+// a non-nil settled, each try first waits for it to close (an acquisition
+// still running on the node).
+func (g *Group) cleanup(n *node, stage string, limit time.Duration, k engine.Keys, token string, settled <-chan struct{}) {
 	hk := k.First()
 	n.e.Cleanup(stage, limit, func(ctx context.Context) error {
+		if err := wait(ctx, settled); err != nil {
+			return err
+		}
 		_, err := n.release.Run(ctx, n.e, hk, token)
 		return err
 	})
+}
+
+// wait waits until settled is closed (at once for nil) or ctx ends.
+func wait(ctx context.Context, settled <-chan struct{}) error {
+	if settled == nil {
+		return nil
+	}
+	select {
+	case <-settled:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // QuorumError is the error of a group operation that no quorum of nodes
