@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"os"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -85,7 +83,7 @@ func demoRedlock(ctx context.Context, d *demo) error {
 		for _, p := range proxies {
 			rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: time.Second})
 			clients = append(clients, rdb)
-			c, err := coordination.New(rdb, coordination.WithKeyPrefix(d.prefix), coordination.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))))
+			c, err := coordination.New(rdb, coordination.WithKeyPrefix(d.prefix))
 			if err != nil {
 				return nil, err
 			}
