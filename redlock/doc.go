@@ -35,8 +35,9 @@
 // granted it and the validity, ttl minus the time elapsed since before the
 // first request minus the drift allowance ([WithDriftFactor] × ttl + 2 ms),
 // is positive. Otherwise every node that may hold the token is released,
-// owner-checked, in the background, each after its own answer. The round
-// ends as soon as the outcome is known: slow nodes delay nothing once a
+// owner-checked: the nodes that granted it at once, a node that failed or
+// is late in the background, after its own answer. The round ends as soon
+// as the outcome is known: slow nodes delay nothing once a
 // quorum answered, and a node that gives no answer within the node timeout
 // counts as failed, so one round takes at most the node timeout, never the
 // sum of the nodes' latencies.

@@ -157,10 +157,10 @@ type watches struct {
 	mu      sync.Mutex
 	closed  bool
 	ws      []*engine.Watch
-	deaf    atomic.Int64 // notifications before this instant (Unix ns) are dropped
+	deaf    atomic.Int64 // notifications are held until this instant (Unix ns)
 }
 
-// quiet drops the notifications of the next d.
+// quiet holds the notifications of the next d until d has passed.
 func (w *watches) quiet(d time.Duration) { w.deaf.Store(time.Now().Add(d).UnixNano()) }
 
 func newWatches() *watches {
@@ -199,8 +199,16 @@ func (w *watches) start(g *Group, keys []engine.Keys) {
 				case <-w.ctx.Done():
 					return
 				case <-sub.C():
-					if time.Now().UnixNano() < w.deaf.Load() {
-						continue
+					// During a quiet period the notification is held
+					// until it ends, never dropped.
+					if d := time.Until(time.Unix(0, w.deaf.Load())); d > 0 {
+						t := time.NewTimer(d)
+						select {
+						case <-w.ctx.Done():
+							t.Stop()
+							return
+						case <-t.C:
+						}
 					}
 					select {
 					case w.wake <- struct{}{}:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -280,10 +281,11 @@ func (g *Group) checkTTL(ttl time.Duration) (int64, error) {
 // known: a node slower than the quorum delays nothing, and a node that does
 // not answer within the node timeout counts as failed.
 //
-// When the lock is not acquired, every node that may hold the token (it
-// granted it, or its answer was lost or late) is released in the
-// background, owner-checked (after its late answer, so that the release
-// cannot overtake the acquisition).
+// When the lock is not acquired, every node that may hold the token is
+// released, owner-checked: the nodes that granted it before TryAcquire
+// returns (bounded by the node timeout), a node whose answer was lost or
+// late in the background, after its own answer (so that the release cannot
+// overtake the acquisition).
 //
 // key is any non-empty bytes, without the coordinators' prefixes; ttl is
 // rounded up to whole milliseconds and must exceed the drift allowance.
@@ -370,8 +372,8 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 		if granted > 0 {
 			// A split vote (or a partial one, with nodes down):
 			// contenders that retry together split again. Retry after a
-			// short random delay, deaf to release notifications
-			// meanwhile (the Redlock algorithm's desynchronisation).
+			// short random delay, holding release notifications until
+			// then (the Redlock algorithm's desynchronisation).
 			retryIn = engine.Backoff(rounds, 10*time.Millisecond, 200*time.Millisecond)
 			w.quiet(retryIn)
 		}
@@ -453,10 +455,32 @@ func (g *Group) round(ctx context.Context, key string, ttl time.Duration, ms int
 		}
 		return l, 0, nil
 	}
-	// Not acquired: release wherever the token may be, each node after its
-	// own answer.
+	// Not acquired: release wherever the token may be. The nodes that
+	// granted it are released now, in parallel (so that the caller's next
+	// round does not find this round's token there); a node that failed
+	// ambiguously, or is still running, is released in the background after
+	// its own answer.
+	var granters []int
+	for i, res := range rs {
+		if res.state == yes {
+			granters = append(granters, i)
+		}
+	}
+	if len(granters) > 0 && !r.canceled {
+		rel := g.fanOut(ctx, "acquire", granters, func(ctx context.Context, n *node) result {
+			if _, err := n.release.Run(ctx, n.e, keys[n.i].First(), token); err != nil {
+				return result{state: failed, err: err}
+			}
+			return result{state: yes}
+		}, func([]result, int) bool { return false })
+		rel.after(func(n *node, res result) {
+			if res.state == failed {
+				g.cleanup(n, "acquire", ttl, keys[n.i], token, nil)
+			}
+		})
+	}
 	r.after(func(n *node, res result) {
-		if res.state == yes || res.state == failed && res.ambiguous {
+		if res.state == yes && (r.canceled || !slices.Contains(granters, n.i)) || res.state == failed && res.ambiguous {
 			g.cleanup(n, "acquire", ttl, keys[n.i], token, nil)
 		}
 	})

@@ -156,7 +156,16 @@ func demoRedlock(ctx context.Context, d *demo) error {
 
 	proxies[2].BlackHole(faultproxy.Both)
 	d.logf("proxy", "node C cut off: its proxy holds every byte both ways")
-	// Time one uncontended acquisition with C cut off.
+	// Time one uncontended acquisition with C cut off, once the last
+	// holder's release has reached A and B (Release returns when a quorum
+	// confirmed; the last node follows).
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		_, errA := minis[0].Get(d.prefix + key)
+		_, errB := minis[1].Get(d.prefix + key)
+		if errA != nil && errB != nil {
+			break
+		}
+	}
 	start := time.Now()
 	l, err := groups[0].TryAcquire(ctx, key, ttl)
 	took := time.Since(start)
