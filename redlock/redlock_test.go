@@ -12,6 +12,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/faultproxy"
 	"github.com/coordkit/coordination/internal/testharness"
 	"github.com/coordkit/coordination/redlock"
 )
@@ -183,4 +184,43 @@ func TestBadInputSendsNothing(t *testing.T) {
 	if _, err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// KeepAlive renews on a quorum every TTL/3, so the lock outlives its first
+// validity; when no quorum confirms a renewal (two of three nodes cut off)
+// the lock is lost: its context is cancelled with ErrLost.
+func TestKeepAlive(t *testing.T) {
+	c := miniNodes(t, 3)
+	ctx := context.Background()
+	g := c.group(redlock.WithNodeTimeout(50 * time.Millisecond))
+	l, err := g.TryAcquire(ctx, "ka", 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx := l.Context()
+	l.KeepAlive()
+	l.KeepAlive() // a second call does nothing
+	time.Sleep(700 * time.Millisecond)
+	if l.Remaining() <= 0 || lctx.Err() != nil {
+		t.Fatalf("kept-alive lock: remaining %v, context %v", l.Remaining(), context.Cause(lctx))
+	}
+	for _, p := range c.proxies[1:] {
+		p.BlackHole(faultproxy.Both)
+	}
+	select {
+	case <-lctx.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the lock was not lost when no quorum confirmed the renewal")
+	}
+	if !errors.Is(context.Cause(lctx), coordination.ErrLost) || l.Remaining() != 0 {
+		t.Fatalf("cause %v, remaining %v", context.Cause(lctx), l.Remaining())
+	}
+	for _, p := range c.proxies {
+		p.CutAll(faultproxy.RST)
+		p.Restore()
+	}
+	if ok, err := l.Refresh(ctx, time.Second); ok || err != nil {
+		t.Fatalf("Refresh after the loss = %v, %v", ok, err)
+	}
+	c.waitHolding("ka", l.Token(), 0)
 }
