@@ -60,8 +60,17 @@
 //	RATE LIMIT UPDATE             rate_limit    reserved: runtime settings updates (not yet implemented)
 //	RATE LIMIT DENY LIST READ /   rate_limit    reserved: deny lists (not yet implemented)
 //	  WRITE
-//	REDLOCK ACQUIRE / RENEW /     redlock       reserved: quorum lock (not yet implemented)
-//	  RELEASE
+//	REDLOCK ACQUIRE               redlock       Group.TryAcquire, Group.Acquire (once per group operation, however long it waits)
+//	REDLOCK RENEW                 redlock       redlock.Lock.Refresh (keep-alive renewals are not admitted)
+//	REDLOCK RELEASE               redlock       redlock.Lock.Release
+//
+// A Redlock group spans several coordinators: each group operation is
+// admitted once through every node's coordinator hooks, in the group's
+// order, before any node work; a rejection by any of them fails the
+// operation (the hooks admitted before it learn Failed) and sends nothing.
+// A hook installed on several of the group's coordinators sees the
+// operation once per coordinator; coordination.operation.duration is
+// recorded once, through the first coordinator's meter provider.
 //
 // The constants in this package ([LockAcquire], ...) hold these names.
 package hooks

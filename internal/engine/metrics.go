@@ -118,6 +118,11 @@ var (
 	// engine handles, whose life the engine records.
 	RateLimitConcurrencyMetrics = leaseFamily("rate_limit.concurrency", "concurrency lease", "",
 		"Concurrency-limiter attempts refused for want of free permits (every refused attempt, queued retries included).")
+
+	RedlockAcquireLatency = def(Histogram, "coordination.redlock.acquire_latency", "s", "result",
+		"Time of one Redlock acquisition round over every node, from the first request to the decision, by result (acquired, contended, failed).")
+	RedlockNodeFailures = def(Counter, "coordination.redlock.node_failures", "{failure}", "operation, reason",
+		"Redlock node calls that failed, by group operation (acquire, refresh, release) and reason (timeout: no answer within the node timeout; error).")
 )
 
 // instruments caches the instruments of one engine, created on first use.

@@ -406,13 +406,28 @@ func StartCluster(t testing.TB, flavor string) *Cluster {
 // that need one dedicated real server), skipping or failing t when none is.
 func FirstFlavor(t testing.TB) string {
 	t.Helper()
+	if fs := AvailableFlavors(t); len(fs) > 0 {
+		return fs[0]
+	}
+	return ""
+}
+
+// AvailableFlavors returns the real server flavors that are installed and
+// enabled (COORD_BACKENDS), in [Flavors] order, skipping or failing t when
+// there is none (for tests that start several dedicated servers and mix
+// flavors).
+func AvailableFlavors(t testing.TB) []string {
+	t.Helper()
+	var out []string
 	for _, f := range Flavors {
 		if _, _, ok := binaries(f); ok && enabled(f) {
-			return f
+			out = append(out, f)
 		}
 	}
-	missing(t, "any real server", fmt.Errorf("%s", howToGet("redis7")))
-	return ""
+	if len(out) == 0 {
+		missing(t, "any real server", fmt.Errorf("%s", howToGet("redis7")))
+	}
+	return out
 }
 
 // Main runs the package's tests, stops the shared servers, and then fails
