@@ -67,8 +67,12 @@ func benchSetup(b *testing.B) (noop benchCase, decisions []benchCase) {
 		b.Fatal(err)
 	}
 	rawKey := e.Key("raw-gcra")
+	gs, err := GCRA{Burst: big, Interval: time.Millisecond}.spec()
+	if err != nil {
+		b.Fatal(err)
+	}
 	decisions = append(decisions, benchCase{"gcra-script-only", func() error {
-		_, err := engine.RateLimitGCRA.Run(ctx, e, rawKey, big, 1, 1)
+		_, err := engine.RateLimitDecide.Run(ctx, e, rawKey, append([]any{"d", 1, newID()}, gs.tail...)...)
 		return err
 	}})
 	mk := func(n string, l *Limiter, err error) {
