@@ -65,7 +65,8 @@
 --          the grant): the whole state, with an expiry. A refusal, a probe
 --          or a re-send writes nothing, except an expiry on a key that has
 --          none (after PERSIST or RESTORE): PEXPIREAT NX at the time its
---          state returns to empty, which deletes a key whose state has.
+--          state returns to empty; a key whose state is empty already is
+--          deleted.
 -- Errors (raised before anything is written):
 --   COORD_BADARG            an argument is malformed or out of range
 --   WRONGTYPE               the key is not a string (one limiter) or a hash
@@ -513,8 +514,11 @@ local function migrate(o, p, st, now)
   if p.a == 'f' then
     return st -- the count and the window's end stay; the width applies next
   elseif p.a == 's' then
-    local acc, lo, hi = {}, nil, nil
+    -- New segment indexes fall within a few windows of now: keep them as
+    -- offsets from a base (no sparse integer keys).
     local k = (now - now % p.g) / p.g
+    local base = k - p.segs - 3
+    local acc, lo, hi = {}, nil, nil
     for i = 1, #st.c do
       local x = st.c[i]
       local e = (st.o + i) * o.g -- the old segment's end
@@ -523,7 +527,10 @@ local function migrate(o, p, st, now)
         if j > k then
           j = k -- its permits were taken by now
         end
-        acc[j] = (acc[j] or 0) + x
+        if j < base then
+          j = base -- cannot happen for a live segment; stay bounded
+        end
+        acc[j - base] = (acc[j - base] or 0) + x
         if not lo or j < lo then lo = j end
         if not hi or j > hi then hi = j end
       end
@@ -532,8 +539,9 @@ local function migrate(o, p, st, now)
     if lo then
       ns.o = lo
       for j = lo, hi do
-        ns.c[#ns.c + 1] = acc[j] or 0
-        ns.n = ns.n + (acc[j] or 0)
+        local x = acc[j - base] or 0
+        ns.c[#ns.c + 1] = x
+        ns.n = ns.n + x
       end
     end
     return ns
@@ -706,7 +714,12 @@ end
 -- calls for; a key whose state is empty already goes.
 local function keep()
   if stored then
-    redis.call('PEXPIREAT', key, ms(until_empty()), 'NX')
+    local x = until_empty()
+    if x <= now then
+      redis.call('DEL', key) -- nothing left to remember
+    else
+      redis.call('PEXPIREAT', key, ms(x), 'NX')
+    end
   end
 end
 
