@@ -83,6 +83,19 @@ var algorithms = []algorithm{
 				return constructorErr(ratelimit.NewGCRA(c, "k", ratelimit.GCRA{Burst: 1}))
 			},
 		}},
+	{name: "composite",
+		new: func(c *coordination.Coordinator, key string, opts ...ratelimit.Option) (*ratelimit.Limiter, error) {
+			return ratelimit.NewComposite(c, key, ratelimit.Composite{Components: []ratelimit.Settings{
+				ratelimit.TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Minute},
+				ratelimit.SlidingWindow{Limit: 5, Window: time.Minute, Segments: 6},
+				ratelimit.FixedWindow{Limit: 9, Window: time.Hour},
+			}}, opts...)
+		},
+		bad: map[string]func(c *coordination.Coordinator) error{
+			"components": func(c *coordination.Coordinator) error {
+				return constructorErr(ratelimit.NewComposite(c, "k", ratelimit.Composite{}))
+			},
+		}},
 	{name: "concurrency", conc: true,
 		new: func(c *coordination.Coordinator, key string, opts ...ratelimit.Option) (*ratelimit.Limiter, error) {
 			return ratelimit.NewConcurrency(c, key, ratelimit.Concurrency{Limit: 2, LeaseDuration: time.Minute}, opts...)
