@@ -42,9 +42,7 @@
 --          probes without consuming
 -- ARGV[3]  this call's id (8 bytes; empty for a probe); for r, this call's
 --          id followed by the refunded grant's id
--- ARGV[4]  one limiter: its cfg as the pattern that parses its value,
---          '^<cfg>|' followed by the state's capture groups; a composite:
---          its signature
+-- ARGV[4]  one limiter: its cfg; a composite: its signature
 -- ARGV[5]  one limiter: the window in milliseconds (fixed window), or the
 --          key's TTL in milliseconds after a grant (at least the time
 --          until the state is back to empty); a composite: the first
@@ -80,47 +78,54 @@ local op = ARGV[1]
 local permits, ids = tonumber(ARGV[2]), ARGV[3]
 
 -- Fast paths: one limiter, settings as stored, a grant of permits >= 1
--- that is not a re-send. Anything else continues below.
+-- that is not a re-send. One pattern reads the stored settings and state;
+-- settings equal to the caller's are the same Lua string. Anything else
+-- continues below.
 if (op == 'd' or op == 's') and permits and permits >= 1 and permits % 1 == 0 and #ids == 8 then
-  local cfg, alg, x, y, z = string.match(ARGV[4], '^%^((%a):(%d+):(%d+):?(%d*))|')
+  local cfg = ARGV[4]
+  local alg = string.byte(cfg)
   local v = redis.call('GET', KEYS[1])
-  if alg == 'f' then
-    local limit = tonumber(x)
+  if alg == 102 then -- f
+    local c, limit, e, u, rs
     if v then
-      local e, u, rs = string.match(v, ARGV[4])
-      if e and (#v + 1 - rs) % 8 == 0 and not string.find(v, ids, rs, true) then
+      c, limit, e, u, rs = string.match(v, '^(f:(%d+):%d+)|(%d+)|(%d+)|()')
+      if c == cfg and (#v + 1 - rs) % 8 == 0 and not string.find(v, ids, rs, true) then
         u = u + permits
-        if u <= limit then
+        if u <= tonumber(limit) then
           local s = #v - 39
           if s < rs then s = rs end
           redis.call('SET', KEYS[1], cfg .. '|' .. e .. '|' .. u .. '|' .. string.sub(v, s) .. ids, 'PXAT', e)
           return limit - u
         end
       end
-    elseif permits <= limit then
-      local t = redis.call('TIME')
-      local e = string.format('%d', t[1] * 1000 + (t[2] - t[2] % 1000) / 1000 + y)
-      redis.call('SET', KEYS[1], cfg .. '|' .. e .. '|' .. permits .. '|' .. ids, 'PXAT', e)
-      return limit - permits
+    else
+      local w
+      limit, w = string.match(cfg, '^f:(%d+):(%d+)$')
+      if limit and permits <= tonumber(limit) then
+        local t = redis.call('TIME')
+        e = string.format('%d', t[1] * 1000 + (t[2] - t[2] % 1000) / 1000 + w)
+        redis.call('SET', KEYS[1], cfg .. '|' .. e .. '|' .. permits .. '|' .. ids, 'PXAT', e)
+        return limit - permits
+      end
     end
-  elseif alg == 'g' then
-    local q, d = tonumber(y), tonumber(z)
-    local span = x * q
-    local a, b, rs, tail
+  elseif alg == 103 then -- g
+    local c, x, q, d, a, b, rs, tail
     if v then
-      a, b, rs = string.match(v, ARGV[4])
-      if a and (#v + 1 - rs) % 8 == 0 and not string.find(v, ids, rs, true) then
+      c, x, q, d, a, b, rs = string.match(v, '^(g:(%d+):(%d+):(%d+))|(%d+)|(%d+)|()')
+      if c == cfg and (#v + 1 - rs) % 8 == 0 and not string.find(v, ids, rs, true) then
         local s = #v - 39
         if s < rs then s = rs end
         tail = string.sub(v, s)
       end
     else
-      tail = ''
+      x, q, d = string.match(cfg, '^g:(%d+):(%d+):(%d+)$')
+      tail = x and ''
     end
     if tail then
       local t = redis.call('TIME')
       local now = t[1] * 1000000 + t[2]
-      a, b = tonumber(a), tonumber(b)
+      q, d, a, b = tonumber(q), tonumber(d), tonumber(a), tonumber(b)
+      local span = x * q
       if not a or a < now then a, b = now, 0 end
       local w = b + permits * q
       a, b = a + (w - w % d) / d, w % d
@@ -131,23 +136,23 @@ if (op == 'd' or op == 's') and permits and permits >= 1 and permits % 1 == 0 an
         return (w - w % q) / q
       end
     end
-  elseif alg == 'b' then
-    local limit, per, period = tonumber(x), tonumber(y), tonumber(z)
-    local tk, r, rs, tail
+  elseif alg == 98 then -- b
+    local c, limit, per, period, tk, r, rs, tail
     if v then
-      tk, r, rs = string.match(v, ARGV[4])
-      if tk and (#v + 1 - rs) % 8 == 0 and not string.find(v, ids, rs, true) then
+      c, limit, per, period, tk, r, rs = string.match(v, '^(b:(%d+):(%d+):(%d+))|(%-?%d+)|(%d+)|()')
+      if c == cfg and (#v + 1 - rs) % 8 == 0 and not string.find(v, ids, rs, true) then
         local s = #v - 39
         if s < rs then s = rs end
         tail = string.sub(v, s)
       end
     else
-      tail = ''
+      limit, per, period = string.match(cfg, '^b:(%d+):(%d+):(%d+)$')
+      tail = limit and ''
     end
     if tail then
       local t = redis.call('TIME')
       local now = t[1] * 1000000 + t[2]
-      tk, r = tonumber(tk), tonumber(r)
+      limit, per, period, tk, r = tonumber(limit), tonumber(per), tonumber(period), tonumber(tk), tonumber(r)
       if not tk then
         tk, r = limit, now
       elseif tk < limit and now > r then
@@ -166,12 +171,25 @@ if (op == 'd' or op == 's') and permits and permits >= 1 and permits % 1 == 0 an
         return tk
       end
     end
-  elseif alg == 's' then
-    local limit, window, segs = tonumber(x), tonumber(y), tonumber(z)
-    local g = (window + segs - 1 - (window + segs - 1) % segs) / segs
+  elseif alg == 115 then -- s
+    local c, limit, window, segs, n, o, l, pre, cnt, rs
     if v then
-      local n, o, l, pre, c, rs = string.match(v, ARGV[4])
-      if n and (#v + 1 - rs) % 8 == 0 and not string.find(v, ids, rs, true) then
+      c, limit, window, segs, n, o, l, pre, cnt, rs = string.match(v, '^(s:(%d+):(%d+):(%d+))|(%d+)|(%d+)|(%d+)|([%d,]-)(%d+)|()')
+    else
+      limit, window, segs = string.match(cfg, '^s:(%d+):(%d+):(%d+)$')
+    end
+    if limit then
+      limit, window, segs = tonumber(limit), tonumber(window), tonumber(segs)
+      local g = (window + segs - 1 - (window + segs - 1) % segs) / segs
+      if not v then
+        if permits <= limit then
+          local t = redis.call('TIME')
+          local now = t[1] * 1000000 + t[2]
+          local k = string.format('%d', (now - now % g) / g)
+          redis.call('SET', KEYS[1], cfg .. '|' .. permits .. '|' .. k .. '|' .. k .. '|' .. permits .. '|' .. ids, 'PX', ARGV[5])
+          return limit - permits
+        end
+      elseif c == cfg and (#v + 1 - rs) % 8 == 0 and not string.find(v, ids, rs, true) then
         local t = redis.call('TIME')
         local now = t[1] * 1000000 + t[2]
         local k, cut = (now - now % g) / g, now - window
@@ -179,22 +197,16 @@ if (op == 'd' or op == 's') and permits and permits >= 1 and permits % 1 == 0 an
         n, l = n + permits, tonumber(l)
         if n <= limit and tonumber(o) >= cut and (k == l or k == l + 1) then
           if k == l then
-            c = string.format('%s%d|', pre, c + permits)
+            cnt = string.format('%s%d|', pre, cnt + permits)
           else
-            c = string.format('%s%s,%d|', pre, c, permits)
+            cnt = string.format('%s%s,%d|', pre, cnt, permits)
           end
           local s = #v - 39
           if s < rs then s = rs end
-          redis.call('SET', KEYS[1], cfg .. string.format('|%d|%s|%d|', n, o, k) .. c .. string.sub(v, s) .. ids, 'PX', ARGV[5])
+          redis.call('SET', KEYS[1], cfg .. string.format('|%d|%s|%d|', n, o, k) .. cnt .. string.sub(v, s) .. ids, 'PX', ARGV[5])
           return limit - n
         end
       end
-    elseif permits <= limit then
-      local t = redis.call('TIME')
-      local now = t[1] * 1000000 + t[2]
-      local k = string.format('%d', (now - now % g) / g)
-      redis.call('SET', KEYS[1], cfg .. '|' .. permits .. '|' .. k .. '|' .. k .. '|' .. permits .. '|' .. ids, 'PX', ARGV[5])
-      return limit - permits
     end
   end
 end
@@ -572,10 +584,7 @@ if comp then
     return redis.error_reply('COORD_BADARG a composite needs 1 to 32 components and their signature')
   end
 else
-  cfgs[1] = string.match(ARGV[4], '^%^([^|]+)|')
-  if not cfgs[1] then
-    return redis.error_reply('COORD_BADARG malformed limiter pattern')
-  end
+  cfgs[1] = ARGV[4]
 end
 local ps = {}
 for i, c in ipairs(cfgs) do

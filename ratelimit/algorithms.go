@@ -193,13 +193,12 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 // pxArg is the TTL in whole milliseconds (at least 1) of a span in µs.
 func pxArg(us int64) string { return strconv.FormatInt(max(ceilDiv(us, 1000), 1), 10) }
 
-// standalone builds the decision arguments of one limiter: the pattern
-// that parses its value (the cfg with the state's capture groups), and the
-// window (fixed window) or the TTL after a fast-path grant. Few arguments:
-// a server refuses a command of more than 10 before authentication with a
-// protocol error instead of NOAUTH.
-func standalone(s *spec, groups string, ttl string) {
-	s.tail = []any{"^" + s.cfg + "|" + groups, ttl}
+// standalone builds the decision arguments of one limiter: its cfg, and
+// the key's TTL after a fast-path grant (the window, for a fixed window).
+// Few arguments: a server refuses a command of more than 10 before
+// authentication with a protocol error instead of NOAUTH.
+func standalone(s *spec, ttl string) {
+	s.tail = []any{s.cfg, ttl}
 }
 
 func (c FixedWindow) spec() (*spec, error) {
@@ -214,7 +213,7 @@ func (c FixedWindow) spec() (*spec, error) {
 	}
 	w := int64(c.Window / time.Millisecond)
 	s := &spec{settings: c, alg: algFixed, capacity: c.Limit, cfg: fmt.Sprintf("f:%d:%d", c.Limit, w), window: c.Window}
-	standalone(s, "(%d+)|(%d+)|()", strconv.FormatInt(w, 10))
+	standalone(s, strconv.FormatInt(w, 10))
 	return s, nil
 }
 
@@ -231,7 +230,7 @@ func (c SlidingWindow) spec() (*spec, error) {
 	}
 	g := ceilDiv(w, int64(c.Segments))
 	s := &spec{settings: c, alg: algSliding, capacity: c.Limit, cfg: fmt.Sprintf("s:%d:%d:%d", c.Limit, w, c.Segments), window: c.Window}
-	standalone(s, "(%d+)|(%d+)|(%d+)|([%d,]-)(%d+)|()", pxArg(g+w))
+	standalone(s, pxArg(g+w))
 	return s, nil
 }
 
@@ -255,7 +254,7 @@ func (c TokenBucket) spec() (*spec, error) {
 	full := refills * p
 	s := &spec{settings: c, alg: algBucket, capacity: c.Limit, cfg: fmt.Sprintf("b:%d:%d:%d", c.Limit, c.TokensPerPeriod, p),
 		window: time.Duration(full) * time.Microsecond}
-	standalone(s, "(%-?%d+)|(%d+)|()", pxArg(full))
+	standalone(s, pxArg(full))
 	return s, nil
 }
 
@@ -307,7 +306,7 @@ func (c GCRA) spec() (*spec, error) {
 	spanUs := ceilDiv(span, d)
 	s := &spec{settings: c, alg: algGCRA, capacity: c.Burst, cfg: fmt.Sprintf("g:%d:%d:%d", c.Burst, q, d),
 		window: time.Duration(spanUs) * time.Microsecond}
-	standalone(s, "(%d+)|(%d+)|()", pxArg(spanUs))
+	standalone(s, pxArg(spanUs))
 	return s, nil
 }
 
