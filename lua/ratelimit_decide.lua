@@ -83,20 +83,27 @@ local permits, ids = tonumber(ARGV[2]), ARGV[3]
 -- continues below.
 if (op == 'd' or op == 's') and permits and permits >= 1 and permits % 1 == 0 and #ids == 8 then
   local cfg = ARGV[4]
+  -- ring returns the ids to keep (the last 5) when the stored value v,
+  -- read with settings c and its ring at rs, is under the caller's
+  -- settings with a well-formed ring not holding this call's id; else nil.
+  local function ring(v, c, rs)
+    if c == cfg and (#v + 1 - rs) % 8 == 0 and not string.find(v, ids, rs, true) then
+      local s = #v - 39
+      if s < rs then s = rs end
+      return string.sub(v, s)
+    end
+  end
   local alg = string.byte(cfg)
   local v = redis.call('GET', KEYS[1])
   if alg == 102 then -- f
     local c, limit, e, u, rs
     if v then
       c, limit, e, u, rs = string.match(v, '^(f:(%d+):%d+)|(%d+)|(%d+)|()')
-      if c == cfg and (#v + 1 - rs) % 8 == 0 and not string.find(v, ids, rs, true) then
+      local tail = ring(v, c, rs)
+      if tail and u + permits <= tonumber(limit) then
         u = u + permits
-        if u <= tonumber(limit) then
-          local s = #v - 39
-          if s < rs then s = rs end
-          redis.call('SET', KEYS[1], cfg .. '|' .. e .. '|' .. u .. '|' .. string.sub(v, s) .. ids, 'PXAT', e)
-          return limit - u
-        end
+        redis.call('SET', KEYS[1], cfg .. '|' .. e .. '|' .. u .. '|' .. tail .. ids, 'PXAT', e)
+        return limit - u
       end
     else
       local w
@@ -112,11 +119,7 @@ if (op == 'd' or op == 's') and permits and permits >= 1 and permits % 1 == 0 an
     local c, x, q, d, a, b, rs, tail
     if v then
       c, x, q, d, a, b, rs = string.match(v, '^(g:(%d+):(%d+):(%d+))|(%d+)|(%d+)|()')
-      if c == cfg and (#v + 1 - rs) % 8 == 0 and not string.find(v, ids, rs, true) then
-        local s = #v - 39
-        if s < rs then s = rs end
-        tail = string.sub(v, s)
-      end
+      tail = ring(v, c, rs)
     else
       x, q, d = string.match(cfg, '^g:(%d+):(%d+):(%d+)$')
       tail = x and ''
@@ -140,11 +143,7 @@ if (op == 'd' or op == 's') and permits and permits >= 1 and permits % 1 == 0 an
     local c, limit, per, period, tk, r, rs, tail
     if v then
       c, limit, per, period, tk, r, rs = string.match(v, '^(b:(%d+):(%d+):(%d+))|(%-?%d+)|(%d+)|()')
-      if c == cfg and (#v + 1 - rs) % 8 == 0 and not string.find(v, ids, rs, true) then
-        local s = #v - 39
-        if s < rs then s = rs end
-        tail = string.sub(v, s)
-      end
+      tail = ring(v, c, rs)
     else
       limit, per, period = string.match(cfg, '^b:(%d+):(%d+):(%d+)$')
       tail = limit and ''
@@ -189,7 +188,7 @@ if (op == 'd' or op == 's') and permits and permits >= 1 and permits % 1 == 0 an
           redis.call('SET', KEYS[1], cfg .. '|' .. permits .. '|' .. k .. '|' .. k .. '|' .. permits .. '|' .. ids, 'PX', ARGV[5])
           return limit - permits
         end
-      elseif c == cfg and (#v + 1 - rs) % 8 == 0 and not string.find(v, ids, rs, true) then
+      elseif ring(v, c, rs) then
         local t = redis.call('TIME')
         local now = t[1] * 1000000 + t[2]
         local k, cut = (now - now % g) / g, now - window
@@ -201,9 +200,7 @@ if (op == 'd' or op == 's') and permits and permits >= 1 and permits % 1 == 0 an
           else
             cnt = string.format('%s%s,%d|', pre, cnt, permits)
           end
-          local s = #v - 39
-          if s < rs then s = rs end
-          redis.call('SET', KEYS[1], cfg .. string.format('|%d|%s|%d|', n, o, k) .. cnt .. string.sub(v, s) .. ids, 'PX', ARGV[5])
+          redis.call('SET', KEYS[1], cfg .. string.format('|%d|%s|%d|', n, o, k) .. cnt .. ring(v, c, rs) .. ids, 'PX', ARGV[5])
           return limit - n
         end
       end

@@ -132,6 +132,8 @@ type Concurrency struct {
 // the key must give the same algorithms in the same order (other numbers
 // are migrated like a single limiter's, see [Limiter.Update]).
 type Composite struct {
+	// Components are the limits, in order: FixedWindow, SlidingWindow,
+	// TokenBucket or GCRA settings, 1 to 32.
 	Components []Settings
 }
 

@@ -72,10 +72,8 @@ func TestEveryPathRestoresTheExpiry(t *testing.T) {
 				}
 				// A re-send of a grant the key remembers.
 				persist()
-				client := b.Client(t)
-				hook := &resend{}
-				client.AddHook(hook)
-				l2 := build(t, withClient(t, b, client), k, key, 3, d)
+				hook, coord := hooked(t, b)
+				l2 := build(t, coord, k, key, 3, d)
 				acquire(t, l2, 0)
 				persist()
 				hook.armed.Store(true)

@@ -49,6 +49,16 @@ func (r *resend) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 	return next
 }
 
+// hooked returns a coordinator (the test's prefix) whose client re-sends
+// its next script call once armed.
+func hooked(t testing.TB, b *testharness.Backend) (*resend, *coordination.Coordinator) {
+	t.Helper()
+	client := b.Client(t)
+	hook := &resend{}
+	client.AddHook(hook)
+	return hook, withClient(t, b, client)
+}
+
 // available probes a limiter (its script reads the state without changing
 // it) and returns the permits free.
 func available(t testing.TB, l *Limiter) int64 {
@@ -67,10 +77,7 @@ func TestLostReplyConsumesOnce(t *testing.T) {
 		for _, k := range every {
 			for _, others := range []int{0, 1, 5, 6} {
 				t.Run(string(k)+"/"+itoa(int64(others))+" between", func(t *testing.T) {
-					client := b.Client(t)
-					hook := &resend{}
-					client.AddHook(hook)
-					coord := withClient(t, b, client)
+					hook, coord := hooked(t, b)
 					key := "resend:" + string(k) + ":" + itoa(int64(others))
 					l := build(t, coord, k, key, capacity, time.Minute)
 					o := build(t, b.Coordinator(t), k, key, capacity, time.Minute) // another process
@@ -169,10 +176,7 @@ func TestLostReplyAdjustsOnce(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		for _, k := range []kind{kBucket, kGCRA} {
-			client := b.Client(t)
-			hook := &resend{}
-			client.AddHook(hook)
-			coord := withClient(t, b, client)
+			hook, coord := hooked(t, b)
 			key := "resend-settle:" + string(k)
 			l := build(t, coord, k, key, 20, time.Minute)
 			le, err := l.Reserve(ctx, 10)
@@ -188,10 +192,7 @@ func TestLostReplyAdjustsOnce(t *testing.T) {
 			}
 		}
 		for _, k := range []kind{kFixed, kSliding, kBucket, kGCRA, kComp} {
-			client := b.Client(t)
-			hook := &resend{}
-			client.AddHook(hook)
-			coord := withClient(t, b, client)
+			hook, coord := hooked(t, b)
 			key := "resend-refund:" + string(k)
 			l := build(t, coord, k, key, 20, time.Minute)
 			a, c := acquire(t, l, 3), acquire(t, l, 2)
