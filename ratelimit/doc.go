@@ -38,9 +38,13 @@
 // a re-send that finds its id consumes nothing again and is answered as
 // the first send was (granted; with the permits available now). It is
 // recognised as long as at most 5 other grants, settlements or refunds
-// on the same key came between the first send and the re-send: with
-// go-redis' default backoff (8 to 512 ms), a key granting fewer than a
-// few hundred requests per second. A re-send that comes later, or after
+// on the same key came between the first send and the re-send. The gap is
+// go-redis' wait: a broken connection is seen at once and the command
+// re-sent after 10 to 30 ms (its default backoff), so a key granting fewer
+// than about 170 requests per second always recognises that re-send; a
+// reply that never arrives is given up only at the read timeout (3 s by
+// default), which the ring of a key granting more than a request or two per
+// second does not span. A re-send that comes later, or after
 // the key expired (its state was back to empty), or of a refusal (which
 // consumed nothing) is decided anew. With MaxRetries: -1 there is no
 // re-send: the call returns an error, and may have consumed once.
