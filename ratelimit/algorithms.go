@@ -154,7 +154,8 @@ type spec struct {
 	alg      byte
 	capacity int
 	// cfg is the settings as stored in Redis ("g:<burst>:<q>:<d>" ...);
-	// for a composite, its signature.
+	// for a composite, its signature; for concurrency, "x:<limit>:<ms>"
+	// (not stored: it tells settings apart).
 	cfg string
 	// tail is the decision script's ARGV[4:] (after op, permits, id).
 	tail []any
@@ -330,7 +331,7 @@ func (c Concurrency) spec() (*spec, error) {
 	if ms > maxSpanUs/1000 {
 		return nil, engine.InvalidArgument("leaseDuration", "must be at most %v, got %v", time.Duration(maxSpanUs)*time.Microsecond, d)
 	}
-	return &spec{settings: c, alg: algConc, capacity: c.Limit, leaseMs: ms}, nil
+	return &spec{settings: c, alg: algConc, capacity: c.Limit, leaseMs: ms, cfg: fmt.Sprintf("x:%d:%d", c.Limit, ms)}, nil
 }
 
 func (c Composite) spec() (*spec, error) {

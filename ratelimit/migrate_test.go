@@ -129,6 +129,19 @@ func TestUpdateNoOpsAndLimits(t *testing.T) {
 		if err := comp.Update(ctx, Composite{Components: issueComposite.Components[:2]}); !errors.Is(err, coordination.ErrInvalidArgument) {
 			t.Fatalf("a composite's structure changed: %v", err)
 		}
+		// A concurrency limiter's new limit applies to the leases held.
+		conc := build(t, c, kConc, "upd-conc", 1, time.Minute)
+		held := acquire(t, conc, 1)
+		if acquire(t, conc, 1).Acquired() {
+			t.Fatal("a second lease under limit 1")
+		}
+		update(t, conc, Concurrency{Limit: 2, LeaseDuration: time.Minute})
+		second := acquire(t, conc, 1)
+		if !second.Acquired() {
+			t.Fatal("no second lease after raising the limit to 2")
+		}
+		_ = held.Release(ctx)
+		_ = second.Release(ctx)
 		l.Close()
 		if err := l.Update(ctx, GCRA{Burst: 5, Interval: time.Minute}); !errors.Is(err, coordination.ErrClosed) {
 			t.Fatalf("Update after Close: %v", err)

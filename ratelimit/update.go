@@ -72,7 +72,7 @@ func (l *Limiter) Update(ctx context.Context, s Settings) error {
 		return op.End(engine.ErrClosed)
 	}
 	l.settingsMu.Lock()
-	same := l.sp.cfg == next.cfg && l.sp.leaseMs == next.leaseMs
+	same := l.sp.cfg == next.cfg
 	if !same {
 		l.sp = next
 	}
