@@ -92,7 +92,7 @@ func benchSetup(b *testing.B) (noop benchCase, decisions []benchCase) {
 	mk("fixed", l, err)
 	l, err = NewSlidingWindow(coord, "bench:sliding", SlidingWindow{Limit: big, Window: time.Minute, Segments: 10})
 	mk("sliding", l, err)
-	l, err = NewTokenBucket(coord, "bench:bucket", TokenBucket{Limit: big, TokensPerPeriod: 1, Period: time.Hour})
+	l, err = NewTokenBucket(coord, "bench:bucket", TokenBucket{Limit: big, TokensPerPeriod: big, Period: time.Hour})
 	mk("bucket", l, err)
 	l, err = NewGCRA(coord, "bench:gcra", GCRA{Burst: big, Interval: time.Millisecond})
 	mk("gcra", l, err)
