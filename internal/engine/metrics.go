@@ -108,9 +108,9 @@ var (
 		"Idempotency Abandon answers, by result (abandoned; not_owner: the caller holds no pending claim, it expired, was abandoned, taken over or completed).")
 
 	RateLimitAllowed = def(Counter, "coordination.rate_limit.allowed", "{lease}", "",
-		"Rate-limit acquisitions that returned an acquired lease (once per Allow or Wait).")
+		"Rate-limit acquisitions that returned an acquired lease (once per Allow, Wait or Reserve).")
 	RateLimitBlocked = def(Counter, "coordination.rate_limit.blocked", "{lease}", "reason",
-		"Rate-limit acquisitions that returned an unacquired lease, by reason (capacity, unavailable).")
+		"Rate-limit acquisitions that returned an unacquired lease (once per Allow, Wait or Reserve), by reason (capacity, deny_list, unavailable).")
 	RateLimitUnavailable = def(Counter, "coordination.rate_limit.unavailable", "{decision}", "failure_mode",
 		"Rate-limit decisions Redis could not give, by the failure mode applied.")
 	// RateLimitConcurrencyMetrics are the lease instruments of concurrency
