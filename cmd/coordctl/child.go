@@ -36,7 +36,7 @@ func startChild(args, env []string, stdout, stderr io.Writer) (*child, error) {
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Stdout, cmd.Stderr = unwrap(stdout), unwrap(stderr)
 	cmd.SysProcAttr = procAttr()
 	// A grandchild holding the output pipes open must not block wait
 	// forever once the command itself has exited.

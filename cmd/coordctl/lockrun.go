@@ -16,57 +16,55 @@ import (
 	"github.com/coordkit/coordination/fencing"
 )
 
-// exitNotAcquired is lock run's exit status when --no-wait or --timeout
-// gives up because someone else holds the lock (EX_TEMPFAIL of sysexits.h).
-const exitNotAcquired = 75
-
 func init() {
 	register(command{
 		name:  "lock run",
-		usage: "lock run --key K [--ttl 30s] [--no-wait] -- cmd args  run a command under a kept-alive fenced lock",
+		usage: "lock run --key K [--ttl 30s] [--no-wait] -- cmd args      run a command under a kept-alive fenced lock",
 		run:   runLockRun,
 	})
 }
 
 func runLockRun(args []string, stdout, stderr io.Writer) int {
-	fs, cf := subcommandFlags("lock run", stderr, `usage: coordctl lock run --key K [--ttl 30s] [--timeout 0 | --no-wait] [--grace 10s] -- cmd args
+	fs := newFlags("lock run", stdout, stderr, `usage: coordctl lock run --key K [--ttl 30s] [--timeout 0 | --no-wait] [--grace 10s] -- cmd args
 
 Runs cmd while holding the fenced lock K (a distributed flock): it waits for the
 lock (without polling), starts cmd with COORD_FENCING_TOKEN (the lock's fencing
 token) and COORD_LOCK_KEY in its environment, renews the lock every TTL/3, and
 releases it when cmd exits. If the lock is lost (renewals fail until its local
-deadline, or it was taken over), cmd gets SIGTERM, then SIGKILL after --grace.
-On SIGINT/SIGTERM coordctl stops cmd the same way and releases the lock.
+deadline, or it was taken over), cmd gets SIGTERM, then SIGKILL after --grace, and
+coordctl exits 75. On SIGINT/SIGTERM coordctl stops cmd the same way and releases
+the lock. A release is bounded by what is left of the lease: after a loss on a
+stopped server it gives up at once.
 
-Exit status: cmd's own (128+N when killed by signal N); 75 when --no-wait or
---timeout found the lock held, or when the lock was lost and cmd then exited 0;
-127/126 when cmd cannot be found or started (the lock is not taken); 1 on other
-errors; 2 on bad usage.`)
+Exit status: cmd's own (128+N when killed by signal N); 1 when --no-wait or
+--timeout found the lock held; 75 when the lock was lost while cmd ran; 127/126
+when cmd cannot be found or started (the lock is not taken); 2 on bad usage; 3 when
+the server cannot be reached.`, `coordctl lock run --redis redis://127.0.0.1:6379/0 --key nightly-report --ttl 30s -- ./report.sh
+coordctl lock run --key nightly-report --no-wait -- ./report.sh   # $COORD_REDIS_URL; exit 1 when held`)
 	key := fs.String("key", "", "lock name (keys {K}:lock and {K}:fence); required")
 	ttl := fs.Duration("ttl", 30*time.Second, "lock TTL: a crashed coordctl's lock frees itself after this long")
 	timeout := fs.Duration("timeout", 0, "give up waiting for the lock after this long (exit 75); 0 waits forever")
 	noWait := fs.Bool("no-wait", false, "fail at once (exit 75) when the lock is held")
 	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command")
-	if err := fs.Parse(args); err != nil {
-		return parseStatus(err)
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	cmdArgs := fs.Args()
 	switch {
-	case *key == "" || len(cmdArgs) == 0:
-		fmt.Fprintln(stderr, "coordctl lock run: --key and a command (after --) are required")
-		fs.Usage()
-		return 2
+	case *key == "":
+		return fs.usagef("--key is required, e.g. --key nightly-report")
+	case len(cmdArgs) == 0:
+		return fs.usagef("a command is required after --, e.g. -- ./report.sh")
 	case *ttl < 10*time.Millisecond:
-		fmt.Fprintf(stderr, "coordctl lock run: --ttl must be at least 10ms, got %v\n", *ttl)
-		return 2
-	case *timeout < 0 || *grace < 0:
-		fmt.Fprintln(stderr, "coordctl lock run: --timeout and --grace must not be negative")
-		return 2
+		return fs.usagef("--ttl must be at least 10ms, got %v; e.g. --ttl 30s", *ttl)
+	case *timeout < 0:
+		return fs.usagef("--timeout must not be negative; e.g. --timeout 1m")
+	case *grace < 0:
+		return fs.usagef("--grace must not be negative; e.g. --grace 10s")
 	case *noWait && *timeout > 0:
-		fmt.Fprintln(stderr, "coordctl lock run: give --no-wait or --timeout, not both")
-		return 2
+		return fs.usagef("give --no-wait or --timeout, not both")
 	}
-	coord, desc, stop, code := connectForCommand("lock run", cf, cmdArgs, stderr)
+	coord, desc, stop, code := connectForCommand(fs, cmdArgs)
 	if stop == nil {
 		return code
 	}
@@ -96,15 +94,14 @@ errors; 2 on bad usage.`)
 	case sigCtx.Err() != nil:
 		logf("interrupted while waiting for the lock")
 		return 130
-	case errors.Is(err, coordination.ErrNotAcquired):
+	case errors.Is(err, coordination.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded):
 		logf("lock %q is held by someone else", *key)
-		return exitNotAcquired
+		return exitRefused
 	default:
-		fmt.Fprintf(stderr, "coordctl lock run: %v\n", err)
-		return 1
+		return fail(stderr, "lock run", err)
 	}
 	release := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout(lk.Remaining()))
 		defer cancel()
 		if out, err := lk.Release(ctx); err != nil {
 			logf("release failed (the lock ends at its TTL): %v", err)
@@ -139,36 +136,41 @@ errors; 2 on bad usage.`)
 		return code
 	case <-lk.Done():
 		code := stopFor(fmt.Sprintf("lock lost (%v)", context.Cause(lk.Context())))
-		if code == 0 {
-			// The command's work was cut short: never report success.
-			return exitNotAcquired
-		}
-		return code
+		// The command's work was cut short: never report its status, which
+		// may be success.
+		logf("exiting 75 (lost while running; the command's status was %d)", code)
+		return exitLost
 	case <-sigCtx.Done():
 		return stopFor("signal received")
 	}
 }
 
-// connectForCommand does what lock run and leader run need before they
-// contend: it checks the connection flags (exit 2), finds the command
-// (127/126: a typo must not take a lock, draw a fencing token or win a
-// term), makes a closed stdout or stderr (coordctl ... | head) a write
-// error instead of a SIGPIPE death that would leave the lock held, and
-// connects (exit 1). On failure stop is nil and code is the exit status.
-func connectForCommand(name string, cf *connFlags, cmdArgs []string, stderr io.Writer) (coord *coordination.Coordinator, desc string, stop func(), code int) {
-	if err := cf.check(); err != nil {
-		fmt.Fprintf(stderr, "coordctl %s: %v\n", name, err)
-		return nil, "", nil, 2
+// releaseTimeout bounds a release by what is left of the lease (at least
+// 250ms, at most 5s): once the lease has ended on the server, a release
+// has nothing left to do, and waiting on a stopped server only delays the
+// exit.
+func releaseTimeout(remaining time.Duration) time.Duration {
+	return min(max(remaining, 250*time.Millisecond), 5*time.Second)
+}
+
+// connectForCommand does what lock run, semaphore run and leader run need
+// before they contend: it finds the command (127/126: a typo must not take
+// a lock, draw a fencing token or win a term), makes a closed stdout or
+// stderr (coordctl ... | head) a write error instead of a SIGPIPE death
+// that would leave the lock held, and connects (exit 2 or 3). On failure
+// stop is nil and code is the exit status.
+func connectForCommand(fs *cmdFlags, cmdArgs []string) (coord *coordination.Coordinator, desc string, stop func(), code int) {
+	if err := fs.cf.Resolve(); err != nil {
+		return nil, "", nil, fail(fs.stderr, fs.name, err)
+	}
+	if _, _, err := fs.cf.Options(); err != nil {
+		return nil, "", nil, fail(fs.stderr, fs.name, err)
 	}
 	if _, err := exec.LookPath(cmdArgs[0]); err != nil {
-		fmt.Fprintf(stderr, "coordctl %s: cannot start %s: %v\n", name, cmdArgs[0], err)
+		fmt.Fprintf(fs.stderr, "coordctl %s: cannot start %s: %v\n", fs.name, cmdArgs[0], err)
 		return nil, "", nil, exitStatusFor(err)
 	}
 	signal.Ignore(syscall.SIGPIPE)
-	coord, desc, stop, err := cf.coordinator()
-	if err != nil {
-		fmt.Fprintf(stderr, "coordctl %s: %v\n", name, err)
-		return nil, "", nil, 1
-	}
-	return coord, desc, stop, 0
+	coord, _, desc, stop, code = fs.connectCoord()
+	return coord, desc, stop, code
 }

@@ -28,20 +28,20 @@ func TestLockRunRunsUnderTheLock(t *testing.T) {
 			t.Fatal("the lock was not released after the command exited")
 		}
 		// While another process holds the lock, --no-wait and --timeout give up
-		// with 75 and never start the command.
+		// with 1 and never start the command.
 		coord := b.Coordinator(t)
 		holder, err := fencing.TryAcquire(ctx, coord, "{job}:lock", "{job}:fence", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
 		code, out, _ = runCmd(t, append(append([]string{"lock", "run"}, conn...), "--key", "job", "--no-wait", "--", "echo", "ran")...)
-		if code != exitNotAcquired || out != "" {
-			t.Fatalf("--no-wait on a held lock = %d %q, want 75 and no output", code, out)
+		if code != exitRefused || out != "" {
+			t.Fatalf("--no-wait on a held lock = %d %q, want 1 and no output", code, out)
 		}
 		start := time.Now()
 		code, _, _ = runCmd(t, append(append([]string{"lock", "run"}, conn...), "--key", "job", "--timeout", "200ms", "--", "echo", "ran")...)
-		if code != exitNotAcquired || time.Since(start) < 200*time.Millisecond {
-			t.Fatalf("--timeout 200ms = %d after %v, want 75 after 200ms", code, time.Since(start))
+		if code != exitRefused || time.Since(start) < 200*time.Millisecond {
+			t.Fatalf("--timeout 200ms = %d after %v, want 1 after 200ms", code, time.Since(start))
 		}
 		// A blocked lock run starts the command once the holder releases.
 		type res struct {
@@ -69,7 +69,7 @@ func TestLockRunRunsUnderTheLock(t *testing.T) {
 }
 
 // When the lock is lost, the command is stopped (SIGTERM) and coordctl
-// exits with its status.
+// exits 75 (lost while running), whatever the command's status.
 func TestLockRunStopsTheCommandWhenTheLockIsLost(t *testing.T) {
 	url, raw := leaderServer(t)
 	p := startCoordctl(t, "lock", "run", "--redis", url, "--key", "lost", "--ttl", "300ms", "--grace", "2s",
@@ -80,10 +80,10 @@ func TestLockRunStopsTheCommandWhenTheLockIsLost(t *testing.T) {
 	if err := raw.Del(context.Background(), "{lost}:lock").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.waitExit(t, 5*time.Second); code != 42 {
-		t.Fatalf("exit %d, want the command's 42; output:\n%s", code, p.out.String())
+	if code := p.waitExit(t, 5*time.Second); code != exitLost {
+		t.Fatalf("exit %d, want 75; output:\n%s", code, p.out.String())
 	}
-	if out := p.out.String(); !strings.Contains(out, "lock lost") || !strings.Contains(out, "got SIGTERM") {
+	if out := p.out.String(); !strings.Contains(out, "lock lost") || !strings.Contains(out, "got SIGTERM") || !strings.Contains(out, "status was 42") {
 		t.Fatalf("output:\n%s", out)
 	}
 }
@@ -98,7 +98,7 @@ func TestLockRunLostThenCleanExitIs75(t *testing.T) {
 	if err := raw.Del(context.Background(), "{lost0}:lock").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.waitExit(t, 5*time.Second); code != exitNotAcquired {
+	if code := p.waitExit(t, 5*time.Second); code != exitLost {
 		t.Fatalf("exit %d, want 75; output:\n%s", code, p.out.String())
 	}
 }
@@ -156,7 +156,7 @@ func TestLockRunUsageAndStartErrors(t *testing.T) {
 	if code, _, errOut := runCmd(t, "lock"); code != 2 || !strings.Contains(errOut, "lock run") {
 		t.Errorf("coordctl lock: exit %d, stderr %q", code, errOut)
 	}
-	if code, _, _ := runCmd(t, "lock", "run", "--redis", "redis://127.0.0.1:1/0", "--key", "k", "--", "true"); code != 1 {
-		t.Fatalf("unreachable server: exit %d, want 1", code)
+	if code, _, _ := runCmd(t, "lock", "run", "--redis", "redis://127.0.0.1:1/0", "--key", "k", "--", "true"); code != exitConn {
+		t.Fatalf("unreachable server: exit %d, want 3", code)
 	}
 }
