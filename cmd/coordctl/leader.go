@@ -227,4 +227,3 @@ func shown(id string) string {
 	}
 	return id
 }
-

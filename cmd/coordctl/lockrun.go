@@ -71,7 +71,7 @@ coordctl lock run --key nightly-report --no-wait -- ./report.sh   # $COORD_REDIS
 	defer stop()
 	logf := timeline(stderr, "lock run")
 
-	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigCtx, stopSignals := notifySignals()
 	defer stopSignals()
 	leaseKey, fenceKey := fencedKeys(*key, "lock")
 	var (
@@ -100,30 +100,49 @@ coordctl lock run --key nightly-report --no-wait -- ./report.sh   # $COORD_REDIS
 	default:
 		return fail(stderr, "lock run", err)
 	}
-	release := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout(lk.Remaining()))
-		defer cancel()
-		if out, err := lk.Release(ctx); err != nil {
-			logf("release failed (the lock ends at its TTL): %v", err)
-		} else {
-			logf("lock %s", out)
-		}
-	}
 	lk.KeepAlive()
 	logf("acquired lock %q with fencing token %d; starting %s", *key, lk.FencingToken(), cmdArgs[0])
-	c, err := startChild(cmdArgs, []string{
+	return runHolding(lk, "lock", cmdArgs, []string{
 		"COORD_FENCING_TOKEN=" + strconv.FormatInt(lk.FencingToken(), 10),
 		"COORD_LOCK_KEY=" + *key,
-	}, stdout, stderr)
+	}, *grace, sigCtx, logf, stdout, stderr, "lock run")
+}
+
+// held is what lock run and semaphore run hold while their command runs:
+// a *fencing.Lock or a *semaphore.Permit, kept alive.
+type held interface {
+	Done() <-chan struct{}
+	Context() context.Context
+	Remaining() time.Duration
+	Release(ctx context.Context) (coordination.ReleaseOutcome, error)
+}
+
+// runHolding starts cmdArgs (with env added) while h is held, and returns
+// the exit status: the command's when it exits on its own or is stopped
+// by a signal to coordctl (sigCtx), exitLost when h is lost first (the
+// command is then stopped: SIGTERM, SIGKILL after grace). h is released
+// in every case, within releaseTimeout of what is left of it.
+func runHolding(h held, what string, cmdArgs, env []string, grace time.Duration, sigCtx context.Context,
+	logf func(string, ...any), stdout, stderr io.Writer, name string) int {
+	release := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout(h.Remaining()))
+		defer cancel()
+		if out, err := h.Release(ctx); err != nil {
+			logf("release failed (the %s ends at its TTL): %v", what, err)
+		} else {
+			logf("%s %s", what, out)
+		}
+	}
+	c, err := startChild(cmdArgs, env, stdout, stderr)
 	if err != nil {
 		release()
-		fmt.Fprintf(stderr, "coordctl lock run: cannot start %s: %v\n", cmdArgs[0], err)
+		fmt.Fprintf(stderr, "coordctl %s: cannot start %s: %v\n", name, cmdArgs[0], err)
 		return exitStatusFor(err)
 	}
-	// stopFor stops the command (why says why) and releases the lock.
-	stopFor := func(why string) int {
-		logf("%s; stopping the command (SIGTERM, SIGKILL after %v)", why, *grace)
-		code := c.stop(*grace)
+	// stopFor stops the command with sig (why says why) and releases h.
+	stopFor := func(why string, sig os.Signal) int {
+		logf("%s; stopping the command (%v, SIGKILL after %v)", why, signalName(sig), grace)
+		code := c.stopWith(sig, grace)
 		logf("command stopped with status %d", code)
 		release()
 		return code
@@ -134,15 +153,57 @@ coordctl lock run --key nightly-report --no-wait -- ./report.sh   # $COORD_REDIS
 		logf("command exited with status %d", code)
 		release()
 		return code
-	case <-lk.Done():
-		code := stopFor(fmt.Sprintf("lock lost (%v)", context.Cause(lk.Context())))
+	case <-h.Done():
+		code := stopFor(fmt.Sprintf("%s lost (%v)", what, context.Cause(h.Context())), syscall.SIGTERM)
 		// The command's work was cut short: never report its status, which
 		// may be success.
 		logf("exiting 75 (lost while running; the command's status was %d)", code)
 		return exitLost
 	case <-sigCtx.Done():
-		return stopFor("signal received")
+		sig := receivedSignal(sigCtx)
+		return stopFor(signalName(sig)+" received", sig)
 	}
+}
+
+// signalCause is the cause of a notifySignals context: the signal.
+type signalCause struct{ sig os.Signal }
+
+func (s signalCause) Error() string { return signalName(s.sig) + " received" }
+
+// notifySignals returns a context cancelled by the first SIGINT or SIGTERM
+// to coordctl, with the signal as its cause (see receivedSignal).
+func notifySignals() (context.Context, func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(signalCause{s})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel(nil) }
+}
+
+// receivedSignal returns the signal that ended a notifySignals context
+// (SIGTERM when unknown), to forward to the command.
+func receivedSignal(ctx context.Context) os.Signal {
+	var sc signalCause
+	if errors.As(context.Cause(ctx), &sc) {
+		return sc.sig
+	}
+	return syscall.SIGTERM
+}
+
+func signalName(sig os.Signal) string {
+	switch sig {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM, nil:
+		return "SIGTERM"
+	}
+	return sig.String()
 }
 
 // releaseTimeout bounds a release by what is left of the lease (at least

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coordkit/coordination/fencing"
+	"github.com/coordkit/coordination/internal/faultproxy"
 	"github.com/coordkit/coordination/internal/testharness"
 )
 
@@ -158,5 +159,26 @@ func TestLockRunUsageAndStartErrors(t *testing.T) {
 	}
 	if code, _, _ := runCmd(t, "lock", "run", "--redis", "redis://127.0.0.1:1/0", "--key", "k", "--", "true"); code != exitConn {
 		t.Fatalf("unreachable server: exit %d, want 3", code)
+	}
+}
+
+// After the lock is lost to a server that stopped answering, lock run does
+// not wait seconds on a release that cannot succeed: the release is bounded
+// by what is left of the lease (nothing).
+func TestLockRunBoundedReleaseAfterLoss(t *testing.T) {
+	srv := testharness.StartStandalone(t, testharness.FirstFlavor(t))
+	p := faultproxy.Start(t, srv.Addr)
+	c := startCoordctl(t, "lock", "run", "--redis", "redis://"+p.Addr()+"/0", "--key", "bh", "--ttl", "600ms", "--grace", "1s",
+		"--", "sh", "-c", `trap 'exit 0' TERM; echo started; while :; do sleep 0.05; done`)
+	c.waitOutput(t, "started", 5*time.Second)
+	p.BlackHole(faultproxy.Both)
+	c.waitOutput(t, "lock lost", 5*time.Second)
+	lost := time.Now()
+	if code := c.waitExit(t, 10*time.Second); code != exitLost {
+		t.Fatalf("exit %d, want 75; output:\n%s", code, c.out.String())
+	}
+	// The command exits at once on SIGTERM; the release gets 250ms.
+	if took := time.Since(lost); took > 2*time.Second {
+		t.Fatalf("lock run took %v to exit after the loss (release unbounded); output:\n%s", took, c.out.String())
 	}
 }

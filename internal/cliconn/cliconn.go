@@ -177,6 +177,15 @@ func (f *Flags) Options() (*redis.UniversalOptions, string, error) {
 	return nil, "", nil
 }
 
+// contextTimeouts makes go-redis honour the context's deadline on the
+// socket: a tool that bounds a release by what is left of a lease must not
+// wait out the 3s read timeout (and its retries) on a server that stopped
+// answering.
+func contextTimeouts(o *redis.UniversalOptions) *redis.UniversalOptions {
+	o.ContextTimeoutEnabled = true
+	return o
+}
+
 // tlsFor returns the TLS configuration of a rediss:// connection to addr.
 func tlsFor(addr string) *tls.Config {
 	host, _, err := net.SplitHostPort(addr)
@@ -285,6 +294,9 @@ func (f *Flags) Connect(ctx context.Context) (*Client, error) {
 	o, desc, err := f.Options()
 	if err != nil {
 		return nil, err
+	}
+	if o != nil {
+		o = contextTimeouts(o)
 	}
 	if o == nil {
 		return nil, usagef("no server: give --redis URL (e.g. --redis %s), --cluster or --sentinel, or set %s", ExampleURL, EnvURL)
