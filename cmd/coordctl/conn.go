@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -117,6 +118,7 @@ func fail(stderr io.Writer, name string, err error) int {
 type cmdFlags struct {
 	*flag.FlagSet
 	name   string
+	help   func() // prints the usage, an example, the flags and the exit statuses on stdout
 	cf     *connFlags
 	stdout io.Writer
 	stderr io.Writer
@@ -129,11 +131,22 @@ func newFlags(name string, stdout, stderr io.Writer, usage, example string) *cmd
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are printed by parse, in one line
 	c := &cmdFlags{FlagSet: fs, name: name, cf: &connFlags{}, stdout: stdout, stderr: stderr}
-	fs.Usage = func() {
+	// The flag package calls Usage on every parse error too: parse prints
+	// it for -h only.
+	fs.Usage = func() {}
+	c.help = func() {
 		fmt.Fprintf(stdout, "%s\n\nExample:\n%s\n\nFlags:\n", usage, indent(example))
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
+		fs.VisitAll(func(f *flag.Flag) {
+			kind, text := flag.UnquoteUsage(f)
+			line := "  --" + f.Name
+			if kind != "" {
+				line += " " + kind
+			}
+			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
+				text += " (default " + f.DefValue + ")"
+			}
+			fmt.Fprintf(stdout, "%s\n      %s\n", line, text)
+		})
 		fmt.Fprintf(stdout, "\n%s\n", exitTable)
 	}
 	c.cf.register(fs)
@@ -153,6 +166,7 @@ func (c *cmdFlags) parse(args []string) (int, bool) {
 		return 0, true
 	}
 	if errors.Is(err, flag.ErrHelp) {
+		c.help()
 		return exitOK, false
 	}
 	c.usagef("%s", c.flagProblem(err))
@@ -185,6 +199,9 @@ func (c *cmdFlags) flagProblem(err error) string {
 			if j := strings.Index(name, ":"); j >= 0 {
 				name = name[:j]
 			}
+		}
+		if u, err := strconv.Unquote(val); err == nil {
+			val = u
 		}
 		return fmt.Sprintf("--%s %s is not %s, e.g. --%s %s", name, val, c.kindOf(name), name, c.exampleValue(name))
 	}

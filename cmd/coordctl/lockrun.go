@@ -43,8 +43,8 @@ the server cannot be reached.`, `coordctl lock run --redis redis://127.0.0.1:637
 coordctl lock run --key nightly-report --no-wait -- ./report.sh   # $COORD_REDIS_URL; exit 1 when held`)
 	key := fs.String("key", "", "lock name (keys {K}:lock and {K}:fence); required")
 	ttl := fs.Duration("ttl", 30*time.Second, "lock TTL: a crashed coordctl's lock frees itself after this long")
-	timeout := fs.Duration("timeout", 0, "give up waiting for the lock after this long (exit 75); 0 waits forever")
-	noWait := fs.Bool("no-wait", false, "fail at once (exit 75) when the lock is held")
+	timeout := fs.Duration("timeout", 0, "give up waiting for the lock after this long (exit 1); 0 waits forever")
+	noWait := fs.Bool("no-wait", false, "fail at once (exit 1) when the lock is held")
 	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command")
 	if code, ok := fs.parse(args); !ok {
 		return code

@@ -46,8 +46,11 @@ var commands = map[string]command{}
 
 func register(c command) { commands[c.name] = c }
 
+// go-redis' own log lines (dial retries and the like) are discarded:
+// coordctl reports connection errors itself, once.
+func init() { redis.SetLogger(quietLogger{}) }
+
 func main() {
-	redis.SetLogger(quietLogger{})
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
