@@ -47,26 +47,14 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.prefix, "prefix", "", "key prefix prepended to every key, as the application's coordination.WithKeyPrefix")
 }
 
-// connect returns a client for the flags. When no server is named and
-// embedded is true, it starts an in-process miniredis whose clock follows
-// the wall clock; stop releases it. The error is a *cliconn.UsageError or
-// *cliconn.ConnError (see exitFor).
+// connect returns a client for the flags (see cliconn.Flags.Open). The
+// error is a *cliconn.UsageError or *cliconn.ConnError (see exitFor).
 func (c *connFlags) connect(embedded bool) (client redis.UniversalClient, desc string, stop func(), err error) {
-	if err := c.Resolve(); err != nil {
-		return nil, "", nil, err
-	}
-	if !c.Given() && embedded {
-		e, err := cliconn.StartEmbedded()
-		if err != nil {
-			return nil, "", nil, err
-		}
-		return e.Client, "embedded miniredis (use --redis redis://127.0.0.1:6379/0 for a real server)", e.Close, nil
-	}
-	cl, err := c.Connect(context.Background())
+	cl, stop, err := c.Open(context.Background(), embedded)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	return cl.UniversalClient, cl.Desc, func() { _ = cl.Close() }, nil
+	return cl.UniversalClient, cl.Desc, stop, nil
 }
 
 // coordinator connects to the server the flags name (no embedded server)
@@ -88,16 +76,10 @@ func (c *connFlags) coordinator() (coord *coordination.Coordinator, client redis
 // or URL, an invalid argument), 3 when the server cannot be reached or
 // refused authentication, 1 otherwise.
 func exitFor(err error) int {
-	var ue *cliconn.UsageError
-	switch {
-	case err == nil:
-		return exitOK
-	case errors.As(err, &ue), errors.Is(err, coordination.ErrInvalidArgument):
+	if errors.Is(err, coordination.ErrInvalidArgument) {
 		return exitUsage
-	case cliconn.IsConnError(err):
-		return exitConn
 	}
-	return exitRefused
+	return cliconn.ExitCode(err)
 }
 
 // fail prints "coordctl NAME: err" (with a hint for connection errors met

@@ -321,6 +321,45 @@ func (f *Flags) Connect(ctx context.Context) (*Client, error) {
 	return &Client{UniversalClient: c, Desc: desc}, nil
 }
 
+// Open resolves the flags (see Resolve) and connects: to the server they
+// name, pinged (see Connect), or, when none is named and embedded is true,
+// to a fresh embedded miniredis. close releases the client (and the
+// embedded server).
+func (f *Flags) Open(ctx context.Context, embedded bool) (c *Client, close func(), err error) {
+	if err := f.Resolve(); err != nil {
+		return nil, nil, err
+	}
+	if !f.Given() && embedded {
+		e, err := StartEmbedded()
+		if err != nil {
+			return nil, nil, err
+		}
+		return &Client{UniversalClient: e.Client, Desc: "embedded miniredis (give --redis URL or $" + EnvURL + " for a real server)"}, e.Close, nil
+	}
+	c, err = f.Connect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func() { _ = c.Close() }, nil
+}
+
+// ExitCode is the exit status for an error of Open, Connect or the work
+// that followed: 0 for nil, 2 for a *UsageError or flag.ErrHelp, 3 for a
+// connection error (IsConnError), 1 otherwise. coordctl and the examples
+// exit with it.
+func ExitCode(err error) int {
+	var ue *UsageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue), errors.Is(err, flag.ErrHelp):
+		return 2
+	case IsConnError(err):
+		return 3
+	}
+	return 1
+}
+
 // Ping pings c within PingTimeout and returns an error that says what to
 // do: for an authentication failure, how to give a password.
 // hadPassword says whether the connection gave one.

@@ -3,6 +3,8 @@ package cliconn
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -80,5 +82,26 @@ func TestCredentialsReachTheOptions(t *testing.T) {
 	f = Flags{Cluster: "a:1"}
 	if err := f.Resolve(); err != nil || f.URL != "" {
 		t.Fatalf("Resolve read $%s although --cluster was given: %+v %v", EnvURL, f, err)
+	}
+}
+
+// coordctl and every example read one environment variable, through this
+// package: no other *REDIS* variable is read anywhere.
+func TestOneEnvironmentVariable(t *testing.T) {
+	files, err := filepath.Glob("../../examples/*/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example sources: %v", err)
+	}
+	more, _ := filepath.Glob("../../cmd/coordctl/*.go")
+	for _, f := range append(files, more...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []string{`Getenv("REDIS`, `Getenv("COORD_CLUSTER`, `"REDIS_URL"`, `redis.ParseURL(`} {
+			if strings.Contains(string(b), bad) {
+				t.Errorf("%s reads its server with %s instead of cliconn (one variable: %s)", f, bad, EnvURL)
+			}
+		}
 	}
 }
