@@ -15,18 +15,24 @@ import (
 // minimalArgs are arguments that get each command past its own checks to
 // the point where it connects.
 var minimalArgs = map[string][]string{
-	"demo":            nil,
-	"lock run":        {"--key", "k", "--", "true"},
-	"semaphore run":   {"--key", "k", "--capacity", "1", "--", "true"},
-	"leader run":      {"--key", "k", "--", "true"},
-	"leader status":   {"--key", "k"},
-	"latch create":    {"--key", "k", "--count", "1"},
-	"latch countdown": {"--key", "k"},
-	"latch wait":      {"--key", "k"},
-	"ratelimit try":   {"--key", "k", "--limit", "1", "--algorithm", "gcra", "--period", "1s"},
-	"denylist add":    {"--key", "k", "id"},
-	"denylist remove": {"--key", "k", "id"},
-	"denylist check":  {"--key", "k", "id"},
+	"demo":               nil,
+	"lock run":           {"--key", "k", "--", "true"},
+	"semaphore run":      {"--key", "k", "--capacity", "1", "--", "true"},
+	"leader run":         {"--key", "k", "--", "true"},
+	"leader status":      {"--key", "k"},
+	"latch create":       {"--key", "k", "--count", "1"},
+	"latch countdown":    {"--key", "k"},
+	"latch wait":         {"--key", "k"},
+	"ratelimit try":      {"--key", "k", "--limit", "1", "--algorithm", "gcra", "--period", "1s"},
+	"denylist add":       {"--key", "k", "id"},
+	"denylist remove":    {"--key", "k", "id"},
+	"denylist check":     {"--key", "k", "id"},
+	"inspect":            {"k"},
+	"idempotency show":   {"--key", "k"},
+	"idempotency forget": {"--key", "k"},
+	"repair claim":       {"--key", "k"},
+	"repair latch":       {"--key", "k", "--delete"},
+	"repair semaphore":   {"--key", "k", "--list"},
 }
 
 func commandNames() []string {

@@ -164,7 +164,7 @@ func fetch(ctx context.Context, c redis.UniversalClient, key string) (*snapshot,
 	return s, nil
 }
 
-func fetchOne(ctx context.Context, c redis.UniversalClient, key string) (*snapshot, error) {
+func fetchOne(ctx context.Context, c redis.Cmdable, key string) (*snapshot, error) {
 	s := &snapshot{Key: key}
 	var (
 		typ  *redis.StatusCmd
@@ -256,7 +256,7 @@ func fetchOne(ctx context.Context, c redis.UniversalClient, key string) (*snapsh
 
 // serverTime returns the server's time in µs, from the node that holds
 // key on a Cluster.
-func serverTime(ctx context.Context, c redis.UniversalClient, key string) (int64, error) {
+func serverTime(ctx context.Context, c redis.Cmdable, key string) (int64, error) {
 	node := c
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		n, err := cc.MasterForKey(ctx, key)

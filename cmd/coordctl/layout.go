@@ -633,6 +633,9 @@ func decodeLatch(s *snapshot, r *report) *report {
 	} else {
 		r.add("deadline in", durNone)
 	}
+	if strings.HasPrefix(state, "broken") {
+		r.add("repair", "coordctl repair latch --key KEY --reset N | --delete")
+	}
 	if count < 0 || count > initial {
 		r.bad("count %d is outside 0..initial (%d)", count, initial)
 	}
