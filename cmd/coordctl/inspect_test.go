@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"os"
@@ -114,7 +115,10 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	must(err)
 	c, err := st.Begin(ctx, "pay:1", time.Minute, idempotency.WithFingerprint("sha256:abc"))
 	must(err)
-	ok, err := st.Complete(ctx, "pay:1", c.Owner, []byte(`{"status":201,"body":"created"}`))
+	// A response as the HTTP middleware stores it: version 1, status 201,
+	// no headers, the body.
+	resp := append(binary.AppendUvarint([]byte{1}, 201), append([]byte{0}, "created"...)...)
+	ok, err := st.Complete(ctx, "pay:1", c.Owner, resp)
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}

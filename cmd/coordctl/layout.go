@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -376,19 +377,18 @@ func decodeLegacyClaim(s *snapshot, r *report) *report {
 	return legacyClaimProblem(r)
 }
 
-// httpStatus finds the status of a result stored by the HTTP middleware
-// (a JSON object with a "status" field), if it is one.
+// httpStatus reads the status of a response stored by the idempotency
+// middleware (version byte 1, then the status as a uvarint), if the
+// result is one.
 func httpStatus(res string) (int, bool) {
-	if !strings.HasPrefix(res, "{") {
+	if len(res) < 2 || res[0] != 1 {
 		return 0, false
 	}
-	var m struct {
-		Status *int `json:"status"`
-	}
-	if json.Unmarshal([]byte(res), &m) != nil || m.Status == nil {
+	v, n := binary.Uvarint([]byte(res[1:min(len(res), 12)]))
+	if n <= 0 || v < 100 || v > 999 {
 		return 0, false
 	}
-	return *m.Status, true
+	return int(v), true
 }
 
 // decodeLimiterString decodes fixed-window, sliding-window, token-bucket
