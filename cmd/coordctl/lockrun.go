@@ -42,27 +42,16 @@ when cmd cannot be found or started (the lock is not taken); 2 on bad usage; 3 w
 the server cannot be reached.`, `coordctl lock run --redis redis://127.0.0.1:6379/0 --key nightly-report --ttl 30s -- ./report.sh
 coordctl lock run --key nightly-report --no-wait -- ./report.sh   # $COORD_REDIS_URL; exit 1 when held`)
 	key := fs.String("key", "", "lock name (keys {K}:lock and {K}:fence); required")
-	ttl := fs.Duration("ttl", 30*time.Second, "lock TTL: a crashed coordctl's lock frees itself after this long")
-	timeout := fs.Duration("timeout", 0, "give up waiting for the lock after this long (exit 1); 0 waits forever")
-	noWait := fs.Bool("no-wait", false, "fail at once (exit 1) when the lock is held")
-	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command")
+	hf := addHoldFlags(fs, "the lock", "held")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
 	cmdArgs := fs.Args()
-	switch {
-	case *key == "":
+	if *key == "" {
 		return fs.usagef("--key is required, e.g. --key nightly-report")
-	case len(cmdArgs) == 0:
-		return fs.usagef("a command is required after --, e.g. -- ./report.sh")
-	case *ttl < 10*time.Millisecond:
-		return fs.usagef("--ttl must be at least 10ms, got %v; e.g. --ttl 30s", *ttl)
-	case *timeout < 0:
-		return fs.usagef("--timeout must not be negative; e.g. --timeout 1m")
-	case *grace < 0:
-		return fs.usagef("--grace must not be negative; e.g. --grace 10s")
-	case *noWait && *timeout > 0:
-		return fs.usagef("give --no-wait or --timeout, not both")
+	}
+	if code := hf.check(cmdArgs, "./report.sh"); code != 0 {
+		return code
 	}
 	coord, desc, stop, code := connectForCommand(fs, cmdArgs)
 	if stop == nil {
@@ -70,42 +59,97 @@ coordctl lock run --key nightly-report --no-wait -- ./report.sh   # $COORD_REDIS
 	}
 	defer stop()
 	logf := timeline(stderr, "lock run")
-
 	sigCtx, stopSignals := notifySignals()
 	defer stopSignals()
 	leaseKey, fenceKey := fencedKeys(*key, "lock")
-	var (
-		lk  *fencing.Lock
-		err error
-	)
-	if *noWait {
-		lk, err = fencing.TryAcquire(sigCtx, coord, leaseKey, fenceKey, *ttl, fencing.WithHolder(defaultIdentity()))
-	} else {
-		wctx, cancel := sigCtx, context.CancelFunc(func() {})
-		if *timeout > 0 {
-			wctx, cancel = context.WithTimeout(sigCtx, *timeout)
+	var lk *fencing.Lock
+	logf("waiting for lock %q on %s", *key, desc)
+	err := hf.acquire(sigCtx, func(ctx context.Context, block bool) (err error) {
+		if block {
+			lk, err = fencing.Acquire(ctx, coord, leaseKey, fenceKey, *hf.ttl, fencing.WithHolder(defaultIdentity()))
+		} else {
+			lk, err = fencing.TryAcquire(ctx, coord, leaseKey, fenceKey, *hf.ttl, fencing.WithHolder(defaultIdentity()))
 		}
-		logf("waiting for lock %q on %s", *key, desc)
-		lk, err = fencing.Acquire(wctx, coord, leaseKey, fenceKey, *ttl, fencing.WithHolder(defaultIdentity()))
-		cancel()
-	}
-	switch {
-	case err == nil:
-	case sigCtx.Err() != nil:
-		logf("interrupted while waiting for the lock")
-		return 130
-	case errors.Is(err, coordination.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded):
-		logf("lock %q is held by someone else", *key)
-		return exitRefused
-	default:
-		return fail(stderr, "lock run", err)
+		return err
+	})
+	if code, ok := hf.outcome(sigCtx, err, logf, fmt.Sprintf("lock %q is held by someone else", *key)); !ok {
+		return code
 	}
 	lk.KeepAlive()
 	logf("acquired lock %q with fencing token %d; starting %s", *key, lk.FencingToken(), cmdArgs[0])
 	return runHolding(lk, "lock", cmdArgs, []string{
 		"COORD_FENCING_TOKEN=" + strconv.FormatInt(lk.FencingToken(), 10),
 		"COORD_LOCK_KEY=" + *key,
-	}, *grace, sigCtx, logf, stdout, stderr, "lock run")
+	}, *hf.grace, sigCtx, logf, stdout, stderr, "lock run")
+}
+
+// holdFlags are the flags of the commands that run a command while holding
+// something (lock run, semaphore run).
+type holdFlags struct {
+	fs                  *cmdFlags
+	ttl, timeout, grace *time.Duration
+	noWait              *bool
+}
+
+// addHoldFlags registers --ttl, --timeout, --no-wait and --grace; what is
+// what is held ("the lock"), busy what it is when taken ("held").
+func addHoldFlags(fs *cmdFlags, what, busy string) *holdFlags {
+	return &holdFlags{
+		fs:      fs,
+		ttl:     fs.Duration("ttl", 30*time.Second, "TTL of "+what+": a crashed coordctl's frees itself after this long"),
+		timeout: fs.Duration("timeout", 0, "give up waiting for "+what+" after this long (exit 1); 0 waits forever"),
+		noWait:  fs.Bool("no-wait", false, "fail at once (exit 1) when "+what+" is "+busy),
+		grace:   fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command"),
+	}
+}
+
+// check checks the command and the hold flags; it returns 0 or the exit
+// status (after a one-line usage error).
+func (h *holdFlags) check(cmdArgs []string, example string) int {
+	switch {
+	case len(cmdArgs) == 0:
+		return h.fs.usagef("a command is required after --, e.g. -- %s", example)
+	case *h.ttl < 10*time.Millisecond:
+		return h.fs.usagef("--ttl must be at least 10ms, got %v; e.g. --ttl 30s", *h.ttl)
+	case *h.timeout < 0:
+		return h.fs.usagef("--timeout must not be negative; e.g. --timeout 1m")
+	case *h.grace < 0:
+		return h.fs.usagef("--grace must not be negative; e.g. --grace 10s")
+	case *h.noWait && *h.timeout > 0:
+		return h.fs.usagef("give --no-wait or --timeout, not both")
+	}
+	return 0
+}
+
+// acquire calls take once without blocking (--no-wait), or blocking until
+// --timeout (or forever) or a signal.
+func (h *holdFlags) acquire(sigCtx context.Context, take func(ctx context.Context, block bool) error) error {
+	if *h.noWait {
+		return take(sigCtx, false)
+	}
+	ctx, cancel := sigCtx, context.CancelFunc(func() {})
+	if *h.timeout > 0 {
+		ctx, cancel = context.WithTimeout(sigCtx, *h.timeout)
+	}
+	defer cancel()
+	return take(ctx, true)
+}
+
+// outcome turns acquire's error into an exit status: ok when acquired;
+// 130 when a signal came first; 1 when not acquired (busy is logged);
+// else fail's.
+func (h *holdFlags) outcome(sigCtx context.Context, err error, logf func(string, ...any), busy string) (int, bool) {
+	switch {
+	case err == nil:
+		return 0, true
+	case sigCtx.Err() != nil:
+		logf("interrupted while waiting")
+		return 130, false
+	case errors.Is(err, coordination.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded):
+		logf("%s", busy)
+		return exitRefused, false
+	}
+	return fail(h.fs.stderr, h.fs.name, err), false
 }
 
 // held is what lock run and semaphore run hold while their command runs:

@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
-	"time"
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/semaphore"
@@ -40,10 +40,7 @@ coordctl semaphore run --key encoders --capacity 4 --no-wait -- ./encode.sh   # 
 	key := fs.String("key", "", "semaphore key (one sorted set); required")
 	capacity := fs.Int64("capacity", 0, "the semaphore's capacity, the same for every user of the key; required")
 	permits := fs.Int64("permits", 1, "permits to hold while the command runs (1 to capacity)")
-	ttl := fs.Duration("ttl", 30*time.Second, "permit TTL: a crashed coordctl's permits free themselves after this long")
-	timeout := fs.Duration("timeout", 0, "give up waiting for permits after this long (exit 1); 0 waits forever")
-	noWait := fs.Bool("no-wait", false, "fail at once (exit 1) when no permit is free")
-	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command")
+	hf := addHoldFlags(fs, "the permits", "taken")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
@@ -55,16 +52,9 @@ coordctl semaphore run --key encoders --capacity 4 --no-wait -- ./encode.sh   # 
 		return fs.usagef("--capacity is required, 1 or more, e.g. --capacity 4")
 	case *permits < 1 || *permits > *capacity:
 		return fs.usagef("--permits must be 1 to --capacity (%d), got %d; e.g. --permits 1", *capacity, *permits)
-	case len(cmdArgs) == 0:
-		return fs.usagef("a command is required after --, e.g. -- ./encode.sh")
-	case *ttl < 10*time.Millisecond:
-		return fs.usagef("--ttl must be at least 10ms, got %v; e.g. --ttl 30s", *ttl)
-	case *timeout < 0:
-		return fs.usagef("--timeout must not be negative; e.g. --timeout 1m")
-	case *grace < 0:
-		return fs.usagef("--grace must not be negative; e.g. --grace 10s")
-	case *noWait && *timeout > 0:
-		return fs.usagef("give --no-wait or --timeout, not both")
+	}
+	if code := hf.check(cmdArgs, "./encode.sh"); code != 0 {
+		return code
 	}
 	coord, desc, stop, code := connectForCommand(fs, cmdArgs)
 	if stop == nil {
@@ -79,35 +69,26 @@ coordctl semaphore run --key encoders --capacity 4 --no-wait -- ./encode.sh   # 
 	sigCtx, stopSignals := notifySignals()
 	defer stopSignals()
 	var p *semaphore.Permit
-	if *noWait {
-		p, err = sem.TryAcquireN(sigCtx, *permits, *ttl)
-	} else {
-		wctx, cancel := sigCtx, context.CancelFunc(func() {})
-		if *timeout > 0 {
-			wctx, cancel = context.WithTimeout(sigCtx, *timeout)
+	logf("waiting for %d of %d permits of %q on %s", *permits, *capacity, *key, desc)
+	err = hf.acquire(sigCtx, func(ctx context.Context, block bool) (err error) {
+		if block {
+			p, err = sem.AcquireN(ctx, *permits, *hf.ttl)
+		} else {
+			p, err = sem.TryAcquireN(ctx, *permits, *hf.ttl)
 		}
-		logf("waiting for %d of %d permits of %q on %s", *permits, *capacity, *key, desc)
-		p, err = sem.AcquireN(wctx, *permits, *ttl)
-		cancel()
-	}
-	switch {
-	case err == nil:
-	case sigCtx.Err() != nil:
-		logf("interrupted while waiting for permits")
-		return 130
-	case errors.Is(err, coordination.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded):
-		logf("no free permit in %q (capacity %d)", *key, *capacity)
-		return exitRefused
-	case errors.Is(err, coordination.ErrCapacityMismatch):
+		return err
+	})
+	if errors.Is(err, coordination.ErrCapacityMismatch) {
 		logf("%q is in use with another capacity: %v", *key, err)
 		return exitRefused
-	default:
-		return fail(stderr, fs.name, err)
+	}
+	if code, ok := hf.outcome(sigCtx, err, logf, fmt.Sprintf("no free permit in %q (capacity %d)", *key, *capacity)); !ok {
+		return code
 	}
 	p.KeepAlive()
 	logf("acquired %d permit(s) of %q; starting %s", *permits, *key, cmdArgs[0])
 	return runHolding(p, "permit", cmdArgs, []string{
 		"COORD_SEMAPHORE_KEY=" + *key,
 		"COORD_PERMITS=" + strconv.FormatInt(*permits, 10),
-	}, *grace, sigCtx, logf, stdout, stderr, fs.name)
+	}, *hf.grace, sigCtx, logf, stdout, stderr, fs.name)
 }
