@@ -80,6 +80,7 @@ func TestEveryCommandHelp(t *testing.T) {
 
 // Bad flags: one line naming the flag and an example value, exit 2.
 func TestFlagErrorsAreOneLine(t *testing.T) {
+	t.Setenv(cliconn.EnvURL, "")
 	for _, c := range []struct {
 		args []string
 		want string
@@ -98,6 +99,9 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 		{[]string{"demo", "--redis", "redis://x/0", "--cluster", "y:1"}, "give one of --redis, --cluster and --sentinel"},
 		{[]string{"demo", "--cluster", "nohostport"}, `--cluster: "nohostport" is not host:port`},
 		{[]string{"demo", "--sentinel", "127.0.0.1:26379"}, "--sentinel: want MASTER@host:port"},
+		{[]string{"leader", "status", "--key", "k"}, "no server: give --redis URL (e.g. --redis redis://user:PASSWORD@127.0.0.1:6379/0), --cluster or --sentinel, or set COORD_REDIS_URL"},
+		{[]string{"inspect", "k", "--redis", "redis://h:1/0", "extra"}, "give one KEY"},
+		{[]string{"denylist", "check", "--key", "d", "a", "--bogus"}, "unknown flag --bogus"},
 	} {
 		code, out, errOut := runCmd(t, c.args...)
 		if code != exitUsage || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, c.want) {

@@ -102,6 +102,10 @@ type cmdFlags struct {
 	name   string
 	help   func() // prints the usage, an example, the flags and the exit statuses on stdout
 	cf     *connFlags
+	// pos are the positional arguments. Flags may follow them (coordctl
+	// inspect KEY --json), except in the run commands, where the first
+	// argument that is not a flag starts the command.
+	pos []string
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -143,7 +147,7 @@ func indent(s string) string {
 // returns (0, false); on a bad flag it prints one line naming the flag
 // and an example value and returns (2, false).
 func (c *cmdFlags) parse(args []string) (int, bool) {
-	err := c.Parse(args)
+	err := c.parseInterspersed(args)
 	if err == nil {
 		return 0, true
 	}
@@ -153,6 +157,37 @@ func (c *cmdFlags) parse(args []string) (int, bool) {
 	}
 	c.usagef("%s", c.flagProblem(err))
 	return exitUsage, false
+}
+
+func (c *cmdFlags) parseInterspersed(args []string) error {
+	runs := strings.HasSuffix(c.name, " run")
+	for {
+		if err := c.Parse(args); err != nil {
+			return err
+		}
+		rest := c.FlagSet.Args()
+		used := len(args) - len(rest)
+		if len(rest) == 0 || runs || (used > 0 && args[used-1] == "--") {
+			c.pos = append(c.pos, rest...)
+			return nil
+		}
+		c.pos = append(c.pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// Args returns the positional arguments.
+func (c *cmdFlags) Args() []string { return c.pos }
+
+// NArg returns the number of positional arguments.
+func (c *cmdFlags) NArg() int { return len(c.pos) }
+
+// Arg returns positional argument i, or "".
+func (c *cmdFlags) Arg(i int) string {
+	if i < 0 || i >= len(c.pos) {
+		return ""
+	}
+	return c.pos[i]
 }
 
 // usagef prints a one-line usage error and a pointer to --help.

@@ -271,6 +271,10 @@ func TestInspectUnknownAndCorrupt(t *testing.T) {
 		if code, _, errOut := runCmd(t, cmdline(b, "inspect", "--scan", "no-such-*")...); code != exitRefused || !strings.Contains(errOut, "no key matches") {
 			t.Errorf("--scan with no match = %d %q", code, errOut)
 		}
+		// Flags may follow KEY.
+		if code, out, _ := runCmd(t, append([]string{"inspect", "nothing-here"}, connArgs(b)...)...); code != exitRefused || !strings.Contains(out, "no such key") {
+			t.Errorf("inspect KEY --redis ... = %d %q", code, out)
+		}
 		if code, _, _ := runCmd(t, cmdline(b, "inspect")...); code != exitUsage {
 			t.Errorf("inspect without KEY = %d, want 2", code)
 		}
