@@ -99,13 +99,13 @@ func fail(stderr io.Writer, name string, err error) int {
 // registered and one-line flag errors.
 type cmdFlags struct {
 	*flag.FlagSet
-	name   string
-	help   func() // prints the usage, an example, the flags and the exit statuses on stdout
-	cf     *connFlags
+	name string
+	help func() // prints the usage, an example, the flags and the exit statuses on stdout
+	cf   *connFlags
 	// pos are the positional arguments. Flags may follow them (coordctl
 	// inspect KEY --json), except in the run commands, where the first
 	// argument that is not a flag starts the command.
-	pos []string
+	pos    []string
 	stdout io.Writer
 	stderr io.Writer
 }
