@@ -150,7 +150,8 @@ the work again. A completed claim is deleted; a pending one only with --pending
 Deletes an orphaned idempotency claim: a pending claim whose owner crashed or
 hangs, so that a retry can run the work now instead of when the claim expires.
 Its owner, if still alive, then finds its claim gone (its Complete returns
-false). A completed claim is refused (use coordctl idempotency forget).`, `coordctl repair claim --redis redis://127.0.0.1:6379/0 --key pay:8f14e45f`
+false). A completed claim is refused (use coordctl idempotency forget). A claim
+of a layout the library no longer reads is deleted whatever its state.`, `coordctl repair claim --redis redis://127.0.0.1:6379/0 --key pay:8f14e45f`
 		}
 		fs := newFlags(name, stdout, stderr, usage+`
 Exit status: 0 deleted; 1 no claim at K, a key of another kind, or a claim in the
@@ -165,7 +166,10 @@ other state; 2 bad usage; 3 the server cannot be reached.`, example)
 			full := claimKey(coord.Prefix(), *ns, *key)
 			r, err := guarded(ctx, coord.Client(), full, []string{kindClaim}, func(r *report) error {
 				state := fieldOf(r, "state")
+				legacy := r.Problem != "" && fieldOf(r, "layout") == legacyClaimLayout
 				switch {
+				case legacy:
+					return nil // no longer read by the library: nothing can use it
 				case orphan && state != "pending":
 					return fmt.Errorf("%w: the claim at %q is %s, not pending: use coordctl idempotency forget", errRefused, full, state)
 				case !pending && state == "pending":
