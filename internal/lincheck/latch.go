@@ -118,7 +118,10 @@ func split(at, t Interval) []struct {
 // exactly one unless it is complete (Completed) or past its deadline with
 // a count left (Broken), and a handle of an older generation is Stale;
 // the key ends at its TTL (NotFound). Operations whose outcome is unknown
-// took effect or not.
+// took effect or not. A Create answered Exists on an empty key, and a
+// count-down answered Stale that could have counted, are re-sends whose
+// first send made the latch or counted (a Reset replaced the generation
+// before the re-send).
 func LatchSpec() Spec[LatchState] {
 	return Spec[LatchState]{
 		Init:     func() LatchState { return LatchState{} },
@@ -161,9 +164,13 @@ func latchStep(s LatchState, at Interval, c Call, r Result) []Next[LatchState] {
 				if canMake {
 					out = append(out, Next[LatchState]{S: made, At: k.At})
 				}
-			case r.Out.(LatchMade).Exists:
-				if !in.Reset && present {
+			case r.Out.(LatchMade).Exists && !in.Reset:
+				if present {
 					out = append(out, Next[LatchState]{S: cur, At: k.At})
+				} else {
+					// A re-sent Create: its first send made a generation,
+					// which a Reset replaced before the re-send found it.
+					out = append(out, Next[LatchState]{S: made, At: k.At})
 				}
 			case canMake && r.Out.(LatchMade).Generation == made.Cur.Number:
 				out = append(out, Next[LatchState]{S: made, At: k.At})
@@ -193,6 +200,10 @@ func latchStep(s LatchState, at Interval, c Call, r Result) []Next[LatchState] {
 				case r.Unknown:
 					out = append(out, Next[LatchState]{S: cur, At: n.At}, n.Next)
 				case r.Out.(LatchCount) == n.out:
+					out = append(out, n.Next)
+				case down && r.Out.(LatchCount).Stale && n.out == (LatchCount{Count: n.S.Cur.Count}):
+					// A re-sent count-down: its first send counted, and a
+					// Reset replaced the generation before the re-send.
 					out = append(out, n.Next)
 				}
 			}

@@ -43,7 +43,7 @@ const Slack = 3 * time.Millisecond
 // then or never; this covers the scheduling of the server and the proxy.
 // (Background cleanups that undo an ambiguous operation later only end
 // what it may have created; models allow for them.)
-const Ambiguity = 50 * time.Millisecond
+const Ambiguity = 20 * time.Millisecond
 
 // Interval is a closed interval of server time in microseconds since the
 // Unix epoch: an instant known only to lie within [Lo, Hi]. Hi may be
@@ -155,16 +155,34 @@ func (h *History) Unknown() int {
 	return h.unknown
 }
 
-// Longest returns the longest call [Do] recorded. A model places each
-// operation at one instant; an operation that go-redis re-sent ran once
-// per send, and when the sends are further apart than a TTL they may have
-// had effects no single instant explains (a lease taken, expired and taken
-// by another before the re-send): a history with a call longer than its
-// shortest TTL is set aside, not checked.
-func (h *History) Longest() time.Duration {
+// Longest returns the longest call [Do] recorded during which one of the
+// instants in around fell (any call when around is empty). A model places
+// each operation at one instant; an operation that go-redis re-sent ran
+// once per send, and when the sends are further apart than a TTL they may
+// have had effects no single instant explains (a lease taken, expired and
+// taken by another before the re-send): a history with a call longer than
+// its shortest TTL during which a reply was lost (around: when) is set
+// aside, not checked.
+func (h *History) Longest(around ...time.Time) time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.longest
+	if len(around) == 0 {
+		return h.longest
+	}
+	var most time.Duration
+	for _, o := range h.ops {
+		c := o.Input.(Call)
+		if c.Took <= most {
+			continue
+		}
+		for _, t := range around {
+			if us := t.UnixMicro(); us >= c.At.Lo && us <= c.At.Hi {
+				most = c.Took
+				break
+			}
+		}
+	}
+	return most
 }
 
 // Len returns the number of recorded operations.
