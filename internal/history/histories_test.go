@@ -212,7 +212,7 @@ func TestHistories(t *testing.T) {
 // take exponential time to check, which slows the calls further.
 var (
 	streamSlots = make(chan struct{}, 20)
-	checkSlots  = make(chan struct{}, 1)
+	checkSlots  = make(chan struct{}, 2)
 )
 
 // checkTimeout bounds the check of one history. A history checks in

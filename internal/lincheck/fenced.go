@@ -82,7 +82,7 @@ func FencedSpec() Spec[FencedState] {
 						return nil
 					}
 				}
-				for _, n := range lock.step(s.Lease, at, Call{In: a}, lr) {
+				for _, n := range lock.step(s.Lease, at, Call{In: a, At: c.At, Took: c.Took}, lr) {
 					next := s
 					next.Lease = n.S
 					// The lease is (or may be) new: the counter was drawn.

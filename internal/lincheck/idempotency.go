@@ -77,11 +77,11 @@ func claimStep(s ClaimState, at Interval, c Call, r Result) []Next[ClaimState] {
 			b, _ := r.Out.(Begun)
 			switch {
 			case !live:
-				started := ClaimState{Present: true, Owner: b.Owner, FP: in.FP, Exp: expiry(k.At.Lo, at.Hi, in.TTL)}
+				started := ClaimState{Present: true, Owner: b.Owner, FP: in.FP, Exp: expiry(c.At.Lo, c.At.Hi, in.TTL)}
 				switch {
 				case r.Unknown:
 					started.Owner = ""
-					started.Exp.Lo = k.At.Lo // the background abandon may end it at once
+					started.Exp.Lo = c.At.Lo // the background abandon may end it at once
 					out = append(out, Next[ClaimState]{S: cur, At: k.At}, Next[ClaimState]{S: started, At: k.At})
 				case b.State == "started" && b.Owner != "":
 					out = append(out, Next[ClaimState]{S: started, At: k.At})
@@ -108,7 +108,7 @@ func claimStep(s ClaimState, at Interval, c Call, r Result) []Next[ClaimState] {
 		case Complete:
 			mine := live && !cur.Completed && cur.Owner == in.Owner
 			done := ClaimState{Present: true, Completed: true, Owner: cur.Owner, FP: cur.FP, Result: in.Result,
-				Exp: expiry(k.At.Lo, at.Hi, in.TTL)}
+				Exp: expiry(c.At.Lo, c.At.Hi, in.TTL)}
 			switch {
 			case r.Unknown:
 				out = append(out, Next[ClaimState]{S: cur, At: k.At})

@@ -150,11 +150,11 @@ func latchStep(s LatchState, at Interval, c Call, r Result) []Next[LatchState] {
 				made.Cur.Number = cur.Cur.Number + 1
 			}
 			if in.Deadline > 0 {
-				made.Cur.Deadline = Interval{k.At.Lo + Micros(in.Deadline-ExpirySlack), at.Hi + Micros(in.Deadline+ExpirySlack)}
+				made.Cur.Deadline = expiry(c.At.Lo, c.At.Hi, in.Deadline)
 			}
 			made.Exp = Interval{Never, Never}
 			if in.KeyTTL > 0 {
-				made.Exp = expiry(k.At.Lo, at.Hi, in.KeyTTL)
+				made.Exp = expiry(c.At.Lo, c.At.Hi, in.KeyTTL)
 			}
 			made = made.withHandle(in.H, made.Gens)
 			canMake := in.Reset || !present

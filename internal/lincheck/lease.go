@@ -182,18 +182,23 @@ func (r LeaseRules) step(s LeaseState, at Interval, c Call, res Result) []Next[L
 	s = s.prune(at)
 	switch in := c.In.(type) {
 	case Acquire:
-		return r.acquire(s, at, in, res)
+		return r.acquire(s, at, c.At, in, res)
 	case Refresh:
-		return refresh(s, at, in, res)
+		return refresh(s, at, c.At, in, res)
 	case Verify:
 		return verify(s, at, in, res)
 	case Release:
-		return r.release(s, at, in, res)
+		return r.release(s, at, c.At, in, res)
 	}
 	panic(fmt.Sprintf("lincheck: lease model: unknown input %T", c.In))
 }
 
-func (r LeaseRules) acquire(s LeaseState, at Interval, in Acquire, res Result) []Next[LeaseState] {
+// The times a step sets (an expiry) are derived from the call's own
+// interval (raw), not from the part of it a case narrowed: wider, so
+// sound, and the same in every case, so that cases that end in the same
+// state merge.
+
+func (r LeaseRules) acquire(s LeaseState, at, raw Interval, in Acquire, res Result) []Next[LeaseState] {
 	var out []Next[LeaseState]
 	if res.Unknown {
 		out = append(out, Next[LeaseState]{S: s, At: at}) // no effect
@@ -205,15 +210,15 @@ func (r LeaseRules) acquire(s LeaseState, at Interval, in Acquire, res Result) [
 		case res.Unknown && fits:
 			// A lease nobody holds: it ends at its TTL, or earlier when the
 			// background release removes it.
-			e := r.exp(k.At.Lo, at.Hi, in.TTL)
+			e := r.exp(raw.Lo, raw.Hi, in.TTL)
 			if r.Renewed > 0 {
-				e.Hi = sat(at.Hi, Micros(r.Renewed+ExpirySlack))
+				e.Hi = sat(raw.Hi, Micros(r.Renewed+ExpirySlack))
 			}
-			e.Lo = k.At.Lo
+			e.Lo = raw.Lo
 			out = append(out, Next[LeaseState]{S: LeaseState{k.Live}.with(lease{in.ID, in.N, in.Write, e}), At: k.At})
 		case res.Unknown:
 		case res.Out.(bool) && fits:
-			out = append(out, Next[LeaseState]{S: LeaseState{k.Live}.with(lease{in.ID, in.N, in.Write, r.exp(k.At.Lo, at.Hi, in.TTL)}), At: k.At})
+			out = append(out, Next[LeaseState]{S: LeaseState{k.Live}.with(lease{in.ID, in.N, in.Write, r.exp(raw.Lo, raw.Hi, in.TTL)}), At: k.At})
 		case !res.Out.(bool) && !fits:
 			refused = Interval{min(refused.Lo, k.At.Lo), max(refused.Hi, k.At.Hi)}
 		}
@@ -225,15 +230,18 @@ func (r LeaseRules) acquire(s LeaseState, at Interval, in Acquire, res Result) [
 	return out
 }
 
-func refresh(s LeaseState, at Interval, in Refresh, res Result) []Next[LeaseState] {
+func refresh(s LeaseState, at, raw Interval, in Refresh, res Result) []Next[LeaseState] {
 	i := s.find(in.ID)
 	switch {
 	case res.Unknown:
 		if i < 0 {
 			return []Next[LeaseState]{{S: s, At: at}}
 		}
+		// Renewed or not: the expiry is the old one or the refresh's,
+		// which may be earlier (a shorter TTL than the rest of the lease).
 		l := s.l[i]
-		l.Exp.Hi = max(l.Exp.Hi, expiry(at.Lo, at.Hi, in.TTL).Hi)
+		e := expiry(raw.Lo, raw.Hi, in.TTL)
+		l.Exp = Interval{min(l.Exp.Lo, e.Lo), max(l.Exp.Hi, e.Hi)}
 		return []Next[LeaseState]{{S: s.with(l), At: at}}
 	case res.Out.(bool):
 		if i < 0 {
@@ -244,7 +252,7 @@ func refresh(s LeaseState, at Interval, in Refresh, res Result) []Next[LeaseStat
 		if b.Empty() {
 			return nil
 		}
-		l.Exp = expiry(b.Lo, at.Hi, in.TTL)
+		l.Exp = expiry(raw.Lo, raw.Hi, in.TTL)
 		return []Next[LeaseState]{{S: s.with(l), At: b}}
 	}
 	return gone(s, at, in.ID, in.MaybeLocal)
@@ -282,7 +290,7 @@ func verify(s LeaseState, at Interval, in Verify, res Result) []Next[LeaseState]
 	return gone(s, at, in.ID, in.MaybeLocal)
 }
 
-func (r LeaseRules) release(s LeaseState, at Interval, in Release, res Result) []Next[LeaseState] {
+func (r LeaseRules) release(s LeaseState, at, raw Interval, in Release, res Result) []Next[LeaseState] {
 	i := s.find(in.ID)
 	if res.Unknown {
 		if i < 0 {
@@ -291,9 +299,9 @@ func (r LeaseRules) release(s LeaseState, at Interval, in Release, res Result) [
 		// The release may run at any instant from now on (the background
 		// retry) until the lease's end.
 		l := s.l[i]
-		l.Exp.Lo = min(l.Exp.Lo, at.Lo)
+		l.Exp.Lo = min(l.Exp.Lo, raw.Lo)
 		if r.Renewed > 0 {
-			l.Exp.Hi = min(l.Exp.Hi, sat(at.Hi, Micros(r.Renewed+ExpirySlack)))
+			l.Exp.Hi = min(l.Exp.Hi, sat(raw.Hi, Micros(r.Renewed+ExpirySlack)))
 		}
 		return []Next[LeaseState]{{S: s.with(l), At: at}}
 	}

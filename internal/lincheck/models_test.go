@@ -87,6 +87,17 @@ func TestLockModel(t *testing.T) {
 		"a release of an expired lease":    with(valid, 6, at(0, Release{ID: "a"}, coordination.Released, 172, 173)),
 		"a second holder after a lost one": append(valid[:12:12], at(0, acq("x"), true, 222, 223)),
 	})
+	// A refresh whose outcome is unknown may have shortened the lease (a
+	// TTL shorter than what was left of it).
+	long := Acquire{ID: "a", TTL: 400 * time.Millisecond}
+	shortened := []porcupine.Operation{
+		at(0, long, true, 0, 1),
+		lost(0, Refresh{ID: "a", TTL: ttl}, 10, 11), // until ~110, or ~400
+		at(1, acq("b"), true, 150, 151),
+	}
+	check(t, "lock, a lost refresh", LeaseSpec(LeaseRules{Capacity: 1}), shortened, map[string][]porcupine.Operation{
+		"a second holder before either expiry": with(shortened, 2, at(1, acq("b"), true, 60, 61)),
+	})
 }
 
 func TestSemaphoreModel(t *testing.T) {

@@ -95,7 +95,7 @@ func RateSpec(algs ...any) Spec[RateState] {
 			for i, a := range algs {
 				var next []partial
 				for _, p := range parts {
-					for _, d := range decide(a, s.C[i], p.at, at.Hi, n) {
+					for _, d := range decide(a, s.C[i], p.at, c.At, n) {
 						next = append(next, partial{d.At, p.granted && d.Granted, append(slices.Clip(p.after), d.After)})
 					}
 				}
@@ -123,27 +123,27 @@ func RateSpec(algs ...any) Spec[RateState] {
 }
 
 // decide returns the ways algorithm a in state s can decide n permits at
-// an instant of at (hi: the operation's latest instant, for the times a
-// grant sets).
-func decide(a any, s algState, at Interval, hi, n int64) []decision {
+// an instant of at (raw: the call's own interval, from which the times a
+// grant sets are derived, as in the lease model).
+func decide(a any, s algState, at, raw Interval, n int64) []decision {
 	switch a := a.(type) {
 	case Fixed:
-		return a.decide(s, at, hi, n)
+		return a.decide(s, at, raw, n)
 	case Sliding:
 		return a.decide(s, at, n)
 	case Bucket:
-		return a.decide(s, at, hi, n)
+		return a.decide(s, at, raw, n)
 	case GCRA:
-		return a.decide(s, at, hi, n)
+		return a.decide(s, at, raw, n)
 	}
 	panic(fmt.Sprintf("lincheck: rate model: unknown algorithm %T", a))
 }
 
-func (f Fixed) decide(s algState, at Interval, hi, n int64) []decision {
+func (f Fixed) decide(s algState, at, raw Interval, n int64) []decision {
 	var out []decision
 	open := func(at Interval) {
 		// A new window, ending Window after the grant (in whole ms).
-		end := Interval{at.Lo + Micros(f.Window) - 1000, hi + Micros(f.Window) + 1000}
+		end := Interval{raw.Lo + Micros(f.Window) - 1000, raw.Hi + Micros(f.Window) + 1000}
 		out = append(out, decision{at, n <= f.Limit, algState{Live: true, T: end, N: n}})
 	}
 	if !s.Live {
@@ -202,10 +202,10 @@ func (w Sliding) decide(s algState, at Interval, n int64) []decision {
 	return out
 }
 
-func (b Bucket) decide(s algState, at Interval, hi, n int64) []decision {
+func (b Bucket) decide(s algState, at, raw Interval, n int64) []decision {
 	p := Micros(b.Period)
 	full := func(at Interval) decision {
-		return decision{at, n <= b.Limit, algState{Live: n > 0, T: Interval{at.Lo, hi}, N: b.Limit - n}}
+		return decision{at, n <= b.Limit, algState{Live: n > 0, T: raw, N: b.Limit - n}}
 	}
 	if !s.Live {
 		return []decision{full(at)}
@@ -233,15 +233,15 @@ func (b Bucket) decide(s algState, at Interval, hi, n int64) []decision {
 	return out
 }
 
-func (c GCRA) decide(s algState, at Interval, hi, n int64) []decision {
+func (c GCRA) decide(s algState, at, raw Interval, n int64) []decision {
 	t := Micros(c.Interval)
 	room := (c.Burst - n) * t // granted iff TAT <= instant + room
 	if !s.Live {
-		return []decision{{at, n <= c.Burst, algState{Live: true, T: Interval{at.Lo + n*t, hi + n*t}}}}
+		return []decision{{at, n <= c.Burst, algState{Live: true, T: raw.Add(n*t, n*t)}}}
 	}
 	var out []decision
 	if g := (Interval{max(at.Lo, s.T.Lo-room), at.Hi}); !g.Empty() {
-		next := algState{Live: true, T: Interval{max(s.T.Lo, g.Lo) + n*t, max(s.T.Hi, hi) + n*t}}
+		next := algState{Live: true, T: Interval{max(s.T.Lo, raw.Lo) + n*t, max(s.T.Hi, raw.Hi) + n*t}}
 		out = append(out, decision{g, n <= c.Burst, next})
 	}
 	if r := (Interval{at.Lo, min(at.Hi, s.T.Hi-room-1)}); !r.Empty() {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -225,39 +227,58 @@ type clocked[S any] struct {
 	key string
 }
 
-// Model returns the porcupine model of sp: a nondeterministic model whose
-// states are sp's states with the instant of the last operation, so that
-// instants never go backwards along a linearization.
+// Model returns the porcupine model of sp. Its state is the set of the
+// states sp's system may be in, each with the instant of the last
+// operation (instants never go backwards along a linearization). Of two
+// cases that lead to the same state, the one with the earlier instant
+// allows everything the other allows, so only it is kept: the set stays
+// small however the intervals split.
 func (sp Spec[S]) Model() porcupine.Model {
-	nm := porcupine.NondeterministicModel{
-		Init: func() []any {
+	return porcupine.Model{
+		Init: func() any {
 			s := sp.Init()
-			return []any{clocked[S]{now: math.MinInt64, s: s, key: sp.Key(s)}}
+			return []clocked[S]{{now: math.MinInt64, s: s, key: sp.Key(s)}}
 		},
-		Step: func(state, input, output any) []any {
-			st, c, r := state.(clocked[S]), input.(Call), output.(Result)
-			at := Interval{max(st.now, c.At.Lo), c.At.Hi}
-			if at.Empty() {
-				return nil
-			}
-			var out []any
-			for _, n := range sp.Step(st.s, at, c, r) {
-				if n.At.Empty() || n.At.Lo < at.Lo || n.At.Hi > at.Hi {
+		Step: func(state, input, output any) (bool, any) {
+			set, c, r := state.([]clocked[S]), input.(Call), output.(Result)
+			next := map[string]clocked[S]{}
+			for _, st := range set {
+				at := Interval{max(st.now, c.At.Lo), c.At.Hi}
+				if at.Empty() {
 					continue
 				}
-				out = append(out, clocked[S]{now: n.At.Lo, s: n.S, key: sp.Key(n.S)})
+				for _, n := range sp.Step(st.s, at, c, r) {
+					if n.At.Empty() || n.At.Lo < at.Lo || n.At.Hi > at.Hi {
+						continue
+					}
+					k := sp.Key(n.S)
+					if old, ok := next[k]; !ok || n.At.Lo < old.now {
+						next[k] = clocked[S]{now: n.At.Lo, s: n.S, key: k}
+					}
+				}
 			}
-			return out
+			if len(next) == 0 {
+				return false, nil
+			}
+			out := make([]clocked[S], 0, len(next))
+			for _, st := range next {
+				out = append(out, st)
+			}
+			slices.SortFunc(out, func(a, b clocked[S]) int { return strings.Compare(a.key, b.key) })
+			return true, out
 		},
 		Equal: func(a, b any) bool {
-			x, y := a.(clocked[S]), b.(clocked[S])
-			return x.now == y.now && x.key == y.key
+			return slices.EqualFunc(a.([]clocked[S]), b.([]clocked[S]), func(x, y clocked[S]) bool {
+				return x.now == y.now && x.key == y.key
+			})
 		},
 		Hash: func(state any) uint64 {
-			st := state.(clocked[S])
 			h := fnv.New64a()
-			_, _ = h.Write([]byte(st.key))
-			return h.Sum64() ^ uint64(st.now)
+			for _, st := range state.([]clocked[S]) {
+				_, _ = h.Write([]byte(st.key))
+				_, _ = fmt.Fprint(h, st.now)
+			}
+			return h.Sum64()
 		},
 		DescribeOperation: func(in, out any) string {
 			c, r := in.(Call), out.(Result)
@@ -266,9 +287,14 @@ func (sp Spec[S]) Model() porcupine.Model {
 			}
 			return fmt.Sprintf("%v -> %v @[%d, %d]", c.In, r, c.At.Lo, c.At.Hi)
 		},
-		DescribeState: func(state any) string { return state.(clocked[S]).key },
+		DescribeState: func(state any) string {
+			var keys []string
+			for _, st := range state.([]clocked[S]) {
+				keys = append(keys, st.key)
+			}
+			return strings.Join(keys, " | ")
+		},
 	}
-	return nm.ToModel()
 }
 
 // Check checks the history against a model built by [Spec.Model], for
@@ -280,8 +306,10 @@ func (h *History) CheckTimed(t interface {
 	Errorf(string, ...any)
 }, model porcupine.Model, timeout time.Duration) porcupine.CheckResult {
 	ops := h.Operations()
-	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
+	res := porcupine.CheckOperationsTimeout(model, ops, timeout)
 	if res == porcupine.Illegal {
+		// Again, verbose (slower): where the check got stuck.
+		_, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
 		for _, part := range info.PartialLinearizationsOperations() {
 			longest := []porcupine.Operation(nil)
 			for _, p := range part {
