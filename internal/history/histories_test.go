@@ -211,7 +211,7 @@ func TestHistories(t *testing.T) {
 // to time out (unknown outcomes), and histories with many unknown outcomes
 // take exponential time to check, which slows the calls further.
 var (
-	streamSlots = make(chan struct{}, 20)
+	streamSlots = make(chan struct{}, 12)
 	checkSlots  = make(chan struct{}, 2)
 )
 

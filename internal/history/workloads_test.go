@@ -131,6 +131,19 @@ func (w *hctx) leaseOp(l *held) bool {
 	return true
 }
 
+// release releases l (when not nil): a lease still held at the end of a
+// client's part of the history.
+func (w *hctx) release(l *held) {
+	if l == nil {
+		return
+	}
+	ctx, cancel := w.op()
+	defer cancel()
+	_, _ = lincheck.Do(w.h, w.c, lincheck.Release{ID: l.id}, func() (coordination.ReleaseOutcome, error) {
+		return l.h.Release(ctx)
+	})
+}
+
 // leaseWorkload is the workload of a lease-shaped primitive: each client
 // acquires (one or two permits of a semaphore, a read or a write lease),
 // then refreshes, verifies, stalls past the TTL and releases, with short
@@ -172,13 +185,7 @@ func leaseWorkload(name string, clients int, rules lincheck.LeaseRules,
 				}
 				w.pause(30 * time.Millisecond)
 			}
-			if l != nil {
-				ctx, cancel := w.op()
-				_, _ = lincheck.Do(w.h, w.c, lincheck.Release{ID: l.id}, func() (coordination.ReleaseOutcome, error) {
-					return l.h.Release(ctx)
-				})
-				cancel()
-			}
+			w.release(l)
 		},
 	}
 }
@@ -263,13 +270,7 @@ func fencedWorkload() workload {
 				}
 				w.pause(30 * time.Millisecond)
 			}
-			if l != nil {
-				ctx, cancel := w.op()
-				_, _ = lincheck.Do(w.h, w.c, lincheck.Release{ID: l.id}, func() (coordination.ReleaseOutcome, error) {
-					return l.h.Release(ctx)
-				})
-				cancel()
-			}
+			w.release(l)
 		},
 	}
 }
