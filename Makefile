@@ -5,13 +5,22 @@ SERVERS_CACHE ?= $(if $(REDIS_SERVERS_CACHE),$(REDIS_SERVERS_CACHE),$(if $(XDG_C
 GO ?= go
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: test servers test-fast vet bench demo
+.PHONY: test servers test-fast test-long vet bench demo
 
 # examples/fenced-sql is its own module (the SQLite driver stays out of the
 # library's go.mod): its tests run too.
 test: servers
 	. "$(SERVERS_CACHE)/env.sh" && $(GO) test $(TESTFLAGS) ./...
 	cd examples/fenced-sql && $(GO) test $(TESTFLAGS) ./...
+
+# A longer reliability campaign (make test runs a bounded one): HISTORIES
+# checked histories with faults per primitive on each real backend, then a
+# SOAK-long soak on every real backend in turn.
+HISTORIES ?= 200
+SOAK ?= 10m
+test-long: servers
+	. "$(SERVERS_CACHE)/env.sh" && COORD_HISTORIES=$(HISTORIES) COORD_HISTORY_BUDGET=2h COORD_SOAK=$(SOAK) \
+		$(GO) test -race -count=1 -timeout 6h -v -run 'TestHistories|TestSoak' ./internal/history/
 
 # Fetch or build Redis 7.0, Redis 8.0, Valkey 8.1 and Valkey 9.1 into the cache.
 servers:
