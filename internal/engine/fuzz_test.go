@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -327,7 +326,6 @@ func TestClassifyFixed(t *testing.T) {
 			t.Errorf("Classify(%v) = %v, want %v", err, got, want)
 		}
 	}
-	_ = time.Second
 }
 
 // refCRC16 is CRC16-XMODEM computed bit by bit, as the Redis Cluster
@@ -392,4 +390,3 @@ func FuzzSlot(f *testing.F) {
 		}
 	})
 }
-
