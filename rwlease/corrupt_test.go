@@ -24,7 +24,10 @@ func TestCorruptedStateIsTyped(t *testing.T) {
 				{Name: "Refresh", Fn: func(ctx context.Context) error { _, err := r.Refresh(ctx, time.Minute); return err }},
 				{Name: "Verify", Fn: func(ctx context.Context) error { _, err := r.Verify(ctx); return err }},
 				{Name: "TryRead", Fn: func(ctx context.Context) error { _, err := rwlease.TryRead(ctx, coord, "doc", time.Minute); return err }},
-				{Name: "TryWrite", Fn: func(ctx context.Context) error { _, err := rwlease.TryWrite(ctx, coord, "doc", time.Minute); return err }},
+				{Name: "TryWrite", Fn: func(ctx context.Context) error {
+					_, err := rwlease.TryWrite(ctx, coord, "doc", time.Minute)
+					return err
+				}},
 				{Name: "Release", Fn: func(ctx context.Context) error { _, err := r.Release(ctx); return err }},
 			}
 		}, nil)
