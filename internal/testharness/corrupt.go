@@ -150,7 +150,8 @@ func CorruptionTest(t *testing.T, b *Backend, setup func(t *testing.T, coord *co
 				switch {
 				case err == nil:
 					nils = append(nils, fmt.Sprintf("%s/%s/%s", op.Name, suffix, c.Name))
-				case engine.IsAnswer(err), errors.Is(err, coordination.ErrBadState):
+				case engine.IsAnswer(err), errors.Is(err, coordination.ErrBadState),
+					errors.Is(err, coordination.ErrConfigMismatch), errors.Is(err, coordination.ErrCapacityMismatch):
 				case allowed != nil && allowed(err):
 				default:
 					t.Errorf("%s on %q (%s) corrupted with %s: %v (%T), want nil, an answer or ErrBadState",
