@@ -170,4 +170,14 @@
 // or was abandoned), another caller's is (it was taken over), or the claim
 // is completed (for Complete, by an earlier call). No attribute holds a key
 // or a token.
+//
+// # Size bounds
+//
+// Keys are at most 1 KiB, owners 256 bytes, fingerprints 1 KiB and a
+// result given to Store.Complete 16 MiB; a longer one fails with
+// coordination.ErrInvalidArgument naming "key", "owner", "fingerprint" or
+// "result", nothing sent. The middleware stores responses up to
+// WithMaxResponseBytes (1 MiB by default, at most 16 MiB - 64 KiB) and
+// accepts Idempotency-Key values up to WithMaxKeyLength (255 bytes by
+// default, at most 512), so that a store key with its namespace fits.
 package idempotency

@@ -149,6 +149,9 @@ func (s *Store) checkOwned(key, owner string) (*engine.Engine, error) {
 	if owner == "" {
 		return nil, engine.InvalidArgument("owner", "must not be empty; use the Owner of a Started claim")
 	}
+	if err := engine.CheckSize("owner", len(owner), engine.MaxIdentityBytes); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -173,6 +176,9 @@ type beginConfig struct {
 // attempt of a request, retries included. The default is no fingerprint.
 func WithFingerprint(fp string) BeginOption {
 	return func(c *beginConfig) error {
+		if err := engine.CheckSize("fingerprint", len(fp), engine.MaxFingerprintBytes); err != nil {
+			return err
+		}
 		c.fingerprint = &fp
 		return nil
 	}
@@ -389,6 +395,9 @@ func waitFor(ctx context.Context, e *engine.Engine, k engine.Keys, d time.Durati
 func (s *Store) Complete(ctx context.Context, key, owner string, result []byte) (bool, error) {
 	e, err := s.checkOwned(key, owner)
 	if err != nil {
+		return false, err
+	}
+	if err := engine.CheckSize("result", len(result), engine.MaxValueBytes); err != nil {
 		return false, err
 	}
 	id, err := engine.NewToken()

@@ -127,4 +127,10 @@
 // field is released either way).
 //
 // All functions and methods are safe for concurrent use.
+//
+// # Size bounds
+//
+// Keys and field names are at most 1 KiB; a longer
+// one fails with coordination.ErrInvalidArgument naming "key" or "field",
+// nothing sent.
 package lock

@@ -141,4 +141,9 @@
 // (failed keep-alive renewals) and coordination.semaphore.lost (permits
 // lost while held), besides coordination.operation.duration and
 // coordination.cleanup.abandoned.
+//
+// # Size bounds
+//
+// Keys are at most 1 KiB; a longer one fails with
+// coordination.ErrInvalidArgument naming "key", nothing sent.
 package semaphore

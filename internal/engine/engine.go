@@ -155,12 +155,13 @@ func (e *Engine) Keys(keys ...string) (Keys, error) {
 }
 
 // CheckKey returns an error wrapping [ErrInvalidArgument] naming name when
-// key is empty. Keys are otherwise binary-safe.
+// key is empty or longer than [MaxKeyBytes]. Keys are otherwise
+// binary-safe.
 func CheckKey(name, key string) error {
 	if key == "" {
 		return InvalidArgument(name, "must not be empty")
 	}
-	return nil
+	return CheckSize(name, len(key), MaxKeyBytes)
 }
 
 // Millis converts a duration to the integer milliseconds the scripts take,

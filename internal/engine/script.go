@@ -168,6 +168,6 @@ func RetryIn(ms int64) time.Duration {
 	case ms == 0:
 		return time.Millisecond
 	default:
-		return time.Duration(ms) * time.Millisecond
+		return Scaled(ms, time.Millisecond)
 	}
 }
