@@ -6,6 +6,8 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,8 +18,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/fencing"
+	"github.com/coordkit/coordination/idempotency"
 	"github.com/coordkit/coordination/internal/testharness"
 	"github.com/coordkit/coordination/lock"
+	"github.com/coordkit/coordination/semaphore"
 )
 
 func TestMain(m *testing.M) { testharness.Main(m) }
@@ -35,6 +40,14 @@ func client(b *testing.B, be *testharness.Backend) redis.UniversalClient {
 }
 
 var noop = redis.NewScript("return 1")
+
+// floorScript is the least a claim-shaped script can cost: server TIME,
+// one GET and one SET PX on its key.
+var floorScript = redis.NewScript(`
+local t = redis.call('TIME')
+local v = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1`)
 
 // parallel runs fn b.N times spread over exactly callers goroutines; each
 // goroutine gets its own id (so callers use distinct keys).
@@ -55,9 +68,68 @@ func parallel(b *testing.B, callers int, fn func(id int)) {
 	})
 }
 
+// commandstats reads INFO commandstats: usec by command name (lower case,
+// "evalsha", "set", ...). Commands a script runs are counted there too, so
+// a benchmark sums the commands its client sends, never the nested ones.
+func commandstats(b *testing.B, c redis.UniversalClient) map[string]int64 {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, line := range strings.Split(info, "\r\n") {
+		rest, ok := strings.CutPrefix(line, "cmdstat_")
+		if !ok {
+			continue
+		}
+		name, fields, _ := strings.Cut(rest, ":")
+		for _, f := range strings.Split(fields, ",") {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				out[name], _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+	}
+	return out
+}
+
+// measure runs fn b.N times over callers goroutines and reports, besides
+// ns/op and the allocations, the server's time per op (srv-us/op): the
+// growth of INFO commandstats' usec of the commands the client sends
+// (sent, e.g. "evalsha", "eval", "set") over the timed loop, divided by
+// b.N. Nothing else uses the server meanwhile (one test binary, one
+// server of its own).
+func measure(b *testing.B, c redis.UniversalClient, callers int, sent []string, fn func(id int)) {
+	b.ReportAllocs()
+	before := commandstats(b, c)
+	b.ResetTimer()
+	parallel(b, callers, fn)
+	b.StopTimer()
+	after := commandstats(b, c)
+	var usec int64
+	for _, name := range sent {
+		usec += after[name] - before[name]
+	}
+	b.ReportMetric(float64(usec)/float64(b.N), "srv-us/op")
+}
+
+var scripts = []string{"evalsha", "eval"}
+
+// ids are the caller keys, built up front so that building a key costs
+// the benchmark nothing.
+func ids(prefix string) []string {
+	k := make([]string, 65)
+	for i := range k {
+		k[i] = prefix + strconv.Itoa(i)
+	}
+	return k
+}
+
 // BenchmarkLockAcquireRelease: one acquire and one release per op, no
-// contention (each caller its own key). The no-op EVALSHA and PING rows
-// are the one-round-trip floor to divide by.
+// contention (each caller its own key), for this library's lock, fencing
+// lock and semaphore and for the peers, next to the no-op EVALSHA (the
+// floor every ratio divides by) in one run.
+//
+//	go run ./cmd/benchtab -passes 5
 func BenchmarkLockAcquireRelease(b *testing.B) {
 	be := backend(b)
 	c := client(b, be)
@@ -65,42 +137,40 @@ func BenchmarkLockAcquireRelease(b *testing.B) {
 	coord, _ := coordination.New(c, coordination.WithKeyPrefix(be.Prefix()))
 	rl := redislock.New(c)
 	rs := redsync.New(goredis.NewPool(c))
-	key := func(id int) string { return fmt.Sprintf("%sk%d", be.Prefix(), id) }
+	raw := ids(be.Prefix() + "raw:")
+	ours := ids("ours:")
+	leases, fences := ids("{f"), make([]string, 65)
+	for i := range leases {
+		fences[i] = leases[i] + "}:fence"
+		leases[i] += "}:lease"
+	}
+	sems := make([]*semaphore.Semaphore, 65)
+	busy := make([]*semaphore.Semaphore, 65)
+	for i := range sems {
+		var err error
+		if sems[i], err = semaphore.New(coord, ours[i]+":sem", 8); err != nil {
+			b.Fatal(err)
+		}
+		if busy[i], err = semaphore.New(coord, ours[i]+":busy", 1000); err != nil {
+			b.Fatal(err)
+		}
+	}
+	mutexes := make([]*redsync.Mutex, 65)
+	for i := range mutexes {
+		mutexes[i] = rs.NewMutex(raw[i]+":s", redsync.WithExpiry(time.Minute), redsync.WithTries(1))
+	}
 	for _, callers := range []int{1, 64} {
 		b.Run(fmt.Sprintf("floor-evalsha-noop/callers=%d", callers), func(b *testing.B) {
 			noop.Load(ctx, c)
-			b.ReportAllocs()
-			parallel(b, callers, func(id int) {
-				if err := noop.Run(ctx, c, []string{key(id)}).Err(); err != nil {
-					b.Error(err)
-				}
-			})
-		})
-		b.Run(fmt.Sprintf("floor-ping/callers=%d", callers), func(b *testing.B) {
-			b.ReportAllocs()
-			parallel(b, callers, func(int) {
-				if err := c.Ping(ctx).Err(); err != nil {
-					b.Error(err)
-				}
-			})
-		})
-		b.Run(fmt.Sprintf("coordination-lock/callers=%d", callers), func(b *testing.B) {
-			b.ReportAllocs()
-			parallel(b, callers, func(id int) {
-				l, err := lock.TryAcquire(ctx, coord, fmt.Sprint("c", id), time.Minute)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if _, err := l.Release(ctx); err != nil {
+			measure(b, c, callers, scripts, func(id int) {
+				if err := noop.Run(ctx, c, raw[id:id+1]).Err(); err != nil {
 					b.Error(err)
 				}
 			})
 		})
 		b.Run(fmt.Sprintf("bsm-redislock/callers=%d", callers), func(b *testing.B) {
-			b.ReportAllocs()
-			parallel(b, callers, func(id int) {
-				l, err := rl.Obtain(ctx, key(id)+"r", time.Minute, nil)
+			measure(b, c, callers, scripts, func(id int) {
+				l, err := rl.Obtain(ctx, raw[id]+":r", time.Minute, nil)
 				if err != nil {
 					b.Error(err)
 					return
@@ -111,10 +181,8 @@ func BenchmarkLockAcquireRelease(b *testing.B) {
 			})
 		})
 		b.Run(fmt.Sprintf("redsync/callers=%d", callers), func(b *testing.B) {
-			b.ReportAllocs()
-			mutexes := map[int]*redsync.Mutex{}
-			parallel(b, callers, func(id int) {
-				m := rs.NewMutex(key(id)+"s", redsync.WithExpiry(time.Minute), redsync.WithTries(1))
+			measure(b, c, callers, append([]string{"set"}, scripts...), func(id int) {
+				m := mutexes[id]
 				if err := m.LockContext(ctx); err != nil {
 					b.Error(err)
 					return
@@ -123,7 +191,119 @@ func BenchmarkLockAcquireRelease(b *testing.B) {
 					b.Error(err)
 				}
 			})
-			_ = mutexes
+		})
+		b.Run(fmt.Sprintf("coordination-lock/callers=%d", callers), func(b *testing.B) {
+			measure(b, c, callers, append([]string{"set"}, scripts...), func(id int) {
+				l, err := lock.TryAcquire(ctx, coord, ours[id], time.Minute)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := l.Release(ctx); err != nil {
+					b.Error(err)
+				}
+			})
+		})
+		b.Run(fmt.Sprintf("coordination-fencing/callers=%d", callers), func(b *testing.B) {
+			measure(b, c, callers, scripts, func(id int) {
+				l, err := fencing.TryAcquire(ctx, coord, leases[id], fences[id], time.Minute)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := l.Release(ctx); err != nil {
+					b.Error(err)
+				}
+			})
+		})
+		b.Run(fmt.Sprintf("coordination-semaphore/callers=%d", callers), func(b *testing.B) {
+			measure(b, c, callers, scripts, func(id int) {
+				p, err := sems[id].TryAcquire(ctx, time.Minute)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := p.Release(ctx); err != nil {
+					b.Error(err)
+				}
+			})
+		})
+		// The same with 100 other holders on the semaphore: the cost must
+		// not grow with the number of permits held.
+		for _, s := range busy {
+			st, err := s.State(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for range 100 - st.Holders {
+				if _, err := s.TryAcquire(ctx, time.Hour); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.Run(fmt.Sprintf("coordination-semaphore-100held/callers=%d", callers), func(b *testing.B) {
+			measure(b, c, callers, scripts, func(id int) {
+				p, err := busy[id].TryAcquire(ctx, time.Minute)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := p.Release(ctx); err != nil {
+					b.Error(err)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkIdempotencyBegin: one Begin on a fresh key per op (a new
+// pending claim), next to the no-op EVALSHA and the floor script (TIME +
+// GET + SET PX in one script) in one run.
+//
+//	go run ./cmd/benchtab -passes 5
+func BenchmarkIdempotencyBegin(b *testing.B) {
+	be := backend(b)
+	c := client(b, be)
+	ctx := context.Background()
+	coord, _ := coordination.New(c, coordination.WithKeyPrefix(be.Prefix()))
+	store, err := idempotency.New(coord)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw := ids(be.Prefix() + "idem-raw:")
+	var run atomic.Int64
+	for _, callers := range []int{1, 64} {
+		b.Run(fmt.Sprintf("floor-evalsha-noop/callers=%d", callers), func(b *testing.B) {
+			noop.Load(ctx, c)
+			measure(b, c, callers, scripts, func(id int) {
+				if err := noop.Run(ctx, c, raw[id:id+1]).Err(); err != nil {
+					b.Error(err)
+				}
+			})
+		})
+		b.Run(fmt.Sprintf("floor-script/callers=%d", callers), func(b *testing.B) {
+			floorScript.Load(ctx, c)
+			measure(b, c, callers, scripts, func(id int) {
+				if err := floorScript.Run(ctx, c, raw[id:id+1], "a-36-byte-owner-token-of-the-caller.", 60000).Err(); err != nil {
+					b.Error(err)
+				}
+			})
+		})
+		b.Run(fmt.Sprintf("coordination-idempotency-begin/callers=%d", callers), func(b *testing.B) {
+			// Fresh keys, built before the timed loop.
+			keys := make([]string, b.N)
+			r := run.Add(1)
+			for i := range keys {
+				keys[i] = "idem:" + strconv.FormatInt(r, 10) + ":" + strconv.Itoa(i)
+			}
+			var next atomic.Int64
+			measure(b, c, callers, scripts, func(int) {
+				k := keys[next.Add(1)-1]
+				cl, err := store.Begin(ctx, k, time.Minute)
+				if err != nil || cl.State != idempotency.Started {
+					b.Error(cl.State, err)
+				}
+			})
 		})
 	}
 }
@@ -131,8 +311,10 @@ func BenchmarkLockAcquireRelease(b *testing.B) {
 // BenchmarkHandoff: a holder keeps the lock 20 ms and releases; a waiter
 // blocked in the library's own acquire takes it. Reports the time from the
 // release to the waiter holding (p50, p90, p99 in ms) over b.N handoffs.
+// The first row is the limit: a client blocked in BLPOP woken by another
+// client's LPUSH, on the same server in the same run.
 //
-//	go test -run '^$' -bench Handoff -benchtime 300x
+//	go run ./cmd/benchtab -handoff 3
 func BenchmarkHandoff(b *testing.B) {
 	be := backend(b)
 	ctx := context.Background()
@@ -148,6 +330,30 @@ func BenchmarkHandoff(b *testing.B) {
 					return nil, err
 				}
 				return func() { l.Release(ctx) }, nil
+			}}
+		},
+		"coordination-fencing": func() locker {
+			coord, _ := coordination.New(client(b, be), coordination.WithKeyPrefix(be.Prefix()))
+			return locker{func() (func(), error) {
+				l, err := fencing.Acquire(ctx, coord, "{handoff}:lease", "{handoff}:fence", time.Minute)
+				if err != nil {
+					return nil, err
+				}
+				return func() { l.Release(ctx) }, nil
+			}}
+		},
+		"coordination-semaphore": func() locker {
+			coord, _ := coordination.New(client(b, be), coordination.WithKeyPrefix(be.Prefix()))
+			s, err := semaphore.New(coord, "handoff-sem", 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return locker{func() (func(), error) {
+				p, err := s.Acquire(ctx, time.Minute)
+				if err != nil {
+					return nil, err
+				}
+				return func() { p.Release(ctx) }, nil
 			}}
 		},
 		"bsm-redislock-linear10ms": func() locker {
@@ -171,9 +377,23 @@ func BenchmarkHandoff(b *testing.B) {
 			}}
 		},
 	}
-	for _, name := range []string{"coordination-lock", "bsm-redislock-linear10ms", "redsync-default"} {
+	for _, name := range []string{"blpop-lpush", "coordination-lock", "coordination-fencing", "coordination-semaphore", "bsm-redislock-linear10ms", "redsync-default"} {
 		b.Run(name, func(b *testing.B) {
-			holder, waiter := mk[name](), mk[name]()
+			var holder, waiter locker
+			if name != "blpop-lpush" {
+				holder, waiter = mk[name](), mk[name]()
+			} else {
+				// The holder "holds" until it pushes the element that the
+				// waiter's BLPOP takes.
+				list := be.Prefix() + "handoff-list"
+				hc, wc := client(b, be), client(b, be)
+				holder = locker{func() (func(), error) {
+					return func() { hc.LPush(ctx, list, "x") }, nil
+				}}
+				waiter = locker{func() (func(), error) {
+					return func() {}, wc.BLPop(ctx, 0, list).Err()
+				}}
+			}
 			lat := make([]time.Duration, 0, b.N)
 			for range b.N {
 				rel, err := holder.acquire()
@@ -209,4 +429,90 @@ func BenchmarkHandoff(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// BenchmarkMemoryUsage reports MEMORY USAGE (bytes, SAMPLES 0) of one idle
+// key of each kind, with a 40-byte key name: a plain SET PX for scale, a
+// held lock, a fencing lease and its counter, a semaphore with one permit
+// held, and idempotency claims (pending; completed with a 100-byte
+// result). b.N does not matter.
+//
+//	go run ./cmd/benchtab -passes 0 -memory
+func BenchmarkMemoryUsage(b *testing.B) {
+	be := backend(b)
+	c := client(b, be)
+	ctx := context.Background()
+	coord, _ := coordination.New(c) // no prefix: the names below are the keys
+	name := func(kind string) string {
+		k := "mem:" + kind + ":"
+		return k + strings.Repeat("x", 40-len(k))
+	}
+	usage := func(b *testing.B, key string) {
+		n, err := c.MemoryUsage(ctx, key, 0).Result()
+		if err != nil {
+			b.Fatal(key, err)
+		}
+		for range b.N {
+		}
+		b.ReportMetric(float64(n), "bytes")
+		b.ReportMetric(0, "ns/op")
+	}
+	b.Run("set-px", func(b *testing.B) {
+		k := name("set")
+		c.Set(ctx, k, "a-36-byte-owner-token-of-the-caller.", time.Minute)
+		usage(b, k)
+	})
+	b.Run("lock", func(b *testing.B) {
+		k := name("lock")
+		c.Del(ctx, k)
+		if _, err := lock.TryAcquire(ctx, coord, k, time.Minute); err != nil {
+			b.Fatal(err)
+		}
+		usage(b, k)
+	})
+	lease, fence := name("{f}lease"), name("{f}fence")
+	b.Run("fencing-lease", func(b *testing.B) {
+		c.Del(ctx, lease)
+		if _, err := fencing.TryAcquire(ctx, coord, lease, fence, time.Minute); err != nil {
+			b.Fatal(err)
+		}
+		usage(b, lease)
+	})
+	b.Run("fencing-counter", func(b *testing.B) { usage(b, fence) })
+	b.Run("semaphore-1-permit", func(b *testing.B) {
+		k := name("sem")
+		c.Del(ctx, k)
+		s, err := semaphore.New(coord, k, 10)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.TryAcquire(ctx, time.Minute); err != nil {
+			b.Fatal(err)
+		}
+		usage(b, k)
+	})
+	store, err := idempotency.New(coord)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("idempotency-pending", func(b *testing.B) {
+		k := name("idem-pending")
+		c.Del(ctx, k)
+		if cl, err := store.Begin(ctx, k, time.Minute); err != nil || cl.State != idempotency.Started {
+			b.Fatal(cl.State, err)
+		}
+		usage(b, k)
+	})
+	b.Run("idempotency-completed-100B", func(b *testing.B) {
+		k := name("idem-done")
+		c.Del(ctx, k)
+		cl, err := store.Begin(ctx, k, time.Minute)
+		if err != nil || cl.State != idempotency.Started {
+			b.Fatal(cl.State, err)
+		}
+		if ok, err := store.Complete(ctx, k, cl.Owner, []byte(strings.Repeat("r", 100))); err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+		usage(b, k)
+	})
 }
