@@ -21,6 +21,7 @@ var kind = &engine.LeaseKind{
 	AcquireOp: hooks.SemaphoreAcquire, RenewOp: hooks.SemaphoreRenew, VerifyOp: hooks.SemaphoreVerify, ReleaseOp: hooks.SemaphoreRelease,
 	Acquire: engine.SemaphoreAcquire, Refresh: engine.SemaphoreRefresh, Verify: engine.SemaphoreVerify, Release: engine.SemaphoreRelease,
 	NoExpiry: true,
+	WaitFlag: true,
 	Metrics:  engine.SemaphoreMetrics,
 }
 

@@ -3,40 +3,26 @@ package engine
 // Scripts of the counting semaphore (package semaphore), each next to its
 // decoder. A permit is identified by its sorted-set member
 // "P:<n>:<token>" (its id in the lease argument convention); the layout is
-// documented in semaphore_acquire.lua. Every reply also carries the server
-// time the script ran at, which the decoders check and drop.
+// documented in semaphore_acquire.lua.
 var (
 	SemaphoreAcquire = NewScript("semaphore_acquire", decodeSemaphoreGrant)
-	SemaphoreRefresh = NewScript("semaphore_refresh", decodeSemaphoreRefresh)
+	SemaphoreRefresh = NewScript("semaphore_refresh", Bool01)
 	SemaphoreVerify  = NewScript("semaphore_verify", decodeSemaphoreVerify)
 	SemaphoreRelease = NewScript("semaphore_release", decodeSemaphoreRelease)
 	SemaphoreRead    = NewScript("semaphore_read", decodeSemaphoreRead)
 )
 
-// decodeSemaphoreGrant reads {1, 0, now} (acquired) or {0, retry_ms, now}
-// (too few permits free; retry_ms until the earliest live permit expires,
-// -1 when none does).
+// decodeSemaphoreGrant reads 0 (acquired) or retry_ms (too few permits
+// free: >= 1 until the earliest live permit expires, -1 when none does).
 func decodeSemaphoreGrant(v any) (Grant, bool) {
-	a, ok := Ints(v, 3)
-	if !ok || a[2] <= 0 {
-		return Grant{}, false
-	}
+	r, ok := v.(int64)
 	switch {
-	case a[0] == 1 && a[1] == 0:
+	case !ok || r < -1:
+		return Grant{}, false
+	case r == 0:
 		return Grant{Acquired: true}, true
-	case a[0] == 0 && a[1] >= -1:
-		return Grant{RetryIn: RetryIn(a[1])}, true
 	}
-	return Grant{}, false
-}
-
-// decodeSemaphoreRefresh reads {1, now} (refreshed) or {0, now} (gone).
-func decodeSemaphoreRefresh(v any) (bool, bool) {
-	a, ok := Ints(v, 2)
-	if !ok || a[1] <= 0 {
-		return false, false
-	}
-	return Bool01(a[0])
+	return Grant{RetryIn: RetryIn(r)}, true
 }
 
 // decodeSemaphoreVerify reads {1, remaining_ms, now} (live; remaining_ms
@@ -55,17 +41,13 @@ func decodeSemaphoreVerify(v any) (bool, bool) {
 	return false, false
 }
 
-// decodeSemaphoreRelease reads {1, now} (released) or {0, now} (already
-// gone). A permit belongs to its holder alone: there is no NotOwned.
+// decodeSemaphoreRelease reads 1 (released) or 0 (already gone). A permit
+// belongs to its holder alone: there is no NotOwned.
 func decodeSemaphoreRelease(v any) (Outcome, bool) {
-	a, ok := Ints(v, 2)
-	if !ok || a[1] <= 0 {
-		return 0, false
-	}
-	switch a[0] {
-	case 1:
+	switch v {
+	case int64(1):
 		return Released, true
-	case 0:
+	case int64(0):
 		return AlreadyReleased, true
 	}
 	return 0, false
