@@ -102,11 +102,11 @@ func claimOf(r engine.ClaimReply, token string) (Claim, error) {
 	return Claim{}, engine.UnexpectedReply(engine.IdempotencyBegin.Name(), nil)
 }
 
-// Store records idempotency claims and their results in Redis: one hash per
-// key, created by [Store.Begin], finished by [Store.Complete] or
+// Store records idempotency claims and their results in Redis: one string
+// per key, created by [Store.Begin], finished by [Store.Complete] or
 // [Store.Abandon]. Each of these is one Lua script, one round trip, on one
-// key, so a Store works unchanged on Redis Cluster. The hash's layout is
-// described in the package documentation.
+// key, so a Store works unchanged on Redis Cluster. The layout is described
+// in the package documentation.
 //
 // A Store holds no state of its own besides its coordinator. It is safe for
 // concurrent use by multiple goroutines. The zero value is not usable; use
@@ -236,8 +236,8 @@ var errWaitOver = errors.New("idempotency: wait bound reached")
 // Errors: coordination.ErrInvalidArgument naming store, coord, key, ttl,
 // result ttl or wait, with nothing sent; an error matching
 // coordination.ErrWrongType (with ErrBadState) when key holds another Redis
-// type, or coordination.ErrBadState when the hash is not a claim this
-// package wrote (or the reply is not one the client knows), both detected
+// type (a claim of an earlier version, a hash, included), or
+// coordination.ErrBadState when the string is not a claim this package wrote (or the reply is not one the client knows), both detected
 // before anything is written; the hook's error when a hook rejects; Redis
 // and network errors as go-redis returns them (NOPERM when the ACL denies
 // EVALSHA, the key or a command the script runs, NOAUTH or WRONGPASS when
@@ -277,7 +277,11 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return Claim{}, err
 	}
-	args := []any{token, ttlMs, cfg.resultMs, "0", ""}
+	args := []any{token, ttlMs, nil, "0", ""}
+	args[2] = args[1] // the same TTL for the result, unless one is given
+	if cfg.resultMs != ttlMs {
+		args[2] = cfg.resultMs
+	}
 	if cfg.fingerprint != nil {
 		args[3], args[4] = "1", *cfg.fingerprint
 	}
