@@ -129,7 +129,7 @@ func ids(prefix string) []string {
 // lock and semaphore and for the peers, next to the no-op EVALSHA (the
 // floor every ratio divides by) in one run.
 //
-//	go run ./cmd/benchtab -passes 5
+//	go run ./cmd/benchtab
 func BenchmarkLockAcquireRelease(b *testing.B) {
 	be := backend(b)
 	c := client(b, be)
@@ -160,76 +160,8 @@ func BenchmarkLockAcquireRelease(b *testing.B) {
 		mutexes[i] = rs.NewMutex(raw[i]+":s", redsync.WithExpiry(time.Minute), redsync.WithTries(1))
 	}
 	for _, callers := range []int{1, 64} {
-		b.Run(fmt.Sprintf("floor-evalsha-noop/callers=%d", callers), func(b *testing.B) {
-			noop.Load(ctx, c)
-			measure(b, c, callers, scripts, func(id int) {
-				if err := noop.Run(ctx, c, raw[id:id+1]).Err(); err != nil {
-					b.Error(err)
-				}
-			})
-		})
-		b.Run(fmt.Sprintf("bsm-redislock/callers=%d", callers), func(b *testing.B) {
-			measure(b, c, callers, scripts, func(id int) {
-				l, err := rl.Obtain(ctx, raw[id]+":r", time.Minute, nil)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if err := l.Release(ctx); err != nil {
-					b.Error(err)
-				}
-			})
-		})
-		b.Run(fmt.Sprintf("redsync/callers=%d", callers), func(b *testing.B) {
-			measure(b, c, callers, append([]string{"set"}, scripts...), func(id int) {
-				m := mutexes[id]
-				if err := m.LockContext(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-				if _, err := m.UnlockContext(ctx); err != nil {
-					b.Error(err)
-				}
-			})
-		})
-		b.Run(fmt.Sprintf("coordination-lock/callers=%d", callers), func(b *testing.B) {
-			measure(b, c, callers, append([]string{"set"}, scripts...), func(id int) {
-				l, err := lock.TryAcquire(ctx, coord, ours[id], time.Minute)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if _, err := l.Release(ctx); err != nil {
-					b.Error(err)
-				}
-			})
-		})
-		b.Run(fmt.Sprintf("coordination-fencing/callers=%d", callers), func(b *testing.B) {
-			measure(b, c, callers, scripts, func(id int) {
-				l, err := fencing.TryAcquire(ctx, coord, leases[id], fences[id], time.Minute)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if _, err := l.Release(ctx); err != nil {
-					b.Error(err)
-				}
-			})
-		})
-		b.Run(fmt.Sprintf("coordination-semaphore/callers=%d", callers), func(b *testing.B) {
-			measure(b, c, callers, scripts, func(id int) {
-				p, err := sems[id].TryAcquire(ctx, time.Minute)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if _, err := p.Release(ctx); err != nil {
-					b.Error(err)
-				}
-			})
-		})
-		// The same with 100 other holders on the semaphore: the cost must
-		// not grow with the number of permits held.
+		// The semaphore with 100 other holders: the cost must not grow
+		// with the number of permits held.
 		for _, s := range busy {
 			st, err := s.State(ctx)
 			if err != nil {
@@ -241,9 +173,9 @@ func BenchmarkLockAcquireRelease(b *testing.B) {
 				}
 			}
 		}
-		b.Run(fmt.Sprintf("coordination-semaphore-100held/callers=%d", callers), func(b *testing.B) {
-			measure(b, c, callers, scripts, func(id int) {
-				p, err := busy[id].TryAcquire(ctx, time.Minute)
+		sem := func(s []*semaphore.Semaphore) func(id int) {
+			return func(id int) {
+				p, err := s[id].TryAcquire(ctx, time.Minute)
 				if err != nil {
 					b.Error(err)
 					return
@@ -251,8 +183,90 @@ func BenchmarkLockAcquireRelease(b *testing.B) {
 				if _, err := p.Release(ctx); err != nil {
 					b.Error(err)
 				}
-			})
+			}
+		}
+		interleaved(b, c, callers, raw, []row{
+			{"bsm-redislock", scripts, func(id int) {
+				l, err := rl.Obtain(ctx, raw[id]+":r", time.Minute, nil)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if err := l.Release(ctx); err != nil {
+					b.Error(err)
+				}
+			}, nil},
+			{"redsync", append([]string{"set"}, scripts...), func(id int) {
+				m := mutexes[id]
+				if err := m.LockContext(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := m.UnlockContext(ctx); err != nil {
+					b.Error(err)
+				}
+			}, nil},
+			{"coordination-lock", append([]string{"set"}, scripts...), func(id int) {
+				l, err := lock.TryAcquire(ctx, coord, ours[id], time.Minute)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := l.Release(ctx); err != nil {
+					b.Error(err)
+				}
+			}, nil},
+			{"coordination-fencing", scripts, func(id int) {
+				l, err := fencing.TryAcquire(ctx, coord, leases[id], fences[id], time.Minute)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := l.Release(ctx); err != nil {
+					b.Error(err)
+				}
+			}, nil},
+			{"coordination-semaphore", scripts, sem(sems), nil},
+			{"coordination-semaphore-100held", scripts, sem(busy), nil},
 		})
+	}
+}
+
+// row is one benchmarked operation: its name, the commands its client
+// sends (for the server time) and one op.
+type row struct {
+	name string
+	sent []string
+	op   func(id int)
+	// setup, when set, runs before each timed loop of b.N ops.
+	setup func(n int)
+}
+
+// interleaved runs the no-op EVALSHA floor, then each row followed by the
+// floor again, at callers concurrent callers: every row is measured between
+// two floors taken just before and just after it, so that benchtab's ratio
+// (the mean of the two floors' ns/op over the row's) compares moments of
+// the same machine load.
+func interleaved(b *testing.B, c redis.UniversalClient, callers int, raw []string, rows []row) {
+	ctx := context.Background()
+	noop.Load(ctx, c)
+	floor := func(b *testing.B) {
+		measure(b, c, callers, scripts, func(id int) {
+			if err := noop.Run(ctx, c, raw[id:id+1]).Err(); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	name := fmt.Sprintf("floor-evalsha-noop/callers=%d", callers)
+	b.Run(name, floor)
+	for _, r := range rows {
+		b.Run(fmt.Sprintf("%s/callers=%d", r.name, callers), func(b *testing.B) {
+			if r.setup != nil {
+				r.setup(b.N)
+			}
+			measure(b, c, callers, r.sent, r.op)
+		})
+		b.Run(name, floor)
 	}
 }
 
@@ -260,7 +274,7 @@ func BenchmarkLockAcquireRelease(b *testing.B) {
 // pending claim), next to the no-op EVALSHA and the floor script (TIME +
 // GET + SET PX in one script) in one run.
 //
-//	go run ./cmd/benchtab -passes 5
+//	go run ./cmd/benchtab
 func BenchmarkIdempotencyBegin(b *testing.B) {
 	be := backend(b)
 	c := client(b, be)
@@ -273,37 +287,33 @@ func BenchmarkIdempotencyBegin(b *testing.B) {
 	raw := ids(be.Prefix() + "idem-raw:")
 	var run atomic.Int64
 	for _, callers := range []int{1, 64} {
-		b.Run(fmt.Sprintf("floor-evalsha-noop/callers=%d", callers), func(b *testing.B) {
-			noop.Load(ctx, c)
-			measure(b, c, callers, scripts, func(id int) {
-				if err := noop.Run(ctx, c, raw[id:id+1]).Err(); err != nil {
-					b.Error(err)
-				}
-			})
-		})
-		b.Run(fmt.Sprintf("floor-script/callers=%d", callers), func(b *testing.B) {
-			floorScript.Load(ctx, c)
-			measure(b, c, callers, scripts, func(id int) {
+		var keys []string
+		var next atomic.Int64
+		interleaved(b, c, callers, raw, []row{
+			{"floor-script", scripts, func(id int) {
 				if err := floorScript.Run(ctx, c, raw[id:id+1], "a-36-byte-owner-token-of-the-caller.", 60000).Err(); err != nil {
 					b.Error(err)
 				}
-			})
-		})
-		b.Run(fmt.Sprintf("coordination-idempotency-begin/callers=%d", callers), func(b *testing.B) {
-			// Fresh keys, built before the timed loop.
-			keys := make([]string, b.N)
-			r := run.Add(1)
-			for i := range keys {
-				keys[i] = "idem:" + strconv.FormatInt(r, 10) + ":" + strconv.Itoa(i)
-			}
-			var next atomic.Int64
-			measure(b, c, callers, scripts, func(int) {
-				k := keys[next.Add(1)-1]
-				cl, err := store.Begin(ctx, k, time.Minute)
+			}, nil},
+			{"coordination-idempotency-begin", scripts, func(int) {
+				i := next.Add(1) - 1
+				if int(i) >= len(keys) {
+					b.Error("out of fresh keys")
+					return
+				}
+				cl, err := store.Begin(ctx, keys[i], time.Minute)
 				if err != nil || cl.State != idempotency.Started {
 					b.Error(cl.State, err)
 				}
-			})
+			}, func(n int) {
+				// Fresh keys, built before the timed loop.
+				r := run.Add(1)
+				keys = make([]string, n)
+				for i := range keys {
+					keys[i] = "idem:" + strconv.FormatInt(r, 10) + ":" + strconv.Itoa(i)
+				}
+				next.Store(0)
+			}},
 		})
 	}
 }

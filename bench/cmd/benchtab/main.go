@@ -2,15 +2,16 @@
 // interleaved passes and prints their medians as Markdown tables.
 //
 // A pass is one run of the benchmark binary over every benchmark selected
-// (-test.count=1), so that each row and the floor it is divided by are
-// measured minutes apart at most, and noise from the shared machine falls
-// on every row of a pass alike. For each pass and caller count, a row's
-// ratio is the floor's ns/op divided by the row's (its ops/s over the
-// no-op EVALSHA's); the table gives the median over the passes with the
-// lowest and highest in brackets, and the medians of the server time per
-// op (srv-us/op, from INFO commandstats), allocs/op and B/op.
+// (-test.count=1). Within a pass every row is measured between two runs of
+// the no-op EVALSHA floor at the same caller count, just before and just
+// after it; the row's ratio is the mean of those two floors' ns/op divided
+// by the row's (its ops/s over the floor's), so that a burst of load from
+// the shared machine falls on the row and its floor alike. The table gives
+// the median ratio over the passes with the lowest and highest in brackets,
+// and the medians of ops/s, of the server time per op (srv-us/op, from INFO
+// commandstats), of allocs/op and B/op.
 //
-//	cd bench && go run ./cmd/benchtab -passes 5               # throughput, server time, allocations
+//	cd bench && go run ./cmd/benchtab                         # throughput, server time, allocations
 //	cd bench && go run ./cmd/benchtab -handoff 3              # handoff latency, three runs
 //	cd bench && go run ./cmd/benchtab -passes 0 -memory       # MEMORY USAGE per key
 //
@@ -33,9 +34,9 @@ import (
 )
 
 func main() {
-	passes := flag.Int("passes", 5, "interleaved passes of the throughput benchmarks (0: none)")
+	passes := flag.Int("passes", 7, "interleaved passes of the throughput benchmarks (0: none)")
 	bench := flag.String("bench", "LockAcquireRelease|IdempotencyBegin", "throughput benchmarks (regexp)")
-	benchtime := flag.String("benchtime", "2s", "-test.benchtime of each throughput row")
+	benchtime := flag.String("benchtime", "1s", "-test.benchtime of each throughput row")
 	handoff := flag.Int("handoff", 0, "runs of BenchmarkHandoff (each a separate process)")
 	handoffs := flag.Int("handoffs", 300, "handoffs per row and run")
 	memory := flag.Bool("memory", false, "print MEMORY USAGE per key (BenchmarkMemoryUsage)")
@@ -91,7 +92,7 @@ type result struct {
 	metrics    map[string]float64 // "ns/op", "srv-us/op", "allocs/op", "B/op", ...
 }
 
-var lineRE = regexp.MustCompile(`^Benchmark([^/\s]+)/(\S+?)(?:/callers=(\d+))?(?:-\d+)?\s+\d+\s+(.*)$`)
+var lineRE = regexp.MustCompile(`^Benchmark([^/\s]+)/(\S+?)(?:/callers=(\d+))?(?:#\d+)?(?:-\d+)?\s+\d+\s+(.*)$`)
 
 func run(bin string, args ...string) []result {
 	cmd := exec.Command(bin, append([]string{"-test.run", "^$"}, args...)...)
@@ -132,16 +133,7 @@ func throughput(runs [][]result, passes int) {
 	data := map[key]map[int]*series{}
 	var order []key
 	for _, rs := range runs {
-		floors := map[string]map[int]float64{}
-		for _, r := range rs {
-			if r.row == floor {
-				if floors[r.group] == nil {
-					floors[r.group] = map[int]float64{}
-				}
-				floors[r.group][r.callers] = r.metrics["ns/op"]
-			}
-		}
-		for _, r := range rs {
+		for i, r := range rs {
 			k := key{r.group, r.row}
 			if data[k] == nil {
 				data[k] = map[int]*series{}
@@ -153,7 +145,9 @@ func throughput(runs [][]result, passes int) {
 				data[k][r.callers] = s
 			}
 			ns := r.metrics["ns/op"]
-			if f := floors[r.group][r.callers]; f > 0 && ns > 0 {
+			if r.row == floor {
+				s.ratio = append(s.ratio, 1)
+			} else if f := flanking(rs, i); f > 0 && ns > 0 {
 				s.ratio = append(s.ratio, f/ns)
 			}
 			if ns > 0 {
@@ -164,7 +158,7 @@ func throughput(runs [][]result, passes int) {
 			s.bytes = append(s.bytes, r.metrics["B/op"])
 		}
 	}
-	fmt.Printf("\nMedians of %d interleaved passes (ratio = ops/s over the no-op EVALSHA of the same pass and caller count; [lowest-highest]).\n", passes)
+	fmt.Printf("\nMedians of %d passes (ratio = ops/s over the no-op EVALSHA measured just before and after the row; [lowest-highest]).\n", passes)
 	group := ""
 	for _, k := range order {
 		if k.group != group {
@@ -184,6 +178,23 @@ func throughput(runs [][]result, passes int) {
 			med(one, func(s *series) []float64 { return s.allocs }, "%.0f"),
 			med(one, func(s *series) []float64 { return s.bytes }, "%.0f"))
 	}
+}
+
+// flanking returns the mean ns/op of the floors measured just before and
+// just after rs[i] (same group and caller count), or of the one there is.
+func flanking(rs []result, i int) float64 {
+	var sum float64
+	var n int
+	for _, j := range []int{i - 1, i + 1} {
+		if j >= 0 && j < len(rs) && rs[j].row == floor && rs[j].group == rs[i].group && rs[j].callers == rs[i].callers {
+			sum += rs[j].metrics["ns/op"]
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
 }
 
 func median(v []float64) float64 {
