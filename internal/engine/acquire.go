@@ -63,7 +63,7 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant
 	}
 	k.init()
 	keys, id, extra := r.Keys, r.ID, r.Extra
-	ttl := [1]any{ttlMs}
+	ttl := [1]any{k.ttlArg(ttlMs)}
 	var flag []any
 	if k.WaitFlag {
 		flag = noWait
@@ -98,7 +98,7 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant
 	} else {
 		start := time.Now()
 		counted := false
-		err = e.Wait(ctx, WaitConfig{Key: keys.full[0], Recheck: r.Recheck, OnContended: func() {
+		err = e.Wait(ctx, WaitConfig{Key: keys.firstKey(), Recheck: r.Recheck, OnContended: func() {
 			if !counted {
 				counted = true
 				e.Counter(k.Metrics.Contention).Add(context.Background(), 1, k.baseAdd...)

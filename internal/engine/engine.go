@@ -135,10 +135,37 @@ type Keys struct {
 	// boxed holds the same keys as command arguments, converted to
 	// interfaces once for every command that uses them.
 	boxed []any
+	// one and oneArg hold the single key of [Engine.Key] (full is nil
+	// then): two allocations per key instead of four.
+	one    string
+	oneArg any
+}
+
+func (k Keys) single() bool { return k.full == nil && k.oneArg != nil }
+
+// Len returns the number of keys.
+func (k Keys) Len() int {
+	if k.single() {
+		return 1
+	}
+	return len(k.full)
 }
 
 // Full returns the prefixed keys. The slice must not be modified.
-func (k Keys) Full() []string { return k.full }
+func (k Keys) Full() []string {
+	if k.single() {
+		return []string{k.one}
+	}
+	return k.full
+}
+
+// firstKey returns the first prefixed key.
+func (k Keys) firstKey() string {
+	if k.single() {
+		return k.one
+	}
+	return k.full[0]
+}
 
 // First returns the first key alone.
 func (k Keys) First() Keys { return k.Head(1) }
@@ -146,7 +173,7 @@ func (k Keys) First() Keys { return k.Head(1) }
 // Head returns the first n keys (all of them when n is 0 or more than
 // there are).
 func (k Keys) Head(n int) Keys {
-	if n <= 0 || n >= len(k.full) {
+	if n <= 0 || n >= k.Len() {
 		return k
 	}
 	h := Keys{full: k.full[:n:n]}
@@ -156,28 +183,35 @@ func (k Keys) Head(n int) Keys {
 	return h
 }
 
-// put writes the keys as command arguments into dst.
-func (k Keys) put(dst []any) {
-	if len(k.boxed) == len(k.full) {
-		copy(dst, k.boxed)
-		return
+// arg returns the i-th key as a command argument.
+func (k Keys) arg(i int) any {
+	switch {
+	case k.single():
+		return k.oneArg
+	case len(k.boxed) == len(k.full):
+		return k.boxed[i]
 	}
-	for i, s := range k.full {
-		dst[i] = s
-	}
+	return k.full[i]
 }
 
-// oneKey holds a single key and its argument form in one allocation.
-type oneKey struct {
-	full  [1]string
-	boxed [1]any
+// put writes the keys as command arguments into dst.
+func (k Keys) put(dst []any) {
+	switch {
+	case k.single():
+		dst[0] = k.oneArg
+	case len(k.boxed) == len(k.full):
+		copy(dst, k.boxed)
+	default:
+		for i, s := range k.full {
+			dst[i] = s
+		}
+	}
 }
 
 // Key applies the prefix to one key.
 func (e *Engine) Key(key string) Keys {
-	o := &oneKey{full: [1]string{e.prefix + key}}
-	o.boxed[0] = o.full[0]
-	return Keys{full: o.full[:], boxed: o.boxed[:]}
+	full := e.prefix + key
+	return Keys{one: full, oneArg: full}
 }
 
 // Keys applies the prefix to keys and, with more than one key, checks that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -61,6 +62,24 @@ type LeaseKind struct {
 	// a fresh variadic list to an instrument allocates on every call.
 	baseAdd    []metric.AddOption
 	baseRecord []metric.RecordOption
+	// ttl is the last TTL argument, converted to an interface once: most
+	// users of a kind use one TTL.
+	ttl atomic.Pointer[boxedInt]
+}
+
+type boxedInt struct {
+	n int64
+	v any
+}
+
+// ttlArg returns ms as a command argument.
+func (k *LeaseKind) ttlArg(ms int64) any {
+	if b := k.ttl.Load(); b != nil && b.n == ms {
+		return b.v
+	}
+	b := &boxedInt{n: ms, v: ms}
+	k.ttl.Store(b)
+	return b.v
 }
 
 func (k *LeaseKind) init() {
@@ -309,7 +328,7 @@ func (h *Handle) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 // refresh runs one refresh; h.refreshMu must be held.
 func (h *Handle) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool, error) {
 	sent := time.Now()
-	ttlArg := [1]any{ms}
+	ttlArg := [1]any{h.kind.ttlArg(ms)}
 	ok, err := h.kind.Refresh.run(ctx, h.e, h.keys, h.id, ttlArg[:])
 	if err != nil {
 		if ttl > 0 && h.e.Ambiguous(err) {

@@ -63,7 +63,7 @@ func (s *Script[R]) Run(ctx context.Context, e *Engine, k Keys, args ...any) (R,
 // slice.
 func (s *Script[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any) (R, error) {
 	var zero R
-	nk := len(k.full)
+	nk := k.Len()
 	n := 3 + nk
 	for _, p := range parts {
 		n += len(p)
@@ -175,11 +175,7 @@ func (c *Command[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any)
 	for i, t := range c.template {
 		switch t := t.(type) {
 		case KeyAt:
-			if len(k.boxed) == len(k.full) {
-				cmdArgs[i] = k.boxed[t]
-			} else {
-				cmdArgs[i] = k.full[t]
-			}
+			cmdArgs[i] = k.arg(int(t))
 		case ArgAt:
 			j := int(t)
 			for _, p := range parts {
