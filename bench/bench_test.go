@@ -41,6 +41,9 @@ func client(b *testing.B, be *testharness.Backend) redis.UniversalClient {
 
 var noop = redis.NewScript("return 1")
 
+// floor names the no-op EVALSHA rows.
+const floor = "floor-evalsha-noop"
+
 // floorScript is the least a claim-shaped script can cost: server TIME,
 // one GET and one SET PX on its key.
 var floorScript = redis.NewScript(`
@@ -272,7 +275,7 @@ func interleaved(b *testing.B, c redis.UniversalClient, callers int, raw []strin
 
 // BenchmarkIdempotencyBegin: one Begin on a fresh key per op (a new
 // pending claim), next to the no-op EVALSHA and the floor script (TIME +
-// GET + SET PX in one script) in one run.
+// GET + SET PX in one script, also on a fresh key per op) in one run.
 //
 //	go run ./cmd/benchtab
 func BenchmarkIdempotencyBegin(b *testing.B) {
@@ -289,12 +292,27 @@ func BenchmarkIdempotencyBegin(b *testing.B) {
 	for _, callers := range []int{1, 64} {
 		var keys []string
 		var next atomic.Int64
+		// fresh builds n fresh keys before a timed loop: the floor script
+		// and Begin both create a key per op.
+		fresh := func(n int) {
+			r := run.Add(1)
+			keys = make([]string, n)
+			for i := range keys {
+				keys[i] = "idem:" + strconv.FormatInt(r, 10) + ":" + strconv.Itoa(i)
+			}
+			next.Store(0)
+		}
 		interleaved(b, c, callers, raw, []row{
-			{"floor-script", scripts, func(id int) {
-				if err := floorScript.Run(ctx, c, raw[id:id+1], "a-36-byte-owner-token-of-the-caller.", 60000).Err(); err != nil {
+			{"floor-script", scripts, func(int) {
+				i := next.Add(1) - 1
+				if int(i) >= len(keys) {
+					b.Error("out of fresh keys")
+					return
+				}
+				if err := floorScript.Run(ctx, c, []string{be.Prefix() + keys[i]}, "a-36-byte-owner-token-of-the-caller.", 60000).Err(); err != nil {
 					b.Error(err)
 				}
-			}, nil},
+			}, fresh},
 			{"coordination-idempotency-begin", scripts, func(int) {
 				i := next.Add(1) - 1
 				if int(i) >= len(keys) {
@@ -305,15 +323,137 @@ func BenchmarkIdempotencyBegin(b *testing.B) {
 				if err != nil || cl.State != idempotency.Started {
 					b.Error(cl.State, err)
 				}
-			}, func(n int) {
-				// Fresh keys, built before the timed loop.
-				r := run.Add(1)
-				keys = make([]string, n)
-				for i := range keys {
-					keys[i] = "idem:" + strconv.FormatInt(r, 10) + ":" + strconv.Itoa(i)
-				}
-				next.Store(0)
-			}},
+			}, fresh},
+		})
+	}
+}
+
+// BenchmarkServerTime measures the server's time per op of every row of
+// BenchmarkLockAcquireRelease and BenchmarkIdempotencyBegin, one caller,
+// paired: the rows take turns in chunks of 200 ops, in a rotating order,
+// for 25 rounds, and each row's time is the growth of INFO commandstats'
+// usec of the commands it sends over its own chunks. A burst of load from
+// the shared machine (which lengthens whatever command the server is in)
+// then falls on every row alike. The database is first filled with 20,000
+// keys (a key table of 32,768 slots), so that the 10,000 keys the two rows
+// that create a key per op add never make Redis grow its key table (the
+// rehash would fall on whichever row runs then).
+// Each row reports srv-us/op; b.N does not matter.
+//
+//	go run ./cmd/benchtab -passes 0
+func BenchmarkServerTime(b *testing.B) {
+	be := backend(b)
+	c := client(b, be)
+	ctx := context.Background()
+	fill := redis.NewScript("for i = 1, tonumber(ARGV[1]) do redis.call('SET', 'fill:' .. i, '') end return 1")
+	if err := fill.Run(ctx, c, nil, 20000).Err(); err != nil {
+		b.Fatal(err)
+	}
+	coord, _ := coordination.New(c, coordination.WithKeyPrefix(be.Prefix()))
+	rl := redislock.New(c)
+	rs := redsync.New(goredis.NewPool(c)).NewMutex(be.Prefix()+"srv:s", redsync.WithExpiry(time.Minute), redsync.WithTries(1))
+	store, err := idempotency.New(coord)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sem, err := semaphore.New(coord, "srv:sem", 8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	busy, err := semaphore.New(coord, "srv:busy", 1000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range 100 {
+		if _, err := busy.TryAcquire(ctx, time.Hour); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fresh := 0
+	freshKey := func() string {
+		fresh++
+		return "srv:idem:" + strconv.Itoa(fresh)
+	}
+	check := func(err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	rows := []row{
+		{floor, scripts, func(int) { check(noop.Run(ctx, c, []string{be.Prefix() + "srv:n"}).Err()) }, nil},
+		{"floor-script", scripts, func(int) {
+			check(floorScript.Run(ctx, c, []string{be.Prefix() + freshKey()}, "a-36-byte-owner-token-of-the-caller.", 60000).Err())
+		}, nil},
+		{"bsm-redislock", scripts, func(int) {
+			l, err := rl.Obtain(ctx, be.Prefix()+"srv:r", time.Minute, nil)
+			check(err)
+			check(l.Release(ctx))
+		}, nil},
+		{"redsync", append([]string{"set"}, scripts...), func(int) {
+			check(rs.LockContext(ctx))
+			_, err := rs.UnlockContext(ctx)
+			check(err)
+		}, nil},
+		{"coordination-lock", append([]string{"set"}, scripts...), func(int) {
+			l, err := lock.TryAcquire(ctx, coord, "srv:l", time.Minute)
+			check(err)
+			_, err = l.Release(ctx)
+			check(err)
+		}, nil},
+		{"coordination-fencing", scripts, func(int) {
+			l, err := fencing.TryAcquire(ctx, coord, "{srv}:lease", "{srv}:fence", time.Minute)
+			check(err)
+			_, err = l.Release(ctx)
+			check(err)
+		}, nil},
+		{"coordination-semaphore", scripts, func(int) {
+			p, err := sem.TryAcquire(ctx, time.Minute)
+			check(err)
+			_, err = p.Release(ctx)
+			check(err)
+		}, nil},
+		{"coordination-semaphore-100held", scripts, func(int) {
+			p, err := busy.TryAcquire(ctx, time.Minute)
+			check(err)
+			_, err = p.Release(ctx)
+			check(err)
+		}, nil},
+		{"coordination-idempotency-begin", scripts, func(int) {
+			cl, err := store.Begin(ctx, freshKey(), time.Minute)
+			check(err)
+			if cl.State != idempotency.Started {
+				b.Fatal(cl.State)
+			}
+		}, nil},
+	}
+	const rounds, chunk = 25, 200
+	usec := make([]int64, len(rows))
+	for _, r := range rows { // warm: scripts cached, connections open
+		for range 20 {
+			r.op(0)
+		}
+	}
+	b.ResetTimer()
+	for i := range rounds {
+		for j := range rows {
+			k := (i + j) % len(rows)
+			before := commandstats(b, c)
+			for range chunk {
+				rows[k].op(0)
+			}
+			after := commandstats(b, c)
+			for _, name := range rows[k].sent {
+				usec[k] += after[name] - before[name]
+			}
+		}
+	}
+	b.StopTimer()
+	for k, r := range rows {
+		b.Run(r.name, func(b *testing.B) {
+			for range b.N {
+			}
+			b.ReportMetric(float64(usec[k])/float64(rounds*chunk), "srv-us/op")
+			b.ReportMetric(0, "ns/op")
 		})
 	}
 }
@@ -324,7 +464,7 @@ func BenchmarkIdempotencyBegin(b *testing.B) {
 // The first row is the limit: a client blocked in BLPOP woken by another
 // client's LPUSH, on the same server in the same run.
 //
-//	go run ./cmd/benchtab -handoff 3
+//	go run ./cmd/benchtab -passes 0 -server 0 -handoff 3
 func BenchmarkHandoff(b *testing.B) {
 	be := backend(b)
 	ctx := context.Background()
@@ -447,7 +587,7 @@ func BenchmarkHandoff(b *testing.B) {
 // held, and idempotency claims (pending; completed with a 100-byte
 // result). b.N does not matter.
 //
-//	go run ./cmd/benchtab -passes 0 -memory
+//	go run ./cmd/benchtab -passes 0 -server 0 -memory
 func BenchmarkMemoryUsage(b *testing.B) {
 	be := backend(b)
 	c := client(b, be)

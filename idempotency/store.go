@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -277,20 +279,39 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return Claim{}, err
 	}
-	args := []any{token, ttlMs, nil, "0", ""}
-	args[2] = args[1] // the same TTL for the result, unless one is given
-	if cfg.resultMs != ttlMs {
-		args[2] = cfg.resultMs
-	}
-	if cfg.fingerprint != nil {
-		args[3], args[4] = "1", *cfg.fingerprint
-	}
-	claim, err := begin(ctx, e, e.Key(key), token, ttl, cfg.wait, args)
+	pending, fp := pendingClaim(cfg.resultMs, token, cfg.fingerprint)
+	claim, err := begin(ctx, e, e.Key(key), token, ttl, cfg.wait, []any{token, ttlMs, pending, fp})
 	if err != nil {
 		return Claim{}, op.End(err)
 	}
 	e.Count(engine.IdempotencyBegins, beginAttrs[claim.State])
 	return claim, op.End(nil)
+}
+
+// pendingClaim returns a new pending claim as stored (layout in the package
+// documentation) and its fingerprint part, in one allocation.
+func pendingClaim(resultMs int64, owner string, fingerprint *string) (claim, fp string) {
+	var b strings.Builder
+	n := 1 + 15 + 1 + len(owner) + 1 + 2
+	if fingerprint != nil {
+		n += 20 + 1 + len(*fingerprint)
+	}
+	b.Grow(n)
+	b.WriteByte('P')
+	b.WriteString(strconv.FormatInt(resultMs, 10))
+	b.WriteByte(':')
+	b.WriteString(owner)
+	b.WriteByte(':')
+	at := b.Len()
+	if fingerprint == nil {
+		b.WriteString("-:")
+	} else {
+		b.WriteString(strconv.Itoa(len(*fingerprint)))
+		b.WriteByte(':')
+		b.WriteString(*fingerprint)
+	}
+	claim = b.String()
+	return claim, claim[at:]
 }
 
 // begin runs the begin script (once, or until the claim is no longer in

@@ -11,13 +11,13 @@
 --          without ':')
 -- ARGV[2]  pending TTL in milliseconds (integer >= 1): how long a new claim
 --          lasts before another caller may take the key over
--- ARGV[3]  result TTL in milliseconds (integer >= 1, at most 15 digits),
---          stored in the claim; idempotency_complete restarts the key's TTL
---          with it
--- ARGV[4]  '1' when the caller gives a fingerprint, '0' when it gives none
--- ARGV[5]  the fingerprint, any bytes, possibly empty (ignored when ARGV[4]
---          is '0'). An absent fingerprint never matches a present one, even
---          an empty one.
+-- ARGV[3]  the new claim, as stored: 'P' <result ttl> ':' ARGV[1] ':'
+--          ARGV[4], the result ttl in milliseconds (integer >= 1, at most
+--          15 digits; idempotency_complete restarts the key's TTL with it)
+-- ARGV[4]  the caller's fingerprint part: '-:' when it gives none, or the
+--          fingerprint's length in decimal, ':' and its bytes (any bytes,
+--          possibly none). An absent fingerprint never matches a present
+--          one, even an empty one.
 --
 -- Reply    -1        started: a new pending claim owned by ARGV[1] with TTL
 --                    ARGV[2]. A re-sent request whose first run created the
@@ -31,20 +31,18 @@
 --                    (nothing about it is revealed)
 -- Errors (raised before anything is written):
 --   WRONGTYPE        the key holds something other than a string (raised
---                    by GET): a claim written by an earlier version of the
---                    library, which kept claims in hashes, is one
+--                    by SET ... GET, which then writes nothing): a claim
+--                    written by an earlier version of the library, which
+--                    kept claims in hashes, is one
 --   COORD_BADSTATE   the string is not a claim (unknown state, a bad ttl:
 --                    not a positive integer of at most 15 digits, no owner
 --                    or completion id), or is a pending claim without a TTL
-local v = redis.call('GET', KEYS[1])
-local fp = '-:'
-if ARGV[4] == '1' then
-  fp = #ARGV[5] .. ':' .. ARGV[5]
-end
+-- One command creates the claim or reads what is there (Redis 7.0+).
+local v = redis.call('SET', KEYS[1], ARGV[3], 'NX', 'GET', 'PX', ARGV[2])
 if v == false then
-  redis.call('SET', KEYS[1], 'P' .. ARGV[3] .. ':' .. ARGV[1] .. ':' .. fp, 'PX', ARGV[2])
   return -1
 end
+local fp = ARGV[4]
 local state = string.byte(v, 1)
 local ttl, owner, at
 if state == 80 then -- 'P'

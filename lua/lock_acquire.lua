@@ -14,11 +14,11 @@
 --          pttl_ms   held by another owner (an integer): its remaining TTL
 --                    in ms (-1 when it has none); the value is marked with
 --                    a trailing '+' so that its release notifies waiters
--- Errors   WRONGTYPE      the key holds a non-string value (raised by GET
---                         before anything is written)
-local v = redis.call('GET', KEYS[1])
+-- Errors   WRONGTYPE      the key holds a non-string value (raised by
+--                         SET ... GET, which then writes nothing)
+-- One command takes a free lock or reads its holder (Redis 7.0+).
+local v = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'GET', 'PX', ARGV[2])
 if v == false then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return 'OK'
 end
 if v == ARGV[1] or v == ARGV[1] .. '+' then

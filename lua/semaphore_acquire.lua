@@ -4,7 +4,7 @@
 --   member "P:<n>:<token>"   one holder of n permits (the permit's id); score
 --                            = its expiry in server-time ms, or +inf for
 --                            "until released"
---   records, the only members scored below 0:
+--   records, the only members scored below 0 (read with ZMSCORE):
 --   member "capacity"        score = -capacity: the capacity every contender
 --                            must use while any permit is live
 --   member "multi"           score -1: a holder of more than one permit
@@ -42,7 +42,6 @@
 --   COORD_BADARG             ARGV[1] is not a member "P:<n>:<token>" with
 --                            1 <= n <= ARGV[3]
 --   COORD_BADSTATE           the sorted set lacks a valid capacity record
---                            or holds an unknown record
 --   COORD_CAPACITY_MISMATCH  a live permit exists and the recorded capacity
 --                            differs from ARGV[3]
 local key = KEYS[1]
@@ -54,23 +53,20 @@ if n == nil or n < 1 or n > want then
   return redis.error_reply('COORD_BADARG permit id is not P:<n>:<token> with 1 <= n <= capacity')
 end
 
-local rec = redis.call('ZRANGEBYSCORE', key, '-inf', '(0', 'WITHSCORES')
-local cap, multi, waiting = nil, false, false
-for i = 1, #rec, 2 do
-  local name, s = rec[i], tonumber(rec[i + 1])
-  if name == 'capacity' and s == math.floor(s) then
-    cap = -s
-  elseif name == 'multi' then
-    multi = true
-  elseif name == 'waiting' then
-    waiting = true
-  else
-    return redis.error_reply('COORD_BADSTATE semaphore key holds an unknown record')
+-- The records and the caller's own member, in one call.
+local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting', member)
+local cap = nil
+if r[1] then
+  local c = tonumber(r[1])
+  if c == nil or c >= 0 or c ~= math.floor(c) then
+    return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
   end
+  cap = -c
 end
+local multi, waiting, mine = r[2] ~= false, r[3] ~= false, r[4]
 local hadMulti = multi
 local fresh = cap == nil
-if fresh and (#rec > 0 or redis.call('EXISTS', key) == 1) then
+if fresh and redis.call('EXISTS', key) == 1 then
   return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
 end
 
@@ -89,10 +85,9 @@ if not fresh then
     return redis.error_reply(string.format(
       'COORD_CAPACITY_MISMATCH semaphore has capacity %d with live permits; the caller uses %d', cap, want))
   end
-  if used > 0 then
-    local s = redis.call('ZSCORE', key, member)
-    local v = s and tonumber(s) -- nil for "inf" where tonumber cannot parse it
-    if s and (v == nil or v > now) then
+  if mine then
+    local v = tonumber(mine) -- nil for "inf" where tonumber cannot parse it
+    if v == nil or v > now then
       -- The caller's own live permit: a re-sent request.
       redis.call('ZADD', key, score, member)
       if score == '+inf' then

@@ -13,29 +13,32 @@
 --             deleted when no permit is left)
 -- Errors (raised before anything is written):
 --   WRONGTYPE       the key is not a sorted set
---   COORD_BADSTATE  the sorted set lacks a valid capacity record or holds
---                   an unknown record
+--   COORD_BADSTATE  the sorted set lacks a valid capacity record
 local key = KEYS[1]
 local member = ARGV[1]
 local ttl = tonumber(ARGV[2])
 
-local rec = redis.call('ZRANGEBYSCORE', key, '-inf', '(0', 'WITHSCORES')
-local cap = nil
-for i = 1, #rec, 2 do
-  local name, s = rec[i], tonumber(rec[i + 1])
-  if name == 'capacity' and s == math.floor(s) then
-    cap = -s
-  elseif name ~= 'multi' and name ~= 'waiting' then
-    return redis.error_reply('COORD_BADSTATE semaphore key holds an unknown record')
-  end
-end
-if cap == nil then
-  if #rec > 0 or redis.call('EXISTS', key) == 1 then
+-- The records and the caller's member, in one call.
+local r = redis.call('ZMSCORE', key, 'capacity', 'waiting', 'multi', member)
+if not r[1] then
+  if redis.call('EXISTS', key) == 1 then
     return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
   end
   return 0
 end
-local s = redis.call('ZSCORE', key, member)
+local c = tonumber(r[1])
+if c == nil or c >= 0 or c ~= math.floor(c) then
+  return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
+end
+local waiting = r[2] ~= false
+local records = 1
+if waiting then
+  records = records + 1
+end
+if r[3] then
+  records = records + 1
+end
+local s = r[4]
 if not s then
   return 0
 end
@@ -47,7 +50,7 @@ local forever = v == nil or v == math.huge
 if not forever and v <= now then
   -- Expired: remove it, never revive it.
   redis.call('ZREM', key, member)
-  if redis.call('ZCARD', key) <= #rec / 2 then
+  if redis.call('ZCARD', key) <= records then
     redis.call('DEL', key)
   end
   return 0

@@ -15,30 +15,31 @@
 --          there is no "held by another owner" reply.
 -- Errors (raised before anything is written):
 --   WRONGTYPE       the key is not a sorted set
---   COORD_BADSTATE  the sorted set lacks a valid capacity record or holds
---                   an unknown record
+--   COORD_BADSTATE  the sorted set lacks a valid capacity record
 local key = KEYS[1]
 local member = ARGV[1]
 
-local rec = redis.call('ZRANGEBYSCORE', key, '-inf', '(0', 'WITHSCORES')
-local cap, waiting = nil, false
-for i = 1, #rec, 2 do
-  local name, s = rec[i], tonumber(rec[i + 1])
-  if name == 'capacity' and s == math.floor(s) then
-    cap = -s
-  elseif name == 'waiting' then
-    waiting = true
-  elseif name ~= 'multi' then
-    return redis.error_reply('COORD_BADSTATE semaphore key holds an unknown record')
-  end
-end
-if cap == nil then
-  if #rec > 0 or redis.call('EXISTS', key) == 1 then
+-- The records and the caller's member, in one call.
+local r = redis.call('ZMSCORE', key, 'capacity', 'waiting', 'multi', member)
+if not r[1] then
+  if redis.call('EXISTS', key) == 1 then
     return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
   end
   return 0
 end
-local s = redis.call('ZSCORE', key, member)
+local c = tonumber(r[1])
+if c == nil or c >= 0 or c ~= math.floor(c) then
+  return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
+end
+local waiting = r[2] ~= false
+local records = 1
+if waiting then
+  records = records + 1
+end
+if r[3] then
+  records = records + 1
+end
+local s = r[4]
 if not s then
   return 0
 end
@@ -48,12 +49,12 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local v = tonumber(s) -- nil for "inf" where tonumber cannot parse it
 local live = v == nil or v > now
 local forever = v == nil or v == math.huge
-redis.call('ZREM', key, member)
-local records = #rec / 2
 local notify = live and waiting
 if notify then
-  redis.call('ZREM', key, 'waiting')
+  redis.call('ZREM', key, member, 'waiting')
   records = records - 1
+else
+  redis.call('ZREM', key, member)
 end
 if redis.call('ZCARD', key) <= records then
   -- Only records are left.

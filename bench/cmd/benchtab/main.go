@@ -9,11 +9,13 @@
 // the shared machine falls on the row and its floor alike. The table gives
 // the median ratio over the passes with the lowest and highest in brackets,
 // and the medians of ops/s, of the server time per op (srv-us/op, from INFO
-// commandstats), of allocs/op and B/op.
+// commandstats), of allocs/op and B/op. BenchmarkServerTime then measures
+// the server time of the same operations paired (in turns of 200 ops), the
+// figure to compare rows by.
 //
-//	cd bench && go run ./cmd/benchtab                         # throughput, server time, allocations
-//	cd bench && go run ./cmd/benchtab -handoff 3              # handoff latency, three runs
-//	cd bench && go run ./cmd/benchtab -passes 0 -memory       # MEMORY USAGE per key
+//	cd bench && go run ./cmd/benchtab                             # throughput, server time, allocations
+//	cd bench && go run ./cmd/benchtab -passes 0 -server 0 -handoff 3  # handoff latency, three runs
+//	cd bench && go run ./cmd/benchtab -passes 0 -server 0 -memory     # MEMORY USAGE per key
 //
 // Servers come from the test harness (. ~/.cache/redis-servers/env.sh);
 // BENCH_BACKEND selects the flavor (default redis7).
@@ -37,6 +39,7 @@ func main() {
 	passes := flag.Int("passes", 7, "interleaved passes of the throughput benchmarks (0: none)")
 	bench := flag.String("bench", "LockAcquireRelease|IdempotencyBegin", "throughput benchmarks (regexp)")
 	benchtime := flag.String("benchtime", "1s", "-test.benchtime of each throughput row")
+	server := flag.Int("server", 3, "runs of BenchmarkServerTime (paired server time per op, each a separate process)")
 	handoff := flag.Int("handoff", 0, "runs of BenchmarkHandoff (each a separate process)")
 	handoffs := flag.Int("handoffs", 300, "handoffs per row and run")
 	memory := flag.Bool("memory", false, "print MEMORY USAGE per key (BenchmarkMemoryUsage)")
@@ -57,6 +60,26 @@ func main() {
 			runs = append(runs, run(bin, "-test.bench", *bench, "-test.benchmem", "-test.benchtime", *benchtime))
 		}
 		throughput(runs, *passes)
+	}
+	if *server > 0 {
+		srv := map[string][]float64{}
+		var order []string
+		for i := range *server {
+			fmt.Fprintf(os.Stderr, "server time run %d/%d\n", i+1, *server)
+			for _, r := range run(bin, "-test.bench", "ServerTime", "-test.benchtime", "1x") {
+				if _, ok := srv[r.row]; !ok {
+					order = append(order, r.row)
+				}
+				srv[r.row] = append(srv[r.row], r.metrics["srv-us/op"])
+			}
+		}
+		fmt.Printf("\nServer time per op, paired (rows in turns of 200 ops, one caller), median of %d runs [lowest-highest]:\n\n", *server)
+		fmt.Println("| row | server µs/op |")
+		fmt.Println("|---|---|")
+		for _, row := range order {
+			v := srv[row]
+			fmt.Printf("| %s | %.2f [%.2f-%.2f] |\n", row, median(v), slices.Min(v), slices.Max(v))
+		}
 	}
 	for i := range *handoff {
 		fmt.Fprintf(os.Stderr, "handoff run %d/%d\n", i+1, *handoff)
