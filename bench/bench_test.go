@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -328,133 +329,172 @@ func BenchmarkIdempotencyBegin(b *testing.B) {
 	}
 }
 
-// BenchmarkServerTime measures the server's time per op of every row of
-// BenchmarkLockAcquireRelease and BenchmarkIdempotencyBegin, one caller,
-// paired: the rows take turns in chunks of 200 ops, in a rotating order,
-// for 25 rounds, and each row's time is the growth of INFO commandstats'
-// usec of the commands it sends over its own chunks. A burst of load from
-// the shared machine (which lengthens whatever command the server is in)
-// then falls on every row alike. The database is first filled with 20,000
-// keys (a key table of 32,768 slots), so that the 10,000 keys the two rows
-// that create a key per op add never make Redis grow its key table (the
-// rehash would fall on whichever row runs then).
-// Each row reports srv-us/op; b.N does not matter.
+// BenchmarkPaired measures every row of BenchmarkLockAcquireRelease and
+// BenchmarkIdempotencyBegin paired, at 1 and at 64 callers: the rows take
+// turns in chunks (200 ops at one caller; 20 ops per caller, 1,280 in all,
+// at 64), in a rotating order, for 25 rounds, and each row's wall time and
+// server time (the growth of INFO commandstats' usec of the commands it
+// sends) are summed over its own chunks. A burst of load from the shared
+// machine, which lengthens whatever runs then (a command inside the server
+// as well), falls on every row alike, so the ratio of a row's ops/s to the
+// floor's and its server time per op are steady from run to run. The
+// database is first filled with 140,000 keys (a key table of 262,144
+// slots), so that the keys the two rows that create a key per op add
+// (74,000) never make Redis grow its key table: the rehash would fall on
+// whichever row runs then. Each row reports ns/op (its wall time per op)
+// and srv-us/op; b.N does not matter.
 //
 //	go run ./cmd/benchtab -passes 0
-func BenchmarkServerTime(b *testing.B) {
+func BenchmarkPaired(b *testing.B) {
 	be := backend(b)
 	c := client(b, be)
 	ctx := context.Background()
 	fill := redis.NewScript("for i = 1, tonumber(ARGV[1]) do redis.call('SET', 'fill:' .. i, '') end return 1")
-	if err := fill.Run(ctx, c, nil, 20000).Err(); err != nil {
+	if err := fill.Run(ctx, c, nil, 140000).Err(); err != nil {
 		b.Fatal(err)
 	}
 	coord, _ := coordination.New(c, coordination.WithKeyPrefix(be.Prefix()))
 	rl := redislock.New(c)
-	rs := redsync.New(goredis.NewPool(c)).NewMutex(be.Prefix()+"srv:s", redsync.WithExpiry(time.Minute), redsync.WithTries(1))
+	rs := redsync.New(goredis.NewPool(c))
 	store, err := idempotency.New(coord)
 	if err != nil {
 		b.Fatal(err)
 	}
-	sem, err := semaphore.New(coord, "srv:sem", 8)
-	if err != nil {
-		b.Fatal(err)
-	}
-	busy, err := semaphore.New(coord, "srv:busy", 1000)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for range 100 {
-		if _, err := busy.TryAcquire(ctx, time.Hour); err != nil {
+	raw := ids(be.Prefix() + "p:")
+	ours := ids("p:")
+	mutexes := make([]*redsync.Mutex, 65)
+	sems := make([]*semaphore.Semaphore, 65)
+	busy := make([]*semaphore.Semaphore, 65)
+	for i := range 65 {
+		mutexes[i] = rs.NewMutex(raw[i]+":s", redsync.WithExpiry(time.Minute), redsync.WithTries(1))
+		if sems[i], err = semaphore.New(coord, ours[i]+":sem", 8); err != nil {
 			b.Fatal(err)
 		}
+		if busy[i], err = semaphore.New(coord, ours[i]+":busy", 1000); err != nil {
+			b.Fatal(err)
+		}
+		for range 100 {
+			if _, err := busy[i].TryAcquire(ctx, time.Hour); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
-	fresh := 0
-	freshKey := func() string {
-		fresh++
-		return "srv:idem:" + strconv.Itoa(fresh)
-	}
+	var fresh atomic.Int64
+	freshKey := func() string { return "p:idem:" + strconv.FormatInt(fresh.Add(1), 10) }
 	check := func(err error) {
 		if err != nil {
-			b.Fatal(err)
+			b.Error(err)
+		}
+	}
+	sem := func(s []*semaphore.Semaphore) func(int) {
+		return func(id int) {
+			p, err := s[id].TryAcquire(ctx, time.Minute)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, err = p.Release(ctx)
+			check(err)
 		}
 	}
 	rows := []row{
-		{floor, scripts, func(int) { check(noop.Run(ctx, c, []string{be.Prefix() + "srv:n"}).Err()) }, nil},
+		{floor, scripts, func(id int) { check(noop.Run(ctx, c, raw[id:id+1]).Err()) }, nil},
 		{"floor-script", scripts, func(int) {
 			check(floorScript.Run(ctx, c, []string{be.Prefix() + freshKey()}, "a-36-byte-owner-token-of-the-caller.", 60000).Err())
 		}, nil},
-		{"bsm-redislock", scripts, func(int) {
-			l, err := rl.Obtain(ctx, be.Prefix()+"srv:r", time.Minute, nil)
-			check(err)
+		{"bsm-redislock", scripts, func(id int) {
+			l, err := rl.Obtain(ctx, raw[id]+":r", time.Minute, nil)
+			if err != nil {
+				b.Error(err)
+				return
+			}
 			check(l.Release(ctx))
 		}, nil},
-		{"redsync", append([]string{"set"}, scripts...), func(int) {
-			check(rs.LockContext(ctx))
-			_, err := rs.UnlockContext(ctx)
+		{"redsync", append([]string{"set"}, scripts...), func(id int) {
+			if err := mutexes[id].LockContext(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+			_, err := mutexes[id].UnlockContext(ctx)
 			check(err)
 		}, nil},
-		{"coordination-lock", append([]string{"set"}, scripts...), func(int) {
-			l, err := lock.TryAcquire(ctx, coord, "srv:l", time.Minute)
-			check(err)
+		{"coordination-lock", append([]string{"set"}, scripts...), func(id int) {
+			l, err := lock.TryAcquire(ctx, coord, ours[id], time.Minute)
+			if err != nil {
+				b.Error(err)
+				return
+			}
 			_, err = l.Release(ctx)
 			check(err)
 		}, nil},
-		{"coordination-fencing", scripts, func(int) {
-			l, err := fencing.TryAcquire(ctx, coord, "{srv}:lease", "{srv}:fence", time.Minute)
-			check(err)
+		{"coordination-fencing", scripts, func(id int) {
+			l, err := fencing.TryAcquire(ctx, coord, "{"+ours[id]+"}:lease", "{"+ours[id]+"}:fence", time.Minute)
+			if err != nil {
+				b.Error(err)
+				return
+			}
 			_, err = l.Release(ctx)
 			check(err)
 		}, nil},
-		{"coordination-semaphore", scripts, func(int) {
-			p, err := sem.TryAcquire(ctx, time.Minute)
-			check(err)
-			_, err = p.Release(ctx)
-			check(err)
-		}, nil},
-		{"coordination-semaphore-100held", scripts, func(int) {
-			p, err := busy.TryAcquire(ctx, time.Minute)
-			check(err)
-			_, err = p.Release(ctx)
-			check(err)
-		}, nil},
+		{"coordination-semaphore", scripts, sem(sems), nil},
+		{"coordination-semaphore-100held", scripts, sem(busy), nil},
 		{"coordination-idempotency-begin", scripts, func(int) {
 			cl, err := store.Begin(ctx, freshKey(), time.Minute)
-			check(err)
-			if cl.State != idempotency.Started {
-				b.Fatal(cl.State)
+			if err != nil || cl.State != idempotency.Started {
+				b.Error(cl.State, err)
 			}
 		}, nil},
 	}
-	const rounds, chunk = 25, 200
-	usec := make([]int64, len(rows))
-	for _, r := range rows { // warm: scripts cached, connections open
-		for range 20 {
-			r.op(0)
+	const rounds = 25
+	for _, callers := range []int{1, 64} {
+		perCaller := 200
+		if callers > 1 {
+			perCaller = 20
 		}
-	}
-	b.ResetTimer()
-	for i := range rounds {
-		for j := range rows {
-			k := (i + j) % len(rows)
-			before := commandstats(b, c)
-			for range chunk {
-				rows[k].op(0)
+		chunk := func(op func(int)) time.Duration {
+			start := time.Now()
+			if callers == 1 {
+				for range perCaller {
+					op(0)
+				}
+				return time.Since(start)
 			}
-			after := commandstats(b, c)
-			for _, name := range rows[k].sent {
-				usec[k] += after[name] - before[name]
+			var wg sync.WaitGroup
+			for g := 1; g <= callers; g++ {
+				wg.Go(func() {
+					for range perCaller {
+						op(g)
+					}
+				})
+			}
+			wg.Wait()
+			return time.Since(start)
+		}
+		for _, r := range rows { // warm: scripts cached, connections open
+			chunk(r.op)
+		}
+		usec := make([]int64, len(rows))
+		wall := make([]time.Duration, len(rows))
+		for i := range rounds {
+			for j := range rows {
+				k := (i + j) % len(rows)
+				before := commandstats(b, c)
+				wall[k] += chunk(rows[k].op)
+				after := commandstats(b, c)
+				for _, name := range rows[k].sent {
+					usec[k] += after[name] - before[name]
+				}
 			}
 		}
-	}
-	b.StopTimer()
-	for k, r := range rows {
-		b.Run(r.name, func(b *testing.B) {
-			for range b.N {
-			}
-			b.ReportMetric(float64(usec[k])/float64(rounds*chunk), "srv-us/op")
-			b.ReportMetric(0, "ns/op")
-		})
+		ops := float64(rounds * perCaller * callers)
+		for k, r := range rows {
+			b.Run(fmt.Sprintf("%s/callers=%d", r.name, callers), func(b *testing.B) {
+				for range b.N {
+				}
+				b.ReportMetric(float64(wall[k].Nanoseconds())/ops, "ns/op")
+				b.ReportMetric(float64(usec[k])/ops, "srv-us/op")
+			})
+		}
 	}
 }
 
@@ -464,7 +504,7 @@ func BenchmarkServerTime(b *testing.B) {
 // The first row is the limit: a client blocked in BLPOP woken by another
 // client's LPUSH, on the same server in the same run.
 //
-//	go run ./cmd/benchtab -passes 0 -server 0 -handoff 3
+//	go run ./cmd/benchtab -passes 0 -paired 0 -handoff 3
 func BenchmarkHandoff(b *testing.B) {
 	be := backend(b)
 	ctx := context.Background()
@@ -587,7 +627,7 @@ func BenchmarkHandoff(b *testing.B) {
 // held, and idempotency claims (pending; completed with a 100-byte
 // result). b.N does not matter.
 //
-//	go run ./cmd/benchtab -passes 0 -server 0 -memory
+//	go run ./cmd/benchtab -passes 0 -paired 0 -memory
 func BenchmarkMemoryUsage(b *testing.B) {
 	be := backend(b)
 	c := client(b, be)

@@ -69,6 +69,16 @@ var (
 	abandonNotOwner  = engine.Attrs(attribute.String("result", "not_owner"))
 )
 
+// beginOpts are beginAttrs as option lists, built once: a fresh variadic
+// list would allocate on every Begin.
+var beginOpts = func() map[State][]metric.AddOption {
+	m := make(map[State][]metric.AddOption, len(beginAttrs))
+	for st, a := range beginAttrs {
+		m[st] = []metric.AddOption{a}
+	}
+	return m
+}()
+
 // Claim is the answer of [Store.Begin]. Only the fields of its State are
 // set; the others are zero.
 type Claim struct {
@@ -265,8 +275,12 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts .
 		return Claim{}, err
 	}
 	var cfg beginConfig
-	if err := engine.Apply(&cfg, opts); err != nil {
-		return Claim{}, err
+	if len(opts) > 0 {
+		c := new(beginConfig) // options see a pointer: only then on the heap
+		if err := engine.Apply(c, opts); err != nil {
+			return Claim{}, err
+		}
+		cfg = *c
 	}
 	if cfg.resultMs == 0 {
 		cfg.resultMs = ttlMs
@@ -284,7 +298,7 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return Claim{}, op.End(err)
 	}
-	e.Count(engine.IdempotencyBegins, beginAttrs[claim.State])
+	e.Counter(engine.IdempotencyBegins).Add(context.Background(), 1, beginOpts[claim.State]...)
 	return claim, op.End(nil)
 }
 
@@ -297,8 +311,9 @@ func pendingClaim(resultMs int64, owner string, fingerprint *string) (claim, fp 
 		n += 20 + 1 + len(*fingerprint)
 	}
 	b.Grow(n)
+	var digits [20]byte
 	b.WriteByte('P')
-	b.WriteString(strconv.FormatInt(resultMs, 10))
+	b.Write(strconv.AppendInt(digits[:0], resultMs, 10))
 	b.WriteByte(':')
 	b.WriteString(owner)
 	b.WriteByte(':')
@@ -306,7 +321,7 @@ func pendingClaim(resultMs int64, owner string, fingerprint *string) (claim, fp 
 	if fingerprint == nil {
 		b.WriteString("-:")
 	} else {
-		b.WriteString(strconv.Itoa(len(*fingerprint)))
+		b.Write(strconv.AppendInt(digits[:0], int64(len(*fingerprint)), 10))
 		b.WriteByte(':')
 		b.WriteString(*fingerprint)
 	}

@@ -313,3 +313,21 @@ func RetryIn(ms int64) time.Duration {
 		return time.Duration(ms) * time.Millisecond
 	}
 }
+
+// decodeGrant reads the two-integer grant reply of lease-shaped scripts:
+// {1, ttl} (acquired) or {0, pttl} (held by another). The library's own
+// acquire scripts now reply with scalars (see scripts_lock.go); this
+// decoder stays for scripts written to the earlier shape.
+func decodeGrant(v any) (Grant, bool) {
+	a, ok := Ints(v, 2)
+	if !ok {
+		return Grant{}, false
+	}
+	switch a[0] {
+	case 1:
+		return Grant{Acquired: true}, true
+	case 0:
+		return Grant{RetryIn: RetryIn(a[1])}, true
+	}
+	return Grant{}, false
+}

@@ -9,13 +9,13 @@
 // the shared machine falls on the row and its floor alike. The table gives
 // the median ratio over the passes with the lowest and highest in brackets,
 // and the medians of ops/s, of the server time per op (srv-us/op, from INFO
-// commandstats), of allocs/op and B/op. BenchmarkServerTime then measures
-// the server time of the same operations paired (in turns of 200 ops), the
-// figure to compare rows by.
+// commandstats), of allocs/op and B/op. BenchmarkPaired then measures the
+// same operations paired (the rows in turns of a few hundred ops): the
+// ratio and the server time to compare rows by.
 //
-//	cd bench && go run ./cmd/benchtab                             # throughput, server time, allocations
-//	cd bench && go run ./cmd/benchtab -passes 0 -server 0 -handoff 3  # handoff latency, three runs
-//	cd bench && go run ./cmd/benchtab -passes 0 -server 0 -memory     # MEMORY USAGE per key
+//	cd bench && go run ./cmd/benchtab                                 # throughput, server time, allocations
+//	cd bench && go run ./cmd/benchtab -passes 0 -paired 0 -handoff 3  # handoff latency, three runs
+//	cd bench && go run ./cmd/benchtab -passes 0 -paired 0 -memory     # MEMORY USAGE per key
 //
 // Servers come from the test harness (. ~/.cache/redis-servers/env.sh);
 // BENCH_BACKEND selects the flavor (default redis7).
@@ -39,7 +39,7 @@ func main() {
 	passes := flag.Int("passes", 7, "interleaved passes of the throughput benchmarks (0: none)")
 	bench := flag.String("bench", "LockAcquireRelease|IdempotencyBegin", "throughput benchmarks (regexp)")
 	benchtime := flag.String("benchtime", "1s", "-test.benchtime of each throughput row")
-	server := flag.Int("server", 3, "runs of BenchmarkServerTime (paired server time per op, each a separate process)")
+	paired := flag.Int("paired", 3, "runs of BenchmarkPaired (rows in turns: ratio and server time per op; each a separate process)")
 	handoff := flag.Int("handoff", 0, "runs of BenchmarkHandoff (each a separate process)")
 	handoffs := flag.Int("handoffs", 300, "handoffs per row and run")
 	memory := flag.Bool("memory", false, "print MEMORY USAGE per key (BenchmarkMemoryUsage)")
@@ -61,25 +61,13 @@ func main() {
 		}
 		throughput(runs, *passes)
 	}
-	if *server > 0 {
-		srv := map[string][]float64{}
-		var order []string
-		for i := range *server {
-			fmt.Fprintf(os.Stderr, "server time run %d/%d\n", i+1, *server)
-			for _, r := range run(bin, "-test.bench", "ServerTime", "-test.benchtime", "1x") {
-				if _, ok := srv[r.row]; !ok {
-					order = append(order, r.row)
-				}
-				srv[r.row] = append(srv[r.row], r.metrics["srv-us/op"])
-			}
+	if *paired > 0 {
+		var runs [][]result
+		for i := range *paired {
+			fmt.Fprintf(os.Stderr, "paired run %d/%d\n", i+1, *paired)
+			runs = append(runs, run(bin, "-test.bench", "Paired", "-test.benchtime", "1x"))
 		}
-		fmt.Printf("\nServer time per op, paired (rows in turns of 200 ops, one caller), median of %d runs [lowest-highest]:\n\n", *server)
-		fmt.Println("| row | server µs/op |")
-		fmt.Println("|---|---|")
-		for _, row := range order {
-			v := srv[row]
-			fmt.Printf("| %s | %.2f [%.2f-%.2f] |\n", row, median(v), slices.Min(v), slices.Max(v))
-		}
+		pairedTable(runs)
 	}
 	for i := range *handoff {
 		fmt.Fprintf(os.Stderr, "handoff run %d/%d\n", i+1, *handoff)
@@ -218,6 +206,52 @@ func flanking(rs []result, i int) float64 {
 		return 0
 	}
 	return sum / float64(n)
+}
+
+// pairedTable prints, per row, the median over runs of its ratio (the
+// floor's ns/op over the row's, same run and caller count) and of its
+// server time per op.
+func pairedTable(runs [][]result) {
+	type key struct {
+		row     string
+		callers int
+	}
+	ratio, srv := map[key][]float64{}, map[key][]float64{}
+	var order []string
+	seen := map[string]bool{}
+	for _, rs := range runs {
+		floors := map[int]float64{}
+		for _, r := range rs {
+			if r.row == floor {
+				floors[r.callers] = r.metrics["ns/op"]
+			}
+		}
+		for _, r := range rs {
+			if !seen[r.row] {
+				seen[r.row] = true
+				order = append(order, r.row)
+			}
+			k := key{r.row, r.callers}
+			if ns := r.metrics["ns/op"]; ns > 0 && floors[r.callers] > 0 {
+				ratio[k] = append(ratio[k], floors[r.callers]/ns)
+			}
+			srv[k] = append(srv[k], r.metrics["srv-us/op"])
+		}
+	}
+	fmt.Printf("\nPaired (rows in turns, 25 rounds; ratio = ops/s over the no-op EVALSHA's), median of %d runs [lowest-highest]:\n\n", len(runs))
+	fmt.Println("| row | ratio, 1 caller | ratio, 64 callers | server µs/op, 1 caller | server µs/op, 64 callers |")
+	fmt.Println("|---|---|---|---|---|")
+	cell := func(v []float64, format string) string {
+		if len(v) == 0 {
+			return "-"
+		}
+		return fmt.Sprintf(format+" ["+format+"-"+format+"]", median(v), slices.Min(v), slices.Max(v))
+	}
+	for _, row := range order {
+		fmt.Printf("| %s | %s | %s | %s | %s |\n", row,
+			cell(ratio[key{row, 1}], "%.2f"), cell(ratio[key{row, 64}], "%.2f"),
+			cell(srv[key{row, 1}], "%.2f"), cell(srv[key{row, 64}], "%.2f"))
+	}
 }
 
 func median(v []float64) float64 {
