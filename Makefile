@@ -7,8 +7,11 @@ TESTFLAGS ?= -race -count=1 -timeout 20m
 
 .PHONY: test servers test-fast vet bench demo
 
+# examples/fenced-sql is its own module (the SQLite driver stays out of the
+# library's go.mod): its tests run too.
 test: servers
 	. "$(SERVERS_CACHE)/env.sh" && $(GO) test $(TESTFLAGS) ./...
+	cd examples/fenced-sql && $(GO) test $(TESTFLAGS) ./...
 
 # Fetch or build Redis 7.0, Redis 8.0, Valkey 8.1 and Valkey 9.1 into the cache.
 servers:
@@ -17,10 +20,12 @@ servers:
 # miniredis only: no servers needed.
 test-fast:
 	COORD_BACKENDS=miniredis $(GO) test -count=1 ./...
+	cd examples/fenced-sql && $(GO) test -count=1 ./...
 
 vet:
 	gofmt -l . | (! grep .)
 	$(GO) vet ./...
+	cd examples/fenced-sql && $(GO) vet ./...
 
 demo:
 	$(GO) run ./cmd/coordctl demo

@@ -1,7 +1,8 @@
 // Package coordination is the root of a library of distributed coordination
 // primitives on Redis, Valkey and Redis Cluster: fencing-token locks
-// (package fencing), owner-token locks (lock), semaphores, countdown
-// latches, leader election, idempotency claims and rate limiters.
+// (package fencing), owner-token locks and named leases in hash fields
+// (lock), read-write leases (rwlease), semaphores, countdown latches,
+// leader election, idempotency claims and rate limiters.
 //
 // A [Coordinator] is the one handle every primitive needs besides its own
 // key and settings:
@@ -44,7 +45,8 @@
 //
 // Blocking operations wait on a release notification rather than polling:
 // releasing scripts PUBLISH on the channel "coordination:" followed by the
-// prefixed key (grant &coordination:* in ACLs), and all waiters of one
+// prefixed key (for a lease in a hash field: the key, a NUL byte and the
+// field; grant &coordination:* in ACLs), and all waiters of one
 // coordinator share one Pub/Sub connection. A lost message only delays a
 // waiter until its periodic re-check or the holder's expiry.
 //

@@ -32,8 +32,9 @@ var (
 	ErrCrossSlot = engine.ErrCrossSlot
 
 	// ErrUnsupportedServer is returned when the server lacks a feature an
-	// operation needs. The wrapping error names the feature and the server
-	// versions that have it.
+	// operation needs (hash-field leases on Redis before 7.4, Valkey before
+	// 9.0 or miniredis), before anything is written. The wrapping error
+	// names the feature and the server versions that have it.
 	ErrUnsupportedServer = engine.ErrUnsupportedServer
 
 	// ErrInvalidArgument is returned for bad input: an empty key, a duration

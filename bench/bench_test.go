@@ -72,28 +72,50 @@ func parallel(b *testing.B, callers int, fn func(id int)) {
 	})
 }
 
-// commandstats reads INFO commandstats: usec by command name (lower case,
+// cmdStat is one command's calls and server time (µs) from INFO
+// commandstats.
+type cmdStat struct{ calls, usec int64 }
+
+// commandstats reads INFO commandstats by command name (lower case,
 // "evalsha", "set", ...). Commands a script runs are counted there too, so
 // a benchmark sums the commands its client sends, never the nested ones.
-func commandstats(b *testing.B, c redis.UniversalClient) map[string]int64 {
+func commandstats(b *testing.B, c redis.UniversalClient) map[string]cmdStat {
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	out := map[string]int64{}
+	out := map[string]cmdStat{}
 	for _, line := range strings.Split(info, "\r\n") {
 		rest, ok := strings.CutPrefix(line, "cmdstat_")
 		if !ok {
 			continue
 		}
 		name, fields, _ := strings.Cut(rest, ":")
+		var st cmdStat
 		for _, f := range strings.Split(fields, ",") {
-			if v, ok := strings.CutPrefix(f, "usec="); ok {
-				out[name], _ = strconv.ParseInt(v, 10, 64)
+			k, v, _ := strings.Cut(f, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				st.calls = n
+			case "usec":
+				st.usec = n
 			}
 		}
+		out[name] = st
 	}
 	return out
+}
+
+// since returns the growth of the calls and server time of the commands
+// names from before to after (two commandstats readings).
+func since(before, after map[string]cmdStat, names []string) cmdStat {
+	var d cmdStat
+	for _, name := range names {
+		d.calls += after[name].calls - before[name].calls
+		d.usec += after[name].usec - before[name].usec
+	}
+	return d
 }
 
 // measure runs fn b.N times over callers goroutines and reports, besides
@@ -108,11 +130,7 @@ func measure(b *testing.B, c redis.UniversalClient, callers int, sent []string, 
 	b.ResetTimer()
 	parallel(b, callers, fn)
 	b.StopTimer()
-	after := commandstats(b, c)
-	var usec int64
-	for _, name := range sent {
-		usec += after[name] - before[name]
-	}
+	usec := since(before, commandstats(b, c), sent).usec
 	b.ReportMetric(float64(usec)/float64(b.N), "srv-us/op")
 }
 
@@ -480,10 +498,7 @@ func BenchmarkPaired(b *testing.B) {
 				k := (i + j) % len(rows)
 				before := commandstats(b, c)
 				wall[k] += chunk(rows[k].op)
-				after := commandstats(b, c)
-				for _, name := range rows[k].sent {
-					usec[k] += after[name] - before[name]
-				}
+				usec[k] += since(before, commandstats(b, c), rows[k].sent).usec
 			}
 		}
 		ops := float64(rounds * perCaller * callers)

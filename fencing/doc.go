@@ -45,7 +45,10 @@
 //
 //	UPDATE t SET ..., fence = $token WHERE id = $id AND fence <= $token
 //
-// treating zero rows as a stale holder.
+// treating zero rows as a stale holder. The fenced-sql example
+// (examples/fenced-sql, its own module) shows it end to end with SQLite:
+// a holder paused past its lease writes after its successor, and the
+// database refuses the late write.
 //
 // # What holds and what does not
 //

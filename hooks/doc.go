@@ -29,11 +29,15 @@
 //	FENCED LOCK RELEASE           fencing       fencing.Lock.Release
 //	FENCED WRITE                  fencing       fencing.GuardedSet
 //	FENCED READ                   fencing       fencing.GuardedGet
-//	LEASE ACQUIRE / RENEW /       lock          reserved: hash-field leases (not yet implemented)
-//	  VERIFY / RELEASE
-//	RWLEASE READ ACQUIRE /        rwlease       reserved: read-write leases (not yet implemented)
-//	  WRITE ACQUIRE / RENEW /
-//	  VERIFY / RELEASE
+//	LEASE ACQUIRE                 lock          lock.TryAcquireField, lock.AcquireField (once, however long it waits)
+//	LEASE RENEW                   lock          FieldLease.Refresh (keep-alive renewals are not admitted)
+//	LEASE VERIFY                  lock          FieldLease.Verify
+//	LEASE RELEASE                 lock          FieldLease.Release
+//	RWLEASE READ ACQUIRE          rwlease       rwlease.TryRead, rwlease.Read (once, however long it waits)
+//	RWLEASE WRITE ACQUIRE         rwlease       rwlease.TryWrite, rwlease.Write (once; removing a given-up writer's marker is not admitted)
+//	RWLEASE RENEW                 rwlease       rwlease.Lease.Refresh (keep-alive renewals are not admitted)
+//	RWLEASE VERIFY                rwlease       rwlease.Lease.Verify
+//	RWLEASE RELEASE               rwlease       rwlease.Lease.Release
 //	SEMAPHORE ACQUIRE             semaphore     TryAcquire, TryAcquireN, Acquire, AcquireN
 //	SEMAPHORE RENEW               semaphore     Permit.Refresh
 //	SEMAPHORE VERIFY              semaphore     Permit.Verify
@@ -50,14 +54,24 @@
 //	IDEMPOTENCY BEGIN             idempotency   Store.Begin
 //	IDEMPOTENCY COMPLETE          idempotency   Store.Complete
 //	IDEMPOTENCY ABANDON           idempotency   Store.Abandon
-//	RATE LIMIT ACQUIRE            rate_limit    Limiter.Allow, Limiter.Wait (once, covering queued retries)
+//	RATE LIMIT ACQUIRE            rate_limit    Limiter.Allow, Limiter.Wait (once, covering queued retries), Limiter.Reserve
 //	RATE LIMIT RELEASE            rate_limit    Lease.Release of a concurrency lease
 //	RATE LIMIT RENEW              rate_limit    reserved: explicit concurrency lease renewal (keep-alive renewals are not admitted)
-//	RATE LIMIT UPDATE             rate_limit    reserved: runtime settings updates (not yet implemented)
-//	RATE LIMIT DENY LIST READ /   rate_limit    reserved: deny lists (not yet implemented)
-//	  WRITE
-//	REDLOCK ACQUIRE / RENEW /     redlock       reserved: quorum lock (not yet implemented)
-//	  RELEASE
+//	RATE LIMIT SETTLE             rate_limit    Lease.Settle of a reservation
+//	RATE LIMIT UPDATE             rate_limit    Limiter.Update (also an identical update)
+//	RATE LIMIT DENY LIST READ     rate_limit    DenyList.Denied (a limiter's own checks are not admitted again)
+//	RATE LIMIT DENY LIST WRITE    rate_limit    DenyList.Deny, DenyList.Remove
+//	REDLOCK ACQUIRE               redlock       Group.TryAcquire, Group.Acquire (once per group operation, however long it waits)
+//	REDLOCK RENEW                 redlock       redlock.Lock.Refresh (keep-alive renewals are not admitted)
+//	REDLOCK RELEASE               redlock       redlock.Lock.Release
+//
+// A Redlock group spans several coordinators: each group operation is
+// admitted once through every node's coordinator hooks, in the group's
+// order, before any node work; a rejection by any of them fails the
+// operation (the hooks admitted before it learn Failed) and sends nothing.
+// A hook installed on several of the group's coordinators sees the
+// operation once per coordinator; coordination.operation.duration is
+// recorded once, through the first coordinator's meter provider.
 //
 // The constants in this package ([LockAcquire], ...) hold these names.
 package hooks

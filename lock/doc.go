@@ -73,5 +73,70 @@
 // network I/O only when the client has ContextTimeoutEnabled: true;
 // otherwise go-redis' ReadTimeout and WriteTimeout apply.
 //
+// # Named leases in hash fields
+//
+// [TryAcquireField] and [AcquireField] hold many named leases in one hash:
+// each field is a lease of its own, with its own holder and its own expiry,
+// so that a worker pool can own shards, partitions or jobs by name in one
+// key (one key also on Redis Cluster, no hash tag needed):
+//
+//	lease, err := lock.TryAcquireField(ctx, coord, "workers:shards", "shard:7", 30*time.Second)
+//	if errors.Is(err, coordination.ErrNotAcquired) {
+//		return nil // another worker owns shard 7
+//	}
+//	if err != nil {
+//		return err // coordination.ErrUnsupportedServer before Redis 7.4 or Valkey 9.0
+//	}
+//	defer func() {
+//		if _, err := lease.Release(context.WithoutCancel(ctx)); err != nil {
+//			log.Printf("release: %v", err) // retried in the background
+//		}
+//	}()
+//	lease.KeepAlive()
+//	return processShard(lease.Context(), 7) // cancelled if the lease is lost
+//
+// A [FieldLease] behaves exactly like a [Lock]: owner-checked Refresh,
+// Verify and Release, KeepAlive at a third of the TTL, a context cancelled
+// on release or loss, a background owner-checked release after an
+// ambiguous acquire, and the same one release semantics. They live in this
+// package because they are locks (one holder each, owner tokens, the same
+// handle) that happen to share a key; their hook operations are LEASE
+// ACQUIRE, LEASE RENEW, LEASE VERIFY and LEASE RELEASE (primitive lock),
+// and their instruments coordination.lock.* with kind=lease.
+//
+// Layout, for tools that decode it: the key is a hash; each field is one
+// lease, named by the field (any bytes), whose value is the holder's owner
+// token (36 characters, a UUID v4) and whose expiry is the field's own
+// (HPEXPIRE, server time, whole milliseconds). Inspect it with
+//
+//	HGETALL <key>
+//	HPTTL <key> FIELDS <n> <field>...
+//
+// The hash never has a key-level TTL: acquire and refresh refuse a hash
+// that has one (coordination.ErrBadState, nothing written), since it would
+// end every lease in it at once. A field whose value is not the caller's
+// token counts as held by someone else (one without expiry, which the
+// library never writes, as held until someone deletes it).
+// The hash disappears with its last field. A release publishes on the
+// Pub/Sub channel "coordination:" + the prefixed key + a NUL byte + the
+// field, which only that field's waiters watch; an expiry publishes
+// nothing, and waiters wake at the field's remaining TTL as the server
+// reported it.
+//
+// Hash-field expiration exists on Redis 7.4 and later and Valkey 9.0 and
+// later (not on Redis 7.0-7.2, Valkey 8, or miniredis, which lacks
+// HPEXPIRE). Every script calls HPEXPIRETIME first, so on a server without
+// it the first operation fails before writing anything, with an error
+// matching coordination.ErrUnsupportedServer that names the feature and the
+// versions that have it. The value of a field is only ever written when
+// the field is created, and always together with its expiry, so no write
+// path can leave a lease without TTL (Redis drops a field's TTL when HSET
+// rewrites it).
+//
+// Re-sends: an acquire re-sent by go-redis finds its own token and reports
+// acquired (one lease); a re-sent refresh sets the same expiry again; a
+// re-sent release finds the field gone and reports AlreadyReleased (the
+// field is released either way).
+//
 // All functions and methods are safe for concurrent use.
 package lock

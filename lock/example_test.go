@@ -113,3 +113,47 @@ func ExampleAcquire() {
 	}
 	// Output: acquired after the release
 }
+
+// Named leases in one hash need hash-field expiration (Redis 7.4 or later,
+// Valkey 9.0 or later). The embedded server of this example lacks it, so
+// the first operation says so, having written nothing; on a server with it
+// the snippet takes shard 7, keeps it alive while processing, and releases
+// it.
+func ExampleTryAcquireField() {
+	coord, done := newCoordinator()
+	defer done()
+	ctx := context.Background()
+	err := snippetShard(ctx, coord)
+	fmt.Println(errors.Is(err, coordination.ErrUnsupportedServer))
+	fmt.Println(err)
+	// Output:
+	// true
+	// coordination: unsupported server: hash field expiration (HPEXPIRE, HPEXPIRETIME, HPTTL) needs Redis 7.4 or later, or Valkey 9.0 or later (COORD_UNSUPPORTED)
+}
+
+func snippetShard(ctx context.Context, coord *coordination.Coordinator) error {
+	lease, err := lock.TryAcquireField(ctx, coord, "workers:shards", "shard:7", 30*time.Second)
+	if errors.Is(err, coordination.ErrNotAcquired) {
+		return nil // another worker owns shard 7
+	}
+	if err != nil {
+		return err // coordination.ErrUnsupportedServer before Redis 7.4 or Valkey 9.0
+	}
+	defer func() {
+		if _, err := lease.Release(context.WithoutCancel(ctx)); err != nil {
+			log.Printf("release: %v", err) // retried in the background
+		}
+	}()
+	lease.KeepAlive()
+	return processShard(lease.Context(), 7) // cancelled if the lease is lost
+}
+
+func processShard(ctx context.Context, shard int) error {
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	default:
+		fmt.Println("processed shard", shard)
+		return nil
+	}
+}

@@ -10,9 +10,10 @@
 // The scripts share these conventions:
 //
 //   - Time comes from the server: redis.call('TIME') converted once to
-//     integer milliseconds. The application's clock never enters a shared
-//     decision.
-//   - Arithmetic is integer milliseconds (or permits). 64-bit values that may
+//     integer milliseconds (the rate limiters' decisions: microseconds).
+//     The application's clock never enters a shared decision.
+//   - Arithmetic is integer milliseconds or microseconds (or permits);
+//     every number stays an exact integer below 2^53. 64-bit values that may
 //     exceed 2^53 (fencing tokens) are handled as decimal strings and
 //     returned as strings.
 //   - A script validates everything it reads before writing anything. A

@@ -10,6 +10,8 @@
 -- ARGV[2]  lease duration (TTL) in milliseconds (integer >= 1)
 -- ARGV[3]  limit: permits that may be held at once (integer >= 1)
 -- ARGV[4]  permits requested (integer >= 0); 0 probes without taking
+-- ARGV[5]  1: another limit recorded in the key is an error; 0: the key
+--          takes this call's limit (a rolling deploy of a new limit)
 --
 -- Reply    {acquired, available, next_ms}
 --          acquired   1 when the lease was recorded (probe: a permit is
@@ -19,20 +21,23 @@
 --          next_ms    when not acquired: milliseconds until the earliest
 --                     live lease expires (a hint for waiters, not a retry
 --                     time: leases are renewed), -1 when none or acquired
--- Writes   only when a lease is taken: expired entries are removed, the
---          lease is added, the key's TTL covers the latest lease.
+-- Writes   when a lease is taken: expired entries are removed, the
+--          lease is added, the key's TTL covers the latest lease. Else
+--          only an expiry on a key that has none (after PERSIST or
+--          RESTORE): PEXPIRE NX until its latest lease expires, which
+--          deletes a key without live leases.
 -- Errors (raised before anything is written):
 --   COORD_BADARG            an argument is out of range
 --   WRONGTYPE               the key holds a non-sorted-set value (raised by
 --                           ZSCORE)
---   COORD_CONFIG_MISMATCH   the key records another limit
+--   COORD_CONFIG_MISMATCH   the key records another limit (ARGV[5] = 1)
 --   COORD_BADSTATE          a member is malformed, or leases exist without
 --                           the settings member
 -- Idempotent: a re-send with the same member finds its live entry.
 local lease, limit, permits = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 if not (limit and lease and permits) or limit < 1 or lease < 1 or permits < 0
-    or limit % 1 ~= 0 or lease % 1 ~= 0 or permits % 1 ~= 0 then
-  return redis.error_reply('COORD_BADARG lease duration, limit and permits must be integers (>= 1, >= 1, >= 0)')
+    or limit % 1 ~= 0 or lease % 1 ~= 0 or permits % 1 ~= 0 or (ARGV[5] ~= '0' and ARGV[5] ~= '1') then
+  return redis.error_reply('COORD_BADARG lease duration, limit and permits must be integers (>= 1, >= 1, >= 0), strict 0 or 1')
 end
 if permits > 0 and tonumber(string.match(ARGV[1], '^(%d+):')) ~= permits then
   return redis.error_reply('COORD_BADARG the lease member must start with the permits requested')
@@ -41,7 +46,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local s = redis.call('ZSCORE', KEYS[1], '#')
 if s then
-  if tonumber(s) ~= -limit then
+  if tonumber(s) ~= -limit and ARGV[5] == '1' then
     return redis.error_reply('COORD_CONFIG_MISMATCH key records another limit')
   end
 elseif redis.call('EXISTS', KEYS[1]) == 1 then
@@ -70,6 +75,10 @@ end
 local available = limit - used
 if available < 0 then
   available = 0
+end
+if s and (permits == 0 or mine or permits > available) then
+  -- nothing to write: a key without an expiry gets the one its leases call for
+  redis.call('PEXPIRE', KEYS[1], last - now, 'NX')
 end
 if permits == 0 then
   if available > 0 then

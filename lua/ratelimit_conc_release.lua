@@ -8,15 +8,22 @@
 --             lease is left) and waiters were notified on the channel
 --             "coordination:" followed by the key's name (best effort)
 --          0  already gone (expired or released before); nothing changed
+--          A key left without an expiry (PERSIST, RESTORE) gets the one
+--          its latest lease calls for (PEXPIREAT NX).
 -- Errors   WRONGTYPE  the key holds a non-sorted-set value (raised by ZREM,
 --                     nothing written)
 -- Idempotent: a re-sent release finds nothing and returns 0.
 local n = redis.call('ZREM', KEYS[1], ARGV[1])
+if redis.call('ZCARD', KEYS[1]) <= 1 then
+  if n == 1 then
+    redis.call('DEL', KEYS[1])
+  end
+else
+  local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  redis.call('PEXPIREAT', KEYS[1], top[2], 'NX')
+end
 if n == 0 then
   return 0
-end
-if redis.call('ZCARD', KEYS[1]) <= 1 then
-  redis.call('DEL', KEYS[1])
 end
 redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')
 return 1

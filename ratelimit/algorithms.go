@@ -1,21 +1,33 @@
 package ratelimit
 
 import (
-	"context"
+	"fmt"
 	"math"
+	"math/big"
+	"strconv"
+	"strings"
 	"time"
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/engine"
 )
 
-// maxDurationMs bounds every duration setting, in milliseconds, so that
-// server time plus any window, refill or burst span stays an exact integer
-// in a Lua number (below 2^53) for the next few thousand years.
-const maxDurationMs = int64(1) << 50 / 1000
+// maxSpanUs bounds every time span a limiter keeps in Redis (a window, the
+// time to refill an empty bucket, a GCRA burst), in microseconds: 2^50 µs,
+// about 35 years, so that server time plus any span stays an exact integer
+// in a Lua number (below 2^53) for a few centuries.
+const maxSpanUs = int64(1) << 50
 
 // maxLimit bounds every permit count setting.
 const maxLimit = math.MaxInt32
+
+// Settings are the settings of one limiter: [FixedWindow], [SlidingWindow],
+// [TokenBucket], [GCRA], [Concurrency] or [Composite]. They are what the
+// constructors take and what [Limiter.Update] changes.
+type Settings interface {
+	// spec validates the settings into a limiter's decision parameters.
+	spec() (*spec, error)
+}
 
 // FixedWindow configures a fixed-window limiter ([NewFixedWindow]).
 //
@@ -26,8 +38,9 @@ const maxLimit = math.MaxInt32
 type FixedWindow struct {
 	// Limit is the number of permits per window (1 or more).
 	Limit int
-	// Window is the window length, at least 1 ms, rounded up to whole
-	// milliseconds.
+	// Window is the window length: a whole number of milliseconds, at least
+	// 1 ms (the window ends with the key's expiry, which Redis keeps in
+	// milliseconds).
 	Window time.Duration
 }
 
@@ -35,16 +48,17 @@ type FixedWindow struct {
 // ([NewSlidingWindow]).
 //
 // Time is cut into Segments segments per Window, each
-// ceil(Window/Segments) long, aligned to server time. Permits taken during a
-// segment are returned one Window after that segment ends: never earlier
-// than one Window after they were taken, and at most one segment later. So
-// no span of one Window ever admits more than Limit permits. More segments
-// return permits more promptly and store a few more hash fields.
+// ceil(Window/Segments) long (in whole microseconds), aligned to server
+// time. Permits taken during a segment are returned one Window after that
+// segment ends: never earlier than one Window after they were taken, and
+// at most one segment later. So no span of one Window ever admits more than
+// Limit permits. More segments return permits more promptly and make the
+// state a little longer.
 type SlidingWindow struct {
 	// Limit is the number of permits per window (1 or more).
 	Limit int
-	// Window is the window length, at least 1 ms, rounded up to whole
-	// milliseconds.
+	// Window is the window length: a whole number of microseconds, at
+	// least 1 ms.
 	Window time.Duration
 	// Segments is the number of segments per window, 1 to 1024.
 	Segments int
@@ -55,35 +69,43 @@ type SlidingWindow struct {
 // A bucket nobody has used is full (Limit tokens). Each whole Period since
 // the bucket last dropped below full adds TokensPerPeriod tokens, up to
 // Limit; a partial period is kept until it completes. Refill is computed
-// from server time on each use; no timer runs anywhere.
+// from server time on each use; no timer runs anywhere. Over any long run
+// it admits exactly TokensPerPeriod per Period (plus the initial Limit).
 type TokenBucket struct {
 	// Limit is the bucket capacity and so the largest burst (1 or more).
 	Limit int
 	// TokensPerPeriod is the number of tokens added per whole period (1 or
 	// more).
 	TokensPerPeriod int
-	// Period is the refill period, at least 1 ms, rounded up to whole
-	// milliseconds.
+	// Period is the refill period: a whole number of microseconds, at
+	// least 1 µs.
 	Period time.Duration
 }
 
 // GCRA configures a Generic Cell Rate Algorithm limiter ([NewGCRA]): the
 // virtual-scheduling algorithm of the ATM Forum's Traffic Management
 // Specification 4.0, as applied to rate limiting in Brandur Leach's "Rate
-// Limiting, Cells, and GCRA" and in go-redis/redis_rate, here with integer
-// milliseconds.
+// Limiting, Cells, and GCRA" and in go-redis/redis_rate.
 //
 // Burst permits may be taken at once; after that one permit becomes
-// available every Interval (a sustained rate of 1/Interval). Only one
-// timestamp (the theoretical arrival time) is stored. A batch of permits is
-// granted whole or not at all; rejected requests and probes write nothing.
+// available every Interval (a sustained rate of 1/Interval). Give the rate
+// either as Interval or as Rate permits per Period: the interval is kept
+// as an exact fraction of a microsecond, never rounded, so 3 per second
+// admits exactly 3 per second over any long run, and rates up to
+// 1,000,000 per second and beyond are exact. Only one timestamp (the
+// theoretical arrival time) is stored. A batch of permits is granted whole
+// or not at all; rejected requests and probes write nothing.
 type GCRA struct {
 	// Burst is the total burst capacity, not an allowance on top of the
 	// steady rate (1 or more).
 	Burst int
 	// Interval is the emission interval: the time one permit takes to come
-	// back. At least 1 ms, rounded up to whole milliseconds.
+	// back (at least 1 ns). Leave it zero when giving Rate and Period.
 	Interval time.Duration
+	// Rate permits per Period is the sustained rate, an alternative to
+	// Interval (which is then Period/Rate, kept exact). Both or neither.
+	Rate   int
+	Period time.Duration
 }
 
 // Concurrency configures a concurrency limiter ([NewConcurrency]): at most
@@ -102,150 +124,331 @@ type Concurrency struct {
 	LeaseDuration time.Duration
 }
 
-// count is a permit-count setting of a limiter: its name in errors and its
-// value.
-type count struct {
-	name string
-	n    int
+// Composite configures a composite limiter ([NewComposite]): several
+// limits on one key, all of which must admit a request.
+//
+// Components are [FixedWindow], [SlidingWindow], [TokenBucket] and
+// [GCRA] settings, 1 to 32 of them, in a fixed order: every process sharing
+// the key must give the same algorithms in the same order (other numbers
+// are migrated like a single limiter's, see [Limiter.Update]).
+type Composite struct {
+	// Components are the limits, in order: FixedWindow, SlidingWindow,
+	// TokenBucket or GCRA settings, 1 to 32.
+	Components []Settings
 }
 
-// newChecked returns a new limiter (coordinator, key and options checked by
-// newLimiter) once the settings every algorithm has are valid, checked in
-// this order: the counts, each 1 to maxLimit (the first is the limiter's
-// capacity), then the duration named durName, from least (1 ms or more)
-// to maxDurationMs. It returns that duration in whole milliseconds, rounded
-// up.
-func newChecked(coord *coordination.Coordinator, key string, opts []Option, durName string, d, least time.Duration, counts ...count) (*Limiter, int64, error) {
-	l, err := newLimiter(coord, key, counts[0].n, opts)
-	if err != nil {
-		return nil, 0, err
+// Algorithm letters of a spec.
+const (
+	algFixed   = 'f'
+	algSliding = 's'
+	algBucket  = 'b'
+	algGCRA    = 'g'
+	algComp    = 'c'
+	algConc    = 'x'
+)
+
+// spec is a validated settings value: what a decision sends, and what the
+// HTTP headers say. It is immutable.
+type spec struct {
+	settings Settings
+	alg      byte
+	capacity int
+	// cfg is the settings as stored in Redis ("g:<burst>:<q>:<d>" ...);
+	// for a composite, its signature; for concurrency, "x:<limit>:<ms>"
+	// (not stored: it tells settings apart).
+	cfg string
+	// tail is the decision script's ARGV[4:] (after op, permits, id).
+	tail []any
+	// kinds are a composite's component algorithms, in order.
+	kinds []byte
+	// window is the time an empty limiter takes to become full again
+	// (the RateLimit-Policy w parameter); 0 for concurrency.
+	window time.Duration
+	// Concurrency: the limit and the lease duration.
+	leaseMs int64
+}
+
+func limitCheck(name string, n int) error {
+	if n < 1 || n > maxLimit {
+		return engine.InvalidArgument(name, "must be between 1 and %d, got %d", maxLimit, n)
 	}
-	for _, c := range counts {
-		if c.n < 1 || c.n > maxLimit {
-			return nil, 0, engine.InvalidArgument(c.name, "must be between 1 and %d, got %d", maxLimit, c.n)
+	return nil
+}
+
+// micros returns d in whole microseconds, between least and maxSpanUs µs,
+// or an error naming name.
+func micros(name string, d, least time.Duration) (int64, error) {
+	if d < least {
+		return 0, engine.InvalidArgument(name, "must be at least %v, got %v", least, d)
+	}
+	if d%time.Microsecond != 0 {
+		return 0, engine.InvalidArgument(name, "must be a whole number of microseconds (it is never rounded), got %v", d)
+	}
+	us := int64(d / time.Microsecond)
+	if us > maxSpanUs {
+		return 0, engine.InvalidArgument(name, "must be at most %v, got %v", time.Duration(maxSpanUs)*time.Microsecond, d)
+	}
+	return us, nil
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// pxArg is the TTL in whole milliseconds (at least 1) of a span in µs.
+func pxArg(us int64) string { return strconv.FormatInt(max(ceilDiv(us, 1000), 1), 10) }
+
+// standalone builds the decision arguments of one limiter: its cfg, and
+// the key's TTL after a fast-path grant (the window, for a fixed window).
+// Few arguments: a server refuses a command of more than 10 before
+// authentication with a protocol error instead of NOAUTH.
+func standalone(s *spec, ttl string) {
+	s.tail = []any{s.cfg, ttl}
+}
+
+func (c FixedWindow) spec() (*spec, error) {
+	if err := limitCheck("limit", c.Limit); err != nil {
+		return nil, err
+	}
+	if c.Window < time.Millisecond || c.Window%time.Millisecond != 0 {
+		return nil, engine.InvalidArgument("window", "must be a whole number of milliseconds, at least 1 ms, got %v", c.Window)
+	}
+	if _, err := micros("window", c.Window, time.Millisecond); err != nil {
+		return nil, err
+	}
+	w := int64(c.Window / time.Millisecond)
+	s := &spec{settings: c, alg: algFixed, capacity: c.Limit, cfg: fmt.Sprintf("f:%d:%d", c.Limit, w), window: c.Window}
+	standalone(s, strconv.FormatInt(w, 10))
+	return s, nil
+}
+
+func (c SlidingWindow) spec() (*spec, error) {
+	if err := limitCheck("limit", c.Limit); err != nil {
+		return nil, err
+	}
+	w, err := micros("window", c.Window, time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	if c.Segments < 1 || c.Segments > 1024 {
+		return nil, engine.InvalidArgument("segments", "must be between 1 and 1024, got %d", c.Segments)
+	}
+	g := ceilDiv(w, int64(c.Segments))
+	s := &spec{settings: c, alg: algSliding, capacity: c.Limit, cfg: fmt.Sprintf("s:%d:%d:%d", c.Limit, w, c.Segments), window: c.Window}
+	standalone(s, pxArg(g+w))
+	return s, nil
+}
+
+func (c TokenBucket) spec() (*spec, error) {
+	if err := limitCheck("limit", c.Limit); err != nil {
+		return nil, err
+	}
+	if err := limitCheck("tokensPerPeriod", c.TokensPerPeriod); err != nil {
+		return nil, err
+	}
+	p, err := micros("period", c.Period, time.Microsecond)
+	if err != nil {
+		return nil, err
+	}
+	// The time to refill an empty bucket, ceil(Limit/TokensPerPeriod)
+	// periods, must stay an exact integer in the script.
+	refills := ceilDiv(int64(c.Limit), int64(c.TokensPerPeriod))
+	if p > maxSpanUs/refills {
+		return nil, engine.InvalidArgument("period", "the time to refill an empty bucket, ceil(limit / tokens per period) × period, must be at most %v", time.Duration(maxSpanUs)*time.Microsecond)
+	}
+	full := refills * p
+	s := &spec{settings: c, alg: algBucket, capacity: c.Limit, cfg: fmt.Sprintf("b:%d:%d:%d", c.Limit, c.TokensPerPeriod, p),
+		window: time.Duration(full) * time.Microsecond}
+	standalone(s, pxArg(full))
+	return s, nil
+}
+
+// interval returns the emission interval as a reduced fraction q/d of a
+// microsecond.
+func (c GCRA) interval() (q, d int64, err error) {
+	var num, den int64 // nanoseconds per permit = num/den
+	switch {
+	case c.Interval != 0 && (c.Rate != 0 || c.Period != 0):
+		return 0, 0, engine.InvalidArgument("interval", "give Interval, or Rate and Period, not both")
+	case c.Interval != 0:
+		if c.Interval < 0 {
+			return 0, 0, engine.InvalidArgument("interval", "must be positive, got %v", c.Interval)
+		}
+		num, den = int64(c.Interval), 1
+	case c.Rate == 0 && c.Period == 0:
+		return 0, 0, engine.InvalidArgument("interval", "give Interval, or Rate and Period")
+	default:
+		if err := limitCheck("rate", c.Rate); err != nil {
+			return 0, 0, err
+		}
+		if c.Period <= 0 {
+			return 0, 0, engine.InvalidArgument("period", "must be positive, got %v", c.Period)
+		}
+		num, den = int64(c.Period), int64(c.Rate)
+	}
+	// µs per permit = num / (den * 1000), reduced.
+	n, dd := big.NewInt(num), new(big.Int).Mul(big.NewInt(den), big.NewInt(1000))
+	g := new(big.Int).GCD(nil, nil, n, dd)
+	n.Div(n, g)
+	dd.Div(dd, g)
+	return n.Int64(), dd.Int64(), nil
+}
+
+func (c GCRA) spec() (*spec, error) {
+	if err := limitCheck("burst", c.Burst); err != nil {
+		return nil, err
+	}
+	q, d, err := c.interval()
+	if err != nil {
+		return nil, err
+	}
+	// burst × q (the span in 1/d µs) must be exact, and the span (burst ×
+	// q/d µs) at most maxSpanUs.
+	if q > maxSpanUs/int64(c.Burst) || ceilDiv(int64(c.Burst)*q, d) > maxSpanUs {
+		return nil, engine.InvalidArgument("burst", "burst × interval must be at most %v", time.Duration(maxSpanUs)*time.Microsecond)
+	}
+	span := int64(c.Burst) * q
+	spanUs := ceilDiv(span, d)
+	s := &spec{settings: c, alg: algGCRA, capacity: c.Burst, cfg: fmt.Sprintf("g:%d:%d:%d", c.Burst, q, d),
+		window: time.Duration(spanUs) * time.Microsecond}
+	standalone(s, pxArg(spanUs))
+	return s, nil
+}
+
+func (c Concurrency) spec() (*spec, error) {
+	if err := limitCheck("limit", c.Limit); err != nil {
+		return nil, err
+	}
+	d := c.LeaseDuration
+	if d == 0 {
+		d = DefaultLeaseDuration
+	}
+	if d < minLeaseDuration {
+		return nil, engine.InvalidArgument("leaseDuration", "must be at least %v, got %v", minLeaseDuration, d)
+	}
+	ms, err := engine.Millis("leaseDuration", d)
+	if err != nil {
+		return nil, err
+	}
+	if ms > maxSpanUs/1000 {
+		return nil, engine.InvalidArgument("leaseDuration", "must be at most %v, got %v", time.Duration(maxSpanUs)*time.Microsecond, d)
+	}
+	return &spec{settings: c, alg: algConc, capacity: c.Limit, leaseMs: ms, cfg: fmt.Sprintf("x:%d:%d", c.Limit, ms)}, nil
+}
+
+func (c Composite) spec() (*spec, error) {
+	n := len(c.Components)
+	if n < 1 || n > 32 {
+		return nil, engine.InvalidArgument("components", "give 1 to 32 components, got %d", n)
+	}
+	s := &spec{settings: Composite{Components: append([]Settings(nil), c.Components...)}, alg: algComp, capacity: maxLimit}
+	cfgs := make([]string, n)
+	for i, cs := range c.Components {
+		if cs == nil {
+			return nil, engine.InvalidArgument("components", "component %d is nil", i)
+		}
+		switch cs.(type) {
+		case Concurrency, *Concurrency, Composite, *Composite:
+			return nil, engine.InvalidArgument("components", "component %d: a composite takes fixed windows, sliding windows, token buckets and GCRA", i)
+		}
+		one, err := cs.spec()
+		if err != nil {
+			return nil, fmt.Errorf("ratelimit: component %d: %w", i, err)
+		}
+		cfgs[i] = one.cfg
+		s.kinds = append(s.kinds, one.alg)
+		if one.capacity < s.capacity {
+			s.capacity = one.capacity
+			s.window = one.window
 		}
 	}
-	if d < least {
-		return nil, 0, engine.InvalidArgument(durName, "must be at least %v, got %v", least, d)
+	s.cfg = strings.Join(cfgs, ";")
+	s.tail = make([]any, 0, 1+n)
+	s.tail = append(s.tail, s.cfg)
+	for _, c := range cfgs {
+		s.tail = append(s.tail, c)
 	}
-	ms, err := engine.Millis(durName, d)
-	if err != nil {
-		return nil, 0, err
-	}
-	if ms > maxDurationMs {
-		return nil, 0, engine.InvalidArgument(durName, "must be at most %v, got %v", time.Duration(maxDurationMs)*time.Millisecond, d)
-	}
-	return l, ms, nil
+	return s, nil
 }
 
 // NewFixedWindow returns a fixed-window limiter on key (see [FixedWindow]).
 // It sends nothing to Redis.
 //
-// State: one string with the settings, the count and the window's end,
-// expiring when the window ends.
+// State: one string with the settings, the window's end, the count and
+// the ring of recent grant ids; it expires when the window ends.
 //
 // Errors: coordination.ErrInvalidArgument naming the argument: "coord"
-// (nil), "key" (empty), "limit" (below 1), "window" (below 1 ms), or the
-// invalid option's.
+// (nil), "key" (empty), "limit" (below 1), "window" (below 1 ms or not
+// whole milliseconds), or the invalid option's.
 func NewFixedWindow(coord *coordination.Coordinator, key string, cfg FixedWindow, opts ...Option) (*Limiter, error) {
-	l, w, err := newChecked(coord, key, opts, "window", cfg.Window, time.Millisecond, count{"limit", cfg.Limit})
-	if err != nil {
-		return nil, err
-	}
-	l.try = l.scriptTry(engine.RateLimitFixed, int64(cfg.Limit), w)
-	return l, nil
+	return newLimiter(coord, key, cfg, opts)
 }
 
 // NewSlidingWindow returns a segmented sliding-window limiter on key (see
 // [SlidingWindow]). It sends nothing to Redis.
 //
-// State: one hash with the settings, the total and one field per segment
-// that still holds permits; it expires when the newest segment's permits
-// are returned. A rejected request costs one more field read per live
-// segment to compute RetryAfter.
+// State: one string with the settings, the total, the oldest and newest
+// segment indexes, the permits of each segment in between and the ring of
+// recent grant ids (a few bytes more per live segment); it expires when
+// the newest segment's permits are returned.
 //
 // Errors: coordination.ErrInvalidArgument naming the argument: "coord"
-// (nil), "key" (empty), "limit" (below 1), "window" (below 1 ms),
-// "segments" (outside 1..1024), or the invalid option's.
+// (nil), "key" (empty), "limit" (below 1), "window" (below 1 ms or not
+// whole microseconds), "segments" (outside 1..1024), or the invalid
+// option's.
 func NewSlidingWindow(coord *coordination.Coordinator, key string, cfg SlidingWindow, opts ...Option) (*Limiter, error) {
-	l, w, err := newChecked(coord, key, opts, "window", cfg.Window, time.Millisecond, count{"limit", cfg.Limit})
-	if err != nil {
-		return nil, err
-	}
-	if cfg.Segments < 1 || cfg.Segments > 1024 {
-		return nil, engine.InvalidArgument("segments", "must be between 1 and 1024, got %d", cfg.Segments)
-	}
-	l.try = l.scriptTry(engine.RateLimitSliding, int64(cfg.Limit), w, int64(cfg.Segments))
-	return l, nil
+	return newLimiter(coord, key, cfg, opts)
 }
 
 // NewTokenBucket returns a token-bucket limiter on key (see [TokenBucket]).
 // It sends nothing to Redis.
 //
-// State: one string with the settings, the token count and the start of the
-// current refill period; it expires when the bucket would be full again.
+// State: one string with the settings, the token count, the start of the
+// current refill period and the ring of recent grant ids; it expires when
+// the bucket would be full again.
 //
 // Errors: coordination.ErrInvalidArgument naming the argument: "coord"
 // (nil), "key" (empty), "limit" or "tokensPerPeriod" (below 1), "period"
-// (below 1 ms, or a refill span ceil(Limit/TokensPerPeriod) × Period
-// beyond about 35 years), or the invalid option's.
+// (below 1 µs, not whole microseconds, or a refill span
+// ceil(Limit/TokensPerPeriod) × Period beyond about 35 years), or the
+// invalid option's.
 func NewTokenBucket(coord *coordination.Coordinator, key string, cfg TokenBucket, opts ...Option) (*Limiter, error) {
-	l, p, err := newChecked(coord, key, opts, "period", cfg.Period, time.Millisecond,
-		count{"limit", cfg.Limit}, count{"tokensPerPeriod", cfg.TokensPerPeriod})
-	if err != nil {
-		return nil, err
-	}
-	// The time to refill an empty bucket, ceil(Limit/TokensPerPeriod)
-	// periods, must stay an exact integer in the script (it sets the key's
-	// expiry).
-	if refills := (int64(cfg.Limit) + int64(cfg.TokensPerPeriod) - 1) / int64(cfg.TokensPerPeriod); p > maxDurationMs/refills {
-		return nil, engine.InvalidArgument("period", "the time to refill an empty bucket, ceil(limit / tokens per period) × period, must be at most %v", time.Duration(maxDurationMs)*time.Millisecond)
-	}
-	l.try = l.scriptTry(engine.RateLimitBucket, int64(cfg.Limit), int64(cfg.TokensPerPeriod), p)
-	return l, nil
+	return newLimiter(coord, key, cfg, opts)
 }
 
 // NewGCRA returns a GCRA limiter on key (see [GCRA]). It sends nothing to
 // Redis.
 //
-// State: one string with the settings and the theoretical arrival time; it
-// expires when the full burst is available again.
+// State: one string with the settings, the theoretical arrival time and
+// the ring of recent grant ids; it expires when the full burst is
+// available again.
 //
 // Errors: coordination.ErrInvalidArgument naming the argument: "coord"
 // (nil), "key" (empty), "burst" (below 1, or a burst span Burst × Interval
-// beyond about 35 years), "interval" (below 1 ms), or the invalid option's.
+// beyond about 35 years), "interval" (negative, or neither or both of
+// Interval and Rate/Period given), "rate" (below 1), "period" (not
+// positive), or the invalid option's.
 func NewGCRA(coord *coordination.Coordinator, key string, cfg GCRA, opts ...Option) (*Limiter, error) {
-	l, iv, err := newChecked(coord, key, opts, "interval", cfg.Interval, time.Millisecond, count{"burst", cfg.Burst})
-	if err != nil {
-		return nil, err
-	}
-	if iv > maxDurationMs/int64(cfg.Burst) {
-		return nil, engine.InvalidArgument("burst", "burst × interval must be at most %v", time.Duration(maxDurationMs)*time.Millisecond)
-	}
-	l.try = l.scriptTry(engine.RateLimitGCRA, int64(cfg.Burst), iv)
-	return l, nil
+	return newLimiter(coord, key, cfg, opts)
 }
 
-// scriptTry returns the tryFunc of a window, bucket or GCRA script whose
-// ARGV are settings followed by the permits. Argument lists for small permit
-// counts are built once, so the hot path allocates none.
-func (l *Limiter) scriptTry(s *engine.Script[engine.Decision], settings ...any) tryFunc {
-	const cached = 8
-	var pre [cached + 1][]any
-	for p := range pre {
-		pre[p] = append(append(make([]any, 0, len(settings)+1), settings...), p)
-	}
-	return func(ctx context.Context, permits int) (decision, error) {
-		var args []any
-		if permits <= cached {
-			args = pre[permits]
-		} else {
-			args = append(append(make([]any, 0, len(settings)+1), settings...), permits)
-		}
-		r, err := s.Run(ctx, l.e, l.keys, args...)
-		if err != nil {
-			return decision{}, err
-		}
-		return decision{acquired: r.Acquired, available: r.Available, retry: r.RetryIn, hasRetry: r.HasRetry}, nil
-	}
+// NewComposite returns a composite limiter on key (see [Composite]): every
+// decision is one script that evaluates each component with one server
+// timestamp and consumes the permits from all of them only if all admit.
+// A refusal's RetryAfter is the longest of the components' waits (for the
+// whole batch); the lease's Available is the smallest. It sends nothing to
+// Redis.
+//
+// State: one hash with the signature (every component's settings), the
+// ring of recent grant ids and one field per component's state; it
+// expires when every component is back to empty.
+//
+// A key whose stored components differ in number or algorithms is refused
+// with an error matching coordination.ErrConfigMismatch, consuming
+// nothing; other numbers are migrated (or refused, with
+// [WithStrictSettings]).
+//
+// Errors: coordination.ErrInvalidArgument naming "coord", "key",
+// "components" (none, more than 32, a nil, concurrency or composite
+// component) or the invalid component setting ("limit", "window" ...).
+func NewComposite(coord *coordination.Coordinator, key string, cfg Composite, opts ...Option) (*Limiter, error) {
+	return newLimiter(coord, key, cfg, opts)
 }

@@ -26,25 +26,28 @@ func TestFixedWindowCountsAndReset(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		const win = time.Second
 		l := build(t, b.Coordinator(t), kFixed, "fw", 5, win)
+		// The window starts at the first grant's whole millisecond.
+		now := b.Now().Truncate(time.Microsecond)
+		left := win - now.Sub(now.Truncate(time.Millisecond))
 		wantBurst(t, l, 7, 5, "first window")
-		wantRetry(t, b, acquire(t, l, 1), win, win)
-		reachRetry(t, b, l, win)
+		wantRetry(t, b, acquire(t, l, 1), left, win)
+		reachRetry(t, b, l, left)
 		wantBurst(t, l, 7, 5, "second window")
 	})
 }
 
 // reachRetry moves the clock to the moment a refused request waiting d
-// becomes admissible. On miniredis it first checks that 1 ms earlier it is
-// still refused, with exactly 1 ms left; on real servers it sleeps d.
+// becomes admissible. On miniredis it first checks that 1 µs earlier it is
+// still refused, with exactly 1 µs left; on real servers it sleeps d.
 func reachRetry(t *testing.T, b *testharness.Backend, l *Limiter, d time.Duration) {
 	t.Helper()
 	if !b.IsMini() {
 		b.Advance(d)
 		return
 	}
-	b.Advance(d - time.Millisecond)
-	wantRetry(t, b, acquire(t, l, 1), time.Millisecond, time.Millisecond)
-	b.Advance(time.Millisecond)
+	b.Advance(d - time.Microsecond)
+	wantRetry(t, b, acquire(t, l, 1), time.Microsecond, time.Microsecond)
+	b.Advance(time.Microsecond)
 }
 
 func TestSlidingWindowNeverEarlyAtMostOneSegmentLate(t *testing.T) {
@@ -53,12 +56,12 @@ func TestSlidingWindowNeverEarlyAtMostOneSegmentLate(t *testing.T) {
 		const win, segs = 800 * time.Millisecond, 4
 		seg := win / segs
 		l := build(t, b.Coordinator(t), kSliding, "sw", 4, win)
-		t0 := b.Now().Truncate(time.Millisecond) // server time in whole ms
+		t0 := b.Now().Truncate(time.Microsecond) // server time in whole µs
 		wantBurst(t, l, 6, 4, "burst")
 		// Permits taken in segment k return at (k+1)*seg + win: between win
 		// and win+seg after they were taken.
-		k := t0.UnixMilli() / seg.Milliseconds()
-		back := time.UnixMilli((k+1)*seg.Milliseconds() + win.Milliseconds())
+		k := t0.UnixMicro() / seg.Microseconds()
+		back := time.UnixMicro((k+1)*seg.Microseconds() + win.Microseconds())
 		ra := wantRetry(t, b, acquire(t, l, 1), back.Sub(t0), win+seg)
 		if b.IsMini() {
 			if ra < win {
@@ -446,23 +449,31 @@ func TestConfigMismatchAndBadState(t *testing.T) {
 			l := build(t, c, k, key, 3, 10*time.Second)
 			acquire(t, l, 1)
 			state := dump(t, raw, b.Key(key))
-			other := build(t, c, k, key, 4, 10*time.Second)
-			if _, err := other.Allow(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
-				t.Fatalf("%s: other settings: %v, want ErrConfigMismatch", k, err)
+			// Strict: other settings are an error, and nothing is written.
+			strict := build(t, c, k, key, 4, 10*time.Second, WithStrictSettings())
+			if _, err := strict.Allow(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
+				t.Fatalf("%s: other settings, strict: %v, want ErrConfigMismatch", k, err)
 			}
 			if after := dump(t, raw, b.Key(key)); after != state {
 				t.Fatalf("%s: a mismatch changed the state", k)
 			}
+			// By default the state is migrated to the caller's settings.
+			other := build(t, c, k, key, 4, 10*time.Second)
+			if le, err := other.Allow(ctx, 1); err != nil || !le.Acquired() {
+				t.Fatalf("%s: other settings: %v %v, want a grant", k, err, le.Acquired())
+			}
 		}
 		// No failure mode masks a mismatch.
-		open := build(t, c, kGCRA, "cfg:gcra", 9, 10*time.Second, WithFailureMode(FailOpen))
+		open := build(t, c, kGCRA, "cfg:gcra", 9, 10*time.Second, WithFailureMode(FailOpen), WithStrictSettings())
 		if _, err := open.Allow(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
 			t.Fatalf("FailOpen on a mismatched key: %v", err)
 		}
-		// Another string algorithm on a GCRA key is a mismatch too.
-		fw := build(t, c, kFixed, "cfg:gcra", 3, 10*time.Second)
-		if _, err := fw.Allow(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
-			t.Fatalf("fixed window on a GCRA key: %v", err)
+		// Another algorithm on a key is a mismatch, even by default.
+		for _, k := range []kind{kFixed, kSliding, kBucket} {
+			fw := build(t, c, k, "cfg:gcra", 3, 10*time.Second)
+			if _, err := fw.Allow(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
+				t.Fatalf("%s on a GCRA key: %v", k, err)
+			}
 		}
 		for _, k := range kinds {
 			key := "bad:" + string(k)
@@ -472,7 +483,7 @@ func TestConfigMismatchAndBadState(t *testing.T) {
 				t.Fatalf("%s on a list: %v, want ErrWrongType", k, err)
 			}
 		}
-		for _, k := range []kind{kFixed, kBucket, kGCRA} {
+		for _, k := range []kind{kFixed, kSliding, kBucket, kGCRA} {
 			key := "garbage:" + string(k)
 			raw.Set(ctx, b.Key(key), "not a limiter", 0)
 			l := build(t, c, k, key, 3, 10*time.Second)
@@ -482,18 +493,15 @@ func TestConfigMismatchAndBadState(t *testing.T) {
 			if v, _ := raw.Get(ctx, b.Key(key)).Result(); v != "not a limiter" {
 				t.Fatalf("%s: garbage overwritten: %q", k, v)
 			}
-		}
-		// Right settings, malformed numbers.
-		for k, v := range map[kind]string{kFixed: "f:3:10000|7", kBucket: "b:3:1:10000|1|x", kGCRA: "g:3:10000|-5"} {
-			key := "malformed:" + string(k)
-			raw.Set(ctx, b.Key(key), v, 0)
-			if _, err := build(t, c, k, key, 3, 10*time.Second).Allow(ctx, 1); !errors.Is(err, coordination.ErrBadState) {
-				t.Fatalf("%s on %q: %v, want ErrBadState", k, v, err)
+			// The right settings, malformed state.
+			key = "malformed:" + string(k)
+			cfg := l.spec().cfg
+			for _, v := range []string{cfg + "|7|", cfg + "|5|-1|", cfg + "|1|x|", cfg + "|1|2|3|4|5|6|7|", cfg + "|1|2|abc"} {
+				raw.Set(ctx, b.Key(key), v, 0)
+				if _, err := build(t, c, k, key, 3, 10*time.Second).Allow(ctx, 1); !errors.Is(err, coordination.ErrBadState) {
+					t.Fatalf("%s on %q: %v, want ErrBadState", k, v, err)
+				}
 			}
-		}
-		raw.HSet(ctx, b.Key("garbage:sliding"), "x", "1")
-		if _, err := build(t, c, kSliding, "garbage:sliding", 3, time.Second).Allow(ctx, 1); !errors.Is(err, coordination.ErrBadState) {
-			t.Fatalf("sliding on a foreign hash: %v", err)
 		}
 		raw.ZAdd(ctx, b.Key("garbage:conc"), redis.Z{Score: 1, Member: "x"})
 		if _, err := build(t, c, kConc, "garbage:conc", 3, time.Second).Allow(ctx, 1); !errors.Is(err, coordination.ErrBadState) {
@@ -529,7 +537,21 @@ func TestSettingsValidation(t *testing.T) {
 			// what the script keeps exact.
 			return NewTokenBucket(coord, "k", TokenBucket{Limit: math.MaxInt32, TokensPerPeriod: 1, Period: 312749 * time.Hour})
 		},
-		func() (*Limiter, error) { return NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Microsecond}) },
+		func() (*Limiter, error) {
+			return NewFixedWindow(coord, "k", FixedWindow{Limit: 1, Window: 1500 * time.Microsecond})
+		},
+		func() (*Limiter, error) {
+			return NewSlidingWindow(coord, "k", SlidingWindow{Limit: 1, Window: time.Second + time.Nanosecond, Segments: 2})
+		},
+		func() (*Limiter, error) {
+			return NewTokenBucket(coord, "k", TokenBucket{Limit: 1, TokensPerPeriod: 1, Period: 1500 * time.Nanosecond})
+		},
+		func() (*Limiter, error) { return NewGCRA(coord, "k", GCRA{Burst: 1}) },
+		func() (*Limiter, error) {
+			return NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second, Rate: 1, Period: time.Second})
+		},
+		func() (*Limiter, error) { return NewGCRA(coord, "k", GCRA{Burst: 1, Rate: 3}) },
+		func() (*Limiter, error) { return NewGCRA(coord, "k", GCRA{Burst: 1, Interval: -time.Second}) },
 		func() (*Limiter, error) { return NewGCRA(coord, "k", GCRA{Burst: 1 << 30, Interval: 24 * time.Hour}) },
 		func() (*Limiter, error) {
 			return NewConcurrency(coord, "k", Concurrency{Limit: 1, LeaseDuration: time.Millisecond})
@@ -546,10 +568,13 @@ func TestSettingsValidation(t *testing.T) {
 			t.Errorf("case %d: %v, want ErrInvalidArgument", i, err)
 		}
 	}
-	// Sub-millisecond parts round up.
-	l, err := NewGCRA(coord, "k", GCRA{Burst: 1, Interval: 1500 * time.Microsecond})
-	if err != nil {
-		t.Fatal(err)
+	// Intervals are exact fractions: never rounded.
+	for _, g := range []GCRA{{Burst: 1, Interval: 1500 * time.Nanosecond}, {Burst: 3, Rate: 3, Period: time.Second}, {Burst: 1, Rate: 1000000, Period: time.Second}} {
+		l, err := NewGCRA(coord, "k", g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%+v stored as %s", g, l.spec().cfg)
+		l.Close()
 	}
-	l.Close()
 }

@@ -67,8 +67,12 @@ func benchSetup(b *testing.B) (noop benchCase, decisions []benchCase) {
 		b.Fatal(err)
 	}
 	rawKey := e.Key("raw-gcra")
+	gs, err := GCRA{Burst: big, Interval: time.Millisecond}.spec()
+	if err != nil {
+		b.Fatal(err)
+	}
 	decisions = append(decisions, benchCase{"gcra-script-only", func() error {
-		_, err := engine.RateLimitGCRA.Run(ctx, e, rawKey, big, 1, 1)
+		_, err := engine.RateLimitDecide.Run(ctx, e, rawKey, append([]any{"d", 1, newID()}, gs.tail...)...)
 		return err
 	}})
 	mk := func(n string, l *Limiter, err error) {
@@ -88,7 +92,7 @@ func benchSetup(b *testing.B) (noop benchCase, decisions []benchCase) {
 	mk("fixed", l, err)
 	l, err = NewSlidingWindow(coord, "bench:sliding", SlidingWindow{Limit: big, Window: time.Minute, Segments: 10})
 	mk("sliding", l, err)
-	l, err = NewTokenBucket(coord, "bench:bucket", TokenBucket{Limit: big, TokensPerPeriod: 1, Period: time.Hour})
+	l, err = NewTokenBucket(coord, "bench:bucket", TokenBucket{Limit: big, TokensPerPeriod: big, Period: time.Hour})
 	mk("bucket", l, err)
 	l, err = NewGCRA(coord, "bench:gcra", GCRA{Burst: big, Interval: time.Millisecond})
 	mk("gcra", l, err)

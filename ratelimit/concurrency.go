@@ -61,63 +61,57 @@ var (
 // State: one sorted set with a member per live lease plus one settings
 // member; it is deleted when the last lease is released and otherwise
 // expires with its latest lease. Each decision reads every live lease, so
-// its cost grows with the number of leases held (at most Limit).
+// its cost grows with the number of leases held (at most Limit). A key
+// recording another limit takes this limiter's (or, with
+// [WithStrictSettings], is refused with coordination.ErrConfigMismatch).
 //
 // Errors: coordination.ErrInvalidArgument naming the argument: "coord"
 // (nil), "key" (empty), "limit" (below 1), "leaseDuration" (below 30 ms,
 // other than zero), or the invalid option's.
 func NewConcurrency(coord *coordination.Coordinator, key string, cfg Concurrency, opts ...Option) (*Limiter, error) {
-	d := cfg.LeaseDuration
-	if d == 0 {
-		d = DefaultLeaseDuration
-	}
-	l, ms, err := newChecked(coord, key, opts, "leaseDuration", d, minLeaseDuration, count{"limit", cfg.Limit})
-	if err != nil {
-		return nil, err
-	}
-	l.conc = true
-	l.try = l.concTry(int64(cfg.Limit), time.Duration(ms)*time.Millisecond, ms)
-	return l, nil
+	return newLimiter(coord, key, cfg, opts)
 }
 
-// concTry returns the concurrency limiter's tryFunc: a probe runs the
-// acquire script directly (it holds nothing); a request for permits is an
-// engine lease acquisition, unadmitted, with a fresh member.
-func (l *Limiter) concTry(limit int64, ttl time.Duration, ms int64) tryFunc {
-	probe := []any{"", ms, limit, 0}
-	return func(ctx context.Context, permits int) (decision, error) {
-		if permits == 0 {
-			g, err := engine.RateLimitConcAcquire.Run(ctx, l.e, l.keys, probe...)
-			if err != nil {
-				return decision{}, err
-			}
-			return concDecision(g), nil
-		}
-		token, err := newToken()
-		if err != nil {
-			return decision{}, err
-		}
-		member := strconv.Itoa(permits) + ":" + token
-		h, g, err := l.e.Acquire(ctx, &engine.AcquireRequest{
-			Kind: concKind, Keys: l.keys, ID: []any{member}, TTL: ttl,
-			Extra: []any{limit, permits}, Unadmitted: true,
-		})
-		if errors.Is(err, engine.ErrNotAcquired) {
-			return concDecision(g), nil
-		}
-		if err != nil {
-			return decision{}, err
-		}
-		d := concDecision(g)
-		hd := &held{l: l, h: h}
-		if l.remember(hd) {
-			h.KeepAlive()
-		} else {
-			h.Lose(errClosedLease) // closed meanwhile: not renewed
-		}
-		d.held = hd
-		return d, nil
+// concTry asks a concurrency limiter once: a probe runs the acquire script
+// directly (it holds nothing); a request for permits is an engine lease
+// acquisition, unadmitted, with a fresh member.
+func (l *Limiter) concTry(ctx context.Context, sp *spec, permits int) (decision, error) {
+	strict := "0"
+	if l.opts.strict {
+		strict = "1"
 	}
+	limit := int64(sp.capacity)
+	if permits == 0 {
+		g, err := engine.RateLimitConcAcquire.Run(ctx, l.e, l.keys, "", sp.leaseMs, limit, 0, strict)
+		if err != nil {
+			return decision{}, err
+		}
+		return concDecision(g), nil
+	}
+	token, err := newToken()
+	if err != nil {
+		return decision{}, err
+	}
+	member := strconv.Itoa(permits) + ":" + token
+	h, g, err := l.e.Acquire(ctx, &engine.AcquireRequest{
+		Kind: concKind, Keys: l.keys, ID: []any{member}, TTL: time.Duration(sp.leaseMs) * time.Millisecond,
+		Extra: []any{limit, permits, strict}, Unadmitted: true,
+	})
+	if errors.Is(err, engine.ErrNotAcquired) {
+		return concDecision(g), nil
+	}
+	if err != nil {
+		return decision{}, err
+	}
+	d := concDecision(g)
+	hd := &held{l: l, h: h}
+	if l.remember(hd) {
+		h.KeepAlive()
+	} else {
+		h.Lose(errClosedLease) // closed meanwhile: not renewed
+	}
+	d.held = hd
+	return d, nil
 }
 
 func concDecision(g engine.Grant) decision {
@@ -137,7 +131,7 @@ func newToken() (string, error) {
 
 // recordWait records the time a concurrency request spent in the queue.
 func (l *Limiter) recordWait(start time.Time, acquired bool) {
-	if !l.conc {
+	if l.spec().alg != algConc {
 		return
 	}
 	a := waitGaveUp

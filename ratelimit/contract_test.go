@@ -83,6 +83,19 @@ var algorithms = []algorithm{
 				return constructorErr(ratelimit.NewGCRA(c, "k", ratelimit.GCRA{Burst: 1}))
 			},
 		}},
+	{name: "composite",
+		new: func(c *coordination.Coordinator, key string, opts ...ratelimit.Option) (*ratelimit.Limiter, error) {
+			return ratelimit.NewComposite(c, key, ratelimit.Composite{Components: []ratelimit.Settings{
+				ratelimit.TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Minute},
+				ratelimit.SlidingWindow{Limit: 5, Window: time.Minute, Segments: 6},
+				ratelimit.FixedWindow{Limit: 9, Window: time.Hour},
+			}}, opts...)
+		},
+		bad: map[string]func(c *coordination.Coordinator) error{
+			"components": func(c *coordination.Coordinator) error {
+				return constructorErr(ratelimit.NewComposite(c, "k", ratelimit.Composite{}))
+			},
+		}},
 	{name: "concurrency", conc: true,
 		new: func(c *coordination.Coordinator, key string, opts ...ratelimit.Option) (*ratelimit.Limiter, error) {
 			return ratelimit.NewConcurrency(c, key, ratelimit.Concurrency{Limit: 2, LeaseDuration: time.Minute}, opts...)
@@ -163,7 +176,7 @@ func (a algorithm) spec() contract.Spec {
 		}})
 	}
 	if !a.conc {
-		s.NoLostReply = "a consumptive decision holds nothing to undo"
+		s.NoLostReply = "a consumptive decision holds nothing to undo; a re-send is recognised by its id (TestLostReplyConsumesOnce)"
 	} else {
 		s.LostReply = &contract.LostReply{
 			Op: func(ctx context.Context, c *coordination.Coordinator, name string) error {
@@ -188,8 +201,10 @@ func (a algorithm) spec() contract.Spec {
 }
 
 // scenario is one use of a limiter of capacity 2 named name: Allow
-// granted, a probe, Wait granted, Allow refused (exhausted), a Wait that
-// gives up; for concurrency limiters then the two releases.
+// granted, a probe, Wait granted, Allow refused (exhausted), a Wait whose
+// deadline comes before the retry time (returns at once; a concurrency
+// Wait gives up at its deadline); for concurrency limiters then the two
+// releases.
 func (a algorithm) scenario(name string) []contract.Step {
 	// One limiter per coordinator: the suite may run later steps on
 	// another coordinator (same prefix, another client).
@@ -250,7 +265,11 @@ func (a algorithm) scenario(name string) []contract.Step {
 			// concurrency refusal cannot know when a holder finishes.
 			return check(le, false, 0, !a.conc)
 		}},
-		{Name: "Wait giving up", Op: hooks.RateLimitAcquire, Outcome: hooks.Canceled, Run: func(ctx context.Context, c *coordination.Coordinator) error {
+	}
+	if a.conc {
+		// Nobody knows when a holder finishes: Wait waits until its
+		// context ends.
+		steps = append(steps, contract.Step{Name: "Wait giving up", Op: hooks.RateLimitAcquire, Outcome: hooks.Canceled, Run: func(ctx context.Context, c *coordination.Coordinator) error {
 			l, err := lim(c)
 			if err != nil {
 				return err
@@ -264,7 +283,27 @@ func (a algorithm) scenario(name string) []contract.Step {
 				return fmt.Errorf("%d permits still queued after giving up", q)
 			}
 			return nil
-		}},
+		}})
+	} else {
+		// The server's retry time (a minute) is past the deadline: Wait
+		// returns the refusal at once instead of sleeping.
+		steps = append(steps, contract.Step{Name: "Wait past its deadline", Op: hooks.RateLimitAcquire, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
+			l, err := lim(c)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			start := time.Now()
+			le, err := l.Wait(ctx, 1)
+			if err != nil {
+				return err
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				return fmt.Errorf("Wait took %v; want it to return at once", d)
+			}
+			return check(le, false, 0, true)
+		}})
 	}
 	if !a.conc {
 		return steps

@@ -1,70 +1,120 @@
 // Package ratelimit provides distributed rate limiters on Redis, Valkey and
-// Redis Cluster: fixed window, segmented sliding window, token bucket, GCRA
-// and concurrency. Processes whose limiters use the same key and settings
-// share one budget.
+// Redis Cluster: fixed window, segmented sliding window, token bucket,
+// GCRA, a composite of several of them on one key, and concurrency.
+// Processes whose limiters use the same key share one budget.
 //
 // Every constructor ([NewFixedWindow], [NewSlidingWindow],
-// [NewTokenBucket], [NewGCRA], [NewConcurrency]) returns a [*Limiter].
-// Its verbs follow golang.org/x/time/rate: [Limiter.Allow] decides at
-// once, [Limiter.Wait] waits.
+// [NewTokenBucket], [NewGCRA], [NewComposite], [NewConcurrency]) returns a
+// [*Limiter]. Its verbs follow golang.org/x/time/rate: [Limiter.Allow]
+// decides at once, [Limiter.Wait] waits. [Limiter.Reserve] holds an
+// estimate until [Lease.Settle] charges the real cost; [Limiter.Update]
+// changes the settings of a live limiter; a [DenyList] refuses identities
+// before they use any capacity.
 //
 // # Decisions
 //
 // Every decision is one Lua script on one key, run atomically with the
-// server's clock (redis.call('TIME')) and integer milliseconds: one
-// EVALSHA round trip per [Limiter.Allow] once the script is cached. No
-// application clock enters a shared decision, and a key never spans two
-// Cluster slots. Each key stores its limiter's settings; a limiter whose
-// settings differ gets an error matching coordination.ErrConfigMismatch
-// and nothing is written.
+// server's clock (redis.call('TIME'), in microseconds): one EVALSHA round
+// trip per [Limiter.Allow] once the script is cached. No application
+// clock enters a shared decision, and a key never spans two Cluster
+// slots. Rates are exact: a GCRA interval is kept as a fraction of a
+// microsecond (3 per second admits exactly 3 per second over any long
+// run; 1,000,000 per second per key works), windows and periods are whole
+// microseconds (fixed windows whole milliseconds), never rounded.
 //
-//	algorithm        state in Redis                     RetryAfter
-//	fixed window     string: count, window end           until the window ends
-//	sliding window   hash: total + one field per segment until enough segments return
-//	token bucket     string: tokens, refill start        until enough whole periods pass
-//	GCRA             string: one timestamp (TAT)         until the whole batch conforms
-//	concurrency      sorted set: one entry per lease     never
+//	algorithm        state in Redis                           RetryAfter
+//	fixed window     string: count, window end                until the window ends
+//	sliding window   string: total, permits per live segment  until enough segments return
+//	token bucket     string: tokens, refill start             until enough whole periods pass
+//	GCRA             string: one timestamp (TAT)              until the whole batch conforms
+//	composite        hash: one field per component            the longest of the components'
+//	concurrency      sorted set: one entry per lease          never
+//
+// # One decision per call, even when go-redis re-sends
+//
+// go-redis re-sends a command whose reply was lost (MaxRetries, 3 by
+// default). Every consumptive call (a grant, a settlement, a refund)
+// carries 8 random bytes, and each key remembers the ids of its last 6:
+// a re-send that finds its id consumes nothing again and is answered as
+// the first send was (granted; with the permits available now). It is
+// recognised as long as at most 5 other grants, settlements or refunds
+// on the same key came between the first send and the re-send. The gap is
+// go-redis' wait: a broken connection is seen at once and the command
+// re-sent after 10 to 30 ms (its default backoff), so a key granting fewer
+// than about 170 requests per second always recognises that re-send; a
+// reply that never arrives is given up only at the read timeout (3 s by
+// default), which the ring of a key granting more than a request or two per
+// second does not span. A re-send that comes later, or after
+// the key expired (its state was back to empty), or of a refusal (which
+// consumed nothing) is decided anew. With MaxRetries: -1 there is no
+// re-send: the call returns an error, and may have consumed once.
+// Concurrency acquisitions are idempotent by their own lease member.
 //
 // # Key layouts
 //
-// The exact contents of a limiter's key (the coordinator's prefix applied),
-// for tools that decode them; times are server milliseconds since the Unix
-// epoch, every number a decimal integer:
+// The exact contents of a limiter's key (the coordinator's prefix
+// applied), for tools that decode them; times are server microseconds
+// since the Unix epoch (_ms: milliseconds), numbers are decimal integers,
+// <ring> is the ids (8 bytes each) of the key's last 6 grants,
+// settlements and refunds, oldest first:
 //
-//	fixed window     string "f:<limit>:<window_ms>|<used>|<end_ms>"; expires at end_ms
-//	sliding window   hash: c = "s:<limit>:<window_ms>:<segments>", n = permits charged,
-//	                 o = oldest segment index that may hold permits, l = newest segment
-//	                 index written, and one field per live segment i, named
-//	                 i mod (segments + 3), holding its permits; a segment is
-//	                 ceil(window_ms / segments) long, aligned to server time; expires
-//	                 when the newest segment's permits return
-//	token bucket     string "b:<limit>:<tokens_per_period>:<period_ms>|<tokens>|<refill_ms>"
-//	                 (refill_ms: when the current refill period started); expires
-//	                 when the bucket would be full again
-//	GCRA             string "g:<burst>:<interval_ms>|<tat_ms>"; expires at tat_ms
+//	fixed window     "f:<limit>:<window_ms>|<end_ms>|<used>|<ring>"; expires at end_ms
+//	sliding window   "s:<limit>:<window>:<segments>|<n>|<o>|<l>|<c_o>,...,<c_l>|<ring>":
+//	                 segment i (g = ceil(window / segments) long, aligned to
+//	                 server time) holds c_i permits, charged until
+//	                 (i+1)*g + window; n is their total; expires when the
+//	                 newest segment's permits return
+//	token bucket     "b:<limit>:<tokens_per_period>:<period>|<tokens>|<refill>|<ring>"
+//	                 (refill: when the current period started; tokens below
+//	                 zero are a settled reservation's debt); expires when the
+//	                 bucket would be full again
+//	GCRA             "g:<burst>:<q>:<d>|<tat>|<rem>|<ring>": one permit every
+//	                 q/d µs; the theoretical arrival time is tat + rem/d;
+//	                 expires once the full burst is back
+//	composite        hash: c = the components' settings joined with ";",
+//	                 r = <ring>, and fields 1..n = each component's state as
+//	                 above (without settings and ring); expires when every
+//	                 component is back to empty
 //	concurrency      sorted set: member "#" scored -limit (the settings), and one
 //	                 member "<permits>:<token>" per lease scored by its expiry
-//	                 (token: 22 random base64url characters); expires with its
-//	                 latest lease, deleted with its last one
+//	                 in server milliseconds (token: 22 random base64url
+//	                 characters); expires with its latest lease, deleted with
+//	                 its last one
 //
-// MEMORY USAGE of one live key with a 53-byte name, on Redis 7.0 / 8.0:
-// 136-168 bytes for a fixed window, token bucket or GCRA, 168 for a
-// sliding window with one live segment (200-216 with ten), 168-184 for a
-// concurrency limiter holding one lease (each more lease adds about 30).
+// MEMORY USAGE of an idle key with a 40-byte name and a full ring, Redis
+// 7.0 / Valkey 9.1: fixed window 184 / 160 bytes, sliding window 200 / 176
+// (one live segment; 216 / 192 with ten), token bucket and GCRA 184 / 176,
+// a composite of 3 components 280 / 256, a concurrency limiter holding one
+// lease 152 / 128 (each more lease adds about 30).
 //
-// Idle state expires on its own: a window key when the window is over, a
-// bucket when it is full again, a GCRA key when the full burst is back, a
-// concurrency key with its last lease. A partitioned limiter per client
-// therefore leaves nothing behind for clients that went away.
+// Every path that reads a key leaves it with the expiry its state calls
+// for: a key that lost its expiry (PERSIST, RESTORE without a TTL) gets it
+// back at the next decision, probe or refusal included, and a key whose
+// state is over is deleted. A partitioned limiter per client therefore
+// leaves nothing behind for clients that went away.
+//
+// # Settings
+//
+// Each key stores the settings its state was made under. A decision under
+// other settings of the same algorithm migrates the state to its own, in
+// the same one command, keeping the usage by the rules [Limiter.Update]
+// lists: two processes with different limits on one key (a rolling
+// deploy) both get decisions, never an error. [WithStrictSettings] refuses
+// other settings with coordination.ErrConfigMismatch instead. Another
+// algorithm on the key (or another structure of composite) is always
+// coordination.ErrConfigMismatch, and nothing is written.
 //
 // # Leases and permits
 //
 // [Limiter.Allow] and [Limiter.Wait] return a [Lease]. permits = 0 probes
 // without taking anything. Negative permits are an error. More permits
-// than the limiter's capacity are refused at once, without RetryAfter,
-// without touching Redis. Window, bucket and GCRA leases are consumptive;
-// a concurrency lease holds its permits until [Lease.Release], renewing
-// itself while held.
+// than the limiter's capacity are refused by Allow at once, without
+// RetryAfter, without touching Redis, and are an error for Wait (they can
+// never be granted). Window, bucket, GCRA and composite leases are
+// consumptive; a concurrency lease holds its permits until
+// [Lease.Release], renewing itself while held. A reservation
+// ([Limiter.Reserve], token bucket and GCRA) is settled once with
+// [Lease.Settle], or at its estimate when it times out.
 //
 // Releasing a concurrency lease follows the library's one release
 // semantics: the lease counts as released the moment Release is called
@@ -78,53 +128,64 @@
 // unless [WithQueue] bounds it (in permits, [OldestFirst] or
 // [NewestFirst]; WithQueue(0, ...) never queues): queued requests sleep
 // until the server-computed retry time, or until a concurrency lease is
-// released, instead of polling. [WithFailureMode] chooses what happens
+// released, instead of polling; a retry time past the context's deadline
+// returns the refusal at once. [WithFailureMode] chooses what happens
 // when Redis cannot answer: the error ([ReturnError], the default), an
 // acquired lease ([FailOpen]) or a refusal ([FailClosed]).
+//
+// # Deny lists
+//
+// A [DenyList] is a Redis set of identities. A limiter bound to one and to
+// an identity ([WithDenyList]) checks the membership first, through a
+// local cache (1024 identities, 1 s, by default; [WithDenyCache]); a
+// denied identity gets an unacquired lease whose [Lease.Denied] is true,
+// without touching the limiter's key or queue.
 //
 // # Partitions and HTTP
 //
 // [Partitioned] keeps one limiter per partition (client, tenant, user),
 // created on demand and evicted when idle; [PartitionKey] hashes partition
 // strings into keys. [NewMiddleware] applies layered policies to net/http
-// handlers and answers refusals with 429 (or 503 for a service-wide
-// guard), Retry-After, Cache-Control: no-store and an RFC 9457
-// application/problem+json body. It logs limiter failures without keys,
-// addresses or passwords ([WithLogger]) and hands them to an optional
-// error handler ([WithErrorHandler]).
+// handlers, all or nothing (a later refusal gives earlier grants back),
+// sends the RateLimit and RateLimit-Policy header fields of the IETF
+// httpapi draft, and answers refusals with 429 (or 503 for a service-wide
+// guard, 403 for a denied identity), Retry-After, Cache-Control: no-store
+// and an RFC 9457 application/problem+json body naming the refusing
+// policy. It logs limiter failures without keys, addresses or passwords
+// ([WithLogger]) and hands them to an optional error handler
+// ([WithErrorHandler]).
 //
 // # Hooks and metrics
 //
-// Allow and Wait are admitted through the coordinator's hooks once each,
-// as RATE LIMIT ACQUIRE (a queued Wait's retries are not admitted again);
-// an unacquired lease is a Succeeded outcome, a Wait that gave up when its
-// context ended is Canceled. Concurrency releases are RATE LIMIT RELEASE;
-// background renewals are not admitted. Counters:
+// Allow, Wait and Reserve are admitted through the coordinator's hooks
+// once each, as RATE LIMIT ACQUIRE (a queued Wait's retries are not
+// admitted again); an unacquired lease is a Succeeded outcome, a Wait that
+// gave up when its context ended is Canceled. Concurrency releases are
+// RATE LIMIT RELEASE, settlements RATE LIMIT SETTLE, updates RATE LIMIT
+// UPDATE, deny-list calls RATE LIMIT DENY LIST READ and WRITE (a
+// limiter's own checks are not admitted again); background renewals and
+// the middleware's refunds are not admitted. Counters:
 // coordination.rate_limit.allowed, coordination.rate_limit.blocked
-// (attribute reason = capacity | unavailable) and
+// (attribute reason = capacity | deny_list | unavailable) and
 // coordination.rate_limit.unavailable (attribute failure_mode).
 // Concurrency leases also record coordination.rate_limit.concurrency.*:
 // contention (each refused attempt), hold_time, renewal_failures, lost,
-// and acquire_wait (the time a Wait spent queued, by result). Keys and
-// partitions are never attributes.
+// and acquire_wait (the time a Wait spent queued, by result). Keys,
+// partitions and identities are never attributes.
 //
 // # What holds and what does not
 //
-// Consumption is not idempotent: go-redis re-sends a command after a lost
-// reply or a read timeout (MaxRetries, 3 by default), and a re-sent
-// fixed-window, sliding-window, token-bucket or GCRA script consumes its
-// permits a second time. Create the client with MaxRetries: -1 when
-// double counting matters more than a transient error. A cancelled or
-// timed-out call may have consumed permits without returning a lease.
-// Per-call context deadlines bound network I/O only with go-redis'
-// ContextTimeoutEnabled: true. Concurrency acquisition is idempotent (each
-// attempt has its own member), and an attempt whose reply was lost is
-// released in the background.
+// A call cancelled or timed out while its command was in flight may have
+// consumed its permits without returning a lease. Per-call context
+// deadlines bound network I/O only with go-redis' ContextTimeoutEnabled:
+// true. A concurrency attempt whose reply was lost is released in the
+// background.
 //
 // State lives in one Redis primary: asynchronous replication can lose
 // recent consumption on failover (budgets reset a little), and eviction or a
 // restart without persistence resets them. A server clock that jumps moves
 // window and refill boundaries. Statistics are per instance.
 //
-// All limiters are safe for concurrent use by multiple goroutines.
+// All limiters and deny lists are safe for concurrent use by multiple
+// goroutines.
 package ratelimit

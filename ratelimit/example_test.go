@@ -20,16 +20,16 @@ import (
 // A GCRA limiter allowing a burst of 3, then one request every 100 ms,
 // shared by every process using the key "limits:api".
 func Example() {
-	// An embedded server with a fixed clock, so the output is exact. Use
-	// redis.NewClient(&redis.Options{Addr: ..., MaxRetries: -1}) in
-	// production: a re-sent command would consume permits twice.
+	// An embedded server with a fixed clock, so the output is exact. Any
+	// go-redis client works: a decision re-sent after a lost reply is
+	// recognised and consumes once.
 	srv, err := miniredis.Run()
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer srv.Close()
 	srv.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
 
 	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("example:"))
@@ -197,12 +197,12 @@ func ExampleNewMiddleware() {
 		r.RemoteAddr = "203.0.113.7:4242"
 		w := httptest.NewRecorder()
 		mux.ServeHTTP(w, r)
-		fmt.Printf("%d Retry-After=%q\n", w.Code, w.Header().Get("Retry-After"))
+		fmt.Printf("%d RateLimit: %s Retry-After=%q\n", w.Code, w.Header().Get("RateLimit"), w.Header().Get("Retry-After"))
 	}
 	// Output:
-	// 200 Retry-After=""
-	// 200 Retry-After=""
-	// 429 Retry-After="1"
+	// 200 RateLimit: "guard";r=199, "client";r=1 Retry-After=""
+	// 200 RateLimit: "guard";r=199, "client";r=0 Retry-After=""
+	// 429 RateLimit: "guard";r=199, "client";r=0;t=1 Retry-After="1"
 }
 
 // Limiter failures are logged (without keys, addresses or passwords) and
@@ -254,4 +254,180 @@ func ExampleWithErrorHandler() {
 	// 503
 	// 503
 	// failures handled: 3
+}
+
+// exampleCoordinator returns a coordinator over an embedded server whose
+// clock is frozen, so that outputs are exact.
+func exampleCoordinator() (*coordination.Coordinator, func()) {
+	srv, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("example:"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	return coord, func() { _ = rdb.Close(); srv.Close() }
+}
+
+// Three limits on one key, decided together: a burst of 10 refilled 2 per
+// second, 100 per sliding minute and 1000 per hour. A request passes only
+// when all three admit it; a refusal consumes from none.
+func ExampleNewComposite() {
+	coord, done := exampleCoordinator()
+	defer done()
+
+	lim, err := ratelimit.NewComposite(coord, "limits:tenant-42", ratelimit.Composite{Components: []ratelimit.Settings{
+		ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 2, Period: time.Second},
+		ratelimit.SlidingWindow{Limit: 100, Window: time.Minute, Segments: 10},
+		ratelimit.FixedWindow{Limit: 1000, Window: time.Hour},
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+
+	ctx := context.Background()
+	granted := 0
+	for range 11 {
+		lease, err := lim.Allow(ctx, 1)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if lease.Acquired() {
+			granted++
+			continue
+		}
+		retry, _ := lease.RetryAfter()
+		fmt.Printf("granted %d, then limited: every limit admits again in %v\n", granted, retry)
+	}
+	// Output:
+	// granted 10, then limited: every limit admits again in 1s
+}
+
+// A deny list refuses identities before they use any capacity.
+func ExampleDenyList() {
+	coord, done := exampleCoordinator()
+	defer done()
+	ctx := context.Background()
+
+	denied, err := ratelimit.NewDenyList(coord, "limits:denied")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := denied.Deny(ctx, "customer:42"); err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratelimit.NewFixedWindow(coord, "limits:customer:42", ratelimit.FixedWindow{Limit: 100, Window: time.Minute},
+		ratelimit.WithDenyList(denied, "customer:42"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+
+	lease, err := lim.Allow(ctx, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("acquired:", lease.Acquired(), "denied:", lease.Denied())
+
+	if err := denied.Remove(ctx, "customer:42"); err != nil {
+		log.Fatal(err)
+	}
+	lease, err = lim.Allow(ctx, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("acquired:", lease.Acquired(), "denied:", lease.Denied())
+	// Output:
+	// acquired: false denied: true
+	// acquired: true denied: false
+}
+
+// A new limit on a live limiter: the usage so far is kept (here, a
+// window's count), and processes still on the old limit keep deciding.
+func ExampleLimiter_Update() {
+	coord, done := exampleCoordinator()
+	defer done()
+	ctx := context.Background()
+
+	lim, err := ratelimit.NewFixedWindow(coord, "limits:plan", ratelimit.FixedWindow{Limit: 2, Window: time.Minute})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	for range 3 {
+		lease, err := lim.Allow(ctx, 1)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("acquired:", lease.Acquired())
+	}
+
+	if err := lim.Update(ctx, ratelimit.FixedWindow{Limit: 5, Window: time.Minute}); err != nil {
+		log.Fatal(err)
+	}
+	lease, err := lim.Allow(ctx, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after the update: acquired:", lease.Acquired(), "left:", lease.Available())
+	// Output:
+	// acquired: true
+	// acquired: true
+	// acquired: false
+	// after the update: acquired: true left: 2
+}
+
+// Reserve then Settle: hold an estimate of tokens while the work runs,
+// then charge what it really cost.
+func ExampleLimiter_Reserve() {
+	coord, done := exampleCoordinator()
+	defer done()
+	ctx := context.Background()
+
+	// 1000 model tokens per minute, at most 1000 at once.
+	lim, err := ratelimit.NewGCRA(coord, "limits:llm-tokens", ratelimit.GCRA{Burst: 1000, Rate: 1000, Period: time.Minute})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+
+	lease, err := lim.Reserve(ctx, 800) // the most the call may use
+	if err != nil {
+		log.Fatal(err)
+	}
+	if !lease.Acquired() {
+		log.Fatal("over the budget")
+	}
+	// ... the call runs and reports using 300 tokens ...
+	back, err := lease.Settle(ctx, 300)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("given back:", back)
+
+	// A call that used more than reserved goes into debt: the limiter
+	// admits again only once the excess has been paid for.
+	lease, err = lim.Reserve(ctx, 700)
+	if err != nil {
+		log.Fatal(err)
+	}
+	back, err = lease.Settle(ctx, 900)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("given back:", back)
+	probe, err := lim.Allow(ctx, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	retry, _ := probe.RetryAfter()
+	fmt.Println("next token in:", retry)
+	// Output:
+	// given back: 500
+	// given back: -200
+	// next token in: 12.06s
 }

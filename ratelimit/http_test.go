@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,11 +124,12 @@ func TestRetryAfterSeconds(t *testing.T) {
 }
 
 type problemBody struct {
-	Type     string `json:"type"`
-	Title    string `json:"title"`
-	Status   int    `json:"status"`
-	Detail   string `json:"detail"`
-	Instance string `json:"instance"`
+	Type     string   `json:"type"`
+	Title    string   `json:"title"`
+	Status   int      `json:"status"`
+	Detail   string   `json:"detail"`
+	Instance string   `json:"instance"`
+	Violated []string `json:"violated-policies"`
 }
 
 func serve(t testing.TB, h http.Handler, path string) *httptest.ResponseRecorder {
@@ -310,4 +312,149 @@ func TestMiddlewareRejectsPoliciesThatCannotWork(t *testing.T) {
 			t.Errorf("nil middleware option: %v", err)
 		}
 	}
+}
+
+// The RateLimit header fields (IETF httpapi draft) on allowed and refused
+// responses, for a burst that trips a limit; the problem body names the
+// refusing policy; WithoutRateLimitHeaders drops them.
+func TestMiddlewareRateLimitHeaders(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		c := b.Coordinator(t)
+		api := build(t, c, kGCRA, "hdr:api", 3, time.Second)
+		guard := build(t, c, kConc, "hdr:guard", 8, 10*time.Second)
+		mw, err := NewMiddleware([]Policy{{Name: "guard", Limiter: guard, Status: http.StatusServiceUnavailable}, {Name: "api", Limiter: api}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+		policy := `"guard";q=8;qu="concurrent-requests", "api";q=3;w=3`
+		for i, want := range []string{`"guard";r=7, "api";r=2`, `"guard";r=7, "api";r=1`, `"guard";r=7, "api";r=0`, `"guard";r=7, "api";r=0;t=1`} {
+			w := serve(t, h, "/work")
+			t.Logf("request %d: %d RateLimit-Policy: %s | RateLimit: %s | Retry-After: %s", i+1, w.Code,
+				w.Header().Get("RateLimit-Policy"), w.Header().Get("RateLimit"), w.Header().Get("Retry-After"))
+			if got := w.Header().Get("RateLimit-Policy"); got != policy {
+				t.Fatalf("request %d: RateLimit-Policy %q, want %q", i+1, got, policy)
+			}
+			if got := w.Header().Get("RateLimit"); got != want {
+				t.Fatalf("request %d: RateLimit %q, want %q", i+1, got, want)
+			}
+			if i < 3 && w.Code != http.StatusNoContent {
+				t.Fatalf("request %d: %d", i+1, w.Code)
+			}
+			if i == 3 {
+				checkProblem(t, w, http.StatusTooManyRequests, "1")
+				var p problemBody
+				_ = json.Unmarshal(w.Body.Bytes(), &p)
+				if len(p.Violated) != 1 || p.Violated[0] != "api" {
+					t.Fatalf("violated-policies %v, want [api]", p.Violated)
+				}
+			}
+		}
+		quiet, err := NewMiddleware([]Policy{{Name: "api", Limiter: api}}, WithoutRateLimitHeaders())
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := serve(t, quiet(http.NotFoundHandler()), "/work")
+		if w.Header().Get("RateLimit") != "" || w.Header().Get("RateLimit-Policy") != "" {
+			t.Fatalf("headers despite WithoutRateLimitHeaders: %v", w.Header())
+		}
+		if _, err := NewMiddleware([]Policy{{Name: "a \"quoted\" name", Limiter: api}}); err != nil {
+			t.Fatalf("a printable name: %v", err)
+		}
+		if _, err := NewMiddleware([]Policy{{Name: "bad\x01", Limiter: api}}); !errors.Is(err, coordination.ErrInvalidArgument) {
+			t.Fatalf("a name with a control character: %v", err)
+		}
+	})
+}
+
+// Layered policies are all or nothing: when a later policy refuses, the
+// permits earlier window, bucket and GCRA policies took are given back.
+func TestMiddlewareRefundsEarlierPolicies(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		c := b.Coordinator(t)
+		for _, k := range []kind{kFixed, kSliding, kBucket, kGCRA, kComp} {
+			quota := build(t, c, k, "refund:quota:"+string(k), 5, time.Minute)
+			strict := build(t, c, kGCRA, "refund:strict:"+string(k), 1, time.Minute)
+			mw, err := NewMiddleware([]Policy{{Name: "quota", Limiter: quota}, {Name: "strict", Limiter: strict}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+			if w := serve(t, h, "/work"); w.Code != http.StatusNoContent {
+				t.Fatalf("%s: first request %d", k, w.Code)
+			}
+			for range 3 {
+				checkProblem(t, serve(t, h, "/work"), http.StatusTooManyRequests, "60")
+			}
+			if n := available(t, quota); n != 4 {
+				t.Fatalf("%s: after 1 passed and 3 refused by the later policy: %d available, want 4", k, n)
+			}
+		}
+	})
+}
+
+// A Permits function returning a negative number is answered 500, logged
+// once (however often it happens) with the policy's name, handed to the
+// error handler, and consumes nothing.
+func TestMiddlewareNegativePermits(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		c := b.Coordinator(t)
+		first := build(t, c, kGCRA, "neg:first", 5, time.Minute)
+		bad := build(t, c, kGCRA, "neg:bad", 5, time.Minute)
+		var buf lockedBuffer
+		var handled atomic.Int32
+		mw, err := NewMiddleware([]Policy{
+			{Name: "first", Limiter: first},
+			{Name: "weighted", Limiter: bad, Permits: func(*http.Request) int { return -2 }},
+		}, WithLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: noTime}))),
+			WithErrorHandler(func(r *http.Request, err error) {
+				if strings.Contains(err.Error(), "weighted") && strings.Contains(err.Error(), "-2") {
+					handled.Add(1)
+				}
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mw(http.NotFoundHandler())
+		for range 3 {
+			checkProblem(t, serve(t, h, "/work"), http.StatusInternalServerError, "")
+		}
+		if n := strings.Count(buf.String(), "\n"); n != 1 || !strings.Contains(buf.String(), "policy=weighted") || !strings.Contains(buf.String(), "level=ERROR") {
+			t.Fatalf("log: %q, want one error line naming the policy", buf.String())
+		}
+		if handled.Load() != 3 {
+			t.Fatalf("error handler saw %d requests, want 3", handled.Load())
+		}
+		if available(t, first) != 5 || available(t, bad) != 5 {
+			t.Fatal("a refused request consumed permits")
+		}
+	})
+}
+
+// A denied identity is answered 403 Forbidden, without Retry-After.
+func TestMiddlewareDenied(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		c := b.Coordinator(t)
+		list, err := NewDenyList(c, "mw-deny")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := list.Deny(ctx, "203.0.113.9"); err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewPartitioned(func(ip string) (*Limiter, error) {
+			return NewGCRA(c, PartitionKey("mw-deny:ip", ip), GCRA{Burst: 5, Interval: time.Second}, WithDenyList(list, ip))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		mw, err := NewMiddleware([]Policy{{Name: "ip", Partitioned: p, Partition: ClientIP}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := serve(t, mw(http.NotFoundHandler()), "/work")
+		checkProblem(t, w, http.StatusForbidden, "")
+	})
 }

@@ -19,21 +19,23 @@ import (
 const primitive = "rate_limit"
 
 // Limiter is a distributed rate limiter on one Redis key, built by
-// [NewFixedWindow], [NewSlidingWindow], [NewTokenBucket], [NewGCRA] or
-// [NewConcurrency]. Every process whose limiter uses the same key,
-// algorithm and settings shares one budget; each decision is one Lua script
+// [NewFixedWindow], [NewSlidingWindow], [NewTokenBucket], [NewGCRA],
+// [NewComposite] or [NewConcurrency]. Every process whose limiter uses the
+// same key and algorithm shares one budget; each decision is one Lua script
 // run atomically on the server with the server's clock.
 //
 // Its methods follow golang.org/x/time/rate: [Limiter.Allow] decides at
 // once, [Limiter.Wait] waits. A Limiter is safe for concurrent use by
 // multiple goroutines. The zero value is not usable.
 type Limiter struct {
-	e        *engine.Engine
-	keys     engine.Keys
-	capacity int
-	opts     options
-	try      tryFunc
-	conc     bool
+	e    *engine.Engine
+	keys engine.Keys
+	opts options
+
+	// settingsMu is held shared by every attempt (one consistent set of
+	// settings each) and exclusively by Update.
+	settingsMu sync.RWMutex
+	sp         *spec
 
 	granted, rejected atomic.Int64
 	available         atomic.Int64
@@ -64,30 +66,34 @@ type Statistics struct {
 // decision is one answer, from a script or decided locally.
 type decision struct {
 	acquired  bool
+	denied    bool
 	available int64         // -1: the server was not asked
 	retry     time.Duration // with hasRetry: the server-computed retry time
 	hasRetry  bool
 	hint      time.Duration // concurrency: earliest lease expiry, 0: none
 	held      *held
+	id        *string // a consumptive grant's id (for refunds, settlements)
+	permits   int
 }
 
 // refused is a refusal decided without the server: an oversized request,
 // a full queue, an evicted waiter.
 var refused = decision{available: -1}
 
-// tryFunc asks the server once.
-type tryFunc func(ctx context.Context, permits int) (decision, error)
+// deniedDecision is the refusal of an identity on the deny list.
+var deniedDecision = decision{available: -1, denied: true}
 
 // Instrument attributes, built once.
 var (
 	capacityAttrs    = engine.Attrs(attribute.String("reason", "capacity"))
+	denyListAttrs    = engine.Attrs(attribute.String("reason", "deny_list"))
 	unavailableAttrs = engine.Attrs(attribute.String("reason", "unavailable"))
 	failOpenAttrs    = engine.Attrs(attribute.String("failure_mode", "fail_open"))
 	failClosedAttrs  = engine.Attrs(attribute.String("failure_mode", "fail_closed"))
 	failErrorAttrs   = engine.Attrs(attribute.String("failure_mode", "return_error"))
 )
 
-func newLimiter(coord *coordination.Coordinator, key string, capacity int, opts []Option) (*Limiter, error) {
+func newLimiter(coord *coordination.Coordinator, key string, s Settings, opts []Option) (*Limiter, error) {
 	e, err := engine.Of(coord)
 	if err != nil {
 		return nil, err
@@ -95,8 +101,11 @@ func newLimiter(coord *coordination.Coordinator, key string, capacity int, opts 
 	if err := engine.CheckKey("key", key); err != nil {
 		return nil, err
 	}
-	l := &Limiter{e: e, keys: e.Key(key), capacity: capacity, opts: options{queueLimit: unbounded}}
+	l := &Limiter{e: e, keys: e.Key(key), opts: options{queueLimit: unbounded, reserve: DefaultReservationTimeout}}
 	if err := engine.Apply(&l.opts, opts); err != nil {
+		return nil, err
+	}
+	if l.sp, err = s.spec(); err != nil {
 		return nil, err
 	}
 	l.available.Store(-1)
@@ -110,6 +119,13 @@ func checkPermits(permits int) error {
 	return nil
 }
 
+// spec returns the current settings.
+func (l *Limiter) spec() *spec {
+	l.settingsMu.RLock()
+	defer l.settingsMu.RUnlock()
+	return l.sp
+}
+
 // Allow asks for permits once, in one round trip, without waiting
 // (admitted through hooks as RATE LIMIT ACQUIRE; a refusal is an answer,
 // not a failure). The lease says whether they were granted and, when not,
@@ -119,18 +135,26 @@ func checkPermits(permits int) error {
 // permits = 0 probes whether a permit is free without taking it (a
 // concurrency probe likewise holds nothing). permits above the limiter's
 // capacity are refused at once, without a Redis call and without
-// RetryAfter.
+// RetryAfter. With [WithDenyList], a denied identity is refused first.
+//
+// Every call consumes at most once, whatever the client's retry setting:
+// it carries a random id that the key remembers for its last 6 grants, so
+// a re-send after a lost reply (go-redis re-sends up to MaxRetries times)
+// is answered as granted without consuming again, as long as at most 5
+// other grants on the key came in between (see the package
+// documentation).
 //
 // Errors: coordination.ErrInvalidArgument naming "permits" for negative
 // permits (nothing is admitted or sent); coordination.ErrClosed after
 // Close; the context's error when ctx ends (in every failure mode); errors
-// matching coordination.ErrConfigMismatch, coordination.ErrBadState or
-// coordination.ErrWrongType when the key holds other settings or unexpected
-// data; the hook's error when a hook rejects; Redis and network errors when
-// the failure mode is ReturnError. A lost reply (timeout, cancellation,
-// broken connection) may still have consumed window, bucket or GCRA permits
-// on the server; a concurrency lease it may have taken is released in the
-// background.
+// matching coordination.ErrConfigMismatch (another algorithm on the key,
+// or other settings with [WithStrictSettings]), coordination.ErrBadState
+// or coordination.ErrWrongType when the key holds unexpected data; the
+// hook's error when a hook rejects; Redis and network errors (also of the
+// deny list's read) when the failure mode is ReturnError. A call whose
+// reply never came back (timeout, cancellation, broken connection) may
+// still have consumed its permits on the server; a concurrency lease it
+// may have taken is released in the background.
 func (l *Limiter) Allow(ctx context.Context, permits int) (Lease, error) {
 	ctx, op, err := l.begin(ctx, permits)
 	if err != nil {
@@ -141,10 +165,10 @@ func (l *Limiter) Allow(ctx context.Context, permits int) (Lease, error) {
 	return l.settle(ctx, op, d, err)
 }
 
-// begin starts an Allow or Wait: it validates permits (nothing admitted
-// for bad input), admits the call through hooks as RATE LIMIT ACQUIRE,
-// refuses a closed limiter and counts the call as active (the caller must
-// decrement l.active when begin returns a nil error).
+// begin starts an Allow, Wait or Reserve: it validates permits (nothing
+// admitted for bad input), admits the call through hooks as RATE LIMIT
+// ACQUIRE, refuses a closed limiter and counts the call as active (the
+// caller must decrement l.active when begin returns a nil error).
 func (l *Limiter) begin(ctx context.Context, permits int) (context.Context, engine.Op, error) {
 	if l == nil || l.e == nil {
 		return ctx, engine.Op{}, engine.InvalidArgument("limiter", "must not be nil; use a constructor such as NewGCRA")
@@ -166,17 +190,85 @@ func (l *Limiter) begin(ctx context.Context, permits int) (context.Context, engi
 	return ctx, op, nil
 }
 
-// attempt makes one decision: locally for oversized requests, else one
-// script run.
+// attempt makes one decision: the deny list first, then locally for
+// oversized requests, else one script run, all under one set of settings.
 func (l *Limiter) attempt(ctx context.Context, permits int) (decision, error) {
-	if permits > l.capacity {
+	if l.opts.deny != nil {
+		denied, err := l.opts.deny.denied(ctx, l.opts.identity)
+		if err != nil {
+			return decision{}, err
+		}
+		if denied {
+			return deniedDecision, nil
+		}
+	}
+	l.settingsMu.RLock()
+	defer l.settingsMu.RUnlock()
+	sp := l.sp
+	if permits > sp.capacity {
 		return refused, nil
 	}
-	d, err := l.try(ctx, permits)
+	var (
+		d   decision
+		err error
+	)
+	if sp.alg == algConc {
+		d, err = l.concTry(ctx, sp, permits)
+	} else {
+		d, err = l.decide(ctx, sp, permits)
+	}
 	if err == nil {
 		l.available.Store(d.available)
 	}
 	return d, err
+}
+
+// decide runs the decision script once.
+func (l *Limiter) decide(ctx context.Context, sp *spec, permits int) (decision, error) {
+	args := make([]any, 3+len(sp.tail))
+	args[0] = l.op(sp, 'd')
+	args[1] = permits
+	var id *string
+	if permits > 0 {
+		id = newID()
+		args[2] = id
+	} else {
+		args[2] = ""
+	}
+	copy(args[3:], sp.tail)
+	r, err := engine.RateLimitDecide.Run(ctx, l.e, l.keys, args...)
+	if err != nil {
+		return decision{}, err
+	}
+	d := decision{acquired: r.Acquired, available: r.Available, retry: r.RetryIn, hasRetry: r.HasRetry}
+	if r.Acquired && permits > 0 {
+		d.id, d.permits = id, permits
+	}
+	return d, nil
+}
+
+// op returns the script operation for kind ('d' decide, 'a' adjust, 'r'
+// refund): strict decisions are 's', a composite's upper case.
+func (l *Limiter) op(sp *spec, kind byte) string {
+	comp := sp.alg == algComp
+	switch {
+	case kind == 'd' && l.opts.strict && comp:
+		return "S"
+	case kind == 'd' && l.opts.strict:
+		return "s"
+	case kind == 'd' && comp:
+		return "D"
+	case kind == 'd':
+		return "d"
+	case kind == 'a' && comp:
+		return "A"
+	case kind == 'a':
+		return "a"
+	case comp:
+		return "R"
+	default:
+		return "r"
+	}
 }
 
 // settle turns a decision or error into the caller's result, applying the
@@ -216,11 +308,15 @@ func (l *Limiter) grant(d decision) Lease {
 	if d.acquired {
 		l.granted.Add(1)
 		l.e.Count(engine.RateLimitAllowed, nil)
-		return Lease{acquired: true, available: d.available, held: d.held}
+		return Lease{acquired: true, available: d.available, held: d.held, lim: l, id: d.id, permits: d.permits}
 	}
 	l.rejected.Add(1)
+	if d.denied {
+		l.e.Count(engine.RateLimitBlocked, denyListAttrs)
+		return Lease{available: -1, denied: true}
+	}
 	l.e.Count(engine.RateLimitBlocked, capacityAttrs)
-	return Lease{available: d.available, hasRetry: d.hasRetry, retry: d.retry}
+	return Lease{available: d.available, hasRetry: d.hasRetry, retry: d.retry, lim: l}
 }
 
 // Statistics returns this instance's counters. It does no I/O.

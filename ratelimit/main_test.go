@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/testharness"
 )
@@ -22,9 +24,13 @@ const (
 	kBucket  kind = "bucket"
 	kGCRA    kind = "gcra"
 	kConc    kind = "concurrency"
+	kComp    kind = "composite"
 )
 
 var kinds = []kind{kFixed, kSliding, kBucket, kGCRA, kConc}
+
+// every is every algorithm, the composite included.
+var every = []kind{kFixed, kSliding, kBucket, kGCRA, kComp, kConc}
 
 // build returns a limiter of kind with capacity n and time scale d (window,
 // period, interval; lease duration for concurrency).
@@ -45,6 +51,13 @@ func build(t testing.TB, coord *coordination.Coordinator, k kind, key string, n 
 		l, err = NewGCRA(coord, key, GCRA{Burst: n, Interval: d}, opts...)
 	case kConc:
 		l, err = NewConcurrency(coord, key, Concurrency{Limit: n, LeaseDuration: max(d, minLeaseDuration)}, opts...)
+	case kComp:
+		// The bucket (capacity n) binds; the windows hold more.
+		l, err = NewComposite(coord, key, Composite{Components: []Settings{
+			TokenBucket{Limit: n, TokensPerPeriod: 1, Period: d},
+			SlidingWindow{Limit: 2 * n, Window: d, Segments: 4},
+			FixedWindow{Limit: 3 * n, Window: d.Round(time.Millisecond)},
+		}}, opts...)
 	}
 	if err != nil {
 		t.Fatalf("new %s: %v", k, err)
@@ -133,3 +146,13 @@ func clock(b *testharness.Backend) (stop func()) {
 }
 
 func isErr(err, target error) bool { return errors.Is(err, target) }
+
+// withClient returns a coordinator over client with the test's prefix.
+func withClient(t testing.TB, b *testharness.Backend, client redis.UniversalClient) *coordination.Coordinator {
+	t.Helper()
+	coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return coord
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/coordkit/coordination/internal/engine"
@@ -19,8 +20,10 @@ import (
 // request, e.g. a service-wide concurrency guard) or Partitioned with
 // Partition (one budget per client, tenant or user).
 type Policy struct {
-	// Name identifies the policy in errors and log lines. Optional: the
-	// default is its position, "0", "1" ...
+	// Name identifies the policy in errors, log lines, the RateLimit
+	// headers and the problem body of a refusal ("violated-policies"):
+	// give a public name, never a key or a partition. Printable ASCII.
+	// Optional: the default is its position, "0", "1" ...
 	Name string
 	// Limiter is the limiter every request of this policy uses.
 	Limiter *Limiter
@@ -32,7 +35,10 @@ type Policy struct {
 	// required with Partitioned. Never return raw credentials or arbitrary
 	// headers: every distinct value creates state.
 	Partition func(*http.Request) string
-	// Permits returns the permits a request costs. Nil means 1.
+	// Permits returns the permits a request costs. Nil means 1. A negative
+	// number is a bug in the function: the request is answered 500
+	// Internal Server Error, the error (naming the policy) is logged once
+	// and handed to the error handler, and nothing is consumed.
 	Permits func(*http.Request) int
 	// Wait makes requests wait for their permits with [Limiter.Wait]
 	// (bounded by the request's context and the limiter's queue) instead
@@ -49,8 +55,18 @@ type Policy struct {
 type MiddlewareOption func(*middlewareConfig) error
 
 type middlewareConfig struct {
-	logger  *slog.Logger
-	onError func(*http.Request, error)
+	logger    *slog.Logger
+	onError   func(*http.Request, error)
+	noHeaders bool
+}
+
+// WithoutRateLimitHeaders stops the middleware from sending the RateLimit
+// and RateLimit-Policy header fields (see [NewMiddleware]).
+func WithoutRateLimitHeaders() MiddlewareOption {
+	return func(c *middlewareConfig) error {
+		c.noHeaders = true
+		return nil
+	}
 }
 
 // WithLogger sets where the middleware reports limiters that could not
@@ -96,10 +112,13 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 
 // NewMiddleware returns net/http middleware that applies policies in order
 // before calling the next handler. A request passes only when every policy
-// grants it; the first refusal answers it and stops the chain. Concurrency
-// leases are released when the handler returns, or at once when a later
-// policy refuses (put concurrency guards first: consumed window or bucket
-// permits are not given back).
+// grants it; the first refusal answers it and stops the chain. The layers
+// are all or nothing: when a later policy refuses, the permits earlier
+// policies took are given back (concurrency leases released, window,
+// bucket and GCRA grants refunded, best effort: a refund applies while the
+// key still remembers the grant, see [Limiter.Allow]), and concurrency
+// leases are released when the handler returns. Several limits on one key
+// are better one [NewComposite] limiter: one atomic decision.
 //
 // For different policies per route, wrap each route's handler with its own
 // middleware:
@@ -109,21 +128,38 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 //	mux.Handle("GET /catalog", standard(catalog))
 //	mux.Handle("POST /reports", expensive(createReport))
 //
-// A refused request gets the policy's status (429 or 503), Cache-Control:
-// no-store, a Retry-After header in whole seconds (rounded up, at least 1)
-// only when the lease carries a RetryAfter, and an RFC 9457
-// application/problem+json body with type, title, status, detail and
-// instance (the request path); no partition, key or limit is disclosed.
-// When a limiter fails (its failure mode is ReturnError), the answer is a
-// 503 problem without Retry-After. Every limiter failure is logged (see
-// [WithLogger]) and given to the error handler ([WithErrorHandler]). When
-// the request's context ends while waiting, nothing is written.
+// Responses, allowed and refused, carry the RateLimit header fields of the
+// IETF httpapi draft "RateLimit header fields for HTTP" (unless
+// [WithoutRateLimitHeaders]), one item per policy that decided, named by
+// the policy's Name:
+//
+//	RateLimit-Policy: "client";q=20;w=2, "tenant";q=600;w=60
+//	RateLimit: "client";r=0;t=1, "tenant";r=587
+//
+// q is the limiter's capacity (a composite's smallest), w the seconds an
+// empty limiter takes to be full again (rounded up; absent for
+// concurrency limiters, which say qu="concurrent-requests"), r the permits
+// available after the decision, t the seconds until a refused request
+// could pass (rounded up, as Retry-After; only on a refusal that knows
+// it).
+//
+// A refused request gets the policy's status (429 or 503; 403 Forbidden
+// for a denied identity, see [WithDenyList]), Cache-Control: no-store, a
+// Retry-After header in whole seconds (rounded up, at least 1) only when
+// the lease carries a RetryAfter, and an RFC 9457
+// application/problem+json body with type, title, status, detail,
+// instance (the request path) and "violated-policies": the refusing
+// policy's name; no partition, key or limit is disclosed. When a limiter
+// fails (its failure mode is ReturnError), the answer is a 503 problem
+// without Retry-After. Every limiter failure is logged (see [WithLogger])
+// and given to the error handler ([WithErrorHandler]). When the request's
+// context ends while waiting, nothing is written.
 //
 // Errors: coordination.ErrInvalidArgument naming "policies" when none is
 // given; naming the policy ("policy NAME" or "policy INDEX") when it sets
 // both or neither of Limiter and Partitioned, lacks Partition, sets Wait
-// on a limiter that never queues (WithQueue(0, ...)), or has another
-// Status; naming an invalid option.
+// on a limiter that never queues (WithQueue(0, ...)), has another Status,
+// or a Name that is not printable ASCII; naming an invalid option.
 func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handler) http.Handler, error) {
 	cfg := middlewareConfig{}
 	if err := engine.Apply(&cfg, opts); err != nil {
@@ -142,6 +178,11 @@ func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handl
 			name = strconv.Itoa(i)
 		}
 		arg := "policy " + name
+		for _, c := range name {
+			if c < 0x20 || c > 0x7e {
+				return nil, engine.InvalidArgument("policy "+strconv.Itoa(i), "the name must be printable ASCII (it is sent in headers)")
+			}
+		}
 		if (p.Limiter == nil) == (p.Partitioned == nil) {
 			return nil, engine.InvalidArgument(arg, "set exactly one of Limiter and Partitioned")
 		}
@@ -158,7 +199,7 @@ func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handl
 		default:
 			return nil, engine.InvalidArgument(arg, "status must be 429 or 503, got %d", p.Status)
 		}
-		ps[i] = policy{Policy: p, name: name}
+		ps[i] = policy{Policy: p, name: name, quoted: strconv.Quote(name)}
 	}
 	m := &middleware{policies: ps, cfg: cfg}
 	return m.wrap, nil
@@ -168,7 +209,8 @@ func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handl
 // Name, or its index).
 type policy struct {
 	Policy
-	name string
+	name   string
+	quoted string // as a structured-field string
 }
 
 type middleware struct {
@@ -179,17 +221,31 @@ type middleware struct {
 
 func (m *middleware) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var held []Lease
+		var held, taken []Lease
 		defer func() { releaseAll(held) }()
+		var hdr headers
 		for i := range m.policies {
 			p := &m.policies[i]
-			lease, err := p.allow(r)
+			n := 1
+			if p.Permits != nil {
+				n = p.Permits(r)
+			}
+			if n < 0 {
+				m.refund(r, taken)
+				err := engine.InvalidArgument("permits", "the Permits function of policy %s returned %d", p.name, n)
+				m.failed(r, p, err, "500 Internal Server Error")
+				writeProblem(w, r, http.StatusInternalServerError, 0, false, "")
+				return
+			}
+			lease, err := p.allow(r, n)
 			if err != nil {
+				m.refund(r, taken)
 				if r.Context().Err() != nil {
 					return // the client is gone: nobody reads an answer
 				}
 				m.failed(r, p, err, "503 Service Unavailable")
-				writeProblem(w, r, http.StatusServiceUnavailable, 0, false)
+				hdr.set(w, m.cfg.noHeaders)
+				writeProblem(w, r, http.StatusServiceUnavailable, 0, false, "")
 				return
 			}
 			if lease.cause != nil {
@@ -199,24 +255,31 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 				}
 				m.failed(r, p, lease.cause, answer)
 			}
+			hdr.add(p, lease)
 			if !lease.Acquired() {
+				m.refund(r, taken)
+				hdr.set(w, m.cfg.noHeaders)
+				status := p.Status
+				if lease.denied {
+					status = http.StatusForbidden
+				}
 				ra, ok := lease.RetryAfter()
-				writeProblem(w, r, p.Status, ra, ok)
+				writeProblem(w, r, status, ra, ok, p.name)
 				return
 			}
-			if lease.held != nil {
+			switch {
+			case lease.held != nil:
 				held = append(held, lease)
+			case lease.id != nil:
+				taken = append(taken, lease)
 			}
 		}
+		hdr.set(w, m.cfg.noHeaders)
 		next.ServeHTTP(w, r)
 	})
 }
 
-func (p *policy) allow(r *http.Request) (Lease, error) {
-	n := 1
-	if p.Permits != nil {
-		n = p.Permits(r)
-	}
+func (p *policy) allow(r *http.Request, n int) (Lease, error) {
 	ctx := r.Context()
 	switch {
 	case p.Limiter != nil && p.Wait:
@@ -228,6 +291,53 @@ func (p *policy) allow(r *http.Request) (Lease, error) {
 	default:
 		return p.Partitioned.Allow(ctx, p.Partition(r), n)
 	}
+}
+
+// refund gives back the window, bucket and GCRA grants of earlier
+// policies when a later one refused the request (bounded by a few
+// seconds, even when the request's context has ended).
+func (m *middleware) refund(r *http.Request, taken []Lease) {
+	if len(taken) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	for _, l := range taken {
+		if _, err := l.refund(ctx); err != nil {
+			m.failed(r, &policy{name: "refund"}, err, "permits not given back")
+		}
+	}
+}
+
+// headers collects the RateLimit header items of the policies that
+// decided.
+type headers struct {
+	policy, limit []string
+}
+
+func (h *headers) add(p *policy, l Lease) {
+	if l.lim == nil || l.available < 0 {
+		return // nothing known (a failure mode, a denied identity)
+	}
+	sp := l.lim.spec()
+	if sp.alg == algConc {
+		h.policy = append(h.policy, fmt.Sprintf("%s;q=%d;qu=\"concurrent-requests\"", p.quoted, sp.capacity))
+	} else {
+		h.policy = append(h.policy, fmt.Sprintf("%s;q=%d;w=%d", p.quoted, sp.capacity, RetryAfterSeconds(sp.window)))
+	}
+	item := fmt.Sprintf("%s;r=%d", p.quoted, l.available)
+	if ra, ok := l.RetryAfter(); ok {
+		item += ";t=" + strconv.FormatInt(RetryAfterSeconds(ra), 10)
+	}
+	h.limit = append(h.limit, item)
+}
+
+func (h *headers) set(w http.ResponseWriter, off bool) {
+	if off || len(h.policy) == 0 {
+		return
+	}
+	w.Header().Set("RateLimit-Policy", strings.Join(h.policy, ", "))
+	w.Header().Set("RateLimit", strings.Join(h.limit, ", "))
 }
 
 // failed reports a limiter failure: to the error handler every time, to
@@ -242,7 +352,7 @@ func (m *middleware) failed(r *http.Request, p *policy, err error, answer string
 		return
 	}
 	level := slog.LevelWarn
-	if answer == "503 Service Unavailable" {
+	if answer == "503 Service Unavailable" || answer == "500 Internal Server Error" {
 		level = slog.LevelError
 	}
 	args := []any{"policy", p.name, "answer", answer, "error", desc}
@@ -265,13 +375,15 @@ func releaseAll(ls []Lease) {
 	}
 }
 
-// problem is an RFC 9457 problem details object.
+// problem is an RFC 9457 problem details object; violated-policies is the
+// extension member of the RateLimit header fields draft.
 type problem struct {
-	Type     string `json:"type"`
-	Title    string `json:"title"`
-	Status   int    `json:"status"`
-	Detail   string `json:"detail"`
-	Instance string `json:"instance,omitempty"`
+	Type     string   `json:"type"`
+	Title    string   `json:"title"`
+	Status   int      `json:"status"`
+	Detail   string   `json:"detail"`
+	Instance string   `json:"instance,omitempty"`
+	Violated []string `json:"violated-policies,omitempty"`
 }
 
 // RetryAfterSeconds converts a lease's RetryAfter into the value of an HTTP
@@ -281,13 +393,24 @@ func RetryAfterSeconds(d time.Duration) int64 {
 	return max(s, 1)
 }
 
-func writeProblem(w http.ResponseWriter, r *http.Request, status int, retry time.Duration, hasRetry bool) {
+func writeProblem(w http.ResponseWriter, r *http.Request, status int, retry time.Duration, hasRetry bool, policy string) {
 	p := problem{Status: status, Instance: r.URL.Path}
+	if policy != "" {
+		p.Violated = []string{policy}
+	}
 	switch status {
 	case http.StatusTooManyRequests:
 		p.Type = "https://www.rfc-editor.org/rfc/rfc6585#section-4"
 		p.Title = "Too Many Requests"
 		p.Detail = "The request exceeds the current rate limit."
+	case http.StatusForbidden:
+		p.Type = "https://www.rfc-editor.org/rfc/rfc9110#section-15.5.4"
+		p.Title = "Forbidden"
+		p.Detail = "The client is not allowed to make requests."
+	case http.StatusInternalServerError:
+		p.Type = "https://www.rfc-editor.org/rfc/rfc9110#section-15.6.1"
+		p.Title = "Internal Server Error"
+		p.Detail = "The rate-limit policy could not be applied."
 	default:
 		p.Type = "https://www.rfc-editor.org/rfc/rfc9110#section-15.6.4"
 		p.Title = "Service Unavailable"

@@ -132,6 +132,51 @@ func TestHooksAdmitOncePerCall(t *testing.T) {
 	})
 }
 
+// Update, Reserve, Settle and the deny list's calls are admitted once
+// each; a limiter's own deny-list checks are not admitted again.
+func TestHooksNewOperations(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		rec := &recorder{}
+		c := b.Coordinator(t, coordination.WithHooks(rec))
+		ctx := context.Background()
+		list, err := NewDenyList(c, "hook-deny")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := build(t, c, kGCRA, "hook-new", 5, time.Minute, WithDenyList(list, "x"))
+		steps := []struct {
+			run  func() error
+			want string
+		}{
+			{func() error { return l.Update(ctx, GCRA{Burst: 6, Interval: time.Minute}) }, "RATE LIMIT UPDATE rate_limit succeeded"},
+			{func() error { return l.Update(ctx, GCRA{Burst: 6, Interval: time.Minute}) }, "RATE LIMIT UPDATE rate_limit succeeded"},
+			{func() error {
+				r, err := l.Reserve(ctx, 2)
+				if err != nil {
+					return err
+				}
+				rec.take() // the reservation: RATE LIMIT ACQUIRE, as Allow
+				_, err = r.Settle(ctx, 1)
+				return err
+			}, "RATE LIMIT SETTLE rate_limit succeeded"},
+			{func() error { return list.Deny(ctx, "y") }, "RATE LIMIT DENY LIST WRITE rate_limit succeeded"},
+			{func() error { _, err := list.Denied(ctx, "y"); return err }, "RATE LIMIT DENY LIST READ rate_limit succeeded"},
+			{func() error { _, err := list.Denied(ctx, "y"); return err }, "RATE LIMIT DENY LIST READ rate_limit succeeded"}, // a cache hit
+			{func() error { return list.Remove(ctx, "y") }, "RATE LIMIT DENY LIST WRITE rate_limit succeeded"},
+			{func() error { _, err := l.Allow(ctx, 1); return err }, "RATE LIMIT ACQUIRE rate_limit succeeded"}, // its deny-list check is not admitted
+		}
+		for i, s := range steps {
+			rec.take()
+			if err := s.run(); err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+			if got := rec.take(); len(got) != 1 || got[0] != s.want {
+				t.Fatalf("step %d: ops %v, want [%s]", i, got, s.want)
+			}
+		}
+	})
+}
+
 // meterRecorder is a MeterProvider that records counter additions by name
 // and attributes.
 type meterRecorder struct {
@@ -294,62 +339,84 @@ func TestFailureModes(t *testing.T) {
 	}
 }
 
-// TestMemoryPerKey measures the state of one active limiter key with
-// MEMORY USAGE (real servers only: miniredis has no MEMORY command), using a
-// realistic key: a short prefix and a hashed partition.
+// TestMemoryPerKey measures the state of one idle limiter key with MEMORY
+// USAGE (real servers only: miniredis has no MEMORY command) under a
+// 40-byte key name, after enough grants to fill the ring of re-send ids:
+// every limiter <= 200 bytes, a composite of 3 components <= 400, on Redis
+// 7.0 and Valkey 9.1. The other servers' figures are logged: Redis 8.0 and
+// Valkey 8.1 are built here with the C library's malloc, whose reuse of a
+// freed chunk can report 16 bytes more for the same value (Redis 8.0 sits
+// at 200 for three of the limiters).
 func TestMemoryPerKey(t *testing.T) {
 	t.Parallel()
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		var r [3]byte
 		_, _ = rand.Read(r[:])
 		client := b.Client(t)
-		c, err := coordination.New(client, coordination.WithKeyPrefix("m"+hex.EncodeToString(r[:])+":"))
+		prefix := "m" + hex.EncodeToString(r[:]) + ":" // 8 bytes
+		c, err := coordination.New(client, coordination.WithKeyPrefix(prefix))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
+		name := func(k string) string { // 40 bytes with the prefix
+			return k + ":" + strings.Repeat("x", 32-len(k)-1)
+		}
 		var report []string
-		for _, k := range kinds {
-			key := PartitionKey("limits:"+string(k), "client-42")
+		measure := func(what, key string, most int64) {
+			t.Helper()
+			n, err := client.MemoryUsage(ctx, prefix+key).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			report = append(report, what+"="+itoa(n))
+			if most > 0 && n > most && (b.Flavor == "redis7" || b.Flavor == "valkey9") {
+				t.Errorf("%s: %d bytes per key, want <= %d", what, n, most)
+			}
+		}
+		for _, k := range every {
+			key := name("limits:" + string(k))
 			var l *Limiter
-			if k == kSliding {
-				l, err = NewSlidingWindow(c, key, SlidingWindow{Limit: 100, Window: time.Minute, Segments: 10})
-			} else {
-				l = build(t, c, k, key, 100, time.Minute)
+			switch k {
+			case kSliding:
+				l, err = NewSlidingWindow(c, key, SlidingWindow{Limit: 1000, Window: time.Minute, Segments: 10})
+			case kComp:
+				l, err = NewComposite(c, key, issueComposite)
+			default:
+				l = build(t, c, k, key, 1000, time.Minute)
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The state a key keeps until it expires: after a few
-			// acquisitions; for concurrency, while one lease is held (with
-			// none it is deleted).
-			acquisitions := 3
+			// The state a key keeps until it expires: after 10 grants (the
+			// ring of re-send ids full); for concurrency, while one lease is
+			// held (with none it is deleted).
+			grants := 10
 			if k == kConc {
-				acquisitions = 1
+				grants = 1
 			}
-			for range acquisitions {
-				acquire(t, l, 1)
+			for range grants {
+				if !acquire(t, l, 1).Acquired() {
+					t.Fatalf("%s: refused", k)
+				}
 			}
-			n, err := client.MemoryUsage(ctx, c.Prefix()+key).Result()
-			if err != nil {
-				t.Fatal(err)
+			most := int64(200)
+			if k == kComp {
+				most = 400
 			}
-			report = append(report, string(k)+"="+itoa(n))
-			if n > 200 {
-				t.Errorf("%s: %d bytes per key, want <= 200", k, n)
-			}
+			measure(string(k), key, most)
 			if k == kConc {
 				acquire(t, l, 1)
 				acquire(t, l, 1)
-				n3, _ := client.MemoryUsage(ctx, c.Prefix()+key).Result()
-				report = append(report, "concurrency(3 leases)="+itoa(n3))
+				measure("concurrency(3 leases)", key, 0)
 			}
 			l.Close()
-			_ = client.Del(ctx, c.Prefix()+key).Err()
+			_ = client.Del(ctx, prefix+key).Err()
 		}
 		// A sliding window with every segment live (100 ms segments, one
-		// acquisition each), for the report.
-		sw, err := NewSlidingWindow(c, PartitionKey("limits:sliding-full", "client-42"), SlidingWindow{Limit: 100, Window: time.Second, Segments: 10})
+		// grant each), for the report.
+		key := name("limits:sliding-full")
+		sw, err := NewSlidingWindow(c, key, SlidingWindow{Limit: 100, Window: time.Second, Segments: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -357,13 +424,11 @@ func TestMemoryPerKey(t *testing.T) {
 			acquire(t, sw, 1)
 			time.Sleep(100 * time.Millisecond)
 		}
-		if n, err := client.MemoryUsage(ctx, c.Prefix()+PartitionKey("limits:sliding-full", "client-42")).Result(); err == nil {
-			report = append(report, "sliding(10 live segments)="+itoa(n))
-		}
+		measure("sliding(10 live segments)", key, 0)
 		sw.Close()
 		sort.Strings(report)
-		t.Logf("MEMORY USAGE per key (%d-byte key names): %s", len(c.Prefix()+PartitionKey("limits:fixed", "x")), strings.Join(report, " "))
-	}, testharness.RealOnly())
+		t.Logf("%s: MEMORY USAGE per idle key (40-byte key names): %s", b.Name, strings.Join(report, " "))
+	}, testharness.RealOnly(), testharness.StandaloneOnly())
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/coordkit/coordination/internal/engine"
 )
@@ -76,7 +77,15 @@ type options struct {
 	queueLimit int // permits; unbounded (-1) by default
 	order      QueueOrder
 	failure    FailureMode
+	strict     bool
+	deny       *DenyList
+	identity   string
+	reserve    time.Duration
 }
+
+// DefaultReservationTimeout is how long a reservation ([Limiter.Reserve])
+// may stay unsettled when no [WithReservationTimeout] is given.
+const DefaultReservationTimeout = time.Minute
 
 // unbounded is the queue limit of a limiter without [WithQueue].
 const unbounded = -1
@@ -124,4 +133,50 @@ func WithFailureMode(m FailureMode) Option {
 		o.failure = m
 		return nil
 	}
+}
+
+// WithStrictSettings makes a limiter refuse a key whose state was stored
+// under other settings (another limit, window, rate ...) with an error
+// matching coordination.ErrConfigMismatch, as before settings could be
+// migrated. By default a decision applies the limiter's own settings to
+// such state, preserving its usage (see [Limiter.Update]), so that a
+// rolling deploy of new limits just works.
+func WithStrictSettings() Option {
+	return func(o *options) error {
+		o.strict = true
+		return nil
+	}
+}
+
+// WithDenyList binds the limiter to a deny list and the identity its
+// requests belong to (a client, tenant or user): every [Limiter.Allow],
+// [Limiter.Wait] and [Limiter.Reserve] checks the identity's membership
+// (through the list's local cache) before anything else, and a denied
+// identity gets an unacquired lease whose [Lease.Denied] reports true,
+// without RetryAfter, without touching the limiter's key or queue. Queued
+// requests check again before each retry. Counted in
+// coordination.rate_limit.blocked with reason=deny_list.
+//
+// Errors: coordination.ErrInvalidArgument naming "denyList" (nil) or
+// "identity" (empty).
+func WithDenyList(list *DenyList, identity string) Option {
+	return func(o *options) error {
+		if list == nil {
+			return engine.InvalidArgument("denyList", "must not be nil")
+		}
+		if identity == "" {
+			return engine.InvalidArgument("identity", "must not be empty")
+		}
+		o.deny, o.identity = list, identity
+		return nil
+	}
+}
+
+// WithReservationTimeout sets how long a reservation ([Limiter.Reserve])
+// may stay unsettled: after it, the reservation counts as settled at its
+// estimate and [Lease.Settle] is refused. At least 1 ms; the default is
+// [DefaultReservationTimeout]. Errors: coordination.ErrInvalidArgument
+// naming "reservationTimeout".
+func WithReservationTimeout(d time.Duration) Option {
+	return engine.AtLeast("reservationTimeout", d, time.Millisecond, func(o *options) { o.reserve = d })
 }

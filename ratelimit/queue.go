@@ -14,6 +14,7 @@ const (
 	wQueued waiterState = iota
 	wEvicted
 	wClosed
+	wTooLarge // more permits than the capacity after an Update
 )
 
 // waiter is one queued Wait call. Its fields are guarded by Limiter.mu,
@@ -35,10 +36,17 @@ func (w *waiter) signal() {
 }
 
 // Wait acquires permits, waiting in the limiter's local queue when they
-// are not free: it is granted when the server grants them, however long
-// that takes, unless ctx ends first (or the request is evicted, or the
-// limiter is closed). It is admitted through hooks once (RATE LIMIT
-// ACQUIRE), however many attempts it makes.
+// are not free: it is granted when the server grants them, unless ctx ends
+// first (or the request is evicted, or the limiter is closed). It is
+// admitted through hooks once (RATE LIMIT ACQUIRE), however many attempts
+// it makes.
+//
+// Like golang.org/x/time/rate, Wait fails fast: when the server's retry
+// time is past ctx's deadline, it returns at once with the refused lease
+// (and its RetryAfter) and a nil error, instead of sleeping until the
+// deadline. More permits than the limiter's capacity can never be granted:
+// Wait returns an error naming "permits" at once, admitting nothing. A
+// denied identity ([WithDenyList]) is refused at once.
 //
 // Without [WithQueue] the queue is unbounded and served oldest first.
 // With a bounded queue, a request that does not fit is refused at once
@@ -47,30 +55,34 @@ func (w *waiter) signal() {
 // one attempt, like [Limiter.Allow]. A request that finds the queue empty
 // tries Redis at once; one that finds waiters ahead of it queues behind
 // them without trying first (refused because the queue is full, it then
-// carries no RetryAfter). More permits than the limiter's capacity are
-// refused at once, without a Redis call.
+// carries no RetryAfter).
 //
 // A queued request does not poll: the head of the queue sleeps until the
 // server-computed retry time; a concurrency limiter's head sleeps until a
 // lease is released here or announced on Redis Pub/Sub (re-checking at
 // least every 5 s, and every 250 ms while the subscription is not
 // confirmed) or the earliest lease would expire. The others sleep until
-// they become the head.
+// they become the head. [Limiter.Update] wakes the head to try again under
+// the new settings, and refuses queued requests larger than the new
+// capacity.
 //
-// Errors are those of Allow. When ctx ends while queued the error matches
-// both coordination.ErrNotAcquired and ctx's error (context.Cause); after
-// Close queued requests fail with coordination.ErrClosed. A Redis failure
-// while queued ends the wait: the limiter's [FailureMode] applies, as for
-// Allow.
+// Errors are those of Allow, and coordination.ErrInvalidArgument naming
+// "permits" for more permits than the capacity. When ctx ends while queued
+// the error matches both coordination.ErrNotAcquired and ctx's error
+// (context.Cause); after Close queued requests fail with
+// coordination.ErrClosed. A Redis failure while queued ends the wait: the
+// limiter's [FailureMode] applies, as for Allow.
 func (l *Limiter) Wait(ctx context.Context, permits int) (Lease, error) {
+	if l != nil && l.e != nil {
+		if c := l.spec().capacity; permits > c {
+			return Lease{}, engine.InvalidArgument("permits", "%d permits can never be granted: the limiter's capacity is %d", permits, c)
+		}
+	}
 	ctx, op, err := l.begin(ctx, permits)
 	if err != nil {
 		return Lease{}, err
 	}
 	defer l.active.Add(-1)
-	if permits > l.capacity {
-		return l.settle(ctx, op, refused, nil) // it can never be admitted
-	}
 	l.mu.Lock()
 	empty := l.queue.Len() == 0
 	l.mu.Unlock()
@@ -78,7 +90,7 @@ func (l *Limiter) Wait(ctx context.Context, permits int) (Lease, error) {
 	if empty {
 		// Nobody local is ahead: try at once.
 		d, err := l.attempt(ctx, permits)
-		if err != nil || d.acquired || l.opts.queueLimit == 0 {
+		if err != nil || d.acquired || d.available < 0 || l.opts.queueLimit == 0 || pastDeadline(ctx, d) {
 			return l.settle(ctx, op, d, err)
 		}
 		first, tried = d, true
@@ -91,6 +103,16 @@ func (l *Limiter) Wait(ctx context.Context, permits int) (Lease, error) {
 	d, err := l.serve(ctx, w, first, tried)
 	l.recordWait(start, err == nil && d.acquired)
 	return l.settle(ctx, op, d, err)
+}
+
+// pastDeadline reports whether a refusal's retry time is past ctx's
+// deadline: waiting for it cannot succeed.
+func pastDeadline(ctx context.Context, d decision) bool {
+	if !d.hasRetry {
+		return false
+	}
+	dl, ok := ctx.Deadline()
+	return ok && time.Now().Add(d.retry).After(dl)
 }
 
 // enqueue adds a waiter for permits, evicting the oldest waiters under
@@ -177,7 +199,7 @@ func (l *Limiter) serve(ctx context.Context, w *waiter, first decision, tried bo
 	// the loop's first unsuccessful attempt and tries again at once: the
 	// refusal already in hand stands for that first attempt.
 	reuse := false
-	if l.conc {
+	if l.spec().alg == algConc {
 		cfg.Key = l.keys.Full()[0]
 		reuse = tried
 	} else if first.hasRetry {
@@ -194,6 +216,9 @@ func (l *Limiter) serve(ctx context.Context, w *waiter, first decision, tried bo
 		switch state {
 		case wEvicted:
 			d = refused
+			return engine.Attempt{Done: true}, nil
+		case wTooLarge:
+			d = refused // the settings changed: it can never be granted
 			return engine.Attempt{Done: true}, nil
 		case wClosed:
 			return engine.Attempt{}, engine.ErrClosed
@@ -213,7 +238,7 @@ func (l *Limiter) serve(ctx context.Context, w *waiter, first decision, tried bo
 		case err != nil:
 			failed = err // the failure mode applies: stop waiting
 			return engine.Attempt{Done: true}, nil
-		case r.acquired:
+		case r.acquired, r.available < 0, pastDeadline(ctx, r):
 			d = r
 			return engine.Attempt{Done: true}, nil
 		case r.hasRetry:

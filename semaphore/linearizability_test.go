@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/lincheck"
 	"github.com/coordkit/coordination/internal/testharness"
 	"github.com/coordkit/coordination/lua"
 )
@@ -234,11 +235,7 @@ func TestLinearizability(t *testing.T) {
 	)
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		base := time.Now()
-		var (
-			mu      sync.Mutex
-			history []porcupine.Operation
-		)
+		history := lincheck.New()
 		var wg sync.WaitGroup
 		for c := range clients {
 			coord := b.Coordinator(t)
@@ -246,40 +243,22 @@ func TestLinearizability(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rng := rand.New(rand.NewPCG(uint64(c), uint64(base.UnixNano())))
+			rng := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
 			// do runs one recorded operation.
 			do := func(in linInput) (linOutput, bool) {
-				call := time.Since(base).Nanoseconds()
-				wallCall := time.Now().UnixMilli()
-				var (
-					out linOutput
-					err error
-				)
-				m := member(in.n, in.token)
-				switch in.kind {
-				case linAcquire:
-					out, err = runRecorded(ctx, s, linAcquireScript, in.kind, m, in.ttl, s.capacity)
-				case linRefresh:
-					out, err = runRecorded(ctx, s, linRefreshScript, in.kind, m, in.ttl)
-				case linVerify:
-					out, err = runRecorded(ctx, s, linVerifyScript, in.kind, m)
-				case linRelease:
-					out, err = runRecorded(ctx, s, linReleaseScript, in.kind, m)
-				}
-				ret := time.Since(base).Nanoseconds()
-				wallRet := time.Now().UnixMilli()
-				if err != nil {
-					t.Errorf("%v: %v", in.kind, err)
-					return out, false
-				}
-				// Same host: the server's clock is the test's wall clock.
-				if out.now < wallCall-5 || out.now > wallRet+5 {
-					t.Errorf("server time %d outside the call's wall-clock window [%d, %d]", out.now, wallCall, wallRet)
-				}
-				mu.Lock()
-				history = append(history, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: out, Return: ret})
-				mu.Unlock()
-				return out, true
+				return lincheck.Record(t, history, c, in, func(o linOutput) int64 { return o.now }, func() (linOutput, error) {
+					m := member(in.n, in.token)
+					switch in.kind {
+					case linAcquire:
+						return runRecorded(ctx, s, linAcquireScript, in.kind, m, in.ttl, s.capacity)
+					case linRefresh:
+						return runRecorded(ctx, s, linRefreshScript, in.kind, m, in.ttl)
+					case linVerify:
+						return runRecorded(ctx, s, linVerifyScript, in.kind, m)
+					default:
+						return runRecorded(ctx, s, linReleaseScript, in.kind, m)
+					}
+				})
 			}
 			wg.Go(func() {
 				var held *linInput // the acquisition this client holds (or held)
@@ -321,9 +300,10 @@ func TestLinearizability(t *testing.T) {
 		}
 
 		// Figures: how much contention and expiry the history holds.
+		ops := history.Operations()
 		counts := map[string]int{}
 		released := map[string]bool{}
-		for _, op := range history {
+		for _, op := range ops {
 			in, out := op.Input.(linInput), op.Output.(linOutput)
 			counts[fmt.Sprintf("%v=%v", in.kind, out.ok)]++
 			if in.kind == linRelease && out.ok {
@@ -331,28 +311,18 @@ func TestLinearizability(t *testing.T) {
 			}
 		}
 		expired := 0 // refresh/verify/release that found a never-released permit gone: it expired
-		for _, op := range history {
+		for _, op := range ops {
 			in, out := op.Input.(linInput), op.Output.(linOutput)
 			if in.kind != linAcquire && !out.ok && !released[in.token] {
 				expired++
 			}
 		}
-		start := time.Now()
-		res, info := porcupine.CheckOperationsVerbose(linModel(capacity), history, time.Minute)
-		took := time.Since(start)
+		res, took := history.Check(t, linModel(capacity))
 		t.Logf("%s: %d operations from %d clients; acquired %d, refused %d; released %d; refresh ok/gone %d/%d; verify live/gone %d/%d; %d found expired; porcupine: %v in %v",
-			b.Name, len(history), clients, counts["acquire=true"], counts["acquire=false"], counts["release=true"],
+			b.Name, len(ops), clients, counts["acquire=true"], counts["acquire=false"], counts["release=true"],
 			counts["refresh=true"], counts["refresh=false"], counts["verify=true"], counts["verify=false"], expired, res, took.Round(time.Millisecond))
 		if res != porcupine.Ok {
-			// Show where the longest partial linearization got stuck.
-			m := linModel(capacity)
-			for _, part := range info.PartialLinearizationsOperations() {
-				longest := slices.MaxFunc(part, func(a, b []porcupine.Operation) int { return len(a) - len(b) })
-				for _, o := range longest[max(0, len(longest)-8):] {
-					t.Logf("  linearized: %s", m.DescribeOperation(o.Input, o.Output))
-				}
-			}
-			t.Fatalf("history is not linearizable against the semaphore model: %v", res)
+			t.FailNow()
 		}
 		if counts["acquire=false"] == 0 || expired == 0 {
 			t.Fatalf("the history lacks contention (%d refused) or expiry (%d): it checks too little", counts["acquire=false"], expired)

@@ -46,6 +46,21 @@ func TestDemoEveryScenarioEveryBackend(t *testing.T) {
 				t.Errorf("scenario %q did not run", s.name)
 			}
 		}
+		// The leases scenario runs where the server has hash-field
+		// expiration, and elsewhere says plainly that it cannot.
+		want, not := "[ok  ] leases: one holder per field", unsupportedLine
+		if !b.HasHashFieldTTL() {
+			want, not = "[ok  ] leases: unsupported server refused before writing", "leases: one holder per field"
+			if !strings.Contains(out, unsupportedLine) || !strings.Contains(out, "Valkey 9.0") {
+				t.Errorf("on %s the leases scenario does not say the server lacks hash-field expiration:\n%s", b.Name, out)
+			}
+		}
+		if !strings.Contains(out, want) || strings.Contains(out, not) {
+			t.Errorf("on %s the leases scenario printed no %q (or printed %q):\n%s", b.Name, want, not, out)
+		}
+		if !strings.Contains(out, "[ok  ] rwlease: the writer got in while readers kept arriving") {
+			t.Errorf("on %s the rwlease scenario did not check writer preference:\n%s", b.Name, out)
+		}
 	})
 }
 

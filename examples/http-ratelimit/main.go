@@ -5,20 +5,28 @@
 //     instance, else 503 Service Unavailable (the service is saturated);
 //  2. a per-client token bucket: bursts of 20, 10 requests per second
 //     sustained, per authenticated tenant (or per client address when
-//     anonymous), else 429 Too Many Requests;
-//  3. a per-tenant quota: 600 requests per sliding minute, else 429;
+//     anonymous), else 429 Too Many Requests; clients on the deny list
+//     (the Redis set http-ratelimit:limits:denied) get 403 Forbidden
+//     before using any capacity;
+//  3. a per-tenant quota: 600 requests per sliding minute and 20,000 per
+//     day, two limits decided together on one key (a composite), else 429;
 //  4. on POST /reports only, at most 2 reports in progress per tenant.
 //
 // Every limit lives in Redis, so all instances of the service share the
-// per-client and per-tenant budgets. Refusals carry Retry-After (when the
-// limiter knows it), Cache-Control: no-store and an application/problem+json
-// body. When a limiter cannot reach Redis the middleware logs why (through
-// slog.Default, without keys, addresses or passwords: "NOAUTH ...",
-// "dial: connection refused") and GET /health/limits counts the failures.
+// per-client and per-tenant budgets. Layers are all or nothing: a request
+// refused by a later layer gets back what earlier layers took. Every
+// response carries the RateLimit and RateLimit-Policy header fields;
+// refusals carry Retry-After (when the limiter knows it), Cache-Control:
+// no-store and an application/problem+json body naming the refusing
+// policy. When a limiter cannot reach Redis the middleware logs why
+// (through slog.Default, without keys, addresses or passwords: "NOAUTH
+// ...", "dial: connection refused") and GET /health/limits counts the
+// failures.
 //
 //	go run ./examples/http-ratelimit                       # embedded Redis
 //	go run ./examples/http-ratelimit -redis redis://127.0.0.1:6379/0
 //	curl -i -H 'Authorization: Bearer demo-token-acme' localhost:8080/catalog
+//	redis-cli SADD http-ratelimit:limits:denied tenant:globex   # deny a tenant (real Redis)
 package main
 
 import (
@@ -90,20 +98,29 @@ func newApp(coord *coordination.Coordinator, instance string) (http.Handler, fun
 	if err != nil {
 		return nil, nil, err
 	}
-	// 2. Per-client token bucket. Quota layers fail open: a Redis outage
-	// should not take the API down, and the guard still bounds the load.
+	// 2. Per-client token bucket, behind the deny list (one shared list
+	// and cache for every client's limiter). Quota layers fail open: a
+	// Redis outage should not take the API down, and the guard still
+	// bounds the load.
+	denied, err := ratelimit.NewDenyList(coord, "limits:denied")
+	if err != nil {
+		return nil, nil, err
+	}
 	perClient, err := ratelimit.NewPartitioned(func(client string) (*ratelimit.Limiter, error) {
 		return ratelimit.NewTokenBucket(coord, ratelimit.PartitionKey("limits:client", client),
 			ratelimit.TokenBucket{Limit: 20, TokensPerPeriod: 10, Period: time.Second},
-			ratelimit.WithFailureMode(ratelimit.FailOpen))
+			ratelimit.WithFailureMode(ratelimit.FailOpen), ratelimit.WithDenyList(denied, client))
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	// 3. Per-tenant quota over a sliding minute.
+	// 3. Per-tenant quota: a sliding minute and a day, decided together.
 	perTenant, err := ratelimit.NewPartitioned(func(tenant string) (*ratelimit.Limiter, error) {
-		return ratelimit.NewSlidingWindow(coord, ratelimit.PartitionKey("limits:tenant", tenant),
-			ratelimit.SlidingWindow{Limit: 600, Window: time.Minute, Segments: 12},
+		return ratelimit.NewComposite(coord, ratelimit.PartitionKey("limits:tenant", tenant),
+			ratelimit.Composite{Components: []ratelimit.Settings{
+				ratelimit.SlidingWindow{Limit: 600, Window: time.Minute, Segments: 12},
+				ratelimit.FixedWindow{Limit: 20000, Window: 24 * time.Hour},
+			}},
 			ratelimit.WithFailureMode(ratelimit.FailOpen))
 	})
 	if err != nil {
@@ -208,8 +225,8 @@ func connect(url string) (redis.UniversalClient, func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		// Never re-send a consumption after a lost reply: it would count twice.
-		opt.MaxRetries = -1
+		// go-redis' re-sends after a lost reply are safe: each decision
+		// carries an id the key remembers, and consumes once.
 		c := redis.NewClient(opt)
 		return c, func() { _ = c.Close() }, nil
 	}
@@ -233,6 +250,6 @@ func connect(url string) (redis.UniversalClient, func(), error) {
 			}
 		}
 	}()
-	c := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	return c, func() { _ = c.Close(); close(done); <-ticked; m.Close() }, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -59,6 +60,11 @@ func TestLayeredPolicy(t *testing.T) {
 	if ok < 20 || ok > 22 || limited < 3 {
 		t.Fatalf("acme: %d ok, %d limited; want about 20 ok", ok, limited)
 	}
+	// Every answer says where the caller stands (RateLimit header fields).
+	w := get("demo-token-acme")
+	if w.Header().Get("RateLimit-Policy") == "" || !strings.Contains(w.Header().Get("RateLimit"), `"client";r=0`) {
+		t.Fatalf("RateLimit headers: %v", w.Header())
+	}
 	// Another tenant and an anonymous client have their own buckets.
 	if w := get("demo-token-globex"); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "tenant:globex") {
 		t.Fatalf("globex: %d %s", w.Code, w.Body)
@@ -91,6 +97,17 @@ func TestLayeredPolicy(t *testing.T) {
 	}
 	if got[http.StatusAccepted] != 2 || got[http.StatusTooManyRequests] != 1 {
 		t.Fatalf("reports: %v, want 2 accepted and 1 refused", got)
+	}
+	// A client on the deny list gets 403 before using any capacity.
+	if err := rdb.SAdd(context.Background(), "test:limits:denied", "anonymous:198.51.100.8").Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/catalog", nil)
+	r.RemoteAddr = "198.51.100.8:1234"
+	w = httptest.NewRecorder()
+	app.ServeHTTP(w, r)
+	if w.Code != http.StatusForbidden {
+		t.Fatalf("a denied client: %d %s", w.Code, w.Body)
 	}
 }
 

@@ -33,6 +33,11 @@ type AcquireRequest struct {
 	Unadmitted bool
 	// Recheck is the blocking wait's re-check period (0: the default).
 	Recheck time.Duration
+	// WaitKey names the release channel a blocking acquisition watches
+	// (ChannelPrefix + WaitKey): empty means the first key's. A lease that
+	// is one of many in a key (a hash field) watches a channel of its own,
+	// which its release script publishes on.
+	WaitKey string
 }
 
 // Acquire acquires a lease as r describes, admitted once (unless
@@ -98,7 +103,11 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant
 	} else {
 		start := time.Now()
 		counted := false
-		err = e.Wait(ctx, WaitConfig{Key: keys.firstKey(), Recheck: r.Recheck, OnContended: func() {
+		wk := r.WaitKey
+		if wk == "" {
+			wk = keys.firstKey()
+		}
+		err = e.Wait(ctx, WaitConfig{Key: wk, Recheck: r.Recheck, OnContended: func() {
 			if !counted {
 				counted = true
 				e.Counter(k.Metrics.Contention).Add(context.Background(), 1, k.baseAdd...)

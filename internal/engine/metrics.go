@@ -80,10 +80,17 @@ var (
 	CleanupAbandoned = def(Counter, "coordination.cleanup.abandoned", "{cleanup}", "stage, reason",
 		"Background owner-checked cleanups given up (the lease then ends at its TTL).")
 
+	// LockMetrics are the instruments of the lock-shaped leases, told apart
+	// by kind: lock (package lock's key lock), fencing, and lease (package
+	// lock's named leases in hash fields).
 	LockMetrics = leaseFamily("lock", "lock", "kind",
-		"Lock acquisitions (TryAcquire or Acquire) that found the lock held, counted once per call.")
+		"Lock acquisitions (TryAcquire or Acquire; TryAcquireField or AcquireField for kind=lease) that found the lock held, counted once per call.")
 	SemaphoreMetrics = leaseFamily("semaphore", "semaphore permit", "",
 		"Semaphore acquisitions (TryAcquire, Acquire and their N forms) that found too few free permits, counted once per call.")
+	// RWLeaseMetrics are the instruments of read-write leases, told apart
+	// by mode (read, write).
+	RWLeaseMetrics = leaseFamily("rwlease", "read-write lease", "mode",
+		"Read-write lease acquisitions (TryRead, Read, TryWrite, Write) refused by a holder or, for readers, a waiting writer, counted once per call.")
 
 	LatchCountDowns = def(Counter, "coordination.latch.count_downs", "{count_down}", "result",
 		"Latch count-downs, by result (counted, completed, stale, not_found, broken).")
@@ -103,9 +110,9 @@ var (
 		"Idempotency Abandon answers, by result (abandoned; not_owner: the caller holds no pending claim, it expired, was abandoned, taken over or completed).")
 
 	RateLimitAllowed = def(Counter, "coordination.rate_limit.allowed", "{lease}", "",
-		"Rate-limit acquisitions that returned an acquired lease (once per Allow or Wait).")
+		"Rate-limit acquisitions that returned an acquired lease (once per Allow, Wait or Reserve).")
 	RateLimitBlocked = def(Counter, "coordination.rate_limit.blocked", "{lease}", "reason",
-		"Rate-limit acquisitions that returned an unacquired lease, by reason (capacity, unavailable).")
+		"Rate-limit acquisitions that returned an unacquired lease (once per Allow, Wait or Reserve), by reason (capacity, deny_list, unavailable).")
 	RateLimitUnavailable = def(Counter, "coordination.rate_limit.unavailable", "{decision}", "failure_mode",
 		"Rate-limit decisions Redis could not give, by the failure mode applied.")
 	// RateLimitConcurrencyMetrics are the lease instruments of concurrency
@@ -113,6 +120,11 @@ var (
 	// engine handles, whose life the engine records.
 	RateLimitConcurrencyMetrics = leaseFamily("rate_limit.concurrency", "concurrency lease", "",
 		"Concurrency-limiter attempts refused for want of free permits (every refused attempt, queued retries included).")
+
+	RedlockAcquireLatency = def(Histogram, "coordination.redlock.acquire_latency", "s", "result",
+		"Time of one Redlock acquisition round over every node, from the first request to the decision, by result (acquired, contended, failed).")
+	RedlockNodeFailures = def(Counter, "coordination.redlock.node_failures", "{failure}", "operation, reason",
+		"Redlock node calls that failed, by group operation (acquire, refresh, release) and reason (timeout: no answer within the node timeout; error).")
 )
 
 // instruments caches the instruments of one engine, created on first use.

@@ -21,10 +21,11 @@ import (
 // of this package, next to its decoder. It is immutable and safe for
 // concurrent use.
 type Script[R any] struct {
-	name   string
-	src    string
-	hash   string
-	decode func(reply any) (R, bool)
+	name    string
+	src     string
+	hash    string
+	decode  func(reply any) (R, bool)
+	feature string // what the script needs that some servers lack; see Requires
 	// sha and body are the SHA1 and the source as command arguments,
 	// converted to interfaces once (not on every call).
 	sha, body any
@@ -52,8 +53,10 @@ func (s *Script[R]) Hash() string { return s.hash }
 
 // Run runs the script as one round trip (EVALSHA, or EVAL after a NOSCRIPT
 // reply) on the prefixed keys k and decodes the reply. Error replies are
-// mapped by [MapError]; a reply the decoder does not recognise is an error
-// wrapping [ErrBadState] ([UnexpectedReply]), never a silent default.
+// mapped by [MapError] (and, for a script marked with [Script.Requires], a
+// command the server lacks to ErrUnsupportedServer); a reply the decoder
+// does not recognise is an error wrapping [ErrBadState]
+// ([UnexpectedReply]), never a silent default.
 func (s *Script[R]) Run(ctx context.Context, e *Engine, k Keys, args ...any) (R, error) {
 	return s.run(ctx, e, k, args)
 }
@@ -85,7 +88,7 @@ func (s *Script[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any) 
 		v, err = e.do(ctx, eval, scriptKeyPos(nk))
 	}
 	if err != nil {
-		return zero, MapError(err)
+		return zero, s.mapError(err)
 	}
 	r, ok := s.decode(v)
 	if !ok {

@@ -8,30 +8,73 @@ import (
 // Scripts of the rate limiters (package ratelimit), each next to its
 // decoder. The reply shapes are documented in the .lua files.
 var (
-	RateLimitFixed   = NewScript("ratelimit_fixed", decodeDecision)
-	RateLimitSliding = NewScript("ratelimit_sliding", decodeDecision)
-	RateLimitBucket  = NewScript("ratelimit_bucket", decodeDecision)
-	RateLimitGCRA    = NewScript("ratelimit_gcra", decodeDecision)
+	// RateLimitDecide makes a decision of a fixed-window, sliding-window,
+	// token-bucket, GCRA or composite limiter; RateLimitAdjust runs the
+	// same script for a settlement or a refund (operations a, r, A, R).
+	RateLimitDecide = NewScript("ratelimit_decide", decodeDecision)
+	RateLimitAdjust = NewScript("ratelimit_decide", decodeAdjust)
 
 	// The concurrency limiter's lease scripts follow the lease argument
-	// convention (ARGV = member, TTL ms, limit, permits for the acquire;
-	// member, TTL ms for the renewal; member for the release).
+	// convention (ARGV = member, TTL ms, limit, permits, strict for the
+	// acquire; member, TTL ms for the renewal; member for the release).
 	RateLimitConcAcquire = NewScript("ratelimit_conc_acquire", decodeConcGrant)
 	RateLimitConcRenew   = NewScript("ratelimit_conc_renew", Bool01)
 	RateLimitConcRelease = NewScript("ratelimit_conc_release", decodeConcRelease)
+
+	// RateLimitDenyRead reads and RateLimitDenyWrite changes a deny list's
+	// membership.
+	RateLimitDenyRead  = NewScript("ratelimit_deny_read", Bool01)
+	RateLimitDenyWrite = NewScript("ratelimit_deny_write", Bool01)
 )
 
-// Decision is the decoded reply of a fixed-window, sliding-window,
-// token-bucket or GCRA script.
+// Decision is the decoded reply of a decision ([RateLimitDecide]).
 type Decision struct {
 	Acquired bool
 	// Available is the number of permits free after the decision.
 	Available int64
 	// RetryIn is, for a refusal, the server-computed time until the same
-	// request would be admitted (at least 1 ms); HasRetry is false when
+	// request would be admitted (at least 1 µs); HasRetry is false when
 	// there is none (an acquired request, or more permits than the limit).
 	RetryIn  time.Duration
 	HasRetry bool
+}
+
+// decodeDecision reads a grant (an integer >= 0: the permits available)
+// or a refusal ({available >= 0, wait_us >= 1 or -1}).
+func decodeDecision(v any) (Decision, bool) {
+	if n, ok := v.(int64); ok {
+		return Decision{Acquired: true, Available: n}, n >= 0
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 2 {
+		return Decision{}, false
+	}
+	n, ok1 := a[0].(int64)
+	w, ok2 := a[1].(int64)
+	if !ok1 || !ok2 || n < 0 || (w < 1 && w != -1) {
+		return Decision{}, false
+	}
+	d := Decision{Available: n}
+	if w > 0 {
+		d.RetryIn, d.HasRetry = time.Duration(w)*time.Microsecond, true
+	}
+	return d, true
+}
+
+// Adjustment is the decoded reply of a settlement or a refund
+// ([RateLimitAdjust]): whether it was applied (a refund whose grant the
+// key no longer remembers is not), and the permits available after it.
+type Adjustment struct {
+	Applied   bool
+	Available int64
+}
+
+func decodeAdjust(v any) (Adjustment, bool) {
+	a, ok := Ints(v, 2)
+	if !ok || a[1] < 0 || (a[0] != 0 && a[0] != 1) {
+		return Adjustment{}, false
+	}
+	return Adjustment{Applied: a[0] == 1, Available: a[1]}, true
 }
 
 // decisionInts reads {acquired, available, retry_ms}: acquired is 0 or 1,
@@ -48,18 +91,6 @@ func decisionInts(v any) ([]int64, bool) {
 		return a, a[2] >= -1
 	}
 	return nil, false
-}
-
-func decodeDecision(v any) (Decision, bool) {
-	a, ok := decisionInts(v)
-	if !ok {
-		return Decision{}, false
-	}
-	d := Decision{Acquired: a[0] == 1, Available: a[1]}
-	if !d.Acquired && a[2] >= 0 {
-		d.RetryIn, d.HasRetry = max(time.Duration(a[2])*time.Millisecond, time.Millisecond), true
-	}
-	return d, true
 }
 
 // decodeConcGrant reads the concurrency acquire's {acquired, available,

@@ -80,8 +80,17 @@ func (b *Backend) IsCluster() bool { return b.Kind == ClusterKind }
 
 // HasHashFieldTTL reports whether the server has HPEXPIRE from Lua (Redis
 // 7.4+ and Valkey 9+; not Redis 7.0, Valkey 8.1 or miniredis).
-func (b *Backend) HasHashFieldTTL() bool {
-	return b.Flavor == "redis8" || b.Flavor == "valkey9"
+func (b *Backend) HasHashFieldTTL() bool { return hasHashFieldTTL(b.Flavor) }
+
+func hasHashFieldTTL(flavor string) bool { return flavor == "redis8" || flavor == "valkey9" }
+
+// flavorOf returns the server build a backend name runs: the name itself,
+// or the cluster's flavor.
+func flavorOf(name string) string {
+	if name == "cluster" {
+		return ClusterFlavor()
+	}
+	return name
 }
 
 // HasPubSub reports whether PUBLISH from scripts reaches subscribers (true
@@ -239,9 +248,10 @@ func enabled(name string) bool {
 type Option func(*forEach)
 
 type forEach struct {
-	serial bool
-	only   []string
-	skip   []string
+	serial       bool
+	only         []string
+	skip         []string
+	hashFieldTTL bool
 }
 
 // Serial runs the backends one after another instead of in parallel (for
@@ -259,6 +269,11 @@ func RealOnly() Option { return func(f *forEach) { f.skip = append(f.skip, "mini
 // cluster.
 func StandaloneOnly() Option { return func(f *forEach) { f.skip = append(f.skip, "cluster") } }
 
+// HashFieldTTLOnly runs only on the backends whose server has hash-field
+// expiration ([Backend.HasHashFieldTTL]: redis8, valkey9, and the cluster
+// when its flavor has it).
+func HashFieldTTLOnly() Option { return func(f *forEach) { f.hashFieldTTL = true } }
+
 // ForEach runs fn as a subtest per backend (named after it), in parallel by
 // default. Each subtest gets its own miniredis or a unique key prefix on the
 // shared real server.
@@ -272,7 +287,7 @@ func ForEach(t *testing.T, fn func(t *testing.T, b *Backend), opts ...Option) {
 		if len(f.only) > 0 && !slices.Contains(f.only, name) {
 			continue
 		}
-		if slices.Contains(f.skip, name) {
+		if slices.Contains(f.skip, name) || (f.hashFieldTTL && !hasHashFieldTTL(flavorOf(name))) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
@@ -391,13 +406,28 @@ func StartCluster(t testing.TB, flavor string) *Cluster {
 // that need one dedicated real server), skipping or failing t when none is.
 func FirstFlavor(t testing.TB) string {
 	t.Helper()
+	if fs := AvailableFlavors(t); len(fs) > 0 {
+		return fs[0]
+	}
+	return ""
+}
+
+// AvailableFlavors returns the real server flavors that are installed and
+// enabled (COORD_BACKENDS), in [Flavors] order, skipping or failing t when
+// there is none (for tests that start several dedicated servers and mix
+// flavors).
+func AvailableFlavors(t testing.TB) []string {
+	t.Helper()
+	var out []string
 	for _, f := range Flavors {
 		if _, _, ok := binaries(f); ok && enabled(f) {
-			return f
+			out = append(out, f)
 		}
 	}
-	missing(t, "any real server", fmt.Errorf("%s", howToGet("redis7")))
-	return ""
+	if len(out) == 0 {
+		missing(t, "any real server", fmt.Errorf("%s", howToGet("redis7")))
+	}
+	return out
 }
 
 // Main runs the package's tests, stops the shared servers, and then fails

@@ -1,0 +1,57 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/coordkit/coordination/hooks"
+)
+
+// AdmitGroup admits one operation of a primitive that spans several
+// engines (a Redlock group over independent deployments): through each
+// engine's hooks, in the order of es, before any Redis work, each exactly
+// once. The first rejection stops it: the hooks already admitted learn the
+// outcome Failed with the rejecting error (in reverse order, as in a
+// [hooks.Chain]), and the error, naming the operation and wrapping the
+// hook's, is returned; the caller must not touch Redis. The context each
+// hook returns is passed to the next.
+//
+// The returned Op reports the outcome to every admitted hook (in reverse
+// order) and records coordination.operation.duration once, on the first
+// engine's meter: one group operation is one measurement, however many
+// engines share a meter provider.
+func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string) (context.Context, Op, error) {
+	op := Op{e: es[0], name: name, start: time.Now()}
+	var dones []hooks.Done
+	for _, e := range es {
+		if len(e.hooks) == 0 {
+			continue
+		}
+		next, done, err := e.hooks.Admit(ctx, hooks.Operation{Name: name, Primitive: primitive})
+		if err != nil {
+			for i := len(dones) - 1; i >= 0; i-- {
+				dones[i](hooks.Failed, err)
+			}
+			return ctx, Op{}, fmt.Errorf("coordination: %s rejected by hook: %w", name, err)
+		}
+		if next != nil {
+			ctx = next
+		}
+		if done != nil {
+			dones = append(dones, done)
+		}
+	}
+	switch len(dones) {
+	case 0:
+	case 1:
+		op.done = dones[0]
+	default:
+		op.done = func(o hooks.Outcome, err error) {
+			for i := len(dones) - 1; i >= 0; i-- {
+				dones[i](o, err)
+			}
+		}
+	}
+	return ctx, op, nil
+}

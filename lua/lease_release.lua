@@ -1,0 +1,27 @@
+-- lease_release: delete a named lease in a hash field held by the caller
+-- and wake the field's waiters.
+--
+-- KEYS[1]  hash key (layout in lease_acquire.lua)
+-- ARGV[1]  field
+-- ARGV[2]  owner token of the caller
+--
+-- Reply     1  released: the field is deleted (the hash with it when it
+--              was the last field); waiters are notified on the channel
+--              "coordination:" .. KEYS[1] .. "\0" .. field (best effort)
+--           0  already gone (expired or released before); nothing changed
+--          -1  held by another owner; nothing changed
+-- Errors   ERR unknown command  the server lacks hash-field expiration
+--                               (ErrUnsupportedServer); nothing written
+--          WRONGTYPE            the key is not a hash; nothing written
+local key, field = KEYS[1], ARGV[1]
+redis.call('HPEXPIRETIME', key, 'FIELDS', 1, field)
+local v = redis.call('HGET', key, field)
+if not v then
+  return 0
+end
+if v ~= ARGV[2] then
+  return -1
+end
+redis.call('HDEL', key, field)
+redis.pcall('PUBLISH', 'coordination:' .. KEYS[1] .. '\0' .. field, 'released')
+return 1

@@ -1,0 +1,113 @@
+-- rwlease_acquire: take a shared read lease if no writer holds the key
+-- (and, with writer preference, none waits), or the exclusive write lease
+-- if no live reader or writer holds it; a refused blocking writer records
+-- that it waits.
+--
+-- Layout of the read-write lease key (a sorted set; one key, no hash tag
+-- needed). Scores are expiries in server-time milliseconds:
+--   member "R:<token>"  a read lease; score = its expiry (> 0)
+--   member "W:<token>"  the write lease; score = its expiry (> 0). Never
+--                       live together with a live read lease.
+--   member "Q:<token>"  a writer waiting in a blocking Write (writer
+--                       preference); score = -(its expiry) (< 0), so that
+--                       holders and waiting writers are two score ranges
+-- An entry is live while its expiry is after now; expired entries are
+-- pruned by the next script that writes. The key's TTL follows the latest
+-- expiry, and the key is deleted with its last entry. Releases publish on
+-- the channel "coordination:" followed by KEYS[1].
+--
+-- KEYS[1]  read-write lease key
+-- ARGV[1]  lease id: the member "R:<token>" (read) or "W:<token>" (write),
+--          token the caller's random owner token
+-- ARGV[2]  TTL in milliseconds (integer >= 1)
+-- ARGV[3]  read: 1 to refuse while a writer waits (writer preference), 0
+--          to ignore waiting writers. Write: the waiting marker's lifetime
+--          in milliseconds: when > 0 and the lease is refused, the member
+--          "Q:<token>" is set to expire ARGV[3] ms from now; 0 records
+--          nothing.
+--
+-- Reply    {1, 0, now_ms}         acquired (a writer's own Q:<token> is
+--                                 removed); also when the caller's own
+--                                 entry is live already (a re-sent
+--                                 request): its expiry is set again
+--          {0, retry_ms, now_ms}  refused; retry_ms (>= 1) until the entry
+--                                 in the way expires: for a reader, the
+--                                 writer's lease or (ARGV[3] = 1) the
+--                                 latest waiting writer's marker; for a
+--                                 writer, the earliest live holder
+--          now_ms is the server time the script ran at.
+-- Errors (all raised before anything is written):
+--   WRONGTYPE       the key is not a sorted set (raised by ZSCORE)
+--   COORD_BADARG    ARGV[1] is not "R:<token>" or "W:<token>"
+--   COORD_BADSTATE  a live entry in the holders' (or the waiting
+--                   writers') score range is not R:/W: (or Q:)
+local key, member = KEYS[1], ARGV[1]
+local ttl = tonumber(ARGV[2])
+local arg = tonumber(ARGV[3])
+local kind = string.sub(member, 1, 2)
+if (kind ~= 'R:' and kind ~= 'W:') or #member < 3 then
+  return redis.error_reply('COORD_BADARG lease id is not R:<token> or W:<token>')
+end
+local queue = 'Q:' .. string.sub(member, 3)
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local nows = string.format('%d', now)
+
+local mine = redis.call('ZSCORE', key, member)
+local holder = redis.call('ZRANGEBYSCORE', key, '(' .. nows, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+local waiting = redis.call('ZRANGEBYSCORE', key, '-inf', '(-' .. nows, 'WITHSCORES', 'LIMIT', 0, 1)
+local hk = holder[1] and string.sub(holder[1], 1, 2)
+if (hk and hk ~= 'R:' and hk ~= 'W:') or (waiting[1] and string.sub(waiting[1], 1, 2) ~= 'Q:') then
+  return redis.error_reply('COORD_BADSTATE read-write lease key holds an entry that is not R:, W: or Q:<token> in its score range')
+end
+
+-- prune removes expired entries: holders scored (0, now], waiting writers
+-- scored [-now, 0).
+local function prune()
+  redis.call('ZREMRANGEBYSCORE', key, '(0', nows)
+  redis.call('ZREMRANGEBYSCORE', key, '-' .. nows, '(0')
+end
+-- settle sets the key's TTL to the latest expiry of any entry.
+local function settle()
+  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if #top == 0 then
+    return
+  end
+  local last = math.max(tonumber(top[2]), 0)
+  local bottom = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+  if -bottom > last then
+    last = -bottom
+  end
+  if last > 0 then
+    redis.call('PEXPIREAT', key, string.format('%d', last))
+  end
+end
+-- refuse prunes, and for a blocking writer records its marker.
+local function refuse(retry)
+  prune()
+  if kind == 'W:' and arg > 0 then
+    redis.call('ZADD', key, string.format('%d', -(now + arg)), queue)
+  end
+  settle()
+  return {0, retry, now}
+end
+
+if not (mine and tonumber(mine) > now) then
+  if kind == 'W:' and holder[1] then
+    return refuse(tonumber(holder[2]) - now)
+  end
+  if kind == 'R:' and hk == 'W:' then
+    return refuse(tonumber(holder[2]) - now)
+  end
+  if kind == 'R:' and arg == 1 and waiting[1] then
+    return refuse(-tonumber(waiting[2]) - now)
+  end
+end
+if kind == 'W:' then
+  redis.call('ZREM', key, queue)
+end
+prune()
+redis.call('ZADD', key, string.format('%d', now + ttl), member)
+settle()
+return {1, 0, now}

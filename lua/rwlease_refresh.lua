@@ -1,0 +1,49 @@
+-- rwlease_refresh: set a new expiry on a holder's live read or write
+-- lease.
+--
+-- KEYS[1]  read-write lease key (layout in rwlease_acquire.lua)
+-- ARGV[1]  lease id: the holder's member, "R:<token>" or "W:<token>"
+-- ARGV[2]  new TTL in milliseconds from now (integer >= 1)
+--
+-- Reply    {1, now_ms}  the entry was live; it now expires ARGV[2] ms after
+--                       now_ms
+--          {0, now_ms}  the entry is gone or expired (an expired entry is
+--                       pruned, with every other expired entry); an expired
+--                       holder never revives its lease
+--          The key's TTL follows the latest expiry.
+-- Errors (raised before anything is written):
+--   WRONGTYPE     the key is not a sorted set (raised by ZSCORE)
+--   COORD_BADARG  ARGV[1] is not "R:<token>" or "W:<token>"
+local key, member = KEYS[1], ARGV[1]
+local ttl = tonumber(ARGV[2])
+local kind = string.sub(member, 1, 2)
+if (kind ~= 'R:' and kind ~= 'W:') or #member < 3 then
+  return redis.error_reply('COORD_BADARG lease id is not R:<token> or W:<token>')
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local nows = string.format('%d', now)
+
+local mine = redis.call('ZSCORE', key, member)
+local live = mine ~= false and tonumber(mine) > now
+if live then
+  redis.call('ZADD', key, 'XX', string.format('%d', now + ttl), member)
+end
+redis.call('ZREMRANGEBYSCORE', key, '(0', nows)
+redis.call('ZREMRANGEBYSCORE', key, '-' .. nows, '(0')
+local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+if #top > 0 then
+  local last = math.max(tonumber(top[2]), 0)
+  local bottom = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+  if -bottom > last then
+    last = -bottom
+  end
+  if last > 0 then
+    redis.call('PEXPIREAT', key, string.format('%d', last))
+  end
+end
+if live then
+  return {1, now}
+end
+return {0, now}

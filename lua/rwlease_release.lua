@@ -1,0 +1,65 @@
+-- rwlease_release: remove a holder's read or write lease (and a writer's
+-- waiting marker) and wake waiters.
+--
+-- KEYS[1]  read-write lease key (layout in rwlease_acquire.lua)
+-- ARGV[1]  lease id: the holder's member, "R:<token>" or "W:<token>"; for
+--          "W:<token>" the marker "Q:<token>" of the same writer is removed
+--          too (a blocking Write that gave up)
+--
+-- Reply    {1, now_ms}  released: the entry was live and is removed
+--          {0, now_ms}  already gone: released before, or expired (an
+--                       expired entry is pruned); nothing else changed
+--          Waiters are notified on the channel "coordination:" followed by
+--          KEYS[1] (best effort) when a live entry or a live marker was
+--          removed. Expired entries of others are pruned; the key's TTL
+--          follows the latest expiry and the key is deleted with its last
+--          entry. An entry belongs to its holder alone: there is no "held
+--          by another owner" reply.
+-- Errors (raised before anything is written):
+--   WRONGTYPE     the key is not a sorted set (raised by ZSCORE)
+--   COORD_BADARG  ARGV[1] is not "R:<token>" or "W:<token>"
+local key, member = KEYS[1], ARGV[1]
+local kind = string.sub(member, 1, 2)
+if (kind ~= 'R:' and kind ~= 'W:') or #member < 3 then
+  return redis.error_reply('COORD_BADARG lease id is not R:<token> or W:<token>')
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local nows = string.format('%d', now)
+
+local mine = redis.call('ZSCORE', key, member)
+local queue = 'Q:' .. string.sub(member, 3)
+local marker = false
+if kind == 'W:' then
+  marker = redis.call('ZSCORE', key, queue)
+end
+local live = mine ~= false and tonumber(mine) > now
+local wake = live
+if mine then
+  redis.call('ZREM', key, member)
+end
+if marker then
+  redis.call('ZREM', key, queue)
+  wake = wake or tonumber(marker) < -now
+end
+redis.call('ZREMRANGEBYSCORE', key, '(0', nows)
+redis.call('ZREMRANGEBYSCORE', key, '-' .. nows, '(0')
+local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+if #top > 0 then
+  local last = math.max(tonumber(top[2]), 0)
+  local bottom = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+  if -bottom > last then
+    last = -bottom
+  end
+  if last > 0 then
+    redis.call('PEXPIREAT', key, string.format('%d', last))
+  end
+end
+if wake then
+  redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')
+end
+if live then
+  return {1, now}
+end
+return {0, now}

@@ -1,0 +1,160 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/testharness"
+)
+
+// issueComposite is a token bucket of 10 refilled 2 per second, 100 per
+// sliding minute and 1000 per fixed hour on one key.
+var issueComposite = Composite{Components: []Settings{
+	TokenBucket{Limit: 10, TokensPerPeriod: 2, Period: time.Second},
+	SlidingWindow{Limit: 100, Window: time.Minute, Segments: 10},
+	FixedWindow{Limit: 1000, Window: time.Hour},
+}}
+
+// A composite admits while every component admits, refuses when any
+// refuses and then consumes nothing, and its RetryAfter is the longest of
+// the components' waits.
+func TestCompositeAdmitsOnlyWhenAllAdmit(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Client(t)
+		c := b.Coordinator(t)
+		l, err := NewComposite(c, "comp", issueComposite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		wantBurst(t, l, 12, 10, "the bucket's burst")
+		// The bucket refuses (a whole period for one token: 1 s); the
+		// windows would admit (0): RetryAfter is the longest, 1 s.
+		state := dump(t, raw, b.Key("comp"))
+		le := acquire(t, l, 1)
+		wantRetry(t, b, le, time.Second, time.Second)
+		if le.Available() != 0 {
+			t.Fatalf("Available %d, want the smallest component's 0", le.Available())
+		}
+		if after := dump(t, raw, b.Key("comp")); after != state {
+			t.Fatalf("a refusal changed the state:\n%s\n->\n%s", state, after)
+		}
+		if b.IsMini() {
+			// 45 more seconds at 2 per second fill the sliding minute (100);
+			// then the bucket has tokens but the window refuses, for longer.
+			for range 45 {
+				b.Advance(time.Second)
+				wantBurst(t, l, 3, 2, "2 per second")
+			}
+			b.Advance(time.Second)
+			state := dump(t, raw, b.Key("comp"))
+			le := acquire(t, l, 1)
+			ra, ok := le.RetryAfter()
+			if le.Acquired() || !ok || ra <= time.Second || ra > time.Minute {
+				t.Fatalf("the full window: acquired=%v RetryAfter=%v, want refused for more than the bucket's wait", le.Acquired(), ra)
+			}
+			if after := dump(t, raw, b.Key("comp")); after != state {
+				t.Fatalf("a refusal by the window consumed from the others:\n%s\n->\n%s", state, after)
+			}
+			b.Advance(ra)
+			if !acquire(t, l, 1).Acquired() {
+				t.Fatalf("refused after RetryAfter %v", ra)
+			}
+		}
+
+		// The window binding on a scale real servers can wait for: a
+		// bucket of 10 refilled whole every 100 ms and 12 per sliding 10 s.
+		small := Composite{Components: []Settings{
+			TokenBucket{Limit: 10, TokensPerPeriod: 10, Period: 100 * time.Millisecond},
+			SlidingWindow{Limit: 12, Window: 10 * time.Second, Segments: 10},
+		}}
+		s, err := NewComposite(c, "comp-small", small)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		wantBurst(t, s, 12, 10, "burst")
+		b.Advance(150 * time.Millisecond)
+		wantBurst(t, s, 3, 2, "the window's last 2")
+		state = dump(t, raw, b.Key("comp-small"))
+		le = acquire(t, s, 1) // the bucket has 8, the window none
+		if ra, ok := le.RetryAfter(); le.Acquired() || !ok || ra < 9*time.Second || ra > 11*time.Second {
+			t.Fatalf("window full: acquired=%v RetryAfter=%v, want the window's wait (about 10 s)", le.Acquired(), ra)
+		}
+		if after := dump(t, raw, b.Key("comp-small")); after != state {
+			t.Fatalf("a refusal by the window consumed from the bucket:\n%s\n->\n%s", state, after)
+		}
+		if _, err := s.Allow(ctx, 11); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A key holding another composite (other algorithms, another order,
+// another number of components) is a typed error, consuming nothing; other
+// numbers in the same structure are migrated, or refused with
+// WithStrictSettings.
+func TestCompositeMismatch(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Client(t)
+		c := b.Coordinator(t)
+		l, err := NewComposite(c, "comp-mm", issueComposite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		acquire(t, l, 3)
+		state := dump(t, raw, b.Key("comp-mm"))
+		cs := issueComposite.Components
+		for name, other := range map[string][]Settings{
+			"fewer":     cs[:2],
+			"more":      append(append([]Settings{}, cs...), GCRA{Burst: 5, Interval: time.Second}),
+			"reordered": {cs[1], cs[0], cs[2]},
+			"another":   {GCRA{Burst: 10, Interval: 500 * time.Millisecond}, cs[1], cs[2]},
+		} {
+			o, err := NewComposite(c, "comp-mm", Composite{Components: other})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := o.Allow(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
+				t.Fatalf("%s: %v, want ErrConfigMismatch", name, err)
+			}
+			o.Close()
+			if after := dump(t, raw, b.Key("comp-mm")); after != state {
+				t.Fatalf("%s: a mismatch changed the state", name)
+			}
+		}
+		numbers := Composite{Components: []Settings{
+			TokenBucket{Limit: 20, TokensPerPeriod: 2, Period: time.Second}, cs[1], cs[2],
+		}}
+		strict, err := NewComposite(c, "comp-mm", numbers, WithStrictSettings())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer strict.Close()
+		if _, err := strict.Allow(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
+			t.Fatalf("other numbers, strict: %v, want ErrConfigMismatch", err)
+		}
+		migrated, err := NewComposite(c, "comp-mm", numbers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer migrated.Close()
+		// The bucket had 7 of 10; its limit is now 20: it keeps 7 (a
+		// larger limit adds room, not tokens).
+		if p := acquire(t, migrated, 0); p.Available() != 7 {
+			t.Fatalf("after migration: %d available, want 7", p.Available())
+		}
+		for _, bad := range []Composite{{}, {Components: []Settings{Concurrency{Limit: 1}}}, {Components: []Settings{nil}},
+			{Components: make([]Settings, 33)}, {Components: []Settings{FixedWindow{Limit: 0, Window: time.Second}}}} {
+			if _, err := NewComposite(c, "k", bad); !errors.Is(err, coordination.ErrInvalidArgument) {
+				t.Fatalf("NewComposite(%v): %v, want ErrInvalidArgument", bad, err)
+			}
+		}
+	})
+}

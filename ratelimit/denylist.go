@@ -1,0 +1,276 @@
+package ratelimit
+
+import (
+	"container/list"
+	"context"
+	"sync"
+	"time"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/engine"
+)
+
+// Deny-list cache defaults and bounds.
+const (
+	// DefaultDenyCacheCapacity is the number of identities a deny list's
+	// local cache holds when no [WithDenyCache] is given.
+	DefaultDenyCacheCapacity = 1024
+	// DefaultDenyCacheLifetime is how long a cached membership is used
+	// when no [WithDenyCache] is given.
+	DefaultDenyCacheLifetime = time.Second
+	// MaxDenyCacheLifetime bounds [WithDenyCache]'s lifetime.
+	MaxDenyCacheLifetime = time.Minute
+)
+
+// DenyList is a set of identities (clients, tenants, users: exact bytes)
+// refused by every limiter bound to it with [WithDenyList], before they
+// use any capacity. It lives in Redis as a set at its own key (any
+// Cluster slot: it is read separately from the limiters' keys), without
+// expiry; membership persists until removed.
+//
+// Reads go through a local cache: a membership (denied or not) is used
+// for a fixed lifetime counted from the start of the read that fetched it
+// (hits do not extend it); at most a capacity of identities are kept,
+// expired entries dropped first, then the least recently used. Concurrent
+// misses for one identity share one Redis read, each caller waiting for it
+// only as long as its own context allows; a failed read is not cached and
+// its error reaches every caller that shared it. [DenyList.Invalidate]
+// empties the cache and detaches reads in flight; [DenyList.Deny] and
+// [DenyList.Remove] clear the identity's entry here before and after
+// writing. Other processes see a change when their entry expires (there is
+// no invalidation channel), so the list is an admission filter with
+// bounded staleness, not an instant revocation.
+//
+// Share one DenyList per key in a process: each has its own cache. It is
+// safe for concurrent use by multiple goroutines.
+type DenyList struct {
+	e        *engine.Engine
+	keys     engine.Keys
+	capacity int
+	lifetime time.Duration
+
+	mu       sync.Mutex
+	gen      uint64 // bumped by Invalidate: older reads fill nothing
+	entries  map[string]*list.Element
+	lru      list.List // of *denyEntry, most recent first
+	inflight map[string]*denyRead
+}
+
+type denyEntry struct {
+	identity string
+	denied   bool
+	expires  time.Time
+}
+
+// denyRead is one Redis read shared by the callers that missed the cache.
+type denyRead struct {
+	done    chan struct{}
+	started time.Time
+	gen     uint64
+	denied  bool
+	err     error
+}
+
+// DenyListOption configures [NewDenyList].
+type DenyListOption func(*DenyList) error
+
+// WithDenyCache sets the local cache: at most capacity identities (1 or
+// more), each kept for lifetime from the start of its read (0 to
+// [MaxDenyCacheLifetime]; 0 disables the cache and the sharing of reads:
+// every check reads Redis). Errors: coordination.ErrInvalidArgument naming
+// "capacity" or "lifetime".
+func WithDenyCache(capacity int, lifetime time.Duration) DenyListOption {
+	return func(d *DenyList) error {
+		if capacity < 1 {
+			return engine.InvalidArgument("capacity", "must be at least 1, got %d", capacity)
+		}
+		if lifetime < 0 || lifetime > MaxDenyCacheLifetime {
+			return engine.InvalidArgument("lifetime", "must be between 0 and %v, got %v", MaxDenyCacheLifetime, lifetime)
+		}
+		d.capacity, d.lifetime = capacity, lifetime
+		return nil
+	}
+}
+
+// NewDenyList returns the deny list at key. It sends nothing to Redis.
+// Errors: coordination.ErrInvalidArgument naming "coord", "key" or the
+// invalid option's.
+func NewDenyList(coord *coordination.Coordinator, key string, opts ...DenyListOption) (*DenyList, error) {
+	e, err := engine.Of(coord)
+	if err != nil {
+		return nil, err
+	}
+	if err := engine.CheckKey("key", key); err != nil {
+		return nil, err
+	}
+	d := &DenyList{e: e, keys: e.Key(key), capacity: DefaultDenyCacheCapacity, lifetime: DefaultDenyCacheLifetime,
+		entries: map[string]*list.Element{}, inflight: map[string]*denyRead{}}
+	if err := engine.Apply(d, opts); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Deny puts identity on the list (one script call, SADD; admitted as RATE
+// LIMIT DENY LIST WRITE). Limiters in this process see it at once; other
+// processes within their cache lifetime.
+//
+// Errors: coordination.ErrInvalidArgument naming "identity" (empty);
+// coordination.ErrWrongType when the key is not a set; Redis and network
+// errors (the write may have been applied: read again to know).
+func (d *DenyList) Deny(ctx context.Context, identity string) error {
+	return d.write(ctx, identity, "1")
+}
+
+// Remove takes identity off the list (one script call, SREM; admitted as
+// RATE LIMIT DENY LIST WRITE). Errors are those of [DenyList.Deny].
+func (d *DenyList) Remove(ctx context.Context, identity string) error {
+	return d.write(ctx, identity, "0")
+}
+
+func (d *DenyList) write(ctx context.Context, identity, flag string) error {
+	if err := checkIdentity(d, identity); err != nil {
+		return err
+	}
+	ctx, op, err := d.e.Admit(ctx, hooks.RateLimitDenyListWrite, primitive)
+	if err != nil {
+		return err
+	}
+	d.forget(identity)
+	_, err = engine.RateLimitDenyWrite.Run(ctx, d.e, d.keys, identity, flag)
+	d.forget(identity) // also after a failure: the write may have landed
+	return op.End(err)
+}
+
+// Denied reports whether identity is on the list, through the local cache
+// (admitted as RATE LIMIT DENY LIST READ, also for a cache hit). Errors:
+// coordination.ErrInvalidArgument naming "identity" (empty); the
+// context's error when ctx ends while waiting for a read; Redis and network
+// errors of the read (not cached); coordination.ErrWrongType when the key
+// is not a set.
+func (d *DenyList) Denied(ctx context.Context, identity string) (bool, error) {
+	if err := checkIdentity(d, identity); err != nil {
+		return false, err
+	}
+	ctx, op, err := d.e.Admit(ctx, hooks.RateLimitDenyListRead, primitive)
+	if err != nil {
+		return false, err
+	}
+	denied, err := d.denied(ctx, identity)
+	return denied, op.End(err)
+}
+
+// Invalidate empties the local cache and detaches the reads in flight:
+// later checks read Redis again, and older reads fill nothing. It does no
+// I/O.
+func (d *DenyList) Invalidate() {
+	d.mu.Lock()
+	d.gen++
+	clear(d.entries)
+	d.lru.Init()
+	clear(d.inflight)
+	d.mu.Unlock()
+}
+
+func checkIdentity(d *DenyList, identity string) error {
+	if d == nil || d.e == nil {
+		return engine.InvalidArgument("denyList", "must not be nil; use NewDenyList")
+	}
+	if identity == "" {
+		return engine.InvalidArgument("identity", "must not be empty")
+	}
+	return nil
+}
+
+// forget drops identity's entry and detaches its read in flight.
+func (d *DenyList) forget(identity string) {
+	d.mu.Lock()
+	if el, ok := d.entries[identity]; ok {
+		d.lru.Remove(el)
+		delete(d.entries, identity)
+	}
+	delete(d.inflight, identity)
+	d.mu.Unlock()
+}
+
+// denied answers from the cache, joins a read in flight, or reads Redis.
+// It is not admitted (a limiter's own check).
+func (d *DenyList) denied(ctx context.Context, identity string) (bool, error) {
+	if d.lifetime == 0 {
+		return engine.RateLimitDenyRead.Run(ctx, d.e, d.keys, identity)
+	}
+	now := time.Now()
+	d.mu.Lock()
+	if el, ok := d.entries[identity]; ok {
+		en := el.Value.(*denyEntry)
+		if now.Before(en.expires) {
+			d.lru.MoveToFront(el)
+			d.mu.Unlock()
+			return en.denied, nil
+		}
+		d.lru.Remove(el)
+		delete(d.entries, identity)
+	}
+	r, ok := d.inflight[identity]
+	if !ok || now.Sub(r.started) >= d.lifetime {
+		if len(d.inflight) >= d.capacity && !ok {
+			// Too many distinct reads in flight: this one is the
+			// caller's own, neither shared nor cached.
+			d.mu.Unlock()
+			return engine.RateLimitDenyRead.Run(ctx, d.e, d.keys, identity)
+		}
+		r = &denyRead{done: make(chan struct{}), started: now, gen: d.gen}
+		d.inflight[identity] = r
+		go d.read(context.WithoutCancel(ctx), identity, r)
+	}
+	d.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.denied, r.err
+	case <-ctx.Done():
+		return false, context.Cause(ctx)
+	}
+}
+
+// read runs one shared read (not cancelled by any one caller) and caches
+// its answer unless it failed or the cache was invalidated meanwhile.
+func (d *DenyList) read(ctx context.Context, identity string, r *denyRead) {
+	r.denied, r.err = engine.RateLimitDenyRead.Run(ctx, d.e, d.keys, identity)
+	d.mu.Lock()
+	if d.inflight[identity] == r {
+		delete(d.inflight, identity)
+	}
+	if r.err == nil && r.gen == d.gen {
+		d.storeLocked(identity, r.denied, r.started.Add(d.lifetime))
+	}
+	d.mu.Unlock()
+	close(r.done)
+}
+
+func (d *DenyList) storeLocked(identity string, denied bool, expires time.Time) {
+	if !time.Now().Before(expires) {
+		return
+	}
+	if el, ok := d.entries[identity]; ok {
+		d.lru.Remove(el)
+		delete(d.entries, identity)
+	}
+	if len(d.entries) >= d.capacity {
+		now := time.Now()
+		for el := d.lru.Back(); el != nil; {
+			prev := el.Prev()
+			if en := el.Value.(*denyEntry); !now.Before(en.expires) {
+				d.lru.Remove(el)
+				delete(d.entries, en.identity)
+			}
+			el = prev
+		}
+		for len(d.entries) >= d.capacity {
+			el := d.lru.Back()
+			d.lru.Remove(el)
+			delete(d.entries, el.Value.(*denyEntry).identity)
+		}
+	}
+	d.entries[identity] = d.lru.PushFront(&denyEntry{identity: identity, denied: denied, expires: expires})
+}

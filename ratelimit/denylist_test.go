@@ -1,0 +1,287 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/testharness"
+)
+
+// readCounter is a go-redis hook counting deny-list reads (the read
+// script's EVALSHA or EVAL).
+type readCounter struct{ n atomic.Int32 }
+
+func (r *readCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *readCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if sha, ok := scriptOf(cmd); ok && sha == engine.RateLimitDenyRead.Hash() {
+			r.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (r *readCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// scriptOf returns the SHA of an EVALSHA (EVALs do not occur once scripts
+// are loaded).
+func scriptOf(cmd redis.Cmder) (string, bool) {
+	if cmd.Name() != "evalsha" || len(cmd.Args()) < 2 {
+		return "", false
+	}
+	s, ok := cmd.Args()[1].(string)
+	return s, ok
+}
+
+// denyFixture is a deny list on a client whose reads are counted.
+func denyFixture(t *testing.T, b *testharness.Backend, key string, opts ...DenyListOption) (*DenyList, *readCounter, *coordination.Coordinator) {
+	t.Helper()
+	client := b.Client(t)
+	reads := &readCounter{}
+	client.AddHook(reads)
+	coord := withClient(t, b, client)
+	d, err := NewDenyList(coord, key, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := engine.RateLimitDenyRead.Load(context.Background(), d.e); err != nil {
+		t.Fatal(err)
+	}
+	return d, reads, coord
+}
+
+// A denied identity is refused before any capacity work: the limiter's key
+// is never created, nothing queues, the lease says Denied without
+// RetryAfter, and coordination.rate_limit.blocked counts reason=deny_list.
+func TestDenyListRefusesBeforeCapacity(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Client(t)
+		mp := &meterRecorder{adds: map[string]int64{}}
+		c := b.Coordinator(t, coordination.WithMeterProvider(mp))
+		list, err := NewDenyList(c, "deny")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := list.Deny(ctx, "customer:42"); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range every {
+			key := "denied:" + string(k)
+			l := build(t, c, k, key, 3, time.Minute, WithDenyList(list, "customer:42"))
+			for _, permits := range []int{0, 1, 3} {
+				le := acquire(t, l, permits)
+				if le.Acquired() || !le.Denied() || le.Available() != -1 {
+					t.Fatalf("%s: a denied identity: acquired=%v denied=%v available=%d", k, le.Acquired(), le.Denied(), le.Available())
+				}
+				if _, ok := le.RetryAfter(); ok {
+					t.Fatalf("%s: a denied lease has a RetryAfter", k)
+				}
+			}
+			le, err := l.Wait(ctx, 1)
+			if err != nil || !le.Denied() || l.Statistics().QueuedPermits != 0 {
+				t.Fatalf("%s: Wait for a denied identity: %v denied=%v queued=%d", k, err, le.Denied(), l.Statistics().QueuedPermits)
+			}
+			if n, _ := raw.Exists(ctx, b.Key(key)).Result(); n != 0 {
+				t.Fatalf("%s: a denied identity touched the capacity key", k)
+			}
+		}
+		if got := mp.snapshot()["coordination.rate_limit.blocked{reason=deny_list}"]; got != int64(4*len(every)) {
+			t.Fatalf("blocked{reason=deny_list} = %d, want %d", got, 4*len(every))
+		}
+		// Another identity passes; removal is seen at once here.
+		ok := build(t, c, kGCRA, "allowed", 3, time.Minute, WithDenyList(list, "customer:7"))
+		if !acquire(t, ok, 1).Acquired() {
+			t.Fatal("an identity not on the list was refused")
+		}
+		gone := build(t, c, kGCRA, "removed", 3, time.Minute, WithDenyList(list, "customer:42"))
+		if err := list.Remove(ctx, "customer:42"); err != nil {
+			t.Fatal(err)
+		}
+		if !acquire(t, gone, 1).Acquired() {
+			t.Fatal("an identity taken off the list is still refused here")
+		}
+		if n, _ := raw.SCard(ctx, b.Key("deny")).Result(); n != 0 {
+			t.Fatalf("the deny list holds %d members after the removal", n)
+		}
+	})
+}
+
+// The local cache: a membership is used for its lifetime from the start
+// of its read (a change elsewhere shows after it), at most capacity
+// identities are kept (expired ones dropped first, then the least recently
+// used), Invalidate forgets everything, 50 concurrent misses for one
+// identity share one read, and a failed read is not cached.
+func TestDenyListCache(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		other, err := NewDenyList(b.Coordinator(t), "cache")
+		if err != nil {
+			t.Fatal(err)
+		}
+		denied := func(d *DenyList, id string) bool {
+			t.Helper()
+			v, err := d.Denied(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+
+		t.Run("lifetime", func(t *testing.T) {
+			d, reads, _ := denyFixture(t, b, "cache", WithDenyCache(16, 300*time.Millisecond))
+			if denied(d, "a") {
+				t.Fatal("a is denied")
+			}
+			if err := other.Deny(ctx, "a"); err != nil { // another process
+				t.Fatal(err)
+			}
+			if denied(d, "a") || reads.n.Load() != 1 {
+				t.Fatalf("within the lifetime: read %d times, want the cached answer", reads.n.Load())
+			}
+			time.Sleep(350 * time.Millisecond)
+			if !denied(d, "a") || reads.n.Load() != 2 {
+				t.Fatalf("after the lifetime: read %d times, want a fresh read saying denied", reads.n.Load())
+			}
+			if err := other.Remove(ctx, "a"); err != nil {
+				t.Fatal(err)
+			}
+			d.Invalidate()
+			if denied(d, "a") || reads.n.Load() != 3 {
+				t.Fatalf("after Invalidate: read %d times", reads.n.Load())
+			}
+			if err := d.Deny(ctx, "a"); err != nil { // a write here clears the entry here
+				t.Fatal(err)
+			}
+			if !denied(d, "a") {
+				t.Fatal("a write here is not seen here at once")
+			}
+			if err := d.Remove(ctx, "a"); err != nil {
+				t.Fatal(err)
+			}
+		})
+
+		t.Run("capacity", func(t *testing.T) {
+			d, reads, _ := denyFixture(t, b, "cache", WithDenyCache(2, time.Minute))
+			denied(d, "a")
+			denied(d, "b")
+			denied(d, "a") // a hit: a is the most recent
+			denied(d, "c") // full: b, the least recently used, goes
+			if reads.n.Load() != 3 {
+				t.Fatalf("%d reads for a, b, a, c; want 3", reads.n.Load())
+			}
+			denied(d, "a")
+			denied(d, "c")
+			if reads.n.Load() != 3 {
+				t.Fatalf("a and c were not kept: %d reads", reads.n.Load())
+			}
+			denied(d, "b")
+			if reads.n.Load() != 4 {
+				t.Fatalf("b was kept beyond the capacity: %d reads", reads.n.Load())
+			}
+			// Expired entries go before the least recently used.
+			e, reads, _ := denyFixture(t, b, "cache", WithDenyCache(2, 300*time.Millisecond))
+			denied(e, "old")
+			time.Sleep(200 * time.Millisecond)
+			denied(e, "young")
+			time.Sleep(150 * time.Millisecond) // old has expired, young has not
+			denied(e, "new")                   // full: the expired old goes, young stays
+			denied(e, "young")
+			if reads.n.Load() != 3 {
+				t.Fatalf("%d reads; want young kept (3 reads)", reads.n.Load())
+			}
+		})
+
+		t.Run("one read for concurrent misses", func(t *testing.T) {
+			d, reads, _ := denyFixture(t, b, "cache")
+			faults := &testharness.ScriptFaults{}
+			d.e.Client().AddHook(faults) // the read takes a while: every caller misses meanwhile
+			faults.Add(testharness.Fault{SHA: engine.RateLimitDenyRead.Hash(), Before: 200 * time.Millisecond})
+			var wg sync.WaitGroup
+			var bad atomic.Int32
+			for range 50 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if v, err := d.Denied(ctx, "x"); err != nil || v {
+						bad.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			if bad.Load() != 0 || reads.n.Load() != 1 {
+				t.Fatalf("50 concurrent misses: %d bad answers, %d reads; want 0 and 1", bad.Load(), reads.n.Load())
+			}
+			// A caller whose context ends stops waiting; the others do not.
+			faults.Add(testharness.Fault{SHA: engine.RateLimitDenyRead.Hash(), Before: 200 * time.Millisecond})
+			d.Invalidate()
+			cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { _, err := d.Denied(ctx, "x"); done <- err }()
+			if _, err := d.Denied(cctx, "x"); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("a caller whose context ended: %v", err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("the other caller: %v", err)
+			}
+		})
+
+		t.Run("a failed read is not cached", func(t *testing.T) {
+			d, reads, coord := denyFixture(t, b, "cache")
+			faults := &testharness.ScriptFaults{}
+			d.e.Client().AddHook(faults)
+			faults.Add(testharness.Fault{SHA: engine.RateLimitDenyRead.Hash(), Err: testharness.LoadingError})
+			l := build(t, coord, kGCRA, "cache-fail", 3, time.Minute, WithDenyList(d, "x"))
+			if _, err := l.Allow(ctx, 1); err == nil || !strings.Contains(err.Error(), "LOADING") {
+				t.Fatalf("Allow when the deny list cannot be read: %v, want the error", err)
+			}
+			if !acquire(t, l, 1).Acquired() || reads.n.Load() != 2 {
+				t.Fatalf("after a failed read: %d reads, want the failed one and a fresh one", reads.n.Load())
+			}
+		})
+	})
+}
+
+func TestDenyListArguments(t *testing.T) {
+	coord, err := coordination.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coord.Client().Close()
+	ctx := context.Background()
+	list, err := NewDenyList(coord, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, err := range map[string]error{
+		"coord":    second(NewDenyList(nil, "d")),
+		"key":      second(NewDenyList(coord, "")),
+		"capacity": second(NewDenyList(coord, "d", WithDenyCache(0, time.Second))),
+		"lifetime": second(NewDenyList(coord, "d", WithDenyCache(1, 2*time.Minute))),
+		"identity": list.Deny(ctx, ""),
+		"denyList": second(NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithDenyList(nil, "x"))),
+	} {
+		if got, _ := engine.ArgumentName(err); got != name {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := list.Denied(ctx, ""); !errors.Is(err, coordination.ErrInvalidArgument) {
+		t.Errorf("Denied(\"\"): %v", err)
+	}
+	if _, err := NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithDenyList(list, "")); !errors.Is(err, coordination.ErrInvalidArgument) {
+		t.Errorf("WithDenyList(list, \"\"): %v", err)
+	}
+}
+
+func second[T any](_ T, err error) error { return err }

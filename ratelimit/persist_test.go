@@ -1,0 +1,101 @@
+package ratelimit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/coordkit/coordination/internal/testharness"
+)
+
+// A key without an expiry (PERSIST, or RESTORE without a TTL) gets back
+// the one its state calls for on every path that reads it: a probe, a
+// refusal, a grant, a re-sent grant; for concurrency also a release. A
+// state that is over (a fixed window past its end) goes.
+func TestEveryPathRestoresTheExpiry(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Client(t)
+		const d = 10 * time.Second
+		// The longest a key of each kind (capacity 3, time scale d) may
+		// live: a window (plus a segment), a refill of 3 periods, a burst
+		// of 3 intervals, a lease.
+		bound := map[kind]time.Duration{kFixed: d, kSliding: d + d/4, kBucket: 3 * d, kGCRA: 3 * d, kComp: 3 * d, kConc: d}
+		for _, k := range every {
+			t.Run(string(k), func(t *testing.T) {
+				key := "persist:" + string(k)
+				full := b.Key(key)
+				l := build(t, b.Coordinator(t), k, key, 3, d)
+				persist := func() {
+					t.Helper()
+					if ok, err := raw.Persist(ctx, full).Result(); err != nil || !ok {
+						t.Fatalf("PERSIST: %v %v", ok, err)
+					}
+				}
+				check := func(path string) {
+					t.Helper()
+					ttl, err := raw.PTTL(ctx, full).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ttl <= 0 || ttl > bound[k]+time.Millisecond { // expiries round up to whole ms
+						t.Fatalf("after a %s on a persisted key: PTTL %v, want in (0, %v]", path, ttl, bound[k])
+					}
+				}
+				first := acquire(t, l, 1)
+				if !first.Acquired() {
+					t.Fatal("not acquired")
+				}
+				persist()
+				acquire(t, l, 0)
+				check("probe")
+				persist()
+				if !acquire(t, l, 1).Acquired() {
+					t.Fatal("not acquired")
+				}
+				check("grant")
+				persist()
+				acquire(t, l, 1) // the third permit
+				check("grant")
+				persist()
+				if acquire(t, l, 1).Acquired() {
+					t.Fatal("a fourth permit was granted")
+				}
+				check("refusal")
+				if k == kConc {
+					persist()
+					if err := first.Release(ctx); err != nil {
+						t.Fatal(err)
+					}
+					check("release")
+					return
+				}
+				// A re-send of a grant the key remembers.
+				persist()
+				hook, coord := hooked(t, b)
+				l2 := build(t, coord, k, key, 3, d)
+				acquire(t, l2, 0)
+				persist()
+				hook.armed.Store(true)
+				acquire(t, l2, 1) // refused: nothing left; then decided again
+				check("refusal re-sent")
+			})
+		}
+		// A fixed window persisted past its end: the next read deletes it
+		// (its state is over) instead of keeping it forever.
+		l := build(t, b.Coordinator(t), kFixed, "persist:ended", 1, 200*time.Millisecond)
+		acquire(t, l, 1)
+		raw.Persist(ctx, b.Key("persist:ended"))
+		b.Advance(300 * time.Millisecond)
+		if n, _ := raw.Exists(ctx, b.Key("persist:ended")).Result(); n != 1 {
+			t.Fatal("the persisted key expired anyway")
+		}
+		if p := acquire(t, l, 0); !p.Acquired() || p.Available() != 1 {
+			t.Fatalf("probe after the window: acquired=%v available=%d, want a full new window", p.Acquired(), p.Available())
+		}
+		if n, _ := raw.Exists(ctx, b.Key("persist:ended")).Result(); n != 0 {
+			ttl, _ := raw.PTTL(ctx, b.Key("persist:ended")).Result()
+			t.Fatalf("an ended window's key is still there after a probe (PTTL %v)", ttl)
+		}
+	})
+}

@@ -1,0 +1,154 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/testharness"
+)
+
+// "3 per second" is exact: one second after a burst of 3 is spent, 3 more
+// are admitted (with intervals rounded to whole milliseconds, 334 ms each,
+// only 2 were). Likewise an interval given as time.Second/3.
+func TestThreePerSecondIsExact(t *testing.T) {
+	t.Parallel() // sleeps on real servers
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		c := b.Coordinator(t)
+		for i, g := range []GCRA{{Burst: 3, Rate: 3, Period: time.Second}, {Burst: 3, Interval: time.Second / 3}} {
+			l, err := NewGCRA(c, "three:"+itoa(int64(i)), g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			wantBurst(t, l, 4, 3, "burst")
+			b.Advance(time.Second)
+			wantBurst(t, l, 4, 3, "one second later")
+		}
+	})
+}
+
+// 1,000,000 permits per second per key is accepted, and holds over 10 s
+// within 0.1%: the permits granted plus those still free equal the burst
+// plus the rate times the server time elapsed.
+func TestMillionPerSecondHolds(t *testing.T) {
+	t.Parallel() // 10 s on each real server
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		const rate = 1_000_000
+		c := b.Coordinator(t)
+		raw := b.Client(t)
+		ctx := context.Background()
+		serverNow := func() time.Time {
+			if b.IsMini() {
+				return b.Now().Truncate(time.Microsecond)
+			}
+			now, err := raw.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return now
+		}
+		for _, s := range []Settings{
+			GCRA{Burst: rate, Rate: rate, Period: time.Second},
+			TokenBucket{Limit: rate, TokensPerPeriod: rate / 1000, Period: time.Millisecond},
+		} {
+			var (
+				l   *Limiter
+				err error
+			)
+			switch s := s.(type) {
+			case GCRA:
+				l, err = NewGCRA(c, "million:gcra", s)
+			case TokenBucket:
+				l, err = NewTokenBucket(c, "million:bucket", s)
+			}
+			if err != nil {
+				t.Fatalf("%T at 1,000,000 per second: %v", s, err)
+			}
+			defer l.Close()
+			const batch = 10_000
+			// The state starts at the first grant, somewhere in [t0, t0b];
+			// the final probe reads it somewhere in [t1a, t1].
+			t0 := serverNow()
+			granted := int64(0)
+			var t0b time.Time
+			for first := true; ; first = false {
+				if b.IsMini() {
+					if !first {
+						b.Advance(10 * time.Millisecond)
+					}
+					if b.Now().Sub(t0) > 10*time.Second {
+						break
+					}
+				} else if time.Since(t0) > 10*time.Second {
+					break
+				}
+				le := acquire(t, l, batch)
+				if first {
+					t0b = serverNow()
+				}
+				if le.Acquired() {
+					granted += batch
+				} else if ra, ok := le.RetryAfter(); ok && !b.IsMini() {
+					time.Sleep(ra)
+				}
+			}
+			t1a := serverNow()
+			left := acquire(t, l, 0).Available()
+			t1 := serverNow()
+			got := float64(granted + left)
+			lo := float64(rate) + rate*t1a.Sub(t0b).Seconds()
+			hi := float64(rate) + rate*t1.Sub(t0).Seconds()
+			if got < lo*0.999 || got > hi*1.001 {
+				t.Fatalf("%T: %.0f permits over about %v, want %.0f..%.0f within 0.1%%", s, got, t1.Sub(t0), lo, hi)
+			}
+			t.Logf("%T: %.0f permits over about %v, want %.0f..%.0f", s, got, t1.Sub(t0), lo, hi)
+		}
+	})
+}
+
+// Wait fails fast: when the server's retry time is past the context's
+// deadline it returns the refusal at once, with its RetryAfter; more
+// permits than the capacity are an argument error at once. A deadline the
+// retry time meets is waited for.
+func TestWaitFailsFast(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		stop := clock(b)
+		defer stop()
+		ctx := context.Background()
+		l := build(t, b.Coordinator(t), kGCRA, "fast", 2, time.Minute)
+		wantBurst(t, l, 2, 2, "burst")
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		start := time.Now()
+		le, err := l.Wait(dctx, 1)
+		if err != nil || le.Acquired() {
+			t.Fatalf("Wait past its deadline: %v acquired=%v, want a refusal and no error", err, le.Acquired())
+		}
+		if ra, ok := le.RetryAfter(); !ok || ra < 50*time.Second {
+			t.Fatalf("RetryAfter %v %v, want about a minute", ra, ok)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("Wait took %v, want it to return at once", d)
+		}
+		if q := l.Statistics().QueuedPermits; q != 0 {
+			t.Fatalf("%d permits queued", q)
+		}
+		start = time.Now()
+		if _, err := l.Wait(ctx, 3); !errors.Is(err, coordination.ErrInvalidArgument) || time.Since(start) > time.Second {
+			t.Fatalf("Wait for more than the capacity: %v, want an argument error at once", err)
+		} else if name, _ := engine.ArgumentName(err); name != "permits" {
+			t.Fatalf("the error names %q, want permits", name)
+		}
+		short := build(t, b.Coordinator(t), kGCRA, "fast-short", 1, 100*time.Millisecond)
+		acquire(t, short, 1)
+		dctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if le, err := short.Wait(dctx, 1); err != nil || !le.Acquired() {
+			t.Fatalf("Wait whose deadline the retry time meets: %v acquired=%v", err, le.Acquired())
+		}
+	})
+}

@@ -1,0 +1,127 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/engine"
+)
+
+// ErrSettled is returned by [Lease.Settle] for a reservation settled
+// before: each reservation is settled once.
+var ErrSettled = errors.New("ratelimit: reservation already settled")
+
+// ErrReservationExpired is returned by [Lease.Settle] after the
+// reservation's timeout ([WithReservationTimeout]): it counts as settled at
+// its estimate.
+var ErrReservationExpired = errors.New("ratelimit: reservation expired (settled at its estimate)")
+
+func init() { engine.RegisterAnswers(ErrSettled, ErrReservationExpired) }
+
+// reservation is the settlement state of a reserved lease.
+type reservation struct {
+	estimate int
+	deadline time.Time // local monotonic deadline
+
+	mu      sync.Mutex
+	settled bool
+}
+
+// Reserve takes estimate permits now, like [Limiter.Allow], for work whose
+// real cost is known only afterwards (tokens of a metered API, rows of a
+// batch job): the granted lease is a reservation to settle with
+// [Lease.Settle] once the cost is known. It is admitted through hooks as
+// RATE LIMIT ACQUIRE and does not wait; a refusal carries RetryAfter as
+// Allow's does.
+//
+// A reservation not settled within the limiter's reservation timeout
+// ([WithReservationTimeout], a minute by default) counts as settled at its
+// estimate: nothing more happens on the server.
+//
+// Reserve needs a token-bucket or GCRA limiter: their state can return
+// permits and carry debt. Errors: those of Allow, and
+// coordination.ErrInvalidArgument naming "limiter" for another algorithm
+// (nothing admitted or sent).
+func (l *Limiter) Reserve(ctx context.Context, estimate int) (Lease, error) {
+	if l != nil && l.e != nil {
+		if a := l.spec().alg; a != algBucket && a != algGCRA {
+			return Lease{}, engine.InvalidArgument("limiter", "Reserve needs a token-bucket or GCRA limiter")
+		}
+	}
+	ctx, op, err := l.begin(ctx, estimate)
+	if err != nil {
+		return Lease{}, err
+	}
+	defer l.active.Add(-1)
+	d, err := l.attempt(ctx, estimate)
+	le, err := l.settle(ctx, op, d, err)
+	if err == nil && le.acquired && le.id != nil {
+		le.res = &reservation{estimate: estimate, deadline: time.Now().Add(l.opts.reserve)}
+	}
+	return le, err
+}
+
+// Settle charges a reservation's real cost, actual permits, in one script
+// call (admitted through hooks as RATE LIMIT SETTLE), and returns the
+// permits given back: estimate - actual. When actual is below the
+// estimate the difference returns to the limiter (never beyond full);
+// when it is above, the excess is charged as debt that delays later
+// admissions by exactly that much (for GCRA, excess × the interval; for a
+// token bucket, the periods that refill the excess). actual equal to the
+// estimate sends nothing.
+//
+// A reservation is settled once: the lease counts as settled from the
+// moment Settle is called, and a re-send of its script after a lost reply
+// is recognised by its id and not applied twice (as long as at most 5
+// other grants on the key came in between).
+//
+// Errors: coordination.ErrInvalidArgument naming "actual" (negative) or
+// "lease" (not a reservation: a lease of Allow or Wait, or an unacquired
+// one), with nothing sent; [ErrSettled] for a second Settle;
+// [ErrReservationExpired] after the reservation timeout; errors matching
+// coordination.ErrConfigMismatch, coordination.ErrBadState or
+// coordination.ErrWrongType as for Allow; Redis and network errors (the
+// settlement may then have been applied or not: the lease still counts as
+// settled).
+func (l Lease) Settle(ctx context.Context, actual int) (int, error) {
+	if actual < 0 {
+		return 0, engine.InvalidArgument("actual", "must be >= 0, got %d", actual)
+	}
+	r, lim := l.res, l.lim
+	if r == nil || lim == nil {
+		return 0, engine.InvalidArgument("lease", "only a reservation (an acquired lease of Reserve) can be settled")
+	}
+	ctx, op, err := lim.e.Admit(ctx, hooks.RateLimitSettle, primitive)
+	if err != nil {
+		return 0, err
+	}
+	r.mu.Lock()
+	settled := r.settled
+	r.settled = true
+	r.mu.Unlock()
+	switch {
+	case settled:
+		return 0, op.End(ErrSettled)
+	case time.Now().After(r.deadline):
+		return 0, op.End(ErrReservationExpired)
+	}
+	delta := actual - r.estimate
+	if delta == 0 {
+		return 0, op.End(nil)
+	}
+	lim.settingsMu.RLock()
+	sp := lim.sp
+	args := make([]any, 3+len(sp.tail))
+	args[0], args[1], args[2] = lim.op(sp, 'a'), delta, newID()
+	copy(args[3:], sp.tail)
+	a, err := engine.RateLimitAdjust.Run(ctx, lim.e, lim.keys, args...)
+	lim.settingsMu.RUnlock()
+	if err != nil {
+		return 0, op.End(err)
+	}
+	lim.available.Store(a.Available)
+	return -delta, op.End(nil)
+}

@@ -1,0 +1,91 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/testharness"
+)
+
+// Reserve then Settle, on a GCRA limiter and a token bucket: settling
+// below the estimate returns the difference; above it, the excess is debt
+// that delays later admissions by exactly that many intervals; a second
+// Settle, or one after the reservation's timeout, is refused.
+func TestReserveThenSettle(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		c := b.Coordinator(t)
+		for _, k := range []kind{kGCRA, kBucket} {
+			t.Run(string(k), func(t *testing.T) {
+				// Reserve 10 then Settle 4: 6 come back.
+				l := build(t, c, k, "res:"+string(k), 20, time.Minute)
+				r := reserve(t, l, 10)
+				if n := available(t, l); n != 10 {
+					t.Fatalf("after reserving 10 of 20: %d available", n)
+				}
+				if back, err := r.Settle(ctx, 4); err != nil || back != 6 {
+					t.Fatalf("Settle(4) of 10: %d %v, want 6", back, err)
+				}
+				if n := available(t, l); n != 16 {
+					t.Fatalf("after settling at 4: %d available, want 16", n)
+				}
+				if _, err := r.Settle(ctx, 4); !errors.Is(err, ErrSettled) {
+					t.Fatalf("a second Settle: %v, want ErrSettled", err)
+				}
+
+				// Reserve 10 then Settle 15: 5 more are charged; the next
+				// permit waits 5 intervals longer (6 instead of 1).
+				const iv = 100 * time.Millisecond
+				d := build(t, c, k, "res-debt:"+string(k), 10, iv)
+				r = reserve(t, d, 10)
+				wantRetry(t, b, acquire(t, d, 1), iv, iv)
+				if back, err := r.Settle(ctx, 15); err != nil || back != -5 {
+					t.Fatalf("Settle(15) of 10: %d %v, want -5", back, err)
+				}
+				wantRetry(t, b, acquire(t, d, 1), 6*iv, 6*iv)
+
+				// Unsettled past its timeout: settled at the estimate.
+				e := build(t, c, k, "res-exp:"+string(k), 20, time.Minute, WithReservationTimeout(50*time.Millisecond))
+				r = reserve(t, e, 10)
+				time.Sleep(60 * time.Millisecond)
+				if _, err := r.Settle(ctx, 2); !errors.Is(err, ErrReservationExpired) {
+					t.Fatalf("Settle after the timeout: %v, want ErrReservationExpired", err)
+				}
+				if n := available(t, e); n != 10 {
+					t.Fatalf("after an expired reservation of 10: %d available, want 10", n)
+				}
+			})
+		}
+		fw := build(t, c, kFixed, "res-fixed", 5, time.Minute)
+		if _, err := fw.Reserve(ctx, 1); !errors.Is(err, coordination.ErrInvalidArgument) {
+			t.Fatalf("Reserve on a fixed window: %v", err)
+		}
+		g := build(t, c, kGCRA, "res-bad", 5, time.Minute)
+		le := acquire(t, g, 1)
+		if _, err := le.Settle(ctx, 1); !errors.Is(err, coordination.ErrInvalidArgument) {
+			t.Fatalf("Settle of an Allow lease: %v", err)
+		}
+		r := reserve(t, g, 1)
+		if _, err := r.Settle(ctx, -1); !errors.Is(err, coordination.ErrInvalidArgument) {
+			t.Fatalf("Settle(-1): %v", err)
+		} else if name, _ := engine.ArgumentName(err); name != "actual" {
+			t.Fatalf("Settle(-1) names %q", name)
+		}
+		if back, err := r.Settle(ctx, 1); err != nil || back != 0 {
+			t.Fatalf("Settle at the estimate: %d %v", back, err)
+		}
+	})
+}
+
+func reserve(t testing.TB, l *Limiter, n int) Lease {
+	t.Helper()
+	le, err := l.Reserve(context.Background(), n)
+	if err != nil || !le.Acquired() {
+		t.Fatalf("Reserve(%d): %v acquired=%v", n, err, le.Acquired())
+	}
+	return le
+}

@@ -1,0 +1,103 @@
+package ratelimit
+
+import (
+	"context"
+	"reflect"
+
+	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/engine"
+)
+
+// Update changes the limiter's settings (admitted through hooks as RATE
+// LIMIT UPDATE). It sends nothing to Redis: the next decision applies the
+// new settings to the stored state, in the same one command, preserving
+// its usage by each algorithm's rule:
+//
+//	fixed window    the count and the window's end stay; the new limit applies
+//	                at once, the new width from the next window
+//	sliding window  permits of segments still live under both windows stay,
+//	                placed in the new segment that holds their old segment's
+//	                end (never returned earlier), then returned one new window
+//	                after it
+//	token bucket    whole periods that passed are refilled at the old rate,
+//	                then the tokens are clamped to the new limit; the partial
+//	                period in progress carries on at the new rate
+//	GCRA            the debt (permits not yet back) is kept in permits and
+//	                rescaled to the new interval, rounding up
+//	composite       each component by its rule
+//	concurrency     the new limit applies to the leases held
+//
+// An absent key stays absent (the next grant starts from the new
+// settings); an identical update changes nothing. Processes that still run
+// the old settings keep deciding with them (each decision migrates the
+// state to its own settings), so a rolling deploy gets decisions, never an
+// error, on both sides. [WithStrictSettings] makes such state an error
+// instead.
+//
+// Update waits for the decisions in flight on this instance to finish,
+// then swaps the settings: every decision uses one consistent set. It
+// wakes the local queue to try again at once, and refuses queued requests
+// larger than the new capacity (unacquired, without RetryAfter).
+//
+// The key and the algorithm cannot change (nor, for a composite, the
+// number and the algorithms of its components): use a new key.
+//
+// Errors: coordination.ErrInvalidArgument naming "limiter" (nil),
+// "settings" (nil, another algorithm or composite structure) or the
+// invalid setting ("limit", "window" ...), with nothing admitted;
+// coordination.ErrClosed after Close; the hook's error.
+func (l *Limiter) Update(ctx context.Context, s Settings) error {
+	if l == nil || l.e == nil {
+		return engine.InvalidArgument("limiter", "must not be nil; use a constructor such as NewGCRA")
+	}
+	if s == nil {
+		return engine.InvalidArgument("settings", "must not be nil")
+	}
+	next, err := s.spec()
+	if err != nil {
+		return err
+	}
+	cur := l.spec()
+	if next.alg != cur.alg || !reflect.DeepEqual(next.kinds, cur.kinds) {
+		return engine.InvalidArgument("settings", "the algorithm cannot change (nor a composite's components): use a new key")
+	}
+	_, op, err := l.e.Admit(ctx, hooks.RateLimitUpdate, primitive)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return op.End(engine.ErrClosed)
+	}
+	l.settingsMu.Lock()
+	same := l.sp.cfg == next.cfg
+	if !same {
+		l.sp = next
+	}
+	l.settingsMu.Unlock()
+	if !same {
+		l.requeue(next.capacity)
+	}
+	return op.End(nil)
+}
+
+// requeue refuses queued requests larger than capacity and wakes the head
+// to try again under new settings.
+func (l *Limiter) requeue(capacity int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for el := l.queue.Front(); el != nil; {
+		next := el.Next()
+		if w := el.Value.(*waiter); w.permits > capacity {
+			l.removeLocked(w)
+			w.state = wTooLarge
+			w.signal()
+		}
+		el = next
+	}
+	if w := l.headLocked(); w != nil {
+		w.signal()
+	}
+}

@@ -1,0 +1,248 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/coordkit/coordination/internal/engine"
+)
+
+// fanned is the outcome of one fan-out: each node's result (pending for a
+// node still running at the decision, or not asked), and the way to act on
+// the late answers.
+type fanned struct {
+	rs       []result
+	canceled bool // ctx ended before the decision
+	late     map[int]*call
+	g        *Group
+}
+
+// call is one node's part of a fan-out, written by its goroutine before
+// done is closed.
+type call struct {
+	done chan struct{}
+	res  result
+}
+
+// fanOut runs fn on the nodes idx in parallel and returns once decided
+// reports that the outcome is known (it sees every result so far and the
+// number of nodes still running), every node answered, the node timeout
+// passed, or ctx ended. A node still running then counts as failed with
+// ErrNodeTimeout (ambiguous: its command may still run); its real answer is
+// handed to the function given to [fanned.after], once it comes. go-redis
+// does not bound I/O by a context's deadline unless ContextTimeoutEnabled
+// is set, so the node timeout is enforced here, not by go-redis.
+func (g *Group) fanOut(ctx context.Context, op string, idx []int, fn func(context.Context, *node) result, decided func(rs []result, pending int) bool) *fanned {
+	f := &fanned{rs: make([]result, len(g.nodes)), g: g}
+	calls := make(map[int]*call, len(idx))
+	answered := make(chan int, len(idx))
+	for _, i := range idx {
+		c := &call{done: make(chan struct{})}
+		calls[i] = c
+		n := g.nodes[i]
+		go func() {
+			nctx, cancel := context.WithTimeout(ctx, g.cfg.nodeTimeout)
+			r := fn(nctx, n)
+			cancel()
+			if r.state == failed {
+				r.ambiguous = n.e.Ambiguous(r.err)
+				if ctx.Err() == nil && (errors.Is(r.err, context.DeadlineExceeded) || errors.Is(r.err, context.Canceled)) {
+					// The node timeout's context, not the caller's.
+					r.err = ErrNodeTimeout
+				}
+			}
+			c.res = r
+			close(c.done)
+			answered <- i
+		}()
+	}
+	timer := time.NewTimer(g.cfg.nodeTimeout)
+	defer timer.Stop()
+	left := len(idx)
+	for left > 0 && !decided(f.rs, left) {
+		select {
+		case i := <-answered:
+			left--
+			r := calls[i].res
+			f.rs[i] = r
+			delete(calls, i)
+			if r.state == failed {
+				g.nodeFailure(op, r.err)
+			}
+		case <-timer.C:
+			for i := range calls {
+				f.rs[i] = result{state: failed, err: ErrNodeTimeout, ambiguous: true}
+				g.nodeFailure(op, ErrNodeTimeout)
+			}
+			left = 0
+		case <-ctx.Done():
+			f.canceled = true
+			for i := range calls {
+				f.rs[i] = result{state: failed, err: context.Cause(ctx), ambiguous: true}
+			}
+			left = 0
+		}
+	}
+	// Answers that arrived while deciding are kept; the rest are late.
+	for {
+		select {
+		case i := <-answered:
+			if c, ok := calls[i]; ok && f.rs[i].state == pending {
+				f.rs[i] = c.res
+				delete(calls, i)
+				if c.res.state == failed {
+					g.nodeFailure(op, c.res.err)
+				}
+			}
+			continue
+		default:
+		}
+		break
+	}
+	f.late = calls
+	return f
+}
+
+// after calls fn with every node's final result: at once for the nodes that
+// answered (or were not asked: skipped), and in the background, when its
+// answer comes, for each node still running at the decision.
+func (f *fanned) after(fn func(n *node, r result)) {
+	for i, r := range f.rs {
+		if _, late := f.late[i]; late || r.state == pending {
+			continue
+		}
+		fn(f.g.nodes[i], r)
+	}
+	for i, c := range f.late {
+		n := f.g.nodes[i]
+		go func() {
+			<-c.done
+			fn(n, c.res)
+		}()
+	}
+}
+
+var nodeFailureAttrs = func() map[[2]string]attribute.Set {
+	m := map[[2]string]attribute.Set{}
+	for _, op := range []string{"acquire", "refresh", "release"} {
+		for _, reason := range []string{"timeout", "error"} {
+			m[[2]string{op, reason}] = attribute.NewSet(attribute.String("operation", op), attribute.String("reason", reason))
+		}
+	}
+	return m
+}()
+
+func (g *Group) nodeFailure(op string, err error) {
+	reason := "error"
+	if errors.Is(err, ErrNodeTimeout) {
+		reason = "timeout"
+	}
+	set := nodeFailureAttrs[[2]string{op, reason}]
+	g.first.Counter(engine.RedlockNodeFailures).Add(context.Background(), 1, engine.Attrs(set.ToSlice()...))
+}
+
+// watches are the release-notification subscriptions of a blocking
+// Acquire, one per node that answered the subscription, merged into one
+// wake-up channel.
+type watches struct {
+	wake    chan struct{}
+	ctx     context.Context // the subscriptions' life, ended by close
+	cancel  context.CancelFunc
+	started bool // owned by the wait loop's goroutine
+	mu      sync.Mutex
+	closed  bool
+	ws      []*engine.Watch
+	deaf    atomic.Int64 // notifications are held until this instant (Unix ns)
+}
+
+// quiet holds the notifications of the next d until d has passed.
+func (w *watches) quiet(d time.Duration) { w.deaf.Store(time.Now().Add(d).UnixNano()) }
+
+func newWatches() *watches {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &watches{wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+}
+
+// start subscribes to the key's release channel on every node, in
+// parallel, and returns once a quorum of them is confirmed (a holder's
+// release publishes on each of its nodes, at least a quorum, so a quorum
+// of subscriptions hears it), every node answered, or the node timeout
+// passed. Subscriptions confirmed later still count; failed ones are
+// ignored (the waiter then relies on its retry delays and re-checks).
+func (w *watches) start(g *Group, keys []engine.Keys) {
+	w.started = true
+	answered := make(chan bool, len(g.nodes))
+	for i, n := range g.nodes {
+		go func() {
+			ctx, cancel := context.WithTimeout(w.ctx, g.cfg.nodeTimeout)
+			sub, err := n.e.Watch(ctx, keys[i].Full()[0])
+			cancel()
+			answered <- err == nil
+			if err != nil {
+				return
+			}
+			w.mu.Lock()
+			if w.closed {
+				w.mu.Unlock()
+				sub.Close()
+				return
+			}
+			w.ws = append(w.ws, sub)
+			w.mu.Unlock()
+			for {
+				select {
+				case <-w.ctx.Done():
+					return
+				case <-sub.C():
+					// During a quiet period the notification is held
+					// until it ends, never dropped.
+					if d := time.Until(time.Unix(0, w.deaf.Load())); d > 0 {
+						t := time.NewTimer(d)
+						select {
+						case <-w.ctx.Done():
+							t.Stop()
+							return
+						case <-t.C:
+						}
+					}
+					select {
+					case w.wake <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	t := time.NewTimer(g.cfg.nodeTimeout)
+	defer t.Stop()
+	for ok, left := 0, len(g.nodes); ok < g.quorum && left > 0; left-- {
+		select {
+		case a := <-answered:
+			if a {
+				ok++
+			}
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// close ends every subscription. It does not wait for a subscription
+// still being set up on an unresponsive node (go-redis' timeouts end it,
+// and it is closed then).
+func (w *watches) close() {
+	w.mu.Lock()
+	w.closed = true
+	ws := w.ws
+	w.ws = nil
+	w.mu.Unlock()
+	w.cancel()
+	for _, sub := range ws {
+		sub.Close()
+	}
+}

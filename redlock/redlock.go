@@ -1,0 +1,661 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/engine"
+)
+
+// Defaults of the group's options.
+const (
+	// DefaultNodeTimeout bounds each node's part of a group operation.
+	DefaultNodeTimeout = time.Second
+	// DefaultDriftFactor is the clock-drift allowance as a fraction of the
+	// TTL (2 ms are added to it).
+	DefaultDriftFactor = 0.01
+)
+
+// FenceSuffix is appended to the lock's key to name the fencing counter on
+// the fencing node (see [WithFencing]).
+const FenceSuffix = ":fence"
+
+// ErrNodeTimeout is the error of a node that gave no answer within the
+// node timeout: it counts as failed. It is a network timeout for
+// coordination.Classify (transient) and coordination.IsAmbiguous (the
+// command may still run on the node).
+var ErrNodeTimeout error = nodeTimeoutError{}
+
+type nodeTimeoutError struct{}
+
+func (nodeTimeoutError) Error() string   { return "redlock: node did not answer within the node timeout" }
+func (nodeTimeoutError) Timeout() bool   { return true }
+func (nodeTimeoutError) Temporary() bool { return true }
+
+// Option configures a [Group]; see [New].
+type Option func(*config) error
+
+type config struct {
+	nodeTimeout time.Duration
+	drift       float64
+	fencing     int // node index; -1: none
+	sameServer  bool
+}
+
+// WithNodeTimeout bounds each node's part of every group operation: a node
+// that has not answered within d counts as failed for that operation
+// (whatever go-redis' own timeouts are), so one slow or unreachable node
+// delays an operation by at most d. The default is 1 s; d must be at least
+// 1 ms, and should be small next to the TTLs used (the Redlock algorithm
+// suggests 5-50 ms for a 10 s TTL on a local network).
+func WithNodeTimeout(d time.Duration) Option {
+	return engine.AtLeast("node timeout", d, time.Millisecond, func(c *config) { c.nodeTimeout = d })
+}
+
+// WithDriftFactor sets the clock-drift allowance subtracted from every
+// validity: f times the TTL, plus 2 ms. The default is 0.01 (1%, the
+// Redlock algorithm's figure). f must be in [0, 0.5).
+func WithDriftFactor(f float64) Option {
+	return func(c *config) error {
+		if !(f >= 0 && f < 0.5) {
+			return engine.InvalidArgument("drift factor", "must be in [0, 0.5), got %v", f)
+		}
+		c.drift = f
+		return nil
+	}
+}
+
+// WithFencing makes node (an index into the group's coordinators) the
+// fencing node: there, the lock is a fencing-token lease (package fencing's
+// layout: the lease hash at the key, a counter that never expires at
+// key+[FenceSuffix]; both must share a Cluster slot, whatever the client,
+// so the key (or the coordinator's prefix) needs a {hash tag}), and
+// each acquisition draws its token from the counter in the same script.
+// An acquisition then succeeds only when the fencing node is among the
+// nodes that granted it, and [Lock.FencingToken] returns the token.
+//
+// What it gives: tokens strictly increase in the order the fencing node
+// granted its lease, so a resource that refuses a token lower than the
+// highest it has seen ([examples/fenced-sql]: UPDATE ... WHERE fence <=
+// $token) refuses a holder that was paused past its validity after a
+// successor wrote. What it does not give: the lock is unavailable while the
+// fencing node is, and the tokens are only as monotonic as that one node's
+// history: a failover that loses writes, a restore from an older snapshot
+// or the eviction of the counter can hand out a token twice (the
+// quorum does not protect the counter). Every group on a key must use the
+// same fencing node: other nodes hold a plain string, the fencing node a
+// hash.
+//
+// [examples/fenced-sql]: https://github.com/coordkit/coordination/tree/main/examples/fenced-sql
+func WithFencing(node int) Option {
+	return func(c *config) error {
+		if node < 0 {
+			return engine.InvalidArgument("fencing node", "must not be negative, got %d", node)
+		}
+		c.fencing = node
+		return nil
+	}
+}
+
+// Group is a Redlock over N independent Redis deployments, one
+// coordinator each (N odd, at least 3). Its methods are safe for
+// concurrent use; it never closes the clients.
+type Group struct {
+	nodes  []*node
+	quorum int
+	cfg    config
+	first  *engine.Engine // the group's meter and wait loop
+	ids    []*engine.Engine
+
+	latAcquired, latContended, latFailed metric.MeasurementOption
+}
+
+type node struct {
+	i       int
+	e       *engine.Engine
+	fencing bool
+	acquire *engine.Script[engine.Grant]
+	refresh *engine.Script[bool]
+	release *engine.Script[engine.Outcome]
+}
+
+// New returns a Redlock group over nodes: one coordinator per independent
+// Redis deployment (standalone servers, or primaries without replicas
+// between them), in a fixed order used for hook admission. It sends
+// nothing to Redis.
+//
+// nodes must hold an odd number of at least 3 distinct coordinators over
+// distinct clients: a nil coordinator, fewer than 3, an even count, the
+// same coordinator or client twice, or two *redis.Client (or Cluster
+// clients) with the same address are errors wrapping
+// coordination.ErrInvalidArgument naming "nodes"; invalid options name
+// their argument. Each coordinator's key prefix, hooks and logger apply on
+// its node; the group's instruments are recorded through the first
+// coordinator's meter provider.
+func New(nodes []*coordination.Coordinator, opts ...Option) (*Group, error) {
+	cfg := config{nodeTimeout: DefaultNodeTimeout, drift: DefaultDriftFactor, fencing: -1}
+	if err := engine.Apply(&cfg, opts); err != nil {
+		return nil, err
+	}
+	n := len(nodes)
+	switch {
+	case n < 3:
+		return nil, engine.InvalidArgument("nodes", "a Redlock needs at least 3 independent nodes, got %d", n)
+	case n%2 == 0:
+		return nil, engine.InvalidArgument("nodes", "a Redlock needs an odd number of nodes, got %d", n)
+	}
+	if cfg.fencing >= n {
+		return nil, engine.InvalidArgument("fencing node", "must be a node index below %d, got %d", n, cfg.fencing)
+	}
+	g := &Group{quorum: n/2 + 1, cfg: cfg}
+	addrs := map[string]int{}
+	for i, c := range nodes {
+		if c == nil {
+			return nil, engine.InvalidArgument("nodes", "node %d is nil", i)
+		}
+		e, err := engine.Of(c)
+		if err != nil {
+			return nil, engine.InvalidArgument("nodes", "node %d is not a usable coordinator", i)
+		}
+		for j, prev := range g.nodes {
+			if prev.e == e {
+				return nil, engine.InvalidArgument("nodes", "node %d is node %d again", i, j)
+			}
+			if prev.e.Client() == e.Client() {
+				return nil, engine.InvalidArgument("nodes", "node %d uses the client of node %d", i, j)
+			}
+		}
+		if !cfg.sameServer {
+			for _, a := range addresses(e.Client()) {
+				if j, dup := addrs[a]; dup {
+					return nil, engine.InvalidArgument("nodes", "node %d has the server address of node %d: the nodes must be independent deployments", i, j)
+				}
+				addrs[a] = i
+			}
+		}
+		nd := &node{i: i, e: e, acquire: engine.LockAcquire, refresh: engine.LockRefresh, release: engine.LockRelease}
+		if i == cfg.fencing {
+			nd.fencing = true
+			nd.acquire, nd.refresh, nd.release = engine.FencingAcquire, engine.FencingRefresh, engine.FencingRelease
+		}
+		g.nodes = append(g.nodes, nd)
+		g.ids = append(g.ids, e)
+	}
+	g.first = g.nodes[0].e
+	result := func(r string) metric.MeasurementOption { return engine.Attrs(attribute.String("result", r)) }
+	g.latAcquired, g.latContended, g.latFailed = result("acquired"), result("contended"), result("failed")
+	return g, nil
+}
+
+// addresses returns the server addresses a client connects to, as far as
+// they can be told ("network/addr"); none for a Sentinel-backed client or
+// an unknown type.
+func addresses(c redis.UniversalClient) []string {
+	switch v := c.(type) {
+	case *redis.Client:
+		o := v.Options()
+		if o.Addr == "FailoverClient" || o.Dialer != nil && o.Addr == "" {
+			return nil
+		}
+		network := o.Network
+		if network == "" {
+			network = "tcp"
+		}
+		return []string{network + "/" + o.Addr}
+	case *redis.ClusterClient:
+		var out []string
+		for _, a := range v.Options().Addrs {
+			out = append(out, "tcp/"+a)
+		}
+		return out
+	}
+	return nil
+}
+
+// Size returns the number of nodes.
+func (g *Group) Size() int { return len(g.nodes) }
+
+// Quorum returns the number of nodes a group operation needs: N/2 + 1.
+func (g *Group) Quorum() int { return g.quorum }
+
+// drift is the clock-drift allowance for ttl: factor × ttl + 2 ms.
+func (g *Group) drift(ttl time.Duration) time.Duration {
+	return time.Duration(math.Ceil(g.cfg.drift*float64(ttl))) + 2*time.Millisecond
+}
+
+// check validates a key and a TTL (nothing admitted, nothing sent) and
+// returns the TTL in ms and every node's keys.
+func (g *Group) check(key string, ttl time.Duration) (int64, []engine.Keys, error) {
+	if err := engine.CheckKey("key", key); err != nil {
+		return 0, nil, err
+	}
+	ms, err := g.checkTTL(ttl)
+	if err != nil {
+		return 0, nil, err
+	}
+	keys := make([]engine.Keys, len(g.nodes))
+	for i, n := range g.nodes {
+		if n.fencing {
+			if keys[i], err = n.e.Keys(key, key+FenceSuffix); err != nil {
+				return 0, nil, engine.InvalidArgument("key", "with a fencing node the key needs a {hash tag} (e.g. \"{invoice:42}\"), so that the lease and its counter (key+%q) share a Cluster slot", FenceSuffix)
+			}
+			continue
+		}
+		keys[i] = n.e.Key(key)
+	}
+	return ms, keys, nil
+}
+
+// checkTTL validates a TTL and returns it in milliseconds.
+func (g *Group) checkTTL(ttl time.Duration) (int64, error) {
+	ms, err := engine.Millis("ttl", ttl)
+	if err != nil {
+		return 0, err
+	}
+	if d := g.drift(ttl); ttl <= d {
+		return 0, engine.InvalidArgument("ttl", "must be longer than the clock-drift allowance (%v), got %v", d, ttl)
+	}
+	return ms, nil
+}
+
+// TryAcquire takes the lock at key on a quorum of the nodes for ttl, in one
+// round, and returns at once: the Redlock algorithm. It sends the owner-token
+// acquire script (one round trip) to every node in parallel, each bounded by
+// the node timeout, with one random owner token. The lock is acquired when
+// a quorum (N/2+1) granted it (with fencing, the fencing node among them)
+// and validity = ttl - elapsed - drift is positive, elapsed being measured
+// from before the first request to the quorum's answer and drift
+// [WithDriftFactor] × ttl + 2 ms. It returns as soon as the outcome is
+// known: a node slower than the quorum delays nothing, and a node that does
+// not answer within the node timeout counts as failed.
+//
+// When the lock is not acquired, every node that may hold the token is
+// released, owner-checked: the nodes that granted it before TryAcquire
+// returns (bounded by the node timeout), a node whose answer was lost or
+// late in the background, after its own answer (so that the release cannot
+// overtake the acquisition).
+//
+// key is any non-empty bytes, without the coordinators' prefixes; ttl is
+// rounded up to whole milliseconds and must exceed the drift allowance.
+//
+// Errors: an error matching coordination.ErrNotAcquired when the nodes
+// answered but no quorum granted the lock (another owner holds it on too
+// many nodes, or the validity was used up before the quorum answered);
+// a *[QuorumError] when failed nodes (errors, [ErrNodeTimeout]) left no
+// quorum; coordination.ErrInvalidArgument naming key or ttl for bad input
+// (nothing admitted, nothing sent), the key also when the group has a
+// fencing node and the key has no {hash tag} (see [WithFencing]);
+// the hook's error when a hook rejects; an error matching
+// coordination.ErrNotAcquired and ctx's error when ctx ends first.
+// Admitted as REDLOCK ACQUIRE through every node's hooks, in the group's
+// order.
+func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	return g.acquire(ctx, key, ttl, false)
+}
+
+// Acquire is [Group.TryAcquire] that waits as long as ctx allows: after an
+// unsuccessful round it subscribes to the key's release notifications on
+// every node (a release on any node wakes it), then retries at once and
+// after each wake-up, or after a jittered delay: the time until enough
+// holders' TTLs (as the nodes reported them) run out when the nodes
+// answered, a jittered exponential backoff after failures, re-checking at
+// least every 5 s. Each round uses a fresh owner token. It is admitted
+// once, as REDLOCK ACQUIRE, however long it waits; when ctx ends first it
+// returns an error matching both coordination.ErrNotAcquired and ctx's
+// error (context.Cause). It ends with the round's error when failed nodes
+// can never make a quorum (terminal errors such as NOPERM or WRONGTYPE on
+// too many nodes).
+func (g *Group) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	return g.acquire(ctx, key, ttl, true)
+}
+
+func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, block bool) (*Lock, error) {
+	ms, keys, err := g.check(key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	ctx, op, err := engine.AdmitGroup(ctx, g.ids, hooks.RedlockAcquire, "redlock")
+	if err != nil {
+		return nil, err
+	}
+	if !block {
+		l, _, err := g.round(ctx, key, ttl, ms, keys)
+		return l, op.End(err)
+	}
+	var (
+		l      *Lock
+		rounds int
+	)
+	w := newWatches()
+	defer w.close()
+	err = g.first.Wait(ctx, engine.WaitConfig{Wake: w.wake}, func(ctx context.Context) (engine.Attempt, error) {
+		rounds++
+		got, retryIn, err := g.round(ctx, key, ttl, ms, keys)
+		if err == nil {
+			l = got
+			return engine.Attempt{Done: true}, nil
+		}
+		var (
+			qe      *QuorumError
+			se      *splitError
+			granted int
+		)
+		switch {
+		case errors.As(err, &qe):
+			if qe.hopeless(g) {
+				return engine.Attempt{}, err
+			}
+			granted = qe.Confirmed
+			retryIn = engine.Backoff(rounds, 50*time.Millisecond, time.Second)
+		case errors.Is(err, engine.ErrNotAcquired):
+			if ctx.Err() != nil {
+				return engine.Attempt{}, err
+			}
+			if errors.As(err, &se) {
+				granted = se.granted
+			}
+		default:
+			return engine.Attempt{}, err
+		}
+		if granted > 0 {
+			// A split vote (or a partial one, with nodes down):
+			// contenders that retry together split again. Retry after a
+			// short random delay, holding release notifications until
+			// then (the Redlock algorithm's desynchronisation).
+			retryIn = engine.Backoff(rounds, 10*time.Millisecond, 200*time.Millisecond)
+			w.quiet(retryIn)
+		}
+		if retryIn <= 0 {
+			retryIn = engine.Backoff(rounds, 50*time.Millisecond, time.Second)
+		}
+		if !w.started {
+			// Subscribe first, then try again at once: a release in
+			// between is never missed.
+			w.start(g, keys)
+			return engine.Attempt{RetryIn: time.Nanosecond}, nil
+		}
+		return engine.Attempt{RetryIn: retryIn}, nil
+	})
+	if err != nil {
+		return nil, op.End(err)
+	}
+	return l, op.End(nil)
+}
+
+// result is one node's answer in a round.
+type result struct {
+	state     state
+	grant     engine.Grant
+	ok        bool           // refresh: still held and extended
+	out       engine.Outcome // release
+	err       error
+	ambiguous bool // a failed call may have run on the node
+}
+
+type state int
+
+const (
+	pending state = iota
+	yes           // granted, extended, released
+	no            // a definite refusal
+	failed
+)
+
+// round is one Redlock acquisition round with a fresh owner token. On
+// failure it returns the time after which trying again may succeed (0:
+// unknown).
+func (g *Group) round(ctx context.Context, key string, ttl time.Duration, ms int64, keys []engine.Keys) (*Lock, time.Duration, error) {
+	token, err := engine.NewToken()
+	if err != nil {
+		return nil, 0, err
+	}
+	f := g.cfg.fencing
+	start := time.Now()
+	r := g.fanOut(ctx, "acquire", allNodes(len(g.nodes)), func(ctx context.Context, n *node) result {
+		gr, err := n.acquire.Run(ctx, n.e, keys[n.i], token, ms)
+		switch {
+		case err != nil:
+			return result{state: failed, err: err}
+		case gr.Acquired:
+			return result{state: yes, grant: gr}
+		default:
+			return result{state: no, grant: gr}
+		}
+	}, func(rs []result, pend int) bool {
+		y := count(rs, yes)
+		if f >= 0 && (rs[f].state == no || rs[f].state == failed) {
+			return true
+		}
+		return y+pend < g.quorum || y >= g.quorum && (f < 0 || rs[f].state == yes)
+	})
+	elapsed := time.Since(start)
+	rs := r.rs
+	granted := count(rs, yes) >= g.quorum && (f < 0 || rs[f].state == yes)
+	validity := ttl - elapsed - g.drift(ttl)
+	if granted && validity > 0 && !r.canceled {
+		g.first.Histogram(engine.RedlockAcquireLatency).Record(context.Background(), elapsed.Seconds(), g.latAcquired)
+		l := newLock(g, key, token, keys, ttl, start, validity)
+		for i, c := range r.late {
+			l.inflight[i] = c.done // a release there waits for the acquisition
+		}
+		if f >= 0 {
+			l.fence, _ = strconv.ParseInt(rs[f].grant.Value, 10, 64) // checked by the decoder
+		}
+		return l, 0, nil
+	}
+	// Not acquired: release wherever the token may be. The nodes that
+	// granted it are released now, in parallel (so that the caller's next
+	// round does not find this round's token there); a node that failed
+	// ambiguously, or is still running, is released in the background after
+	// its own answer.
+	var granters []int
+	for i, res := range rs {
+		if res.state == yes {
+			granters = append(granters, i)
+		}
+	}
+	if len(granters) > 0 && !r.canceled {
+		rel := g.fanOut(ctx, "acquire", granters, func(ctx context.Context, n *node) result {
+			if _, err := n.release.Run(ctx, n.e, keys[n.i].First(), token); err != nil {
+				return result{state: failed, err: err}
+			}
+			return result{state: yes}
+		}, func([]result, int) bool { return false })
+		rel.after(func(n *node, res result) {
+			if res.state == failed {
+				g.cleanup(n, "acquire", ttl, keys[n.i], token, nil)
+			}
+		})
+	}
+	r.after(func(n *node, res result) {
+		if res.state == yes && (r.canceled || !slices.Contains(granters, n.i)) || res.state == failed && res.ambiguous {
+			g.cleanup(n, "acquire", ttl, keys[n.i], token, nil)
+		}
+	})
+	switch {
+	case r.canceled:
+		g.first.Histogram(engine.RedlockAcquireLatency).Record(context.Background(), elapsed.Seconds(), g.latFailed)
+		return nil, 0, engine.GaveUp(ctx)
+	case !granted && count(rs, yes)+count(rs, failed)+count(rs, pending) >= g.quorum && (f < 0 || rs[f].state != no):
+		// Failed nodes could have made the difference.
+		g.first.Histogram(engine.RedlockAcquireLatency).Record(context.Background(), elapsed.Seconds(), g.latFailed)
+		return nil, 0, g.quorumError("acquire", rs, count(rs, yes))
+	}
+	g.first.Histogram(engine.RedlockAcquireLatency).Record(context.Background(), elapsed.Seconds(), g.latContended)
+	if granted {
+		return nil, 0, fmt.Errorf("redlock: %w: a quorum granted the lock after %v, leaving no validity of the %v TTL",
+			engine.ErrNotAcquired, elapsed.Round(time.Millisecond), ttl)
+	}
+	return nil, retryAfter(rs, g.quorum), &splitError{granted: count(rs, yes), err: fmt.Errorf("redlock: %w: granted by %d of %d nodes, %d needed",
+		engine.ErrNotAcquired, count(rs, yes), len(g.nodes), g.quorum)}
+}
+
+// splitError is a contended round's error; granted is how many nodes
+// granted it (more than 0: a split vote between contenders).
+type splitError struct {
+	granted int
+	err     error
+}
+
+func (e *splitError) Error() string { return e.err.Error() }
+func (e *splitError) Unwrap() error { return e.err }
+
+// retryAfter returns how long until enough refusing holders' keys expire
+// for a quorum of free nodes (as the nodes reported their TTLs), plus a
+// random extra to desynchronise contenders; 0 when unknown.
+func retryAfter(rs []result, quorum int) time.Duration {
+	free := 0
+	var ttls []time.Duration
+	for _, r := range rs {
+		switch {
+		case r.state == yes:
+			free++ // ours, being released
+		case r.state == no && r.grant.RetryIn > 0:
+			ttls = append(ttls, r.grant.RetryIn)
+		}
+	}
+	need := quorum - free
+	if need < 1 || need > len(ttls) {
+		return 0
+	}
+	for i := 1; i < len(ttls); i++ { // insertion sort: a handful of nodes
+		for j := i; j > 0 && ttls[j] < ttls[j-1]; j-- {
+			ttls[j], ttls[j-1] = ttls[j-1], ttls[j]
+		}
+	}
+	return engine.Jitter(ttls[need-1])
+}
+
+func count(rs []result, s state) int {
+	c := 0
+	for _, r := range rs {
+		if r.state == s {
+			c++
+		}
+	}
+	return c
+}
+
+func allNodes(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// cleanup releases token on node n in the background, owner-checked,
+// retried on transient errors for at most limit (see engine.Cleanup); with
+// a non-nil settled, each try first waits for it to close (an acquisition
+// still running on the node).
+func (g *Group) cleanup(n *node, stage string, limit time.Duration, k engine.Keys, token string, settled <-chan struct{}) {
+	hk := k.First()
+	n.e.Cleanup(stage, limit, func(ctx context.Context) error {
+		if err := wait(ctx, settled); err != nil {
+			return err
+		}
+		_, err := n.release.Run(ctx, n.e, hk, token)
+		return err
+	})
+}
+
+// wait waits until settled is closed (at once for nil) or ctx ends.
+func wait(ctx context.Context, settled <-chan struct{}) error {
+	if settled == nil {
+		return nil
+	}
+	select {
+	case <-settled:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// QuorumError is the error of a group operation that no quorum of nodes
+// confirmed because nodes failed: had the failed nodes answered yes, the
+// operation might have succeeded. Errs holds each node's error, in the
+// group's order (nil for a node that answered); Unwrap returns the non-nil
+// ones, so coordination.Classify sorts it by its nodes' errors (a
+// [ErrNodeTimeout] or a network error is transient).
+type QuorumError struct {
+	Op        string  // "acquire", "refresh" or "release"
+	Confirmed int     // nodes that granted, extended or confirmed
+	Quorum    int     // nodes needed
+	Errs      []error // per node; nil where the node answered
+}
+
+// Error reads "redlock: acquire: 2 of 5 nodes confirmed, 3 needed; 3 failed:
+// <the first failure, described without addresses>".
+func (e *QuorumError) Error() string {
+	var first error
+	failed := 0
+	for _, err := range e.Errs {
+		if err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "redlock: %s: %d of %d nodes confirmed, %d needed; %d failed", e.Op, e.Confirmed, len(e.Errs), e.Quorum, failed)
+	if first != nil {
+		b.WriteString(": ")
+		if errors.Is(first, ErrNodeTimeout) {
+			b.WriteString(first.Error())
+		} else {
+			b.WriteString(engine.Describe(first))
+		}
+	}
+	return b.String()
+}
+
+// Unwrap returns the failed nodes' errors.
+func (e *QuorumError) Unwrap() []error {
+	var out []error
+	for _, err := range e.Errs {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// hopeless reports whether nodes that failed terminally (an error reply
+// such as NOPERM or WRONGTYPE) leave too few nodes for a quorum, or hit the
+// fencing node: waiting cannot help.
+func (e *QuorumError) hopeless(g *Group) bool {
+	terminal := 0
+	for i, err := range e.Errs {
+		if err != nil && engine.Classify(err) == engine.Terminal {
+			terminal++
+			if i == g.cfg.fencing {
+				return true
+			}
+		}
+	}
+	return len(e.Errs)-terminal < e.Quorum
+}
+
+func (g *Group) quorumError(op string, rs []result, confirmed int) *QuorumError {
+	qe := &QuorumError{Op: op, Confirmed: confirmed, Quorum: g.quorum, Errs: make([]error, len(g.nodes))}
+	for i, r := range rs {
+		if r.state == failed {
+			qe.Errs[i] = r.err
+		}
+	}
+	return qe
+}

@@ -1,0 +1,226 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/faultproxy"
+	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/redlock"
+)
+
+func TestAcquireContendRefreshRelease(t *testing.T) {
+	c := miniNodes(t, 3)
+	ctx := context.Background()
+	a, b := c.group(), c.group()
+	l, err := a.TryAcquire(ctx, "job", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitHolding("job", l.Token(), 3) // TryAcquire returns once a quorum granted it
+	if v := l.Validity(); v <= 9*time.Second || v > 10*time.Second-102*time.Millisecond {
+		t.Fatalf("validity %v, want in (9s, 10s - drift]", v)
+	}
+	if r := l.Remaining(); r <= 0 || r > l.Validity() {
+		t.Fatalf("remaining %v, validity %v", r, l.Validity())
+	}
+	if _, err := b.TryAcquire(ctx, "job", 10*time.Second); !errors.Is(err, coordination.ErrNotAcquired) {
+		t.Fatalf("second group: %v, want ErrNotAcquired", err)
+	}
+	if ok, err := l.Refresh(ctx, 20*time.Second); err != nil || !ok {
+		t.Fatalf("Refresh = %v, %v", ok, err)
+	}
+	if l.TTL() != 20*time.Second || l.Validity() <= 19*time.Second {
+		t.Fatalf("after refresh: ttl %v validity %v", l.TTL(), l.Validity())
+	}
+	// Refresh returns once a quorum answered; the last node follows.
+	waitFor(t, "every node's TTL at 20s", func() bool {
+		for _, m := range c.minis {
+			if m.TTL(c.prefix+"job") != 20*time.Second {
+				return false
+			}
+		}
+		return true
+	})
+	ok, err := l.Release(ctx)
+	if err != nil || !ok {
+		t.Fatalf("Release = %v, %v", ok, err)
+	}
+	if got := context.Cause(l.Context()); !errors.Is(got, coordination.ErrReleased) {
+		t.Fatalf("context cause %v", got)
+	}
+	c.waitHolding("job", l.Token(), 0)
+	// A second release answers without Redis.
+	stats := c.proxies[0].Stats().Commands["EVALSHA"]
+	if ok, err := l.Release(ctx); err != nil || !ok {
+		t.Fatalf("second Release = %v, %v", ok, err)
+	}
+	if c.proxies[0].Stats().Commands["EVALSHA"] != stats {
+		t.Fatal("second Release asked Redis")
+	}
+	if ok, err := l.Refresh(ctx, time.Second); err != nil || ok {
+		t.Fatalf("Refresh after release = %v, %v", ok, err)
+	}
+	l2, err := b.TryAcquire(ctx, "job", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConstructorRejects(t *testing.T) {
+	c := miniNodes(t, 5)
+	co := c.coords()
+	sameAddr, err := coordination.New(redis.NewClient(&redis.Options{Addr: c.proxies[0].Addr()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sameAddr.Client().Close() })
+	sameClient, err := coordination.New(co[0].Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		nodes []*coordination.Coordinator
+		opts  []redlock.Option
+		arg   string
+	}{
+		{"none", nil, nil, "nodes"},
+		{"one", co[:1], nil, "nodes"},
+		{"two", co[:2], nil, "nodes"},
+		{"four", co[:4], nil, "nodes"},
+		{"nil", []*coordination.Coordinator{co[0], nil, co[2]}, nil, "nodes"},
+		{"same coordinator", []*coordination.Coordinator{co[0], co[1], co[0]}, nil, "nodes"},
+		{"same client", []*coordination.Coordinator{co[0], co[1], sameClient}, nil, "nodes"},
+		{"same address", []*coordination.Coordinator{co[0], co[1], sameAddr}, nil, "nodes"},
+		{"node timeout", co[:3], []redlock.Option{redlock.WithNodeTimeout(time.Microsecond)}, "node timeout"},
+		{"drift factor", co[:3], []redlock.Option{redlock.WithDriftFactor(-0.1)}, "drift factor"},
+		{"drift factor NaN-ish", co[:3], []redlock.Option{redlock.WithDriftFactor(0.5)}, "drift factor"},
+		{"fencing node negative", co[:3], []redlock.Option{redlock.WithFencing(-1)}, "fencing node"},
+		{"fencing node beyond", co[:3], []redlock.Option{redlock.WithFencing(3)}, "fencing node"},
+	} {
+		g, err := redlock.New(tc.nodes, tc.opts...)
+		name, ok := engine.ArgumentName(err)
+		if g != nil || !errors.Is(err, coordination.ErrInvalidArgument) || !ok || name != tc.arg {
+			t.Errorf("%s: %v, %v; want ErrInvalidArgument naming %q", tc.name, g, err, tc.arg)
+		}
+	}
+	if g, err := redlock.New(co, redlock.WithNodeTimeout(time.Millisecond), redlock.WithDriftFactor(0), redlock.WithFencing(4)); err != nil || g.Size() != 5 || g.Quorum() != 3 {
+		t.Fatalf("valid group: %v, %v", g, err)
+	}
+	for i, p := range c.proxies {
+		if n := p.Stats().Accepted; n != 0 {
+			t.Errorf("node %d: the constructor connected (%d connections)", i, n)
+		}
+	}
+}
+
+// Bad input: an argument error naming the argument, nothing admitted,
+// nothing sent.
+func TestBadInputSendsNothing(t *testing.T) {
+	c := miniNodes(t, 3)
+	rec := &testharness.HookRecorder{}
+	g, err := redlock.New(c.coords(coordination.WithHooks(rec)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		arg  string
+		call func() error
+	}{
+		{"key", func() error { _, err := g.TryAcquire(ctx, "", time.Second); return err }},
+		{"key", func() error { _, err := g.Acquire(ctx, "", time.Second); return err }},
+		{"ttl", func() error { _, err := g.TryAcquire(ctx, "k", 999*time.Microsecond); return err }},
+		{"ttl", func() error { _, err := g.TryAcquire(ctx, "k", 0); return err }},
+		{"ttl", func() error { _, err := g.TryAcquire(ctx, "k", -time.Second); return err }},
+		{"ttl", func() error { _, err := g.Acquire(ctx, "k", 2*time.Millisecond); return err }}, // not above the drift
+	} {
+		err := tc.call()
+		if name, ok := engine.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || name != tc.arg {
+			t.Errorf("got %v, want ErrInvalidArgument naming %q", err, tc.arg)
+		}
+	}
+	for i, p := range c.proxies {
+		if n := p.Stats().Accepted; n != 0 {
+			t.Errorf("node %d: bad input connected (%d connections)", i, n)
+		}
+	}
+	if got := rec.Ops(); len(got) != 0 {
+		t.Errorf("bad input was admitted: %v", got)
+	}
+	l, err := g.TryAcquire(ctx, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitHolding("k", l.Token(), 3)
+	before := c.proxies[0].Stats().Commands["EVALSHA"] + c.proxies[0].Stats().Commands["EVAL"]
+	ops := len(rec.Ops())
+	if _, err := l.Refresh(ctx, 0); !errors.Is(err, coordination.ErrInvalidArgument) {
+		t.Errorf("Refresh(0): %v", err)
+	}
+	if after := c.proxies[0].Stats().Commands["EVALSHA"] + c.proxies[0].Stats().Commands["EVAL"]; after != before {
+		t.Errorf("a bad refresh sent %d commands", after-before)
+	}
+	if got := rec.Ops(); len(got) != ops {
+		t.Errorf("a bad refresh was admitted: %v", got[ops:])
+	}
+	// The recorder is on every node's coordinator: one admission each.
+	acq := "redlock:" + hooks.RedlockAcquire + ":succeeded"
+	if got := rec.Ops(); !slices.Equal(got, []string{acq, acq, acq}) {
+		t.Errorf("hooks saw %v", got)
+	}
+	if _, err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// KeepAlive renews on a quorum every TTL/3, so the lock outlives its first
+// validity; when no quorum confirms a renewal (two of three nodes cut off)
+// the lock is lost: its context is cancelled with ErrLost.
+func TestKeepAlive(t *testing.T) {
+	c := miniNodes(t, 3)
+	ctx := context.Background()
+	g := c.group(redlock.WithNodeTimeout(50 * time.Millisecond))
+	l, err := g.TryAcquire(ctx, "ka", 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx := l.Context()
+	l.KeepAlive()
+	l.KeepAlive() // a second call does nothing
+	time.Sleep(700 * time.Millisecond)
+	if l.Remaining() <= 0 || lctx.Err() != nil {
+		t.Fatalf("kept-alive lock: remaining %v, context %v", l.Remaining(), context.Cause(lctx))
+	}
+	for _, p := range c.proxies[1:] {
+		p.BlackHole(faultproxy.Both)
+	}
+	select {
+	case <-lctx.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the lock was not lost when no quorum confirmed the renewal")
+	}
+	if !errors.Is(context.Cause(lctx), coordination.ErrLost) || l.Remaining() != 0 {
+		t.Fatalf("cause %v, remaining %v", context.Cause(lctx), l.Remaining())
+	}
+	for _, p := range c.proxies {
+		p.CutAll(faultproxy.RST)
+		p.Restore()
+	}
+	if ok, err := l.Refresh(ctx, time.Second); ok || err != nil {
+		t.Fatalf("Refresh after the loss = %v, %v", ok, err)
+	}
+	c.waitHolding("ka", l.Token(), 0)
+}

@@ -1,0 +1,111 @@
+// Package rwlease is a distributed read-write lease on one Redis key: any
+// number of readers share it, or one writer holds it alone. Each holder is
+// an entry with its own expiry in server time, renewed or released by its
+// owner token only; expired entries are pruned by the next operation, so
+// a crashed holder blocks nobody past its TTL.
+//
+//	rd, err := rwlease.Read(ctx, coord, "catalog:rw", 30*time.Second)
+//	if err != nil {
+//		return err // coordination.ErrNotAcquired once ctx ends
+//	}
+//	defer func() {
+//		if _, err := rd.Release(context.WithoutCancel(ctx)); err != nil {
+//			log.Printf("release: %v", err) // retried in the background
+//		}
+//	}()
+//	return readCatalog(rd.Context()) // cancelled if the lease is lost
+//
+// # Operations
+//
+// [TryRead] and [TryWrite] return at once; [Read] and [Write] wait without
+// polling: after a refused attempt they subscribe to the key's release
+// channel (one Pub/Sub connection per coordinator, shared by every waiter),
+// try again, then sleep until a release is announced, the entry in the way
+// expires (as the server reported it), or the re-check period passes
+// ([WithRecheck], 5 s by default). Every hot-path operation (acquire,
+// refresh, verify, release) is one Lua script, one round trip. A [Lease]
+// is the same handle as a lock's: Remaining, Refresh, Verify, Release
+// (Released or AlreadyReleased; an entry belongs to its holder alone, so
+// there is no NotOwned), KeepAlive at a third of the TTL, and a Context
+// cancelled on release or loss.
+//
+// # Fairness: writer preference
+//
+// A reader is admitted while no writer holds the key; a writer while no
+// live reader or writer does. Without more, a steady stream of overlapping
+// readers keeps a writer out for ever. So, by default, a writer blocked in
+// [Write] records itself as waiting, and from then on new readers are
+// refused ([TryRead] returns coordination.ErrNotAcquired; [Read] waits):
+// they queue behind it. Readers already holding keep their leases (and may
+// renew them); the writer gets in as soon as they release or expire, and
+// the queued readers follow when it releases. The rule, precisely:
+//
+//   - A writer waiting in Write blocks new readers; TryWrite never waits,
+//     so it holds readers back only once it has the lease.
+//   - Writers are not ordered among themselves: when the key becomes free,
+//     whichever writer tries first gets it; readers wait until no writer
+//     holds or waits. A steady stream of writers can therefore starve
+//     readers (the price of not starving writers).
+//   - A waiting writer renews its record at each attempt; the record lives
+//     twice the re-check period (10 s by default), so a waiting writer
+//     that crashes holds new readers back for at most that long. A Write
+//     whose ctx ends removes its record at once.
+//   - [WithWriterPreference](false) turns it off for one call: such a
+//     reader ignores waiting writers, such a writer does not record
+//     itself. Use one setting for every process sharing a key.
+//
+// Measured (TestWriterPreference; a reader arriving every 10 ms for 2 s,
+// each holding 100 ms): a writer gets in about 100 ms after it starts
+// waiting, when the readers present then have left; without writer
+// preference it waits until the stream of readers ends.
+//
+// # Storage
+//
+// One sorted set per key, so Redis Cluster needs no hash tag. Scores are
+// expiries in server-time milliseconds:
+//
+//	member "R:<token>"  a read lease; score = its expiry (> 0)
+//	member "W:<token>"  the write lease; score = its expiry (> 0); never
+//	                    live together with a live read lease
+//	member "Q:<token>"  a writer waiting in Write (writer preference);
+//	                    score = -(its expiry) (< 0)
+//
+// An entry is live while its expiry is after the server's now: live
+// holders are the members scored above now, live waiting writers those
+// scored below -now. Expired entries are pruned by the next operation that
+// writes; the key's own TTL follows the latest expiry, so an abandoned key
+// disappears by itself, and it is deleted with its last entry. Inspect it
+// with
+//
+//	ZRANGE <key> 0 -1 WITHSCORES
+//
+// Releases (and a waiting writer that gives up) publish on the channel
+// "coordination:" followed by the prefixed key.
+//
+// # What holds, and what does not
+//
+// Within one Redis history (one primary, no failover), at every server
+// instant either no writer is live or exactly one writer and no reader is
+// live; a holder's refresh or release never touches another holder's
+// entry, and an expired holder cannot revive its entry. Expiry uses only
+// the server's clock; [Lease.Remaining] is a local estimate measured from
+// before the request was sent, minus a drift allowance. Mutual exclusion
+// does not survive a failover that loses recent writes (replication is
+// asynchronous), and a holder paused past its TTL may act after its lease
+// expired without knowing: stop work when [Lease.Context] is cancelled,
+// and for writes that must never interleave use package fencing.
+//
+// # Lost replies and re-sends
+//
+// go-redis re-sends a command after a read timeout or a broken connection
+// (MaxRetries, 3 by default). An acquire re-sent with the same member
+// finds its own live entry and reports acquired (one lease), a re-sent
+// refresh sets the expiry again, and a re-sent release finds the entry
+// gone and reports AlreadyReleased (the entry is released either way).
+// When an acquire's outcome is unknown to the caller (see
+// coordination.IsAmbiguous) a background owner-checked release removes
+// what it may have left. Per-call context deadlines bound network I/O only
+// when the client has ContextTimeoutEnabled: true.
+//
+// All functions and methods are safe for concurrent use.
+package rwlease
