@@ -5,7 +5,7 @@ SERVERS_CACHE ?= $(if $(REDIS_SERVERS_CACHE),$(REDIS_SERVERS_CACHE),$(if $(XDG_C
 GO ?= go
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: test servers test-fast vet bench demo
+.PHONY: test servers test-fast test-long vet bench demo fuzz fuzz-short
 
 # examples/fenced-sql is its own module (the SQLite driver stays out of the
 # library's go.mod): its tests run too.
@@ -13,9 +13,29 @@ test: servers
 	. "$(SERVERS_CACHE)/env.sh" && $(GO) test $(TESTFLAGS) ./...
 	cd examples/fenced-sql && $(GO) test $(TESTFLAGS) ./...
 
+# A longer reliability campaign (make test runs a bounded one): HISTORIES
+# checked histories with faults per primitive on each real backend, then a
+# SOAK-long soak on every real backend in turn.
+HISTORIES ?= 200
+SOAK ?= 10m
+test-long: servers
+	. "$(SERVERS_CACHE)/env.sh" && COORD_HISTORIES=$(HISTORIES) COORD_HISTORY_BUDGET=2h COORD_SOAK=$(SOAK) \
+		$(GO) test -race -count=1 -timeout 6h -v -run 'TestHistories|TestSoak' ./internal/history/
+
 # Fetch or build Redis 7.0, Redis 8.0, Valkey 8.1 and Valkey 9.1 into the cache.
 servers:
 	REDIS_SERVERS_CACHE="$(SERVERS_CACHE)" sh scripts/get-servers.sh all >/dev/null
+
+# Every fuzz target (func FuzzX in a _test.go file) for a bounded time
+# each: 10 s in CI (.ci/run, after make test), FUZZTIME=10m or more for a
+# campaign. A plain go test runs each target over its seeds and committed
+# corpus (testdata/fuzz) only.
+fuzz-short:
+	FUZZTIME=10s sh scripts/fuzz.sh
+
+FUZZTIME ?= 5m
+fuzz:
+	FUZZTIME=$(FUZZTIME) sh scripts/fuzz.sh
 
 # miniredis only: no servers needed.
 test-fast:

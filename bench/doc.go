@@ -4,9 +4,11 @@
 // ratio measured under the same conditions. It is a separate module so
 // that users of the library never download the peers.
 //
-// Run (servers from scripts/get-servers.sh; the harness starts one):
+// Run (servers from scripts/get-servers.sh; the harness starts one) with
+// cmd/benchtab, which runs the benchmarks as README.md describes and prints
+// the tables:
 //
-//	cd bench && go test -run '^$' -bench . -benchmem -count 5 -benchtime 2s
+//	cd bench && go run ./cmd/benchtab
 //
 // BENCH_BACKEND selects the server flavor (default redis7).
 package bench

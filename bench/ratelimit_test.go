@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,11 +15,6 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/ratelimit"
 )
-
-// floorScript is the least a limiter deciding with the server's clock does
-// on its writing path: read TIME and the key, write it with an expiry.
-var floorScript = redis.NewScript("local t = redis.call('TIME') local v = redis.call('GET', KEYS[1]) " +
-	"redis.call('SET', KEYS[1], t[1], 'PX', 60000) return 1")
 
 // rateCase is one decision measured by the rate-limit benchmarks.
 type rateCase struct {
@@ -85,7 +79,9 @@ func rateCases(b *testing.B, c redis.UniversalClient, prefix string) []rateCase 
 	return []rateCase{
 		{"noop-evalsha", keyed(func(ctx context.Context, key string) error { return noop.Run(ctx, c, []string{key}).Err() })},
 		{"floor-time-get-set", keyed(func(ctx context.Context, key string) error {
-			return floorScript.Run(ctx, c, []string{key}).Err()
+			// The least a limiter deciding with the server's clock does on
+			// its writing path (a value the size of a Unix time in s).
+			return floorScript.Run(ctx, c, []string{key}, "1700000000", 60000).Err()
 		})},
 		{"ours-fixed-window", ours(ratelimit.FixedWindow{Limit: huge, Window: time.Hour})},
 		{"ours-sliding-window", ours(ratelimit.SlidingWindow{Limit: huge, Window: time.Hour, Segments: 10})},
@@ -105,32 +101,6 @@ func rateCases(b *testing.B, c redis.UniversalClient, prefix string) []rateCase 
 			return err
 		})},
 	}
-}
-
-// scriptStats returns the calls and microseconds of EVALSHA and EVAL from
-// INFO commandstats.
-func scriptStats(b *testing.B, c redis.UniversalClient) (calls, usec int64) {
-	s, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(s, "\n") {
-		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
-			continue
-		}
-		for _, f := range strings.Split(line[strings.IndexByte(line, ':')+1:], ",") {
-			k, v, _ := strings.Cut(f, "=")
-			n, _ := strconv.ParseInt(v, 10, 64)
-			switch k {
-			case "calls":
-				calls += n
-			case "usec":
-				usec += n
-			}
-		}
-	}
-	return calls, usec
 }
 
 // BenchmarkRateLimitDecision: one decision per op, each caller on its own
@@ -158,7 +128,7 @@ func BenchmarkRateLimitDecision(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				calls0, usec0 := scriptStats(b, c)
+				before := commandstats(b, c)
 				b.ReportAllocs()
 				b.ResetTimer()
 				parallel(b, callers, func(id int) {
@@ -167,9 +137,8 @@ func BenchmarkRateLimitDecision(b *testing.B) {
 					}
 				})
 				b.StopTimer()
-				calls1, usec1 := scriptStats(b, c)
-				if callers == 1 && calls1 > calls0 {
-					b.ReportMetric(float64(usec1-usec0)/float64(calls1-calls0), "server-µs/op")
+				if d := since(before, commandstats(b, c), scripts); callers == 1 && d.calls > 0 {
+					b.ReportMetric(float64(d.usec)/float64(d.calls), "server-µs/op")
 				}
 			})
 		}

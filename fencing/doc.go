@@ -68,4 +68,10 @@
 // lease and returns the same fencing token without touching the counter.
 //
 // All functions and methods are safe for concurrent use.
+//
+// # Size bounds
+//
+// Keys are at most 1 KiB and a GuardedSet value at most 16 MiB; a longer
+// one fails with coordination.ErrInvalidArgument naming "leaseKey",
+// "fenceKey", "key" or "value", nothing sent.
 package fencing

@@ -53,6 +53,9 @@ func GuardedSet(ctx context.Context, coord *coordination.Coordinator, key string
 	if token < 1 {
 		return false, 0, engine.InvalidArgument("token", "must be a positive fencing token, got %d", token)
 	}
+	if err := engine.CheckSize("value", len(value), engine.MaxValueBytes); err != nil {
+		return false, 0, err
+	}
 	var ttlMs int64
 	if ttl != 0 {
 		if ttlMs, err = engine.Millis("ttl", ttl); err != nil {

@@ -5,7 +5,7 @@
 //
 // # Claims
 //
-// A [Store] keeps one Redis hash per key: its state (pending or
+// A [Store] keeps one Redis string per key: its state (pending or
 // completed), the owner token of the caller that claimed it, an optional
 // request fingerprint and, once completed, the result bytes. Each
 // transition is one Lua script on that one key, one round trip, so it works
@@ -38,14 +38,28 @@
 //
 // A claim lives at the key given to Begin (for the [Middleware], at
 // [StoreKey](namespace, key)), after the coordinator's key prefix: a Redis
-// hash that always has a TTL, with the fields
+// string that always has a TTL, in one of two forms:
 //
-//	state   "pending" or "completed"
-//	owner   the owner token of the claim's caller (36 characters)
-//	ttl     the result TTL in milliseconds (decimal), applied by Complete
-//	fp      the request fingerprint, any bytes; absent when none was given
-//	result  the stored result, any bytes (completed claims only)
-//	done    the completion id of the Complete that stored it (completed only)
+//	pending    "P" <result ttl> ":" <owner> ":" <fp>
+//	completed  "C" <completion id> ":" <fp> <result>
+//
+// where result ttl is the result TTL in milliseconds (decimal, applied by
+// Complete), owner the owner token of the claim's caller and completion id
+// that of the Complete that stored the result (36 characters each, never
+// a ":"), result the stored bytes (to the end of the string), and fp the
+// request fingerprint: "-:" when none was given, otherwise its length in
+// decimal, ":" and its bytes (so "3:abc"). For example, a claim completed
+// with the result "ok" and no fingerprint reads
+//
+//	C0b9e3c1e-52f1-4a3c-9d6e-2b1f5c7e8a90:-:ok
+//
+// A string is the most compact form Redis has for this: a completed claim
+// with a 100-byte result and a 40-byte key takes about 250 bytes (MEMORY
+// USAGE; a hash would turn into a hash table once a field exceeds 64 bytes,
+// 640 bytes). Claims written by versions of this package before that layout
+// (hashes with the fields state, owner, ttl, fp, result and done) are not
+// read: every operation on such a key fails with coordination.ErrWrongType
+// and changes nothing; delete them, or let them expire.
 //
 // A key that is absent has no claim. Complete and Abandon publish
 // "completed" or "abandoned" on the Pub/Sub channel "coordination:"
@@ -53,9 +67,8 @@
 // ([WithWait]); the publish is best effort, so a user whose ACL forbids the
 // channel still completes and abandons, and waiters fall back to the
 // claim's expiry and periodic re-checks. The scripts (idempotency_begin,
-// idempotency_complete, idempotency_abandon in package lua) need HMGET,
-// HGET, HSET, EXISTS, PTTL, PEXPIRE and DEL on the key, besides EVALSHA and
-// EVAL.
+// idempotency_complete, idempotency_abandon in package lua) need GET, SET,
+// PTTL and DEL on the key, besides EVALSHA and EVAL.
 //
 // # Time
 //
@@ -79,8 +92,8 @@
 // later request with it then runs the work again. For payments and other
 // effects that must survive Redis data loss, also deduplicate in the
 // durable store the effect lands in (a unique constraint on the key, or the
-// downstream API's own idempotency key). Reserve these hashes for this
-// package: do not write their fields yourself.
+// downstream API's own idempotency key). Reserve these keys for this
+// package: do not write them yourself.
 //
 // # Re-sends and ambiguous outcomes
 //
@@ -115,8 +128,9 @@
 //
 // Invalid arguments fail with coordination.ErrInvalidArgument naming the
 // argument, before anything is sent or admitted. A key holding another
-// Redis type fails with coordination.ErrWrongType (and ErrBadState), a hash
-// this package did not write, or a reply the client does not recognise,
+// Redis type (a claim of an earlier version included) fails with
+// coordination.ErrWrongType (and ErrBadState), a string this package did
+// not write, or a reply the client does not recognise,
 // with coordination.ErrBadState; nothing is written then. Errors of the
 // server reach the caller as its reply: NOAUTH or WRONGPASS for a client
 // that is not authenticated, NOPERM when the ACL denies EVALSHA, the key,
@@ -170,4 +184,14 @@
 // or was abandoned), another caller's is (it was taken over), or the claim
 // is completed (for Complete, by an earlier call). No attribute holds a key
 // or a token.
+//
+// # Size bounds
+//
+// Keys are at most 1 KiB, owners 256 bytes, fingerprints 1 KiB and a
+// result given to Store.Complete 16 MiB; a longer one fails with
+// coordination.ErrInvalidArgument naming "key", "owner", "fingerprint" or
+// "result", nothing sent. The middleware stores responses up to
+// WithMaxResponseBytes (1 MiB by default, at most 16 MiB - 64 KiB) and
+// accepts Idempotency-Key values up to WithMaxKeyLength (255 bytes by
+// default, at most 512), so that a store key with its namespace fits.
 package idempotency

@@ -361,7 +361,7 @@ func TestUnknownRepliesAreBadState(t *testing.T) {
 		ctx := t.Context()
 		begin := engine.IdempotencyBegin.Hash()
 		for i, v := range []any{
-			nil, "OK", int64(1), []any{}, []any{int64(5)}, []any{int64(1), "extra"}, []any{int64(2)},
+			nil, int64(-3), float64(1), []any{}, []any{int64(5)}, []any{int64(1), "extra"}, []any{int64(2)},
 			[]any{int64(2), int64(7)}, []any{int64(3), int64(-1)}, []any{int64(3), "10"}, []any{int64(4), int64(0)},
 			[]any{"1"},
 		} {

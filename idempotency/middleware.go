@@ -101,11 +101,24 @@ func WithKeyRequired(required bool) MiddlewareOption {
 }
 
 // WithMaxKeyLength bounds the length of a key, in bytes after unquoting; a
-// longer key is answered 400 ([ProblemKeyInvalid]). n must be at least 1
-// (the setting is named "max key length"). The default is 255.
+// longer key is answered 400 ([ProblemKeyInvalid]). n must be between 1
+// and 512 (the setting is named "max key length"), so that the store key
+// ([StoreKey]: the key with its namespace) stays within the library's
+// 1 KiB bound on keys for namespaces up to about 490 bytes. The default is
+// 255.
 func WithMaxKeyLength(n int) MiddlewareOption {
-	return engine.AtLeast("max key length", n, 1, func(c *middlewareConfig) { c.maxKeyLength = n })
+	return func(c *middlewareConfig) error {
+		if n < 1 || n > maxKeyLength {
+			return engine.InvalidArgument("max key length", "must be between 1 and %d, got %d", maxKeyLength, n)
+		}
+		c.maxKeyLength = n
+		return nil
+	}
 }
+
+// maxKeyLength is the largest WithMaxKeyLength: half of the library's
+// bound on keys, the rest for the store key's namespace.
+const maxKeyLength = engine.MaxKeyBytes / 2
 
 // WithClaimTTL sets how long a request's claim stays pending: while it
 // does, retries get 409 (or wait, see [WithWaitForOriginal]); after it, a
@@ -139,11 +152,23 @@ func WithMaxRequestBytes(n int64) MiddlewareOption {
 // larger response is passed through to the client unchanged but is not
 // stored: its claim is abandoned, so a retry runs the handler again. Use it
 // on routes whose large responses are safe to compute twice, or raise the
-// bound. n must not be negative ("max response bytes"). The default is
-// 1 MiB.
+// bound. n must be between 0 and 16 MiB - 64 KiB (coordination's bound on
+// a stored value, engine.MaxValueBytes, less room for the status and the
+// replayed header fields; the setting is named "max response bytes"). The
+// default is 1 MiB.
 func WithMaxResponseBytes(n int) MiddlewareOption {
-	return engine.AtLeast("max response bytes", n, 0, func(c *middlewareConfig) { c.maxResponseBytes = n })
+	return func(c *middlewareConfig) error {
+		if n < 0 || n > engine.MaxValueBytes-responseOverhead {
+			return engine.InvalidArgument("max response bytes", "must be between 0 and %d, got %d", engine.MaxValueBytes-responseOverhead, n)
+		}
+		c.maxResponseBytes = n
+		return nil
+	}
 }
+
+// responseOverhead is room for a stored response's status and replayed
+// header fields within coordination's bound on a stored value.
+const responseOverhead = 64 << 10
 
 // WithReplayHeaders replaces the response header fields stored and replayed
 // (names are canonicalised, e.g. "location" becomes "Location"). Other

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -67,6 +69,16 @@ var (
 	abandonNotOwner  = engine.Attrs(attribute.String("result", "not_owner"))
 )
 
+// beginOpts are beginAttrs as option lists, built once: a fresh variadic
+// list would allocate on every Begin.
+var beginOpts = func() map[State][]metric.AddOption {
+	m := make(map[State][]metric.AddOption, len(beginAttrs))
+	for st, a := range beginAttrs {
+		m[st] = []metric.AddOption{a}
+	}
+	return m
+}()
+
 // Claim is the answer of [Store.Begin]. Only the fields of its State are
 // set; the others are zero.
 type Claim struct {
@@ -102,11 +114,11 @@ func claimOf(r engine.ClaimReply, token string) (Claim, error) {
 	return Claim{}, engine.UnexpectedReply(engine.IdempotencyBegin.Name(), nil)
 }
 
-// Store records idempotency claims and their results in Redis: one hash per
-// key, created by [Store.Begin], finished by [Store.Complete] or
+// Store records idempotency claims and their results in Redis: one string
+// per key, created by [Store.Begin], finished by [Store.Complete] or
 // [Store.Abandon]. Each of these is one Lua script, one round trip, on one
-// key, so a Store works unchanged on Redis Cluster. The hash's layout is
-// described in the package documentation.
+// key, so a Store works unchanged on Redis Cluster. The layout is described
+// in the package documentation.
 //
 // A Store holds no state of its own besides its coordinator. It is safe for
 // concurrent use by multiple goroutines. The zero value is not usable; use
@@ -149,6 +161,9 @@ func (s *Store) checkOwned(key, owner string) (*engine.Engine, error) {
 	if owner == "" {
 		return nil, engine.InvalidArgument("owner", "must not be empty; use the Owner of a Started claim")
 	}
+	if err := engine.CheckSize("owner", len(owner), engine.MaxIdentityBytes); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -173,6 +188,9 @@ type beginConfig struct {
 // attempt of a request, retries included. The default is no fingerprint.
 func WithFingerprint(fp string) BeginOption {
 	return func(c *beginConfig) error {
+		if err := engine.CheckSize("fingerprint", len(fp), engine.MaxFingerprintBytes); err != nil {
+			return err
+		}
 		c.fingerprint = &fp
 		return nil
 	}
@@ -236,8 +254,8 @@ var errWaitOver = errors.New("idempotency: wait bound reached")
 // Errors: coordination.ErrInvalidArgument naming store, coord, key, ttl,
 // result ttl or wait, with nothing sent; an error matching
 // coordination.ErrWrongType (with ErrBadState) when key holds another Redis
-// type, or coordination.ErrBadState when the hash is not a claim this
-// package wrote (or the reply is not one the client knows), both detected
+// type (a claim of an earlier version, a hash, included), or
+// coordination.ErrBadState when the string is not a claim this package wrote (or the reply is not one the client knows), both detected
 // before anything is written; the hook's error when a hook rejects; Redis
 // and network errors as go-redis returns them (NOPERM when the ACL denies
 // EVALSHA, the key or a command the script runs, NOAUTH or WRONGPASS when
@@ -263,8 +281,12 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts .
 		return Claim{}, err
 	}
 	var cfg beginConfig
-	if err := engine.Apply(&cfg, opts); err != nil {
-		return Claim{}, err
+	if len(opts) > 0 {
+		c := new(beginConfig) // options see a pointer: only then on the heap
+		if err := engine.Apply(c, opts); err != nil {
+			return Claim{}, err
+		}
+		cfg = *c
 	}
 	if cfg.resultMs == 0 {
 		cfg.resultMs = ttlMs
@@ -277,16 +299,40 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return Claim{}, err
 	}
-	args := []any{token, ttlMs, cfg.resultMs, "0", ""}
-	if cfg.fingerprint != nil {
-		args[3], args[4] = "1", *cfg.fingerprint
-	}
-	claim, err := begin(ctx, e, e.Key(key), token, ttl, cfg.wait, args)
+	pending, fp := pendingClaim(cfg.resultMs, token, cfg.fingerprint)
+	claim, err := begin(ctx, e, e.Key(key), token, ttl, cfg.wait, []any{token, ttlMs, pending, fp})
 	if err != nil {
 		return Claim{}, op.End(err)
 	}
-	e.Count(engine.IdempotencyBegins, beginAttrs[claim.State])
+	e.Counter(engine.IdempotencyBegins).Add(context.Background(), 1, beginOpts[claim.State]...)
 	return claim, op.End(nil)
+}
+
+// pendingClaim returns a new pending claim as stored (layout in the package
+// documentation) and its fingerprint part, in one allocation.
+func pendingClaim(resultMs int64, owner string, fingerprint *string) (claim, fp string) {
+	var b strings.Builder
+	n := 1 + 15 + 1 + len(owner) + 1 + 2
+	if fingerprint != nil {
+		n += 20 + 1 + len(*fingerprint)
+	}
+	b.Grow(n)
+	var digits [20]byte
+	b.WriteByte('P')
+	b.Write(strconv.AppendInt(digits[:0], resultMs, 10))
+	b.WriteByte(':')
+	b.WriteString(owner)
+	b.WriteByte(':')
+	at := b.Len()
+	if fingerprint == nil {
+		b.WriteString("-:")
+	} else {
+		b.Write(strconv.AppendInt(digits[:0], int64(len(*fingerprint)), 10))
+		b.WriteByte(':')
+		b.WriteString(*fingerprint)
+	}
+	claim = b.String()
+	return claim, claim[at:]
 }
 
 // begin runs the begin script (once, or until the claim is no longer in
@@ -389,6 +435,9 @@ func waitFor(ctx context.Context, e *engine.Engine, k engine.Keys, d time.Durati
 func (s *Store) Complete(ctx context.Context, key, owner string, result []byte) (bool, error) {
 	e, err := s.checkOwned(key, owner)
 	if err != nil {
+		return false, err
+	}
+	if err := engine.CheckSize("result", len(result), engine.MaxValueBytes); err != nil {
 		return false, err
 	}
 	id, err := engine.NewToken()

@@ -106,4 +106,9 @@
 // coordination.latch.wait, a histogram of the seconds spent in Wait, by
 // result: completed (true), replaced (false: reset or deleted), broken,
 // gave_up (the context ended) and failed (an error).
+//
+// # Size bounds
+//
+// Keys are at most 1 KiB; a longer one fails with
+// coordination.ErrInvalidArgument naming "key", nothing sent.
 package latch

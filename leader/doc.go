@@ -90,4 +90,10 @@
 // default) does. A renewal stuck that long cannot extend a term (its
 // context is cancelled at the local deadline regardless), but it delays the
 // release and the next campaign.
+//
+// # Size bounds
+//
+// Keys are at most 1 KiB and an identity at most 256 bytes; a longer one
+// fails with coordination.ErrInvalidArgument naming "leaseKey",
+// "fenceKey" or "identity", nothing sent.
 package leader

@@ -169,6 +169,9 @@ func New(coord *coordination.Coordinator, leaseKey, fenceKey, identity string, o
 	if identity == "" {
 		return nil, engine.InvalidArgument("identity", "must not be empty")
 	}
+	if err := engine.CheckSize("identity", len(identity), engine.MaxIdentityBytes); err != nil {
+		return nil, err
+	}
 	el := &Elector{e: e, keys: keys, leaseKey: leaseKey, identity: identity, config: config{
 		lease: DefaultLeaseDuration, retry: DefaultRetryDelay,
 		onElected: func(ctx context.Context, _ *Term) error {

@@ -24,8 +24,20 @@
 // subscribes to the key's release channel (one Pub/Sub connection per
 // coordinator, shared by every waiter), then sleeps until the holder
 // releases or its TTL, as the server reported it, runs out. Every hot-path
-// operation (acquire, refresh, verify, release) is one script, one round
-// trip (EVALSHA; EVAL only after NOSCRIPT).
+// operation is one round trip: an acquisition's first attempt is the plain
+// command SET key token NX GET PX ttl (so the server needs Redis 7.0 or
+// later, or Valkey), and a blocked waiter's later attempts, refresh, verify
+// and release are one script each (EVALSHA; EVAL only after NOSCRIPT).
+//
+// # Storage
+//
+// The lock key is a string holding the holder's owner token ([Lock.Token]),
+// with the lock's TTL. A blocked waiter that finds the lock held appends
+// "+" to the value before it sleeps; the release publishes on the Pub/Sub
+// channel "coordination:" followed by the prefixed key only when that mark
+// is there, so a lock nobody waits for is released without a notification
+// (and without its cost; on Redis Cluster a PUBLISH reaches every node).
+// Inspect a lock with GET and PTTL.
 //
 // A held [Lock] estimates its remaining time locally ([Lock.Remaining]),
 // measured from the instant before the acquire request was sent, minus a
@@ -51,8 +63,8 @@
 //
 // go-redis re-sends a command after a read timeout or a broken connection
 // (MaxRetries, 3 by default), so an acquire may run twice on the server;
-// the script treats the caller's own token as success, so a re-send yields
-// one lock. When an acquire's outcome is unknown to the caller (a timeout, a
+// finding the caller's own token (SET NX GET returns it) counts as success,
+// so a re-send yields one lock, whose TTL runs from the first send. When an acquire's outcome is unknown to the caller (a timeout, a
 // cancelled context, or an error reply after a re-send: see
 // coordination.IsAmbiguous), the lock may exist on the server: a background
 // owner-checked release removes it. Release marks the handle released at
@@ -127,4 +139,10 @@
 // field is released either way).
 //
 // All functions and methods are safe for concurrent use.
+//
+// # Size bounds
+//
+// Keys and field names are at most 1 KiB; a longer
+// one fails with coordination.ErrInvalidArgument naming "key" or "field",
+// nothing sent.
 package lock

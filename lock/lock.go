@@ -16,7 +16,7 @@ import (
 var kind = &engine.LeaseKind{
 	Primitive: "lock",
 	AcquireOp: hooks.LockAcquire, RenewOp: hooks.LockRenew, VerifyOp: hooks.LockVerify, ReleaseOp: hooks.LockRelease,
-	Acquire: engine.LockAcquire, Refresh: engine.LockRefresh, Verify: engine.LockVerify, Release: engine.LockRelease,
+	First: engine.LockTry, Acquire: engine.LockAcquire, Refresh: engine.LockRefresh, Verify: engine.LockVerify, Release: engine.LockRelease,
 	Metrics: engine.LockMetrics,
 	Attrs:   []attribute.KeyValue{attribute.String("kind", "lock")},
 }
@@ -27,6 +27,7 @@ var kind = &engine.LeaseKind{
 type Lock struct {
 	key   string
 	token string
+	id    [1]any // the handle's id: the token, as a script argument
 	h     *engine.Handle
 }
 
@@ -81,11 +82,13 @@ func acquire(ctx context.Context, coord *coordination.Coordinator, key string, t
 	if err != nil {
 		return nil, err
 	}
-	h, _, err := e.Acquire(ctx, &engine.AcquireRequest{Kind: kind, Keys: e.Key(key), ID: []any{token}, TTL: ttl, Block: block})
+	l := &Lock{key: key, token: token, id: [1]any{token}}
+	h, _, err := e.Acquire(ctx, &engine.AcquireRequest{Kind: kind, Keys: e.Key(key), ID: l.id[:], TTL: ttl, Block: block})
 	if err != nil {
 		return nil, err
 	}
-	return &Lock{key: key, token: token, h: h}, nil
+	l.h = h
+	return l, nil
 }
 
 func (l *Lock) handle() *engine.Handle {

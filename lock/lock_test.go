@@ -20,7 +20,7 @@ func TestLock(t *testing.T) {
 	locktest.Run(t, locktest.Subject{
 		Primitive: "lock",
 		AcquireOp: hooks.LockAcquire, RenewOp: hooks.LockRenew, VerifyOp: hooks.LockVerify, ReleaseOp: hooks.LockRelease,
-		AcquireSHA: engine.LockAcquire.Hash(), RefreshSHA: engine.LockRefresh.Hash(),
+		AcquireSHA: engine.LockAcquire.Hash(), RefreshSHA: engine.LockRefresh.Hash(), FirstCommand: "set",
 		Metrics: []string{"coordination.lock.contention", "coordination.lock.hold_time", "coordination.lock.acquire_wait"},
 		Acquire: func(ctx context.Context, c *coordination.Coordinator, name string, ttl time.Duration, block bool) (locktest.Handle, error) {
 			var l *lock.Lock
@@ -58,31 +58,45 @@ func TestLock(t *testing.T) {
 }
 
 // A re-sent acquire (go-redis re-sends after a lost reply) with the same
-// owner token yields one lock held by that token.
+// owner token yields one lock held by that token: the first attempt's
+// SET NX GET finds the token its first send stored (marked by a waiter or
+// not), and so does a waiter's acquire script.
 func TestReSentAcquireIsOneLock(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		e, _ := engine.Of(b.Coordinator(t))
+		raw := b.Client(t)
 		token, _ := engine.NewToken()
+		other, _ := engine.NewToken()
 		for i := range 2 {
-			g, err := engine.LockAcquire.Run(ctx, e, e.Key("k"), token, 60000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !g.Acquired {
-				t.Fatalf("send %d: %+v, want acquired", i+1, g)
+			g, err := engine.LockTry.Run(ctx, e, e.Key("k"), token, 60000)
+			if err != nil || !g.Acquired {
+				t.Fatalf("SET NX GET send %d: %+v, %v; want acquired", i+1, g, err)
 			}
 		}
-		if v, err := b.Client(t).Get(ctx, b.Key("k")).Result(); err != nil || v != token {
+		if v, err := raw.Get(ctx, b.Key("k")).Result(); err != nil || v != token {
 			t.Fatalf("lock holds %q (%v), want the one token", v, err)
 		}
-		other, _ := engine.NewToken()
+		// A waiter's attempt finds it held, marks it and learns its TTL.
 		g, err := engine.LockAcquire.Run(ctx, e, e.Key("k"), other, 60000)
-		if err != nil {
-			t.Fatal(err)
+		if err != nil || g.Acquired || g.RetryIn <= 0 || g.RetryIn > time.Minute {
+			t.Fatalf("other token: %+v, %v; want not acquired with the holder's TTL", g, err)
 		}
-		if g.Acquired || g.RetryIn <= 0 || g.RetryIn > time.Minute {
-			t.Fatalf("other token: %+v, want not acquired with the holder's TTL", g)
+		if v, err := raw.Get(ctx, b.Key("k")).Result(); err != nil || v != token+"+" {
+			t.Fatalf("lock holds %q (%v), want the token marked by a waiter", v, err)
+		}
+		// The marked value is still the holder's, for every way in.
+		if g, err := engine.LockTry.Run(ctx, e, e.Key("k"), token, 60000); err != nil || !g.Acquired {
+			t.Fatalf("SET NX GET re-send on the marked lock: %+v, %v; want acquired", g, err)
+		}
+		if g, err := engine.LockAcquire.Run(ctx, e, e.Key("k"), token, 60000); err != nil || !g.Acquired {
+			t.Fatalf("script re-send on the marked lock: %+v, %v; want acquired", g, err)
+		}
+		if g, err := engine.LockTry.Run(ctx, e, e.Key("k"), other, 60000); err != nil || g.Acquired || g.RetryIn != 0 {
+			t.Fatalf("other token's SET NX GET: %+v, %v; want not acquired, retry time unknown", g, err)
+		}
+		if v, err := raw.Get(ctx, b.Key("k")).Result(); err != nil || v != token+"+" {
+			t.Fatalf("lock holds %q (%v) after the re-sends, want the marked token", v, err)
 		}
 	})
 }

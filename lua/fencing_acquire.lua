@@ -10,13 +10,13 @@
 --          stored in the lease's holder field for observers. Callers that
 --          omit it get the two-field lease of earlier versions.
 --
--- Reply    {1, fence}    acquired; fence is the token as a decimal string
---                        (exact up to 9223372036854775807). A re-sent
---                        request with the same owner token finds its own
---                        lease and returns the same fence without touching
---                        the counter (the TTL is set again).
---          {0, pttl_ms}  held by another owner; pttl_ms is its remaining
---                        TTL (-1 when it has none)
+-- Reply    fence     acquired (a string): the fencing token in decimal
+--                    (exact up to 9223372036854775807). A re-sent request
+--                    with the same owner token finds its own lease and
+--                    returns the same fence without touching the counter
+--                    (the TTL is set again).
+--          pttl_ms   held by another owner (an integer): its remaining TTL
+--                    (-1 when it has none)
 -- Errors (all raised before anything is written):
 --   COORD_BADARG      the lease key and the counter key are the same key
 --   WRONGTYPE         the lease key is not a hash or the counter not a string
@@ -27,19 +27,17 @@
 if KEYS[1] == KEYS[2] then
   return redis.error_reply('COORD_BADARG lease key and counter key are the same key')
 end
-local cur = redis.call('HMGET', KEYS[1], 'owner', 'fence')
-if cur[1] == ARGV[1] and cur[2] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, cur[2]}
-end
-if cur[1] or cur[2] then
+-- A free lease is an absent key (HLEN 0); anything else is read in full.
+if redis.call('HLEN', KEYS[1]) > 0 then
+  local cur = redis.call('HMGET', KEYS[1], 'owner', 'fence')
   if not (cur[1] and cur[2]) then
     return redis.error_reply('COORD_BADSTATE lease hash lacks its owner or fence field')
   end
-  return {0, redis.call('PTTL', KEYS[1])}
-end
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return redis.error_reply('COORD_BADSTATE lease hash lacks its owner or fence field')
+  if cur[1] == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return cur[2]
+  end
+  return redis.call('PTTL', KEYS[1])
 end
 local c = redis.call('GET', KEYS[2])
 if c then
@@ -59,12 +57,19 @@ if c then
     return redis.error_reply('COORD_OVERFLOW counter is at 9223372036854775807')
   end
 end
-redis.call('INCR', KEYS[2])
--- INCR's reply is a Lua double (inexact above 2^53); read the exact string.
-local fence = redis.call('GET', KEYS[2])
-redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fence)
+local n = redis.call('INCR', KEYS[2])
+-- INCR's reply is a Lua number, exact below 2^53; read the exact string
+-- beyond.
+local fence
+if n < 9007199254740992 then
+  fence = string.format('%.0f', n)
+else
+  fence = redis.call('GET', KEYS[2])
+end
 if ARGV[3] and ARGV[3] ~= '' then
-  redis.call('HSET', KEYS[1], 'holder', ARGV[3])
+  redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fence, 'holder', ARGV[3])
+else
+  redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fence)
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {1, fence}
+return fence

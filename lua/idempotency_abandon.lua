@@ -1,7 +1,7 @@
 -- idempotency_abandon: delete a pending claim owned by the caller so that
 -- the next Begin starts afresh, and wake waiters.
 --
--- KEYS[1]  claim key (see idempotency_begin)
+-- KEYS[1]  claim key (layout in idempotency_begin)
 -- ARGV[1]  owner token the caller got from idempotency_begin
 --
 -- Reply    1  the caller's pending claim was deleted; waiters are notified
@@ -11,27 +11,29 @@
 --             a claim of another owner, or a completed claim (a stored
 --             result is never removed by Abandon)
 -- Errors (raised before anything is written):
---   WRONGTYPE        the key holds something other than a hash (raised by
---                    HMGET)
---   COORD_BADSTATE   the hash lacks its state or owner field, or has an
---                    unknown state
-local cur = redis.call('HMGET', KEYS[1], 'state', 'owner')
-local state, owner = cur[1], cur[2]
-if not state then
-  if redis.call('EXISTS', KEYS[1]) == 1 then
-    return redis.error_reply('COORD_BADSTATE idempotency hash lacks its state field')
+--   WRONGTYPE        the key holds something other than a string (raised by
+--                    GET; a claim of an earlier version is a hash)
+--   COORD_BADSTATE   the string is not a claim (see idempotency_begin)
+local v = redis.call('GET', KEYS[1])
+if v == false then
+  return 0
+end
+local state = string.byte(v, 1)
+if state == 80 then -- 'P'
+  local owner = string.match(v, '^P[^:]*:([^:]+):')
+  if not owner then
+    return redis.error_reply('COORD_BADSTATE idempotency claim lacks its owner')
+  end
+  if owner ~= ARGV[1] then
+    return 0
+  end
+  redis.call('DEL', KEYS[1])
+  redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'abandoned')
+  return 1
+elseif state == 67 then -- 'C'
+  if not string.match(v, '^C[^:]+:') then
+    return redis.error_reply('COORD_BADSTATE completed idempotency claim lacks its completion id')
   end
   return 0
 end
-if state ~= 'pending' and state ~= 'completed' then
-  return redis.error_reply('COORD_BADSTATE idempotency hash has an unknown state')
-end
-if not owner then
-  return redis.error_reply('COORD_BADSTATE idempotency hash lacks its owner field')
-end
-if state ~= 'pending' or owner ~= ARGV[1] then
-  return 0
-end
-redis.call('DEL', KEYS[1])
-redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'abandoned')
-return 1
+return redis.error_reply('COORD_BADSTATE idempotency key holds no claim')

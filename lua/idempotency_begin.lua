@@ -1,74 +1,76 @@
 -- idempotency_begin: claim an idempotency key, or report what already holds
 -- it. A lookup never changes the key or its TTL.
 --
--- KEYS[1]  claim key: a hash {state, owner, ttl, [fp], [result], [done]}
---          (see idempotency_complete for result and done); it always has a
---          TTL
--- ARGV[1]  owner token of the caller (fresh per Begin call, never empty)
+-- KEYS[1]  claim key: a string that always has a TTL, in one of two forms
+--          (fp is the fingerprint part: '-:' for none, or its length in
+--          decimal, ':' and its bytes):
+--            pending    'P' <result ttl ms> ':' <owner> ':' <fp>
+--            completed  'C' <completion id> ':' <fp> <result bytes>
+--          (owner and completion id never contain ':')
+-- ARGV[1]  owner token of the caller (fresh per Begin call, never empty,
+--          without ':')
 -- ARGV[2]  pending TTL in milliseconds (integer >= 1): how long a new claim
 --          lasts before another caller may take the key over
--- ARGV[3]  result TTL in milliseconds (integer >= 1), stored in field ttl;
---          idempotency_complete restarts the key's TTL with it
--- ARGV[4]  '1' when the caller gives a fingerprint, '0' when it gives none
--- ARGV[5]  the fingerprint, any bytes, possibly empty (ignored when ARGV[4]
---          is '0'). An absent fingerprint never matches a present one, even
---          an empty one.
+-- ARGV[3]  the new claim, as stored: 'P' <result ttl> ':' ARGV[1] ':'
+--          ARGV[4], the result ttl in milliseconds (integer >= 1, at most
+--          15 digits; idempotency_complete restarts the key's TTL with it)
+-- ARGV[4]  the caller's fingerprint part: '-:' when it gives none, or the
+--          fingerprint's length in decimal, ':' and its bytes (any bytes,
+--          possibly none). An absent fingerprint never matches a present
+--          one, even an empty one.
 --
--- Reply    {1}           started: a new pending claim owned by ARGV[1] with
---                        TTL ARGV[2]. A re-sent request whose first run
---                        created the claim finds its own token and gets {1}
---                        again without any change.
---          {2, result}   completed: the stored result bytes (may be empty)
---          {3, pttl_ms}  in progress: pending, owned by another token;
---                        pttl_ms is its remaining TTL (>= 0)
---          {4}           the key holds a claim with a different fingerprint
---                        (nothing about it is revealed)
+-- Reply    -1        started: a new pending claim owned by ARGV[1] with TTL
+--                    ARGV[2]. A re-sent request whose first run created the
+--                    claim finds its own token and gets -1 again without
+--                    any change.
+--          result    completed (a string): the stored result bytes (may be
+--                    empty)
+--          pttl_ms   in progress (an integer >= 0): pending, owned by
+--                    another token; its remaining TTL
+--          -2        the key holds a claim with a different fingerprint
+--                    (nothing about it is revealed)
 -- Errors (raised before anything is written):
---   WRONGTYPE        the key holds something other than a hash (raised by
---                    HMGET)
---   COORD_BADSTATE   the hash lacks a field, has an unknown state or a bad
---                    ttl field (not a positive integer of at most 15
---                    digits), is completed without a result, or is a
---                    pending claim without a TTL
-local cur = redis.call('HMGET', KEYS[1], 'state', 'owner', 'ttl', 'fp')
-local state, owner, ttl, fp = cur[1], cur[2], cur[3], cur[4]
-if not state then
-  if redis.call('EXISTS', KEYS[1]) == 1 then
-    return redis.error_reply('COORD_BADSTATE idempotency hash lacks its state field')
+--   WRONGTYPE        the key holds something other than a string (raised
+--                    by SET ... GET, which then writes nothing): a claim
+--                    written by an earlier version of the library, which
+--                    kept claims in hashes, is one
+--   COORD_BADSTATE   the string is not a claim (unknown state, a bad ttl:
+--                    not a positive integer of at most 15 digits, no owner
+--                    or completion id), or is a pending claim without a TTL
+-- One command creates the claim or reads what is there (Redis 7.0+).
+local v = redis.call('SET', KEYS[1], ARGV[3], 'NX', 'GET', 'PX', ARGV[2])
+if v == false then
+  return -1
+end
+local fp = ARGV[4]
+local state = string.byte(v, 1)
+local ttl, owner, at
+if state == 80 then -- 'P'
+  ttl, owner, at = string.match(v, '^P([1-9]%d*):([^:]+):()')
+  if not ttl or #ttl > 15 then
+    return redis.error_reply('COORD_BADSTATE idempotency claim lacks its owner or a valid ttl')
   end
-  if ARGV[4] == '1' then
-    redis.call('HSET', KEYS[1], 'state', 'pending', 'owner', ARGV[1], 'ttl', ARGV[3], 'fp', ARGV[5])
-  else
-    redis.call('HSET', KEYS[1], 'state', 'pending', 'owner', ARGV[1], 'ttl', ARGV[3])
+  if owner == ARGV[1] then
+    return -1
   end
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1}
-end
-if state ~= 'pending' and state ~= 'completed' then
-  return redis.error_reply('COORD_BADSTATE idempotency hash has an unknown state')
-end
-if not owner or not ttl or #ttl > 15 or not string.match(ttl, '^[1-9]%d*$') then
-  return redis.error_reply('COORD_BADSTATE idempotency hash lacks its owner or a valid ttl field')
-end
-if state == 'pending' and owner == ARGV[1] then
-  return {1}
-end
-if ARGV[4] == '1' then
-  if fp ~= ARGV[5] then
-    return {4}
+elseif state == 67 then -- 'C'
+  at = string.match(v, '^C[^:]+:()')
+  if not at then
+    return redis.error_reply('COORD_BADSTATE completed idempotency claim lacks its completion id')
   end
-elseif fp then
-  return {4}
+else
+  return redis.error_reply('COORD_BADSTATE idempotency key holds no claim')
 end
-if state == 'completed' then
-  local result = redis.call('HGET', KEYS[1], 'result')
-  if not result then
-    return redis.error_reply('COORD_BADSTATE completed idempotency hash lacks its result')
-  end
-  return {2, result}
+-- The fingerprint parts are prefix-free: equal fingerprints iff the stored
+-- part starts with the caller's.
+if string.sub(v, at, at + #fp - 1) ~= fp then
+  return -2
+end
+if state == 67 then
+  return string.sub(v, at + #fp)
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then
   return redis.error_reply('COORD_BADSTATE pending idempotency claim has no TTL')
 end
-return {3, pttl}
+return pttl

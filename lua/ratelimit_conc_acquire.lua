@@ -56,7 +56,8 @@ local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'WITHSCORE
 local used, first, last, mine = 0, -1, now, false
 for i = 1, #live, 2 do
   local m = live[i]
-  local p = tonumber(string.match(m, '^(%d+):'))
+  local p = string.match(m, '^(%d+):')
+  p = p and tonumber(p)
   if not p then
     return redis.error_reply('COORD_BADSTATE concurrency lease member is malformed')
   end

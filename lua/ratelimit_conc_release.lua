@@ -19,8 +19,12 @@ if redis.call('ZCARD', KEYS[1]) <= 1 then
     redis.call('DEL', KEYS[1])
   end
 else
-  local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-  redis.call('PEXPIREAT', KEYS[1], top[2], 'NX')
+  -- The latest expiry, as an integer PEXPIREAT accepts even when a foreign
+  -- member carries a score such as 1e+23 (corrupted state).
+  local top = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
+  if top and top > 0 then
+    redis.call('PEXPIREAT', KEYS[1], string.format('%d', math.min(top, 2^53)), 'NX')
+  end
 end
 if n == 0 then
   return 0

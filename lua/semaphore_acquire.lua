@@ -1,14 +1,25 @@
 -- semaphore_acquire: take n permits of a counting semaphore if n are free.
 --
 -- Layout of the semaphore key (a sorted set; one key, no hash tag needed):
---   member "capacity"        score = -capacity (negative, so it never falls in
---                            an expiry range): the capacity every contender
---                            must use while any permit is live
 --   member "P:<n>:<token>"   one holder of n permits (the permit's id); score
 --                            = its expiry in server-time ms, or +inf for
 --                            "until released"
--- The key's own TTL is set to the latest permit expiry (none while a
--- permit without expiry is held), so an abandoned semaphore disappears.
+--   records, the only members scored below 0 (read with ZMSCORE):
+--   member "capacity"        score = -capacity: the capacity every contender
+--                            must use while any permit is live
+--   member "multi"           score -1: a holder of more than one permit
+--                            may be live; absent otherwise. Without it the
+--                            permits in use are the live holders, counted
+--                            in O(log N); with it, the live holders are
+--                            read and their permits summed (and the record
+--                            is dropped once none holds more than one).
+--   member "waiting"         score -1: a blocked acquisition was refused
+--                            since the last release that notified; absent
+--                            otherwise. A release of a live permit publishes
+--                            only while it is there, and removes it.
+-- The key's TTL follows the latest permit expiry (none while a permit
+-- without expiry is held), so an abandoned semaphore disappears; the last
+-- release deletes it. Expired permits are pruned by acquisitions.
 --
 -- KEYS[1]  semaphore key
 -- ARGV[1]  permit id: the member "P:<n>:<token>", n the number of permits
@@ -16,21 +27,21 @@
 --          owner token
 -- ARGV[2]  TTL in milliseconds (integer >= 1), or 0 for no expiry
 -- ARGV[3]  capacity the caller uses (integer >= 1)
+-- ARGV[4]  '1' when the caller waits after a refusal (the refusal then
+--          adds the "waiting" record), '0' or absent when it does not
 --
--- Reply    {1, 0, now_ms}        acquired; also when the caller's own member
---                                is already live (a re-sent request): its
---                                expiry is set again, nothing else changes
---          {0, retry_ms, now_ms} fewer than n permits free; retry_ms is the
---                                time until the earliest live permit expires
---                                (-1 when none of them expires). Expired
---                                permits are pruned.
---          now_ms is the server time the script ran at.
+-- Reply    0         acquired; also when the caller's own member is already
+--                    live (a re-sent request): its expiry is set again,
+--                    nothing else changes
+--          retry_ms  fewer than n permits free (an integer >= 1): the time
+--                    until the earliest live permit expires; -1 when none of
+--                    them expires. Expired permits are pruned; nothing else
+--                    changes (besides the "waiting" record, see ARGV[4]).
 -- Errors (all raised before anything is written):
---   WRONGTYPE                the key is not a sorted set (raised by ZSCORE)
+--   WRONGTYPE                the key is not a sorted set
 --   COORD_BADARG             ARGV[1] is not a member "P:<n>:<token>" with
 --                            1 <= n <= ARGV[3]
 --   COORD_BADSTATE           the sorted set lacks a valid capacity record
---                            or holds a member that is not a permit
 --   COORD_CAPACITY_MISMATCH  a live permit exists and the recorded capacity
 --                            differs from ARGV[3]
 local key = KEYS[1]
@@ -42,75 +53,99 @@ if n == nil or n < 1 or n > want then
   return redis.error_reply('COORD_BADARG permit id is not P:<n>:<token> with 1 <= n <= capacity')
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local nows = string.format('%d', now)
-
+-- The records and the caller's own member, in one call.
+local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting', member)
 local cap = nil
-local c = redis.call('ZSCORE', key, 'capacity')
-if c then
-  c = tonumber(c)
+if r[1] then
+  local c = tonumber(r[1])
   if c == nil or c >= 0 or c ~= math.floor(c) then
     return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
   end
   cap = -c
-elseif redis.call('EXISTS', key) == 1 then
+end
+local multi, waiting, mine = r[2] ~= false, r[3] ~= false, r[4]
+local hadMulti = multi
+local fresh = cap == nil
+if fresh and redis.call('EXISTS', key) == 1 then
   return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
 end
 
--- Live permits (score > now), earliest expiry first.
-local live = redis.call('ZRANGEBYSCORE', key, '(' .. nows, '+inf', 'WITHSCORES')
-local used, mine = 0, false
-for i = 1, #live, 2 do
-  local w = tonumber(string.match(live[i], '^P:(%d+):'))
-  if w == nil then
-    return redis.error_reply('COORD_BADSTATE semaphore key holds a member that is not a permit')
-  end
-  used = used + w
-  if live[i] == member then
-    mine = true
-  end
-end
-if cap ~= nil and cap ~= want and #live > 0 then
-  return redis.error_reply(string.format(
-    'COORD_CAPACITY_MISMATCH semaphore has capacity %d with live permits; the caller uses %d', cap, want))
-end
-
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local nows = string.format('%d', now)
 local score = '+inf'
 if ttl > 0 then
   score = string.format('%d', now + ttl)
 end
 
--- settle sets the key's TTL to the latest permit expiry, or removes it
--- while a permit without expiry is held.
-local function settle()
-  if redis.call('ZCOUNT', key, '+inf', '+inf') > 0 then
-    redis.call('PERSIST', key)
-    return
+local used = 0
+if not fresh then
+  used = redis.call('ZCOUNT', key, '(' .. nows, '+inf')
+  if cap ~= want and used > 0 then
+    return redis.error_reply(string.format(
+      'COORD_CAPACITY_MISMATCH semaphore has capacity %d with live permits; the caller uses %d', cap, want))
   end
-  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  redis.call('PEXPIREAT', key, top[2])
+  if mine then
+    local v = tonumber(mine) -- nil for "inf" where tonumber cannot parse it
+    if v == nil or v > now then
+      -- The caller's own live permit: a re-sent request.
+      redis.call('ZADD', key, score, member)
+      if score == '+inf' then
+        redis.call('PERSIST', key)
+      elseif redis.call('ZCOUNT', key, '+inf', '+inf') == 0 then
+        local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+        redis.call('PEXPIREAT', key, top[2])
+      end
+      return 0
+    end
+  end
+  redis.call('ZREMRANGEBYSCORE', key, 0, nows)
+  if multi then
+    -- A holder may hold several permits: sum the live holders' permits.
+    local heavy = false
+    if used > 0 then
+      used = 0
+      for _, m in ipairs(redis.call('ZRANGEBYSCORE', key, '(' .. nows, '+inf')) do
+        local w = tonumber(string.match(m, '^P:(%d+):')) or 1
+        used = used + w
+        heavy = heavy or w > 1
+      end
+    end
+    multi = heavy
+  end
 end
 
-if mine then
-  redis.call('ZADD', key, score, member)
-  settle()
-  return {1, 0, now}
-end
-
-redis.call('ZREMRANGEBYSCORE', key, 0, nows)
 if used + n > want then
-  local retry = -1
-  local first = tonumber(live[2])
-  if first ~= nil and first ~= math.huge then
-    retry = first - now
+  if ARGV[4] == '1' and not waiting then
+    redis.call('ZADD', key, -1, 'waiting')
   end
-  return {0, retry, now}
+  local first = redis.call('ZRANGEBYSCORE', key, '(' .. nows, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local v = tonumber(first[2])
+  if v == nil or v == math.huge then
+    return -1
+  end
+  return v - now
 end
 
 if cap ~= want then
-  redis.call('ZADD', key, -want, 'capacity')
+  redis.call('ZADD', key, -want, 'capacity', score, member)
+else
+  redis.call('ZADD', key, score, member)
 end
-redis.call('ZADD', key, score, member)
-settle()
-return {1, 0, now}
+if n > 1 then
+  if not hadMulti then
+    redis.call('ZADD', key, -1, 'multi')
+  end
+elseif hadMulti and not multi then
+  -- No live holder holds more than one permit any more.
+  redis.call('ZREM', key, 'multi')
+end
+if score == '+inf' then
+  redis.call('PERSIST', key)
+elseif fresh then
+  redis.call('PEXPIREAT', key, score)
+else
+  -- A key without a TTL holds a permit without expiry: GT keeps it so.
+  redis.call('PEXPIREAT', key, score, 'GT')
+end
+return 0

@@ -5,62 +5,72 @@
 -- ARGV[2]  new TTL in milliseconds from now (integer >= 1), or 0 for no
 --          expiry
 --
--- Reply    {1, now_ms}  the member was live; it now expires ARGV[2] ms
---                       after now_ms (or never)
---          {0, now_ms}  the member is gone or expired (an expired member is
---                       pruned, with every other expired permit); an
---                       expired holder never revives its permit
---          The key's TTL follows the latest expiry; the key is deleted when
---          no permit is left.
+-- Reply    1  the member was live; it now expires ARGV[2] ms after the
+--             server's TIME (or never); the key's TTL follows the latest
+--             expiry
+--          0  the member is gone or expired (an expired member is removed:
+--             an expired holder never revives its permit; the key is
+--             deleted when no permit is left)
 -- Errors (raised before anything is written):
---   WRONGTYPE       the key is not a sorted set (raised by ZSCORE)
+--   WRONGTYPE       the key is not a sorted set
 --   COORD_BADSTATE  the sorted set lacks a valid capacity record
 local key = KEYS[1]
 local member = ARGV[1]
 local ttl = tonumber(ARGV[2])
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local nows = string.format('%d', now)
-
-local c = redis.call('ZSCORE', key, 'capacity')
-if not c then
+-- The records and the caller's member, in one call.
+local r = redis.call('ZMSCORE', key, 'capacity', 'waiting', 'multi', member)
+if not r[1] then
   if redis.call('EXISTS', key) == 1 then
     return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
   end
-  return {0, now}
+  return 0
 end
-c = tonumber(c)
+local c = tonumber(r[1])
 if c == nil or c >= 0 or c ~= math.floor(c) then
   return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
 end
-
-local s = redis.call('ZSCORE', key, member)
-local live = false
-if s then
-  local v = tonumber(s)
-  live = v == nil or v > now -- nil: "inf" where tonumber cannot parse it
+local waiting = r[2] ~= false
+local records = 1
+if waiting then
+  records = records + 1
 end
-if live then
-  local score = '+inf'
-  if ttl > 0 then
-    score = string.format('%d', now + ttl)
+if r[3] then
+  records = records + 1
+end
+local s = r[4]
+if not s then
+  return 0
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local v = tonumber(s) -- nil for "inf" where tonumber cannot parse it
+local forever = v == nil or v == math.huge
+if not forever and v <= now then
+  -- Expired: remove it, never revive it.
+  redis.call('ZREM', key, member)
+  if redis.call('ZCARD', key) <= records then
+    redis.call('DEL', key)
   end
-  redis.call('ZADD', key, 'XX', score, member)
+  return 0
 end
-redis.call('ZREMRANGEBYSCORE', key, 0, nows)
 
-if redis.call('ZCARD', key) <= 1 then
-  -- Only the capacity record is left.
-  redis.call('DEL', key)
-elseif redis.call('ZCOUNT', key, '+inf', '+inf') > 0 then
+local score = '+inf'
+if ttl > 0 then
+  score = string.format('%d', now + ttl)
+end
+redis.call('ZADD', key, 'XX', score, member)
+if score == '+inf' then
   redis.call('PERSIST', key)
-else
+elseif (forever and redis.call('ZCOUNT', key, '+inf', '+inf') == 0) or
+    (not forever and now + ttl < v and redis.call('PEXPIRETIME', key) == v) then
+  -- The key expired with this permit (the last one without expiry, or the
+  -- latest expiry, now shortened): it expires with the latest permit.
   local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   redis.call('PEXPIREAT', key, top[2])
+else
+  -- A key without a TTL holds a permit without expiry: GT keeps it so.
+  redis.call('PEXPIREAT', key, score, 'GT')
 end
-
-if live then
-  return {1, now}
-end
-return {0, now}
+return 1

@@ -1,60 +1,75 @@
--- semaphore_release: give back a holder's permits and wake waiters.
+-- semaphore_release: give back a holder's permits, and wake waiters if a
+-- blocked acquisition was refused since the last release that did.
 --
 -- KEYS[1]  semaphore key (layout in semaphore_acquire.lua)
 -- ARGV[1]  permit id: the holder's member, "P:<n>:<token>"
 --
--- Reply    {1, now_ms}  released: the member was live and is removed;
---                       waiters are notified on the channel
---                       "coordination:" followed by KEYS[1] (best
---                       effort)
---          {0, now_ms}  already gone: released before, or expired (an
---                       expired member is pruned); nothing else changed
---          Expired permits of other holders are pruned; the key is deleted
+-- Reply    1  released: the member was live and is removed; when the
+--             "waiting" record is there, it is removed and waiters are
+--             notified on the channel "coordination:" followed by KEYS[1]
+--             (best effort)
+--          0  already gone: released before, or expired (an expired member
+--             is removed too); nothing else changed
+--          The key's TTL follows the latest expiry left; the key is deleted
 --          when no permit is left. A permit belongs to its holder alone:
 --          there is no "held by another owner" reply.
 -- Errors (raised before anything is written):
---   WRONGTYPE       the key is not a sorted set (raised by ZSCORE)
+--   WRONGTYPE       the key is not a sorted set
 --   COORD_BADSTATE  the sorted set lacks a valid capacity record
 local key = KEYS[1]
 local member = ARGV[1]
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local nows = string.format('%d', now)
-
-local c = redis.call('ZSCORE', key, 'capacity')
-if not c then
+-- The records and the caller's member, in one call.
+local r = redis.call('ZMSCORE', key, 'capacity', 'waiting', 'multi', member)
+if not r[1] then
   if redis.call('EXISTS', key) == 1 then
     return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
   end
-  return {0, now}
+  return 0
 end
-c = tonumber(c)
+local c = tonumber(r[1])
 if c == nil or c >= 0 or c ~= math.floor(c) then
   return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
 end
+local waiting = r[2] ~= false
+local records = 1
+if waiting then
+  records = records + 1
+end
+if r[3] then
+  records = records + 1
+end
+local s = r[4]
+if not s then
+  return 0
+end
 
-local s = redis.call('ZSCORE', key, member)
-local live = false
-if s then
-  local v = tonumber(s)
-  live = v == nil or v > now -- nil: "inf" where tonumber cannot parse it
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local v = tonumber(s) -- nil for "inf" where tonumber cannot parse it
+local live = v == nil or v > now
+local forever = v == nil or v == math.huge
+local notify = live and waiting
+if notify then
+  redis.call('ZREM', key, member, 'waiting')
+  records = records - 1
+else
   redis.call('ZREM', key, member)
 end
-redis.call('ZREMRANGEBYSCORE', key, 0, nows)
-
-if redis.call('ZCARD', key) <= 1 then
-  -- Only the capacity record is left.
+if redis.call('ZCARD', key) <= records then
+  -- Only records are left.
   redis.call('DEL', key)
-elseif redis.call('ZCOUNT', key, '+inf', '+inf') > 0 then
-  redis.call('PERSIST', key)
-else
+elseif (forever and redis.call('ZCOUNT', key, '+inf', '+inf') == 0) or
+    (not forever and redis.call('PEXPIRETIME', key) == v) then
+  -- The key expired with this permit (the last one without expiry, or the
+  -- latest expiry): it now expires with the latest permit left.
   local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   redis.call('PEXPIREAT', key, top[2])
 end
-
-if live then
+if notify then
   redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')
-  return {1, now}
 end
-return {0, now}
+if live then
+  return 1
+end
+return 0

@@ -180,7 +180,7 @@ func checkIdentity(d *DenyList, identity string) error {
 	if identity == "" {
 		return engine.InvalidArgument("identity", "must not be empty")
 	}
-	return nil
+	return engine.CheckSize("identity", len(identity), engine.MaxIdentityBytes)
 }
 
 // forget drops identity's entry and detaches its read in flight.

@@ -188,4 +188,10 @@
 //
 // All limiters and deny lists are safe for concurrent use by multiple
 // goroutines.
+//
+// # Size bounds
+//
+// Keys are at most 1 KiB and deny-list identities 256 bytes; a longer
+// one fails with coordination.ErrInvalidArgument naming "key" or
+// "identity", nothing sent.
 package ratelimit

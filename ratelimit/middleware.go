@@ -389,7 +389,10 @@ type problem struct {
 // RetryAfterSeconds converts a lease's RetryAfter into the value of an HTTP
 // Retry-After header: whole seconds, rounded up, at least 1.
 func RetryAfterSeconds(d time.Duration) int64 {
-	s := int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++ // rounded up without overflowing near the largest Duration
+	}
 	return max(s, 1)
 }
 

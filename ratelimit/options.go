@@ -167,6 +167,9 @@ func WithDenyList(list *DenyList, identity string) Option {
 		if identity == "" {
 			return engine.InvalidArgument("identity", "must not be empty")
 		}
+		if err := engine.CheckSize("identity", len(identity), engine.MaxIdentityBytes); err != nil {
+			return err
+		}
 		o.deny, o.identity = list, identity
 		return nil
 	}

@@ -104,4 +104,9 @@
 // the node timeout so that such calls end soon.
 //
 // All functions and methods are safe for concurrent use.
+//
+// # Size bounds
+//
+// Keys are at most 1 KiB; a longer one fails with
+// coordination.ErrInvalidArgument naming "key", nothing sent.
 package redlock

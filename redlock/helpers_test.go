@@ -106,11 +106,13 @@ func (c *cluster) holders(key string) []string {
 	return out
 }
 
-// holding counts the nodes whose key holds token.
+// holding counts the nodes whose key holds token, with or without the
+// waiter mark '+' that a refused acquisition appends to a lock node's value
+// (see lua/lock_acquire.lua).
 func (c *cluster) holding(key, token string) int {
 	n := 0
 	for _, v := range c.holders(key) {
-		if v == token {
+		if v == token || v == token+"+" {
 			n++
 		}
 	}

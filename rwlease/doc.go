@@ -108,4 +108,9 @@
 // when the client has ContextTimeoutEnabled: true.
 //
 // All functions and methods are safe for concurrent use.
+//
+// # Size bounds
+//
+// Keys are at most 1 KiB; a longer one fails with
+// coordination.ErrInvalidArgument naming "key", nothing sent.
 package rwlease

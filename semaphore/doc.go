@@ -27,16 +27,23 @@
 // One sorted set per semaphore, so the key needs no hash tag on Redis
 // Cluster. Each holder is one member, "P:<n>:<token>", holding n permits,
 // scored by its expiry in server-time milliseconds (+inf for a permit
-// without expiry). The reserved member "capacity", scored by the negated
-// capacity, records the capacity the contenders agreed on. The key's TTL
-// follows the latest expiry, and the key is deleted when the last permit is
-// released, so an abandoned semaphore disappears by itself. Inspect it with
+// without expiry). Reserved members, the only ones scored below zero, are
+// records: "capacity", scored by the negated capacity, records the
+// capacity the contenders agreed on; "multi" (score -1) is there while a
+// holder of more than one permit may be live; "waiting" (score -1) while a
+// blocked [Semaphore.Acquire] was refused and no release has notified yet.
+// The key's TTL follows the latest expiry, and the key is deleted when the
+// last permit is released, so an abandoned semaphore disappears by itself.
+// Inspect it with
 //
 //	ZRANGE <key> 0 -1 WITHSCORES
 //
 // Every operation is one Lua script on that one key, in one round trip,
-// using the server's clock. Expired permits are pruned by the next
-// operation that writes; there is no cleanup worker.
+// using the server's clock, and a bounded number of Redis calls whatever
+// the number of holders: the permits in use are the live holders, counted
+// with ZCOUNT (and, while "multi" is there, read and summed). A release
+// publishes a notification only while "waiting" is there. Expired permits
+// are pruned by the next acquisition; there is no cleanup worker.
 //
 // # Capacity
 //
@@ -124,7 +131,10 @@
 // every script is its member "P:<n>:<token>"; acquire takes the member,
 // the TTL in milliseconds and the capacity; refresh the member and the
 // TTL; verify and release the member only. A release publishes on the
-// channel "coordination:" followed by the (prefixed) key, best effort.
+// channel "coordination:" followed by the (prefixed) key, best effort, when
+// a blocked acquisition is waiting (its refused attempt, made after it
+// subscribed, adds the "waiting" record). The scripts need Redis 7.0 or
+// later (or Valkey): they use ZMSCORE, PEXPIRETIME and PEXPIREAT GT.
 //
 // # Hooks and metrics
 //
@@ -141,4 +151,9 @@
 // (failed keep-alive renewals) and coordination.semaphore.lost (permits
 // lost while held), besides coordination.operation.duration and
 // coordination.cleanup.abandoned.
+//
+// # Size bounds
+//
+// Keys are at most 1 KiB; a longer one fails with
+// coordination.ErrInvalidArgument naming "key", nothing sent.
 package semaphore

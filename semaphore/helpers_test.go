@@ -79,14 +79,15 @@ func snapshot(t testing.TB, b *testharness.Backend, raw redis.UniversalClient) s
 	return fmt.Sprintf("%s expires=%v", strings.Join(parts, ","), at)
 }
 
-// members returns the permit members of the raw key.
+// members returns the permit members of the raw key (without the records
+// "capacity", "extra" and "waiting").
 func members(t testing.TB, b *testharness.Backend, raw redis.UniversalClient) []string {
 	t.Helper()
 	ms, err := raw.ZRange(context.Background(), b.Key(key), 0, -1).Result()
 	if err != nil {
 		t.Fatalf("ZRANGE: %v", err)
 	}
-	return slices.DeleteFunc(ms, func(m string) bool { return m == "capacity" })
+	return slices.DeleteFunc(ms, func(m string) bool { return !strings.HasPrefix(m, "P:") })
 }
 
 // memberOf is the documented member name of a permit.

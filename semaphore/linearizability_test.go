@@ -3,6 +3,7 @@ package semaphore
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -12,51 +13,102 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/lincheck"
 	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/lua"
 )
 
 // The linearizability check records, from several clients at once, every
 // call of the semaphore's scripts (acquire, refresh, verify, release) with
-// the server time each script ran at (every script replies with it), and
-// checks the history against a sequential model of a semaphore whose
-// permits expire. A linearization must respect real time (an operation
-// that returned before another was called comes first) and must never run
-// the server clock backwards; expiry is then decided by the model from the
-// recorded times, so histories that include expiries are checked too.
+// the server time each script ran at, and checks the history against a
+// sequential model of a semaphore whose permits expire. A linearization
+// must respect real time (an operation that returned before another was
+// called comes first) and must never run the server clock backwards;
+// expiry is then decided by the model from the recorded times, so
+// histories that include expiries are checked too.
 
 // Recording views of the semaphore's scripts: the same .lua files the
-// engine declares (internal/engine/scripts_semaphore.go), run the same way,
-// with decoders that keep the server time every reply carries (the
-// engine's decoders check it and drop it) and the raw answer: ok is
-// acquired, refreshed, live or released.
+// engine declares (internal/engine/scripts_semaphore.go), each wrapped so
+// that it also replies with the server time its own TIME call read: the
+// script's body runs unchanged inside a function, its redis.call('TIME')
+// is routed through one that records the time, and the reply becomes
+// {reply, now} (a run that returned before reading the time reads it at
+// its end). ok is acquired, refreshed, live or released.
 var (
-	linAcquireScript = engine.NewScript("semaphore_acquire", func(v any) (linOutput, bool) {
-		a, ok := engine.Ints(v, 3)
-		return linOutput{ok: ok && a[0] == 1, now: nowOf(a)}, ok && (a[0] == 0 || a[0] == 1)
-	})
-	linRefreshScript = engine.NewScript("semaphore_refresh", linPair)
-	linVerifyScript  = engine.NewScript("semaphore_verify", func(v any) (linOutput, bool) {
-		a, ok := engine.Ints(v, 3)
-		return linOutput{ok: ok && a[0] == 1, now: nowOf(a)}, ok && (a[0] == 0 || a[0] == 1)
-	})
-	linReleaseScript = engine.NewScript("semaphore_release", linPair)
+	linAcquireScript = recording("semaphore_acquire")
+	linRefreshScript = recording("semaphore_refresh")
+	linVerifyScript  = recording("semaphore_verify")
+	linReleaseScript = recording("semaphore_release")
 )
 
-// linPair decodes a {status, now} reply.
-func linPair(v any) (linOutput, bool) {
-	a, ok := engine.Ints(v, 2)
-	return linOutput{ok: ok && a[0] == 1, now: nowOf(a)}, ok && (a[0] == 0 || a[0] == 1)
+func recording(name string) *redis.Script {
+	src, err := fs.ReadFile(lua.FS(), name+".lua")
+	if err != nil {
+		panic(err)
+	}
+	body := strings.ReplaceAll(string(src), "redis.call('TIME')", "rec_time()")
+	if body == string(src) {
+		panic(name + " reads no TIME")
+	}
+	return redis.NewScript(`local rec_now
+local function rec_time()
+  local t = redis.call('TIME')
+  rec_now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return t
+end
+local function rec_body()
+` + body + `
+end
+local r = rec_body()
+if type(r) == 'table' and r.err then
+  return r
+end
+if not rec_now then
+  rec_time()
+end
+return {r, rec_now}`)
 }
 
-// nowOf returns the server time, the last element of a reply.
-func nowOf(a []int64) int64 {
-	if len(a) == 0 {
-		return 0
+// runRecorded runs a recording script and decodes {reply, now}: ok is the
+// reply's status (acquire: 0; refresh, release: 1; verify: {1, ...}).
+func runRecorded(ctx context.Context, s *Semaphore, script *redis.Script, kind linKind, args ...any) (linOutput, error) {
+	v, err := script.Run(ctx, s.e.Client(), s.keys.Full(), args...).Result()
+	if err != nil {
+		return linOutput{}, err
 	}
-	return a[len(a)-1]
+	a, ok := v.([]any)
+	if !ok || len(a) != 2 {
+		return linOutput{}, fmt.Errorf("recorded %v: reply %#v", kind, v)
+	}
+	now, ok := a[1].(int64)
+	if !ok {
+		return linOutput{}, fmt.Errorf("recorded %v: time %#v", kind, a[1])
+	}
+	out := linOutput{now: now}
+	switch kind {
+	case linAcquire:
+		r, ok := a[0].(int64)
+		if !ok || r < -1 {
+			return out, fmt.Errorf("acquire reply %#v", a[0])
+		}
+		out.ok = r == 0
+	case linVerify:
+		r, ok := engine.Ints(a[0], 3)
+		if !ok || (r[0] != 0 && r[0] != 1) {
+			return out, fmt.Errorf("verify reply %#v", a[0])
+		}
+		out.ok = r[0] == 1
+	default:
+		r, ok := a[0].(int64)
+		if !ok || (r != 0 && r != 1) {
+			return out, fmt.Errorf("%v reply %#v", kind, a[0])
+		}
+		out.ok = r == 1
+	}
+	return out, nil
 }
 
 type linKind int
@@ -198,13 +250,13 @@ func TestLinearizability(t *testing.T) {
 					m := member(in.n, in.token)
 					switch in.kind {
 					case linAcquire:
-						return linAcquireScript.Run(ctx, s.e, s.keys, m, in.ttl, s.capacity)
+						return runRecorded(ctx, s, linAcquireScript, in.kind, m, in.ttl, s.capacity)
 					case linRefresh:
-						return linRefreshScript.Run(ctx, s.e, s.keys, m, in.ttl)
+						return runRecorded(ctx, s, linRefreshScript, in.kind, m, in.ttl)
 					case linVerify:
-						return linVerifyScript.Run(ctx, s.e, s.keys, m)
+						return runRecorded(ctx, s, linVerifyScript, in.kind, m)
 					default:
-						return linReleaseScript.Run(ctx, s.e, s.keys, m)
+						return runRecorded(ctx, s, linReleaseScript, in.kind, m)
 					}
 				})
 			}

@@ -16,6 +16,7 @@ type Permit struct {
 	sem   *Semaphore
 	n     int64
 	token string
+	id    [1]any // the handle's id: the member, as a script argument
 	h     *engine.Handle
 }
 

@@ -21,6 +21,7 @@ var kind = &engine.LeaseKind{
 	AcquireOp: hooks.SemaphoreAcquire, RenewOp: hooks.SemaphoreRenew, VerifyOp: hooks.SemaphoreVerify, ReleaseOp: hooks.SemaphoreRelease,
 	Acquire: engine.SemaphoreAcquire, Refresh: engine.SemaphoreRefresh, Verify: engine.SemaphoreVerify, Release: engine.SemaphoreRelease,
 	NoExpiry: true,
+	WaitFlag: true,
 	Metrics:  engine.SemaphoreMetrics,
 }
 
@@ -48,6 +49,7 @@ type Semaphore struct {
 	key      string
 	keys     engine.Keys // key, prefixed once
 	capacity int64
+	capArg   []any // the capacity as the acquire script's extra argument
 	recheck  time.Duration
 }
 
@@ -90,7 +92,7 @@ func New(coord *coordination.Coordinator, key string, capacity int64, opts ...Op
 	if err := engine.Apply(&cfg, opts); err != nil {
 		return nil, err
 	}
-	return &Semaphore{e: e, key: key, keys: e.Key(key), capacity: capacity, recheck: cfg.recheck}, nil
+	return &Semaphore{e: e, key: key, keys: e.Key(key), capacity: capacity, capArg: []any{capacity}, recheck: cfg.recheck}, nil
 }
 
 // check returns an error wrapping coordination.ErrInvalidArgument for a nil
@@ -180,20 +182,24 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, ttl time.Duration, blo
 	if err != nil {
 		return nil, err
 	}
+	p := &Permit{sem: s, n: n, token: token}
+	p.id[0] = member(n, token)
 	h, _, err := s.e.Acquire(ctx, &engine.AcquireRequest{
-		Kind: kind, Keys: s.keys, ID: []any{member(n, token)}, TTL: ttl, Extra: []any{s.capacity},
+		Kind: kind, Keys: s.keys, ID: p.id[:], TTL: ttl, Extra: s.capArg,
 		Block: block, Recheck: s.recheck,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Permit{sem: s, n: n, token: token, h: h}, nil
+	p.h = h
+	return p, nil
 }
 
 // member is the sorted-set member of a holder of n permits: the permit's
 // id in every script.
 func member(n int64, token string) string {
-	return "P:" + strconv.FormatInt(n, 10) + ":" + token
+	var digits [20]byte
+	return "P:" + string(strconv.AppendInt(digits[:0], n, 10)) + ":" + token
 }
 
 // State is a snapshot of a semaphore's live permits at one server instant.

@@ -644,15 +644,15 @@ func TestUnknownRepliesAreBadState(t *testing.T) {
 			val  any
 			op   func(s *semaphore.Semaphore, p *semaphore.Permit) error
 		}{
-			{"acquire status 2", engine.SemaphoreAcquire.Hash(), []any{int64(2), int64(0), now}, func(s *semaphore.Semaphore, _ *semaphore.Permit) error {
+			{"acquire -2", engine.SemaphoreAcquire.Hash(), int64(-2), func(s *semaphore.Semaphore, _ *semaphore.Permit) error {
 				_, err := s.TryAcquire(ctx, time.Minute)
 				return err
 			}},
-			{"acquire without time", engine.SemaphoreAcquire.Hash(), []any{int64(0), int64(5)}, func(s *semaphore.Semaphore, _ *semaphore.Permit) error {
+			{"acquire as an array", engine.SemaphoreAcquire.Hash(), []any{int64(0), int64(5)}, func(s *semaphore.Semaphore, _ *semaphore.Permit) error {
 				_, err := s.TryAcquire(ctx, time.Minute)
 				return err
 			}},
-			{"refresh status -1", engine.SemaphoreRefresh.Hash(), []any{int64(-1), now}, func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
+			{"refresh -1", engine.SemaphoreRefresh.Hash(), int64(-1), func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
 				_, err := p.Refresh(ctx, time.Minute)
 				return err
 			}},
@@ -664,7 +664,7 @@ func TestUnknownRepliesAreBadState(t *testing.T) {
 				_, err := p.Verify(ctx)
 				return err
 			}},
-			{"release NotOwned", engine.SemaphoreRelease.Hash(), []any{int64(-1), now}, func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
+			{"release NotOwned", engine.SemaphoreRelease.Hash(), int64(-1), func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
 				_, err := p.Release(ctx)
 				return err
 			}},

@@ -5,6 +5,12 @@ import (
 	"time"
 )
 
+// The wait flags of [LeaseKind.WaitFlag].
+var (
+	noWait   = []any{"0"}
+	willWait = []any{"1"}
+)
+
 // AcquireRequest describes one acquisition of a lease.
 type AcquireRequest struct {
 	Kind *LeaseKind
@@ -61,20 +67,37 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant
 		}
 	}
 	k.init()
-	args := make([]any, 0, len(r.ID)+1+len(r.Extra))
-	args = append(append(append(args, r.ID...), ttlMs), r.Extra...)
+	keys, id, extra := r.Keys, r.ID, r.Extra
+	ttl := [1]any{k.ttlArg(ttlMs)}
+	var flag []any
+	if k.WaitFlag {
+		flag = noWait
+		if r.Block {
+			flag = willWait
+		}
+	}
 	var (
 		g         Grant
 		sent      time.Time
 		ambiguous bool
+		attempts  int
 	)
-	if !r.Block {
+	// attempt sends one acquisition: the kind's First command for the
+	// first attempt when it has one, its Acquire script otherwise.
+	attempt := func(ctx context.Context) (Grant, error) {
 		sent = time.Now()
-		g, err = k.Acquire.Run(ctx, e, r.Keys, args...)
+		attempts++
+		if k.First != nil && attempts == 1 {
+			return k.First.run(ctx, e, keys, id, ttl[:], extra)
+		}
+		return k.Acquire.run(ctx, e, keys, id, ttl[:], extra, flag)
+	}
+	if !r.Block {
+		g, err = attempt(ctx)
 		if err != nil {
 			ambiguous = e.Ambiguous(err)
 		} else if !g.Acquired {
-			e.Counter(k.Metrics.Contention).Add(context.Background(), 1, k.base)
+			e.Counter(k.Metrics.Contention).Add(context.Background(), 1, k.baseAdd...)
 			err = ErrNotAcquired
 		}
 	} else {
@@ -82,17 +105,16 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant
 		counted := false
 		wk := r.WaitKey
 		if wk == "" {
-			wk = r.Keys.full[0]
+			wk = keys.firstKey()
 		}
 		err = e.Wait(ctx, WaitConfig{Key: wk, Recheck: r.Recheck, OnContended: func() {
 			if !counted {
 				counted = true
-				e.Counter(k.Metrics.Contention).Add(context.Background(), 1, k.base)
+				e.Counter(k.Metrics.Contention).Add(context.Background(), 1, k.baseAdd...)
 			}
 		}}, func(ctx context.Context) (Attempt, error) {
-			sent = time.Now()
 			var aerr error
-			g, aerr = k.Acquire.Run(ctx, e, r.Keys, args...)
+			g, aerr = attempt(ctx)
 			if aerr != nil {
 				ambiguous = ambiguous || e.Ambiguous(aerr)
 				return Attempt{}, aerr
@@ -105,15 +127,11 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant
 		}
 		e.Histogram(k.Metrics.Wait).Record(context.Background(), time.Since(start).Seconds(), wait)
 	}
-	hk := r.Keys
-	if k.HandleKeys > 0 && k.HandleKeys < len(hk.full) {
-		hk = Keys{full: hk.full[:k.HandleKeys:k.HandleKeys]}
-	}
+	hk := keys.Head(k.HandleKeys)
 	if err != nil {
 		if ambiguous {
-			limit := r.TTL
-			e.Cleanup("acquire", limit, func(ctx context.Context) error {
-				_, err := k.Release.Run(ctx, e, hk, r.ID...)
+			e.Cleanup("acquire", r.TTL, func(ctx context.Context) error {
+				_, err := k.Release.Run(ctx, e, hk, id...)
 				return err
 			})
 		}
@@ -121,5 +139,5 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant
 		// (RetryIn, Value); zero when that attempt failed.
 		return nil, g, op.End(err)
 	}
-	return newHandle(e, k, hk, r.ID, sent, r.TTL), g, op.End(nil)
+	return newHandle(e, k, hk, id, sent, r.TTL), g, op.End(nil)
 }

@@ -10,12 +10,13 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 
@@ -129,38 +130,114 @@ func (e *Engine) Ambiguous(err error) bool {
 // Keys are a primitive's keys with the prefix applied and their Cluster
 // slot checked, built once per operation (or per handle) by [Engine.Keys]
 // or [Engine.Key]. The zero value has no keys.
-type Keys struct{ full []string }
+type Keys struct {
+	full []string
+	// boxed holds the same keys as command arguments, converted to
+	// interfaces once for every command that uses them.
+	boxed []any
+	// one and oneArg hold the single key of [Engine.Key] (full is nil
+	// then): two allocations per key instead of four.
+	one    string
+	oneArg any
+}
+
+func (k Keys) single() bool { return k.full == nil && k.oneArg != nil }
+
+// Len returns the number of keys.
+func (k Keys) Len() int {
+	if k.single() {
+		return 1
+	}
+	return len(k.full)
+}
 
 // Full returns the prefixed keys. The slice must not be modified.
-func (k Keys) Full() []string { return k.full }
+func (k Keys) Full() []string {
+	if k.single() {
+		return []string{k.one}
+	}
+	return k.full
+}
+
+// firstKey returns the first prefixed key.
+func (k Keys) firstKey() string {
+	if k.single() {
+		return k.one
+	}
+	return k.full[0]
+}
 
 // First returns the first key alone.
-func (k Keys) First() Keys { return Keys{full: k.full[:1:1]} }
+func (k Keys) First() Keys { return k.Head(1) }
+
+// Head returns the first n keys (all of them when n is 0 or more than
+// there are).
+func (k Keys) Head(n int) Keys {
+	if n <= 0 || n >= k.Len() {
+		return k
+	}
+	h := Keys{full: k.full[:n:n]}
+	if len(k.boxed) == len(k.full) {
+		h.boxed = k.boxed[:n:n]
+	}
+	return h
+}
+
+// arg returns the i-th key as a command argument.
+func (k Keys) arg(i int) any {
+	switch {
+	case k.single():
+		return k.oneArg
+	case len(k.boxed) == len(k.full):
+		return k.boxed[i]
+	}
+	return k.full[i]
+}
+
+// put writes the keys as command arguments into dst.
+func (k Keys) put(dst []any) {
+	switch {
+	case k.single():
+		dst[0] = k.oneArg
+	case len(k.boxed) == len(k.full):
+		copy(dst, k.boxed)
+	default:
+		for i, s := range k.full {
+			dst[i] = s
+		}
+	}
+}
 
 // Key applies the prefix to one key.
-func (e *Engine) Key(key string) Keys { return Keys{full: []string{e.prefix + key}} }
+func (e *Engine) Key(key string) Keys {
+	full := e.prefix + key
+	return Keys{one: full, oneArg: full}
+}
 
 // Keys applies the prefix to keys and, with more than one key, checks that
 // they hash to one Cluster slot, returning an error wrapping
 // [ErrCrossSlot] (and sending nothing) when they do not.
 func (e *Engine) Keys(keys ...string) (Keys, error) {
 	full := make([]string, len(keys))
+	boxed := make([]any, len(keys))
 	for i, k := range keys {
 		full[i] = e.prefix + k
+		boxed[i] = full[i]
 	}
 	if err := SameSlot(full...); err != nil {
 		return Keys{}, err
 	}
-	return Keys{full: full}, nil
+	return Keys{full: full, boxed: boxed}, nil
 }
 
 // CheckKey returns an error wrapping [ErrInvalidArgument] naming name when
-// key is empty. Keys are otherwise binary-safe.
+// key is empty or longer than [MaxKeyBytes]. Keys are otherwise
+// binary-safe.
 func CheckKey(name, key string) error {
 	if key == "" {
 		return InvalidArgument(name, "must not be empty")
 	}
-	return nil
+	return CheckSize(name, len(key), MaxKeyBytes)
 }
 
 // Millis converts a duration to the integer milliseconds the scripts take,
@@ -187,13 +264,26 @@ func TTLMillis(ttl time.Duration, noExpiry bool) (int64, error) {
 }
 
 // NewToken returns a fresh random owner token: a version 4 UUID in its
-// 36-character text form (122 random bits from crypto/rand).
+// 36-character text form (122 random bits from crypto/rand), built with
+// one allocation.
 func NewToken() (string, error) {
-	u, err := uuid.NewRandom()
-	if err != nil {
+	var u [16]byte
+	if _, err := rand.Read(u[:]); err != nil {
 		return "", fmt.Errorf("coordination: owner token: %w", err)
 	}
-	return u.String(), nil
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	var b [36]byte
+	hex.Encode(b[0:8], u[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], u[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], u[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], u[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:], u[10:])
+	return string(b[:]), nil
 }
 
 // Op is one admitted public operation. Its End must be called exactly once.

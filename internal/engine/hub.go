@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -177,13 +178,42 @@ func (h *hub) remove(w *Watch) {
 	cancel()
 }
 
+// healthCheck is how long the shared subscription may be silent before
+// the dispatcher pings it (go-redis' Channel uses the same period).
+const healthCheck = 3 * time.Second
+
 // dispatch delivers messages and subscription confirmations of ps until ps
-// is closed. go-redis' channel reconnects and re-subscribes on its own; a
-// re-subscription confirmation wakes the channel's waiters because a
-// message may have been lost while disconnected.
+// is closed. It reads ps itself (not through go-redis' Channel, whose
+// goroutine would add a hand-off between the socket and the waiter). go-redis
+// reconnects and re-subscribes on its own; a re-subscription confirmation
+// wakes the channel's waiters because a message may have been lost while
+// disconnected.
 func (h *hub) dispatch(ps *redis.PubSub, done chan struct{}) {
 	defer close(done)
-	for m := range ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)) {
+	heard := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	go ping(ps, heard, stop)
+	failures := 0
+	for {
+		m, err := ps.Receive(context.Background())
+		if err != nil {
+			if errors.Is(err, redis.ErrClosed) {
+				return
+			}
+			// go-redis reconnects on the next call; do not spin while the
+			// server is away.
+			if failures > 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+			failures++
+			continue
+		}
+		failures = 0
+		select {
+		case heard <- struct{}{}:
+		default:
+		}
 		switch m := m.(type) {
 		case *redis.Message:
 			h.wake(m.Channel)
@@ -206,6 +236,32 @@ func (h *hub) dispatch(ps *redis.PubSub, done chan struct{}) {
 			}
 			h.mu.Unlock()
 		}
+	}
+}
+
+// ping pings ps after every healthCheck without a message from it, until
+// stop is closed: a ping that cannot be written makes go-redis reconnect
+// (and re-subscribe).
+func ping(ps *redis.PubSub, heard, stop <-chan struct{}) {
+	t := time.NewTimer(healthCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-heard:
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = ps.Ping(ctx)
+			cancel()
+		}
+		t.Reset(healthCheck)
 	}
 }
 

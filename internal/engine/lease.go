@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -25,10 +26,22 @@ type LeaseKind struct {
 	AcquireOp, RenewOp, VerifyOp, ReleaseOp string // hook operation names
 
 	Acquire *Script[Grant]
+	// First, when set, is sent instead of Acquire for a non-blocking
+	// acquisition and for the first attempt of a blocking one: a plain
+	// command cheaper than the script (the lock's SET NX GET PX), with the
+	// same arguments and a Grant decoder that recognises the caller's own
+	// lease after a re-send. Later attempts of a blocking acquisition use
+	// the Acquire script.
+	First   *Command[Grant]
 	Refresh *Script[bool]
 	Verify  *Script[bool]
 	Release *Script[Outcome]
 
+	// WaitFlag makes the Acquire script take one more argument after the
+	// extra ones: "1" on the attempts of a blocking acquisition (which may
+	// sleep after a refusal: the script then marks the lease so that its
+	// release notifies waiters), "0" on a non-blocking one.
+	WaitFlag bool
 	// HandleKeys is how many of the acquire keys the refresh, verify and
 	// release scripts take (the first ones); 0 means all.
 	HandleKeys int
@@ -45,11 +58,35 @@ type LeaseKind struct {
 
 	once                           sync.Once
 	base, waitAcquired, waitGaveUp metric.MeasurementOption
+	// baseAdd and baseRecord are base as option lists, built once: passing
+	// a fresh variadic list to an instrument allocates on every call.
+	baseAdd    []metric.AddOption
+	baseRecord []metric.RecordOption
+	// ttl is the last TTL argument, converted to an interface once: most
+	// users of a kind use one TTL.
+	ttl atomic.Pointer[boxedInt]
+}
+
+type boxedInt struct {
+	n int64
+	v any
+}
+
+// ttlArg returns ms as a command argument.
+func (k *LeaseKind) ttlArg(ms int64) any {
+	if b := k.ttl.Load(); b != nil && b.n == ms {
+		return b.v
+	}
+	b := &boxedInt{n: ms, v: ms}
+	k.ttl.Store(b)
+	return b.v
 }
 
 func (k *LeaseKind) init() {
 	k.once.Do(func() {
 		k.base = Attrs(k.Attrs...)
+		k.baseAdd = []metric.AddOption{k.base}
+		k.baseRecord = []metric.RecordOption{k.base}
 		k.waitAcquired = Attrs(append(append([]attribute.KeyValue(nil), k.Attrs...), attribute.String("result", "acquired"))...)
 		k.waitGaveUp = Attrs(append(append([]attribute.KeyValue(nil), k.Attrs...), attribute.String("result", "gave_up"))...)
 	})
@@ -228,9 +265,9 @@ func (h *Handle) afterEnd(st state, cancel context.CancelCauseFunc) {
 	k := h.kind
 	k.init()
 	if st == lost {
-		h.e.Counter(k.Metrics.Lost).Add(context.Background(), 1, k.base)
+		h.e.Counter(k.Metrics.Lost).Add(context.Background(), 1, k.baseAdd...)
 	}
-	h.e.Histogram(k.Metrics.Hold).Record(context.Background(), time.Since(h.start).Seconds(), k.base)
+	h.e.Histogram(k.Metrics.Hold).Record(context.Background(), time.Since(h.start).Seconds(), k.baseRecord...)
 }
 
 func (h *Handle) causeOf() error {
@@ -291,9 +328,8 @@ func (h *Handle) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 // refresh runs one refresh; h.refreshMu must be held.
 func (h *Handle) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool, error) {
 	sent := time.Now()
-	args := make([]any, 0, len(h.id)+1)
-	args = append(append(args, h.id...), ms)
-	ok, err := h.kind.Refresh.Run(ctx, h.e, h.keys, args...)
+	ttlArg := [1]any{h.kind.ttlArg(ms)}
+	ok, err := h.kind.Refresh.run(ctx, h.e, h.keys, h.id, ttlArg[:])
 	if err != nil {
 		if ttl > 0 && h.e.Ambiguous(err) {
 			h.mu.Lock()
@@ -483,5 +519,5 @@ func (h *Handle) keepAlive(stop chan struct{}, every int) {
 
 func (h *Handle) countRenewalFailure() {
 	h.kind.init()
-	h.e.Counter(h.kind.Metrics.RenewalFailures).Add(context.Background(), 1, h.kind.base)
+	h.e.Counter(h.kind.Metrics.RenewalFailures).Add(context.Background(), 1, h.kind.baseAdd...)
 }

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -126,32 +128,58 @@ var (
 )
 
 // instruments caches the instruments of one engine, created on first use.
+// Reads take no lock (a copy-on-write map: every operation reads it, from
+// every goroutine).
 type instruments struct {
 	meter metric.Meter
-	mu    sync.RWMutex
-	m     map[*Metric]any
+	mu    sync.Mutex // serialises writers
+	m     cowMap[*Metric, any]
 }
 
 func (in *instruments) init(meter metric.Meter) {
 	in.meter = meter
-	in.m = map[*Metric]any{}
 }
 
 func (in *instruments) get(m *Metric) any {
-	in.mu.RLock()
-	v, ok := in.m[m]
-	in.mu.RUnlock()
-	if ok {
+	if v, ok := in.m.get(m); ok {
 		return v
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if v, ok := in.m[m]; ok {
+	if v, ok := in.m.get(m); ok {
 		return v
 	}
-	v = in.create(m)
-	in.m[m] = v
+	v := in.create(m)
+	in.m.put(m, v)
 	return v
+}
+
+// cowMap is a map read without locks: writers (serialised by the caller)
+// replace it with a copy. For small maps written a few times and read on
+// every operation.
+type cowMap[K comparable, V any] struct {
+	p atomic.Pointer[map[K]V]
+}
+
+func (c *cowMap[K, V]) get(k K) (V, bool) {
+	var zero V
+	m := c.p.Load()
+	if m == nil {
+		return zero, false
+	}
+	v, ok := (*m)[k]
+	return v, ok
+}
+
+// put adds k; callers serialise puts.
+func (c *cowMap[K, V]) put(k K, v V) {
+	old := c.p.Load()
+	m := make(map[K]V, 1)
+	if old != nil {
+		m = maps.Clone(*old)
+	}
+	m[k] = v
+	c.p.Store(&m)
 }
 
 // create makes the instrument; a provider error gives a no-op instrument:
@@ -211,8 +239,8 @@ func (e *Engine) Count(m *Metric, attrs metric.MeasurementOption) {
 // attribute sets per (operation, outcome).
 type durationRecorder struct {
 	h     metric.Float64Histogram
-	mu    sync.RWMutex
-	attrs map[durKey][]metric.RecordOption
+	mu    sync.Mutex // serialises writers of attrs
+	attrs cowMap[durKey, []metric.RecordOption]
 }
 
 type durKey struct {
@@ -227,18 +255,20 @@ func newDurationRecorder(meter metric.Meter) *durationRecorder {
 	if err != nil {
 		h, _ = noop.NewMeterProvider().Meter(ScopeName).Float64Histogram(OperationDuration.Name)
 	}
-	return &durationRecorder{h: h, attrs: map[durKey][]metric.RecordOption{}}
+	return &durationRecorder{h: h}
 }
 
 func (r *durationRecorder) record(op string, o hooks.Outcome, d time.Duration) {
 	k := durKey{op, o}
-	r.mu.RLock()
-	v, ok := r.attrs[k]
-	r.mu.RUnlock()
+	v, ok := r.attrs.get(k)
 	if !ok {
 		v = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("operation", op), attribute.String("outcome", o.String())))}
 		r.mu.Lock()
-		r.attrs[k] = v
+		if w, ok := r.attrs.get(k); ok {
+			v = w
+		} else {
+			r.attrs.put(k, v)
+		}
 		r.mu.Unlock()
 	}
 	r.h.Record(context.Background(), d.Seconds(), v...)

@@ -2,10 +2,13 @@ package engine
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,9 +22,13 @@ import (
 // concurrent use.
 type Script[R any] struct {
 	name    string
-	rs      *redis.Script
+	src     string
+	hash    string
 	decode  func(reply any) (R, bool)
 	feature string // what the script needs that some servers lack; see Requires
+	// sha and body are the SHA1 and the source as command arguments,
+	// converted to interfaces once (not on every call).
+	sha, body any
 }
 
 // NewScript loads name.lua from package lua and pairs it with decode, which
@@ -33,14 +40,16 @@ func NewScript[R any](name string, decode func(reply any) (R, bool)) *Script[R] 
 	if err != nil {
 		panic(fmt.Sprintf("engine: script %s: %v", name, err))
 	}
-	return &Script[R]{name: name, rs: redis.NewScript(string(src)), decode: decode}
+	sum := sha1.Sum(src)
+	hash := hex.EncodeToString(sum[:])
+	return &Script[R]{name: name, src: string(src), hash: hash, decode: decode, sha: hash, body: string(src)}
 }
 
 // Name returns the script's name, e.g. "lock_acquire".
 func (s *Script[R]) Name() string { return s.name }
 
 // Hash returns the script's SHA1 in hex.
-func (s *Script[R]) Hash() string { return s.rs.Hash() }
+func (s *Script[R]) Hash() string { return s.hash }
 
 // Run runs the script as one round trip (EVALSHA, or EVAL after a NOSCRIPT
 // reply) on the prefixed keys k and decodes the reply. Error replies are
@@ -49,13 +58,37 @@ func (s *Script[R]) Hash() string { return s.rs.Hash() }
 // does not recognise is an error wrapping [ErrBadState]
 // ([UnexpectedReply]), never a silent default.
 func (s *Script[R]) Run(ctx context.Context, e *Engine, k Keys, args ...any) (R, error) {
+	return s.run(ctx, e, k, args)
+}
+
+// run is Run with the arguments in parts (id..., the TTL, extra...), laid
+// out once in the command: the hot paths build no intermediate argument
+// slice.
+func (s *Script[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any) (R, error) {
 	var zero R
-	v, err := s.rs.Run(ctx, e.client, k.full, args...).Result()
+	nk := k.Len()
+	n := 3 + nk
+	for _, p := range parts {
+		n += len(p)
+	}
+	cmdArgs := make([]any, n)
+	cmdArgs[0], cmdArgs[1], cmdArgs[2] = "evalsha", s.sha, nk
+	k.put(cmdArgs[3:])
+	i := 3 + nk
+	for _, p := range parts {
+		i += copy(cmdArgs[i:], p)
+	}
+	v, err := e.do(ctx, cmdArgs, scriptKeyPos(nk))
+	if err != nil && isNoScript(err) {
+		// The server does not have the script (first use, SCRIPT FLUSH, a
+		// restart, a failover): send it. go-redis' Script.Run does the same.
+		eval := make([]any, len(cmdArgs))
+		copy(eval, cmdArgs)
+		eval[0], eval[1] = "eval", s.body
+		v, err = e.do(ctx, eval, scriptKeyPos(nk))
+	}
 	if err != nil {
-		if !errors.Is(err, redis.Nil) {
-			return zero, s.mapError(err)
-		}
-		v = nil
+		return zero, s.mapError(err)
 	}
 	r, ok := s.decode(v)
 	if !ok {
@@ -64,8 +97,120 @@ func (s *Script[R]) Run(ctx context.Context, e *Engine, k Keys, args ...any) (R,
 	return r, nil
 }
 
+func scriptKeyPos(keys int) int8 {
+	if keys == 0 {
+		return 0
+	}
+	return 3
+}
+
+// do sends one command and returns its reply, with a Redis nil reply as a
+// nil value and no error. keyPos is the position of the command's first
+// key for Cluster routing (0: go-redis' default for the command).
+func (e *Engine) do(ctx context.Context, args []any, keyPos int8) (any, error) {
+	cmd := redis.NewCmd(ctx, args...)
+	if keyPos > 0 {
+		cmd.SetFirstKeyPos(keyPos)
+	}
+	_ = e.client.Process(ctx, cmd)
+	v, err := cmd.Result()
+	if err == redis.Nil {
+		return nil, nil
+	}
+	return v, err
+}
+
+func isNoScript(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "NOSCRIPT")
+}
+
+// Command is one plain Redis command with a strict reply decoder, for a hot
+// path that needs no script (the lock's first acquisition attempt is a
+// SET NX GET PX). Like a script it is declared once, in a
+// scripts_<primitive>.go file next to its decoder, and sent as one round
+// trip; error replies are mapped by [MapError] (a WRONGTYPE reply matches
+// ErrWrongType) and a reply the decoder does not recognise is an error
+// wrapping [ErrBadState]. It is immutable and safe for concurrent use.
+type Command[R any] struct {
+	name     string
+	template []any
+	keyPos   int8
+	decode   func(reply, id any) (R, bool)
+}
+
+// KeyAt and ArgAt are the placeholders of a [Command] template: the i-th
+// key, and the i-th argument (in the lease convention: id..., TTL in ms,
+// extra...).
+type (
+	KeyAt int
+	ArgAt int
+)
+
+// NewCommand returns the command laid out by template: constant arguments
+// (the command name first) and [KeyAt]/[ArgAt] placeholders. decode turns
+// the reply into R, given the first argument (the caller's id, to
+// recognise its own lease after a re-send), and reports false for any reply
+// it does not recognise; a nil reply arrives as nil.
+func NewCommand[R any](name string, template []any, decode func(reply, id any) (R, bool)) *Command[R] {
+	c := &Command[R]{name: name, template: template, decode: decode}
+	for i, t := range template {
+		if t == KeyAt(0) {
+			c.keyPos = int8(i)
+		}
+	}
+	return c
+}
+
+// Name returns the command's name, e.g. "lock_try".
+func (c *Command[R]) Name() string { return c.name }
+
+// Run sends the command on the prefixed keys k with args and decodes the
+// reply.
+func (c *Command[R]) Run(ctx context.Context, e *Engine, k Keys, args ...any) (R, error) {
+	return c.run(ctx, e, k, args)
+}
+
+// run is Run with the arguments in parts, as [Script.run].
+func (c *Command[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any) (R, error) {
+	var zero R
+	cmdArgs := make([]any, len(c.template))
+	for i, t := range c.template {
+		switch t := t.(type) {
+		case KeyAt:
+			cmdArgs[i] = k.arg(int(t))
+		case ArgAt:
+			j := int(t)
+			for _, p := range parts {
+				if j < len(p) {
+					cmdArgs[i] = p[j]
+					break
+				}
+				j -= len(p)
+			}
+		default:
+			cmdArgs[i] = t
+		}
+	}
+	v, err := e.do(ctx, cmdArgs, c.keyPos)
+	if err != nil {
+		return zero, MapError(err)
+	}
+	var id any
+	if len(parts) > 0 && len(parts[0]) > 0 {
+		id = parts[0][0]
+	}
+	r, ok := c.decode(v, id)
+	if !ok {
+		return zero, UnexpectedReply(c.name, v)
+	}
+	return r, nil
+}
+
 // Load sends SCRIPT LOAD (to every primary on a Cluster client).
-func (s *Script[R]) Load(ctx context.Context, e *Engine) error { return s.rs.Load(ctx, e.client).Err() }
+func (s *Script[R]) Load(ctx context.Context, e *Engine) error {
+	return e.client.ScriptLoad(ctx, s.src).Err()
+}
 
 // Reply decoding helpers for decoders. Each reports false for anything
 // outside its shape.
@@ -168,6 +313,24 @@ func RetryIn(ms int64) time.Duration {
 	case ms == 0:
 		return time.Millisecond
 	default:
-		return time.Duration(ms) * time.Millisecond
+		return Scaled(ms, time.Millisecond)
 	}
+}
+
+// decodeGrant reads the two-integer grant reply of lease-shaped scripts:
+// {1, ttl} (acquired) or {0, pttl} (held by another). The library's own
+// acquire scripts now reply with scalars (see scripts_lock.go); this
+// decoder stays for scripts written to the earlier shape.
+func decodeGrant(v any) (Grant, bool) {
+	a, ok := Ints(v, 2)
+	if !ok {
+		return Grant{}, false
+	}
+	switch a[0] {
+	case 1:
+		return Grant{Acquired: true}, true
+	case 0:
+		return Grant{RetryIn: RetryIn(a[1])}, true
+	}
+	return Grant{}, false
 }

@@ -14,22 +14,16 @@ var (
 	FencingRead       = NewScript("fencing_read", decodeFencingRead)
 )
 
-// decodeFencedGrant reads {1, "fence"} (acquired; Value is the positive
-// decimal token) or {0, pttl} (held by another).
+// decodeFencedGrant reads a string, the fence (acquired; a positive
+// decimal), or an integer, the holder's PTTL (held by another; -1 when it
+// has no TTL).
 func decodeFencedGrant(v any) (Grant, bool) {
-	a, ok := Array(v, 2)
-	if !ok {
-		return Grant{}, false
-	}
-	switch a[0] {
-	case int64(1):
-		if _, ok := PositiveDecimal(a[1]); !ok {
-			return Grant{}, false
-		}
-		return Grant{Acquired: true, Value: a[1].(string)}, true
-	case int64(0):
-		pttl, ok := a[1].(int64)
-		return Grant{RetryIn: RetryIn(pttl)}, ok
+	switch r := v.(type) {
+	case string:
+		_, ok := PositiveDecimal(r)
+		return Grant{Acquired: true, Value: r}, ok
+	case int64:
+		return Grant{RetryIn: RetryIn(r)}, r >= -1
 	}
 	return Grant{}, false
 }

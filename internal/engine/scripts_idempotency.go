@@ -30,28 +30,22 @@ type ClaimReply struct {
 	Remaining time.Duration // ClaimInProgress: the claim's PTTL (>= 0)
 }
 
-// decodeIdempotencyBegin reads {1} (started), {2, result} (completed),
-// {3, pttl_ms} (in progress, pttl_ms >= 0) or {4} (fingerprint mismatch);
-// anything else is unrecognised.
+// decodeIdempotencyBegin reads -1 (started), a string (completed: the
+// result), an integer >= 0 (in progress: the claim's PTTL in ms) or -2
+// (fingerprint mismatch); anything else is unrecognised.
 func decodeIdempotencyBegin(v any) (ClaimReply, bool) {
-	a, ok := v.([]any)
-	if !ok || len(a) == 0 {
-		return ClaimReply{}, false
-	}
-	switch {
-	case a[0] == int64(1) && len(a) == 1:
-		return ClaimReply{State: ClaimStarted}, true
-	case a[0] == int64(2) && len(a) == 2:
-		res, ok := a[1].(string)
-		return ClaimReply{State: ClaimCompleted, Result: res}, ok
-	case a[0] == int64(3) && len(a) == 2:
-		pttl, ok := a[1].(int64)
-		if !ok || pttl < 0 {
-			return ClaimReply{}, false
+	switch r := v.(type) {
+	case string:
+		return ClaimReply{State: ClaimCompleted, Result: r}, true
+	case int64:
+		switch {
+		case r == -1:
+			return ClaimReply{State: ClaimStarted}, true
+		case r == -2:
+			return ClaimReply{State: ClaimFingerprintMismatch}, true
+		case r >= 0:
+			return ClaimReply{State: ClaimInProgress, Remaining: time.Duration(r) * time.Millisecond}, true
 		}
-		return ClaimReply{State: ClaimInProgress, Remaining: time.Duration(pttl) * time.Millisecond}, true
-	case a[0] == int64(4) && len(a) == 1:
-		return ClaimReply{State: ClaimFingerprintMismatch}, true
 	}
 	return ClaimReply{}, false
 }

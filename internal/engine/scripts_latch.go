@@ -119,7 +119,7 @@ func decodeLatchRead(v any) (LatchState, bool) {
 		case r.Count < 0 || a[2] < -1 || a[2] == 0:
 			return LatchState{}, false
 		case a[2] > 0:
-			r.DeadlineIn = time.Duration(a[2]) * time.Millisecond
+			r.DeadlineIn = Scaled(a[2], time.Millisecond)
 		}
 		return r, true
 	case LatchStale, LatchNotFound:

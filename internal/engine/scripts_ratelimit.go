@@ -56,7 +56,7 @@ func decodeDecision(v any) (Decision, bool) {
 	}
 	d := Decision{Available: n}
 	if w > 0 {
-		d.RetryIn, d.HasRetry = time.Duration(w)*time.Microsecond, true
+		d.RetryIn, d.HasRetry = Scaled(w, time.Microsecond), true
 	}
 	return d, true
 }

@@ -3,45 +3,26 @@ package engine
 // Scripts of the counting semaphore (package semaphore), each next to its
 // decoder. A permit is identified by its sorted-set member
 // "P:<n>:<token>" (its id in the lease argument convention); the layout is
-// documented in semaphore_acquire.lua. Every reply also carries the server
-// time the script ran at, which the decoders check and drop.
+// documented in semaphore_acquire.lua.
 var (
-	SemaphoreAcquire = NewScript("semaphore_acquire", grantNow(true))
-	SemaphoreRefresh = NewScript("semaphore_refresh", decodeRefreshNow)
+	SemaphoreAcquire = NewScript("semaphore_acquire", decodeSemaphoreGrant)
+	SemaphoreRefresh = NewScript("semaphore_refresh", Bool01)
 	SemaphoreVerify  = NewScript("semaphore_verify", verifyNow(true))
-	SemaphoreRelease = NewScript("semaphore_release", decodeReleaseNow)
+	SemaphoreRelease = NewScript("semaphore_release", decodeSemaphoreRelease)
 	SemaphoreRead    = NewScript("semaphore_read", decodeSemaphoreRead)
 )
 
-// grantNow returns the decoder of an acquire reply that carries the
-// server time: {1, 0, now} (acquired) or {0, retry_ms, now} (refused;
-// retry_ms >= 1 until the entry in the way expires, or, for a kind with
-// entries without expiry, -1 when none of them expires). The semaphore
-// and the read-write lease use it.
-func grantNow(noExpiry bool) func(v any) (Grant, bool) {
-	return func(v any) (Grant, bool) {
-		a, ok := Ints(v, 3)
-		if !ok || a[2] <= 0 {
-			return Grant{}, false
-		}
-		switch {
-		case a[0] == 1 && a[1] == 0:
-			return Grant{Acquired: true}, true
-		case a[0] == 0 && (a[1] >= 1 || (noExpiry && a[1] == -1)):
-			return Grant{RetryIn: RetryIn(a[1])}, true
-		}
+// decodeSemaphoreGrant reads 0 (acquired) or retry_ms (too few permits
+// free: >= 1 until the earliest live permit expires, -1 when none does).
+func decodeSemaphoreGrant(v any) (Grant, bool) {
+	r, ok := v.(int64)
+	switch {
+	case !ok || r < -1:
 		return Grant{}, false
+	case r == 0:
+		return Grant{Acquired: true}, true
 	}
-}
-
-// decodeRefreshNow reads {1, now} (refreshed) or {0, now} (gone): the
-// refresh reply of the semaphore and the read-write lease.
-func decodeRefreshNow(v any) (bool, bool) {
-	a, ok := Ints(v, 2)
-	if !ok || a[1] <= 0 {
-		return false, false
-	}
-	return Bool01(a[0])
+	return Grant{RetryIn: RetryIn(r)}, true
 }
 
 // verifyNow returns the decoder of a verify reply that carries the server
@@ -64,18 +45,13 @@ func verifyNow(noExpiry bool) func(v any) (bool, bool) {
 	}
 }
 
-// decodeReleaseNow reads {1, now} (released) or {0, now} (already
-// gone): the release reply of the semaphore and the read-write lease,
-// whose entries belong to their holder alone (there is no NotOwned).
-func decodeReleaseNow(v any) (Outcome, bool) {
-	a, ok := Ints(v, 2)
-	if !ok || a[1] <= 0 {
-		return 0, false
-	}
-	switch a[0] {
-	case 1:
+// decodeSemaphoreRelease reads 1 (released) or 0 (already gone). A permit
+// belongs to its holder alone: there is no NotOwned.
+func decodeSemaphoreRelease(v any) (Outcome, bool) {
+	switch v {
+	case int64(1):
 		return Released, true
-	case 0:
+	case int64(0):
 		return AlreadyReleased, true
 	}
 	return 0, false

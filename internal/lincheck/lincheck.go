@@ -1,9 +1,17 @@
-// Package lincheck records a history of script calls made by several
-// clients at once and checks it with porcupine against a sequential model:
-// the linearizability checks of the semaphore and of the read-write lease.
-// Each call's output carries the server time its script ran at, which must
-// fall within the call's wall-clock window (the test servers run on this
-// host), so that a model can decide expiries from the recorded times.
+// Package lincheck records histories of operations made by several clients
+// at once and checks them with porcupine against sequential models.
+//
+// Two kinds of history. [Record] records script calls whose outputs carry
+// the server time the script ran at, which must fall within the call's
+// wall-clock window (the test servers run on this host), so that a model
+// can decide expiries from the recorded times: the linearizability checks
+// of the semaphore's and the read-write lease's scripts. [Do] records calls
+// of the primitives' public APIs, whose outputs carry no time, including
+// calls whose outcome is unknown (an ambiguous error); models built with
+// [Spec] place each operation at an instant known within an interval and
+// consider every case the uncertainty allows. The models of every primitive
+// (lease.go, fenced.go, latch.go, idempotency.go, rate.go) are of that kind;
+// internal/history runs them on real servers under faults.
 package lincheck
 
 import (
@@ -21,6 +29,11 @@ type History struct {
 	base time.Time
 	mu   sync.Mutex
 	ops  []porcupine.Operation
+
+	// Of Do's records (timed.go).
+	failures []error
+	unknown  int
+	longest  time.Duration
 }
 
 // New returns an empty history whose times count from now.

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,6 +58,10 @@ type Subject struct {
 	// AcquireSHA and RefreshSHA are the SHA1s of the acquire and refresh
 	// scripts (for fault injection).
 	AcquireSHA, RefreshSHA string
+	// FirstCommand is the lower-case name of the plain command of an
+	// acquisition's first attempt when it is not the acquire script (the
+	// lock's "set"); empty when every attempt runs the script.
+	FirstCommand string
 	// BadInputs lists invalid calls (each must fail with
 	// ErrInvalidArgument naming Arg, sending nothing).
 	BadInputs []contract.BadInput
@@ -101,6 +106,24 @@ func Run(t *testing.T, s Subject) {
 	}
 }
 
+func (s Subject) firstCommands() []string {
+	if s.FirstCommand == "" {
+		return nil
+	}
+	return []string{s.FirstCommand}
+}
+
+// firstFault is f on an acquisition's first attempt: on the first command
+// when the subject has one, on the acquire script otherwise.
+func (s Subject) firstFault(f testharness.Fault) testharness.Fault {
+	if s.FirstCommand != "" {
+		f.Command = s.FirstCommand
+	} else {
+		f.SHA = s.AcquireSHA
+	}
+	return f
+}
+
 func (s Subject) keys(name string) []string {
 	if s.Keys != nil {
 		return s.Keys(name)
@@ -121,11 +144,11 @@ func (s Subject) contract() contract.Spec {
 		Scenario: func(name string) []contract.Step {
 			var h Handle
 			return []contract.Step{
-				{Name: "TryAcquire", Op: s.AcquireOp, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) (err error) {
+				{Name: "TryAcquire", Op: s.AcquireOp, OneCommand: true, Command: strings.ToUpper(s.FirstCommand), Run: func(ctx context.Context, c *coordination.Coordinator) (err error) {
 					h, err = s.Acquire(ctx, c, name, time.Minute, false)
 					return err
 				}},
-				{Name: "contended TryAcquire", Op: s.AcquireOp, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
+				{Name: "contended TryAcquire", Op: s.AcquireOp, OneCommand: true, Command: strings.ToUpper(s.FirstCommand), Run: func(ctx context.Context, c *coordination.Coordinator) error {
 					if _, err := s.Acquire(ctx, c, name, time.Minute, false); !errors.Is(err, coordination.ErrNotAcquired) {
 						return fmt.Errorf("want ErrNotAcquired, got %v", err)
 					}
@@ -171,6 +194,7 @@ func (s Subject) contract() contract.Spec {
 				n, err := raw.Exists(ctx, key(s.LeaseKey(name))).Result()
 				return n == 0, err
 			},
+			Commands: s.firstCommands(),
 		},
 	}
 }
@@ -606,7 +630,7 @@ func lostReplyThenLoading(t *testing.T, b *testharness.Backend, s Subject) {
 			client.AddHook(faults)
 			coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
 			warm(t, s, coord, "{ld}")
-			faults.Add(testharness.Fault{SHA: s.AcquireSHA, Forward: true, Err: e})
+			faults.Add(s.firstFault(testharness.Fault{Forward: true, Err: e}))
 			_, err := s.Acquire(ctx, coord, "{ld}", time.Minute, false)
 			if err == nil || coordination.Classify(err) != coordination.Transient || !coordination.IsAmbiguous(err) {
 				t.Fatalf("acquire: %v, want a transient, ambiguous error", err)
@@ -627,7 +651,7 @@ func blockingAmbiguity(t *testing.T, b *testharness.Backend, s Subject) {
 	client.AddHook(faults)
 	coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
 	warm(t, s, coord, "{ba}")
-	faults.Add(testharness.Fault{SHA: s.AcquireSHA, Forward: true, Err: testharness.ErrLostReply})
+	faults.Add(s.firstFault(testharness.Fault{Forward: true, Err: testharness.ErrLostReply}))
 	faults.Add(testharness.Fault{SHA: s.AcquireSHA, Times: -1, Err: testharness.LoadingError})
 	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	_, err := s.Acquire(cctx, coord, "{ba}", time.Minute, true)

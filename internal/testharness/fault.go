@@ -17,6 +17,10 @@ type Fault struct {
 	// SHA restricts the fault to one script (EVALSHA of it, or EVAL of its
 	// source); empty matches every script call.
 	SHA string
+	// Command, when set, makes the fault match calls of that plain command
+	// (its lower-case name, e.g. "set" for the lock's first acquisition
+	// attempt) instead of script calls.
+	Command string
 	// Times is how many matching calls get the fault: 0 means 1, -1 means
 	// every one until Clear.
 	Times int
@@ -35,7 +39,8 @@ type Fault struct {
 }
 
 // ScriptFaults is a go-redis hook (add it with AddHook) that injects
-// [Fault]s into script calls (EVALSHA, EVAL). It works above go-redis'
+// [Fault]s into script calls (EVALSHA, EVAL), or into plain commands a
+// fault names ([Fault.Command]). It works above go-redis'
 // retries: the caller sees exactly what the fault says. It is safe for
 // concurrent use.
 type ScriptFaults struct {
@@ -100,14 +105,16 @@ func scriptSHA(cmd redis.Cmder) (string, bool) {
 }
 
 func (s *ScriptFaults) match(cmd redis.Cmder) *Fault {
-	sha, ok := scriptSHA(cmd)
-	if !ok {
-		return nil
-	}
+	sha, script := scriptSHA(cmd)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, f := range s.faults {
-		if f.SHA != "" && f.SHA != sha {
+		switch {
+		case f.Command != "":
+			if cmd.Name() != f.Command {
+				continue
+			}
+		case !script, f.SHA != "" && f.SHA != sha:
 			continue
 		}
 		c := *f

@@ -3,6 +3,7 @@ package testharness
 import (
 	"context"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -10,13 +11,17 @@ import (
 )
 
 // LostReply is a go-redis hook (add it with AddHook) that, once armed, lets
-// the next EVALSHA or EVAL reach the server and run, then reports a network
-// timeout to the caller instead of the reply, as a reply lost on its way
-// back would. go-redis' own retries happen below the hook, so the script
-// runs exactly once. It disarms itself after one use; it is safe for
+// the next EVALSHA or EVAL (or command named in Commands) reach the server
+// and run, then reports a network timeout to the caller instead of the
+// reply, as a reply lost on its way back would. go-redis' own retries
+// happen below the hook, so the command runs exactly once. It disarms itself after one use; it is safe for
 // concurrent use.
 type LostReply struct {
 	armed atomic.Bool
+	// Commands are the lower-case names of plain commands whose reply is
+	// lost too (e.g. "set", the lock's first acquisition attempt); script
+	// calls always are.
+	Commands []string
 }
 
 // Arm makes the next script call lose its reply.
@@ -48,7 +53,7 @@ func (d *LostReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 			return err // it did not run; go-redis sends EVAL next
 		}
-		if (cmd.Name() == "evalsha" || cmd.Name() == "eval") && d.armed.CompareAndSwap(true, false) {
+		if (cmd.Name() == "evalsha" || cmd.Name() == "eval" || slices.Contains(d.Commands, cmd.Name())) && d.armed.CompareAndSwap(true, false) {
 			cmd.SetErr(ErrLostReply)
 			return ErrLostReply
 		}
