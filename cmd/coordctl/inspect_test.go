@@ -45,6 +45,20 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	must(err)
 	t.Cleanup(func() { _, _ = lk.Release(context.Background()) })
 	keys["lock"] = "plain-lock"
+	// A lock with a blocked waiter: the value carries the waiter mark.
+	held, err := lock.TryAcquire(ctx, coord, "waited-lock", time.Minute)
+	must(err)
+	t.Cleanup(func() { _, _ = held.Release(context.Background()) })
+	waitCtx, stopWaiting := context.WithCancel(ctx)
+	waiting := make(chan struct{})
+	go func() {
+		defer close(waiting)
+		if l, err := lock.Acquire(waitCtx, coord, "waited-lock", time.Minute); err == nil {
+			_, _ = l.Release(context.Background())
+		}
+	}()
+	t.Cleanup(func() { stopWaiting(); <-waiting })
+	keys["lock-waited"] = "waited-lock"
 
 	fl, err := fencing.TryAcquire(ctx, coord, "{job}:lock", "{job}:fence", time.Minute, fencing.WithHolder("worker-7"))
 	must(err)
@@ -102,6 +116,17 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	must(err)
 	t.Cleanup(func() { _, _ = p1.Release(context.Background()); _, _ = p2.Release(context.Background()) })
 	keys["semaphore"] = "sem"
+	full, err := semaphore.New(coord, "sem-full", 1)
+	must(err)
+	only, err := full.TryAcquire(ctx, time.Minute)
+	must(err)
+	t.Cleanup(func() { _, _ = only.Release(context.Background()) })
+	go func() {
+		if p, err := full.Acquire(waitCtx, time.Minute); err == nil {
+			_, _ = p.Release(context.Background())
+		}
+	}()
+	keys["semaphore-waited"] = "sem-full"
 
 	_, err = latch.Create(ctx, coord, "latch", 3, latch.WithDeadline(time.Hour))
 	must(err)
@@ -165,6 +190,14 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	must(d.Deny(ctx, "tenant:1"))
 	must(d.Deny(ctx, "tenant:2"))
 	keys["deny-list"] = "denied"
+	raw := b.Client(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.HasSuffix(raw.Get(ctx, b.Key("waited-lock")).Val(), "+") || raw.ZScore(ctx, b.Key("sem-full"), "waiting").Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the blocked waiters never marked the lock and the semaphore")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	return keys
 }
 
@@ -262,6 +295,9 @@ func TestInspectUnknownAndCorrupt(t *testing.T) {
 			{set("sem", func(k string) error { return raw.ZAdd(ctx, k, redis.Z{Score: 1e15, Member: "P:x:tok"}).Err() }), `is not P:<n>:<token>`},
 			{set("rl", func(k string) error { return raw.Set(ctx, k, "g:1:x|2", time.Hour).Err() }), "GCRA state is not"},
 			{set("claim", func(k string) error { return raw.Set(ctx, k, "P100:abc:99:x", time.Hour).Err() }), "a bad fingerprint"},
+			{set("legacy", func(k string) error {
+				return raw.HSet(ctx, k, "state", "completed", "owner", "x", "ttl", "100", "result", "r", "done", "y").Err()
+			}), "a claim of the hash layout of earlier releases"},
 		} {
 			code, out, errOut := runCmd(t, cmdline(b, "inspect", c.key)...)
 			if code != exitRefused || !strings.Contains(out, c.want) {

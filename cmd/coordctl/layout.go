@@ -368,13 +368,14 @@ func decodeLegacyClaim(s *snapshot, r *report) *report {
 			r.add("status", st)
 		}
 	}
+	r = legacyClaimProblem(r) // first: it says what to do with the key
 	if h["state"] != "pending" && h["state"] != "completed" {
 		r.bad("state %q is neither pending nor completed", h["state"])
 	}
 	if s.PTTL == -1 {
 		r.bad("a claim always has a TTL; this one has none")
 	}
-	return legacyClaimProblem(r)
+	return r
 }
 
 // httpStatus reads the status of a response stored by the idempotency

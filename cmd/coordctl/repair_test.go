@@ -49,8 +49,15 @@ func TestIdempotencyShowAndForget(t *testing.T) {
 		}
 		expect(t, exitOK, "pending", cmdline(b, "idempotency show", "--key", "k1", "--namespace", "tenant:9")...)
 		expect(t, exitOK, "deleted", cmdline(b, "idempotency forget", "--key", "k1", "--namespace", "tenant:9", "--pending")...)
-		// Keys of other kinds are refused and left alone.
+		// A claim of the hash layout of earlier releases: unusable, so
+		// deleted whatever its state.
 		raw := b.Client(t)
+		if err := raw.HSet(ctx, b.Key("old"), "state", "completed", "owner", "x", "ttl", "100", "result", "r", "done", "y").Err(); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, exitRefused, "hash layout of earlier releases", cmdline(b, "idempotency show", "--key", "old")...)
+		expect(t, exitOK, "deleted the completed claim", cmdline(b, "repair claim", "--key", "old")...)
+		// Keys of other kinds are refused and left alone.
 		if err := raw.Set(ctx, b.Key("other"), "x", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
