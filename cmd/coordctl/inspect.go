@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -103,11 +104,25 @@ func inspectScan(ctx context.Context, client redis.UniversalClient, prefix, patt
 		}
 		return iter.Err()
 	}
+	// One node after the other (ForEachMaster runs them at once): the
+	// output stays in order and --limit counts once.
+	nodes := []redis.UniversalClient{client}
 	var err error
 	if cc, ok := client.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return each(ctx, c) })
-	} else {
-		err = each(ctx, client)
+		var mu sync.Mutex
+		nodes = nil
+		err = cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			nodes = append(nodes, c)
+			return nil
+		})
+	}
+	for _, node := range nodes {
+		if err != nil || n >= limit {
+			break
+		}
+		err = each(ctx, node)
 	}
 	if err != nil {
 		return fail(stderr, "inspect", err)
