@@ -144,7 +144,7 @@ func (r *report) MarshalJSON() ([]byte, error) {
 	return []byte(b.String()), nil
 }
 
-func jsonName(k string) string { return strings.ReplaceAll(k, " ", "_") }
+func jsonName(k string) string { return strings.NewReplacer(" ", "_", "-", "_").Replace(k) }
 
 // jsonValue turns durations into milliseconds.
 func jsonValue(v any) any {
@@ -497,11 +497,9 @@ func decodeLimiterString(s *snapshot, r *report) *report {
 		r.add("burst", cfg[0])
 		r.add("interval", us(int64(math.Round(interval))))
 		r.add("remaining", cfg[0]-used)
-		if ahead > 0 {
-			r.add("next permit in", us(int64(ahead-float64(cfg[0]-1)*interval)).Abs())
-		} else {
-			r.add("next permit in", time.Duration(0))
-		}
+		// A permit is free once tat - now <= (burst-1) * interval.
+		r.add("next permit in", us(int64(max(0, ahead-float64(cfg[0]-1)*interval))))
+		r.add("full again in", us(int64(max(0, ahead))))
 	default:
 		return r.bad("unknown limiter algorithm %q", set[0])
 	}
