@@ -203,7 +203,7 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 
 var (
 	reDur   = regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|ms|s|m|h)\b`)
-	reTok   = regexp.MustCompile(`\b[0-9a-zA-Z_-]{8}…`)
+	reTok   = regexp.MustCompile(`[0-9a-zA-Z_-]{8}…`) // base64url tokens may start with "-"
 	reJSONN = regexp.MustCompile(`"(ttl_ms|expires_in|deadline_in|resets_in|next_refill_in|next_permit_in|full_again_in|ttl)":-?\d+`)
 )
 
