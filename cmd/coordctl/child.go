@@ -36,7 +36,7 @@ func startChild(args, env []string, stdout, stderr io.Writer) (*child, error) {
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Stdout, cmd.Stderr = unwrap(stdout), unwrap(stderr)
 	cmd.SysProcAttr = procAttr()
 	// A grandchild holding the output pipes open must not block wait
 	// forever once the command itself has exited.
@@ -93,7 +93,11 @@ func (c *child) wait() int {
 // sends SIGKILL to the group if it is still running after grace, and waits
 // for it; it returns the exit status. After the command exited it only
 // returns the status. A grace of 0 sends SIGKILL at once.
-func (c *child) stop(grace time.Duration) int {
+func (c *child) stop(grace time.Duration) int { return c.stopWith(nil, grace) }
+
+// stopWith is stop with sig (SIGINT or SIGTERM, forwarded from coordctl)
+// in place of SIGTERM; a nil sig is SIGTERM.
+func (c *child) stopWith(sig os.Signal, grace time.Duration) int {
 	c.stopOnce.Do(func() {
 		select {
 		case <-c.done:
@@ -101,7 +105,7 @@ func (c *child) stop(grace time.Duration) int {
 		default:
 		}
 		if grace > 0 {
-			terminate(c.cmd.Process)
+			terminate(c.cmd.Process, sig)
 			t := time.NewTimer(grace)
 			defer t.Stop()
 			select {

@@ -7,9 +7,15 @@ import (
 	"syscall"
 )
 
-// terminate sends SIGTERM to p's process group (p leads it; see procAttr),
-// or to p alone if that fails.
-func terminate(p *os.Process) { signalGroup(p, syscall.SIGTERM) }
+// terminate sends sig (SIGTERM when nil) to p's process group (p leads
+// it; see procAttr), or to p alone if that fails.
+func terminate(p *os.Process, sig os.Signal) {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		s = syscall.SIGTERM
+	}
+	signalGroup(p, s)
+}
 
 // kill sends SIGKILL to p's process group, or to p alone if that fails.
 func kill(p *os.Process) { signalGroup(p, syscall.SIGKILL) }

@@ -2,118 +2,337 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"os"
+	"io"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/cliconn"
 )
+
+// Exit statuses, the same for every command (see the usage text and
+// README's coordctl section).
+const (
+	exitOK      = 0  // done; the lock/permit/latch/... was there
+	exitRefused = 1  // refused, not acquired, limited, denied, not found, or another failure
+	exitUsage   = 2  // bad flags, arguments or URL; unknown command or scenario
+	exitConn    = 3  // the server cannot be reached or refused authentication
+	exitLost    = 75 // the lock, permit or leadership was lost while the command ran (EX_TEMPFAIL)
+)
+
+// exitTable is the exit-status table printed by coordctl --help.
+const exitTable = `Exit status (every command):
+  0   ok
+  1   refused: not acquired, limited, denied, not found, wrong kind of key, or another failure
+  2   usage: a bad flag, argument or URL, an unknown command or demo scenario
+  3   connection: the server cannot be reached, or refused the user or password
+  75  lost: the lock, permit or leadership was lost while the command ran
+  run commands (lock run, semaphore run, leader run) otherwise exit with the command's
+  own status (128+N when it was killed by signal N; 127/126 when it cannot be started)`
 
 // connFlags are the connection flags shared by every subcommand.
 type connFlags struct {
-	url     string
-	cluster string
-	prefix  string
+	cliconn.Flags
+	prefix string
 }
 
 func (c *connFlags) register(fs *flag.FlagSet) {
-	// The environment is read at connect time, not shown as a default: a
-	// URL may carry a password, and -h must not print it.
-	fs.StringVar(&c.url, "redis", "", "server URL, redis://[user:pass@]host:port/db (default $COORD_REDIS_URL)")
-	fs.StringVar(&c.cluster, "cluster", "", "comma-separated Redis Cluster node addresses host:port, instead of --redis (default $COORD_CLUSTER_ADDRS)")
-	fs.StringVar(&c.prefix, "prefix", "", "key prefix prepended to every key")
+	c.Flags.Register(fs)
+	fs.StringVar(&c.prefix, "prefix", "", "key prefix prepended to every key, as the application's coordination.WithKeyPrefix")
 }
 
-// check reports conflicting connection flags (a usage error).
-func (c *connFlags) check() error {
-	if c.url != "" && c.cluster != "" {
-		return fmt.Errorf("give --redis or --cluster, not both")
-	}
-	return nil
-}
-
-// connect returns a client for the flags. When neither --redis nor
-// --cluster is given and embedded is true, it starts an in-process
-// miniredis whose clock follows the wall clock; stop releases it.
+// connect returns a client for the flags (see cliconn.Flags.Open). The
+// error is a *cliconn.UsageError or *cliconn.ConnError (see exitFor).
 func (c *connFlags) connect(embedded bool) (client redis.UniversalClient, desc string, stop func(), err error) {
-	if c.url == "" && c.cluster == "" {
-		c.url, c.cluster = os.Getenv("COORD_REDIS_URL"), os.Getenv("COORD_CLUSTER_ADDRS")
-		if c.url != "" && c.cluster != "" {
-			c.cluster = ""
-		}
+	cl, stop, err := c.Open(context.Background(), embedded)
+	if err != nil {
+		return nil, "", nil, err
 	}
+	return cl.UniversalClient, cl.Desc, stop, nil
+}
+
+// coordinator connects to the server the flags name (no embedded server)
+// and returns a coordinator with the --prefix; stop closes the client.
+func (c *connFlags) coordinator() (coord *coordination.Coordinator, client redis.UniversalClient, desc string, stop func(), err error) {
+	client, desc, stop, err = c.connect(false)
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	coord, err = coordination.New(client, coordination.WithKeyPrefix(c.prefix))
+	if err != nil {
+		stop()
+		return nil, nil, "", nil, err
+	}
+	return coord, client, desc, stop, nil
+}
+
+// exitFor maps an error to an exit status: 2 for usage errors (a bad flag
+// or URL, an invalid argument), 3 when the server cannot be reached or
+// refused authentication, 1 otherwise.
+func exitFor(err error) int {
+	if errors.Is(err, coordination.ErrInvalidArgument) {
+		return exitUsage
+	}
+	return cliconn.ExitCode(err)
+}
+
+// fail prints "coordctl NAME: err" (with a hint for connection errors met
+// after connecting) and returns exitFor(err).
+func fail(stderr io.Writer, name string, err error) int {
+	code := exitFor(err)
+	var ce *cliconn.ConnError
+	if code == exitConn && !errors.As(err, &ce) {
+		fmt.Fprintf(stderr, "coordctl %s: lost the connection to the server: %v\n", name, err)
+		return code
+	}
+	fmt.Fprintf(stderr, "coordctl %s: %v\n", name, err)
+	return code
+}
+
+// cmdFlags is a subcommand's flag set, with the connection flags
+// registered and one-line flag errors.
+type cmdFlags struct {
+	*flag.FlagSet
+	name string
+	help func() // prints the usage, an example, the flags and the exit statuses on stdout
+	cf   *connFlags
+	// pos are the positional arguments. Flags may follow them (coordctl
+	// inspect KEY --json), except in the run commands, where the first
+	// argument that is not a flag starts the command.
+	pos    []string
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// newFlags returns the flag set of subcommand name. usage is the synopsis
+// and description; example is one or more example command lines (shown
+// by --help, required for every command).
+func newFlags(name string, stdout, stderr io.Writer, usage, example string) *cmdFlags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are printed by parse, in one line
+	c := &cmdFlags{FlagSet: fs, name: name, cf: &connFlags{}, stdout: stdout, stderr: stderr}
+	// The flag package calls Usage on every parse error too: parse prints
+	// it for -h only.
+	fs.Usage = func() {}
+	c.help = func() {
+		fmt.Fprintf(stdout, "%s\n\nExample:\n%s\n\nFlags:\n", usage, indent(example))
+		fs.VisitAll(func(f *flag.Flag) {
+			kind, text := flag.UnquoteUsage(f)
+			line := "  --" + f.Name
+			if kind != "" {
+				line += " " + kind
+			}
+			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
+				text += " (default " + f.DefValue + ")"
+			}
+			fmt.Fprintf(stdout, "%s\n      %s\n", line, text)
+		})
+		fmt.Fprintf(stdout, "\n%s\n", exitTable)
+	}
+	c.cf.register(fs)
+	return c
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n  ")
+}
+
+// parse parses args. On -h/--help it prints the usage on stdout and
+// returns (0, false); on a bad flag it prints one line naming the flag
+// and an example value and returns (2, false).
+func (c *cmdFlags) parse(args []string) (int, bool) {
+	err := c.parseInterspersed(args)
+	if err == nil {
+		return 0, true
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		c.help()
+		return exitOK, false
+	}
+	c.usagef("%s", c.flagProblem(err))
+	return exitUsage, false
+}
+
+func (c *cmdFlags) parseInterspersed(args []string) error {
+	runs := strings.HasSuffix(c.name, " run")
+	for {
+		if err := c.Parse(args); err != nil {
+			return err
+		}
+		rest := c.FlagSet.Args()
+		used := len(args) - len(rest)
+		if len(rest) == 0 || runs || (used > 0 && args[used-1] == "--") {
+			c.pos = append(c.pos, rest...)
+			return nil
+		}
+		c.pos = append(c.pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// Args returns the positional arguments.
+func (c *cmdFlags) Args() []string { return c.pos }
+
+// NArg returns the number of positional arguments.
+func (c *cmdFlags) NArg() int { return len(c.pos) }
+
+// Arg returns positional argument i, or "".
+func (c *cmdFlags) Arg(i int) string {
+	if i < 0 || i >= len(c.pos) {
+		return ""
+	}
+	return c.pos[i]
+}
+
+// usagef prints a one-line usage error and a pointer to --help.
+func (c *cmdFlags) usagef(format string, a ...any) int {
+	fmt.Fprintf(c.stderr, "coordctl %s: %s (see coordctl %s --help)\n", c.name, fmt.Sprintf(format, a...), c.name)
+	return exitUsage
+}
+
+// flagProblem turns a flag package error into a sentence naming the flag
+// and an example value.
+func (c *cmdFlags) flagProblem(err error) string {
+	msg := err.Error()
 	switch {
-	case c.cluster != "":
-		cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(c.cluster, ",")})
-		return cl, "Redis Cluster", func() { _ = cl.Close() }, ping(cl)
-	case c.url != "":
-		opt, err := redis.ParseURL(c.url)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("--redis: %w (want redis://[user:pass@]host:port/db or rediss://...)", err)
-		}
-		cl := redis.NewClient(opt)
-		return cl, "server " + opt.Addr, func() { _ = cl.Close() }, ping(cl)
-	case embedded:
-		m, cl, stop, err := startEmbedded()
-		if err != nil {
-			return nil, "", nil, err
-		}
-		_ = m
-		return cl, "embedded miniredis (use --redis redis://127.0.0.1:6379/0 for a real server)", stop, nil
-	default:
-		return nil, "", nil, fmt.Errorf("no server: give --redis URL (or set COORD_REDIS_URL)")
-	}
-}
-
-func ping(c redis.UniversalClient) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		_ = c.Close()
-		return fmt.Errorf("cannot reach the server: %w", err)
-	}
-	return nil
-}
-
-// startEmbedded starts a miniredis whose TIME and TTLs follow the wall
-// clock (miniredis otherwise never expires keys on its own).
-func startEmbedded() (*miniredis.Miniredis, redis.UniversalClient, func(), error) {
-	m := miniredis.NewMiniRedis()
-	if err := m.Start(); err != nil {
-		return nil, nil, nil, err
-	}
-	m.SetTime(time.Now())
-	m.ClockTTL(true)
-	done := make(chan struct{})
-	ticked := make(chan struct{})
-	go func() {
-		defer close(ticked)
-		t := time.NewTicker(2 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case now := <-t.C:
-				m.SetTime(now)
+	case strings.HasPrefix(msg, "flag provided but not defined: "):
+		return "unknown flag " + dashes(strings.TrimPrefix(msg, "flag provided but not defined: "))
+	case strings.HasPrefix(msg, "flag needs an argument: "):
+		name := strings.TrimLeft(strings.TrimPrefix(msg, "flag needs an argument: "), "-")
+		return fmt.Sprintf("--%s needs a value, e.g. --%s %s", name, name, c.exampleValue(name))
+	case strings.HasPrefix(msg, "invalid value "):
+		// invalid value "30" for flag -ttl: parse error
+		var val, name string
+		rest := strings.TrimPrefix(msg, "invalid value ")
+		if i := strings.Index(rest, " for flag -"); i >= 0 {
+			val = rest[:i]
+			name = rest[i+len(" for flag -"):]
+			if j := strings.Index(name, ":"); j >= 0 {
+				name = name[:j]
 			}
 		}
-	}()
-	cl := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	return m, cl, func() {
-		_ = cl.Close()
-		close(done)
-		<-ticked
-		m.Close()
-	}, nil
+		if u, err := strconv.Unquote(val); err == nil {
+			val = u
+		}
+		return fmt.Sprintf("--%s %s is not %s, e.g. --%s %s", name, val, c.kindOf(name), name, c.exampleValue(name))
+	}
+	return msg
 }
 
-// quietLogger discards go-redis' own log lines (dial retries and the
-// like): coordctl reports connection errors itself, once.
-type quietLogger struct{}
+func dashes(f string) string { return "--" + strings.TrimLeft(f, "-") }
 
-// Printf implements go-redis' logger interface and discards the line.
-func (quietLogger) Printf(context.Context, string, ...any) {}
+// kindOf names what a flag's value must be.
+func (c *cmdFlags) kindOf(name string) string {
+	f := c.Lookup(name)
+	if f == nil {
+		return "valid"
+	}
+	if g, ok := f.Value.(flag.Getter); ok {
+		switch g.Get().(type) {
+		case time.Duration:
+			return "a duration with a unit"
+		case int, int64, uint, uint64:
+			return "a whole number"
+		case float64:
+			return "a number"
+		case bool:
+			return "true or false"
+		}
+	}
+	return "valid"
+}
+
+// exampleValue returns an example value for a flag: its default when that
+// is not a zero value, else one of its kind.
+func (c *cmdFlags) exampleValue(name string) string {
+	f := c.Lookup(name)
+	if f == nil {
+		return "VALUE"
+	}
+	if g, ok := f.Value.(flag.Getter); ok {
+		switch v := g.Get().(type) {
+		case time.Duration:
+			if v > 0 {
+				return v.String()
+			}
+			return "30s"
+		case int, int64:
+			if f.DefValue != "0" {
+				return f.DefValue
+			}
+			return "3"
+		case string:
+			switch name {
+			case "redis":
+				return cliconn.ExampleURL
+			case "cluster":
+				return cliconn.ExampleCluster
+			case "sentinel":
+				return cliconn.ExampleSentinel
+			}
+			if v != "" {
+				return v
+			}
+		}
+	}
+	return "VALUE"
+}
+
+// connectCoord checks the connection flags and connects (no embedded
+// server), printing any error; on failure stop is nil and code is the
+// exit status.
+func (c *cmdFlags) connectCoord() (coord *coordination.Coordinator, client redis.UniversalClient, desc string, stop func(), code int) {
+	coord, client, desc, stop, err := c.cf.coordinator()
+	if err != nil {
+		return nil, nil, "", nil, fail(c.stderr, c.name, err)
+	}
+	return coord, client, desc, stop, 0
+}
+
+// redactor writes to w with every secret replaced by "xxxxx": coordctl's
+// own output passes through it, so that no error path can print a
+// password from the command line or the environment, whatever a library
+// error quotes.
+type redactor struct {
+	w       io.Writer
+	secrets []string
+}
+
+func (r redactor) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(r.w, cliconn.Redact(string(p), r.secrets)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// secretsOf collects the passwords in coordctl's arguments (values of
+// --redis, --cluster and --sentinel: every URL-like argument before --) and in
+// $COORD_REDIS_URL.
+func secretsOf(args []string, env string) []string {
+	var out []string
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if strings.Contains(a, "://") {
+			out = append(out, cliconn.SecretsIn(a)...)
+		}
+	}
+	return append(out, cliconn.SecretsIn(env)...)
+}
+
+// unwrap returns the writer under a redactor: a command that coordctl
+// starts writes to coordctl's own stdout and stderr (a terminal stays a
+// terminal for it).
+func unwrap(w io.Writer) io.Writer {
+	if r, ok := w.(redactor); ok {
+		return r.w
+	}
+	return w
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -66,46 +65,54 @@ func (d *demo) check(name string, ok bool, detailFormat string, args ...any) {
 func init() {
 	register(command{
 		name:  "demo",
-		usage: "demo [--redis URL] [--only NAME,...]       run the self-checking scenarios (embedded miniredis by default)",
+		usage: "demo [NAME...] [--redis URL]                             run the self-checking scenarios (embedded miniredis by default)",
 		run:   runDemo,
 	})
 }
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf connFlags
-	cf.register(fs)
-	only := fs.String("only", "", "comma-separated scenario names to run (default: all)")
+	fs := newFlags("demo", stdout, stderr, `usage: coordctl demo [NAME...] [--only NAME,...] [--list] [--redis URL | --cluster ADDRS | --sentinel M@ADDRS]
+
+Runs self-checking scenarios that show each primitive at work (two or more
+simulated processes on one server), checks their invariants, and removes its
+keys afterwards. Without a server it runs on an embedded miniredis. NAME (or
+--only) picks scenarios; --list lists them. Exit status: 0 when every invariant
+held, 1 when one failed, 2 on bad usage (an unknown scenario too), 3 when the
+server cannot be reached.`, `coordctl demo
+coordctl demo leader fencing --redis redis://127.0.0.1:6379/0
+coordctl demo --cluster 127.0.0.1:7000,127.0.0.1:7001 --only semaphore`)
+	only := fs.String("only", "", "comma-separated scenario names to run (default: all), as the NAME arguments")
 	list := fs.Bool("list", false, "list the scenarios and exit")
-	if err := fs.Parse(args); err != nil {
-		return parseStatus(err)
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
-	if err := cf.check(); err != nil {
-		fmt.Fprintf(stderr, "coordctl demo: %v\n", err)
-		return 2
-	}
+	cf := fs.cf
 	sort.SliceStable(scenarios, func(i, j int) bool { return scenarios[i].order < scenarios[j].order })
 	if *list {
 		for _, s := range scenarios {
 			fmt.Fprintf(stdout, "%-12s %s\n", s.name, s.title)
 		}
-		return 0
+		return exitOK
+	}
+	var names []string
+	if *only != "" {
+		names = strings.Split(*only, ",")
+	}
+	names = append(names, fs.Args()...)
+	for _, n := range names {
+		if !slices.ContainsFunc(scenarios, func(s scenario) bool { return s.name == n }) {
+			return fs.usagef("no scenario %q; the scenarios are %s", n, strings.Join(scenarioNames(), ", "))
+		}
 	}
 	var selected []scenario
 	for _, s := range scenarios {
-		if *only == "" || slices.Contains(strings.Split(*only, ","), s.name) {
+		if len(names) == 0 || slices.Contains(names, s.name) {
 			selected = append(selected, s)
 		}
 	}
-	if len(selected) == 0 {
-		fmt.Fprintf(stderr, "coordctl demo: no scenario matches --only %q (see --list)\n", *only)
-		return 2
-	}
 	client, desc, stop, err := cf.connect(true)
 	if err != nil {
-		fmt.Fprintf(stderr, "coordctl demo: %v\n", err)
-		return 1
+		return fail(stderr, "demo", err)
 	}
 	defer stop()
 	fmt.Fprintf(stdout, "coordctl demo on %s\n", desc)
@@ -131,15 +138,24 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	}
 	if n, err := removeKeys(ctx, client, prefix); err != nil {
 		fmt.Fprintf(stderr, "coordctl demo: could not remove the demo's keys (prefix %q): %v\n", prefix, err)
-	} else if cf.url != "" || cf.cluster != "" {
+	} else if cf.Given() {
 		fmt.Fprintf(stdout, "\nremoved the demo's %d keys from the server\n", n)
 	}
 	fmt.Fprintf(stdout, "\n%d invariants held, %d failed\n", d.passed, len(d.failed))
 	if len(d.failed) > 0 {
 		fmt.Fprintf(stdout, "FAILED: %s\n", strings.Join(d.failed, ", "))
-		return 1
+		return exitRefused
 	}
-	return 0
+	return exitOK
+}
+
+// scenarioNames returns the scenarios' names in order.
+func scenarioNames() []string {
+	var n []string
+	for _, s := range scenarios {
+		n = append(n, s.name)
+	}
+	return n
 }
 
 // removeKeys deletes every key under prefix (SCAN, then UNLINK in batches;

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/leader"
 )
 
@@ -55,43 +53,38 @@ func defaultIdentity() string {
 }
 
 func runLeaderRun(args []string, stdout, stderr io.Writer) int {
-	fs, cf := subcommandFlags("leader run", stderr, `usage: coordctl leader run --key K [--id NAME] [--lease 15s] [--retry 1s] [--grace 10s] -- cmd args
+	fs := newFlags("leader run", stdout, stderr, `usage: coordctl leader run --key K [--id NAME] [--lease 15s] [--retry 1s] [--grace 10s] -- cmd args
 
 Campaigns for the leadership of election K and runs cmd only while leader, with
 COORD_FENCING_TOKEN (the term's fencing token) and COORD_LEADER_ID in its environment.
 When leadership is lost the command gets SIGTERM (SIGKILL after --grace) and coordctl
 campaigns again. When the command exits on its own, coordctl releases leadership and
 exits with its status. On SIGINT/SIGTERM it stops the command, releases leadership and
-exits with the command's status (0 when it was not leading).`)
+exits with the command's status (0 when it was not leading).`, `coordctl leader run --redis redis://127.0.0.1:6379/0 --key nightly --id "$(hostname)" --lease 15s -- ./report.sh`)
 	key := fs.String("key", "", "election name (keys {K}:leader and {K}:fence); required")
 	id := fs.String("id", defaultIdentity(), "this contender's identity, shown to the others")
 	lease := fs.Duration("lease", leader.DefaultLeaseDuration, "lease duration: a crashed leader is replaced after about this long")
 	retry := fs.Duration("retry", leader.DefaultRetryDelay, "retry delay between campaign attempts")
 	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command")
-	if err := fs.Parse(args); err != nil {
-		return parseStatus(err)
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	cmdArgs := fs.Args()
-	if *key == "" || len(cmdArgs) == 0 {
-		fmt.Fprintln(stderr, "coordctl leader run: --key and a command (after --) are required")
-		fs.Usage()
-		return 2
-	}
 	switch {
+	case *key == "":
+		return fs.usagef("--key is required, e.g. --key nightly")
+	case len(cmdArgs) == 0:
+		return fs.usagef("a command is required after --, e.g. -- ./report.sh")
 	case *grace < 0:
-		fmt.Fprintln(stderr, "coordctl leader run: --grace must not be negative")
-		return 2
+		return fs.usagef("--grace must not be negative; e.g. --grace 10s")
 	case *lease < leader.MinLeaseDuration:
-		fmt.Fprintf(stderr, "coordctl leader run: --lease must be at least %v, got %v\n", leader.MinLeaseDuration, *lease)
-		return 2
+		return fs.usagef("--lease must be at least %v, got %v; e.g. --lease 15s", leader.MinLeaseDuration, *lease)
 	case *retry < time.Millisecond:
-		fmt.Fprintf(stderr, "coordctl leader run: --retry must be at least 1ms, got %v\n", *retry)
-		return 2
+		return fs.usagef("--retry must be at least 1ms, got %v; e.g. --retry 1s", *retry)
 	case *id == "":
-		fmt.Fprintln(stderr, "coordctl leader run: --id must not be empty")
-		return 2
+		return fs.usagef("--id must not be empty, e.g. --id \"$(hostname)\"")
 	}
-	coord, desc, stop, code := connectForCommand("leader run", cf, cmdArgs, stderr)
+	coord, desc, stop, code := connectForCommand(fs, cmdArgs)
 	if stop == nil {
 		return code
 	}
@@ -152,8 +145,7 @@ exits with the command's status (0 when it was not leading).`)
 		}),
 	)
 	if err != nil {
-		fmt.Fprintf(stderr, "coordctl leader run: %v\n", err)
-		return 2
+		return fail(stderr, "leader run", err)
 	}
 	logf("campaigning for %q on %s (lease %v)", *key, desc, *lease)
 	err = e.Run(ctx)
@@ -164,74 +156,36 @@ exits with the command's status (0 when it was not leading).`)
 		fmt.Fprintf(stderr, "coordctl leader run: cannot start %s: %v\n", cmdArgs[0], startErr)
 		return exitStatusFor(startErr)
 	case err != nil:
-		fmt.Fprintf(stderr, "coordctl leader run: %v\n", err)
-		return 1
+		return fail(stderr, "leader run", err)
 	default:
 		return status // the command's, or 0 when it never ran or was stopped by a loss
 	}
 }
 
-// subcommandFlags returns a flag set for a subcommand, printing usage
-// (then the flags) for -h, with the connection flags registered.
-func subcommandFlags(name string, stderr io.Writer, usage string) (*flag.FlagSet, *connFlags) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "%s\n\n", usage)
-		fs.PrintDefaults()
-	}
-	cf := &connFlags{}
-	cf.register(fs)
-	return fs, cf
-}
-
-// coordinator connects to the server the flags name (no embedded server)
-// and returns a coordinator with the --prefix; stop closes the client.
-func (c *connFlags) coordinator() (coord *coordination.Coordinator, desc string, stop func(), err error) {
-	client, desc, stop, err := c.connect(false)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	coord, err = coordination.New(client, coordination.WithKeyPrefix(c.prefix))
-	if err != nil {
-		stop()
-		return nil, "", nil, err
-	}
-	return coord, desc, stop, nil
-}
-
 func runLeaderStatus(args []string, stdout, stderr io.Writer) int {
-	fs, cf := subcommandFlags("leader status", stderr, `usage: coordctl leader status --key K [--watch [--poll 1s]]
+	fs := newFlags("leader status", stdout, stderr, `usage: coordctl leader status --key K [--watch [--poll 1s]]
 
 Prints who leads election K, its fencing token and the lease's remaining time.
-Exit status: 0 when there is a leader, 3 when there is none, 1 on error.
-With --watch it prints a line per change until interrupted.`)
+Exit status: 0 when there is a leader, 1 when there is none, 3 when the server
+cannot be reached. With --watch it prints a line per change until interrupted.`, `coordctl leader status --redis redis://127.0.0.1:6379/0 --key nightly
+coordctl leader status --key nightly --watch   # $COORD_REDIS_URL`)
 	key := fs.String("key", "", "election name (as given to leader run); required")
 	watch := fs.Bool("watch", false, "print a line per leadership change until interrupted")
 	poll := fs.Duration("poll", time.Second, "with --watch: how often to look for a new leader")
-	if err := fs.Parse(args); err != nil {
-		return parseStatus(err)
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	switch {
 	case *key == "":
-		fmt.Fprintln(stderr, "coordctl leader status: --key is required")
-		fs.Usage()
-		return 2
+		return fs.usagef("--key is required, e.g. --key nightly")
 	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "coordctl leader status: unexpected arguments %q\n", fs.Args())
-		return 2
+		return fs.usagef("unexpected arguments %q", fs.Args())
 	case *watch && *poll <= 0:
-		fmt.Fprintf(stderr, "coordctl leader status: --poll must be positive, got %v\n", *poll)
-		return 2
+		return fs.usagef("--poll must be positive, got %v; e.g. --poll 1s", *poll)
 	}
-	if err := cf.check(); err != nil {
-		fmt.Fprintf(stderr, "coordctl leader status: %v\n", err)
-		return 2
-	}
-	coord, _, stop, err := cf.coordinator()
-	if err != nil {
-		fmt.Fprintf(stderr, "coordctl leader status: %v\n", err)
-		return 1
+	coord, _, _, stop, code := fs.connectCoord()
+	if stop == nil {
+		return code
 	}
 	defer stop()
 	leaseKey, _ := fencedKeys(*key, "leader")
@@ -245,20 +199,18 @@ With --watch it prints a line per change until interrupted.`)
 			}
 			fmt.Fprintf(stdout, "%s  leader %s  fencing token %d\n", time.Now().Format(time.TimeOnly), shown(i.Identity), i.FencingToken)
 		})
-		if err != nil {
-			fmt.Fprintf(stderr, "coordctl leader status: %v\n", err)
-			return 1
+		if err != nil && ctx.Err() == nil {
+			return fail(stderr, "leader status", err)
 		}
-		return 0
+		return exitOK
 	}
 	info, err := leader.Get(ctx, coord, leaseKey)
 	if errors.Is(err, leader.ErrNoLeader) {
 		fmt.Fprintf(stdout, "no leader for %q\n", *key)
-		return 3
+		return exitRefused
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "coordctl leader status: %v\n", err)
-		return 1
+		return fail(stderr, "leader status", err)
 	}
 	fmt.Fprintf(stdout, "leader:        %s\nfencing token: %d\nlease expires: in %v\n", shown(info.Identity), info.FencingToken, info.TTL.Round(time.Millisecond))
 	return 0
@@ -274,13 +226,4 @@ func shown(id string) string {
 		return q
 	}
 	return id
-}
-
-// parseStatus is the exit status after a flag parse error: 0 for -h, 2
-// for bad usage.
-func parseStatus(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	return 2
 }

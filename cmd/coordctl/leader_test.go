@@ -126,8 +126,8 @@ func TestLeaderRunPropagatesStatusAndReleases(t *testing.T) {
 		t.Fatal("the lease was not released after the command exited")
 	}
 	code, out, _ = runCoordctl("leader", "status", "--redis", url, "--key", "job")
-	if code != 3 || !strings.Contains(out, "no leader") {
-		t.Fatalf("leader status = %d %q, want 3 and no leader", code, out)
+	if code != exitRefused || !strings.Contains(out, "no leader") {
+		t.Fatalf("leader status = %d %q, want 1 and no leader", code, out)
 	}
 	// The next term gets the next token.
 	code, out, _ = runCoordctl("leader", "run", "--redis", url, "--key", "job", "--id", "beta",
@@ -158,8 +158,8 @@ func TestLeaderRunUsageAndStartErrors(t *testing.T) {
 		t.Errorf("missing command: exit %d, stderr %q; want 127", code, errs)
 	}
 	code, _, errs = runCoordctl("leader", "status", "--redis", "redis://127.0.0.1:1/0", "--key", "k")
-	if code != 1 || !strings.Contains(errs, "cannot reach") {
-		t.Errorf("unreachable server: exit %d, stderr %q; want 1", code, errs)
+	if code != exitConn || !strings.Contains(errs, "cannot reach") {
+		t.Errorf("unreachable server: exit %d, stderr %q; want 3", code, errs)
 	}
 }
 

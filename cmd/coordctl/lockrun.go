@@ -16,117 +16,177 @@ import (
 	"github.com/coordkit/coordination/fencing"
 )
 
-// exitNotAcquired is lock run's exit status when --no-wait or --timeout
-// gives up because someone else holds the lock (EX_TEMPFAIL of sysexits.h).
-const exitNotAcquired = 75
-
 func init() {
 	register(command{
 		name:  "lock run",
-		usage: "lock run --key K [--ttl 30s] [--no-wait] -- cmd args  run a command under a kept-alive fenced lock",
+		usage: "lock run --key K [--ttl 30s] [--no-wait] -- cmd args      run a command under a kept-alive fenced lock",
 		run:   runLockRun,
 	})
 }
 
 func runLockRun(args []string, stdout, stderr io.Writer) int {
-	fs, cf := subcommandFlags("lock run", stderr, `usage: coordctl lock run --key K [--ttl 30s] [--timeout 0 | --no-wait] [--grace 10s] -- cmd args
+	fs := newFlags("lock run", stdout, stderr, `usage: coordctl lock run --key K [--ttl 30s] [--timeout 0 | --no-wait] [--grace 10s] -- cmd args
 
 Runs cmd while holding the fenced lock K (a distributed flock): it waits for the
 lock (without polling), starts cmd with COORD_FENCING_TOKEN (the lock's fencing
 token) and COORD_LOCK_KEY in its environment, renews the lock every TTL/3, and
 releases it when cmd exits. If the lock is lost (renewals fail until its local
-deadline, or it was taken over), cmd gets SIGTERM, then SIGKILL after --grace.
-On SIGINT/SIGTERM coordctl stops cmd the same way and releases the lock.
+deadline, or it was taken over), cmd gets SIGTERM, then SIGKILL after --grace, and
+coordctl exits 75. On SIGINT/SIGTERM coordctl stops cmd the same way and releases
+the lock. A release is bounded by what is left of the lease: after a loss on a
+stopped server it gives up at once.
 
-Exit status: cmd's own (128+N when killed by signal N); 75 when --no-wait or
---timeout found the lock held, or when the lock was lost and cmd then exited 0;
-127/126 when cmd cannot be found or started (the lock is not taken); 1 on other
-errors; 2 on bad usage.`)
+Exit status: cmd's own (128+N when killed by signal N); 1 when --no-wait or
+--timeout found the lock held; 75 when the lock was lost while cmd ran; 127/126
+when cmd cannot be found or started (the lock is not taken); 2 on bad usage; 3 when
+the server cannot be reached.`, `coordctl lock run --redis redis://127.0.0.1:6379/0 --key nightly-report --ttl 30s -- ./report.sh
+coordctl lock run --key nightly-report --no-wait -- ./report.sh   # $COORD_REDIS_URL; exit 1 when held`)
 	key := fs.String("key", "", "lock name (keys {K}:lock and {K}:fence); required")
-	ttl := fs.Duration("ttl", 30*time.Second, "lock TTL: a crashed coordctl's lock frees itself after this long")
-	timeout := fs.Duration("timeout", 0, "give up waiting for the lock after this long (exit 75); 0 waits forever")
-	noWait := fs.Bool("no-wait", false, "fail at once (exit 75) when the lock is held")
-	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command")
-	if err := fs.Parse(args); err != nil {
-		return parseStatus(err)
+	hf := addHoldFlags(fs, "the lock", "held")
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	cmdArgs := fs.Args()
-	switch {
-	case *key == "" || len(cmdArgs) == 0:
-		fmt.Fprintln(stderr, "coordctl lock run: --key and a command (after --) are required")
-		fs.Usage()
-		return 2
-	case *ttl < 10*time.Millisecond:
-		fmt.Fprintf(stderr, "coordctl lock run: --ttl must be at least 10ms, got %v\n", *ttl)
-		return 2
-	case *timeout < 0 || *grace < 0:
-		fmt.Fprintln(stderr, "coordctl lock run: --timeout and --grace must not be negative")
-		return 2
-	case *noWait && *timeout > 0:
-		fmt.Fprintln(stderr, "coordctl lock run: give --no-wait or --timeout, not both")
-		return 2
+	if *key == "" {
+		return fs.usagef("--key is required, e.g. --key nightly-report")
 	}
-	coord, desc, stop, code := connectForCommand("lock run", cf, cmdArgs, stderr)
+	if code := hf.check(cmdArgs, "./report.sh"); code != 0 {
+		return code
+	}
+	coord, desc, stop, code := connectForCommand(fs, cmdArgs)
 	if stop == nil {
 		return code
 	}
 	defer stop()
 	logf := timeline(stderr, "lock run")
-
-	sigCtx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigCtx, stopSignals := notifySignals()
 	defer stopSignals()
 	leaseKey, fenceKey := fencedKeys(*key, "lock")
-	var (
-		lk  *fencing.Lock
-		err error
-	)
-	if *noWait {
-		lk, err = fencing.TryAcquire(sigCtx, coord, leaseKey, fenceKey, *ttl, fencing.WithHolder(defaultIdentity()))
-	} else {
-		wctx, cancel := sigCtx, context.CancelFunc(func() {})
-		if *timeout > 0 {
-			wctx, cancel = context.WithTimeout(sigCtx, *timeout)
-		}
-		logf("waiting for lock %q on %s", *key, desc)
-		lk, err = fencing.Acquire(wctx, coord, leaseKey, fenceKey, *ttl, fencing.WithHolder(defaultIdentity()))
-		cancel()
-	}
-	switch {
-	case err == nil:
-	case sigCtx.Err() != nil:
-		logf("interrupted while waiting for the lock")
-		return 130
-	case errors.Is(err, coordination.ErrNotAcquired):
-		logf("lock %q is held by someone else", *key)
-		return exitNotAcquired
-	default:
-		fmt.Fprintf(stderr, "coordctl lock run: %v\n", err)
-		return 1
-	}
-	release := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if out, err := lk.Release(ctx); err != nil {
-			logf("release failed (the lock ends at its TTL): %v", err)
+	var lk *fencing.Lock
+	logf("waiting for lock %q on %s", *key, desc)
+	err := hf.acquire(sigCtx, func(ctx context.Context, block bool) (err error) {
+		if block {
+			lk, err = fencing.Acquire(ctx, coord, leaseKey, fenceKey, *hf.ttl, fencing.WithHolder(defaultIdentity()))
 		} else {
-			logf("lock %s", out)
+			lk, err = fencing.TryAcquire(ctx, coord, leaseKey, fenceKey, *hf.ttl, fencing.WithHolder(defaultIdentity()))
 		}
+		return err
+	})
+	if code, ok := hf.outcome(sigCtx, err, logf, fmt.Sprintf("lock %q is held by someone else", *key)); !ok {
+		return code
 	}
 	lk.KeepAlive()
 	logf("acquired lock %q with fencing token %d; starting %s", *key, lk.FencingToken(), cmdArgs[0])
-	c, err := startChild(cmdArgs, []string{
+	return runHolding(lk, "lock", cmdArgs, []string{
 		"COORD_FENCING_TOKEN=" + strconv.FormatInt(lk.FencingToken(), 10),
 		"COORD_LOCK_KEY=" + *key,
-	}, stdout, stderr)
+	}, *hf.grace, sigCtx, logf, stdout, stderr, "lock run")
+}
+
+// holdFlags are the flags of the commands that run a command while holding
+// something (lock run, semaphore run).
+type holdFlags struct {
+	fs                  *cmdFlags
+	ttl, timeout, grace *time.Duration
+	noWait              *bool
+}
+
+// addHoldFlags registers --ttl, --timeout, --no-wait and --grace; what is
+// what is held ("the lock"), busy what it is when taken ("held").
+func addHoldFlags(fs *cmdFlags, what, busy string) *holdFlags {
+	return &holdFlags{
+		fs:      fs,
+		ttl:     fs.Duration("ttl", 30*time.Second, "TTL of "+what+": a crashed coordctl's frees itself after this long"),
+		timeout: fs.Duration("timeout", 0, "give up waiting for "+what+" after this long (exit 1); 0 waits forever"),
+		noWait:  fs.Bool("no-wait", false, "fail at once (exit 1) when "+what+" is "+busy),
+		grace:   fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command"),
+	}
+}
+
+// check checks the command and the hold flags; it returns 0 or the exit
+// status (after a one-line usage error).
+func (h *holdFlags) check(cmdArgs []string, example string) int {
+	switch {
+	case len(cmdArgs) == 0:
+		return h.fs.usagef("a command is required after --, e.g. -- %s", example)
+	case *h.ttl < 10*time.Millisecond:
+		return h.fs.usagef("--ttl must be at least 10ms, got %v; e.g. --ttl 30s", *h.ttl)
+	case *h.timeout < 0:
+		return h.fs.usagef("--timeout must not be negative; e.g. --timeout 1m")
+	case *h.grace < 0:
+		return h.fs.usagef("--grace must not be negative; e.g. --grace 10s")
+	case *h.noWait && *h.timeout > 0:
+		return h.fs.usagef("give --no-wait or --timeout, not both")
+	}
+	return 0
+}
+
+// acquire calls take once without blocking (--no-wait), or blocking until
+// --timeout (or forever) or a signal.
+func (h *holdFlags) acquire(sigCtx context.Context, take func(ctx context.Context, block bool) error) error {
+	if *h.noWait {
+		return take(sigCtx, false)
+	}
+	ctx, cancel := sigCtx, context.CancelFunc(func() {})
+	if *h.timeout > 0 {
+		ctx, cancel = context.WithTimeout(sigCtx, *h.timeout)
+	}
+	defer cancel()
+	return take(ctx, true)
+}
+
+// outcome turns acquire's error into an exit status: ok when acquired;
+// 130 when a signal came first; 1 when not acquired (busy is logged);
+// else fail's.
+func (h *holdFlags) outcome(sigCtx context.Context, err error, logf func(string, ...any), busy string) (int, bool) {
+	switch {
+	case err == nil:
+		return 0, true
+	case sigCtx.Err() != nil:
+		logf("interrupted while waiting")
+		return 130, false
+	case errors.Is(err, coordination.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded):
+		logf("%s", busy)
+		return exitRefused, false
+	}
+	return fail(h.fs.stderr, h.fs.name, err), false
+}
+
+// held is what lock run and semaphore run hold while their command runs:
+// a *fencing.Lock or a *semaphore.Permit, kept alive.
+type held interface {
+	Done() <-chan struct{}
+	Context() context.Context
+	Remaining() time.Duration
+	Release(ctx context.Context) (coordination.ReleaseOutcome, error)
+}
+
+// runHolding starts cmdArgs (with env added) while h is held, and returns
+// the exit status: the command's when it exits on its own or is stopped
+// by a signal to coordctl (sigCtx), exitLost when h is lost first (the
+// command is then stopped: SIGTERM, SIGKILL after grace). h is released
+// in every case, within releaseTimeout of what is left of it.
+func runHolding(h held, what string, cmdArgs, env []string, grace time.Duration, sigCtx context.Context,
+	logf func(string, ...any), stdout, stderr io.Writer, name string) int {
+	release := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout(h.Remaining()))
+		defer cancel()
+		if out, err := h.Release(ctx); err != nil {
+			logf("release failed (the %s ends at its TTL): %v", what, err)
+		} else {
+			logf("%s %s", what, out)
+		}
+	}
+	c, err := startChild(cmdArgs, env, stdout, stderr)
 	if err != nil {
 		release()
-		fmt.Fprintf(stderr, "coordctl lock run: cannot start %s: %v\n", cmdArgs[0], err)
+		fmt.Fprintf(stderr, "coordctl %s: cannot start %s: %v\n", name, cmdArgs[0], err)
 		return exitStatusFor(err)
 	}
-	// stopFor stops the command (why says why) and releases the lock.
-	stopFor := func(why string) int {
-		logf("%s; stopping the command (SIGTERM, SIGKILL after %v)", why, *grace)
-		code := c.stop(*grace)
+	// stopFor stops the command with sig (why says why) and releases h.
+	stopFor := func(why string, sig os.Signal) int {
+		logf("%s; stopping the command (%v, SIGKILL after %v)", why, signalName(sig), grace)
+		code := c.stopWith(sig, grace)
 		logf("command stopped with status %d", code)
 		release()
 		return code
@@ -137,38 +197,85 @@ errors; 2 on bad usage.`)
 		logf("command exited with status %d", code)
 		release()
 		return code
-	case <-lk.Done():
-		code := stopFor(fmt.Sprintf("lock lost (%v)", context.Cause(lk.Context())))
-		if code == 0 {
-			// The command's work was cut short: never report success.
-			return exitNotAcquired
-		}
-		return code
+	case <-h.Done():
+		code := stopFor(fmt.Sprintf("%s lost (%v)", what, context.Cause(h.Context())), syscall.SIGTERM)
+		// The command's work was cut short: never report its status, which
+		// may be success.
+		logf("exiting 75 (lost while running; the command's status was %d)", code)
+		return exitLost
 	case <-sigCtx.Done():
-		return stopFor("signal received")
+		sig := receivedSignal(sigCtx)
+		return stopFor(signalName(sig)+" received", sig)
 	}
 }
 
-// connectForCommand does what lock run and leader run need before they
-// contend: it checks the connection flags (exit 2), finds the command
-// (127/126: a typo must not take a lock, draw a fencing token or win a
-// term), makes a closed stdout or stderr (coordctl ... | head) a write
-// error instead of a SIGPIPE death that would leave the lock held, and
-// connects (exit 1). On failure stop is nil and code is the exit status.
-func connectForCommand(name string, cf *connFlags, cmdArgs []string, stderr io.Writer) (coord *coordination.Coordinator, desc string, stop func(), code int) {
-	if err := cf.check(); err != nil {
-		fmt.Fprintf(stderr, "coordctl %s: %v\n", name, err)
-		return nil, "", nil, 2
+// signalCause is the cause of a notifySignals context: the signal.
+type signalCause struct{ sig os.Signal }
+
+func (s signalCause) Error() string { return signalName(s.sig) + " received" }
+
+// notifySignals returns a context cancelled by the first SIGINT or SIGTERM
+// to coordctl, with the signal as its cause (see receivedSignal).
+func notifySignals() (context.Context, func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(signalCause{s})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel(nil) }
+}
+
+// receivedSignal returns the signal that ended a notifySignals context
+// (SIGTERM when unknown), to forward to the command.
+func receivedSignal(ctx context.Context) os.Signal {
+	var sc signalCause
+	if errors.As(context.Cause(ctx), &sc) {
+		return sc.sig
+	}
+	return syscall.SIGTERM
+}
+
+func signalName(sig os.Signal) string {
+	switch sig {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM, nil:
+		return "SIGTERM"
+	}
+	return sig.String()
+}
+
+// releaseTimeout bounds a release by what is left of the lease (at least
+// 250ms, at most 5s): once the lease has ended on the server, a release
+// has nothing left to do, and waiting on a stopped server only delays the
+// exit.
+func releaseTimeout(remaining time.Duration) time.Duration {
+	return min(max(remaining, 250*time.Millisecond), 5*time.Second)
+}
+
+// connectForCommand does what lock run, semaphore run and leader run need
+// before they contend: it finds the command (127/126: a typo must not take
+// a lock, draw a fencing token or win a term), makes a closed stdout or
+// stderr (coordctl ... | head) a write error instead of a SIGPIPE death
+// that would leave the lock held, and connects (exit 2 or 3). On failure
+// stop is nil and code is the exit status.
+func connectForCommand(fs *cmdFlags, cmdArgs []string) (coord *coordination.Coordinator, desc string, stop func(), code int) {
+	if err := fs.cf.Resolve(); err != nil {
+		return nil, "", nil, fail(fs.stderr, fs.name, err)
+	}
+	if _, _, err := fs.cf.Options(); err != nil {
+		return nil, "", nil, fail(fs.stderr, fs.name, err)
 	}
 	if _, err := exec.LookPath(cmdArgs[0]); err != nil {
-		fmt.Fprintf(stderr, "coordctl %s: cannot start %s: %v\n", name, cmdArgs[0], err)
+		fmt.Fprintf(fs.stderr, "coordctl %s: cannot start %s: %v\n", fs.name, cmdArgs[0], err)
 		return nil, "", nil, exitStatusFor(err)
 	}
 	signal.Ignore(syscall.SIGPIPE)
-	coord, desc, stop, err := cf.coordinator()
-	if err != nil {
-		fmt.Fprintf(stderr, "coordctl %s: %v\n", name, err)
-		return nil, "", nil, 1
-	}
-	return coord, desc, stop, 0
+	coord, _, desc, stop, code = fs.connectCoord()
+	return coord, desc, stop, code
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coordkit/coordination/fencing"
+	"github.com/coordkit/coordination/internal/faultproxy"
 	"github.com/coordkit/coordination/internal/testharness"
 )
 
@@ -28,20 +29,20 @@ func TestLockRunRunsUnderTheLock(t *testing.T) {
 			t.Fatal("the lock was not released after the command exited")
 		}
 		// While another process holds the lock, --no-wait and --timeout give up
-		// with 75 and never start the command.
+		// with 1 and never start the command.
 		coord := b.Coordinator(t)
 		holder, err := fencing.TryAcquire(ctx, coord, "{job}:lock", "{job}:fence", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
 		code, out, _ = runCmd(t, append(append([]string{"lock", "run"}, conn...), "--key", "job", "--no-wait", "--", "echo", "ran")...)
-		if code != exitNotAcquired || out != "" {
-			t.Fatalf("--no-wait on a held lock = %d %q, want 75 and no output", code, out)
+		if code != exitRefused || out != "" {
+			t.Fatalf("--no-wait on a held lock = %d %q, want 1 and no output", code, out)
 		}
 		start := time.Now()
 		code, _, _ = runCmd(t, append(append([]string{"lock", "run"}, conn...), "--key", "job", "--timeout", "200ms", "--", "echo", "ran")...)
-		if code != exitNotAcquired || time.Since(start) < 200*time.Millisecond {
-			t.Fatalf("--timeout 200ms = %d after %v, want 75 after 200ms", code, time.Since(start))
+		if code != exitRefused || time.Since(start) < 200*time.Millisecond {
+			t.Fatalf("--timeout 200ms = %d after %v, want 1 after 200ms", code, time.Since(start))
 		}
 		// A blocked lock run starts the command once the holder releases.
 		type res struct {
@@ -69,7 +70,7 @@ func TestLockRunRunsUnderTheLock(t *testing.T) {
 }
 
 // When the lock is lost, the command is stopped (SIGTERM) and coordctl
-// exits with its status.
+// exits 75 (lost while running), whatever the command's status.
 func TestLockRunStopsTheCommandWhenTheLockIsLost(t *testing.T) {
 	url, raw := leaderServer(t)
 	p := startCoordctl(t, "lock", "run", "--redis", url, "--key", "lost", "--ttl", "300ms", "--grace", "2s",
@@ -80,10 +81,10 @@ func TestLockRunStopsTheCommandWhenTheLockIsLost(t *testing.T) {
 	if err := raw.Del(context.Background(), "{lost}:lock").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.waitExit(t, 5*time.Second); code != 42 {
-		t.Fatalf("exit %d, want the command's 42; output:\n%s", code, p.out.String())
+	if code := p.waitExit(t, 5*time.Second); code != exitLost {
+		t.Fatalf("exit %d, want 75; output:\n%s", code, p.out.String())
 	}
-	if out := p.out.String(); !strings.Contains(out, "lock lost") || !strings.Contains(out, "got SIGTERM") {
+	if out := p.out.String(); !strings.Contains(out, "lock lost") || !strings.Contains(out, "got SIGTERM") || !strings.Contains(out, "status was 42") {
 		t.Fatalf("output:\n%s", out)
 	}
 }
@@ -98,7 +99,7 @@ func TestLockRunLostThenCleanExitIs75(t *testing.T) {
 	if err := raw.Del(context.Background(), "{lost0}:lock").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.waitExit(t, 5*time.Second); code != exitNotAcquired {
+	if code := p.waitExit(t, 5*time.Second); code != exitLost {
 		t.Fatalf("exit %d, want 75; output:\n%s", code, p.out.String())
 	}
 }
@@ -156,7 +157,28 @@ func TestLockRunUsageAndStartErrors(t *testing.T) {
 	if code, _, errOut := runCmd(t, "lock"); code != 2 || !strings.Contains(errOut, "lock run") {
 		t.Errorf("coordctl lock: exit %d, stderr %q", code, errOut)
 	}
-	if code, _, _ := runCmd(t, "lock", "run", "--redis", "redis://127.0.0.1:1/0", "--key", "k", "--", "true"); code != 1 {
-		t.Fatalf("unreachable server: exit %d, want 1", code)
+	if code, _, _ := runCmd(t, "lock", "run", "--redis", "redis://127.0.0.1:1/0", "--key", "k", "--", "true"); code != exitConn {
+		t.Fatalf("unreachable server: exit %d, want 3", code)
+	}
+}
+
+// After the lock is lost to a server that stopped answering, lock run does
+// not wait seconds on a release that cannot succeed: the release is bounded
+// by what is left of the lease (nothing).
+func TestLockRunBoundedReleaseAfterLoss(t *testing.T) {
+	srv := testharness.StartStandalone(t, testharness.FirstFlavor(t))
+	p := faultproxy.Start(t, srv.Addr)
+	c := startCoordctl(t, "lock", "run", "--redis", "redis://"+p.Addr()+"/0", "--key", "bh", "--ttl", "600ms", "--grace", "1s",
+		"--", "sh", "-c", `trap 'exit 0' TERM; echo started; while :; do sleep 0.05; done`)
+	c.waitOutput(t, "started", 5*time.Second)
+	p.BlackHole(faultproxy.Both)
+	c.waitOutput(t, "lock lost", 5*time.Second)
+	lost := time.Now()
+	if code := c.waitExit(t, 10*time.Second); code != exitLost {
+		t.Fatalf("exit %d, want 75; output:\n%s", code, c.out.String())
+	}
+	// The command exits at once on SIGTERM; the release gets 250ms.
+	if took := time.Since(lost); took > 2*time.Second {
+		t.Fatalf("lock run took %v to exit after the loss (release unbounded); output:\n%s", took, c.out.String())
 	}
 }

@@ -1,19 +1,29 @@
-// Command coordctl demonstrates, inspects and uses the coordination
-// primitives from the command line.
+// Command coordctl runs, inspects and repairs the coordination primitives
+// from the command line, and demonstrates them.
 //
-//	coordctl demo [--redis URL] [--only NAME,...]      run the self-checking demo scenarios
+//	coordctl demo [NAME...] [--redis URL]               run the self-checking demo scenarios
 //	coordctl lock run --key K [--ttl 30s] -- cmd args   run a command under a kept-alive fenced lock
+//	coordctl semaphore run --key K --capacity N -- cmd  run a command holding a semaphore permit
 //	coordctl leader run --key K [--id NAME] -- cmd args run a command only while elected leader
-//	coordctl leader status --key K [--watch]           show who leads an election
+//	coordctl leader status --key K [--watch]            show who leads an election
+//	coordctl latch create|countdown|wait --key K        operate a countdown latch
+//	coordctl ratelimit try --key K --algorithm ...      take permits from a limiter
+//	coordctl denylist add|remove|check --key K ID       edit or query a deny list
 //
-// Without --redis, demo runs on an embedded miniredis whose clock follows
-// the wall clock. --redis takes a go-redis URL (redis://[user:pass@]host:port/db,
-// rediss:// for TLS); COORD_REDIS_URL is the default for every subcommand.
-// Exit status: 0 on success, 1 when a demo invariant fails or a command
-// fails, 2 on bad usage; lock run exits with its command's status.
+// Every command takes --redis URL (default $COORD_REDIS_URL; rediss:// for
+// TLS, redis://user:PASSWORD@host:port/db for an ACL user), --cluster
+// host:port,... or --sentinel master@host:port,..., and --prefix P.
+// Without a server, demo runs on an embedded miniredis.
+//
+// Exit status, for every command: 0 ok; 1 refused (not acquired, limited,
+// denied, not found, wrong kind of key, another failure); 2 usage (a bad
+// flag, argument or URL, an unknown command or scenario); 3 connection or
+// authentication; 75 lost while running. The run commands otherwise exit
+// with their command's status. No output carries a password.
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -21,12 +31,14 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/coordkit/coordination/internal/cliconn"
 )
 
 // command is one subcommand (or sub-subcommand, named "lock run").
 type command struct {
 	name  string
-	usage string
+	usage string // one line for coordctl --help
 	run   func(args []string, stdout, stderr io.Writer) int
 }
 
@@ -34,15 +46,24 @@ var commands = map[string]command{}
 
 func register(c command) { commands[c.name] = c }
 
+// go-redis' own log lines (dial retries and the like) are discarded:
+// coordctl reports connection errors itself, once.
+func init() { redis.SetLogger(quietLogger{}) }
+
 func main() {
-	redis.SetLogger(quietLogger{})
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run runs coordctl with args. Its own output goes through a redactor, so
+// that no password from the arguments or the environment is ever printed.
+// (The commands that lock run and friends start write to stdout and
+// stderr directly: see unwrap.)
 func run(args []string, stdout, stderr io.Writer) int {
+	secrets := secretsOf(args, os.Getenv(cliconn.EnvURL))
+	stdout, stderr = redactor{stdout, secrets}, redactor{stderr, secrets}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stdout)
-		return 0
+		return exitOK
 	}
 	// Longest match first: "lock run" before "lock".
 	for n := min(2, len(args)); n >= 1; n-- {
@@ -58,12 +79,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(subs) > 0 {
 		sort.Strings(subs)
+		if len(args) > 1 && (args[1] == "-h" || args[1] == "--help") {
+			fmt.Fprintf(stdout, "coordctl %s: subcommands %s (each takes --help)\n", args[0], strings.Join(subs, ", "))
+			return exitOK
+		}
 		fmt.Fprintf(stderr, "coordctl: %q needs a subcommand: %s\n", args[0], strings.Join(subs, ", "))
-		return 2
+		return exitUsage
 	}
-	fmt.Fprintf(stderr, "coordctl: unknown command %q\n\n", strings.Join(args[:min(2, len(args))], " "))
-	usage(stderr)
-	return 2
+	fmt.Fprintf(stderr, "coordctl: unknown command %q (see coordctl --help)\n", strings.Join(args[:min(2, len(args))], " "))
+	return exitUsage
 }
 
 func usage(w io.Writer) {
@@ -79,8 +103,24 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %s\n", commands[n].usage)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Every command takes --redis URL (or $COORD_REDIS_URL: redis://[user:pass@]host:port/db),")
-	fmt.Fprintln(w, "or --cluster host:port,... (or $COORD_CLUSTER_ADDRS) for a Redis Cluster, and --prefix P")
-	fmt.Fprintln(w, "for a key prefix. demo runs on an embedded miniredis when no server is given.")
-	fmt.Fprintln(w, "Run a command with -h for its flags.")
+	fmt.Fprintln(w, "Connection (every command):")
+	fmt.Fprintf(w, "  --redis URL         redis://[user:PASSWORD@]host:port/db, rediss://... for TLS, unix:///path (default $%s)\n", cliconn.EnvURL)
+	fmt.Fprintln(w, "  --cluster ADDRS     Redis Cluster seed nodes host:port,... ([rediss://user:PASSWORD@] before them for TLS/ACL)")
+	fmt.Fprintln(w, "  --sentinel M@ADDRS  Sentinel master name and sentinels, e.g. mymaster@127.0.0.1:26379")
+	fmt.Fprintln(w, "  --prefix P          the key prefix the application uses (coordination.WithKeyPrefix)")
+	fmt.Fprintln(w, "demo runs on an embedded miniredis when no server is given.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Example:")
+	fmt.Fprintln(w, "  coordctl lock run --redis redis://127.0.0.1:6379/0 --key nightly --ttl 30s -- ./report.sh")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, exitTable)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run a command with --help for its flags and an example.")
 }
+
+// quietLogger discards go-redis' own log lines (dial retries and the
+// like): coordctl reports connection errors itself, once.
+type quietLogger struct{}
+
+// Printf implements go-redis' logger interface and discards the line.
+func (quietLogger) Printf(context.Context, string, ...any) {}

@@ -74,10 +74,10 @@ func TestUsageAndBadFlags(t *testing.T) {
 	if code, _, errOut := runCmd(t, "demo", "--only", "nope"); code != 2 || !strings.Contains(errOut, "no scenario") {
 		t.Fatalf("--only nope: exit %d, stderr %q", code, errOut)
 	}
-	if code, _, errOut := runCmd(t, "demo", "--redis", "http://x"); code != 1 || !strings.Contains(errOut, "--redis") {
+	if code, _, errOut := runCmd(t, "demo", "--redis", "http://x"); code != exitUsage || !strings.Contains(errOut, "--redis") {
 		t.Fatalf("bad URL: exit %d, stderr %q", code, errOut)
 	}
-	if code, _, errOut := runCmd(t, "demo", "--redis", "redis://127.0.0.1:1/0"); code != 1 || !strings.Contains(errOut, "cannot reach") {
+	if code, _, errOut := runCmd(t, "demo", "--redis", "redis://127.0.0.1:1/0"); code != exitConn || !strings.Contains(errOut, "cannot reach") {
 		t.Fatalf("unreachable server: exit %d, stderr %q", code, errOut)
 	}
 	if code, out, _ := runCmd(t, "demo", "--list"); code != 0 || !strings.Contains(out, "fencing") {

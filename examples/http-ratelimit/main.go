@@ -41,23 +41,27 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/cliconn"
 	"github.com/coordkit/coordination/ratelimit"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
-	url := flag.String("redis", os.Getenv("COORD_REDIS_URL"), "Redis URL (default: an embedded server)")
+	var conn cliconn.Flags
+	conn.Register(flag.CommandLine) // --redis (default $COORD_REDIS_URL; neither: an embedded server), --cluster, --sentinel
 	flag.Parse()
 
-	rdb, stop, err := connect(*url)
+	redis.SetLogger(quiet{}) // connection errors are reported once, here
+	rdb, stop, err := conn.Open(context.Background(), true)
 	if err != nil {
-		log.Fatal(err)
+		fmt.Fprintln(os.Stderr, "http-ratelimit:", err)
+		os.Exit(cliconn.ExitCode(err)) // 2 bad flags, 3 no server
 	}
 	defer stop()
+	log.Printf("using %s", rdb.Desc)
 	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("http-ratelimit:"))
 	if err != nil {
 		log.Fatal(err)
@@ -217,39 +221,7 @@ func clientPartition(r *http.Request) string {
 	return "anonymous:" + ratelimit.ClientIP(r)
 }
 
-// connect returns a client for url, or for an embedded miniredis whose
-// clock follows the wall clock when url is empty.
-func connect(url string) (redis.UniversalClient, func(), error) {
-	if url != "" {
-		opt, err := redis.ParseURL(url)
-		if err != nil {
-			return nil, nil, err
-		}
-		// go-redis' re-sends after a lost reply are safe: each decision
-		// carries an id the key remembers, and consumes once.
-		c := redis.NewClient(opt)
-		return c, func() { _ = c.Close() }, nil
-	}
-	m, err := miniredis.Run()
-	if err != nil {
-		return nil, nil, err
-	}
-	m.SetTime(time.Now())
-	m.ClockTTL(true)
-	done, ticked := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(ticked)
-		t := time.NewTicker(5 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case now := <-t.C:
-				m.SetTime(now)
-			}
-		}
-	}()
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	return c, func() { _ = c.Close(); close(done); <-ticked; m.Close() }, nil
-}
+// quiet discards go-redis' own log lines.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}

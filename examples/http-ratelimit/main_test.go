@@ -12,10 +12,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/cliconn"
 )
 
 func TestLayeredPolicy(t *testing.T) {
-	rdb, stop, err := connect("")
+	rdb, stop, err := (&cliconn.Flags{}).Open(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
 	}

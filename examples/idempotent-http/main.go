@@ -30,32 +30,40 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/internal/cliconn"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
-	redisURL := flag.String("redis", os.Getenv("REDIS_URL"), "Redis URL (default $REDIS_URL; empty: an embedded in-memory Redis)")
+	var conn cliconn.Flags
+	conn.Register(flag.CommandLine) // --redis (default $COORD_REDIS_URL; neither: an embedded server), --cluster, --sentinel
 	chargeTime := flag.Duration("charge-time", 2*time.Second, "how long charging a card takes")
 	wait := flag.Duration("wait", 0, "let a retry wait this long for the original instead of answering 409")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(*addr, *redisURL, *chargeTime, *wait, log); err != nil {
+	redis.SetLogger(quiet{}) // connection errors are reported once, below
+	if err := run(*addr, conn, *chargeTime, *wait, log); err != nil {
 		log.Error("exiting", "error", err)
-		os.Exit(1)
+		os.Exit(cliconn.ExitCode(err)) // 2 bad flags, 3 no server, 1 otherwise
 	}
 }
 
-func run(addr, redisURL string, chargeTime, wait time.Duration, log *slog.Logger) error {
-	rdb, stop, err := connect(redisURL)
+// quiet discards go-redis' own log lines.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func run(addr string, conn cliconn.Flags, chargeTime, wait time.Duration, log *slog.Logger) error {
+	rdb, stop, err := conn.Open(context.Background(), true)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	log.Info("connected", "server", rdb.Desc)
 	h, err := newHandler(rdb, chargeTime, wait, log)
 	if err != nil {
 		return err
@@ -105,45 +113,6 @@ func newHandler(rdb redis.UniversalClient, chargeTime, wait time.Duration, log *
 	mux.Handle("POST /payments", authenticate(mw.Wrap(http.HandlerFunc(svc.create))))
 	mux.Handle("GET /payments/{id}", authenticate(http.HandlerFunc(svc.get)))
 	return mux, nil
-}
-
-// connect returns a client for url, or for an embedded miniredis whose
-// clock follows the wall clock when url is empty.
-func connect(url string) (redis.UniversalClient, func(), error) {
-	if url != "" {
-		opt, err := redis.ParseURL(url)
-		if err != nil {
-			return nil, nil, fmt.Errorf("-redis: %w", err)
-		}
-		rdb := redis.NewClient(opt)
-		return rdb, func() { _ = rdb.Close() }, nil
-	}
-	m := miniredis.NewMiniRedis()
-	if err := m.Start(); err != nil {
-		return nil, nil, err
-	}
-	// miniredis expires keys only when told the time: keep it current.
-	m.SetTime(time.Now())
-	m.ClockTTL(true)
-	tick := time.NewTicker(10 * time.Millisecond)
-	quit := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case now := <-tick.C:
-				m.SetTime(now)
-			case <-quit:
-				return
-			}
-		}
-	}()
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	return rdb, func() {
-		_ = rdb.Close()
-		tick.Stop()
-		close(quit)
-		m.Close()
-	}, nil
 }
 
 // authenticate stands in for real authentication: the account is the

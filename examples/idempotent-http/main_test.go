@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,12 +12,14 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/coordkit/coordination/internal/cliconn"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestPaymentService(t *testing.T) {
-	rdb, stop, err := connect("")
+	rdb, stop, err := (&cliconn.Flags{}).Open(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
+	"github.com/coordkit/coordination/internal/cliconn"
 	"github.com/coordkit/coordination/leader"
 )
 
@@ -38,39 +39,61 @@ const (
 )
 
 func main() {
+	redis.SetLogger(quiet{}) // connection errors are reported once, below
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "scheduled-job:", err)
-		os.Exit(1)
+		os.Exit(cliconn.ExitCode(err)) // 2 bad flags, 3 no server, 1 otherwise
 	}
 }
 
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("scheduled-job", flag.ContinueOnError)
-	url := fs.String("redis", envOr("COORD_REDIS_URL", "redis://127.0.0.1:6379/0"), "server URL")
+	var conn cliconn.Flags
+	conn.Register(fs) // --redis (default $COORD_REDIS_URL, else redis://127.0.0.1:6379/0), --cluster, --sentinel
 	host, _ := os.Hostname()
 	id := fs.String("id", host+":"+strconv.Itoa(os.Getpid()), "this replica's identity")
 	every := fs.Duration("every", 10*time.Second, "how often the leader runs the job")
 	lease := fs.Duration("lease", 15*time.Second, "leader lease: a crashed leader is replaced after about this long")
 	retry := fs.Duration("retry", time.Second, "retry delay between campaign attempts")
 	runs := fs.Int("runs", 0, "exit after this replica ran the job this many times (0: run until interrupted)")
+	giveUp := fs.Duration("give-up", 30*time.Second, "exit when the server has been unreachable this long")
 	if err := fs.Parse(args); err != nil {
+		return &cliconn.UsageError{Msg: err.Error()}
+	}
+	switch {
+	case *every <= 0:
+		return &cliconn.UsageError{Msg: fmt.Sprintf("--every must be positive, got %v; e.g. --every 10s", *every)}
+	case *giveUp <= 0:
+		return &cliconn.UsageError{Msg: fmt.Sprintf("--give-up must be positive, got %v; e.g. --give-up 30s", *giveUp)}
+	case *runs < 0:
+		return &cliconn.UsageError{Msg: fmt.Sprintf("--runs must not be negative, got %d; e.g. --runs 3", *runs)}
+	}
+	if err := conn.Resolve(); err != nil {
 		return err
 	}
-	opt, err := redis.ParseURL(*url)
+	if !conn.Given() {
+		conn.URL = "redis://127.0.0.1:6379/0"
+	}
+	rdb, closeRDB, err := conn.Open(ctx, false) // pings: an unreachable server is reported at once
 	if err != nil {
 		return err
 	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
+	defer closeRDB()
 	coord, err := coordination.New(rdb)
 	if err != nil {
 		return err
 	}
 
-	ctx, done := context.WithCancel(ctx)
-	defer done()
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	done := func() { stop(nil) }
+	go watchServer(ctx, rdb, out, *id, *retry, *giveUp, stop)
 	ran := 0
 	e, err := leader.New(coord, leaseKey, fenceKey, *id,
 		leader.WithLeaseDuration(*lease), leader.WithRetryDelay(*retry),
@@ -106,8 +129,45 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s: campaigning\n", *id)
-	return e.Run(ctx)
+	fmt.Fprintf(out, "%s: campaigning on %s\n", *id, rdb.Desc)
+	err = e.Run(ctx)
+	if cause := context.Cause(ctx); cliconn.IsConnError(cause) {
+		return cause
+	}
+	return err
+}
+
+// watchServer pings the server every period. Campaigns retry transient
+// errors forever; this bounds that: once the server has been unreachable
+// for giveUp, it ends the run with a clear error (exit 3). It says once
+// when the server stops answering, and once when it answers again.
+func watchServer(ctx context.Context, c redis.UniversalClient, out io.Writer, id string, period, giveUp time.Duration, stop context.CancelCauseFunc) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	var since time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := cliconn.Ping(ctx, c, false)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			if !since.IsZero() {
+				fmt.Fprintf(out, "%s: the server answers again\n", id)
+			}
+			since = time.Time{}
+		case since.IsZero():
+			since = time.Now()
+			fmt.Fprintf(out, "%s: %v; giving up in %v\n", id, err, giveUp)
+		case time.Since(since) >= giveUp:
+			stop(&cliconn.ConnError{Msg: fmt.Sprintf("the server has been unreachable for %v: %v", giveUp, err), Err: err})
+			return
+		}
+	}
 }
 
 // runJob does the scheduled work and records it under the fencing token.
@@ -128,11 +188,4 @@ func runJob(ctx context.Context, coord *coordination.Coordinator, out io.Writer,
 	}
 	fmt.Fprintf(out, "%s: job run #%d done (fencing token %d)\n", id, n, token)
 	return false, nil
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordkit/coordination/internal/cliconn"
+	"github.com/coordkit/coordination/internal/faultproxy"
 	"github.com/coordkit/coordination/internal/testharness"
 )
 
@@ -71,5 +73,68 @@ func TestTwoReplicas(t *testing.T) {
 	}
 	if strings.Contains(got, "b: job run #1 ") || strings.Contains(got, "a: job run #4 ") {
 		t.Errorf("a replica ran the job while not leading:\n%s", got)
+	}
+}
+
+// A replica that cannot reach its server says so at once (exit 3); bad
+// flags are usage errors (exit 2) that name the flag, never a panic.
+func TestStartErrors(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--redis", "redis://127.0.0.1:1/0"}, 3, "cannot reach the server"},
+		{[]string{"--redis", "bogus"}, 2, "--redis bogus: no scheme; want redis://"},
+		{[]string{"--redis", "http://h/0"}, 2, `scheme "http" is not supported`},
+		{[]string{"--every", "0"}, 2, "--every must be positive, got 0s; e.g. --every 10s"},
+		{[]string{"--every", "10"}, 2, "invalid value"},
+	} {
+		start := time.Now()
+		var out lockedBuffer
+		err := run(ctx, c.args, &out)
+		if err == nil || cliconn.ExitCode(err) != c.code || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v (exit %d); want exit %d and %q", c.args, err, cliconn.ExitCode(err), c.code, c.want)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("%v took %v", c.args, took)
+		}
+	}
+	t.Setenv("COORD_REDIS_URL", "redis://127.0.0.1:1/0")
+	if err := run(ctx, nil, &lockedBuffer{}); cliconn.ExitCode(err) != 3 {
+		t.Errorf("$COORD_REDIS_URL unreachable: %v", err)
+	}
+}
+
+// When the server goes away for longer than --give-up, the replica stops
+// with a clear error instead of retrying forever.
+func TestGivesUpOnALostServer(t *testing.T) {
+	srv := testharness.StartStandalone(t, testharness.FirstFlavor(t))
+	p := faultproxy.Start(t, srv.Addr)
+	var out lockedBuffer
+	errc := make(chan error, 1)
+	go func() {
+		errc <- run(context.Background(), []string{"--redis", "redis://" + p.Addr() + "/0", "--id", "a", "--every", "50ms",
+			"--lease", "1s", "--retry", "50ms", "--give-up", "500ms"}, &out)
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(out.String(), "a: job run #1") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a never ran the job:\n%s", out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.BlackHole(faultproxy.Both)
+	select {
+	case err := <-errc:
+		if cliconn.ExitCode(err) != 3 || !strings.Contains(err.Error(), "unreachable for 500ms") {
+			t.Fatalf("run = %v (exit %d), want the give-up error\n%s", err, cliconn.ExitCode(err), out.String())
+		}
+		if n := strings.Count(out.String(), "giving up in"); n != 1 {
+			t.Fatalf("said %d times that the server is unreachable, want once:\n%s", n, out.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("did not give up:\n%s", out.String())
 	}
 }

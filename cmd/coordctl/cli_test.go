@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/coordkit/coordination/internal/cliconn"
+	"github.com/coordkit/coordination/internal/testharness"
+)
+
+// minimalArgs are arguments that get each command past its own checks to
+// the point where it connects.
+var minimalArgs = map[string][]string{
+	"demo":               nil,
+	"lock run":           {"--key", "k", "--", "true"},
+	"semaphore run":      {"--key", "k", "--capacity", "1", "--", "true"},
+	"leader run":         {"--key", "k", "--", "true"},
+	"leader status":      {"--key", "k"},
+	"latch create":       {"--key", "k", "--count", "1"},
+	"latch countdown":    {"--key", "k"},
+	"latch wait":         {"--key", "k"},
+	"ratelimit try":      {"--key", "k", "--limit", "1", "--algorithm", "gcra", "--period", "1s"},
+	"denylist add":       {"--key", "k", "id"},
+	"denylist remove":    {"--key", "k", "id"},
+	"denylist check":     {"--key", "k", "id"},
+	"inspect":            {"k"},
+	"idempotency show":   {"--key", "k"},
+	"idempotency forget": {"--key", "k"},
+	"repair claim":       {"--key", "k"},
+	"repair latch":       {"--key", "k", "--delete"},
+	"repair semaphore":   {"--key", "k", "--list"},
+}
+
+func commandNames() []string {
+	var names []string
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Every command has --help (exit 0, on stdout) with an example and the
+// exit-status table; every command is covered by minimalArgs.
+func TestEveryCommandHelp(t *testing.T) {
+	for _, name := range commandNames() {
+		if _, ok := minimalArgs[name]; !ok {
+			t.Errorf("command %q has no entry in minimalArgs: the connection and password tests would skip it", name)
+		}
+		for _, h := range []string{"--help", "-h"} {
+			code, out, errOut := runCmd(t, append(strings.Fields(name), h)...)
+			if code != exitOK || errOut != "" {
+				t.Errorf("coordctl %s %s: exit %d, stderr %q", name, h, code, errOut)
+			}
+			for _, want := range []string{"usage: coordctl " + name, "Example:\n  coordctl " + name, "--redis", "--sentinel", "Exit status (every command)", "75  lost"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("coordctl %s %s lacks %q:\n%s", name, h, want, out)
+				}
+			}
+		}
+		if name == "demo" {
+			continue
+		}
+		// A sub-subcommand's group shows its subcommands.
+		group := strings.Fields(name)[0]
+		if code, out, _ := runCmd(t, group, "--help"); code != exitOK || !strings.Contains(out, name) {
+			t.Errorf("coordctl %s --help: exit %d, output %q", group, code, out)
+		}
+	}
+	code, out, _ := runCmd(t, "--help")
+	if code != exitOK || !strings.Contains(out, "Exit status") || !strings.Contains(out, "COORD_REDIS_URL") {
+		t.Fatalf("coordctl --help: %d\n%s", code, out)
+	}
+	t.Logf("coordctl --help:\n%s", out)
+}
+
+// Bad flags: one line naming the flag and an example value, exit 2.
+func TestFlagErrorsAreOneLine(t *testing.T) {
+	t.Setenv(cliconn.EnvURL, "")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lock", "run", "--ttl", "30", "--key", "k", "--", "true"}, "--ttl 30 is not a duration with a unit, e.g. --ttl 30s"},
+		{[]string{"semaphore", "run", "--capacity", "four"}, "--capacity four is not a whole number, e.g. --capacity 3"},
+		{[]string{"lock", "run", "--bogus"}, "unknown flag --bogus"},
+		{[]string{"leader", "status", "--key"}, "--key needs a value"},
+		{[]string{"demo", "--redis"}, "--redis needs a value, e.g. --redis " + cliconn.ExampleURL},
+		{[]string{"demo", "leaderr"}, `no scenario "leaderr"; the scenarios are`},
+		{[]string{"demo", "--only", "nope"}, `no scenario "nope"`},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"latch"}, `"latch" needs a subcommand`},
+		{[]string{"demo", "--redis", "http://x"}, `--redis: scheme "http" is not supported`},
+		{[]string{"demo", "--redis", "bogus"}, "--redis bogus: no scheme; want redis://"},
+		{[]string{"demo", "--redis", "redis://x/0", "--cluster", "y:1"}, "give one of --redis, --cluster and --sentinel"},
+		{[]string{"demo", "--cluster", "nohostport"}, `--cluster: "nohostport" is not host:port`},
+		{[]string{"demo", "--sentinel", "127.0.0.1:26379"}, "--sentinel: want MASTER@host:port"},
+		{[]string{"leader", "status", "--key", "k"}, "no server: give --redis URL (e.g. --redis redis://user:PASSWORD@127.0.0.1:6379/0), --cluster or --sentinel, or set COORD_REDIS_URL"},
+		{[]string{"inspect", "k", "--redis", "redis://h:1/0", "extra"}, "give one KEY"},
+		{[]string{"denylist", "check", "--key", "d", "a", "--bogus"}, "unknown flag --bogus"},
+	} {
+		code, out, errOut := runCmd(t, c.args...)
+		if code != exitUsage || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, c.want) {
+			t.Errorf("coordctl %s: exit %d, stdout %q, stderr %q; want 2 and one line with %q", strings.Join(c.args, " "), code, out, errOut, c.want)
+		}
+	}
+}
+
+// The demo NAME arguments pick scenarios.
+func TestDemoByName(t *testing.T) {
+	code, out, errOut := runCmd(t, "demo", "leader")
+	if code != exitOK || !strings.Contains(out, "== Leader election") || strings.Contains(out, "== Fencing") {
+		t.Fatalf("coordctl demo leader: %d\n%s%s", code, out, errOut)
+	}
+}
+
+// authServer is a server of its own that requires the password "right".
+func authServer(t *testing.T) string {
+	t.Helper()
+	srv := testharness.StartStandalone(t, testharness.FirstFlavor(t))
+	raw := redis.NewClient(srv.Options())
+	defer raw.Close()
+	if err := raw.ConfigSet(context.Background(), "requirepass", "right").Err(); err != nil {
+		t.Fatal(err)
+	}
+	return srv.Addr
+}
+
+// No output of any command carries a password, whatever stage the
+// connection fails at; and each stage has its exit status: 2 for a URL
+// that is wrong, 3 for a server that cannot be reached or refuses the
+// password. The authentication failures say how to give a password.
+func TestNoPasswordInAnyOutput(t *testing.T) {
+	const pw = "s3cr%40et" // percent-encoded: "s3cr@et" must not appear either
+	addr := authServer(t)
+	stages := []struct {
+		name string
+		flag []string
+		env  string
+		code int
+		want string
+	}{
+		{"bad port", []string{"--redis", "redis://bob:" + pw + "@host:notaport/0"}, "", exitUsage, "the port is not a number"},
+		{"bad scheme", []string{"--redis", "http://bob:" + pw + "@host/0"}, "", exitUsage, `scheme "http"`},
+		{"no scheme", []string{"--redis", "bob:" + pw + "@host:6379"}, "", exitUsage, "no scheme"},
+		{"bad escape", []string{"--redis", "redis://bob:s3cr%zzet@host/0"}, "", exitUsage, "--redis"},
+		{"bad db", []string{"--redis", "redis://bob:" + pw + "@127.0.0.1:1/notadb"}, "", exitUsage, "database"},
+		{"bad query", []string{"--redis", "redis://bob:" + pw + "@127.0.0.1:1/0?nope=1"}, "", exitUsage, "--redis"},
+		{"unreachable", []string{"--redis", "redis://bob:" + pw + "@127.0.0.1:1/0"}, "", exitConn, "cannot reach the server"},
+		{"env unreachable", nil, "redis://bob:" + pw + "@127.0.0.1:1/0", exitConn, "cannot reach the server"},
+		{"env bad port", nil, "redis://bob:" + pw + "@host:notaport/0", exitUsage, "the port is not a number"},
+		{"cluster unreachable", []string{"--cluster", "rediss://bob:" + pw + "@127.0.0.1:1,127.0.0.1:2"}, "", exitConn, "cannot reach"},
+		{"cluster bad userinfo", []string{"--cluster", "redis://bob:s3cr%zzet@127.0.0.1:1"}, "", exitUsage, "--cluster"},
+		{"sentinel unreachable", []string{"--sentinel", "redis://bob:" + pw + "@mymaster@127.0.0.1:1"}, "", exitConn, "cannot reach"},
+		{"no password", []string{"--redis", "redis://" + addr + "/0"}, "", exitConn, "wants a password (NOAUTH): give it in the URL, e.g. --redis redis://user:PASSWORD@"},
+		{"wrong password", []string{"--redis", "redis://default:" + pw + "@" + addr + "/0"}, "", exitConn, "refused the user name or password (WRONGPASS)"},
+		{"wrong password, env", nil, "redis://default:" + pw + "@" + addr + "/0", exitConn, "WRONGPASS"},
+	}
+	for _, st := range stages {
+		t.Run(st.name, func(t *testing.T) {
+			t.Setenv(cliconn.EnvURL, st.env)
+			for _, name := range commandNames() {
+				args := append(strings.Fields(name), st.flag...)
+				args = append(args, minimalArgs[name]...)
+				code, out, errOut := runCmd(t, args...)
+				all := out + errOut
+				for _, secret := range []string{"s3cr", "zzet"} {
+					if strings.Contains(all, secret) {
+						t.Errorf("coordctl %s printed the password:\n%s", name, all)
+					}
+				}
+				if code != st.code || !strings.Contains(errOut, st.want) || strings.Count(errOut, "\n") != 1 {
+					t.Errorf("coordctl %s (%s): exit %d, stderr %q; want %d and one line with %q", name, st.name, code, errOut, st.code, st.want)
+				}
+			}
+		})
+	}
+	// The right password works (and is not printed either).
+	t.Setenv(cliconn.EnvURL, "")
+	code, out, errOut := runCmd(t, "leader", "status", "--redis", "redis://default:right@"+addr+"/0", "--key", "k")
+	if code != exitRefused || !strings.Contains(out, "no leader") || strings.Contains(out+errOut, "right@") {
+		t.Fatalf("right password: %d %q %q", code, out, errOut)
+	}
+}

@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func init() {
+	register(command{
+		name:  "inspect",
+		usage: "inspect KEY [--json] | inspect --scan PATTERN           show what a key holds, decoded",
+		run:   runInspect,
+	})
+}
+
+func runInspect(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("inspect", stdout, stderr, `usage: coordctl inspect KEY [--json]
+       coordctl inspect --scan PATTERN [--limit 1000] [--json]
+
+Reads KEY (after --prefix) and prints what it holds, decoded by the layouts the
+packages document: a lock's owner (truncated token) and TTL; a fencing lease's
+owner, holder, token and fence counter; hash-field leases per field; rwlease
+readers and writer; semaphore capacity and permits with time left; latch
+generation, count and deadline; an idempotency claim's state, fingerprint and
+result; a limiter's algorithm, remaining permits and next refill or reset; a deny
+list's size. It only reads. Unknown or corrupt layouts are said plainly.
+--scan lists the keys matching PATTERN (a SCAN glob, after --prefix) with their
+kind, on every primary of a Cluster.
+
+Exit status: 0 decoded; 1 no such key, or a layout that is unknown or corrupt (--scan:
+no key matched); 2 bad usage; 3 the server cannot be reached.`, `coordctl inspect --redis redis://127.0.0.1:6379/0 '{nightly}:lock'
+coordctl inspect --prefix myapp: --scan 'limits:*' --json`)
+	asJSON := fs.Bool("json", false, "print JSON (one object; with --scan, one per line)")
+	scan := fs.String("scan", "", "list the keys matching this SCAN glob with their kind, instead of one KEY")
+	limit := fs.Int("limit", 1000, "with --scan: stop after this many keys")
+	if code, ok := fs.parse(args); !ok {
+		return code
+	}
+	switch {
+	case *scan == "" && fs.NArg() != 1:
+		return fs.usagef("give one KEY (or --scan PATTERN), e.g. coordctl inspect '{nightly}:lock'")
+	case *scan != "" && fs.NArg() > 0:
+		return fs.usagef("give KEY or --scan PATTERN, not both")
+	case *limit < 1:
+		return fs.usagef("--limit must be 1 or more, e.g. --limit 1000")
+	}
+	_, client, _, stop, code := fs.connectCoord()
+	if stop == nil {
+		return code
+	}
+	defer stop()
+	ctx, stopSignals := notifySignals()
+	defer stopSignals()
+	prefix := fs.cf.prefix
+	if *scan != "" {
+		return inspectScan(ctx, client, prefix, *scan, *limit, *asJSON, stdout, stderr)
+	}
+	s, err := fetch(ctx, client, prefix+fs.Arg(0))
+	if err != nil {
+		return fail(stderr, fs.name, err)
+	}
+	r := decode(s)
+	if *asJSON {
+		b, _ := json.Marshal(r)
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		fmt.Fprint(stdout, r.text())
+	}
+	if r.Problem != "" {
+		return exitRefused
+	}
+	return exitOK
+}
+
+func inspectScan(ctx context.Context, client redis.UniversalClient, prefix, pattern string, limit int, asJSON bool, stdout, stderr io.Writer) int {
+	n := 0
+	each := func(ctx context.Context, node redis.UniversalClient) error {
+		iter := node.Scan(ctx, 0, escapeGlob(prefix)+pattern, 500).Iterator()
+		for n < limit && iter.Next(ctx) {
+			key := iter.Val()
+			s, err := fetch(ctx, client, key)
+			if err != nil {
+				return err
+			}
+			r := decode(s)
+			n++
+			if asJSON {
+				b, _ := json.Marshal(r)
+				fmt.Fprintln(stdout, string(b))
+				continue
+			}
+			flag := ""
+			if r.Problem != "" && r.Kind != kindMissing {
+				flag = "  CORRUPT: " + r.Problem
+			}
+			fmt.Fprintf(stdout, "%-18s %-14s %s%s\n", r.Kind, ttlShort(r.TTL), shown(key), flag)
+		}
+		return iter.Err()
+	}
+	// One node after the other (ForEachMaster runs them at once): the
+	// output stays in order and --limit counts once.
+	nodes := []redis.UniversalClient{client}
+	var err error
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		nodes = nil
+		err = cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			nodes = append(nodes, c)
+			return nil
+		})
+	}
+	for _, node := range nodes {
+		if err != nil || n >= limit {
+			break
+		}
+		err = each(ctx, node)
+	}
+	if err != nil {
+		return fail(stderr, "inspect", err)
+	}
+	if n == 0 {
+		fmt.Fprintf(stderr, "coordctl inspect: no key matches %q\n", prefix+pattern)
+		return exitRefused
+	}
+	if n >= limit {
+		fmt.Fprintf(stderr, "coordctl inspect: stopped after --limit %d keys\n", limit)
+	}
+	return exitOK
+}
+
+func ttlShort(ms int64) string {
+	switch {
+	case ms == -1:
+		return "no-ttl"
+	case ms < -1:
+		return "-"
+	}
+	return "ttl=" + ttlText(ms)
+}
+
+// fetch reads a snapshot of key (already prefixed): its type, TTL and
+// contents (bounded by maxValue and maxMembers), the server's time, and
+// for a fencing lease or counter the key next to it.
+func fetch(ctx context.Context, c redis.UniversalClient, key string) (*snapshot, error) {
+	s, err := fetchOne(ctx, c, key)
+	if err != nil {
+		return nil, err
+	}
+	tag, ok := tagOf(key)
+	if !ok {
+		return s, nil
+	}
+	var sib []string
+	switch {
+	case s.Type == "hash" && (s.Hash["owner"] != "" || s.Hash["fence"] != "") && s.Hash["value"] == "":
+		sib, s.SiblingRole = []string{tag + "fence"}, "fence counter"
+	case s.Type == "string" && strings.HasSuffix(key, "}:fence"):
+		sib, s.SiblingRole = []string{tag + "lock", tag + "leader"}, "lease"
+	}
+	for _, k := range sib {
+		o, err := fetchOne(ctx, c, k)
+		if err != nil {
+			return nil, err
+		}
+		if o.Type != "none" || k == sib[len(sib)-1] {
+			s.Sibling = o
+			break
+		}
+	}
+	return s, nil
+}
+
+func fetchOne(ctx context.Context, c redis.Cmdable, key string) (*snapshot, error) {
+	s := &snapshot{Key: key}
+	var (
+		typ  *redis.StatusCmd
+		pttl *redis.DurationCmd
+	)
+	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		typ = p.Type(ctx, key)
+		pttl = p.PTTL(ctx, key)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	now, err := serverTime(ctx, c, key)
+	if err != nil {
+		return nil, err
+	}
+	s.Type, s.NowUs, s.NowMs = typ.Val(), now, now/1000
+	s.PTTL = pttlMs(pttl.Val())
+	switch s.Type {
+	case "string":
+		n, err := c.StrLen(ctx, key).Result()
+		if err != nil {
+			return nil, err
+		}
+		v, err := c.GetRange(ctx, key, 0, maxValue-1).Result()
+		if err != nil {
+			return nil, err
+		}
+		s.StrLen, s.Str = n, v
+	case "hash":
+		n, err := c.HLen(ctx, key).Result()
+		if err != nil {
+			return nil, err
+		}
+		s.HashLen = n
+		if n <= maxMembers {
+			s.Hash, err = c.HGetAll(ctx, key).Result()
+		} else {
+			var kvs []string
+			kvs, _, err = c.HScan(ctx, key, 0, "*", maxMembers).Result()
+			s.Hash = map[string]string{}
+			for i := 0; i+1 < len(kvs); i += 2 {
+				s.Hash[kvs[i]] = kvs[i+1]
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		_, fencing := s.Hash["owner"]
+		_, latch := s.Hash["gen"]
+		if !fencing && !latch && len(s.Hash) > 0 {
+			fields := make([]string, 0, len(s.Hash))
+			for f := range s.Hash {
+				fields = append(fields, f)
+			}
+			ttls, err := c.HPTTL(ctx, key, fields...).Result()
+			if err == nil && len(ttls) == len(fields) {
+				s.HashTTL = map[string]int64{}
+				for i, f := range fields {
+					s.HashTTL[f] = ttls[i]
+				}
+			}
+			// An error (no HPTTL before Redis 7.4 / Valkey 9.0) leaves
+			// HashTTL nil: decode says so.
+		}
+	case "zset":
+		n, err := c.ZCard(ctx, key).Result()
+		if err != nil {
+			return nil, err
+		}
+		zs, err := c.ZRangeWithScores(ctx, key, 0, maxMembers-1).Result()
+		if err != nil {
+			return nil, err
+		}
+		s.ZCard = n
+		for _, z := range zs {
+			m, _ := z.Member.(string)
+			s.ZSet = append(s.ZSet, zmember{m, z.Score})
+		}
+	case "set":
+		n, err := c.SCard(ctx, key).Result()
+		if err != nil {
+			return nil, err
+		}
+		s.SCard = n
+	}
+	return s, nil
+}
+
+// serverTime returns the server's time in µs, from the node that holds
+// key on a Cluster.
+func serverTime(ctx context.Context, c redis.Cmdable, key string) (int64, error) {
+	node := c
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		n, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return 0, err
+		}
+		node = n
+	}
+	t, err := node.Time(ctx).Result()
+	if err != nil {
+		return 0, err
+	}
+	return t.UnixMicro(), nil
+}
+
+// pttlMs converts go-redis' PTTL reply (-1 and -2 come back as
+// nanoseconds) to milliseconds, -1 for no expiry, -2 for no key.
+func pttlMs(d time.Duration) int64 {
+	switch {
+	case d == -1:
+		return -1
+	case d < 0:
+		return -2
+	}
+	return d.Milliseconds()
+}

@@ -1,0 +1,357 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/fencing"
+	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/latch"
+	"github.com/coordkit/coordination/leader"
+	"github.com/coordkit/coordination/lock"
+	"github.com/coordkit/coordination/ratelimit"
+	"github.com/coordkit/coordination/rwlease"
+	"github.com/coordkit/coordination/semaphore"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of TestInspectGolden")
+
+// layouts writes one key of every layout the library writes, through the
+// library, and returns the keys (without the prefix) by golden name. hold
+// keeps the holders alive until the test ends.
+func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinator) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := map[string]string{}
+	lk, err := lock.TryAcquire(ctx, coord, "plain-lock", time.Minute)
+	must(err)
+	t.Cleanup(func() { _, _ = lk.Release(context.Background()) })
+	keys["lock"] = "plain-lock"
+	// A lock with a blocked waiter: the value carries the waiter mark.
+	held, err := lock.TryAcquire(ctx, coord, "waited-lock", time.Minute)
+	must(err)
+	t.Cleanup(func() { _, _ = held.Release(context.Background()) })
+	waitCtx, stopWaiting := context.WithCancel(ctx)
+	waiting := make(chan struct{})
+	go func() {
+		defer close(waiting)
+		if l, err := lock.Acquire(waitCtx, coord, "waited-lock", time.Minute); err == nil {
+			_, _ = l.Release(context.Background())
+		}
+	}()
+	t.Cleanup(func() { stopWaiting(); <-waiting })
+	keys["lock-waited"] = "waited-lock"
+
+	fl, err := fencing.TryAcquire(ctx, coord, "{job}:lock", "{job}:fence", time.Minute, fencing.WithHolder("worker-7"))
+	must(err)
+	t.Cleanup(func() { _, _ = fl.Release(context.Background()) })
+	keys["fencing-lease"] = "{job}:lock"
+	keys["fence-counter"] = "{job}:fence"
+	_, _, err = fencing.GuardedSet(ctx, coord, "{job}:result", fl.FencingToken(), []byte("done"), 0)
+	must(err)
+	keys["fenced-value"] = "{job}:result"
+
+	elected := make(chan struct{})
+	lctx, stopLeader := context.WithCancel(ctx)
+	e, err := leader.New(coord, "{nightly}:leader", "{nightly}:fence", "host-a:42",
+		leader.OnElected(func(ctx context.Context, _ *leader.Term) error {
+			close(elected)
+			<-ctx.Done()
+			return nil
+		}))
+	must(err)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.Run(lctx) }()
+	t.Cleanup(func() { stopLeader(); <-done })
+	select {
+	case <-elected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("never elected")
+	}
+	keys["leader"] = "{nightly}:leader"
+
+	if b.HasHashFieldTTL() {
+		for _, f := range []string{"shard:1", "shard:2"} {
+			l, err := lock.TryAcquireField(ctx, coord, "shards", f, time.Minute)
+			must(err)
+			t.Cleanup(func() { _, _ = l.Release(context.Background()) })
+		}
+		keys["field-leases"] = "shards"
+	}
+
+	for range 2 {
+		r, err := rwlease.TryRead(ctx, coord, "rw", time.Minute)
+		must(err)
+		t.Cleanup(func() { _, _ = r.Release(context.Background()) })
+	}
+	keys["rwlease-readers"] = "rw"
+	w, err := rwlease.TryWrite(ctx, coord, "rw-w", time.Minute)
+	must(err)
+	t.Cleanup(func() { _, _ = w.Release(context.Background()) })
+	keys["rwlease-writer"] = "rw-w"
+
+	sem, err := semaphore.New(coord, "sem", 5)
+	must(err)
+	p1, err := sem.TryAcquireN(ctx, 2, time.Minute)
+	must(err)
+	p2, err := sem.TryAcquire(ctx, 0) // without expiry
+	must(err)
+	t.Cleanup(func() { _, _ = p1.Release(context.Background()); _, _ = p2.Release(context.Background()) })
+	keys["semaphore"] = "sem"
+	full, err := semaphore.New(coord, "sem-full", 1)
+	must(err)
+	only, err := full.TryAcquire(ctx, time.Minute)
+	must(err)
+	t.Cleanup(func() { _, _ = only.Release(context.Background()) })
+	go func() {
+		if p, err := full.Acquire(waitCtx, time.Minute); err == nil {
+			_, _ = p.Release(context.Background())
+		}
+	}()
+	keys["semaphore-waited"] = "sem-full"
+
+	_, err = latch.Create(ctx, coord, "latch", 3, latch.WithDeadline(time.Hour))
+	must(err)
+	l, err := latch.Join(ctx, coord, "latch")
+	must(err)
+	_, err = l.CountDown(ctx)
+	must(err)
+	keys["latch"] = "latch"
+
+	st, err := idempotency.New(coord)
+	must(err)
+	c, err := st.Begin(ctx, "pay:1", time.Minute, idempotency.WithFingerprint("sha256:abc"))
+	must(err)
+	// A response as the HTTP middleware stores it: version 1, status 201,
+	// no headers, the body.
+	resp := append(binary.AppendUvarint([]byte{1}, 201), append([]byte{0}, "created"...)...)
+	ok, err := st.Complete(ctx, "pay:1", c.Owner, resp)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	keys["claim-completed"] = "pay:1"
+	_, err = st.Begin(ctx, "pay:2", time.Minute)
+	must(err)
+	keys["claim-pending"] = "pay:2"
+
+	for name, mk := range map[string]func(key string) (*ratelimit.Limiter, error){
+		"limiter-fixed-window": func(k string) (*ratelimit.Limiter, error) {
+			return ratelimit.NewFixedWindow(coord, k, ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
+		},
+		"limiter-sliding-window": func(k string) (*ratelimit.Limiter, error) {
+			return ratelimit.NewSlidingWindow(coord, k, ratelimit.SlidingWindow{Limit: 10, Window: time.Minute, Segments: 6})
+		},
+		"limiter-token-bucket": func(k string) (*ratelimit.Limiter, error) {
+			return ratelimit.NewTokenBucket(coord, k, ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 1, Period: time.Hour})
+		},
+		"limiter-gcra": func(k string) (*ratelimit.Limiter, error) {
+			return ratelimit.NewGCRA(coord, k, ratelimit.GCRA{Burst: 10, Rate: 1, Period: time.Hour})
+		},
+		"limiter-composite": func(k string) (*ratelimit.Limiter, error) {
+			return ratelimit.NewComposite(coord, k, ratelimit.Composite{Components: []ratelimit.Settings{
+				ratelimit.FixedWindow{Limit: 10, Window: time.Minute}, ratelimit.GCRA{Burst: 5, Rate: 1, Period: time.Hour}}})
+		},
+		"limiter-concurrency": func(k string) (*ratelimit.Limiter, error) {
+			return ratelimit.NewConcurrency(coord, k, ratelimit.Concurrency{Limit: 4, LeaseDuration: time.Minute})
+		},
+	} {
+		lim, err := mk(name)
+		must(err)
+		t.Cleanup(func() { _ = lim.Close() })
+		lease, err := lim.Allow(ctx, 3)
+		must(err)
+		if !lease.Acquired() {
+			t.Fatalf("%s: not granted", name)
+		}
+		t.Cleanup(func() { _ = lease.Release(context.Background()) })
+		keys[name] = name
+	}
+
+	d, err := ratelimit.NewDenyList(coord, "denied")
+	must(err)
+	must(d.Deny(ctx, "tenant:1"))
+	must(d.Deny(ctx, "tenant:2"))
+	keys["deny-list"] = "denied"
+	raw := b.Client(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.HasSuffix(raw.Get(ctx, b.Key("waited-lock")).Val(), "+") || raw.ZScore(ctx, b.Key("sem-full"), "waiting").Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the blocked waiters never marked the lock and the semaphore")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return keys
+}
+
+var (
+	reDur   = regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|ms|s|m|h)\b`)
+	reTok   = regexp.MustCompile(`[0-9a-zA-Z_-]{8}…`) // base64url tokens may start with "-"
+	reJSONN = regexp.MustCompile(`"(ttl_ms|expires_in|deadline_in|resets_in|next_refill_in|next_permit_in|full_again_in|ttl)":-?\d+`)
+)
+
+// normalize masks what changes from run to run: the test's key prefix,
+// random tokens (already truncated) and durations.
+func normalize(s, prefix string) string {
+	s = strings.ReplaceAll(s, prefix, "<prefix>")
+	s = reTok.ReplaceAllString(s, "<token>…")
+	s = reJSONN.ReplaceAllString(s, `"$1":<ms>`)
+	return reDur.ReplaceAllString(s, "<dur>")
+}
+
+// inspect decodes every layout the library writes, on every real server
+// (standalone and Cluster): compared with testdata/inspect/<layout>.golden
+// (go test -run TestInspectGolden -update rewrites them from the first
+// backend).
+func TestInspectGolden(t *testing.T) {
+	wrote := map[string]bool{}
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		coord := b.Coordinator(t)
+		keys := layouts(t, b, coord)
+		for name, key := range keys {
+			var got strings.Builder
+			code, out, errOut := runCmd(t, cmdline(b, "inspect", key)...)
+			if code != exitOK {
+				t.Errorf("inspect %s (%s) = %d\n%s%s", key, name, code, out, errOut)
+			}
+			got.WriteString(out)
+			code, out, _ = runCmd(t, cmdline(b, "inspect", "--json", key)...)
+			if code != exitOK || !json.Valid([]byte(out)) {
+				t.Errorf("inspect --json %s = %d, invalid JSON %q", key, code, out)
+			}
+			got.WriteString(out)
+			if testing.Verbose() && b.Name == "redis8" {
+				t.Logf("$ coordctl inspect %s\n%s", key, got.String()) // the transcript in the report
+			}
+			// Durations the golden masks, where the value is known.
+			if name == "limiter-gcra" && !strings.Contains(got.String(), "next permit in:  0s\n") {
+				t.Errorf("GCRA with 7 of 10 left: a permit is free now:\n%s", got.String())
+			}
+			norm := normalize(got.String(), b.Prefix())
+			file := filepath.Join("testdata", "inspect", name+".golden")
+			if *update && !wrote[name] {
+				wrote[name] = true
+				if err := os.WriteFile(file, []byte(norm), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			want, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatalf("%v (run with -update)", err)
+			}
+			if norm != string(want) {
+				t.Errorf("inspect %s on %s:\n%s\nwant (%s):\n%s\nraw:\n%s", key, b.Name, norm, file, want, got.String())
+			}
+		}
+		// --scan lists them all, with their kinds.
+		code, out, errOut := runCmd(t, cmdline(b, "inspect", "--scan", "*")...)
+		if code != exitOK {
+			t.Fatalf("inspect --scan = %d %s", code, errOut)
+		}
+		for name, key := range keys {
+			if !strings.Contains(out, b.Prefix()+key) {
+				t.Errorf("--scan lacks %s (%s):\n%s", key, name, out)
+			}
+		}
+		if strings.Contains(out, "CORRUPT") || strings.Contains(out, kindOther) {
+			t.Errorf("--scan found a corrupt or unknown key among the library's own:\n%s", out)
+		}
+	}, testharness.RealOnly())
+}
+
+// Unknown and corrupt layouts: a clear message and exit 1, never a panic.
+func TestInspectUnknownAndCorrupt(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		raw := b.Client(t)
+		ctx := context.Background()
+		set := func(k string, f func(k string) error) string {
+			if err := f(b.Key(k)); err != nil {
+				t.Fatal(err)
+			}
+			return k
+		}
+		for _, c := range []struct {
+			key  string
+			want string
+		}{
+			{"nothing-here", "no such key"},
+			{set("s", func(k string) error { return raw.Set(ctx, k, "hello", 0).Err() }), "a string of no library layout (5 bytes)"},
+			{set("l", func(k string) error { return raw.RPush(ctx, k, "x").Err() }), "a list: no library layout is a list"},
+			{set("{c}:fence", func(k string) error { return raw.Set(ctx, k, "7", time.Hour).Err() }), "the counter has a TTL"},
+			{set("{c}:lock", func(k string) error { return raw.HSet(ctx, k, "owner", "x").Err() }), "lacks its owner or fence field"},
+			{set("latch", func(k string) error { return raw.HSet(ctx, k, "id", "x", "gen", "one").Err() }), "non-numeric"},
+			{set("z", func(k string) error { return raw.ZAdd(ctx, k, redis.Z{Score: 1, Member: "m"}).Err() }), "a sorted set of no library layout"},
+			{set("sem", func(k string) error { return raw.ZAdd(ctx, k, redis.Z{Score: 1e15, Member: "P:x:tok"}).Err() }), `is not P:<n>:<token>`},
+			{set("rl", func(k string) error { return raw.Set(ctx, k, "g:1:x|2", time.Hour).Err() }), "GCRA state is not"},
+			{set("claim", func(k string) error { return raw.Set(ctx, k, "P100:abc:99:x", time.Hour).Err() }), "a bad fingerprint"},
+			{set("legacy", func(k string) error {
+				return raw.HSet(ctx, k, "state", "completed", "owner", "x", "ttl", "100", "result", "r", "done", "y").Err()
+			}), "a claim of the hash layout of earlier releases"},
+		} {
+			code, out, errOut := runCmd(t, cmdline(b, "inspect", c.key)...)
+			if code != exitRefused || !strings.Contains(out, c.want) {
+				t.Errorf("inspect %s = %d\n%s%s\nwant 1 and %q", c.key, code, out, errOut, c.want)
+			}
+		}
+		if code, _, errOut := runCmd(t, cmdline(b, "inspect", "--scan", "no-such-*")...); code != exitRefused || !strings.Contains(errOut, "no key matches") {
+			t.Errorf("--scan with no match = %d %q", code, errOut)
+		}
+		// Flags may follow KEY.
+		if code, out, _ := runCmd(t, append([]string{"inspect", "nothing-here"}, connArgs(b)...)...); code != exitRefused || !strings.Contains(out, "no such key") {
+			t.Errorf("inspect KEY --redis ... = %d %q", code, out)
+		}
+		if code, _, _ := runCmd(t, cmdline(b, "inspect")...); code != exitUsage {
+			t.Errorf("inspect without KEY = %d, want 2", code)
+		}
+	})
+}
+
+// decode never panics, whatever a key holds (corrupt layouts, hostile
+// values), and always names a kind.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{"", "f:1:2|3|4|", "s:1:2:3|4|", "b:1:1:1|1|1|", "g:1:1:1|1|1|", "g:1:0:0|1|1|", "P1:a:-:", "C" + strings.Repeat("a", 36) + ":3:abc{\"status\":200}",
+		"01234567-89ab-cdef-0123-456789abcdef+", "9223372036854775808", "-1", "{"} {
+		f.Add("string", s, int64(-1), "owner", s, "P:1:"+s, 1.5)
+	}
+	f.Add("hash", "", int64(5), "gen", "x", "capacity", -3.0)
+	f.Add("zset", "", int64(5), "id", "1", "R:x", -1e308)
+	f.Add("zset", "", int64(5), "c", "1", "W:", 1e308)
+	f.Fuzz(func(t *testing.T, typ, str string, pttl int64, field, value, member string, score float64) {
+		s := &snapshot{Key: "k", Type: typ, PTTL: pttl, NowMs: 1_700_000_000_000, NowUs: 1_700_000_000_000_000,
+			Str: str, StrLen: int64(len(str)),
+			Hash:    map[string]string{field: value, "fence": value, "count": value, "initial": str, "deadline": value},
+			HashTTL: map[string]int64{field: pttl}, HashLen: 5,
+			ZSet: []zmember{{member, score}, {"capacity", -score}, {"#", score}}, ZCard: 3, SCard: pttl}
+		zs := [][]zmember{s.ZSet, {{member, score}}, {{"R:" + str, score}, {member, -score}}, {{"#", score}, {member, score}}, {{"capacity", score}, {member, score}}}
+		for i, h := range []map[string]string{s.Hash, {field: value}, {"id": value, "gen": str, field: value}, {"owner": str, field: value}, {"state": str, field: value}} {
+			s.Hash = h
+			s.ZSet = zs[i]
+			r := decode(s)
+			if r.Kind == "" {
+				t.Fatalf("no kind for %+v", s)
+			}
+			_ = r.text()
+			if _, err := json.Marshal(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/latch"
+)
+
+// The commands that read or change a key only when it holds the kind they
+// expect: idempotency show|forget and the repair commands (the manual
+// recoveries the packages document). Each refuses a key of another kind
+// (exit 1) and changes nothing then; changes are made in a WATCH/MULTI
+// transaction, so a key that changed kind (or holder) meanwhile is not
+// touched either.
+
+func init() {
+	register(command{name: "idempotency show", usage: "idempotency show --key K [--namespace NS] [--result]    show an idempotency claim (and its stored result)", run: runIdemShow})
+	register(command{name: "idempotency forget", usage: "idempotency forget --key K [--namespace NS] [--pending] delete an idempotency claim", run: runIdemForget(false)})
+	register(command{name: "repair claim", usage: "repair claim --key K [--namespace NS]                   delete an orphaned (pending) idempotency claim", run: runIdemForget(true)})
+	register(command{name: "repair semaphore", usage: "repair semaphore --key K --list | --permit TOKEN       remove a permit without expiry whose holder is gone", run: runRepairSemaphore})
+	register(command{name: "repair latch", usage: "repair latch --key K --reset N [--deadline D] | --delete  replace or delete a broken latch", run: runRepairLatch})
+}
+
+// errWrongKind is a key that holds another kind than the command expects.
+var errWrongKind = errors.New("wrong kind of key")
+
+// expectKind fetches key and checks that it holds one of kinds. The error
+// wraps errWrongKind, saying what the key holds.
+func expectKind(ctx context.Context, c redis.Cmdable, key string, kinds ...string) (*report, error) {
+	s, err := fetchOne(ctx, c, key)
+	if err != nil {
+		return nil, err
+	}
+	r := decode(s)
+	if !slices.Contains(kinds, r.Kind) {
+		if r.Kind == kindMissing {
+			return r, fmt.Errorf("%w: no key %q", errWrongKind, key)
+		}
+		return r, fmt.Errorf("%w: %q holds a %s, not a %s (see coordctl inspect)", errWrongKind, key, r.Kind, strings.Join(kinds, " or "))
+	}
+	return r, nil
+}
+
+// guarded runs change in a transaction on key after checking, under
+// WATCH, that key still holds one of kinds; check may refuse with an
+// error after looking at the report. It retries when the key changed
+// between WATCH and EXEC (a few times).
+func guarded(ctx context.Context, c redis.UniversalClient, key string, kinds []string, check func(*report) error, change func(p redis.Pipeliner, r *report)) (*report, error) {
+	var rep *report
+	for range 5 {
+		err := c.Watch(ctx, func(tx *redis.Tx) error {
+			r, err := expectKind(ctx, tx, key, kinds...)
+			if err != nil {
+				return err
+			}
+			if check != nil {
+				if err := check(r); err != nil {
+					return err
+				}
+			}
+			rep = r
+			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				change(p, r)
+				return nil
+			})
+			return err
+		}, key)
+		if !errors.Is(err, redis.TxFailedErr) {
+			return rep, err
+		}
+	}
+	return nil, fmt.Errorf("%q kept changing; try again", key)
+}
+
+// refusal prints err for a command and returns its exit status: 1 for a
+// key of another kind (or a refused repair), else fail's.
+func refusal(stderr io.Writer, name string, err error) int {
+	if errors.Is(err, errWrongKind) || errors.Is(err, errRefused) {
+		fmt.Fprintf(stderr, "coordctl %s: %v\n", name, err)
+		return exitRefused
+	}
+	return fail(stderr, name, err)
+}
+
+var errRefused = errors.New("refused")
+
+func claimKey(prefix, ns, key string) string {
+	if ns != "" {
+		return prefix + idempotency.StoreKey(ns, key)
+	}
+	return prefix + key
+}
+
+func runIdemShow(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("idempotency show", stdout, stderr, `usage: coordctl idempotency show --key K [--namespace NS] [--result]
+
+Shows the idempotency claim at K: pending or completed, its owner (truncated),
+whether a fingerprint was stored, the result's size and HTTP status, and its TTL.
+With --namespace the key is the middleware's (idempotency.StoreKey(NS, K)). With
+--result it writes the stored result's bytes to stdout instead.
+Exit status: 0 shown; 1 no claim at K, or a key of another kind; 2 bad usage; 3 the
+server cannot be reached.`, `coordctl idempotency show --redis redis://127.0.0.1:6379/0 --key pay:8f14e45f
+coordctl idempotency show --key 8f14e45f --namespace tenant:42 --result | jq .`)
+	key := fs.String("key", "", "claim key (as given to Begin); required")
+	ns := fs.String("namespace", "", "the middleware's namespace of the key, if any")
+	result := fs.Bool("result", false, "write the stored result's bytes to stdout")
+	return oneShot(fs, args, key, 0, nil, func(ctx context.Context, coord *coordination.Coordinator) int {
+		full := claimKey(coord.Prefix(), *ns, *key)
+		r, err := expectKind(ctx, coord.Client(), full, kindClaim)
+		if err != nil {
+			return refusal(stderr, fs.name, err)
+		}
+		if *result {
+			res, err := claimResult(ctx, coord.Client(), full)
+			if err != nil {
+				return refusal(stderr, fs.name, err)
+			}
+			_, _ = io.WriteString(stdout, res)
+			return exitOK
+		}
+		fmt.Fprint(stdout, r.text())
+		if r.Problem != "" {
+			return exitRefused
+		}
+		return exitOK
+	})
+}
+
+func runIdemForget(orphan bool) func(args []string, stdout, stderr io.Writer) int {
+	return func(args []string, stdout, stderr io.Writer) int {
+		name, usage, example := "idempotency forget", `usage: coordctl idempotency forget --key K [--namespace NS] [--pending]
+
+Deletes the idempotency claim at K, so that the next request with that key runs
+the work again. A completed claim is deleted; a pending one only with --pending
+(its owner may still be working: see coordctl repair claim).`, `coordctl idempotency forget --redis redis://127.0.0.1:6379/0 --key pay:8f14e45f`
+		if orphan {
+			name, usage, example = "repair claim", `usage: coordctl repair claim --key K [--namespace NS]
+
+Deletes an orphaned idempotency claim: a pending claim whose owner crashed or
+hangs, so that a retry can run the work now instead of when the claim expires.
+Its owner, if still alive, then finds its claim gone (its Complete returns
+false). A completed claim is refused (use coordctl idempotency forget). A claim
+of a layout the library no longer reads is deleted whatever its state.`, `coordctl repair claim --redis redis://127.0.0.1:6379/0 --key pay:8f14e45f`
+		}
+		fs := newFlags(name, stdout, stderr, usage+`
+Exit status: 0 deleted; 1 no claim at K, a key of another kind, or a claim in the
+other state; 2 bad usage; 3 the server cannot be reached.`, example)
+		key := fs.String("key", "", "claim key (as given to Begin); required")
+		ns := fs.String("namespace", "", "the middleware's namespace of the key, if any")
+		pending := orphan
+		if !orphan {
+			fs.BoolVar(&pending, "pending", false, "also delete a pending claim (its owner may still be working)")
+		}
+		return oneShot(fs, args, key, 0, nil, func(ctx context.Context, coord *coordination.Coordinator) int {
+			full := claimKey(coord.Prefix(), *ns, *key)
+			r, err := guarded(ctx, coord.Client(), full, []string{kindClaim}, func(r *report) error {
+				state := fieldOf(r, "state")
+				legacy := r.Problem != "" && fieldOf(r, "layout") == legacyClaimLayout
+				switch {
+				case legacy:
+					return nil // no longer read by the library: nothing can use it
+				case orphan && state != "pending":
+					return fmt.Errorf("%w: the claim at %q is %s, not pending: use coordctl idempotency forget", errRefused, full, state)
+				case !pending && state == "pending":
+					return fmt.Errorf("%w: the claim at %q is pending: its owner may still be working; give --pending (or use coordctl repair claim) to delete it anyway", errRefused, full)
+				}
+				return nil
+			}, func(p redis.Pipeliner, _ *report) { p.Del(ctx, full) })
+			if err != nil {
+				return refusal(stderr, fs.name, err)
+			}
+			fmt.Fprintf(stdout, "deleted the %s claim at %q\n", fieldOf(r, "state"), full)
+			return exitOK
+		})
+	}
+}
+
+// fieldOf returns a report field's value as text ("" when absent).
+func fieldOf(r *report, k string) string {
+	for _, f := range r.Fields {
+		if f.K == k {
+			return fmt.Sprint(f.V)
+		}
+	}
+	return ""
+}
+
+func runRepairSemaphore(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("repair semaphore", stdout, stderr, `usage: coordctl repair semaphore --key K --list
+       coordctl repair semaphore --key K --permit TOKEN
+
+A permit taken without expiry (TTL 0) outlives a crashed holder: it occupies
+capacity until removed by hand. --list lists the permits without expiry (the
+member, with the full token: the holder's process can be matched with it);
+--permit removes the one whose token starts with TOKEN, once you know its holder
+is gone. Permits with an expiry are refused: they free themselves.
+Exit status: 0 listed or removed; 1 not a semaphore, or no such permit without
+expiry (or several match TOKEN); 2 bad usage; 3 the server cannot be reached.`, `coordctl repair semaphore --redis redis://127.0.0.1:6379/0 --key encoders --list
+coordctl repair semaphore --key encoders --permit 3f2a9c1e`)
+	key := fs.String("key", "", "semaphore key; required")
+	list := fs.Bool("list", false, "list the permits without expiry")
+	permit := fs.String("permit", "", "remove the permit without expiry whose token starts with this")
+	return oneShot(fs, args, key, 0, func() int {
+		if *list == (*permit != "") {
+			return fs.usagef("give --list or --permit TOKEN, e.g. --list")
+		}
+		return 0
+	}, func(ctx context.Context, coord *coordination.Coordinator) int {
+		full := coord.Prefix() + *key
+		c := coord.Client()
+		if *list {
+			if _, err := expectKind(ctx, c, full, kindSemaphore); err != nil {
+				return refusal(stderr, fs.name, err)
+			}
+			ms, err := c.ZRangeByScore(ctx, full, &redis.ZRangeBy{Min: "+inf", Max: "+inf"}).Result()
+			if err != nil {
+				return fail(stderr, fs.name, err)
+			}
+			for _, m := range ms {
+				fmt.Fprintln(stdout, m)
+			}
+			fmt.Fprintf(stdout, "%d permit(s) without expiry\n", len(ms))
+			return exitOK
+		}
+		var member string
+		_, err := guarded(ctx, c, full, []string{kindSemaphore}, func(*report) error {
+			member = ""
+			ms, err := c.ZRangeWithScores(ctx, full, 0, -1).Result()
+			if err != nil {
+				return err
+			}
+			var found []redis.Z
+			for _, z := range ms {
+				m, _ := z.Member.(string)
+				parts := strings.SplitN(m, ":", 3)
+				if len(parts) == 3 && parts[0] == "P" && strings.HasPrefix(parts[2], *permit) {
+					found = append(found, z)
+				}
+			}
+			switch {
+			case len(found) == 0:
+				return fmt.Errorf("%w: no permit of %q has a token starting with %q (see --list)", errRefused, full, *permit)
+			case len(found) > 1:
+				return fmt.Errorf("%w: %d permits of %q have a token starting with %q: give more of it", errRefused, len(found), full, *permit)
+			case !math.IsInf(found[0].Score, 1):
+				return fmt.Errorf("%w: that permit expires by itself (in %v): only permits without expiry need a repair", errRefused,
+					time.Until(time.UnixMilli(int64(found[0].Score))).Round(time.Second))
+			}
+			member, _ = found[0].Member.(string)
+			return nil
+		}, func(p redis.Pipeliner, _ *report) { p.ZRem(ctx, full, member) })
+		if err != nil {
+			return refusal(stderr, fs.name, err)
+		}
+		fmt.Fprintf(stdout, "removed %s from %q\n", member, full)
+		return exitOK
+	})
+}
+
+func runRepairLatch(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("repair latch", stdout, stderr, `usage: coordctl repair latch --key K --reset N [--deadline D]
+       coordctl repair latch --key K --delete
+
+A broken latch (its deadline passed before it reached zero) stays broken: waiters
+get latch.ErrBroken. --reset replaces it with a new generation of count N (old
+waiters return, old count-downs are refused); --delete removes it (waiters return
+false, count-downs report not found). Both refuse a key that is not a latch.
+Exit status: 0 done; 1 not a latch; 2 bad usage; 3 the server cannot be reached.`, `coordctl repair latch --redis redis://127.0.0.1:6379/0 --key batch:42:done --reset 3 --deadline 10m
+coordctl repair latch --key batch:42:done --delete`)
+	key := fs.String("key", "", "latch key; required")
+	reset := fs.Int64("reset", -1, "replace the latch with a new generation of this count")
+	deadline := fs.Duration("deadline", 0, "with --reset: the new generation's deadline (0: none)")
+	del := fs.Bool("delete", false, "delete the latch")
+	return oneShot(fs, args, key, 0, func() int {
+		if (*reset >= 0) == *del {
+			return fs.usagef("give --reset N or --delete, e.g. --reset 3")
+		}
+		return 0
+	}, func(ctx context.Context, coord *coordination.Coordinator) int {
+		full := coord.Prefix() + *key
+		if *del {
+			r, err := guarded(ctx, coord.Client(), full, []string{kindLatch}, nil, func(p redis.Pipeliner, _ *report) { p.Del(ctx, full) })
+			if err != nil {
+				return refusal(stderr, fs.name, err)
+			}
+			fmt.Fprintf(stdout, "deleted the latch %q (generation %s, %s)\n", full, fieldOf(r, "generation"), fieldOf(r, "state"))
+			return exitOK
+		}
+		r, err := expectKind(ctx, coord.Client(), full, kindLatch)
+		if err != nil {
+			return refusal(stderr, fs.name, err)
+		}
+		var opts []latch.Option
+		if *deadline > 0 {
+			opts = append(opts, latch.WithDeadline(*deadline))
+		}
+		l, err := latch.Reset(ctx, coord, *key, *reset, opts...)
+		if err != nil {
+			return fail(stderr, fs.name, err)
+		}
+		fmt.Fprintf(stdout, "replaced the latch %q (generation %s, %s) with generation %d, count %d\n", full, fieldOf(r, "generation"), fieldOf(r, "state"), l.Generation(), l.Initial())
+		return exitOK
+	})
+}
+
+// claimResult reads the stored result of a completed claim at key.
+func claimResult(ctx context.Context, c redis.UniversalClient, key string) (string, error) {
+	return readClaimResult(ctx, c, key)
+}

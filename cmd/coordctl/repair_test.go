@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/latch"
+	"github.com/coordkit/coordination/semaphore"
+)
+
+func TestIdempotencyShowAndForget(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		st, err := idempotency.New(b.Coordinator(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := st.Begin(ctx, "pay:1", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, exitOK, "state:", cmdline(b, "idempotency show", "--key", "pay:1")...)
+		expect(t, exitRefused, "no result yet", cmdline(b, "idempotency show", "--key", "pay:1", "--result")...)
+		expect(t, exitRefused, "is pending: its owner may still be working", cmdline(b, "idempotency forget", "--key", "pay:1")...)
+		if ok, err := st.Complete(ctx, "pay:1", c.Owner, []byte("receipt-77")); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		if out := expect(t, exitOK, "receipt-77", cmdline(b, "idempotency show", "--key", "pay:1", "--result")...); out != "receipt-77" {
+			t.Fatalf("--result wrote %q, want the result's bytes alone", out)
+		}
+		expect(t, exitRefused, "is completed, not pending", cmdline(b, "repair claim", "--key", "pay:1")...)
+		expect(t, exitOK, "deleted the completed claim", cmdline(b, "idempotency forget", "--key", "pay:1")...)
+		expect(t, exitRefused, "no key", cmdline(b, "idempotency show", "--key", "pay:1")...)
+		// An orphaned claim: repair claim deletes it; the next Begin starts.
+		if _, err := st.Begin(ctx, "pay:2", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, exitOK, "deleted the pending claim", cmdline(b, "repair claim", "--key", "pay:2")...)
+		if c, err := st.Begin(ctx, "pay:2", time.Hour); err != nil || c.State != idempotency.Started {
+			t.Fatalf("Begin after the repair = %+v, %v", c, err)
+		}
+		// The middleware's namespaced keys.
+		if _, err := st.Begin(ctx, idempotency.StoreKey("tenant:9", "k1"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, exitOK, "pending", cmdline(b, "idempotency show", "--key", "k1", "--namespace", "tenant:9")...)
+		expect(t, exitOK, "deleted", cmdline(b, "idempotency forget", "--key", "k1", "--namespace", "tenant:9", "--pending")...)
+		// A claim of the hash layout of earlier releases: unusable, so
+		// deleted whatever its state.
+		raw := b.Client(t)
+		if err := raw.HSet(ctx, b.Key("old"), "state", "completed", "owner", "x", "ttl", "100", "result", "r", "done", "y").Err(); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, exitRefused, "hash layout of earlier releases", cmdline(b, "idempotency show", "--key", "old")...)
+		expect(t, exitOK, "deleted the completed claim", cmdline(b, "repair claim", "--key", "old")...)
+		// Keys of other kinds are refused and left alone.
+		if err := raw.Set(ctx, b.Key("other"), "x", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []string{"idempotency show", "idempotency forget", "repair claim"} {
+			expect(t, exitRefused, "holds a unknown, not a idempotency claim", cmdline(b, v, "--key", "other")...)
+		}
+		if raw.Exists(ctx, b.Key("other")).Val() != 1 {
+			t.Fatal("a refused command deleted the key")
+		}
+	})
+}
+
+func TestRepairSemaphore(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		sem, err := semaphore.New(b.Coordinator(t), "enc", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live, err := sem.TryAcquire(ctx, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead, err := sem.TryAcquire(ctx, 0) // without expiry; its holder "crashes"
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sem.TryAcquire(ctx, time.Hour); err == nil {
+			t.Fatal("a third permit of two")
+		}
+		out := expect(t, exitOK, "1 permit(s) without expiry", cmdline(b, "repair semaphore", "--key", "enc", "--list")...)
+		if !strings.Contains(out, dead.Token()) || strings.Contains(out, live.Token()) {
+			t.Fatalf("--list:\n%s", out)
+		}
+		expect(t, exitRefused, "expires by itself", cmdline(b, "repair semaphore", "--key", "enc", "--permit", live.Token()[:12])...)
+		expect(t, exitRefused, "no permit", cmdline(b, "repair semaphore", "--key", "enc", "--permit", "zzzz")...)
+		expect(t, exitOK, "removed P:1:"+dead.Token(), cmdline(b, "repair semaphore", "--key", "enc", "--permit", dead.Token()[:12])...)
+		p, err := sem.TryAcquire(ctx, time.Hour)
+		if err != nil {
+			t.Fatalf("the freed permit could not be taken: %v", err)
+		}
+		_, _ = p.Release(ctx)
+		_, _ = live.Release(ctx)
+		expect(t, exitUsage, "give --list or --permit", cmdline(b, "repair semaphore", "--key", "enc")...)
+		// A latch is not a semaphore.
+		if _, err := latch.Create(ctx, b.Coordinator(t), "l", 1); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, exitRefused, "holds a latch, not a semaphore", cmdline(b, "repair semaphore", "--key", "l", "--list")...)
+	})
+}
+
+func TestRepairLatch(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		coord := b.Coordinator(t)
+		if _, err := latch.Create(ctx, coord, "broken", 2, latch.WithDeadline(50*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		if b.IsMini() {
+			b.Advance(100 * time.Millisecond)
+		} else {
+			time.Sleep(100 * time.Millisecond)
+		}
+		expect(t, exitOK, "state:        broken (deadline passed)\ndeadline in:  -", cmdline(b, "inspect", "broken")...) // broken, not corrupt
+		expect(t, exitOK, "with generation 2, count 1", cmdline(b, "repair latch", "--key", "broken", "--reset", "1")...)
+		expect(t, exitOK, "0 left", cmdline(b, "latch countdown", "--key", "broken")...)
+		expect(t, exitOK, "deleted the latch", cmdline(b, "repair latch", "--key", "broken", "--delete")...)
+		expect(t, exitRefused, "no key", cmdline(b, "repair latch", "--key", "broken", "--delete")...)
+		sem, _ := semaphore.New(coord, "sem", 1)
+		p, err := sem.TryAcquire(ctx, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Release(ctx)
+		expect(t, exitRefused, "holds a semaphore, not a latch", cmdline(b, "repair latch", "--key", "sem", "--reset", "1")...)
+		expect(t, exitUsage, "give --reset N or --delete", cmdline(b, "repair latch", "--key", "sem")...)
+	})
+}
