@@ -50,9 +50,16 @@ func (s *Script[R]) Hash() string { return s.rs.Hash() }
 // ([UnexpectedReply]), never a silent default.
 func (s *Script[R]) Run(ctx context.Context, e *Engine, k Keys, args ...any) (R, error) {
 	var zero R
-	v, err := s.rs.Run(ctx, e.client, k.full, args...).Result()
+	var v any
+	var err error
+	if e.acks.n > 0 && ctx.Value(noAcks{}) == nil {
+		v, err = e.runAcked(ctx, s.rs, k.full, args)
+	} else {
+		v, err = s.rs.Run(ctx, e.client, k.full, args...).Result()
+	}
 	if err != nil {
 		if !errors.Is(err, redis.Nil) {
+			e.reloadOnFailure(ctx, err)
 			return zero, s.mapError(err)
 		}
 		v = nil

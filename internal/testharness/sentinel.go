@@ -1,0 +1,225 @@
+package testharness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SentinelMaster is the name the Sentinels of [StartSentinel] monitor the
+// primary under (go-redis FailoverOptions.MasterName).
+const SentinelMaster = "coord"
+
+// Sentinel is a Sentinel-managed deployment on 127.0.0.1: a primary, one
+// replica of it and three Sentinels (redis-server --sentinel, quorum 2)
+// monitoring it.
+type Sentinel struct {
+	Flavor string
+	// Primary and Replica are the data servers as started; after a failover
+	// the replica is the primary (ask [Sentinel.MasterAddr]).
+	Primary, Replica *Server
+	// Sentinels are the three Sentinel processes.
+	Sentinels []*Server
+}
+
+// SentinelConfig adjusts [StartSentinel]. The zero value gives a Sentinel
+// that declares the primary down after 500 ms of silence.
+type SentinelConfig struct {
+	// DownAfter is Sentinel's down-after-milliseconds (default 500 ms):
+	// how long the primary must be unreachable before a failover starts.
+	DownAfter time.Duration
+	// FailoverTimeout is Sentinel's failover-timeout (default 4 s). A
+	// failover whose leader election split is retried after twice this.
+	// A replica that replicates through ReplicaLink is repointed at the
+	// primary itself by the Sentinels once this has passed since they
+	// found it: keep the test shorter, or raise it.
+	FailoverTimeout time.Duration
+	// ReplicaLink, when set, returns the address the replica replicates
+	// from instead of the primary's own (a fault proxy in front of the
+	// primary, to delay or cut the replication stream).
+	ReplicaLink func(primary *Server) string
+}
+
+// StartSentinel starts a primary and a replica of flavor, waits until the
+// replica is in sync, then starts three Sentinels monitoring the primary
+// (as [SentinelMaster], quorum 2) and waits until each of them knows the
+// replica and the two other Sentinels, so that killing the primary fails it
+// over (in about 1.3 s with the default DownAfter). SENTINEL DEBUG lowers
+// the INFO, hello and ask periods to 200 ms; the ping period stays at 1 s,
+// because during a failover Sentinel asks a replica for INFO every second
+// and takes it as fit only if it answered within five ping periods. All of
+// it is stopped when the test ends; a missing binary skips the test (fails
+// it when CI=true).
+func StartSentinel(t testing.TB, flavor string, cfg SentinelConfig) *Sentinel {
+	t.Helper()
+	if cfg.DownAfter == 0 {
+		cfg.DownAfter = 500 * time.Millisecond
+	}
+	if cfg.FailoverTimeout == 0 {
+		cfg.FailoverTimeout = 4 * time.Second
+	}
+	s := &Sentinel{Flavor: flavor}
+	s.Primary = StartStandalone(t, flavor)
+	s.Replica = StartStandalone(t, flavor)
+	link := s.Primary.Addr
+	if cfg.ReplicaLink != nil {
+		link = cfg.ReplicaLink(s.Primary)
+	}
+	host, port, _ := strings.Cut(link, ":")
+	ctx := context.Background()
+	rc := redis.NewClient(s.Replica.Options())
+	defer rc.Close()
+	if err := rc.Do(ctx, "REPLICAOF", host, port).Err(); err != nil {
+		t.Fatalf("REPLICAOF: %v", err)
+	}
+	waitUntil(t, 15*time.Second, "the replica to sync", func() string {
+		info, err := rc.Info(ctx, "replication").Result()
+		if err != nil || !strings.Contains(info, "master_link_status:up") {
+			return fmt.Sprint(err)
+		}
+		return ""
+	})
+	for i := range 3 {
+		sn, err := startProcess(flavor, false, func(port int, dir string) ([]string, error) {
+			conf := filepath.Join(dir, "sentinel.conf")
+			body := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n"+
+				"sentinel monitor %s 127.0.0.1 %d 2\n"+
+				"sentinel down-after-milliseconds %s %d\n"+
+				"sentinel failover-timeout %s %d\n",
+				port, dir, filepath.Join(dir, "server.log"),
+				SentinelMaster, s.Primary.Port,
+				SentinelMaster, cfg.DownAfter.Milliseconds(),
+				SentinelMaster, cfg.FailoverTimeout.Milliseconds())
+			if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+				return nil, err
+			}
+			return []string{conf, "--sentinel"}, nil
+		})
+		if err != nil {
+			missing(t, flavor+" sentinel "+strconv.Itoa(i), err)
+		}
+		t.Cleanup(sn.close)
+		s.Sentinels = append(s.Sentinels, sn)
+		c := redis.NewClient(&redis.Options{Addr: sn.Addr})
+		// Periods of 200 ms instead of 1-10 s: the Sentinels find the
+		// replica and each other, and agree, within a fraction of a second.
+		err = c.Do(ctx, "SENTINEL", "DEBUG", "info-period", 200, "publish-period", 200, "ask-period", 200).Err()
+		_ = c.Close()
+		if err != nil {
+			t.Fatalf("SENTINEL DEBUG: %v", err)
+		}
+	}
+	waitUntil(t, 20*time.Second, "the Sentinels to know the replica and each other", func() string {
+		for _, sn := range s.Sentinels {
+			m, err := sentinelMaster(ctx, sn)
+			if err != nil {
+				return err.Error()
+			}
+			if m["num-slaves"] != "1" || m["num-other-sentinels"] != "2" || m["flags"] != "master" {
+				return fmt.Sprintf("%s: %v", sn.Addr, m)
+			}
+		}
+		return ""
+	})
+	return s
+}
+
+// sentinelMaster returns SENTINEL MASTER's fields as one Sentinel reports
+// them.
+func sentinelMaster(ctx context.Context, sn *Server) (map[string]string, error) {
+	c := redis.NewClient(&redis.Options{Addr: sn.Addr, MaxRetries: -1, DialTimeout: 500 * time.Millisecond,
+		ReadTimeout: time.Second, Protocol: 2})
+	defer c.Close()
+	v, err := c.Do(ctx, "SENTINEL", "MASTER", SentinelMaster).Slice()
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for i := 0; i+1 < len(v); i += 2 {
+		m[fmt.Sprint(v[i])] = fmt.Sprint(v[i+1])
+	}
+	return m, nil
+}
+
+// Addrs returns the Sentinels' addresses.
+func (s *Sentinel) Addrs() []string {
+	out := make([]string, len(s.Sentinels))
+	for i, sn := range s.Sentinels {
+		out[i] = sn.Addr
+	}
+	return out
+}
+
+// FailoverOptions returns options for redis.NewFailoverClient through the
+// three Sentinels, with the timeouts of [Server.Options].
+func (s *Sentinel) FailoverOptions() *redis.FailoverOptions {
+	return &redis.FailoverOptions{MasterName: SentinelMaster, SentinelAddrs: s.Addrs(),
+		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second}
+}
+
+// MasterAddr returns the primary's address as the first Sentinel that
+// answers reports it.
+func (s *Sentinel) MasterAddr(ctx context.Context) (string, error) {
+	var last error
+	for _, sn := range s.Sentinels {
+		m, err := sentinelMaster(ctx, sn)
+		if err != nil {
+			last = err
+			continue
+		}
+		return m["ip"] + ":" + m["port"], nil
+	}
+	return "", last
+}
+
+// WaitPromoted waits until every Sentinel reports addr as the primary and
+// the server at addr has the role master, and returns how long it took.
+// It fails t after limit.
+func (s *Sentinel) WaitPromoted(t testing.TB, addr string, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	ctx := context.Background()
+	waitUntil(t, limit, "the failover to "+addr, func() string {
+		for _, sn := range s.Sentinels {
+			m, err := sentinelMaster(ctx, sn)
+			if err != nil {
+				return err.Error()
+			}
+			if got := m["ip"] + ":" + m["port"]; got != addr {
+				return sn.Addr + " reports " + got
+			}
+		}
+		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, Protocol: 2})
+		defer c.Close()
+		role, err := c.Do(ctx, "ROLE").Slice()
+		if err != nil || len(role) == 0 || role[0] != "master" {
+			return fmt.Sprintf("%s role %v %v", addr, role, err)
+		}
+		return ""
+	})
+	return time.Since(start)
+}
+
+// waitUntil polls cond every 20 ms until it returns "" and fails t with
+// cond's last answer after limit.
+func waitUntil(t testing.TB, limit time.Duration, what string, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		why := cond()
+		if why == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testharness: waiting %v for %s: %s", limit, what, why)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
