@@ -124,7 +124,7 @@ func WithLogger(l *slog.Logger) Option {
 // WAIT makes a write durable on replicas, not consensus: a failover to a
 // replica that had not acknowledged (with more replicas than required)
 // can still lose it. replicas must be at least 1 and timeout at least 1 ms
-// and below the client's ReadTimeout (3 s by default); the client must be
+// and below the client's ReadTimeout (5 s by default); the client must be
 // a *redis.Client (standalone, or the Sentinel-backed client of
 // redis.NewFailoverClient) or a *redis.ClusterClient. [New] returns an
 // error naming the argument otherwise. The default is no waiting.

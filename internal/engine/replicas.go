@@ -50,9 +50,8 @@ func CheckReplicaAcks(client redis.UniversalClient, replicas int, timeout time.D
 	default:
 		return InvalidArgument("client", "replica acknowledgements need a *redis.Client or *redis.ClusterClient, got %T", client)
 	}
-	if read == 0 {
-		read = 3 * time.Second // go-redis' default
-	}
+	// Options() holds the initialised timeout: positive, or 0 or -1 for
+	// none.
 	if read > 0 && timeout >= read {
 		return InvalidArgument("timeout", "must be below the client's ReadTimeout (%v), got %v", read, timeout)
 	}
