@@ -38,6 +38,7 @@ type Engine struct {
 	inst     instruments
 	hub      *hub
 	cleanup  cleanups
+	fences   fenceWatch
 }
 
 // Config is what [New] needs besides the client.

@@ -128,9 +128,16 @@ func (s *Server) start() error {
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		err := c.Ping(ctx).Err()
+		info, err := c.Info(ctx, "server").Result()
 		cancel()
 		if err == nil {
+			// The answer must come from this process: another test's server
+			// may own the port (one restarted on it after this one found it
+			// free), and this one then exits failing to bind.
+			if !strings.Contains(info, "process_id:"+strconv.Itoa(cmd.Process.Pid)+"\r") {
+				s.Kill()
+				return fmt.Errorf("testharness: %s: port %d answered by another process", s.Flavor, s.Port)
+			}
 			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
