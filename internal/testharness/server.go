@@ -27,6 +27,8 @@ type Server struct {
 	dir    string
 	args   []string
 
+	aclUser bool // the shared server of ACLFlavor: clients of its backend connect as ACLUser
+
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	exit chan struct{}
