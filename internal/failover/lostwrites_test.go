@@ -21,6 +21,8 @@ type lostRun struct {
 	acked   int           // acquisitions acknowledged before the crash
 	second  int           // of those, keys another client could take after the failover
 	recover time.Duration // from the crash to the first acquisition on the new primary
+	lag     int64         // bytes of the replication stream the replica had not applied just before the crash
+	most    int           // the most second holders of one failover (totals)
 }
 
 // The replication stream is delayed by lag (a fault proxy on the replica's
@@ -53,11 +55,17 @@ func sentinelLostWrites(t *testing.T, flavor string, lag time.Duration, acks boo
 	t.Cleanup(func() { _ = checkClient.Close() })
 	checker := must(coordination.New(checkClient))(t)
 
-	crash := func() {
+	primary := redis.NewClient(sn.Primary.Options())
+	t.Cleanup(func() { _ = primary.Close() })
+	replica := redis.NewClient(sn.Replica.Options())
+	t.Cleanup(func() { _ = replica.Close() })
+	crash := func() int64 {
+		lag := infoInt(context.Background(), primary, "master_repl_offset") - infoInt(context.Background(), replica, "master_repl_offset")
 		sn.Primary.Kill()
 		if px != nil {
 			px.CutAll(faultproxy.RST)
 		}
+		return lag
 	}
 	promoted := func() { sn.WaitPromoted(t, sn.Replica.Addr, 60*time.Second) }
 	return measure(t, coord, checker, func(w, i int) string { return fmt.Sprintf("lw:%d:%d", w, i) }, crash, promoted)
@@ -67,7 +75,7 @@ func sentinelLostWrites(t *testing.T, flavor string, lag time.Duration, acks boo
 // through coord for 400 ms, then crash, waits for promoted and the first
 // acquisition through checker, and counts the acknowledged keys checker
 // can take: the second holders.
-func measure(t *testing.T, coord, checker *coordination.Coordinator, key func(w, i int) string, crash, promoted func()) lostRun {
+func measure(t *testing.T, coord, checker *coordination.Coordinator, key func(w, i int) string, crash func() int64, promoted func()) lostRun {
 	var (
 		mu      sync.Mutex
 		acked   []string
@@ -105,7 +113,7 @@ func measure(t *testing.T, coord, checker *coordination.Coordinator, key func(w,
 	// instant (it is dead).
 	mu.Lock()
 	crashed = true
-	crash()
+	lag := crash()
 	mu.Unlock()
 	at := time.Now()
 	promoted()
@@ -114,7 +122,7 @@ func measure(t *testing.T, coord, checker *coordination.Coordinator, key func(w,
 	wg.Wait()
 	waitCleanups(t)
 
-	r := lostRun{acked: len(acked), recover: ok.Sub(at)}
+	r := lostRun{acked: len(acked), recover: ok.Sub(at), lag: lag}
 	for _, k := range acked {
 		l, err := lock.TryAcquire(context.Background(), checker, k, time.Minute)
 		switch {
@@ -167,13 +175,16 @@ func repeat(t *testing.T, what string, n int, run func() lostRun) (total lostRun
 		total.acked += r.acked
 		total.second += r.second
 		total.recover += r.recover
+		total.lag = max(total.lag, r.lag)
+		total.most = max(total.most, r.second)
 		if r.second > 0 {
 			lost++
 		}
 	}
-	t.Logf("%s: %d failovers, %d acknowledged acquisitions, %d second holders (%.2f%%) in %d of %d failovers; mean recovery %v",
-		what, n, total.acked, total.second, 100*float64(total.second)/float64(max(total.acked, 1)), lost, n,
-		(total.recover / time.Duration(n)).Round(time.Millisecond))
+	t.Logf("%s: %d failovers, %d acknowledged acquisitions, %d second holders (%.2f%%) in %d of %d failovers (at most %d in one); "+
+		"replication lag before the crash at most %d bytes; mean recovery %v",
+		what, n, total.acked, total.second, 100*float64(total.second)/float64(max(total.acked, 1)), lost, n, total.most,
+		total.lag, (total.recover / time.Duration(n)).Round(time.Millisecond))
 	if total.acked == 0 {
 		t.Fatal("no acquisition was acknowledged before the crash")
 	}
@@ -216,7 +227,13 @@ func clusterLostWrites(t *testing.T, acks bool) lostRun {
 	checker := must(coordination.New(checkClient))(t)
 	primary := must(client.MasterForKey(context.Background(), "{lw}"))(t)
 	victim := node(t, c, primary.Options().Addr)
-	crash := func() { victim.Kill() }
+	replica := redis.NewClient(&redis.Options{Addr: replicaOf(t, c, victim)})
+	t.Cleanup(func() { _ = replica.Close() })
+	crash := func() int64 {
+		lag := infoInt(context.Background(), primary, "master_repl_offset") - infoInt(context.Background(), replica, "master_repl_offset")
+		victim.Kill()
+		return lag
+	}
 	promoted := func() { waitSlotMoved(t, c, victim.Addr, "{lw}", 60*time.Second) }
 	return measure(t, coord, checker, func(w, i int) string { return fmt.Sprintf("{lw}:%d:%d", w, i) }, crash, promoted)
 }
