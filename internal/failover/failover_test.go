@@ -25,10 +25,17 @@ import (
 )
 
 // go-redis keeps re-dialing a dead server in the background for a second
-// after its client is closed (pool.tryDial): not ours, and bounded.
+// after its client is closed (pool.tryDial): not ours, and bounded. Its
+// log lines about the dead servers (failed dials, new Sentinel masters)
+// are dropped.
 func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
 	testharness.Main(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
 }
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 func must[T any](v T, err error) func(testing.TB) T {
 	return func(t testing.TB) T {

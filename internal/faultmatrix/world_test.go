@@ -21,7 +21,15 @@ import (
 	"github.com/coordkit/coordination/lua"
 )
 
-func TestMain(m *testing.M) { testharness.Main(m) }
+// go-redis' log lines about restarted servers are dropped.
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
+	testharness.Main(m)
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // world is one cell's servers: nodes dedicated servers (3 for redlock),
 // each behind a fault proxy, with coordinators through the proxies (the
