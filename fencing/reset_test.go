@@ -1,11 +1,9 @@
 package fencing_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,23 +15,6 @@ import (
 	"github.com/coordkit/coordination/internal/testharness"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A counter that went back (here deleted, as a restart without persistence,
 // a failover or eviction would lose it) hands token 1 out again: never
 // silently. The coordinator that saw the higher token counts it in
@@ -43,7 +24,7 @@ func TestCounterThatWentBackIsReported(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		reader := sdkmetric.NewManualReader()
-		var logs syncBuffer
+		var logs testharness.LogBuffer
 		c := b.Coordinator(t, coordination.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
 			coordination.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 		for range 3 {

@@ -29,13 +29,9 @@ import (
 // log lines about the dead servers (failed dials, new Sentinel masters)
 // are dropped.
 func TestMain(m *testing.M) {
-	redis.SetLogger(quiet{})
+	testharness.DropGoRedisLogs()
 	testharness.Main(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
 }
-
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}
 
 func must[T any](v T, err error) func(testing.TB) T {
 	return func(t testing.TB) T {
@@ -211,17 +207,11 @@ func replicated(t *testing.T, primary, replica *redis.Client) {
 }
 
 func infoInt(ctx context.Context, c *redis.Client, field string) int64 {
-	info, err := c.Info(ctx, "replication").Result()
+	n, err := testharness.InfoInt(ctx, c, "replication", field)
 	if err != nil {
 		return -1
 	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
-		}
-	}
-	return -1
+	return n
 }
 
 // firstSuccess retries a lock acquisition on a fresh key until one succeeds

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/faultproxy"
+	"github.com/coordkit/coordination/internal/testharness"
 )
 
 // fault is one row of the matrix: it runs a subject's take under the fault
@@ -23,7 +25,7 @@ type fault struct {
 
 // cell is the context every take gets: long enough for any fault,
 // cancelled when the cell ends (it also ends the leader's Run).
-func cellContext(t *testing.T, w *world) context.Context {
+func cellContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
@@ -41,7 +43,7 @@ func clean(t *testing.T, ctx context.Context, w *world, s subject, what string) 
 
 func wantCount(t *testing.T, w *world, s subject, want int, what string) {
 	t.Helper()
-	eventually(t, 5*time.Second, what, func() string {
+	testharness.WaitFor(t, 5*time.Second, what, func() string {
 		n, err := s.count(context.Background(), w)
 		if err != nil || n != want {
 			return fmt.Sprintf("count %d (%v), want %d", n, err, want)
@@ -50,11 +52,22 @@ func wantCount(t *testing.T, w *world, s subject, want int, what string) {
 	})
 }
 
+// byKind is the effect text of a fault with one text for Redlock (the
+// fault hits one node of three) and one for every other primitive.
+func byKind(quorum, other string) func(subject) string {
+	return func(s subject) string {
+		if s.kind == quorumKind {
+			return quorum
+		}
+		return other
+	}
+}
+
 var faults = []fault{
 	{
 		id: "cut", title: "connection cut mid-command",
 		run: func(t *testing.T, w *world, s subject) {
-			ctx := cellContext(t, w)
+			ctx := cellContext(t)
 			rule := w.px[0].Apply(faultproxy.DelayCommand(faultproxy.Arg(s.key), 5*time.Second, 1))
 			type result struct {
 				got string
@@ -84,17 +97,11 @@ var faults = []fault{
 			}
 			wantCount(t, w, s, s.fullCount(), "after the cut")
 		},
-		effect: func(s subject) string {
-			if s.kind == quorumKind {
-				return "quorum; the cut node re-sends"
-			}
-			return "re-sent: one effect"
-		},
+		effect: byKind("quorum; the cut node re-sends", "re-sent: one effect"),
 	},
 	{
 		id: "deadline", title: "reply delayed past the deadline",
 		run: func(t *testing.T, w *world, s subject) {
-			cellContext(t, w)
 			rule := w.px[0].Apply(faultproxy.DelayReply(faultproxy.Arg(s.key), 1500*time.Millisecond, 1))
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
@@ -141,24 +148,19 @@ var faults = []fault{
 	{
 		id: "lost", title: "reply lost, re-sent by go-redis",
 		run: func(t *testing.T, w *world, s subject) {
-			ctx := cellContext(t, w)
+			ctx := cellContext(t)
 			rule := w.px[0].Apply(faultproxy.DropReply(faultproxy.Arg(s.key), 1))
 			clean(t, ctx, w, s, "after the lost reply")
 			if rule.Fired() != 1 {
 				t.Fatalf("the drop rule fired %d times", rule.Fired())
 			}
 		},
-		effect: func(s subject) string {
-			if s.kind == quorumKind {
-				return "quorum; the node's re-send finds its lease"
-			}
-			return "re-sent: one effect, same answer"
-		},
+		effect: byKind("quorum; the node's re-send finds its lease", "re-sent: one effect, same answer"),
 	},
 	{
 		id: "restart", title: "server restart (state lost)",
 		run: func(t *testing.T, w *world, s subject) {
-			ctx := cellContext(t, w)
+			ctx := cellContext(t)
 			clean(t, ctx, w, s, "before the restart")
 			w.srv[0].Stop()
 			if err := w.srv[0].Restart(); err != nil {
@@ -175,7 +177,7 @@ var faults = []fault{
 	{
 		id: "flush", title: "SCRIPT FLUSH",
 		run: func(t *testing.T, w *world, s subject) {
-			ctx := cellContext(t, w)
+			ctx := cellContext(t)
 			for _, a := range w.admin {
 				must(a.ScriptFlush(ctx).Result())(t)
 			}
@@ -186,7 +188,7 @@ var faults = []fault{
 	{
 		id: "pause", title: "CLIENT PAUSE WRITE",
 		run: func(t *testing.T, w *world, s subject) {
-			ctx := cellContext(t, w)
+			ctx := cellContext(t)
 			must(w.admin[0].Do(ctx, "CLIENT", "PAUSE", 400, "WRITE").Result())(t)
 			start := time.Now()
 			got, err := s.take(ctx, w)
@@ -199,17 +201,12 @@ var faults = []fault{
 			}
 			wantCount(t, w, s, s.fullCount(), "after the pause")
 		},
-		effect: func(s subject) string {
-			if s.kind == quorumKind {
-				return "quorum at once; the paused node follows"
-			}
-			return "waits for the pause: one effect"
-		},
+		effect: byKind("quorum at once; the paused node follows", "waits for the pause: one effect"),
 	},
 	{
 		id: "oom", title: "maxmemory, noeviction",
 		run: func(t *testing.T, w *world, s subject) {
-			ctx := cellContext(t, w)
+			ctx := cellContext(t)
 			a := w.admin[0]
 			must(a.ConfigSet(ctx, "maxmemory-policy", "noeviction").Result())(t)
 			must(a.ConfigSet(ctx, "maxmemory", "1").Result())(t)
@@ -218,7 +215,7 @@ var faults = []fault{
 			if s.kind == quorumKind {
 				// The group returns at quorum: wait for the refusal of the
 				// node out of memory before looking at it.
-				eventually(t, 5*time.Second, "the OOM refusal", func() string {
+				testharness.WaitFor(t, 5*time.Second, "the OOM refusal", func() string {
 					if !strings.Contains(must(a.Info(ctx, "errorstats").Result())(t), "errorstat_OOM") {
 						return "no OOM error reply yet"
 					}
@@ -232,7 +229,7 @@ var faults = []fault{
 				if err != nil || got != s.want {
 					t.Fatalf("take with one node out of memory = %q, %v; want %q", got, err, s.want)
 				}
-				if !equalSnapshots(before, after) {
+				if !maps.Equal(before, after) {
 					t.Errorf("the node out of memory changed: %v -> %v", before, after)
 				}
 				wantCount(t, w, s, 2, "the others hold it")
@@ -246,7 +243,7 @@ var faults = []fault{
 					coordination.IsAmbiguous(err) {
 					t.Fatalf("take under OOM = %q, %v; want a terminal OOM error", got, err)
 				}
-				if !equalSnapshots(before, after) {
+				if !maps.Equal(before, after) {
 					t.Errorf("a take refused with OOM wrote: %v -> %v", before, after)
 				}
 			}
@@ -264,7 +261,7 @@ var faults = []fault{
 	{
 		id: "evict", title: "eviction (volatile-*)",
 		run: func(t *testing.T, w *world, s subject) {
-			ctx := cellContext(t, w)
+			ctx := cellContext(t)
 			clean(t, ctx, w, s, "before the eviction")
 			kept := evictVolatile(t, w.admin[0], s.keys)
 			lost := map[string]bool{}

@@ -23,13 +23,9 @@ import (
 
 // go-redis' log lines about restarted servers are dropped.
 func TestMain(m *testing.M) {
-	redis.SetLogger(quiet{})
+	testharness.DropGoRedisLogs()
 	testharness.Main(m)
 }
-
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}
 
 // world is one cell's servers: nodes dedicated servers (3 for redlock),
 // each behind a fault proxy, with coordinators through the proxies (the
@@ -113,23 +109,6 @@ func must[T any](v T, err error) func(testing.TB) T {
 	}
 }
 
-// eventually polls cond until it returns "" and fails after limit with its
-// last answer.
-func eventually(t *testing.T, limit time.Duration, what string, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		why := cond()
-		if why == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %s", what, limit, why)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // snapshot returns every key of a server with its type, TTL and DUMP, to
 // prove that a failed operation wrote nothing.
 func snapshot(t *testing.T, c *redis.Client) map[string]string {
@@ -142,18 +121,6 @@ func snapshot(t *testing.T, c *redis.Client) map[string]string {
 		out[k] = fmt.Sprintf("%s ttl=%v %x", c.Type(ctx, k).Val(), ttl, d)
 	}
 	return out
-}
-
-func equalSnapshots(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // evictVolatile makes the server evict keys that have a TTL
@@ -174,7 +141,7 @@ func evictVolatile(t *testing.T, c *redis.Client, keys []string) (kept []string)
 			gone = append(gone, k)
 		}
 	}
-	used := infoInt(t, c, "memory", "used_memory")
+	used := must(testharness.InfoInt(ctx, c, "memory", "used_memory"))(t)
 	must(c.ConfigSet(ctx, "maxmemory-policy", "volatile-random").Result())(t)
 	must(c.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used+256<<10, 10)).Result())(t)
 	filler := strings.Repeat("x", 64<<10)
@@ -201,22 +168,6 @@ func evictVolatile(t *testing.T, c *redis.Client, keys []string) (kept []string)
 		}
 	}
 	return kept
-}
-
-func infoInt(t *testing.T, c *redis.Client, section, field string) int64 {
-	t.Helper()
-	info := must(c.Info(context.Background(), section).Result())(t)
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatalf("INFO %s: %v", field, err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("INFO %s has no %s", section, field)
-	return 0
 }
 
 // flavors are the server flavors the matrix runs on: COORD_MATRIX_FLAVOR

@@ -79,7 +79,7 @@ func StartSentinel(t testing.TB, flavor string, cfg SentinelConfig) *Sentinel {
 	if err := rc.Do(ctx, "REPLICAOF", host, port).Err(); err != nil {
 		t.Fatalf("REPLICAOF: %v", err)
 	}
-	waitUntil(t, 15*time.Second, "the replica to sync", func() string {
+	WaitFor(t, 15*time.Second, "the replica to sync", func() string {
 		info, err := rc.Info(ctx, "replication").Result()
 		if err != nil || !strings.Contains(info, "master_link_status:up") {
 			return fmt.Sprint(err)
@@ -116,7 +116,7 @@ func StartSentinel(t testing.TB, flavor string, cfg SentinelConfig) *Sentinel {
 			t.Fatalf("SENTINEL DEBUG: %v", err)
 		}
 	}
-	waitUntil(t, 20*time.Second, "the Sentinels to know the replica and each other", func() string {
+	WaitFor(t, 20*time.Second, "the Sentinels to know the replica and each other", func() string {
 		for _, sn := range s.Sentinels {
 			m, err := sentinelMaster(ctx, sn)
 			if err != nil {
@@ -186,7 +186,7 @@ func (s *Sentinel) WaitPromoted(t testing.TB, addr string, limit time.Duration) 
 	t.Helper()
 	start := time.Now()
 	ctx := context.Background()
-	waitUntil(t, limit, "the failover to "+addr, func() string {
+	WaitFor(t, limit, "the failover to "+addr, func() string {
 		for _, sn := range s.Sentinels {
 			m, err := sentinelMaster(ctx, sn)
 			if err != nil {
@@ -207,9 +207,9 @@ func (s *Sentinel) WaitPromoted(t testing.TB, addr string, limit time.Duration) 
 	return time.Since(start)
 }
 
-// waitUntil polls cond every 20 ms until it returns "" and fails t with
-// cond's last answer after limit.
-func waitUntil(t testing.TB, limit time.Duration, what string, cond func() string) {
+// WaitFor polls cond every 20 ms until it returns "" and fails t with
+// what and cond's last answer (why it is not there yet) after limit.
+func WaitFor(t testing.TB, limit time.Duration, what string, cond func() string) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
@@ -218,8 +218,23 @@ func waitUntil(t testing.TB, limit time.Duration, what string, cond func() strin
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("testharness: waiting %v for %s: %s", limit, what, why)
+			t.Fatalf("waited %v for %s: %s", limit, what, why)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// InfoInt returns the integer field of INFO section as c's server reports
+// it (for instance "replication", "master_repl_offset"), or an error.
+func InfoInt(ctx context.Context, c redis.UniversalClient, section, field string) (int64, error) {
+	info, err := c.Info(ctx, section).Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("testharness: INFO %s has no %s", section, field)
 }
