@@ -59,23 +59,31 @@ func sentinelLostWrites(t *testing.T, flavor string, lag time.Duration, acks boo
 	t.Cleanup(func() { _ = primary.Close() })
 	replica := redis.NewClient(sn.Replica.Options())
 	t.Cleanup(func() { _ = replica.Close() })
-	crash := func() int64 {
-		lag := infoInt(context.Background(), primary, "master_repl_offset") - infoInt(context.Background(), replica, "master_repl_offset")
-		sn.Primary.Kill()
+	replLag := func() int64 {
+		n := infoInt(context.Background(), primary, "master_repl_offset") - infoInt(context.Background(), replica, "master_repl_offset")
+		if px == nil && n > 100_000 {
+			// Far behind on loopback: say where the replica replicates
+			// from and how its link is.
+			info, err := replica.Info(context.Background(), "replication").Result()
+			t.Logf("replica %s is %d bytes behind the primary %s: %v %q", sn.Replica.Addr, n, sn.Primary.Addr, err, info)
+		}
+		return n
+	}
+	crash := func() {
 		if px != nil {
 			px.CutAll(faultproxy.RST)
 		}
-		return lag
+		sn.Primary.Kill()
 	}
 	promoted := func() { sn.WaitPromoted(t, sn.Replica.Addr, 60*time.Second) }
-	return measure(t, coord, checker, func(w, i int) string { return fmt.Sprintf("lw:%d:%d", w, i) }, crash, promoted)
+	return measure(t, coord, checker, func(w, i int) string { return fmt.Sprintf("lw:%d:%d", w, i) }, replLag, crash, promoted)
 }
 
 // measure runs 8 writers acquiring locks on fresh keys (key(writer, i))
-// through coord for 400 ms, then crash, waits for promoted and the first
-// acquisition through checker, and counts the acknowledged keys checker
-// can take: the second holders.
-func measure(t *testing.T, coord, checker *coordination.Coordinator, key func(w, i int) string, crash func() int64, promoted func()) lostRun {
+// through coord for 400 ms, then takes the replication lag and crashes the
+// primary, waits for promoted and the first acquisition through checker,
+// and counts the acknowledged keys checker can take: the second holders.
+func measure(t *testing.T, coord, checker *coordination.Coordinator, key func(w, i int) string, lag func() int64, crash func(), promoted func()) lostRun {
 	var (
 		mu      sync.Mutex
 		acked   []string
@@ -109,11 +117,16 @@ func measure(t *testing.T, coord, checker *coordination.Coordinator, key func(w,
 		}()
 	}
 	time.Sleep(400 * time.Millisecond)
+	// The lag is taken just before the crash, not between the last counted
+	// acknowledgement and the kill: on a loaded machine those INFO calls
+	// can take longer than the replication delay, and the acquisitions
+	// counted would all be replicated by the time the primary dies.
+	behind := lag()
 	// The crash: no acknowledgement of the old primary counts after this
-	// instant (it is dead).
+	// instant (it is dead; with a delayed link, the link is cut first).
 	mu.Lock()
 	crashed = true
-	lag := crash()
+	crash()
 	mu.Unlock()
 	at := time.Now()
 	promoted()
@@ -122,7 +135,7 @@ func measure(t *testing.T, coord, checker *coordination.Coordinator, key func(w,
 	wg.Wait()
 	waitCleanups(t)
 
-	r := lostRun{acked: len(acked), recover: ok.Sub(at), lag: lag}
+	r := lostRun{acked: len(acked), recover: ok.Sub(at), lag: behind}
 	for _, k := range acked {
 		l, err := lock.TryAcquire(context.Background(), checker, k, time.Minute)
 		switch {
@@ -155,7 +168,7 @@ func TestLostWritesSentinel(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			total, lost := repeat(t, flavor+", "+c.name, n, func() lostRun { return sentinelLostWrites(t, flavor, c.lag, c.acks) })
+			total, lost := repeat(t, flavor+", "+c.name, n, func(t *testing.T) lostRun { return sentinelLostWrites(t, flavor, c.lag, c.acks) })
 			switch {
 			case c.acks && total.second != 0:
 				t.Errorf("%d acquisitions acknowledged by a replica were lost in the failover", total.second)
@@ -167,11 +180,22 @@ func TestLostWritesSentinel(t *testing.T) {
 }
 
 // repeat runs one measurement n times, logs the totals and returns them
-// with the number of failovers that lost an acknowledged acquisition.
-func repeat(t *testing.T, what string, n int, run func() lostRun) (total lostRun, lost int) {
+// with the number of failovers that lost an acknowledged acquisition. Each
+// run is a subtest, so that its deployment is stopped before the next one
+// starts: a Sentinel or Cluster node left running after its failover keeps
+// the killed primary's address, and reconfigures (REPLICAOF, gossip)
+// whatever server a later run starts on that port.
+func repeat(t *testing.T, what string, n int, run func(t *testing.T) lostRun) (total lostRun, lost int) {
 	t.Helper()
-	for range n {
-		r := run()
+	for i := range n {
+		var r lostRun
+		if !t.Run(fmt.Sprintf("failover %d", i+1), func(t *testing.T) {
+			r = run(t)
+			t.Logf("%d acknowledged, %d second holders, lag before the crash %d bytes, recovery %v",
+				r.acked, r.second, r.lag, r.recover.Round(time.Millisecond))
+		}) {
+			t.FailNow()
+		}
 		total.acked += r.acked
 		total.second += r.second
 		total.recover += r.recover
@@ -205,7 +229,7 @@ func TestLostWritesCluster(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			total, _ := repeat(t, "cluster "+testharness.ClusterFlavor()+", "+name, n, func() lostRun { return clusterLostWrites(t, acks) })
+			total, _ := repeat(t, "cluster "+testharness.ClusterFlavor()+", "+name, n, func(t *testing.T) lostRun { return clusterLostWrites(t, acks) })
 			if acks && total.second != 0 {
 				t.Errorf("%d acquisitions acknowledged by a replica were lost in the failover", total.second)
 			}
@@ -229,11 +253,9 @@ func clusterLostWrites(t *testing.T, acks bool) lostRun {
 	victim := node(t, c, primary.Options().Addr)
 	replica := redis.NewClient(&redis.Options{Addr: replicaOf(t, c, victim)})
 	t.Cleanup(func() { _ = replica.Close() })
-	crash := func() int64 {
-		lag := infoInt(context.Background(), primary, "master_repl_offset") - infoInt(context.Background(), replica, "master_repl_offset")
-		victim.Kill()
-		return lag
+	replLag := func() int64 {
+		return infoInt(context.Background(), primary, "master_repl_offset") - infoInt(context.Background(), replica, "master_repl_offset")
 	}
 	promoted := func() { waitSlotMoved(t, c, victim.Addr, "{lw}", 60*time.Second) }
-	return measure(t, coord, checker, func(w, i int) string { return fmt.Sprintf("{lw}:%d:%d", w, i) }, crash, promoted)
+	return measure(t, coord, checker, func(w, i int) string { return fmt.Sprintf("{lw}:%d:%d", w, i) }, replLag, victim.Kill, promoted)
 }
