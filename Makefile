@@ -5,7 +5,7 @@ SERVERS_CACHE ?= $(if $(REDIS_SERVERS_CACHE),$(REDIS_SERVERS_CACHE),$(if $(XDG_C
 GO ?= go
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: test servers test-fast test-long vet bench demo fuzz fuzz-short
+.PHONY: test servers test-fast test-long vet bench demo fuzz fuzz-short failover-campaign fault-matrix-all
 
 # examples/fenced-sql is its own module (the SQLite driver stays out of the
 # library's go.mod): its tests run too.
@@ -49,3 +49,12 @@ vet:
 
 demo:
 	$(GO) run ./cmd/coordctl demo
+
+# The lost-write measurement of internal/failover, 20 failovers per case
+# (Sentinel with and without WithReplicaAcks, Cluster), with the figures.
+failover-campaign: servers
+	. "$(SERVERS_CACHE)/env.sh" && COORD_FAILOVER_RUNS=20 $(GO) test -count=1 -timeout 60m -run LostWrites -v ./internal/failover/
+
+# The fault matrix on every server flavor (make test runs it on Redis 8.0).
+fault-matrix-all: servers
+	. "$(SERVERS_CACHE)/env.sh" && COORD_MATRIX_FLAVOR=all $(GO) test -race -count=1 ./internal/faultmatrix/

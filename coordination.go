@@ -2,6 +2,7 @@ package coordination
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
@@ -38,6 +39,7 @@ type Option func(*config) error
 
 type config struct {
 	engine.Config
+	acks bool // WithReplicaAcks was given
 }
 
 // WithKeyPrefix prepends prefix to every key every primitive of this
@@ -97,6 +99,42 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithReplicaAcks makes every operation of this coordinator wait until at
+// least replicas replicas have acknowledged its writes, for at most
+// timeout: each script is sent with Redis' WAIT replicas timeout in one
+// pipeline on one connection (to the primary of the key's slot on a
+// Cluster client), so an operation is still one round trip, longer by the
+// replication round trip. A reply the replicas have acknowledged survives
+// a failover to one of them: without it, a failover can lose the last
+// acknowledged writes (a lock, a fencing token, a consumed permit) and a
+// second holder can appear.
+//
+// When fewer replicas acknowledge in time, the operation fails with an
+// error wrapping [ErrNotReplicated]. It is transient and ambiguous: the
+// write is on the primary, and a failover may keep it or lose it; an
+// acquisition that fails so is undone in the background like any
+// ambiguous one, so a caller that sees the error holds nothing. A server
+// without replicas (or miniredis, whose WAIT answers 0) fails every
+// operation so: use the option only with replicas. The background
+// cleanups that undo ambiguous operations and retry failed releases do not
+// wait: they only remove what an operation may have left, and their loss
+// in a failover delays the next holder until the lease's TTL, as without
+// the option.
+//
+// WAIT makes a write durable on replicas, not consensus: a failover to a
+// replica that had not acknowledged (with more replicas than required)
+// can still lose it. replicas must be at least 1 and timeout at least 1 ms
+// and below the client's ReadTimeout (5 s by default); the client must be
+// a *redis.Client (standalone, or the Sentinel-backed client of
+// redis.NewFailoverClient) or a *redis.ClusterClient. [New] returns an
+// error naming the argument otherwise. The default is no waiting.
+func WithReplicaAcks(replicas int, timeout time.Duration) Option {
+	return func(c *config) error {
+		c.ReplicaAcks, c.ReplicaAckTimeout, c.acks = replicas, timeout, true
+		return nil
+	}
+}
+
 // New returns a coordinator over client: any go-redis universal client
 // (*redis.Client, *redis.ClusterClient, the Sentinel-backed client of
 // redis.NewFailoverClient). It sends nothing to Redis.
@@ -113,6 +151,11 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 			continue
 		}
 		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.acks {
+		if err := engine.CheckReplicaAcks(client, cfg.ReplicaAcks, cfg.ReplicaAckTimeout); err != nil {
 			return nil, err
 		}
 	}

@@ -68,6 +68,12 @@ var (
 	// ErrClosed is returned by operations on a closed limiter or other
 	// closable object.
 	ErrClosed = engine.ErrClosed
+
+	// ErrNotReplicated is returned by an operation of a coordinator created
+	// with [WithReplicaAcks] when fewer replicas than required acknowledged
+	// its writes within the timeout. The write is on the primary: the error
+	// is transient and ambiguous (see [IsAmbiguous]).
+	ErrNotReplicated = engine.ErrNotReplicated
 )
 
 // ErrorClass says how a retry loop should treat an error.
@@ -79,7 +85,8 @@ const (
 	// Transient errors may succeed if the same operation is tried again
 	// after a delay: LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN,
 	// READONLY and NOREPLICAS replies, "max number of clients reached",
-	// network errors, timeouts and connection-pool timeouts.
+	// network errors, timeouts, connection-pool timeouts and
+	// [ErrNotReplicated].
 	Transient
 	// Terminal errors will fail again if retried: authentication and
 	// permission errors (NOAUTH, WRONGPASS, NOPERM), WRONGTYPE, the

@@ -115,3 +115,34 @@ func ExampleClassify() {
 	// transient
 	// terminal
 }
+
+// WithReplicaAcks makes every operation wait, in the same round trip, until
+// replicas have acknowledged its writes. Without replicas (miniredis' WAIT
+// answers 0) every operation fails with ErrNotReplicated: transient and
+// ambiguous, and an acquisition so failed is undone in the background.
+func ExampleWithReplicaAcks() {
+	srv, err := miniredis.Run() // or redis.NewFailoverClient over Sentinel, or a Cluster client
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+
+	// One replica must acknowledge each write within 250 ms.
+	coord, err := coordination.New(rdb, coordination.WithReplicaAcks(1, 250*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = lock.TryAcquire(context.Background(), coord, "report", 30*time.Second)
+	fmt.Println("not replicated:", errors.Is(err, coordination.ErrNotReplicated))
+	fmt.Println("ambiguous:", coordination.IsAmbiguous(err))
+	for srv.Exists("report") { // the undo runs in the background
+		time.Sleep(time.Millisecond)
+	}
+	fmt.Println("undone:", !srv.Exists("report"))
+	// Output:
+	// not replicated: true
+	// ambiguous: true
+	// undone: true
+}

@@ -61,6 +61,21 @@
 // survive failover, use a consensus-backed store (etcd's revision,
 // ZooKeeper's zxid) for the token; this package does not pretend to be one.
 //
+// # Restarts, eviction and memory limits
+//
+// A server restart without persistence forgets the lease and the counter:
+// a second holder can acquire at once, and the counter starts again at 1,
+// handing out tokens that were handed out before. Never silently: a
+// coordinator that handed out a higher token from the same counter counts
+// it in coordination.fencing.counter_resets and logs a warning (a
+// coordinator that never saw a higher token cannot tell; the resource's
+// check, which keeps the newest token it accepted, is what refuses the
+// repeated ones). Under a volatile-* eviction policy the lease may be
+// evicted before it expires (a second holder), but never the counter,
+// which has no TTL: the next token continues. Under maxmemory with
+// noeviction an acquisition fails with the server's OOM error (terminal)
+// before writing anything; renewals and releases still work.
+//
 // Renewal keeps the token. Release and renewal are owner-checked by the
 // holder's random owner token. The handle's lifecycle (Remaining, Context
 // cancelled on loss, KeepAlive, lost-reply cleanup, re-send safety) is that

@@ -124,7 +124,7 @@ func TestTokensIncreaseAndRefreshKeepsToken(t *testing.T) {
 func TestExactTokensAbove2To53(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		must(raw.Set(ctx, b.Key("{big}:fence"), "9007199254740993", 0).Result())(t)
 		l := must(fencing.TryAcquire(ctx, b.Coordinator(t), "{big}:lease", "{big}:fence", time.Minute))(t)
 		if got := l.FencingToken(); got != 9007199254740994 {
@@ -183,7 +183,7 @@ func TestBadCounterFailsBeforeWriting(t *testing.T) {
 	}
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		for _, tc := range cases {
 			lk, fk := "{"+tc.name+"}:lease", "{"+tc.name+"}:fence"
 			if err := tc.setup(ctx, raw, b.Key(fk)); err != nil {
@@ -230,7 +230,8 @@ func TestCrossSlotAndSameKey(t *testing.T) {
 			t.Fatalf("rejected pairs sent %v", k.Names())
 		}
 		// A prefix with a hash tag puts every key in one slot: no error.
-		tagged := must(coordination.New(raw, coordination.WithKeyPrefix("{"+b.Prefix()+"}")))(t)
+		// (It is not the test prefix the least-privilege user may use.)
+		tagged := must(coordination.New(b.Admin(t), coordination.WithKeyPrefix("{"+b.Prefix()+"}")))(t)
 		l := must(fencing.TryAcquire(ctx, tagged, "{a}:lease", "{b}:fence", time.Minute))(t)
 		must(l.Release(ctx))(t)
 
@@ -437,7 +438,7 @@ func snapshot(ctx context.Context, t *testing.T, c redis.UniversalClient, key st
 func TestWithHolderStoresHolder(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		l := must(fencing.TryAcquire(ctx, b.Coordinator(t), "{h}:lease", "{h}:fence", time.Minute, fencing.WithHolder("worker \x00 7")))(t)
 		got := must(raw.HGetAll(ctx, b.Key("{h}:lease")).Result())(t)
 		if got["holder"] != "worker \x00 7" || got["fence"] != "1" || got["owner"] != l.Token() || len(got) != 3 {
@@ -457,7 +458,7 @@ func TestWithHolderStoresHolder(t *testing.T) {
 func TestGuardedSetRefusesForeignKeys(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		c := b.Coordinator(t)
 		secret := "secret-" + strings.Repeat("z", 100000)
 		must(raw.HSet(ctx, b.Key("{f}:user"), "name", "alice", "email", "a@x").Result())(t)

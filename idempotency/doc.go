@@ -95,6 +95,16 @@
 // downstream API's own idempotency key). Reserve these keys for this
 // package: do not write them yourself.
 //
+// # Restarts, eviction and memory limits
+//
+// A server restart without persistence, or eviction of a key (every claim
+// has a TTL, so volatile-* policies evict them too), forgets the claim or
+// its result: the next Begin with the key answers Started and the work
+// runs again, and the original owner's Complete and Abandon return false.
+// Under maxmemory with noeviction Begin fails with the server's OOM error
+// (terminal) before writing anything. The README's fault matrix lists
+// every fault with the test that shows it.
+//
 // # Re-sends and ambiguous outcomes
 //
 // go-redis re-sends a command after a read timeout or a broken connection

@@ -78,10 +78,15 @@ func (f *fixture) faults(t *testing.T) *faultHook {
 }
 
 // warmScripts loads the package's scripts (on every primary of a
-// cluster), so that each operation is one EVALSHA.
+// cluster), so that each operation is one EVALSHA. It loads them as the
+// default user: SCRIPT LOAD is not the library's to send.
 func warmScripts(t *testing.T, coord *coordination.Coordinator) {
 	t.Helper()
-	e, err := engine.Of(coord)
+	admin, err := coordination.New(testharness.AdminOf(t, coord.Client()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.Of(admin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +97,7 @@ func warmScripts(t *testing.T, coord *coordination.Coordinator) {
 			t.Fatalf("SCRIPT LOAD: %v", err)
 		}
 	}
+	testharness.Connect(t, coord.Client())
 }
 
 // Every script may run twice with the same arguments (go-redis re-sends

@@ -89,6 +89,16 @@
 // deadlines bound network I/O only with go-redis' ContextTimeoutEnabled
 // option.
 //
+// # Restarts, eviction and memory limits
+//
+// A server restart without persistence deletes the latch: count-downs
+// report ErrNotFound and waiters return false, as after a deletion. The
+// key has no TTL unless WithKeyTTL gave it one, so volatile-* eviction
+// policies keep it (allkeys-* ones may evict it, with the effect of a
+// restart). Under maxmemory with noeviction a count-down fails with the
+// server's OOM error (terminal) before writing anything. The README's
+// fault matrix lists every fault with the test that shows it.
+//
 // # Hooks and metrics
 //
 // Operations are admitted through the coordinator's hooks as LATCH CREATE,

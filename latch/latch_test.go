@@ -507,7 +507,12 @@ func TestOneCommandPerOperation(t *testing.T) {
 		ctx := context.Background()
 		coord := b.Coordinator(t)
 		client := coord.Client()
-		e, _ := engine.Of(coord)
+		// SCRIPT LOAD as the default user: it is not the library's to send.
+		admin, err := coordination.New(testharness.AdminOf(t, client))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, _ := engine.Of(admin)
 		for _, load := range []func(context.Context, *engine.Engine) error{
 			engine.LatchCreate.Load, engine.LatchJoin.Load, engine.LatchCountDown.Load, engine.LatchRead.Load,
 		} {
@@ -515,6 +520,7 @@ func TestOneCommandPerOperation(t *testing.T) {
 				t.Fatalf("SCRIPT LOAD: %v", err)
 			}
 		}
+		testharness.Connect(t, client)
 		counter := testharness.CountCommands(client)
 		one := func(what string, op func() error) { t.Helper(); counter.ExpectOne(t, what, op) }
 		var l *latch.Latch

@@ -75,6 +75,19 @@
 // elect a second leader while the first still believes it leads. Where this
 // matters, use a consensus-backed store (etcd, ZooKeeper) for the election.
 //
+// # Restarts, eviction and memory limits
+//
+// A server restart without persistence forgets the lease and the counter:
+// the leader's next renewal finds the lease gone, its term ends
+// (OnRevoked), and the next election's term has token 1 again. A
+// coordinator that handed out a higher token from the counter counts it in
+// coordination.fencing.counter_resets and logs a warning. Under a
+// volatile-* eviction policy the lease may be evicted early (the term ends
+// the same way) but not the counter, which has no TTL: tokens continue.
+// Under maxmemory with noeviction a campaign fails with the server's OOM
+// error, which is terminal: Run returns it. The README's fault matrix
+// lists every fault with the test that shows it.
+//
 // # Observability
 //
 // Metrics: coordination.leader.changes (attribute state=elected|revoked)

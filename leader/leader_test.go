@@ -93,7 +93,7 @@ func TestLeaseLayout(t *testing.T) {
 		j := newJournal()
 		c := startContender(t, b.Coordinator(t), "id with spaces \x00 and bytes", j)
 		j.next(t, 5*time.Second)
-		h := must(b.Client(t).HGetAll(ctx, b.Key(leaseKey)).Result())(t)
+		h := must(b.Raw(t).HGetAll(ctx, b.Key(leaseKey)).Result())(t)
 		if h["holder"] != "id with spaces \x00 and bytes" || h["fence"] != "1" || len(h["owner"]) != 36 {
 			t.Fatalf("lease hash = %q", h)
 		}
@@ -198,7 +198,7 @@ func TestRunTwiceAtOnce(t *testing.T) {
 func TestTerminalServerErrorsEndRun(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		must(raw.Set(ctx, b.Key(leaseKey), "not a hash", 0).Result())(t)
 		opt, reader := meter()
 		e := must(leader.New(b.Coordinator(t, opt), leaseKey, fenceKey, "a", leader.WithRetryDelay(10*time.Millisecond)))(t)
@@ -275,7 +275,7 @@ func TestCallbackFailuresEndRunAfterRelease(t *testing.T) {
 	}
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		for _, tc := range cases {
 			var leaseSeen atomic.Int64
 			opts := []leader.Option{leader.OnElected(func(ctx context.Context, term *leader.Term) error {
@@ -361,7 +361,7 @@ func TestCallbacksFinishBeforeNextCampaign(t *testing.T) {
 		}
 		leave := func() { mu.Lock(); inside--; mu.Unlock() }
 		coord := b.Coordinator(t, coordination.WithHooks(hook))
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		e := must(leader.New(coord, leaseKey, fenceKey, "a", leader.WithRetryDelay(5*time.Millisecond),
 			leader.WithLeaseDuration(200*time.Millisecond),
 			leader.OnElected(func(ctx context.Context, term *leader.Term) error {

@@ -34,7 +34,7 @@ func TestFiveContendersTwoHundredChanges(t *testing.T) {
 		for _, id := range ids[:contenders] {
 			cs[id] = startContender(t, b.Coordinator(t), id, j, opts...)
 		}
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		start := time.Now()
 		prev := j.next(t, 5*time.Second)
 		var kinds [3]int

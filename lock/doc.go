@@ -59,6 +59,19 @@
 // that must never interleave, use package fencing and let the resource
 // reject stale fencing tokens.
 //
+// # Restarts, eviction and memory limits
+//
+// A server restart without persistence forgets every lock: the holder's
+// Verify and Refresh report false (its keep-alive reports the lock lost
+// and cancels its context), and a second holder can acquire it at once.
+// Eviction under a volatile-* policy forgets a lock early in the same way
+// (an allkeys-* policy too); a named lease in a hash field is not evicted
+// by volatile-* (field TTLs do not make the hash volatile), only by
+// allkeys-*. Under maxmemory with noeviction an acquisition fails with the
+// server's OOM error (terminal) before writing anything, while renewals and
+// releases still work. The README's fault matrix lists every fault with
+// the test that shows it.
+//
 // # Lost replies and re-sends
 //
 // go-redis re-sends a command after a read timeout or a broken connection

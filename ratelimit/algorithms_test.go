@@ -94,7 +94,7 @@ func TestSlidingWindowSpanBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		ctx := context.Background()
 		type adm struct{ lo, hi time.Time }
 		var got []adm
@@ -184,7 +184,7 @@ func TestGCRABurstThenOnePerInterval(t *testing.T) {
 		wantBurst(t, l, 3, 1, "after one interval")
 		// A batch of 2 needs one more interval than a single permit, and a
 		// refusal leaves the stored timestamp unchanged.
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		before, _ := raw.Get(context.Background(), b.Key("gcra")).Result()
 		wantRetry(t, b, acquire(t, l, 2), 2*iv, 2*iv)
 		after, _ := raw.Get(context.Background(), b.Key("gcra")).Result()
@@ -292,7 +292,7 @@ func TestConcurrencyLeaseRenewedWhileHeldExpiresAfterCrash(t *testing.T) {
 func TestProbeOversizedNegative(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		c := b.Coordinator(t)
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		ctx := context.Background()
 		for _, k := range kinds {
 			t.Run(string(k), func(t *testing.T) {
@@ -393,7 +393,7 @@ func TestIdleStateExpires(t *testing.T) {
 	t.Parallel() // sleeps on real servers: overlap with the other timed tests
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		c := b.Coordinator(t)
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		ctx := context.Background()
 		const d = 300 * time.Millisecond
 		type step struct {
@@ -442,7 +442,7 @@ func TestIdleStateExpires(t *testing.T) {
 func TestConfigMismatchAndBadState(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		c := b.Coordinator(t)
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		ctx := context.Background()
 		for _, k := range kinds {
 			key := "cfg:" + string(k)

@@ -24,7 +24,7 @@ var issueComposite = Composite{Components: []Settings{
 func TestCompositeAdmitsOnlyWhenAllAdmit(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		c := b.Coordinator(t)
 		l, err := NewComposite(c, "comp", issueComposite)
 		if err != nil {
@@ -101,7 +101,7 @@ func TestCompositeAdmitsOnlyWhenAllAdmit(t *testing.T) {
 func TestCompositeMismatch(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		c := b.Coordinator(t)
 		l, err := NewComposite(c, "comp-mm", issueComposite)
 		if err != nil {

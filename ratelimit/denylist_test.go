@@ -54,7 +54,12 @@ func denyFixture(t *testing.T, b *testharness.Backend, key string, opts ...DenyL
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := engine.RateLimitDenyRead.Load(context.Background(), d.e); err != nil {
+	// SCRIPT LOAD as the default user: it is not the library's to send.
+	admin, err := NewDenyList(withClient(t, b, testharness.AdminOf(t, client)), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := engine.RateLimitDenyRead.Load(context.Background(), admin.e); err != nil {
 		t.Fatal(err)
 	}
 	return d, reads, coord
@@ -66,7 +71,7 @@ func denyFixture(t *testing.T, b *testharness.Backend, key string, opts ...DenyL
 func TestDenyListRefusesBeforeCapacity(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		mp := &meterRecorder{adds: map[string]int64{}}
 		c := b.Coordinator(t, coordination.WithMeterProvider(mp))
 		list, err := NewDenyList(c, "deny")

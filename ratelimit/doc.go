@@ -186,6 +186,17 @@
 // restart without persistence resets them. A server clock that jumps moves
 // window and refill boundaries. Statistics are per instance.
 //
+// A server restart without persistence, or eviction of a limiter's key (it
+// has a TTL, so volatile-* policies evict it too), resets its budget: the
+// next decision finds the full limit, and a concurrency limiter's leases
+// are forgotten (all permits free while their holders may still run).
+// Under maxmemory with noeviction a decision fails with the server's OOM
+// error before writing anything (an error reply: with a failure mode other
+// than ReturnError, the mode's answer), while a concurrency acquisition still succeeds (its
+// first write prunes expired leases, and the server then lets the script
+// finish). The README's fault matrix lists every fault with the test that
+// shows it.
+//
 // All limiters and deny lists are safe for concurrent use by multiple
 // goroutines.
 //

@@ -21,7 +21,7 @@ func TestFastPathsAgreeWithTheGeneralPath(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		c := b.Coordinator(t)
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		e, err := engine.Of(c)
 		if err != nil {
 			t.Fatal(err)

@@ -106,7 +106,7 @@ func TestMigrationRules(t *testing.T) {
 func TestUpdateNoOpsAndLimits(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		c := b.Coordinator(t)
 		l := build(t, c, kGCRA, "upd", 3, time.Minute)
 		update(t, l, GCRA{Burst: 4, Interval: time.Minute})

@@ -352,7 +352,9 @@ func TestMemoryPerKey(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		var r [3]byte
 		_, _ = rand.Read(r[:])
-		client := b.Client(t)
+		// MEMORY USAGE, and a prefix of its own: not the least-privilege
+		// user's.
+		client := b.Admin(t)
 		prefix := "m" + hex.EncodeToString(r[:]) + ":" // 8 bytes
 		c, err := coordination.New(client, coordination.WithKeyPrefix(prefix))
 		if err != nil {

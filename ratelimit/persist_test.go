@@ -15,7 +15,7 @@ import (
 func TestEveryPathRestoresTheExpiry(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		const d = 10 * time.Second
 		// The longest a key of each kind (capacity 3, time scale d) may
 		// live: a window (plus a segment), a refill of 3 periods, a burst

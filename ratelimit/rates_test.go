@@ -39,7 +39,7 @@ func TestMillionPerSecondHolds(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		const rate = 1_000_000
 		c := b.Coordinator(t)
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		ctx := context.Background()
 		serverNow := func() time.Time {
 			if b.IsMini() {

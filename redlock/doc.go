@@ -92,6 +92,17 @@
 // (examples/fenced-sql) shows it end to end with SQLite. Where the token
 // must survive failover, use a consensus-backed store (etcd, ZooKeeper).
 //
+// # Restarts, eviction and memory limits
+//
+// A node that restarts without persistence (or evicts the key, or refuses
+// with OOM) forgets its part of the lock; the others are still a quorum,
+// so the lock holds and a second group is refused. A second group gets a
+// quorum only when a majority of the nodes forgot the lock while it was
+// valid: restart nodes one at a time, each after the longest TTL in use
+// (Redlock's delayed restart), or run them with persistence. The README's
+// fault matrix lists every fault with the test that shows it (one node of
+// three under each fault).
+//
 // # Node failures and re-sends
 //
 // go-redis re-sends a command after a lost reply (MaxRetries): the acquire

@@ -95,6 +95,18 @@
 // expired without knowing: stop work when [Lease.Context] is cancelled,
 // and for writes that must never interleave use package fencing.
 //
+// # Restarts, eviction and memory limits
+//
+// A server restart without persistence, or eviction of the key (it has a
+// TTL, so volatile-* policies evict it too), forgets every lease: holders'
+// Verify reports false, their keep-alive reports the lease lost, and a
+// second writer can get in at once. Under maxmemory with noeviction an
+// acquisition still succeeds: its first write prunes expired holders, and
+// the server then lets the script finish. A renewal is refused with the
+// server's OOM error (it moves the holder's deadline with ZADD), so a
+// keep-alive reports the lease lost; a release still works. The README's
+// fault matrix lists every fault with the test that shows it.
+//
 // # Lost replies and re-sends
 //
 // go-redis re-sends a command after a read timeout or a broken connection

@@ -769,7 +769,12 @@ func TestOneCommandPerOperation(t *testing.T) {
 		ctx := context.Background()
 		coord := b.Coordinator(t)
 		client := coord.Client()
-		e, _ := engine.Of(coord)
+		// SCRIPT LOAD as the default user: it is not the library's to send.
+		admin, err := coordination.New(testharness.AdminOf(t, client))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, _ := engine.Of(admin)
 		for _, load := range []func(context.Context, *engine.Engine) error{
 			engine.SemaphoreAcquire.Load, engine.SemaphoreRelease.Load, engine.SemaphoreRefresh.Load,
 			engine.SemaphoreVerify.Load, engine.SemaphoreRead.Load,
@@ -779,6 +784,7 @@ func TestOneCommandPerOperation(t *testing.T) {
 			}
 		}
 		s := newSem(t, coord, 1)
+		testharness.Connect(t, client)
 		counter := testharness.CountCommands(client)
 		one := func(what string, op func() error) { t.Helper(); counter.ExpectOne(t, what, op) }
 		var p *semaphore.Permit

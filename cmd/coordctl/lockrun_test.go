@@ -18,7 +18,7 @@ import (
 func TestLockRunRunsUnderTheLock(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		raw := b.Client(t)
+		raw := b.Raw(t)
 		conn := append(serverArgs(b), "--prefix", b.Prefix())
 		script := `echo "token=$COORD_FENCING_TOKEN key=$COORD_LOCK_KEY"; exit 3`
 		code, out, errOut := runCmd(t, append(append([]string{"lock", "run"}, conn...), "--key", "job", "--", "sh", "-c", script)...)

@@ -250,7 +250,7 @@ func badInput(t *testing.T, b *testharness.Backend, s Spec) {
 
 func prefixAndBinary(t *testing.T, b *testharness.Backend, s Spec) {
 	ctx := context.Background()
-	raw := b.Client(t)
+	raw := b.Raw(t)
 	n := name("bin\x00\xff\n k", "\x01é")
 	steps := s.Scenario(n)
 	if err := steps[0].Run(ctx, b.Coordinator(t)); err != nil {
@@ -285,9 +285,8 @@ func FlushScripts(t testing.TB, c redis.UniversalClient) {
 
 func scriptFlush(t *testing.T, b *testharness.Backend, s Spec) {
 	ctx := context.Background()
-	client := b.Client(t)
-	coord := coordFor(t, b, client)
-	runSteps(t, ctx, coord, s.Scenario(name("fl", "a")), func(int, Step) { FlushScripts(t, client) })
+	admin := b.Admin(t) // SCRIPT FLUSH is not the library's to send
+	runSteps(t, ctx, b.Coordinator(t), s.Scenario(name("fl", "a")), func(int, Step) { FlushScripts(t, admin) })
 }
 
 func lostReply(t *testing.T, b *testharness.Backend, s Spec) {
@@ -306,7 +305,7 @@ func lostReply(t *testing.T, b *testharness.Backend, s Spec) {
 	if err := s.LostReply.Op(ctx, coord, n); err == nil || !coordination.IsAmbiguous(err) {
 		t.Fatalf("operation with a lost reply: %v, want an ambiguous error", err)
 	}
-	raw := b.Client(t)
+	raw := b.Raw(t)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		clean, err := s.LostReply.Clean(ctx, raw, b.Key, n)

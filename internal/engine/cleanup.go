@@ -28,7 +28,8 @@ type cleanups struct {
 // Cleanup runs fn in the background until it succeeds, fails terminally,
 // limit passes (at most [CleanupLimit]; 0 means CleanupLimit) or ctx-less
 // retries run out, retrying transient errors with jittered backoff; each try
-// is bounded by 5 s. It is how every primitive undoes what an ambiguous
+// is bounded by 5 s; its script calls never wait for replica
+// acknowledgements (see [Config.ReplicaAcks]). It is how every primitive undoes what an ambiguous
 // operation may have left, and how a release that failed is retried. When
 // it gives up it counts coordination.cleanup.abandoned{stage, reason} and
 // logs a warning (never keys or tokens). stage names the operation, e.g.
@@ -55,7 +56,7 @@ func (e *Engine) Cleanup(stage string, limit time.Duration, fn func(context.Cont
 		delay := 50 * time.Millisecond
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), min(5*time.Second, max(time.Until(deadline), time.Millisecond)))
-			err := fn(ctx)
+			err := fn(withoutAcks(ctx))
 			cancel()
 			if err == nil {
 				return

@@ -31,6 +31,7 @@ type Engine struct {
 	prefix  string
 	hooks   hooks.Chain
 	resends bool // the client may re-send a command after a lost reply
+	acks    replicaAcks
 	logger  *slog.Logger
 	meter   metric.Meter
 
@@ -38,6 +39,7 @@ type Engine struct {
 	inst     instruments
 	hub      *hub
 	cleanup  cleanups
+	fences   fenceWatch
 }
 
 // Config is what [New] needs besides the client.
@@ -46,6 +48,11 @@ type Config struct {
 	Hooks         []hooks.Hook
 	MeterProvider metric.MeterProvider
 	Logger        *slog.Logger
+	// ReplicaAcks, when above 0, makes every script call wait (WAIT in the
+	// same pipeline) until that many replicas acknowledged its writes, for
+	// at most ReplicaAckTimeout; see [CheckReplicaAcks].
+	ReplicaAcks       int
+	ReplicaAckTimeout time.Duration
 }
 
 // New returns an engine over client. It sends nothing to Redis.
@@ -57,6 +64,7 @@ func New(client redis.UniversalClient, cfg Config) *Engine {
 		resends: resends(client),
 		logger:  cfg.Logger,
 		meter:   cfg.MeterProvider.Meter(ScopeName),
+		acks:    replicaAcks{n: cfg.ReplicaAcks, timeout: cfg.ReplicaAckTimeout},
 	}
 	e.duration = newDurationRecorder(e.meter)
 	e.inst.init(e.meter)

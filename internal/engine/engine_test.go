@@ -199,7 +199,7 @@ func must[T any](v T, err error) func(testing.TB) T {
 func TestServerErrorsMap(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		c := b.Client(t)
+		c := b.Raw(t) // RPUSH to seed a wrong type
 		key := b.Key("list")
 		if err := c.RPush(ctx, key, "x").Err(); err != nil {
 			t.Fatal(err)
@@ -473,7 +473,9 @@ func TestMetricTable(t *testing.T) {
 func TestWatchSharesOneConnection(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		client := b.Client(t, func(o *redis.Options) { o.ClientName = "watch-test" })
+		// CLIENT SETNAME names the connections for CLIENT LIST: not the
+		// least-privilege user's.
+		client := b.Admin(t, func(o *redis.Options) { o.ClientName = "watch-test" })
 		coord, _ := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
 		e := eng(t, coord)
 		before := client.PoolStats().TotalConns
@@ -528,7 +530,7 @@ func TestWatchSharesOneConnection(t *testing.T) {
 
 func pubsubConns(t *testing.T, b *testharness.Backend) int {
 	t.Helper()
-	out, err := b.Client(t).Do(context.Background(), "CLIENT", "LIST", "TYPE", "pubsub").Text()
+	out, err := b.Admin(t).Do(context.Background(), "CLIENT", "LIST", "TYPE", "pubsub").Text()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ var (
 	ErrCapacityMismatch  = errors.New("coordination: capacity mismatch")
 	ErrConfigMismatch    = errors.New("coordination: configuration mismatch")
 	ErrClosed            = errors.New("coordination: closed")
+	ErrNotReplicated     = errors.New("coordination: not acknowledged by enough replicas")
 )
 
 // answers are the errors that are definite answers rather than failures:
@@ -249,7 +250,7 @@ func Classify(err error) ErrorClass {
 		return Transient
 	}
 	var ne net.Error
-	if errors.As(err, &ne) {
+	if errors.As(err, &ne) || errors.Is(err, ErrNotReplicated) {
 		return Transient
 	}
 	return Terminal
@@ -383,7 +384,8 @@ func Describe(err error) string {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return class + ": i/o timeout"
 	}
-	if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrBadState) || errors.Is(err, ErrClosed) {
+	if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrBadState) || errors.Is(err, ErrClosed) ||
+		errors.Is(err, ErrNotReplicated) {
 		return class + ": " + err.Error()
 	}
 	return class + ": " + fmt.Sprintf("%T", err)

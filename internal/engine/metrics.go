@@ -85,6 +85,11 @@ var (
 	// lock's named leases in hash fields).
 	LockMetrics = leaseFamily("lock", "lock", "kind",
 		"Lock acquisitions (TryAcquire or Acquire; TryAcquireField or AcquireField for kind=lease) that found the lock held, counted once per call.")
+	// FencingCounterResets counts tokens that were not above the highest
+	// one the coordinator had seen from the same counter (see
+	// [Engine.NoteFence]).
+	FencingCounterResets = def(Counter, "coordination.fencing.counter_resets", "{acquisition}", "",
+		"Fencing-token acquisitions (fencing locks, leader terms) whose token was not above the highest this coordinator had seen from the same counter: the counter went back (a restart without persistence, a failover that lost increments, eviction, FLUSHALL) and tokens may repeat.")
 	SemaphoreMetrics = leaseFamily("semaphore", "semaphore permit", "",
 		"Semaphore acquisitions (TryAcquire, Acquire and their N forms) that found too few free permits, counted once per call.")
 	// RWLeaseMetrics are the instruments of read-write leases, told apart

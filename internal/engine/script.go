@@ -107,15 +107,29 @@ func scriptKeyPos(keys int) int8 {
 // do sends one command and returns its reply, with a Redis nil reply as a
 // nil value and no error. keyPos is the position of the command's first
 // key for Cluster routing (0: go-redis' default for the command).
+//
+// With replica acknowledgements on ([CheckReplicaAcks]) and outside a
+// background cleanup, the command is followed by WAIT in one pipeline
+// (runAcked). A failure on the network makes a Cluster client reload its
+// slot map (reloadOnFailure).
 func (e *Engine) do(ctx context.Context, args []any, keyPos int8) (any, error) {
-	cmd := redis.NewCmd(ctx, args...)
-	if keyPos > 0 {
-		cmd.SetFirstKeyPos(keyPos)
+	var v any
+	var err error
+	if e.acks.n > 0 && ctx.Value(noAcks{}) == nil {
+		v, err = e.runAcked(ctx, args, keyPos)
+	} else {
+		cmd := redis.NewCmd(ctx, args...)
+		if keyPos > 0 {
+			cmd.SetFirstKeyPos(keyPos)
+		}
+		_ = e.client.Process(ctx, cmd)
+		v, err = cmd.Result()
 	}
-	_ = e.client.Process(ctx, cmd)
-	v, err := cmd.Result()
 	if err == redis.Nil {
 		return nil, nil
+	}
+	if err != nil {
+		e.reloadOnFailure(ctx, err)
 	}
 	return v, err
 }

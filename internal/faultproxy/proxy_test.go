@@ -30,7 +30,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	b := testharness.Get(t, testharness.FirstFlavor(t))
-	return &env{b: b, p: faultproxy.Start(t, b.Server.Addr), direct: b.Client(t)}
+	return &env{b: b, p: faultproxy.Start(t, b.Server.Addr), direct: b.Admin(t)}
 }
 
 // client returns a go-redis client that goes through the proxy (the

@@ -76,6 +76,13 @@ func Acquire(ctx context.Context, e *engine.Engine, r Request) (*engine.Handle, 
 		return nil, "", 0, err
 	}
 	fence, _ := strconv.ParseInt(g.Value, 10, 64) // checked by the decoder
+	if e.NoteFence(r.Keys.Full()[1], fence) {
+		// Not silent: the counter went back and this token may have been
+		// handed out before. The resource's check (newest token wins) is
+		// what keeps a stale holder out.
+		e.Count(engine.FencingCounterResets, nil)
+		e.Logger().Warn("coordination: fencing counter went back; tokens may repeat (restart without persistence, failover, eviction or FLUSHALL)")
+	}
 	return h, token, fence, nil
 }
 

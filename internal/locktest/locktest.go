@@ -254,7 +254,7 @@ func acquireContendRelease(t *testing.T, b *testharness.Backend, s Subject) {
 func expiredOwner(t *testing.T, b *testharness.Backend, s Subject) {
 	ctx := context.Background()
 	c1, c2 := b.Coordinator(t), b.Coordinator(t)
-	raw := b.Client(t)
+	raw := b.Raw(t)
 	old := must(s.Acquire(ctx, c1, "{e}", 60*time.Millisecond, false))(t)
 	b.Advance(120 * time.Millisecond)
 	next := must(s.Acquire(ctx, c2, "{e}", time.Minute, false))(t)
@@ -402,7 +402,7 @@ func localExpiry(t *testing.T, b *testharness.Backend, s Subject) {
 
 func keepAlive(t *testing.T, b *testharness.Backend, s Subject) {
 	ctx := context.Background()
-	raw := b.Client(t)
+	raw := b.Raw(t)
 	h := must(s.Acquire(ctx, b.Coordinator(t), "{k}", 300*time.Millisecond, false))(t)
 	h.KeepAlive()
 	h.KeepAlive() // idempotent
@@ -431,7 +431,7 @@ func keepAlive(t *testing.T, b *testharness.Backend, s Subject) {
 
 func wrongType(t *testing.T, b *testharness.Backend, s Subject) {
 	ctx := context.Background()
-	raw := b.Client(t)
+	raw := b.Raw(t)
 	key := b.Key(s.LeaseKey("{t}"))
 	must(raw.RPush(ctx, key, "x").Result())(t)
 	_, err := s.Acquire(ctx, b.Coordinator(t), "{t}", time.Minute, false)
@@ -552,7 +552,7 @@ func failedRelease(t *testing.T, b *testharness.Backend, s Subject) {
 	if !errors.Is(context.Cause(h.Context()), coordination.ErrReleased) {
 		t.Errorf("context cause after a failed release = %v, want ErrReleased", context.Cause(h.Context()))
 	}
-	waitGone(t, b.Client(t), b.Key(s.LeaseKey("{rel}")), "background release")
+	waitGone(t, b.Raw(t), b.Key(s.LeaseKey("{rel}")), "background release")
 	// Counted once the background retry is done: only the second Release
 	// could send anything now, and it must not.
 	k := testharness.CountCommands(client)
@@ -635,7 +635,7 @@ func lostReplyThenLoading(t *testing.T, b *testharness.Backend, s Subject) {
 			if err == nil || coordination.Classify(err) != coordination.Transient || !coordination.IsAmbiguous(err) {
 				t.Fatalf("acquire: %v, want a transient, ambiguous error", err)
 			}
-			waitGone(t, b.Client(t), b.Key(s.LeaseKey("{ld}")), "cleanup after a lost reply and "+e.Error()[:8])
+			waitGone(t, b.Raw(t), b.Key(s.LeaseKey("{ld}")), "cleanup after a lost reply and "+e.Error()[:8])
 		})
 	}
 }
@@ -662,6 +662,6 @@ func blockingAmbiguity(t *testing.T, b *testharness.Backend, s Subject) {
 	if faults.Hits() < 2 {
 		t.Fatalf("only %d faulted attempts", faults.Hits())
 	}
-	waitGone(t, b.Client(t), b.Key(s.LeaseKey("{ba}")), "cleanup after an ambiguous first attempt")
+	waitGone(t, b.Raw(t), b.Key(s.LeaseKey("{ba}")), "cleanup after an ambiguous first attempt")
 	faults.Clear()
 }

@@ -105,8 +105,32 @@ func (b *Backend) Prefix() string { return b.prefix }
 // test ends. Each call gives a separate client: use two to act as two
 // processes. modify may adjust the options (go-redis Options for
 // standalone and miniredis; for the cluster, the fields shared by
-// ClusterOptions are copied from it).
+// ClusterOptions are copied from it). On the [ACLFlavor] backend it
+// connects as the least-privilege user ([Backend.LeastPrivilege]): use
+// [Backend.Admin] for anything but the library's own commands on keys
+// under [Backend.Prefix].
 func (b *Backend) Client(t testing.TB, modify ...func(*redis.Options)) redis.UniversalClient {
+	t.Helper()
+	if b.LeastPrivilege() {
+		modify = append([]func(*redis.Options){func(o *redis.Options) { o.Username, o.Password = ACLUser, ACLPassword }}, modify...)
+	}
+	return b.client(t, modify...)
+}
+
+// LeastPrivilege reports whether [Backend.Client] connects as the
+// least-privilege user of README.md (on the [ACLFlavor] backend).
+func (b *Backend) LeastPrivilege() bool { return b.Server != nil && b.Server.aclUser }
+
+// Admin returns a new client for the backend as the default (all-powerful)
+// user, closed when the test ends: for inspecting keys, seeding bad state
+// and server commands (CONFIG, CLIENT KILL, DEBUG ...). modify is applied
+// as by [Backend.Client].
+func (b *Backend) Admin(t testing.TB, modify ...func(*redis.Options)) redis.UniversalClient {
+	t.Helper()
+	return b.client(t, modify...)
+}
+
+func (b *Backend) client(t testing.TB, modify ...func(*redis.Options)) redis.UniversalClient {
 	t.Helper()
 	var c redis.UniversalClient
 	switch b.Kind {
@@ -180,9 +204,9 @@ func (b *Backend) Now() time.Time {
 // Key returns the full Redis key (with the test's prefix) for key.
 func (b *Backend) Key(key string) string { return b.prefix + key }
 
-// Raw returns a client with no prefix handling for direct inspection of
+// Raw returns an admin client ([Backend.Admin]) for direct inspection of
 // keys; use [Backend.Key] to name them.
-func (b *Backend) Raw(t testing.TB) redis.UniversalClient { return b.Client(t) }
+func (b *Backend) Raw(t testing.TB) redis.UniversalClient { return b.Admin(t) }
 
 var (
 	mu       sync.Mutex
@@ -202,6 +226,11 @@ func sharedServer(flavor string) (*Server, error) {
 		return nil, err
 	}
 	s, err := startServer(flavor, false)
+	if err == nil && flavor == ACLFlavor {
+		if err = createACLUser(s); err != nil {
+			s.close()
+		}
+	}
 	if err != nil {
 		failed[flavor] = err
 		return nil, err

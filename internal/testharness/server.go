@@ -27,6 +27,8 @@ type Server struct {
 	dir    string
 	args   []string
 
+	aclUser bool // the shared server of ACLFlavor: clients of its backend connect as ACLUser
+
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	exit chan struct{}
@@ -59,6 +61,19 @@ func freePort(withBus bool) (int, error) {
 // startServer starts a server of flavor with extra arguments, retrying on a
 // port clash, and waits until it answers PING.
 func startServer(flavor string, withBus bool, extra ...string) (*Server, error) {
+	return startProcess(flavor, withBus, func(port int, dir string) ([]string, error) {
+		return append([]string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--logfile", filepath.Join(dir, "server.log"), "--daemonize", "no",
+			"--repl-diskless-sync-delay", "0", "--enable-debug-command", "local",
+		}, extra...), nil
+	})
+}
+
+// startProcess starts the server binary of flavor with the arguments args
+// returns for a free port and a fresh folder, retrying on a port clash, and
+// waits until it answers PING.
+func startProcess(flavor string, withBus bool, args func(port int, dir string) ([]string, error)) (*Server, error) {
 	server, cli, ok := binaries(flavor)
 	if !ok {
 		return nil, errMissing{flavor}
@@ -74,11 +89,10 @@ func startServer(flavor string, withBus bool, extra ...string) (*Server, error) 
 			return nil, err
 		}
 		s := &Server{Flavor: flavor, Port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), server: server, cli: cli, dir: dir}
-		s.args = append([]string{
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", dir, "--logfile", filepath.Join(dir, "server.log"), "--daemonize", "no",
-			"--repl-diskless-sync-delay", "0", "--enable-debug-command", "local",
-		}, extra...)
+		if s.args, err = args(port, dir); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
 		if err := s.start(); err != nil {
 			last = err
 			_ = os.RemoveAll(dir)
@@ -116,9 +130,16 @@ func (s *Server) start() error {
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		err := c.Ping(ctx).Err()
+		info, err := c.Info(ctx, "server").Result()
 		cancel()
 		if err == nil {
+			// The answer must come from this process: another test's server
+			// may own the port (one restarted on it after this one found it
+			// free), and this one then exits failing to bind.
+			if !strings.Contains(info, "process_id:"+strconv.Itoa(cmd.Process.Pid)+"\r") {
+				s.Kill()
+				return fmt.Errorf("testharness: %s: port %d answered by another process", s.Flavor, s.Port)
+			}
 			return nil
 		}
 		time.Sleep(20 * time.Millisecond)

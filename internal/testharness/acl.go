@@ -1,0 +1,136 @@
+package testharness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ACLFlavor is the backend whose behavioural tests run as the
+// least-privilege user of README.md's "Least privilege" section: on it,
+// [Backend.Client] (and so [Backend.Coordinator]) connects as that user,
+// created on the shared server with exactly the README's ACL line, the key
+// pattern and channel pattern given for the test prefix "t:". Tests that
+// need other commands (CONFIG, CLIENT KILL, DEBUG, FLUSHALL, a key outside
+// the prefix ...) use [Backend.Admin].
+const ACLFlavor = "redis8"
+
+// ACLUser and ACLPassword are the least-privilege user's credentials on
+// the [ACLFlavor] backend.
+const (
+	ACLUser     = "coord"
+	ACLPassword = "coord-least-privilege"
+)
+
+// ACLPrefix is what the README's <prefix> placeholder stands for in the
+// tests: every test key starts with it ([Backend.Prefix]).
+const ACLPrefix = "t:"
+
+// ACLLine returns README.md's ACL SETUSER line (the one line of the
+// "Least privilege" section's code block that starts with it), as written.
+func ACLLine() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("testharness: cannot locate README.md")
+	}
+	readme, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "README.md"))
+	if err != nil {
+		return "", err
+	}
+	var found []string
+	for _, line := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(line, "ACL SETUSER ") {
+			found = append(found, line)
+		}
+	}
+	if len(found) != 1 {
+		return "", fmt.Errorf("testharness: README.md has %d lines starting with \"ACL SETUSER \", want 1", len(found))
+	}
+	return found[0], nil
+}
+
+// ACLRules returns the rules of the README's ACL line (after the user
+// name) with <password> and <prefix> replaced for the tests.
+func ACLRules() ([]string, error) {
+	line, err := ACLLine()
+	if err != nil {
+		return nil, err
+	}
+	f := strings.Fields(line)
+	if len(f) < 4 {
+		return nil, fmt.Errorf("testharness: README's ACL line is too short: %q", line)
+	}
+	r := strings.NewReplacer("<password>", ACLPassword, "<prefix>", ACLPrefix)
+	rules := make([]string, 0, len(f)-3)
+	for _, x := range f[3:] {
+		rules = append(rules, r.Replace(x))
+	}
+	return rules, nil
+}
+
+// createACLUser creates [ACLUser] on s with the README's rules.
+func createACLUser(s *Server) error {
+	rules, err := ACLRules()
+	if err != nil {
+		return err
+	}
+	c := redis.NewClient(s.Options())
+	defer c.Close()
+	args := []any{"ACL", "SETUSER", ACLUser, "reset"}
+	for _, r := range rules {
+		args = append(args, r)
+	}
+	if err := c.Do(context.Background(), args...).Err(); err != nil {
+		return fmt.Errorf("testharness: creating the least-privilege user on %s: %w", s.Flavor, err)
+	}
+	s.aclUser = true
+	return nil
+}
+
+// AdminOf returns a new client to the same server (or cluster) as c that
+// connects as the default user, closed when the test ends: for a test
+// helper that gets only the library's client and must send what the
+// least-privilege user may not (SCRIPT LOAD, CONFIG ...).
+func AdminOf(t testing.TB, c redis.UniversalClient) redis.UniversalClient {
+	t.Helper()
+	var admin redis.UniversalClient
+	switch v := c.(type) {
+	case *redis.Client:
+		o := v.Options()
+		admin = redis.NewClient(&redis.Options{Addr: o.Addr, DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout,
+			WriteTimeout: o.WriteTimeout, Protocol: o.Protocol})
+	case *redis.ClusterClient:
+		o := v.Options()
+		admin = redis.NewClusterClient(&redis.ClusterOptions{Addrs: o.Addrs, DialTimeout: o.DialTimeout,
+			ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, Protocol: o.Protocol})
+	default:
+		t.Fatalf("testharness.AdminOf: unsupported client %T", c)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
+	return admin
+}
+
+// Connect makes c open a connection to every server it talks to (every
+// primary of a cluster) with a PING, so that a later command counted with
+// [CountCommands] is not preceded by go-redis' connection handshake (after
+// scripts were loaded through another client, [AdminOf]).
+func Connect(t testing.TB, c redis.UniversalClient) {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		err = cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return n.Ping(ctx).Err() })
+	} else {
+		err = c.Ping(ctx).Err()
+	}
+	if err != nil {
+		t.Fatalf("testharness.Connect: %v", err)
+	}
+}
