@@ -330,7 +330,7 @@ func nonOwnerRelease(t *testing.T, c *cluster) {
 // off, the quorum needs that node.
 func lostReplyOneToken(t *testing.T, c *cluster) {
 	ctx := context.Background()
-	g := c.group(redlock.WithNodeTimeout(300 * time.Millisecond))
+	g := c.group(redlock.WithNodeTimeout(nodeTimeout))
 	warm, err := g.TryAcquire(ctx, "lost-warm", time.Minute) // scripts cached on every node
 	if err != nil {
 		t.Fatal(err)
