@@ -15,6 +15,12 @@ import (
 	"github.com/coordkit/coordination/redlock"
 )
 
+// nodeTimeout is the node timeout of groups whose test is not about the
+// timeout: generous, so that a node answering late on a loaded machine
+// (CI runs packages in parallel under -race) does not count as failed, and
+// short enough for the steps that wait for a cut-off node.
+const nodeTimeout = 500 * time.Millisecond
+
 // cluster is N independent nodes for one test: each a server (miniredis or
 // a dedicated real one) behind its own fault proxy, a direct client per
 // server for assertions, and a key prefix.
