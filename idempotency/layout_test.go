@@ -65,7 +65,9 @@ func TestCompletedClaimMemory(t *testing.T) {
 		ctx := t.Context()
 		// A short prefix of our own, so that the key is 40 bytes.
 		prefix := "mem:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
-		coord, err := coordination.New(b.Client(t), coordination.WithKeyPrefix(prefix))
+		// The admin client: the prefix is outside the least-privilege
+		// user's key pattern.
+		coord, err := coordination.New(b.Admin(t), coordination.WithKeyPrefix(prefix))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +83,7 @@ func TestCompletedClaimMemory(t *testing.T) {
 		if ok, err := store.Complete(ctx, name, c.Owner, []byte(strings.Repeat("r", 100))); err != nil || !ok {
 			t.Fatalf("Complete = %v, %v", ok, err)
 		}
-		raw := b.Client(t)
+		raw := b.Admin(t)
 		defer raw.Del(ctx, prefix+name)
 		n, err := raw.MemoryUsage(ctx, prefix+name, 0).Result()
 		if err != nil {

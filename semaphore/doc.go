@@ -101,11 +101,11 @@
 // TTL, so volatile-* policies evict it too), forgets every permit:
 // holders' Verify reports false, their keep-alive reports the permit lost,
 // and Capacity new permits can be taken at once while the old holders may
-// still be working. Under maxmemory with noeviction an acquisition still
-// succeeds: its first write prunes expired holders, and the server then
-// lets the script finish. A renewal is refused with the server's OOM error
-// (it moves the holder's deadline with ZADD), so a keep-alive reports the
-// permit lost; a release still works. The README's fault matrix lists
+// still be working. Under maxmemory with noeviction an acquisition is
+// refused with the server's OOM error (terminal, not ambiguous) before it
+// writes anything. A renewal is refused the same way (it moves the
+// holder's deadline with ZADD), so a keep-alive reports the permit lost; a
+// release still works. The README's fault matrix lists
 // every fault with the test that shows it.
 //
 // # Lost replies and failed releases

@@ -280,7 +280,7 @@ func TestInspectGolden(t *testing.T) {
 // Unknown and corrupt layouts: a clear message and exit 1, never a panic.
 func TestInspectUnknownAndCorrupt(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
-		raw := b.Client(t)
+		raw := b.Admin(t) // writes other types than the library's
 		ctx := context.Background()
 		set := func(k string, f func(k string) error) string {
 			if err := f(b.Key(k)); err != nil {

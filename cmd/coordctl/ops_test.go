@@ -116,7 +116,7 @@ func TestDenylist(t *testing.T) {
 		expect(t, exitOK, "tenant:1: allowed", cmdline(b, "denylist remove", "--key", "deny", "tenant:1")...)
 		expect(t, exitOK, "tenant:1: allowed", cmdline(b, "denylist check", "--key", "deny", "tenant:1")...)
 		expect(t, exitRefused, "tenant:2: denied", cmdline(b, "denylist check", "--key", "deny", "tenant:2")...)
-		if n := b.Client(t).SCard(context.Background(), b.Key("deny")).Val(); n != 1 {
+		if n := b.Admin(t).SCard(context.Background(), b.Key("deny")).Val(); n != 1 {
 			t.Fatalf("SCARD = %d, want 1", n)
 		}
 		expect(t, exitUsage, "exactly 1", cmdline(b, "denylist check", "--key", "deny", "a", "b")...)

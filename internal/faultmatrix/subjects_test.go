@@ -202,7 +202,7 @@ func subjects() []subject {
 			restart: "forgotten: holder's Verify false, a second writer", evict: "evicted: holder's Verify false, a second writer",
 		},
 		{
-			name: "semaphore", kind: leaseKind, key: "m", keys: []string{"m"}, oomGranted: true,
+			name: "semaphore", kind: leaseKind, key: "m", keys: []string{"m"},
 			take: func(ctx context.Context, w *world) (string, error) {
 				p, err := must(semaphore.New(w.coord[0], "m", 1))(w.t).TryAcquire(ctx, time.Minute)
 				w.held = p

@@ -77,7 +77,7 @@ var rigs atomic.Int64
 // newRig starts proxies in front of b's servers.
 func newRig(t testing.TB, b *testharness.Backend, what string) *rig {
 	t.Helper()
-	r := &rig{t: t, b: b, name: fmt.Sprintf("hist-%d", rigs.Add(1)), prefix: b.Prefix() + what + ":", raw: b.Client(t)}
+	r := &rig{t: t, b: b, name: fmt.Sprintf("hist-%d", rigs.Add(1)), prefix: b.Prefix() + what + ":", raw: b.Admin(t)}
 	var addrs []string
 	switch {
 	case b.IsCluster():

@@ -109,7 +109,7 @@ func fill(v string) func(ctx context.Context, c redis.UniversalClient, key, typ 
 func CorruptionTest(t *testing.T, b *Backend, setup func(t *testing.T, coord *coordination.Coordinator) []CorruptOp, allowed func(err error) bool) {
 	t.Helper()
 	ctx := context.Background()
-	raw := b.Client(t)
+	raw := b.Admin(t) // SCAN and writing garbage need more than the least-privilege user
 	// One run without damage learns the keys the primitive writes.
 	base := coordination.WithKeyPrefix(b.Prefix() + "c0:")
 	coord, err := coordination.New(b.Client(t), base)
