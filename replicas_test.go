@@ -102,7 +102,13 @@ func TestReplicaAcks(t *testing.T) {
 		t.Cleanup(func() { _ = rdb.Close() })
 		rec := &pipelines{}
 		rdb.AddHook(rec)
-		coord, err := coordination.New(rdb, coordination.WithReplicaAcks(1, 300*time.Millisecond))
+		// A generous timeout where the replica is up (a loaded machine
+		// delays its acknowledgement), 300 ms where it is stopped.
+		coord, err := coordination.New(rdb, coordination.WithReplicaAcks(1, 1500*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		short, err := coordination.New(rdb, coordination.WithReplicaAcks(1, 300*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +146,7 @@ func TestReplicaAcks(t *testing.T) {
 
 		replica.Pause()
 		start := time.Now()
-		_, err = lock.TryAcquire(ctx, coord, "unacked", time.Minute)
+		_, err = lock.TryAcquire(ctx, short, "unacked", time.Minute)
 		took := time.Since(start)
 		replica.Resume()
 		if !errors.Is(err, coordination.ErrNotReplicated) || !coordination.IsAmbiguous(err) ||

@@ -71,6 +71,13 @@ elseif (forever and redis.call('ZCOUNT', key, '+inf', '+inf') == 0) or
   redis.call('PEXPIREAT', key, top[2])
 else
   -- A key without a TTL holds a permit without expiry: GT keeps it so.
-  redis.call('PEXPIREAT', key, score, 'GT')
+  -- When GT changed nothing, a key left without a TTL by an operator
+  -- (PERSIST, a RESTORE without TTL) while no permit lacks an expiry gets
+  -- its TTL back: the latest permit's.
+  if redis.call('PEXPIREAT', key, score, 'GT') == 0 and redis.call('PEXPIRETIME', key) == -1 and
+      redis.call('ZCOUNT', key, '+inf', '+inf') == 0 then
+    local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    redis.call('PEXPIREAT', key, top[2])
+  end
 end
 return 1

@@ -116,12 +116,17 @@ func ExampleWithFencing() {
 	coords, done := threeNodes()
 	defer done()
 	ctx := context.Background()
-	g, err := redlock.New(coords, redlock.WithFencing(0), redlock.WithNodeTimeout(200*time.Millisecond))
+	g, err := redlock.New(coords, redlock.WithFencing(0))
 	if err != nil {
 		log.Fatal(err)
 	}
 	for range 2 {
-		l, err := g.TryAcquire(ctx, "{invoice:42}", 10*time.Second)
+		// Acquire waits while a node still holds the previous lock: a
+		// release returns once a quorum confirmed it, and the others
+		// follow.
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		l, err := g.Acquire(actx, "{invoice:42}", 10*time.Second)
+		cancel()
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -498,6 +498,10 @@ func (g *Group) round(ctx context.Context, key string, ttl time.Duration, ms int
 		return nil, 0, fmt.Errorf("redlock: %w: a quorum granted the lock after %v, leaving no validity of the %v TTL",
 			engine.ErrNotAcquired, elapsed.Round(time.Millisecond), ttl)
 	}
+	if f >= 0 && rs[f].state == no && count(rs, yes) >= g.quorum {
+		return nil, retryAfter(rs, g.quorum), &splitError{granted: count(rs, yes), err: fmt.Errorf("redlock: %w: granted by %d of %d nodes, but the fencing node %d holds another lock",
+			engine.ErrNotAcquired, count(rs, yes), len(g.nodes), f)}
+	}
 	return nil, retryAfter(rs, g.quorum), &splitError{granted: count(rs, yes), err: fmt.Errorf("redlock: %w: granted by %d of %d nodes, %d needed",
 		engine.ErrNotAcquired, count(rs, yes), len(g.nodes), g.quorum)}
 }

@@ -996,3 +996,37 @@ func TestBinaryKeyAndPrefix(t *testing.T) {
 		}
 	})
 }
+
+// A key whose TTL an operator removed (PERSIST) while every permit has an
+// expiry gets its TTL back from the next acquisition or renewal, so that
+// it cannot outlive its permits.
+func TestPersistedKeyGetsItsTTLBack(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		s := newSem(t, b.Coordinator(t), 4)
+		ttlAfter := func(what string, f func() error) {
+			t.Helper()
+			if err := raw.Persist(ctx, b.Key(key)).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := f(); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			d, err := raw.PTTL(ctx, b.Key(key)).Result()
+			if err != nil || d <= 0 || d > time.Minute {
+				t.Fatalf("after PERSIST and %s: PTTL = %v, %v; want the latest permit's (at most 1m)", what, d, err)
+			}
+		}
+		p1, err := s.TryAcquire(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A shorter permit: GT alone would leave the key without a TTL.
+		ttlAfter("an acquisition", func() error { _, err := s.TryAcquire(ctx, 10*time.Second); return err })
+		ttlAfter("a renewal", func() error { _, err := p1.Refresh(ctx, 30*time.Second); return err })
+		if got := members(t, b, raw); len(got) != 2 {
+			t.Fatalf("permits %v, want 2", got)
+		}
+	})
+}
