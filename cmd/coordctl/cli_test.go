@@ -159,6 +159,18 @@ func TestNoPasswordInAnyOutput(t *testing.T) {
 		{"no password", []string{"--redis", "redis://" + addr + "/0"}, "", exitConn, "wants a password (NOAUTH): give it in the URL, e.g. --redis redis://user:PASSWORD@"},
 		{"wrong password", []string{"--redis", "redis://default:" + pw + "@" + addr + "/0"}, "", exitConn, "refused the user name or password (WRONGPASS)"},
 		{"wrong password, env", nil, "redis://default:" + pw + "@" + addr + "/0", exitConn, "WRONGPASS"},
+		// Query strings: go-redis reads no password there, but a user may try.
+		{"query password", []string{"--redis", "redis://:" + pw + "@127.0.0.1:1/0?password=zzetLeak"}, "", exitUsage, "?password=xxxxx: unexpected option: password"},
+		{"query sentinel_password", []string{"--redis", "redis://127.0.0.1:1/0?db=0&sentinel_password=" + pw}, "", exitUsage, "?db=0&sentinel_password=xxxxx"},
+		{"query unknown", []string{"--redis", "redis://127.0.0.1:1/0?pasword=zzet"}, "", exitUsage, "pasword=xxxxx"},
+		// user:password@ where --cluster and --sentinel take none.
+		{"cluster userinfo without scheme", []string{"--cluster", ":" + pw + "@127.0.0.1:1"}, "", exitUsage, "--cluster: a user:PASSWORD@ part needs redis:// or rediss://"},
+		{"cluster userinfo in an item", []string{"--cluster", "redis://127.0.0.1:1,bob:" + pw + "@127.0.0.1:2"}, "", exitUsage, `the address "bob:xxxxx@127.0.0.1:2" carries a user:PASSWORD@ part`},
+		{"cluster userinfo in a later item", []string{"--cluster", "redis://u:zzet@127.0.0.1:1,bob:" + pw + "@127.0.0.1:2"}, "", exitUsage, `"bob:xxxxx@127.0.0.1:2"`},
+		{"sentinel userinfo without scheme", []string{"--sentinel", "bob:" + pw + "@mym@127.0.0.1:1"}, "", exitUsage, "--sentinel: a user:PASSWORD@ part needs redis://"},
+		{"sentinel userinfo in an item", []string{"--sentinel=mym@127.0.0.1:1,:" + pw + "@127.0.0.1:2"}, "", exitUsage, `the address ":xxxxx@127.0.0.1:2"`},
+		// A URL naming a database the server does not have is a bad URL.
+		{"db out of range", []string{"--redis", "redis://default:right@" + addr + "/99"}, "", exitUsage, "the server has no database 99"},
 	}
 	for _, st := range stages {
 		t.Run(st.name, func(t *testing.T) {
@@ -184,5 +196,26 @@ func TestNoPasswordInAnyOutput(t *testing.T) {
 	code, out, errOut := runCmd(t, "leader", "status", "--redis", "redis://default:right@"+addr+"/0", "--key", "k")
 	if code != exitRefused || !strings.Contains(out, "no leader") || strings.Contains(out+errOut, "right@") {
 		t.Fatalf("right password: %d %q %q", code, out, errOut)
+	}
+}
+
+// A Sentinel master name is not a password: it is shown, not masked (it
+// was once taken for a password, having an '@' after it). The plain server
+// answers SENTINEL with an error that quotes the name.
+func TestSentinelMasterNameShown(t *testing.T) {
+	t.Setenv(cliconn.EnvURL, "")
+	srv := testharness.StartStandalone(t, testharness.FirstFlavor(t))
+	for _, v := range []string{"mymastername@" + srv.Addr, "redis://mymastername@" + srv.Addr} {
+		code, out, errOut := runCmd(t, "inspect", "k", "--sentinel", v)
+		if code != exitConn || !strings.Contains(errOut, "'mymastername'") || strings.Contains(out+errOut, "xxxxx") {
+			t.Errorf("--sentinel %s: exit %d, stderr %q; want 3 and the master name shown", v, code, errOut)
+		}
+	}
+	if got := secretsOf([]string{"inspect", "--sentinel", "mym@h:1", "--cluster=h:1", "--redis", "redis://h:1/0"}, ""); len(got) != 0 {
+		t.Errorf("secretsOf found secrets where there are none: %q", got)
+	}
+	got := secretsOf([]string{"--sentinel", "rediss://u:pw1@mym@h:1", "-cluster", ":pw2@h:1", "--redis=redis://:pw3@h:1/0?password=pw4"}, "redis://x:pw5@h:1")
+	if strings.Join(got, ",") != "pw1,pw2,pw3,pw4,pw5" {
+		t.Errorf("secretsOf = %q", got)
 	}
 }

@@ -311,14 +311,29 @@ func (r redactor) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// secretsOf collects the passwords in coordctl's arguments (values of
-// --redis, --cluster and --sentinel: every URL-like argument before --) and in
-// $COORD_REDIS_URL.
+// secretsOf collects the passwords in coordctl's arguments (the values of
+// --redis, --cluster and --sentinel, each read as what it is, and any
+// other URL-like argument before --) and in $COORD_REDIS_URL.
 func secretsOf(args []string, env string) []string {
+	kinds := map[string]func(string) []string{
+		"redis": cliconn.SecretsIn, "cluster": cliconn.ClusterSecrets, "sentinel": cliconn.SentinelSecrets,
+	}
 	var out []string
-	for _, a := range args {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
 		if a == "--" {
 			break
+		}
+		if strings.HasPrefix(a, "-") {
+			name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if f, ok := kinds[name]; ok {
+				if !hasVal && i+1 < len(args) {
+					i++
+					val = args[i]
+				}
+				out = append(out, f(val)...)
+				continue
+			}
 		}
 		if strings.Contains(a, "://") {
 			out = append(out, cliconn.SecretsIn(a)...)
