@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -102,6 +103,12 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 		{[]string{"leader", "status", "--key", "k"}, "no server: give --redis URL (e.g. --redis redis://user:PASSWORD@127.0.0.1:6379/0), --cluster or --sentinel, or set COORD_REDIS_URL"},
 		{[]string{"inspect", "k", "--redis", "redis://h:1/0", "extra"}, "give one KEY"},
 		{[]string{"denylist", "check", "--key", "d", "a", "--bogus"}, "unknown flag --bogus"},
+		// A duration given must be positive (never quietly "not given").
+		{[]string{"latch", "create", "--key", "k", "--count", "1", "--deadline", "-1s"}, "--deadline must be positive, got -1s; e.g. --deadline 30s"},
+		{[]string{"latch", "create", "--key", "k", "--count", "1", "--deadline", "0"}, "--deadline must be positive, got 0s"},
+		{[]string{"ratelimit", "try", "--key", "k", "--algorithm", "fixed-window", "--limit", "1", "--window", "-1s"}, "--window must be positive, got -1s"},
+		{[]string{"latch", "wait", "--key", "k", "--timeout", "-1s"}, "--timeout must not be negative, got -1s"},
+		{[]string{"leader", "status", "--key", "k", "--watch", "--poll=0s"}, "--poll must be positive, got 0s"},
 	} {
 		code, out, errOut := runCmd(t, c.args...)
 		if code != exitUsage || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, c.want) {
@@ -217,5 +224,48 @@ func TestSentinelMasterNameShown(t *testing.T) {
 	got := secretsOf([]string{"--sentinel", "rediss://u:pw1@mym@h:1", "-cluster", ":pw2@h:1", "--redis=redis://:pw3@h:1/0?password=pw4"}, "redis://x:pw5@h:1")
 	if strings.Join(got, ",") != "pw1,pw2,pw3,pw4,pw5" {
 		t.Errorf("secretsOf = %q", got)
+	}
+}
+
+// Every duration flag of every command refuses a negative value, and 0
+// unless 0 has a documented meaning (--timeout 0: wait forever; --grace 0:
+// SIGKILL at once): exit 2, one line naming the flag, before connecting.
+func TestEveryDurationFlagRefusesNegative(t *testing.T) {
+	t.Setenv(cliconn.EnvURL, "")
+	zeroOK := map[string]bool{"timeout": true, "grace": true}
+	n := 0
+	for _, name := range commandNames() {
+		_, help, _ := runCmd(t, append(strings.Fields(name), "--help")...)
+		for line := range strings.SplitSeq(help, "\n") {
+			f, ok := strings.CutPrefix(line, "  --")
+			if !ok || !strings.HasSuffix(f, " duration") {
+				continue
+			}
+			f = strings.TrimSuffix(f, " duration")
+			for _, v := range []string{"-1s", "0"} {
+				n++
+				// After the minimal flags (which may set it too), before any "--".
+				minimal := minimalArgs[name]
+				i := slices.Index(minimal, "--")
+				if i < 0 {
+					i = len(minimal)
+				}
+				args := append(strings.Fields(name), minimal[:i]...)
+				args = append(append(args, "--"+f, v), minimal[i:]...)
+				code, _, errOut := runCmd(t, args...)
+				if v == "0" && zeroOK[f] {
+					if strings.Contains(errOut, "--"+f+" must") {
+						t.Errorf("coordctl %s --%s 0 refused: %q", name, f, errOut)
+					}
+					continue
+				}
+				if code != exitUsage || !strings.Contains(errOut, "--"+f+" must") || strings.Count(errOut, "\n") != 1 {
+					t.Errorf("coordctl %s --%s %s: exit %d, stderr %q; want 2 and one line naming --%s", name, f, v, code, errOut, f)
+				}
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d duration flag cases found in the --help texts", n)
 	}
 }

@@ -108,6 +108,43 @@ type cmdFlags struct {
 	pos    []string
 	stdout io.Writer
 	stderr io.Writer
+	// zeroOK names the duration flags for which an explicit 0 means
+	// something (--timeout 0: wait forever); every other duration given
+	// on the command line must be positive.
+	zeroOK map[string]bool
+}
+
+// allowZero lets duration flag name be given as 0 (its documented
+// meaning); a negative value is still refused.
+func (c *cmdFlags) allowZero(name string) {
+	if c.zeroOK == nil {
+		c.zeroOK = map[string]bool{}
+	}
+	c.zeroOK[name] = true
+}
+
+// checkDurations refuses a duration flag given on the command line as a
+// negative value, or as 0 where 0 has no meaning: the library would
+// refuse it (latch.WithDeadline), or coordctl would quietly treat it as
+// "not given".
+func (c *cmdFlags) checkDurations() error {
+	var err error
+	c.Visit(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if !ok || err != nil {
+			return
+		}
+		d, ok := g.Get().(time.Duration)
+		if !ok || d > 0 || (d == 0 && c.zeroOK[f.Name]) {
+			return
+		}
+		what := "must be positive"
+		if c.zeroOK[f.Name] {
+			what = "must not be negative"
+		}
+		err = fmt.Errorf("--%s %s, got %v; e.g. --%s %s", f.Name, what, d, f.Name, c.exampleValue(f.Name))
+	})
+	return err
 }
 
 // newFlags returns the flag set of subcommand name. usage is the synopsis
@@ -149,7 +186,12 @@ func indent(s string) string {
 func (c *cmdFlags) parse(args []string) (int, bool) {
 	err := c.parseInterspersed(args)
 	if err == nil {
-		return 0, true
+		err = c.checkDurations()
+		if err == nil {
+			return 0, true
+		}
+		c.usagef("%v", err)
+		return exitUsage, false
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		c.help()

@@ -280,7 +280,7 @@ Exit status: 0 done; 1 not a latch; 2 bad usage; 3 the server cannot be reached.
 coordctl repair latch --key batch:42:done --delete`)
 	key := fs.String("key", "", "latch key; required")
 	reset := fs.Int64("reset", -1, "replace the latch with a new generation of this count")
-	deadline := fs.Duration("deadline", 0, "with --reset: the new generation's deadline (0: none)")
+	deadline := fs.Duration("deadline", 0, "with --reset: the new generation's deadline (omit: none)")
 	del := fs.Bool("delete", false, "delete the latch")
 	return oneShot(fs, args, key, 0, func() int {
 		if (*reset >= 0) == *del {
