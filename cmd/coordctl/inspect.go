@@ -67,6 +67,14 @@ coordctl inspect --prefix myapp: --scan 'limits:*' --json`)
 		return fail(stderr, fs.name, err)
 	}
 	r := decode(s)
+	if r.Kind == kindMissing {
+		if *asJSON {
+			b, _ := json.Marshal(r)
+			fmt.Fprintln(stdout, string(b))
+		}
+		fmt.Fprintf(stderr, "coordctl inspect: no such key %q\n", r.Key)
+		return exitRefused
+	}
 	if *asJSON {
 		b, _ := json.Marshal(r)
 		fmt.Fprintln(stdout, string(b))

@@ -35,6 +35,9 @@ func init() {
 // errWrongKind is a key that holds another kind than the command expects.
 var errWrongKind = errors.New("wrong kind of key")
 
+// errNoKey is a key that does not exist.
+var errNoKey = errors.New("no such key")
+
 // expectKind fetches key and checks that it holds one of kinds. The error
 // wraps errWrongKind, saying what the key holds.
 func expectKind(ctx context.Context, c redis.Cmdable, key string, kinds ...string) (*report, error) {
@@ -45,7 +48,7 @@ func expectKind(ctx context.Context, c redis.Cmdable, key string, kinds ...strin
 	r := decode(s)
 	if !slices.Contains(kinds, r.Kind) {
 		if r.Kind == kindMissing {
-			return r, fmt.Errorf("%w: no key %q", errWrongKind, key)
+			return r, fmt.Errorf("%w %q", errNoKey, key)
 		}
 		return r, fmt.Errorf("%w: %q holds a %s, not a %s (see coordctl inspect)", errWrongKind, key, r.Kind, strings.Join(kinds, " or "))
 	}
@@ -84,9 +87,9 @@ func guarded(ctx context.Context, c redis.UniversalClient, key string, kinds []s
 }
 
 // refusal prints err for a command and returns its exit status: 1 for a
-// key of another kind (or a refused repair), else fail's.
+// missing key, a key of another kind (or a refused repair), else fail's.
 func refusal(stderr io.Writer, name string, err error) int {
-	if errors.Is(err, errWrongKind) || errors.Is(err, errRefused) {
+	if errors.Is(err, errWrongKind) || errors.Is(err, errNoKey) || errors.Is(err, errRefused) {
 		fmt.Fprintf(stderr, "coordctl %s: %v\n", name, err)
 		return exitRefused
 	}

@@ -34,7 +34,7 @@ func TestIdempotencyShowAndForget(t *testing.T) {
 		}
 		expect(t, exitRefused, "is completed, not pending", cmdline(b, "repair claim", "--key", "pay:1")...)
 		expect(t, exitOK, "deleted the completed claim", cmdline(b, "idempotency forget", "--key", "pay:1")...)
-		expect(t, exitRefused, "no key", cmdline(b, "idempotency show", "--key", "pay:1")...)
+		expect(t, exitRefused, "no such key", cmdline(b, "idempotency show", "--key", "pay:1")...)
 		// An orphaned claim: repair claim deletes it; the next Begin starts.
 		if _, err := st.Begin(ctx, "pay:2", time.Hour); err != nil {
 			t.Fatal(err)
@@ -126,7 +126,7 @@ func TestRepairLatch(t *testing.T) {
 		expect(t, exitOK, "with generation 2, count 1", cmdline(b, "repair latch", "--key", "broken", "--reset", "1")...)
 		expect(t, exitOK, "0 left", cmdline(b, "latch countdown", "--key", "broken")...)
 		expect(t, exitOK, "deleted the latch", cmdline(b, "repair latch", "--key", "broken", "--delete")...)
-		expect(t, exitRefused, "no key", cmdline(b, "repair latch", "--key", "broken", "--delete")...)
+		expect(t, exitRefused, "no such key", cmdline(b, "repair latch", "--key", "broken", "--delete")...)
 		sem, _ := semaphore.New(coord, "sem", 1)
 		p, err := sem.TryAcquire(ctx, time.Hour)
 		if err != nil {
@@ -135,5 +135,35 @@ func TestRepairLatch(t *testing.T) {
 		defer p.Release(ctx)
 		expect(t, exitRefused, "holds a semaphore, not a latch", cmdline(b, "repair latch", "--key", "sem", "--reset", "1")...)
 		expect(t, exitUsage, "give --reset N or --delete", cmdline(b, "repair latch", "--key", "sem")...)
+	})
+}
+
+// A missing key is said in one line, "no such key", exit 1, by every
+// command that reads a key of a kind: it is neither corrupt nor of
+// another kind.
+func TestMissingKeyOneLine(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		for _, args := range [][]string{
+			{"inspect", "nokey"},
+			{"idempotency show", "--key", "nokey"},
+			{"idempotency show", "--key", "nokey", "--result"},
+			{"idempotency forget", "--key", "nokey"},
+			{"repair claim", "--key", "nokey"},
+			{"repair latch", "--key", "nokey", "--delete"},
+			{"repair latch", "--key", "nokey", "--reset", "1"},
+			{"repair semaphore", "--key", "nokey", "--list"},
+			{"repair semaphore", "--key", "nokey", "--permit", "abc"},
+		} {
+			code, out, errOut := runCmd(t, cmdline(b, args[0], args[1:]...)...)
+			if code != exitRefused || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, `no such key "`+b.Prefix()+`nokey"`) ||
+				strings.Contains(errOut, "CORRUPT") || strings.Contains(errOut, "wrong kind") {
+				t.Errorf("coordctl %s: exit %d\nstdout %q\nstderr %q\nwant 1 and one line: no such key", strings.Join(args, " "), code, out, errOut)
+			}
+		}
+		// --json still prints the object (kind "missing", no problem).
+		code, out, _ := runCmd(t, cmdline(b, "inspect", "nokey", "--json")...)
+		if code != exitRefused || !strings.Contains(out, `"kind":"missing"`) || strings.Contains(out, "problem") {
+			t.Errorf("inspect --json of a missing key: %d %q", code, out)
+		}
 	})
 }
