@@ -29,8 +29,10 @@ const (
 // exitTable is the exit-status table printed by coordctl --help.
 const exitTable = `Exit status (every command):
   0   ok
-  1   refused: not acquired, limited, denied, not found, wrong kind of key, or another failure
-  2   usage: a bad flag, argument or URL, an unknown command or demo scenario
+  1   refused: not acquired, limited, denied, not found (no such key), a key of another
+      kind or of other settings, a corrupt layout, or another failure
+  2   usage: a bad flag, argument or URL (a database the server lacks, a duration
+      that is not positive), no command, an unknown command or demo scenario
   3   connection: the server cannot be reached, or refused the user or password
   75  lost: the lock, permit or leadership was lost while the command ran
   run commands (lock run, semaphore run, leader run) otherwise exit with the command's

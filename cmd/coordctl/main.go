@@ -16,8 +16,9 @@
 // Without a server, demo runs on an embedded miniredis.
 //
 // Exit status, for every command: 0 ok; 1 refused (not acquired, limited,
-// denied, not found, wrong kind of key, another failure); 2 usage (a bad
-// flag, argument or URL, an unknown command or scenario); 3 connection or
+// denied, not found, a key of another kind or settings, another failure);
+// 2 usage (a bad flag, argument or URL, no command, an unknown command or
+// scenario); 3 connection or
 // authentication; 75 lost while running. The run commands otherwise exit
 // with their command's status. No output carries a password.
 package main
@@ -61,7 +62,12 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	secrets := secretsOf(args, os.Getenv(cliconn.EnvURL))
 	stdout, stderr = redactor{stdout, secrets}, redactor{stderr, secrets}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
+		// No command is a usage error: the help goes to stderr.
+		usage(stderr)
+		return exitUsage
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stdout)
 		return exitOK
 	}

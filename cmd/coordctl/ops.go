@@ -189,8 +189,9 @@ prints the decision. Algorithms and their settings:
   sliding-window  --limit N per --window D, --segments S (default 10)
   token-bucket    bucket of --limit N, refilled --tokens T (default 1) per --period D
   gcra            burst --limit N, sustained --rate R (default 1) per --period D
-Exit status: 0 granted; 1 limited (the retry-after is printed); 2 bad usage (or
-settings that differ from the ones stored at K); 3 the server cannot be reached.`,
+Exit status: 0 granted; 1 limited (the retry-after is printed), or K holds another
+algorithm, other settings or a key of another kind; 2 bad usage; 3 the server
+cannot be reached.`,
 		`coordctl ratelimit try --redis redis://127.0.0.1:6379/0 --key api:tenant:42 --algorithm token-bucket --limit 100 --tokens 10 --period 1s`)
 	key := fs.String("key", "", "limiter key; required")
 	algo := fs.String("algorithm", "", "fixed-window, sliding-window, token-bucket or gcra; required")
@@ -242,7 +243,7 @@ settings that differ from the ones stored at K); 3 the server cannot be reached.
 		if err != nil {
 			if errors.Is(err, coordination.ErrConfigMismatch) {
 				fmt.Fprintf(stderr, "coordctl ratelimit try: %q holds another algorithm or other settings: %v\n", *key, err)
-				return exitUsage
+				return exitRefused
 			}
 			return fail(stderr, fs.name, err)
 		}
