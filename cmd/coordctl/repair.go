@@ -272,22 +272,29 @@ coordctl repair semaphore --key encoders --permit 3f2a9c1e`)
 }
 
 func runRepairLatch(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("repair latch", stdout, stderr, `usage: coordctl repair latch --key K --reset N [--deadline D]
+	fs := newFlags("repair latch", stdout, stderr, `usage: coordctl repair latch --key K --reset N [--deadline D] [--force]
        coordctl repair latch --key K --delete
 
 A broken latch (its deadline passed before it reached zero) stays broken: waiters
 get latch.ErrBroken. --reset replaces it with a new generation of count N (old
-waiters return, old count-downs are refused); --delete removes it (waiters return
-false, count-downs report not found). Both refuse a key that is not a latch.
-Exit status: 0 done; 1 not a latch; 2 bad usage; 3 the server cannot be reached.`, `coordctl repair latch --redis redis://127.0.0.1:6379/0 --key batch:42:done --reset 3 --deadline 10m
+waiters return, old count-downs are refused); it refuses a latch that is not
+broken (open or complete, in use) unless --force is given. --delete removes the
+latch (waiters return false, count-downs report not found). Both refuse a key
+that is not a latch.
+Exit status: 0 done; 1 no such key, not a latch, or a latch that is not broken
+(without --force); 2 bad usage; 3 the server cannot be reached.`, `coordctl repair latch --redis redis://127.0.0.1:6379/0 --key batch:42:done --reset 3 --deadline 10m
 coordctl repair latch --key batch:42:done --delete`)
 	key := fs.String("key", "", "latch key; required")
 	reset := fs.Int64("reset", -1, "replace the latch with a new generation of this count")
 	deadline := fs.Duration("deadline", 0, "with --reset: the new generation's deadline (omit: none)")
 	del := fs.Bool("delete", false, "delete the latch")
+	force := fs.Bool("force", false, "with --reset: replace a latch that is not broken (open or complete) too")
 	return oneShot(fs, args, key, 0, func() int {
 		if (*reset >= 0) == *del {
 			return fs.usagef("give --reset N or --delete, e.g. --reset 3")
+		}
+		if *force && *del {
+			return fs.usagef("--force goes with --reset, not --delete")
 		}
 		return 0
 	}, func(ctx context.Context, coord *coordination.Coordinator) int {
@@ -303,6 +310,12 @@ coordctl repair latch --key batch:42:done --delete`)
 		r, err := expectKind(ctx, coord.Client(), full, kindLatch)
 		if err != nil {
 			return refusal(stderr, fs.name, err)
+		}
+		// A corrupt latch is broken too: the library cannot use it.
+		if state := fieldOf(r, "state"); !strings.HasPrefix(state, "broken") && r.Problem == "" && !*force {
+			fmt.Fprintf(stderr, "coordctl repair latch: the latch %q (generation %s) is %s, not broken: --reset would drop its waiters and count-downs; give --force to replace it anyway\n",
+				full, fieldOf(r, "generation"), state)
+			return exitRefused
 		}
 		var opts []latch.Option
 		if *deadline > 0 {

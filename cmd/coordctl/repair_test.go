@@ -124,7 +124,15 @@ func TestRepairLatch(t *testing.T) {
 		}
 		expect(t, exitOK, "state:        broken (deadline passed)\ndeadline in:  -", cmdline(b, "inspect", "broken")...) // broken, not corrupt
 		expect(t, exitOK, "with generation 2, count 1", cmdline(b, "repair latch", "--key", "broken", "--reset", "1")...)
+		// The new generation is open, in use: not replaced without --force.
+		expect(t, exitRefused, "is open, not broken", cmdline(b, "repair latch", "--key", "broken", "--reset", "5")...)
+		if n, err := b.Client(t).HGet(ctx, b.Key("broken"), "gen").Result(); err != nil || n != "2" {
+			t.Fatalf("the refused reset changed the latch: generation %q, %v", n, err)
+		}
 		expect(t, exitOK, "0 left", cmdline(b, "latch countdown", "--key", "broken")...)
+		expect(t, exitRefused, "is complete, not broken", cmdline(b, "repair latch", "--key", "broken", "--reset", "1")...)
+		expect(t, exitOK, "with generation 3, count 1", cmdline(b, "repair latch", "--key", "broken", "--reset", "1", "--force")...)
+		expect(t, exitUsage, "--force goes with --reset", cmdline(b, "repair latch", "--key", "broken", "--delete", "--force")...)
 		expect(t, exitOK, "deleted the latch", cmdline(b, "repair latch", "--key", "broken", "--delete")...)
 		expect(t, exitRefused, "no such key", cmdline(b, "repair latch", "--key", "broken", "--delete")...)
 		sem, _ := semaphore.New(coord, "sem", 1)
