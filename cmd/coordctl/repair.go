@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -236,10 +237,15 @@ coordctl repair semaphore --key encoders --permit 3f2a9c1e`)
 			fmt.Fprintf(stdout, "%d permit(s) without expiry\n", len(ms))
 			return exitOK
 		}
-		var member string
+		var (
+			member  string
+			ms      []redis.Z // the members, read under WATCH
+			deleted bool
+		)
 		_, err := guarded(ctx, c, full, []string{kindSemaphore}, func(*report) error {
 			member = ""
-			ms, err := c.ZRangeWithScores(ctx, full, 0, -1).Result()
+			var err error
+			ms, err = c.ZRangeWithScores(ctx, full, 0, -1).Result()
 			if err != nil {
 				return err
 			}
@@ -262,9 +268,37 @@ coordctl repair semaphore --key encoders --permit 3f2a9c1e`)
 			}
 			member, _ = found[0].Member.(string)
 			return nil
-		}, func(p redis.Pipeliner, _ *report) { p.ZRem(ctx, full, member) })
+		}, func(p redis.Pipeliner, _ *report) {
+			// As a release does: with no permit left the key goes (the
+			// records alone would stay forever, the key having no TTL
+			// while a permit without expiry was there); with permits left
+			// that all expire, the key expires with the latest of them.
+			var left []redis.Z
+			forever := false
+			for _, z := range ms {
+				if m, _ := z.Member.(string); strings.HasPrefix(m, "P:") && m != member {
+					left = append(left, z)
+					forever = forever || math.IsInf(z.Score, 1)
+				}
+			}
+			switch {
+			case len(left) == 0:
+				p.Del(ctx, full)
+			case !forever:
+				top := slices.MaxFunc(left, func(a, b redis.Z) int { return cmp.Compare(a.Score, b.Score) })
+				p.ZRem(ctx, full, member)
+				p.PExpireAt(ctx, full, time.UnixMilli(int64(top.Score)))
+			default:
+				p.ZRem(ctx, full, member)
+			}
+			deleted = len(left) == 0
+		})
 		if err != nil {
 			return refusal(stderr, fs.name, err)
+		}
+		if deleted {
+			fmt.Fprintf(stdout, "removed %s from %q, its last permit: deleted the key\n", member, full)
+			return exitOK
 		}
 		fmt.Fprintf(stdout, "removed %s from %q\n", member, full)
 		return exitOK

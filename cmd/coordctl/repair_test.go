@@ -95,6 +95,11 @@ func TestRepairSemaphore(t *testing.T) {
 		expect(t, exitRefused, "expires by itself", cmdline(b, "repair semaphore", "--key", "enc", "--permit", live.Token()[:12])...)
 		expect(t, exitRefused, "no permit", cmdline(b, "repair semaphore", "--key", "enc", "--permit", "zzzz")...)
 		expect(t, exitOK, "removed P:1:"+dead.Token(), cmdline(b, "repair semaphore", "--key", "enc", "--permit", dead.Token()[:12])...)
+		// The key had no TTL while the permit without expiry was there:
+		// it now expires with the permit left, as after a release.
+		if ttl := b.Client(t).PTTL(ctx, b.Key("enc")).Val(); ttl <= 0 || ttl > time.Hour {
+			t.Fatalf("after the repair the key's TTL is %v, want the live permit's (about 1h)", ttl)
+		}
 		p, err := sem.TryAcquire(ctx, time.Hour)
 		if err != nil {
 			t.Fatalf("the freed permit could not be taken: %v", err)
@@ -107,6 +112,17 @@ func TestRepairSemaphore(t *testing.T) {
 			t.Fatal(err)
 		}
 		expect(t, exitRefused, "holds a latch, not a semaphore", cmdline(b, "repair semaphore", "--key", "l", "--list")...)
+		// Removing the last permit deletes the key: its records alone
+		// would stay forever (no TTL).
+		solo, _ := semaphore.New(b.Coordinator(t), "solo", 1)
+		only, err := solo.TryAcquire(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, exitOK, "its last permit: deleted the key", cmdline(b, "repair semaphore", "--key", "solo", "--permit", only.Token()[:12])...)
+		if n := b.Client(t).Exists(ctx, b.Key("solo")).Val(); n != 0 {
+			t.Fatal("the key of a semaphore without permits is still there")
+		}
 	})
 }
 
