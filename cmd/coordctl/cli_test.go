@@ -103,6 +103,7 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 		{[]string{"leader", "status", "--key", "k"}, "no server: give --redis URL (e.g. --redis redis://user:PASSWORD@127.0.0.1:6379/0), --cluster or --sentinel, or set COORD_REDIS_URL"},
 		{[]string{"inspect", "k", "--redis", "redis://h:1/0", "extra"}, "give one KEY"},
 		{[]string{"denylist", "check", "--key", "d", "a", "--bogus"}, "unknown flag --bogus"},
+		{[]string{"inspect", "--scan"}, "--scan needs a value, e.g. --scan 'api:*'"},
 		// A duration given must be positive (never quietly "not given").
 		{[]string{"latch", "create", "--key", "k", "--count", "1", "--deadline", "-1s"}, "--deadline must be positive, got -1s; e.g. --deadline 30s"},
 		{[]string{"latch", "create", "--key", "k", "--count", "1", "--deadline", "0"}, "--deadline must be positive, got 0s"},

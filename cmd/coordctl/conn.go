@@ -320,12 +320,26 @@ func (c *cmdFlags) exampleValue(name string) string {
 			case "sentinel":
 				return cliconn.ExampleSentinel
 			}
+			if ex, ok := stringExamples[name]; ok {
+				return ex
+			}
 			if v != "" {
 				return v
 			}
 		}
 	}
 	return "VALUE"
+}
+
+// stringExamples are example values of string flags without a default.
+var stringExamples = map[string]string{
+	"scan":      "'api:*'",
+	"key":       "nightly",
+	"prefix":    "myapp:",
+	"algorithm": "token-bucket",
+	"namespace": "tenant:42",
+	"permit":    "3f2a9c1e",
+	"id":        "worker-1",
 }
 
 // connectCoord checks the connection flags and connects (no embedded

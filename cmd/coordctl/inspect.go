@@ -66,6 +66,7 @@ coordctl inspect --prefix myapp: --scan 'limits:*' --json`)
 	if err != nil {
 		return fail(stderr, fs.name, err)
 	}
+	s.Prefix = prefix
 	r := decode(s)
 	if r.Kind == kindMissing {
 		if *asJSON {
@@ -97,6 +98,7 @@ func inspectScan(ctx context.Context, client redis.UniversalClient, prefix, patt
 			if err != nil {
 				return err
 			}
+			s.Prefix = prefix
 			r := decode(s)
 			n++
 			if asJSON {

@@ -63,7 +63,11 @@ coordctl lock run --key nightly-report --no-wait -- ./report.sh   # $COORD_REDIS
 	defer stopSignals()
 	leaseKey, fenceKey := fencedKeys(*key, "lock")
 	var lk *fencing.Lock
-	logf("waiting for lock %q on %s", *key, desc)
+	if *hf.noWait {
+		logf("trying lock %q on %s (--no-wait)", *key, desc)
+	} else {
+		logf("waiting for lock %q on %s", *key, desc)
+	}
 	err := hf.acquire(sigCtx, func(ctx context.Context, block bool) (err error) {
 		if block {
 			lk, err = fencing.Acquire(ctx, coord, leaseKey, fenceKey, *hf.ttl, fencing.WithHolder(defaultIdentity()))

@@ -36,6 +36,15 @@ func init() {
 // errWrongKind is a key that holds another kind than the command expects.
 var errWrongKind = errors.New("wrong kind of key")
 
+// article puts "a" or "an" before a kind: "an idempotency claim", "an
+// unknown".
+func article(kind string) string {
+	if kind != "" && strings.ContainsRune("aeiou", rune(kind[0])) {
+		return "an " + kind
+	}
+	return "a " + kind
+}
+
 // errNoKey is a key that does not exist.
 var errNoKey = errors.New("no such key")
 
@@ -51,7 +60,7 @@ func expectKind(ctx context.Context, c redis.Cmdable, key string, kinds ...strin
 		if r.Kind == kindMissing {
 			return r, fmt.Errorf("%w %q", errNoKey, key)
 		}
-		return r, fmt.Errorf("%w: %q holds a %s, not a %s (see coordctl inspect)", errWrongKind, key, r.Kind, strings.Join(kinds, " or "))
+		return r, fmt.Errorf("%w: %q holds %s, not %s (see coordctl inspect)", errWrongKind, key, article(r.Kind), article(strings.Join(kinds, " or ")))
 	}
 	return r, nil
 }

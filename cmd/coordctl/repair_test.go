@@ -62,7 +62,7 @@ func TestIdempotencyShowAndForget(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, v := range []string{"idempotency show", "idempotency forget", "repair claim"} {
-			expect(t, exitRefused, "holds a unknown, not a idempotency claim", cmdline(b, v, "--key", "other")...)
+			expect(t, exitRefused, "holds an unknown, not an idempotency claim", cmdline(b, v, "--key", "other")...)
 		}
 		if raw.Exists(ctx, b.Key("other")).Val() != 1 {
 			t.Fatal("a refused command deleted the key")
@@ -88,6 +88,8 @@ func TestRepairSemaphore(t *testing.T) {
 		if _, err := sem.TryAcquire(ctx, time.Hour); err == nil {
 			t.Fatal("a third permit of two")
 		}
+		// inspect suggests the repair, with the key (and the prefix) to give.
+		expect(t, exitOK, "repair:          coordctl repair semaphore --prefix "+shellQuote(b.Prefix())+" --key enc --list", cmdline(b, "inspect", "enc")...)
 		out := expect(t, exitOK, "1 permit(s) without expiry", cmdline(b, "repair semaphore", "--key", "enc", "--list")...)
 		if !strings.Contains(out, dead.Token()) || strings.Contains(out, live.Token()) {
 			t.Fatalf("--list:\n%s", out)
