@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -26,7 +29,7 @@ import (
 // touched either.
 
 func init() {
-	register(command{name: "idempotency show", usage: "idempotency show --key K [--namespace NS] [--result]    show an idempotency claim (and its stored result)", run: runIdemShow})
+	register(command{name: "idempotency show", usage: "idempotency show --key K [--namespace NS] [--result [--raw]] show an idempotency claim (and its stored result)", run: runIdemShow})
 	register(command{name: "idempotency forget", usage: "idempotency forget --key K [--namespace NS] [--pending] delete an idempotency claim", run: runIdemForget(false)})
 	register(command{name: "repair claim", usage: "repair claim --key K [--namespace NS]                   delete an orphaned (pending) idempotency claim", run: runIdemForget(true)})
 	register(command{name: "repair semaphore", usage: "repair semaphore --key K --list | --permit TOKEN       remove a permit without expiry whose holder is gone", run: runRepairSemaphore})
@@ -121,14 +124,21 @@ func runIdemShow(args []string, stdout, stderr io.Writer) int {
 Shows the idempotency claim at K: pending or completed, its owner (truncated),
 whether a fingerprint was stored, the result's size and HTTP status, and its TTL.
 With --namespace the key is the middleware's (idempotency.StoreKey(NS, K)). With
---result it writes the stored result's bytes to stdout instead.
+--result it prints the stored result instead: as text with a newline when it is
+printable, else in base64 (with a note on stderr); --raw writes its bytes as stored.
 Exit status: 0 shown; 1 no claim at K, or a key of another kind; 2 bad usage; 3 the
 server cannot be reached.`, `coordctl idempotency show --redis redis://127.0.0.1:6379/0 --key pay:8f14e45f
 coordctl idempotency show --key 8f14e45f --namespace tenant:42 --result | jq .`)
 	key := fs.String("key", "", "claim key (as given to Begin); required")
 	ns := fs.String("namespace", "", "the middleware's namespace of the key, if any")
-	result := fs.Bool("result", false, "write the stored result's bytes to stdout")
-	return oneShot(fs, args, key, 0, nil, func(ctx context.Context, coord *coordination.Coordinator) int {
+	result := fs.Bool("result", false, "print the stored result (text, or base64 when it is binary)")
+	raw := fs.Bool("raw", false, "with --result: write the result's bytes as stored, nothing added")
+	return oneShot(fs, args, key, 0, func() int {
+		if *raw && !*result {
+			return fs.usagef("--raw goes with --result, e.g. --result --raw")
+		}
+		return 0
+	}, func(ctx context.Context, coord *coordination.Coordinator) int {
 		full := claimKey(coord.Prefix(), *ns, *key)
 		r, err := expectKind(ctx, coord.Client(), full, kindClaim)
 		if err != nil {
@@ -139,7 +149,15 @@ coordctl idempotency show --key 8f14e45f --namespace tenant:42 --result | jq .`)
 			if err != nil {
 				return refusal(stderr, fs.name, err)
 			}
-			_, _ = io.WriteString(stdout, res)
+			switch {
+			case *raw:
+				_, _ = io.WriteString(unwrap(stdout), res)
+			case printable(res):
+				_, _ = io.WriteString(stdout, strings.TrimSuffix(res, "\n")+"\n")
+			default:
+				fmt.Fprintln(stdout, base64.StdEncoding.EncodeToString([]byte(res)))
+				fmt.Fprintf(stderr, "coordctl idempotency show: the result (%d bytes) is binary, shown in base64; --raw writes its bytes\n", len(res))
+			}
 			return exitOK
 		}
 		fmt.Fprint(stdout, r.text())
@@ -197,6 +215,20 @@ other state; 2 bad usage; 3 the server cannot be reached.`, example)
 			return exitOK
 		})
 	}
+}
+
+// printable reports whether a result is text a terminal shows as is:
+// valid UTF-8 without control characters other than tab and newlines.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' && r != '\r' {
+			return false
+		}
+	}
+	return true
 }
 
 // fieldOf returns a report field's value as text ("" when absent).

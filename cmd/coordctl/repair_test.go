@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"strings"
 	"testing"
 	"time"
@@ -29,8 +30,31 @@ func TestIdempotencyShowAndForget(t *testing.T) {
 		if ok, err := st.Complete(ctx, "pay:1", c.Owner, []byte("receipt-77")); err != nil || !ok {
 			t.Fatal(ok, err)
 		}
-		if out := expect(t, exitOK, "receipt-77", cmdline(b, "idempotency show", "--key", "pay:1", "--result")...); out != "receipt-77" {
-			t.Fatalf("--result wrote %q, want the result's bytes alone", out)
+		if out := expect(t, exitOK, "receipt-77", cmdline(b, "idempotency show", "--key", "pay:1", "--result")...); out != "receipt-77\n" {
+			t.Fatalf("--result wrote %q, want the result and a newline", out)
+		}
+		if out := expect(t, exitOK, "receipt-77", cmdline(b, "idempotency show", "--key", "pay:1", "--result", "--raw")...); out != "receipt-77" {
+			t.Fatalf("--result --raw wrote %q, want the result's bytes alone", out)
+		}
+		// A binary result: base64 and a note, or its bytes with --raw.
+		cb, err := st.Begin(ctx, "bin", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin := []byte{0x00, 0xff, 0x1b, 'x'}
+		if ok, err := st.Complete(ctx, "bin", cb.Owner, bin); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		code, out, errOut := runCmd(t, cmdline(b, "idempotency show", "--key", "bin", "--result")...)
+		if code != exitOK || out != base64.StdEncoding.EncodeToString(bin)+"\n" || !strings.Contains(errOut, "is binary, shown in base64; --raw writes its bytes") {
+			t.Fatalf("binary --result: %d %q %q", code, out, errOut)
+		}
+		if code, out, _ := runCmd(t, cmdline(b, "idempotency show", "--key", "bin", "--result", "--raw")...); code != exitOK || out != string(bin) {
+			t.Fatalf("binary --result --raw: %d %q", code, out)
+		}
+		code, out, errOut = runCmd(t, cmdline(b, "idempotency show", "--key", "pay:1", "--raw")...)
+		if code != exitUsage || !strings.Contains(errOut, "--raw goes with --result") {
+			t.Fatalf("--raw without --result: %d %q %q", code, out, errOut)
 		}
 		expect(t, exitRefused, "is completed, not pending", cmdline(b, "repair claim", "--key", "pay:1")...)
 		expect(t, exitOK, "deleted the completed claim", cmdline(b, "idempotency forget", "--key", "pay:1")...)
