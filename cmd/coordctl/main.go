@@ -28,8 +28,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/redis/go-redis/v9"
 
@@ -105,9 +107,17 @@ func usage(w io.Writer) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	// A usage is "synopsis  description": aligned in two columns.
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %s\n", commands[n].usage)
+		u := commands[n].usage
+		if loc := usageGap.FindAllStringIndex(u, -1); len(loc) > 0 {
+			last := loc[len(loc)-1]
+			u = u[:last[0]] + "\t" + u[last[1]:]
+		}
+		fmt.Fprintf(tw, "  %s\n", u)
 	}
+	_ = tw.Flush()
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Connection (every command):")
 	fmt.Fprintf(w, "  --redis URL         redis://[user:PASSWORD@]host:port/db, rediss://... for TLS, unix:///path (default $%s)\n", cliconn.EnvURL)
@@ -123,6 +133,9 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run a command with --help for its flags and an example.")
 }
+
+// usageGap is the gap between a usage's synopsis and its description.
+var usageGap = regexp.MustCompile(` {2,}|\t`)
 
 // quietLogger discards go-redis' own log lines (dial retries and the
 // like): coordctl reports connection errors itself, once.

@@ -102,3 +102,21 @@ func TestExitTableMatchesREADME(t *testing.T) {
 		}
 	}
 }
+
+// coordctl --help lists the commands in two aligned columns.
+func TestHelpColumnsAligned(t *testing.T) {
+	_, out, _ := runCmd(t, "--help")
+	_, block, _ := strings.Cut(out, "Commands:\n")
+	block, _, _ = strings.Cut(block, "\n\n")
+	col := -1
+	for line := range strings.SplitSeq(block, "\n") {
+		i := strings.LastIndex(line, "  ") + 2
+		if i < 4 {
+			t.Fatalf("no description column in %q", line)
+		}
+		if col >= 0 && i != col {
+			t.Errorf("description of %q starts at column %d, the others at %d:\n%s", line, i, col, block)
+		}
+		col = i
+	}
+}

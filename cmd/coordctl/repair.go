@@ -29,8 +29,8 @@ import (
 // touched either.
 
 func init() {
-	register(command{name: "idempotency show", usage: "idempotency show --key K [--namespace NS] [--result [--raw]] show an idempotency claim (and its stored result)", run: runIdemShow})
-	register(command{name: "idempotency forget", usage: "idempotency forget --key K [--namespace NS] [--pending] delete an idempotency claim", run: runIdemForget(false)})
+	register(command{name: "idempotency show", usage: "idempotency show --key K [--namespace NS] [--result [--raw]]  show an idempotency claim (and its stored result)", run: runIdemShow})
+	register(command{name: "idempotency forget", usage: "idempotency forget --key K [--namespace NS] [--pending]  delete an idempotency claim", run: runIdemForget(false)})
 	register(command{name: "repair claim", usage: "repair claim --key K [--namespace NS]                   delete an orphaned (pending) idempotency claim", run: runIdemForget(true)})
 	register(command{name: "repair semaphore", usage: "repair semaphore --key K --list | --permit TOKEN       remove a permit without expiry whose holder is gone", run: runRepairSemaphore})
 	register(command{name: "repair latch", usage: "repair latch --key K --reset N [--deadline D] | --delete  replace or delete a broken latch", run: runRepairLatch})

@@ -14,7 +14,7 @@ import (
 func init() {
 	register(command{
 		name:  "semaphore run",
-		usage: "semaphore run --key K --capacity N [--permits 1] -- cmd args run a command holding semaphore permits (a distributed sem)",
+		usage: "semaphore run --key K --capacity N [--permits 1] -- cmd args  run a command holding semaphore permits (a distributed sem)",
 		run:   runSemaphoreRun,
 	})
 }
