@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -102,6 +103,13 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 		{[]string{"leader", "status", "--key", "k"}, "no server: give --redis URL (e.g. --redis redis://user:PASSWORD@127.0.0.1:6379/0), --cluster or --sentinel, or set COORD_REDIS_URL"},
 		{[]string{"inspect", "k", "--redis", "redis://h:1/0", "extra"}, "give one KEY"},
 		{[]string{"denylist", "check", "--key", "d", "a", "--bogus"}, "unknown flag --bogus"},
+		{[]string{"inspect", "--scan"}, "--scan needs a value, e.g. --scan 'api:*'"},
+		// A duration given must be positive (never quietly "not given").
+		{[]string{"latch", "create", "--key", "k", "--count", "1", "--deadline", "-1s"}, "--deadline must be positive, got -1s; e.g. --deadline 30s"},
+		{[]string{"latch", "create", "--key", "k", "--count", "1", "--deadline", "0"}, "--deadline must be positive, got 0s"},
+		{[]string{"ratelimit", "try", "--key", "k", "--algorithm", "fixed-window", "--limit", "1", "--window", "-1s"}, "--window must be positive, got -1s"},
+		{[]string{"latch", "wait", "--key", "k", "--timeout", "-1s"}, "--timeout must not be negative, got -1s"},
+		{[]string{"leader", "status", "--key", "k", "--watch", "--poll=0s"}, "--poll must be positive, got 0s"},
 	} {
 		code, out, errOut := runCmd(t, c.args...)
 		if code != exitUsage || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, c.want) {
@@ -159,6 +167,18 @@ func TestNoPasswordInAnyOutput(t *testing.T) {
 		{"no password", []string{"--redis", "redis://" + addr + "/0"}, "", exitConn, "wants a password (NOAUTH): give it in the URL, e.g. --redis redis://user:PASSWORD@"},
 		{"wrong password", []string{"--redis", "redis://default:" + pw + "@" + addr + "/0"}, "", exitConn, "refused the user name or password (WRONGPASS)"},
 		{"wrong password, env", nil, "redis://default:" + pw + "@" + addr + "/0", exitConn, "WRONGPASS"},
+		// Query strings: go-redis reads no password there, but a user may try.
+		{"query password", []string{"--redis", "redis://:" + pw + "@127.0.0.1:1/0?password=zzetLeak"}, "", exitUsage, "?password=xxxxx: unexpected option: password"},
+		{"query sentinel_password", []string{"--redis", "redis://127.0.0.1:1/0?db=0&sentinel_password=" + pw}, "", exitUsage, "?db=0&sentinel_password=xxxxx"},
+		{"query unknown", []string{"--redis", "redis://127.0.0.1:1/0?pasword=zzet"}, "", exitUsage, "pasword=xxxxx"},
+		// user:password@ where --cluster and --sentinel take none.
+		{"cluster userinfo without scheme", []string{"--cluster", ":" + pw + "@127.0.0.1:1"}, "", exitUsage, "--cluster: a user:PASSWORD@ part needs redis:// or rediss://"},
+		{"cluster userinfo in an item", []string{"--cluster", "redis://127.0.0.1:1,bob:" + pw + "@127.0.0.1:2"}, "", exitUsage, `the address "bob:xxxxx@127.0.0.1:2" carries a user:PASSWORD@ part`},
+		{"cluster userinfo in a later item", []string{"--cluster", "redis://u:zzet@127.0.0.1:1,bob:" + pw + "@127.0.0.1:2"}, "", exitUsage, `"bob:xxxxx@127.0.0.1:2"`},
+		{"sentinel userinfo without scheme", []string{"--sentinel", "bob:" + pw + "@mym@127.0.0.1:1"}, "", exitUsage, "--sentinel: a user:PASSWORD@ part needs redis://"},
+		{"sentinel userinfo in an item", []string{"--sentinel=mym@127.0.0.1:1,:" + pw + "@127.0.0.1:2"}, "", exitUsage, `the address ":xxxxx@127.0.0.1:2"`},
+		// A URL naming a database the server does not have is a bad URL.
+		{"db out of range", []string{"--redis", "redis://default:right@" + addr + "/99"}, "", exitUsage, "the server has no database 99"},
 	}
 	for _, st := range stages {
 		t.Run(st.name, func(t *testing.T) {
@@ -184,5 +204,69 @@ func TestNoPasswordInAnyOutput(t *testing.T) {
 	code, out, errOut := runCmd(t, "leader", "status", "--redis", "redis://default:right@"+addr+"/0", "--key", "k")
 	if code != exitRefused || !strings.Contains(out, "no leader") || strings.Contains(out+errOut, "right@") {
 		t.Fatalf("right password: %d %q %q", code, out, errOut)
+	}
+}
+
+// A Sentinel master name is not a password: it is shown, not masked (it
+// was once taken for a password, having an '@' after it). The plain server
+// answers SENTINEL with an error that quotes the name.
+func TestSentinelMasterNameShown(t *testing.T) {
+	t.Setenv(cliconn.EnvURL, "")
+	srv := testharness.StartStandalone(t, testharness.FirstFlavor(t))
+	for _, v := range []string{"mymastername@" + srv.Addr, "redis://mymastername@" + srv.Addr} {
+		code, out, errOut := runCmd(t, "inspect", "k", "--sentinel", v)
+		if code != exitConn || !strings.Contains(errOut, "'mymastername'") || strings.Contains(out+errOut, "xxxxx") {
+			t.Errorf("--sentinel %s: exit %d, stderr %q; want 3 and the master name shown", v, code, errOut)
+		}
+	}
+	if got := secretsOf([]string{"inspect", "--sentinel", "mym@h:1", "--cluster=h:1", "--redis", "redis://h:1/0"}, ""); len(got) != 0 {
+		t.Errorf("secretsOf found secrets where there are none: %q", got)
+	}
+	got := secretsOf([]string{"--sentinel", "rediss://u:pw1@mym@h:1", "-cluster", ":pw2@h:1", "--redis=redis://:pw3@h:1/0?password=pw4"}, "redis://x:pw5@h:1")
+	if strings.Join(got, ",") != "pw1,pw2,pw3,pw4,pw5" {
+		t.Errorf("secretsOf = %q", got)
+	}
+}
+
+// Every duration flag of every command refuses a negative value, and 0
+// unless 0 has a documented meaning (--timeout 0: wait forever; --grace 0:
+// SIGKILL at once): exit 2, one line naming the flag, before connecting.
+func TestEveryDurationFlagRefusesNegative(t *testing.T) {
+	t.Setenv(cliconn.EnvURL, "")
+	zeroOK := map[string]bool{"timeout": true, "grace": true}
+	n := 0
+	for _, name := range commandNames() {
+		_, help, _ := runCmd(t, append(strings.Fields(name), "--help")...)
+		for line := range strings.SplitSeq(help, "\n") {
+			f, ok := strings.CutPrefix(line, "  --")
+			if !ok || !strings.HasSuffix(f, " duration") {
+				continue
+			}
+			f = strings.TrimSuffix(f, " duration")
+			for _, v := range []string{"-1s", "0"} {
+				n++
+				// After the minimal flags (which may set it too), before any "--".
+				minimal := minimalArgs[name]
+				i := slices.Index(minimal, "--")
+				if i < 0 {
+					i = len(minimal)
+				}
+				args := append(strings.Fields(name), minimal[:i]...)
+				args = append(append(args, "--"+f, v), minimal[i:]...)
+				code, _, errOut := runCmd(t, args...)
+				if v == "0" && zeroOK[f] {
+					if strings.Contains(errOut, "--"+f+" must") {
+						t.Errorf("coordctl %s --%s 0 refused: %q", name, f, errOut)
+					}
+					continue
+				}
+				if code != exitUsage || !strings.Contains(errOut, "--"+f+" must") || strings.Count(errOut, "\n") != 1 {
+					t.Errorf("coordctl %s --%s %s: exit %d, stderr %q; want 2 and one line naming --%s", name, f, v, code, errOut, f)
+				}
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d duration flag cases found in the --help texts", n)
 	}
 }

@@ -29,8 +29,10 @@ const (
 // exitTable is the exit-status table printed by coordctl --help.
 const exitTable = `Exit status (every command):
   0   ok
-  1   refused: not acquired, limited, denied, not found, wrong kind of key, or another failure
-  2   usage: a bad flag, argument or URL, an unknown command or demo scenario
+  1   refused: not acquired, limited, denied, not found (no such key), a key of another
+      kind or of other settings, a corrupt layout, or another failure
+  2   usage: a bad flag, argument or URL (a database the server lacks, a duration
+      that is not positive), no command, an unknown command or demo scenario
   3   connection: the server cannot be reached, or refused the user or password
   75  lost: the lock, permit or leadership was lost while the command ran
   run commands (lock run, semaphore run, leader run) otherwise exit with the command's
@@ -108,6 +110,43 @@ type cmdFlags struct {
 	pos    []string
 	stdout io.Writer
 	stderr io.Writer
+	// zeroOK names the duration flags for which an explicit 0 means
+	// something (--timeout 0: wait forever); every other duration given
+	// on the command line must be positive.
+	zeroOK map[string]bool
+}
+
+// allowZero lets duration flag name be given as 0 (its documented
+// meaning); a negative value is still refused.
+func (c *cmdFlags) allowZero(name string) {
+	if c.zeroOK == nil {
+		c.zeroOK = map[string]bool{}
+	}
+	c.zeroOK[name] = true
+}
+
+// checkDurations refuses a duration flag given on the command line as a
+// negative value, or as 0 where 0 has no meaning: the library would
+// refuse it (latch.WithDeadline), or coordctl would quietly treat it as
+// "not given".
+func (c *cmdFlags) checkDurations() error {
+	var err error
+	c.Visit(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if !ok || err != nil {
+			return
+		}
+		d, ok := g.Get().(time.Duration)
+		if !ok || d > 0 || (d == 0 && c.zeroOK[f.Name]) {
+			return
+		}
+		what := "must be positive"
+		if c.zeroOK[f.Name] {
+			what = "must not be negative"
+		}
+		err = fmt.Errorf("--%s %s, got %v; e.g. --%s %s", f.Name, what, d, f.Name, c.exampleValue(f.Name))
+	})
+	return err
 }
 
 // newFlags returns the flag set of subcommand name. usage is the synopsis
@@ -149,7 +188,12 @@ func indent(s string) string {
 func (c *cmdFlags) parse(args []string) (int, bool) {
 	err := c.parseInterspersed(args)
 	if err == nil {
-		return 0, true
+		err = c.checkDurations()
+		if err == nil {
+			return 0, true
+		}
+		c.usagef("%v", err)
+		return exitUsage, false
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		c.help()
@@ -276,12 +320,26 @@ func (c *cmdFlags) exampleValue(name string) string {
 			case "sentinel":
 				return cliconn.ExampleSentinel
 			}
+			if ex, ok := stringExamples[name]; ok {
+				return ex
+			}
 			if v != "" {
 				return v
 			}
 		}
 	}
 	return "VALUE"
+}
+
+// stringExamples are example values of string flags without a default.
+var stringExamples = map[string]string{
+	"scan":      "'api:*'",
+	"key":       "nightly",
+	"prefix":    "myapp:",
+	"algorithm": "token-bucket",
+	"namespace": "tenant:42",
+	"permit":    "3f2a9c1e",
+	"id":        "worker-1",
 }
 
 // connectCoord checks the connection flags and connects (no embedded
@@ -311,14 +369,29 @@ func (r redactor) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// secretsOf collects the passwords in coordctl's arguments (values of
-// --redis, --cluster and --sentinel: every URL-like argument before --) and in
-// $COORD_REDIS_URL.
+// secretsOf collects the passwords in coordctl's arguments (the values of
+// --redis, --cluster and --sentinel, each read as what it is, and any
+// other URL-like argument before --) and in $COORD_REDIS_URL.
 func secretsOf(args []string, env string) []string {
+	kinds := map[string]func(string) []string{
+		"redis": cliconn.SecretsIn, "cluster": cliconn.ClusterSecrets, "sentinel": cliconn.SentinelSecrets,
+	}
 	var out []string
-	for _, a := range args {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
 		if a == "--" {
 			break
+		}
+		if strings.HasPrefix(a, "-") {
+			name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if f, ok := kinds[name]; ok {
+				if !hasVal && i+1 < len(args) {
+					i++
+					val = args[i]
+				}
+				out = append(out, f(val)...)
+				continue
+			}
 		}
 		if strings.Contains(a, "://") {
 			out = append(out, cliconn.SecretsIn(a)...)

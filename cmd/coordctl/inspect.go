@@ -66,7 +66,16 @@ coordctl inspect --prefix myapp: --scan 'limits:*' --json`)
 	if err != nil {
 		return fail(stderr, fs.name, err)
 	}
+	s.Prefix = prefix
 	r := decode(s)
+	if r.Kind == kindMissing {
+		if *asJSON {
+			b, _ := json.Marshal(r)
+			fmt.Fprintln(stdout, string(b))
+		}
+		fmt.Fprintf(stderr, "coordctl inspect: no such key %q\n", r.Key)
+		return exitRefused
+	}
 	if *asJSON {
 		b, _ := json.Marshal(r)
 		fmt.Fprintln(stdout, string(b))
@@ -89,6 +98,7 @@ func inspectScan(ctx context.Context, client redis.UniversalClient, prefix, patt
 			if err != nil {
 				return err
 			}
+			s.Prefix = prefix
 			r := decode(s)
 			n++
 			if asJSON {

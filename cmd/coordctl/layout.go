@@ -38,6 +38,7 @@ const (
 // snapshot is what fetch read of one key, at one server instant (NowMs).
 type snapshot struct {
 	Key     string
+	Prefix  string // the --prefix Key was read with (for the commands suggested)
 	Type    string // TYPE: string, hash, zset, set, list, stream, none
 	PTTL    int64  // ms; -1 no expiry, -2 missing
 	NowMs   int64  // server time, ms
@@ -204,6 +205,26 @@ func valueText(v any) string {
 	return fmt.Sprint(v)
 }
 
+// repairHint is the command that lists a semaphore's permits without
+// expiry: its --key is the key without the --prefix inspect was given.
+func repairHint(s *snapshot) string {
+	cmd := "coordctl repair semaphore"
+	key := s.Key
+	if s.Prefix != "" && strings.HasPrefix(key, s.Prefix) && len(key) > len(s.Prefix) {
+		cmd += " --prefix " + shellQuote(s.Prefix)
+		key = key[len(s.Prefix):]
+	}
+	return cmd + " --key " + shellQuote(key) + " --list"
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:._/-@%+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 // durNone is a duration field that does not apply ("none").
 const durNone = time.Duration(math.MinInt64)
 
@@ -227,9 +248,9 @@ func decode(s *snapshot) *report {
 	r := &report{Key: s.Key, TTL: s.PTTL}
 	switch s.Type {
 	case "none", "":
-		r.Kind = kindMissing
+		r.Kind = kindMissing // not corrupt: said in one line by inspect
 		r.TTL = -2
-		return r.bad("no such key")
+		return r
 	case "string":
 		return decodeString(s, r)
 	case "hash":
@@ -703,7 +724,7 @@ func decodeZSet(s *snapshot, r *report) *report {
 			r.bad("no capacity record")
 		}
 		if noExpiry > 0 {
-			r.add("repair", "coordctl repair semaphore --key KEY --list")
+			r.add("repair", repairHint(s))
 		}
 		return r
 	case rw && !sem && !conc:

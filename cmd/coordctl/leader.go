@@ -65,7 +65,8 @@ exits with the command's status (0 when it was not leading).`, `coordctl leader 
 	id := fs.String("id", defaultIdentity(), "this contender's identity, shown to the others")
 	lease := fs.Duration("lease", leader.DefaultLeaseDuration, "lease duration: a crashed leader is replaced after about this long")
 	retry := fs.Duration("retry", leader.DefaultRetryDelay, "retry delay between campaign attempts")
-	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command")
+	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command (0: SIGKILL at once)")
+	fs.allowZero("grace")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}

@@ -63,7 +63,11 @@ coordctl lock run --key nightly-report --no-wait -- ./report.sh   # $COORD_REDIS
 	defer stopSignals()
 	leaseKey, fenceKey := fencedKeys(*key, "lock")
 	var lk *fencing.Lock
-	logf("waiting for lock %q on %s", *key, desc)
+	if *hf.noWait {
+		logf("trying lock %q on %s (--no-wait)", *key, desc)
+	} else {
+		logf("waiting for lock %q on %s", *key, desc)
+	}
 	err := hf.acquire(sigCtx, func(ctx context.Context, block bool) (err error) {
 		if block {
 			lk, err = fencing.Acquire(ctx, coord, leaseKey, fenceKey, *hf.ttl, fencing.WithHolder(defaultIdentity()))
@@ -94,13 +98,16 @@ type holdFlags struct {
 // addHoldFlags registers --ttl, --timeout, --no-wait and --grace; what is
 // what is held ("the lock"), busy what it is when taken ("held").
 func addHoldFlags(fs *cmdFlags, what, busy string) *holdFlags {
-	return &holdFlags{
+	h := &holdFlags{
 		fs:      fs,
 		ttl:     fs.Duration("ttl", 30*time.Second, "TTL of "+what+": a crashed coordctl's frees itself after this long"),
 		timeout: fs.Duration("timeout", 0, "give up waiting for "+what+" after this long (exit 1); 0 waits forever"),
 		noWait:  fs.Bool("no-wait", false, "fail at once (exit 1) when "+what+" is "+busy),
-		grace:   fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command"),
+		grace:   fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command (0: SIGKILL at once)"),
 	}
+	fs.allowZero("timeout")
+	fs.allowZero("grace")
+	return h
 }
 
 // check checks the command and the hold flags; it returns 0 or the exit

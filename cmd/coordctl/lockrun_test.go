@@ -35,7 +35,10 @@ func TestLockRunRunsUnderTheLock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		code, out, _ = runCmd(t, append(append([]string{"lock", "run"}, conn...), "--key", "job", "--no-wait", "--", "echo", "ran")...)
+		code, out, errOut = runCmd(t, append(append([]string{"lock", "run"}, conn...), "--key", "job", "--no-wait", "--", "echo", "ran")...)
+		if strings.Contains(errOut, "waiting for") || !strings.Contains(errOut, "(--no-wait)") {
+			t.Errorf("--no-wait logs that it waits:\n%s", errOut)
+		}
 		if code != exitRefused || out != "" {
 			t.Fatalf("--no-wait on a held lock = %d %q, want 1 and no output", code, out)
 		}

@@ -16,8 +16,9 @@
 // Without a server, demo runs on an embedded miniredis.
 //
 // Exit status, for every command: 0 ok; 1 refused (not acquired, limited,
-// denied, not found, wrong kind of key, another failure); 2 usage (a bad
-// flag, argument or URL, an unknown command or scenario); 3 connection or
+// denied, not found, a key of another kind or settings, another failure);
+// 2 usage (a bad flag, argument or URL, no command, an unknown command or
+// scenario); 3 connection or
 // authentication; 75 lost while running. The run commands otherwise exit
 // with their command's status. No output carries a password.
 package main
@@ -27,8 +28,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/redis/go-redis/v9"
 
@@ -61,7 +64,12 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	secrets := secretsOf(args, os.Getenv(cliconn.EnvURL))
 	stdout, stderr = redactor{stdout, secrets}, redactor{stderr, secrets}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
+		// No command is a usage error: the help goes to stderr.
+		usage(stderr)
+		return exitUsage
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stdout)
 		return exitOK
 	}
@@ -99,9 +107,17 @@ func usage(w io.Writer) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	// A usage is "synopsis  description": aligned in two columns.
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %s\n", commands[n].usage)
+		u := commands[n].usage
+		if loc := usageGap.FindAllStringIndex(u, -1); len(loc) > 0 {
+			last := loc[len(loc)-1]
+			u = u[:last[0]] + "\t" + u[last[1]:]
+		}
+		fmt.Fprintf(tw, "  %s\n", u)
 	}
+	_ = tw.Flush()
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Connection (every command):")
 	fmt.Fprintf(w, "  --redis URL         redis://[user:PASSWORD@]host:port/db, rediss://... for TLS, unix:///path (default $%s)\n", cliconn.EnvURL)
@@ -117,6 +133,9 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run a command with --help for its flags and an example.")
 }
+
+// usageGap is the gap between a usage's synopsis and its description.
+var usageGap = regexp.MustCompile(` {2,}|\t`)
 
 // quietLogger discards go-redis' own log lines (dial retries and the
 // like): coordctl reports connection errors itself, once.

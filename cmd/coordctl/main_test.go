@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 
@@ -65,8 +66,8 @@ func TestDemoEveryScenarioEveryBackend(t *testing.T) {
 }
 
 func TestUsageAndBadFlags(t *testing.T) {
-	if code, out, _ := runCmd(t); code != 0 || !strings.Contains(out, "demo") {
-		t.Fatalf("no args: exit %d, output %q", code, out)
+	if code, out, errOut := runCmd(t); code != exitUsage || out != "" || !strings.Contains(errOut, "demo") {
+		t.Fatalf("no args: exit %d, stdout %q, stderr %q; want 2 and the help on stderr", code, out, errOut)
 	}
 	if code, _, errOut := runCmd(t, "frobnicate"); code != 2 || !strings.Contains(errOut, "unknown command") {
 		t.Fatalf("unknown command: exit %d, stderr %q", code, errOut)
@@ -82,5 +83,40 @@ func TestUsageAndBadFlags(t *testing.T) {
 	}
 	if code, out, _ := runCmd(t, "demo", "--list"); code != 0 || !strings.Contains(out, "fencing") {
 		t.Fatalf("--list: exit %d, output %q", code, out)
+	}
+}
+
+// The README's exit-status table and coordctl --help say the same things
+// where they were once at odds with the behaviour (TestUsageAndBadFlags,
+// TestRatelimitTry, TestMissingKeyOneLine and TestNoPasswordInAnyOutput
+// check the behaviour).
+func TestExitTableMatchesREADME(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	for _, phrase := range []string{"no such key", "other settings", "no command", "a duration", "database"} {
+		if !strings.Contains(readme, phrase) || !strings.Contains(exitTable, phrase) {
+			t.Errorf("%q is not in both the README's exit table and coordctl --help's", phrase)
+		}
+	}
+}
+
+// coordctl --help lists the commands in two aligned columns.
+func TestHelpColumnsAligned(t *testing.T) {
+	_, out, _ := runCmd(t, "--help")
+	_, block, _ := strings.Cut(out, "Commands:\n")
+	block, _, _ = strings.Cut(block, "\n\n")
+	col := -1
+	for line := range strings.SplitSeq(block, "\n") {
+		i := strings.LastIndex(line, "  ") + 2
+		if i < 4 {
+			t.Fatalf("no description column in %q", line)
+		}
+		if col >= 0 && i != col {
+			t.Errorf("description of %q starts at column %d, the others at %d:\n%s", line, i, col, block)
+		}
+		col = i
 	}
 }

@@ -69,8 +69,8 @@ Exit status: 0 created; 1 a latch (or something else) already exists at K; 2 bad
 usage; 3 the server cannot be reached.`, `coordctl latch create --redis redis://127.0.0.1:6379/0 --key batch:42:done --count 3 --deadline 10m`)
 	key := fs.String("key", "", "latch key; required")
 	count := fs.Int64("count", -1, "the count, 0 or more; required")
-	deadline := fs.Duration("deadline", 0, "break the latch if it has not reached zero after this long (0: never)")
-	keyTTL := fs.Duration("key-ttl", 0, "delete the latch's key this long after its last change (0: the library's default)")
+	deadline := fs.Duration("deadline", 0, "break the latch if it has not reached zero after this long (omit: never)")
+	keyTTL := fs.Duration("key-ttl", 0, "delete the latch's key this long after its creation (omit: never)")
 	return oneShot(fs, args, key, 0, func() int {
 		if *count < 0 {
 			return fs.usagef("--count is required, 0 or more, e.g. --count 3")
@@ -144,6 +144,7 @@ it was reset or deleted, or --timeout passed; 2 bad usage; 3 the server cannot b
 reached.`, `coordctl latch wait --redis redis://127.0.0.1:6379/0 --key batch:42:done --timeout 10m && ./merge-results.sh`)
 	key := fs.String("key", "", "latch key; required")
 	timeout := fs.Duration("timeout", 0, "give up after this long (exit 1); 0 waits until the latch ends")
+	fs.allowZero("timeout")
 	return oneShot(fs, args, key, 0, func() int {
 		if *timeout < 0 {
 			return fs.usagef("--timeout must not be negative; e.g. --timeout 10m")
@@ -188,8 +189,9 @@ prints the decision. Algorithms and their settings:
   sliding-window  --limit N per --window D, --segments S (default 10)
   token-bucket    bucket of --limit N, refilled --tokens T (default 1) per --period D
   gcra            burst --limit N, sustained --rate R (default 1) per --period D
-Exit status: 0 granted; 1 limited (the retry-after is printed); 2 bad usage (or
-settings that differ from the ones stored at K); 3 the server cannot be reached.`,
+Exit status: 0 granted; 1 limited (the retry-after is printed), or K holds another
+algorithm, other settings or a key of another kind; 2 bad usage; 3 the server
+cannot be reached.`,
 		`coordctl ratelimit try --redis redis://127.0.0.1:6379/0 --key api:tenant:42 --algorithm token-bucket --limit 100 --tokens 10 --period 1s`)
 	key := fs.String("key", "", "limiter key; required")
 	algo := fs.String("algorithm", "", "fixed-window, sliding-window, token-bucket or gcra; required")
@@ -207,7 +209,7 @@ settings that differ from the ones stored at K); 3 the server cannot be reached.
 		case *permits < 1:
 			return fs.usagef("--permits must be 1 or more, e.g. --permits 1")
 		case (*algo == "fixed-window" || *algo == "sliding-window") && *window <= 0:
-			return fs.usagef("--window is required for %s, e.g. --window 1m", *algo)
+			return fs.usagef("--window is required for %s, e.g. --window 1m", *algo) // given, it is positive (parse)
 		case (*algo == "token-bucket" || *algo == "gcra") && *period <= 0:
 			return fs.usagef("--period is required for %s, e.g. --period 1s", *algo)
 		}
@@ -241,7 +243,7 @@ settings that differ from the ones stored at K); 3 the server cannot be reached.
 		if err != nil {
 			if errors.Is(err, coordination.ErrConfigMismatch) {
 				fmt.Fprintf(stderr, "coordctl ratelimit try: %q holds another algorithm or other settings: %v\n", *key, err)
-				return exitUsage
+				return exitRefused
 			}
 			return fail(stderr, fs.name, err)
 		}

@@ -101,7 +101,7 @@ func TestRatelimitTry(t *testing.T) {
 			expect(t, exitRefused, "limited; retry after", try()...)
 		}
 		// Other settings at the same key: refused as a usage error.
-		expect(t, exitUsage, "other settings", cmdline(b, "ratelimit try", "--key", "rl:gcra", "--limit", "5", "--algorithm", "gcra", "--period", "1m")...)
+		expect(t, exitRefused, "other settings", cmdline(b, "ratelimit try", "--key", "rl:gcra", "--limit", "5", "--algorithm", "gcra", "--period", "1m")...)
 		expect(t, exitUsage, "--algorithm is required", cmdline(b, "ratelimit try", "--key", "x", "--limit", "5")...)
 		expect(t, exitUsage, `--algorithm "leaky"`, cmdline(b, "ratelimit try", "--key", "x", "--limit", "5", "--algorithm", "leaky")...)
 		expect(t, exitUsage, "--window is required", cmdline(b, "ratelimit try", "--key", "x", "--limit", "5", "--algorithm", "fixed-window")...)

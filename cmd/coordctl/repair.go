@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -25,8 +29,8 @@ import (
 // touched either.
 
 func init() {
-	register(command{name: "idempotency show", usage: "idempotency show --key K [--namespace NS] [--result]    show an idempotency claim (and its stored result)", run: runIdemShow})
-	register(command{name: "idempotency forget", usage: "idempotency forget --key K [--namespace NS] [--pending] delete an idempotency claim", run: runIdemForget(false)})
+	register(command{name: "idempotency show", usage: "idempotency show --key K [--namespace NS] [--result [--raw]]  show an idempotency claim (and its stored result)", run: runIdemShow})
+	register(command{name: "idempotency forget", usage: "idempotency forget --key K [--namespace NS] [--pending]  delete an idempotency claim", run: runIdemForget(false)})
 	register(command{name: "repair claim", usage: "repair claim --key K [--namespace NS]                   delete an orphaned (pending) idempotency claim", run: runIdemForget(true)})
 	register(command{name: "repair semaphore", usage: "repair semaphore --key K --list | --permit TOKEN       remove a permit without expiry whose holder is gone", run: runRepairSemaphore})
 	register(command{name: "repair latch", usage: "repair latch --key K --reset N [--deadline D] | --delete  replace or delete a broken latch", run: runRepairLatch})
@@ -34,6 +38,18 @@ func init() {
 
 // errWrongKind is a key that holds another kind than the command expects.
 var errWrongKind = errors.New("wrong kind of key")
+
+// article puts "a" or "an" before a kind: "an idempotency claim", "an
+// unknown".
+func article(kind string) string {
+	if kind != "" && strings.ContainsRune("aeiou", rune(kind[0])) {
+		return "an " + kind
+	}
+	return "a " + kind
+}
+
+// errNoKey is a key that does not exist.
+var errNoKey = errors.New("no such key")
 
 // expectKind fetches key and checks that it holds one of kinds. The error
 // wraps errWrongKind, saying what the key holds.
@@ -45,9 +61,9 @@ func expectKind(ctx context.Context, c redis.Cmdable, key string, kinds ...strin
 	r := decode(s)
 	if !slices.Contains(kinds, r.Kind) {
 		if r.Kind == kindMissing {
-			return r, fmt.Errorf("%w: no key %q", errWrongKind, key)
+			return r, fmt.Errorf("%w %q", errNoKey, key)
 		}
-		return r, fmt.Errorf("%w: %q holds a %s, not a %s (see coordctl inspect)", errWrongKind, key, r.Kind, strings.Join(kinds, " or "))
+		return r, fmt.Errorf("%w: %q holds %s, not %s (see coordctl inspect)", errWrongKind, key, article(r.Kind), article(strings.Join(kinds, " or ")))
 	}
 	return r, nil
 }
@@ -84,9 +100,9 @@ func guarded(ctx context.Context, c redis.UniversalClient, key string, kinds []s
 }
 
 // refusal prints err for a command and returns its exit status: 1 for a
-// key of another kind (or a refused repair), else fail's.
+// missing key, a key of another kind (or a refused repair), else fail's.
 func refusal(stderr io.Writer, name string, err error) int {
-	if errors.Is(err, errWrongKind) || errors.Is(err, errRefused) {
+	if errors.Is(err, errWrongKind) || errors.Is(err, errNoKey) || errors.Is(err, errRefused) {
 		fmt.Fprintf(stderr, "coordctl %s: %v\n", name, err)
 		return exitRefused
 	}
@@ -108,14 +124,21 @@ func runIdemShow(args []string, stdout, stderr io.Writer) int {
 Shows the idempotency claim at K: pending or completed, its owner (truncated),
 whether a fingerprint was stored, the result's size and HTTP status, and its TTL.
 With --namespace the key is the middleware's (idempotency.StoreKey(NS, K)). With
---result it writes the stored result's bytes to stdout instead.
+--result it prints the stored result instead: as text with a newline when it is
+printable, else in base64 (with a note on stderr); --raw writes its bytes as stored.
 Exit status: 0 shown; 1 no claim at K, or a key of another kind; 2 bad usage; 3 the
 server cannot be reached.`, `coordctl idempotency show --redis redis://127.0.0.1:6379/0 --key pay:8f14e45f
 coordctl idempotency show --key 8f14e45f --namespace tenant:42 --result | jq .`)
 	key := fs.String("key", "", "claim key (as given to Begin); required")
 	ns := fs.String("namespace", "", "the middleware's namespace of the key, if any")
-	result := fs.Bool("result", false, "write the stored result's bytes to stdout")
-	return oneShot(fs, args, key, 0, nil, func(ctx context.Context, coord *coordination.Coordinator) int {
+	result := fs.Bool("result", false, "print the stored result (text, or base64 when it is binary)")
+	raw := fs.Bool("raw", false, "with --result: write the result's bytes as stored, nothing added")
+	return oneShot(fs, args, key, 0, func() int {
+		if *raw && !*result {
+			return fs.usagef("--raw goes with --result, e.g. --result --raw")
+		}
+		return 0
+	}, func(ctx context.Context, coord *coordination.Coordinator) int {
 		full := claimKey(coord.Prefix(), *ns, *key)
 		r, err := expectKind(ctx, coord.Client(), full, kindClaim)
 		if err != nil {
@@ -126,7 +149,15 @@ coordctl idempotency show --key 8f14e45f --namespace tenant:42 --result | jq .`)
 			if err != nil {
 				return refusal(stderr, fs.name, err)
 			}
-			_, _ = io.WriteString(stdout, res)
+			switch {
+			case *raw:
+				_, _ = io.WriteString(unwrap(stdout), res)
+			case printable(res):
+				_, _ = io.WriteString(stdout, strings.TrimSuffix(res, "\n")+"\n")
+			default:
+				fmt.Fprintln(stdout, base64.StdEncoding.EncodeToString([]byte(res)))
+				fmt.Fprintf(stderr, "coordctl idempotency show: the result (%d bytes) is binary, shown in base64; --raw writes its bytes\n", len(res))
+			}
 			return exitOK
 		}
 		fmt.Fprint(stdout, r.text())
@@ -186,6 +217,20 @@ other state; 2 bad usage; 3 the server cannot be reached.`, example)
 	}
 }
 
+// printable reports whether a result is text a terminal shows as is:
+// valid UTF-8 without control characters other than tab and newlines.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' && r != '\r' {
+			return false
+		}
+	}
+	return true
+}
+
 // fieldOf returns a report field's value as text ("" when absent).
 func fieldOf(r *report, k string) string {
 	for _, f := range r.Fields {
@@ -233,10 +278,15 @@ coordctl repair semaphore --key encoders --permit 3f2a9c1e`)
 			fmt.Fprintf(stdout, "%d permit(s) without expiry\n", len(ms))
 			return exitOK
 		}
-		var member string
+		var (
+			member  string
+			ms      []redis.Z // the members, read under WATCH
+			deleted bool
+		)
 		_, err := guarded(ctx, c, full, []string{kindSemaphore}, func(*report) error {
 			member = ""
-			ms, err := c.ZRangeWithScores(ctx, full, 0, -1).Result()
+			var err error
+			ms, err = c.ZRangeWithScores(ctx, full, 0, -1).Result()
 			if err != nil {
 				return err
 			}
@@ -259,9 +309,37 @@ coordctl repair semaphore --key encoders --permit 3f2a9c1e`)
 			}
 			member, _ = found[0].Member.(string)
 			return nil
-		}, func(p redis.Pipeliner, _ *report) { p.ZRem(ctx, full, member) })
+		}, func(p redis.Pipeliner, _ *report) {
+			// As a release does: with no permit left the key goes (the
+			// records alone would stay forever, the key having no TTL
+			// while a permit without expiry was there); with permits left
+			// that all expire, the key expires with the latest of them.
+			var left []redis.Z
+			forever := false
+			for _, z := range ms {
+				if m, _ := z.Member.(string); strings.HasPrefix(m, "P:") && m != member {
+					left = append(left, z)
+					forever = forever || math.IsInf(z.Score, 1)
+				}
+			}
+			switch {
+			case len(left) == 0:
+				p.Del(ctx, full)
+			case !forever:
+				top := slices.MaxFunc(left, func(a, b redis.Z) int { return cmp.Compare(a.Score, b.Score) })
+				p.ZRem(ctx, full, member)
+				p.PExpireAt(ctx, full, time.UnixMilli(int64(top.Score)))
+			default:
+				p.ZRem(ctx, full, member)
+			}
+			deleted = len(left) == 0
+		})
 		if err != nil {
 			return refusal(stderr, fs.name, err)
+		}
+		if deleted {
+			fmt.Fprintf(stdout, "removed %s from %q, its last permit: deleted the key\n", member, full)
+			return exitOK
 		}
 		fmt.Fprintf(stdout, "removed %s from %q\n", member, full)
 		return exitOK
@@ -269,22 +347,29 @@ coordctl repair semaphore --key encoders --permit 3f2a9c1e`)
 }
 
 func runRepairLatch(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("repair latch", stdout, stderr, `usage: coordctl repair latch --key K --reset N [--deadline D]
+	fs := newFlags("repair latch", stdout, stderr, `usage: coordctl repair latch --key K --reset N [--deadline D] [--force]
        coordctl repair latch --key K --delete
 
 A broken latch (its deadline passed before it reached zero) stays broken: waiters
 get latch.ErrBroken. --reset replaces it with a new generation of count N (old
-waiters return, old count-downs are refused); --delete removes it (waiters return
-false, count-downs report not found). Both refuse a key that is not a latch.
-Exit status: 0 done; 1 not a latch; 2 bad usage; 3 the server cannot be reached.`, `coordctl repair latch --redis redis://127.0.0.1:6379/0 --key batch:42:done --reset 3 --deadline 10m
+waiters return, old count-downs are refused); it refuses a latch that is not
+broken (open or complete, in use) unless --force is given. --delete removes the
+latch (waiters return false, count-downs report not found). Both refuse a key
+that is not a latch.
+Exit status: 0 done; 1 no such key, not a latch, or a latch that is not broken
+(without --force); 2 bad usage; 3 the server cannot be reached.`, `coordctl repair latch --redis redis://127.0.0.1:6379/0 --key batch:42:done --reset 3 --deadline 10m
 coordctl repair latch --key batch:42:done --delete`)
 	key := fs.String("key", "", "latch key; required")
 	reset := fs.Int64("reset", -1, "replace the latch with a new generation of this count")
-	deadline := fs.Duration("deadline", 0, "with --reset: the new generation's deadline (0: none)")
+	deadline := fs.Duration("deadline", 0, "with --reset: the new generation's deadline (omit: none)")
 	del := fs.Bool("delete", false, "delete the latch")
+	force := fs.Bool("force", false, "with --reset: replace a latch that is not broken (open or complete) too")
 	return oneShot(fs, args, key, 0, func() int {
 		if (*reset >= 0) == *del {
 			return fs.usagef("give --reset N or --delete, e.g. --reset 3")
+		}
+		if *force && *del {
+			return fs.usagef("--force goes with --reset, not --delete")
 		}
 		return 0
 	}, func(ctx context.Context, coord *coordination.Coordinator) int {
@@ -300,6 +385,12 @@ coordctl repair latch --key batch:42:done --delete`)
 		r, err := expectKind(ctx, coord.Client(), full, kindLatch)
 		if err != nil {
 			return refusal(stderr, fs.name, err)
+		}
+		// A corrupt latch is broken too: the library cannot use it.
+		if state := fieldOf(r, "state"); !strings.HasPrefix(state, "broken") && r.Problem == "" && !*force {
+			fmt.Fprintf(stderr, "coordctl repair latch: the latch %q (generation %s) is %s, not broken: --reset would drop its waiters and count-downs; give --force to replace it anyway\n",
+				full, fieldOf(r, "generation"), state)
+			return exitRefused
 		}
 		var opts []latch.Option
 		if *deadline > 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"strings"
 	"testing"
 	"time"
@@ -29,12 +30,35 @@ func TestIdempotencyShowAndForget(t *testing.T) {
 		if ok, err := st.Complete(ctx, "pay:1", c.Owner, []byte("receipt-77")); err != nil || !ok {
 			t.Fatal(ok, err)
 		}
-		if out := expect(t, exitOK, "receipt-77", cmdline(b, "idempotency show", "--key", "pay:1", "--result")...); out != "receipt-77" {
-			t.Fatalf("--result wrote %q, want the result's bytes alone", out)
+		if out := expect(t, exitOK, "receipt-77", cmdline(b, "idempotency show", "--key", "pay:1", "--result")...); out != "receipt-77\n" {
+			t.Fatalf("--result wrote %q, want the result and a newline", out)
+		}
+		if out := expect(t, exitOK, "receipt-77", cmdline(b, "idempotency show", "--key", "pay:1", "--result", "--raw")...); out != "receipt-77" {
+			t.Fatalf("--result --raw wrote %q, want the result's bytes alone", out)
+		}
+		// A binary result: base64 and a note, or its bytes with --raw.
+		cb, err := st.Begin(ctx, "bin", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin := []byte{0x00, 0xff, 0x1b, 'x'}
+		if ok, err := st.Complete(ctx, "bin", cb.Owner, bin); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		code, out, errOut := runCmd(t, cmdline(b, "idempotency show", "--key", "bin", "--result")...)
+		if code != exitOK || out != base64.StdEncoding.EncodeToString(bin)+"\n" || !strings.Contains(errOut, "is binary, shown in base64; --raw writes its bytes") {
+			t.Fatalf("binary --result: %d %q %q", code, out, errOut)
+		}
+		if code, out, _ := runCmd(t, cmdline(b, "idempotency show", "--key", "bin", "--result", "--raw")...); code != exitOK || out != string(bin) {
+			t.Fatalf("binary --result --raw: %d %q", code, out)
+		}
+		code, out, errOut = runCmd(t, cmdline(b, "idempotency show", "--key", "pay:1", "--raw")...)
+		if code != exitUsage || !strings.Contains(errOut, "--raw goes with --result") {
+			t.Fatalf("--raw without --result: %d %q %q", code, out, errOut)
 		}
 		expect(t, exitRefused, "is completed, not pending", cmdline(b, "repair claim", "--key", "pay:1")...)
 		expect(t, exitOK, "deleted the completed claim", cmdline(b, "idempotency forget", "--key", "pay:1")...)
-		expect(t, exitRefused, "no key", cmdline(b, "idempotency show", "--key", "pay:1")...)
+		expect(t, exitRefused, "no such key", cmdline(b, "idempotency show", "--key", "pay:1")...)
 		// An orphaned claim: repair claim deletes it; the next Begin starts.
 		if _, err := st.Begin(ctx, "pay:2", time.Hour); err != nil {
 			t.Fatal(err)
@@ -62,7 +86,7 @@ func TestIdempotencyShowAndForget(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, v := range []string{"idempotency show", "idempotency forget", "repair claim"} {
-			expect(t, exitRefused, "holds a unknown, not a idempotency claim", cmdline(b, v, "--key", "other")...)
+			expect(t, exitRefused, "holds an unknown, not an idempotency claim", cmdline(b, v, "--key", "other")...)
 		}
 		if raw.Exists(ctx, b.Key("other")).Val() != 1 {
 			t.Fatal("a refused command deleted the key")
@@ -88,6 +112,8 @@ func TestRepairSemaphore(t *testing.T) {
 		if _, err := sem.TryAcquire(ctx, time.Hour); err == nil {
 			t.Fatal("a third permit of two")
 		}
+		// inspect suggests the repair, with the key (and the prefix) to give.
+		expect(t, exitOK, "repair:          coordctl repair semaphore --prefix "+shellQuote(b.Prefix())+" --key enc --list", cmdline(b, "inspect", "enc")...)
 		out := expect(t, exitOK, "1 permit(s) without expiry", cmdline(b, "repair semaphore", "--key", "enc", "--list")...)
 		if !strings.Contains(out, dead.Token()) || strings.Contains(out, live.Token()) {
 			t.Fatalf("--list:\n%s", out)
@@ -95,6 +121,11 @@ func TestRepairSemaphore(t *testing.T) {
 		expect(t, exitRefused, "expires by itself", cmdline(b, "repair semaphore", "--key", "enc", "--permit", live.Token()[:12])...)
 		expect(t, exitRefused, "no permit", cmdline(b, "repair semaphore", "--key", "enc", "--permit", "zzzz")...)
 		expect(t, exitOK, "removed P:1:"+dead.Token(), cmdline(b, "repair semaphore", "--key", "enc", "--permit", dead.Token()[:12])...)
+		// The key had no TTL while the permit without expiry was there:
+		// it now expires with the permit left, as after a release.
+		if ttl := b.Client(t).PTTL(ctx, b.Key("enc")).Val(); ttl <= 0 || ttl > time.Hour {
+			t.Fatalf("after the repair the key's TTL is %v, want the live permit's (about 1h)", ttl)
+		}
 		p, err := sem.TryAcquire(ctx, time.Hour)
 		if err != nil {
 			t.Fatalf("the freed permit could not be taken: %v", err)
@@ -107,6 +138,17 @@ func TestRepairSemaphore(t *testing.T) {
 			t.Fatal(err)
 		}
 		expect(t, exitRefused, "holds a latch, not a semaphore", cmdline(b, "repair semaphore", "--key", "l", "--list")...)
+		// Removing the last permit deletes the key: its records alone
+		// would stay forever (no TTL).
+		solo, _ := semaphore.New(b.Coordinator(t), "solo", 1)
+		only, err := solo.TryAcquire(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, exitOK, "its last permit: deleted the key", cmdline(b, "repair semaphore", "--key", "solo", "--permit", only.Token()[:12])...)
+		if n := b.Client(t).Exists(ctx, b.Key("solo")).Val(); n != 0 {
+			t.Fatal("the key of a semaphore without permits is still there")
+		}
 	})
 }
 
@@ -124,9 +166,17 @@ func TestRepairLatch(t *testing.T) {
 		}
 		expect(t, exitOK, "state:        broken (deadline passed)\ndeadline in:  -", cmdline(b, "inspect", "broken")...) // broken, not corrupt
 		expect(t, exitOK, "with generation 2, count 1", cmdline(b, "repair latch", "--key", "broken", "--reset", "1")...)
+		// The new generation is open, in use: not replaced without --force.
+		expect(t, exitRefused, "is open, not broken", cmdline(b, "repair latch", "--key", "broken", "--reset", "5")...)
+		if n, err := b.Client(t).HGet(ctx, b.Key("broken"), "gen").Result(); err != nil || n != "2" {
+			t.Fatalf("the refused reset changed the latch: generation %q, %v", n, err)
+		}
 		expect(t, exitOK, "0 left", cmdline(b, "latch countdown", "--key", "broken")...)
+		expect(t, exitRefused, "is complete, not broken", cmdline(b, "repair latch", "--key", "broken", "--reset", "1")...)
+		expect(t, exitOK, "with generation 3, count 1", cmdline(b, "repair latch", "--key", "broken", "--reset", "1", "--force")...)
+		expect(t, exitUsage, "--force goes with --reset", cmdline(b, "repair latch", "--key", "broken", "--delete", "--force")...)
 		expect(t, exitOK, "deleted the latch", cmdline(b, "repair latch", "--key", "broken", "--delete")...)
-		expect(t, exitRefused, "no key", cmdline(b, "repair latch", "--key", "broken", "--delete")...)
+		expect(t, exitRefused, "no such key", cmdline(b, "repair latch", "--key", "broken", "--delete")...)
 		sem, _ := semaphore.New(coord, "sem", 1)
 		p, err := sem.TryAcquire(ctx, time.Hour)
 		if err != nil {
@@ -135,5 +185,35 @@ func TestRepairLatch(t *testing.T) {
 		defer p.Release(ctx)
 		expect(t, exitRefused, "holds a semaphore, not a latch", cmdline(b, "repair latch", "--key", "sem", "--reset", "1")...)
 		expect(t, exitUsage, "give --reset N or --delete", cmdline(b, "repair latch", "--key", "sem")...)
+	})
+}
+
+// A missing key is said in one line, "no such key", exit 1, by every
+// command that reads a key of a kind: it is neither corrupt nor of
+// another kind.
+func TestMissingKeyOneLine(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		for _, args := range [][]string{
+			{"inspect", "nokey"},
+			{"idempotency show", "--key", "nokey"},
+			{"idempotency show", "--key", "nokey", "--result"},
+			{"idempotency forget", "--key", "nokey"},
+			{"repair claim", "--key", "nokey"},
+			{"repair latch", "--key", "nokey", "--delete"},
+			{"repair latch", "--key", "nokey", "--reset", "1"},
+			{"repair semaphore", "--key", "nokey", "--list"},
+			{"repair semaphore", "--key", "nokey", "--permit", "abc"},
+		} {
+			code, out, errOut := runCmd(t, cmdline(b, args[0], args[1:]...)...)
+			if code != exitRefused || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, `no such key "`+b.Prefix()+`nokey"`) ||
+				strings.Contains(errOut, "CORRUPT") || strings.Contains(errOut, "wrong kind") {
+				t.Errorf("coordctl %s: exit %d\nstdout %q\nstderr %q\nwant 1 and one line: no such key", strings.Join(args, " "), code, out, errOut)
+			}
+		}
+		// --json still prints the object (kind "missing", no problem).
+		code, out, _ := runCmd(t, cmdline(b, "inspect", "nokey", "--json")...)
+		if code != exitRefused || !strings.Contains(out, `"kind":"missing"`) || strings.Contains(out, "problem") {
+			t.Errorf("inspect --json of a missing key: %d %q", code, out)
+		}
 	})
 }

@@ -14,7 +14,7 @@ import (
 func init() {
 	register(command{
 		name:  "semaphore run",
-		usage: "semaphore run --key K --capacity N [--permits 1] -- cmd args run a command holding semaphore permits (a distributed sem)",
+		usage: "semaphore run --key K --capacity N [--permits 1] -- cmd args  run a command holding semaphore permits (a distributed sem)",
 		run:   runSemaphoreRun,
 	})
 }
@@ -69,7 +69,11 @@ coordctl semaphore run --key encoders --capacity 4 --no-wait -- ./encode.sh   # 
 	sigCtx, stopSignals := notifySignals()
 	defer stopSignals()
 	var p *semaphore.Permit
-	logf("waiting for %d of %d permits of %q on %s", *permits, *capacity, *key, desc)
+	if *hf.noWait {
+		logf("trying for %d of %d permits of %q on %s (--no-wait)", *permits, *capacity, *key, desc)
+	} else {
+		logf("waiting for %d of %d permits of %q on %s", *permits, *capacity, *key, desc)
+	}
 	err = hf.acquire(sigCtx, func(ctx context.Context, block bool) (err error) {
 		if block {
 			p, err = sem.AcquireN(ctx, *permits, *hf.ttl)

@@ -20,6 +20,9 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -36,6 +39,9 @@ const (
 	ExampleURL      = "redis://user:PASSWORD@127.0.0.1:6379/0"
 	ExampleCluster  = "127.0.0.1:7000,127.0.0.1:7001"
 	ExampleSentinel = "mymaster@127.0.0.1:26379,127.0.0.1:26380"
+
+	ExampleClusterCreds  = "rediss://user:PASSWORD@" + ExampleCluster
+	ExampleSentinelCreds = "rediss://user:PASSWORD@" + ExampleSentinel
 )
 
 // PingTimeout bounds the first PING of Connect.
@@ -82,11 +88,9 @@ func (f *Flags) Resolve() error {
 
 // Secrets returns the passwords the flags carry (for [Redact]).
 func (f *Flags) Secrets() []string {
-	var s []string
-	for _, v := range []string{f.URL, f.Cluster, f.Sentinel} {
-		s = append(s, SecretsIn(v)...)
-	}
-	return s
+	s := SecretsIn(f.URL)
+	s = append(s, ClusterSecrets(f.Cluster)...)
+	return append(s, SentinelSecrets(f.Sentinel)...)
 }
 
 // UsageError is a wrong flag or URL: exit status 2.
@@ -128,7 +132,7 @@ func (f *Flags) Options() (*redis.UniversalOptions, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		addrs, err := splitAddrs("--cluster", rest, ExampleCluster)
+		addrs, err := splitAddrs("--cluster", rest, ExampleCluster, ExampleClusterCreds)
 		if err != nil {
 			return nil, "", err
 		}
@@ -146,7 +150,7 @@ func (f *Flags) Options() (*redis.UniversalOptions, string, error) {
 		if !ok || master == "" {
 			return nil, "", usagef("--sentinel: want MASTER@host:port,..., e.g. --sentinel %s", ExampleSentinel)
 		}
-		addrs, err := splitAddrs("--sentinel", list, ExampleSentinel)
+		addrs, err := splitAddrs("--sentinel", list, ExampleSentinel, ExampleSentinelCreds)
 		if err != nil {
 			return nil, "", err
 		}
@@ -247,37 +251,73 @@ func urlProblem(err error, rest string) string {
 }
 
 // splitCreds splits an optional "redis[s]://[user:pass@]" prefix off a
-// --cluster or --sentinel value.
+// --cluster or --sentinel value. The user:password part is recognised
+// only after a scheme; without one, a value that looks like it carries
+// one is refused (its items are checked by splitAddrs, whose messages mask
+// it).
 func splitCreds(flagName, v string) (scheme, user, pass, rest string, err error) {
 	scheme, rest, ok := strings.Cut(v, "://")
 	if !ok {
-		return "redis", "", "", v, nil
+		scheme, rest = "redis", v
+	} else if scheme != "redis" && scheme != "rediss" {
+		return "", "", "", "", usagef("%s: scheme %q is not supported; want redis:// or rediss:// before the addresses, e.g. %s %s", flagName, scheme, flagName, exampleCreds(flagName))
 	}
-	if scheme != "redis" && scheme != "rediss" {
-		return "", "", "", "", usagef("%s: scheme %q is not supported; want redis:// or rediss:// before the addresses, e.g. %s rediss://user:PASSWORD@%s", flagName, scheme, flagName, ExampleCluster)
-	}
-	// The userinfo ends at the first '@' for --cluster (addresses have no
-	// '@'), and at the first of two for --sentinel (MASTER@addrs follows).
-	at := strings.Index(rest, "@")
-	if at < 0 || (flagName == "--sentinel" && strings.Count(rest, "@") < 2) {
+	info, after, has := credsPart(flagName, rest)
+	if !has {
 		return scheme, "", "", rest, nil
 	}
-	info := rest[:at]
+	if !ok {
+		return "", "", "", "", usagef("%s: a user:PASSWORD@ part needs redis:// or rediss:// before it, e.g. %s %s", flagName, flagName, exampleCreds(flagName))
+	}
 	u, perr := url.Parse("redis://" + info + "@x")
 	if perr != nil || u.User == nil {
 		return "", "", "", "", usagef("%s: the user:password part is not valid (percent-encode special characters, e.g. @ as %%40)", flagName)
 	}
 	pass, _ = u.User.Password()
-	return scheme, u.User.Username(), pass, rest[at+1:], nil
+	return scheme, u.User.Username(), pass, after, nil
 }
 
-// splitAddrs splits a comma-separated host:port list.
-func splitAddrs(flagName, list, example string) ([]string, error) {
+func exampleCreds(flagName string) string {
+	if flagName == "--sentinel" {
+		return ExampleSentinelCreds
+	}
+	return ExampleClusterCreds
+}
+
+// credsPart finds the user:password part at the start of a --cluster or
+// --sentinel value (after its scheme): up to the first '@' of a --cluster
+// value, and of a --sentinel value whose first address has two '@' before
+// it (user:pass@MASTER@host:port; MASTER@host:port has none). has is
+// false when there is none.
+func credsPart(flagName, rest string) (info, after string, has bool) {
+	at := strings.Index(rest, "@")
+	if at < 0 {
+		return "", rest, false
+	}
+	if flagName == "--sentinel" {
+		first, _, _ := strings.Cut(rest, ",")
+		if strings.Count(first, "@") < 2 {
+			return "", rest, false
+		}
+	} else if strings.Contains(rest[:at], ",") {
+		// host:port,user:pass@host:port: a user:pass in a later item
+		// (splitAddrs refuses it).
+		return "", rest, false
+	}
+	return rest[:at], rest[at+1:], true
+}
+
+// splitAddrs splits a comma-separated host:port list. An item carrying a
+// user:password part is refused with the password masked.
+func splitAddrs(flagName, list, example, exampleWithCreds string) ([]string, error) {
 	var addrs []string
 	for a := range strings.SplitSeq(list, ",") {
 		a = strings.TrimSpace(a)
 		if a == "" {
 			continue
+		}
+		if strings.Contains(a, "@") {
+			return nil, usagef("%s: the address %q carries a user:PASSWORD@ part: give it once, after redis:// or rediss:// before the first address, e.g. %s %s", flagName, redactItem(a), flagName, exampleWithCreds)
 		}
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
 			return nil, usagef("%s: %q is not host:port, e.g. %s %s", flagName, a, flagName, example)
@@ -288,6 +328,20 @@ func splitAddrs(flagName, list, example string) ([]string, error) {
 		return nil, usagef("%s: no address given, e.g. %s %s", flagName, flagName, example)
 	}
 	return addrs, nil
+}
+
+// redactItem masks the password of a "user:pass@host:port" item (all of
+// the part before the last '@' when it has no ':').
+func redactItem(a string) string {
+	at := strings.LastIndex(a, "@")
+	if at < 0 {
+		return a
+	}
+	user, _, ok := strings.Cut(a[:at], ":")
+	if !ok {
+		return "xxxxx" + a[at:]
+	}
+	return user + ":xxxxx" + a[at:]
 }
 
 // Connect resolves nothing (call Resolve first), builds a client for the
@@ -316,9 +370,24 @@ func (f *Flags) Connect(ctx context.Context) (*Client, error) {
 	}
 	if err := Ping(ctx, c, o.Password != ""); err != nil {
 		_ = c.Close()
+		if isBadDB(err) {
+			return nil, usagef("--redis %s: the server has no database %d (%s); its databases are 0 to N-1 (CONFIG GET databases), e.g. --redis %s", RedactURL(f.URL), o.DB, "DB index is out of range", ExampleURL)
+		}
 		return nil, &ConnError{Msg: Redact(err.Error(), f.Secrets()), Err: err}
 	}
 	return &Client{UniversalClient: c, Desc: desc}, nil
+}
+
+// isBadDB reports whether err is the server's refusal of the URL's
+// database number (SELECT n beyond its databases): a wrong URL, not a
+// connection failure.
+func isBadDB(err error) bool {
+	var ce *ConnError
+	if errors.As(err, &ce) && ce.Err != nil {
+		err = ce.Err
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "DB index is out of range") || strings.Contains(msg, "invalid DB index")
 }
 
 // Open resolves the flags (see Resolve) and connects: to the server they
@@ -419,53 +488,175 @@ func IsConnError(err error) bool {
 	return false
 }
 
-// SecretsIn returns the password in a URL-like value (a --redis URL, or
-// a --cluster or --sentinel value with a redis[s]:// prefix), found even
-// when the value does not parse: the text between "scheme://" (or the
-// start) and the last '@', after its first ':'; both the raw and the
-// percent-decoded form.
+// SecretsIn returns the passwords in a URL-like value (a --redis URL, or
+// any argument with "://"), found even when the value does not parse:
+// the userinfo's password (the text between "scheme://" (or the start)
+// and the last '@' before the query, after its first ':'; all of it when
+// it has no ':', which go-redis takes as a password), and the values of
+// password-like query parameters (?password=, ?sentinel_password=, ...);
+// each in its raw and its percent-decoded form. For --cluster and
+// --sentinel values use [ClusterSecrets] and [SentinelSecrets]: a
+// sentinel's MASTER@ is not a password.
 func SecretsIn(v string) []string {
 	_, rest, ok := strings.Cut(v, "://")
 	if !ok {
 		rest = v
 	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return nil
+	authority, query, _ := strings.Cut(rest, "?")
+	var out []string
+	if at := strings.LastIndex(authority, "@"); at >= 0 {
+		info := authority[:at]
+		// --sentinel-like: user:pass@master@addrs; the userinfo ends at the first '@'.
+		if strings.Count(authority, "@") >= 2 {
+			info = authority[:strings.Index(authority, "@")]
+		}
+		out = append(out, userinfoSecrets(info)...)
 	}
-	info := rest[:at]
-	// --sentinel: user:pass@master@addrs; the userinfo ends at the first '@'.
-	if strings.Count(rest, "@") >= 2 {
-		info = rest[:strings.Index(rest, "@")]
+	return uniq(append(out, querySecrets(query)...))
+}
+
+// ClusterSecrets returns the passwords in a --cluster value: the
+// user:password part after its scheme, and any user:password@ part of an
+// item (given by mistake, without a scheme or before a later address).
+func ClusterSecrets(v string) []string {
+	_, rest, ok := strings.Cut(v, "://")
+	if !ok {
+		rest = v
 	}
+	var out []string
+	if info, _, has := credsPart("--cluster", rest); has {
+		out = append(out, userinfoSecrets(info)...)
+	}
+	return uniq(append(out, itemSecrets(rest)...))
+}
+
+// SentinelSecrets returns the passwords in a --sentinel value
+// ([redis[s]://[user:pass@]]MASTER@host:port,...): the user:password part
+// and any user:password@ part of an address, never the master name.
+func SentinelSecrets(v string) []string {
+	_, rest, ok := strings.Cut(v, "://")
+	if !ok {
+		rest = v
+	}
+	var out []string
+	info, after, has := credsPart("--sentinel", rest)
+	if has {
+		out = append(out, userinfoSecrets(info)...)
+	}
+	if _, list, ok := strings.Cut(after, "@"); ok {
+		out = append(out, itemSecrets(list)...)
+	}
+	return uniq(out)
+}
+
+// itemSecrets returns the passwords of the comma-separated items of list
+// that carry a user:password@ part.
+func itemSecrets(list string) []string {
+	var out []string
+	for a := range strings.SplitSeq(list, ",") {
+		if at := strings.LastIndex(a, "@"); at >= 0 {
+			out = append(out, userinfoSecrets(strings.TrimSpace(a[:at]))...)
+		}
+	}
+	return out
+}
+
+// userinfoSecrets returns the password of a "user:pass" userinfo (all of
+// it when it has no ':'), raw and percent-decoded.
+func userinfoSecrets(info string) []string {
 	_, pass, ok := strings.Cut(info, ":")
-	if !ok || pass == "" {
-		// A userinfo without ':' is a password to go-redis (redis://secret@host).
+	if !ok {
 		pass = info
 	}
-	if pass == "" {
+	return withDecoded(pass)
+}
+
+func withDecoded(p string) []string {
+	if p == "" {
 		return nil
 	}
-	out := []string{pass}
-	if dec, err := url.PathUnescape(pass); err == nil && dec != pass {
+	out := []string{p}
+	if dec, err := url.QueryUnescape(p); err == nil && dec != p && dec != "" {
+		out = append(out, dec)
+	}
+	if dec, err := url.PathUnescape(p); err == nil && dec != p && dec != "" && dec != out[len(out)-1] {
 		out = append(out, dec)
 	}
 	return out
 }
 
-// Redact replaces every secret in s by "xxxxx".
-func Redact(s string, secrets []string) string {
-	for _, p := range secrets {
-		if len(p) > 0 {
-			s = strings.ReplaceAll(s, p, "xxxxx")
+// passwordParam matches the query parameters whose values are secrets
+// (go-redis has none; a user may still try ?password=).
+var passwordParam = regexp.MustCompile(`(?i)pass|pwd|secret|auth|token|cred|key`)
+
+// safeParam matches the query parameters go-redis reads, whose values are
+// not secret and are shown in messages; every other value is masked.
+var safeParam = regexp.MustCompile(`^(db|protocol|client_name|skip_verify|pool_fifo|[a-z_]*(timeout|backoff|retries|size|conns|dials|time|age|lifetime|jitter))$`)
+
+// querySecrets returns the values of password-like parameters of a URL
+// query (the text after '?').
+func querySecrets(query string) []string {
+	var out []string
+	for kv := range strings.SplitSeq(query, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		if passwordParam.MatchString(k) {
+			out = append(out, withDecoded(v)...)
 		}
 	}
-	return s
+	return out
 }
 
-// RedactURL returns v with its password replaced by "xxxxx" (see
-// SecretsIn); values without one are returned unchanged.
-func RedactURL(v string) string { return Redact(v, SecretsIn(v)) }
+// Redact replaces every secret in s by "xxxxx", in one pass (longest
+// secret first where two overlap).
+func Redact(s string, secrets []string) string {
+	secrets = uniq(secrets)
+	if len(secrets) == 0 {
+		return s
+	}
+	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
+	pairs := make([]string, 0, 2*len(secrets))
+	for _, p := range secrets {
+		pairs = append(pairs, p, "xxxxx")
+	}
+	return strings.NewReplacer(pairs...).Replace(s)
+}
+
+// uniq returns the non-empty strings of s, each once, in order.
+func uniq(s []string) []string {
+	var out []string
+	for _, v := range s {
+		if v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// RedactURL returns a URL-like value with its userinfo's password and the
+// value of every query parameter go-redis does not read as a setting
+// replaced by "xxxxx" (see SecretsIn); values without any are returned
+// unchanged.
+func RedactURL(v string) string {
+	secrets := SecretsIn(v)
+	head, query, hasQuery := strings.Cut(v, "?")
+	head = Redact(head, secrets)
+	if !hasQuery {
+		return head
+	}
+	parts := strings.Split(query, "&")
+	for i, kv := range parts {
+		k, val, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok:
+			parts[i] = Redact(kv, secrets)
+		case val != "" && !safeParam.MatchString(k):
+			parts[i] = Redact(k, secrets) + "=xxxxx"
+		default:
+			parts[i] = Redact(k, secrets) + "=" + Redact(val, secrets)
+		}
+	}
+	return head + "?" + strings.Join(parts, "&")
+}
 
 // Embedded is an in-process miniredis whose clock follows the wall clock
 // (miniredis otherwise never expires keys on its own), for tools that run

@@ -51,6 +51,7 @@ func TestSecretsIn(t *testing.T) {
 		"redis://h:1/0":                  "",
 		"redis://onlypass@h:1":           "onlypass",
 		"not a url but user:pw@host:123": "pw",
+		"redis://:a@h:1/0?password=b%2Bc&db=1&sentinel_password=d+e&client_name=n": "a,b%2Bc,b+c,d+e,d e",
 	} {
 		if got := strings.Join(SecretsIn(in), ","); got != want {
 			t.Errorf("SecretsIn(%q) = %q, want %q", in, got, want)
@@ -102,6 +103,37 @@ func TestOneEnvironmentVariable(t *testing.T) {
 			if strings.Contains(string(b), bad) {
 				t.Errorf("%s reads its server with %s instead of cliconn (one variable: %s)", f, bad, EnvURL)
 			}
+		}
+	}
+}
+
+func TestClusterAndSentinelSecrets(t *testing.T) {
+	for _, c := range []struct {
+		f    func(string) []string
+		in   string
+		want string
+	}{
+		{ClusterSecrets, "127.0.0.1:1,127.0.0.1:2", ""},
+		{ClusterSecrets, "rediss://u:p1@h:1,h:2", "p1"},
+		{ClusterSecrets, ":p2@h:1", "p2"},
+		{ClusterSecrets, "h:1,x:p3@h:2", "p3"},
+		{ClusterSecrets, "redis://u:p1@h:1,x:p3@h:2", "p1,p3"},
+		{SentinelSecrets, "mymaster@h:1,h:2", ""},
+		{SentinelSecrets, "redis://mymaster@h:1", ""},
+		{SentinelSecrets, "rediss://u:p%40w@mymaster@h:1", "p%40w,p@w"},
+		{SentinelSecrets, "u:pw@mymaster@h:1", "pw"},
+		{SentinelSecrets, "mymaster@h:1,:p4@h:2", "p4"},
+	} {
+		if got := strings.Join(c.f(c.in), ","); got != c.want {
+			t.Errorf("secrets of %q = %q, want %q", c.in, got, c.want)
+		}
+	}
+	for in, want := range map[string]string{
+		"redis://u:pw@h:1/0?password=x&db=2&dial_timeout=3s&weird=y": "redis://u:xxxxx@h:1/0?password=xxxxx&db=2&dial_timeout=3s&weird=xxxxx",
+		"redis://h:1/0": "redis://h:1/0",
+	} {
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
