@@ -1,6 +1,9 @@
 package engine
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Scripts of the idempotency store (package idempotency), each next to its
 // decoder. The reply shapes are documented in the .lua files.
@@ -32,7 +35,11 @@ type ClaimReply struct {
 
 // decodeIdempotencyBegin reads -1 (started), a string (completed: the
 // result), an integer >= 0 (in progress: the claim's PTTL in ms) or -2
-// (fingerprint mismatch); anything else is unrecognised.
+// (fingerprint mismatch); anything else (a PTTL beyond a time.Duration) is
+// unrecognised.
+// maxMillis is the largest millisecond count a time.Duration holds.
+const maxMillis = int64(math.MaxInt64 / time.Millisecond)
+
 func decodeIdempotencyBegin(v any) (ClaimReply, bool) {
 	switch r := v.(type) {
 	case string:
@@ -43,7 +50,7 @@ func decodeIdempotencyBegin(v any) (ClaimReply, bool) {
 			return ClaimReply{State: ClaimStarted}, true
 		case r == -2:
 			return ClaimReply{State: ClaimFingerprintMismatch}, true
-		case r >= 0:
+		case r >= 0 && r <= maxMillis:
 			return ClaimReply{State: ClaimInProgress, Remaining: time.Duration(r) * time.Millisecond}, true
 		}
 	}
