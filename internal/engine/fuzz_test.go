@@ -156,9 +156,10 @@ func fuzzedDecoders() []decoder {
 		decoderOf(SemaphoreVerify, []any{[]any{1, 900, 1700000000000}}, []any{[]any{0, 0, 1700000000000}}),
 		decoderOf(SemaphoreRelease, []any{1}, []any{0}),
 		decoderOf(SemaphoreRead, []any{[]any{3, 2, 1, 0, 1700000000000}}, []any{[]any{0, 0, 0, 0, 1700000000000}}),
-		decoderOf(IdempotencyBegin, []any{-1}, []any{-2}, []any{1200}, []any{"result"}),
+		decoderOf(IdempotencyBegin, []any{-1700000000000000}, []any{-2}, []any{1200}, []any{"result"}),
 		decoderOf(IdempotencyComplete, []any{1}, []any{0}),
 		decoderOf(IdempotencyAbandon, []any{1}, []any{0}),
+		decoderOf(IdempotencyRenew, []any{1}, []any{0}),
 		decoderOf(LatchCreate, []any{1, 1, 3, 0, 1700000000000}, []any{0, 2, 1, 1700000005000, 1700000000000}),
 		decoderOf(LatchJoin, []any{nil}, []any{"id-1", 1, 2, 3, 0, 1700000000000}),
 		decoderOf(LatchCountDown, []any{1, 2, 1700000000000}, []any{4, 0, 1700000000000}, []any{5, 3, 1700000000000}),
@@ -234,7 +235,7 @@ func checkDecoded(r any) error {
 		}
 	case ClaimReply:
 		if x.State < ClaimStarted || x.State > ClaimFingerprintMismatch || x.Remaining < 0 ||
-			(x.State != ClaimCompleted && x.Result != "") || (x.State != ClaimInProgress && x.Remaining != 0) {
+			(x.State != ClaimCompleted && x.Result != "") || (x.State == ClaimStarted) != (x.Fence >= 3) || (x.State != ClaimInProgress && x.Remaining != 0) {
 			return fmt.Errorf("claim %+v", x)
 		}
 	case bool:

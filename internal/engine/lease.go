@@ -157,6 +157,31 @@ func newHandle(e *Engine, kind *LeaseKind, keys Keys, id []any, sent time.Time, 
 	return h
 }
 
+// Adopt returns the handle of a lease that a script of the primitive's own
+// created (one whose answer is more than a Grant: idempotency's Begin),
+// sent at sent with ttl, identified by id in kind's scripts. Nothing is
+// sent.
+func (e *Engine) Adopt(kind *LeaseKind, keys Keys, id []any, sent time.Time, ttl time.Duration) *Handle {
+	return newHandle(e, kind, keys, id, sent, ttl)
+}
+
+// Forget ends a held handle locally without sending anything, for a lease
+// that another operation ended (a completed or abandoned claim): its
+// context is cancelled with ErrReleased and its keep-alive stops.
+func (h *Handle) Forget() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	if h.state != held {
+		h.mu.Unlock()
+		return
+	}
+	cancel := h.endLocked(released, ErrReleased)
+	h.mu.Unlock()
+	h.afterEnd(released, cancel)
+}
+
 // Context returns a context cancelled when the lease is released (cause
 // ErrReleased), lost or locally expired (cause a *[LostError]). It is
 // created on the first call.

@@ -11,6 +11,18 @@ var (
 	IdempotencyBegin    = NewScript("idempotency_begin", decodeIdempotencyBegin)
 	IdempotencyComplete = NewScript("idempotency_complete", Bool01)
 	IdempotencyAbandon  = NewScript("idempotency_abandon", Bool01)
+	IdempotencyRenew    = NewScript("idempotency_renew", Bool01)
+
+	// IdempotencyClaim is the lease kind of a pending claim kept alive
+	// while its work runs (idempotency's Do and middleware): a handle
+	// adopted with [Engine.Adopt] after Begin started the claim, renewed
+	// by IdempotencyRenew, ended with [Handle.Forget] once the claim is
+	// completed or abandoned. Renewals are not admitted.
+	IdempotencyClaim = &LeaseKind{
+		Primitive: "idempotency",
+		Refresh:   IdempotencyRenew,
+		Metrics:   IdempotencyClaimMetrics,
+	}
 )
 
 // ClaimState is what idempotency_begin found at a key. Its values equal
@@ -29,11 +41,12 @@ const (
 // fields of that state only.
 type ClaimReply struct {
 	State     ClaimState
+	Fence     int64         // ClaimStarted: the claim's fencing token (>= 3)
 	Result    string        // ClaimCompleted: the stored result bytes
 	Remaining time.Duration // ClaimInProgress: the claim's PTTL (>= 0)
 }
 
-// decodeIdempotencyBegin reads -1 (started), a string (completed: the
+// decodeIdempotencyBegin reads -fence <= -3 (started), a string (completed: the
 // result), an integer >= 0 (in progress: the claim's PTTL in ms) or -2
 // (fingerprint mismatch); anything else (a PTTL beyond a time.Duration) is
 // unrecognised.
@@ -46,8 +59,8 @@ func decodeIdempotencyBegin(v any) (ClaimReply, bool) {
 		return ClaimReply{State: ClaimCompleted, Result: r}, true
 	case int64:
 		switch {
-		case r == -1:
-			return ClaimReply{State: ClaimStarted}, true
+		case r <= -3:
+			return ClaimReply{State: ClaimStarted, Fence: -r}, true
 		case r == -2:
 			return ClaimReply{State: ClaimFingerprintMismatch}, true
 		case r >= 0 && r <= maxMillis:
