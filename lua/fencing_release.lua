@@ -3,19 +3,30 @@
 --
 -- KEYS[1]  lease key (hash {owner, fence})
 -- ARGV[1]  owner token of the caller
+-- KEYS[2]  (optional) the lease's release mark (engine.MarkKey): a string
+--          holding the owner token of the last release of this lease key for 5 s
 --
 -- Reply     1  released (deleted; waiters notified on the channel
---              "coordination:" .. KEYS[1], best effort)
+--              "coordination:" .. KEYS[1], best effort; the owner token is
+--              recorded in the mark for 5 s)
+--              A re-sent release whose first send released finds its id in
+--              the mark (KEYS[2]) and gets 1 again, changing nothing.
 --           0  already gone; nothing changed
 --          -1  held by another owner; nothing changed
 -- Errors   WRONGTYPE  the lease key is not a hash (nothing written)
 local o = redis.call('HGET', KEYS[1], 'owner')
-if o == false then
-  return 0
-end
 if o ~= ARGV[1] then
+  if KEYS[2] and redis.call('GET', KEYS[2]) == ARGV[1] then
+    return 1
+  end
+  if o == false then
+    return 0
+  end
   return -1
 end
 redis.call('DEL', KEYS[1])
+if KEYS[2] then
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', 5000)
+end
 redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')
 return 1
