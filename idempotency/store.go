@@ -312,12 +312,21 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return Claim{}, err
 	}
-	claim, err := begin(ctx, e, e.Key(key), token, ttl, cfg.wait, []any{token, ttlMs, cfg.resultMs, fingerprintPart(cfg.fingerprint)})
+	fp := fingerprintPart(cfg.fingerprint)
+	claim, err := begin(ctx, e, e.Key(key), token, ttl, cfg.wait, []any{token, ttlMs, claimHead(cfg.resultMs), fp, ":" + token + ":"})
 	if err != nil {
 		return Claim{}, op.End(err)
 	}
 	e.Counter(engine.IdempotencyBegins).Add(context.Background(), 1, beginOpts[claim.State]...)
 	return claim, op.End(nil)
+}
+
+// claimHead returns the start of a new pending claim as stored: "P", the
+// result TTL in milliseconds and ":" (the script adds the fence, the owner
+// and the fingerprint part).
+func claimHead(resultMs int64) string {
+	var b [24]byte
+	return string(append(strconv.AppendInt(append(b[:0], 'P'), resultMs, 10), ':'))
 }
 
 // fingerprintPart returns the fingerprint part of a claim as stored

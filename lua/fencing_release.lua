@@ -3,12 +3,13 @@
 --
 -- KEYS[1]  lease key (hash {owner, fence})
 -- ARGV[1]  owner token of the caller
--- KEYS[2]  (optional) the lease's release mark (engine.MarkKey): a string
---          holding the owner token of the last release of this lease key for 5 s
+-- KEYS[2]  (optional) the lease's release mark (engine.MarkKey): the
+--          released lease key renamed, so the hash of the last release of
+--          this lease, for the rest of its TTL
 --
 -- Reply     1  released (deleted; waiters notified on the channel
---              "coordination:" .. KEYS[1], best effort; the owner token is
---              recorded in the mark for 5 s)
+--              "coordination:" .. KEYS[1], best effort; the key is renamed
+--              to the mark when given)
 --              A re-sent release whose first send released finds its id in
 --              the mark (KEYS[2]) and gets 1 again, changing nothing.
 --           0  already gone; nothing changed
@@ -16,7 +17,7 @@
 -- Errors   WRONGTYPE  the lease key is not a hash (nothing written)
 local o = redis.call('HGET', KEYS[1], 'owner')
 if o ~= ARGV[1] then
-  if KEYS[2] and redis.call('GET', KEYS[2]) == ARGV[1] then
+  if KEYS[2] and redis.call('HGET', KEYS[2], 'owner') == ARGV[1] then
     return 1
   end
   if o == false then
@@ -24,9 +25,10 @@ if o ~= ARGV[1] then
   end
   return -1
 end
-redis.call('DEL', KEYS[1])
 if KEYS[2] then
-  redis.call('SET', KEYS[2], ARGV[1], 'PX', 5000)
+  redis.call('RENAME', KEYS[1], KEYS[2])
+else
+  redis.call('DEL', KEYS[1])
 end
 redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')
 return 1

@@ -15,12 +15,15 @@
 --          without ':')
 -- ARGV[2]  pending TTL in milliseconds (integer >= 1): how long a new claim
 --          lasts before another caller may take the key over
--- ARGV[3]  the result ttl in milliseconds (integer >= 1, at most 15 digits;
+-- ARGV[3]  the start of a new claim: 'P' <result ttl> ':', the result ttl
+--          in milliseconds (integer >= 1, at most 15 digits;
 --          idempotency_complete restarts the key's TTL with it)
 -- ARGV[4]  the caller's fingerprint part: '-:' when it gives none, or the
 --          fingerprint's length in decimal, ':' and its bytes (any bytes,
 --          possibly none). An absent fingerprint never matches a present
 --          one, even an empty one.
+-- ARGV[5]  the middle of a new claim: ':' ARGV[1] ':' (the claim is ARGV[3] fence
+--          ARGV[5] ARGV[4])
 --
 -- The fence of a new claim is the server's TIME in microseconds, or the
 -- abandoned claim's fence + 1 when that is larger: strictly increasing per
@@ -48,12 +51,12 @@
 --                    fence or completion id), or is a pending claim without
 --                    a TTL
 local t = redis.call('TIME')
-local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local claim = 'P' .. ARGV[3] .. ':' .. string.format('%d', fence) .. ':' .. ARGV[1] .. ':' .. ARGV[4]
+local f = t[1] .. string.rep('0', 6 - #t[2]) .. t[2] -- microseconds, decimal
+local claim = ARGV[3] .. f .. ARGV[5] .. ARGV[4]
 -- One command creates the claim or reads what is there (Redis 7.0+).
 local v = redis.call('SET', KEYS[1], claim, 'NX', 'GET', 'PX', ARGV[2])
 if v == false then
-  return -fence
+  return -tonumber(f)
 end
 local fp = ARGV[4]
 local state = string.byte(v, 1)
@@ -73,14 +76,15 @@ elseif state == 67 then -- 'C'
     return redis.error_reply('COORD_BADSTATE completed idempotency claim lacks its completion id')
   end
 elseif state == 65 then -- 'A': abandoned, free; the new fence follows the old
-  local f = string.match(v, '^A([1-9]%d*):')
-  if not f or #f > 16 then
+  local a = string.match(v, '^A([1-9]%d*):')
+  if not a or #a > 16 then
     return redis.error_reply('COORD_BADSTATE abandoned idempotency claim lacks its fence')
   end
-  f = tonumber(f)
-  if f >= fence then
-    fence = f + 1
-    claim = 'P' .. ARGV[3] .. ':' .. string.format('%d', fence) .. ':' .. ARGV[1] .. ':' .. ARGV[4]
+  local fence = tonumber(f)
+  local prev = tonumber(a)
+  if prev >= fence then
+    fence = prev + 1
+    claim = ARGV[3] .. string.format('%d', fence) .. ARGV[5] .. ARGV[4]
   end
   redis.call('SET', KEYS[1], claim, 'PX', ARGV[2])
   return -fence
