@@ -185,6 +185,17 @@ func (s Subject) contract() contract.Spec {
 					}
 					return err
 				}},
+				{Name: "Acquire when free", Op: s.AcquireOp, Run: func(ctx context.Context, c *coordination.Coordinator) (err error) {
+					h, err = s.Acquire(ctx, c, name, time.Minute, true)
+					return err // the next step's Released proves the lease is this handle's
+				}},
+				{Name: "Release after Acquire", Op: s.ReleaseOp, Run: func(ctx context.Context, _ *coordination.Coordinator) error {
+					out, err := h.Release(ctx)
+					if err == nil {
+						err = contract.Expect("Release", out, coordination.Released)
+					}
+					return err
+				}},
 			}
 		},
 		LostReply: &contract.LostReply{
