@@ -80,7 +80,9 @@
 // holder's random owner token. The handle's lifecycle (Remaining, Context
 // cancelled on loss, KeepAlive, lost-reply cleanup, re-send safety) is that
 // of package lock. A re-sent acquire with the same owner token finds its own
-// lease and returns the same fencing token without touching the counter.
+// lease and returns the same fencing token without touching the counter; a
+// release renames the lease key to its release mark (as package lock
+// does), so a re-sent release whose first send released reports Released.
 //
 // All functions and methods are safe for concurrent use.
 //

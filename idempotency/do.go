@@ -70,7 +70,12 @@ func IsRetrySafe(err error) bool {
 // [WithFingerprint](fingerprint) followed by opts (so a later
 // WithFingerprint in opts wins), then:
 //
-//   - Started: it runs fn with ctx. When fn succeeds, Do stores its result
+//   - Started: it runs fn with a context derived from ctx, keeping the
+//     claim alive meanwhile ([Store.KeepAlive]: renewed every ttl/3; the
+//     context is cancelled, cause matching coordination.ErrLost, when the
+//     claim is lost), unless opts hold [WithoutKeepAlive]. fn reads the
+//     claim's fencing token with [FenceFrom] on its context and passes it
+//     to its writes. When fn succeeds, Do stores its result
 //     with [Store.Complete] and returns (result, false, nil). When
 //     Complete reports the claim lost, it returns (result, false,
 //     ErrClaimLost).
@@ -112,7 +117,16 @@ func (s *Store) Do(ctx context.Context, key string, ttl time.Duration, fingerpri
 	case FingerprintMismatch:
 		return nil, false, ErrFingerprintMismatch
 	}
-	res, ferr := fn(ctx)
+	work := context.WithValue(ctx, fenceKey{}, claim.Fence)
+	if !cfgOf(opts).noKeepAlive {
+		kctx, stop, err := s.KeepAlive(work, key, claim, ttl)
+		if err != nil {
+			return nil, false, err
+		}
+		defer stop()
+		work = kctx
+	}
+	res, ferr := fn(work)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	if ferr != nil {
@@ -131,4 +145,25 @@ func (s *Store) Do(ctx context.Context, key string, ttl time.Duration, fingerpri
 		return res, false, ErrClaimLost
 	}
 	return res, false, nil
+}
+
+// WithoutKeepAlive makes [Store.Do] run fn without keeping the claim alive:
+// the claim then lasts ttl whatever fn does, and a retry after ttl runs fn
+// again even if the original is still running. [Store.Begin] ignores it.
+func WithoutKeepAlive() BeginOption {
+	return func(c *beginConfig) error {
+		c.noKeepAlive = true
+		return nil
+	}
+}
+
+// cfgOf returns the configuration opts give (Begin has checked them).
+func cfgOf(opts []BeginOption) beginConfig {
+	var c beginConfig
+	for _, o := range opts {
+		if o != nil {
+			_ = o(&c)
+		}
+	}
+	return c
 }

@@ -38,15 +38,17 @@
 //
 // A claim lives at the key given to Begin (for the [Middleware], at
 // [StoreKey](namespace, key)), after the coordinator's key prefix: a Redis
-// string that always has a TTL, in one of two forms:
+// string that always has a TTL, in one of three forms:
 //
-//	pending    "P" <result ttl> ":" <owner> ":" <fp>
+//	pending    "P" <result ttl> ":" <fence> ":" <owner> ":" <fp>
 //	completed  "C" <completion id> ":" <fp> <result>
+//	abandoned  "A" <fence> ":" <abandon id>   (for 5 s after an Abandon)
 //
 // where result ttl is the result TTL in milliseconds (decimal, applied by
-// Complete), owner the owner token of the claim's caller and completion id
-// that of the Complete that stored the result (36 characters each, never
-// a ":"), result the stored bytes (to the end of the string), and fp the
+// Complete), fence the claim's fencing token ([Claim.Fence], decimal),
+// owner the owner token of the claim's caller, completion id that of the
+// Complete that stored the result and abandon id that of the Abandon that
+// ended the claim (36 characters each, never a ":"), result the stored bytes (to the end of the string), and fp the
 // request fingerprint: "-:" when none was given, otherwise its length in
 // decimal, ":" and its bytes (so "3:abc"). For example, a claim completed
 // with the result "ok" and no fingerprint reads
@@ -61,14 +63,17 @@
 // read: every operation on such a key fails with coordination.ErrWrongType
 // and changes nothing; delete them, or let them expire.
 //
-// A key that is absent has no claim. Complete and Abandon publish
+// A key that is absent, or abandoned, has no claim: an abandoned key only
+// remembers the last fence (so the next claim's is larger) and the Abandon
+// call (so that its re-send is recognised), and the next Begin replaces it.
+// Complete and Abandon publish
 // "completed" or "abandoned" on the Pub/Sub channel "coordination:"
 // followed by the prefixed key, which waiting Begins subscribe to
 // ([WithWait]); the publish is best effort, so a user whose ACL forbids the
 // channel still completes and abandons, and waiters fall back to the
 // claim's expiry and periodic re-checks. The scripts (idempotency_begin,
-// idempotency_complete, idempotency_abandon in package lua) need GET, SET,
-// PTTL and DEL on the key, besides EVALSHA and EVAL.
+// idempotency_complete, idempotency_abandon, idempotency_renew in package
+// lua) need GET, SET, PTTL, PEXPIRE and TIME, besides EVALSHA and EVAL.
 //
 // # Time
 //
@@ -81,8 +86,43 @@
 // next Begin takes the key over atomically with a new owner token, and the
 // old owner's late Complete or Abandon returns false and changes nothing:
 // there is no double completion through a stale owner. But the old owner's
-// work may still be running, so choose a ttl longer than the work, and make
-// the work's side effects safe to repeat where a repeat would hurt.
+// work may still be running. Two things keep it from doing harm:
+//
+//   - Keep-alive: [Store.Do] and the [Middleware] renew the claim every
+//     ttl/3 while the work runs ([Store.KeepAlive]; [WithoutKeepAlive] and
+//     [WithClaimKeepAlive] turn it off), so a claim outlives its ttl as
+//     long as its owner is alive and reaches Redis; when a renewal finds
+//     the claim gone or taken over, the work's context is cancelled (cause
+//     matching coordination.ErrLost).
+//   - Fencing: every claim lifetime carries a fencing token ([Claim.Fence];
+//     in Do's function and the middleware's handler, [FenceFrom] on the
+//     context), strictly increasing per key: the server's clock in
+//     microseconds when the claim was created, or one more than the token
+//     of the claim abandoned just before if that is larger. A process
+//     paused past its claim's TTL (a stop-the-world pause, a frozen VM:
+//     keep-alive cannot help) carries a smaller token than the caller
+//     that took the key over, so a resource that checks tokens, such as
+//     fencing.GuardedSet, refuses its late writes.
+//
+// For example:
+//
+//	res, _, err := store.Do(ctx, key, time.Minute, digest, func(ctx context.Context) ([]byte, error) {
+//		fence, _ := idempotency.FenceFrom(ctx)
+//		ok, _, err := fencing.GuardedSet(ctx, coord, "ledger:"+key, fence, entry, 24*time.Hour)
+//		if err != nil {
+//			return nil, err
+//		}
+//		if !ok {
+//			return nil, errTakenOver // a later claim of this key wrote first
+//		}
+//		return []byte("booked"), nil
+//	})
+//
+// The tokens increase as long as the server's clock does not step back by
+// more than a claim's lifetime between two claims of a key (an expired
+// claim leaves nothing to compare with). Choose a ttl longer than the
+// work anyway, and make the work's side effects safe to repeat where a
+// repeat would hurt.
 //
 // # What holds, and what does not
 //
@@ -112,10 +152,12 @@
 // arguments. Every script here is safe under that: a re-sent Begin finds its
 // own owner token and answers Started again without a second claim; a
 // re-sent Complete carries the same random completion id and answers true
-// again without storing anything new; a re-sent Abandon finds nothing to
-// delete and answers false, the claim being gone either way. Outside such a
-// re-send (a new call), a second Complete returns false and keeps the first
-// result.
+// again without storing anything new; a re-sent Abandon carries the same
+// random abandon id, finds it in the abandoned key and answers true again
+// (within the 5 s the abandoned key lasts; after that it answers false);
+// a re-sent Begin answers Started with the same fencing token. Outside such
+// a re-send (a new call), a second Complete or Abandon returns false and
+// changes nothing.
 //
 // When a call returns an ambiguous error (a timeout, a cancelled context, a
 // lost connection, or a transient error reply such as LOADING after
@@ -159,7 +201,9 @@
 // 9457 problem details. A replay policy decides by status which responses
 // are stored ([DefaultReplayPolicy]: never 5xx, 409 or 429), and keys are
 // scoped by a namespace function so one client cannot read another's
-// result.
+// result. The claim is kept alive while the handler runs
+// ([WithClaimKeepAlive]), and the handler reads its fencing token with
+// [FenceFrom](r.Context()).
 //
 // When the store fails, the middleware answers 503 (or, after the handler
 // ran, leaves the claim to expire) and logs the failure on the
@@ -189,7 +233,9 @@
 //	coordination.idempotency.completes  Complete answers, by result: stored, not_owner
 //	coordination.idempotency.abandons   Abandon answers, by result: abandoned, not_owner
 //
-// A call that fails with an error is not counted in them. not_owner means
+// Keep-alive renewals are not admitted; a kept-alive claim records
+// coordination.idempotency.claim_hold_time, claim_renewal_failures and
+// claims_lost. A call that fails with an error is not counted in them. not_owner means
 // the caller holds no pending claim on the key: none is there (it expired,
 // or was abandoned), another caller's is (it was taken over), or the claim
 // is completed (for Complete, by an earlier call). No attribute holds a key

@@ -123,11 +123,14 @@ func TestScriptsAreSafeUnderResend(t *testing.T) {
 
 		c = f.begin(t, "a", time.Minute)
 		h.arm(engine.IdempotencyAbandon.Hash(), true, false)
-		if f.abandon(t, "a", c.Owner) {
-			t.Fatal("re-sent Abandon = true, want false (documented: the first run deleted the claim)")
+		if !f.abandon(t, "a", c.Owner) {
+			t.Fatal("re-sent Abandon = false, want true (same abandon id)")
 		}
 		if f.exists(t, "a") {
-			t.Fatal("claim still exists after a re-sent Abandon")
+			t.Fatal("claim still pending after a re-sent Abandon")
+		}
+		if f.abandon(t, "a", c.Owner) {
+			t.Fatal("a second Abandon = true, want false")
 		}
 	})
 }
@@ -367,7 +370,7 @@ func TestUnknownRepliesAreBadState(t *testing.T) {
 		ctx := t.Context()
 		begin := engine.IdempotencyBegin.Hash()
 		for i, v := range []any{
-			nil, int64(-3), float64(1), []any{}, []any{int64(5)}, []any{int64(1), "extra"}, []any{int64(2)},
+			nil, int64(-1), float64(1), []any{}, []any{int64(5)}, []any{int64(1), "extra"}, []any{int64(2)},
 			[]any{int64(2), int64(7)}, []any{int64(3), int64(-1)}, []any{int64(3), "10"}, []any{int64(4), int64(0)},
 			[]any{"1"},
 		} {

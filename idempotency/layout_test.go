@@ -12,8 +12,9 @@ import (
 )
 
 // The claim layout is the documented one (a later coordctl inspect decodes
-// it): a pending claim "P<result ttl>:<owner>:<fp>", a completed one
-// "C<completion id>:<fp><result>", fp "-:" for none or "<len>:<bytes>".
+// it): a pending claim "P<result ttl>:<fence>:<owner>:<fp>", a completed
+// one "C<completion id>:<fp><result>", an abandoned one "A<fence>:<abandon
+// id>" for 5 s, fp "-:" for none or "<len>:<bytes>".
 func TestClaimLayout(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		f := newFixture(t, b)
@@ -27,7 +28,7 @@ func TestClaimLayout(t *testing.T) {
 			return v
 		}
 		c := f.begin(t, "plain", time.Minute, idempotency.WithResultTTL(2*time.Hour))
-		if got, want := get("plain"), "P7200000:"+c.Owner+":-:"; got != want {
+		if got, want := get("plain"), "P7200000:"+strconv.FormatInt(c.Fence, 10)+":"+c.Owner+":-:"; got != want {
 			t.Fatalf("pending claim = %q, want %q", got, want)
 		}
 		if !f.complete(t, "plain", c.Owner, []byte("ok:result")) {
@@ -43,7 +44,7 @@ func TestClaimLayout(t *testing.T) {
 		}
 
 		c = f.begin(t, "fp", time.Minute, idempotency.WithFingerprint("a:b"))
-		if got, want := get("fp"), "P60000:"+c.Owner+":3:a:b"; got != want {
+		if got, want := get("fp"), "P60000:"+strconv.FormatInt(c.Fence, 10)+":"+c.Owner+":3:a:b"; got != want {
 			t.Fatalf("pending claim with a fingerprint = %q, want %q", got, want)
 		}
 		f.complete(t, "fp", c.Owner, nil)
@@ -54,6 +55,24 @@ func TestClaimLayout(t *testing.T) {
 		wantState(t, f.begin(t, "fp", time.Minute, idempotency.WithFingerprint("a:")), idempotency.FingerprintMismatch)
 		wantState(t, f.begin(t, "fp", time.Minute, idempotency.WithFingerprint("")), idempotency.FingerprintMismatch)
 		wantState(t, f.begin(t, "fp", time.Minute), idempotency.FingerprintMismatch)
+
+		c = f.begin(t, "ab", time.Minute)
+		if !f.abandon(t, "ab", c.Owner) {
+			t.Fatal("Abandon = false")
+		}
+		v = get("ab")
+		fence, id, ok := strings.Cut(strings.TrimPrefix(v, "A"), ":")
+		if !strings.HasPrefix(v, "A") || !ok || fence != strconv.FormatInt(c.Fence, 10) || len(id) != 36 {
+			t.Fatalf("abandoned claim = %q, want A%d:<36-character abandon id>", v, c.Fence)
+		}
+		if d := f.pttl(t, "ab"); d <= 0 || d > 5*time.Second {
+			t.Fatalf("abandoned claim's TTL = %v, want at most 5 s", d)
+		}
+		next := f.begin(t, "ab", time.Minute)
+		wantState(t, next, idempotency.Started)
+		if next.Fence <= c.Fence {
+			t.Fatalf("fence after Abandon = %d, want > %d", next.Fence, c.Fence)
+		}
 	})
 }
 

@@ -88,6 +88,7 @@ type middlewareConfig struct {
 	retryAfter       time.Duration
 	wait             time.Duration
 	onError          func(r *http.Request, stage string, err error)
+	noKeepAlive      bool
 }
 
 // WithKeyRequired makes a request without an Idempotency-Key field an error
@@ -128,6 +129,19 @@ const maxKeyLength = engine.MaxKeyBytes / 2
 // 1 ms ("claim ttl"). The default is 1 minute.
 func WithClaimTTL(d time.Duration) MiddlewareOption {
 	return engine.AtLeast("claim ttl", d, time.Millisecond, func(c *middlewareConfig) { c.claimTTL = d })
+}
+
+// WithClaimKeepAlive says whether the middleware keeps a request's claim
+// alive while the handler runs (the default, true): it renews the claim
+// every claim TTL/3 ([Store.KeepAlive]), and cancels the request's context
+// (cause matching coordination.ErrLost) when the claim is lost. With
+// false the claim lasts the claim TTL ([WithClaimTTL]) whatever the
+// handler does.
+func WithClaimKeepAlive(keepAlive bool) MiddlewareOption {
+	return func(c *middlewareConfig) error {
+		c.noKeepAlive = !keepAlive
+		return nil
+	}
 }
 
 // WithResponseTTL sets how long a stored response is replayed: the key
@@ -439,17 +453,41 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			Status: http.StatusUnprocessableEntity,
 			Detail: "This Idempotency-Key was used for a different request; use a new key for a new request."}, 0)
 	default:
-		m.run(w, r, next, skey, claim.Owner)
+		m.run(w, r, next, skey, claim)
 	}
+}
+
+type fenceKey struct{}
+
+// FenceFrom returns the fencing token ([Claim.Fence]) of the claim the
+// middleware runs the request under: the handler passes it to its writes to
+// resources that check tokens. ok is false outside the middleware (a
+// request without an Idempotency-Key, or another context).
+func FenceFrom(ctx context.Context) (fence int64, ok bool) {
+	fence, ok = ctx.Value(fenceKey{}).(int64)
+	return fence, ok
 }
 
 // run executes the handler under the caller's claim and then stores its
 // response or abandons the claim.
-func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, skey, owner string) {
+func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, skey string, claim Claim) {
+	owner := claim.Owner
 	rec := newRecorder(w, m.cfg.replayHeaders, m.cfg.maxResponseBytes)
+	work := context.WithValue(r.Context(), fenceKey{}, claim.Fence)
+	if !m.cfg.noKeepAlive {
+		kctx, stop, err := m.store.KeepAlive(work, skey, claim, m.cfg.claimTTL)
+		if err != nil {
+			m.failed(r, "keep-alive", err, "idempotency: claim not kept alive; it lasts the claim TTL")
+		} else {
+			// After the settle below, or on a panic (the claim then stays
+			// pending until its TTL, see Wrap).
+			defer stop()
+			work = kctx
+		}
+	}
 	// If the handler panics, the claim is kept until its TTL (see Wrap):
 	// nothing to settle.
-	next.ServeHTTP(rec, r)
+	next.ServeHTTP(rec, r.WithContext(work))
 	// The claim is settled even when the client has gone away: the handler
 	// ran, and a retry must see its response.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), settleTimeout)

@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -639,4 +640,59 @@ func TestNewMiddlewareValidatesOptions(t *testing.T) {
 			t.Fatal("NewMiddleware sent commands")
 		}
 	})
+}
+
+// The middleware keeps a request's claim alive while its handler runs past
+// the claim TTL (duplicates get 409 throughout, the handler runs once) and
+// gives the handler the claim's fencing token; with WithClaimKeepAlive(false)
+// the claim expires under a slow handler and a duplicate runs it again.
+func TestMiddlewareKeepAliveAndFence(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		const ttl = 300 * time.Millisecond
+		for _, keep := range []bool{true, false} {
+			var fences []int64
+			var mu sync.Mutex
+			hf := newHTTP(t, b, func(w http.ResponseWriter, r *http.Request) {
+				fence, ok := idempotency.FenceFrom(r.Context())
+				if !ok {
+					t.Error("FenceFrom: no fence in the handler's context")
+				}
+				mu.Lock()
+				fences = append(fences, fence)
+				first := len(fences) == 1
+				mu.Unlock()
+				if first {
+					time.Sleep(4 * ttl)
+				}
+				if err := r.Context().Err(); err != nil {
+					t.Errorf("the handler's context ended: %v", context.Cause(r.Context()))
+				}
+				_, _ = w.Write([]byte("ok"))
+			}, idempotency.WithClaimTTL(ttl), idempotency.WithClaimKeepAlive(keep))
+			done := make(chan reply, 1)
+			k := key(fmt.Sprint("k", keep))
+			go func() {
+				r, _ := hf.trySend("POST", "/p", k, "x")
+				done <- r
+			}()
+			time.Sleep(3 * ttl)
+			dup := hf.send(t, "POST", "/p", k, "x")
+			if first := <-done; first.status != http.StatusOK {
+				t.Fatalf("keep-alive %v: original = %d", keep, first.status)
+			}
+			mu.Lock()
+			got := append([]int64(nil), fences...)
+			mu.Unlock()
+			if keep {
+				wantProblem(t, dup, http.StatusConflict, idempotency.ProblemInProgress)
+				if len(got) != 1 || got[0] < 3 {
+					t.Fatalf("keep-alive: handler fences %v, want one run with a fence", got)
+				}
+				continue
+			}
+			if dup.status != http.StatusOK || len(got) != 2 || got[1] <= got[0] {
+				t.Fatalf("without keep-alive: duplicate = %d, fences %v; want a second run with a larger fence", dup.status, got)
+			}
+		}
+	}, testharness.RealOnly())
 }

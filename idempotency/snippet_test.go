@@ -11,12 +11,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/idempotency"
 )
 
 var (
 	errRetryLater = errors.New("the first request is still running; retry later")
 	errKeyReused  = errors.New("the key was used for another request")
+	errTakenOver  = errors.New("a later claim of this key wrote first")
 )
 
 // The package documentation's snippet: the charge runs once, the retry
@@ -75,4 +77,58 @@ func snippetCharge(ctx context.Context, store *idempotency.Store, key, digest st
 func charge() []byte {
 	fmt.Println("charging")
 	return []byte("receipt 1")
+}
+
+// The package documentation's fencing snippet: Do keeps the claim alive
+// while the work runs and gives it the claim's fencing token, which the
+// work passes to a resource that checks tokens. A second booking with the
+// key replays the first's result.
+func ExampleFenceFrom() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	coord, err := coordination.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := idempotency.New(coord)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 2 {
+		res, err := snippetBook(ctx, coord, store, "booking-7", "sha256:...", []byte("room 12"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s\n", res)
+	}
+	entry, fence, _, err := fencing.GuardedGet(ctx, coord, "ledger:booking-7")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("ledger: %s, written with a fence: %v\n", entry, fence > 0)
+	// Output:
+	// booked
+	// booked
+	// ledger: room 12, written with a fence: true
+}
+
+func snippetBook(ctx context.Context, coord *coordination.Coordinator, store *idempotency.Store, key, digest string, entry []byte) ([]byte, error) {
+	res, _, err := store.Do(ctx, key, time.Minute, digest, func(ctx context.Context) ([]byte, error) {
+		fence, _ := idempotency.FenceFrom(ctx)
+		ok, _, err := fencing.GuardedSet(ctx, coord, "ledger:"+key, fence, entry, 24*time.Hour)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, errTakenOver // a later claim of this key wrote first
+		}
+		return []byte("booked"), nil
+	})
+	return res, err
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -96,14 +95,27 @@ type Claim struct {
 	// server reported it: the longest the key can stay in progress before
 	// another caller may take it over. Zero for every other state.
 	Remaining time.Duration
+	// Fence is the fencing token of a Started claim: a positive integer
+	// strictly greater than the token of every earlier claim lifetime on
+	// the key (the server's clock in microseconds at the claim's creation,
+	// or one more than an abandoned claim's token), so a caller whose claim
+	// expired and was taken over carries a smaller token than its successor.
+	// Pass it to every write the work makes to a resource that checks
+	// tokens (such as fencing.GuardedSet): the late writes of a taken-over
+	// original are then refused. A re-sent Begin reports the same token.
+	// Monotonic as long as the server's clock does not step back by more
+	// than a claim's lifetime. Zero for every other state.
+	Fence int64
+
+	sent time.Time // Started: the instant before Begin's last attempt was sent
 }
 
 // claimOf turns the begin script's decoded reply into a Claim; token is
 // the owner token the call sent.
-func claimOf(r engine.ClaimReply, token string) (Claim, error) {
+func claimOf(r engine.ClaimReply, token string, sent time.Time) (Claim, error) {
 	switch r.State {
 	case engine.ClaimStarted:
-		return Claim{State: Started, Owner: token}, nil
+		return Claim{State: Started, Owner: token, Fence: r.Fence, sent: sent}, nil
 	case engine.ClaimCompleted:
 		return Claim{State: Completed, Result: []byte(r.Result)}, nil
 	case engine.ClaimInProgress:
@@ -177,6 +189,7 @@ type beginConfig struct {
 	fingerprint *string
 	resultMs    int64 // 0: the ttl given to Begin
 	wait        time.Duration
+	noKeepAlive bool // Do only
 }
 
 // WithFingerprint records fp, a digest of the request the key stands for,
@@ -299,8 +312,8 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return Claim{}, err
 	}
-	pending, fp := pendingClaim(cfg.resultMs, token, cfg.fingerprint)
-	claim, err := begin(ctx, e, e.Key(key), token, ttl, cfg.wait, []any{token, ttlMs, pending, fp})
+	fp := fingerprintPart(cfg.fingerprint)
+	claim, err := begin(ctx, e, e.Key(key), token, ttl, cfg.wait, []any{token, ttlMs, claimHead(cfg.resultMs), fp, ":" + token + ":"})
 	if err != nil {
 		return Claim{}, op.End(err)
 	}
@@ -308,31 +321,23 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts .
 	return claim, op.End(nil)
 }
 
-// pendingClaim returns a new pending claim as stored (layout in the package
-// documentation) and its fingerprint part, in one allocation.
-func pendingClaim(resultMs int64, owner string, fingerprint *string) (claim, fp string) {
-	var b strings.Builder
-	n := 1 + 15 + 1 + len(owner) + 1 + 2
-	if fingerprint != nil {
-		n += 20 + 1 + len(*fingerprint)
-	}
-	b.Grow(n)
-	var digits [20]byte
-	b.WriteByte('P')
-	b.Write(strconv.AppendInt(digits[:0], resultMs, 10))
-	b.WriteByte(':')
-	b.WriteString(owner)
-	b.WriteByte(':')
-	at := b.Len()
+// claimHead returns the start of a new pending claim as stored: "P", the
+// result TTL in milliseconds and ":" (the script adds the fence, the owner
+// and the fingerprint part).
+func claimHead(resultMs int64) string {
+	var b [24]byte
+	return string(append(strconv.AppendInt(append(b[:0], 'P'), resultMs, 10), ':'))
+}
+
+// fingerprintPart returns the fingerprint part of a claim as stored
+// (layout in the package documentation): '-:' without a fingerprint, its
+// length, ':' and its bytes otherwise.
+func fingerprintPart(fingerprint *string) string {
 	if fingerprint == nil {
-		b.WriteString("-:")
-	} else {
-		b.Write(strconv.AppendInt(digits[:0], int64(len(*fingerprint)), 10))
-		b.WriteByte(':')
-		b.WriteString(*fingerprint)
+		return "-:"
 	}
-	claim = b.String()
-	return claim, claim[at:]
+	var digits [20]byte
+	return string(strconv.AppendInt(digits[:0], int64(len(*fingerprint)), 10)) + ":" + *fingerprint
 }
 
 // begin runs the begin script (once, or until the claim is no longer in
@@ -340,12 +345,13 @@ func pendingClaim(resultMs int64, owner string, fingerprint *string) (claim, fp 
 func begin(ctx context.Context, e *engine.Engine, k engine.Keys, token string, ttl, wait time.Duration, args []any) (Claim, error) {
 	ambiguous := false // sticky: some attempt of this call may have run unseen
 	try := func(ctx context.Context) (Claim, error) {
+		sent := time.Now()
 		r, err := engine.IdempotencyBegin.Run(ctx, e, k, args...)
 		if err != nil {
 			ambiguous = ambiguous || e.Ambiguous(err)
 			return Claim{}, err
 		}
-		return claimOf(r, token)
+		return claimOf(r, token, sent)
 	}
 	claim, err := try(ctx)
 	if err == nil && claim.State == InProgress && wait > 0 {
@@ -357,7 +363,7 @@ func begin(ctx context.Context, e *engine.Engine, k engine.Keys, token string, t
 		// answer is Started, a later attempt found that claim: it is the
 		// caller's.)
 		e.Cleanup("begin", ttl, func(ctx context.Context) error {
-			_, err := engine.IdempotencyAbandon.Run(ctx, e, k, token)
+			_, err := engine.IdempotencyAbandon.Run(ctx, e, k, token, token) // the owner token is this abandon's id too
 			return err
 		})
 	}
@@ -489,7 +495,11 @@ func (s *Store) Abandon(ctx context.Context, key, owner string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	ok, err := engine.IdempotencyAbandon.Run(ctx, e, e.Key(key), owner)
+	id, err := engine.NewToken()
+	if err != nil {
+		return false, op.End(err)
+	}
+	ok, err := engine.IdempotencyAbandon.Run(ctx, e, e.Key(key), owner, id)
 	if err != nil {
 		return false, op.End(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,11 +86,14 @@ func (f *fixture) pttl(t *testing.T, key string) time.Duration {
 
 func (f *fixture) exists(t *testing.T, key string) bool {
 	t.Helper()
-	n, err := f.raw.Exists(t.Context(), f.b.Key(key)).Result()
-	if err != nil {
-		t.Fatalf("EXISTS: %v", err)
+	v, err := f.raw.Get(t.Context(), f.b.Key(key)).Result()
+	if errors.Is(err, redis.Nil) {
+		return false
 	}
-	return n == 1
+	if err != nil {
+		t.Fatalf("GET: %v", err)
+	}
+	return !strings.HasPrefix(v, "A") // an abandoned claim is a free key
 }
 
 func wantState(t *testing.T, c idempotency.Claim, want idempotency.State) {
@@ -99,19 +103,19 @@ func wantState(t *testing.T, c idempotency.Claim, want idempotency.State) {
 	}
 	switch want {
 	case idempotency.Started:
-		if len(c.Owner) != 36 || c.Result != nil || c.Remaining != 0 {
-			t.Fatalf("started claim = %+v, want a 36-character owner and nothing else", c)
+		if len(c.Owner) != 36 || c.Fence < 3 || c.Result != nil || c.Remaining != 0 {
+			t.Fatalf("started claim = %+v, want a 36-character owner, a fence and nothing else", c)
 		}
 	case idempotency.Completed:
-		if c.Owner != "" || c.Result == nil || c.Remaining != 0 {
+		if c.Owner != "" || c.Fence != 0 || c.Result == nil || c.Remaining != 0 {
 			t.Fatalf("completed claim = %+v, want a non-nil result and nothing else", c)
 		}
 	case idempotency.InProgress:
-		if c.Owner != "" || c.Result != nil || c.Remaining <= 0 {
+		if c.Owner != "" || c.Fence != 0 || c.Result != nil || c.Remaining <= 0 {
 			t.Fatalf("in-progress claim = %+v, want a positive Remaining and nothing else", c)
 		}
 	case idempotency.FingerprintMismatch:
-		if c.Owner != "" || c.Result != nil || c.Remaining != 0 {
+		if c.Owner != "" || c.Fence != 0 || c.Result != nil || c.Remaining != 0 {
 			t.Fatalf("mismatch claim = %+v, want no owner, result or remaining", c)
 		}
 	}
@@ -567,11 +571,13 @@ func TestForeignValuesAreRejectedUnchanged(t *testing.T) {
 			begin, complete, abandonBad bool
 		}{
 			{"empty", "", true, true, true},
-			{"unknown state", "X100:o:-:", true, true, true},
-			{"no owner", "P100:", true, true, true},
-			{"bad ttl", "P-5:o:-:", true, true, false},
-			{"huge ttl", "P1234567890123456:o:-:", true, true, false},
+			{"unknown state", "X100:1:o:-:", true, true, true},
+			{"no owner", "P100:1:", true, true, true},
+			{"no fence", "P100:o:-:", true, true, true},
+			{"bad ttl", "P-5:1:o:-:", true, true, false},
+			{"huge ttl", "P1234567890123456:1:o:-:", true, true, false},
 			{"no completion id", "C:-:r", true, true, true},
+			{"abandoned without a fence", "Ax:id", true, false, false},
 		}
 		for _, tc := range bad {
 			key := "bad:" + tc.name
@@ -593,7 +599,7 @@ func TestForeignValuesAreRejectedUnchanged(t *testing.T) {
 		}
 
 		// A pending claim that never expires would block its key forever.
-		if err := f.raw.Set(ctx, b.Key("forever"), "P100:o:-:", 0).Err(); err != nil {
+		if err := f.raw.Set(ctx, b.Key("forever"), "P100:1:o:-:", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.store.Begin(ctx, "forever", time.Minute); !errors.Is(err, coordination.ErrBadState) {

@@ -77,7 +77,15 @@
 // go-redis re-sends a command after a read timeout or a broken connection
 // (MaxRetries, 3 by default), so an acquire may run twice on the server;
 // finding the caller's own token (SET NX GET returns it) counts as success,
-// so a re-send yields one lock, whose TTL runs from the first send. When an acquire's outcome is unknown to the caller (a timeout, a
+// so a re-send yields one lock, whose TTL runs from the first send. A
+// refresh or verify re-sent reports what the first send did. A release
+// renames the lock key to its release mark (the key followed by
+// "\x00released" when it has a {hash tag}, otherwise the prefix, a hash
+// tag of the key's slot and the rest of the key, then "\x00released"; it
+// lasts the rest of the lock's TTL), so a re-sent release whose first send
+// released finds its token there and reports Released, not
+// AlreadyReleased. A client that never re-sends (MaxRetries: -1) gets no
+// mark. When an acquire's outcome is unknown to the caller (a timeout, a
 // cancelled context, or an error reply after a re-send: see
 // coordination.IsAmbiguous), the lock may exist on the server: a background
 // owner-checked release removes it. Release marks the handle released at
@@ -148,8 +156,9 @@
 //
 // Re-sends: an acquire re-sent by go-redis finds its own token and reports
 // acquired (one lease); a re-sent refresh sets the same expiry again; a
-// re-sent release finds the field gone and reports AlreadyReleased (the
-// field is released either way).
+// re-sent release whose first send released finds its token in the
+// hash's release mark (a hash beside it, in its slot, whose field holds the
+// last released token for 5 s) and reports Released.
 //
 // All functions and methods are safe for concurrent use.
 //

@@ -18,8 +18,9 @@ var fieldKind = &engine.LeaseKind{
 	Primitive: "lock",
 	AcquireOp: hooks.LeaseAcquire, RenewOp: hooks.LeaseRenew, VerifyOp: hooks.LeaseVerify, ReleaseOp: hooks.LeaseRelease,
 	Acquire: engine.LeaseAcquire, Refresh: engine.LeaseRefresh, Verify: engine.LeaseVerify, Release: engine.LeaseRelease,
-	Metrics: engine.LockMetrics,
-	Attrs:   []attribute.KeyValue{attribute.String("kind", "lease")},
+	ReleaseMark: true,
+	Metrics:     engine.LockMetrics,
+	Attrs:       []attribute.KeyValue{attribute.String("kind", "lease")},
 }
 
 // FieldLease is a held named lease: one field of a hash, holding this

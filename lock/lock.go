@@ -17,8 +17,9 @@ var kind = &engine.LeaseKind{
 	Primitive: "lock",
 	AcquireOp: hooks.LockAcquire, RenewOp: hooks.LockRenew, VerifyOp: hooks.LockVerify, ReleaseOp: hooks.LockRelease,
 	First: engine.LockTry, Acquire: engine.LockAcquire, Refresh: engine.LockRefresh, Verify: engine.LockVerify, Release: engine.LockRelease,
-	Metrics: engine.LockMetrics,
-	Attrs:   []attribute.KeyValue{attribute.String("kind", "lock")},
+	ReleaseMark: true,
+	Metrics:     engine.LockMetrics,
+	Attrs:       []attribute.KeyValue{attribute.String("kind", "lock")},
 }
 
 // Lock is a held owner-token lock. It is returned by [TryAcquire] and

@@ -3,19 +3,32 @@
 --
 -- KEYS[1]  lease key (hash {owner, fence})
 -- ARGV[1]  owner token of the caller
+-- KEYS[2]  (optional) the lease's release mark (engine.MarkKey): the
+--          released lease key renamed, so the hash of the last release of
+--          this lease, for the rest of its TTL
 --
 -- Reply     1  released (deleted; waiters notified on the channel
---              "coordination:" .. KEYS[1], best effort)
+--              "coordination:" .. KEYS[1], best effort; the key is renamed
+--              to the mark when given)
+--              A re-sent release whose first send released finds its id in
+--              the mark (KEYS[2]) and gets 1 again, changing nothing.
 --           0  already gone; nothing changed
 --          -1  held by another owner; nothing changed
 -- Errors   WRONGTYPE  the lease key is not a hash (nothing written)
 local o = redis.call('HGET', KEYS[1], 'owner')
-if o == false then
-  return 0
-end
 if o ~= ARGV[1] then
+  if KEYS[2] and redis.call('HGET', KEYS[2], 'owner') == ARGV[1] then
+    return 1
+  end
+  if o == false then
+    return 0
+  end
   return -1
 end
-redis.call('DEL', KEYS[1])
+if KEYS[2] then
+  redis.call('RENAME', KEYS[1], KEYS[2])
+else
+  redis.call('DEL', KEYS[1])
+end
 redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')
 return 1

@@ -15,7 +15,7 @@
 --             waiters are notified on the channel 'coordination:' .. KEYS[1]
 --             (best effort). A re-sent request (same completion id) whose
 --             first run stored the result gets 1 again without any change.
---          0  nothing changed: no claim, a claim of another owner (the
+--          0  nothing changed: no claim (or an abandoned one), a claim of another owner (the
 --             caller's expired and was taken over), or a claim completed
 --             before by another Complete call
 -- Errors (raised before anything is written):
@@ -28,9 +28,9 @@ if v == false then
 end
 local state = string.byte(v, 1)
 if state == 80 then -- 'P'
-  local ttl, owner, at = string.match(v, '^P([1-9]%d*):([^:]+):()')
+  local ttl, owner, at = string.match(v, '^P([1-9]%d*):[1-9]%d*:([^:]+):()')
   if not ttl or #ttl > 15 then
-    return redis.error_reply('COORD_BADSTATE idempotency claim lacks its owner or a valid ttl')
+    return redis.error_reply('COORD_BADSTATE idempotency claim lacks its owner, fence or a valid ttl')
   end
   if owner ~= ARGV[1] then
     return 0
@@ -46,6 +46,8 @@ elseif state == 67 then -- 'C'
   if done == ARGV[3] then
     return 1
   end
+  return 0
+elseif state == 65 then -- 'A': abandoned
   return 0
 end
 return redis.error_reply('COORD_BADSTATE idempotency key holds no claim')

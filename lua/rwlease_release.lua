@@ -2,11 +2,17 @@
 -- waiting marker) and wake waiters.
 --
 -- KEYS[1]  read-write lease key (layout in rwlease_acquire.lua)
+-- KEYS[2]  (optional) the key's release mark (engine.MarkKey): a string
+--          holding the lease id of the key's last release for 5 s
 -- ARGV[1]  lease id: the holder's member, "R:<token>" or "W:<token>"; for
 --          "W:<token>" the marker "Q:<token>" of the same writer is removed
 --          too (a blocking Write that gave up)
 --
--- Reply    {1, now_ms}  released: the entry was live and is removed
+-- Reply    {1, now_ms}  released: the entry was live and is removed; its id
+--                       is recorded in the mark for 5 s. A re-sent release
+--                       whose first send released finds its id there and
+--                       gets {1, now_ms} again (unless another holder of the
+--                       key released in between: then {0, now_ms})
 --          {0, now_ms}  already gone: released before, or expired (an
 --                       expired entry is pruned); nothing else changed
 --          Waiters are notified on the channel "coordination:" followed by
@@ -60,6 +66,12 @@ if wake then
   redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')
 end
 if live then
+  if KEYS[2] then
+    redis.call('SET', KEYS[2], member, 'PX', 5000)
+  end
+  return {1, now}
+end
+if not mine and KEYS[2] and redis.call('GET', KEYS[2]) == member then
   return {1, now}
 end
 return {0, now}

@@ -48,7 +48,8 @@ local key = KEYS[1]
 local member = ARGV[1]
 local ttl = tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
-local n = tonumber(string.match(member, '^P:(%d+):.'))
+local n = string.match(member, '^P:(%d+):.')
+n = n and tonumber(n)
 if n == nil or n < 1 or n > want then
   return redis.error_reply('COORD_BADARG permit id is not P:<n>:<token> with 1 <= n <= capacity')
 end
@@ -106,7 +107,8 @@ if not fresh then
     if used > 0 then
       used = 0
       for _, m in ipairs(redis.call('ZRANGEBYSCORE', key, '(' .. nows, '+inf')) do
-        local w = tonumber(string.match(m, '^P:(%d+):')) or 1
+        local w = string.match(m, '^P:(%d+):')
+        w = w and tonumber(w) or 1
         used = used + w
         heavy = heavy or w > 1
       end

@@ -29,7 +29,8 @@ end
 local live = redis.call('ZRANGEBYSCORE', key, '(' .. string.format('%d', now), '+inf')
 local used = 0
 for _, m in ipairs(live) do
-  local w = tonumber(string.match(m, '^P:(%d+):'))
+  local w = string.match(m, '^P:(%d+):')
+  w = w and tonumber(w)
   if w == nil then
     return redis.error_reply('COORD_BADSTATE semaphore key holds a member that is not a permit')
   end

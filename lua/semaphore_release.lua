@@ -2,12 +2,17 @@
 -- blocked acquisition was refused since the last release that did.
 --
 -- KEYS[1]  semaphore key (layout in semaphore_acquire.lua)
+-- KEYS[2]  (optional) the semaphore's release mark (engine.MarkKey): a
+--          string holding the permit id of the key's last release for 5 s
 -- ARGV[1]  permit id: the holder's member, "P:<n>:<token>"
 --
 -- Reply    1  released: the member was live and is removed; when the
 --             "waiting" record is there, it is removed and waiters are
 --             notified on the channel "coordination:" followed by KEYS[1]
---             (best effort)
+--             (best effort); the permit id is recorded in the mark for 5 s.
+--             A re-sent release whose first send released finds its id in
+--             the mark and gets 1 again, changing nothing (unless another
+--             holder of the key released in between: then 0).
 --          0  already gone: released before, or expired (an expired member
 --             is removed too); nothing else changed
 --          The key's TTL follows the latest expiry left; the key is deleted
@@ -21,11 +26,17 @@ local member = ARGV[1]
 
 -- The records and the caller's member, in one call.
 local r = redis.call('ZMSCORE', key, 'capacity', 'waiting', 'multi', member)
+local function gone()
+  if KEYS[2] and redis.call('GET', KEYS[2]) == member then
+    return 1
+  end
+  return 0
+end
 if not r[1] then
   if redis.call('EXISTS', key) == 1 then
     return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
   end
-  return 0
+  return gone()
 end
 local c = tonumber(r[1])
 if c == nil or c >= 0 or c ~= math.floor(c) then
@@ -41,7 +52,7 @@ if r[3] then
 end
 local s = r[4]
 if not s then
-  return 0
+  return gone()
 end
 
 local t = redis.call('TIME')
@@ -70,6 +81,9 @@ if notify then
   redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')
 end
 if live then
+  if KEYS[2] then
+    redis.call('SET', KEYS[2], member, 'PX', 5000)
+  end
   return 1
 end
 return 0

@@ -398,7 +398,7 @@ func (l *Lock) release(ctx context.Context) (bool, error) {
 		if err := wait(ctx, l.inflight[n.i]); err != nil {
 			return result{state: failed, err: err}
 		}
-		out, err := n.release.Run(ctx, n.e, l.keys[n.i].First(), l.token)
+		out, err := n.release.Run(ctx, n.e, n.e.WithMark(l.keys[n.i].First()), l.token)
 		if err != nil {
 			return result{state: failed, err: err}
 		}

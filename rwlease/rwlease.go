@@ -22,15 +22,17 @@ var (
 		Primitive: primitive,
 		AcquireOp: hooks.RWLeaseReadAcquire, RenewOp: hooks.RWLeaseRenew, VerifyOp: hooks.RWLeaseVerify, ReleaseOp: hooks.RWLeaseRelease,
 		Acquire: engine.RWLeaseAcquire, Refresh: engine.RWLeaseRefresh, Verify: engine.RWLeaseVerify, Release: engine.RWLeaseRelease,
-		Metrics: engine.RWLeaseMetrics,
-		Attrs:   []attribute.KeyValue{attribute.String("mode", "read")},
+		ReleaseMark: true,
+		Metrics:     engine.RWLeaseMetrics,
+		Attrs:       []attribute.KeyValue{attribute.String("mode", "read")},
 	}
 	writeKind = &engine.LeaseKind{
 		Primitive: primitive,
 		AcquireOp: hooks.RWLeaseWriteAcquire, RenewOp: hooks.RWLeaseRenew, VerifyOp: hooks.RWLeaseVerify, ReleaseOp: hooks.RWLeaseRelease,
 		Acquire: engine.RWLeaseAcquire, Refresh: engine.RWLeaseRefresh, Verify: engine.RWLeaseVerify, Release: engine.RWLeaseRelease,
-		Metrics: engine.RWLeaseMetrics,
-		Attrs:   []attribute.KeyValue{attribute.String("mode", "write")},
+		ReleaseMark: true,
+		Metrics:     engine.RWLeaseMetrics,
+		Attrs:       []attribute.KeyValue{attribute.String("mode", "write")},
 	}
 )
 

@@ -20,9 +20,10 @@ var kind = &engine.LeaseKind{
 	Primitive: primitive,
 	AcquireOp: hooks.SemaphoreAcquire, RenewOp: hooks.SemaphoreRenew, VerifyOp: hooks.SemaphoreVerify, ReleaseOp: hooks.SemaphoreRelease,
 	Acquire: engine.SemaphoreAcquire, Refresh: engine.SemaphoreRefresh, Verify: engine.SemaphoreVerify, Release: engine.SemaphoreRelease,
-	NoExpiry: true,
-	WaitFlag: true,
-	Metrics:  engine.SemaphoreMetrics,
+	ReleaseMark: true,
+	NoExpiry:    true,
+	WaitFlag:    true,
+	Metrics:     engine.SemaphoreMetrics,
 }
 
 // MaxCapacity is the largest capacity (and so the largest number of permits

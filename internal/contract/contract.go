@@ -124,6 +124,7 @@ func Run(t *testing.T, s Spec) {
 		{"PrefixAndBinaryKeys", prefixAndBinary},
 		{"ScriptFlush", scriptFlush},
 		{"LostReplyCleanedUp", lostReply},
+		{"ReSentStepReportsFirstOutcome", reSent},
 		{"MetricsFromTheTable", metrics},
 	} {
 		if c.name == "LostReplyCleanedUp" && s.LostReply == nil {
@@ -319,6 +320,39 @@ func lostReply(t *testing.T, b *testharness.Backend, s Spec) {
 			t.Fatal("what the lost reply left behind was not cleaned up within 5 s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// reSent runs the scenario once per step, with that step's first command
+// sent twice (go-redis' re-send after a lost reply: the server ran the
+// first send, whose reply is thrown away), and requires the step to report
+// what it reports without the re-send (its own checks), and the steps
+// after it to run as they do without it. A step that sends nothing
+// (answered locally) is run as it is.
+func reSent(t *testing.T, b *testharness.Backend, s Spec) {
+	ctx := context.Background()
+	client := b.Client(t)
+	hook := &testharness.Resend{}
+	client.AddHook(hook)
+	coord := coordFor(t, b, client)
+	runSteps(t, ctx, coord, s.Scenario(name("rs", "warm")), nil) // cache the scripts on the slot's node
+	n := len(s.Scenario(name("rs", "count")))
+	for i := range n {
+		steps := s.Scenario(name("rs", fmt.Sprint(i)))
+		runSteps(t, ctx, coord, steps[:i], nil)
+		hook.Arm()
+		if err := steps[i].Run(ctx, coord); err != nil {
+			sent, cmd := hook.Sent()
+			t.Fatalf("step %d (%s) with its %s re-sent (%d sends): %v", i+1, steps[i].Name, cmd, sent, err)
+		}
+		if hook.Armed() {
+			// nothing sent: answered locally
+			if steps[i].OneCommand {
+				t.Errorf("step %d (%s) is a OneCommand step but sent nothing", i+1, steps[i].Name)
+			}
+		}
+		hook.Disarm()
+		runSteps(t, ctx, coord, steps[i+1:], nil)
 	}
 }
 

@@ -590,3 +590,41 @@ func TestCleanupOverflowIsCounted(t *testing.T) {
 		t.Fatalf("abandoned{reason=overflow} = %d, want 1", overflow)
 	}
 }
+
+// A release mark key is in its key's slot and under the prefix, for keys
+// with and without a hash tag, binary keys and a prefix with a hash tag.
+func TestMarkKeySameSlot(t *testing.T) {
+	for _, prefix := range []string{"", "app:", "{app}:", "a}b:"} {
+		e := engineWithPrefix(t, prefix)
+		for _, k := range []string{"job", "{job}:lease", "x}y", "{}z", "a{b", "\x00\xff", "}{"} {
+			full := prefix + k
+			m := e.MarkKey(full)
+			if m == "" {
+				t.Errorf("prefix %q key %q: no mark key", prefix, k)
+				continue
+			}
+			if engine.Slot(m) != engine.Slot(full) || !strings.HasPrefix(m, prefix) || m == full {
+				t.Errorf("prefix %q key %q: mark %q in slot %d, key in %d", prefix, k, m, engine.Slot(m), engine.Slot(full))
+			}
+		}
+	}
+	// An unpaired '{' in the prefix leaves no tag of our own: no mark.
+	if m := engineWithPrefix(t, "a{").MarkKey("a{job"); m != "" && engine.Slot(m) != engine.Slot("a{job") {
+		t.Fatalf("mark %q in another slot", m)
+	}
+}
+
+func engineWithPrefix(t *testing.T, prefix string) *engine.Engine {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = c.Close() })
+	coord, err := coordination.New(c, coordination.WithKeyPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.Of(coord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}

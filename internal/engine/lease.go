@@ -45,6 +45,10 @@ type LeaseKind struct {
 	// HandleKeys is how many of the acquire keys the refresh, verify and
 	// release scripts take (the first ones); 0 means all.
 	HandleKeys int
+	// ReleaseMark makes the Release script take one more key, last: the
+	// lease's release mark (see [Engine.WithMark]), so that a release
+	// re-sent after its first send released reports Released.
+	ReleaseMark bool
 	// NoExpiry accepts a TTL of 0: a lease that lasts until released.
 	NoExpiry bool
 	// KeepAliveEvery is the keep-alive's renewal period as a fraction of
@@ -155,6 +159,31 @@ func newHandle(e *Engine, kind *LeaseKind, keys Keys, id []any, sent time.Time, 
 		h.deadline = sent.Add(ttl - Drift(ttl))
 	}
 	return h
+}
+
+// Adopt returns the handle of a lease that a script of the primitive's own
+// created (one whose answer is more than a Grant: idempotency's Begin),
+// sent at sent with ttl, identified by id in kind's scripts. Nothing is
+// sent.
+func (e *Engine) Adopt(kind *LeaseKind, keys Keys, id []any, sent time.Time, ttl time.Duration) *Handle {
+	return newHandle(e, kind, keys, id, sent, ttl)
+}
+
+// Forget ends a held handle locally without sending anything, for a lease
+// that another operation ended (a completed or abandoned claim): its
+// context is cancelled with ErrReleased and its keep-alive stops.
+func (h *Handle) Forget() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	if h.state != held {
+		h.mu.Unlock()
+		return
+	}
+	cancel := h.endLocked(released, ErrReleased)
+	h.mu.Unlock()
+	h.afterEnd(released, cancel)
 }
 
 // Context returns a context cancelled when the lease is released (cause
@@ -414,14 +443,18 @@ func (h *Handle) ReleaseUnadmitted(ctx context.Context) (Outcome, error) {
 	if was == held {
 		h.afterEnd(released, cancel)
 	}
-	out, err := h.kind.Release.Run(ctx, h.e, h.keys, h.id...)
+	keys := h.keys
+	if h.kind.ReleaseMark {
+		keys = h.e.WithMark(keys)
+	}
+	out, err := h.kind.Release.Run(ctx, h.e, keys, h.id...)
 	if err != nil {
 		if Classify(err) != Terminal {
 			if h.ttl == 0 {
 				left = CleanupLimit
 			}
 			h.e.Cleanup("release", left, func(ctx context.Context) error {
-				_, err := h.kind.Release.Run(ctx, h.e, h.keys, h.id...)
+				_, err := h.kind.Release.Run(ctx, h.e, keys, h.id...)
 				return err
 			})
 		}

@@ -107,6 +107,11 @@ var (
 	LeaderAcquireFailures = def(Counter, "coordination.leader.acquire_failures", "{attempt}", "",
 		"Campaign attempts that failed with an error (transient ones are retried).")
 
+	IdempotencyClaimMetrics = LeaseMetrics{
+		Hold:            def(Histogram, "coordination.idempotency.claim_hold_time", "s", "", "Time from starting an idempotency claim kept alive to completing, abandoning or losing it."),
+		RenewalFailures: def(Counter, "coordination.idempotency.claim_renewal_failures", "{renewal}", "", "Keep-alive renewals of an idempotency claim that failed (lost, terminal or transient error)."),
+		Lost:            def(Counter, "coordination.idempotency.claims_lost", "{claim}", "", "Idempotency claims lost while their work ran: expired or taken over."),
+	}
 	IdempotencyBegins = def(Counter, "coordination.idempotency.begins", "{begin}", "state",
 		"Idempotency Begin answers (one per call, after any wait), by state (started, completed, in_progress, fingerprint_mismatch).")
 	IdempotencyCompletes = def(Counter, "coordination.idempotency.completes", "{complete}", "result",

@@ -92,7 +92,7 @@ func decodeFencingRead(v any) (FencedHolder, bool) {
 	fence, ok1 := PositiveDecimal(a[0])
 	holder, ok2 := a[1].(string)
 	pttl, ok3 := a[2].(int64)
-	if !ok1 || !ok2 || !ok3 {
+	if !ok1 || !ok2 || !ok3 || pttl > maxMillis {
 		return FencedHolder{}, false
 	}
 	h := FencedHolder{Held: true, Fence: fence, Holder: holder}

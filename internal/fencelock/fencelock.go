@@ -25,9 +25,10 @@ var Kind = &engine.LeaseKind{
 	Primitive: "fencing",
 	AcquireOp: hooks.FencedLockAcquire, RenewOp: hooks.FencedLockRenew, VerifyOp: hooks.FencedLockVerify, ReleaseOp: hooks.FencedLockRelease,
 	Acquire: engine.FencingAcquire, Refresh: engine.FencingRefresh, Verify: engine.FencingVerify, Release: engine.FencingRelease,
-	HandleKeys: 1,
-	Metrics:    engine.LockMetrics,
-	Attrs:      []attribute.KeyValue{attribute.String("kind", "fencing")},
+	ReleaseMark: true,
+	HandleKeys:  1,
+	Metrics:     engine.LockMetrics,
+	Attrs:       []attribute.KeyValue{attribute.String("kind", "fencing")},
 }
 
 // Keys validates a fencing lock's keys, without sending anything: errors

@@ -25,6 +25,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/contract"
+	"github.com/coordkit/coordination/internal/faultproxy"
 	"github.com/coordkit/coordination/internal/testharness"
 )
 
@@ -99,6 +100,7 @@ func Run(t *testing.T, s Subject) {
 		{"RenewalInFlightDuringRelease", renewalDuringRelease, []testharness.Option{testharness.RealOnly()}},
 		{"LostReplyThenLoadingIsCleanedUp", lostReplyThenLoading, nil},
 		{"BlockingAcquireKeepsAmbiguity", blockingAmbiguity, nil},
+		{"ReleaseReSentThroughTheNetwork", releaseReSent, []testharness.Option{testharness.RealOnly(), testharness.StandaloneOnly()}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) { c.fn(t, b, s) }, append(c.opts, s.Backends...)...)
@@ -177,6 +179,17 @@ func (s Subject) contract() contract.Spec {
 					return err
 				}},
 				{Name: "Release", Op: s.ReleaseOp, OneCommand: true, Run: func(ctx context.Context, _ *coordination.Coordinator) error {
+					out, err := h.Release(ctx)
+					if err == nil {
+						err = contract.Expect("Release", out, coordination.Released)
+					}
+					return err
+				}},
+				{Name: "Acquire when free", Op: s.AcquireOp, Run: func(ctx context.Context, c *coordination.Coordinator) (err error) {
+					h, err = s.Acquire(ctx, c, name, time.Minute, true)
+					return err // the next step's Released proves the lease is this handle's
+				}},
+				{Name: "Release after Acquire", Op: s.ReleaseOp, Run: func(ctx context.Context, _ *coordination.Coordinator) error {
 					out, err := h.Release(ctx)
 					if err == nil {
 						err = contract.Expect("Release", out, coordination.Released)
@@ -664,4 +677,52 @@ func blockingAmbiguity(t *testing.T, b *testharness.Backend, s Subject) {
 	}
 	waitGone(t, b.Raw(t), b.Key(s.LeaseKey("{ba}")), "cleanup after an ambiguous first attempt")
 	faults.Clear()
+}
+
+// releaseReSent loses a release's reply in the network (the fault proxy
+// drops it after the server ran the script; go-redis re-sends it on a new
+// connection): the release reports Released, what its first send did, and
+// the lease is gone.
+func releaseReSent(t *testing.T, b *testharness.Backend, s Subject) {
+	ctx := context.Background()
+	p := faultproxy.Start(t, b.Server.Addr)
+	opt := b.Server.Options()
+	opt.Addr = p.Addr()
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	coord := must(coordination.New(rdb, coordination.WithKeyPrefix(b.Prefix())))(t)
+	name := "{rs}:net"
+	h, err := s.Acquire(ctx, coord, name, time.Minute, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := h.Verify(ctx); err != nil || !ok { // the scripts are loaded: one EVALSHA per send
+		t.Fatalf("Verify = %v, %v", ok, err)
+	}
+	before := p.Stats().Commands["EVALSHA"]
+	lost := p.Apply(faultproxy.DropReply(faultproxy.Scripts(), 1))
+	out, err := h.Release(ctx)
+	if err != nil || out != coordination.Released {
+		t.Fatalf("Release with its reply lost and re-sent = %v, %v; want Released (what the first send did)", out, err)
+	}
+	if lost.Fired() != 1 || p.Stats().Commands["EVALSHA"]-before != 2 {
+		t.Fatalf("the reply was not lost and re-sent: fired %d, EVALSHA %d", lost.Fired(), p.Stats().Commands["EVALSHA"]-before)
+	}
+	raw := b.Client(t)
+	for _, k := range s.keys(name) {
+		if k != s.LeaseKey(name) {
+			continue
+		}
+		if n, err := raw.Exists(ctx, b.Key(k)).Result(); err != nil || n != 0 {
+			if s.OwnEntries {
+				continue // a member of a sorted set other holders may share
+			}
+			t.Fatalf("lease key %q still exists after the release (%d, %v)", k, n, err)
+		}
+	}
+	if again, err := s.Acquire(ctx, coord, name, time.Minute, false); err != nil {
+		t.Fatalf("acquire after the release: %v", err)
+	} else if _, err := again.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -67,3 +67,66 @@ func (d *LostReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 }
 
 var _ redis.Hook = (*LostReply)(nil)
+
+// Resend is a go-redis hook (add it with AddHook) that, once armed, sends
+// the next command twice, as go-redis does when the first reply is lost
+// (the connection broke after the server ran it): the first run's reply is
+// thrown away and the caller gets the second's. Between, when set, runs
+// between the two sends (other callers' traffic in the gap). Commands
+// whose first send answers NOSCRIPT did not run and are passed on
+// unchanged (go-redis then sends EVAL, which is doubled instead).
+// Subscriptions are never doubled. It disarms itself after one use; it is
+// safe for concurrent use.
+type Resend struct {
+	armed   atomic.Bool
+	sent    atomic.Int32
+	name    atomic.Value
+	Between func()
+}
+
+// Arm makes the next command be sent twice.
+func (r *Resend) Arm() { r.sent.Store(0); r.armed.Store(true) }
+
+// Disarm cancels an Arm that has not fired.
+func (r *Resend) Disarm() { r.armed.Store(false) }
+
+// Armed reports whether the hook is still waiting for a command to double.
+func (r *Resend) Armed() bool { return r.armed.Load() }
+
+// Sent returns how many times the doubled command was sent (2 once it
+// fired) and its lower-case name.
+func (r *Resend) Sent() (int, string) {
+	n, _ := r.name.Load().(string)
+	return int(r.sent.Load()), n
+}
+
+// DialHook implements redis.Hook.
+func (r *Resend) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook.
+func (r *Resend) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.Contains(cmd.Name(), "subscribe") || !r.armed.CompareAndSwap(true, false) {
+			return next(ctx, cmd)
+		}
+		if err := next(ctx, cmd); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			r.armed.Store(true) // it did not run: go-redis sends EVAL next
+			return err
+		}
+		r.name.Store(cmd.Name())
+		r.sent.Add(1)
+		if r.Between != nil {
+			r.Between()
+		}
+		r.sent.Add(1)
+		cmd.SetErr(nil)
+		return next(ctx, cmd) // the re-send
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook.
+func (r *Resend) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+var _ redis.Hook = (*Resend)(nil)

@@ -1,0 +1,44 @@
+package fencing_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/fencing"
+	"github.com/coordkit/coordination/internal/testharness"
+)
+
+// Garbage in the lease, the counter or a guarded resource makes every
+// operation return ErrBadState (ErrWrongType, ErrCounterOverflow included)
+// or an answer, never a panic.
+func TestFencingCorruptedStateIsTyped(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		testharness.CorruptionTest(t, b, func(t *testing.T, coord *coordination.Coordinator) []testharness.CorruptOp {
+			ctx := context.Background()
+			l, err := fencing.TryAcquire(ctx, coord, "{job}:lease", "{job}:fence", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := fencing.GuardedSet(ctx, coord, "res", l.FencingToken(), []byte("v"), time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			return []testharness.CorruptOp{
+				{Name: "Refresh", Fn: func(ctx context.Context) error { _, err := l.Refresh(ctx, time.Minute); return err }},
+				{Name: "Verify", Fn: func(ctx context.Context) error { _, err := l.Verify(ctx); return err }},
+				{Name: "TryAcquire", Fn: func(ctx context.Context) error {
+					_, err := fencing.TryAcquire(ctx, coord, "{job}:lease", "{job}:fence", time.Minute)
+					return err
+				}},
+				{Name: "GuardedSet", Fn: func(ctx context.Context) error {
+					_, _, err := fencing.GuardedSet(ctx, coord, "res", l.FencingToken()+1, []byte("w"), time.Minute)
+					return err
+				}},
+				{Name: "GuardedGet", Fn: func(ctx context.Context) error { _, _, _, err := fencing.GuardedGet(ctx, coord, "res"); return err }},
+				{Name: "Release", Fn: func(ctx context.Context) error { _, err := l.Release(ctx); return err }},
+			}
+		}, func(err error) bool { return errors.Is(err, coordination.ErrCounterOverflow) })
+	})
+}
