@@ -26,7 +26,10 @@ func readClaimResult(ctx context.Context, c redis.UniversalClient, key string) (
 	if err != nil {
 		return "", err
 	}
-	if !strings.HasPrefix(v, "C") || len(v) < 38 || v[37] != ':' {
+	switch {
+	case strings.HasPrefix(v, "A"):
+		return "", fmt.Errorf("%w: the claim at %q is abandoned: no result (the next Begin claims it afresh)", errRefused, key)
+	case !strings.HasPrefix(v, "C") || len(v) < 38 || v[37] != ':':
 		return "", fmt.Errorf("%w: the claim at %q is pending: no result yet", errRefused, key)
 	}
 	_, res, ok := claimFingerprint(v[38:])

@@ -17,6 +17,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
 	"github.com/coordkit/coordination/latch"
 	"github.com/coordkit/coordination/leader"
@@ -190,6 +191,63 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	must(d.Deny(ctx, "tenant:1"))
 	must(d.Deny(ctx, "tenant:2"))
 	keys["deny-list"] = "denied"
+
+	// Release marks and an abandoned claim. Those that last 5 s are given a
+	// minute here (the decoded output masks the TTL) so that the test
+	// outlives them.
+	admin := b.Admin(t)
+	mark := func(name, lease string, fields ...string) {
+		t.Helper()
+		m := engine.MarkKeyOf(b.Prefix(), b.Key(lease))
+		switch {
+		case len(fields) > 0:
+			must(admin.HPExpire(ctx, m, time.Minute, fields...).Err())
+		case name != "mark-lock" && name != "mark-fencing-lease":
+			must(admin.PExpire(ctx, m, time.Minute).Err())
+		}
+		if admin.Exists(ctx, m).Val() != 1 {
+			t.Fatalf("%s: no release mark %q", name, m)
+		}
+		keys[name] = strings.TrimPrefix(m, b.Prefix())
+	}
+	rl, err := lock.TryAcquire(ctx, coord, "released-lock", time.Minute)
+	must(err)
+	_, err = rl.Release(ctx)
+	must(err)
+	mark("mark-lock", "released-lock")
+	rf, err := fencing.TryAcquire(ctx, coord, "{rel}:lock", "{rel}:fence", time.Minute, fencing.WithHolder("worker-8"))
+	must(err)
+	_, err = rf.Release(ctx)
+	must(err)
+	mark("mark-fencing-lease", "{rel}:lock")
+	rs, err := semaphore.New(coord, "released-sem", 3)
+	must(err)
+	rp, err := rs.TryAcquireN(ctx, 2, time.Minute)
+	must(err)
+	_, err = rp.Release(ctx)
+	must(err)
+	mark("mark-semaphore", "released-sem")
+	rr, err := rwlease.TryRead(ctx, coord, "released-rw", time.Minute)
+	must(err)
+	_, err = rr.Release(ctx)
+	must(err)
+	mark("mark-rwlease", "released-rw")
+	if b.HasHashFieldTTL() {
+		fl, err := lock.TryAcquireField(ctx, coord, "released-shards", "shard:9", time.Minute)
+		must(err)
+		_, err = fl.Release(ctx)
+		must(err)
+		mark("mark-field-leases", "released-shards", "shard:9")
+	}
+	ca, err := st.Begin(ctx, "pay:3", time.Minute)
+	must(err)
+	ok, err = st.Abandon(ctx, "pay:3", ca.Owner)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	must(admin.PExpire(ctx, b.Key("pay:3"), time.Minute).Err())
+	keys["claim-abandoned"] = "pay:3"
+
 	raw := b.Client(t)
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.HasSuffix(raw.Get(ctx, b.Key("waited-lock")).Val(), "+") || raw.ZScore(ctx, b.Key("sem-full"), "waiting").Err() != nil {
@@ -202,15 +260,20 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 }
 
 var (
-	reDur   = regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|ms|s|m|h)\b`)
-	reTok   = regexp.MustCompile(`[0-9a-zA-Z_-]{8}…`) // base64url tokens may start with "-"
-	reJSONN = regexp.MustCompile(`"(ttl_ms|expires_in|deadline_in|resets_in|next_refill_in|next_permit_in|full_again_in|ttl)":-?\d+`)
+	reDur     = regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|ms|s|m|h)\b`)
+	reTok     = regexp.MustCompile(`[0-9a-zA-Z_-]{8}…`) // base64url tokens may start with "-"
+	reJSONN   = regexp.MustCompile(`"(ttl_ms|expires_in|deadline_in|resets_in|next_refill_in|next_permit_in|full_again_in|ttl)":-?\d+`)
+	reTag     = regexp.MustCompile(`\{[0-9]+\}`)     // the hash tag of an untagged key's release mark
+	reFenceUs = regexp.MustCompile(`\b[0-9]{13,}\b`) // an idempotency claim's fence: the server's clock in µs
 )
 
 // normalize masks what changes from run to run: the test's key prefix,
-// random tokens (already truncated) and durations.
+// random tokens (already truncated), durations, the hash tags release
+// marks take after the prefix and claim fences (clock readings).
 func normalize(s, prefix string) string {
 	s = strings.ReplaceAll(s, prefix, "<prefix>")
+	s = reTag.ReplaceAllString(s, "{<n>}")
+	s = reFenceUs.ReplaceAllString(s, "<fence>")
 	s = reTok.ReplaceAllString(s, "<token>…")
 	s = reJSONN.ReplaceAllString(s, `"$1":<ms>`)
 	return reDur.ReplaceAllString(s, "<dur>")
@@ -267,12 +330,27 @@ func TestInspectGolden(t *testing.T) {
 			t.Fatalf("inspect --scan = %d %s", code, errOut)
 		}
 		for name, key := range keys {
-			if !strings.Contains(out, b.Prefix()+key) {
+			if !strings.Contains(out, shown(b.Prefix()+key)) {
 				t.Errorf("--scan lacks %s (%s):\n%s", key, name, out)
 			}
 		}
 		if strings.Contains(out, "CORRUPT") || strings.Contains(out, kindOther) {
 			t.Errorf("--scan found a corrupt or unknown key among the library's own:\n%s", out)
+		}
+		for _, name := range []string{"mark-lock", "mark-fencing-lease", "mark-semaphore", "mark-rwlease"} {
+			if !regexp.MustCompile(`(?m)^release mark .*` + regexp.QuoteMeta(shown(b.Prefix()+keys[name])) + `$`).MatchString(out) {
+				t.Errorf("--scan does not list %s as a release mark:\n%s", name, out)
+			}
+		}
+		// --mark reads the release mark of the key given.
+		_, want, _ := runCmd(t, cmdline(b, "inspect", keys["mark-lock"])...)
+		code, out, errOut = runCmd(t, cmdline(b, "inspect", "--mark", "released-lock")...)
+		if code != exitOK || normalize(out, b.Prefix()) != normalize(want, b.Prefix()) {
+			t.Errorf("inspect --mark released-lock = %d\n%s%s\nwant\n%s", code, out, errOut, want)
+		}
+		code, _, errOut = runCmd(t, cmdline(b, "inspect", "--mark", "plain-lock")...)
+		if code != exitRefused || !strings.Contains(errOut, "no release of") {
+			t.Errorf("inspect --mark of a key never released = %d %q", code, errOut)
 		}
 	}, testharness.RealOnly())
 }
@@ -300,7 +378,13 @@ func TestInspectUnknownAndCorrupt(t *testing.T) {
 			{set("z", func(k string) error { return raw.ZAdd(ctx, k, redis.Z{Score: 1, Member: "m"}).Err() }), "a sorted set of no library layout"},
 			{set("sem", func(k string) error { return raw.ZAdd(ctx, k, redis.Z{Score: 1e15, Member: "P:x:tok"}).Err() }), `is not P:<n>:<token>`},
 			{set("rl", func(k string) error { return raw.Set(ctx, k, "g:1:x|2", time.Hour).Err() }), "GCRA state is not"},
-			{set("claim", func(k string) error { return raw.Set(ctx, k, "P100:abc:99:x", time.Hour).Err() }), "a bad fingerprint"},
+			{set("claim", func(k string) error { return raw.Set(ctx, k, "P100:123:abc:99:x", time.Hour).Err() }), "a bad fingerprint"},
+			{set("claim-nofence", func(k string) error { return raw.Set(ctx, k, "P100:abc:-:", time.Hour).Err() }), "a pending claim without a valid fence"},
+			{set("claim-abandoned", func(k string) error { return raw.Set(ctx, k, "A0:x", time.Hour).Err() }), "an abandoned claim without a valid fence"},
+			{set("claim-abandoned-nottl", func(k string) error { return raw.Set(ctx, k, "A12:x", 0).Err() }), "an abandoned claim lasts 5 s; this one has no TTL"},
+			{set("{m}:lock\x00released", func(k string) error { return raw.Set(ctx, k, "hello", time.Hour).Err() }), "a release mark string holding no released lock"},
+			{set("{m}:sem\x00released", func(k string) error { return raw.Set(ctx, k, "P:1:tok", 0).Err() }), "a release mark always expires"},
+			{set("x\x00released", func(k string) error { return raw.Set(ctx, k, "P:1:tok", time.Hour).Err() }), "the release mark of no key"},
 			{set("legacy", func(k string) error {
 				return raw.HSet(ctx, k, "state", "completed", "owner", "x", "ttl", "100", "result", "r", "done", "y").Err()
 			}), "a claim of the hash layout of earlier releases"},
@@ -327,14 +411,26 @@ func TestInspectUnknownAndCorrupt(t *testing.T) {
 // values), and always names a kind.
 func FuzzDecode(f *testing.F) {
 	for _, s := range []string{"", "f:1:2|3|4|", "s:1:2:3|4|", "b:1:1:1|1|1|", "g:1:1:1|1|1|", "g:1:0:0|1|1|", "P1:a:-:", "C" + strings.Repeat("a", 36) + ":3:abc{\"status\":200}",
-		"01234567-89ab-cdef-0123-456789abcdef+", "9223372036854775808", "-1", "{"} {
+		"01234567-89ab-cdef-0123-456789abcdef+", "9223372036854775808", "-1", "{",
+		"P60000:1712345678901234:tok:-:", "P60000:1712345678901234:tok:3:abc", "P60000:0:tok:-:", "P1:2:", "P1:2:3",
+		"A1712345678901234:0b9e3c1e-52f1-4a3c-9d6e-2b1f5c7e8a90", "A0:", "A:", "A12",
+		"P:2:tok", "R:tok", "W:", "P:x:"} {
 		f.Add("string", s, int64(-1), "owner", s, "P:1:"+s, 1.5)
+	}
+	// Release marks: decoded by their key's name.
+	for _, k := range []string{"k\x00released", "{3}k\x00released", "p:{7}k\x00released", "{job}:lock\x00released", "{\x00released", "\x00released"} {
+		f.Add("string|"+k, "01234567-89ab-cdef-0123-456789abcdef", int64(5000), "shard:1", "01234567-89ab-cdef-0123-456789abcdef", "P:1:x", 1.0)
+		f.Add("hash|"+k, "W:x", int64(-1), "owner", "x", "R:x", 1.0)
 	}
 	f.Add("hash", "", int64(5), "gen", "x", "capacity", -3.0)
 	f.Add("zset", "", int64(5), "id", "1", "R:x", -1e308)
 	f.Add("zset", "", int64(5), "c", "1", "W:", 1e308)
 	f.Fuzz(func(t *testing.T, typ, str string, pttl int64, field, value, member string, score float64) {
-		s := &snapshot{Key: "k", Type: typ, PTTL: pttl, NowMs: 1_700_000_000_000, NowUs: 1_700_000_000_000_000,
+		key := "k"
+		if i := strings.IndexByte(typ, '|'); i >= 0 { // "<type>|<key>"
+			typ, key = typ[:i], typ[i+1:]
+		}
+		s := &snapshot{Key: key, Type: typ, PTTL: pttl, NowMs: 1_700_000_000_000, NowUs: 1_700_000_000_000_000,
 			Str: str, StrLen: int64(len(str)),
 			Hash:    map[string]string{field: value, "fence": value, "count": value, "initial": str, "deadline": value},
 			HashTTL: map[string]int64{field: pttl}, HashLen: 5,

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/coordkit/coordination/internal/engine"
 )
 
 // This file decodes what a key holds, from a snapshot of it (decode is
@@ -32,6 +34,7 @@ const (
 	kindClaim       = "idempotency claim"
 	kindLimiter     = "rate limiter"
 	kindDenyList    = "deny list"
+	kindMark        = "release mark"
 	kindOther       = "unknown"
 )
 
@@ -241,6 +244,10 @@ var (
 	reToken   = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 	reInt     = regexp.MustCompile(`^(0|[1-9][0-9]*)$`)
 	reSignInt = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+	// reAbandoned is the start of an abandoned claim: "A" <fence> ":".
+	reAbandoned = regexp.MustCompile(`^A[0-9]+:`)
+	// reFence is a claim's fence as the scripts accept it.
+	reFence = regexp.MustCompile(`^[1-9][0-9]{0,15}$`)
 )
 
 // decode says what s holds. It never panics (FuzzDecode).
@@ -251,6 +258,11 @@ func decode(s *snapshot) *report {
 		r.Kind = kindMissing // not corrupt: said in one line by inspect
 		r.TTL = -2
 		return r
+	}
+	if strings.HasSuffix(s.Key, engine.MarkSuffix) {
+		return decodeMark(s, r)
+	}
+	switch s.Type {
 	case "string":
 		return decodeString(s, r)
 	case "hash":
@@ -277,6 +289,8 @@ func decodeString(s *snapshot, r *report) *report {
 	case strings.HasPrefix(v, "P") && strings.Count(v, ":") >= 2 && reInt.MatchString(v[1:strings.IndexByte(v, ':')]):
 		return decodeClaim(s, r)
 	case strings.HasPrefix(v, "C") && len(v) > 37 && v[37] == ':':
+		return decodeClaim(s, r)
+	case reAbandoned.MatchString(v):
 		return decodeClaim(s, r)
 	case reToken.MatchString(strings.TrimSuffix(v, "+")):
 		r.Kind = kindLock
@@ -306,32 +320,47 @@ func decodeString(s *snapshot, r *report) *report {
 
 // decodeClaim decodes an idempotency claim:
 //
-//	pending    "P" <result ttl> ":" <owner> ":" <fp>
+//	pending    "P" <result ttl> ":" <fence> ":" <owner> ":" <fp>
 //	completed  "C" <completion id> ":" <fp> <result>
+//	abandoned  "A" <fence> ":" <abandon id>   (kept 5 s: a free key)
 //
 // fp is "-:" or <len> ":" <bytes>.
 func decodeClaim(s *snapshot, r *report) *report {
 	r.Kind = kindClaim
 	v := s.Str
-	var rest string
-	if v[0] == 'P' {
-		i := strings.IndexByte(v, ':')
-		ttl, _ := strconv.ParseInt(v[1:i], 10, 64)
-		rest = v[i+1:]
-		j := strings.IndexByte(rest, ':')
-		if j < 0 {
+	switch v[0] {
+	case 'P':
+		parts := strings.SplitN(v[1:], ":", 4)
+		ttl, _ := strconv.ParseInt(parts[0], 10, 64)
+		r.add("state", "pending")
+		if len(parts) < 4 || !reFence.MatchString(parts[1]) {
+			return r.bad("a pending claim without a valid fence (P<result ttl>:<fence>:<owner>:<fp>): the library fails on it with ErrBadState (a claim of the layout before fences is one); delete it with coordctl repair claim, or let it expire")
+		}
+		r.add("fencing token", parts[1])
+		if parts[2] == "" {
 			return r.bad("a pending claim without an owner")
 		}
-		r.add("state", "pending")
-		r.add("owner", tok(rest[:j]))
+		r.add("owner", tok(parts[2]))
 		r.add("result ttl", time.Duration(ttl)*time.Millisecond)
-		rest = rest[j+1:]
-		fp, _, ok := claimFingerprint(rest)
+		fp, _, ok := claimFingerprint(parts[3])
 		if !ok {
 			return r.bad("a bad fingerprint")
 		}
 		r.add("fingerprint", fp)
-	} else {
+	case 'A':
+		fence, id, _ := strings.Cut(v[1:], ":")
+		r.add("state", "abandoned")
+		if !reFence.MatchString(fence) {
+			return r.bad("an abandoned claim without a valid fence: the library fails on it with ErrBadState")
+		}
+		r.add("fencing token", fence)
+		r.add("abandon id", tok(id))
+		r.add("next claim", "free: the next Begin takes it, with a larger fencing token")
+		if s.PTTL == -1 {
+			return r.bad("an abandoned claim lasts 5 s; this one has no TTL")
+		}
+		return r
+	default:
 		r.add("state", "completed")
 		r.add("completion", tok(v[1:37]))
 		fp, res, ok := claimFingerprint(v[38:])
@@ -840,4 +869,119 @@ func tagOf(key string) (string, bool) {
 		return "", false
 	}
 	return key[:end], true
+}
+
+// markedKey returns the lease key whose release mark key is (see
+// engine.MarkKey): key without "\x00released" when that has a hash tag,
+// else the prefix and the rest around the hash tag the mark added. ok is
+// false when no key has key as its mark.
+func markedKey(key string) (lease string, ok bool) {
+	x, found := strings.CutSuffix(key, engine.MarkSuffix)
+	if !found {
+		return "", false
+	}
+	i := strings.IndexByte(x, '{')
+	if i < 0 {
+		return "", false
+	}
+	if j := strings.IndexByte(x[i+1:], '}'); j > 0 && reInt.MatchString(x[i+1:i+1+j]) {
+		l := x[:i] + x[i+2+j:]
+		if engine.MarkKeyOf(x[:i], l) == key {
+			return l, true
+		}
+	}
+	if engine.MarkKeyOf("", x) == key {
+		return x, true
+	}
+	return "", false
+}
+
+// decodeMark decodes a release mark: what the last release of a lease key
+// removed, kept so that a re-sent release reports the first send's
+// outcome. A lock's or fencing lease's mark is the released key renamed
+// (for the rest of its TTL); a semaphore's or rwlease's a string holding
+// the released id for 5 s; a field-lease hash's a hash of the released
+// fields' owner tokens, each field for 5 s.
+func decodeMark(s *snapshot, r *report) *report {
+	r.Kind = kindMark
+	lease, ok := markedKey(s.Key)
+	if !ok {
+		return r.bad("a key ending in \\x00released that is the release mark of no key")
+	}
+	r.add("marks", lease)
+	switch s.Type {
+	case "string":
+		v := s.Str
+		switch {
+		case reToken.MatchString(strings.TrimSuffix(v, "+")):
+			r.add("released", kindLock)
+			r.add("owner", tok(strings.TrimSuffix(v, "+")))
+		case strings.HasPrefix(v, "P:"):
+			parts := strings.SplitN(v, ":", 3)
+			n, err := strconv.ParseInt(parts[1], 10, 64)
+			r.add("released", "semaphore permit")
+			if len(parts) != 3 || err != nil || n < 1 {
+				return r.bad("%q is not P:<n>:<token>", v)
+			}
+			r.add("permits", n)
+			r.add("owner", tok(parts[2]))
+		case len(v) > 2 && (v[:2] == "R:" || v[:2] == "W:"):
+			r.add("released", map[byte]string{'R': "rwlease read lease", 'W': "rwlease write lease"}[v[0]])
+			r.add("owner", tok(v[2:]))
+		default:
+			return r.bad("a release mark string holding no released lock, permit or lease id (%d bytes)", s.StrLen)
+		}
+		if s.PTTL == -1 {
+			r.bad("a release mark always expires; this one has no TTL")
+		}
+		return r
+	case "hash":
+		h := s.Hash
+		if _, fencing := h["owner"]; fencing {
+			released := kindFencing
+			if strings.HasSuffix(lease, "}:leader") {
+				released = kindLeader + " (fencing lease)"
+			}
+			r.add("released", released)
+			r.add("owner", tok(h["owner"]))
+			if holder, ok := h["holder"]; ok {
+				r.add("holder", holder)
+			}
+			r.add("fencing token", h["fence"])
+			if !reInt.MatchString(h["fence"]) {
+				r.bad("the fence field is not a canonical integer")
+			}
+			if s.PTTL == -1 {
+				r.bad("a release mark always expires; this one has no TTL")
+			}
+			return r
+		}
+		r.add("released", "field leases")
+		r.add("fields", s.HashLen)
+		names := make([]string, 0, len(h))
+		for k := range h {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, f := range names {
+			e := entry{{"field", f}, {"owner", tok(h[f])}}
+			if ttl, ok := s.HashTTL[f]; ok {
+				if ttl >= 0 {
+					e = append(e, kv{"ttl", time.Duration(ttl) * time.Millisecond})
+				} else {
+					e = append(e, kv{"ttl", durNone})
+					r.bad("field %q has no expiry: the library gives each field of a release mark 5 s", f)
+				}
+			}
+			if !reToken.MatchString(h[f]) {
+				r.bad("field %q does not hold an owner token", f)
+			}
+			r.Entries = append(r.Entries, e)
+		}
+		if s.PTTL != -1 {
+			r.bad("a field-lease release mark has no key-level TTL; this one has one")
+		}
+		return r
+	}
+	return r.bad("a %s: no release mark is a %s", s.Type, s.Type)
 }

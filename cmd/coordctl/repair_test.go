@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func TestIdempotencyShowAndForget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		expect(t, exitOK, "state:", cmdline(b, "idempotency show", "--key", "pay:1")...)
+		expect(t, exitOK, fmt.Sprintf("fencing token:  %d", c.Fence), cmdline(b, "idempotency show", "--key", "pay:1")...)
 		expect(t, exitRefused, "no result yet", cmdline(b, "idempotency show", "--key", "pay:1", "--result")...)
 		expect(t, exitRefused, "is pending: its owner may still be working", cmdline(b, "idempotency forget", "--key", "pay:1")...)
 		if ok, err := st.Complete(ctx, "pay:1", c.Owner, []byte("receipt-77")); err != nil || !ok {
@@ -73,6 +74,19 @@ func TestIdempotencyShowAndForget(t *testing.T) {
 		}
 		expect(t, exitOK, "pending", cmdline(b, "idempotency show", "--key", "k1", "--namespace", "tenant:9")...)
 		expect(t, exitOK, "deleted", cmdline(b, "idempotency forget", "--key", "k1", "--namespace", "tenant:9", "--pending")...)
+		// An abandoned claim (a free key kept 5 s with its fence): shown,
+		// no result, not an orphan; forget deletes it.
+		ca, err := st.Begin(ctx, "pay:5", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := st.Abandon(ctx, "pay:5", ca.Owner); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		expect(t, exitOK, fmt.Sprintf("fencing token:  %d", ca.Fence), cmdline(b, "idempotency show", "--key", "pay:5")...)
+		expect(t, exitRefused, "is abandoned: no result", cmdline(b, "idempotency show", "--key", "pay:5", "--result")...)
+		expect(t, exitRefused, "is abandoned, not pending", cmdline(b, "repair claim", "--key", "pay:5")...)
+		expect(t, exitOK, "deleted the abandoned claim", cmdline(b, "idempotency forget", "--key", "pay:5")...)
 		// A claim of the hash layout of earlier releases: unusable, so
 		// deleted whatever its state.
 		raw := b.Client(t)

@@ -19,8 +19,10 @@ import (
 // MarkTTL is how long a release mark lasts, in milliseconds.
 const MarkTTL = 5000
 
-// markSuffix ends every release mark key.
-const markSuffix = "\x00released"
+// MarkSuffix ends every release mark key.
+const MarkSuffix = "\x00released"
+
+const markSuffix = MarkSuffix
 
 // MarkKey returns the release mark key of the prefixed key full, in full's
 // Cluster slot and under the engine's key prefix: full followed by
@@ -28,17 +30,21 @@ const markSuffix = "\x00released"
 // chosen for full's slot ("{<decimal>}"), the rest of full and the
 // suffix. It returns "" when no such key exists (a prefix with an unpaired
 // '{'): the release then runs without a mark.
-func (e *Engine) MarkKey(full string) string {
+func (e *Engine) MarkKey(full string) string { return MarkKeyOf(e.prefix, full) }
+
+// MarkKeyOf is [Engine.MarkKey] for the key prefix prefix (coordctl
+// names the release marks it inspects with it).
+func MarkKeyOf(prefix, full string) string {
 	if i := indexByte(full, '{'); i >= 0 {
 		if j := indexByte(full[i+1:], '}'); j > 0 {
 			return full + markSuffix
 		}
 	}
 	slot := Slot(full)
-	if len(full) < len(e.prefix) || full[:len(e.prefix)] != e.prefix {
+	if len(full) < len(prefix) || full[:len(prefix)] != prefix {
 		return ""
 	}
-	m := e.prefix + "{" + strconv.FormatUint(uint64(slotTags()[slot]), 10) + "}" + full[len(e.prefix):] + markSuffix
+	m := prefix + "{" + strconv.FormatUint(uint64(slotTags()[slot]), 10) + "}" + full[len(prefix):] + markSuffix
 	if Slot(m) != slot {
 		return ""
 	}
