@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -157,11 +156,56 @@ type watches struct {
 	mu      sync.Mutex
 	closed  bool
 	ws      []*engine.Watch
-	deaf    atomic.Int64 // notifications are held until this instant (Unix ns)
+
+	quietMu sync.Mutex
+	deaf    time.Time // notifications are held until this instant
 }
 
-// quiet holds the notifications of the next d until d has passed.
-func (w *watches) quiet(d time.Duration) { w.deaf.Store(time.Now().Add(d).UnixNano()) }
+// quiet holds the notifications of the next d until d has passed, and
+// drops a wake-up already pending: a release heard before the quiet period
+// began (typically the other contender's release of its part of the same
+// split vote, published while this round was releasing its own) must not
+// end the desynchronising delay at once, or both contenders retry together
+// and split again, round after round. Nothing is lost: the caller retries
+// when the quiet period ends anyway (its RetryIn), and that attempt sees
+// every release made before it.
+func (w *watches) quiet(d time.Duration) {
+	w.quietMu.Lock()
+	defer w.quietMu.Unlock()
+	w.deaf = time.Now().Add(d)
+	select {
+	case <-w.wake:
+	default:
+	}
+}
+
+// notify wakes the wait loop, once no quiet period holds notifications
+// (re-checked after each hold, since a new quiet period may have begun
+// meanwhile); it returns false when the watches are closed first. The
+// check and the wake-up are one step under quietMu, so that quiet either
+// sees the wake-up pending (and drops it) or is seen by the check.
+func (w *watches) notify() bool {
+	for {
+		w.quietMu.Lock()
+		d := time.Until(w.deaf)
+		if d <= 0 {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+			w.quietMu.Unlock()
+			return true
+		}
+		w.quietMu.Unlock()
+		t := time.NewTimer(d)
+		select {
+		case <-w.ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+}
 
 func newWatches() *watches {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -200,19 +244,9 @@ func (w *watches) start(g *Group, keys []engine.Keys) {
 					return
 				case <-sub.C():
 					// During a quiet period the notification is held
-					// until it ends, never dropped.
-					if d := time.Until(time.Unix(0, w.deaf.Load())); d > 0 {
-						t := time.NewTimer(d)
-						select {
-						case <-w.ctx.Done():
-							t.Stop()
-							return
-						case <-t.C:
-						}
-					}
-					select {
-					case w.wake <- struct{}{}:
-					default:
+					// until it ends.
+					if !w.notify() {
+						return
 					}
 				}
 			}

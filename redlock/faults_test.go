@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -539,4 +540,54 @@ func releaseAfterSlowAcquire(t *testing.T, c *cluster) {
 	}
 	time.Sleep(400 * time.Millisecond) // the delayed acquisition has run
 	c.waitHolding("overtake", l.Token(), 0)
+}
+
+// With one node of three cut off, every round that one of its nodes
+// refuses waits the node timeout for the cut-off node while holding what
+// it was granted. Three contenders taking turns must not livelock in split
+// votes: each acquires, within a bound far below its wait limit. (The
+// contenders once retried at once after a split, woken by each other's
+// releases heard during the round, and split again for many seconds.)
+func TestContendersWithOneNodeCutOff(t *testing.T) {
+	c := miniNodes(t, 3)
+	const timeout = 400 * time.Millisecond
+	var groups []*redlock.Group
+	for range 3 {
+		groups = append(groups, c.group(redlock.WithNodeTimeout(timeout)))
+	}
+	c.cut(2)
+	const key = "cutoff"
+	for turn := range 3 {
+		errs := make(chan error, len(groups))
+		for i, g := range groups {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				start := time.Now()
+				l, err := g.Acquire(ctx, key, 2*time.Second)
+				if err != nil {
+					errs <- fmt.Errorf("turn %d contender %d: %w after %v", turn, i, err, time.Since(start).Round(time.Millisecond))
+					return
+				}
+				took := time.Since(start)
+				time.Sleep(20 * time.Millisecond)
+				if _, err := l.Release(context.Background()); err != nil {
+					errs <- fmt.Errorf("turn %d contender %d release: %w", turn, i, err)
+					return
+				}
+				// Three contenders, each holding 20 ms: a few partial
+				// rounds of the node timeout each at worst.
+				if bound := 15 * timeout; took > bound {
+					errs <- fmt.Errorf("turn %d contender %d acquired after %v, more than %v", turn, i, took.Round(time.Millisecond), bound)
+					return
+				}
+				errs <- nil
+			}()
+		}
+		for range groups {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	}
 }

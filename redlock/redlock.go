@@ -342,7 +342,9 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 	defer w.close()
 	err = g.first.Wait(ctx, engine.WaitConfig{Wake: w.wake}, func(ctx context.Context) (engine.Attempt, error) {
 		rounds++
+		began := time.Now()
 		got, retryIn, err := g.round(ctx, key, ttl, ms, keys)
+		took := time.Since(began)
 		if err == nil {
 			l = got
 			return engine.Attempt{Done: true}, nil
@@ -372,19 +374,28 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 		if granted > 0 {
 			// A split vote (or a partial one, with nodes down):
 			// contenders that retry together split again. Retry after a
-			// short random delay, holding release notifications until
-			// then (the Redlock algorithm's desynchronisation).
-			retryIn = engine.Backoff(rounds, 10*time.Millisecond, 200*time.Millisecond)
+			// random delay, holding release notifications until then
+			// (the Redlock algorithm's desynchronisation). The delay
+			// spans up to twice this round's time: a partial round
+			// waits the node timeout for a node that does not answer,
+			// holding what it was granted meanwhile, so a shorter
+			// delay lands in another contender's round again and
+			// again.
+			retryIn = engine.Backoff(rounds, 10*time.Millisecond, max(200*time.Millisecond, 2*took))
 			w.quiet(retryIn)
 		}
 		if retryIn <= 0 {
 			retryIn = engine.Backoff(rounds, 50*time.Millisecond, time.Second)
 		}
 		if !w.started {
-			// Subscribe first, then try again at once: a release in
-			// between is never missed.
+			// Subscribe first, then try again: a release in between is
+			// never missed. At once, unless the vote was split: then
+			// after the desynchronising delay, which bounds the wait as
+			// well.
 			w.start(g, keys)
-			return engine.Attempt{RetryIn: time.Nanosecond}, nil
+			if granted == 0 {
+				return engine.Attempt{RetryIn: time.Nanosecond}, nil
+			}
 		}
 		return engine.Attempt{RetryIn: retryIn}, nil
 	})
