@@ -82,7 +82,7 @@
 // renames the lock key to its release mark (the key followed by
 // "\x00released" when it has a {hash tag}, otherwise the prefix, a hash
 // tag of the key's slot and the rest of the key, then "\x00released"; it
-// lasts the rest of the lock's TTL), so a re-sent release whose first send
+// lasts the rest of the lock's TTL or 5 s, whichever is shorter), so a re-sent release whose first send
 // released finds its token there and reports Released, not
 // AlreadyReleased. A client that never re-sends (MaxRetries: -1) gets no
 // mark. When an acquire's outcome is unknown to the caller (a timeout, a

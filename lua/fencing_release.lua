@@ -5,7 +5,7 @@
 -- ARGV[1]  owner token of the caller
 -- KEYS[2]  (optional) the lease's release mark (engine.MarkKey): the
 --          released lease key renamed, so the hash of the last release of
---          this lease, for the rest of its TTL
+--          this lease, for the rest of its TTL or 5 s, whichever is shorter
 --
 -- Reply     1  released (deleted; waiters notified on the channel
 --              "coordination:" .. KEYS[1], best effort; the key is renamed
@@ -27,6 +27,9 @@ if o ~= ARGV[1] then
 end
 if KEYS[2] then
   redis.call('RENAME', KEYS[1], KEYS[2])
+  -- The mark outlives the release by 5 s at most (engine.MarkTTL): a
+  -- lease released long before its TTL leaves no long-lived key.
+  redis.call('PEXPIRE', KEYS[2], 5000, 'LT')
 else
   redis.call('DEL', KEYS[1])
 end

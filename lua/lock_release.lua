@@ -6,7 +6,7 @@
 -- ARGV[1]  owner token of the caller
 -- KEYS[2]  (optional) the lock's release mark (engine.MarkKey): the
 --          released lock key renamed, so the value of the last release of
---          this lock, for the rest of its TTL
+--          this lock, for the rest of its TTL or 5 s, whichever is shorter
 --
 -- Reply     1  released (deleted); when the value carried the waiter mark
 --              '+', waiters are notified on the channel
@@ -22,6 +22,9 @@ local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] or v == ARGV[1] .. '+' then
   if KEYS[2] then
     redis.call('RENAME', KEYS[1], KEYS[2])
+    -- The mark outlives the release by 5 s at most (engine.MarkTTL): a
+    -- lease released long before its TTL leaves no long-lived key.
+    redis.call('PEXPIRE', KEYS[2], 5000, 'LT')
   else
     redis.call('DEL', KEYS[1])
   end

@@ -89,7 +89,7 @@ coordctl inspect --prefix myapp: --scan 'limits:*' --json`)
 			fmt.Fprintln(stdout, string(b))
 		}
 		if *mark {
-			fmt.Fprintf(stderr, "coordctl inspect: no such key %q: no release of %q is remembered (a mark lasts 5 s, a lock's or fencing lease's the rest of its TTL)\n", r.Key, prefix+fs.Arg(0))
+			fmt.Fprintf(stderr, "coordctl inspect: no such key %q: no release of %q is remembered (a mark lasts 5 s at most)\n", r.Key, prefix+fs.Arg(0))
 		} else {
 			fmt.Fprintf(stderr, "coordctl inspect: no such key %q\n", r.Key)
 		}

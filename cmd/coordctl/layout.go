@@ -899,7 +899,7 @@ func markedKey(key string) (lease string, ok bool) {
 // decodeMark decodes a release mark: what the last release of a lease key
 // removed, kept so that a re-sent release reports the first send's
 // outcome. A lock's or fencing lease's mark is the released key renamed
-// (for the rest of its TTL); a semaphore's or rwlease's a string holding
+// (for the rest of its TTL, 5 s at most); a semaphore's or rwlease's a string holding
 // the released id for 5 s; a field-lease hash's a hash of the released
 // fields' owner tokens, each field for 5 s.
 func decodeMark(s *snapshot, r *report) *report {
