@@ -96,7 +96,7 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
 		{[]string{"latch"}, `"latch" needs a subcommand`},
 		{[]string{"demo", "--redis", "http://x"}, `--redis: scheme "http" is not supported`},
-		{[]string{"demo", "--redis", "bogus"}, "--redis bogus: no scheme; want redis://"},
+		{[]string{"demo", "--redis", "bogus"}, "--redis: no scheme (the value is not shown: it may be a password); want redis://"},
 		{[]string{"demo", "--redis", "redis://x/0", "--cluster", "y:1"}, "give one of --redis, --cluster and --sentinel"},
 		{[]string{"demo", "--cluster", "nohostport"}, `--cluster: "nohostport" is not host:port`},
 		{[]string{"demo", "--sentinel", "127.0.0.1:26379"}, "--sentinel: want MASTER@host:port"},
@@ -170,7 +170,23 @@ func TestNoPasswordInAnyOutput(t *testing.T) {
 		// Query strings: go-redis reads no password there, but a user may try.
 		{"query password", []string{"--redis", "redis://:" + pw + "@127.0.0.1:1/0?password=zzetLeak"}, "", exitUsage, "?password=xxxxx: unexpected option: password"},
 		{"query sentinel_password", []string{"--redis", "redis://127.0.0.1:1/0?db=0&sentinel_password=" + pw}, "", exitUsage, "?db=0&sentinel_password=xxxxx"},
-		{"query unknown", []string{"--redis", "redis://127.0.0.1:1/0?pasword=zzet"}, "", exitUsage, "pasword=xxxxx"},
+		{"query unknown", []string{"--redis", "redis://127.0.0.1:1/0?pasword=zzet"}, "", exitUsage, "?xxxxx: unexpected option: 1 item that is not a go-redis option (not shown)"},
+		{"query bare items", []string{"--redis", "redis://127.0.0.1:1/0?a=1&s3cret"}, "", exitUsage, "?xxxxx&xxxxx: unexpected option: 2 items"},
+		{"query bad value", []string{"--redis", "redis://127.0.0.1:1/0?dial_timeout=s3cr"}, "", exitUsage, "?dial_timeout=xxxxx: the value of ?dial_timeout is not a duration"},
+		// A '?' in the password: the userinfo runs to the last '@'.
+		{"password with ?", []string{"--redis", "redis://:s3cr?zzet@127.0.0.1:nope/0"}, "", exitUsage, "--redis redis://:xxxxx@127.0.0.1:nope/0: the port is not a number"},
+		{"unix password with ?", []string{"--redis", "unix://:s3cr?zzet@/tmp/x.sock?s3cret"}, "", exitUsage, "--redis unix://:xxxxx@/tmp/x.sock?xxxxx: unexpected option"},
+		{"password as the URL", []string{"--redis", "s3cr" + "zzet"}, "", exitUsage, "--redis: no scheme (the value is not shown"},
+		// Bad addresses are usage errors, found before dialing.
+		{"port out of range", []string{"--redis", "redis://:" + pw + "@127.0.0.1:99999/0"}, "", exitUsage, "the port must be a number from 1 to 65535"},
+		{"cluster bad port", []string{"--cluster", "redis://u:" + pw + "@127.0.0.1:notaport"}, "", exitUsage, `--cluster: "127.0.0.1:notaport": the port must be`},
+		{"cluster query", []string{"--cluster", "redis://u:" + pw + "@127.0.0.1:1?password=zzet"}, "", exitUsage, "--cluster: options after '?' (not shown) are not supported"},
+		{"sentinel bad port", []string{"--sentinel", "redis://u:" + pw + "@mymaster@127.0.0.1:notaport"}, "", exitUsage, `--sentinel: "127.0.0.1:notaport": the port must be`},
+		{"sentinel query", []string{"--sentinel", "mymaster@127.0.0.1:1?sentinel_password=zzet"}, "", exitUsage, "--sentinel: options after '?' (not shown)"},
+		// A --sentinel without a master name: never taken for one.
+		{"sentinel userinfo, no master", []string{"--sentinel", "redis://u:" + pw + "@127.0.0.1:1"}, "", exitUsage, "no MASTER@ follows it"},
+		{"sentinel user:pass, no scheme, no master", []string{"--sentinel", "u:" + pw + "@127.0.0.1:1"}, "", exitUsage, "looks like user:PASSWORD@ without a master"},
+		{"sentinel password only, no master", []string{"--sentinel", "redis://s3cr" + "zzet@127.0.0.1:1"}, "", exitUsage, "no MASTER@ follows it"},
 		// user:password@ where --cluster and --sentinel take none.
 		{"cluster userinfo without scheme", []string{"--cluster", ":" + pw + "@127.0.0.1:1"}, "", exitUsage, "--cluster: a user:PASSWORD@ part needs redis:// or rediss://"},
 		{"cluster userinfo in an item", []string{"--cluster", "redis://127.0.0.1:1,bob:" + pw + "@127.0.0.1:2"}, "", exitUsage, `the address "bob:xxxxx@127.0.0.1:2" carries a user:PASSWORD@ part`},
@@ -213,10 +229,20 @@ func TestNoPasswordInAnyOutput(t *testing.T) {
 func TestSentinelMasterNameShown(t *testing.T) {
 	t.Setenv(cliconn.EnvURL, "")
 	srv := testharness.StartStandalone(t, testharness.FirstFlavor(t))
-	for _, v := range []string{"mymastername@" + srv.Addr, "redis://mymastername@" + srv.Addr} {
+	for _, v := range []string{"mymastername@" + srv.Addr, "redis://@mymastername@" + srv.Addr} {
 		code, out, errOut := runCmd(t, "inspect", "k", "--sentinel", v)
 		if code != exitConn || !strings.Contains(errOut, "'mymastername'") || strings.Contains(out+errOut, "xxxxx") {
 			t.Errorf("--sentinel %s: exit %d, stderr %q; want 3 and the master name shown", v, code, errOut)
+		}
+	}
+	// After a scheme the text before the first '@' is the userinfo (it
+	// may be a password): a usage error, before any server is asked.
+	for _, cmd := range [][]string{{"inspect", "k"}, {"leader", "status", "--key", "k"}} {
+		for _, v := range []string{"redis://mymastername@" + srv.Addr, "redis://u:hunter2@" + srv.Addr, "u:hunter2@" + srv.Addr, "redis://hunter2@" + srv.Addr} {
+			code, out, errOut := runCmd(t, append(cmd, "--sentinel", v)...)
+			if code != exitUsage || strings.Contains(out+errOut, "hunter2") || strings.Contains(out+errOut, "mymastername") || !strings.Contains(errOut, "--sentinel") {
+				t.Errorf("%s --sentinel %s: exit %d, stderr %q; want 2, nothing of the userinfo", cmd[0], v, code, errOut)
+			}
 		}
 	}
 	if got := secretsOf([]string{"inspect", "--sentinel", "mym@h:1", "--cluster=h:1", "--redis", "redis://h:1/0"}, ""); len(got) != 0 {

@@ -4,10 +4,13 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -111,11 +114,74 @@ func refusal(stderr io.Writer, name string, err error) int {
 
 var errRefused = errors.New("refused")
 
-func claimKey(prefix, ns, key string) string {
-	if ns != "" {
+// claimKey returns the key of a claim: the middleware's
+// (idempotency.StoreKey(ns, key)) when --namespace was given, even as ""
+// (the middleware's default, empty namespace: "idempotency:0::KEY"), else
+// key itself (a Store's claim).
+func claimKey(fs *cmdFlags, prefix, ns, key string) string {
+	if ns != "" || fs.given("namespace") {
 		return prefix + idempotency.StoreKey(ns, key)
 	}
 	return prefix + key
+}
+
+// given reports whether flag name was given on the command line.
+func (c *cmdFlags) given(name string) bool {
+	set := false
+	c.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// middlewareResult renders a result the idempotency middleware stored (an
+// encoded HTTP response: see idempotency/response.go) as an HTTP response:
+// the status line, the stored headers, a blank line and the body. ok is
+// false when res is not such an encoding.
+func middlewareResult(res string) (string, bool) {
+	b := []byte(res)
+	if len(b) == 0 || b[0] != 1 { // responseVersion
+		return "", false
+	}
+	b = b[1:]
+	bad := false
+	num := func(max uint64) uint64 {
+		v, n := binary.Uvarint(b)
+		if n <= 0 || v > max {
+			bad = true
+			return 0
+		}
+		b = b[n:]
+		return v
+	}
+	str := func() string {
+		n := num(uint64(len(b)))
+		if bad {
+			return ""
+		}
+		v := string(b[:n])
+		b = b[n:]
+		return v
+	}
+	status := num(999)
+	var out strings.Builder
+	fmt.Fprintf(&out, "HTTP %d %s\n", status, http.StatusText(int(status)))
+	count := num(uint64(len(b)))
+	for i := uint64(0); i < count && !bad; i++ {
+		name := str()
+		nv := num(uint64(len(b)))
+		for j := uint64(0); j < nv && !bad; j++ {
+			fmt.Fprintf(&out, "%s: %s\n", name, str())
+		}
+	}
+	if bad || status < 100 {
+		return "", false
+	}
+	out.WriteString("\n")
+	if printable(string(b)) {
+		out.WriteString(strings.TrimSuffix(string(b), "\n") + "\n")
+	} else {
+		fmt.Fprintf(&out, "(binary body, %d bytes, in base64:)\n%s\n", len(b), base64.StdEncoding.EncodeToString(b))
+	}
+	return out.String(), true
 }
 
 func runIdemShow(args []string, stdout, stderr io.Writer) int {
@@ -123,14 +189,17 @@ func runIdemShow(args []string, stdout, stderr io.Writer) int {
 
 Shows the idempotency claim at K: pending or completed, its owner (truncated),
 whether a fingerprint was stored, the result's size and HTTP status, and its TTL.
-With --namespace the key is the middleware's (idempotency.StoreKey(NS, K)). With
---result it prints the stored result instead: as text with a newline when it is
-printable, else in base64 (with a note on stderr); --raw writes its bytes as stored.
+With --namespace the key is the middleware's (idempotency.StoreKey(NS, K));
+--namespace "" names the middleware's default (empty) namespace. With --result it
+prints the stored result instead: a middleware claim's as the HTTP response it
+stored (status, headers, blank line, body); any other as text with a newline when
+it is printable, else in base64 (with a note on stderr); --raw writes its bytes as
+stored.
 Exit status: 0 shown; 1 no claim at K, or a key of another kind; 2 bad usage; 3 the
 server cannot be reached.`, `coordctl idempotency show --redis redis://127.0.0.1:6379/0 --key pay:8f14e45f
 coordctl idempotency show --key 8f14e45f --namespace tenant:42 --result | jq .`)
 	key := fs.String("key", "", "claim key (as given to Begin); required")
-	ns := fs.String("namespace", "", "the middleware's namespace of the key, if any")
+	ns := fs.String("namespace", "", "the middleware's namespace of the key; --namespace \"\" for its default (empty) namespace")
 	result := fs.Bool("result", false, "print the stored result (text, or base64 when it is binary)")
 	raw := fs.Bool("raw", false, "with --result: write the result's bytes as stored, nothing added")
 	return oneShot(fs, args, key, 0, func() int {
@@ -139,7 +208,8 @@ coordctl idempotency show --key 8f14e45f --namespace tenant:42 --result | jq .`)
 		}
 		return 0
 	}, func(ctx context.Context, coord *coordination.Coordinator) int {
-		full := claimKey(coord.Prefix(), *ns, *key)
+		full := claimKey(fs, coord.Prefix(), *ns, *key)
+		middleware := *ns != "" || fs.given("namespace")
 		r, err := expectKind(ctx, coord.Client(), full, kindClaim)
 		if err != nil {
 			return refusal(stderr, fs.name, err)
@@ -149,9 +219,15 @@ coordctl idempotency show --key 8f14e45f --namespace tenant:42 --result | jq .`)
 			if err != nil {
 				return refusal(stderr, fs.name, err)
 			}
+			rendered, isHTTP := "", false
+			if middleware {
+				rendered, isHTTP = middlewareResult(res)
+			}
 			switch {
 			case *raw:
 				_, _ = io.WriteString(unwrap(stdout), res)
+			case isHTTP:
+				_, _ = io.WriteString(stdout, rendered)
 			case printable(res):
 				_, _ = io.WriteString(stdout, strings.TrimSuffix(res, "\n")+"\n")
 			default:
@@ -188,13 +264,13 @@ of a layout the library no longer reads is deleted whatever its state.`, `coordc
 Exit status: 0 deleted; 1 no claim at K, a key of another kind, or a claim in the
 other state; 2 bad usage; 3 the server cannot be reached.`, example)
 		key := fs.String("key", "", "claim key (as given to Begin); required")
-		ns := fs.String("namespace", "", "the middleware's namespace of the key, if any")
+		ns := fs.String("namespace", "", "the middleware's namespace of the key; --namespace \"\" for its default (empty) namespace")
 		pending := orphan
 		if !orphan {
 			fs.BoolVar(&pending, "pending", false, "also delete a pending claim (its owner may still be working)")
 		}
 		return oneShot(fs, args, key, 0, nil, func(ctx context.Context, coord *coordination.Coordinator) int {
-			full := claimKey(coord.Prefix(), *ns, *key)
+			full := claimKey(fs, coord.Prefix(), *ns, *key)
 			r, err := guarded(ctx, coord.Client(), full, []string{kindClaim}, func(r *report) error {
 				state := fieldOf(r, "state")
 				legacy := r.Problem != "" && fieldOf(r, "layout") == legacyClaimLayout

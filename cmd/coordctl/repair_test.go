@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -229,5 +231,41 @@ func TestMissingKeyOneLine(t *testing.T) {
 		if code != exitRefused || !strings.Contains(out, `"kind":"missing"`) || strings.Contains(out, "problem") {
 			t.Errorf("inspect --json of a missing key: %d %q", code, out)
 		}
+	})
+}
+
+// A middleware claim in the default (empty) namespace is reached with
+// --namespace "" (idempotency:0::K), and --result shows the HTTP response
+// it stored, not its internal encoding.
+func TestIdempotencyMiddlewareDefaultNamespace(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		st, err := idempotency.New(b.Coordinator(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mw, err := idempotency.NewMiddleware(st, idempotency.WithKeyRequired(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprint(w, `{"payment":1}`)
+		}))
+		req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader("x"))
+		req.Header.Set(idempotency.HeaderKey, "K7")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusCreated {
+			t.Fatalf("middleware answered %d", rec.Code)
+		}
+		expect(t, exitRefused, "no such key", cmdline(b, "idempotency show", "--key", "K7")...)
+		expect(t, exitOK, "completed", cmdline(b, "idempotency show", "--key", "K7", "--namespace", "")...)
+		out := expect(t, exitOK, "HTTP 201 Created", cmdline(b, "idempotency show", "--key", "K7", "--namespace=", "--result")...)
+		if !strings.Contains(out, "\n\n{\"payment\":1}\n") || !strings.Contains(out, "Content-Type: application/json") {
+			t.Fatalf("--result of a middleware claim:\n%s", out)
+		}
+		expect(t, exitRefused, "is completed, not pending", cmdline(b, "repair claim", "--key", "K7", "--namespace", "")...)
+		expect(t, exitOK, `deleted the completed claim at "`+b.Key("idempotency:0::K7")+`"`, cmdline(b, "idempotency forget", "--key", "K7", "--namespace", "")...)
 	})
 }

@@ -86,7 +86,7 @@ func TestStartErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--redis", "redis://127.0.0.1:1/0"}, 3, "cannot reach the server"},
-		{[]string{"--redis", "bogus"}, 2, "--redis bogus: no scheme; want redis://"},
+		{[]string{"--redis", "bogus"}, 2, "--redis: no scheme (the value is not shown: it may be a password); want redis://"},
 		{[]string{"--redis", "http://h/0"}, 2, `scheme "http" is not supported`},
 		{[]string{"--every", "0"}, 2, "--every must be positive, got 0s; e.g. --every 10s"},
 		{[]string{"--every", "10"}, 2, "invalid value"},

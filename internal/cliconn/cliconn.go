@@ -23,6 +23,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,7 +52,7 @@ const PingTimeout = 3 * time.Second
 type Flags struct {
 	URL      string // --redis
 	Cluster  string // --cluster: [redis[s]://[user:pass@]]host:port,host:port
-	Sentinel string // --sentinel: [redis[s]://[user:pass@]]master@host:port,host:port
+	Sentinel string // --sentinel: [redis[s]://[user:pass]@]master@host:port,host:port (see splitSentinel)
 }
 
 // Register adds --redis, --cluster and --sentinel to fs. The environment
@@ -60,7 +61,7 @@ type Flags struct {
 func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.URL, "redis", "", "server URL, e.g. redis://user:PASSWORD@127.0.0.1:6379/0 or rediss://... for TLS (default $"+EnvURL+")")
 	fs.StringVar(&f.Cluster, "cluster", "", "Redis Cluster seed nodes instead of --redis, e.g. 127.0.0.1:7000,127.0.0.1:7001 (prefix rediss://user:PASSWORD@ for TLS and ACL)")
-	fs.StringVar(&f.Sentinel, "sentinel", "", "Sentinel master name and sentinels instead of --redis, e.g. mymaster@127.0.0.1:26379 (prefix rediss://user:PASSWORD@ for the data nodes)")
+	fs.StringVar(&f.Sentinel, "sentinel", "", "Sentinel master name and sentinels instead of --redis, e.g. mymaster@127.0.0.1:26379 (prefix rediss://user:PASSWORD@ for the data nodes, rediss://@ for TLS alone; a master name has no ':')")
 }
 
 // Given reports whether a server was named by a flag or the environment
@@ -142,13 +143,9 @@ func (f *Flags) Options() (*redis.UniversalOptions, string, error) {
 		}
 		return o, fmt.Sprintf("Redis Cluster (%d seed nodes)", len(addrs)), nil
 	case f.Sentinel != "":
-		scheme, user, pass, rest, err := splitCreds("--sentinel", f.Sentinel)
+		scheme, user, pass, master, list, err := splitSentinel(f.Sentinel)
 		if err != nil {
 			return nil, "", err
-		}
-		master, list, ok := strings.Cut(rest, "@")
-		if !ok || master == "" {
-			return nil, "", usagef("--sentinel: want MASTER@host:port,..., e.g. --sentinel %s", ExampleSentinel)
 		}
 		addrs, err := splitAddrs("--sentinel", list, ExampleSentinel, ExampleSentinelCreds)
 		if err != nil {
@@ -204,35 +201,170 @@ func tlsFor(addr string) *tls.Config {
 }
 
 // parseURL parses a --redis URL with messages of its own: go-redis' and
-// net/url's errors quote the whole URL, password included.
+// net/url's errors quote the whole URL, password included. The userinfo
+// is everything between "scheme://" and the last '@' (so a password may
+// hold an unencoded '?', '/' or '#'); it is never echoed, nor is a query
+// item whose name is not a go-redis option, nor a value without a scheme.
 func parseURL(raw string) (*redis.Options, error) {
 	const want = "want redis://[user:PASSWORD@]host:port/db, rediss://... (TLS) or unix:///path/to/socket"
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		return nil, usagef("--redis %s: no scheme; %s, e.g. --redis %s", RedactURL(raw), want, ExampleURL)
+		return nil, usagef("--redis: no scheme (the value is not shown: it may be a password); %s, e.g. --redis redis://127.0.0.1:6379/0", want)
 	}
 	switch scheme {
 	case "redis", "rediss", "unix":
 	default:
-		return nil, usagef("--redis: scheme %q is not supported; %s, e.g. --redis %s", scheme, want, ExampleURL)
+		return nil, usagef("--redis: %s is not supported; %s, e.g. --redis %s", showScheme(scheme), want, ExampleURL)
 	}
-	u, err := url.Parse(raw)
+	shown := RedactURL(raw)
+	info, tail, hasInfo := splitUserinfo(rest)
+	var user *url.Userinfo
+	if hasInfo {
+		var err error
+		if user, err = parseUserinfo(info); err != nil {
+			return nil, usagef("--redis %s: a bad percent-escape in the user:password part; %s", shown, want)
+		}
+	}
+	u, err := url.Parse(scheme + "://" + tail)
 	if err != nil {
-		return nil, usagef("--redis %s: %s; %s, e.g. --redis %s", RedactURL(raw), urlProblem(err, rest), want, ExampleURL)
+		return nil, usagef("--redis %s: %s; %s, e.g. --redis %s", shown, urlProblem(err), want, ExampleURL)
+	}
+	u.User = user
+	if scheme != "unix" {
+		if p := u.Port(); p != "" && !validPort(p) {
+			return nil, usagef("--redis %s: the port must be a number from 1 to 65535; %s, e.g. --redis %s", shown, want, ExampleURL)
+		}
+	}
+	if bad := unexpectedOptions(u.RawQuery, scheme == "rediss"); bad != "" {
+		return nil, usagef("--redis %s: unexpected option: %s; %s", shown, bad, want)
 	}
 	opt, err := redis.ParseURL(u.String())
 	if err != nil {
-		// go-redis' own messages name a database, a path or a query
-		// parameter; they may quote the path, never the userinfo, but
-		// redact anyway.
-		msg := strings.TrimPrefix(err.Error(), "redis: ")
-		return nil, usagef("--redis %s: %s; %s", RedactURL(raw), Redact(msg, SecretsIn(raw)), want)
+		// go-redis' messages quote option values and paths: say which
+		// part is wrong in words of our own.
+		return nil, usagef("--redis %s: %s; %s", shown, goRedisProblem(err), want)
 	}
 	return opt, nil
 }
 
+// showScheme names a scheme that is not supported: quoted when it looks
+// like one, else not shown.
+func showScheme(s string) string {
+	if schemeLike.MatchString(s) {
+		return fmt.Sprintf("scheme %q", s)
+	}
+	return "the scheme (not shown)"
+}
+
+var schemeLike = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]{0,15}$`)
+
+// splitUserinfo splits the text after "scheme://" at its last '@'.
+func splitUserinfo(rest string) (info, tail string, has bool) {
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return "", rest, false
+	}
+	return rest[:at], rest[at+1:], true
+}
+
+// parseUserinfo reads "user[:password]", each part percent-decoded.
+func parseUserinfo(info string) (*url.Userinfo, error) {
+	name, pass, hasPass := strings.Cut(info, ":")
+	n, err := url.PathUnescape(name)
+	if err != nil {
+		return nil, err
+	}
+	if !hasPass {
+		return url.User(n), nil
+	}
+	p, err := url.PathUnescape(pass)
+	if err != nil {
+		return nil, err
+	}
+	return url.UserPassword(n, p), nil
+}
+
+// validPort reports whether p is a port number, 1 to 65535.
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535 && strings.Trim(p, "0123456789") == ""
+}
+
+// goRedisOptions are the query parameters go-redis' ParseURL reads
+// (v9.23); skip_verify only on rediss://.
+var goRedisOptions = map[string]bool{
+	"db": true, "protocol": true, "client_name": true, "max_retries": true,
+	"min_retry_backoff": true, "max_retry_backoff": true, "dial_timeout": true,
+	"read_timeout": true, "write_timeout": true, "pool_fifo": true, "pool_size": true,
+	"pool_timeout": true, "min_idle_conns": true, "max_idle_conns": true,
+	"max_active_conns": true, "max_concurrent_dials": true, "pipeline_pool_size": true,
+	"pipeline_read_buffer_size": true, "pipeline_write_buffer_size": true,
+	"conn_max_idle_time": true, "idle_timeout": true, "conn_max_lifetime": true,
+	"max_conn_age": true, "conn_max_lifetime_jitter": true, "skip_verify": true,
+}
+
+// knownNames are query parameter names that are not go-redis options but
+// are shown by name (never by value) in messages: a user may try them.
+var knownNames = map[string]bool{
+	"password": true, "username": true, "user": true, "pass": true,
+	"sentinel_password": true, "sentinel_username": true, "auth": true,
+}
+
+// optionValue matches the option values shown in messages: numbers,
+// durations and booleans.
+var optionValue = regexp.MustCompile(`^(-?[0-9][0-9a-z.]{0,15}|true|false)$`)
+
+// unexpectedOptions describes the query items go-redis would refuse:
+// the names it knows (knownNames), and how many others (not shown).
+func unexpectedOptions(query string, tls bool) string {
+	var names []string
+	hidden := 0
+	for kv := range strings.SplitSeq(query, "&") {
+		if kv == "" {
+			continue
+		}
+		k, _, _ := strings.Cut(kv, "=")
+		if k, err := url.QueryUnescape(k); err == nil && goRedisOptions[k] && (k != "skip_verify" || tls) {
+			continue
+		}
+		if knownNames[k] {
+			names = append(names, k)
+		} else {
+			hidden++
+		}
+	}
+	switch hidden {
+	case 0:
+	case 1:
+		names = append(names, "1 item that is not a go-redis option (not shown)")
+	default:
+		names = append(names, fmt.Sprintf("%d items that are not go-redis options (not shown)", hidden))
+	}
+	return strings.Join(names, ", ")
+}
+
+var badOptionValue = regexp.MustCompile(`invalid ([a-z_]+) (number|duration|boolean)`)
+
+// goRedisProblem describes a go-redis ParseURL error without its values.
+func goRedisProblem(err error) string {
+	msg := err.Error()
+	if m := badOptionValue.FindStringSubmatch(msg); m != nil {
+		if m[1] == "database" {
+			return "the database is not a number"
+		}
+		return fmt.Sprintf("the value of ?%s is not a %s", m[1], m[2])
+	}
+	switch {
+	case strings.Contains(msg, "invalid URL path"):
+		return "the path is not /DATABASE"
+	case strings.Contains(msg, "empty unix socket path"):
+		return "no socket path"
+	}
+	return "not a valid URL"
+}
+
 // urlProblem describes a net/url parse error without quoting the URL.
-func urlProblem(err error, rest string) string {
+func urlProblem(err error) string {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		msg := ue.Err.Error()
@@ -240,27 +372,25 @@ func urlProblem(err error, rest string) string {
 			return "the port is not a number"
 		}
 		if strings.Contains(msg, "invalid character") || strings.Contains(msg, "invalid userinfo") {
-			return "a character in the address or the password is not allowed (percent-encode it, e.g. @ as %40)"
+			return "a character in the address is not allowed"
 		}
 		if strings.Contains(msg, "escape") {
 			return "a bad percent-escape"
 		}
 	}
-	_ = rest
 	return "not a valid URL"
 }
 
 // splitCreds splits an optional "redis[s]://[user:pass@]" prefix off a
-// --cluster or --sentinel value. The user:password part is recognised
-// only after a scheme; without one, a value that looks like it carries
-// one is refused (its items are checked by splitAddrs, whose messages mask
-// it).
+// --cluster value. The user:password part is recognised only after a
+// scheme; without one, a value that looks like it carries one is refused
+// (its items are checked by splitAddrs, whose messages mask it).
 func splitCreds(flagName, v string) (scheme, user, pass, rest string, err error) {
 	scheme, rest, ok := strings.Cut(v, "://")
 	if !ok {
 		scheme, rest = "redis", v
 	} else if scheme != "redis" && scheme != "rediss" {
-		return "", "", "", "", usagef("%s: scheme %q is not supported; want redis:// or rediss:// before the addresses, e.g. %s %s", flagName, scheme, flagName, exampleCreds(flagName))
+		return "", "", "", "", usagef("%s: %s is not supported; want redis:// or rediss:// before the addresses, e.g. %s %s", flagName, showScheme(scheme), flagName, exampleCreds(flagName))
 	}
 	info, after, has := credsPart(flagName, rest)
 	if !has {
@@ -269,13 +399,78 @@ func splitCreds(flagName, v string) (scheme, user, pass, rest string, err error)
 	if !ok {
 		return "", "", "", "", usagef("%s: a user:PASSWORD@ part needs redis:// or rediss:// before it, e.g. %s %s", flagName, flagName, exampleCreds(flagName))
 	}
-	u, perr := url.Parse("redis://" + info + "@x")
-	if perr != nil || u.User == nil {
-		return "", "", "", "", usagef("%s: the user:password part is not valid (percent-encode special characters, e.g. @ as %%40)", flagName)
+	ui, perr := parseUserinfo(info)
+	if perr != nil {
+		return "", "", "", "", usagef("%s: the user:password part (not shown) has a bad percent-escape (percent-encode special characters, e.g. @ as %%40)", flagName)
 	}
-	pass, _ = u.User.Password()
-	return scheme, u.User.Username(), pass, after, nil
+	pass, _ = ui.Password()
+	return scheme, ui.Username(), pass, after, nil
 }
+
+// splitSentinel parses a --sentinel value:
+//
+//	[redis[s]://[user[:PASSWORD]]@]MASTER@host:port[,host:port...]
+//
+// Without a scheme the text before the '@' is the master name, and a
+// master name never contains ':' (nor '/', '?', '#', ',' or a space):
+// "u:pw@host:port" is refused as a user:PASSWORD@ part without a master.
+// After a scheme, as in any URL, the text before the first '@' is the
+// user:PASSWORD part, so the master needs a second '@':
+// rediss://user:PASSWORD@mymaster@host:port, or rediss://@mymaster@host:port
+// without credentials; "redis://x@host:port" is refused (x may be a
+// password). No message shows what may be a password.
+func splitSentinel(v string) (scheme, user, pass, master, list string, err error) {
+	const flagName = "--sentinel"
+	want := "want [redis[s]://[user:PASSWORD@]]MASTER@host:port,... (a master name has no ':'), e.g. --sentinel " + ExampleSentinel + " or --sentinel " + ExampleSentinelCreds
+	scheme, rest, hasScheme := strings.Cut(v, "://")
+	if !hasScheme {
+		scheme, rest = "redis", v
+	} else if scheme != "redis" && scheme != "rediss" {
+		return "", "", "", "", "", usagef("%s: %s is not supported; want redis:// or rediss:// before the master name, e.g. %s %s", flagName, showScheme(scheme), flagName, ExampleSentinelCreds)
+	}
+	if !hasScheme {
+		first, _, _ := strings.Cut(rest, ",")
+		switch strings.Count(first, "@") {
+		case 0:
+			return "", "", "", "", "", usagef("%s: want MASTER@host:port,..., e.g. --sentinel %s", flagName, ExampleSentinel)
+		case 1:
+		default:
+			return "", "", "", "", "", usagef("%s: a user:PASSWORD@ part needs redis:// or rediss:// before it, e.g. %s %s", flagName, flagName, ExampleSentinelCreds)
+		}
+		master, list, _ = strings.Cut(rest, "@")
+		if strings.Contains(master, ":") {
+			return "", "", "", "", "", usagef("%s: the text before '@' (not shown) has a ':', so it is no master name but looks like user:PASSWORD@ without a master; %s", flagName, want)
+		}
+	} else {
+		var info, after string
+		var ok bool
+		if info, after, ok = strings.Cut(rest, "@"); !ok {
+			return "", "", "", "", "", usagef("%s: no MASTER@ after %s://; %s", flagName, scheme, want)
+		}
+		if master, list, ok = strings.Cut(after, "@"); !ok {
+			return "", "", "", "", "", usagef("%s: after %s:// the text before the first '@' is the user:PASSWORD part (not shown) and no MASTER@ follows it; write %s://user:PASSWORD@MASTER@host:port, %s://@MASTER@host:port without credentials, or MASTER@host:port without a scheme", flagName, scheme, scheme, scheme)
+		}
+		if strings.Contains(list, "@") && !strings.Contains(list[:strings.Index(list, "@")], ",") {
+			return "", "", "", "", "", usagef("%s: more than two '@' before the first address (not shown): percent-encode an '@' in the password as %%40; %s", flagName, want)
+		}
+		ui, perr := parseUserinfo(info)
+		if perr != nil {
+			return "", "", "", "", "", usagef("%s: the user:password part (not shown) has a bad percent-escape (percent-encode special characters, e.g. @ as %%40)", flagName)
+		}
+		user = ui.Username()
+		pass, _ = ui.Password()
+		if !masterName.MatchString(master) {
+			return "", "", "", "", "", usagef("%s: the master name (not shown) is empty or has a ':', '/', '?', '#', ',' or space (or an '@' of the password is not percent-encoded as %%40); %s", flagName, want)
+		}
+	}
+	if !masterName.MatchString(master) {
+		return "", "", "", "", "", usagef("%s: the master name %q is empty or has a '/', '?', '#', ',' or space; %s", flagName, master, want)
+	}
+	return scheme, user, pass, master, list, nil
+}
+
+// masterName matches a Sentinel master name as --sentinel reads it.
+var masterName = regexp.MustCompile(`^[^:/?#,@\s]+$`)
 
 func exampleCreds(flagName string) string {
 	if flagName == "--sentinel" {
@@ -284,22 +479,16 @@ func exampleCreds(flagName string) string {
 	return ExampleClusterCreds
 }
 
-// credsPart finds the user:password part at the start of a --cluster or
-// --sentinel value (after its scheme): up to the first '@' of a --cluster
-// value, and of a --sentinel value whose first address has two '@' before
-// it (user:pass@MASTER@host:port; MASTER@host:port has none). has is
-// false when there is none.
+// credsPart finds the user:password part at the start of a --cluster
+// value (after its scheme): up to its first '@', unless a ',' comes
+// before it. has is false when there is none.
 func credsPart(flagName, rest string) (info, after string, has bool) {
+	_ = flagName
 	at := strings.Index(rest, "@")
 	if at < 0 {
 		return "", rest, false
 	}
-	if flagName == "--sentinel" {
-		first, _, _ := strings.Cut(rest, ",")
-		if strings.Count(first, "@") < 2 {
-			return "", rest, false
-		}
-	} else if strings.Contains(rest[:at], ",") {
+	if strings.Contains(rest[:at], ",") {
 		// host:port,user:pass@host:port: a user:pass in a later item
 		// (splitAddrs refuses it).
 		return "", rest, false
@@ -307,9 +496,13 @@ func credsPart(flagName, rest string) (info, after string, has bool) {
 	return rest[:at], rest[at+1:], true
 }
 
-// splitAddrs splits a comma-separated host:port list. An item carrying a
-// user:password part is refused with the password masked.
+// splitAddrs splits a comma-separated host:port list (each port 1 to
+// 65535). An item carrying a user:password part is refused with the
+// password masked; options (?...) are refused unseen.
 func splitAddrs(flagName, list, example, exampleWithCreds string) ([]string, error) {
+	if strings.Contains(list, "?") {
+		return nil, usagef("%s: options after '?' (not shown) are not supported here; give host:port,... only (a password goes in the user:PASSWORD@ part), e.g. %s %s", flagName, flagName, exampleWithCreds)
+	}
 	var addrs []string
 	for a := range strings.SplitSeq(list, ",") {
 		a = strings.TrimSpace(a)
@@ -319,8 +512,12 @@ func splitAddrs(flagName, list, example, exampleWithCreds string) ([]string, err
 		if strings.Contains(a, "@") {
 			return nil, usagef("%s: the address %q carries a user:PASSWORD@ part: give it once, after redis:// or rediss:// before the first address, e.g. %s %s", flagName, redactItem(a), flagName, exampleWithCreds)
 		}
-		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+		_, port, err := net.SplitHostPort(a)
+		if err != nil || port == "" {
 			return nil, usagef("%s: %q is not host:port, e.g. %s %s", flagName, a, flagName, example)
+		}
+		if !validPort(port) {
+			return nil, usagef("%s: %q: the port must be a number from 1 to 65535, e.g. %s %s", flagName, a, flagName, example)
 		}
 		addrs = append(addrs, a)
 	}
@@ -491,27 +688,32 @@ func IsConnError(err error) bool {
 // SecretsIn returns the passwords in a URL-like value (a --redis URL, or
 // any argument with "://"), found even when the value does not parse:
 // the userinfo's password (the text between "scheme://" (or the start)
-// and the last '@' before the query, after its first ':'; all of it when
-// it has no ':', which go-redis takes as a password), and the values of
-// password-like query parameters (?password=, ?sentinel_password=, ...);
-// each in its raw and its percent-decoded form. For --cluster and
+// and the last '@', after its first ':'; all of it when it has no ':',
+// which may be a password), and the values of password-like query
+// parameters (?password=, ?sentinel_password=, ...); each in its raw and
+// its percent-decoded form. A value without "://" nor '@' (a password
+// given as the URL by mistake) is a secret as a whole. For --cluster and
 // --sentinel values use [ClusterSecrets] and [SentinelSecrets]: a
 // sentinel's MASTER@ is not a password.
 func SecretsIn(v string) []string {
 	_, rest, ok := strings.Cut(v, "://")
 	if !ok {
+		if !strings.Contains(v, "@") {
+			return withDecoded(v)
+		}
 		rest = v
 	}
-	authority, query, _ := strings.Cut(rest, "?")
 	var out []string
-	if at := strings.LastIndex(authority, "@"); at >= 0 {
-		info := authority[:at]
-		// --sentinel-like: user:pass@master@addrs; the userinfo ends at the first '@'.
-		if strings.Count(authority, "@") >= 2 {
-			info = authority[:strings.Index(authority, "@")]
-		}
+	info, tail, has := splitUserinfo(rest)
+	if has {
 		out = append(out, userinfoSecrets(info)...)
+		// --sentinel-like: user:pass@master@addrs; the userinfo may end
+		// at the first '@'.
+		if first, _, _ := strings.Cut(info, "@"); first != info {
+			out = append(out, userinfoSecrets(first)...)
+		}
 	}
+	_, query, _ := strings.Cut(tail, "?")
 	return uniq(append(out, querySecrets(query)...))
 }
 
@@ -527,26 +729,38 @@ func ClusterSecrets(v string) []string {
 	if info, _, has := credsPart("--cluster", rest); has {
 		out = append(out, userinfoSecrets(info)...)
 	}
+	_, query, _ := strings.Cut(rest, "?")
+	out = append(out, querySecrets(query)...)
 	return uniq(append(out, itemSecrets(rest)...))
 }
 
 // SentinelSecrets returns the passwords in a --sentinel value
-// ([redis[s]://[user:pass@]]MASTER@host:port,...): the user:password part
-// and any user:password@ part of an address, never the master name.
+// ([redis[s]://[user:pass@]]MASTER@host:port,...; see splitSentinel): the
+// user:password part (after a scheme, the text before the first '@';
+// without one, a first item's text before its first of two '@', or
+// before its one '@' when that text has a ':'), password-like query
+// values, and any user:password@ part of a later address; never a master
+// name.
 func SentinelSecrets(v string) []string {
-	_, rest, ok := strings.Cut(v, "://")
-	if !ok {
+	_, rest, hasScheme := strings.Cut(v, "://")
+	if !hasScheme {
 		rest = v
 	}
 	var out []string
-	info, after, has := credsPart("--sentinel", rest)
-	if has {
-		out = append(out, userinfoSecrets(info)...)
+	first, _, _ := strings.Cut(rest, ",")
+	list := rest
+	if info, after, has := strings.Cut(rest, "@"); has {
+		list = after
+		if hasScheme || strings.Count(first, "@") >= 2 || strings.Contains(info, ":") {
+			out = append(out, userinfoSecrets(info)...)
+			if _, l, ok := strings.Cut(after, "@"); ok {
+				list = l
+			}
+		}
 	}
-	if _, list, ok := strings.Cut(after, "@"); ok {
-		out = append(out, itemSecrets(list)...)
-	}
-	return uniq(out)
+	out = append(out, itemSecrets(list)...)
+	_, query, _ := strings.Cut(rest, "?")
+	return uniq(append(out, querySecrets(query)...))
 }
 
 // itemSecrets returns the passwords of the comma-separated items of list
@@ -589,17 +803,22 @@ func withDecoded(p string) []string {
 // (go-redis has none; a user may still try ?password=).
 var passwordParam = regexp.MustCompile(`(?i)pass|pwd|secret|auth|token|cred|key`)
 
-// safeParam matches the query parameters go-redis reads, whose values are
-// not secret and are shown in messages; every other value is masked.
-var safeParam = regexp.MustCompile(`^(db|protocol|client_name|skip_verify|pool_fifo|[a-z_]*(timeout|backoff|retries|size|conns|dials|time|age|lifetime|jitter))$`)
-
-// querySecrets returns the values of password-like parameters of a URL
-// query (the text after '?').
+// querySecrets returns the query items (the text after '?') that may be
+// secret: the values of password-like parameters, and the values (or,
+// without one, the names) of the other items that are not go-redis
+// options, when they are long enough to be a password (a short one would
+// mask unrelated output; messages never show them anyway, see RedactURL).
 func querySecrets(query string) []string {
 	var out []string
 	for kv := range strings.SplitSeq(query, "&") {
-		k, v, _ := strings.Cut(kv, "=")
-		if passwordParam.MatchString(k) {
+		k, v, hasVal := strings.Cut(kv, "=")
+		switch {
+		case passwordParam.MatchString(k):
+			out = append(out, withDecoded(v)...)
+		case goRedisOptions[k] || knownNames[k]:
+		case !hasVal && len(k) >= 6:
+			out = append(out, withDecoded(k)...)
+		case hasVal && len(v) >= 6:
 			out = append(out, withDecoded(v)...)
 		}
 	}
@@ -632,30 +851,57 @@ func uniq(s []string) []string {
 	return out
 }
 
-// RedactURL returns a URL-like value with its userinfo's password and the
-// value of every query parameter go-redis does not read as a setting
-// replaced by "xxxxx" (see SecretsIn); values without any are returned
-// unchanged.
+// RedactURL returns a URL-like value as messages show it: the userinfo
+// (everything between "scheme://" and the last '@') as "user:xxxxx" when
+// its user name is plain, else as "xxxxx"; of the query, the names of
+// go-redis options and of well-known parameters (password=, ...) with
+// their values (a setting's plain value shown, any other "xxxxx"), and
+// every other item as "xxxxx". A value without "://" is not shown at all.
 func RedactURL(v string) string {
-	secrets := SecretsIn(v)
-	head, query, hasQuery := strings.Cut(v, "?")
-	head = Redact(head, secrets)
+	scheme, rest, ok := strings.Cut(v, "://")
+	if !ok {
+		return "xxxxx"
+	}
+	if !schemeLike.MatchString(scheme) {
+		scheme = "xxxxx"
+	}
+	out := scheme + "://"
+	info, tail, has := splitUserinfo(rest)
+	if has {
+		out += maskUserinfo(info) + "@"
+	}
+	head, query, hasQuery := strings.Cut(tail, "?")
+	out += head
 	if !hasQuery {
-		return head
+		return out
 	}
 	parts := strings.Split(query, "&")
 	for i, kv := range parts {
-		k, val, ok := strings.Cut(kv, "=")
+		k, val, hasVal := strings.Cut(kv, "=")
 		switch {
-		case !ok:
-			parts[i] = Redact(kv, secrets)
-		case val != "" && !safeParam.MatchString(k):
-			parts[i] = Redact(k, secrets) + "=xxxxx"
+		case !goRedisOptions[k] && !knownNames[k]:
+			parts[i] = "xxxxx"
+		case !hasVal:
+			parts[i] = k
+		case goRedisOptions[k] && optionValue.MatchString(val):
+			parts[i] = k + "=" + val
 		default:
-			parts[i] = Redact(k, secrets) + "=" + Redact(val, secrets)
+			parts[i] = k + "=xxxxx"
 		}
 	}
-	return head + "?" + strings.Join(parts, "&")
+	return out + "?" + strings.Join(parts, "&")
+}
+
+// plainUser matches a user name shown in messages.
+var plainUser = regexp.MustCompile(`^[A-Za-z0-9._~-]*$`)
+
+// maskUserinfo shows a userinfo's user name (when it is plain and a ':'
+// follows it) and never its password.
+func maskUserinfo(info string) string {
+	if user, _, ok := strings.Cut(info, ":"); ok && plainUser.MatchString(user) {
+		return user + ":xxxxx"
+	}
+	return "xxxxx"
 }
 
 // Embedded is an in-process miniredis whose clock follows the wall clock

@@ -47,7 +47,9 @@ func TestErrorsCarryNoPassword(t *testing.T) {
 func TestSecretsIn(t *testing.T) {
 	for in, want := range map[string]string{
 		"redis://u:p%40ss@h:1/0":         "p%40ss,p@ss",
-		"rediss://u:pw@m@h:1,h:2":        "pw",
+		"rediss://u:pw@m@h:1,h:2":        "pw@m,pw",
+		"redis://:hun?ter2@h:1/0":        "hun?ter2",
+		"hunter2":                        "hunter2",
 		"redis://h:1/0":                  "",
 		"redis://onlypass@h:1":           "onlypass",
 		"not a url but user:pw@host:123": "pw",
@@ -119,7 +121,9 @@ func TestClusterAndSentinelSecrets(t *testing.T) {
 		{ClusterSecrets, "h:1,x:p3@h:2", "p3"},
 		{ClusterSecrets, "redis://u:p1@h:1,x:p3@h:2", "p1,p3"},
 		{SentinelSecrets, "mymaster@h:1,h:2", ""},
-		{SentinelSecrets, "redis://mymaster@h:1", ""},
+		{SentinelSecrets, "redis://mymaster@h:1", "mymaster"}, // refused: after a scheme it is the userinfo
+		{SentinelSecrets, "redis://@mymaster@h:1", ""},
+		{SentinelSecrets, "u:hunter2@h:1", "hunter2"},
 		{SentinelSecrets, "rediss://u:p%40w@mymaster@h:1", "p%40w,p@w"},
 		{SentinelSecrets, "u:pw@mymaster@h:1", "pw"},
 		{SentinelSecrets, "mymaster@h:1,:p4@h:2", "p4"},
@@ -129,11 +133,85 @@ func TestClusterAndSentinelSecrets(t *testing.T) {
 		}
 	}
 	for in, want := range map[string]string{
-		"redis://u:pw@h:1/0?password=x&db=2&dial_timeout=3s&weird=y": "redis://u:xxxxx@h:1/0?password=xxxxx&db=2&dial_timeout=3s&weird=xxxxx",
+		"redis://u:pw@h:1/0?password=x&db=2&dial_timeout=3s&weird=y": "redis://u:xxxxx@h:1/0?password=xxxxx&db=2&dial_timeout=3s&xxxxx",
+		"redis://:hun?ter2@h:1/0":                                    "redis://:xxxxx@h:1/0",
+		"unix://:hun?ter2@/tmp/x.sock":                               "unix://:xxxxx@/tmp/x.sock",
+		"redis://hun?ter2@h:1/0":                                     "redis://xxxxx@h:1/0",
+		"redis://h:1/0?hunter2":                                      "redis://h:1/0?xxxxx",
+		"redis://h:1/0?a=1&hunter2&client_name=x y":                  "redis://h:1/0?xxxxx&xxxxx&client_name=xxxxx",
+		"hunter2":       "xxxxx",
 		"redis://h:1/0": "redis://h:1/0",
 	} {
 		if got := RedactURL(in); got != want {
 			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// The issue-15d inputs: a --sentinel without a master name, a password
+// with an unencoded '?', bare query items, a password given as the URL,
+// and bad addresses are all usage errors that echo no part of a secret.
+func TestMalformedInputsAreUsageErrorsWithoutSecrets(t *testing.T) {
+	for _, c := range []struct {
+		f    Flags
+		want string
+	}{
+		{Flags{Sentinel: "redis://u:hunter2@127.0.0.1:6379"}, "no MASTER@ follows it"},
+		{Flags{Sentinel: "u:hunter2@127.0.0.1:6379"}, "looks like user:PASSWORD@ without a master"},
+		{Flags{Sentinel: "redis://hunter2@127.0.0.1:6379"}, "no MASTER@ follows it"},
+		{Flags{Sentinel: "rediss://hunter2@127.0.0.1:6379"}, "rediss://@MASTER@host:port without credentials"},
+		{Flags{Sentinel: "redis://u:hunter2@a:b@127.0.0.1:6379"}, "the master name (not shown)"},
+		{Flags{Sentinel: "redis://u:hun@ter2@m@127.0.0.1:6379"}, "percent-encode an '@'"},
+		{Flags{Sentinel: "redis://u:hunter2@m@127.0.0.1:notaport"}, `"127.0.0.1:notaport": the port must be`},
+		{Flags{Sentinel: "redis://u:hunter2@m@127.0.0.1:99999"}, "the port must be a number from 1 to 65535"},
+		{Flags{Sentinel: "redis://u:hunter2@m@127.0.0.1:1?password=hunter2"}, "options after '?' (not shown)"},
+		{Flags{URL: "redis://:hun?ter2@127.0.0.1:99999/0"}, "--redis redis://:xxxxx@127.0.0.1:99999/0: the port must be a number from 1 to 65535"},
+		{Flags{URL: "redis://:pw-hunter2@127.0.0.1:0/0"}, "the port must be"},
+		{Flags{URL: "redis://:hun?ter2@127.0.0.1:nope/0"}, "--redis redis://:xxxxx@127.0.0.1:nope/0: the port is not a number"},
+		{Flags{URL: "unix://:hun?ter2@/tmp/x.sock?hunter2"}, "unexpected option: 1 item that is not a go-redis option (not shown)"},
+		{Flags{URL: "redis://127.0.0.1:1/0?hunter2"}, "?xxxxx: unexpected option: 1 item"},
+		{Flags{URL: "redis://127.0.0.1:1/0?a=1&hunter2"}, "unexpected option: 2 items that are not go-redis options (not shown)"},
+		{Flags{URL: "redis://127.0.0.1:1/0?password=hunter2&db=1"}, "?password=xxxxx&db=1: unexpected option: password;"},
+		{Flags{URL: "redis://127.0.0.1:1/0?dial_timeout=hunter2"}, "the value of ?dial_timeout is not a duration"},
+		{Flags{URL: "redis://127.0.0.1:1/0?skip_verify=true"}, "unexpected option: 1 item"},
+		{Flags{URL: "hunter2"}, "--redis: no scheme (the value is not shown"},
+		{Flags{URL: "ftp://u:hunter2@x"}, "--redis: scheme \"ftp\""},
+		{Flags{URL: "u:hunter2@x://h"}, "the scheme (not shown)"},
+		{Flags{Cluster: "redis://u:hunter2@127.0.0.1:notaport"}, `"127.0.0.1:notaport": the port must be`},
+		{Flags{Cluster: "redis://u:hunter2@127.0.0.1:1?password=hunter2"}, "options after '?' (not shown)"},
+		{Flags{Cluster: "redis://u:hunter2@127.0.0.1:65536"}, "the port must be a number from 1 to 65535"},
+	} {
+		_, _, err := c.f.Options()
+		var ue *UsageError
+		if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v; want a usage error with %q", c.f, err, c.want)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter") || strings.Contains(err.Error(), "ter2") {
+			t.Errorf("%+v: error carries the password: %v", c.f, err)
+		}
+	}
+	// What is accepted: a '?' in a password (the userinfo runs to the
+	// last '@'), a master after an empty userinfo, a master without a
+	// scheme.
+	o, _, err := (&Flags{URL: "redis://u:hun?ter2@127.0.0.1:7/3?db=4"}).Options()
+	if err != nil || o.Password != "hun?ter2" || o.Username != "u" || o.Addrs[0] != "127.0.0.1:7" || o.DB != 4 {
+		t.Errorf("password with '?': %+v %v", o, err)
+	}
+	o, _, err = (&Flags{URL: "unix://:hun?ter2@/tmp/x.sock"}).Options()
+	if err != nil || o.Password != "hun?ter2" || o.Addrs[0] != "/tmp/x.sock" {
+		t.Errorf("unix password with '?': %+v %v", o, err)
+	}
+	o, _, err = (&Flags{Sentinel: "rediss://@mym@127.0.0.1:26379"}).Options()
+	if err != nil || o.MasterName != "mym" || o.Password != "" || o.TLSConfig == nil {
+		t.Errorf("rediss://@mym@...: %+v %v", o, err)
+	}
+	o, _, err = (&Flags{Sentinel: "redis://u:p%3Fw@mym@127.0.0.1:26379"}).Options()
+	if err != nil || o.MasterName != "mym" || o.Password != "p?w" {
+		t.Errorf("encoded password: %+v %v", o, err)
+	}
+	o, _, err = (&Flags{Cluster: "redis://u:p?w@127.0.0.1:7000"}).Options()
+	if err != nil || o.Password != "p?w" || o.Addrs[0] != "127.0.0.1:7000" {
+		t.Errorf("cluster password with '?': %+v %v", o, err)
 	}
 }
