@@ -497,7 +497,7 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		m.abandon(ctx, r, skey, owner)
 		return
 	}
-	ok, err := m.store.Complete(ctx, skey, owner, resp.encode())
+	ok, err := m.store.Complete(ctx, skey, owner, resp.Encode())
 	switch {
 	case err != nil:
 		m.failed(r, "complete", err,

@@ -2,13 +2,12 @@ package idempotency
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"net/http"
 	"slices"
-	"sort"
 
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/httpreplay"
 )
 
 // recorder passes a handler's response through to the client while keeping
@@ -96,89 +95,20 @@ func pickHeaders(h http.Header, names []string) http.Header {
 	return out
 }
 
-// storedResponse is a response as kept for replay.
-type storedResponse struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
-
-// responseVersion is the first byte of an encoded response.
-const responseVersion = 1
+// storedResponse is a response as kept for replay (its encoding is
+// package httpreplay's).
+type storedResponse = httpreplay.Response
 
 // errBadRecord is returned when stored bytes are not a response this
 // package encoded. It matches coordination.ErrBadState.
 var errBadRecord = fmt.Errorf("%w: the stored response is unreadable", engine.ErrBadState)
 
-// encode serialises the response: version byte, status, header count, then
-// per header its name and values (each length-prefixed, uvarints), then the
-// body (the rest). Headers are written in name order so equal responses
-// encode equally.
-func (s storedResponse) encode() []byte {
-	names := make([]string, 0, len(s.Header))
-	for n := range s.Header {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	b := []byte{responseVersion}
-	b = binary.AppendUvarint(b, uint64(s.Status))
-	b = binary.AppendUvarint(b, uint64(len(names)))
-	str := func(v string) {
-		b = binary.AppendUvarint(b, uint64(len(v)))
-		b = append(b, v...)
-	}
-	for _, n := range names {
-		str(n)
-		b = binary.AppendUvarint(b, uint64(len(s.Header[n])))
-		for _, v := range s.Header[n] {
-			str(v)
-		}
-	}
-	return append(b, s.Body...)
-}
-
-// decodeResponse parses bytes written by encode; it returns errBadRecord
+// decodeResponse parses bytes written by Encode; it returns errBadRecord
 // for anything else.
 func decodeResponse(b []byte) (storedResponse, error) {
-	if len(b) == 0 || b[0] != responseVersion {
+	s, ok := httpreplay.Decode(b)
+	if !ok {
 		return storedResponse{}, errBadRecord
 	}
-	b = b[1:]
-	bad := false
-	num := func(max uint64) uint64 {
-		v, n := binary.Uvarint(b)
-		if n <= 0 || v > max {
-			bad = true
-			return 0
-		}
-		b = b[n:]
-		return v
-	}
-	str := func() string {
-		n := num(uint64(len(b)))
-		if bad || n > uint64(len(b)) {
-			bad = true
-			return ""
-		}
-		v := string(b[:n])
-		b = b[n:]
-		return v
-	}
-	s := storedResponse{Header: http.Header{}}
-	s.Status = int(num(999))
-	count := num(uint64(len(b)))
-	for i := uint64(0); i < count && !bad; i++ {
-		name := str()
-		nv := num(uint64(len(b)))
-		vals := make([]string, 0, min(nv, 16))
-		for j := uint64(0); j < nv && !bad; j++ {
-			vals = append(vals, str())
-		}
-		s.Header[name] = vals
-	}
-	if bad || s.Status < 100 {
-		return storedResponse{}, errBadRecord
-	}
-	s.Body = b
 	return s, nil
 }

@@ -14,7 +14,7 @@ func TestStoredResponseRoundTrip(t *testing.T) {
 		{Status: 204, Header: http.Header{"Empty": {}}, Body: []byte{}},
 		{Status: 599, Header: http.Header{}, Body: bytes.Repeat([]byte{0, 0xff}, 1000)},
 	} {
-		got, err := decodeResponse(s.encode())
+		got, err := decodeResponse(s.Encode())
 		if err != nil {
 			t.Fatalf("decode(encode(%+v)): %v", s, err)
 		}
@@ -25,7 +25,7 @@ func TestStoredResponseRoundTrip(t *testing.T) {
 }
 
 func TestDecodeResponseRejectsGarbage(t *testing.T) {
-	valid := storedResponse{Status: 201, Header: http.Header{"Location": {"/p/1"}}, Body: []byte("body")}.encode()
+	valid := storedResponse{Status: 201, Header: http.Header{"Location": {"/p/1"}}, Body: []byte("body")}.Encode()
 	for name, b := range map[string][]byte{
 		"empty":          nil,
 		"text":           []byte("not a response"),
@@ -43,7 +43,7 @@ func TestDecodeResponseRejectsGarbage(t *testing.T) {
 }
 
 func FuzzDecodeResponse(f *testing.F) {
-	f.Add(storedResponse{Status: 201, Header: http.Header{"Location": {"/p/1"}}, Body: []byte("body")}.encode())
+	f.Add(storedResponse{Status: 201, Header: http.Header{"Location": {"/p/1"}}, Body: []byte("body")}.Encode())
 	f.Add([]byte{1, 200, 1, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeResponse(b)
@@ -51,7 +51,7 @@ func FuzzDecodeResponse(f *testing.F) {
 			return
 		}
 		// Whatever decodes re-encodes to something that decodes equally.
-		again, err := decodeResponse(s.encode())
+		again, err := decodeResponse(s.Encode())
 		if err != nil || again.Status != s.Status || !bytes.Equal(again.Body, s.Body) || len(again.Header) != len(s.Header) {
 			t.Fatalf("re-decode of %+v: %+v, %v", s, again, err)
 		}

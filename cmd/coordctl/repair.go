@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 	"unicode"
@@ -21,6 +21,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/internal/httpreplay"
 	"github.com/coordkit/coordination/latch"
 )
 
@@ -137,49 +138,27 @@ func (c *cmdFlags) given(name string) bool {
 // the status line, the stored headers, a blank line and the body. ok is
 // false when res is not such an encoding.
 func middlewareResult(res string) (string, bool) {
-	b := []byte(res)
-	if len(b) == 0 || b[0] != 1 { // responseVersion
+	r, ok := httpreplay.Decode([]byte(res))
+	if !ok {
 		return "", false
 	}
-	b = b[1:]
-	bad := false
-	num := func(max uint64) uint64 {
-		v, n := binary.Uvarint(b)
-		if n <= 0 || v > max {
-			bad = true
-			return 0
-		}
-		b = b[n:]
-		return v
-	}
-	str := func() string {
-		n := num(uint64(len(b)))
-		if bad {
-			return ""
-		}
-		v := string(b[:n])
-		b = b[n:]
-		return v
-	}
-	status := num(999)
 	var out strings.Builder
-	fmt.Fprintf(&out, "HTTP %d %s\n", status, http.StatusText(int(status)))
-	count := num(uint64(len(b)))
-	for i := uint64(0); i < count && !bad; i++ {
-		name := str()
-		nv := num(uint64(len(b)))
-		for j := uint64(0); j < nv && !bad; j++ {
-			fmt.Fprintf(&out, "%s: %s\n", name, str())
-		}
+	fmt.Fprintf(&out, "HTTP %d %s\n", r.Status, http.StatusText(r.Status))
+	names := make([]string, 0, len(r.Header))
+	for n := range r.Header {
+		names = append(names, n)
 	}
-	if bad || status < 100 {
-		return "", false
+	sort.Strings(names)
+	for _, n := range names {
+		for _, v := range r.Header[n] {
+			fmt.Fprintf(&out, "%s: %s\n", n, v)
+		}
 	}
 	out.WriteString("\n")
-	if printable(string(b)) {
-		out.WriteString(strings.TrimSuffix(string(b), "\n") + "\n")
+	if printable(string(r.Body)) {
+		out.WriteString(strings.TrimSuffix(string(r.Body), "\n") + "\n")
 	} else {
-		fmt.Fprintf(&out, "(binary body, %d bytes, in base64:)\n%s\n", len(b), base64.StdEncoding.EncodeToString(b))
+		fmt.Fprintf(&out, "(binary body, %d bytes, in base64:)\n%s\n", len(r.Body), base64.StdEncoding.EncodeToString(r.Body))
 	}
 	return out.String(), true
 }
