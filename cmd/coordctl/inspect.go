@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -109,6 +111,9 @@ coordctl inspect --prefix myapp: --scan 'limits:*' --json`)
 
 func inspectScan(ctx context.Context, client redis.UniversalClient, prefix, pattern string, limit int, asJSON bool, stdout, stderr io.Writer) int {
 	n := 0
+	// Columns aligned over all the keys listed (a TTL may be long):
+	// written when the listing ends.
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	each := func(ctx context.Context, node redis.UniversalClient) error {
 		iter := node.Scan(ctx, 0, escapeGlob(prefix)+pattern, 500).Iterator()
 		for n < limit && iter.Next(ctx) {
@@ -127,9 +132,13 @@ func inspectScan(ctx context.Context, client redis.UniversalClient, prefix, patt
 			}
 			flag := ""
 			if r.Problem != "" && r.Kind != kindMissing {
-				flag = "  CORRUPT: " + r.Problem
+				flag = "  CORRUPT: " + strings.ReplaceAll(r.Problem, "\t", " ")
 			}
-			fmt.Fprintf(stdout, "%-18s %-14s %s%s\n", r.Kind, ttlShort(r.TTL), shown(key), flag)
+			ttl := ttlShort(r.TTL)
+			if r.FieldTTLs != "" {
+				ttl = "per-field"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s%s\n", r.Kind, ttl, shown(key), flag)
 		}
 		return iter.Err()
 	}
@@ -152,6 +161,9 @@ func inspectScan(ctx context.Context, client redis.UniversalClient, prefix, patt
 			break
 		}
 		err = each(ctx, node)
+	}
+	if ferr := tw.Flush(); err == nil {
+		err = ferr
 	}
 	if err != nil {
 		return fail(stderr, "inspect", err)
@@ -193,7 +205,10 @@ func fetch(ctx context.Context, c redis.UniversalClient, key string) (*snapshot,
 	case s.Type == "hash" && (s.Hash["owner"] != "" || s.Hash["fence"] != "") && s.Hash["value"] == "":
 		sib, s.SiblingRole = []string{tag + "fence"}, "fence counter"
 	case s.Type == "string" && strings.HasSuffix(key, "}:fence"):
-		sib, s.SiblingRole = []string{tag + "lock", tag + "leader"}, "lease"
+		// The names the packages and the README use, then any fencing
+		// lease in the same hash tag (a bounded SCAN).
+		sib, s.SiblingRole = []string{tag + "lock", tag + "lease", tag + "leader"}, "lease"
+		s.SiblingTried = sib
 	}
 	for _, k := range sib {
 		o, err := fetchOne(ctx, c, k)
@@ -205,7 +220,67 @@ func fetch(ctx context.Context, c redis.UniversalClient, key string) (*snapshot,
 			break
 		}
 	}
+	if s.SiblingRole == "lease" && s.Sibling != nil && s.Sibling.Type == "none" {
+		k, err := findFencingLease(ctx, c, tag, key)
+		if err != nil {
+			return nil, err
+		}
+		if k != "" {
+			if s.Sibling, err = fetchOne(ctx, c, k); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return s, nil
+}
+
+// leaseScanBudget bounds the SCAN findFencingLease runs: this many calls
+// of COUNT 1000 at most (about 10 000 keys looked at).
+const leaseScanBudget = 10
+
+// findFencingLease returns the first (in key order) fencing-lease hash
+// (owner and fence fields) whose key starts with tag, other than
+// counter, or "" when the bounded SCAN finds none. On a Cluster it scans
+// the primary that holds tag's slot.
+func findFencingLease(ctx context.Context, c redis.UniversalClient, tag, counter string) (string, error) {
+	var node redis.Cmdable = c
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		n, err := cc.MasterForKey(ctx, counter)
+		if err != nil {
+			return "", err
+		}
+		node = n
+	}
+	var found []string
+	cursor := uint64(0)
+	for range leaseScanBudget {
+		keys, next, err := node.Scan(ctx, cursor, escapeGlob(tag)+"*", 1000).Result()
+		if err != nil {
+			return "", err
+		}
+		for _, k := range keys {
+			if k == counter || strings.HasSuffix(k, engine.MarkSuffix) {
+				continue
+			}
+			if t, err := node.Type(ctx, k).Result(); err != nil || t != "hash" {
+				continue
+			}
+			if n, err := node.HExists(ctx, k, "owner").Result(); err != nil || !n {
+				continue
+			}
+			if n, err := node.HExists(ctx, k, "fence").Result(); err != nil || !n {
+				continue
+			}
+			found = append(found, k)
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	if len(found) == 0 {
+		return "", nil
+	}
+	return slices.Min(found), nil
 }
 
 func fetchOne(ctx context.Context, c redis.Cmdable, key string) (*snapshot, error) {

@@ -69,6 +69,22 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	_, _, err = fencing.GuardedSet(ctx, coord, "{job}:result", fl.FencingToken(), []byte("done"), 0)
 	must(err)
 	keys["fenced-value"] = "{job}:result"
+	// The README's naming: {K}:lease next to {K}:fence.
+	il, err := fencing.TryAcquire(ctx, coord, "{invoice:42}:lease", "{invoice:42}:fence", time.Minute)
+	must(err)
+	t.Cleanup(func() { _, _ = il.Release(context.Background()) })
+	keys["fence-counter-lease"] = "{invoice:42}:fence"
+	// Another name in the same hash tag: found by the bounded SCAN.
+	wl, err := fencing.TryAcquire(ctx, coord, "{inv:7}:writer", "{inv:7}:fence", time.Minute)
+	must(err)
+	t.Cleanup(func() { _, _ = wl.Release(context.Background()) })
+	keys["fence-counter-scanned"] = "{inv:7}:fence"
+	// A counter whose lease was released (its release mark is no lease).
+	gl, err := fencing.TryAcquire(ctx, coord, "{inv:1}:lease", "{inv:1}:fence", time.Minute)
+	must(err)
+	_, err = gl.Release(ctx)
+	must(err)
+	keys["fence-counter-unheld"] = "{inv:1}:fence"
 
 	elected := make(chan struct{})
 	lctx, stopLeader := context.WithCancel(ctx)
@@ -447,6 +463,66 @@ func FuzzDecode(f *testing.F) {
 			if _, err := json.Marshal(r); err != nil {
 				t.Fatal(err)
 			}
+		}
+	})
+}
+
+// The ttl line of a field-lease hash or its release mark names each
+// field's TTL (the key has none), at most maxFieldTTLs of them.
+func TestInspectFieldTTLLine(t *testing.T) {
+	h, ttls := map[string]string{}, map[string]int64{}
+	for i := range 6 {
+		f := "shard:" + string(rune('a'+i))
+		h[f] = "01234567-89ab-cdef-0123-456789abcdef"
+		ttls[f] = int64(1000 * (i + 1))
+	}
+	delete(ttls, "shard:b") // no expiry: said as none
+	for _, key := range []string{"p:shards", "p:{3}shards\x00released"} {
+		s := &snapshot{Key: key, Type: "hash", PTTL: -1, Hash: h, HashTTL: ttls, HashLen: 6}
+		out := decode(s).text()
+		want := "ttl:   per field (HPTTL): shard:a 1s, shard:b none, shard:c 3s, shard:d 4s, … 2 more below\n"
+		if !strings.Contains(out, want) {
+			t.Errorf("%q:\n%s\nwant %q", key, out, want)
+		}
+		s.HashTTL = nil // no HPTTL on the server: the key's own TTL
+		if out := decode(s).text(); !strings.Contains(out, "ttl:   none (never expires)\n") {
+			t.Errorf("%q without HPTTL:\n%s", key, out)
+		}
+	}
+}
+
+// --scan aligns its columns over all the keys, whatever a TTL's length.
+func TestInspectScanAligned(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		raw := b.Admin(t)
+		ctx := context.Background()
+		tokVal := "01234567-89ab-cdef-0123-456789abcdef"
+		for k, ttl := range map[string]time.Duration{"al:short": time.Minute, "al:long": 100000*time.Hour + 59*time.Minute + 59*time.Second + 999*time.Millisecond, "al:none": 0} {
+			if err := raw.Set(ctx, b.Key(k), tokVal, ttl).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		code, out, errOut := runCmd(t, cmdline(b, "inspect", "--scan", "al:*")...)
+		if code != exitOK {
+			t.Fatalf("inspect --scan = %d %s", code, errOut)
+		}
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if len(lines) != 3 {
+			t.Fatalf("want 3 lines:\n%s", out)
+		}
+		col := -1
+		for _, l := range lines {
+			i := strings.Index(l, b.Prefix()+"al:")
+			if i < 0 || (col >= 0 && i != col) {
+				t.Fatalf("keys not in one column:\n%s", out)
+			}
+			col = i
+			if !strings.Contains(l, "no-ttl") && !strings.Contains(l, "ttl=") {
+				t.Errorf("no TTL column: %q", l)
+			}
+		}
+		if !strings.Contains(out, "ttl=100000h") {
+			t.Errorf("the long TTL is not listed:\n%s", out)
 		}
 	})
 }

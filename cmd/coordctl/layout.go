@@ -58,6 +58,9 @@ type snapshot struct {
 	// next to a counter), when the key has a {hash tag}.
 	Sibling     *snapshot
 	SiblingRole string
+	// SiblingTried are the keys fetch looked for the lease at, next to a
+	// fence counter (said when none holds one).
+	SiblingTried []string
 }
 
 type zmember struct {
@@ -80,6 +83,9 @@ type report struct {
 	Fields  []kv
 	Entries []entry // holders, leases, readers ...
 	Problem string  // why the layout is corrupt (Kind says what it looked like)
+	// FieldTTLs is what the ttl line says instead of TTL for a hash whose
+	// fields expire (HPTTL) and the key not: "per field: ...".
+	FieldTTLs string
 }
 
 type kv struct {
@@ -164,7 +170,11 @@ func jsonValue(v any) any {
 // text writes the report for a terminal.
 func (r *report) text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "key:   %s\nkind:  %s\nttl:   %s\n", shown(r.Key), r.Kind, ttlText(r.TTL))
+	ttl := ttlText(r.TTL)
+	if r.FieldTTLs != "" {
+		ttl = r.FieldTTLs
+	}
+	fmt.Fprintf(&b, "key:   %s\nkind:  %s\nttl:   %s\n", shown(r.Key), r.Kind, ttl)
 	w := 0
 	for _, f := range r.Fields {
 		w = max(w, len(f.K))
@@ -193,6 +203,35 @@ func ttlText(ms int64) string {
 		return "-"
 	}
 	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+// maxFieldTTLs bounds the fields the ttl line of a field-lease hash
+// names (each entry below has its own).
+const maxFieldTTLs = 4
+
+// fieldTTLs is the ttl line of a hash whose fields expire, the key not:
+// each field's TTL (HPTTL), names in order, at most maxFieldTTLs. "" when
+// the key itself expires or the server has no HPTTL.
+func fieldTTLs(s *snapshot, names []string) string {
+	if s.PTTL != -1 || s.HashTTL == nil {
+		return ""
+	}
+	var parts []string
+	for i, f := range names {
+		if i == maxFieldTTLs {
+			parts = append(parts, fmt.Sprintf("… %d more below", len(names)-i))
+			break
+		}
+		t := "none"
+		if ms, ok := s.HashTTL[f]; ok && ms >= 0 {
+			t = valueText(time.Duration(ms) * time.Millisecond)
+		}
+		parts = append(parts, shown(f)+" "+t)
+	}
+	if n := s.HashLen - int64(len(names)); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d fields not read", n))
+	}
+	return "per field (HPTTL): " + strings.Join(parts, ", ")
 }
 
 func valueText(v any) string {
@@ -620,6 +659,7 @@ func decodeHash(s *snapshot, r *report) *report {
 		names = append(names, k)
 	}
 	sort.Strings(names)
+	r.FieldTTLs = fieldTTLs(s, names)
 	r.add("leases", s.HashLen)
 	for _, f := range names {
 		e := entry{{"field", f}, {"owner", tok(h[f])}}
@@ -852,7 +892,11 @@ func addSibling(s *snapshot, r *report) {
 	case "hash":
 		r.add(s.SiblingRole, sib.Key+" (held, token "+sib.Hash["fence"]+")")
 	default:
-		r.add(s.SiblingRole, sib.Key+" (none)")
+		if len(s.SiblingTried) > 0 {
+			r.add(s.SiblingRole, "not found among "+strings.Join(s.SiblingTried, ", "))
+		} else {
+			r.add(s.SiblingRole, sib.Key+" (none)")
+		}
 	}
 }
 
@@ -963,6 +1007,7 @@ func decodeMark(s *snapshot, r *report) *report {
 			names = append(names, k)
 		}
 		sort.Strings(names)
+		r.FieldTTLs = fieldTTLs(s, names)
 		for _, f := range names {
 			e := entry{{"field", f}, {"owner", tok(h[f])}}
 			if ttl, ok := s.HashTTL[f]; ok {
