@@ -40,8 +40,13 @@ var ErrNodeTimeout error = nodeTimeoutError{}
 
 type nodeTimeoutError struct{}
 
-func (nodeTimeoutError) Error() string   { return "redlock: node did not answer within the node timeout" }
-func (nodeTimeoutError) Timeout() bool   { return true }
+// Error returns the error's message.
+func (nodeTimeoutError) Error() string { return "redlock: node did not answer within the node timeout" }
+
+// Timeout reports true: the error is a timeout (net.Error).
+func (nodeTimeoutError) Timeout() bool { return true }
+
+// Temporary reports true: trying again may succeed (net.Error).
 func (nodeTimeoutError) Temporary() bool { return true }
 
 // Option configures a [Group]; see [New].
@@ -524,7 +529,10 @@ type splitError struct {
 	err     error
 }
 
+// Error returns the error's message.
 func (e *splitError) Error() string { return e.err.Error() }
+
+// Unwrap returns the error this one wraps, for errors.Is and errors.As.
 func (e *splitError) Unwrap() error { return e.err }
 
 // retryAfter returns how long until enough refusing holders' keys expire

@@ -362,6 +362,7 @@ type redactor struct {
 	secrets []string
 }
 
+// Write writes p with every password it knows masked; it implements io.Writer.
 func (r redactor) Write(p []byte) (int, error) {
 	if _, err := io.WriteString(r.w, cliconn.Redact(string(p), r.secrets)); err != nil {
 		return 0, err

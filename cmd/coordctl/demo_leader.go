@@ -33,15 +33,22 @@ var errCutOff error = cutOffError{}
 
 type cutOffError struct{}
 
-func (cutOffError) Error() string   { return "worker crashed (cut off from Redis)" }
-func (cutOffError) Timeout() bool   { return false }
+// Error returns the error's message.
+func (cutOffError) Error() string { return "worker crashed (cut off from Redis)" }
+
+// Timeout reports true: the error is a timeout (net.Error).
+func (cutOffError) Timeout() bool { return false }
+
+// Temporary reports true: trying again may succeed (net.Error).
 func (cutOffError) Temporary() bool { return true }
 
 // cutHook is a go-redis hook that fails every command of a crashed worker.
 type cutHook struct{ w *demoWorker }
 
+// DialHook passes dials through unchanged (redis.Hook).
 func (h cutHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
+// ProcessHook fails commands while the client is cut off (redis.Hook).
 func (h cutHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if h.w.crashed.Load() {
@@ -52,6 +59,7 @@ func (h cutHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
+// ProcessPipelineHook fails pipelines while the client is cut off (redis.Hook).
 func (h cutHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		if h.w.crashed.Load() {

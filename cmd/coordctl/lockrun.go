@@ -219,6 +219,7 @@ func runHolding(h held, what string, cmdArgs, env []string, grace time.Duration,
 // signalCause is the cause of a notifySignals context: the signal.
 type signalCause struct{ sig os.Signal }
 
+// Error returns the error's message.
 func (s signalCause) Error() string { return signalName(s.sig) + " received" }
 
 // notifySignals returns a context cancelled by the first SIGINT or SIGTERM

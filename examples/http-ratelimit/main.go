@@ -224,4 +224,5 @@ func clientPartition(r *http.Request) string {
 // quiet discards go-redis' own log lines.
 type quiet struct{}
 
+// Printf logs one formatted line (go-redis' internal logger interface).
 func (quiet) Printf(context.Context, string, ...any) {}

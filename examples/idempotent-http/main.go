@@ -55,6 +55,7 @@ func main() {
 // quiet discards go-redis' own log lines.
 type quiet struct{}
 
+// Printf logs one formatted line (go-redis' internal logger interface).
 func (quiet) Printf(context.Context, string, ...any) {}
 
 func run(addr string, conn cliconn.Flags, chargeTime, wait time.Duration, log *slog.Logger) error {

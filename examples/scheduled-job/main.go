@@ -50,6 +50,7 @@ func main() {
 
 type quiet struct{}
 
+// Printf logs one formatted line (go-redis' internal logger interface).
 func (quiet) Printf(context.Context, string, ...any) {}
 
 func run(ctx context.Context, args []string, out io.Writer) error {

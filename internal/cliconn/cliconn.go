@@ -97,6 +97,7 @@ func (f *Flags) Secrets() []string {
 // UsageError is a wrong flag or URL: exit status 2.
 type UsageError struct{ Msg string }
 
+// Error returns the error's message.
 func (e *UsageError) Error() string { return e.Msg }
 
 func usagef(format string, a ...any) error { return &UsageError{Msg: fmt.Sprintf(format, a...)} }
@@ -110,6 +111,7 @@ type ConnError struct {
 	Err error
 }
 
+// Error returns the error's message.
 func (e *ConnError) Error() string { return e.Msg }
 
 // Unwrap returns the underlying error.

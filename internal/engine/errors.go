@@ -74,10 +74,12 @@ func InvalidArgument(name, format string, args ...any) error {
 
 type argumentError struct{ name, reason string }
 
+// Error returns the error's message.
 func (e *argumentError) Error() string {
 	return "coordination: invalid argument " + e.name + ": " + e.reason
 }
 
+// Unwrap returns the error this one wraps, for errors.Is and errors.As.
 func (e *argumentError) Unwrap() error { return ErrInvalidArgument }
 
 // ArgumentName returns the name of the argument an error from
@@ -109,8 +111,10 @@ var scriptCodes = map[string][]error{
 	"COORD_BADARG":            {ErrInvalidArgument},
 }
 
+// Error returns the error's message.
 func (e *scriptError) Error() string { return "coordination: " + e.detail + " (" + e.code + ")" }
 
+// Is reports whether target is the sentinel this error stands for.
 func (e *scriptError) Is(target error) bool {
 	for _, s := range scriptCodes[e.code] {
 		if s == target {
@@ -171,6 +175,7 @@ func MapError(err error) error {
 // server reports one outside a script: a NOPERM error reply (terminal).
 type permissionError struct{ msg string }
 
+// Error returns the error's message.
 func (e permissionError) Error() string { return "NOPERM " + strings.TrimPrefix(e.msg, "ERR ") }
 
 // RedisError marks the error as a server reply (go-redis' redis.Error).
@@ -290,6 +295,7 @@ func GaveUp(ctx context.Context) error {
 
 type gaveUpError struct{ cause error }
 
+// Error returns the error's message.
 func (e *gaveUpError) Error() string {
 	if e.cause == nil {
 		return ErrNotAcquired.Error()
@@ -297,6 +303,7 @@ func (e *gaveUpError) Error() string {
 	return ErrNotAcquired.Error() + ": " + e.cause.Error()
 }
 
+// Unwrap returns the error this one wraps, for errors.Is and errors.As.
 func (e *gaveUpError) Unwrap() []error { return []error{ErrNotAcquired, e.cause} }
 
 // LostError is the cause of a handle's context when its lease was lost. It

@@ -64,10 +64,12 @@ type notReplicatedError struct {
 	got, want int64
 }
 
+// Error returns the error's message.
 func (e *notReplicatedError) Error() string {
 	return fmt.Sprintf("%v: %d of %d replicas acknowledged the write in time", ErrNotReplicated, e.got, e.want)
 }
 
+// Unwrap returns the error this one wraps, for errors.Is and errors.As.
 func (e *notReplicatedError) Unwrap() error { return ErrNotReplicated }
 
 // runAcked sends the command args followed by WAIT in one pipeline on one

@@ -98,6 +98,7 @@ type Result struct {
 	Err     error // the ambiguous error, when Unknown
 }
 
+// String describes the result: its value, or "unknown" with the error's class.
 func (r Result) String() string {
 	if r.Unknown {
 		return "unknown (" + coordination.Classify(r.Err).String() + ")"

@@ -82,6 +82,7 @@ var ReadOnlyError error = redisError("READONLY You can't write against a read on
 
 type redisError string
 
+// Error returns the error's message.
 func (e redisError) Error() string { return string(e) }
 
 // RedisError marks the error as a reply from the server (go-redis' redis.Error).

@@ -41,4 +41,5 @@ func DropGoRedisLogs() {
 
 type quietLogger struct{}
 
+// Printf logs one formatted line (go-redis' internal logger interface).
 func (quietLogger) Printf(context.Context, string, ...any) {}
