@@ -661,21 +661,7 @@ func decodeHash(s *snapshot, r *report) *report {
 	sort.Strings(names)
 	r.FieldTTLs = fieldTTLs(s, names)
 	r.add("leases", s.HashLen)
-	for _, f := range names {
-		e := entry{{"field", f}, {"owner", tok(h[f])}}
-		if ttl, ok := s.HashTTL[f]; ok {
-			if ttl >= 0 {
-				e = append(e, kv{"ttl", time.Duration(ttl) * time.Millisecond})
-			} else {
-				e = append(e, kv{"ttl", durNone})
-				r.bad("field %q has no expiry: a lease the library did not write (HDEL it if its holder is gone)", f)
-			}
-		}
-		if !reToken.MatchString(h[f]) {
-			r.bad("field %q does not hold an owner token", f)
-		}
-		r.Entries = append(r.Entries, e)
-	}
+	fieldEntries(s, r, h, names, "a lease the library did not write (HDEL it if its holder is gone)")
 	if s.HashTTL == nil {
 		r.bad("the server has no hash-field expiration: not a field-lease hash")
 	}
@@ -940,6 +926,28 @@ func markedKey(key string) (lease string, ok bool) {
 	return "", false
 }
 
+// fieldEntries adds an entry per field of a field-lease hash (or of its
+// release mark): the field, its owner token (truncated) and its TTL,
+// flagging a field without expiry (why names what the library does
+// instead) or without an owner token.
+func fieldEntries(s *snapshot, r *report, h map[string]string, names []string, why string) {
+	for _, f := range names {
+		e := entry{{"field", f}, {"owner", tok(h[f])}}
+		if ttl, ok := s.HashTTL[f]; ok {
+			if ttl >= 0 {
+				e = append(e, kv{"ttl", time.Duration(ttl) * time.Millisecond})
+			} else {
+				e = append(e, kv{"ttl", durNone})
+				r.bad("field %q has no expiry: "+why, f)
+			}
+		}
+		if !reToken.MatchString(h[f]) {
+			r.bad("field %q does not hold an owner token", f)
+		}
+		r.Entries = append(r.Entries, e)
+	}
+}
+
 // decodeMark decodes a release mark: what the last release of a lease key
 // removed, kept so that a re-sent release reports the first send's
 // outcome. A lock's or fencing lease's mark is the released key renamed
@@ -1008,21 +1016,7 @@ func decodeMark(s *snapshot, r *report) *report {
 		}
 		sort.Strings(names)
 		r.FieldTTLs = fieldTTLs(s, names)
-		for _, f := range names {
-			e := entry{{"field", f}, {"owner", tok(h[f])}}
-			if ttl, ok := s.HashTTL[f]; ok {
-				if ttl >= 0 {
-					e = append(e, kv{"ttl", time.Duration(ttl) * time.Millisecond})
-				} else {
-					e = append(e, kv{"ttl", durNone})
-					r.bad("field %q has no expiry: the library gives each field of a release mark 5 s", f)
-				}
-			}
-			if !reToken.MatchString(h[f]) {
-				r.bad("field %q does not hold an owner token", f)
-			}
-			r.Entries = append(r.Entries, e)
-		}
+		fieldEntries(s, r, h, names, "the library gives each field of a release mark 5 s")
 		if s.PTTL != -1 {
 			r.bad("a field-lease release mark has no key-level TTL; this one has one")
 		}
