@@ -50,6 +50,7 @@ func TestFaultsFiveServers(t *testing.T) {
 		{"RefreshWithoutQuorumEndsLease", refreshWithoutQuorum},
 		{"BlockingAcquireWakesOnRelease", blockingWakes},
 		{"FencingTokens", fencingTokens},
+		{"ReleaseAwaitsFencingNode", releaseAwaitsFencingNode},
 		{"ReleaseDoesNotOvertakeSlowAcquire", releaseAfterSlowAcquire},
 	} {
 		c.t = t
@@ -511,6 +512,38 @@ func fencingTokens(t *testing.T, c *cluster) {
 		h := c.holders("{fenced}")
 		return h[0] == "" && h[1] == "" && h[3] == "" && h[4] == ""
 	})
+}
+
+// A release returns only once the fencing node has answered too, not as
+// soon as a quorum of the others has: a token left on the fencing node
+// refuses the next holder ("the fencing node holds another lock") until
+// it is released. Here the fencing node's release is held 200 ms (below
+// the node timeout) while the other four answer at once; the next
+// acquisition right after Release must succeed.
+func releaseAwaitsFencingNode(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	g := c.group(redlock.WithFencing(2), redlock.WithNodeTimeout(nodeTimeout))
+	for i := range 3 {
+		l, err := g.TryAcquire(ctx, "{fenced-release}", time.Minute)
+		if err != nil {
+			t.Fatalf("acquisition %d: %v", i, err)
+		}
+		slow := c.proxies[2].Apply(faultproxy.DelayCommand(faultproxy.ScriptSHA(engine.FencingRelease.Hash()), 200*time.Millisecond, 1))
+		start := time.Now()
+		if ok, err := l.Release(ctx); !ok || err != nil {
+			t.Fatalf("release %d: %v, %v", i, ok, err)
+		}
+		took := time.Since(start)
+		if slow.Fired() != 1 {
+			t.Fatalf("release %d: the fencing node's release was not delayed (%d)", i, slow.Fired())
+		}
+		if took < 200*time.Millisecond {
+			t.Errorf("release %d returned after %v, before the fencing node (held 200ms) answered", i, took)
+		}
+		if v, err := c.direct[2].Exists(ctx, c.prefix+"{fenced-release}").Result(); err != nil || v != 0 {
+			t.Fatalf("release %d returned while the fencing node still holds the lease (%d, %v)", i, v, err)
+		}
+	}
 }
 
 // A release right after an acquisition that returned before a slow node

@@ -350,7 +350,10 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool, 
 // passed. When no quorum confirmed, Release returns false with a
 // *[QuorumError] (or an error matching ctx's when ctx ended first) and the
 // lock keeps its token: call Release again to retry the nodes that have
-// not confirmed. Once a quorum has confirmed, Release returns true without
+// not confirmed. With a fencing node ([WithFencing]), Release also waits
+// (at most the node timeout) for the fencing node's answer, even once a
+// quorum has confirmed: a token left there would refuse the next holder
+// until the TTL. Once a quorum has confirmed, Release returns true without
 // asking Redis again. On a nil *Lock it returns false and nil.
 //
 // Errors: the hook's error when a hook rejects (nothing is changed).
@@ -387,6 +390,10 @@ func (l *Lock) release(ctx context.Context) (bool, error) {
 		}
 	}
 	left := time.Until(l.deadline) + g.drift(l.ttl)
+	fi := g.cfg.fencing
+	if fi >= 0 && l.confirmed[fi] {
+		fi = -1 // the fencing node has confirmed already: nothing to await there
+	}
 	l.mu.Unlock()
 	if cancel != nil {
 		cancel(engine.ErrReleased)
@@ -404,7 +411,10 @@ func (l *Lock) release(ctx context.Context) (bool, error) {
 		}
 		return result{state: yes, out: out}
 	}, func(rs []result, pend int) bool {
-		return confirmed+count(rs, yes) >= g.quorum
+		// With a fencing node, its answer is awaited too: a token left
+		// there would refuse every next holder until the TTL, whatever the
+		// other nodes say.
+		return confirmed+count(rs, yes) >= g.quorum && (fi < 0 || rs[fi].state != pending)
 	})
 	f.after(func(n *node, r result) {
 		switch {

@@ -79,13 +79,20 @@ var _ redis.Hook = (*LostReply)(nil)
 // safe for concurrent use.
 type Resend struct {
 	armed   atomic.Bool
+	sha     atomic.Value // string: with ArmScript, the script to double
 	sent    atomic.Int32
 	name    atomic.Value
 	Between func()
 }
 
 // Arm makes the next command be sent twice.
-func (r *Resend) Arm() { r.sent.Store(0); r.armed.Store(true) }
+func (r *Resend) Arm() { r.sent.Store(0); r.sha.Store(""); r.armed.Store(true) }
+
+// ArmScript makes the next call of the script whose SHA1 is sha (EVALSHA,
+// or EVAL of its body) be sent twice; other commands pass unchanged. Use
+// it where other commands of the same client may come first (a keep-alive
+// renewal before the release under test).
+func (r *Resend) ArmScript(sha string) { r.sent.Store(0); r.sha.Store(sha); r.armed.Store(true) }
 
 // Disarm cancels an Arm that has not fired.
 func (r *Resend) Disarm() { r.armed.Store(false) }
@@ -93,8 +100,8 @@ func (r *Resend) Disarm() { r.armed.Store(false) }
 // Armed reports whether the hook is still waiting for a command to double.
 func (r *Resend) Armed() bool { return r.armed.Load() }
 
-// Sent returns how many times the doubled command was sent (2 once it
-// fired) and its lower-case name.
+// Sent returns how many times the doubled command was sent (1 while the
+// re-send runs, 2 once it has returned) and its lower-case name.
 func (r *Resend) Sent() (int, string) {
 	n, _ := r.name.Load().(string)
 	return int(r.sent.Load()), n
@@ -106,7 +113,15 @@ func (r *Resend) DialHook(next redis.DialHook) redis.DialHook { return next }
 // ProcessHook implements redis.Hook.
 func (r *Resend) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if strings.Contains(cmd.Name(), "subscribe") || !r.armed.CompareAndSwap(true, false) {
+		if strings.Contains(cmd.Name(), "subscribe") || !r.armed.Load() {
+			return next(ctx, cmd)
+		}
+		if want, _ := r.sha.Load().(string); want != "" {
+			if sha, ok := scriptSHA(cmd); !ok || !strings.EqualFold(sha, want) {
+				return next(ctx, cmd)
+			}
+		}
+		if !r.armed.CompareAndSwap(true, false) {
 			return next(ctx, cmd)
 		}
 		if err := next(ctx, cmd); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
@@ -118,9 +133,10 @@ func (r *Resend) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if r.Between != nil {
 			r.Between()
 		}
-		r.sent.Add(1)
 		cmd.SetErr(nil)
-		return next(ctx, cmd) // the re-send
+		err := next(ctx, cmd) // the re-send
+		r.sent.Add(1)
+		return err
 	}
 }
 
