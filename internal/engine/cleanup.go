@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -18,6 +19,17 @@ const CleanupLimit = time.Minute
 // cleanup is given up at once (counted, reason "overflow"): its lease ends
 // at its TTL.
 const MaxCleanups = 1024
+
+// allCleanups counts the background cleanups of every engine of the
+// process; see [RunningCleanups].
+var allCleanups atomic.Int64
+
+// RunningCleanups returns the number of background cleanups running now in
+// the whole process, across engines: the test harness waits for it to
+// reach 0 before its goroutine-leak check, since each cleanup is bounded
+// (by its limit, and by its next try once its client is closed, which
+// fails terminally with redis.ErrClosed).
+func RunningCleanups() int { return int(allCleanups.Load()) }
 
 type cleanups struct {
 	mu      sync.Mutex
@@ -46,11 +58,13 @@ func (e *Engine) Cleanup(stage string, limit time.Duration, fn func(context.Cont
 	}
 	e.cleanup.running++
 	e.cleanup.mu.Unlock()
+	allCleanups.Add(1)
 	go func() {
 		defer func() {
 			e.cleanup.mu.Lock()
 			e.cleanup.running--
 			e.cleanup.mu.Unlock()
+			allCleanups.Add(-1)
 		}()
 		deadline := time.Now().Add(limit)
 		delay := 50 * time.Millisecond

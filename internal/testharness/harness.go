@@ -33,6 +33,7 @@ import (
 	"go.uber.org/goleak"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 )
 
 // Kind is the kind of a backend.
@@ -464,6 +465,12 @@ func AvailableFlavors(t testing.TB) []string {
 // from TestMain: func TestMain(m *testing.M) { testharness.Main(m) }.
 func Main(m *testing.M, opts ...goleak.Option) {
 	code := m.Run()
+	// Background cleanups (an ambiguous operation's undo, a failed
+	// release's retry) outlive the test that started them by design, each
+	// bounded by its limit (engine.CleanupLimit at most) and ended by its
+	// next try once its client is closed: wait for them, with the shared
+	// servers still up, before looking for leaked goroutines.
+	waitCleanups()
 	mu.Lock()
 	for _, s := range shared {
 		s.close()
@@ -479,4 +486,19 @@ func Main(m *testing.M, opts ...goleak.Option) {
 		}
 	}
 	os.Exit(code)
+}
+
+// waitCleanups waits until no engine cleanup runs in the process, for at
+// most engine.CleanupLimit and one try's bound more; one that runs longer
+// is left for goleak to report. A wait longer than a second is reported on
+// stderr: some test left a cleanup retrying.
+func waitCleanups() {
+	start := time.Now()
+	deadline := start.Add(engine.CleanupLimit + 6*time.Second)
+	for engine.RunningCleanups() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if took := time.Since(start); took > time.Second {
+		fmt.Fprintf(os.Stderr, "testharness: waited %v for %d background cleanups to end after the tests\n", took.Round(time.Millisecond), engine.RunningCleanups())
+	}
 }
