@@ -63,16 +63,31 @@ func runRWLeaseDemo(ctx context.Context, d *demo) error {
 		mu.Lock()
 		waitFrom = time.Now()
 		mu.Unlock()
-		done := make(chan struct{})
+		// Show the key while the writer waits: once its marker (Q:) is
+		// there, which takes its first attempt's round trip (polled, not
+		// guessed: on a loaded machine that can take a while).
+		done, acquired := make(chan struct{}), make(chan struct{})
 		go func() {
-			time.Sleep(10 * time.Millisecond)
-			s, _ := showRW(ctx, client, full)
-			mu.Lock()
-			waitingState = s
-			mu.Unlock()
-			close(done)
+			defer close(done)
+			for {
+				s, _ := showRW(ctx, client, full)
+				mu.Lock()
+				if waitingState == "" || !strings.Contains(waitingState, "Q:") {
+					waitingState = s
+				}
+				mu.Unlock()
+				if strings.Contains(s, "Q:") {
+					return
+				}
+				select {
+				case <-acquired:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+			}
 		}()
 		w, err := rwlease.Write(ctx, coord, key, ttl)
+		close(acquired)
 		<-done
 		if err != nil {
 			errs <- fmt.Errorf("writer: %w", err)
