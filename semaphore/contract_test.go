@@ -2,8 +2,13 @@ package semaphore_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,31 +251,62 @@ func TestRenewalInFlightDuringRelease(t *testing.T) {
 			t.Run(mode, func(t *testing.T) {
 				ctx := context.Background()
 				reader := sdkmetric.NewManualReader()
-				coord, faults := faultCoord(t, b, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+				client := b.Client(t)
+				// The first renewal is held in the hook (before it is sent,
+				// or with its reply) until the permit is released.
+				gate := &renewalGate{sha: engine.SemaphoreRefresh.Hash(), before: mode != "reply delayed",
+					held: make(chan struct{}), open: make(chan struct{}), done: make(chan struct{})}
+				client.AddHook(gate)
+				t.Cleanup(gate.release)
+				coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()),
+					coordination.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+				if err != nil {
+					t.Fatal(err)
+				}
 				const name = "{rr}"
-				warm(t, coord, name)
+				warm(t, coord, name) // its Refresh passes the gate, not yet armed
+				gate.armed.Store(true)
 				s, err := semaphore.New(coord, name, 1)
 				if err != nil {
 					t.Fatal(err)
 				}
-				p := mustAcquireN(t, s, 1, 300*time.Millisecond)
-				started := make(chan struct{}, 1)
-				f := testharness.Fault{SHA: engine.SemaphoreRefresh.Hash(), Started: started, After: 150 * time.Millisecond}
-				if mode != "reply delayed" {
-					f = testharness.Fault{SHA: engine.SemaphoreRefresh.Hash(), Started: started, Before: 150 * time.Millisecond}
-				}
-				faults.Add(f)
+				// The first renewal comes after a second, with two seconds
+				// left on the permit.
+				p := mustAcquireN(t, s, 1, 3*time.Second)
 				p.KeepAlive()
 				select {
-				case <-started:
-				case <-time.After(2 * time.Second):
+				case <-gate.held:
+				case <-time.After(10 * time.Second):
 					t.Fatal("the keep-alive never renewed")
 				}
-				time.Sleep(50 * time.Millisecond)
 				if out := release(t, p); out != coordination.Released {
 					t.Fatalf("Release = %v", out)
 				}
-				time.Sleep(250 * time.Millisecond) // the renewal's answer arrives
+				gate.release()
+				select {
+				case <-gate.done:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the held renewal never returned")
+				}
+				// A Refresh waits for the keep-alive's renewal to be dealt
+				// with (a loss would be counted by then), and finds the
+				// permit released.
+				refreshed := make(chan error, 1)
+				go func() {
+					ok, err := p.Refresh(ctx, time.Minute)
+					if err == nil && ok {
+						err = errors.New("Refresh of a released permit succeeded")
+					}
+					refreshed <- err
+				}()
+				select {
+				case err := <-refreshed:
+					if err != nil {
+						t.Fatal(err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("Refresh still waits for the keep-alive's renewal")
+				}
 				if cause := context.Cause(p.Context()); !errors.Is(cause, coordination.ErrReleased) {
 					t.Errorf("cause = %v, want ErrReleased", cause)
 				}
@@ -287,11 +323,71 @@ func TestRenewalInFlightDuringRelease(t *testing.T) {
 				}
 				if mode != "reply delayed" {
 					// The late renewal found nothing to revive.
-					waitGone(t, b, name, "the released semaphore")
+					if n, err := b.Raw(t).Exists(ctx, b.Key(name)).Result(); err != nil || n != 0 {
+						t.Fatalf("the released semaphore's key: EXISTS = %v, %v; want 0", n, err)
+					}
 				}
 			})
 		}
 	}, testharness.RealOnly())
+}
+
+// renewalGate is a go-redis hook that, once armed, holds the first call of
+// one script (EVALSHA of it, or EVAL of its source) until release: before
+// sending it (before) or with its reply. held is closed when the call is
+// held, done when it returns to its caller.
+type renewalGate struct {
+	sha             string
+	before          bool
+	armed           atomic.Bool
+	held, open      chan struct{}
+	done            chan struct{}
+	taken, released sync.Once
+}
+
+func (g *renewalGate) release() { g.released.Do(func() { close(g.open) }) }
+
+func (g *renewalGate) matches(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return false
+	}
+	switch strings.ToLower(cmd.Name()) {
+	case "evalsha":
+		return fmt.Sprint(args[1]) == g.sha
+	case "eval":
+		sum := sha1.Sum([]byte(fmt.Sprint(args[1])))
+		return hex.EncodeToString(sum[:]) == g.sha
+	}
+	return false
+}
+
+func (g *renewalGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *renewalGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		first := false
+		if g.armed.Load() && g.matches(cmd) {
+			g.taken.Do(func() { first = true })
+		}
+		if !first {
+			return next(ctx, cmd)
+		}
+		defer close(g.done)
+		if g.before {
+			close(g.held)
+			<-g.open
+			return next(ctx, cmd)
+		}
+		err := next(ctx, cmd)
+		close(g.held)
+		<-g.open
+		return err
+	}
+}
+
+func (g *renewalGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // The acquisition ran but its reply was lost, and go-redis' re-send got

@@ -460,21 +460,64 @@ func TestAcquireGivesUpWithContext(t *testing.T) {
 	})
 }
 
-// KeepAlive keeps a short permit alive well past its TTL; Release stops it.
+// KeepAlive keeps a permit alive well past its TTL, each renewal setting
+// its expiry a full TTL after the server's time; Release stops it.
 func TestKeepAlive(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
+		raw := b.Raw(t)
+		// Renewed every second (TTL/3), with two seconds of margin.
+		const ttl = 3 * time.Second
 		s := newSem(t, b.Coordinator(t), 1)
-		p := mustAcquireN(t, s, 1, 900*time.Millisecond)
-		p.KeepAlive() // renews every 300 ms
-		for range 20 {
-			b.Advance(100 * time.Millisecond)
-			if b.IsMini() {
-				time.Sleep(100 * time.Millisecond) // let the renewals run in real time
+		p := mustAcquireN(t, s, 1, ttl)
+		// read returns the permit's expiry on the server and the server
+		// time before the read.
+		read := func() (time.Time, time.Time) {
+			t.Helper()
+			at := b.Now()
+			score, err := raw.ZScore(ctx, b.Key(key), memberOf(p)).Result()
+			if err != nil {
+				t.Fatalf("ZSCORE of the permit: %v", err)
 			}
+			return time.UnixMilli(int64(score)), at
 		}
+		first, since := read() // the acquisition's expiry; the next renewal runs after since
+		p.KeepAlive()
+		const slack = 10 * time.Millisecond // clocks and millisecond rounding
+		last := first
+		for n := 1; n <= 3 || !b.Now().After(first.Add(time.Second)); n++ {
+			if n > 20 {
+				t.Fatalf("%d renewals, and the server's time is still not past %v", n-1, first.Add(time.Second))
+			}
+			if b.IsMini() {
+				// The server's clock moves on by less than the TTL, only
+				// after the last renewal was seen (real servers' clocks
+				// move on in real time, by the renewal period).
+				b.Advance(ttl * 2 / 3)
+				since = b.Now()
+			}
+			var got, at time.Time
+			eventually(t, 10*time.Second, fmt.Sprintf("renewal %d", n), func() bool {
+				if !at.IsZero() {
+					since = at // not renewed yet then
+				}
+				got, at = read()
+				return got.After(last)
+			})
+			// The renewal ran between since and now, and set the expiry a
+			// full TTL after its server time.
+			if lo, hi := since.Add(ttl-slack), b.Now().Add(ttl+slack); got.Before(lo) || got.After(hi) {
+				t.Fatalf("renewal %d set the expiry to %v, want a TTL after the renewal, in [%v, %v]", n, got, lo, hi)
+			}
+			if p.Remaining() <= 0 {
+				t.Fatalf("not held after renewal %d", n)
+			}
+			last, since = got, at // the next renewal runs after this read
+		}
+		// The server's time is past the acquisition's expiry: only the
+		// renewals keep the permit.
 		if ok, err := p.Verify(ctx); !ok || err != nil {
-			t.Fatalf("Verify after 2s of keep-alive on a 900ms permit = %v, %v", ok, err)
+			t.Fatalf("Verify past the acquisition's expiry (%v) = %v, %v", first, ok, err)
 		}
 		other, err := s.TryAcquire(ctx, time.Minute)
 		wantNotAcquired(t, other, err)

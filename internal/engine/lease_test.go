@@ -43,13 +43,24 @@ func TestRefreshWaitsForKeepAliveRenewal(t *testing.T) {
 	if _, err := w.Refresh(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	h := acquire(t, e, "k", 300*time.Millisecond)
-	started := make(chan struct{}, 1)
-	faults.Add(refreshFault(started))
-	h.KeepAlive()
-	<-started // a renewal to 300 ms is on its way to the server
+	// A long lease renewed every 100 ms: the renewals have seconds of
+	// margin, however late the keep-alive's timer fires.
+	h := acquire(t, e, "k", 10*time.Second)
+	started, done := make(chan struct{}, 1), make(chan struct{}, 1)
+	faults.Add(testharness.Fault{SHA: engine.LockRefresh.Hash(), Started: started, Done: done, Before: 100 * time.Millisecond})
+	h.KeepAliveEvery(100)
+	select {
+	case <-started: // a renewal to 10 s is on its way to the server
+	case <-time.After(10 * time.Second):
+		t.Fatal("the keep-alive never renewed")
+	}
 	if ok, err := h.Refresh(ctx, 10*time.Minute); err != nil || !ok {
 		t.Fatalf("Refresh = %v, %v", ok, err)
+	}
+	select {
+	case <-done:
+	default:
+		t.Fatal("Refresh returned before the keep-alive renewal in flight")
 	}
 	pttl, err := b.Client(t).PTTL(ctx, b.Key("k")).Result()
 	if err != nil || pttl < 9*time.Minute {
@@ -58,10 +69,6 @@ func TestRefreshWaitsForKeepAliveRenewal(t *testing.T) {
 	if _, err := h.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func refreshFault(started chan struct{}) testharness.Fault {
-	return testharness.Fault{SHA: engine.LockRefresh.Hash(), Started: started, Before: 100 * time.Millisecond}
 }
 
 // A refresh whose outcome is unknown may have shortened the lease on the
@@ -109,11 +116,16 @@ func TestUncertainRefreshKeepsEarlierDeadline(t *testing.T) {
 func TestContextIsLazyAndExpiryIsLocal(t *testing.T) {
 	b := testharness.Get(t, "miniredis")
 	e := eng(t, b.Coordinator(t))
-	h := acquire(t, e, "k", 50*time.Millisecond)
-	if r := h.Remaining(); r <= 0 || r > 50*time.Millisecond {
-		t.Fatalf("Remaining = %v", r)
+	const ttl = time.Second
+	before := time.Now()
+	h := acquire(t, e, "k", ttl)
+	r := h.Remaining()
+	// The deadline is ttl less the drift allowance from the instant the
+	// acquisition was sent: between before and now.
+	if hi, lo := ttl-engine.Drift(ttl), before.Add(ttl-engine.Drift(ttl)).Sub(time.Now()); r <= 0 || r > hi || r < lo {
+		t.Fatalf("Remaining = %v, want in [%v, %v]", r, lo, hi)
 	}
-	time.Sleep(60 * time.Millisecond)
+	time.Sleep(r) // until the local deadline
 	if h.Remaining() != 0 || h.Held() {
 		t.Fatal("still held after the local deadline")
 	}

@@ -55,21 +55,35 @@ func TestWaitGivesUpWithCause(t *testing.T) {
 	e := eng(t, b.Coordinator(t))
 	cause := errors.New("shutting down")
 	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	// A guard: if the re-checks stopped, the test fails instead of waiting
+	// an hour.
+	guard := time.AfterFunc(time.Minute, func() { cancel(errors.New("no re-check within a minute")) })
+	defer guard.Stop()
+	const recheck, last = 20 * time.Millisecond, 6
 	attempts := 0
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		cancel(cause)
-	}()
-	err := e.Wait(ctx, engine.WaitConfig{Key: b.Key("k"), Recheck: 20 * time.Millisecond}, func(context.Context) (engine.Attempt, error) {
+	var second time.Time
+	err := e.Wait(ctx, engine.WaitConfig{Key: b.Key("k"), Recheck: recheck}, func(context.Context) (engine.Attempt, error) {
 		attempts++
+		switch attempts {
+		case 2: // at once after subscribing
+			second = time.Now()
+		case last:
+			cancel(cause) // while the lease is still held
+		}
 		return engine.Attempt{RetryIn: time.Hour}, nil // held, no expiry soon
 	})
+	elapsed := time.Since(second)
 	if !errors.Is(err, coordination.ErrNotAcquired) || !errors.Is(err, cause) || engine.Classify(err) != engine.Canceled {
 		t.Fatalf("err = %v, want ErrNotAcquired joined with the cause, class canceled", err)
 	}
-	// 2 attempts before/after subscribing, then one per 20ms re-check.
-	if attempts < 3 || attempts > 10 {
-		t.Fatalf("%d attempts in 100ms with a 20ms re-check", attempts)
+	// 2 attempts before/after subscribing, then one per re-check; none
+	// after the cancellation.
+	if attempts != last {
+		t.Fatalf("%d attempts, want %d: the wait must end at the cancellation", attempts, last)
+	}
+	if least := (last - 2) * recheck; elapsed < least {
+		t.Fatalf("%d re-checks took %v, want at least %v with a %v re-check", last-2, elapsed, least, recheck)
 	}
 }
 
@@ -77,40 +91,65 @@ func TestWaitWakesOnNotificationAndWake(t *testing.T) {
 	b := testharness.Get(t, "miniredis")
 	e := eng(t, b.Coordinator(t))
 	ctx := context.Background()
+	pub := b.Client(t)
+	ch := engine.Channel(b.Key("k"))
+	// With a re-check of a minute, only the notification can end the sleep
+	// after the third attempt within the test's bound.
+	const recheck = time.Minute
 	attempts := 0
-	start := time.Now()
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		b.Client(t).Publish(ctx, engine.Channel(b.Key("k")), "released")
-	}()
-	err := e.Wait(ctx, engine.WaitConfig{Key: b.Key("k")}, func(context.Context) (engine.Attempt, error) {
+	var published time.Time
+	err := e.Wait(ctx, engine.WaitConfig{Key: b.Key("k"), Recheck: recheck}, func(context.Context) (engine.Attempt, error) {
 		attempts++
+		if attempts == 2 {
+			// Wait subscribed after the first attempt: publish once the
+			// server has the subscription.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				n, err := pub.PubSubNumSub(ctx, ch).Result()
+				if err != nil {
+					return engine.Attempt{}, err
+				}
+				if n[ch] > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					return engine.Attempt{}, engine.InvalidArgument("test", "no subscriber within 10s")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if err := pub.Publish(ctx, ch, "released").Err(); err != nil {
+				return engine.Attempt{}, err
+			}
+			published = time.Now()
+		}
 		return engine.Attempt{Done: attempts == 3}, nil
 	})
 	if err != nil || attempts != 3 {
 		t.Fatalf("err=%v attempts=%d", err, attempts)
 	}
-	if el := time.Since(start); el > time.Second {
-		t.Fatalf("woke after %v; the notification should wake it at ~100ms (re-check is 5s)", el)
+	if el := time.Since(published); el >= recheck/2 {
+		t.Fatalf("woke %v after the notification; the re-check is %v", el, recheck)
 	}
 
 	// No key (no subscription): a Wake channel ends the sleep, and FirstIn
 	// delays the first attempt.
+	const firstIn = 50 * time.Millisecond
 	wake := make(chan struct{}, 1)
 	attempts = 0
-	start = time.Now()
-	go func() {
-		time.Sleep(150 * time.Millisecond)
-		wake <- struct{}{}
-	}()
-	err = e.Wait(ctx, engine.WaitConfig{FirstIn: 50 * time.Millisecond, Wake: wake}, func(context.Context) (engine.Attempt, error) {
+	start := time.Now()
+	var woken time.Time
+	err = e.Wait(ctx, engine.WaitConfig{FirstIn: firstIn, Recheck: recheck, Wake: wake}, func(context.Context) (engine.Attempt, error) {
 		attempts++
-		if attempts == 1 && time.Since(start) < 50*time.Millisecond {
-			t.Error("first attempt before FirstIn")
+		if attempts == 1 {
+			if el := time.Since(start); el < firstIn {
+				t.Errorf("first attempt after %v, before FirstIn (%v)", el, firstIn)
+			}
+			wake <- struct{}{} // a local release
+			woken = time.Now()
 		}
 		return engine.Attempt{Done: attempts == 2}, nil
 	})
-	if el := time.Since(start); err != nil || attempts != 2 || el > time.Second {
-		t.Fatalf("Wake: err=%v attempts=%d after %v", err, attempts, el)
+	if el := time.Since(woken); err != nil || attempts != 2 || el >= recheck/2 {
+		t.Fatalf("Wake: err=%v attempts=%d, %v after the wake-up (re-check %v)", err, attempts, el, recheck)
 	}
 }

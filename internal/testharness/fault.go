@@ -36,6 +36,11 @@ type Fault struct {
 	// Started, when not nil, receives a value (without blocking) when a
 	// matching call starts.
 	Started chan struct{}
+	// Done, when not nil, receives a value (without blocking) when a
+	// matching call returns to its caller, after the fault's delays (not
+	// when a NOSCRIPT reply hands the fault on to go-redis' EVAL re-send,
+	// which then gets it).
+	Done chan struct{}
 }
 
 // ScriptFaults is a go-redis hook (add it with AddHook) that injects
@@ -168,6 +173,14 @@ func (s *ScriptFaults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			}
 		}
 		time.Sleep(f.After)
+		if f.Done != nil {
+			defer func() {
+				select {
+				case f.Done <- struct{}{}:
+				default:
+				}
+			}()
+		}
 		if f.Err != nil {
 			cmd.SetErr(f.Err)
 			return f.Err
