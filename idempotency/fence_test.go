@@ -83,16 +83,18 @@ func TestPausedOriginalIsFencedOff(t *testing.T) {
 
 // With the keep-alive (Do's default) a claim outlives its TTL while its
 // work runs: a second caller is refused (ErrInProgress) throughout, and the
-// original completes.
+// original completes. The TTL is seconds (renewed every ttl/3, a second),
+// so a renewal delayed by a loaded machine still has two seconds of margin;
+// the work spans three TTLs.
 func TestKeepAliveHoldsTheClaimWhileTheWorkRuns(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		f := newFixture(t, b)
 		ctx := t.Context()
-		const ttl = 300 * time.Millisecond
+		const ttl = 3 * time.Second
 		var refused atomic.Int32
 		res, replayed, err := f.store.Do(ctx, "long", ttl, "fp", func(work context.Context) ([]byte, error) {
-			for range 6 { // 4 TTLs in all
-				time.Sleep(ttl * 2 / 3)
+			for range 9 { // 3 TTLs in all: most checks are past the first TTL
+				time.Sleep(ttl / 3)
 				_, _, err := f.store.Do(ctx, "long", ttl, "fp", func(context.Context) ([]byte, error) {
 					t.Error("the second caller ran while the original's claim was kept alive")
 					return nil, nil
@@ -107,7 +109,7 @@ func TestKeepAliveHoldsTheClaimWhileTheWorkRuns(t *testing.T) {
 			}
 			return []byte("done"), nil
 		})
-		if err != nil || replayed || string(res) != "done" || refused.Load() != 6 {
+		if err != nil || replayed || string(res) != "done" || refused.Load() != 9 {
 			t.Fatalf("Do = %q, %v, %v (refused %d)", res, replayed, err, refused.Load())
 		}
 		f.wantResult(t, "long", "done", idempotency.WithFingerprint("fp"))

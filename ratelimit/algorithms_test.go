@@ -262,29 +262,122 @@ func TestConcurrencyAtMostNLive(t *testing.T) {
 	})
 }
 
+// A concurrency lease renewed in the background holds its permit past its
+// lease duration; once its holder crashes (renewal stops, nothing is
+// released) the permit frees when the last renewal's lease runs out, not
+// before. The lease is seconds long (renewed every second) so that a
+// renewal late by a loaded machine still has two seconds of margin; the
+// waits poll the server's clock and the lease's stored expiry instead of
+// sleeping fixed times.
 func TestConcurrencyLeaseRenewedWhileHeldExpiresAfterCrash(t *testing.T) {
 	t.Parallel() // sleeps on real servers: overlap with the other timed tests
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
-		const lease = 600 * time.Millisecond
+		const lease = 3 * time.Second
+		ctx := context.Background()
+		raw := b.Raw(t)
+		key := b.Key("renew")
 		l := build(t, b.Coordinator(t), kConc, "renew", 1, lease)
 		stop := clock(b)
 		defer stop()
+		// serverNow is the server's clock: TIME, or miniredis' set time.
+		serverNow := func() time.Time {
+			t.Helper()
+			if b.IsMini() {
+				return b.Now()
+			}
+			now, err := raw.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return now
+		}
+		// expiry is the held lease's stored expiry (its score, server ms).
+		expiry := func() time.Time {
+			t.Helper()
+			zs, err := raw.ZRangeWithScores(ctx, key, 0, -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var leases []redis.Z
+			for _, z := range zs {
+				if z.Member != "#" {
+					leases = append(leases, z)
+				}
+			}
+			if len(leases) != 1 {
+				t.Fatalf("the key holds %v, want one lease", zs)
+			}
+			return time.UnixMilli(int64(leases[0].Score))
+		}
 		held := acquire(t, l, 1)
 		if !held.Acquired() {
 			t.Fatal("not acquired")
 		}
-		time.Sleep(3 * lease) // renewed every lease/3
+		first := expiry()
+		// Wait until the server's clock is past the lease's first expiry:
+		// only its renewals (every lease/3) can have kept it.
+		for deadline := time.Now().Add(lease + 10*time.Second); !serverNow().After(first.Add(time.Millisecond)); {
+			if time.Now().After(deadline) {
+				t.Fatalf("the server's clock did not reach %v", first)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 		if acquire(t, l, 1).Acquired() {
 			t.Fatalf("a renewed lease lost its permit")
 		}
 		if held.Context().Err() != nil {
 			t.Fatalf("renewed lease's context ended: %v", context.Cause(held.Context()))
 		}
-		// A crash: renewal stops, nothing is released.
-		held.held.h.Lose(&engine.LostError{Reason: "simulated crash"})
-		time.Sleep(lease + 100*time.Millisecond)
-		if !acquire(t, l, 1).Acquired() {
-			t.Fatalf("an abandoned lease still holds its permit after expiring")
+		if e := expiry(); !e.After(first) {
+			t.Fatalf("the lease's expiry %v was never renewed past %v", e, first)
+		}
+
+		// A crash: renewal stops, nothing is released. On miniredis the
+		// clock stops first, so every later step is exact.
+		stop()
+		h := held.held.h
+		dl := time.Now().Add(h.Remaining()) // the last renewal's send + lease - drift
+		h.Lose(&engine.LostError{Reason: "simulated crash"})
+		// Refresh waits for a renewal in flight (it takes the renewal lock),
+		// then answers false without sending: the stored expiry is final.
+		if ok, err := h.Refresh(ctx, lease); ok || err != nil {
+			t.Fatalf("Refresh after the crash = %v, %v; want false, nil", ok, err)
+		}
+		last := expiry() // the last renewal's server time + lease
+		if b.IsMini() {
+			now := b.Now()
+			if !last.After(now.Add(time.Millisecond)) {
+				t.Fatalf("the lease expired at %v, before the crash at %v", last, now)
+			}
+			b.Advance(last.Add(-time.Millisecond).Sub(now))
+			if acquire(t, l, 1).Acquired() {
+				t.Fatalf("an abandoned lease freed its permit 1 ms before its expiry")
+			}
+			b.Advance(time.Millisecond)
+			if !acquire(t, l, 1).Acquired() {
+				t.Fatalf("an abandoned lease still holds its permit at its expiry")
+			}
+			return
+		}
+		// Real servers: poll until the permit is free. An attempt that
+		// starts after the expiry must get it; one that gets it must end
+		// after the expiry, and after the local deadline (the last
+		// renewal's send + the lease - the drift allowance).
+		for {
+			lo := serverNow()
+			if acquire(t, l, 1).Acquired() {
+				if hi := serverNow(); hi.Before(last) {
+					t.Fatalf("an abandoned lease freed its permit by %v, before its expiry %v", hi, last)
+				}
+				if early := dl.Sub(time.Now()); early > 0 {
+					t.Fatalf("an abandoned lease freed its permit %v before the lease (minus drift) after its last renewal", early)
+				}
+				break
+			}
+			if lo.After(last.Add(time.Millisecond)) {
+				t.Fatalf("an abandoned lease still holds its permit at %v, after its expiry %v", lo, last)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	})
 }

@@ -143,18 +143,27 @@ func TestDenyListCache(t *testing.T) {
 			return v
 		}
 
+		// The cache runs on the local clock (there is no clock to inject):
+		// lifetimes are seconds, far longer than the few calls each check
+		// makes, and every wait is for a deadline computed from timestamps
+		// taken around the calls, so a late wake-up cannot change an answer.
+		const lifetime = 4 * time.Second
+
 		t.Run("lifetime", func(t *testing.T) {
-			d, reads, _ := denyFixture(t, b, "cache", WithDenyCache(16, 300*time.Millisecond))
+			d, reads, _ := denyFixture(t, b, "cache", WithDenyCache(16, lifetime))
+			before := time.Now() // the entry's read starts after this
 			if denied(d, "a") {
 				t.Fatal("a is denied")
 			}
+			// ... and before this: the entry expires by after+lifetime.
+			after := time.Now()
 			if err := other.Deny(ctx, "a"); err != nil { // another process
 				t.Fatal(err)
 			}
 			if denied(d, "a") || reads.n.Load() != 1 {
-				t.Fatalf("within the lifetime: read %d times, want the cached answer", reads.n.Load())
+				t.Fatalf("within the lifetime (%v since the read): read %d times, want the cached answer", time.Since(before), reads.n.Load())
 			}
-			time.Sleep(350 * time.Millisecond)
+			time.Sleep(time.Until(after.Add(lifetime)))
 			if !denied(d, "a") || reads.n.Load() != 2 {
 				t.Fatalf("after the lifetime: read %d times, want a fresh read saying denied", reads.n.Load())
 			}
@@ -194,16 +203,26 @@ func TestDenyListCache(t *testing.T) {
 			if reads.n.Load() != 4 {
 				t.Fatalf("b was kept beyond the capacity: %d reads", reads.n.Load())
 			}
-			// Expired entries go before the least recently used.
-			e, reads, _ := denyFixture(t, b, "cache", WithDenyCache(2, 300*time.Millisecond))
+			// Expired entries go before the least recently used: old is read
+			// first and young half a lifetime later, then old is used again
+			// (the most recent, its lifetime not extended). Once old has
+			// expired, and while young has not, new takes old's place:
+			// young, the least recently used but live, stays.
+			e, reads, _ := denyFixture(t, b, "cache", WithDenyCache(2, lifetime))
 			denied(e, "old")
-			time.Sleep(200 * time.Millisecond)
+			oldBy := time.Now() // old's read started before this
+			time.Sleep(lifetime / 2)
+			youngFrom := time.Now() // young's read starts after this
 			denied(e, "young")
-			time.Sleep(150 * time.Millisecond) // old has expired, young has not
-			denied(e, "new")                   // full: the expired old goes, young stays
+			denied(e, "old") // a hit: old is the most recent
+			if reads.n.Load() != 2 {
+				t.Fatalf("%d reads for old, young, old (%v after old's read); want 2", reads.n.Load(), time.Since(oldBy))
+			}
+			time.Sleep(time.Until(oldBy.Add(lifetime))) // old has expired; young, read later, has not
+			denied(e, "new")                            // full: the expired old goes, young stays
 			denied(e, "young")
-			if reads.n.Load() != 3 {
-				t.Fatalf("%d reads; want young kept (3 reads)", reads.n.Load())
+			if n, late := reads.n.Load(), time.Since(youngFrom); n != 3 {
+				t.Fatalf("%d reads; want young kept (3 reads) %v after its read (lifetime %v)", n, late, lifetime)
 			}
 		})
 

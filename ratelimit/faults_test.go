@@ -3,12 +3,16 @@ package ratelimit
 import (
 	"bytes"
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,8 +229,13 @@ func TestConcurrencyAmbiguousAttemptsAreCleanedUp(t *testing.T) {
 		}
 		t.Run("queued Wait", func(t *testing.T) {
 			client := b.Client(t)
-			faults := &testharness.ScriptFaults{}
-			client.AddHook(faults)
+			// The reply lost is that of the attempt that takes the lease
+			// once the holder releases it, whenever it comes (woken by the
+			// notification or a re-check); the refused attempts before it
+			// get their replies.
+			attempts := &acquireAttempts{sha: acq}
+			attempts.loseGrant.Store(true)
+			client.AddHook(attempts)
 			coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
 			if err != nil {
 				t.Fatal(err)
@@ -236,20 +245,120 @@ func TestConcurrencyAmbiguousAttemptsAreCleanedUp(t *testing.T) {
 			out := make(chan result, 1)
 			var wg sync.WaitGroup
 			startWait(ctx, &wg, l, "w", 1, out)
-			queued(t, l, 1)
-			time.Sleep(50 * time.Millisecond) // subscribed and asleep
-			faults.Add(testharness.Fault{SHA: acq, Forward: true, Err: testharness.ErrLostReply})
+			queued(t, l, 1) // its first attempt was refused: it waits in the queue
 			if err := holder.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
 			r := <-out
 			wg.Wait()
+			if !attempts.lost.Load() {
+				t.Fatalf("no attempt of the queued Wait took the lease (%d attempts)", attempts.count())
+			}
 			if r.err != nil || !r.le.Acquired() || !r.le.FailedOpen() {
 				t.Fatalf("queued Wait with a lost reply under FailOpen: err=%v acquired=%v failedOpen=%v", r.err, r.le.Acquired(), r.le.FailedOpen())
 			}
 			waitKeyGone(t, b.Client(t), b.Key("{ambq}"), "cleanup of the queued attempt")
 		})
 	})
+}
+
+// acquireAttempts is a go-redis hook watching the calls of one
+// concurrency acquire script (sha): it records when each call that ran
+// started, and, while loseGrant is set, loses the reply of the first call
+// that took a lease (the script ran and granted; the caller sees
+// testharness.ErrLostReply), setting lost. Refusals pass unchanged.
+type acquireAttempts struct {
+	sha       string
+	loseGrant atomic.Bool
+	lost      atomic.Bool
+
+	mu     sync.Mutex
+	starts []time.Time
+}
+
+func (a *acquireAttempts) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (a *acquireAttempts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (a *acquireAttempts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !a.matches(cmd) {
+			return next(ctx, cmd)
+		}
+		start := time.Now()
+		err := next(ctx, cmd)
+		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			return err // it did not run: go-redis sends EVAL next
+		}
+		a.mu.Lock()
+		a.starts = append(a.starts, start)
+		a.mu.Unlock()
+		if c, ok := cmd.(*redis.Cmd); ok && err == nil && a.loseGrant.Load() {
+			if v, _ := c.Slice(); len(v) > 0 && v[0] == int64(1) && a.loseGrant.CompareAndSwap(true, false) {
+				a.lost.Store(true)
+				cmd.SetErr(testharness.ErrLostReply)
+				return testharness.ErrLostReply
+			}
+		}
+		return err
+	}
+}
+
+func (a *acquireAttempts) matches(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return false
+	}
+	switch cmd.Name() {
+	case "evalsha":
+		return fmt.Sprint(args[1]) == a.sha
+	case "eval":
+		sum := sha1.Sum([]byte(fmt.Sprint(args[1])))
+		return hex.EncodeToString(sum[:]) == a.sha
+	}
+	return false
+}
+
+// count returns the number of calls that ran.
+func (a *acquireAttempts) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.starts)
+}
+
+// since returns the number of calls that ran and started after t.
+func (a *acquireAttempts) since(t time.Time) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, s := range a.starts {
+		if s.After(t) {
+			n++
+		}
+	}
+	return n
+}
+
+// lastGap returns the time between the starts of the last two calls.
+func (a *acquireAttempts) lastGap() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.starts) < 2 {
+		return 0
+	}
+	return a.starts[len(a.starts)-1].Sub(a.starts[len(a.starts)-2])
+}
+
+// wait waits up to 10 s for n calls to have run.
+func (a *acquireAttempts) wait(t *testing.T, n int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for a.count() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d acquisition attempts after 10 s, want %d", what, a.count(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // waitKeyGone waits up to 5 s for key to be deleted.
@@ -282,11 +391,14 @@ func TestConcurrencyWithoutChannelPermission(t *testing.T) {
 	if err := admin.Do(ctx, "ACL", "SETUSER", "nochan", "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
 		t.Fatal(err)
 	}
-	limiter := func() *Limiter {
+	limiter := func(hooks ...redis.Hook) *Limiter {
 		o := srv.Options()
 		o.Username, o.Password = "nochan", "pw"
 		c := redis.NewClient(o)
 		t.Cleanup(func() { c.Close() })
+		for _, h := range hooks {
+			c.AddHook(h)
+		}
 		coord, err := coordination.New(c)
 		if err != nil {
 			t.Fatal(err)
@@ -297,23 +409,39 @@ func TestConcurrencyWithoutChannelPermission(t *testing.T) {
 	if !holder.Acquired() {
 		t.Fatal("not acquired")
 	}
-	waiter := limiter()
+	attempts := &acquireAttempts{sha: engine.RateLimitConcAcquire.Hash()}
+	waiter := limiter(attempts)
 	out := make(chan result, 1)
 	var wg sync.WaitGroup
 	startWait(ctx, &wg, waiter, "w", 1, out)
 	queued(t, waiter, 1)
-	time.Sleep(700 * time.Millisecond) // past the subscription's confirm bound
+	// Its attempts: the first (refused: it queues), the one after the
+	// subscription whose confirmation never comes, then a re-check: it is
+	// past the subscription's confirm bound, re-checking.
+	attempts.wait(t, 3, "the waiter")
 	released := time.Now()
 	if err := holder.Release(ctx); err != nil {
 		t.Fatalf("Release without channel permission: %v", err)
 	}
 	r := <-out
+	took := time.Since(released)
 	wg.Wait()
 	if r.err != nil || !r.le.Acquired() {
 		t.Fatalf("waiter: %v acquired=%v", r.err, r.le.Acquired())
 	}
-	if d := time.Since(released); d > time.Second {
-		t.Errorf("waiter without notifications took %v after the release; want the 250ms re-check", d)
+	// No notification can come: the waiter gets the permit at its first
+	// re-check after the release, and its re-checks come at the short
+	// period of a waiter without a confirmed subscription (250 ms), not the
+	// default one (the lease itself would expire only after a minute). The
+	// period is measured between the attempts' starts.
+	if n := attempts.since(released); n > 1 {
+		t.Errorf("the waiter made %d attempts after the release; want the permit at the first", n)
+	}
+	if gap := attempts.lastGap(); gap >= engine.DefaultRecheck {
+		t.Errorf("the waiter re-checked %v after its previous attempt; want its short re-check, not the default %v", gap, engine.DefaultRecheck)
+	}
+	if took >= engine.DefaultRecheck {
+		t.Errorf("waiter without notifications took %v after the release; want its short re-check, not the default %v", took, engine.DefaultRecheck)
 	}
 	if err := r.le.Release(ctx); err != nil {
 		t.Fatal(err)

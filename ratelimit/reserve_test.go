@@ -38,15 +38,19 @@ func TestReserveThenSettle(t *testing.T) {
 				}
 
 				// Reserve 10 then Settle 15: 5 more are charged; the next
-				// permit waits 5 intervals longer (6 instead of 1).
-				const iv = 100 * time.Millisecond
+				// permit waits 5 intervals longer (6 instead of 1). The
+				// interval is far longer than the calls between (nothing
+				// waits for it), and on real servers each RetryAfter is
+				// bounded below by the time measured since the reservation.
+				const iv = time.Minute
 				d := build(t, c, k, "res-debt:"+string(k), 10, iv)
+				start := time.Now() // before the reservation's server time
 				r = reserve(t, d, 10)
-				wantRetry(t, b, acquire(t, d, 1), iv, iv)
+				wantRetrySince(t, b, acquire(t, d, 1), iv, start)
 				if back, err := r.Settle(ctx, 15); err != nil || back != -5 {
 					t.Fatalf("Settle(15) of 10: %d %v, want -5", back, err)
 				}
-				wantRetry(t, b, acquire(t, d, 1), 6*iv, 6*iv)
+				wantRetrySince(t, b, acquire(t, d, 1), 6*iv, start)
 
 				// Unsettled past its timeout: settled at the estimate.
 				e := build(t, c, k, "res-exp:"+string(k), 20, time.Minute, WithReservationTimeout(50*time.Millisecond))
@@ -79,6 +83,20 @@ func TestReserveThenSettle(t *testing.T) {
 			t.Fatalf("Settle at the estimate: %d %v", back, err)
 		}
 	})
+}
+
+// wantRetrySince checks a refusal whose permit comes back exactly want
+// after a grant made after start: RetryAfter is exactly want on miniredis
+// (its clock stands still), and on real servers in [want - elapsed, want],
+// elapsed being the time measured from start to now (the server's clock
+// cannot have moved more meanwhile; 1 ms covers rounding).
+func wantRetrySince(t testing.TB, b *testharness.Backend, le Lease, want time.Duration, start time.Time) {
+	t.Helper()
+	elapsed := time.Since(start)
+	ra := wantRetry(t, b, le, want, want)
+	if lo := want - elapsed - time.Millisecond; ra < lo {
+		t.Fatalf("RetryAfter = %v, want at least %v (%v less %v elapsed since the reservation)", ra, lo, want, elapsed)
+	}
 }
 
 func reserve(t testing.TB, l *Limiter, n int) Lease {
