@@ -60,6 +60,13 @@ func startCoordctl(t *testing.T, args ...string) *coordctlProc {
 	// GORACE: a race-enabled binary otherwise sleeps 1 s before exiting.
 	p.cmd.Env = append(os.Environ(), "COORDCTL_TEST_AS_MAIN=1", "GORACE=atexit_sleep_ms=0")
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	// What coordctl gives its own commands (procAttr): a process group of
+	// its own, and on Linux SIGKILL when its parent, this test binary, dies
+	// (a panic, a -timeout, a killed go test), which cleanups do not
+	// survive. The commands coordctl starts lead groups of their own and
+	// die with it the same way (see child), so no shell loop outlives the
+	// test however it ends.
+	p.cmd.SysProcAttr = procAttr()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +76,11 @@ func startCoordctl(t *testing.T, args ...string) *coordctlProc {
 		close(p.done)
 	}()
 	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
+		select {
+		case <-p.done: // reaped: its pid (and group id) may be reused
+		default:
+			kill(p.cmd.Process) // SIGKILL to coordctl's whole process group
+		}
 		<-p.done
 	})
 	return p
@@ -173,25 +184,39 @@ func TestLeaderRunTwoProcesses(t *testing.T) {
 	// The trap is set before "started" is printed, so a SIGTERM after that
 	// always runs it.
 	script := `trap 'echo "stopping $COORD_LEADER_ID"; exit 0' TERM; echo "started $COORD_LEADER_ID $COORD_FENCING_TOKEN"; while :; do sleep 0.05; done`
-	args := func(id string) []string {
-		return []string{"leader", "run", "--redis", url, "--key", "svc", "--id", id, "--lease", "1s", "--retry", "100ms", "--grace", "2s", "--", "sh", "-c", script}
+	args := func(id, lease string) []string {
+		return []string{"leader", "run", "--redis", url, "--key", "svc", "--id", id, "--lease", lease, "--retry", "100ms", "--grace", "2s", "--", "sh", "-c", script}
 	}
-	a := startCoordctl(t, args("alpha")...)
+	// alpha's lease is long: had alpha not released it on SIGTERM, beta
+	// could not take over before it expired, at least half of it (alpha
+	// renews every half lease) after the signal. beta's lease is short, so
+	// that its renewal finds it taken away soon (every second).
+	a := startCoordctl(t, args("alpha", "20s")...)
 	a.waitOutput(t, "started alpha 1", 5*time.Second)
-	b := startCoordctl(t, args("beta")...)
+	b := startCoordctl(t, args("beta", "2s")...)
 	b.waitOutput(t, `campaigning for "svc"`, 5*time.Second)
 
 	code, out, _ := runCoordctl("leader", "status", "--redis", url, "--key", "svc")
 	if code != 0 || !strings.Contains(out, "leader:        alpha") || !strings.Contains(out, "fencing token: 1") {
 		t.Fatalf("status = %d:\n%s", code, out)
 	}
+	// What is left of alpha's lease: beta cannot be elected before that
+	// has passed unless alpha released the lease.
+	left := raw.PTTL(context.Background(), "{svc}:leader").Val()
+	if left < 5*time.Second {
+		t.Fatalf("alpha's 20s lease has %v left, want at least half of it (it renews every half lease)", left)
+	}
 	stopped := time.Now()
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	b.waitOutput(t, "started beta 2", 5*time.Second)
-	if took := time.Since(stopped); took > 500*time.Millisecond {
-		t.Errorf("beta took over %v after alpha was stopped, want well under the 1s lease\nalpha:\n%s\nbeta:\n%s", took, a.out.String(), b.out.String())
+	b.waitOutput(t, "started beta 2", left+5*time.Second)
+	// Released at once vs. expired: beta's election (and the start of its
+	// command, and this test seeing it) within half of what was left of
+	// alpha's lease, which an expiry takes all of.
+	if took := time.Since(stopped); took > left/2 {
+		t.Errorf("beta took over %v after alpha was stopped, want well under the %v left of alpha's lease (released, not expired)\nalpha:\n%s\nbeta:\n%s",
+			took, left, a.out.String(), b.out.String())
 	}
 	if code := a.waitExit(t, 5*time.Second); code != 0 {
 		t.Fatalf("alpha exited %d, want its command's 0; output:\n%s", code, a.out.String())
@@ -263,11 +288,33 @@ func TestLeaderStatusWatch(t *testing.T) {
 	url, _ := leaderServer(t)
 	w := startCoordctl(t, "leader", "status", "--redis", url, "--key", "w", "--watch", "--poll", "20ms")
 	w.waitOutput(t, "no leader", 5*time.Second)
-	code, _, _ := runCoordctl("leader", "run", "--redis", url, "--key", "w", "--id", "watched", "--", "sleep", "0.3")
-	if code != 0 {
-		t.Fatalf("leader run exit %d", code)
-	}
+	// The leader's command runs until the watch has reported it (the file
+	// seen appears), not for a fixed time a loaded machine may let pass
+	// before the watch polls.
+	seen := filepath.Join(t.TempDir(), "seen")
+	markSeen := sync.OnceFunc(func() {
+		if err := os.WriteFile(seen, nil, 0o600); err != nil {
+			t.Error(err)
+		}
+	})
+	ran := make(chan int, 1)
+	go func() {
+		code, _, _ := runCoordctl("leader", "run", "--redis", url, "--key", "w", "--id", "watched",
+			"--", "sh", "-c", `while [ ! -e "$0" ]; do sleep 0.01; done`, seen)
+		ran <- code
+	}()
+	t.Cleanup(func() { markSeen(); <-ran })
 	w.waitOutput(t, "leader watched  fencing token 1", 5*time.Second)
+	markSeen()
+	select {
+	case code := <-ran:
+		ran <- code // for the cleanup
+		if code != 0 {
+			t.Fatalf("leader run exit %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("leader run did not exit after its command was told to")
+	}
 	// After the command exited the lease was released: no leader again.
 	deadline := time.Now().Add(5 * time.Second)
 	for strings.Count(w.out.String(), "no leader") < 2 {
