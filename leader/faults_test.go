@@ -106,8 +106,11 @@ func TestRenewalFailureServerStopped(t *testing.T) {
 		o.MaxRetries = -1
 		o.DialTimeout = 50 * time.Millisecond
 		c, j, r := leadOn(t, o)
-		deadline := time.Now().Add(r.term.Remaining())
 		srv.Stop()
+		// The local deadline once the server is gone: a renewal in flight
+		// when Stop was called may have been answered first and moved it
+		// (read before the stop, it was up to a renewal period early).
+		deadline := time.Now().Add(r.term.Remaining())
 		revokedBy(t, r.term, deadline)
 		if !errors.Is(context.Cause(r.term.Context()), coordination.ErrLost) {
 			t.Errorf("cause %v, want ErrLost", context.Cause(r.term.Context()))
@@ -239,11 +242,13 @@ func TestRenewalFailureClientKill(t *testing.T) {
 		o.ClientName = "elector-under-test"
 		o.Dialer = rd.dial
 		c, j, r := leadOn(t, o)
-		deadline := time.Now().Add(r.term.Remaining())
 		rd.refuse.Store(true)
 		if n := clientKill(t, admin, "elector-under-test"); n == 0 {
 			t.Fatal("CLIENT KILL found no connection of the elector")
 		}
+		// The local deadline once the connections are gone (a renewal
+		// answered before the kill may have moved it).
+		deadline := time.Now().Add(r.term.Remaining())
 		revokedBy(t, r.term, deadline)
 		waitFor(t, 5*time.Second, "OnRevoked", func() bool { return j.snapshot()[0].revokes == 1 })
 		rd.refuse.Store(false)

@@ -416,12 +416,17 @@ func localExpiry(t *testing.T, b *testharness.Backend, s Subject) {
 func keepAlive(t *testing.T, b *testharness.Backend, s Subject) {
 	ctx := context.Background()
 	raw := b.Raw(t)
-	h := must(s.Acquire(ctx, b.Coordinator(t), "{k}", 300*time.Millisecond, false))(t)
+	// A TTL of seconds, renewed every third of it: a renewal may come a
+	// second late on a loaded machine and still hold the lease. Past the
+	// first TTL, only renewals can have kept it.
+	const ttl = 2 * time.Second
+	start := time.Now()
+	h := must(s.Acquire(ctx, b.Coordinator(t), "{k}", ttl, false))(t)
 	h.KeepAlive()
 	h.KeepAlive() // idempotent
-	time.Sleep(time.Second)
+	time.Sleep(time.Until(start.Add(ttl + ttl/4)))
 	if ok := must(h.Verify(ctx))(t); !ok {
-		t.Fatal("keep-alive did not hold the lock past 3 TTLs")
+		t.Fatal("keep-alive did not hold the lock past its first TTL")
 	}
 	if h.Context().Err() != nil {
 		t.Fatal("context cancelled while kept alive")
@@ -431,7 +436,7 @@ func keepAlive(t *testing.T, b *testharness.Backend, s Subject) {
 	must(raw.Del(ctx, b.Key(s.LeaseKey("{k}"))).Result())(t)
 	select {
 	case <-h.Context().Done():
-	case <-time.After(2 * time.Second):
+	case <-time.After(2 * ttl):
 		t.Fatal("loss not detected by the keep-alive")
 	}
 	if !errors.Is(context.Cause(h.Context()), coordination.ErrLost) {
