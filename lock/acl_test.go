@@ -8,13 +8,19 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
 	"github.com/coordkit/coordination/lock"
 )
 
+// unconfirmed is the re-check period of a waiter whose subscription is not
+// confirmed.
+const unconfirmed = 250 * time.Millisecond
+
 // A user whose ACL forbids the notification channels can still release
 // (notifications are best effort), and a blocked waiter of that user still
-// gets the lock soon after the release, by re-checking.
+// gets the lock soon after the release, by re-checking every 250 ms (its
+// subscription is never confirmed).
 func TestReleaseWithoutChannelPermission(t *testing.T) {
 	for _, flavor := range testharness.Flavors {
 		t.Run(flavor, func(t *testing.T) {
@@ -41,19 +47,31 @@ func TestReleaseWithoutChannelPermission(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := make(chan time.Time, 1)
+			o := srv.Options()
+			o.Username, o.Password = "nochan", "pw"
+			wc := redis.NewClient(o)
+			t.Cleanup(func() { wc.Close() })
+			attempts := &attemptLog{ref: unconfirmed}
+			wc.AddHook(attempts)
+			waiter, err := coordination.New(wc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan struct{})
 			go func() {
-				l, err := lock.Acquire(ctx, user(), "acl", time.Minute)
+				defer close(got)
+				l, err := lock.Acquire(ctx, waiter, "acl", time.Minute)
 				if err != nil {
 					t.Error(err)
 				} else {
 					l.Release(ctx)
 				}
-				got <- time.Now()
 			}()
-			time.Sleep(700 * time.Millisecond) // past the subscription's confirm bound
-			released := time.Now()
+			// Past the subscription's confirm bound: the waiter's attempt
+			// after its (refused) subscription has been answered.
+			attempts.waitReturned(t, 2, "the waiter")
 			out, err := holder.Release(ctx)
+			released := time.Now()
 			if err != nil || out != coordination.Released {
 				t.Fatalf("Release without channel permission = %v, %v; want Released", out, err)
 			}
@@ -61,12 +79,29 @@ func TestReleaseWithoutChannelPermission(t *testing.T) {
 				t.Fatal("the released handle's context is not cancelled")
 			}
 			select {
-			case at := <-got:
-				if d := at.Sub(released); d > time.Second {
-					t.Errorf("waiter without notifications took %v after the release; want the 250ms re-check", d)
-				}
+			case <-got:
 			case <-time.After(10 * time.Second):
 				t.Fatal("waiter never acquired")
+			}
+			// The waiter got the lock at its first attempt sent after the
+			// release, and that attempt came from its short re-check: a
+			// reference timer of 250 ms, started when the previous attempt
+			// came back, measures how late a timer fires on this machine.
+			s := attempts.spans()
+			last := len(s) - 1
+			for i, a := range s[:last] {
+				if a.sent.After(released) {
+					t.Errorf("the waiter's attempt %d, sent after the release, was refused", i+1)
+				}
+			}
+			gap := s[last].sent.Sub(s[last-1].returned)
+			if gap >= engine.DefaultRecheck {
+				t.Fatalf("the waiter's attempt after the release came %v after its previous one: the 5 s re-check, not the 250ms one", gap)
+			}
+			lag := attempts.timerLag(last - 1)
+			t.Logf("%d attempts; the last one %v after the previous one (reference timer %v late)", len(s), gap, lag)
+			if gap > unconfirmed+lag+200*time.Millisecond {
+				t.Errorf("waiter without notifications re-checked %v after its previous attempt (a %v timer started then fired %v late); want the %v re-check", gap, unconfirmed, lag, unconfirmed)
 			}
 		})
 	}

@@ -3,7 +3,9 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -239,12 +241,75 @@ func TestFieldTTLSurvivesEveryWritePath(t *testing.T) {
 		wantField(t, raw, key, "f", l.Token(), 50*time.Second, "after another field was released")
 		must(l.Release(ctx))(t)
 
-		// Keep-alive renewals.
-		k := must(lock.TryAcquireField(ctx, coord, "ttl", "k", 300*time.Millisecond))(t)
+		// Keep-alive renewals: a 3 s lease renewed every second (TTL/3), so
+		// a renewal may be 2 s late. Right after each of three renewals the
+		// field holds the token with a TTL in (0, 3 s] and its expiry moved
+		// forward (HPEXPIRETIME grows): the renewal rewrote it.
+		type renewal struct {
+			value     string
+			ttl, at   int64
+			readError error
+		}
+		var (
+			mu       sync.Mutex
+			renewals []renewal
+		)
+		kc := b.Client(t)
+		kc.AddHook(&cmdHook{after: func(cmd redis.Cmder) {
+			if !runsScript(cmd, engine.LeaseRefresh.Hash()) || cmd.Err() != nil {
+				return
+			}
+			rctx := context.Background()
+			v, err := raw.HGet(rctx, key, "k").Result()
+			var ttl, at []int64
+			if err == nil {
+				ttl, err = raw.Do(rctx, "HPTTL", key, "FIELDS", 1, "k").Int64Slice()
+			}
+			if err == nil {
+				at, err = raw.Do(rctx, "HPEXPIRETIME", key, "FIELDS", 1, "k").Int64Slice()
+			}
+			r := renewal{value: v, readError: err}
+			if err == nil {
+				r.ttl, r.at = ttl[0], at[0]
+			}
+			mu.Lock()
+			renewals = append(renewals, r)
+			mu.Unlock()
+		}})
+		kcoord := coordinatorOf(t, b, kc)
+		const keepTTL = 3 * time.Second
+		k := must(lock.TryAcquireField(ctx, kcoord, "ttl", "k", keepTTL))(t)
+		at := must(raw.Do(ctx, "HPEXPIRETIME", key, "FIELDS", 1, "k").Int64Slice())(t)[0]
 		k.KeepAlive()
-		for range 6 {
-			time.Sleep(100 * time.Millisecond)
-			wantField(t, raw, key, "k", k.Token(), 300*time.Millisecond, "during keep-alive")
+		for deadline := time.Now().Add(15 * time.Second); ; {
+			mu.Lock()
+			n := len(renewals)
+			mu.Unlock()
+			if n >= 3 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d keep-alive renewals in 15 s, want 3", n)
+			}
+			if k.Context().Err() != nil {
+				t.Fatalf("kept-alive lease lost after %d renewals: %v", n, context.Cause(k.Context()))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		mu.Lock()
+		got := slices.Clone(renewals[:3])
+		mu.Unlock()
+		for i, r := range got {
+			if r.readError != nil {
+				t.Fatalf("after renewal %d: %v", i+1, r.readError)
+			}
+			if r.value != k.Token() || r.ttl <= 0 || r.ttl > keepTTL.Milliseconds() {
+				t.Fatalf("after renewal %d: field \"k\" holds %q with HPTTL %d ms; want %q with a TTL in (0, %d]", i+1, r.value, r.ttl, k.Token(), keepTTL.Milliseconds())
+			}
+			if r.at <= at {
+				t.Fatalf("after renewal %d: the field expires at %d ms, not after %d as before it: the renewal did not move its expiry", i+1, r.at, at)
+			}
+			at = r.at
 		}
 		if k.Context().Err() != nil {
 			t.Fatalf("kept-alive lease lost: %v", context.Cause(k.Context()))
@@ -461,6 +526,8 @@ func TestFieldWaiterWakesOnlyForItsField(t *testing.T) {
 		client := b.Client(t)
 		coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
 		counter := testharness.CountCommands(client)
+		attempts := &attemptLog{}
+		client.AddHook(attempts)
 		got := make(chan *lock.FieldLease, 1)
 		go func() {
 			l, err := lock.AcquireField(ctx, coord, "w", "mine", time.Minute)
@@ -469,29 +536,36 @@ func TestFieldWaiterWakesOnlyForItsField(t *testing.T) {
 			}
 			got <- l
 		}()
-		time.Sleep(300 * time.Millisecond) // subscribed, retried, asleep
+		// Subscribed, retried, asleep: its attempt after subscribing has
+		// been answered.
+		attempts.waitReturned(t, 2, "the waiter")
 		before := counter.Count()
 		others := b.Coordinator(t)
 		for range 5 {
 			l := must(lock.TryAcquireField(ctx, others, "w", "other", time.Minute))(t)
 			must(l.Release(ctx))(t)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // room for a wrong wake-up to show
 		if n := counter.Count() - before; n != 0 {
 			t.Fatalf("the waiter sent %d commands while other fields were released (%v)", n, counter.Names())
 		}
-		released := time.Now()
 		must(holder.Release(ctx))(t)
 		select {
 		case l := <-got:
-			if d := time.Since(released); d > time.Second {
-				t.Errorf("woke %v after its field's release", d)
-			}
 			if l != nil {
 				must(l.Release(ctx))(t)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(10 * time.Second):
 			t.Fatal("the waiter did not get its field after the release")
+		}
+		// Woken by its field's release: one more attempt, sent less than
+		// the 5 s re-check after the previous one came back.
+		s := attempts.spans()
+		if len(s) != 3 {
+			t.Fatalf("the waiter made %d acquire attempts, want 3 (refused, refused after subscribing, woken by the release)", len(s))
+		}
+		if gap := s[2].sent.Sub(s[1].returned); gap >= engine.DefaultRecheck {
+			t.Errorf("the waiter's attempt after its field's release came %v after its previous one: its re-check, not the release's notification", gap)
 		}
 	}, testharness.HashFieldTTLOnly())
 }

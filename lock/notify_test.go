@@ -2,6 +2,11 @@ package lock_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
 	"github.com/coordkit/coordination/lock"
 )
@@ -110,7 +116,10 @@ func TestReleaseWithoutMarkNeverStrandsAWaiter(t *testing.T) {
 
 // Two waiters: the first release wakes both, one takes the lock and the
 // other marks the new holder's value before it sleeps again, so the second
-// release (of a lock taken without a mark) notifies it too.
+// release (of a lock taken without a mark) notifies it too. Each wake-up is
+// the release's notification: the waiter's attempt after a release is sent
+// less than the 5 s re-check after its previous one came back, and each
+// waiter makes exactly the attempts this story needs.
 func TestSecondWaiterWakesOnTheNextRelease(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
@@ -118,46 +127,173 @@ func TestSecondWaiterWakesOnTheNextRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan *lock.Lock, 2)
-		for range 2 {
-			coord := b.Coordinator(t)
+		type took struct {
+			waiter int
+			l      *lock.Lock
+		}
+		got := make(chan took, 2)
+		var logs [2]*attemptLog
+		for i := range logs {
+			var coord *coordination.Coordinator
+			coord, logs[i] = recordingCoordinator(t, b)
 			go func() {
 				l, err := lock.Acquire(ctx, coord, "w", time.Minute)
 				if err != nil {
 					t.Error(err)
 				}
-				got <- l
+				got <- took{i, l}
 			}()
+		}
+		// Both waiters asleep: each has had the answer of its first attempt
+		// (SET) and of its marking one, sent after it subscribed.
+		for i, a := range logs {
+			a.waitReturned(t, 2, fmt.Sprintf("waiter %d", i+1))
 		}
 		raw := b.Client(t)
 		waitFor(t, func() bool { return raw.Get(ctx, b.Key("w")).Val() == holder.Token()+"+" })
-		time.Sleep(50 * time.Millisecond) // both waiters asleep
-		for _, prev := range []*lock.Lock{holder, nil} {
-			if prev == nil {
-				select {
-				case prev = <-got:
-				case <-time.After(time.Second):
-					t.Fatal("no waiter took the lock within 1 s of the release")
-				}
-				waitFor(t, func() bool { return raw.Get(ctx, b.Key("w")).Val() == prev.Token()+"+" })
+		woken := func(who string, a *attemptLog, n int) {
+			t.Helper()
+			s := a.spans()
+			if len(s) != n {
+				t.Fatalf("%s made %d acquire attempts, want %d", who, len(s), n)
 			}
-			released := time.Now()
-			if _, err := prev.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if prev != holder {
-				select {
-				case l := <-got:
-					if d := time.Since(released); d > time.Second {
-						t.Errorf("the second waiter held the lock %v after the release; want well under the 5 s re-check", d)
-					}
-					l.Release(ctx)
-				case <-time.After(3 * time.Second):
-					t.Fatal("the second waiter did not wake on the second release")
-				}
+			if gap := s[n-1].sent.Sub(s[n-2].returned); gap >= engine.DefaultRecheck {
+				t.Errorf("%s's attempt after the release came %v after its previous one: its re-check, not the release's notification", who, gap)
 			}
 		}
+		if _, err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var first took
+		select {
+		case first = <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no waiter took the lock after the release")
+		}
+		if first.l == nil {
+			t.Fatal("the first waiter failed")
+		}
+		second := logs[1-first.waiter]
+		// The other waiter's attempt after the first release marked the new
+		// holder's value.
+		waitFor(t, func() bool { return raw.Get(ctx, b.Key("w")).Val() == first.l.Token()+"+" })
+		second.waitReturned(t, 3, "the second waiter")
+		woken("the first waiter", logs[first.waiter], 3)
+		woken("the second waiter, at the first release,", second, 3)
+		if _, err := first.l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case l := <-got:
+			if l.l == nil {
+				t.Fatal("the second waiter failed")
+			}
+			l.l.Release(ctx)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the second waiter did not wake on the second release")
+		}
+		woken("the second waiter, at the second release,", second, 4)
 	})
+}
+
+// span is one acquire attempt: when it was sent and when its reply came
+// back.
+type span struct{ sent, returned time.Time }
+
+// attemptLog records, as a go-redis hook, the acquire attempts one client
+// sends: the lock's SET NX and lock_acquire runs, and lease_acquire runs
+// (a field lease's). An EVALSHA answered NOSCRIPT is not an attempt: the
+// EVAL that follows is. With ref set, a reference timer of ref is
+// started as each attempt's reply comes back ([attemptLog.timerLag]).
+type attemptLog struct {
+	ref  time.Duration
+	mu   sync.Mutex
+	log  []span
+	lags []chan time.Duration
+}
+
+// timerLag returns how late the reference timer started when attempt i
+// (from 0) came back fired.
+func (a *attemptLog) timerLag(i int) time.Duration {
+	a.mu.Lock()
+	c := a.lags[i]
+	a.mu.Unlock()
+	return <-c
+}
+
+// spans returns the attempts so far, in order.
+func (a *attemptLog) spans() []span {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.log)
+}
+
+// waitReturned waits until n attempts have had their reply.
+func (a *attemptLog) waitReturned(t *testing.T, n int, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); len(a.spans()) < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d acquire attempts after 10 s, want %d", what, len(a.spans()), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (a *attemptLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (a *attemptLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !strings.EqualFold(cmd.Name(), "set") && !runsScript(cmd, engine.LockAcquire.Hash()) && !runsScript(cmd, engine.LeaseAcquire.Hash()) {
+			return next(ctx, cmd)
+		}
+		sent := time.Now()
+		err := next(ctx, cmd)
+		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			return err
+		}
+		returned := time.Now()
+		a.mu.Lock()
+		a.log = append(a.log, span{sent, returned})
+		if a.ref > 0 {
+			c := make(chan time.Duration, 1)
+			a.lags = append(a.lags, c)
+			time.AfterFunc(a.ref, func() { c <- time.Since(returned) - a.ref })
+		}
+		a.mu.Unlock()
+		return err
+	}
+}
+
+func (a *attemptLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// runsScript reports whether cmd runs the script with SHA1 hash (EVALSHA
+// or EVAL).
+func runsScript(cmd redis.Cmder, hash string) bool {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return false
+	}
+	switch strings.ToLower(cmd.Name()) {
+	case "evalsha":
+		return args[1] == hash
+	case "eval":
+		body, _ := args[1].(string)
+		sum := sha1.Sum([]byte(body))
+		return hex.EncodeToString(sum[:]) == hash
+	}
+	return false
+}
+
+// recordingCoordinator returns a coordinator over a new client of b whose
+// acquire attempts are recorded in the returned log.
+func recordingCoordinator(t *testing.T, b *testharness.Backend) (*coordination.Coordinator, *attemptLog) {
+	t.Helper()
+	client := b.Client(t)
+	a := &attemptLog{}
+	client.AddHook(a)
+	return coordinatorOf(t, b, client), a
 }
 
 // waitFor polls cond for up to 5 s.
