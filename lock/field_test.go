@@ -256,7 +256,7 @@ func TestFieldTTLSurvivesEveryWritePath(t *testing.T) {
 		)
 		kc := b.Client(t)
 		kc.AddHook(&cmdHook{after: func(cmd redis.Cmder) {
-			if !runsScript(cmd, engine.LeaseRefresh.Hash()) || cmd.Err() != nil {
+			if !testharness.RunsScript(cmd, engine.LeaseRefresh.Hash()) || cmd.Err() != nil {
 				return
 			}
 			rctx := context.Background()

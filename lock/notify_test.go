@@ -2,8 +2,6 @@ package lock_test
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -243,7 +241,7 @@ func (a *attemptLog) DialHook(next redis.DialHook) redis.DialHook { return next 
 
 func (a *attemptLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if !strings.EqualFold(cmd.Name(), "set") && !runsScript(cmd, engine.LockAcquire.Hash()) && !runsScript(cmd, engine.LeaseAcquire.Hash()) {
+		if !strings.EqualFold(cmd.Name(), "set") && !testharness.RunsScript(cmd, engine.LockAcquire.Hash()) && !testharness.RunsScript(cmd, engine.LeaseAcquire.Hash()) {
 			return next(ctx, cmd)
 		}
 		sent := time.Now()
@@ -266,24 +264,6 @@ func (a *attemptLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (a *attemptLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
-}
-
-// runsScript reports whether cmd runs the script with SHA1 hash (EVALSHA
-// or EVAL).
-func runsScript(cmd redis.Cmder, hash string) bool {
-	args := cmd.Args()
-	if len(args) < 2 {
-		return false
-	}
-	switch strings.ToLower(cmd.Name()) {
-	case "evalsha":
-		return args[1] == hash
-	case "eval":
-		body, _ := args[1].(string)
-		sum := sha1.Sum([]byte(body))
-		return hex.EncodeToString(sum[:]) == hash
-	}
-	return false
 }
 
 // recordingCoordinator returns a coordinator over a new client of b whose

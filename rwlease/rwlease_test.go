@@ -2,8 +2,6 @@ package rwlease_test
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -634,7 +632,7 @@ func (h attemptHook) DialHook(next redis.DialHook) redis.DialHook { return next 
 
 func (h attemptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if !runsScript(cmd, engine.RWLeaseAcquire.Hash()) {
+		if !testharness.RunsScript(cmd, engine.RWLeaseAcquire.Hash()) {
 			return next(ctx, cmd)
 		}
 		sent := time.Now()
@@ -655,24 +653,6 @@ func (h attemptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h attemptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
-}
-
-// runsScript reports whether cmd runs the script with SHA1 hash (EVALSHA
-// or EVAL).
-func runsScript(cmd redis.Cmder, hash string) bool {
-	args := cmd.Args()
-	if len(args) < 2 {
-		return false
-	}
-	switch strings.ToLower(cmd.Name()) {
-	case "evalsha":
-		return args[1] == hash
-	case "eval":
-		body, _ := args[1].(string)
-		sum := sha1.Sum([]byte(body))
-		return hex.EncodeToString(sum[:]) == hash
-	}
-	return false
 }
 
 // recordingCoordinator returns a coordinator over a new client of b whose

@@ -95,6 +95,14 @@ func (e redisError) RedisError() {}
 
 var _ redis.Error = redisError("")
 
+// RunsScript reports whether cmd runs the script whose SHA1 is sha (hex):
+// EVALSHA or EVALSHA_RO naming it, or EVAL or EVAL_RO of its body (as
+// go-redis sends it after NOSCRIPT).
+func RunsScript(cmd redis.Cmder, sha string) bool {
+	got, ok := scriptSHA(cmd)
+	return ok && strings.EqualFold(got, sha)
+}
+
 func scriptSHA(cmd redis.Cmder) (string, bool) {
 	args := cmd.Args()
 	if len(args) < 2 {

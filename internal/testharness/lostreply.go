@@ -117,7 +117,7 @@ func (r *Resend) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return next(ctx, cmd)
 		}
 		if want, _ := r.sha.Load().(string); want != "" {
-			if sha, ok := scriptSHA(cmd); !ok || !strings.EqualFold(sha, want) {
+			if !RunsScript(cmd, want) {
 				return next(ctx, cmd)
 			}
 		}
