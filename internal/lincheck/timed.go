@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -307,7 +308,7 @@ func (h *History) CheckTimed(t interface {
 	Errorf(string, ...any)
 }, model porcupine.Model, timeout time.Duration) porcupine.CheckResult {
 	ops := h.Operations()
-	res := porcupine.CheckOperationsTimeout(model, ops, timeout)
+	res := checkBounded(model, ops, timeout)
 	if res == porcupine.Illegal {
 		// Again, verbose (slower): where the check got stuck.
 		_, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
@@ -326,6 +327,33 @@ func (h *History) CheckTimed(t interface {
 			t.Logf("  history: client %d [%d, %d] %s", o.ClientId, o.Call, o.Return, model.DescribeOperation(o.Input, o.Output))
 		}
 		t.Errorf("history of %d operations is not linearizable against the model", len(ops))
+	}
+	return res
+}
+
+// checkBounded is porcupine.CheckOperationsTimeout, returning only once no
+// checker goroutine runs the model any more. porcupine returns at the
+// timeout (or at the first illegal partition) and cancels the others, which
+// notice at their next step: a step of a large state can take a while on a
+// loaded machine, and those goroutines then outlived the test (goleak). Here
+// each step is counted; once the verdict is in, steps not yet begun return
+// at once, and the call waits for the ones running.
+func checkBounded(model porcupine.Model, ops []porcupine.Operation, timeout time.Duration) porcupine.CheckResult {
+	var running atomic.Int64
+	var over atomic.Bool
+	step := model.Step
+	model.Step = func(state, input, output any) (bool, any) {
+		running.Add(1)
+		defer running.Add(-1)
+		if over.Load() {
+			return false, state // the verdict is in: nothing reads this
+		}
+		return step(state, input, output)
+	}
+	res := porcupine.CheckOperationsTimeout(model, ops, timeout)
+	over.Store(true)
+	for running.Load() > 0 {
+		time.Sleep(time.Millisecond)
 	}
 	return res
 }
