@@ -1,6 +1,7 @@
 package lincheck
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -241,10 +242,17 @@ func (sp Spec[S]) Model() porcupine.Model {
 			s := sp.Init()
 			return []clocked[S]{{now: math.MinInt64, s: s, key: sp.Key(s)}}
 		},
-		Step: func(state, input, output any) (bool, any) {
+		// The checker's context ends at its timeout (or once a partition
+		// proved illegal): a step over a large set of states stops there,
+		// not after the rest of the set (which once ran for tens of seconds
+		// after a check had timed out, on a loaded machine).
+		StepContext: func(ctx context.Context, state, input, output any) (bool, any) {
 			set, c, r := state.([]clocked[S]), input.(Call), output.(Result)
 			next := map[string]clocked[S]{}
 			for _, st := range set {
+				if ctx.Err() != nil {
+					return false, nil
+				}
 				at := Interval{max(st.now, c.At.Lo), c.At.Hi}
 				if at.Empty() {
 					continue
@@ -341,14 +349,18 @@ func (h *History) CheckTimed(t interface {
 func checkBounded(model porcupine.Model, ops []porcupine.Operation, timeout time.Duration) porcupine.CheckResult {
 	var running atomic.Int64
 	var over atomic.Bool
-	step := model.Step
-	model.Step = func(state, input, output any) (bool, any) {
+	step := model.StepContext
+	if step == nil {
+		plain := model.Step
+		step = func(_ context.Context, state, input, output any) (bool, any) { return plain(state, input, output) }
+	}
+	model.StepContext = func(ctx context.Context, state, input, output any) (bool, any) {
 		running.Add(1)
 		defer running.Add(-1)
 		if over.Load() {
 			return false, state // the verdict is in: nothing reads this
 		}
-		return step(state, input, output)
+		return step(ctx, state, input, output)
 	}
 	res := porcupine.CheckOperationsTimeout(model, ops, timeout)
 	over.Store(true)
