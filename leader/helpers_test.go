@@ -79,7 +79,9 @@ func (j *journal) onElected(ctx context.Context, term *leader.Term) *termRec {
 	go func() {
 		<-ctx.Done()
 		j.mu.Lock()
-		r.believed = time.Now()
+		if r.believed.IsZero() {
+			r.believed = time.Now()
+		}
 		j.mu.Unlock()
 	}()
 	j.elected <- r
@@ -100,6 +102,13 @@ func (j *journal) onRevoked(term *leader.Term) {
 	j.mu.Lock()
 	j.active[term.Identity()]++
 	r := j.byTerm[term]
+	if r != nil && r.believed.IsZero() {
+		// The context is cancelled (checked above) and the lease is not
+		// released yet: the end of belief is no later than now, even when
+		// the goroutine that waits for ctx.Done has not run yet (a loaded
+		// machine).
+		r.believed = time.Now()
+	}
 	j.mu.Unlock()
 	if r == nil {
 		j.failf("OnRevoked for a term OnElected never saw (token %d)", term.FencingToken())
