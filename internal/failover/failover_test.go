@@ -1,12 +1,10 @@
 package failover_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +15,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
 	"github.com/coordkit/coordination/leader"
 	"github.com/coordkit/coordination/lock"
@@ -387,10 +386,8 @@ var errElected = errors.New("elected")
 func waitCleanups(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(70 * time.Second)
-	buf := make([]byte, 1<<24)
 	for {
-		n := runtime.Stack(buf, true)
-		if !bytes.Contains(buf[:n], []byte("engine.(*Engine).Cleanup.func1")) {
+		if engine.RunningCleanups() == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
