@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs every fuzz target of the module (each `func FuzzX` in a _test.go
-# file) for FUZZTIME each (default 10s), one after another, and prints the
+# file) for FUZZTIME each (a duration such as 10s, the default, or a count
+# of executions such as 30000x), one after another, and prints the
 # executions per target. Fails on the first target that finds a failing
 # input (go test writes it to the package's testdata/fuzz/FuzzX/: commit it
 # with the fix). `make fuzz-short` runs it in CI; `make fuzz FUZZTIME=10m`
