@@ -67,9 +67,11 @@ func TestCompositeAdmitsOnlyWhenAllAdmit(t *testing.T) {
 		}
 
 		// The window binding on a scale real servers can wait for: a
-		// bucket of 10 refilled whole every 100 ms and 12 per sliding 10 s.
+		// bucket of 10 refilled whole every second and 12 per sliding 10 s.
+		// (The period is long enough for 12 calls to fit in it on a loaded
+		// machine: with 100 ms, a slow burst saw the bucket refill.)
 		small := Composite{Components: []Settings{
-			TokenBucket{Limit: 10, TokensPerPeriod: 10, Period: 100 * time.Millisecond},
+			TokenBucket{Limit: 10, TokensPerPeriod: 10, Period: time.Second},
 			SlidingWindow{Limit: 12, Window: 10 * time.Second, Segments: 10},
 		}}
 		s, err := NewComposite(c, "comp-small", small)
@@ -78,12 +80,14 @@ func TestCompositeAdmitsOnlyWhenAllAdmit(t *testing.T) {
 		}
 		defer s.Close()
 		wantBurst(t, s, 12, 10, "burst")
-		b.Advance(150 * time.Millisecond)
+		b.Advance(1050 * time.Millisecond)
 		wantBurst(t, s, 3, 2, "the window's last 2")
 		state = dump(t, raw, b.Key("comp-small"))
 		le = acquire(t, s, 1) // the bucket has 8, the window none
-		if ra, ok := le.RetryAfter(); le.Acquired() || !ok || ra < 9*time.Second || ra > 11*time.Second {
-			t.Fatalf("window full: acquired=%v RetryAfter=%v, want the window's wait (about 10 s)", le.Acquired(), ra)
+		// The burst's segment (1 s, aligned to server time) leaves the
+		// window 10 s after it ends: 9 to 10 s from now, less any delay.
+		if ra, ok := le.RetryAfter(); le.Acquired() || !ok || ra < 7*time.Second || ra > 10*time.Second {
+			t.Fatalf("window full: acquired=%v RetryAfter=%v, want the window's wait (about 9 s)", le.Acquired(), ra)
 		}
 		if after := dump(t, raw, b.Key("comp-small")); after != state {
 			t.Fatalf("a refusal by the window consumed from the bucket:\n%s\n->\n%s", state, after)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -343,14 +344,24 @@ func lostReplyOneToken(t *testing.T, c *cluster) {
 	c.waitHolding("lost-warm", warm.Token(), 0)
 	c.cut(3)
 	c.cut(4)
-	before := c.proxies[0].Stats().Commands["EVALSHA"]
-	lost := c.proxies[0].Apply(faultproxy.DropReply(faultproxy.ScriptSHA(engine.LockAcquire.Hash()), 1))
+	// Count the acquire script's calls on node 0 only (a rule ahead of the
+	// fault that never fires): on a loaded machine the warm-up's release
+	// may be re-tried there in the background, another EVALSHA.
+	isAcquire := faultproxy.ScriptSHA(engine.LockAcquire.Hash())
+	var sent atomic.Int32
+	c.proxies[0].Apply(faultproxy.DelayCommand(func(cmd faultproxy.Command) bool {
+		if isAcquire(cmd) {
+			sent.Add(1)
+		}
+		return false
+	}, time.Nanosecond, faultproxy.Forever))
+	lost := c.proxies[0].Apply(faultproxy.DropReply(isAcquire, 1))
 	l, err := g.TryAcquire(ctx, "lost", time.Minute)
 	if err != nil {
 		t.Fatalf("acquire with a lost reply on node 0 and two nodes cut off: %v", err)
 	}
-	if lost.Fired() != 1 || c.proxies[0].Stats().Commands["EVALSHA"]-before != 2 {
-		t.Fatalf("lost replies %d, EVALSHA sent %d; want 1 and 2 (the re-send)", lost.Fired(), c.proxies[0].Stats().Commands["EVALSHA"]-before)
+	if lost.Fired() != 1 || sent.Load() != 2 {
+		t.Fatalf("lost replies %d, acquire script sent %d times; want 1 and 2 (the re-send)", lost.Fired(), sent.Load())
 	}
 	h := c.holders("lost")
 	if h[0] != l.Token() || h[1] != l.Token() || h[2] != l.Token() {
