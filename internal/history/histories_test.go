@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -166,9 +167,9 @@ func TestHistories(t *testing.T) {
 		t.Logf("checked histories under faults, %v:\n%s", time.Since(start).Round(time.Second), tb.report())
 	})
 	only := os.Getenv("COORD_HISTORY_ONLY") // a workload's name, for quick runs
-	// Every stream (a primitive on a backend) runs at once: they mostly
-	// wait (pauses, TTLs), so t.Parallel's bound of GOMAXPROCS subtests
-	// would leave the machine idle. t.Run may be called from several
+	// Every stream (a primitive on a backend) is started at once and runs
+	// when it gets one of streamSlots (t.Parallel would also pause the
+	// backends' parent subtests). t.Run may be called from several
 	// goroutines at once.
 	var wg sync.WaitGroup
 	for _, name := range testharness.BackendNames() {
@@ -206,12 +207,17 @@ func TestHistories(t *testing.T) {
 	wg.Wait()
 }
 
-// streamSlots bounds the streams that run at once, and checkSlots the
-// checks: on 2 cores under the race detector, more make calls slow enough
-// to time out (unknown outcomes), and histories with many unknown outcomes
-// take exponential time to check, which slows the calls further.
+// streamSlots bounds the streams that run at once (two per core), and
+// checkSlots the checks. A history is CPU-bound (its calls, the fault
+// proxies and the clients, under the race detector), not sleep-bound: a
+// stream alone runs ten in 2 to 9 s. More streams at once make calls slow
+// enough to time out (unknown outcomes), and histories with many unknown
+// outcomes take exponential time to check, which slows the calls further:
+// with 12 at once on 2 cores, 40% of the first streams' calls timed out on
+// a quiet machine, and with a second job loading the cores, Cluster streams
+// fell short of their histories within the budget (70% unknown).
 var (
-	streamSlots = make(chan struct{}, 12)
+	streamSlots = make(chan struct{}, 2*runtime.GOMAXPROCS(0))
 	checkSlots  = make(chan struct{}, 2)
 )
 
