@@ -60,8 +60,10 @@ func TestReleaseWithoutMarkNeverStrandsAWaiter(t *testing.T) {
 					t.Fatal(err)
 				}
 				var once sync.Once
+				released := make(chan struct{}) // closed once holder.Release returned
 				release := func() {
 					once.Do(func() {
+						defer close(released)
 						if _, err := holder.Release(ctx); err != nil {
 							t.Error(err)
 						}
@@ -106,6 +108,16 @@ func TestReleaseWithoutMarkNeverStrandsAWaiter(t *testing.T) {
 				}
 				if _, err := l.Release(ctx); err != nil {
 					t.Fatal(err)
+				}
+				// The holder's release ran on the server before the waiter
+				// could take the lock, but its call may not have returned
+				// yet (a goroutine of the sleeping case, descheduled after
+				// the server answered): the test must not end, closing the
+				// holder's client, before it does.
+				select {
+				case <-released:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the holder's Release has not returned 10 s after the waiter released the lock")
 				}
 			})
 		})
