@@ -159,6 +159,10 @@ func (l *Lock) Remaining() time.Duration { return l.handle().Remaining() }
 // (the cause matches coordination.ErrLost). It is created on the first
 // call. Run protected work under it. A
 // nil *Lock returns an already-cancelled context.
+// Its Deadline is the local deadline (where [Lock.Remaining] reaches zero),
+// moving later with each successful renewal, so a database or HTTP client
+// given the context bounds its own request by the lease; a lease without
+// expiry has no deadline.
 func (l *Lock) Context() context.Context { return l.handle().Context() }
 
 // Done returns Context().Done().

@@ -150,6 +150,10 @@ func (l *FieldLease) Remaining() time.Duration { return l.handle().Remaining() }
 // passes (the cause matches coordination.ErrLost). Run protected work under
 // it. It is created on the first call. A nil *FieldLease returns an
 // already-cancelled context (cause coordination.ErrNotHeld).
+// Its Deadline is the local deadline (where [FieldLease.Remaining] reaches zero),
+// moving later with each successful renewal, so a database or HTTP client
+// given the context bounds its own request by the lease; a lease without
+// expiry has no deadline.
 func (l *FieldLease) Context() context.Context { return l.handle().Context() }
 
 // Done returns Context().Done(): a channel closed when the lease is

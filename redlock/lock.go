@@ -137,6 +137,9 @@ func (l *Lock) Remaining() time.Duration {
 // coordination.ErrLost). Run protected work under it. It is created on the
 // first call; a nil *Lock returns one already cancelled (cause
 // coordination.ErrNotHeld).
+// Its Deadline is the end of the lock's validity as known locally (it
+// moves later with each successful refresh), so a database or HTTP client
+// given the context bounds its own request by the lock.
 func (l *Lock) Context() context.Context {
 	if l == nil {
 		ctx, cancel := context.WithCancelCause(context.Background())
@@ -147,7 +150,7 @@ func (l *Lock) Context() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ctx == nil {
-		ctx, cancel := context.WithCancelCause(context.Background())
+		ctx, cancel := engine.LeaseContext(l.localDeadline)
 		l.ctx = ctx
 		if l.state != held {
 			cancel(l.cause)
@@ -157,6 +160,13 @@ func (l *Lock) Context() context.Context {
 		}
 	}
 	return l.ctx
+}
+
+// localDeadline returns the end of the lock's validity.
+func (l *Lock) localDeadline() (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline, true
 }
 
 // Done returns Context().Done().

@@ -32,6 +32,11 @@ func TestAcquireContendRefreshRelease(t *testing.T) {
 	if r := l.Remaining(); r <= 0 || r > l.Validity() {
 		t.Fatalf("remaining %v, validity %v", r, l.Validity())
 	}
+	// The context's deadline is the end of the validity.
+	dl, hasDL := l.Context().Deadline()
+	if left := time.Until(dl); !hasDL || left > l.Validity() || left < l.Remaining()-time.Millisecond {
+		t.Fatalf("context deadline in %v (%v), validity %v", left, hasDL, l.Validity())
+	}
 	if _, err := b.TryAcquire(ctx, "job", 10*time.Second); !errors.Is(err, coordination.ErrNotAcquired) {
 		t.Fatalf("second group: %v, want ErrNotAcquired", err)
 	}
@@ -40,6 +45,9 @@ func TestAcquireContendRefreshRelease(t *testing.T) {
 	}
 	if l.TTL() != 20*time.Second || l.Validity() <= 19*time.Second {
 		t.Fatalf("after refresh: ttl %v validity %v", l.TTL(), l.Validity())
+	}
+	if dl2, _ := l.Context().Deadline(); !dl2.After(dl.Add(5 * time.Second)) {
+		t.Fatalf("after a refresh to 20s the context deadline moved from %v to %v", dl, dl2)
 	}
 	// Refresh returns once a quorum answered; the last node follows.
 	waitFor(t, "every node's TTL at 20s", func() bool {

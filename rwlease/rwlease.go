@@ -278,6 +278,10 @@ func (l *Lease) Remaining() time.Duration { return l.handle().Remaining() }
 // passes (the cause matches coordination.ErrLost). Run the protected reads
 // or writes under it. It is created on the first call. A nil *Lease
 // returns an already-cancelled context (cause coordination.ErrNotHeld).
+// Its Deadline is the local deadline (where [Lease.Remaining] reaches zero),
+// moving later with each successful renewal, so a database or HTTP client
+// given the context bounds its own request by the lease; a lease without
+// expiry has no deadline.
 func (l *Lease) Context() context.Context { return l.handle().Context() }
 
 // Done returns Context().Done().

@@ -66,6 +66,10 @@ func (p *Permit) Remaining() time.Duration { return p.handle().Remaining() }
 // (the cause matches coordination.ErrLost). Run the protected work under
 // it. It is created on the first call. A nil *Permit returns an
 // already-cancelled context (cause coordination.ErrNotHeld).
+// Its Deadline is the local deadline (where [Permit.Remaining] reaches zero),
+// moving later with each successful renewal, so a database or HTTP client
+// given the context bounds its own request by the lease; a lease without
+// expiry has no deadline.
 func (p *Permit) Context() context.Context { return p.handle().Context() }
 
 // Done returns Context().Done().

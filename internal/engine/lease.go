@@ -187,8 +187,9 @@ func (h *Handle) Forget() {
 }
 
 // Context returns a context cancelled when the lease is released (cause
-// ErrReleased), lost or locally expired (cause a *[LostError]). It is
-// created on the first call.
+// ErrReleased), lost or locally expired (cause a *[LostError]), whose
+// Deadline is the lease's current local deadline (see [LeaseContext]). It
+// is created on the first call.
 func (h *Handle) Context() context.Context {
 	if h == nil {
 		ctx, cancel := context.WithCancelCause(context.Background())
@@ -199,7 +200,7 @@ func (h *Handle) Context() context.Context {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ctx == nil {
-		ctx, cancel := context.WithCancelCause(context.Background())
+		ctx, cancel := LeaseContext(h.localDeadline)
 		h.ctx = ctx
 		if h.state != held {
 			cancel(h.cause)
@@ -212,6 +213,37 @@ func (h *Handle) Context() context.Context {
 	}
 	return h.ctx
 }
+
+// localDeadline returns the local deadline and true, or false for a lease
+// without expiry.
+func (h *Handle) localDeadline() (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.deadline, !h.deadline.IsZero()
+}
+
+// LeaseContext returns a held lease's context, cancelled only by cancel,
+// whose Deadline reports deadline(): the lease's local deadline as it is
+// when asked. A successful renewal moves it later, so, unlike a context of
+// context.WithDeadline, successive calls to Deadline can return later
+// times; a database or HTTP client that reads it when a request starts
+// bounds that request by the lease as known then, and a context derived
+// with context.WithTimeout or WithDeadline keeps the earlier of its own
+// deadline and the lease's at its creation. The local deadline passing
+// does not cancel the context by itself: the caller's timer does.
+func LeaseContext(deadline func() (time.Time, bool)) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &leaseCtx{Context: ctx, deadline: deadline}, cancel
+}
+
+type leaseCtx struct {
+	context.Context
+	deadline func() (time.Time, bool)
+}
+
+func (c *leaseCtx) Deadline() (time.Time, bool) { return c.deadline() }
+
+func (c *leaseCtx) String() string { return "coordination.LeaseContext" }
 
 // TTL returns the TTL of the last successful acquire or refresh.
 func (h *Handle) TTL() time.Duration {
