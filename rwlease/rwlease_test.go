@@ -212,7 +212,7 @@ func TestReadersCoexistWriterExcluded(t *testing.T) {
 		for i := range n {
 			ttl := time.Minute
 			if i == n-1 {
-				ttl = 150 * time.Millisecond // the last one will expire instead
+				ttl = 2 * time.Second // the last one will expire instead (alive until the writer's refusals, even on a loaded machine)
 			}
 			readers = append(readers, must(rwlease.TryRead(ctx, b.Coordinator(t), "rw", ttl))(t))
 		}
@@ -236,7 +236,7 @@ func TestReadersCoexistWriterExcluded(t *testing.T) {
 		if _, err := rwlease.TryWrite(ctx, writer, "rw", time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
 			t.Fatalf("TryWrite with one live reader: %v, want ErrNotAcquired", err)
 		}
-		b.Advance(200 * time.Millisecond) // the last reader expires, unreleased
+		b.Advance(2100 * time.Millisecond) // the last reader expires, unreleased
 		w := must(rwlease.TryWrite(ctx, writer, "rw", time.Minute))(t)
 		got := entries(t, raw, key)
 		if len(got) != 1 || got["W:"+w.Token()] <= 0 {

@@ -600,7 +600,10 @@ func renewalDuringRelease(t *testing.T, b *testharness.Backend, s Subject) {
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 			coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix()), coordination.WithMeterProvider(mp)))(t)
 			warm(t, s, coord, "{rr}")
-			h := must(s.Acquire(ctx, coord, "{rr}", 300*time.Millisecond, false))(t)
+			// A 3 s lease renews at 1 s: however late the keep-alive's
+			// timer fires on a loaded machine, the renewal is sent well
+			// before the local deadline would end the keep-alive.
+			h := must(s.Acquire(ctx, coord, "{rr}", 3*time.Second, false))(t)
 			started := make(chan struct{}, 1)
 			f := testharness.Fault{SHA: s.RefreshSHA, Started: started, After: 150 * time.Millisecond}
 			if mode != "reply delayed" {
@@ -610,7 +613,7 @@ func renewalDuringRelease(t *testing.T, b *testharness.Backend, s Subject) {
 			h.KeepAlive()
 			select {
 			case <-started:
-			case <-time.After(2 * time.Second):
+			case <-time.After(10 * time.Second):
 				t.Fatal("the keep-alive never renewed")
 			}
 			time.Sleep(50 * time.Millisecond)
