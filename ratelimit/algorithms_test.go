@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -413,12 +414,15 @@ func TestProbeOversizedNegative(t *testing.T) {
 				if _, ok := p.RetryAfter(); ok == (k == kConc) {
 					t.Fatalf("probe RetryAfter present=%v for %s", ok, k)
 				}
-				over := acquire(t, l, 3)
-				if over.Acquired() {
-					t.Fatal("oversized request acquired")
+				over, err := l.Allow(ctx, 3)
+				if !errors.Is(err, coordination.ErrInvalidArgument) || over.Acquired() ||
+					!strings.Contains(err.Error(), "permits") || !strings.Contains(err.Error(), "capacity is 2") {
+					t.Fatalf("Allow(3) on a capacity of 2: %v acquired=%v, want ErrInvalidArgument naming permits and the capacity", err, over.Acquired())
 				}
-				if _, ok := over.RetryAfter(); ok {
-					t.Fatal("oversized request has a RetryAfter")
+				if k == kBucket || k == kGCRA {
+					if _, err := l.Reserve(ctx, 3); !errors.Is(err, coordination.ErrInvalidArgument) || !strings.Contains(err.Error(), "capacity is 2") {
+						t.Fatalf("Reserve(3) on a capacity of 2: %v, want ErrInvalidArgument naming the capacity", err)
+					}
 				}
 				if after := dump(t, raw, b.Key(key)); after != state {
 					t.Fatalf("probe/oversized request changed the state:\n%s\n->\n%s", state, after)

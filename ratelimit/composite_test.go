@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,8 +93,13 @@ func TestCompositeAdmitsOnlyWhenAllAdmit(t *testing.T) {
 		if after := dump(t, raw, b.Key("comp-small")); after != state {
 			t.Fatalf("a refusal by the window consumed from the bucket:\n%s\n->\n%s", state, after)
 		}
-		if _, err := s.Allow(ctx, 11); err != nil {
-			t.Fatal(err)
+		// More than the smallest component's capacity (10) can never be
+		// granted: an error, nothing sent.
+		if _, err := s.Allow(ctx, 11); !errors.Is(err, coordination.ErrInvalidArgument) || !strings.Contains(err.Error(), "capacity is 10") {
+			t.Fatalf("Allow(11) on a composite of capacity 10: %v, want ErrInvalidArgument naming the capacity", err)
+		}
+		if after := dump(t, raw, b.Key("comp-small")); after != state {
+			t.Fatalf("an oversized request changed the state:\n%s\n->\n%s", state, after)
 		}
 	})
 }

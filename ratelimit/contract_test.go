@@ -296,13 +296,21 @@ func (a algorithm) scenario(name string) []contract.Step {
 			defer cancel()
 			start := time.Now()
 			le, err := l.Wait(ctx, 1)
-			if err != nil {
-				return err
-			}
 			if d := time.Since(start); d > 2*time.Second {
 				return fmt.Errorf("Wait took %v; want it to return at once", d)
 			}
-			return check(le, false, 0, true)
+			var we *ratelimit.WaitError
+			switch {
+			case !errors.As(err, &we):
+				return fmt.Errorf("Wait past its deadline: %v (acquired=%v), want a *ratelimit.WaitError", err, le.Acquired())
+			case !errors.Is(err, coordination.ErrNotAcquired) || !we.PastDeadline || we.Denied || we.Err != nil:
+				return fmt.Errorf("Wait past its deadline: %+v, want PastDeadline matching ErrNotAcquired", we)
+			case we.RetryAfter < 3*time.Second || we.RetryAfter > 2*time.Minute || we.Permits != 1:
+				return fmt.Errorf("Wait past its deadline: RetryAfter %v permits %d, want more than the 5 s deadline left and 1", we.RetryAfter, we.Permits)
+			case le != (ratelimit.Lease{}):
+				return fmt.Errorf("Wait past its deadline returned a lease with its error")
+			}
+			return nil
 		}})
 	}
 	if !a.conc {

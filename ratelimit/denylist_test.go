@@ -94,8 +94,10 @@ func TestDenyListRefusesBeforeCapacity(t *testing.T) {
 				}
 			}
 			le, err := l.Wait(ctx, 1)
-			if err != nil || !le.Denied() || l.Statistics().QueuedPermits != 0 {
-				t.Fatalf("%s: Wait for a denied identity: %v denied=%v queued=%d", k, err, le.Denied(), l.Statistics().QueuedPermits)
+			var we *WaitError
+			if !errors.As(err, &we) || !we.Denied || we.PastDeadline || we.RetryAfter != 0 || we.Err != nil ||
+				!errors.Is(err, coordination.ErrNotAcquired) || le.Acquired() || l.Statistics().QueuedPermits != 0 {
+				t.Fatalf("%s: Wait for a denied identity: %v acquired=%v queued=%d, want a WaitError with Denied", k, err, le.Acquired(), l.Statistics().QueuedPermits)
 			}
 			if n, _ := raw.Exists(ctx, b.Key(key)).Result(); n != 0 {
 				t.Fatalf("%s: a denied identity touched the capacity key", k)

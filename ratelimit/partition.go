@@ -112,6 +112,16 @@ func (p *Partitioned) Wait(ctx context.Context, partition string, permits int) (
 	return e.lim.Wait(ctx, permits)
 }
 
+// with runs f on partition's limiter.
+func (p *Partitioned) with(partition string, f func(*Limiter) (Lease, error)) (Lease, error) {
+	e, err := p.get(partition)
+	if err != nil {
+		return Lease{}, err
+	}
+	defer p.put(e)
+	return f(e.lim)
+}
+
 // Len returns the number of partitions with a live limiter.
 func (p *Partitioned) Len() int {
 	p.mu.Lock()

@@ -36,8 +36,9 @@ import (
 //
 // Update waits for the decisions in flight on this instance to finish,
 // then swaps the settings: every decision uses one consistent set. It
-// wakes the local queue to try again at once, and refuses queued requests
-// larger than the new capacity (unacquired, without RetryAfter).
+// wakes the local queue to try again at once, and fails queued requests
+// larger than the new capacity ([Limiter.Wait] returns an error wrapping
+// coordination.ErrInvalidArgument naming "permits").
 //
 // The key and the algorithm cannot change (nor, for a composite, the
 // number and the algorithms of its components): use a new key.
