@@ -47,15 +47,15 @@ func rateCases(b *testing.B, c redis.UniversalClient, prefix string) []rateCase 
 			)
 			switch s := s.(type) {
 			case ratelimit.FixedWindow:
-				l, err = ratelimit.NewFixedWindow(coord, key, s)
+				l, err = ratelimit.New(coord, key, s)
 			case ratelimit.SlidingWindow:
-				l, err = ratelimit.NewSlidingWindow(coord, key, s)
+				l, err = ratelimit.New(coord, key, s)
 			case ratelimit.TokenBucket:
-				l, err = ratelimit.NewTokenBucket(coord, key, s)
+				l, err = ratelimit.New(coord, key, s)
 			case ratelimit.GCRA:
-				l, err = ratelimit.NewGCRA(coord, key, s)
+				l, err = ratelimit.New(coord, key, s)
 			case ratelimit.Composite:
-				l, err = ratelimit.NewComposite(coord, key, s)
+				l, err = ratelimit.New(coord, key, s)
 			}
 			if err != nil {
 				b.Fatal(err)

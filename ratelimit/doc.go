@@ -3,9 +3,9 @@
 // GCRA, a composite of several of them on one key, and concurrency.
 // Processes whose limiters use the same key share one budget.
 //
-// Every constructor ([NewFixedWindow], [NewSlidingWindow],
-// [NewTokenBucket], [NewGCRA], [NewComposite], [NewConcurrency]) returns a
-// [*Limiter]. Its verbs follow golang.org/x/time/rate: [Limiter.Allow]
+// [New] returns a [*Limiter] for the settings of one algorithm:
+// [FixedWindow], [SlidingWindow], [TokenBucket], [GCRA], [Composite] or
+// [Concurrency]. Its verbs follow golang.org/x/time/rate: [Limiter.Allow]
 // decides at once, [Limiter.Wait] waits. [Limiter.Reserve] holds an
 // estimate until [Lease.Settle] charges the real cost; [Limiter.Update]
 // changes the settings of a live limiter; a [DenyList] refuses identities

@@ -36,7 +36,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := ratelimit.NewGCRA(coord, "limits:api", ratelimit.GCRA{Burst: 3, Interval: 100 * time.Millisecond})
+	lim, err := ratelimit.New(coord, "limits:api", ratelimit.GCRA{Burst: 3, Interval: 100 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func ExampleLimiter_Wait() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := ratelimit.NewFixedWindow(coord, "limits:jobs", ratelimit.FixedWindow{Limit: 1, Window: 200 * time.Millisecond})
+	lim, err := ratelimit.New(coord, "limits:jobs", ratelimit.FixedWindow{Limit: 1, Window: 200 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func ExampleLimiter_Wait() {
 // A concurrency limiter: at most 2 leases held at once across every
 // process; a lease renews itself while held and returns its permit on
 // Release.
-func ExampleNewConcurrency() {
+func ExampleNew_concurrency() {
 	srv, err := miniredis.Run()
 	if err != nil {
 		log.Fatal(err)
@@ -112,7 +112,7 @@ func ExampleNewConcurrency() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := ratelimit.NewConcurrency(coord, "limits:exports", ratelimit.Concurrency{Limit: 2, LeaseDuration: 30 * time.Second})
+	lim, err := ratelimit.New(coord, "limits:exports", ratelimit.Concurrency{Limit: 2, LeaseDuration: 30 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -167,13 +167,13 @@ func ExampleNewMiddleware() {
 		log.Fatal(err)
 	}
 
-	guard, err := ratelimit.NewConcurrency(coord, "limits:instance-guard", ratelimit.Concurrency{Limit: 200})
+	guard, err := ratelimit.New(coord, "limits:instance-guard", ratelimit.Concurrency{Limit: 200})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer guard.Close()
 	perClient, err := ratelimit.NewPartitioned(func(client string) (*ratelimit.Limiter, error) {
-		return ratelimit.NewTokenBucket(coord, ratelimit.PartitionKey("limits:client", client),
+		return ratelimit.New(coord, ratelimit.PartitionKey("limits:client", client),
 			ratelimit.TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Second})
 	})
 	if err != nil {
@@ -218,7 +218,7 @@ func ExampleWithErrorHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := ratelimit.NewGCRA(coord, "limits:api", ratelimit.GCRA{Burst: 10, Interval: time.Second})
+	lim, err := ratelimit.New(coord, "limits:api", ratelimit.GCRA{Burst: 10, Interval: time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -275,11 +275,11 @@ func exampleCoordinator() (*coordination.Coordinator, func()) {
 // Three limits on one key, decided together: a burst of 10 refilled 2 per
 // second, 100 per sliding minute and 1000 per hour. A request passes only
 // when all three admit it; a refusal consumes from none.
-func ExampleNewComposite() {
+func ExampleNew_composite() {
 	coord, done := exampleCoordinator()
 	defer done()
 
-	lim, err := ratelimit.NewComposite(coord, "limits:tenant-42", ratelimit.Composite{Components: []ratelimit.Settings{
+	lim, err := ratelimit.New(coord, "limits:tenant-42", ratelimit.Composite{Components: []ratelimit.Settings{
 		ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 2, Period: time.Second},
 		ratelimit.SlidingWindow{Limit: 100, Window: time.Minute, Segments: 10},
 		ratelimit.FixedWindow{Limit: 1000, Window: time.Hour},
@@ -320,7 +320,7 @@ func ExampleDenyList() {
 	if err := denied.Deny(ctx, "customer:42"); err != nil {
 		log.Fatal(err)
 	}
-	lim, err := ratelimit.NewFixedWindow(coord, "limits:customer:42", ratelimit.FixedWindow{Limit: 100, Window: time.Minute},
+	lim, err := ratelimit.New(coord, "limits:customer:42", ratelimit.FixedWindow{Limit: 100, Window: time.Minute},
 		ratelimit.WithDenyList(denied, "customer:42"))
 	if err != nil {
 		log.Fatal(err)
@@ -353,7 +353,7 @@ func ExampleLimiter_Update() {
 	defer done()
 	ctx := context.Background()
 
-	lim, err := ratelimit.NewFixedWindow(coord, "limits:plan", ratelimit.FixedWindow{Limit: 2, Window: time.Minute})
+	lim, err := ratelimit.New(coord, "limits:plan", ratelimit.FixedWindow{Limit: 2, Window: time.Minute})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -389,7 +389,7 @@ func ExampleLimiter_Reserve() {
 	ctx := context.Background()
 
 	// 1000 model tokens per minute, at most 1000 at once.
-	lim, err := ratelimit.NewGCRA(coord, "limits:llm-tokens", ratelimit.GCRA{Burst: 1000, Rate: 1000, Period: time.Minute})
+	lim, err := ratelimit.New(coord, "limits:llm-tokens", ratelimit.GCRA{Burst: 1000, Rate: 1000, Period: time.Minute})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -18,9 +18,8 @@ import (
 
 const primitive = "rate_limit"
 
-// Limiter is a distributed rate limiter on one Redis key, built by
-// [NewFixedWindow], [NewSlidingWindow], [NewTokenBucket], [NewGCRA],
-// [NewComposite] or [NewConcurrency]. Every process whose limiter uses the
+// Limiter is a distributed rate limiter on one Redis key, built by [New]
+// with the settings of its algorithm. Every process whose limiter uses the
 // same key and algorithm shares one budget; each decision is one Lua script
 // run atomically on the server with the server's clock.
 //
@@ -105,7 +104,7 @@ func newLimiter(coord *coordination.Coordinator, key string, s Settings, opts []
 	if err := engine.Apply(&l.opts, opts); err != nil {
 		return nil, err
 	}
-	if l.sp, err = s.spec(); err != nil {
+	if l.sp, err = specOf("settings", s); err != nil {
 		return nil, err
 	}
 	l.available.Store(-1)

@@ -118,7 +118,7 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 // bucket and GCRA grants refunded, best effort: a refund applies while the
 // key still remembers the grant, see [Limiter.Allow]), and concurrency
 // leases are released when the handler returns. Several limits on one key
-// are better one [NewComposite] limiter: one atomic decision.
+// are better one [Composite] limiter: one atomic decision.
 //
 // For different policies per route, wrap each route's handler with its own
 // middleware:

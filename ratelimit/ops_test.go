@@ -398,9 +398,9 @@ func TestMemoryPerKey(t *testing.T) {
 			var l *Limiter
 			switch k {
 			case kSliding:
-				l, err = NewSlidingWindow(c, key, SlidingWindow{Limit: 1000, Window: time.Minute, Segments: 10})
+				l, err = New(c, key, SlidingWindow{Limit: 1000, Window: time.Minute, Segments: 10})
 			case kComp:
-				l, err = NewComposite(c, key, issueComposite)
+				l, err = New(c, key, issueComposite)
 			default:
 				l = build(t, c, k, key, 1000, time.Minute)
 			}
@@ -435,7 +435,7 @@ func TestMemoryPerKey(t *testing.T) {
 		// A sliding window with every segment live (100 ms segments, one
 		// grant each), for the report.
 		key := name("limits:sliding-full")
-		sw, err := NewSlidingWindow(c, key, SlidingWindow{Limit: 100, Window: time.Second, Segments: 10})
+		sw, err := New(c, key, SlidingWindow{Limit: 100, Window: time.Second, Segments: 10})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -69,7 +69,7 @@ type partitionEntry struct {
 // limiter of a partition, typically with [PartitionKey]:
 //
 //	p, err := ratelimit.NewPartitioned(func(client string) (*ratelimit.Limiter, error) {
-//		return ratelimit.NewTokenBucket(coord, ratelimit.PartitionKey("limits:client", client), bucket)
+//		return ratelimit.New(coord, ratelimit.PartitionKey("limits:client", client), bucket)
 //	})
 //
 // The factory is called with the partitioned limiter's lock held and must

@@ -49,12 +49,9 @@ import (
 // coordination.ErrClosed after Close; the hook's error.
 func (l *Limiter) Update(ctx context.Context, s Settings) error {
 	if l == nil || l.e == nil {
-		return engine.InvalidArgument("limiter", "must not be nil; use a constructor such as NewGCRA")
+		return engine.InvalidArgument("limiter", "must not be nil; use New")
 	}
-	if s == nil {
-		return engine.InvalidArgument("settings", "must not be nil")
-	}
-	next, err := s.spec()
+	next, err := specOf("settings", s)
 	if err != nil {
 		return err
 	}
