@@ -520,22 +520,11 @@ func rateWorkload(name string, cfg []ratelimit.Settings, algs []any) workload {
 			return nil
 		},
 		run: func(w *hctx) {
-			var lim *ratelimit.Limiter
-			var err error
+			var s ratelimit.Settings = ratelimit.Composite{Components: cfg}
 			if len(cfg) == 1 {
-				switch c := cfg[0].(type) {
-				case ratelimit.FixedWindow:
-					lim, err = ratelimit.New(w.coord, w.key, c)
-				case ratelimit.SlidingWindow:
-					lim, err = ratelimit.New(w.coord, w.key, c)
-				case ratelimit.TokenBucket:
-					lim, err = ratelimit.New(w.coord, w.key, c)
-				case ratelimit.GCRA:
-					lim, err = ratelimit.New(w.coord, w.key, c)
-				}
-			} else {
-				lim, err = ratelimit.New(w.coord, w.key, ratelimit.Composite{Components: cfg})
+				s = cfg[0]
 			}
+			lim, err := ratelimit.New(w.coord, w.key, s)
 			if err != nil {
 				w.t.Error(err)
 				return
