@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"log/slog"
@@ -63,7 +64,8 @@ func Example() {
 }
 
 // Wait waits for its permits: it sleeps until the server-computed retry
-// time instead of polling.
+// time instead of polling, and fails at once when that time is past the
+// context's deadline.
 func ExampleLimiter_Wait() {
 	srv, err := miniredis.Run() // its clock follows the wall clock
 	if err != nil {
@@ -92,9 +94,28 @@ func ExampleLimiter_Wait() {
 		}
 		fmt.Printf("job %d: acquired %v, waited %v\n", i, lease.Acquired(), time.Since(start) > 100*time.Millisecond)
 	}
+
+	// A retry time past the deadline fails at once with a *WaitError
+	// carrying the server's RetryAfter: Wait never returns a nil error
+	// without the permits.
+	hourly, err := ratelimit.New(coord, "limits:reports", ratelimit.FixedWindow{Limit: 1, Window: time.Hour})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer hourly.Close()
+	if _, err := hourly.Wait(ctx, 1); err != nil {
+		log.Fatal(err)
+	}
+	_, err = hourly.Wait(ctx, 1) // ctx ends in 5 s; the window in an hour
+	var we *ratelimit.WaitError
+	if errors.As(err, &we) {
+		fmt.Printf("report: not acquired %v, past the deadline %v, retry within the hour %v\n",
+			errors.Is(err, coordination.ErrNotAcquired), we.PastDeadline, we.RetryAfter > 59*time.Minute && we.RetryAfter <= time.Hour)
+	}
 	// Output:
 	// job 1: acquired true, waited false
 	// job 2: acquired true, waited true
+	// report: not acquired true, past the deadline true, retry within the hour true
 }
 
 // A concurrency limiter: at most 2 leases held at once across every

@@ -74,8 +74,8 @@ func (w *waiter) signal() {
 // coordination.ErrNotAcquired) for every refusal: past the deadline,
 // queue full, evicted, denied, refused by [FailClosed], and when ctx ends
 // while queued (it then also matches ctx's error, context.Cause, and
-// carries the latest RetryAfter known). ctx ending while a command is in
-// flight returns ctx's error as for Allow. After Close queued requests fail
+// carries the latest RetryAfter known). ctx ending during the first
+// attempt, before queuing, returns ctx's error as for Allow. After Close queued requests fail
 // with coordination.ErrClosed. A Redis failure while queued ends the wait:
 // the limiter's [FailureMode] applies ([FailOpen] grants, as for Allow).
 func (l *Limiter) Wait(ctx context.Context, permits int) (Lease, error) {
@@ -405,16 +405,25 @@ func (l *Limiter) serve(ctx context.Context, w *waiter, first decision, tried, o
 			return engine.Attempt{RetryIn: r.hint}, nil
 		}
 	})
-	if errors.Is(err, engine.ErrNotAcquired) && engine.Classify(err) == engine.Canceled {
-		// ctx ended while queued.
-		we := &WaitError{Permits: w.permits, Err: context.Cause(ctx), why: whyCanceled}
+	if err == nil {
+		err = failed
+	}
+	if err != nil && ctxEnded(ctx) != nil {
+		// ctx ended while queued: asleep (the loop's GaveUp error), or in
+		// the middle of an attempt's command (settle would call that
+		// cancellation too).
+		cause := context.Cause(ctx)
+		if cause == nil {
+			cause = ctxEnded(ctx) // the deadline passed before its timer fired
+		}
+		if !errors.Is(err, engine.ErrNotAcquired) && !errors.Is(err, cause) {
+			cause = fmt.Errorf("%w: %w", cause, err)
+		}
+		we := &WaitError{Permits: w.permits, Err: cause, why: whyCanceled}
 		if last.hasRetry {
 			we.RetryAfter = last.retry
 		}
 		err = we
-	}
-	if err == nil {
-		err = failed
 	}
 	return d, why, err
 }
