@@ -145,8 +145,9 @@
 // A [DenyList] is a Redis set of identities. A limiter bound to one and to
 // an identity ([WithDenyList]) checks the membership first, through a
 // local cache (1024 identities, 1 s, by default; [WithDenyCache]); a
-// denied identity gets an unacquired lease whose [Lease.Denied] is true,
-// without touching the limiter's key or queue.
+// denied identity gets an unacquired lease whose [Lease.Denied] is true
+// (from Wait, a [*WaitError] whose Denied is true), without touching the
+// limiter's key or queue.
 //
 // # Partitions and HTTP
 //

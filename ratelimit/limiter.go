@@ -52,7 +52,9 @@ type Statistics struct {
 	// Granted counts acquired leases returned by this instance (including
 	// leases granted by FailOpen).
 	Granted int64
-	// Rejected counts unacquired leases returned by this instance.
+	// Rejected counts refusals returned by this instance: unacquired
+	// leases, and [*WaitError] refusals of Wait (not a context that
+	// ended while queued).
 	Rejected int64
 	// QueuedPermits is the number of permits waiting in the local queue now.
 	QueuedPermits int64
