@@ -103,8 +103,8 @@ func boundedArgs() []bounded {
 			}
 			return nil
 		}},
-		key("ratelimit.NewFixedWindow+Allow", func(ctx context.Context, c *coordination.Coordinator, k string) error {
-			l, err := ratelimit.NewFixedWindow(c, k, ratelimit.FixedWindow{Limit: 1, Window: time.Second})
+		key("ratelimit.New+Allow", func(ctx context.Context, c *coordination.Coordinator, k string) error {
+			l, err := ratelimit.New(c, k, ratelimit.FixedWindow{Limit: 1, Window: time.Second})
 			if err != nil {
 				return err
 			}
@@ -124,7 +124,7 @@ func boundedArgs() []bounded {
 			if err != nil {
 				return err
 			}
-			l, err := ratelimit.NewFixedWindow(c, "api", ratelimit.FixedWindow{Limit: 1, Window: time.Second}, ratelimit.WithDenyList(d, sized(n, "")))
+			l, err := ratelimit.New(c, "api", ratelimit.FixedWindow{Limit: 1, Window: time.Second}, ratelimit.WithDenyList(d, sized(n, "")))
 			if err != nil {
 				return err
 			}

@@ -41,22 +41,7 @@ func rateCases(b *testing.B, c redis.UniversalClient, prefix string) []rateCase 
 	ours := func(s ratelimit.Settings) func(b *testing.B, id int) func(context.Context) error {
 		return func(b *testing.B, id int) func(context.Context) error {
 			key := fmt.Sprintf("%T:%d", s, id)
-			var (
-				l   *ratelimit.Limiter
-				err error
-			)
-			switch s := s.(type) {
-			case ratelimit.FixedWindow:
-				l, err = ratelimit.NewFixedWindow(coord, key, s)
-			case ratelimit.SlidingWindow:
-				l, err = ratelimit.NewSlidingWindow(coord, key, s)
-			case ratelimit.TokenBucket:
-				l, err = ratelimit.NewTokenBucket(coord, key, s)
-			case ratelimit.GCRA:
-				l, err = ratelimit.NewGCRA(coord, key, s)
-			case ratelimit.Composite:
-				l, err = ratelimit.NewComposite(coord, key, s)
-			}
+			l, err := ratelimit.New(coord, key, s)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -22,19 +23,26 @@ const maxSpanUs = int64(1) << 50
 const maxLimit = math.MaxInt32
 
 // Settings are the settings of one limiter: [FixedWindow], [SlidingWindow],
-// [TokenBucket], [GCRA], [Concurrency] or [Composite]. They are what the
-// constructors take and what [Limiter.Update] changes.
+// [TokenBucket], [GCRA], [Concurrency] or [Composite] (values or
+// pointers). They are what [New] takes and what [Limiter.Update] changes.
+// The interface is sealed: only this package's types implement it.
 type Settings interface {
 	// spec validates the settings into a limiter's decision parameters.
 	spec() (*spec, error)
 }
 
-// FixedWindow configures a fixed-window limiter ([NewFixedWindow]).
+// FixedWindow configures a fixed-window limiter ([New]).
 //
 // The window starts at the first acquisition that finds no live window for
 // the key, not at a clock-aligned boundary, and lasts Window; up to Limit
 // permits are granted in it, then the count resets when it ends. Requests on
 // both sides of a window's end can use two windows' budgets close together.
+//
+// State: one string with the settings, the window's end, the count and the
+// ring of recent grant ids; it expires when the window ends.
+//
+// [New] fails with coordination.ErrInvalidArgument naming "limit" (below
+// 1) or "window" (below 1 ms or not whole milliseconds).
 type FixedWindow struct {
 	// Limit is the number of permits per window (1 or more).
 	Limit int
@@ -45,7 +53,7 @@ type FixedWindow struct {
 }
 
 // SlidingWindow configures a segmented sliding-window limiter
-// ([NewSlidingWindow]).
+// ([New]).
 //
 // Time is cut into Segments segments per Window, each
 // ceil(Window/Segments) long (in whole microseconds), aligned to server
@@ -54,6 +62,15 @@ type FixedWindow struct {
 // at most one segment later. So no span of one Window ever admits more than
 // Limit permits. More segments return permits more promptly and make the
 // state a little longer.
+//
+// State: one string with the settings, the total, the oldest and newest
+// segment indexes, the permits of each segment in between and the ring of
+// recent grant ids (a few bytes more per live segment); it expires when the
+// newest segment's permits are returned.
+//
+// [New] fails with coordination.ErrInvalidArgument naming "limit" (below
+// 1), "window" (below 1 ms or not whole microseconds) or "segments" (outside
+// 1..1024).
 type SlidingWindow struct {
 	// Limit is the number of permits per window (1 or more).
 	Limit int
@@ -64,13 +81,22 @@ type SlidingWindow struct {
 	Segments int
 }
 
-// TokenBucket configures a token-bucket limiter ([NewTokenBucket]).
+// TokenBucket configures a token-bucket limiter ([New]).
 //
 // A bucket nobody has used is full (Limit tokens). Each whole Period since
 // the bucket last dropped below full adds TokensPerPeriod tokens, up to
 // Limit; a partial period is kept until it completes. Refill is computed
 // from server time on each use; no timer runs anywhere. Over any long run
 // it admits exactly TokensPerPeriod per Period (plus the initial Limit).
+//
+// State: one string with the settings, the token count, the start of the
+// current refill period and the ring of recent grant ids; it expires when
+// the bucket would be full again.
+//
+// [New] fails with coordination.ErrInvalidArgument naming "limit" or
+// "tokensPerPeriod" (below 1) or "period" (below 1 µs, not whole
+// microseconds, or a refill span ceil(Limit/TokensPerPeriod) × Period
+// beyond about 35 years).
 type TokenBucket struct {
 	// Limit is the bucket capacity and so the largest burst (1 or more).
 	Limit int
@@ -82,7 +108,7 @@ type TokenBucket struct {
 	Period time.Duration
 }
 
-// GCRA configures a Generic Cell Rate Algorithm limiter ([NewGCRA]): the
+// GCRA configures a Generic Cell Rate Algorithm limiter ([New]): the
 // virtual-scheduling algorithm of the ATM Forum's Traffic Management
 // Specification 4.0, as applied to rate limiting in Brandur Leach's "Rate
 // Limiting, Cells, and GCRA" and in go-redis/redis_rate.
@@ -95,6 +121,15 @@ type TokenBucket struct {
 // 1,000,000 per second and beyond are exact. Only one timestamp (the
 // theoretical arrival time) is stored. A batch of permits is granted whole
 // or not at all; rejected requests and probes write nothing.
+//
+// State: one string with the settings, the theoretical arrival time and the
+// ring of recent grant ids; it expires when the full burst is available
+// again.
+//
+// [New] fails with coordination.ErrInvalidArgument naming "burst" (below 1,
+// or a burst span Burst × Interval beyond about 35 years), "interval"
+// (negative, or neither or both of Interval and Rate/Period given), "rate"
+// (below 1) or "period" (not positive).
 type GCRA struct {
 	// Burst is the total burst capacity, not an allowance on top of the
 	// steady rate (1 or more).
@@ -108,7 +143,7 @@ type GCRA struct {
 	Period time.Duration
 }
 
-// Concurrency configures a concurrency limiter ([NewConcurrency]): at most
+// Concurrency configures a concurrency limiter ([New]): at most
 // Limit permits are held at once by live leases across every process.
 //
 // Each acquired lease is an entry in a sorted set that expires
@@ -116,6 +151,29 @@ type GCRA struct {
 // LeaseDuration/3 while held and returns its permits on [Lease.Release]. A
 // holder that crashes frees its permits when its entry expires. Refusals
 // carry no RetryAfter: nobody knows when a holder finishes.
+//
+// An acquired lease renews itself in the background every LeaseDuration/3
+// (renewals are not admitted through hooks). When a renewal finds the entry
+// gone, or cannot reach Redis before the lease runs out, the lease is lost:
+// [Lease.Context] is cancelled with a cause matching coordination.ErrLost.
+// Renewal bounds how long a crashed holder keeps its permits; it does not
+// fence work that continues after a pause (there is no fencing token).
+//
+// Acquisition is idempotent: each attempt has its own random member, and a
+// re-send of one attempt finds its own entry instead of adding a second. An
+// attempt whose outcome is unknown (a lost reply, a timeout, a
+// cancellation) is released in the background, owner-checked, however later
+// attempts fare.
+//
+// State: one sorted set with a member per live lease plus one settings
+// member; it is deleted when the last lease is released and otherwise
+// expires with its latest lease. Each decision reads every live lease, so
+// its cost grows with the number of leases held (at most Limit). A key
+// recording another limit takes this limiter's (or, with
+// [WithStrictSettings], is refused with coordination.ErrConfigMismatch).
+//
+// [New] fails with coordination.ErrInvalidArgument naming "limit" (below
+// 1) or "leaseDuration" (below 30 ms, other than zero).
 type Concurrency struct {
 	// Limit is the number of permits that may be held at once (1 or more).
 	Limit int
@@ -124,13 +182,30 @@ type Concurrency struct {
 	LeaseDuration time.Duration
 }
 
-// Composite configures a composite limiter ([NewComposite]): several
+// Composite configures a composite limiter ([New]): several
 // limits on one key, all of which must admit a request.
 //
 // Components are [FixedWindow], [SlidingWindow], [TokenBucket] and
 // [GCRA] settings, 1 to 32 of them, in a fixed order: every process sharing
 // the key must give the same algorithms in the same order (other numbers
 // are migrated like a single limiter's, see [Limiter.Update]).
+//
+// Every decision is one script that evaluates each component
+// with one server timestamp and consumes the permits from all of them only
+// if all admit. A refusal's RetryAfter is the longest of the components'
+// waits (for the whole batch); the lease's Available is the smallest.
+//
+// State: one hash with the signature (every component's settings), the ring
+// of recent grant ids and one field per component's state; it expires when
+// every component is back to empty.
+//
+// A key whose stored components differ in number or algorithms is refused
+// with an error matching coordination.ErrConfigMismatch, consuming nothing;
+// other numbers are migrated (or refused, with [WithStrictSettings]).
+//
+// [New] fails with coordination.ErrInvalidArgument naming "components"
+// (none, more than 32, a nil, concurrency or composite component) or the
+// invalid component setting ("limit", "window" ...).
 type Composite struct {
 	// Components are the limits, in order: FixedWindow, SlidingWindow,
 	// TokenBucket or GCRA settings, 1 to 32.
@@ -345,6 +420,9 @@ func (c Composite) spec() (*spec, error) {
 		if cs == nil {
 			return nil, engine.InvalidArgument("components", "component %d is nil", i)
 		}
+		if v := reflect.ValueOf(cs); v.Kind() == reflect.Pointer && v.IsNil() {
+			return nil, engine.InvalidArgument("components", "component %d is a nil %T", i, cs)
+		}
 		switch cs.(type) {
 		case Concurrency, *Concurrency, Composite, *Composite:
 			return nil, engine.InvalidArgument("components", "component %d: a composite takes fixed windows, sliding windows, token buckets and GCRA", i)
@@ -369,86 +447,27 @@ func (c Composite) spec() (*spec, error) {
 	return s, nil
 }
 
-// NewFixedWindow returns a fixed-window limiter on key (see [FixedWindow]).
-// It sends nothing to Redis.
-//
-// State: one string with the settings, the window's end, the count and
-// the ring of recent grant ids; it expires when the window ends.
-//
-// Errors: coordination.ErrInvalidArgument naming the argument: "coord"
-// (nil), "key" (empty), "limit" (below 1), "window" (below 1 ms or not
-// whole milliseconds), or the invalid option's.
-func NewFixedWindow(coord *coordination.Coordinator, key string, cfg FixedWindow, opts ...Option) (*Limiter, error) {
-	return newLimiter(coord, key, cfg, opts)
-}
-
-// NewSlidingWindow returns a segmented sliding-window limiter on key (see
-// [SlidingWindow]). It sends nothing to Redis.
-//
-// State: one string with the settings, the total, the oldest and newest
-// segment indexes, the permits of each segment in between and the ring of
-// recent grant ids (a few bytes more per live segment); it expires when
-// the newest segment's permits are returned.
+// New returns a limiter on key with settings: a [FixedWindow],
+// [SlidingWindow], [TokenBucket], [GCRA], [Composite] or [Concurrency]
+// (a value or a pointer). Each settings type documents its algorithm, its
+// state in Redis and the fields it checks. New sends nothing to Redis.
 //
 // Errors: coordination.ErrInvalidArgument naming the argument: "coord"
-// (nil), "key" (empty), "limit" (below 1), "window" (below 1 ms or not
-// whole microseconds), "segments" (outside 1..1024), or the invalid
-// option's.
-func NewSlidingWindow(coord *coordination.Coordinator, key string, cfg SlidingWindow, opts ...Option) (*Limiter, error) {
-	return newLimiter(coord, key, cfg, opts)
+// (nil), "key" (empty, or longer than 1 KiB), "settings" (nil), the
+// invalid field of the settings ("limit", "window", "burst" ...; see each
+// settings type), or the invalid option's.
+func New(coord *coordination.Coordinator, key string, settings Settings, opts ...Option) (*Limiter, error) {
+	return newLimiter(coord, key, settings, opts)
 }
 
-// NewTokenBucket returns a token-bucket limiter on key (see [TokenBucket]).
-// It sends nothing to Redis.
-//
-// State: one string with the settings, the token count, the start of the
-// current refill period and the ring of recent grant ids; it expires when
-// the bucket would be full again.
-//
-// Errors: coordination.ErrInvalidArgument naming the argument: "coord"
-// (nil), "key" (empty), "limit" or "tokensPerPeriod" (below 1), "period"
-// (below 1 µs, not whole microseconds, or a refill span
-// ceil(Limit/TokensPerPeriod) × Period beyond about 35 years), or the
-// invalid option's.
-func NewTokenBucket(coord *coordination.Coordinator, key string, cfg TokenBucket, opts ...Option) (*Limiter, error) {
-	return newLimiter(coord, key, cfg, opts)
-}
-
-// NewGCRA returns a GCRA limiter on key (see [GCRA]). It sends nothing to
-// Redis.
-//
-// State: one string with the settings, the theoretical arrival time and
-// the ring of recent grant ids; it expires when the full burst is
-// available again.
-//
-// Errors: coordination.ErrInvalidArgument naming the argument: "coord"
-// (nil), "key" (empty), "burst" (below 1, or a burst span Burst × Interval
-// beyond about 35 years), "interval" (negative, or neither or both of
-// Interval and Rate/Period given), "rate" (below 1), "period" (not
-// positive), or the invalid option's.
-func NewGCRA(coord *coordination.Coordinator, key string, cfg GCRA, opts ...Option) (*Limiter, error) {
-	return newLimiter(coord, key, cfg, opts)
-}
-
-// NewComposite returns a composite limiter on key (see [Composite]): every
-// decision is one script that evaluates each component with one server
-// timestamp and consumes the permits from all of them only if all admit.
-// A refusal's RetryAfter is the longest of the components' waits (for the
-// whole batch); the lease's Available is the smallest. It sends nothing to
-// Redis.
-//
-// State: one hash with the signature (every component's settings), the
-// ring of recent grant ids and one field per component's state; it
-// expires when every component is back to empty.
-//
-// A key whose stored components differ in number or algorithms is refused
-// with an error matching coordination.ErrConfigMismatch, consuming
-// nothing; other numbers are migrated (or refused, with
-// [WithStrictSettings]).
-//
-// Errors: coordination.ErrInvalidArgument naming "coord", "key",
-// "components" (none, more than 32, a nil, concurrency or composite
-// component) or the invalid component setting ("limit", "window" ...).
-func NewComposite(coord *coordination.Coordinator, key string, cfg Composite, opts ...Option) (*Limiter, error) {
-	return newLimiter(coord, key, cfg, opts)
+// specOf validates settings, refusing nil (and a nil pointer) with an
+// error naming name.
+func specOf(name string, s Settings) (*spec, error) {
+	if s == nil {
+		return nil, engine.InvalidArgument(name, "must not be nil")
+	}
+	if v := reflect.ValueOf(s); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil, engine.InvalidArgument(name, "must not be a nil %T", s)
+	}
+	return s.spec()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -89,7 +90,7 @@ func TestSlidingWindowSpanBound(t *testing.T) {
 		const limit = 5
 		win := 600 * time.Millisecond
 		c := b.Coordinator(t)
-		l, err := NewSlidingWindow(c, "span", SlidingWindow{Limit: limit, Window: win, Segments: 3})
+		l, err := New(c, "span", SlidingWindow{Limit: limit, Window: win, Segments: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +160,7 @@ func TestTokenBucketWholePeriodsOnly(t *testing.T) {
 	t.Parallel() // sleeps on real servers: overlap with the other timed tests
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		const period = 400 * time.Millisecond
-		l, err := NewTokenBucket(b.Coordinator(t), "tb2", TokenBucket{Limit: 6, TokensPerPeriod: 2, Period: period})
+		l, err := New(b.Coordinator(t), "tb2", TokenBucket{Limit: 6, TokensPerPeriod: 2, Period: period})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -413,12 +414,15 @@ func TestProbeOversizedNegative(t *testing.T) {
 				if _, ok := p.RetryAfter(); ok == (k == kConc) {
 					t.Fatalf("probe RetryAfter present=%v for %s", ok, k)
 				}
-				over := acquire(t, l, 3)
-				if over.Acquired() {
-					t.Fatal("oversized request acquired")
+				over, err := l.Allow(ctx, 3)
+				if !errors.Is(err, coordination.ErrInvalidArgument) || over.Acquired() ||
+					!strings.Contains(err.Error(), "permits") || !strings.Contains(err.Error(), "capacity is 2") {
+					t.Fatalf("Allow(3) on a capacity of 2: %v acquired=%v, want ErrInvalidArgument naming permits and the capacity", err, over.Acquired())
 				}
-				if _, ok := over.RetryAfter(); ok {
-					t.Fatal("oversized request has a RetryAfter")
+				if k == kBucket || k == kGCRA {
+					if _, err := l.Reserve(ctx, 3); !errors.Is(err, coordination.ErrInvalidArgument) || !strings.Contains(err.Error(), "capacity is 2") {
+						t.Fatalf("Reserve(3) on a capacity of 2: %v, want ErrInvalidArgument naming the capacity", err)
+					}
 				}
 				if after := dump(t, raw, b.Key(key)); after != state {
 					t.Fatalf("probe/oversized request changed the state:\n%s\n->\n%s", state, after)
@@ -611,49 +615,49 @@ func TestSettingsValidation(t *testing.T) {
 	defer coord.Client().Close()
 	bad := []func() (*Limiter, error){
 		func() (*Limiter, error) {
-			return NewFixedWindow(coord, "k", FixedWindow{Limit: 0, Window: time.Second})
+			return New(coord, "k", FixedWindow{Limit: 0, Window: time.Second})
 		},
-		func() (*Limiter, error) { return NewFixedWindow(coord, "k", FixedWindow{Limit: 1, Window: 0}) },
-		func() (*Limiter, error) { return NewFixedWindow(coord, "", FixedWindow{Limit: 1, Window: time.Second}) },
-		func() (*Limiter, error) { return NewFixedWindow(nil, "k", FixedWindow{Limit: 1, Window: time.Second}) },
+		func() (*Limiter, error) { return New(coord, "k", FixedWindow{Limit: 1, Window: 0}) },
+		func() (*Limiter, error) { return New(coord, "", FixedWindow{Limit: 1, Window: time.Second}) },
+		func() (*Limiter, error) { return New(nil, "k", FixedWindow{Limit: 1, Window: time.Second}) },
 		func() (*Limiter, error) {
-			return NewSlidingWindow(coord, "k", SlidingWindow{Limit: 1, Window: time.Second, Segments: 1025})
-		},
-		func() (*Limiter, error) {
-			return NewSlidingWindow(coord, "k", SlidingWindow{Limit: 1, Window: time.Second, Segments: 0})
+			return New(coord, "k", SlidingWindow{Limit: 1, Window: time.Second, Segments: 1025})
 		},
 		func() (*Limiter, error) {
-			return NewTokenBucket(coord, "k", TokenBucket{Limit: 1, TokensPerPeriod: 0, Period: time.Second})
+			return New(coord, "k", SlidingWindow{Limit: 1, Window: time.Second, Segments: 0})
+		},
+		func() (*Limiter, error) {
+			return New(coord, "k", TokenBucket{Limit: 1, TokensPerPeriod: 0, Period: time.Second})
 		},
 		func() (*Limiter, error) {
 			// An empty bucket would take 2^31 × 312749h to refill: beyond
 			// what the script keeps exact.
-			return NewTokenBucket(coord, "k", TokenBucket{Limit: math.MaxInt32, TokensPerPeriod: 1, Period: 312749 * time.Hour})
+			return New(coord, "k", TokenBucket{Limit: math.MaxInt32, TokensPerPeriod: 1, Period: 312749 * time.Hour})
 		},
 		func() (*Limiter, error) {
-			return NewFixedWindow(coord, "k", FixedWindow{Limit: 1, Window: 1500 * time.Microsecond})
+			return New(coord, "k", FixedWindow{Limit: 1, Window: 1500 * time.Microsecond})
 		},
 		func() (*Limiter, error) {
-			return NewSlidingWindow(coord, "k", SlidingWindow{Limit: 1, Window: time.Second + time.Nanosecond, Segments: 2})
+			return New(coord, "k", SlidingWindow{Limit: 1, Window: time.Second + time.Nanosecond, Segments: 2})
 		},
 		func() (*Limiter, error) {
-			return NewTokenBucket(coord, "k", TokenBucket{Limit: 1, TokensPerPeriod: 1, Period: 1500 * time.Nanosecond})
+			return New(coord, "k", TokenBucket{Limit: 1, TokensPerPeriod: 1, Period: 1500 * time.Nanosecond})
 		},
-		func() (*Limiter, error) { return NewGCRA(coord, "k", GCRA{Burst: 1}) },
+		func() (*Limiter, error) { return New(coord, "k", GCRA{Burst: 1}) },
 		func() (*Limiter, error) {
-			return NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second, Rate: 1, Period: time.Second})
+			return New(coord, "k", GCRA{Burst: 1, Interval: time.Second, Rate: 1, Period: time.Second})
 		},
-		func() (*Limiter, error) { return NewGCRA(coord, "k", GCRA{Burst: 1, Rate: 3}) },
-		func() (*Limiter, error) { return NewGCRA(coord, "k", GCRA{Burst: 1, Interval: -time.Second}) },
-		func() (*Limiter, error) { return NewGCRA(coord, "k", GCRA{Burst: 1 << 30, Interval: 24 * time.Hour}) },
+		func() (*Limiter, error) { return New(coord, "k", GCRA{Burst: 1, Rate: 3}) },
+		func() (*Limiter, error) { return New(coord, "k", GCRA{Burst: 1, Interval: -time.Second}) },
+		func() (*Limiter, error) { return New(coord, "k", GCRA{Burst: 1 << 30, Interval: 24 * time.Hour}) },
 		func() (*Limiter, error) {
-			return NewConcurrency(coord, "k", Concurrency{Limit: 1, LeaseDuration: time.Millisecond})
-		},
-		func() (*Limiter, error) {
-			return NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithQueue(-1, OldestFirst))
+			return New(coord, "k", Concurrency{Limit: 1, LeaseDuration: time.Millisecond})
 		},
 		func() (*Limiter, error) {
-			return NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithFailureMode(FailureMode(9)))
+			return New(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithQueue(-1, OldestFirst))
+		},
+		func() (*Limiter, error) {
+			return New(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithFailureMode(FailureMode(9)))
 		},
 	}
 	for i, f := range bad {
@@ -663,11 +667,43 @@ func TestSettingsValidation(t *testing.T) {
 	}
 	// Intervals are exact fractions: never rounded.
 	for _, g := range []GCRA{{Burst: 1, Interval: 1500 * time.Nanosecond}, {Burst: 3, Rate: 3, Period: time.Second}, {Burst: 1, Rate: 1000000, Period: time.Second}} {
-		l, err := NewGCRA(coord, "k", g)
+		l, err := New(coord, "k", g)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("%+v stored as %s", g, l.spec().cfg)
 		l.Close()
 	}
+}
+
+// New takes every algorithm's settings, as values or pointers, and names
+// "settings" for nil ones, sending nothing.
+func TestNewSettings(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		client := b.Client(t)
+		count := testharness.CountCommands(client)
+		c := withClient(t, b, client)
+		for _, s := range []Settings{nil, (*GCRA)(nil), (*Composite)(nil), Composite{Components: []Settings{(*TokenBucket)(nil)}}} {
+			_, err := New(c, "new:nil", s)
+			name, _ := engine.ArgumentName(err)
+			if want := "settings"; s != nil && fmt.Sprintf("%T", s) == "ratelimit.Composite" {
+				if name != "components" {
+					t.Fatalf("New(%T with a nil component): %v, want an argument error naming components", s, err)
+				}
+			} else if name != want {
+				t.Fatalf("New(%#v): %v, want an argument error naming %s", s, err, want)
+			}
+		}
+		l, err := New(c, "new:ptr", &GCRA{Burst: 2, Interval: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if got := count.Count(); got != 0 {
+			t.Fatalf("New sent %d commands", got)
+		}
+		if got := burst(t, l, 3); got != 2 {
+			t.Fatalf("a limiter from *GCRA{Burst: 2} admitted %d of 3", got)
+		}
+	})
 }

@@ -88,15 +88,15 @@ func benchSetup(b *testing.B) (noop benchCase, decisions []benchCase) {
 			return err
 		}})
 	}
-	l, err := NewFixedWindow(coord, "bench:fixed", FixedWindow{Limit: big, Window: time.Hour})
+	l, err := New(coord, "bench:fixed", FixedWindow{Limit: big, Window: time.Hour})
 	mk("fixed", l, err)
-	l, err = NewSlidingWindow(coord, "bench:sliding", SlidingWindow{Limit: big, Window: time.Minute, Segments: 10})
+	l, err = New(coord, "bench:sliding", SlidingWindow{Limit: big, Window: time.Minute, Segments: 10})
 	mk("sliding", l, err)
-	l, err = NewTokenBucket(coord, "bench:bucket", TokenBucket{Limit: big, TokensPerPeriod: big, Period: time.Hour})
+	l, err = New(coord, "bench:bucket", TokenBucket{Limit: big, TokensPerPeriod: big, Period: time.Hour})
 	mk("bucket", l, err)
-	l, err = NewGCRA(coord, "bench:gcra", GCRA{Burst: big, Interval: time.Millisecond})
+	l, err = New(coord, "bench:gcra", GCRA{Burst: big, Interval: time.Millisecond})
 	mk("gcra", l, err)
-	conc, err := NewConcurrency(coord, "bench:concurrency", Concurrency{Limit: big, LeaseDuration: time.Minute})
+	conc, err := New(coord, "bench:concurrency", Concurrency{Limit: big, LeaseDuration: time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func TestCompositeAdmitsOnlyWhenAllAdmit(t *testing.T) {
 		ctx := context.Background()
 		raw := b.Raw(t)
 		c := b.Coordinator(t)
-		l, err := NewComposite(c, "comp", issueComposite)
+		l, err := New(c, "comp", issueComposite)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +75,7 @@ func TestCompositeAdmitsOnlyWhenAllAdmit(t *testing.T) {
 			TokenBucket{Limit: 10, TokensPerPeriod: 10, Period: time.Second},
 			SlidingWindow{Limit: 12, Window: 10 * time.Second, Segments: 10},
 		}}
-		s, err := NewComposite(c, "comp-small", small)
+		s, err := New(c, "comp-small", small)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,8 +93,13 @@ func TestCompositeAdmitsOnlyWhenAllAdmit(t *testing.T) {
 		if after := dump(t, raw, b.Key("comp-small")); after != state {
 			t.Fatalf("a refusal by the window consumed from the bucket:\n%s\n->\n%s", state, after)
 		}
-		if _, err := s.Allow(ctx, 11); err != nil {
-			t.Fatal(err)
+		// More than the smallest component's capacity (10) can never be
+		// granted: an error, nothing sent.
+		if _, err := s.Allow(ctx, 11); !errors.Is(err, coordination.ErrInvalidArgument) || !strings.Contains(err.Error(), "capacity is 10") {
+			t.Fatalf("Allow(11) on a composite of capacity 10: %v, want ErrInvalidArgument naming the capacity", err)
+		}
+		if after := dump(t, raw, b.Key("comp-small")); after != state {
+			t.Fatalf("an oversized request changed the state:\n%s\n->\n%s", state, after)
 		}
 	})
 }
@@ -107,7 +113,7 @@ func TestCompositeMismatch(t *testing.T) {
 		ctx := context.Background()
 		raw := b.Raw(t)
 		c := b.Coordinator(t)
-		l, err := NewComposite(c, "comp-mm", issueComposite)
+		l, err := New(c, "comp-mm", issueComposite)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +127,7 @@ func TestCompositeMismatch(t *testing.T) {
 			"reordered": {cs[1], cs[0], cs[2]},
 			"another":   {GCRA{Burst: 10, Interval: 500 * time.Millisecond}, cs[1], cs[2]},
 		} {
-			o, err := NewComposite(c, "comp-mm", Composite{Components: other})
+			o, err := New(c, "comp-mm", Composite{Components: other})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +142,7 @@ func TestCompositeMismatch(t *testing.T) {
 		numbers := Composite{Components: []Settings{
 			TokenBucket{Limit: 20, TokensPerPeriod: 2, Period: time.Second}, cs[1], cs[2],
 		}}
-		strict, err := NewComposite(c, "comp-mm", numbers, WithStrictSettings())
+		strict, err := New(c, "comp-mm", numbers, WithStrictSettings())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +150,7 @@ func TestCompositeMismatch(t *testing.T) {
 		if _, err := strict.Allow(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
 			t.Fatalf("other numbers, strict: %v, want ErrConfigMismatch", err)
 		}
-		migrated, err := NewComposite(c, "comp-mm", numbers)
+		migrated, err := New(c, "comp-mm", numbers)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,8 +162,8 @@ func TestCompositeMismatch(t *testing.T) {
 		}
 		for _, bad := range []Composite{{}, {Components: []Settings{Concurrency{Limit: 1}}}, {Components: []Settings{nil}},
 			{Components: make([]Settings, 33)}, {Components: []Settings{FixedWindow{Limit: 0, Window: time.Second}}}} {
-			if _, err := NewComposite(c, "k", bad); !errors.Is(err, coordination.ErrInvalidArgument) {
-				t.Fatalf("NewComposite(%v): %v, want ErrInvalidArgument", bad, err)
+			if _, err := New(c, "k", bad); !errors.Is(err, coordination.ErrInvalidArgument) {
+				t.Fatalf("New(%v): %v, want ErrInvalidArgument", bad, err)
 			}
 		}
 	})

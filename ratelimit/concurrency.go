@@ -11,7 +11,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
-	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
 )
@@ -41,36 +40,6 @@ var (
 	waitAcquired = engine.Attrs(attribute.String("result", "acquired"))
 	waitGaveUp   = engine.Attrs(attribute.String("result", "gave_up"))
 )
-
-// NewConcurrency returns a concurrency limiter on key (see [Concurrency]).
-// It sends nothing to Redis.
-//
-// An acquired lease renews itself in the background every LeaseDuration/3
-// (renewals are not admitted through hooks). When a renewal finds the entry
-// gone, or cannot reach Redis before the lease runs out, the lease is lost:
-// [Lease.Context] is cancelled with a cause matching coordination.ErrLost.
-// Renewal bounds how long a crashed holder keeps its permits; it does not
-// fence work that continues after a pause (there is no fencing token).
-//
-// Acquisition is idempotent: each attempt has its own random member, and a
-// re-send of one attempt finds its own entry instead of adding a second.
-// An attempt whose outcome is unknown (a lost reply, a timeout, a
-// cancellation) is released in the background, owner-checked, however
-// later attempts fare.
-//
-// State: one sorted set with a member per live lease plus one settings
-// member; it is deleted when the last lease is released and otherwise
-// expires with its latest lease. Each decision reads every live lease, so
-// its cost grows with the number of leases held (at most Limit). A key
-// recording another limit takes this limiter's (or, with
-// [WithStrictSettings], is refused with coordination.ErrConfigMismatch).
-//
-// Errors: coordination.ErrInvalidArgument naming the argument: "coord"
-// (nil), "key" (empty), "limit" (below 1), "leaseDuration" (below 30 ms,
-// other than zero), or the invalid option's.
-func NewConcurrency(coord *coordination.Coordinator, key string, cfg Concurrency, opts ...Option) (*Limiter, error) {
-	return newLimiter(coord, key, cfg, opts)
-}
 
 // concTry asks a concurrency limiter once: a probe runs the acquire script
 // directly (it holds nothing); a request for permits is an engine lease

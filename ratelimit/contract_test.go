@@ -31,61 +31,61 @@ func constructorErr(_ *ratelimit.Limiter, err error) error { return err }
 var algorithms = []algorithm{
 	{name: "fixed window",
 		new: func(c *coordination.Coordinator, key string, opts ...ratelimit.Option) (*ratelimit.Limiter, error) {
-			return ratelimit.NewFixedWindow(c, key, ratelimit.FixedWindow{Limit: 2, Window: time.Minute}, opts...)
+			return ratelimit.New(c, key, ratelimit.FixedWindow{Limit: 2, Window: time.Minute}, opts...)
 		},
 		bad: map[string]func(c *coordination.Coordinator) error{
 			"limit": func(c *coordination.Coordinator) error {
-				return constructorErr(ratelimit.NewFixedWindow(c, "k", ratelimit.FixedWindow{Limit: 0, Window: time.Minute}))
+				return constructorErr(ratelimit.New(c, "k", ratelimit.FixedWindow{Limit: 0, Window: time.Minute}))
 			},
 			"window": func(c *coordination.Coordinator) error {
-				return constructorErr(ratelimit.NewFixedWindow(c, "k", ratelimit.FixedWindow{Limit: 1, Window: time.Microsecond}))
+				return constructorErr(ratelimit.New(c, "k", ratelimit.FixedWindow{Limit: 1, Window: time.Microsecond}))
 			},
 		}},
 	{name: "sliding window",
 		new: func(c *coordination.Coordinator, key string, opts ...ratelimit.Option) (*ratelimit.Limiter, error) {
-			return ratelimit.NewSlidingWindow(c, key, ratelimit.SlidingWindow{Limit: 2, Window: time.Minute, Segments: 6}, opts...)
+			return ratelimit.New(c, key, ratelimit.SlidingWindow{Limit: 2, Window: time.Minute, Segments: 6}, opts...)
 		},
 		bad: map[string]func(c *coordination.Coordinator) error{
 			"limit": func(c *coordination.Coordinator) error {
-				return constructorErr(ratelimit.NewSlidingWindow(c, "k", ratelimit.SlidingWindow{Limit: -1, Window: time.Minute, Segments: 2}))
+				return constructorErr(ratelimit.New(c, "k", ratelimit.SlidingWindow{Limit: -1, Window: time.Minute, Segments: 2}))
 			},
 			"window": func(c *coordination.Coordinator) error {
-				return constructorErr(ratelimit.NewSlidingWindow(c, "k", ratelimit.SlidingWindow{Limit: 1, Segments: 2}))
+				return constructorErr(ratelimit.New(c, "k", ratelimit.SlidingWindow{Limit: 1, Segments: 2}))
 			},
 			"segments": func(c *coordination.Coordinator) error {
-				return constructorErr(ratelimit.NewSlidingWindow(c, "k", ratelimit.SlidingWindow{Limit: 1, Window: time.Minute, Segments: 1025}))
+				return constructorErr(ratelimit.New(c, "k", ratelimit.SlidingWindow{Limit: 1, Window: time.Minute, Segments: 1025}))
 			},
 		}},
 	{name: "token bucket",
 		new: func(c *coordination.Coordinator, key string, opts ...ratelimit.Option) (*ratelimit.Limiter, error) {
-			return ratelimit.NewTokenBucket(c, key, ratelimit.TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Minute}, opts...)
+			return ratelimit.New(c, key, ratelimit.TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Minute}, opts...)
 		},
 		bad: map[string]func(c *coordination.Coordinator) error{
 			"limit": func(c *coordination.Coordinator) error {
-				return constructorErr(ratelimit.NewTokenBucket(c, "k", ratelimit.TokenBucket{TokensPerPeriod: 1, Period: time.Minute}))
+				return constructorErr(ratelimit.New(c, "k", ratelimit.TokenBucket{TokensPerPeriod: 1, Period: time.Minute}))
 			},
 			"tokensPerPeriod": func(c *coordination.Coordinator) error {
-				return constructorErr(ratelimit.NewTokenBucket(c, "k", ratelimit.TokenBucket{Limit: 1, Period: time.Minute}))
+				return constructorErr(ratelimit.New(c, "k", ratelimit.TokenBucket{Limit: 1, Period: time.Minute}))
 			},
 			"period": func(c *coordination.Coordinator) error {
-				return constructorErr(ratelimit.NewTokenBucket(c, "k", ratelimit.TokenBucket{Limit: 1, TokensPerPeriod: 1, Period: -time.Second}))
+				return constructorErr(ratelimit.New(c, "k", ratelimit.TokenBucket{Limit: 1, TokensPerPeriod: 1, Period: -time.Second}))
 			},
 		}},
 	{name: "GCRA",
 		new: func(c *coordination.Coordinator, key string, opts ...ratelimit.Option) (*ratelimit.Limiter, error) {
-			return ratelimit.NewGCRA(c, key, ratelimit.GCRA{Burst: 2, Interval: time.Minute}, opts...)
+			return ratelimit.New(c, key, ratelimit.GCRA{Burst: 2, Interval: time.Minute}, opts...)
 		},
 		bad: map[string]func(c *coordination.Coordinator) error{
 			"burst": func(c *coordination.Coordinator) error {
-				return constructorErr(ratelimit.NewGCRA(c, "k", ratelimit.GCRA{Interval: time.Minute}))
+				return constructorErr(ratelimit.New(c, "k", ratelimit.GCRA{Interval: time.Minute}))
 			},
 			"interval": func(c *coordination.Coordinator) error {
-				return constructorErr(ratelimit.NewGCRA(c, "k", ratelimit.GCRA{Burst: 1}))
+				return constructorErr(ratelimit.New(c, "k", ratelimit.GCRA{Burst: 1}))
 			},
 		}},
 	{name: "composite",
 		new: func(c *coordination.Coordinator, key string, opts ...ratelimit.Option) (*ratelimit.Limiter, error) {
-			return ratelimit.NewComposite(c, key, ratelimit.Composite{Components: []ratelimit.Settings{
+			return ratelimit.New(c, key, ratelimit.Composite{Components: []ratelimit.Settings{
 				ratelimit.TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Minute},
 				ratelimit.SlidingWindow{Limit: 5, Window: time.Minute, Segments: 6},
 				ratelimit.FixedWindow{Limit: 9, Window: time.Hour},
@@ -93,19 +93,19 @@ var algorithms = []algorithm{
 		},
 		bad: map[string]func(c *coordination.Coordinator) error{
 			"components": func(c *coordination.Coordinator) error {
-				return constructorErr(ratelimit.NewComposite(c, "k", ratelimit.Composite{}))
+				return constructorErr(ratelimit.New(c, "k", ratelimit.Composite{}))
 			},
 		}},
 	{name: "concurrency", conc: true,
 		new: func(c *coordination.Coordinator, key string, opts ...ratelimit.Option) (*ratelimit.Limiter, error) {
-			return ratelimit.NewConcurrency(c, key, ratelimit.Concurrency{Limit: 2, LeaseDuration: time.Minute}, opts...)
+			return ratelimit.New(c, key, ratelimit.Concurrency{Limit: 2, LeaseDuration: time.Minute}, opts...)
 		},
 		bad: map[string]func(c *coordination.Coordinator) error{
 			"limit": func(c *coordination.Coordinator) error {
-				return constructorErr(ratelimit.NewConcurrency(c, "k", ratelimit.Concurrency{}))
+				return constructorErr(ratelimit.New(c, "k", ratelimit.Concurrency{}))
 			},
 			"leaseDuration": func(c *coordination.Coordinator) error {
-				return constructorErr(ratelimit.NewConcurrency(c, "k", ratelimit.Concurrency{Limit: 1, LeaseDuration: 10 * time.Millisecond}))
+				return constructorErr(ratelimit.New(c, "k", ratelimit.Concurrency{Limit: 1, LeaseDuration: 10 * time.Millisecond}))
 			},
 		}},
 }
@@ -296,13 +296,21 @@ func (a algorithm) scenario(name string) []contract.Step {
 			defer cancel()
 			start := time.Now()
 			le, err := l.Wait(ctx, 1)
-			if err != nil {
-				return err
-			}
 			if d := time.Since(start); d > 2*time.Second {
 				return fmt.Errorf("Wait took %v; want it to return at once", d)
 			}
-			return check(le, false, 0, true)
+			var we *ratelimit.WaitError
+			switch {
+			case !errors.As(err, &we):
+				return fmt.Errorf("Wait past its deadline: %v (acquired=%v), want a *ratelimit.WaitError", err, le.Acquired())
+			case !errors.Is(err, coordination.ErrNotAcquired) || !we.PastDeadline || we.Denied || we.Err != nil:
+				return fmt.Errorf("Wait past its deadline: %+v, want PastDeadline matching ErrNotAcquired", we)
+			case we.RetryAfter < 3*time.Second || we.RetryAfter > 2*time.Minute || we.Permits != 1:
+				return fmt.Errorf("Wait past its deadline: RetryAfter %v permits %d, want more than the 5 s deadline left and 1", we.RetryAfter, we.Permits)
+			case le != (ratelimit.Lease{}):
+				return fmt.Errorf("Wait past its deadline returned a lease with its error")
+			}
+			return nil
 		}})
 	}
 	if !a.conc {

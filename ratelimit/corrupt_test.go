@@ -33,7 +33,7 @@ func TestCorruptedStateIsTyped(t *testing.T) {
 					}
 					var l *Limiter
 					if c, ok := s.(Concurrency); ok {
-						l, err = NewConcurrency(coord, "api", c, WithQueue(4, OldestFirst), WithDenyList(list, "alice"))
+						l, err = New(coord, "api", c, WithQueue(4, OldestFirst), WithDenyList(list, "alice"))
 					} else {
 						l, err = newLimiter(coord, "api", s, []Option{WithQueue(4, OldestFirst), WithDenyList(list, "alice")})
 					}

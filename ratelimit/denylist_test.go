@@ -94,8 +94,10 @@ func TestDenyListRefusesBeforeCapacity(t *testing.T) {
 				}
 			}
 			le, err := l.Wait(ctx, 1)
-			if err != nil || !le.Denied() || l.Statistics().QueuedPermits != 0 {
-				t.Fatalf("%s: Wait for a denied identity: %v denied=%v queued=%d", k, err, le.Denied(), l.Statistics().QueuedPermits)
+			var we *WaitError
+			if !errors.As(err, &we) || !we.Denied || we.PastDeadline || we.RetryAfter != 0 || we.Err != nil ||
+				!errors.Is(err, coordination.ErrNotAcquired) || le.Acquired() || l.Statistics().QueuedPermits != 0 {
+				t.Fatalf("%s: Wait for a denied identity: %v acquired=%v queued=%d, want a WaitError with Denied", k, err, le.Acquired(), l.Statistics().QueuedPermits)
 			}
 			if n, _ := raw.Exists(ctx, b.Key(key)).Result(); n != 0 {
 				t.Fatalf("%s: a denied identity touched the capacity key", k)
@@ -294,7 +296,7 @@ func TestDenyListArguments(t *testing.T) {
 		"capacity": second(NewDenyList(coord, "d", WithDenyCache(0, time.Second))),
 		"lifetime": second(NewDenyList(coord, "d", WithDenyCache(1, 2*time.Minute))),
 		"identity": list.Deny(ctx, ""),
-		"denyList": second(NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithDenyList(nil, "x"))),
+		"denyList": second(New(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithDenyList(nil, "x"))),
 	} {
 		if got, _ := engine.ArgumentName(err); got != name {
 			t.Errorf("%s: %v", name, err)
@@ -303,7 +305,7 @@ func TestDenyListArguments(t *testing.T) {
 	if _, err := list.Denied(ctx, ""); !errors.Is(err, coordination.ErrInvalidArgument) {
 		t.Errorf("Denied(\"\"): %v", err)
 	}
-	if _, err := NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithDenyList(list, "")); !errors.Is(err, coordination.ErrInvalidArgument) {
+	if _, err := New(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithDenyList(list, "")); !errors.Is(err, coordination.ErrInvalidArgument) {
 		t.Errorf("WithDenyList(list, \"\"): %v", err)
 	}
 }

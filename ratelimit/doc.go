@@ -3,9 +3,9 @@
 // GCRA, a composite of several of them on one key, and concurrency.
 // Processes whose limiters use the same key share one budget.
 //
-// Every constructor ([NewFixedWindow], [NewSlidingWindow],
-// [NewTokenBucket], [NewGCRA], [NewComposite], [NewConcurrency]) returns a
-// [*Limiter]. Its verbs follow golang.org/x/time/rate: [Limiter.Allow]
+// [New] returns a [*Limiter] for the settings of one algorithm:
+// [FixedWindow], [SlidingWindow], [TokenBucket], [GCRA], [Composite] or
+// [Concurrency]. Its verbs follow golang.org/x/time/rate: [Limiter.Allow]
 // decides at once, [Limiter.Wait] waits. [Limiter.Reserve] holds an
 // estimate until [Lease.Settle] charges the real cost; [Limiter.Update]
 // changes the settings of a live limiter; a [DenyList] refuses identities
@@ -106,13 +106,14 @@
 //
 // # Leases and permits
 //
-// [Limiter.Allow] and [Limiter.Wait] return a [Lease]. permits = 0 probes
-// without taking anything. Negative permits are an error. More permits
-// than the limiter's capacity are refused by Allow at once, without
-// RetryAfter, without touching Redis, and are an error for Wait (they can
-// never be granted). Window, bucket, GCRA and composite leases are
-// consumptive; a concurrency lease holds its permits until
-// [Lease.Release], renewing itself while held. A reservation
+// [Limiter.Allow] and [Limiter.Reserve] return a [Lease], granted or
+// refused; [Limiter.Wait] returns a granted Lease or an error, never a nil
+// error without the permits. permits = 0 probes without taking anything.
+// Negative permits, and more permits than the limiter's capacity (they can
+// never be granted), are an error wrapping coordination.ErrInvalidArgument
+// naming "permits", without touching Redis. Window, bucket, GCRA and
+// composite leases are consumptive; a concurrency lease holds its permits
+// until [Lease.Release], renewing itself while held. A reservation
 // ([Limiter.Reserve], token bucket and GCRA) is settled once with
 // [Lease.Settle], or at its estimate when it times out.
 //
@@ -128,18 +129,25 @@
 // unless [WithQueue] bounds it (in permits, [OldestFirst] or
 // [NewestFirst]; WithQueue(0, ...) never queues): queued requests sleep
 // until the server-computed retry time, or until a concurrency lease is
-// released, instead of polling; a retry time past the context's deadline
-// returns the refusal at once. [WithFailureMode] chooses what happens
-// when Redis cannot answer: the error ([ReturnError], the default), an
-// acquired lease ([FailOpen]) or a refusal ([FailClosed]).
+// released, instead of polling. Like golang.org/x/time/rate's WaitN, a
+// Wait whose retry time is past the context's deadline fails at once
+// rather than sleeping in vain: every Wait that returns without its
+// permits (past the deadline, the context ended, the queue full, evicted,
+// denied, refused by FailClosed) returns a [*WaitError], which matches
+// coordination.ErrNotAcquired and carries the server's RetryAfter when
+// known, so `if _, err := l.Wait(ctx, 1); err != nil { return err }` is
+// safe. [WithFailureMode] chooses what happens when Redis cannot answer:
+// the error ([ReturnError], the default), an acquired lease ([FailOpen])
+// or a refusal ([FailClosed]; a [*WaitError] for Wait).
 //
 // # Deny lists
 //
 // A [DenyList] is a Redis set of identities. A limiter bound to one and to
 // an identity ([WithDenyList]) checks the membership first, through a
 // local cache (1024 identities, 1 s, by default; [WithDenyCache]); a
-// denied identity gets an unacquired lease whose [Lease.Denied] is true,
-// without touching the limiter's key or queue.
+// denied identity gets an unacquired lease whose [Lease.Denied] is true
+// (from Wait, a [*WaitError] whose Denied is true), without touching the
+// limiter's key or queue.
 //
 // # Partitions and HTTP
 //
@@ -159,8 +167,9 @@
 //
 // Allow, Wait and Reserve are admitted through the coordinator's hooks
 // once each, as RATE LIMIT ACQUIRE (a queued Wait's retries are not
-// admitted again); an unacquired lease is a Succeeded outcome, a Wait that
-// gave up when its context ended is Canceled. Concurrency releases are
+// admitted again); an unacquired lease is a Succeeded outcome, and so is a
+// Wait's refusal (a [*WaitError] other than a context that ended), a Wait
+// that gave up when its context ended is Canceled. Concurrency releases are
 // RATE LIMIT RELEASE, settlements RATE LIMIT SETTLE, updates RATE LIMIT
 // UPDATE, deny-list calls RATE LIMIT DENY LIST READ and WRITE (a
 // limiter's own checks are not admitted again); background renewals and

@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"log/slog"
@@ -36,7 +37,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := ratelimit.NewGCRA(coord, "limits:api", ratelimit.GCRA{Burst: 3, Interval: 100 * time.Millisecond})
+	lim, err := ratelimit.New(coord, "limits:api", ratelimit.GCRA{Burst: 3, Interval: 100 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -63,7 +64,8 @@ func Example() {
 }
 
 // Wait waits for its permits: it sleeps until the server-computed retry
-// time instead of polling.
+// time instead of polling, and fails at once when that time is past the
+// context's deadline.
 func ExampleLimiter_Wait() {
 	srv, err := miniredis.Run() // its clock follows the wall clock
 	if err != nil {
@@ -76,7 +78,7 @@ func ExampleLimiter_Wait() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := ratelimit.NewFixedWindow(coord, "limits:jobs", ratelimit.FixedWindow{Limit: 1, Window: 200 * time.Millisecond})
+	lim, err := ratelimit.New(coord, "limits:jobs", ratelimit.FixedWindow{Limit: 1, Window: 200 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -92,15 +94,34 @@ func ExampleLimiter_Wait() {
 		}
 		fmt.Printf("job %d: acquired %v, waited %v\n", i, lease.Acquired(), time.Since(start) > 100*time.Millisecond)
 	}
+
+	// A retry time past the deadline fails at once with a *WaitError
+	// carrying the server's RetryAfter: Wait never returns a nil error
+	// without the permits.
+	hourly, err := ratelimit.New(coord, "limits:reports", ratelimit.FixedWindow{Limit: 1, Window: time.Hour})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer hourly.Close()
+	if _, err := hourly.Wait(ctx, 1); err != nil {
+		log.Fatal(err)
+	}
+	_, err = hourly.Wait(ctx, 1) // ctx ends in 5 s; the window in an hour
+	var we *ratelimit.WaitError
+	if errors.As(err, &we) {
+		fmt.Printf("report: not acquired %v, past the deadline %v, retry within the hour %v\n",
+			errors.Is(err, coordination.ErrNotAcquired), we.PastDeadline, we.RetryAfter > 59*time.Minute && we.RetryAfter <= time.Hour)
+	}
 	// Output:
 	// job 1: acquired true, waited false
 	// job 2: acquired true, waited true
+	// report: not acquired true, past the deadline true, retry within the hour true
 }
 
 // A concurrency limiter: at most 2 leases held at once across every
 // process; a lease renews itself while held and returns its permit on
 // Release.
-func ExampleNewConcurrency() {
+func ExampleNew_concurrency() {
 	srv, err := miniredis.Run()
 	if err != nil {
 		log.Fatal(err)
@@ -112,7 +133,7 @@ func ExampleNewConcurrency() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := ratelimit.NewConcurrency(coord, "limits:exports", ratelimit.Concurrency{Limit: 2, LeaseDuration: 30 * time.Second})
+	lim, err := ratelimit.New(coord, "limits:exports", ratelimit.Concurrency{Limit: 2, LeaseDuration: 30 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -167,13 +188,13 @@ func ExampleNewMiddleware() {
 		log.Fatal(err)
 	}
 
-	guard, err := ratelimit.NewConcurrency(coord, "limits:instance-guard", ratelimit.Concurrency{Limit: 200})
+	guard, err := ratelimit.New(coord, "limits:instance-guard", ratelimit.Concurrency{Limit: 200})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer guard.Close()
 	perClient, err := ratelimit.NewPartitioned(func(client string) (*ratelimit.Limiter, error) {
-		return ratelimit.NewTokenBucket(coord, ratelimit.PartitionKey("limits:client", client),
+		return ratelimit.New(coord, ratelimit.PartitionKey("limits:client", client),
 			ratelimit.TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Second})
 	})
 	if err != nil {
@@ -218,7 +239,7 @@ func ExampleWithErrorHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := ratelimit.NewGCRA(coord, "limits:api", ratelimit.GCRA{Burst: 10, Interval: time.Second})
+	lim, err := ratelimit.New(coord, "limits:api", ratelimit.GCRA{Burst: 10, Interval: time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -275,11 +296,11 @@ func exampleCoordinator() (*coordination.Coordinator, func()) {
 // Three limits on one key, decided together: a burst of 10 refilled 2 per
 // second, 100 per sliding minute and 1000 per hour. A request passes only
 // when all three admit it; a refusal consumes from none.
-func ExampleNewComposite() {
+func ExampleNew_composite() {
 	coord, done := exampleCoordinator()
 	defer done()
 
-	lim, err := ratelimit.NewComposite(coord, "limits:tenant-42", ratelimit.Composite{Components: []ratelimit.Settings{
+	lim, err := ratelimit.New(coord, "limits:tenant-42", ratelimit.Composite{Components: []ratelimit.Settings{
 		ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 2, Period: time.Second},
 		ratelimit.SlidingWindow{Limit: 100, Window: time.Minute, Segments: 10},
 		ratelimit.FixedWindow{Limit: 1000, Window: time.Hour},
@@ -320,7 +341,7 @@ func ExampleDenyList() {
 	if err := denied.Deny(ctx, "customer:42"); err != nil {
 		log.Fatal(err)
 	}
-	lim, err := ratelimit.NewFixedWindow(coord, "limits:customer:42", ratelimit.FixedWindow{Limit: 100, Window: time.Minute},
+	lim, err := ratelimit.New(coord, "limits:customer:42", ratelimit.FixedWindow{Limit: 100, Window: time.Minute},
 		ratelimit.WithDenyList(denied, "customer:42"))
 	if err != nil {
 		log.Fatal(err)
@@ -353,7 +374,7 @@ func ExampleLimiter_Update() {
 	defer done()
 	ctx := context.Background()
 
-	lim, err := ratelimit.NewFixedWindow(coord, "limits:plan", ratelimit.FixedWindow{Limit: 2, Window: time.Minute})
+	lim, err := ratelimit.New(coord, "limits:plan", ratelimit.FixedWindow{Limit: 2, Window: time.Minute})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -389,7 +410,7 @@ func ExampleLimiter_Reserve() {
 	ctx := context.Background()
 
 	// 1000 model tokens per minute, at most 1000 at once.
-	lim, err := ratelimit.NewGCRA(coord, "limits:llm-tokens", ratelimit.GCRA{Burst: 1000, Rate: 1000, Period: time.Minute})
+	lim, err := ratelimit.New(coord, "limits:llm-tokens", ratelimit.GCRA{Burst: 1000, Rate: 1000, Period: time.Minute})
 	if err != nil {
 		log.Fatal(err)
 	}

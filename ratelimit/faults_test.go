@@ -83,7 +83,7 @@ func TestMiddlewareReportsAuthFailures(t *testing.T) {
 				t.Fatal(err)
 			}
 			key := PartitionKey("limits:private-key-name", "client-7")
-			lim, err := NewGCRA(coord, key, GCRA{Burst: 5, Interval: time.Second}, WithFailureMode(c.mode))
+			lim, err := New(coord, key, GCRA{Burst: 5, Interval: time.Second}, WithFailureMode(c.mode))
 			if err != nil {
 				t.Fatal(err)
 			}

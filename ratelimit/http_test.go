@@ -39,7 +39,7 @@ func TestPartitionedOnDemandAndIdleEviction(t *testing.T) {
 			mu.Lock()
 			made[part]++
 			mu.Unlock()
-			return NewFixedWindow(c, PartitionKey("pt", part), FixedWindow{Limit: 2, Window: 10 * time.Second})
+			return New(c, PartitionKey("pt", part), FixedWindow{Limit: 2, Window: 10 * time.Second})
 		}, WithIdleTimeout(50*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
@@ -61,7 +61,7 @@ func TestPartitionedOnDemandAndIdleEviction(t *testing.T) {
 		}
 		// A held concurrency lease keeps its partition alive.
 		pc, err := NewPartitioned(func(part string) (*Limiter, error) {
-			return NewConcurrency(c, PartitionKey("pc", part), Concurrency{Limit: 1, LeaseDuration: 10 * time.Second})
+			return New(c, PartitionKey("pc", part), Concurrency{Limit: 1, LeaseDuration: 10 * time.Second})
 		}, WithIdleTimeout(50*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
@@ -176,7 +176,7 @@ func TestMiddleware(t *testing.T) {
 		c := b.Coordinator(t)
 		guard := build(t, c, kConc, "mw:guard", 1, 10*time.Second)
 		perClient, err := NewPartitioned(func(part string) (*Limiter, error) {
-			return NewGCRA(c, PartitionKey("mw:client", part), GCRA{Burst: 2, Interval: 90 * time.Second})
+			return New(c, PartitionKey("mw:client", part), GCRA{Burst: 2, Interval: 90 * time.Second})
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -282,7 +282,7 @@ func TestMiddlewareRejectsPoliciesThatCannotWork(t *testing.T) {
 	if _, err := NewMiddleware(nil); !errors.Is(err, coordination.ErrInvalidArgument) {
 		t.Errorf("no policies: %v", err)
 	}
-	never, err := NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithQueue(0, OldestFirst))
+	never, err := New(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithQueue(0, OldestFirst))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func TestMiddlewareRejectsPoliciesThatCannotWork(t *testing.T) {
 		t.Errorf("Wait on a limiter that never queues names %q, want %q", name, "policy never")
 	}
 	for _, opts := range [][]Option{nil, {WithQueue(5, OldestFirst)}} {
-		q, err := NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second}, opts...)
+		q, err := New(coord, "k", GCRA{Burst: 1, Interval: time.Second}, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,7 +302,7 @@ func TestMiddlewareRejectsPoliciesThatCannotWork(t *testing.T) {
 			t.Errorf("Wait on a limiter that queues: %v", err)
 		}
 	}
-	l, err := NewGCRA(coord, "k", GCRA{Burst: 1, Interval: time.Second})
+	l, err := New(coord, "k", GCRA{Burst: 1, Interval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +444,7 @@ func TestMiddlewareDenied(t *testing.T) {
 			t.Fatal(err)
 		}
 		p, err := NewPartitioned(func(ip string) (*Limiter, error) {
-			return NewGCRA(c, PartitionKey("mw-deny:ip", ip), GCRA{Burst: 5, Interval: time.Second}, WithDenyList(list, ip))
+			return New(c, PartitionKey("mw-deny:ip", ip), GCRA{Burst: 5, Interval: time.Second}, WithDenyList(list, ip))
 		})
 		if err != nil {
 			t.Fatal(err)

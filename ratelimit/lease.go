@@ -52,10 +52,9 @@ func (l Lease) Denied() bool { return l.denied }
 // request refused by a fixed window, sliding window, token bucket or GCRA
 // limiter, and covers the whole batch of permits. It is absent for acquired
 // leases, for concurrency limiters (nobody knows when a holder finishes),
-// for requests larger than the limiter's capacity (they can never be
-// admitted), for [Limiter.Wait] requests refused by a full queue without
-// asking Redis or evicted from it, for denied identities ([Lease.Denied]),
-// and for leases produced by a [FailureMode].
+// for denied identities ([Lease.Denied]), and for leases produced by a
+// [FailureMode]. ([Limiter.Wait] returns no refused lease: its
+// [*WaitError] carries the RetryAfter.)
 //
 // It is a computed wait, not a reservation: other callers may take the
 // permits first.
@@ -68,9 +67,7 @@ func (l Lease) RetryAfter() (time.Duration, bool) {
 
 // Available returns the permits the limiter reported free right after this
 // decision (for a concurrency limiter: permits not held), or -1 when the
-// server was not asked (an oversized request, a Wait refused by a full
-// queue before asking or evicted from it, a denied identity, a failure
-// mode). For a composite limiter it is the smallest of its components'.
+// server was not asked (a denied identity, a failure mode). For a composite limiter it is the smallest of its components'.
 // Other processes may have used them since.
 func (l Lease) Available() int64 { return l.available }
 

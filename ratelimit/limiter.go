@@ -18,9 +18,8 @@ import (
 
 const primitive = "rate_limit"
 
-// Limiter is a distributed rate limiter on one Redis key, built by
-// [NewFixedWindow], [NewSlidingWindow], [NewTokenBucket], [NewGCRA],
-// [NewComposite] or [NewConcurrency]. Every process whose limiter uses the
+// Limiter is a distributed rate limiter on one Redis key, built by [New]
+// with the settings of its algorithm. Every process whose limiter uses the
 // same key and algorithm shares one budget; each decision is one Lua script
 // run atomically on the server with the server's clock.
 //
@@ -53,7 +52,9 @@ type Statistics struct {
 	// Granted counts acquired leases returned by this instance (including
 	// leases granted by FailOpen).
 	Granted int64
-	// Rejected counts unacquired leases returned by this instance.
+	// Rejected counts refusals returned by this instance: unacquired
+	// leases, and [*WaitError] refusals of Wait (not a context that
+	// ended while queued).
 	Rejected int64
 	// QueuedPermits is the number of permits waiting in the local queue now.
 	QueuedPermits int64
@@ -105,7 +106,7 @@ func newLimiter(coord *coordination.Coordinator, key string, s Settings, opts []
 	if err := engine.Apply(&l.opts, opts); err != nil {
 		return nil, err
 	}
-	if l.sp, err = s.spec(); err != nil {
+	if l.sp, err = specOf("settings", s); err != nil {
 		return nil, err
 	}
 	l.available.Store(-1)
@@ -134,8 +135,9 @@ func (l *Limiter) spec() *spec {
 //
 // permits = 0 probes whether a permit is free without taking it (a
 // concurrency probe likewise holds nothing). permits above the limiter's
-// capacity are refused at once, without a Redis call and without
-// RetryAfter. With [WithDenyList], a denied identity is refused first.
+// capacity (a composite's: its smallest component's) can never be granted
+// and are an error, with nothing admitted or sent. With [WithDenyList], a
+// denied identity is refused first.
 //
 // Every call consumes at most once, whatever the client's retry setting:
 // it carries a random id that the key remembers for its last 6 grants, so
@@ -145,7 +147,8 @@ func (l *Limiter) spec() *spec {
 // documentation).
 //
 // Errors: coordination.ErrInvalidArgument naming "permits" for negative
-// permits (nothing is admitted or sent); coordination.ErrClosed after
+// permits or more than the capacity (nothing is admitted or sent; the
+// message gives the capacity); coordination.ErrClosed after
 // Close; the context's error when ctx ends (in every failure mode); errors
 // matching coordination.ErrConfigMismatch (another algorithm on the key,
 // or other settings with [WithStrictSettings]), coordination.ErrBadState
@@ -156,25 +159,41 @@ func (l *Limiter) spec() *spec {
 // still have consumed its permits on the server; a concurrency lease it
 // may have taken is released in the background.
 func (l *Limiter) Allow(ctx context.Context, permits int) (Lease, error) {
-	ctx, op, err := l.begin(ctx, permits)
+	return l.allow(ctx, permits, false)
+}
+
+// allow is Allow; with oversize, more permits than the capacity are a
+// refusal without RetryAfter instead of an error (the middleware's form:
+// such a request is answered 429).
+func (l *Limiter) allow(ctx context.Context, permits int, oversize bool) (Lease, error) {
+	ctx, op, err := l.begin(ctx, permits, oversize)
 	if err != nil {
 		return Lease{}, err
 	}
 	defer l.active.Add(-1)
-	d, err := l.attempt(ctx, permits)
+	d, err := l.attempt(ctx, permits, oversize)
 	return l.settle(ctx, op, d, err)
 }
 
+// tooLarge is the error of a request for more permits than the capacity.
+func tooLarge(permits, capacity int) error {
+	return engine.InvalidArgument("permits", "%d permits can never be granted: the limiter's capacity is %d", permits, capacity)
+}
+
 // begin starts an Allow, Wait or Reserve: it validates permits (nothing
-// admitted for bad input), admits the call through hooks as RATE LIMIT
+// admitted for bad input; more than the capacity too, unless oversize),
+// admits the call through hooks as RATE LIMIT
 // ACQUIRE, refuses a closed limiter and counts the call as active (the
 // caller must decrement l.active when begin returns a nil error).
-func (l *Limiter) begin(ctx context.Context, permits int) (context.Context, engine.Op, error) {
+func (l *Limiter) begin(ctx context.Context, permits int, oversize bool) (context.Context, engine.Op, error) {
 	if l == nil || l.e == nil {
-		return ctx, engine.Op{}, engine.InvalidArgument("limiter", "must not be nil; use a constructor such as NewGCRA")
+		return ctx, engine.Op{}, engine.InvalidArgument("limiter", "must not be nil; use New")
 	}
 	if err := checkPermits(permits); err != nil {
 		return ctx, engine.Op{}, err
+	}
+	if c := l.spec().capacity; permits > c && !oversize {
+		return ctx, engine.Op{}, tooLarge(permits, c)
 	}
 	ctx, op, err := l.e.Admit(ctx, hooks.RateLimitAcquire, primitive)
 	if err != nil {
@@ -191,8 +210,10 @@ func (l *Limiter) begin(ctx context.Context, permits int) (context.Context, engi
 }
 
 // attempt makes one decision: the deny list first, then locally for
-// oversized requests, else one script run, all under one set of settings.
-func (l *Limiter) attempt(ctx context.Context, permits int) (decision, error) {
+// oversized requests (an error unless oversize: the settings may have
+// changed since begin), else one script run, all under one set of
+// settings.
+func (l *Limiter) attempt(ctx context.Context, permits int, oversize bool) (decision, error) {
 	if l.opts.deny != nil {
 		denied, err := l.opts.deny.denied(ctx, l.opts.identity)
 		if err != nil {
@@ -206,6 +227,9 @@ func (l *Limiter) attempt(ctx context.Context, permits int) (decision, error) {
 	defer l.settingsMu.RUnlock()
 	sp := l.sp
 	if permits > sp.capacity {
+		if !oversize {
+			return decision{}, tooLarge(permits, sp.capacity)
+		}
 		return refused, nil
 	}
 	var (

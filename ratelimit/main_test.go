@@ -42,18 +42,18 @@ func build(t testing.TB, coord *coordination.Coordinator, k kind, key string, n 
 	)
 	switch k {
 	case kFixed:
-		l, err = NewFixedWindow(coord, key, FixedWindow{Limit: n, Window: d}, opts...)
+		l, err = New(coord, key, FixedWindow{Limit: n, Window: d}, opts...)
 	case kSliding:
-		l, err = NewSlidingWindow(coord, key, SlidingWindow{Limit: n, Window: d, Segments: 4}, opts...)
+		l, err = New(coord, key, SlidingWindow{Limit: n, Window: d, Segments: 4}, opts...)
 	case kBucket:
-		l, err = NewTokenBucket(coord, key, TokenBucket{Limit: n, TokensPerPeriod: 1, Period: d}, opts...)
+		l, err = New(coord, key, TokenBucket{Limit: n, TokensPerPeriod: 1, Period: d}, opts...)
 	case kGCRA:
-		l, err = NewGCRA(coord, key, GCRA{Burst: n, Interval: d}, opts...)
+		l, err = New(coord, key, GCRA{Burst: n, Interval: d}, opts...)
 	case kConc:
-		l, err = NewConcurrency(coord, key, Concurrency{Limit: n, LeaseDuration: max(d, minLeaseDuration)}, opts...)
+		l, err = New(coord, key, Concurrency{Limit: n, LeaseDuration: max(d, minLeaseDuration)}, opts...)
 	case kComp:
 		// The bucket (capacity n) binds; the windows hold more.
-		l, err = NewComposite(coord, key, Composite{Components: []Settings{
+		l, err = New(coord, key, Composite{Components: []Settings{
 			TokenBucket{Limit: n, TokensPerPeriod: 1, Period: d},
 			SlidingWindow{Limit: 2 * n, Window: d, Segments: 4},
 			FixedWindow{Limit: 3 * n, Window: d.Round(time.Millisecond)},

@@ -118,7 +118,7 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 // bucket and GCRA grants refunded, best effort: a refund applies while the
 // key still remembers the grant, see [Limiter.Allow]), and concurrency
 // leases are released when the handler returns. Several limits on one key
-// are better one [NewComposite] limiter: one atomic decision.
+// are better one [Composite] limiter: one atomic decision.
 //
 // For different policies per route, wrap each route's handler with its own
 // middleware:
@@ -279,18 +279,21 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 	})
 }
 
+// allow asks the policy's limiter: a refusal (Wait's included, and a
+// request costing more than the capacity) is an unacquired lease.
 func (p *policy) allow(r *http.Request, n int) (Lease, error) {
 	ctx := r.Context()
-	switch {
-	case p.Limiter != nil && p.Wait:
-		return p.Limiter.Wait(ctx, n)
-	case p.Limiter != nil:
-		return p.Limiter.Allow(ctx, n)
-	case p.Wait:
-		return p.Partitioned.Wait(ctx, p.Partition(r), n)
-	default:
-		return p.Partitioned.Allow(ctx, p.Partition(r), n)
+	f := func(l *Limiter) (Lease, error) {
+		if p.Wait {
+			le, _, err := l.wait(ctx, n, true)
+			return le, err
+		}
+		return l.allow(ctx, n, true)
 	}
+	if p.Limiter != nil {
+		return f(p.Limiter)
+	}
+	return p.Partitioned.with(p.Partition(r), f)
 }
 
 // refund gives back the window, bucket and GCRA grants of earlier

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -204,11 +205,8 @@ func TestUpdateWakesTheQueue(t *testing.T) {
 		update(t, l, FixedWindow{Limit: 1, Window: time.Minute}) // the large waiter can never pass now
 		r = <-out
 		wg.Wait()
-		if r.name != "large" || r.err != nil || r.le.Acquired() {
-			t.Fatalf("larger than the new capacity: %s %v acquired=%v, want refused", r.name, r.err, r.le.Acquired())
-		}
-		if _, ok := r.le.RetryAfter(); ok {
-			t.Fatal("a request larger than the capacity has a RetryAfter")
+		if r.name != "large" || !errors.Is(r.err, coordination.ErrInvalidArgument) || !strings.Contains(r.err.Error(), "capacity is 1") || r.le.Acquired() {
+			t.Fatalf("larger than the new capacity: %s %v acquired=%v, want ErrInvalidArgument naming the capacity", r.name, r.err, r.le.Acquired())
 		}
 	})
 }

@@ -49,7 +49,10 @@ func TestOneCommandPerAllow(t *testing.T) {
 				}
 			}
 			count.Reset()
-			acquire(t, l, 4) // larger than the limiter: decided locally
+			// Larger than the limiter: an error, decided locally.
+			if _, err := l.Allow(context.Background(), 4); !errors.Is(err, coordination.ErrInvalidArgument) {
+				t.Fatalf("%s: Allow(4) on a capacity of 3: %v, want ErrInvalidArgument", k, err)
+			}
 			if got := count.Count(); got != 0 {
 				t.Fatalf("%s: oversized request sent %d commands", k, got)
 			}
@@ -229,9 +232,11 @@ func TestMetricsAllowedBlocked(t *testing.T) {
 		c := b.Coordinator(t, coordination.WithMeterProvider(mp))
 		l := build(t, c, kFixed, "m", 2, 10*time.Second)
 		burst(t, l, 5)
-		acquire(t, l, 3) // oversized: capacity too
+		if _, err := l.Allow(context.Background(), 3); err == nil { // oversized: an error, not counted
+			t.Fatal("Allow(3) on a capacity of 2: nil error")
+		}
 		got := mp.snapshot()
-		if got["coordination.rate_limit.allowed"] != 2 || got["coordination.rate_limit.blocked{reason=capacity}"] != 4 {
+		if got["coordination.rate_limit.allowed"] != 2 || got["coordination.rate_limit.blocked{reason=capacity}"] != 3 {
 			t.Fatalf("metrics %v", got)
 		}
 	})
@@ -290,8 +295,9 @@ func TestFailureModes(t *testing.T) {
 	for _, k := range kinds {
 		for i, m := range modes {
 			l := lims[k][i]
-			for _, call := range []func(context.Context, int) (Lease, error){l.Allow, l.Wait} {
+			for ci, call := range []func(context.Context, int) (Lease, error){l.Allow, l.Wait} {
 				le, err := call(ctx, 1)
+				wait := ci == 1
 				switch m {
 				case ReturnError:
 					if err == nil || coordination.Classify(err) != coordination.Transient {
@@ -305,6 +311,17 @@ func TestFailureModes(t *testing.T) {
 						t.Fatalf("release of a fail-open lease: %v", err)
 					}
 				case FailClosed:
+					if wait {
+						// Wait never returns a nil error without the
+						// permits: the refusal is a WaitError carrying the
+						// failure.
+						var we *WaitError
+						if !errors.As(err, &we) || !errors.Is(err, coordination.ErrNotAcquired) || le.Acquired() ||
+							we.Err == nil || coordination.Classify(we.Err) != coordination.Transient || we.RetryAfter != 0 || we.PastDeadline {
+							t.Fatalf("%s/%v: Wait: %v acquired=%v, want a WaitError carrying a transient failure", k, m, err, le.Acquired())
+						}
+						continue
+					}
 					if err != nil || le.Acquired() {
 						t.Fatalf("%s/%v: err=%v acquired=%v", k, m, err, le.Acquired())
 					}
@@ -381,9 +398,9 @@ func TestMemoryPerKey(t *testing.T) {
 			var l *Limiter
 			switch k {
 			case kSliding:
-				l, err = NewSlidingWindow(c, key, SlidingWindow{Limit: 1000, Window: time.Minute, Segments: 10})
+				l, err = New(c, key, SlidingWindow{Limit: 1000, Window: time.Minute, Segments: 10})
 			case kComp:
-				l, err = NewComposite(c, key, issueComposite)
+				l, err = New(c, key, issueComposite)
 			default:
 				l = build(t, c, k, key, 1000, time.Minute)
 			}
@@ -418,7 +435,7 @@ func TestMemoryPerKey(t *testing.T) {
 		// A sliding window with every segment live (100 ms segments, one
 		// grant each), for the report.
 		key := name("limits:sliding-full")
-		sw, err := NewSlidingWindow(c, key, SlidingWindow{Limit: 100, Window: time.Second, Segments: 10})
+		sw, err := New(c, key, SlidingWindow{Limit: 100, Window: time.Second, Segments: 10})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,11 +12,11 @@ type QueueOrder int
 
 const (
 	// OldestFirst serves waiters in arrival order. A request that does not
-	// fit in a bounded queue is refused. It is the default.
+	// fit in a bounded queue fails (a [*WaitError]). It is the default.
 	OldestFirst QueueOrder = iota
 	// NewestFirst serves the latest waiter first. A request that does not
-	// fit evicts the oldest waiters (they get an unacquired lease) until it
-	// fits.
+	// fit evicts the oldest waiters (their Wait fails with a [*WaitError])
+	// until it fits.
 	NewestFirst
 )
 
@@ -50,7 +50,8 @@ const (
 	// Redis is unreachable. Counted in coordination.rate_limit.unavailable
 	// with failure_mode=fail_open.
 	FailOpen
-	// FailClosed refuses with an unacquired lease without RetryAfter.
+	// FailClosed refuses with an unacquired lease without RetryAfter
+	// ([Limiter.Wait]: a [*WaitError] whose Err is the failure).
 	// Counted in coordination.rate_limit.blocked with reason=unavailable.
 	FailClosed
 )
@@ -92,9 +93,9 @@ const unbounded = -1
 
 // WithQueue bounds the local queue of [Limiter.Wait]: up to limit permits
 // (not requests) may wait in this process, served in order. A request that
-// does not fit is refused at once under [OldestFirst] (an unacquired lease,
-// with RetryAfter when it tried Redis first); under [NewestFirst] it evicts
-// the oldest waiters instead. WithQueue(0, order) means Wait never queues:
+// does not fit fails at once under [OldestFirst] (a [*WaitError], with
+// RetryAfter when it tried Redis first); under [NewestFirst] it evicts
+// the oldest waiters instead (each fails with a [*WaitError]). WithQueue(0, order) means Wait never queues:
 // it makes one attempt, like [Limiter.Allow].
 //
 // Without WithQueue the queue is unbounded and served oldest first: Wait
@@ -152,8 +153,9 @@ func WithStrictSettings() Option {
 // requests belong to (a client, tenant or user): every [Limiter.Allow],
 // [Limiter.Wait] and [Limiter.Reserve] checks the identity's membership
 // (through the list's local cache) before anything else, and a denied
-// identity gets an unacquired lease whose [Lease.Denied] reports true,
-// without RetryAfter, without touching the limiter's key or queue. Queued
+// identity gets an unacquired lease whose [Lease.Denied] reports true
+// ([Limiter.Wait]: a [*WaitError] whose Denied is true), without
+// RetryAfter, without touching the limiter's key or queue. Queued
 // requests check again before each retry. Counted in
 // coordination.rate_limit.blocked with reason=deny_list.
 //

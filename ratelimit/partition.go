@@ -69,7 +69,7 @@ type partitionEntry struct {
 // limiter of a partition, typically with [PartitionKey]:
 //
 //	p, err := ratelimit.NewPartitioned(func(client string) (*ratelimit.Limiter, error) {
-//		return ratelimit.NewTokenBucket(coord, ratelimit.PartitionKey("limits:client", client), bucket)
+//		return ratelimit.New(coord, ratelimit.PartitionKey("limits:client", client), bucket)
 //	})
 //
 // The factory is called with the partitioned limiter's lock held and must
@@ -110,6 +110,16 @@ func (p *Partitioned) Wait(ctx context.Context, partition string, permits int) (
 	}
 	defer p.put(e)
 	return e.lim.Wait(ctx, permits)
+}
+
+// with runs f on partition's limiter.
+func (p *Partitioned) with(partition string, f func(*Limiter) (Lease, error)) (Lease, error) {
+	e, err := p.get(partition)
+	if err != nil {
+		return Lease{}, err
+	}
+	defer p.put(e)
+	return f(e.lim)
 }
 
 // Len returns the number of partitions with a live limiter.

@@ -3,6 +3,9 @@ package ratelimit
 import (
 	"container/list"
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/coordkit/coordination/internal/engine"
@@ -36,26 +39,28 @@ func (w *waiter) signal() {
 }
 
 // Wait acquires permits, waiting in the limiter's local queue when they
-// are not free: it is granted when the server grants them, unless ctx ends
-// first (or the request is evicted, or the limiter is closed). It is
-// admitted through hooks once (RATE LIMIT ACQUIRE), however many attempts
-// it makes.
+// are not free. It returns an acquired lease, or a nil lease and an error:
+// never a nil error without the permits. It is admitted through hooks once
+// (RATE LIMIT ACQUIRE), however many attempts it makes.
 //
-// Like golang.org/x/time/rate, Wait fails fast: when the server's retry
-// time is past ctx's deadline, it returns at once with the refused lease
-// (and its RetryAfter) and a nil error, instead of sleeping until the
-// deadline. More permits than the limiter's capacity can never be granted:
-// Wait returns an error naming "permits" at once, admitting nothing. A
-// denied identity ([WithDenyList]) is refused at once.
+// Wait fails fast: when the server's retry time is past ctx's deadline, it
+// returns at once a [*WaitError] whose PastDeadline is true and whose
+// RetryAfter is the server's, instead of sleeping until the deadline. More
+// permits than the limiter's capacity can never be granted: Wait returns
+// an error wrapping coordination.ErrInvalidArgument naming "permits" at
+// once, admitting nothing; so does a queued request whose permits exceed
+// the capacity after an [Limiter.Update]. A denied identity
+// ([WithDenyList]) gets a [*WaitError] whose Denied is true at once.
 //
 // Without [WithQueue] the queue is unbounded and served oldest first.
-// With a bounded queue, a request that does not fit is refused at once
-// (an unacquired lease) or, under [NewestFirst], evicts the oldest
-// waiters (they get an unacquired lease); WithQueue(0, ...) makes Wait
-// one attempt, like [Limiter.Allow]. A request that finds the queue empty
-// tries Redis at once; one that finds waiters ahead of it queues behind
-// them without trying first (refused because the queue is full, it then
-// carries no RetryAfter).
+// With a bounded queue, a request that does not fit fails at once with a
+// [*WaitError] or, under [NewestFirst], evicts the oldest waiters (each
+// fails with a [*WaitError]); WithQueue(0, ...) makes Wait one attempt,
+// like [Limiter.Allow], whose refusal is a [*WaitError] with the server's
+// RetryAfter. A request that finds the queue empty tries Redis at once;
+// one that finds waiters ahead of it queues behind them without trying
+// first (failing because the queue is full, it then carries no
+// RetryAfter).
 //
 // A queued request does not poll: the head of the queue sleeps until the
 // server-computed retry time; a concurrency limiter's head sleeps until a
@@ -63,24 +68,31 @@ func (w *waiter) signal() {
 // least every 5 s, and every 250 ms while the subscription is not
 // confirmed) or the earliest lease would expire. The others sleep until
 // they become the head. [Limiter.Update] wakes the head to try again under
-// the new settings, and refuses queued requests larger than the new
-// capacity.
+// the new settings.
 //
-// Errors are those of Allow, and coordination.ErrInvalidArgument naming
-// "permits" for more permits than the capacity. When ctx ends while queued
-// the error matches both coordination.ErrNotAcquired and ctx's error
-// (context.Cause); after Close queued requests fail with
-// coordination.ErrClosed. A Redis failure while queued ends the wait: the
-// limiter's [FailureMode] applies, as for Allow.
+// Errors: those of Allow; a [*WaitError] (matching
+// coordination.ErrNotAcquired) for every refusal: past the deadline,
+// queue full, evicted, denied, refused by [FailClosed], and when ctx ends
+// while queued (it then also matches ctx's error, context.Cause, and
+// carries the latest RetryAfter known). ctx ending during the first
+// attempt, before queuing, returns ctx's error as for Allow. After Close queued requests fail
+// with coordination.ErrClosed. A Redis failure while queued ends the wait:
+// the limiter's [FailureMode] applies ([FailOpen] grants, as for Allow).
 func (l *Limiter) Wait(ctx context.Context, permits int) (Lease, error) {
-	if l != nil && l.e != nil {
-		if c := l.spec().capacity; permits > c {
-			return Lease{}, engine.InvalidArgument("permits", "%d permits can never be granted: the limiter's capacity is %d", permits, c)
-		}
+	le, why, err := l.wait(ctx, permits, false)
+	if err != nil || le.acquired {
+		return le, err
 	}
-	ctx, op, err := l.begin(ctx, permits)
+	return Lease{}, newWaitError(permits, le, why, nil)
+}
+
+// wait is Wait returning refusals as unacquired leases with the reason
+// (the middleware's form); oversize refuses such requests as Allow's
+// middleware form does instead of failing.
+func (l *Limiter) wait(ctx context.Context, permits int, oversize bool) (Lease, waitWhy, error) {
+	ctx, op, err := l.begin(ctx, permits, oversize)
 	if err != nil {
-		return Lease{}, err
+		return Lease{}, 0, err
 	}
 	defer l.active.Add(-1)
 	l.mu.Lock()
@@ -89,20 +101,155 @@ func (l *Limiter) Wait(ctx context.Context, permits int) (Lease, error) {
 	first, tried := refused, false
 	if empty {
 		// Nobody local is ahead: try at once.
-		d, err := l.attempt(ctx, permits)
-		if err != nil || d.acquired || d.available < 0 || l.opts.queueLimit == 0 || pastDeadline(ctx, d) {
-			return l.settle(ctx, op, d, err)
+		d, err := l.attempt(ctx, permits, oversize)
+		switch {
+		case err != nil || d.acquired || d.available < 0:
+			return l.settleWhy(ctx, op, d, err, whyOf(d, whyNone))
+		case pastDeadline(ctx, d):
+			return l.settleWhy(ctx, op, d, err, whyDeadline)
+		case l.opts.queueLimit == 0:
+			return l.settleWhy(ctx, op, d, err, whyNoQueue)
 		}
 		first, tried = d, true
 	}
 	w, ok, err := l.enqueue(permits)
 	if err != nil || !ok {
-		return l.settle(ctx, op, first, err)
+		return l.settleWhy(ctx, op, first, err, whyQueueFull)
 	}
 	start := time.Now()
-	d, err := l.serve(ctx, w, first, tried)
+	d, why, err := l.serve(ctx, w, first, tried, oversize)
 	l.recordWait(start, err == nil && d.acquired)
-	return l.settle(ctx, op, d, err)
+	return l.settleWhy(ctx, op, d, err, why)
+}
+
+// settleWhy is settle, passing a refusal's reason on (a failure mode's
+// refusal is whyUnavailable).
+func (l *Limiter) settleWhy(ctx context.Context, op engine.Op, d decision, err error, why waitWhy) (Lease, waitWhy, error) {
+	le, err := l.settle(ctx, op, d, err)
+	if le.cause != nil {
+		why = whyUnavailable
+	}
+	return le, why, err
+}
+
+// whyOf returns the reason of a refusal decided without the server (a
+// denied identity, an oversized request), or why.
+func whyOf(d decision, why waitWhy) waitWhy {
+	switch {
+	case d.denied:
+		return whyDenied
+	case d.available < 0 && !d.acquired:
+		return whyTooLarge
+	}
+	return why
+}
+
+// waitWhy is the reason of a Wait that returns without its permits.
+type waitWhy uint8
+
+const (
+	whyNone waitWhy = iota
+	whyDeadline
+	whyNoQueue
+	whyQueueFull
+	whyEvicted
+	whyTooLarge
+	whyDenied
+	whyUnavailable
+	whyCanceled
+)
+
+// WaitError is the error of a [Limiter.Wait] or [Partitioned.Wait] that
+// returns without its permits for a valid request: the server's retry time
+// is past the context's deadline (PastDeadline), the context ended while
+// the request was queued (Err is its cause), the local queue was full or
+// the request was evicted from it ([WithQueue]), the identity is denied
+// (Denied), or Redis could not decide and the failure mode is
+// [FailClosed] (Err is the failure). Its message says which.
+//
+// It matches coordination.ErrNotAcquired with errors.Is, and Err too when
+// set (so a context that ended matches context.Canceled or
+// context.DeadlineExceeded). Use errors.As to read its fields:
+//
+//	var we *ratelimit.WaitError
+//	if errors.As(err, &we) && we.RetryAfter > 0 {
+//		w.Header().Set("Retry-After", strconv.FormatInt(ratelimit.RetryAfterSeconds(we.RetryAfter), 10))
+//	}
+type WaitError struct {
+	// Permits is the number of permits the call asked for.
+	Permits int
+	// RetryAfter is the server-computed wait after which the same request
+	// would be admitted ([Lease.RetryAfter] of the latest refusal), or 0
+	// when none is known: concurrency limiters, a request refused by a
+	// full queue before asking Redis or evicted from it, a denied
+	// identity, a failure mode's refusal.
+	RetryAfter time.Duration
+	// PastDeadline reports that Wait returned before ctx ended because
+	// RetryAfter reaches past ctx's deadline: waiting could not succeed.
+	PastDeadline bool
+	// Denied reports that the identity is on the limiter's deny list
+	// ([WithDenyList]).
+	Denied bool
+	// Err is the cause, or nil: context.Cause(ctx) when ctx ended while
+	// queued, the Redis error a [FailClosed] refusal answered.
+	Err error
+
+	why waitWhy
+}
+
+func newWaitError(permits int, le Lease, why waitWhy, cause error) *WaitError {
+	e := &WaitError{Permits: permits, Denied: le.denied, PastDeadline: why == whyDeadline, Err: cause, why: why}
+	if le.hasRetry {
+		e.RetryAfter = le.retry
+	}
+	if why == whyUnavailable {
+		e.Err = le.cause
+	}
+	if le.denied {
+		e.why = whyDenied
+	}
+	return e
+}
+
+// Error returns "ratelimit: wait for N permits: not acquired: REASON".
+func (e *WaitError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ratelimit: wait for %d permits: not acquired: ", e.Permits)
+	switch e.why {
+	case whyDeadline:
+		fmt.Fprintf(&b, "the server's retry time (after %v) is past the context's deadline", e.RetryAfter)
+	case whyNoQueue:
+		b.WriteString("refused, and the limiter does not queue (WithQueue(0, ...))")
+	case whyQueueFull:
+		b.WriteString("the local queue is full")
+	case whyEvicted:
+		b.WriteString("evicted from the local queue by a newer request (NewestFirst)")
+	case whyDenied:
+		b.WriteString("the identity is on the deny list")
+	case whyUnavailable:
+		b.WriteString("refused because Redis could not decide (FailClosed)")
+	case whyCanceled:
+		b.WriteString("the context ended while queued")
+	default:
+		b.WriteString("refused")
+	}
+	if e.RetryAfter > 0 && e.why != whyDeadline {
+		fmt.Fprintf(&b, " (retry after %v)", e.RetryAfter)
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns coordination.ErrNotAcquired and Err (when set), for
+// errors.Is and errors.As.
+func (e *WaitError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{engine.ErrNotAcquired}
+	}
+	return []error{engine.ErrNotAcquired, e.Err}
 }
 
 // pastDeadline reports whether a refusal's retry time is past ctx's
@@ -192,7 +339,7 @@ func (l *Limiter) leave(w *waiter) {
 // retry time, w's signal, or (concurrency limiters) a release notification
 // on the key's channel. first is the refused decision that sent w to the
 // queue (tried reports whether it came from Redis).
-func (l *Limiter) serve(ctx context.Context, w *waiter, first decision, tried bool) (decision, error) {
+func (l *Limiter) serve(ctx context.Context, w *waiter, first decision, tried, oversize bool) (decision, waitWhy, error) {
 	defer l.leave(w)
 	cfg := engine.WaitConfig{Wake: w.sig}
 	// A concurrency limiter subscribes to its key's release channel after
@@ -207,7 +354,9 @@ func (l *Limiter) serve(ctx context.Context, w *waiter, first decision, tried bo
 	}
 	var (
 		d      decision
+		why    waitWhy
 		failed error
+		last   = first // the latest refusal from Redis, for a WaitError's RetryAfter
 	)
 	err := l.e.Wait(ctx, cfg, func(ctx context.Context) (engine.Attempt, error) {
 		l.mu.Lock()
@@ -215,10 +364,14 @@ func (l *Limiter) serve(ctx context.Context, w *waiter, first decision, tried bo
 		l.mu.Unlock()
 		switch state {
 		case wEvicted:
-			d = refused
+			d, why = refused, whyEvicted
 			return engine.Attempt{Done: true}, nil
 		case wTooLarge:
-			d = refused // the settings changed: it can never be granted
+			// The settings changed: it can never be granted.
+			if !oversize {
+				return engine.Attempt{}, tooLarge(w.permits, l.spec().capacity)
+			}
+			d, why = refused, whyTooLarge
 			return engine.Attempt{Done: true}, nil
 		case wClosed:
 			return engine.Attempt{}, engine.ErrClosed
@@ -231,24 +384,46 @@ func (l *Limiter) serve(ctx context.Context, w *waiter, first decision, tried bo
 		if reuseNow {
 			return engine.Attempt{RetryIn: first.hint}, nil
 		}
-		r, err := l.attempt(ctx, w.permits)
+		r, err := l.attempt(ctx, w.permits, oversize)
 		switch {
-		case err != nil && engine.Classify(err) == engine.Canceled:
+		case err != nil && (engine.Classify(err) == engine.Canceled || !redisUnavailable(err)):
 			return engine.Attempt{}, err // the loop gives up
 		case err != nil:
 			failed = err // the failure mode applies: stop waiting
 			return engine.Attempt{Done: true}, nil
-		case r.acquired, r.available < 0, pastDeadline(ctx, r):
-			d = r
+		case r.acquired, r.available < 0:
+			d, why = r, whyOf(r, whyNone)
+			return engine.Attempt{Done: true}, nil
+		case pastDeadline(ctx, r):
+			d, why = r, whyDeadline
 			return engine.Attempt{Done: true}, nil
 		case r.hasRetry:
+			last = r
 			return engine.Attempt{RetryIn: r.retry}, nil
 		default:
+			last = r
 			return engine.Attempt{RetryIn: r.hint}, nil
 		}
 	})
 	if err == nil {
 		err = failed
 	}
-	return d, err
+	if err != nil && ctxEnded(ctx) != nil {
+		// ctx ended while queued: asleep (the loop's GaveUp error), or in
+		// the middle of an attempt's command (settle would call that
+		// cancellation too).
+		cause := context.Cause(ctx)
+		if cause == nil {
+			cause = ctxEnded(ctx) // the deadline passed before its timer fired
+		}
+		if !errors.Is(err, engine.ErrNotAcquired) && !errors.Is(err, cause) {
+			cause = fmt.Errorf("%w: %w", cause, err)
+		}
+		we := &WaitError{Permits: w.permits, Err: cause, why: whyCanceled}
+		if last.hasRetry {
+			we.RetryAfter = last.retry
+		}
+		err = we
+	}
+	return d, why, err
 }

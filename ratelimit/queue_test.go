@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +23,24 @@ func queued(t testing.TB, l *Limiter, n int64) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// wantWaitError checks that a Wait returned no lease and a *WaitError for
+// permits matching coordination.ErrNotAcquired, with a RetryAfter when
+// retry is true (and none otherwise), and returns it.
+func wantWaitError(t testing.TB, what string, le Lease, err error, permits int, retry bool) *WaitError {
+	t.Helper()
+	var we *WaitError
+	if !errors.As(err, &we) || !errors.Is(err, coordination.ErrNotAcquired) {
+		t.Fatalf("%s: %v (acquired=%v), want a *WaitError matching ErrNotAcquired", what, err, le.Acquired())
+	}
+	if le != (Lease{}) {
+		t.Fatalf("%s: a lease came back with the error: acquired=%v", what, le.Acquired())
+	}
+	if we.Permits != permits || (we.RetryAfter > 0) != retry || we.RetryAfter < 0 {
+		t.Fatalf("%s: %+v, want permits %d and RetryAfter present=%v", what, we, permits, retry)
+	}
+	return we
 }
 
 type result struct {
@@ -96,11 +115,12 @@ func TestQueueNewestFirstEvictsOldest(t *testing.T) {
 		queued(t, l, 2)
 		startWait(ctx, &wg, l, "c", 1, out) // full: evicts a, the oldest
 		r := <-out
-		if r.name != "a" || r.err != nil || r.le.Acquired() {
+		if r.name != "a" {
 			t.Fatalf("first result %s err=%v acquired=%v, want a evicted", r.name, r.err, r.le.Acquired())
 		}
-		if _, ok := r.le.RetryAfter(); ok {
-			t.Fatal("evicted lease has a RetryAfter")
+		if we := wantWaitError(t, "evicted", r.le, r.err, 1, false); we.PastDeadline || we.Denied || we.Err != nil ||
+			!strings.Contains(we.Error(), "evicted") {
+			t.Fatalf("evicted: %+v %q", we, we.Error())
 		}
 		var order []string
 		for range 2 {
@@ -131,18 +151,20 @@ func TestQueueLimitInPermitsCancellationAndClose(t *testing.T) {
 		// 2 more permits do not fit in a queue of 3: refused at once. It
 		// did not try Redis (waiters are ahead of it), so no RetryAfter.
 		le, err := l.Wait(context.Background(), 2)
-		if err != nil || le.Acquired() {
-			t.Fatalf("overflow: %v acquired=%v", err, le.Acquired())
-		}
-		if _, ok := le.RetryAfter(); ok {
-			t.Fatal("overflow refusal without an attempt has a RetryAfter")
+		if we := wantWaitError(t, "overflow", le, err, 2, false); we.PastDeadline || we.Err != nil || !strings.Contains(we.Error(), "queue is full") {
+			t.Fatalf("overflow: %+v %q", we, we.Error())
 		}
 		startWait(context.Background(), &wg, l, "one", 1, out) // 1 fits
 		queued(t, l, 3)
 		cancel() // cancellation removes a waiter
 		r := <-out
-		if r.name != "two" || !errors.Is(r.err, context.Canceled) || !errors.Is(r.err, coordination.ErrNotAcquired) {
+		if r.name != "two" || !errors.Is(r.err, context.Canceled) {
 			t.Fatalf("cancelled waiter: %s %v", r.name, r.err)
+		}
+		// It asked Redis before queuing: the GCRA's retry time for 2 permits
+		// (20 s at most) is known.
+		if we := wantWaitError(t, "cancelled waiter", r.le, r.err, 2, true); we.PastDeadline || we.Err != context.Canceled || we.RetryAfter > 20*time.Second {
+			t.Fatalf("cancelled waiter: %+v", we)
 		}
 		queued(t, l, 1)
 		l.Close() // Close fails the remaining waiter
@@ -187,12 +209,9 @@ func TestWaitQueuesByDefaultNeverWithQueueZero(t *testing.T) {
 		if le, err := l0.Wait(ctx, 1); err != nil || !le.Acquired() {
 			t.Fatalf("Wait: %v", err)
 		}
-		le, err := l0.Wait(ctx, 1) // WithQueue(0, ...): one attempt
-		if err != nil || le.Acquired() {
-			t.Fatalf("Wait with WithQueue(0): %v %v", err, le.Acquired())
-		}
-		if _, ok := le.RetryAfter(); !ok {
-			t.Fatal("no RetryAfter")
+		le, err := l0.Wait(ctx, 1) // WithQueue(0, ...): one attempt, refused with the server's RetryAfter
+		if we := wantWaitError(t, "Wait with WithQueue(0)", le, err, 1, true); we.PastDeadline || we.RetryAfter > 10*time.Second {
+			t.Fatalf("Wait with WithQueue(0): %+v", we)
 		}
 		for _, opts := range [][]Option{nil, {WithQueue(5, OldestFirst)}} {
 			lq := build(t, b.Coordinator(t), kFixed, "q2", 1, 10*time.Second, opts...)

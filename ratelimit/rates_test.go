@@ -19,7 +19,7 @@ func TestThreePerSecondIsExact(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		c := b.Coordinator(t)
 		for i, g := range []GCRA{{Burst: 3, Rate: 3, Period: time.Second}, {Burst: 3, Interval: time.Second / 3}} {
-			l, err := NewGCRA(c, "three:"+itoa(int64(i)), g)
+			l, err := New(c, "three:"+itoa(int64(i)), g)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,9 +61,9 @@ func TestMillionPerSecondHolds(t *testing.T) {
 			)
 			switch s := s.(type) {
 			case GCRA:
-				l, err = NewGCRA(c, "million:gcra", s)
+				l, err = New(c, "million:gcra", s)
 			case TokenBucket:
-				l, err = NewTokenBucket(c, "million:bucket", s)
+				l, err = New(c, "million:bucket", s)
 			}
 			if err != nil {
 				t.Fatalf("%T at 1,000,000 per second: %v", s, err)
@@ -117,7 +117,7 @@ func TestMillionPerSecondHolds(t *testing.T) {
 }
 
 // Wait fails fast: when the server's retry time is past the context's
-// deadline it returns the refusal at once, with its RetryAfter; more
+// deadline it returns a WaitError at once, with its RetryAfter; more
 // permits than the capacity are an argument error at once. A deadline the
 // retry time meets is waited for.
 func TestWaitFailsFast(t *testing.T) {
@@ -131,11 +131,8 @@ func TestWaitFailsFast(t *testing.T) {
 		defer cancel()
 		start := time.Now()
 		le, err := l.Wait(dctx, 1)
-		if err != nil || le.Acquired() {
-			t.Fatalf("Wait past its deadline: %v acquired=%v, want a refusal and no error", err, le.Acquired())
-		}
-		if ra, ok := le.RetryAfter(); !ok || ra < 50*time.Second {
-			t.Fatalf("RetryAfter %v %v, want about a minute", ra, ok)
+		if we := wantWaitError(t, "Wait past its deadline", le, err, 1, true); !we.PastDeadline || we.RetryAfter < 50*time.Second || we.Err != nil {
+			t.Fatalf("Wait past its deadline: %+v, want PastDeadline and RetryAfter about a minute", we)
 		}
 		if d := time.Since(start); d > time.Second {
 			t.Fatalf("Wait took %v, want it to return at once", d)

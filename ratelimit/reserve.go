@@ -42,7 +42,8 @@ type reservation struct {
 // estimate: nothing more happens on the server.
 //
 // Reserve needs a token-bucket or GCRA limiter: their state can return
-// permits and carry debt. Errors: those of Allow, and
+// permits and carry debt. Errors: those of Allow (an estimate above the
+// capacity among them), and
 // coordination.ErrInvalidArgument naming "limiter" for another algorithm
 // (nothing admitted or sent).
 func (l *Limiter) Reserve(ctx context.Context, estimate int) (Lease, error) {
@@ -51,12 +52,12 @@ func (l *Limiter) Reserve(ctx context.Context, estimate int) (Lease, error) {
 			return Lease{}, engine.InvalidArgument("limiter", "Reserve needs a token-bucket or GCRA limiter")
 		}
 	}
-	ctx, op, err := l.begin(ctx, estimate)
+	ctx, op, err := l.begin(ctx, estimate, false)
 	if err != nil {
 		return Lease{}, err
 	}
 	defer l.active.Add(-1)
-	d, err := l.attempt(ctx, estimate)
+	d, err := l.attempt(ctx, estimate, false)
 	le, err := l.settle(ctx, op, d, err)
 	if err == nil && le.acquired && le.id != nil {
 		le.res = &reservation{estimate: estimate, deadline: time.Now().Add(l.opts.reserve)}

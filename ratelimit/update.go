@@ -36,8 +36,9 @@ import (
 //
 // Update waits for the decisions in flight on this instance to finish,
 // then swaps the settings: every decision uses one consistent set. It
-// wakes the local queue to try again at once, and refuses queued requests
-// larger than the new capacity (unacquired, without RetryAfter).
+// wakes the local queue to try again at once, and fails queued requests
+// larger than the new capacity ([Limiter.Wait] returns an error wrapping
+// coordination.ErrInvalidArgument naming "permits").
 //
 // The key and the algorithm cannot change (nor, for a composite, the
 // number and the algorithms of its components): use a new key.
@@ -48,12 +49,9 @@ import (
 // coordination.ErrClosed after Close; the hook's error.
 func (l *Limiter) Update(ctx context.Context, s Settings) error {
 	if l == nil || l.e == nil {
-		return engine.InvalidArgument("limiter", "must not be nil; use a constructor such as NewGCRA")
+		return engine.InvalidArgument("limiter", "must not be nil; use New")
 	}
-	if s == nil {
-		return engine.InvalidArgument("settings", "must not be nil")
-	}
-	next, err := s.spec()
+	next, err := specOf("settings", s)
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ func runRateLimitDemo(ctx context.Context, d *demo) error {
 	cfg := ratelimit.GCRA{Burst: burst, Interval: interval}
 	lims := make([]*ratelimit.Limiter, workers)
 	for i := range lims {
-		l, err := ratelimit.NewGCRA(d.coord(), "ratelimit:api", cfg)
+		l, err := ratelimit.New(d.coord(), "ratelimit:api", cfg)
 		if err != nil {
 			return err
 		}

@@ -171,23 +171,23 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 
 	for name, mk := range map[string]func(key string) (*ratelimit.Limiter, error){
 		"limiter-fixed-window": func(k string) (*ratelimit.Limiter, error) {
-			return ratelimit.NewFixedWindow(coord, k, ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
+			return ratelimit.New(coord, k, ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
 		},
 		"limiter-sliding-window": func(k string) (*ratelimit.Limiter, error) {
-			return ratelimit.NewSlidingWindow(coord, k, ratelimit.SlidingWindow{Limit: 10, Window: time.Minute, Segments: 6})
+			return ratelimit.New(coord, k, ratelimit.SlidingWindow{Limit: 10, Window: time.Minute, Segments: 6})
 		},
 		"limiter-token-bucket": func(k string) (*ratelimit.Limiter, error) {
-			return ratelimit.NewTokenBucket(coord, k, ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 1, Period: time.Hour})
+			return ratelimit.New(coord, k, ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 1, Period: time.Hour})
 		},
 		"limiter-gcra": func(k string) (*ratelimit.Limiter, error) {
-			return ratelimit.NewGCRA(coord, k, ratelimit.GCRA{Burst: 10, Rate: 1, Period: time.Hour})
+			return ratelimit.New(coord, k, ratelimit.GCRA{Burst: 10, Rate: 1, Period: time.Hour})
 		},
 		"limiter-composite": func(k string) (*ratelimit.Limiter, error) {
-			return ratelimit.NewComposite(coord, k, ratelimit.Composite{Components: []ratelimit.Settings{
+			return ratelimit.New(coord, k, ratelimit.Composite{Components: []ratelimit.Settings{
 				ratelimit.FixedWindow{Limit: 10, Window: time.Minute}, ratelimit.GCRA{Burst: 5, Rate: 1, Period: time.Hour}}})
 		},
 		"limiter-concurrency": func(k string) (*ratelimit.Limiter, error) {
-			return ratelimit.NewConcurrency(coord, k, ratelimit.Concurrency{Limit: 4, LeaseDuration: time.Minute})
+			return ratelimit.New(coord, k, ratelimit.Concurrency{Limit: 4, LeaseDuration: time.Minute})
 		},
 	} {
 		lim, err := mk(name)

@@ -223,13 +223,13 @@ cannot be reached.`,
 		strict := ratelimit.WithStrictSettings()
 		switch *algo {
 		case "fixed-window":
-			l, err = ratelimit.NewFixedWindow(coord, *key, ratelimit.FixedWindow{Limit: *limit, Window: *window}, strict)
+			l, err = ratelimit.New(coord, *key, ratelimit.FixedWindow{Limit: *limit, Window: *window}, strict)
 		case "sliding-window":
-			l, err = ratelimit.NewSlidingWindow(coord, *key, ratelimit.SlidingWindow{Limit: *limit, Window: *window, Segments: *segments}, strict)
+			l, err = ratelimit.New(coord, *key, ratelimit.SlidingWindow{Limit: *limit, Window: *window, Segments: *segments}, strict)
 		case "token-bucket":
-			l, err = ratelimit.NewTokenBucket(coord, *key, ratelimit.TokenBucket{Limit: *limit, TokensPerPeriod: *tokens, Period: *period}, strict)
+			l, err = ratelimit.New(coord, *key, ratelimit.TokenBucket{Limit: *limit, TokensPerPeriod: *tokens, Period: *period}, strict)
 		case "gcra":
-			l, err = ratelimit.NewGCRA(coord, *key, ratelimit.GCRA{Burst: *limit, Rate: *rate, Period: *period}, strict)
+			l, err = ratelimit.New(coord, *key, ratelimit.GCRA{Burst: *limit, Rate: *rate, Period: *period}, strict)
 		case "":
 			return fs.usagef("--algorithm is required: fixed-window, sliding-window, token-bucket or gcra, e.g. --algorithm token-bucket")
 		default:

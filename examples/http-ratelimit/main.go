@@ -96,7 +96,7 @@ func newApp(coord *coordination.Coordinator, instance string) (http.Handler, fun
 	// 1. Instance guard: the key includes the instance, so each instance
 	// has its own 64 slots. It protects this process, so it refuses when
 	// Redis is unreachable rather than admitting unbounded work.
-	guard, err := ratelimit.NewConcurrency(coord, ratelimit.PartitionKey("limits:instance", instance),
+	guard, err := ratelimit.New(coord, ratelimit.PartitionKey("limits:instance", instance),
 		ratelimit.Concurrency{Limit: 64, LeaseDuration: 30 * time.Second},
 		ratelimit.WithFailureMode(ratelimit.FailClosed))
 	if err != nil {
@@ -111,7 +111,7 @@ func newApp(coord *coordination.Coordinator, instance string) (http.Handler, fun
 		return nil, nil, err
 	}
 	perClient, err := ratelimit.NewPartitioned(func(client string) (*ratelimit.Limiter, error) {
-		return ratelimit.NewTokenBucket(coord, ratelimit.PartitionKey("limits:client", client),
+		return ratelimit.New(coord, ratelimit.PartitionKey("limits:client", client),
 			ratelimit.TokenBucket{Limit: 20, TokensPerPeriod: 10, Period: time.Second},
 			ratelimit.WithFailureMode(ratelimit.FailOpen), ratelimit.WithDenyList(denied, client))
 	})
@@ -120,7 +120,7 @@ func newApp(coord *coordination.Coordinator, instance string) (http.Handler, fun
 	}
 	// 3. Per-tenant quota: a sliding minute and a day, decided together.
 	perTenant, err := ratelimit.NewPartitioned(func(tenant string) (*ratelimit.Limiter, error) {
-		return ratelimit.NewComposite(coord, ratelimit.PartitionKey("limits:tenant", tenant),
+		return ratelimit.New(coord, ratelimit.PartitionKey("limits:tenant", tenant),
 			ratelimit.Composite{Components: []ratelimit.Settings{
 				ratelimit.SlidingWindow{Limit: 600, Window: time.Minute, Segments: 12},
 				ratelimit.FixedWindow{Limit: 20000, Window: 24 * time.Hour},
@@ -132,7 +132,7 @@ func newApp(coord *coordination.Coordinator, instance string) (http.Handler, fun
 	}
 	// 4. Expensive reports: 2 at a time per tenant.
 	reports, err := ratelimit.NewPartitioned(func(tenant string) (*ratelimit.Limiter, error) {
-		return ratelimit.NewConcurrency(coord, ratelimit.PartitionKey("limits:reports", tenant),
+		return ratelimit.New(coord, ratelimit.PartitionKey("limits:reports", tenant),
 			ratelimit.Concurrency{Limit: 2})
 	})
 	if err != nil {

@@ -89,7 +89,7 @@ func take(t *testing.T, coord *coordination.Coordinator) *before {
 	b.token = b.fl.FencingToken()
 	b.sem = must(semaphore.New(coord, semKey, 2))(t)
 	b.permit = must(b.sem.TryAcquire(ctx, time.Minute))(t)
-	b.lim = must(ratelimit.NewFixedWindow(coord, rlKey, ratelimit.FixedWindow{Limit: 5, Window: time.Minute}))(t)
+	b.lim = must(ratelimit.New(coord, rlKey, ratelimit.FixedWindow{Limit: 5, Window: time.Minute}))(t)
 	t.Cleanup(func() { _ = b.lim.Close() })
 	if l := must(b.lim.Allow(ctx, 3))(t); !l.Acquired() {
 		t.Fatal("the limiter refused 3 of 5 permits")

@@ -348,19 +348,19 @@ func subjects() []subject {
 			restart: "forgotten: the work runs again (Started)", evict: "evicted: the work runs again (Started)",
 		},
 		limiterSubject("fixed window", func(c *coordination.Coordinator) (*ratelimit.Limiter, error) {
-			return ratelimit.NewFixedWindow(c, "m", ratelimit.FixedWindow{Limit: 5, Window: hour})
+			return ratelimit.New(c, "m", ratelimit.FixedWindow{Limit: 5, Window: hour})
 		}),
 		limiterSubject("sliding window", func(c *coordination.Coordinator) (*ratelimit.Limiter, error) {
-			return ratelimit.NewSlidingWindow(c, "m", ratelimit.SlidingWindow{Limit: 5, Window: hour, Segments: 4})
+			return ratelimit.New(c, "m", ratelimit.SlidingWindow{Limit: 5, Window: hour, Segments: 4})
 		}),
 		limiterSubject("token bucket", func(c *coordination.Coordinator) (*ratelimit.Limiter, error) {
-			return ratelimit.NewTokenBucket(c, "m", ratelimit.TokenBucket{Limit: 5, TokensPerPeriod: 1, Period: hour})
+			return ratelimit.New(c, "m", ratelimit.TokenBucket{Limit: 5, TokensPerPeriod: 1, Period: hour})
 		}),
 		limiterSubject("GCRA", func(c *coordination.Coordinator) (*ratelimit.Limiter, error) {
-			return ratelimit.NewGCRA(c, "m", ratelimit.GCRA{Burst: 5, Interval: hour})
+			return ratelimit.New(c, "m", ratelimit.GCRA{Burst: 5, Interval: hour})
 		}),
 		limiterSubject("composite", func(c *coordination.Coordinator) (*ratelimit.Limiter, error) {
-			return ratelimit.NewComposite(c, "m", ratelimit.Composite{Components: []ratelimit.Settings{
+			return ratelimit.New(c, "m", ratelimit.Composite{Components: []ratelimit.Settings{
 				ratelimit.FixedWindow{Limit: 5, Window: hour}, ratelimit.GCRA{Burst: 5, Interval: hour}}})
 		}),
 		concurrencySubject(),
@@ -401,7 +401,7 @@ func subjects() []subject {
 
 func concurrencySubject() subject {
 	s := limiterSubject("concurrency", func(c *coordination.Coordinator) (*ratelimit.Limiter, error) {
-		return ratelimit.NewConcurrency(c, "m", ratelimit.Concurrency{Limit: 5, LeaseDuration: time.Minute})
+		return ratelimit.New(c, "m", ratelimit.Concurrency{Limit: 5, LeaseDuration: time.Minute})
 	})
 	s.kind, s.oomGranted = leaseKind, true
 	s.restart, s.evict = "leases forgotten: all 5 free again", "leases evicted: all 5 free again"

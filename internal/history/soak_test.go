@@ -133,7 +133,7 @@ func soakOn(t *testing.T, b *testharness.Backend, d time.Duration) (stats, int, 
 				return
 			}
 		}
-		lim, err := ratelimit.NewGCRA(coord, "limited", ratelimit.GCRA{Burst: 5, Interval: 10 * time.Millisecond},
+		lim, err := ratelimit.New(coord, "limited", ratelimit.GCRA{Burst: 5, Interval: 10 * time.Millisecond},
 			ratelimit.WithDenyList(list, "blocked"))
 		if err != nil {
 			t.Error(err)

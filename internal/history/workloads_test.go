@@ -441,7 +441,7 @@ func concurrencyWorkload() workload {
 		name: "concurrency", clients: 3, longest: concurrencyLease,
 		model: func() porcupine.Model { return lincheck.LeaseSpec(rules).Model() },
 		run: func(w *hctx) {
-			lim, err := ratelimit.NewConcurrency(w.coord, w.key, ratelimit.Concurrency{Limit: 2, LeaseDuration: concurrencyLease})
+			lim, err := ratelimit.New(w.coord, w.key, ratelimit.Concurrency{Limit: 2, LeaseDuration: concurrencyLease})
 			if err != nil {
 				w.t.Error(err)
 				return
@@ -520,22 +520,11 @@ func rateWorkload(name string, cfg []ratelimit.Settings, algs []any) workload {
 			return nil
 		},
 		run: func(w *hctx) {
-			var lim *ratelimit.Limiter
-			var err error
+			var s ratelimit.Settings = ratelimit.Composite{Components: cfg}
 			if len(cfg) == 1 {
-				switch c := cfg[0].(type) {
-				case ratelimit.FixedWindow:
-					lim, err = ratelimit.NewFixedWindow(w.coord, w.key, c)
-				case ratelimit.SlidingWindow:
-					lim, err = ratelimit.NewSlidingWindow(w.coord, w.key, c)
-				case ratelimit.TokenBucket:
-					lim, err = ratelimit.NewTokenBucket(w.coord, w.key, c)
-				case ratelimit.GCRA:
-					lim, err = ratelimit.NewGCRA(w.coord, w.key, c)
-				}
-			} else {
-				lim, err = ratelimit.NewComposite(w.coord, w.key, ratelimit.Composite{Components: cfg})
+				s = cfg[0]
 			}
+			lim, err := ratelimit.New(w.coord, w.key, s)
 			if err != nil {
 				w.t.Error(err)
 				return
