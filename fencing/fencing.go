@@ -10,13 +10,14 @@ import (
 )
 
 // Lock is a held fencing-token lock. It is returned by [TryAcquire] and
-// [Acquire] and is safe for concurrent use by multiple goroutines. A nil
-// *Lock reports not held.
+// [Acquire] and is safe for concurrent use by multiple goroutines. Its
+// lease methods (Release, Refresh, Verify, KeepAlive, Context, Done,
+// Remaining, Key: the lease key, Token: the owner token) are those of the
+// embedded [coordination.Lease], admitted through hooks as FENCED LOCK RENEW,
+// VERIFY and RELEASE; it adds [Lock.FencingToken].
 type Lock struct {
-	leaseKey string
-	token    string
-	fence    int64
-	h        *engine.Handle
+	coordination.Lease
+	fence int64
 }
 
 // TryAcquire takes the fencing-token lock if it is free and returns at once,
@@ -107,14 +108,9 @@ func acquire(ctx context.Context, coord *coordination.Coordinator, leaseKey, fen
 	if err != nil {
 		return nil, err
 	}
-	return &Lock{leaseKey: leaseKey, token: token, fence: fence, h: h}, nil
-}
-
-func (l *Lock) handle() *engine.Handle {
-	if l == nil {
-		return nil
-	}
-	return l.h
+	l := &Lock{fence: fence}
+	engine.InitLease(&l.Lease, leaseKey, token, h)
+	return l, nil
 }
 
 // FencingToken returns the lock's fencing token: a positive int64, strictly
@@ -129,84 +125,3 @@ func (l *Lock) FencingToken() int64 {
 	}
 	return l.fence
 }
-
-// Key returns the lease key as given (without the coordinator's prefix).
-func (l *Lock) Key() string {
-	if l == nil {
-		return ""
-	}
-	return l.leaseKey
-}
-
-// Token returns the owner token stored in the lease: 36 random characters
-// (UUID v4) identifying this holder. It is not the fencing token.
-func (l *Lock) Token() string {
-	if l == nil {
-		return ""
-	}
-	return l.token
-}
-
-// Remaining returns the local estimate of the time the lock is still held:
-// the TTL measured from the instant before the last successful acquire or
-// refresh request was sent, minus a drift allowance (1% of the TTL plus
-// 2 ms). It is 0 once the lock is released, lost or locally expired; it
-// never asks Redis.
-func (l *Lock) Remaining() time.Duration { return l.handle().Remaining() }
-
-// Context returns a context cancelled when the lock is released
-// (context.Cause is coordination.ErrReleased) or lost or locally expired
-// (the cause matches coordination.ErrLost). It is created on the first
-// call. Run protected work under it. A
-// nil *Lock returns an already-cancelled context.
-// Its Deadline is the local deadline (where [Lock.Remaining] reaches zero),
-// moving later with each successful renewal, so a database or HTTP client
-// given the context bounds its own request by the lease; a lease without
-// expiry has no deadline.
-func (l *Lock) Context() context.Context { return l.handle().Context() }
-
-// Done returns Context().Done().
-func (l *Lock) Done() <-chan struct{} { return l.handle().Context().Done() }
-
-// Refresh resets the lease's TTL to ttl if this owner still holds it, in one
-// round trip (admitted as FENCED LOCK RENEW). The fencing token stays the
-// same. It returns false when the lease was lost (the handle is then lost
-// and its context cancelled); an expired owner's Refresh never touches the
-// next owner's lease. After release or loss it returns false without asking
-// Redis.
-//
-// Errors: coordination.ErrInvalidArgument for ttl < 1 ms (nothing sent);
-// Redis and network errors, which leave the handle held.
-func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
-	return l.handle().Refresh(ctx, ttl)
-}
-
-// Verify reports whether this owner holds the lease at the instant the
-// script runs (one round trip, admitted as FENCED LOCK VERIFY; nothing is
-// changed). A false answer marks the handle lost.
-func (l *Lock) Verify(ctx context.Context) (bool, error) { return l.handle().Verify(ctx) }
-
-// Release deletes the lease if this owner holds it and wakes waiters, in one
-// round trip (admitted as FENCED LOCK RELEASE); the counter is kept. It
-// returns Released; AlreadyReleased when the lease expired or this handle
-// released it before (then without asking Redis); NotOwned when another
-// owner holds it now (nothing is changed).
-//
-// The handle counts as released from the moment Release is called: its
-// context is cancelled (cause coordination.ErrReleased) and its keep-alive
-// stops. When the release fails with a transient error or a cancelled ctx,
-// the error is returned and the owner-checked release is retried in the
-// background until it gets an answer or the lease's TTL has passed.
-func (l *Lock) Release(ctx context.Context) (coordination.ReleaseOutcome, error) {
-	out, err := l.handle().Release(ctx)
-	return coordination.ReleaseOutcome(out), err
-}
-
-// KeepAlive starts renewing the lease in the background every TTL/3 until it
-// is released or lost. A renewal that finds the lease gone, a terminal
-// error, or the local deadline passing while transient errors persist ends
-// the keep-alive and cancels [Lock.Context] with a cause matching
-// coordination.ErrLost. Renewals keep the fencing token and are not
-// admitted through hooks. It returns at once; calling it again does
-// nothing.
-func (l *Lock) KeepAlive() { l.handle().KeepAlive() }

@@ -31,7 +31,7 @@
 //
 // # Storage
 //
-// The lock key is a string holding the holder's owner token ([Lock.Token]),
+// The lock key is a string holding the holder's owner token ([coordination.Lease.Token]),
 // with the lock's TTL. A blocked waiter that finds the lock held appends
 // "+" to the value before it sleeps; the release publishes on the Pub/Sub
 // channel "coordination:" followed by the prefixed key only when that mark
@@ -39,13 +39,13 @@
 // (and without its cost; on Redis Cluster a PUBLISH reaches every node).
 // Inspect a lock with GET and PTTL.
 //
-// A held [Lock] estimates its remaining time locally ([Lock.Remaining]),
+// A held [Lock] estimates its remaining time locally ([coordination.Lease.Remaining]),
 // measured from the instant before the acquire request was sent, minus a
 // drift allowance of 1% + 2 ms (capped at half the TTL): TTLs are accepted
-// from 1 ms, but below about 10 ms a holder has almost no time of its own. Its [Lock.Context] is cancelled when the
+// from 1 ms, but below about 10 ms a holder has almost no time of its own. Its [coordination.Lease.Context] is cancelled when the
 // lock is released, when a refresh or verify finds it gone, or when the
 // local estimate reaches zero without a successful renewal; protected work
-// should run under that context. [Lock.KeepAlive] renews at a third of the
+// should run under that context. [coordination.Lease.KeepAlive] renews at a third of the
 // TTL.
 //
 // # What holds and what does not

@@ -23,13 +23,14 @@ var kind = &engine.LeaseKind{
 }
 
 // Lock is a held owner-token lock. It is returned by [TryAcquire] and
-// [Acquire] and is safe for concurrent use by multiple goroutines. A nil
-// *Lock reports not held.
+// [Acquire] and is safe for concurrent use by multiple goroutines. Its
+// lease methods (Release, Refresh, Verify, KeepAlive, Context, Done,
+// Remaining, Key, Token) are those of the embedded [coordination.Lease],
+// admitted through hooks as LOCK RENEW, LOCK VERIFY and LOCK RELEASE; the
+// key holds [coordination.Lease.Token].
 type Lock struct {
-	key   string
-	token string
-	id    [1]any // the handle's id: the token, as a script argument
-	h     *engine.Handle
+	coordination.Lease
+	id [1]any // the handle's id: the token, as a script argument
 }
 
 // TryAcquire takes the lock at key for ttl if it is free, in one round
@@ -38,7 +39,7 @@ type Lock struct {
 // key is any non-empty bytes, without the coordinator's prefix. ttl is
 // rounded up to whole milliseconds and must be at least 1 ms. The lock
 // expires on the server ttl after the script ran unless refreshed
-// ([Lock.Refresh], [Lock.KeepAlive]).
+// ([coordination.Lease.Refresh], [coordination.Lease.KeepAlive]).
 //
 // Errors: coordination.ErrNotAcquired when another owner holds the lock;
 // coordination.ErrInvalidArgument (naming coord, key or ttl) for bad input,
@@ -83,104 +84,11 @@ func acquire(ctx context.Context, coord *coordination.Coordinator, key string, t
 	if err != nil {
 		return nil, err
 	}
-	l := &Lock{key: key, token: token, id: [1]any{token}}
+	l := &Lock{id: [1]any{token}}
 	h, _, err := e.Acquire(ctx, &engine.AcquireRequest{Kind: kind, Keys: e.Key(key), ID: l.id[:], TTL: ttl, Block: block})
 	if err != nil {
 		return nil, err
 	}
-	l.h = h
+	engine.InitLease(&l.Lease, key, token, h)
 	return l, nil
 }
-
-func (l *Lock) handle() *engine.Handle {
-	if l == nil {
-		return nil
-	}
-	return l.h
-}
-
-// Key returns the lock's key as given (without the coordinator's prefix).
-func (l *Lock) Key() string {
-	if l == nil {
-		return ""
-	}
-	return l.key
-}
-
-// Token returns the owner token stored in the lock: 36 characters, random
-// (UUID v4). It identifies this holder; it is not a fencing token (see
-// package fencing for one).
-func (l *Lock) Token() string {
-	if l == nil {
-		return ""
-	}
-	return l.token
-}
-
-// Remaining returns the local estimate of the time the lock is still held:
-// the TTL measured from the instant before the last successful acquire or
-// refresh request was sent, minus a drift allowance (1% of the TTL plus
-// 2 ms). It returns 0 once the lock is released, lost or locally expired,
-// without asking Redis.
-func (l *Lock) Remaining() time.Duration { return l.handle().Remaining() }
-
-// Context returns a context that is cancelled when the lock is released
-// (context.Cause is coordination.ErrReleased), lost, or its local deadline
-// passes (the cause matches coordination.ErrLost). Run protected work under
-// it. It is created on the first call. A nil *Lock returns an
-// already-cancelled context (cause coordination.ErrNotHeld).
-// Its Deadline is the local deadline (where [Lock.Remaining] reaches zero),
-// moving later with each successful renewal, so a database or HTTP client
-// given the context bounds its own request by the lease; a lease without
-// expiry has no deadline.
-func (l *Lock) Context() context.Context { return l.handle().Context() }
-
-// Done returns Context().Done(): a channel closed when the lock is
-// released, lost, or expires locally.
-func (l *Lock) Done() <-chan struct{} { return l.handle().Context().Done() }
-
-// Refresh resets the lock's TTL to ttl if this owner still holds it, in one
-// round trip (admitted as LOCK RENEW). It returns false when the lock was
-// lost (expired, or taken by another owner); the handle is then lost and its
-// context cancelled. An expired owner's Refresh never touches the next
-// owner's lock. After the handle is released or lost, Refresh returns false
-// without asking Redis.
-//
-// Errors: coordination.ErrInvalidArgument for ttl < 1 ms (nothing sent);
-// Redis and network errors, which leave the handle held (its local
-// deadline still applies, shortened to what ttl gives when the refresh may
-// have run).
-func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
-	return l.handle().Refresh(ctx, ttl)
-}
-
-// Verify reports whether this owner holds the lock at the instant the
-// script runs (one round trip, admitted as LOCK VERIFY; nothing is
-// changed). A false answer marks the handle lost; an error changes
-// nothing.
-func (l *Lock) Verify(ctx context.Context) (bool, error) { return l.handle().Verify(ctx) }
-
-// Release deletes the lock if this owner holds it and wakes waiters, in one
-// round trip (admitted as LOCK RELEASE). It returns Released;
-// AlreadyReleased when the lock already expired, or this handle released it
-// before (then without asking Redis); NotOwned when another owner holds it
-// now (nothing is changed).
-//
-// The handle counts as released from the moment Release is called: its
-// context is cancelled (cause coordination.ErrReleased) and its keep-alive
-// stops. When the release fails with a transient error or a cancelled ctx,
-// the error is returned and the owner-checked release is retried in the
-// background until it gets an answer or the lock's TTL has passed; a
-// terminal error (NOPERM) leaves the lock to expire at its TTL.
-func (l *Lock) Release(ctx context.Context) (coordination.ReleaseOutcome, error) {
-	out, err := l.handle().Release(ctx)
-	return coordination.ReleaseOutcome(out), err
-}
-
-// KeepAlive starts renewing the lock in the background every TTL/3 until it
-// is released or lost. A renewal that finds the lock gone, a terminal
-// error, or the local deadline passing while transient errors persist ends
-// the keep-alive and cancels [Lock.Context] with a cause matching
-// coordination.ErrLost. Renewals are not admitted through hooks. KeepAlive
-// returns at once; calling it again does nothing.
-func (l *Lock) KeepAlive() { l.handle().KeepAlive() }

@@ -88,11 +88,11 @@
 // instant either no writer is live or exactly one writer and no reader is
 // live; a holder's refresh or release never touches another holder's
 // entry, and an expired holder cannot revive its entry. Expiry uses only
-// the server's clock; [Lease.Remaining] is a local estimate measured from
+// the server's clock; [coordination.Lease.Remaining] is a local estimate measured from
 // before the request was sent, minus a drift allowance. Mutual exclusion
 // does not survive a failover that loses recent writes (replication is
 // asynchronous), and a holder paused past its TTL may act after its lease
-// expired without knowing: stop work when [Lease.Context] is cancelled,
+// expired without knowing: stop work when [coordination.Lease.Context] is cancelled,
 // and for writes that must never interleave use package fencing.
 //
 // # Restarts, eviction and memory limits

@@ -94,11 +94,13 @@ func WithWriterPreference(on bool) Option {
 
 // Lease is a held read or write lease. It is returned by [TryRead],
 // [Read], [TryWrite] and [Write] and is safe for concurrent use by
-// multiple goroutines. A nil *Lease reports not held.
+// multiple goroutines. Its lease methods are those of the embedded
+// [coordination.Lease], admitted through hooks as RWLEASE RENEW, VERIFY and
+// RELEASE; its member in the sorted set is "R:<Token>" for a read lease and
+// "W:<Token>" for a write lease. It adds [Lease.Mode].
 type Lease struct {
-	key, token string
-	mode       Mode
-	h          *engine.Handle
+	coordination.Lease
+	mode Mode
 }
 
 // TryRead takes a shared read lease on key for ttl, in one round trip, and
@@ -109,7 +111,7 @@ type Lease struct {
 // key is any non-empty bytes, without the coordinator's prefix. ttl is
 // rounded up to whole milliseconds and must be at least 1 ms. The lease
 // expires on the server ttl after the script ran unless refreshed
-// ([Lease.Refresh], [Lease.KeepAlive]).
+// ([coordination.Lease.Refresh], [coordination.Lease.KeepAlive]).
 //
 // Errors: coordination.ErrNotAcquired when a writer holds or waits;
 // coordination.ErrInvalidArgument (naming coord, key, ttl or recheck) for
@@ -212,7 +214,9 @@ func acquire(ctx context.Context, coord *coordination.Coordinator, key string, t
 		}
 		return nil, err
 	}
-	return &Lease{key: key, token: token, mode: mode, h: h}, nil
+	l := &Lease{mode: mode}
+	engine.InitLease(&l.Lease, key, token, h)
+	return l, nil
 }
 
 // dropMarker removes the waiting marker of a Write that gave up (and the
@@ -233,21 +237,6 @@ func dropMarker(ctx context.Context, e *engine.Engine, keys engine.Keys, member 
 	}
 }
 
-func (l *Lease) handle() *engine.Handle {
-	if l == nil {
-		return nil
-	}
-	return l.h
-}
-
-// Key returns the lease's key as given (without the coordinator's prefix).
-func (l *Lease) Key() string {
-	if l == nil {
-		return ""
-	}
-	return l.key
-}
-
 // Mode returns [ReadMode] or [WriteMode] (0 for a nil *Lease).
 func (l *Lease) Mode() Mode {
 	if l == nil {
@@ -255,81 +244,3 @@ func (l *Lease) Mode() Mode {
 	}
 	return l.mode
 }
-
-// Token returns the holder's owner token: 36 characters, random (UUID
-// v4). The lease's member in the sorted set is "R:<Token>" for a read
-// lease and "W:<Token>" for a write lease.
-func (l *Lease) Token() string {
-	if l == nil {
-		return ""
-	}
-	return l.token
-}
-
-// Remaining returns the local estimate of the time the lease is still
-// held: the TTL measured from the instant before the last successful
-// acquire or refresh request was sent, minus a drift allowance (1% of the
-// TTL plus 2 ms). It returns 0 once the lease is released, lost or locally
-// expired, without asking Redis.
-func (l *Lease) Remaining() time.Duration { return l.handle().Remaining() }
-
-// Context returns a context that is cancelled when the lease is released
-// (context.Cause is coordination.ErrReleased), lost, or its local deadline
-// passes (the cause matches coordination.ErrLost). Run the protected reads
-// or writes under it. It is created on the first call. A nil *Lease
-// returns an already-cancelled context (cause coordination.ErrNotHeld).
-// Its Deadline is the local deadline (where [Lease.Remaining] reaches zero),
-// moving later with each successful renewal, so a database or HTTP client
-// given the context bounds its own request by the lease; a lease without
-// expiry has no deadline.
-func (l *Lease) Context() context.Context { return l.handle().Context() }
-
-// Done returns Context().Done().
-func (l *Lease) Done() <-chan struct{} { return l.handle().Context().Done() }
-
-// Refresh sets the lease to expire ttl from now if this holder's entry is
-// still live, in one round trip (admitted as RWLEASE RENEW). Readers
-// refresh even while a writer waits. It returns false when the entry
-// expired or was removed; the lease is then lost and its context
-// cancelled, and an expired holder never revives its entry. After the
-// lease is released or lost, Refresh returns false without asking Redis.
-//
-// Errors: coordination.ErrInvalidArgument for ttl < 1 ms (nothing sent);
-// Redis and network errors, which leave the lease held (its local deadline
-// still applies, shortened to what ttl gives when the refresh may have
-// run).
-func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
-	return l.handle().Refresh(ctx, ttl)
-}
-
-// Verify reports whether this holder's entry is live at the instant the
-// script runs (one round trip, admitted as RWLEASE VERIFY; nothing is
-// written). A false answer marks the lease lost; an error changes nothing.
-func (l *Lease) Verify(ctx context.Context) (bool, error) { return l.handle().Verify(ctx) }
-
-// Release removes this holder's entry and wakes waiters, in one round trip
-// (admitted as RWLEASE RELEASE). It returns coordination.Released, or
-// coordination.AlreadyReleased when the entry had expired, was released
-// before (then without asking Redis), or when a request re-sent by go-redis
-// found its own release done. It never returns NotOwned: an entry belongs
-// to its holder alone, so a lost handle cannot remove anyone else's.
-//
-// The lease counts as released from the moment Release is called: its
-// context is cancelled (cause coordination.ErrReleased) and its keep-alive
-// stops. When the release fails with a transient error or a cancelled ctx,
-// the error is returned and the owner-checked release is retried in the
-// background until it gets an answer or the lease's TTL has passed; a
-// terminal error (NOPERM) leaves the entry to expire at its TTL.
-func (l *Lease) Release(ctx context.Context) (coordination.ReleaseOutcome, error) {
-	out, err := l.handle().Release(ctx)
-	return coordination.ReleaseOutcome(out), err
-}
-
-// KeepAlive starts renewing the lease in the background every TTL/3 until
-// it is released or lost. A renewal that finds the entry gone, a terminal
-// error, or the local deadline passing while transient errors persist
-// ends the keep-alive and cancels [Lease.Context] with a cause matching
-// coordination.ErrLost. Renewals are not admitted through hooks. KeepAlive
-// returns at once; calling it again does nothing. A reader kept alive
-// keeps writers out for as long as it holds.
-func (l *Lease) KeepAlive() { l.handle().KeepAlive() }

@@ -58,14 +58,14 @@
 //
 // A TTL of 0 means "until released". Such a permit survives a crash of its
 // holder: it occupies capacity (and pins the capacity value) until removed
-// by hand. Prefer a finite TTL with [Permit.KeepAlive]. To recover, list
+// by hand. Prefer a finite TTL with [coordination.Lease.KeepAlive]. To recover, list
 // the permits without expiry and remove the dead holder's member:
 //
 //	ZRANGEBYSCORE <key> +inf +inf
 //	ZREM <key> P:<n>:<token>
 //
 // or stop every holder and DEL the key. (<key> includes the coordinator's
-// key prefix; [Permit.Token] and [Permit.N] name a holder's member.)
+// key prefix; [coordination.Lease.Token] and [Permit.N] name a holder's member.)
 //
 // # Waiting
 //
@@ -83,7 +83,7 @@
 // permits are live at any server instant, a holder's refresh or release
 // never touches another holder's permits, and an expired holder cannot
 // revive its permit. Expiry uses only the server's clock, so client clock
-// jumps do not affect it; [Permit.Remaining] is a local estimate measured
+// jumps do not affect it; [coordination.Lease.Remaining] is a local estimate measured
 // from before the request was sent, minus a drift allowance, so it errs
 // towards "expired".
 //
@@ -91,7 +91,7 @@
 // recent acquisitions and releases (the new primary may grant permits
 // that were already granted), and a server whose clock jumps expires
 // permits early or late. A GC pause longer than a permit's TTL lets the
-// holder run on after its permit expired: stop work when [Permit.Context]
+// holder run on after its permit expired: stop work when [coordination.Lease.Context]
 // is cancelled, and use a fencing token (package fencing) where stale
 // holders must be rejected by the resource itself.
 //
@@ -124,7 +124,7 @@
 // background owner-checked release removes them.
 //
 // Release follows the one release semantics of every handle of the
-// library: the permit counts as released from the moment [Permit.Release]
+// library: the permit counts as released from the moment [coordination.Lease.Release]
 // is called (its context is cancelled with coordination.ErrReleased, its
 // keep-alive stops, and a renewal in flight can no longer turn the release
 // into a loss). When the release fails with a transient error or a

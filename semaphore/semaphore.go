@@ -31,7 +31,7 @@ var kind = &engine.LeaseKind{
 // numbers hold exactly.
 const MaxCapacity = 1<<53 - 1
 
-// Forever is what [Permit.Remaining] returns while a permit acquired (or
+// Forever is what [coordination.Lease.Remaining] returns while a permit acquired (or
 // refreshed) with a TTL of 0, meaning no expiry, is held: the largest
 // time.Duration.
 const Forever = time.Duration(math.MaxInt64)
@@ -126,8 +126,8 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit,
 // ttl is rounded up to whole milliseconds and must be at least 1 ms, or 0
 // for permits that last until released (see the package documentation on
 // recovering them after a crash). The permits expire on the server ttl
-// after the script ran unless refreshed ([Permit.Refresh],
-// [Permit.KeepAlive]).
+// after the script ran unless refreshed ([coordination.Lease.Refresh],
+// [coordination.Lease.KeepAlive]).
 //
 // Errors: coordination.ErrNotAcquired when fewer than n permits are free;
 // coordination.ErrInvalidArgument naming n (below 1 or above the capacity)
@@ -183,7 +183,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, ttl time.Duration, blo
 	if err != nil {
 		return nil, err
 	}
-	p := &Permit{sem: s, n: n, token: token}
+	p := &Permit{sem: s, n: n}
 	p.id[0] = member(n, token)
 	h, _, err := s.e.Acquire(ctx, &engine.AcquireRequest{
 		Kind: kind, Keys: s.keys, ID: p.id[:], TTL: ttl, Extra: s.capArg,
@@ -192,7 +192,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, ttl time.Duration, blo
 	if err != nil {
 		return nil, err
 	}
-	p.h = h
+	engine.InitLease(&p.Lease, s.key, token, h)
 	return p, nil
 }
 

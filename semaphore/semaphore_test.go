@@ -434,8 +434,12 @@ func TestPermitContext(t *testing.T) {
 			t.Fatalf("second Release = %v, want already released", out)
 		}
 		var nilPermit *semaphore.Permit
-		if nilPermit.Remaining() != 0 || nilPermit.Context().Err() == nil || nilPermit.N() != 0 {
-			t.Fatalf("a nil permit must report not held")
+		var zero coordination.Lease
+		if zero.Remaining() != 0 || !errors.Is(context.Cause(zero.Context()), coordination.ErrNotHeld) || nilPermit.N() != 0 {
+			t.Fatalf("the zero lease must report not held")
+		}
+		if ok, err := zero.Verify(context.Background()); ok || err != nil {
+			t.Fatalf("zero lease Verify = %v, %v", ok, err)
 		}
 	})
 }

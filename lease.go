@@ -1,0 +1,149 @@
+package coordination
+
+import (
+	"context"
+	"time"
+
+	"github.com/coordkit/coordination/internal/engine"
+)
+
+// Lease is one held lease: the part every held handle of the library has
+// in common. A lock ([github.com/coordkit/coordination/lock.Lock]), a
+// hash-field lease ([github.com/coordkit/coordination/lock.FieldLease]), a
+// fencing lock ([github.com/coordkit/coordination/fencing.Lock]), a
+// read-write lease ([github.com/coordkit/coordination/rwlease.Lease]) and a
+// semaphore permit ([github.com/coordkit/coordination/semaphore.Permit])
+// embed it and add only their own accessors (a fencing token, a mode, a
+// number of permits).
+//
+// A lease is identified by its owner token, which every refresh, verify
+// and release checks on the server, so an expired holder never touches
+// its successor's lease. Its local deadline is measured from the instant
+// before the request that set the TTL was sent, minus a drift allowance
+// (1% of the TTL plus 2 ms, at most half the TTL): the holder stops
+// trusting the lease before the server expires it.
+//
+// Release semantics, the same for every lease: the lease counts as
+// released from the moment [Lease.Release] is called (its context is
+// cancelled with cause [ErrReleased] and its keep-alive stops, so a
+// renewal in flight cannot turn the release into a loss); when the release
+// fails with a transient error or a cancelled context, the caller gets the
+// error and the owner-checked release is retried in the background, bounded
+// by the lease's remaining time and about a minute; a terminal error
+// (NOPERM) leaves the lease to expire at its TTL; a second Release returns
+// [AlreadyReleased] without asking Redis.
+//
+// Hooks see each Refresh, Verify and Release once, as the primitive's
+// RENEW, VERIFY and RELEASE operations (for example "LOCK RENEW", see
+// package hooks);
+// keep-alive renewals are not admitted.
+//
+// A Lease is safe for concurrent use by multiple goroutines. It is
+// obtained only from a primitive's acquire functions; the zero Lease holds
+// nothing.
+type Lease struct {
+	key, token string
+	h          *engine.Handle
+}
+
+func init() {
+	engine.SetLeaseInit(func(dst any, key, token string, h *engine.Handle) {
+		*dst.(*Lease) = Lease{key: key, token: token, h: h}
+	})
+}
+
+func (l *Lease) handle() *engine.Handle {
+	if l == nil {
+		return nil
+	}
+	return l.h
+}
+
+// Key returns the lease's key as the caller gave it (without the
+// coordinator's prefix).
+func (l *Lease) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.key
+}
+
+// Token returns the holder's owner token: 36 characters, random (UUID v4).
+// It identifies this holder in the stored lease (the primitive's package
+// documentation gives where); it is not a fencing token.
+func (l *Lease) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
+
+// Remaining returns the local estimate of the time the lease is still
+// held: its TTL from the instant before the last successful acquire or
+// refresh request was sent, minus the drift allowance. It returns 0 once
+// the lease is released, lost or past its local deadline, and
+// time.Duration(math.MaxInt64) for a lease without expiry (a semaphore
+// permit acquired with TTL 0), without asking Redis.
+func (l *Lease) Remaining() time.Duration { return l.handle().Remaining() }
+
+// Context returns a context that is cancelled when the lease is released
+// (context.Cause is [ErrReleased]), or lost: found gone by a refresh,
+// verify or keep-alive renewal, or past its local deadline (the cause
+// matches [ErrLost]). Run the protected work under it. Its Deadline is the
+// local deadline (where [Lease.Remaining] reaches zero), moving later with
+// each successful renewal, so a database or HTTP client given the context
+// bounds its own request by the lease; a lease without expiry has no
+// deadline. It is created on the first call; the zero Lease returns a
+// context already cancelled (cause [ErrNotHeld]).
+func (l *Lease) Context() context.Context { return l.handle().Context() }
+
+// Done returns Context().Done(): a channel closed when the lease is
+// released, lost, or expires locally.
+func (l *Lease) Done() <-chan struct{} { return l.Context().Done() }
+
+// Refresh resets the lease's TTL to ttl if this owner still holds it, in
+// one round trip. It returns false when the lease was lost (expired, or
+// taken by another owner); the lease is then lost and its context
+// cancelled. An expired owner's Refresh never revives its lease or touches
+// anyone else's. After the lease is released or lost, Refresh returns false
+// without asking Redis. Refresh waits for a keep-alive renewal in flight,
+// so the last expiry set is the caller's.
+//
+// ttl is rounded up to whole milliseconds and must be at least 1 ms (a
+// semaphore permit also accepts 0: no expiry).
+//
+// Errors: [ErrInvalidArgument] naming ttl, with nothing sent; the hook's
+// error when a hook rejects; Redis and network errors, which leave the
+// lease held: when the refresh may have run anyway (a timeout, a lost
+// connection) its local deadline becomes the earlier of the old one and
+// the one ttl gives.
+func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
+	return l.handle().Refresh(ctx, ttl)
+}
+
+// Verify reports whether this owner holds the lease at the instant the
+// script runs, in one round trip; nothing is written. A false answer marks
+// the lease lost; an error changes nothing. After the lease is released or
+// lost it returns false without asking Redis.
+func (l *Lease) Verify(ctx context.Context) (bool, error) { return l.handle().Verify(ctx) }
+
+// Release deletes the lease if this owner holds it and wakes waiters, in
+// one round trip. It returns [Released]; [AlreadyReleased] when the lease
+// had expired, was released before (then without asking Redis), or a
+// re-sent request found its own release done; [NotOwned] when another
+// owner holds it now (nothing is changed; never for a semaphore permit,
+// which belongs to its holder alone). See [Lease] for what a failed
+// release does; a hook's rejection leaves the lease as it was.
+func (l *Lease) Release(ctx context.Context) (ReleaseOutcome, error) {
+	out, err := l.handle().Release(ctx)
+	return ReleaseOutcome(out), err
+}
+
+// KeepAlive starts renewing the lease in the background every TTL/3 until
+// it is released or lost. A renewal that finds the lease gone, a terminal
+// error, or the local deadline passing while transient errors persist ends
+// the keep-alive and cancels [Lease.Context] with a cause matching
+// [ErrLost]. KeepAlive returns at once; calling it again, or on a lease
+// without expiry, does nothing. Release the lease (or let it be lost) to
+// stop the background goroutine.
+func (l *Lease) KeepAlive() { l.handle().KeepAlive() }
