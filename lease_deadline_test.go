@@ -114,7 +114,7 @@ func TestLeaseContextCarriesLocalDeadline(t *testing.T) {
 			}
 		})
 		t.Run("concurrency limiter", func(t *testing.T) {
-			lim, err := ratelimit.NewConcurrency(coord, "dl:conc", ratelimit.Concurrency{Limit: 1, LeaseDuration: ttl})
+			lim, err := ratelimit.New(coord, "dl:conc", ratelimit.Concurrency{Limit: 1, LeaseDuration: ttl})
 			if err != nil {
 				t.Fatal(err)
 			}
