@@ -101,8 +101,10 @@ func (l Lease) Release(ctx context.Context) error {
 // released (context.Cause is coordination.ErrReleased), or when it is lost
 // (its renewal found it expired, could not reach Redis before the lease ran
 // out, or its limiter was closed; the cause then matches
-// coordination.ErrLost). Run the protected work under it. For every other
-// lease it returns a context that is never cancelled.
+// coordination.ErrLost). Run the protected work under it. Its Deadline is
+// the lease's local deadline, moving later with each renewal, so a client
+// given the context bounds its own request by the lease. For every other
+// lease it returns a context that is never cancelled and has no deadline.
 func (l Lease) Context() context.Context {
 	if l.held == nil {
 		return context.Background()
