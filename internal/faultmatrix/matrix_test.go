@@ -102,8 +102,10 @@ var faults = []fault{
 	{
 		id: "deadline", title: "reply delayed past the deadline",
 		run: func(t *testing.T, w *world, s subject) {
-			rule := w.px[0].Apply(faultproxy.DelayReply(faultproxy.Arg(s.key), 1500*time.Millisecond, 1))
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			// A 1 s deadline: on a loaded machine a 300 ms one could end
+			// before the command was written (the rule then never fired).
+			rule := w.px[0].Apply(faultproxy.DelayReply(faultproxy.Arg(s.key), 3*time.Second, 1))
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			got, err := s.take(ctx, w)
 			if s.kind == quorumKind {
