@@ -36,7 +36,7 @@
 //
 // # Key layout
 //
-// A claim lives at the key given to Begin (for the [Middleware], at
+// A claim lives at the key given to Begin (for [NewMiddleware], at
 // [StoreKey](namespace, key)), after the coordinator's key prefix: a Redis
 // string that always has a TTL, in one of three forms:
 //
@@ -88,12 +88,12 @@
 // there is no double completion through a stale owner. But the old owner's
 // work may still be running. Two things keep it from doing harm:
 //
-//   - Keep-alive: [Store.Do] and the [Middleware] renew the claim every
-//     ttl/3 while the work runs ([Store.KeepAlive]; [WithoutKeepAlive] and
-//     [WithClaimKeepAlive] turn it off), so a claim outlives its ttl as
-//     long as its owner is alive and reaches Redis; when a renewal finds
-//     the claim gone or taken over, the work's context is cancelled (cause
-//     matching coordination.ErrLost).
+//   - Keep-alive: [Store.Do] and the middleware ([NewMiddleware]) renew
+//     the claim every ttl/3 while the work runs ([Store.KeepAlive];
+//     [WithoutKeepAlive] and [WithClaimKeepAlive] turn it off), so a claim
+//     outlives its ttl as long as its owner is alive and reaches Redis;
+//     when a renewal finds the claim gone or taken over, the work's
+//     context is cancelled (cause matching coordination.ErrLost).
 //   - Fencing: every claim lifetime carries a fencing token ([Claim.Fence];
 //     in Do's function and the middleware's handler, [FenceFrom] on the
 //     context), strictly increasing per key: the server's clock in
@@ -192,7 +192,7 @@
 //
 // # HTTP
 //
-// [Middleware] applies this to HTTP handlers following the IETF draft "The
+// [NewMiddleware] applies this to HTTP handlers following the IETF draft "The
 // Idempotency-Key HTTP Header Field": the first request with a key runs the
 // handler, retries replay its status, chosen headers and body with
 // [HeaderReplayed]; 409 while the first is in progress (with Retry-After,

@@ -110,14 +110,22 @@ func ExampleStore_Begin() {
 }
 
 // The middleware runs a POST handler once per Idempotency-Key and replays
-// its response.
-func ExampleMiddleware() {
+// its response. NewMiddleware returns a func(http.Handler) http.Handler,
+// the net/http convention, as ratelimit.NewMiddleware does.
+func ExampleNewMiddleware() {
 	store, stop, err := exampleStore()
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer stop()
+	created := 0
+	createPayment := func(w http.ResponseWriter, r *http.Request) {
+		created++
+		w.Header().Set("Location", fmt.Sprintf("/payments/%d", created))
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "payment %d\n", created)
+	}
 	mw, err := idempotency.NewMiddleware(store,
 		idempotency.WithKeyRequired(true),
 		idempotency.WithNamespace(func(r *http.Request) string { return r.Header.Get("X-Account") }))
@@ -125,13 +133,7 @@ func ExampleMiddleware() {
 		fmt.Println(err)
 		return
 	}
-	created := 0
-	h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		created++
-		w.Header().Set("Location", fmt.Sprintf("/payments/%d", created))
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, "payment %d\n", created)
-	}))
+	h := mw(http.HandlerFunc(createPayment)) // an http.Handler
 
 	send := func(key, body string) error {
 		req := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(body))
@@ -206,7 +208,7 @@ func ExampleWithErrorHandler() {
 		fmt.Println(err)
 		return
 	}
-	h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }))
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }))
 	req := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":100}`))
 	req.Header.Set(idempotency.HeaderKey, "key-1")
 	rec := httptest.NewRecorder()

@@ -69,7 +69,7 @@ func DefaultFingerprint(r *http.Request, body []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// MiddlewareOption configures a [Middleware]. An invalid option makes
+// MiddlewareOption configures [NewMiddleware]. An invalid option makes
 // [NewMiddleware] fail with an error wrapping
 // coordination.ErrInvalidArgument naming the setting.
 type MiddlewareOption func(*middlewareConfig) error
@@ -299,11 +299,12 @@ func WithErrorHandler(fn func(r *http.Request, stage string, err error)) Middlew
 	}
 }
 
-// Middleware makes HTTP handlers idempotent with the Idempotency-Key
-// request header (IETF draft "The Idempotency-Key HTTP Header Field"):
-// the first request with a key runs the handler and its response (status,
-// chosen headers, body) is stored; a retry with the same key and the same
-// request replays it, marked with [HeaderReplayed].
+// NewMiddleware returns net/http middleware that makes handlers idempotent
+// with the Idempotency-Key request header (IETF draft "The
+// Idempotency-Key HTTP Header Field"): the first request with a key runs
+// the handler and its response (status, chosen headers, body) is stored; a
+// retry with the same key and the same request replays it, marked with
+// [HeaderReplayed].
 //
 // For a request with a key, in order:
 //
@@ -343,22 +344,20 @@ func WithErrorHandler(fn func(r *http.Request, stage string, err error)) Middlew
 // or response is kept in Redis, and a handler that outlives
 // [WithClaimTTL] may overlap a retry.
 //
-// A Middleware is safe for concurrent use by multiple goroutines. The zero
-// value is not usable; use [NewMiddleware].
-type Middleware struct {
-	store *Store
-	e     *engine.Engine
-	cfg   middlewareConfig
-	log   errorLog
-}
-
-// NewMiddleware returns a middleware storing its claims and responses in
-// store. It sends nothing to Redis.
+// Claims and responses are stored in store. NewMiddleware sends nothing
+// to Redis. For different settings per route, wrap each route's handler
+// with its own middleware:
+//
+//	payments, _ := idempotency.NewMiddleware(store, idempotency.WithKeyRequired(true))
+//	mux.Handle("POST /payments", payments(createPayment))
+//
+// The returned function and the handlers it returns are safe for
+// concurrent use by multiple goroutines.
 //
 // It returns an error wrapping coordination.ErrInvalidArgument naming
 // "store" when store is nil, or naming the setting of an invalid option
 // (see each option).
-func NewMiddleware(store *Store, opts ...MiddlewareOption) (*Middleware, error) {
+func NewMiddleware(store *Store, opts ...MiddlewareOption) (func(http.Handler) http.Handler, error) {
 	e, err := store.engine()
 	if err != nil {
 		return nil, err
@@ -378,12 +377,19 @@ func NewMiddleware(store *Store, opts ...MiddlewareOption) (*Middleware, error) 
 	if err := engine.Apply(&c, opts); err != nil {
 		return nil, err
 	}
-	return &Middleware{store: store, e: e, cfg: c, log: errorLog{logger: e.Logger()}}, nil
+	m := &middleware{store: store, e: e, cfg: c, log: errorLog{logger: e.Logger()}}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
+	}, nil
 }
 
-// Wrap returns next made idempotent (see [Middleware]).
-func (m *Middleware) Wrap(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
+// middleware is the state shared by the handlers one NewMiddleware call
+// wraps.
+type middleware struct {
+	store *Store
+	e     *engine.Engine
+	cfg   middlewareConfig
+	log   errorLog
 }
 
 // StoreKey returns the key under which the middleware keeps the claim for
@@ -395,7 +401,7 @@ func StoreKey(namespace, key string) string {
 	return "idempotency:" + strconv.Itoa(len(namespace)) + ":" + namespace + ":" + key
 }
 
-func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	key, present, bad := parseKey(r.Header.Values(HeaderKey), m.cfg.maxKeyLength)
 	if bad != "" {
 		writeProblem(w, problem{Type: ProblemKeyInvalid, Title: "Invalid Idempotency-Key",
@@ -470,7 +476,7 @@ func FenceFrom(ctx context.Context) (fence int64, ok bool) {
 
 // run executes the handler under the caller's claim and then stores its
 // response or abandons the claim.
-func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, skey string, claim Claim) {
+func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, skey string, claim Claim) {
 	owner := claim.Owner
 	rec := newRecorder(w, m.cfg.replayHeaders, m.cfg.maxResponseBytes)
 	work := context.WithValue(r.Context(), fenceKey{}, claim.Fence)
@@ -480,12 +486,13 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 			m.failed(r, "keep-alive", err, "idempotency: claim not kept alive; it lasts the claim TTL")
 		} else {
 			// After the settle below, or on a panic (the claim then stays
-			// pending until its TTL, see Wrap).
+			// pending until its TTL, see NewMiddleware).
 			defer stop()
 			work = kctx
 		}
 	}
-	// If the handler panics, the claim is kept until its TTL (see Wrap):
+	// If the handler panics, the claim is kept until its TTL (see
+	// NewMiddleware):
 	// nothing to settle.
 	next.ServeHTTP(rec, r.WithContext(work))
 	// The claim is settled even when the client has gone away: the handler
@@ -507,13 +514,13 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 	}
 }
 
-func (m *Middleware) abandon(ctx context.Context, r *http.Request, skey, owner string) {
+func (m *middleware) abandon(ctx context.Context, r *http.Request, skey, owner string) {
 	if _, err := m.store.Abandon(ctx, skey, owner); err != nil {
 		m.failed(r, "abandon", err, "idempotency: claim not abandoned; retries get 409 until it expires")
 	}
 }
 
-func (m *Middleware) unavailable(w http.ResponseWriter, r *http.Request, stage string, err error) {
+func (m *middleware) unavailable(w http.ResponseWriter, r *http.Request, stage string, err error) {
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		// The client went away; nobody reads the answer.
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -528,7 +535,7 @@ func (m *Middleware) unavailable(w http.ResponseWriter, r *http.Request, stage s
 
 // failed reports a store failure: to the error handler, and to the log
 // (de-duplicated, described without keys, tokens, addresses or passwords).
-func (m *Middleware) failed(r *http.Request, stage string, err error, msg string) {
+func (m *middleware) failed(r *http.Request, stage string, err error, msg string) {
 	if m.cfg.onError != nil {
 		m.cfg.onError(r, stage, err)
 	}

@@ -117,7 +117,7 @@ func TestMiddlewareLogsTheStoreError(t *testing.T) {
 				t.Fatal(err)
 			}
 			runs := 0
-			h := mw.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { runs++ }))
+			h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { runs++ }))
 			for range 3 {
 				rec := serveKey(h, "idem-key-123")
 				if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), idempotency.ProblemUnavailable) {
@@ -170,7 +170,7 @@ func TestMiddlewareLogsAFailedComplete(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) }))
+		h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) }))
 		faults.Add(testharness.Fault{SHA: engine.IdempotencyComplete.Hash(), Err: testharness.LoadingError})
 		if rec := serveKey(h, "k1"); rec.Code != http.StatusCreated {
 			t.Fatalf("answer %d, want the handler's 201", rec.Code)

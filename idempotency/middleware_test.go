@@ -44,7 +44,7 @@ func newHTTP(t *testing.T, b *testharness.Backend, h http.HandlerFunc, opts ...i
 		hf.runs.Add(1)
 		h(w, r)
 	})
-	hf.srv = httptest.NewUnstartedServer(mw.Wrap(counted))
+	hf.srv = httptest.NewUnstartedServer(mw(counted))
 	hf.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	hf.srv.Start()
 	t.Cleanup(hf.srv.Close)
@@ -299,6 +299,47 @@ func TestMiddlewareDifferentRequestSameKey(t *testing.T) {
 		hf2.send(t, "POST", "/payments?trace=1", key("k2"), "same")
 		if r := hf2.send(t, "POST", "/payments?trace=2", key("k2"), "same"); !r.replayed() {
 			t.Fatalf("custom fingerprint: %d, want a replay", r.status)
+		}
+	})
+}
+
+// One middleware (a func(http.Handler) http.Handler) wraps several routes:
+// each wrapped handler runs its own next, and all share one key space, so
+// a key used on one route is a reused key on another.
+func TestMiddlewareWrapsSeveralRoutes(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		f := newFixture(t, b)
+		mw, err := idempotency.NewMiddleware(f.store)
+		if err != nil {
+			t.Fatalf("NewMiddleware: %v", err)
+		}
+		var runsA, runsB atomic.Int32
+		mux := http.NewServeMux()
+		mux.Handle("POST /a", mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			runsA.Add(1)
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprint(w, "a")
+		})))
+		mux.Handle("POST /b", mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			runsB.Add(1)
+			w.WriteHeader(http.StatusAccepted)
+			fmt.Fprint(w, "b")
+		})))
+		hf := &httpFixture{fixture: f, srv: httptest.NewServer(mux)}
+		t.Cleanup(hf.srv.Close)
+
+		if r := hf.send(t, "POST", "/a", key("k"), "x"); r.status != http.StatusCreated || string(r.body) != "a" || r.replayed() {
+			t.Fatalf("first /a: %d %q replayed=%v, want 201 \"a\" not replayed", r.status, r.body, r.replayed())
+		}
+		if r := hf.send(t, "POST", "/a", key("k"), "x"); r.status != http.StatusCreated || string(r.body) != "a" || !r.replayed() {
+			t.Fatalf("retry /a: %d %q replayed=%v, want the replay of 201 \"a\"", r.status, r.body, r.replayed())
+		}
+		wantProblem(t, hf.send(t, "POST", "/b", key("k"), "x"), http.StatusUnprocessableEntity, idempotency.ProblemKeyReused)
+		if r := hf.send(t, "POST", "/b", key("k2"), "x"); r.status != http.StatusAccepted || string(r.body) != "b" || r.replayed() {
+			t.Fatalf("/b with its own key: %d %q replayed=%v, want 202 \"b\" not replayed", r.status, r.body, r.replayed())
+		}
+		if a, b := runsA.Load(), runsB.Load(); a != 1 || b != 1 {
+			t.Fatalf("handlers ran /a %d and /b %d times, want 1 and 1", a, b)
 		}
 	})
 }
@@ -597,7 +638,7 @@ func TestMiddlewareStoreDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	var runs atomic.Int32
-	h := mw.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { runs.Add(1) }))
+	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { runs.Add(1) }))
 	before := goleak.IgnoreCurrent()
 	req := httptest.NewRequest("POST", "/p", strings.NewReader("{}"))
 	req.Header.Set(idempotency.HeaderKey, "k")

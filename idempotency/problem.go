@@ -8,7 +8,8 @@ import (
 )
 
 // Problem types: the "type" member of the RFC 9457 problem details the
-// [Middleware] answers with. Each is the URL of its own documentation.
+// middleware ([NewMiddleware]) answers with. Each is the URL of its own
+// documentation.
 const (
 	// ProblemKeyMissing (400 Bad Request): the route requires an
 	// Idempotency-Key and the request has none ([WithKeyRequired]).

@@ -164,9 +164,9 @@ func TestContract(t *testing.T) {
 					return err
 				}},
 				{Name: "Release", Op: hooks.RedlockRelease, OneCommand: true, Run: func(ctx context.Context, _ *coordination.Coordinator) error {
-					ok, err := l.Release(ctx)
-					if err == nil && !ok {
-						err = errors.New("Release = false")
+					out, err := l.Release(ctx)
+					if err == nil && out != coordination.Released {
+						err = fmt.Errorf("Release = %v, want released", out)
 					}
 					return err
 				}},

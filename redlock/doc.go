@@ -45,8 +45,12 @@
 // [Lock.Refresh] (and [Lock.KeepAlive], every TTL/3) renews on a quorum
 // before the validity ends; a renewal that no quorum confirms ends the
 // lock and removes its token from every node, best effort. [Lock.Release]
-// removes the token everywhere and reports whether a quorum confirmed;
-// [Group.Acquire] waits, woken by a release on any node.
+// removes the token everywhere and, once a quorum of nodes confirmed,
+// returns a coordination.ReleaseOutcome as every held lease's Release
+// does: Released when a quorum deleted the token, NotOwned when another
+// owner holds a quorum, AlreadyReleased when the lock was gone (or
+// released before by this handle); [Group.Acquire] waits, woken by a
+// release on any node.
 //
 // Each group operation is admitted once through every node's hooks, in the
 // order of the group's coordinators, before any node work (REDLOCK

@@ -68,16 +68,16 @@ func Example() {
 	_, err = other.TryAcquire(ctx, "reports:nightly", 30*time.Second)
 	fmt.Println("second process:", errors.Is(err, coordination.ErrNotAcquired))
 	fmt.Println("validity above 29.6s:", l.Validity() > 29600*time.Millisecond)
-	ok, err := l.Release(ctx)
+	out, err := l.Release(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("released on a quorum:", ok, "/", context.Cause(l.Context()))
+	fmt.Println("release:", out, "/", context.Cause(l.Context()))
 	// Output:
 	// report done
 	// second process: true
 	// validity above 29.6s: true
-	// released on a quorum: true / coordination: released
+	// release: released / coordination: released
 }
 
 func snippetReport(ctx context.Context, a, b, c *coordination.Coordinator) error {

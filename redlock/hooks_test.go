@@ -126,8 +126,8 @@ func TestHooksOncePerGroupOperation(t *testing.T) {
 	if _, err := g.TryAcquire(ctx, "h2", time.Minute); !errors.Is(err, errNo) {
 		t.Fatalf("rejected TryAcquire: %v", err)
 	}
-	if ok, err := l.Release(ctx); ok || !errors.Is(err, errNo) {
-		t.Fatalf("rejected Release: %v, %v", ok, err)
+	if out, err := l.Release(ctx); out != 0 || !errors.Is(err, errNo) {
+		t.Fatalf("rejected Release: %v, %v", out, err)
 	}
 	if ok, err := l.Refresh(ctx, time.Minute); ok || !errors.Is(err, errNo) {
 		t.Fatalf("rejected Refresh: %v, %v", ok, err)
@@ -155,8 +155,8 @@ func TestHooksOncePerGroupOperation(t *testing.T) {
 		p.CutAll(faultproxy.RST)
 		p.Restore()
 	}
-	if ok, err := l.Release(ctx); !ok || err != nil {
-		t.Fatal(ok, err)
+	if out, err := l.Release(ctx); out != coordination.Released || err != nil {
+		t.Fatal(out, err)
 	}
 	expect("Release", once(hooks.RedlockRelease, "succeeded"))
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
 )
@@ -39,26 +40,29 @@ type Lock struct {
 
 	refreshMu sync.Mutex // serialises refreshes
 
-	mu        sync.Mutex
-	ttl       time.Duration // of the last successful acquire or refresh
-	maxTTL    time.Duration // the longest TTL ever sent: how long a token may live
-	validity  time.Duration
-	deadline  time.Time
-	state     lockState
-	cause     error
-	removed   bool // the best-effort removal after a loss has started
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
-	timer     *time.Timer
-	keep      chan struct{}
-	confirmed []bool // nodes that confirmed the release
+	mu       sync.Mutex
+	ttl      time.Duration // of the last successful acquire or refresh
+	maxTTL   time.Duration // the longest TTL ever sent: how long a token may live
+	validity time.Duration
+	deadline time.Time
+	state    lockState
+	cause    error
+	removed  bool // the best-effort removal after a loss has started
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	timer    *time.Timer
+	keep     chan struct{}
+	// outcomes are the nodes' answers to the release: 0 for a node that
+	// has not confirmed yet.
+	outcomes []engine.Outcome
+	settled  bool // a Release returned an outcome: later ones are AlreadyReleased
 }
 
 func newLock(g *Group, key, token string, keys []engine.Keys, ttl time.Duration, start time.Time, validity time.Duration) *Lock {
 	return &Lock{
 		g: g, key: key, token: token, keys: keys,
 		ttl: ttl, maxTTL: ttl, validity: validity, deadline: start.Add(ttl - g.drift(ttl)),
-		confirmed: make([]bool, len(g.nodes)), inflight: map[int]<-chan struct{}{},
+		outcomes: make([]engine.Outcome, len(g.nodes)), inflight: map[int]<-chan struct{}{},
 	}
 }
 
@@ -348,41 +352,100 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool, 
 
 // Release removes the lock's token from every node, owner-checked (the
 // release script on each node in parallel, each bounded by the node
-// timeout; admitted as REDLOCK RELEASE), and returns true when a quorum of
-// nodes confirmed that the token is gone (deleted now, or already expired
-// or released: a node that answers, whatever it answers, no longer holds
-// this token). A node's release wakes the waiters of [Group.Acquire].
+// timeout; admitted as REDLOCK RELEASE). A node that answers, whatever it
+// answers, no longer holds this token: it confirms the release. A node's
+// release wakes the waiters of [Group.Acquire].
+//
+// Once a quorum of nodes has confirmed, Release returns, by what the nodes
+// answered (each node's answer is the owner-token lock's: it deleted the
+// token, found the key gone, or found another owner's token):
+//
+//   - coordination.Released when a quorum of nodes deleted this lock's
+//     token now (a node whose request was re-sent after a lost reply
+//     recognises its own release): the lock was held and is released;
+//   - coordination.NotOwned when a quorum of nodes hold another owner's
+//     token: the lock expired and was taken over (the token was removed
+//     from the nodes that still had it; the other owner's are untouched);
+//   - coordination.AlreadyReleased otherwise: the lock is gone from a
+//     quorum and nobody holds it on a quorum (it expired, or its token was
+//     removed after a loss, or by the background retries of an earlier
+//     Release that returned an error); also on every Release after one
+//     that returned an outcome, and on a nil *Lock, without asking Redis.
+//
+// When the first quorum of answers is mixed, Release waits for the other
+// nodes (at most the node timeout) while their answers could still make
+// a quorum of one kind. When the answers kept from an earlier Release
+// (which returned an error; nodes that answered late, in the background,
+// count too) decide the outcome, Release returns it without asking Redis.
 //
 // The lock counts as released from the moment Release is called: its
 // context is cancelled (cause coordination.ErrReleased) and its keep-alive
 // stops. A node whose release failed with a transient error or a timeout
 // is retried in the background until it answers or the lock's TTL has
-// passed. When no quorum confirmed, Release returns false with a
+// passed. When no quorum confirmed, Release returns an outcome of 0 with a
 // *[QuorumError] (or an error matching ctx's when ctx ended first) and the
 // lock keeps its token: call Release again to retry the nodes that have
-// not confirmed. With a fencing node ([WithFencing]), Release also waits
-// (at most the node timeout) for the fencing node's answer, even once a
-// quorum has confirmed: a token left there would refuse the next holder
-// until the TTL. Once a quorum has confirmed, Release returns true without
-// asking Redis again. On a nil *Lock it returns false and nil.
+// not confirmed (the answers of those that have are kept). With a fencing
+// node ([WithFencing]), Release also waits (at most the node timeout) for
+// the fencing node's answer, even once a quorum has confirmed: a token
+// left there would refuse the next holder until the TTL.
 //
-// Errors: the hook's error when a hook rejects (nothing is changed).
-func (l *Lock) Release(ctx context.Context) (bool, error) {
+// Errors: the hook's error when a hook rejects (nothing is changed; the
+// outcome is 0).
+func (l *Lock) Release(ctx context.Context) (coordination.ReleaseOutcome, error) {
 	if l == nil {
-		return false, nil
+		return coordination.AlreadyReleased, nil
 	}
 	ctx, op, err := engine.AdmitGroup(ctx, l.g.ids, hooks.RedlockRelease, "redlock")
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	ok, err := l.release(ctx)
-	return ok, op.End(err)
+	out, err := l.release(ctx)
+	return coordination.ReleaseOutcome(out), op.End(err)
 }
 
-func (l *Lock) release(ctx context.Context) (bool, error) {
+// tally counts the nodes' release answers by outcome.
+type tally struct{ released, already, notOwned int }
+
+func (t *tally) add(o engine.Outcome) {
+	switch o {
+	case engine.Released:
+		t.released++
+	case engine.AlreadyReleased:
+		t.already++
+	case engine.NotOwned:
+		t.notOwned++
+	}
+}
+
+func (t tally) confirmed() int { return t.released + t.already + t.notOwned }
+
+// outcome returns the release's outcome once a quorum confirmed and no
+// pending answer can change it: Released or NotOwned when a quorum answered
+// so, AlreadyReleased when neither can reach a quorum with the pending
+// nodes. ok is false while it is not decided.
+func (t tally) outcome(quorum, pending int) (engine.Outcome, bool) {
+	switch {
+	case t.confirmed() < quorum:
+		return 0, false
+	case t.released >= quorum:
+		return engine.Released, true
+	case t.notOwned >= quorum:
+		return engine.NotOwned, true
+	case t.released+pending < quorum && t.notOwned+pending < quorum:
+		return engine.AlreadyReleased, true
+	}
+	return 0, false
+}
+
+func (l *Lock) release(ctx context.Context) (engine.Outcome, error) {
 	g := l.g
 	l.checkExpiry()
 	l.mu.Lock()
+	if l.settled {
+		l.mu.Unlock()
+		return engine.AlreadyReleased, nil
+	}
 	var cancel context.CancelCauseFunc
 	switch l.state {
 	case held:
@@ -391,25 +454,40 @@ func (l *Lock) release(ctx context.Context) (bool, error) {
 		l.state = released // keep the loss as the cause
 	}
 	var idx []int
-	confirmed := 0
-	for i, c := range l.confirmed {
-		if c {
-			confirmed++
+	var prev tally
+	for i, o := range l.outcomes {
+		if o != 0 {
+			prev.add(o)
 		} else {
 			idx = append(idx, i)
 		}
 	}
 	left := time.Until(l.deadline) + g.drift(l.ttl)
 	fi := g.cfg.fencing
-	if fi >= 0 && l.confirmed[fi] {
+	if fi >= 0 && l.outcomes[fi] != 0 {
 		fi = -1 // the fencing node has confirmed already: nothing to await there
+	}
+	// Decided by earlier answers alone (answers that came in the background
+	// after an earlier Release returned an error): Redis is not asked again.
+	out, decided := prev.outcome(g.quorum, len(idx))
+	if decided {
+		l.settled = true
 	}
 	l.mu.Unlock()
 	if cancel != nil {
 		cancel(engine.ErrReleased)
 	}
-	if confirmed >= g.quorum {
-		return true, nil
+	if decided {
+		return out, nil
+	}
+	sum := func(rs []result) tally {
+		t := prev
+		for _, r := range rs {
+			if r.state == yes {
+				t.add(r.out)
+			}
+		}
+		return t
 	}
 	f := g.fanOut(ctx, "release", idx, func(ctx context.Context, n *node) result {
 		if err := wait(ctx, l.inflight[n.i]); err != nil {
@@ -424,26 +502,33 @@ func (l *Lock) release(ctx context.Context) (bool, error) {
 		// With a fencing node, its answer is awaited too: a token left
 		// there would refuse every next holder until the TTL, whatever the
 		// other nodes say.
-		return confirmed+count(rs, yes) >= g.quorum && (fi < 0 || rs[fi].state != pending)
+		_, ok := sum(rs).outcome(g.quorum, pend)
+		return ok && (fi < 0 || rs[fi].state != pending)
 	})
 	f.after(func(n *node, r result) {
 		switch {
 		case r.state == yes:
 			l.mu.Lock()
-			l.confirmed[n.i] = true
+			l.outcomes[n.i] = r.out
 			l.mu.Unlock()
 		case r.state == failed && engine.Classify(r.err) != engine.Terminal && left > 0:
 			g.cleanup(n, "release", left, l.keys[n.i], l.token, l.inflight[n.i])
 		}
 	})
-	if confirmed+count(f.rs, yes) >= g.quorum {
-		return true, nil
+	t := sum(f.rs)
+	if t.confirmed() >= g.quorum {
+		// Nodes still running count as not answering: their answers
+		// cannot change the outcome any more, or the node timeout passed.
+		out, _ := t.outcome(g.quorum, 0)
+		l.mu.Lock()
+		l.settled = true
+		l.mu.Unlock()
+		return out, nil
 	}
 	if f.canceled {
-		return false, fmt.Errorf("redlock: release: %w", context.Cause(ctx))
+		return 0, fmt.Errorf("redlock: release: %w", context.Cause(ctx))
 	}
-	qe := g.quorumError("release", f.rs, confirmed+count(f.rs, yes))
-	return false, qe
+	return 0, g.quorumError("release", f.rs, t.confirmed())
 }
 
 // KeepAlive starts refreshing the lock in the background every TTL/3 (from

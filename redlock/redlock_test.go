@@ -58,9 +58,9 @@ func TestAcquireContendRefreshRelease(t *testing.T) {
 		}
 		return true
 	})
-	ok, err := l.Release(ctx)
-	if err != nil || !ok {
-		t.Fatalf("Release = %v, %v", ok, err)
+	out, err := l.Release(ctx)
+	if err != nil || out != coordination.Released {
+		t.Fatalf("Release = %v, %v; want released", out, err)
 	}
 	if got := context.Cause(l.Context()); !errors.Is(got, coordination.ErrReleased) {
 		t.Fatalf("context cause %v", got)
@@ -68,8 +68,8 @@ func TestAcquireContendRefreshRelease(t *testing.T) {
 	c.waitHolding("job", l.Token(), 0)
 	// A second release answers without Redis.
 	stats := c.proxies[0].Stats().Commands["EVALSHA"]
-	if ok, err := l.Release(ctx); err != nil || !ok {
-		t.Fatalf("second Release = %v, %v", ok, err)
+	if out, err := l.Release(ctx); err != nil || out != coordination.AlreadyReleased {
+		t.Fatalf("second Release = %v, %v; want already released", out, err)
 	}
 	if c.proxies[0].Stats().Commands["EVALSHA"] != stats {
 		t.Fatal("second Release asked Redis")
@@ -83,6 +83,68 @@ func TestAcquireContendRefreshRelease(t *testing.T) {
 	}
 	if _, err := l2.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Release's outcome follows the nodes' answers (five nodes, quorum 3):
+// released when a quorum deleted the token, not owned when another owner
+// holds the key on a quorum, already released when the lock is gone from
+// a quorum and nobody holds a quorum. The token is removed wherever it
+// still is, and another owner's keys are untouched.
+func TestReleaseOutcomes(t *testing.T) { releaseOutcomes(t, miniNodes(t, 5)) }
+
+func releaseOutcomes(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	g := c.group(redlock.WithNodeTimeout(nodeTimeout))
+	const other = "another-owner's-token"
+	for _, tc := range []struct {
+		name        string
+		gone, taken []int // nodes where the key is deleted, or set to another owner
+		want        coordination.ReleaseOutcome
+	}{
+		{"HeldEverywhere", nil, nil, coordination.Released},
+		{"GoneFromTwo", []int{0, 1}, nil, coordination.Released},
+		{"GoneFromThree", []int{0, 1, 2}, nil, coordination.AlreadyReleased},
+		{"GoneEverywhere", []int{0, 1, 2, 3, 4}, nil, coordination.AlreadyReleased},
+		{"TakenOnThree", nil, []int{2, 3, 4}, coordination.NotOwned},
+		{"TakenOnTwoGoneFromOne", []int{4}, []int{0, 1}, coordination.AlreadyReleased},
+		{"TakenOnTwoHeldOnThree", nil, []int{0, 1}, coordination.Released},
+	} {
+		key := "outcome-" + tc.name
+		l, err := g.TryAcquire(ctx, key, time.Minute)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		c.waitHolding(key, l.Token(), 5)
+		for _, i := range tc.gone {
+			if err := c.direct[i].Del(ctx, c.prefix+key).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, i := range tc.taken {
+			if err := c.direct[i].Set(ctx, c.prefix+key, other, time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out, err := l.Release(ctx)
+		if out != tc.want || err != nil {
+			t.Fatalf("%s: Release = %v, %v; want %v", tc.name, out, err, tc.want)
+		}
+		if !errors.Is(context.Cause(l.Context()), coordination.ErrReleased) {
+			t.Fatalf("%s: context cause %v, want released", tc.name, context.Cause(l.Context()))
+		}
+		want := make([]string, 5)
+		for _, i := range tc.taken {
+			want[i] = other
+		}
+		// Release returns once the outcome is decided; the other nodes
+		// answer right after.
+		waitFor(t, tc.name+": the token to be gone and the other owner's keys kept", func() bool {
+			return slices.Equal(c.holders(key), want)
+		})
+		if out, err := l.Release(ctx); out != coordination.AlreadyReleased || err != nil {
+			t.Fatalf("%s: second Release = %v, %v; want already released", tc.name, out, err)
+		}
 	}
 }
 

@@ -42,7 +42,7 @@ func runIdempotencyDemo(ctx context.Context, d *demo) error {
 				return nil, err
 			}
 			actor := fmt.Sprintf("replica-%d", i+1)
-			hs[i] = mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hs[i] = mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				n := charges.Add(1)
 				d.logf(actor, "charging the card (charge #%d)", n)
 				time.Sleep(150 * time.Millisecond)

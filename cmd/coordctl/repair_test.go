@@ -247,7 +247,7 @@ func TestIdempotencyMiddlewareDefaultNamespace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusCreated)
 			fmt.Fprint(w, `{"payment":1}`)

@@ -111,7 +111,7 @@ func newHandler(rdb redis.UniversalClient, chargeTime, wait time.Duration, log *
 	}
 	svc := &service{chargeTime: chargeTime, log: log, payments: map[int]payment{}}
 	mux := http.NewServeMux()
-	mux.Handle("POST /payments", authenticate(mw.Wrap(http.HandlerFunc(svc.create))))
+	mux.Handle("POST /payments", authenticate(mw(http.HandlerFunc(svc.create))))
 	mux.Handle("GET /payments/{id}", authenticate(http.HandlerFunc(svc.get)))
 	return mux, nil
 }
