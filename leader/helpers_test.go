@@ -80,12 +80,25 @@ func (j *journal) onElected(ctx context.Context, term *leader.Term) *termRec {
 		<-ctx.Done()
 		j.mu.Lock()
 		if r.believed.IsZero() {
-			r.believed = time.Now()
+			r.believed = beliefEnd(ctx)
 		}
 		j.mu.Unlock()
 	}()
 	j.elected <- r
 	return r
+}
+
+// beliefEnd is when a term whose context is done stopped believing it
+// led: now, or the context's deadline (the lease's local deadline) when
+// that came first; a holder that bounds its work by the deadline stops
+// there even when the goroutine watching ctx.Done runs late on a loaded
+// machine.
+func beliefEnd(ctx context.Context) time.Time {
+	now := time.Now()
+	if dl, ok := ctx.Deadline(); ok && dl.Before(now) {
+		return dl
+	}
+	return now
 }
 
 func (j *journal) electedReturned(r *termRec) {
@@ -107,7 +120,7 @@ func (j *journal) onRevoked(term *leader.Term) {
 		// released yet: the end of belief is no later than now, even when
 		// the goroutine that waits for ctx.Done has not run yet (a loaded
 		// machine).
-		r.believed = time.Now()
+		r.believed = beliefEnd(term.Context())
 	}
 	j.mu.Unlock()
 	if r == nil {

@@ -420,7 +420,9 @@ func (t *Term) Start() time.Time { return t.start }
 // context.Cause says why: [ErrResigned], an error wrapping
 // coordination.ErrLost (a renewal found the lease gone or failed
 // terminally, or the local deadline passed), an error wrapping
-// [ErrStopped] (Run's context ended) or one wrapping [ErrCallback].
+// [ErrStopped] (Run's context ended) or one wrapping [ErrCallback]. Its
+// Deadline is the lease's local deadline, moving later with each renewal,
+// so a client given the context bounds its own request by the term.
 func (t *Term) Context() context.Context { return t.ctx }
 
 // Done returns Context().Done().
