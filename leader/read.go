@@ -53,6 +53,7 @@ func get(ctx context.Context, e *engine.Engine, k engine.Keys) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
+	op = op.On(k)
 	r, err := fencelock.Read(ctx, e, k)
 	if err == nil && !r.Held {
 		err = ErrNoLeader

@@ -342,6 +342,7 @@ func (h *Handle) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 		return false, err
 	}
 	ctx, op, err := h.e.Admit(ctx, h.kind.RenewOp, h.kind.Primitive)
+	op = op.On(h.keys)
 	if err != nil {
 		return false, err
 	}
@@ -392,6 +393,7 @@ func (h *Handle) Verify(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	ctx, op, err := h.e.Admit(ctx, h.kind.VerifyOp, h.kind.Primitive)
+	op = op.On(h.keys)
 	if err != nil {
 		return false, err
 	}
@@ -415,8 +417,9 @@ func (h *Handle) Release(ctx context.Context) (Outcome, error) {
 		return AlreadyReleased, nil
 	}
 	ctx, op, err := h.e.Admit(ctx, h.kind.ReleaseOp, h.kind.Primitive)
+	op = op.On(h.keys)
 	if err != nil {
-		return 0, err
+		return UnknownOutcome, err
 	}
 	out, err := h.ReleaseUnadmitted(ctx)
 	return out, op.End(err)
@@ -458,7 +461,7 @@ func (h *Handle) ReleaseUnadmitted(ctx context.Context) (Outcome, error) {
 				return err
 			})
 		}
-		return 0, err
+		return UnknownOutcome, err
 	}
 	return out, nil
 }

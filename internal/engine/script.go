@@ -88,11 +88,11 @@ func (s *Script[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any) 
 		v, err = e.do(ctx, eval, scriptKeyPos(nk))
 	}
 	if err != nil {
-		return zero, s.mapError(err)
+		return zero, k.keyed(s.mapError(err))
 	}
 	r, ok := s.decode(v)
 	if !ok {
-		return zero, UnexpectedReply(s.name, v)
+		return zero, k.keyed(UnexpectedReply(s.name, v))
 	}
 	return r, nil
 }
@@ -208,7 +208,7 @@ func (c *Command[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any)
 	}
 	v, err := e.do(ctx, cmdArgs, c.keyPos)
 	if err != nil {
-		return zero, MapError(err)
+		return zero, k.keyed(MapError(err))
 	}
 	var id any
 	if len(parts) > 0 && len(parts[0]) > 0 {
@@ -216,7 +216,7 @@ func (c *Command[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any)
 	}
 	r, ok := c.decode(v, id)
 	if !ok {
-		return zero, UnexpectedReply(c.name, v)
+		return zero, k.keyed(UnexpectedReply(c.name, v))
 	}
 	return r, nil
 }
@@ -290,7 +290,8 @@ type Outcome int
 
 // The release outcomes.
 const (
-	Released Outcome = iota + 1
+	UnknownOutcome Outcome = iota // returned with an error
+	Released
 	AlreadyReleased
 	NotOwned
 )
@@ -306,7 +307,7 @@ func ReleaseReply(v any) (Outcome, bool) {
 	case int64(-1):
 		return NotOwned, true
 	}
-	return 0, false
+	return UnknownOutcome, false
 }
 
 // Grant is the decoded reply of an acquire script: acquired, or the time
