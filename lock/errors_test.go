@@ -175,3 +175,63 @@ func TestUnsentAcquireSchedulesNoCleanup(t *testing.T) {
 		}
 	})
 }
+
+// A lock key holding a string the library did not write (someone else's
+// value, with or without a TTL), or an owner token without a TTL
+// (PERSISTed), is bad state: TryAcquire and Acquire return ErrBadState
+// (before, TryAcquire answered ErrNotAcquired and Acquire waited until
+// ctx ended) and write nothing. TryAcquire's one round trip (SET NX GET)
+// sees the value, not its TTL: a PERSISTed token reads as held there.
+func TestLockForeignValueIsBadState(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		coord := b.Coordinator(t)
+		raw := b.Admin(t)
+		token, err := engine.NewToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name, value string
+			ttl         time.Duration
+			try         bool // TryAcquire detects it too
+		}{
+			{"foreign value without a TTL", "someone-else", 0, true},
+			{"foreign value with a TTL", "someone-else", time.Hour, true},
+			{"upper-case token", strings.ToUpper(token), time.Hour, true},
+			{"token without a TTL", token, 0, false},
+			{"marked token without a TTL", token + "+", 0, false},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				key := "foreign:" + strings.ReplaceAll(c.name, " ", "-")
+				if err := raw.Set(ctx, b.Key(key), c.value, c.ttl).Err(); err != nil {
+					t.Fatal(err)
+				}
+				unchanged := func(what string) {
+					t.Helper()
+					if v, err := raw.Get(ctx, b.Key(key)).Result(); err != nil || v != c.value {
+						t.Errorf("after %s the key holds %q (%v), want %q unchanged", what, v, err, c.value)
+					}
+				}
+				_, err := lock.TryAcquire(ctx, coord, key, time.Minute)
+				if c.try {
+					if !errors.Is(err, coordination.ErrBadState) || errors.Is(err, coordination.ErrNotAcquired) ||
+						!strings.HasPrefix(err.Error(), `coordination: lock acquire "`+key+`": `) {
+						t.Errorf("TryAcquire: %v, want ErrBadState naming the operation and key", err)
+					}
+				} else if !errors.Is(err, coordination.ErrNotAcquired) {
+					t.Errorf("TryAcquire: %v, want ErrNotAcquired (one round trip cannot see the TTL)", err)
+				}
+				unchanged("TryAcquire")
+				actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				_, err = lock.Acquire(actx, coord, key, time.Minute)
+				if !errors.Is(err, coordination.ErrBadState) || errors.Is(err, coordination.ErrNotAcquired) || actx.Err() != nil ||
+					coordination.Classify(err) != coordination.Terminal {
+					t.Errorf("Acquire: %v (ctx %v), want ErrBadState at once, terminal", err, actx.Err())
+				}
+				unchanged("Acquire")
+			})
+		}
+	})
+}

@@ -331,6 +331,9 @@ func (o Op) On(keys Keys) Op {
 // any Redis work. On rejection it returns an error naming the operation and
 // wrapping the hook's error, and the caller must not touch Redis.
 func (e *Engine) Admit(ctx context.Context, name, primitive string) (context.Context, Op, error) {
+	if ctx == nil {
+		return ctx, Op{}, NilContext()
+	}
 	op := Op{e: e, name: name, start: time.Now()}
 	if len(e.hooks) > 0 {
 		next, done, err := e.hooks.Admit(ctx, hooks.Operation{Name: name, Primitive: primitive})
@@ -343,6 +346,22 @@ func (e *Engine) Admit(ctx context.Context, name, primitive string) (context.Con
 		op.done = done
 	}
 	return ctx, op, nil
+}
+
+// NilContext returns the error of an operation called with a nil context:
+// it wraps [ErrInvalidArgument] naming "ctx". [Admit] and [AdmitGroup]
+// return it before anything else; an operation that uses its context
+// before admission checks with [CheckContext] first.
+func NilContext() error {
+	return InvalidArgument("ctx", "must not be nil; use context.Background() or context.TODO()")
+}
+
+// CheckContext returns [NilContext] for a nil ctx, and nil otherwise.
+func CheckContext(ctx context.Context) error {
+	if ctx == nil {
+		return NilContext()
+	}
+	return nil
 }
 
 // End reports the operation's outcome ([OutcomeOf] err) to the hooks and

@@ -151,6 +151,9 @@ type Command[R any] struct {
 	template []any
 	keyPos   int8
 	decode   func(reply, id any) (R, bool)
+	// reject, when set, returns the error of a reply that proves bad
+	// state (nil for every other reply), before decode.
+	reject func(reply, id any) error
 }
 
 // KeyAt and ArgAt are the placeholders of a [Command] template: the i-th
@@ -213,6 +216,11 @@ func (c *Command[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any)
 	var id any
 	if len(parts) > 0 && len(parts[0]) > 0 {
 		id = parts[0][0]
+	}
+	if c.reject != nil {
+		if err := c.reject(v, id); err != nil {
+			return zero, k.keyed(err)
+		}
 	}
 	r, ok := c.decode(v, id)
 	if !ok {
