@@ -86,6 +86,9 @@ func Observe(ctx context.Context, coord *coordination.Coordinator, leaseKey stri
 	if err != nil {
 		return err
 	}
+	if err := engine.CheckContext(ctx); err != nil {
+		return err
+	}
 	if err := engine.CheckKey("leaseKey", leaseKey); err != nil {
 		return err
 	}

@@ -334,6 +334,9 @@ func (h *Handle) resetTimerLocked() {
 // (when the refresh may have run, the local deadline becomes the earlier of
 // the old one and the one ttl gives).
 func (h *Handle) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
+	if ctx == nil {
+		return false, NilContext()
+	}
 	if h == nil {
 		return false, nil
 	}
@@ -389,6 +392,9 @@ func (h *Handle) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool
 // an error changes nothing. It returns false without a Redis call once the
 // handle is released or lost.
 func (h *Handle) Verify(ctx context.Context) (bool, error) {
+	if ctx == nil {
+		return false, NilContext()
+	}
 	if h == nil {
 		return false, nil
 	}
@@ -413,6 +419,9 @@ func (h *Handle) Verify(ctx context.Context) (bool, error) {
 // Release deletes the lease if this owner holds it, admitted as the kind's
 // ReleaseOp; see the type's documentation for the semantics.
 func (h *Handle) Release(ctx context.Context) (Outcome, error) {
+	if ctx == nil {
+		return UnknownOutcome, NilContext()
+	}
 	if h == nil {
 		return AlreadyReleased, nil
 	}
