@@ -376,10 +376,28 @@ func IsAmbiguous(err error) bool {
 // server closed before reading the command in every case but one: a server
 // that ran the command and became unreachable before the re-send (a crash
 // or a failover within the retry backoff). That case is reported unsent
-// too; what it wrote expires at its TTL.
+// too; what it wrote expires at its TTL. An error joining several (one per
+// node of a Redlock group) is unsent only when each of them is.
 func Unsent(err error) bool {
-	var op *net.OpError
-	return (errors.As(err, &op) && op.Op == "dial") || errors.Is(err, redis.ErrPoolTimeout)
+	for err != nil {
+		if op, ok := err.(*net.OpError); ok {
+			return op.Op == "dial"
+		}
+		if err == redis.ErrPoolTimeout {
+			return true
+		}
+		if m, ok := err.(interface{ Unwrap() []error }); ok {
+			errs := m.Unwrap()
+			for _, e := range errs {
+				if !Unsent(e) {
+					return false
+				}
+			}
+			return len(errs) > 0
+		}
+		err = errors.Unwrap(err)
+	}
+	return false
 }
 
 // neverSent reports whether err proves that this attempt did not run on the
