@@ -63,9 +63,23 @@
 // context: test with errors.Is. [Classify] sorts any error into transient
 // (worth retrying after a delay), terminal and canceled; every retry loop
 // in the library uses it. [IsAmbiguous] tells whether a write may have
-// happened although the caller saw an error. A NOPERM reply (an ACL that
+// happened although the caller saw an error (not after a failed dial or a
+// connection-pool timeout: nothing was sent). A NOPERM reply (an ACL that
 // denies a command a script runs) reaches the caller as the server's
 // error, terminal, never as corrupt state.
+//
+// An error of an operation names the operation and the key as the caller
+// gave it (without the prefix; never a token, identity or password), and
+// wraps the cause, so errors.Is and errors.As reach the sentinel, the
+// go-redis error (a *net.OpError, a NOPERM reply) or the context's error:
+//
+//	coordination: lock acquire "jobs:nightly": key holds the wrong Redis type (COORD_WRONGTYPE)
+//	coordination: lock release "jobs:nightly": dial tcp 10.0.0.7:6379: connect: connection refused
+//
+// Bad input (an empty key, a TTL below 1 ms, a nil coordinator or a nil
+// context) is an error wrapping [ErrInvalidArgument] naming the argument,
+// with nothing sent. A Release that got no answer returns [ReleaseUnknown]
+// with its error.
 //
 // # go-redis behaviour to know
 //

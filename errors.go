@@ -117,8 +117,14 @@ func Classify(err error) ErrorClass { return ErrorClass(engine.Classify(err)) }
 // is every cancellation and every transient error, error replies included:
 // go-redis re-sends a command after a lost reply (MaxRetries, 3 by
 // default), and the error the caller sees is the last attempt's, whatever
-// the first attempt did. Terminal errors are not ambiguous. The library's
+// the first attempt did. It is false for terminal errors, and for errors
+// that prove nothing was sent: a failed dial (a *net.OpError with Op
+// "dial": connection refused, a host name that does not resolve, a dial
+// timeout) and redis.ErrPoolTimeout, whatever the error wraps. The one
+// case this misjudges: a server that ran an earlier attempt and became
+// unreachable before go-redis' re-send dialled it (a crash within the retry
+// backoff); what that attempt wrote expires at its TTL. The library's
 // primitives decide the same way, except that on a client that never
-// re-sends (MaxRetries: -1) an error reply, a failed dial or a pool timeout
-// proves that the one attempt did not run.
+// re-sends (MaxRetries: -1) an error reply also proves that the one attempt
+// did not run.
 func IsAmbiguous(err error) bool { return engine.IsAmbiguous(err) }

@@ -132,8 +132,9 @@ func (l *Lease) Verify(ctx context.Context) (bool, error) { return l.handle().Ve
 // had expired, was released before (then without asking Redis), or a
 // re-sent request found its own release done; [NotOwned] when another
 // owner holds it now (nothing is changed; never for a semaphore permit,
-// which belongs to its holder alone). See [Lease] for what a failed
-// release does; a hook's rejection leaves the lease as it was.
+// which belongs to its holder alone); [ReleaseUnknown] with the error when
+// the release got no answer. See [Lease] for what a failed release does; a
+// hook's rejection leaves the lease as it was.
 func (l *Lease) Release(ctx context.Context) (ReleaseOutcome, error) {
 	out, err := l.handle().Release(ctx)
 	return ReleaseOutcome(out), err

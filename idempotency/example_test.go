@@ -215,7 +215,7 @@ func ExampleWithErrorHandler() {
 	h.ServeHTTP(rec, req)
 	fmt.Println(rec.Code)
 	// Output:
-	// error handler: begin: NOAUTH Authentication required.
+	// error handler: begin: coordination: idempotency begin "idempotency:0::key-1": NOAUTH Authentication required.
 	// level=WARN msg="idempotency: store unavailable; request refused" stage=begin error="terminal: server replied NOAUTH Authentication required."
 	// 503
 }

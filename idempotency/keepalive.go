@@ -30,6 +30,9 @@ import (
 // (empty or too long), "ttl" (under 1 ms) or "claim" (not a Started claim
 // with an owner).
 func (s *Store) KeepAlive(ctx context.Context, key string, c Claim, ttl time.Duration) (work context.Context, stop func(), err error) {
+	if err := engine.CheckContext(ctx); err != nil {
+		return nil, nil, err
+	}
 	e, err := s.checkOwned(key, c.Owner)
 	if err != nil {
 		return nil, nil, err

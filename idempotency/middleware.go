@@ -470,6 +470,9 @@ type fenceKey struct{}
 // resources that check tokens. ok is false outside the middleware (a
 // request without an Idempotency-Key, or another context).
 func FenceFrom(ctx context.Context) (fence int64, ok bool) {
+	if ctx == nil {
+		return 0, false
+	}
 	fence, ok = ctx.Value(fenceKey{}).(int64)
 	return fence, ok
 }

@@ -223,6 +223,7 @@ func Join(ctx context.Context, coord *coordination.Coordinator, key string, opts
 		return nil, err
 	}
 	keys := e.Key(key)
+	op = op.On(keys)
 	g, err := engine.LatchJoin.Run(ctx, e, keys)
 	if err == nil && !g.Found {
 		err = ErrNotFound
@@ -366,6 +367,7 @@ func (l *Latch) Wait(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	op = op.On(l.keys)
 	start := time.Now()
 	var final engine.LatchStatus
 	err = l.e.Wait(ctx, engine.WaitConfig{Key: l.keys.Full()[0], Recheck: l.recheck}, func(ctx context.Context) (engine.Attempt, error) {

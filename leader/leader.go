@@ -231,6 +231,9 @@ func (e *Elector) Run(ctx context.Context) error {
 	if e == nil || e.e == nil {
 		return engine.InvalidArgument("elector", "must not be nil; use leader.New")
 	}
+	if err := engine.CheckContext(ctx); err != nil {
+		return err
+	}
 	if !e.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}

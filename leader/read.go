@@ -53,6 +53,7 @@ func get(ctx context.Context, e *engine.Engine, k engine.Keys) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
+	op = op.On(k)
 	r, err := fencelock.Read(ctx, e, k)
 	if err == nil && !r.Held {
 		err = ErrNoLeader
@@ -83,6 +84,9 @@ func get(ctx context.Context, e *engine.Engine, k engine.Keys) (Info, error) {
 func Observe(ctx context.Context, coord *coordination.Coordinator, leaseKey string, poll time.Duration, fn func(Info)) error {
 	e, err := engine.Of(coord)
 	if err != nil {
+		return err
+	}
+	if err := engine.CheckContext(ctx); err != nil {
 		return err
 	}
 	if err := engine.CheckKey("leaseKey", leaseKey); err != nil {

@@ -53,7 +53,7 @@ func Example() {
 	fmt.Println(out, "/", context.Cause(l.Context()))
 	// Output:
 	// job done
-	// second replica: coordination: not acquired
+	// second replica: coordination: lock acquire "jobs:nightly": not acquired
 	// released / coordination: released
 }
 
@@ -128,7 +128,7 @@ func ExampleTryAcquireField() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// coordination: unsupported server: hash field expiration (HPEXPIRE, HPEXPIRETIME, HPTTL) needs Redis 7.4 or later, or Valkey 9.0 or later (COORD_UNSUPPORTED)
+	// coordination: lease acquire "workers:shards": unsupported server: hash field expiration (HPEXPIRE, HPEXPIRETIME, HPTTL) needs Redis 7.4 or later, or Valkey 9.0 or later (COORD_UNSUPPORTED)
 }
 
 func snippetShard(ctx context.Context, coord *coordination.Coordinator) error {

@@ -41,10 +41,15 @@ type Lock struct {
 // expires on the server ttl after the script ran unless refreshed
 // ([coordination.Lease.Refresh], [coordination.Lease.KeepAlive]).
 //
-// Errors: coordination.ErrNotAcquired when another owner holds the lock;
-// coordination.ErrInvalidArgument (naming coord, key or ttl) for bad input,
-// with nothing sent; an error matching coordination.ErrWrongType when key
-// holds a non-string value; the hook's error when a hook rejects; Redis and
+// Errors name the operation and key (`coordination: lock acquire "KEY":
+// ...`) and wrap: coordination.ErrNotAcquired when another owner holds the
+// lock; coordination.ErrInvalidArgument (naming ctx, coord, key or ttl)
+// for bad input, with nothing sent; an error matching
+// coordination.ErrWrongType when key holds a non-string value;
+// coordination.ErrBadState when it holds a string that is no owner token
+// (someone else's value; nothing is written). An owner token without a
+// TTL (PERSISTed) reads as held here (SET NX GET does not report the TTL);
+// [Acquire] reports it as ErrBadState; the hook's error when a hook rejects; Redis and
 // network errors as go-redis returns them (a NOPERM reply when the ACL
 // denies a command the script runs). When the outcome is ambiguous (see
 // coordination.IsAmbiguous) the lock may have been taken on the server: a
@@ -58,7 +63,9 @@ func TryAcquire(ctx context.Context, coord *coordination.Coordinator, key string
 // release notifications (one Pub/Sub connection per coordinator, shared by
 // every waiter), tries once more, then sleeps until a release is announced
 // or the holder's TTL (as the server reported it) runs out, re-checking at
-// least every 5 s in case a notification was lost. Transient Redis errors
+// least every 5 s in case a notification was lost. A holder without a TTL
+// (an owner token someone PERSISTed) would never leave: Acquire returns
+// coordination.ErrBadState for it instead of waiting. Transient Redis errors
 // (see coordination.Classify) are retried with jittered backoff.
 //
 // Acquire is admitted through hooks once, as LOCK ACQUIRE, however long it

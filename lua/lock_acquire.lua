@@ -11,11 +11,15 @@
 -- Reply    'OK'      acquired (a string); also when the caller's own token
 --                    is already there (a re-sent request): the TTL is set
 --                    again and nothing else changes
---          pttl_ms   held by another owner (an integer): its remaining TTL
---                    in ms (-1 when it has none); the value is marked with
---                    a trailing '+' so that its release notifies waiters
+--          pttl_ms   held by another owner (an integer >= 0): its
+--                    remaining TTL in ms; the value is marked with a
+--                    trailing '+' so that its release notifies waiters
 -- Errors   WRONGTYPE      the key holds a non-string value (raised by
 --                         SET ... GET, which then writes nothing)
+--          COORD_BADSTATE the key holds a string that is not an owner
+--                         token (36 bytes of lower-case hex and '-', as
+--                         engine.NewToken makes them), or a token without
+--                         a TTL (PERSISTed): nothing is written
 -- One command takes a free lock or reads its holder (Redis 7.0+).
 local v = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'GET', 'PX', ARGV[2])
 if v == false then
@@ -25,7 +29,20 @@ if v == ARGV[1] or v == ARGV[1] .. '+' then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 'OK'
 end
-if string.byte(v, -1) ~= 43 then -- 43 is '+'
+local marked = string.byte(v, -1) == 43 -- 43 is '+'
+local t = v
+if marked then
+  t = string.sub(v, 1, -2)
+end
+if #t ~= 36 or not string.match(t, '^[0-9a-f]+%-[0-9a-f]+%-[0-9a-f]+%-[0-9a-f]+%-[0-9a-f]+$')
+    or string.byte(t, 9) ~= 45 or string.byte(t, 14) ~= 45 or string.byte(t, 19) ~= 45 or string.byte(t, 24) ~= 45 then
+  return redis.error_reply('COORD_BADSTATE the lock key holds a value that is not an owner token')
+end
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl < 0 then
+  return redis.error_reply('COORD_BADSTATE the lock key holds an owner token without a TTL')
+end
+if not marked then
   redis.call('APPEND', KEYS[1], '+')
 end
-return redis.call('PTTL', KEYS[1])
+return pttl

@@ -13,6 +13,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/contract"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/redlock"
 )
 
@@ -186,7 +187,11 @@ func TestContract(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				return coords[2].Client().Set(ctx, coords[2].Prefix()+name, "another owner", time.Minute).Err()
+				other, err := engine.NewToken() // another owner's token
+				if err != nil {
+					return err
+				}
+				return coords[2].Client().Set(ctx, coords[2].Prefix()+name, other, time.Minute).Err()
 			},
 			Op: func(ctx context.Context, c *coordination.Coordinator, name string) error {
 				g, err := group(c)

@@ -67,8 +67,8 @@ func Example() {
 	fmt.Println(w.Mode(), out)
 	// Output:
 	// catalog read
-	// writer while two readers hold: coordination: not acquired
-	// reader while the writer holds: coordination: not acquired
+	// writer while two readers hold: coordination: rwlease write acquire "catalog:rw": not acquired
+	// reader while the writer holds: coordination: rwlease read acquire "catalog:rw": not acquired
 	// write released
 }
 

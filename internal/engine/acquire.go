@@ -65,6 +65,7 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant
 		if ctx, op, err = e.Admit(ctx, k.AcquireOp, k.Primitive); err != nil {
 			return nil, Grant{}, err
 		}
+		op = op.On(r.Keys)
 	}
 	k.init()
 	keys, id, extra := r.Keys, r.ID, r.Extra

@@ -125,9 +125,9 @@ func (e *Engine) Prefix() string { return e.prefix }
 func (e *Engine) Logger() *slog.Logger { return e.logger }
 
 // Ambiguous reports whether an operation that ended with err may have
-// written on the server: [IsAmbiguous], except that when the client never
-// re-sends (MaxRetries -1) an error reply, a failed dial or a pool timeout
-// proves the one attempt did not run.
+// written on the server: [IsAmbiguous] (false for a failed dial or a pool
+// timeout, [Unsent]), except that when the client never re-sends
+// (MaxRetries -1) an error reply also proves the one attempt did not run.
 func (e *Engine) Ambiguous(err error) bool {
 	if !IsAmbiguous(err) {
 		return false
@@ -147,7 +147,15 @@ type Keys struct {
 	// then): two allocations per key instead of four.
 	one    string
 	oneArg any
+	// name is the first key as the caller gave it (without the prefix),
+	// for error messages ([Op.End]); named says it is set.
+	name  string
+	named bool
 }
+
+// Name returns the first key as the caller gave it, without the prefix,
+// and false for keys built without one.
+func (k Keys) Name() (string, bool) { return k.name, k.named }
 
 func (k Keys) single() bool { return k.full == nil && k.oneArg != nil }
 
@@ -184,7 +192,7 @@ func (k Keys) Head(n int) Keys {
 	if n <= 0 || n >= k.Len() {
 		return k
 	}
-	h := Keys{full: k.full[:n:n]}
+	h := Keys{full: k.full[:n:n], name: k.name, named: k.named}
 	if len(k.boxed) == len(k.full) {
 		h.boxed = k.boxed[:n:n]
 	}
@@ -219,23 +227,32 @@ func (k Keys) put(dst []any) {
 // Key applies the prefix to one key.
 func (e *Engine) Key(key string) Keys {
 	full := e.prefix + key
-	return Keys{one: full, oneArg: full}
+	return Keys{one: full, oneArg: full, name: key, named: true}
 }
 
 // Keys applies the prefix to keys and, with more than one key, checks that
 // they hash to one Cluster slot, returning an error wrapping
 // [ErrCrossSlot] (and sending nothing) when they do not.
-func (e *Engine) Keys(keys ...string) (Keys, error) {
+func (e *Engine) Keys(keys ...string) (Keys, error) { return e.NamedKeys(nil, keys...) }
+
+// NamedKeys is [Engine.Keys] with the keys' argument names (names[i] for
+// keys[i], e.g. "leaseKey", "fenceKey"), which an ErrCrossSlot error names
+// instead of "key 1", "key 2".
+func (e *Engine) NamedKeys(names []string, keys ...string) (Keys, error) {
 	full := make([]string, len(keys))
 	boxed := make([]any, len(keys))
 	for i, k := range keys {
 		full[i] = e.prefix + k
 		boxed[i] = full[i]
 	}
-	if err := SameSlot(full...); err != nil {
+	if err := sameSlot(names, full); err != nil {
 		return Keys{}, err
 	}
-	return Keys{full: full, boxed: boxed}, nil
+	k := Keys{full: full, boxed: boxed}
+	if len(keys) > 0 {
+		k.name, k.named = keys[0], true
+	}
+	return k, nil
 }
 
 // CheckKey returns an error wrapping [ErrInvalidArgument] naming name when
@@ -300,12 +317,23 @@ type Op struct {
 	name  string
 	start time.Time
 	done  hooks.Done
+	keys  Keys // names the key in End's error; see [Op.On]
+}
+
+// On returns o naming the first of keys (as the caller gave it) in the
+// error End returns, for an error that does not name one already.
+func (o Op) On(keys Keys) Op {
+	o.keys = keys
+	return o
 }
 
 // Admit admits the operation name of primitive through the hooks, before
 // any Redis work. On rejection it returns an error naming the operation and
 // wrapping the hook's error, and the caller must not touch Redis.
 func (e *Engine) Admit(ctx context.Context, name, primitive string) (context.Context, Op, error) {
+	if ctx == nil {
+		return ctx, Op{}, NilContext()
+	}
 	op := Op{e: e, name: name, start: time.Now()}
 	if len(e.hooks) > 0 {
 		next, done, err := e.hooks.Admit(ctx, hooks.Operation{Name: name, Primitive: primitive})
@@ -320,11 +348,32 @@ func (e *Engine) Admit(ctx context.Context, name, primitive string) (context.Con
 	return ctx, op, nil
 }
 
+// NilContext returns the error of an operation called with a nil context:
+// it wraps [ErrInvalidArgument] naming "ctx". [Admit] and [AdmitGroup]
+// return it before anything else; an operation that uses its context
+// before admission checks with [CheckContext] first.
+func NilContext() error {
+	return InvalidArgument("ctx", "must not be nil; use context.Background() or context.TODO()")
+}
+
+// CheckContext returns [NilContext] for a nil ctx, and nil otherwise.
+func CheckContext(ctx context.Context) error {
+	if ctx == nil {
+		return NilContext()
+	}
+	return nil
+}
+
 // End reports the operation's outcome ([OutcomeOf] err) to the hooks and
-// the duration histogram, and returns err unchanged.
+// the duration histogram, and returns err ([OpError]) naming the operation
+// and the key: the key of the script or command run that failed, or else
+// the one [Op.On] gave.
 func (o Op) End(err error) error {
 	if o.e == nil {
 		return err
+	}
+	if err != nil {
+		err = OpError(o.name, o.keys, err)
 	}
 	out := OutcomeOf(err)
 	o.e.duration.record(o.name, out, time.Since(o.start))

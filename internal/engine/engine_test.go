@@ -122,7 +122,8 @@ func (netTimeout) Temporary() bool { return true }
 
 // Classify, IsAmbiguous (a client that may re-send: go-redis' default) and
 // Engine.Ambiguous on a client that never re-sends (MaxRetries -1), where
-// an error reply, a failed dial or a pool timeout proves nothing ran.
+// an error reply also proves nothing ran; a failed dial or a pool timeout
+// proves it on every client.
 func TestClassifyAndAmbiguity(t *testing.T) {
 	dial := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 	cases := []struct {
@@ -150,12 +151,16 @@ func TestClassifyAndAmbiguity(t *testing.T) {
 		{engine.MapError(redisErr("COORD_BADCOUNTER counter is negative")), engine.Terminal, false, false},
 		{io.EOF, engine.Transient, true, true},
 		{io.ErrUnexpectedEOF, engine.Transient, true, true},
-		{dial, engine.Transient, true, false},
-		{fmt.Errorf("wrapped: %w", dial), engine.Transient, true, false},
+		{dial, engine.Transient, false, false},
+		{fmt.Errorf("wrapped: %w", dial), engine.Transient, false, false},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "h.invalid", IsNotFound: true}}, engine.Transient, false, false},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: netTimeout{}}, engine.Transient, false, false},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: context.DeadlineExceeded}, engine.Canceled, false, false},
 		{&net.OpError{Op: "read", Err: syscall.ECONNRESET}, engine.Transient, true, true},
 		{fmt.Errorf("x: %w", syscall.ECONNRESET), engine.Transient, true, true},
 		{netTimeout{}, engine.Transient, true, true},
-		{redis.ErrPoolTimeout, engine.Transient, true, false},
+		{redis.ErrPoolTimeout, engine.Transient, false, false},
+		{fmt.Errorf("wrapped: %w", redis.ErrPoolTimeout), engine.Transient, false, false},
 		{redis.ErrClosed, engine.Terminal, false, false},
 		{engine.InvalidArgument("ttl", "bad"), engine.Terminal, false, false},
 		{coordination.ErrClosed, engine.Terminal, false, false},

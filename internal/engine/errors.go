@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -90,6 +91,95 @@ func ArgumentName(err error) (string, bool) {
 		return a.name, true
 	}
 	return "", false
+}
+
+// keyedError is an error of a script or command run on keys: it carries the
+// first key as the caller gave it to [Op.End], and reads as the error it
+// wraps.
+type keyedError struct {
+	key string
+	err error
+}
+
+// Error returns the wrapped error's message.
+func (e *keyedError) Error() string { return e.err.Error() }
+
+// Unwrap returns the error this one wraps, for errors.Is and errors.As.
+func (e *keyedError) Unwrap() error { return e.err }
+
+// keyed wraps err with the keys' name (err unchanged when nil or unnamed).
+func (k Keys) keyed(err error) error {
+	if err == nil || !k.named {
+		return err
+	}
+	return &keyedError{key: k.name, err: err}
+}
+
+// opError is the error of a public operation: it names the operation and
+// the key as the caller gave it, and wraps the cause.
+type opError struct {
+	op, key string
+	named   bool // key is set
+	err     error
+}
+
+// maxKeyInError bounds the bytes of a key an error message quotes.
+const maxKeyInError = 200
+
+// Error returns `coordination: OPERATION "KEY": CAUSE`, the operation in
+// lower case and the cause without its own "coordination: " prefix.
+func (e *opError) Error() string {
+	var b strings.Builder
+	b.WriteString("coordination: ")
+	b.WriteString(strings.ToLower(e.op))
+	if e.named {
+		k := e.key
+		if len(k) > maxKeyInError {
+			k = k[:maxKeyInError]
+		}
+		b.WriteByte(' ')
+		b.WriteString(strconv.Quote(k))
+		if len(k) < len(e.key) {
+			b.WriteString("...")
+		}
+	}
+	b.WriteString(": ")
+	b.WriteString(strings.TrimPrefix(e.err.Error(), "coordination: "))
+	return b.String()
+}
+
+// Unwrap returns the error this one wraps, for errors.Is and errors.As.
+func (e *opError) Unwrap() error { return e.err }
+
+// OpError returns err naming the operation op (a hooks operation name,
+// e.g. "LOCK ACQUIRE") and the key: the one a script or command run on
+// keys recorded in err, or else the first of keys (none for keys without
+// a name). It matches everything err matches. An error that names an
+// operation already is returned as is; so is nil.
+func OpError(op string, keys Keys, err error) error {
+	if err == nil {
+		return nil
+	}
+	var oe *opError
+	if errors.As(err, &oe) {
+		return err
+	}
+	e := &opError{op: op, key: keys.name, named: keys.named, err: err}
+	var ke *keyedError
+	if errors.As(err, &ke) {
+		e.key, e.named = ke.key, true
+	}
+	return e
+}
+
+// OperationOf returns the operation name and the key an error of a public
+// operation names (see [OpError]), and false for any other error.
+func OperationOf(err error) (op, key string, ok bool) {
+	var oe *opError
+	if errors.As(err, &oe) {
+		return oe.op, oe.key, true
+	}
+	return "", "", false
 }
 
 // scriptError is an error reply raised by one of the library's scripts with
@@ -265,25 +355,59 @@ func Classify(err error) ErrorClass {
 // saw err, assuming the client may re-send (go-redis' default): every
 // cancellation, and every transient error, since go-redis re-sends after a
 // lost reply and the error the caller sees is the last attempt's, whatever
-// the first attempt did. Terminal errors are not ambiguous: the server
-// refused (or the command was never built).
+// the first attempt did; except an error that proves nothing was sent
+// ([Unsent]: a failed dial, a connection-pool timeout). Terminal errors
+// are not ambiguous: the server refused (or the command was never built).
 func IsAmbiguous(err error) bool {
 	switch Classify(err) {
 	case Canceled, Transient:
-		return true
+		return !Unsent(err)
+	}
+	return false
+}
+
+// Unsent reports whether err proves that the command it ended was not
+// written to any server: a failed dial (go-redis' dialer returns a
+// *net.OpError with Op "dial" for a refused connection, a name that does
+// not resolve and a dial timeout, and hands on the last one while the pool
+// refuses to dial after repeated failures) or a connection-pool timeout
+// (redis.ErrPoolTimeout: no connection was free). go-redis re-sends only
+// after a write error, an EOF or a reset on a pooled connection, which the
+// server closed before reading the command in every case but one: a server
+// that ran the command and became unreachable before the re-send (a crash
+// or a failover within the retry backoff). That case is reported unsent
+// too; what it wrote expires at its TTL. An error joining several (one per
+// node of a Redlock group) is unsent only when each of them is.
+func Unsent(err error) bool {
+	for err != nil {
+		if op, ok := err.(*net.OpError); ok {
+			return op.Op == "dial"
+		}
+		if err == redis.ErrPoolTimeout {
+			return true
+		}
+		if m, ok := err.(interface{ Unwrap() []error }); ok {
+			errs := m.Unwrap()
+			for _, e := range errs {
+				if !Unsent(e) {
+					return false
+				}
+			}
+			return len(errs) > 0
+		}
+		err = errors.Unwrap(err)
 	}
 	return false
 }
 
 // neverSent reports whether err proves that this attempt did not run on the
-// server: an error reply, a failed dial, a connection-pool timeout.
+// server: an error reply, or [Unsent].
 func neverSent(err error) bool {
 	var re redis.Error
 	if errors.As(err, &re) {
 		return true
 	}
-	var op *net.OpError
-	return (errors.As(err, &op) && op.Op == "dial") || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, redis.ErrPoolTimeout)
+	return Unsent(err) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // GaveUp returns the error of a blocking operation that gave up because ctx
@@ -340,6 +464,11 @@ func (e *LostError) Unwrap() []error {
 func Describe(err error) string {
 	if err == nil {
 		return ""
+	}
+	var oe *opError
+	if errors.As(err, &oe) {
+		// The key can be a secret or personal data: describe the cause.
+		return Describe(oe.err)
 	}
 	class := Classify(err).String()
 	var re redis.Error

@@ -22,6 +22,9 @@ import (
 // engine's meter: one group operation is one measurement, however many
 // engines share a meter provider.
 func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string) (context.Context, Op, error) {
+	if ctx == nil {
+		return ctx, Op{}, NilContext()
+	}
 	op := Op{e: es[0], name: name, start: time.Now()}
 	var dones []hooks.Done
 	for _, e := range es {

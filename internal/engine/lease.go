@@ -366,6 +366,9 @@ func (h *Handle) resetTimerLocked() {
 // (when the refresh may have run, the local deadline becomes the earlier of
 // the old one and the one ttl gives).
 func (h *Handle) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
+	if ctx == nil {
+		return false, NilContext()
+	}
 	if h == nil {
 		return false, nil
 	}
@@ -374,6 +377,7 @@ func (h *Handle) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 		return false, err
 	}
 	ctx, op, err := h.e.Admit(ctx, h.kind.RenewOp, h.kind.Primitive)
+	op = op.On(h.keys)
 	if err != nil {
 		return false, err
 	}
@@ -420,10 +424,14 @@ func (h *Handle) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool
 // an error changes nothing. It returns false without a Redis call once the
 // handle is released or lost.
 func (h *Handle) Verify(ctx context.Context) (bool, error) {
+	if ctx == nil {
+		return false, NilContext()
+	}
 	if h == nil {
 		return false, nil
 	}
 	ctx, op, err := h.e.Admit(ctx, h.kind.VerifyOp, h.kind.Primitive)
+	op = op.On(h.keys)
 	if err != nil {
 		return false, err
 	}
@@ -443,12 +451,16 @@ func (h *Handle) Verify(ctx context.Context) (bool, error) {
 // Release deletes the lease if this owner holds it, admitted as the kind's
 // ReleaseOp; see the type's documentation for the semantics.
 func (h *Handle) Release(ctx context.Context) (Outcome, error) {
+	if ctx == nil {
+		return UnknownOutcome, NilContext()
+	}
 	if h == nil {
 		return AlreadyReleased, nil
 	}
 	ctx, op, err := h.e.Admit(ctx, h.kind.ReleaseOp, h.kind.Primitive)
+	op = op.On(h.keys)
 	if err != nil {
-		return 0, err
+		return UnknownOutcome, err
 	}
 	out, err := h.ReleaseUnadmitted(ctx)
 	return out, op.End(err)
@@ -490,7 +502,7 @@ func (h *Handle) ReleaseUnadmitted(ctx context.Context) (Outcome, error) {
 				return err
 			})
 		}
-		return 0, err
+		return UnknownOutcome, err
 	}
 	return out, nil
 }

@@ -88,11 +88,11 @@ func (s *Script[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any) 
 		v, err = e.do(ctx, eval, scriptKeyPos(nk))
 	}
 	if err != nil {
-		return zero, s.mapError(err)
+		return zero, k.keyed(s.mapError(err))
 	}
 	r, ok := s.decode(v)
 	if !ok {
-		return zero, UnexpectedReply(s.name, v)
+		return zero, k.keyed(UnexpectedReply(s.name, v))
 	}
 	return r, nil
 }
@@ -151,6 +151,9 @@ type Command[R any] struct {
 	template []any
 	keyPos   int8
 	decode   func(reply, id any) (R, bool)
+	// reject, when set, returns the error of a reply that proves bad
+	// state (nil for every other reply), before decode.
+	reject func(reply, id any) error
 }
 
 // KeyAt and ArgAt are the placeholders of a [Command] template: the i-th
@@ -208,15 +211,20 @@ func (c *Command[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any)
 	}
 	v, err := e.do(ctx, cmdArgs, c.keyPos)
 	if err != nil {
-		return zero, MapError(err)
+		return zero, k.keyed(MapError(err))
 	}
 	var id any
 	if len(parts) > 0 && len(parts[0]) > 0 {
 		id = parts[0][0]
 	}
+	if c.reject != nil {
+		if err := c.reject(v, id); err != nil {
+			return zero, k.keyed(err)
+		}
+	}
 	r, ok := c.decode(v, id)
 	if !ok {
-		return zero, UnexpectedReply(c.name, v)
+		return zero, k.keyed(UnexpectedReply(c.name, v))
 	}
 	return r, nil
 }
@@ -290,7 +298,8 @@ type Outcome int
 
 // The release outcomes.
 const (
-	Released Outcome = iota + 1
+	UnknownOutcome Outcome = iota // returned with an error
+	Released
 	AlreadyReleased
 	NotOwned
 )
@@ -306,7 +315,7 @@ func ReleaseReply(v any) (Outcome, bool) {
 	case int64(-1):
 		return NotOwned, true
 	}
-	return 0, false
+	return UnknownOutcome, false
 }
 
 // Grant is the decoded reply of an acquire script: acquired, or the time

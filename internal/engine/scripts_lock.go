@@ -1,5 +1,7 @@
 package engine
 
+import "strings"
+
 // The owner-token lock (package lock): its commands and scripts, each next
 // to its decoder. The reply shapes are documented in the .lua files.
 //
@@ -15,12 +17,63 @@ var (
 	// Its reply is nil when it set the key, or the value it found: the
 	// caller's own token (with or without the waiter mark) after a re-send
 	// whose first run set it, another owner's token otherwise.
-	LockTry     = NewCommand("lock_try", []any{"set", KeyAt(0), ArgAt(0), "nx", "get", "px", ArgAt(1)}, decodeLockTry)
+	LockTry     = lockTry()
 	LockAcquire = NewScript("lock_acquire", decodeLockGrant)
 	LockRefresh = NewScript("lock_refresh", Bool01)
 	LockVerify  = NewScript("lock_verify", Bool01)
 	LockRelease = NewScript("lock_release", ReleaseReply)
 )
+
+func lockTry() *Command[Grant] {
+	c := NewCommand("lock_try", []any{"set", KeyAt(0), ArgAt(0), "nx", "get", "px", ArgAt(1)}, decodeLockTry)
+	c.reject = rejectLockTry
+	return c
+}
+
+// errForeignLockValue is the error of a lock key holding a string that is
+// no owner token (someone else's value): the lock_acquire script raises the
+// same.
+var errForeignLockValue = &scriptError{code: "COORD_BADSTATE", detail: "the lock key holds a value that is not an owner token"}
+
+// rejectLockTry returns errForeignLockValue for a SET NX GET reply that is
+// a string but neither the caller's token nor token-shaped (36 bytes of a
+// version 4 UUID in lower-case hex, from [NewToken]; a waiter may have
+// appended '+'). SET NX wrote nothing then.
+func rejectLockTry(v, id any) error {
+	s, ok := v.(string)
+	if !ok {
+		return nil
+	}
+	if tok, ok := id.(string); ok && ownValue(s, tok) {
+		return nil
+	}
+	if !IsToken(strings.TrimSuffix(s, "+")) {
+		return errForeignLockValue
+	}
+	return nil
+}
+
+// IsToken reports whether s has the form of a [NewToken] token: 36 bytes,
+// lower-case hex digits with '-' at 8, 13, 18 and 23.
+func IsToken(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 // decodeLockTry reads the reply of SET NX GET: nil (acquired), the
 // caller's own token id, possibly marked (acquired by an earlier send of

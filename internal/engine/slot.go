@@ -18,14 +18,24 @@ func Slot(key string) int {
 // SameSlot returns nil when every key hashes to the same Cluster slot, and
 // otherwise an error wrapping [ErrCrossSlot] that names the slots (never the
 // keys). It is applied to prefixed keys, so a prefix's hash tag counts.
-func SameSlot(keys ...string) error {
+func SameSlot(keys ...string) error { return sameSlot(nil, keys) }
+
+// sameSlot is SameSlot naming keys[i] names[i] when there is one, and
+// "key i+1" otherwise.
+func sameSlot(names, keys []string) error {
 	if len(keys) < 2 {
 		return nil
+	}
+	name := func(i int) string {
+		if i < len(names) && names[i] != "" {
+			return names[i]
+		}
+		return fmt.Sprintf("key %d", i+1)
 	}
 	first := Slot(keys[0])
 	for i, k := range keys[1:] {
 		if s := Slot(k); s != first {
-			return fmt.Errorf("%w: key 1 is in slot %d, key %d in slot %d; give the keys one {hash tag}", ErrCrossSlot, first, i+2, s)
+			return fmt.Errorf("%w: %s is in slot %d, %s in slot %d; give the keys one {hash tag}", ErrCrossSlot, name(0), first, name(i+1), s)
 		}
 	}
 	return nil

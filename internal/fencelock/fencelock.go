@@ -44,7 +44,7 @@ func Keys(e *engine.Engine, leaseKey, fenceKey string) (engine.Keys, error) {
 	if leaseKey == fenceKey {
 		return engine.Keys{}, engine.InvalidArgument("fenceKey", "must differ from leaseKey")
 	}
-	return e.Keys(leaseKey, fenceKey)
+	return e.NamedKeys([]string{"leaseKey", "fenceKey"}, leaseKey, fenceKey)
 }
 
 // Request is one acquisition.

@@ -1,0 +1,313 @@
+package coordination_test
+
+import (
+	"context"
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/fencing"
+	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/latch"
+	"github.com/coordkit/coordination/leader"
+	"github.com/coordkit/coordination/lock"
+	"github.com/coordkit/coordination/ratelimit"
+	"github.com/coordkit/coordination/redlock"
+	"github.com/coordkit/coordination/rwlease"
+	"github.com/coordkit/coordination/semaphore"
+)
+
+// notOperations are exported functions taking a context that are not
+// operations of a primitive: hooks (called by the library with the
+// operation's context) and a context accessor.
+var notOperations = map[string]bool{
+	"hooks.(Chain).Admit":       true,
+	"hooks.(Func).Admit":        true,
+	"idempotency.FenceFrom":     true, // reads ctx; a nil one holds no fence
+	"ratelimit.(Lease).Context": true,
+}
+
+// publicContextFuncs lists the exported functions and methods (of
+// exported types) of the module's public packages whose parameters
+// include a context.Context, as "pkg.Func" or "pkg.(*Type).Method".
+func publicContextFuncs(t *testing.T) []string {
+	var out []string
+	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch n := d.Name(); {
+			case p != "." && (n == "internal" || n == "cmd" || n == "examples" || n == "bench" || n == "testdata" || strings.HasPrefix(n, ".")):
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			fd, ok := decl.(*ast.FuncDecl)
+			if !ok || !fd.Name.IsExported() || !takesContext(fd.Type) {
+				continue
+			}
+			name := f.Name.Name + "." + fd.Name.Name
+			if fd.Recv != nil {
+				typ, star := fd.Recv.List[0].Type, ""
+				if s, ok := typ.(*ast.StarExpr); ok {
+					typ, star = s.X, "*"
+				}
+				id, ok := typ.(*ast.Ident)
+				if !ok || !id.IsExported() {
+					continue
+				}
+				name = f.Name.Name + ".(" + star + id.Name + ")." + fd.Name.Name
+			}
+			out = append(out, name)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func takesContext(ft *ast.FuncType) bool {
+	for _, f := range ft.Params.List {
+		if se, ok := f.Type.(*ast.SelectorExpr); ok && se.Sel.Name == "Context" {
+			if x, ok := se.X.(*ast.Ident); ok && x.Name == "context" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Every public operation taking a context returns an error wrapping
+// ErrInvalidArgument naming "ctx" for a nil one, and sends nothing. The
+// table must list every such function of the public packages (found in
+// their source): a new operation without a case fails the test.
+func TestNilContextIsInvalidArgument(t *testing.T) {
+	funcs := publicContextFuncs(t)
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		bg := context.Background()
+		client := b.Client(t)
+		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		must := func(err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		l, err := lock.TryAcquire(bg, coord, "nil:lock", time.Minute)
+		must(err)
+		fl, err := fencing.TryAcquire(bg, coord, "{nil}:lease", "{nil}:fence", time.Minute)
+		must(err)
+		var field *lock.FieldLease // nil where the server has no hash-field TTLs
+		if b.HasHashFieldTTL() {
+			field, err = lock.TryAcquireField(bg, coord, "nil:fields", "f", time.Minute)
+			must(err)
+		}
+		rw, err := rwlease.TryRead(bg, coord, "nil:rw", time.Minute)
+		must(err)
+		sem, err := semaphore.New(coord, "nil:sem", 2)
+		must(err)
+		permit, err := sem.TryAcquire(bg, time.Minute)
+		must(err)
+		lt, err := latch.Create(bg, coord, "nil:latch", 2)
+		must(err)
+		store, err := idempotency.New(coord)
+		must(err)
+		el, err := leader.New(coord, "{nil}:leader", "{nil}:leaderfence", "me")
+		must(err)
+		limiter, err := ratelimit.New(coord, "nil:fw", ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
+		must(err)
+		bucket, err := ratelimit.New(coord, "nil:tb", ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 10, Period: time.Minute})
+		must(err)
+		conc, err := ratelimit.New(coord, "nil:conc", ratelimit.Concurrency{Limit: 2})
+		must(err)
+		held, err := conc.Allow(bg, 1)
+		must(err)
+		reserved, err := bucket.Reserve(bg, 1)
+		must(err)
+		deny, err := ratelimit.NewDenyList(coord, "nil:deny")
+		must(err)
+		part, err := ratelimit.NewPartitioned(func(p string) (*ratelimit.Limiter, error) {
+			return ratelimit.New(coord, "nil:part:"+p, ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
+		})
+		must(err)
+		// Redlock needs independent deployments: three embedded servers.
+		var nodes []*coordination.Coordinator
+		for range 3 {
+			m := miniredis.RunT(t)
+			c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+			t.Cleanup(func() { _ = c.Close() })
+			n, err := coordination.New(c)
+			must(err)
+			nodes = append(nodes, n)
+		}
+		group, err := redlock.New(nodes)
+		must(err)
+		rl, err := group.TryAcquire(bg, "nil:redlock", time.Minute)
+		must(err)
+
+		owner, err := engine.NewToken()
+		must(err)
+		var ctx context.Context // nil
+		calls := map[string]func() error{
+			// The lease methods every held lease embeds (each handle's
+			// promoted method is called below too).
+			"coordination.(*Lease).Refresh": func() error { _, err := l.Lease.Refresh(ctx, time.Minute); return err },
+			"coordination.(*Lease).Release": func() error { _, err := l.Lease.Release(ctx); return err },
+			"coordination.(*Lease).Verify":  func() error { _, err := l.Lease.Verify(ctx); return err },
+			"fencing.(*Lock).Refresh":       func() error { _, err := fl.Refresh(ctx, time.Minute); return err },
+			"fencing.(*Lock).Release":       func() error { _, err := fl.Release(ctx); return err },
+			"fencing.(*Lock).Verify":        func() error { _, err := fl.Verify(ctx); return err },
+			"fencing.Acquire":               func() error { _, err := fencing.Acquire(ctx, coord, "{n}:l", "{n}:f", time.Minute); return err },
+			"fencing.TryAcquire":            func() error { _, err := fencing.TryAcquire(ctx, coord, "{n}:l", "{n}:f", time.Minute); return err },
+			"fencing.GuardedGet":            func() error { _, _, _, err := fencing.GuardedGet(ctx, coord, "doc"); return err },
+			"fencing.GuardedSet":            func() error { _, _, err := fencing.GuardedSet(ctx, coord, "doc", 1, []byte("v"), 0); return err },
+			"idempotency.(*Store).Abandon":  func() error { _, err := store.Abandon(ctx, "k", owner); return err },
+			"idempotency.(*Store).Begin":    func() error { _, err := store.Begin(ctx, "k", time.Minute); return err },
+			"idempotency.(*Store).Complete": func() error { _, err := store.Complete(ctx, "k", owner, nil); return err },
+			"idempotency.(*Store).Do": func() error {
+				_, _, err := store.Do(ctx, "k", time.Minute, "", func(context.Context) ([]byte, error) { return nil, nil })
+				return err
+			},
+			"idempotency.(*Store).KeepAlive": func() error {
+				_, _, err := store.KeepAlive(ctx, "k", idempotency.Claim{State: idempotency.Started, Owner: owner}, time.Minute)
+				return err
+			},
+			"latch.(*Latch).Count":     func() error { _, err := lt.Count(ctx); return err },
+			"latch.(*Latch).CountDown": func() error { _, err := lt.CountDown(ctx); return err },
+			"latch.(*Latch).Wait":      func() error { _, err := lt.Wait(ctx); return err },
+			"latch.Create":             func() error { _, err := latch.Create(ctx, coord, "l2", 1); return err },
+			"latch.Join":               func() error { _, err := latch.Join(ctx, coord, "nil:latch"); return err },
+			"latch.Reset":              func() error { _, err := latch.Reset(ctx, coord, "nil:latch", 1); return err },
+			"leader.(*Elector).Leader": func() error { _, err := el.Leader(ctx); return err },
+			"leader.(*Elector).Run":    func() error { return el.Run(ctx) },
+			"leader.Get":               func() error { _, err := leader.Get(ctx, coord, "{nil}:leader"); return err },
+			"leader.Observe": func() error {
+				return leader.Observe(ctx, coord, "{nil}:leader", time.Second, func(leader.Info) {})
+			},
+			"lock.(*FieldLease).Refresh":         func() error { _, err := field.Refresh(ctx, time.Minute); return err },
+			"lock.(*FieldLease).Release":         func() error { _, err := field.Release(ctx); return err },
+			"lock.(*FieldLease).Verify":          func() error { _, err := field.Verify(ctx); return err },
+			"lock.(*Lock).Refresh":               func() error { _, err := l.Refresh(ctx, time.Minute); return err },
+			"lock.(*Lock).Release":               func() error { _, err := l.Release(ctx); return err },
+			"lock.(*Lock).Verify":                func() error { _, err := l.Verify(ctx); return err },
+			"lock.Acquire":                       func() error { _, err := lock.Acquire(ctx, coord, "k", time.Minute); return err },
+			"lock.AcquireField":                  func() error { _, err := lock.AcquireField(ctx, coord, "k", "f", time.Minute); return err },
+			"lock.TryAcquire":                    func() error { _, err := lock.TryAcquire(ctx, coord, "k", time.Minute); return err },
+			"lock.TryAcquireField":               func() error { _, err := lock.TryAcquireField(ctx, coord, "k", "f", time.Minute); return err },
+			"ratelimit.(*DenyList).Denied":       func() error { _, err := deny.Denied(ctx, "who"); return err },
+			"ratelimit.(*DenyList).Deny":         func() error { return deny.Deny(ctx, "who") },
+			"ratelimit.(*DenyList).Remove":       func() error { return deny.Remove(ctx, "who") },
+			"ratelimit.(*Limiter).Allow":         func() error { _, err := limiter.Allow(ctx, 1); return err },
+			"ratelimit.(*Limiter).Reserve":       func() error { _, err := bucket.Reserve(ctx, 1); return err },
+			"ratelimit.(*Limiter).Update":        func() error { return limiter.Update(ctx, ratelimit.FixedWindow{Limit: 10, Window: time.Minute}) },
+			"ratelimit.(*Limiter).Wait":          func() error { _, err := limiter.Wait(ctx, 1); return err },
+			"ratelimit.(*Partitioned).Allow":     func() error { _, err := part.Allow(ctx, "p", 1); return err },
+			"ratelimit.(*Partitioned).Wait":      func() error { _, err := part.Wait(ctx, "p", 1); return err },
+			"ratelimit.(Lease).Release":          func() error { return held.Release(ctx) },
+			"ratelimit.(Lease).Settle":           func() error { _, err := reserved.Settle(ctx, 1); return err },
+			"redlock.(*Group).Acquire":           func() error { _, err := group.Acquire(ctx, "k", time.Minute); return err },
+			"redlock.(*Group).TryAcquire":        func() error { _, err := group.TryAcquire(ctx, "k", time.Minute); return err },
+			"redlock.(*Lock).Refresh":            func() error { _, err := rl.Refresh(ctx, time.Minute); return err },
+			"redlock.(*Lock).Release":            func() error { _, err := rl.Release(ctx); return err },
+			"rwlease.(*Lease).Refresh":           func() error { _, err := rw.Refresh(ctx, time.Minute); return err },
+			"rwlease.(*Lease).Release":           func() error { _, err := rw.Release(ctx); return err },
+			"rwlease.(*Lease).Verify":            func() error { _, err := rw.Verify(ctx); return err },
+			"rwlease.Read":                       func() error { _, err := rwlease.Read(ctx, coord, "k", time.Minute); return err },
+			"rwlease.TryRead":                    func() error { _, err := rwlease.TryRead(ctx, coord, "k", time.Minute); return err },
+			"rwlease.TryWrite":                   func() error { _, err := rwlease.TryWrite(ctx, coord, "k", time.Minute); return err },
+			"rwlease.Write":                      func() error { _, err := rwlease.Write(ctx, coord, "k", time.Minute); return err },
+			"semaphore.(*Permit).Refresh":        func() error { _, err := permit.Refresh(ctx, time.Minute); return err },
+			"semaphore.(*Permit).Release":        func() error { _, err := permit.Release(ctx); return err },
+			"semaphore.(*Permit).Verify":         func() error { _, err := permit.Verify(ctx); return err },
+			"semaphore.(*Semaphore).Acquire":     func() error { _, err := sem.Acquire(ctx, time.Minute); return err },
+			"semaphore.(*Semaphore).AcquireN":    func() error { _, err := sem.AcquireN(ctx, 1, time.Minute); return err },
+			"semaphore.(*Semaphore).State":       func() error { _, err := sem.State(ctx); return err },
+			"semaphore.(*Semaphore).TryAcquire":  func() error { _, err := sem.TryAcquire(ctx, time.Minute); return err },
+			"semaphore.(*Semaphore).TryAcquireN": func() error { _, err := sem.TryAcquireN(ctx, 1, time.Minute); return err },
+		}
+		if len(funcs) < 50 {
+			t.Fatalf("found %d public functions taking a context: %q; the source walk is broken", len(funcs), funcs)
+		}
+		counter := testharness.CountCommands(client)
+		for _, name := range funcs {
+			if notOperations[name] {
+				continue
+			}
+			call, ok := calls[name]
+			if !ok {
+				t.Errorf("%s takes a context but has no nil-context case here", name)
+				continue
+			}
+			t.Run(name, func(t *testing.T) {
+				counter.Reset()
+				err := callNoPanic(call)
+				if arg, ok := engine.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || arg != "ctx" {
+					t.Errorf("with a nil context: %v, want ErrInvalidArgument naming ctx", err)
+				}
+				if n := counter.Count(); n != 0 {
+					t.Errorf("with a nil context it sent %v", counter.Names())
+				}
+			})
+		}
+		if fence, ok := idempotency.FenceFrom(nil); ok || fence != 0 { //nolint:staticcheck // a nil context on purpose
+			t.Errorf("FenceFrom(nil) = %d, %v; want 0, false", fence, ok)
+		}
+		for _, h := range []interface {
+			Release(context.Context) (coordination.ReleaseOutcome, error)
+		}{l, fl, rw, permit} {
+			_, _ = h.Release(bg)
+		}
+		if field != nil {
+			_, _ = field.Release(bg)
+		}
+		_, _ = rl.Release(bg)
+		_ = held.Release(bg)
+	})
+}
+
+func callNoPanic(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = errors.New("panic: " + strings.TrimSpace(strings.Split(errString(r), "\n")[0]))
+		}
+	}()
+	return f()
+}
+
+func errString(r any) string {
+	if e, ok := r.(error); ok {
+		return e.Error()
+	}
+	if s, ok := r.(string); ok {
+		return s
+	}
+	return "non-error panic"
+}
