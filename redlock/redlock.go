@@ -345,7 +345,16 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 	)
 	w := newWatches()
 	defer w.close()
+	// A Shutdown of any node's coordinator wakes the wait (the first's
+	// ends it by itself), and the next attempt returns its error.
+	for _, e := range g.ids[1:] {
+		stop, _ := e.OnShutdown(w.wakeUp)
+		defer stop()
+	}
 	err = g.first.Wait(ctx, engine.WaitConfig{Wake: w.wake}, func(ctx context.Context) (engine.Attempt, error) {
+		if err := engine.ClosedAny(g.ids); err != nil {
+			return engine.Attempt{}, err
+		}
 		rounds++
 		began := time.Now()
 		got, retryIn, err := g.round(ctx, key, ttl, ms, keys)

@@ -40,6 +40,7 @@ type Engine struct {
 	hub      *hub
 	cleanup  cleanups
 	fences   fenceWatch
+	life     lifecycle
 }
 
 // Config is what [New] needs besides the client.
@@ -69,6 +70,7 @@ func New(client redis.UniversalClient, cfg Config) *Engine {
 	e.duration = newDurationRecorder(e.meter)
 	e.inst.init(e.meter)
 	e.hub = newHub(e)
+	e.life.init()
 	return e
 }
 
@@ -304,8 +306,13 @@ type Op struct {
 
 // Admit admits the operation name of primitive through the hooks, before
 // any Redis work. On rejection it returns an error naming the operation and
-// wrapping the hook's error, and the caller must not touch Redis.
+// wrapping the hook's error, and the caller must not touch Redis; after
+// [Engine.Shutdown] it refuses every operation so, with an error wrapping
+// [ErrClosed] (no hook sees it).
 func (e *Engine) Admit(ctx context.Context, name, primitive string) (context.Context, Op, error) {
+	if e.life.closed.Load() {
+		return ctx, Op{}, fmt.Errorf("coordination: %s refused: %w", name, errShutdown)
+	}
 	op := Op{e: e, name: name, start: time.Now()}
 	if len(e.hooks) > 0 {
 		next, done, err := e.hooks.Admit(ctx, hooks.Operation{Name: name, Primitive: primitive})
