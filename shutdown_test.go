@@ -1,12 +1,11 @@
 package coordination_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,36 +21,6 @@ import (
 	"github.com/coordkit/coordination/lock"
 	"github.com/coordkit/coordination/semaphore"
 )
-
-// syncBuffer is a log sink safe for the coordinator's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// waitFor polls cond (an observation of the test's own state, not a
-// timing assumption) until it holds, failing t after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(limit); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // A user's own goleak-checked test: a coordinator with a lock kept alive,
 // a waiter blocked on it, a semaphore permit and a waiter for another, a
@@ -81,7 +50,7 @@ func TestShutdownEndsEverything(t *testing.T) {
 		faults := &testharness.ScriptFaults{}
 		client.AddHook(faults)
 		counter := testharness.CountCommands(client)
-		logs := &syncBuffer{}
+		logs := &testharness.LogBuffer{}
 		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()),
 			coordination.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 		if err != nil {
@@ -100,7 +69,9 @@ func TestShutdownEndsEverything(t *testing.T) {
 		if n := raw.Exists(ctx, b.Key("ambiguous")).Val(); n != 1 {
 			t.Fatal("the ambiguous acquisition did not take the lock on the server")
 		}
-		waitFor(t, 10*time.Second, "the cleanup's release failed once", func() bool { return faults.Hits() >= 2 })
+		testharness.WaitFor(t, 10*time.Second, "the cleanup's release to fail once", func() string {
+			return cond(faults.Hits() >= 2, "%d faults injected", faults.Hits())
+		})
 		if n := e.Cleanups(); n != 1 {
 			t.Fatalf("%d background cleanups, want 1", n)
 		}
@@ -148,7 +119,9 @@ func TestShutdownEndsEverything(t *testing.T) {
 			t.Fatal(err)
 		}
 		run("leader Run (leading)", func() error { return first.Run(ctx) })
-		waitFor(t, 10*time.Second, "the first elector leads", func() bool { return first.Current() != nil })
+		testharness.WaitFor(t, 10*time.Second, "the first elector to lead", func() string {
+			return cond(first.Current() != nil, "no term")
+		})
 		term := first.Current()
 		second, err := leader.New(coord, "{el}:lease", "{el}:fence", "second", leader.WithLeaseDuration(10*time.Second))
 		if err != nil {
@@ -157,7 +130,9 @@ func TestShutdownEndsEverything(t *testing.T) {
 		run("leader Run (campaigning)", func() error { return second.Run(ctx) })
 		// Every waiter is blocked on a notification: lock, semaphore,
 		// latch, and the campaigning elector.
-		waitFor(t, 10*time.Second, "the four waiters wait", func() bool { return e.Waiters() == 4 })
+		testharness.WaitFor(t, 10*time.Second, "the four waiters to wait", func() string {
+			return cond(e.Waiters() == 4, "%d waiters", e.Waiters())
+		})
 
 		faults.Clear() // the cleanup's last try can succeed now
 		start := time.Now()
@@ -266,7 +241,7 @@ func TestShutdownAbandonsCleanupsWhenItsContextEnds(t *testing.T) {
 
 		faults := &testharness.ScriptFaults{}
 		client.AddHook(faults)
-		logs := &syncBuffer{}
+		logs := &testharness.LogBuffer{}
 		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()),
 			coordination.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 		if err != nil {
@@ -278,7 +253,9 @@ func TestShutdownAbandonsCleanupsWhenItsContextEnds(t *testing.T) {
 		if _, err := lock.TryAcquire(ctx, coord, "ambiguous", time.Minute); !coordination.IsAmbiguous(err) {
 			t.Fatalf("TryAcquire through a lost reply: %v, want an ambiguous error", err)
 		}
-		waitFor(t, 10*time.Second, "the cleanup's release failed once", func() bool { return faults.Hits() >= 2 })
+		testharness.WaitFor(t, 10*time.Second, "the cleanup's release to fail once", func() string {
+			return cond(faults.Hits() >= 2, "%d faults injected", faults.Hits())
+		})
 		// The server becomes unreachable: every connection is refused.
 		faults.Clear()
 		p.Refuse(time.Hour)
@@ -319,4 +296,12 @@ func TestShutdownAbandonsCleanupsWhenItsContextEnds(t *testing.T) {
 		p.Restore()
 		goleak.VerifyNone(t, ignore)
 	}, testharness.Serial(), testharness.StandaloneOnly())
+}
+
+// cond is "" when ok, else the formatted reason (for testharness.WaitFor).
+func cond(ok bool, format string, args ...any) string {
+	if ok {
+		return ""
+	}
+	return fmt.Sprintf(format, args...)
 }
