@@ -116,7 +116,12 @@ func WithFencing(node int) Option {
 
 // Group is a Redlock over N independent Redis deployments, one
 // coordinator each (N odd, at least 3). Its methods are safe for
-// concurrent use; it never closes the clients.
+// concurrent use; it never closes the clients. Once any of its
+// coordinators is shut down (coordination.Coordinator.Shutdown), every
+// operation of the group fails with an error wrapping
+// coordination.ErrClosed, a blocked [Group.Acquire] returns such an
+// error, and its locks end locally (keep-alives stop; nothing is
+// released: the tokens end at their TTL).
 type Group struct {
 	nodes  []*node
 	quorum int

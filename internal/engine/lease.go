@@ -132,6 +132,13 @@ const (
 // owner-checked release is retried in the background (bounded by the
 // lease's remaining time and [CleanupLimit]) and the caller gets the
 // error; a second Release returns AlreadyReleased without asking Redis.
+//
+// After [Engine.Shutdown] a held handle ends locally, without sending
+// anything: its keep-alive stops, its context is cancelled with
+// [ErrLeaseShutdown], Remaining returns 0, and Refresh, Verify and Release
+// fail with an error wrapping ErrClosed; the lease ends on the server at
+// its TTL. A handle registers with the engine only once its context or
+// keep-alive exists; one without either ends when it is next used.
 type Handle struct {
 	e     *Engine
 	kind  *LeaseKind
