@@ -233,5 +233,10 @@ func (c *Coordinator) Prefix() string { return c.e.Prefix() }
 // Shutdown is safe for concurrent use and idempotent: a later call
 // returns the first call's result once that call has returned (or ctx's
 // error, if ctx ends first). It returns an error wrapping
-// [ErrInvalidArgument] for a nil ctx.
-func (c *Coordinator) Shutdown(ctx context.Context) error { return c.e.Shutdown(ctx) }
+// [ErrInvalidArgument] for a nil ctx or a nil coordinator.
+func (c *Coordinator) Shutdown(ctx context.Context) error {
+	if c == nil || c.e == nil {
+		return engine.InvalidArgument("coord", "must not be nil; use coordination.New")
+	}
+	return c.e.Shutdown(ctx)
+}
