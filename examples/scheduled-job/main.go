@@ -90,11 +90,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := coord.Shutdown(context.Background()); err != nil {
-			fmt.Fprintln(os.Stderr, "shutdown:", err)
-		}
-	}()
 
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
