@@ -224,10 +224,10 @@ func (c *Coordinator) Prefix() string { return c.e.Prefix() }
 // Shutdown returns nil, or, when ctx ended before the cleanups
 // succeeded, an error wrapping ctx's error that says how many were
 // abandoned. It waits for the cleanup tries in flight to return even then:
-// a try is cancelled through its context, and a go-redis call blocked on an
-// unresponsive server returns by the client's read and write timeouts
-// (unless the client has ContextTimeoutEnabled), so Shutdown can outlast
-// ctx by up to those timeouts. Without a deadline on ctx, Shutdown waits
+// a try's context is cancelled, but a go-redis call blocked on an
+// unresponsive server returns only by the client's read and write
+// timeouts (with ContextTimeoutEnabled, by the try's own deadline, at most
+// 5 s), so Shutdown can outlast ctx by up to that long. Without a deadline on ctx, Shutdown waits
 // as long as a cleanup may retry (a minute at most).
 //
 // Shutdown is safe for concurrent use and idempotent: a later call

@@ -125,7 +125,8 @@ func (e *Engine) OnShutdown(f func()) (stop func(), ok bool) {
 //   - Shutdown waits for every tracked goroutine to end ([Engine.Track]),
 //     a try in flight included (its context is cancelled when ctx ends; a
 //     go-redis call on an unresponsive server ends by the client's read
-//     and write timeouts unless the client has ContextTimeoutEnabled).
+//     and write timeouts, or with ContextTimeoutEnabled by the try's own
+//     deadline, at most 5 s).
 //
 // It returns nil, or, when ctx ended before the cleanups did, an error
 // wrapping ctx's error that says how many were abandoned. A later call
