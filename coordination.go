@@ -1,6 +1,7 @@
 package coordination
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -17,9 +18,12 @@ import (
 // provider and a logger. All blocked waiters of one coordinator share one
 // Pub/Sub connection.
 //
-// A Coordinator never closes its client. It is safe for concurrent use by
-// multiple goroutines; create one per client and share it. The zero value
-// is not usable; use [New].
+// A Coordinator lives until [Coordinator.Shutdown], which ends its
+// background work (keep-alives, background cleanups, the Pub/Sub
+// connection) and makes every later operation of its primitives fail with
+// an error wrapping [ErrClosed]. It never closes its client. It is safe for
+// concurrent use by multiple goroutines; create one per client and share
+// it. The zero value is not usable; use [New].
 type Coordinator struct {
 	e *engine.Engine
 }
@@ -187,3 +191,52 @@ func (c *Coordinator) Client() redis.UniversalClient { return c.e.Client() }
 
 // Prefix returns the key prefix (empty when none was set).
 func (c *Coordinator) Prefix() string { return c.e.Prefix() }
+
+// Shutdown ends the coordinator: every primitive created over it stops
+// working, its background work ends, and no goroutine of it is left when
+// Shutdown returns. Call it once the application no longer needs the
+// coordinator, before closing the client (Shutdown never closes it):
+//
+//   - Every later operation of every primitive created over the
+//     coordinator (locks, semaphores, latches, leader electors, Redlock
+//     groups with it as a node, rate limiters ...) fails with an error
+//     wrapping [ErrClosed] and sends nothing to Redis.
+//   - Every blocked call (lock.Acquire, a semaphore's Acquire, a latch's
+//     Wait, a leader campaign, a rate limiter's queued Wait, a Redlock
+//     Acquire ...) returns promptly with an error wrapping ErrClosed; a
+//     leader elector's Run returns such an error once its callbacks have
+//     returned.
+//   - Leases still held are not released: their keep-alives stop and each
+//     lease ends on the server at its TTL (a waiter elsewhere gets it
+//     then). Their handles end locally: the handle's Context is cancelled
+//     with a cause matching both [ErrClosed] and [ErrLost], Remaining
+//     returns 0, and Release, Refresh and Verify fail with an error
+//     wrapping ErrClosed. Release what should be freed at once before
+//     calling Shutdown.
+//   - Each background cleanup still running (the owner-checked undo of an
+//     ambiguous acquisition, the retry of a failed release) tries again
+//     at once and goes on retrying until it succeeds, fails terminally, or
+//     ctx ends; then it is abandoned and logged through the coordinator's
+//     logger ([WithLogger]) like any abandoned cleanup: what it would have
+//     removed ends at its TTL.
+//   - The shared Pub/Sub connection is closed.
+//
+// Shutdown returns nil, or, when ctx ended before the cleanups
+// succeeded, an error wrapping ctx's error that says how many were
+// abandoned. It waits for the cleanup tries in flight to return even then:
+// a try's context is cancelled, but a go-redis call blocked on an
+// unresponsive server returns only by the client's read and write
+// timeouts (with ContextTimeoutEnabled, by the try's own deadline, at most
+// 5 s), so Shutdown can outlast ctx by up to that long. Without a deadline on ctx, Shutdown waits
+// as long as a cleanup may retry (a minute at most).
+//
+// Shutdown is safe for concurrent use and idempotent: a later call
+// returns the first call's result once that call has returned (or ctx's
+// error, if ctx ends first). It returns an error wrapping
+// [ErrInvalidArgument] for a nil ctx or a nil coordinator.
+func (c *Coordinator) Shutdown(ctx context.Context) error {
+	if c == nil || c.e == nil {
+		return engine.InvalidArgument("coord", "must not be nil; use coordination.New")
+	}
+	return c.e.Shutdown(ctx)
+}

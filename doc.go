@@ -13,6 +13,11 @@
 //	if err != nil {
 //		return err
 //	}
+//	defer func() {
+//		if err := coord.Shutdown(context.Background()); err != nil {
+//			log.Printf("shutdown: %v", err)
+//		}
+//	}()
 //
 //	// A fencing-token lock: both keys share one {hash tag} (one Cluster slot).
 //	lk, err := fencing.TryAcquire(ctx, coord, "{invoice:42}:lease", "{invoice:42}:fence", 30*time.Second)
@@ -25,7 +30,10 @@
 //
 // It accepts any go-redis universal client (*redis.Client,
 // *redis.ClusterClient, the Sentinel-backed client of
-// redis.NewFailoverClient) and never closes it. This package exports only
+// redis.NewFailoverClient) and never closes it: [Coordinator.Shutdown]
+// ends the coordinator's own background work (keep-alives, background
+// cleanups, the Pub/Sub connection) and makes later operations fail with
+// [ErrClosed]; shut it down before closing the client. This package exports only
 // what a user calls: [New] and its options, the [Coordinator], the shared
 // sentinel errors, [Classify] and [IsAmbiguous], and [ReleaseOutcome].
 //

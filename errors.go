@@ -66,7 +66,8 @@ var (
 	ErrConfigMismatch = engine.ErrConfigMismatch
 
 	// ErrClosed is returned by operations on a closed limiter or other
-	// closable object.
+	// closable object, and by every operation of a coordinator's
+	// primitives after [Coordinator.Shutdown].
 	ErrClosed = engine.ErrClosed
 
 	// ErrNotReplicated is returned by an operation of a coordinator created

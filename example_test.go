@@ -78,6 +78,11 @@ func snippetQuickStart(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err := coord.Shutdown(context.Background()); err != nil {
+			log.Printf("shutdown: %v", err)
+		}
+	}()
 
 	// A fencing-token lock: both keys share one {hash tag} (one Cluster slot).
 	lk, err := fencing.TryAcquire(ctx, coord, "{invoice:42}:lease", "{invoice:42}:fence", 30*time.Second)

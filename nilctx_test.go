@@ -179,19 +179,20 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 		calls := map[string]func() error{
 			// The lease methods every held lease embeds (each handle's
 			// promoted method is called below too).
-			"coordination.(*Lease).Refresh": func() error { _, err := l.Lease.Refresh(ctx, time.Minute); return err },
-			"coordination.(*Lease).Release": func() error { _, err := l.Lease.Release(ctx); return err },
-			"coordination.(*Lease).Verify":  func() error { _, err := l.Lease.Verify(ctx); return err },
-			"fencing.(*Lock).Refresh":       func() error { _, err := fl.Refresh(ctx, time.Minute); return err },
-			"fencing.(*Lock).Release":       func() error { _, err := fl.Release(ctx); return err },
-			"fencing.(*Lock).Verify":        func() error { _, err := fl.Verify(ctx); return err },
-			"fencing.Acquire":               func() error { _, err := fencing.Acquire(ctx, coord, "{n}:l", "{n}:f", time.Minute); return err },
-			"fencing.TryAcquire":            func() error { _, err := fencing.TryAcquire(ctx, coord, "{n}:l", "{n}:f", time.Minute); return err },
-			"fencing.GuardedGet":            func() error { _, _, _, err := fencing.GuardedGet(ctx, coord, "doc"); return err },
-			"fencing.GuardedSet":            func() error { _, _, err := fencing.GuardedSet(ctx, coord, "doc", 1, []byte("v"), 0); return err },
-			"idempotency.(*Store).Abandon":  func() error { _, err := store.Abandon(ctx, "k", owner); return err },
-			"idempotency.(*Store).Begin":    func() error { _, err := store.Begin(ctx, "k", time.Minute); return err },
-			"idempotency.(*Store).Complete": func() error { _, err := store.Complete(ctx, "k", owner, nil); return err },
+			"coordination.(*Coordinator).Shutdown": func() error { return coord.Shutdown(ctx) },
+			"coordination.(*Lease).Refresh":        func() error { _, err := l.Lease.Refresh(ctx, time.Minute); return err },
+			"coordination.(*Lease).Release":        func() error { _, err := l.Lease.Release(ctx); return err },
+			"coordination.(*Lease).Verify":         func() error { _, err := l.Lease.Verify(ctx); return err },
+			"fencing.(*Lock).Refresh":              func() error { _, err := fl.Refresh(ctx, time.Minute); return err },
+			"fencing.(*Lock).Release":              func() error { _, err := fl.Release(ctx); return err },
+			"fencing.(*Lock).Verify":               func() error { _, err := fl.Verify(ctx); return err },
+			"fencing.Acquire":                      func() error { _, err := fencing.Acquire(ctx, coord, "{n}:l", "{n}:f", time.Minute); return err },
+			"fencing.TryAcquire":                   func() error { _, err := fencing.TryAcquire(ctx, coord, "{n}:l", "{n}:f", time.Minute); return err },
+			"fencing.GuardedGet":                   func() error { _, _, _, err := fencing.GuardedGet(ctx, coord, "doc"); return err },
+			"fencing.GuardedSet":                   func() error { _, _, err := fencing.GuardedSet(ctx, coord, "doc", 1, []byte("v"), 0); return err },
+			"idempotency.(*Store).Abandon":         func() error { _, err := store.Abandon(ctx, "k", owner); return err },
+			"idempotency.(*Store).Begin":           func() error { _, err := store.Begin(ctx, "k", time.Minute); return err },
+			"idempotency.(*Store).Complete":        func() error { _, err := store.Complete(ctx, "k", owner, nil); return err },
 			"idempotency.(*Store).Do": func() error {
 				_, _, err := store.Do(ctx, "k", time.Minute, "", func(context.Context) ([]byte, error) { return nil, nil })
 				return err

@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
 	"github.com/coordkit/coordination/leader"
 )
@@ -143,13 +142,12 @@ func leadOn(t *testing.T, o *redis.Options) (*contender, *journal, *termRec) {
 	coord := must(coordination.New(redis.NewClient(o)))(t)
 	t.Cleanup(func() {
 		// A term's release that failed while the server was away is
-		// retried in the background with a growing delay (up to 5 s): wait
-		// for it (the server is back, or the test failed) before closing
-		// the client, so that it does not outlive the test (goleak).
-		e := must(engine.Of(coord))(t)
-		for deadline := time.Now().Add(10 * time.Second); e.Cleanups() != 0 && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-		}
+		// retried in the background: Shutdown gives it its last try (the
+		// server is back, or the test failed) before the client closes, so
+		// that it does not outlive the test (goleak).
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = coord.Shutdown(ctx)
+		cancel()
 		_ = coord.Client().Close()
 	})
 	j := newJournal()

@@ -225,6 +225,12 @@ func (e *Elector) Leader(ctx context.Context) (Info, error) {
 // mid-request), the owner-checked cleanup of a lease the attempt may have
 // taken; and when the release at the end of a term failed, its retry.
 //
+// When the coordinator is shut down (coordination.Coordinator.Shutdown),
+// Run returns an error wrapping coordination.ErrClosed: at once while
+// campaigning; while leading, once the term's context has been cancelled
+// (its cause matches coordination.ErrClosed) and the callbacks have
+// returned. The term's lease is then not released: it ends at its TTL.
+//
 // Run may be called again after it returned; while it runs, another call
 // returns [ErrAlreadyRunning].
 func (e *Elector) Run(ctx context.Context) error {

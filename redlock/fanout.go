@@ -207,6 +207,15 @@ func (w *watches) notify() bool {
 	}
 }
 
+// wakeUp wakes the wait loop at once, whatever quiet period holds
+// notifications (a node's coordinator was shut down).
+func (w *watches) wakeUp() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
 func newWatches() *watches {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &watches{wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel}

@@ -55,7 +55,8 @@ type Lock struct {
 	// outcomes are the nodes' answers to the release: 0 for a node that
 	// has not confirmed yet.
 	outcomes []engine.Outcome
-	settled  bool // a Release returned an outcome: later ones are AlreadyReleased
+	settled  bool     // a Release returned an outcome: later ones are AlreadyReleased
+	unregs   []func() // unregister shutdownEnd from the nodes' coordinators
 }
 
 func newLock(g *Group, key, token string, keys []engine.Keys, ttl time.Duration, start time.Time, validity time.Duration) *Lock {
@@ -129,6 +130,10 @@ func (l *Lock) Remaining() time.Duration {
 	if st != held {
 		return 0
 	}
+	if engine.ClosedAny(l.g.ids) != nil {
+		l.shutdownEnd()
+		return 0
+	}
 	if left := time.Until(dl); left > 0 {
 		return left
 	}
@@ -138,7 +143,9 @@ func (l *Lock) Remaining() time.Duration {
 
 // Context returns a context cancelled when the lock is released (cause
 // coordination.ErrReleased), lost or its validity ends (a cause matching
-// coordination.ErrLost). Run protected work under it. It is created on the
+// coordination.ErrLost), or a node's coordinator is shut down (a cause
+// matching coordination.ErrLost and coordination.ErrClosed; the lock is
+// not released, it ends at its TTL). Run protected work under it. It is created on the
 // first call; a nil *Lock returns one already cancelled (cause
 // coordination.ErrNotHeld).
 // Its Deadline is the end of the lock's validity as known locally (it
@@ -156,6 +163,9 @@ func (l *Lock) Context() context.Context {
 	if l.ctx == nil {
 		ctx, cancel := engine.LeaseContext(l.localDeadline)
 		l.ctx = ctx
+		if l.state == held && !l.registerLocked() {
+			l.endLocked(lost, engine.ErrLeaseShutdown)
+		}
 		if l.state != held {
 			cancel(l.cause)
 		} else {
@@ -203,10 +213,36 @@ func (l *Lock) endLocked(st lockState, cause error) context.CancelCauseFunc {
 		close(l.keep)
 		l.keep = nil
 	}
+	for _, u := range l.unregs {
+		u()
+	}
+	l.unregs = nil
 	c := l.cancel
 	l.cancel = nil
 	return c
 }
+
+// registerLocked registers the lock to be ended by the Shutdown of each
+// node's coordinator (once, when its context or keep-alive starts), and
+// reports false when one of them has been shut down; l.mu must be held.
+func (l *Lock) registerLocked() bool {
+	if l.unregs != nil {
+		return true
+	}
+	for _, e := range l.g.ids {
+		u, ok := e.OnShutdown(l.shutdownEnd)
+		l.unregs = append(l.unregs, u)
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// shutdownEnd ends a held lock locally because a node's coordinator was
+// shut down: the keep-alive stops, the context is cancelled with
+// engine.ErrLeaseShutdown, nothing is sent (the token ends at its TTL).
+func (l *Lock) shutdownEnd() { l.lose(engine.ErrLeaseShutdown) }
 
 func (l *Lock) causeOf() error {
 	l.mu.Lock()
@@ -346,7 +382,11 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool, 
 		err = g.quorumError("refresh", rs, count(rs, yes))
 	}
 	l.lose(&engine.LostError{Reason: "no quorum of nodes confirmed the Redlock refresh", Err: err})
-	l.removeEverywhere(f)
+	if engine.ClosedAny(g.ids) == nil {
+		// After a node's coordinator was shut down, nothing more is sent:
+		// the token ends at its TTL.
+		l.removeEverywhere(f)
+	}
 	return false, err
 }
 
@@ -547,8 +587,29 @@ func (l *Lock) KeepAlive() {
 	if l.state != held || l.keep != nil {
 		return
 	}
+	if !l.registerLocked() {
+		return // a node was shut down: Remaining and Context end the lock
+	}
+	// Each node's coordinator waits for the keep-alive in its Shutdown.
+	tracked := make([]*engine.Engine, 0, len(l.g.ids))
+	for _, e := range l.g.ids {
+		if !e.Track() {
+			for _, t := range tracked {
+				t.Untrack()
+			}
+			return
+		}
+		tracked = append(tracked, e)
+	}
 	l.keep = make(chan struct{})
-	go l.keepAlive(l.keep)
+	go func(stop chan struct{}) {
+		defer func() {
+			for _, e := range tracked {
+				e.Untrack()
+			}
+		}()
+		l.keepAlive(stop)
+	}(l.keep)
 }
 
 func (l *Lock) keepAlive(stop chan struct{}) {
@@ -570,6 +631,9 @@ func (l *Lock) keepAlive(stop chan struct{}) {
 		sent := time.Now()
 		ok, err := l.refresh(context.Background(), ttl, ms)
 		l.refreshMu.Unlock()
+		if !ok && engine.ClosedAny(l.g.ids) != nil {
+			return // ended by a Shutdown, not lost
+		}
 		if !ok {
 			l.mu.Lock()
 			wasLost := l.state == lost

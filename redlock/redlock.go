@@ -116,7 +116,12 @@ func WithFencing(node int) Option {
 
 // Group is a Redlock over N independent Redis deployments, one
 // coordinator each (N odd, at least 3). Its methods are safe for
-// concurrent use; it never closes the clients.
+// concurrent use; it never closes the clients. Once any of its
+// coordinators is shut down (coordination.Coordinator.Shutdown), every
+// operation of the group fails with an error wrapping
+// coordination.ErrClosed, a blocked [Group.Acquire] returns such an
+// error, and its locks end locally (keep-alives stop; nothing is
+// released: the tokens end at their TTL).
 type Group struct {
 	nodes  []*node
 	quorum int
@@ -345,7 +350,16 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 	)
 	w := newWatches()
 	defer w.close()
+	// A Shutdown of any node's coordinator wakes the wait (the first's
+	// ends it by itself), and the next attempt returns its error.
+	for _, e := range g.ids[1:] {
+		stop, _ := e.OnShutdown(w.wakeUp)
+		defer stop()
+	}
 	err = g.first.Wait(ctx, engine.WaitConfig{Wake: w.wake}, func(ctx context.Context) (engine.Attempt, error) {
+		if err := engine.ClosedAny(g.ids); err != nil {
+			return engine.Attempt{}, err
+		}
 		rounds++
 		began := time.Now()
 		got, retryIn, err := g.round(ctx, key, ttl, ms, keys)

@@ -183,6 +183,11 @@ func run(ctx context.Context, out io.Writer) error {
 		if err != nil {
 			return err
 		}
+		defer func() {
+			if err := coord.Shutdown(context.Background()); err != nil {
+				fmt.Fprintln(os.Stderr, "shutdown:", err)
+			}
+		}()
 		coords = append(coords, coord)
 		minis = append(minis, m)
 	}

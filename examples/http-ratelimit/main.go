@@ -66,6 +66,11 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer func() {
+		if err := coord.Shutdown(context.Background()); err != nil {
+			log.Printf("shutdown: %v", err)
+		}
+	}()
 	host, _ := os.Hostname()
 	app, closeApp, err := newApp(coord, host)
 	if err != nil {

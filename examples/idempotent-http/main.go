@@ -65,10 +65,15 @@ func run(addr string, conn cliconn.Flags, chargeTime, wait time.Duration, log *s
 	}
 	defer stop()
 	log.Info("connected", "server", rdb.Desc)
-	h, err := newHandler(rdb, chargeTime, wait, log)
+	h, shutdownCoord, err := newHandler(rdb, chargeTime, wait, log)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err := shutdownCoord(context.Background()); err != nil {
+			log.Error("shutdown", "error", err)
+		}
+	}()
 	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -87,15 +92,16 @@ func run(addr string, conn cliconn.Flags, chargeTime, wait time.Duration, log *s
 }
 
 // newHandler wires the service: authentication, then the idempotency
-// middleware on POST /payments.
-func newHandler(rdb redis.UniversalClient, chargeTime, wait time.Duration, log *slog.Logger) (http.Handler, error) {
+// middleware on POST /payments. shutdown ends its coordinator
+// (coordination.Coordinator.Shutdown), once the server no longer serves.
+func newHandler(rdb redis.UniversalClient, chargeTime, wait time.Duration, log *slog.Logger) (h http.Handler, shutdown func(context.Context) error, err error) {
 	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("payments-demo:"), coordination.WithLogger(log))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	store, err := idempotency.New(coord)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mw, err := idempotency.NewMiddleware(store,
 		idempotency.WithKeyRequired(true),
@@ -107,13 +113,13 @@ func newHandler(rdb redis.UniversalClient, chargeTime, wait time.Duration, log *
 		idempotency.WithWaitForOriginal(wait),
 	)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	svc := &service{chargeTime: chargeTime, log: log, payments: map[int]payment{}}
 	mux := http.NewServeMux()
 	mux.Handle("POST /payments", authenticate(mw(http.HandlerFunc(svc.create))))
 	mux.Handle("GET /payments/{id}", authenticate(http.HandlerFunc(svc.get)))
-	return mux, nil
+	return mux, coord.Shutdown, nil
 }
 
 // authenticate stands in for real authentication: the account is the

@@ -24,10 +24,15 @@ func TestPaymentService(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	h, err := newHandler(rdb, 50*time.Millisecond, 0, slog.New(slog.DiscardHandler))
+	h, shutdown, err := newHandler(rdb, 50*time.Millisecond, 0, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() {
+		if err := shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	post := func(account, key, body string) (int, http.Header, string) {

@@ -46,6 +46,12 @@ type cleanups struct {
 // it gives up it counts coordination.cleanup.abandoned{stage, reason} and
 // logs a warning (never keys or tokens). stage names the operation, e.g.
 // "acquire" or "release".
+//
+// [Engine.Shutdown] gives a running cleanup a last chance: it tries again
+// at once, and is abandoned (reason "shutdown") when Shutdown's context
+// ends first. A cleanup asked for once Shutdown has begun is abandoned at
+// once (reason "shutdown"): nothing is sent after Shutdown but the tries
+// of the cleanups already running.
 func (e *Engine) Cleanup(stage string, limit time.Duration, fn func(context.Context) error) {
 	if limit <= 0 || limit > CleanupLimit {
 		limit = CleanupLimit
@@ -54,6 +60,11 @@ func (e *Engine) Cleanup(stage string, limit time.Duration, fn func(context.Cont
 	if e.cleanup.running >= MaxCleanups {
 		e.cleanup.mu.Unlock()
 		e.abandon(stage, "overflow", nil)
+		return
+	}
+	if !e.Track() {
+		e.cleanup.mu.Unlock()
+		e.abandon(stage, "shutdown", nil)
 		return
 	}
 	e.cleanup.running++
@@ -65,17 +76,30 @@ func (e *Engine) Cleanup(stage string, limit time.Duration, fn func(context.Cont
 			e.cleanup.running--
 			e.cleanup.mu.Unlock()
 			allCleanups.Add(-1)
+			e.Untrack()
 		}()
 		deadline := time.Now().Add(limit)
 		delay := 50 * time.Millisecond
+		closing := e.life.closing // nil once Shutdown's last chance began
+		aborted := e.life.abortCtx.Done()
+		var timer *time.Timer
+		defer func() {
+			if timer != nil {
+				timer.Stop()
+			}
+		}()
 		for {
-			ctx, cancel := context.WithTimeout(context.Background(), min(5*time.Second, max(time.Until(deadline), time.Millisecond)))
+			ctx, cancel := context.WithTimeout(e.life.abortCtx, min(5*time.Second, max(time.Until(deadline), time.Millisecond)))
 			err := fn(withoutAcks(ctx))
 			cancel()
 			if err == nil {
 				return
 			}
 			class := Classify(err)
+			if e.life.abortCtx.Err() != nil {
+				e.abandonAtShutdown(stage, err)
+				return
+			}
 			if class == Terminal {
 				e.abandon(stage, "terminal_error", err)
 				return
@@ -84,10 +108,32 @@ func (e *Engine) Cleanup(stage string, limit time.Duration, fn func(context.Cont
 				e.abandon(stage, "deadline", err)
 				return
 			}
-			time.Sleep(delay/2 + rand.N(delay/2+1))
+			d := delay/2 + rand.N(delay/2+1)
+			if timer == nil {
+				timer = time.NewTimer(d)
+			} else {
+				timer.Reset(d)
+			}
+			select {
+			case <-timer.C:
+			case <-closing:
+				// Shutdown began: the last chance starts now.
+				closing = nil
+				timer.Stop()
+			case <-aborted:
+				e.abandonAtShutdown(stage, err)
+				return
+			}
 			delay = min(delay*2, 5*time.Second)
 		}
 	}()
+}
+
+// abandonAtShutdown gives up a cleanup because Shutdown's context ended,
+// counting it for Shutdown's result.
+func (e *Engine) abandonAtShutdown(stage string, err error) {
+	e.life.abandoned.Add(1)
+	e.abandon(stage, "shutdown", err)
 }
 
 // Cleanups returns the number of background cleanups running now.

@@ -40,6 +40,7 @@ type Engine struct {
 	hub      *hub
 	cleanup  cleanups
 	fences   fenceWatch
+	life     lifecycle
 }
 
 // Config is what [New] needs besides the client.
@@ -69,6 +70,7 @@ func New(client redis.UniversalClient, cfg Config) *Engine {
 	e.duration = newDurationRecorder(e.meter)
 	e.inst.init(e.meter)
 	e.hub = newHub(e)
+	e.life.init()
 	return e
 }
 
@@ -329,10 +331,15 @@ func (o Op) On(keys Keys) Op {
 
 // Admit admits the operation name of primitive through the hooks, before
 // any Redis work. On rejection it returns an error naming the operation and
-// wrapping the hook's error, and the caller must not touch Redis.
+// wrapping the hook's error, and the caller must not touch Redis; after
+// [Engine.Shutdown] it refuses every operation so, with an error wrapping
+// [ErrClosed] (no hook sees it).
 func (e *Engine) Admit(ctx context.Context, name, primitive string) (context.Context, Op, error) {
 	if ctx == nil {
 		return ctx, Op{}, NilContext()
+	}
+	if e.life.closed.Load() {
+		return ctx, Op{}, fmt.Errorf("coordination: %s refused: %w", name, errShutdown)
 	}
 	op := Op{e: e, name: name, start: time.Now()}
 	if len(e.hooks) > 0 {

@@ -15,7 +15,9 @@ import (
 // outcome Failed with the rejecting error (in reverse order, as in a
 // [hooks.Chain]), and the error, naming the operation and wrapping the
 // hook's, is returned; the caller must not touch Redis. The context each
-// hook returns is passed to the next.
+// hook returns is passed to the next. When any engine of es was shut down
+// ([Engine.Shutdown]) it refuses the operation with an error wrapping
+// [ErrClosed], before any hook.
 //
 // The returned Op reports the outcome to every admitted hook (in reverse
 // order) and records coordination.operation.duration once, on the first
@@ -24,6 +26,9 @@ import (
 func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string) (context.Context, Op, error) {
 	if ctx == nil {
 		return ctx, Op{}, NilContext()
+	}
+	if err := ClosedAny(es); err != nil {
+		return ctx, Op{}, fmt.Errorf("coordination: %s refused: %w", name, err)
 	}
 	op := Op{e: es[0], name: name, start: time.Now()}
 	var dones []hooks.Done

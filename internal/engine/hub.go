@@ -73,8 +73,9 @@ func (w *Watch) Close() {
 // release that happens after Watch returns is never missed (a lost message
 // can only delay the waiter until its next periodic re-check).
 //
-// It returns ctx's error if ctx ends first, or the error of the SUBSCRIBE
-// command (a permission error when the ACL forbids the channel).
+// It returns ctx's error if ctx ends first, the error of the SUBSCRIBE
+// command (a permission error when the ACL forbids the channel), or an
+// error wrapping [ErrClosed] once [Engine.Shutdown] has begun.
 func (e *Engine) Watch(ctx context.Context, full string) (*Watch, error) {
 	return e.hub.watch(ctx, Channel(full))
 }
@@ -91,9 +92,10 @@ type chanState struct {
 type hub struct {
 	e *Engine
 
-	subMu sync.Mutex // serialises SUBSCRIBE/UNSUBSCRIBE and the PubSub's life
-	ps    *redis.PubSub
-	done  chan struct{} // closed when the dispatcher of ps has ended
+	subMu  sync.Mutex // serialises SUBSCRIBE/UNSUBSCRIBE and the PubSub's life
+	ps     *redis.PubSub
+	done   chan struct{} // closed when the dispatcher of ps has ended
+	closed bool          // Shutdown closed the hub: no new subscription
 
 	mu    sync.Mutex // guards chans; held only briefly, never across I/O
 	chans map[string]*chanState
@@ -110,6 +112,10 @@ func (h *hub) watch(ctx context.Context, ch string) (*Watch, error) {
 	w := &Watch{h: h, ch: ch, c: make(chan struct{}, 1)}
 
 	h.subMu.Lock()
+	if h.closed {
+		h.subMu.Unlock()
+		return nil, errShutdown
+	}
 	h.mu.Lock()
 	st := h.chans[ch]
 	fresh := st == nil
@@ -144,8 +150,45 @@ func (h *hub) watch(ctx context.Context, ch string) (*Watch, error) {
 	case <-ctx.Done():
 		w.Close()
 		return nil, ctx.Err()
+	case <-h.e.life.closing:
+		w.Close()
+		return nil, errShutdown
 	}
 	return w, nil
+}
+
+// Waiters returns the number of registered [Watch]es: the waiters blocked
+// on a notification of this engine, for tests.
+func (e *Engine) Waiters() int {
+	h := e.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, st := range h.chans {
+		n += len(st.waiters)
+	}
+	return n
+}
+
+// close closes the shared Pub/Sub connection for good, waiting for its
+// dispatcher to end, and wakes every waiter: later watches fail with an
+// error wrapping ErrClosed. The registrations left are forgotten (their
+// Close does nothing).
+func (h *hub) close() {
+	h.subMu.Lock()
+	defer h.subMu.Unlock()
+	h.closed = true
+	if h.ps != nil {
+		_ = h.ps.Close()
+		<-h.done
+		h.ps, h.done = nil, nil
+	}
+	h.mu.Lock()
+	for _, st := range h.chans {
+		h.signal(st)
+	}
+	h.chans = map[string]*chanState{}
+	h.mu.Unlock()
 }
 
 func (h *hub) remove(w *Watch) {

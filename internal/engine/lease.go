@@ -115,6 +115,7 @@ const (
 	held state = iota
 	released
 	lost
+	shut // ended locally by Engine.Shutdown, still on the server until its TTL
 )
 
 // Handle is the client-side life of one held lease, the same for every
@@ -131,6 +132,13 @@ const (
 // owner-checked release is retried in the background (bounded by the
 // lease's remaining time and [CleanupLimit]) and the caller gets the
 // error; a second Release returns AlreadyReleased without asking Redis.
+//
+// After [Engine.Shutdown] a held handle ends locally, without sending
+// anything: its keep-alive stops, its context is cancelled with
+// [ErrLeaseShutdown], Remaining returns 0, and Refresh, Verify and Release
+// fail with an error wrapping ErrClosed; the lease ends on the server at
+// its TTL. A handle registers with the engine only once its context or
+// keep-alive exists; one without either ends when it is next used.
 type Handle struct {
 	e     *Engine
 	kind  *LeaseKind
@@ -151,6 +159,7 @@ type Handle struct {
 	cancel   context.CancelCauseFunc
 	timer    *time.Timer // local expiry; only once ctx exists
 	keep     chan struct{}
+	unreg    func() // unregisters shutdownEnd from the engine; nil when not registered
 }
 
 func newHandle(e *Engine, kind *LeaseKind, keys Keys, id []any, sent time.Time, ttl time.Duration) *Handle {
@@ -187,9 +196,10 @@ func (h *Handle) Forget() {
 }
 
 // Context returns a context cancelled when the lease is released (cause
-// ErrReleased), lost or locally expired (cause a *[LostError]), whose
-// Deadline is the lease's current local deadline (see [LeaseContext]). It
-// is created on the first call.
+// ErrReleased), lost or locally expired (cause a *[LostError]), or its
+// engine shut down (cause [ErrLeaseShutdown]), whose Deadline is the
+// lease's current local deadline (see [LeaseContext]). It is created on the
+// first call.
 func (h *Handle) Context() context.Context {
 	if h == nil {
 		ctx, cancel := context.WithCancelCause(context.Background())
@@ -202,6 +212,9 @@ func (h *Handle) Context() context.Context {
 	if h.ctx == nil {
 		ctx, cancel := LeaseContext(h.localDeadline)
 		h.ctx = ctx
+		if h.state == held && !h.registerLocked() {
+			h.state, h.cause = shut, ErrLeaseShutdown
+		}
 		if h.state != held {
 			cancel(h.cause)
 		} else {
@@ -264,6 +277,9 @@ func (h *Handle) Remaining() time.Duration {
 	switch {
 	case st != held:
 		return 0
+	case h.e.life.closed.Load():
+		h.shutdownEnd()
+		return 0
 	case dl.IsZero():
 		return Forever
 	}
@@ -280,6 +296,11 @@ func (h *Handle) Held() bool { return h.Remaining() > 0 }
 // checkExpiry marks the lease lost when its local deadline has passed.
 func (h *Handle) checkExpiry() {
 	h.mu.Lock()
+	if h.state == held && h.e.life.closed.Load() {
+		h.mu.Unlock()
+		h.shutdownEnd()
+		return
+	}
 	if h.state != held || h.deadline.IsZero() || time.Now().Before(h.deadline) {
 		h.mu.Unlock()
 		return
@@ -314,9 +335,41 @@ func (h *Handle) endLocked(st state, cause error) context.CancelCauseFunc {
 		close(h.keep)
 		h.keep = nil
 	}
+	if h.unreg != nil {
+		h.unreg()
+		h.unreg = nil
+	}
 	c := h.cancel
 	h.cancel = nil
 	return c
+}
+
+// registerLocked registers the handle to be ended by Engine.Shutdown (once,
+// when its context or keep-alive starts) and reports false when Shutdown
+// has begun; h.mu must be held.
+func (h *Handle) registerLocked() bool {
+	if h.unreg != nil {
+		return true
+	}
+	unreg, ok := h.e.OnShutdown(h.shutdownEnd)
+	if ok {
+		h.unreg = unreg
+	}
+	return ok
+}
+
+// shutdownEnd ends a held lease locally because its engine shut down: the
+// keep-alive stops, the context is cancelled with ErrLeaseShutdown, nothing
+// is sent (the lease ends on the server at its TTL).
+func (h *Handle) shutdownEnd() {
+	h.mu.Lock()
+	if h.state != held {
+		h.mu.Unlock()
+		return
+	}
+	cancel := h.endLocked(shut, ErrLeaseShutdown)
+	h.mu.Unlock()
+	h.afterEnd(shut, cancel)
 }
 
 func (h *Handle) afterEnd(st state, cancel context.CancelCauseFunc) {
@@ -469,6 +522,10 @@ func (h *Handle) Release(ctx context.Context) (Outcome, error) {
 // ReleaseUnadmitted is Release without hook admission, for primitives
 // built on another (leader election releases its term's lease).
 func (h *Handle) ReleaseUnadmitted(ctx context.Context) (Outcome, error) {
+	if err := h.e.Closed(); err != nil {
+		h.shutdownEnd()
+		return 0, err
+	}
 	h.checkExpiry()
 	h.mu.Lock()
 	if h.state == released {
@@ -536,8 +593,14 @@ func (h *Handle) KeepAliveEvery(every int) {
 	if h.state != held || h.keep != nil || h.ttl == 0 {
 		return
 	}
+	if !h.registerLocked() || !h.e.Track() {
+		return // shut down: Remaining and Context end the handle
+	}
 	h.keep = make(chan struct{})
-	go h.keepAlive(h.keep, max(every, 2))
+	go func(stop chan struct{}) {
+		defer h.e.Untrack()
+		h.keepAlive(stop, max(every, 2))
+	}(h.keep)
 }
 
 func (h *Handle) keepAlive(stop chan struct{}, every int) {
@@ -579,6 +642,8 @@ func (h *Handle) keepAlive(stop chan struct{}, every int) {
 		case err == nil:
 			h.countRenewalFailure()
 			return // refresh marked it lost, or it was released meanwhile
+		case h.e.life.closed.Load():
+			return // Shutdown ended the lease; the refresh was not sent
 		default:
 			h.countRenewalFailure()
 			if Classify(err) == Terminal {

@@ -115,6 +115,11 @@ func scriptKeyPos(keys int) int8 {
 func (e *Engine) do(ctx context.Context, args []any, keyPos int8) (any, error) {
 	var v any
 	var err error
+	// After Shutdown nothing is sent, except by the background cleanups it
+	// lets finish (their contexts carry noAcks).
+	if e.life.closed.Load() && ctx.Value(noAcks{}) == nil {
+		return nil, errShutdown
+	}
 	if e.acks.n > 0 && ctx.Value(noAcks{}) == nil {
 		v, err = e.runAcked(ctx, args, keyPos)
 	} else {

@@ -57,7 +57,8 @@ const unconfirmedRecheck = 250 * time.Millisecond
 // short period.
 //
 // When ctx ends it returns [GaveUp](ctx); a terminal error from try is
-// returned as is.
+// returned as is. Once [Engine.Shutdown] has begun it returns an error
+// wrapping [ErrClosed], at once when sleeping.
 func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Context) (Attempt, error)) error {
 	if cfg.Recheck <= 0 {
 		cfg.Recheck = DefaultRecheck
@@ -99,6 +100,9 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 		case <-ctx.Done():
 			timer.Stop()
 			return GaveUp(ctx)
+		case <-e.life.closing:
+			timer.Stop()
+			return errShutdown
 		}
 		return nil
 	}
@@ -110,6 +114,9 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 	for {
 		if ctx.Err() != nil {
 			return GaveUp(ctx)
+		}
+		if e.life.closed.Load() {
+			return errShutdown
 		}
 		a, err := try(ctx)
 		if err != nil {
@@ -143,6 +150,9 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 			if w, werr = e.Watch(ctx, cfg.Key); werr != nil {
 				if ctx.Err() != nil {
 					return GaveUp(ctx)
+				}
+				if e.life.closed.Load() {
+					return errShutdown
 				}
 				e.logger.Warn("coordination: release notifications unavailable; waiting on expiry and re-checks",
 					"error", Describe(werr))

@@ -15,7 +15,6 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
-	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
 	"github.com/coordkit/coordination/leader"
 	"github.com/coordkit/coordination/lock"
@@ -379,20 +378,3 @@ func slotOwner(ctx context.Context, cl *redis.Client, key string) (string, error
 }
 
 var errElected = errors.New("elected")
-
-// waitCleanups waits until no background cleanup of the library runs in
-// the test binary (operations that failed in the crash were ambiguous;
-// their cleanups finish once the new primary answers).
-func waitCleanups(t *testing.T) {
-	t.Helper()
-	deadline := time.Now().Add(70 * time.Second)
-	for {
-		if engine.RunningCleanups() == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("background cleanups still running 70 s after the failover")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}

@@ -167,15 +167,29 @@ func (b *Backend) client(t testing.TB, modify ...func(*redis.Options)) redis.Uni
 }
 
 // Coordinator returns a coordinator over a new client (see [Backend.Client])
-// with the test's unique key prefix followed by opts.
+// with the test's unique key prefix followed by opts. It is shut down when
+// the test ends, before its client is closed: its background cleanups get
+// their last try then (for at most [ShutdownTimeout]), and nothing of it
+// outlives the test.
 func (b *Backend) Coordinator(t testing.TB, opts ...coordination.Option) *coordination.Coordinator {
 	t.Helper()
 	c, err := coordination.New(b.Client(t), append([]coordination.Option{coordination.WithKeyPrefix(b.prefix)}, opts...)...)
 	if err != nil {
 		t.Fatalf("coordination.New: %v", err)
 	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+		defer cancel()
+		if err := c.Shutdown(ctx); err != nil {
+			t.Logf("testharness: the test's coordinator: %v", err)
+		}
+	})
 	return c
 }
+
+// ShutdownTimeout bounds the Shutdown of a coordinator of
+// [Backend.Coordinator] when its test ends.
+const ShutdownTimeout = 10 * time.Second
 
 // Advance moves the server's time forward by d. On miniredis it moves TIME
 // and TTLs together (SetTime with ClockTTL) and returns at once; on real
