@@ -185,14 +185,7 @@ func (h *Handle) Forget() {
 	if h == nil {
 		return
 	}
-	h.mu.Lock()
-	if h.state != held {
-		h.mu.Unlock()
-		return
-	}
-	cancel := h.endLocked(released, ErrReleased)
-	h.mu.Unlock()
-	h.afterEnd(released, cancel)
+	h.end(released, ErrReleased)
 }
 
 // Context returns a context cancelled when the lease is released (cause
@@ -313,15 +306,20 @@ func (h *Handle) checkExpiry() {
 // Lose marks the lease lost with cause (which should match ErrLost): the
 // context is cancelled, the keep-alive stops, the loss is counted. It does
 // nothing when the lease was already released or lost.
-func (h *Handle) Lose(cause error) {
+func (h *Handle) Lose(cause error) { h.end(lost, cause) }
+
+// end moves a held lease to st with cause: the context is cancelled, the
+// keep-alive stops, the end is counted. It does nothing once the lease
+// ended.
+func (h *Handle) end(st state, cause error) {
 	h.mu.Lock()
 	if h.state != held {
 		h.mu.Unlock()
 		return
 	}
-	cancel := h.endLocked(lost, cause)
+	cancel := h.endLocked(st, cause)
 	h.mu.Unlock()
-	h.afterEnd(lost, cancel)
+	h.afterEnd(st, cancel)
 }
 
 // endLocked moves a held lease to st with cause and returns the context's
@@ -361,16 +359,7 @@ func (h *Handle) registerLocked() bool {
 // shutdownEnd ends a held lease locally because its engine shut down: the
 // keep-alive stops, the context is cancelled with ErrLeaseShutdown, nothing
 // is sent (the lease ends on the server at its TTL).
-func (h *Handle) shutdownEnd() {
-	h.mu.Lock()
-	if h.state != held {
-		h.mu.Unlock()
-		return
-	}
-	cancel := h.endLocked(shut, ErrLeaseShutdown)
-	h.mu.Unlock()
-	h.afterEnd(shut, cancel)
-}
+func (h *Handle) shutdownEnd() { h.end(shut, ErrLeaseShutdown) }
 
 func (h *Handle) afterEnd(st state, cancel context.CancelCauseFunc) {
 	if cancel != nil {
