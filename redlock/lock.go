@@ -422,8 +422,8 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool, 
 // context is cancelled (cause coordination.ErrReleased) and its keep-alive
 // stops. A node whose release failed with a transient error or a timeout
 // is retried in the background until it answers or the lock's TTL has
-// passed. When no quorum confirmed, Release returns an outcome of 0 with a
-// *[QuorumError] (or an error matching ctx's when ctx ended first) and the
+// passed. When no quorum confirmed, Release returns
+// coordination.ReleaseUnknown with a *[QuorumError] (or an error matching ctx's when ctx ended first) and the
 // lock keeps its token: call Release again to retry the nodes that have
 // not confirmed (the answers of those that have are kept). With a fencing
 // node ([WithFencing]), Release also waits (at most the node timeout) for

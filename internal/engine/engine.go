@@ -339,13 +339,13 @@ func (e *Engine) Admit(ctx context.Context, name, primitive string) (context.Con
 		return ctx, Op{}, NilContext()
 	}
 	if e.life.closed.Load() {
-		return ctx, Op{}, fmt.Errorf("coordination: %s refused: %w", name, errShutdown)
+		return ctx, Op{}, &opError{op: name, err: errShutdown}
 	}
 	op := Op{e: e, name: name, start: time.Now()}
 	if len(e.hooks) > 0 {
 		next, done, err := e.hooks.Admit(ctx, hooks.Operation{Name: name, Primitive: primitive})
 		if err != nil {
-			return ctx, Op{}, fmt.Errorf("coordination: %s rejected by hook: %w", name, err)
+			return ctx, Op{}, &opError{op: name, err: fmt.Errorf("rejected by hook: %w", err)}
 		}
 		if next != nil {
 			ctx = next

@@ -28,7 +28,7 @@ func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string) (cont
 		return ctx, Op{}, NilContext()
 	}
 	if err := ClosedAny(es); err != nil {
-		return ctx, Op{}, fmt.Errorf("coordination: %s refused: %w", name, err)
+		return ctx, Op{}, &opError{op: name, err: err}
 	}
 	op := Op{e: es[0], name: name, start: time.Now()}
 	var dones []hooks.Done
@@ -41,7 +41,7 @@ func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string) (cont
 			for i := len(dones) - 1; i >= 0; i-- {
 				dones[i](hooks.Failed, err)
 			}
-			return ctx, Op{}, fmt.Errorf("coordination: %s rejected by hook: %w", name, err)
+			return ctx, Op{}, &opError{op: name, err: fmt.Errorf("rejected by hook: %w", err)}
 		}
 		if next != nil {
 			ctx = next

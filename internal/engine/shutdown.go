@@ -178,7 +178,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 			if n == 1 {
 				noun = "cleanup"
 			}
-			err = fmt.Errorf("coordination: shutdown: %d background %s abandoned (what they would have removed ends at its TTL): %w", n, noun, context.Cause(ctx))
+			err = fmt.Errorf("coordination: shutdown: %d background %s abandoned (what each would have removed ends at its TTL): %w", n, noun, context.Cause(ctx))
 		}
 	}
 	l.abort()
