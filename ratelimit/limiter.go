@@ -307,7 +307,7 @@ func (l *Limiter) settle(ctx context.Context, op engine.Op, d decision, err erro
 		if engine.Classify(err) == engine.Canceled || !redisUnavailable(err) {
 			return Lease{}, op.End(err)
 		}
-		_ = op.End(err) // hooks see the failure whatever the mode
+		err = op.End(err) // hooks see the failure whatever the mode; the error names the operation
 		switch l.opts.failure {
 		case FailOpen:
 			l.e.Count(engine.RateLimitUnavailable, failOpenAttrs)
