@@ -247,8 +247,11 @@ type leaseCtx struct {
 	deadline func() (time.Time, bool)
 }
 
+// Deadline returns the lease's local deadline as it is now, and false for
+// a lease without expiry.
 func (c *leaseCtx) Deadline() (time.Time, bool) { return c.deadline() }
 
+// String names the context kind, as the standard library's contexts do.
 func (c *leaseCtx) String() string { return "coordination.LeaseContext" }
 
 // TTL returns the TTL of the last successful acquire or refresh.
