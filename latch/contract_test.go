@@ -42,22 +42,22 @@ func TestContract(t *testing.T) {
 			"coordination.latch.wait",        // gave_up, completed, replaced
 		},
 		Scenario: func(name string) []contract.Step {
-			var l, j *latch.Latch
+			var l, j *latch.Generation
 			return []contract.Step{
 				{Name: "Create", Op: hooks.LatchCreate, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) (err error) {
-					l, err = latch.Create(ctx, c, name, 2)
+					l, err = create(ctx, c, name, 2)
 					return err
 				}},
 				{Name: "Create on an existing latch", Op: hooks.LatchCreate, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
-					if _, err := latch.Create(ctx, c, name, 5); !errors.Is(err, latch.ErrExists) {
+					if _, err := create(ctx, c, name, 5); !errors.Is(err, latch.ErrExists) {
 						return fmt.Errorf("want ErrExists, got %v", err)
 					}
 					return nil
 				}},
 				{Name: "Join", Op: hooks.LatchJoin, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) (err error) {
-					j, err = latch.Join(ctx, c, name)
+					j, err = join(ctx, c, name)
 					if err == nil {
-						err = contract.Expect("joined generation", j.Generation(), 1)
+						err = contract.Expect("joined generation", j.Number(), 1)
 					}
 					return err
 				}},
@@ -104,9 +104,9 @@ func TestContract(t *testing.T) {
 					return nil
 				}},
 				{Name: "Reset", Op: hooks.LatchReset, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
-					fresh, err := latch.Reset(ctx, c, name, 1)
+					fresh, err := reset(ctx, c, name, 1)
 					if err == nil {
-						err = contract.Expect("reset generation", fresh.Generation(), 2)
+						err = contract.Expect("reset generation", fresh.Number(), 2)
 					}
 					return err
 				}},
@@ -127,46 +127,61 @@ func TestContract(t *testing.T) {
 		},
 		BadInputs: []contract.BadInput{
 			{Arg: "coord", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := latch.Create(ctx, nil, "k", 1)
+				_, err := latch.New(nil, "k")
 				return err
 			}},
 			{Arg: "key", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := latch.Join(ctx, c, "")
+				_, err := latch.New(c, "")
 				return err
 			}},
 			{Arg: "count", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := latch.Create(ctx, c, "k", -1)
+				_, err := create(ctx, c, "k", -1)
 				return err
 			}},
 			{Arg: "count", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := latch.Reset(ctx, c, "k", latch.MaxCount+1)
+				_, err := reset(ctx, c, "k", latch.MaxCount+1)
 				return err
 			}},
 			{Arg: "deadline", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := latch.Create(ctx, c, "k", 1, latch.WithDeadline(0))
+				_, err := latch.New(c, "k", latch.WithDeadline(0))
 				return err
 			}},
 			{Arg: "key ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := latch.Reset(ctx, c, "k", 1, latch.WithKeyTTL(time.Microsecond))
+				_, err := latch.New(c, "k", latch.WithKeyTTL(time.Microsecond))
 				return err
 			}},
 			{Arg: "recheck", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := latch.Join(ctx, c, "k", latch.WithRecheck(0))
+				_, err := latch.New(c, "k", latch.WithRecheck(0))
 				return err
 			}},
 			{Arg: "latch", Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				var l *latch.Latch
-				_, err := l.CountDown(ctx)
+				_, err := l.Create(ctx, 1)
 				return err
 			}},
 			{Arg: "latch", Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				var l *latch.Latch
-				_, err := l.Wait(ctx)
+				_, err := l.Join(ctx)
 				return err
 			}},
 			{Arg: "latch", Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				var l *latch.Latch
-				_, err := l.Count(ctx)
+				_, err := l.Reset(ctx, 1)
+				return err
+			}},
+			{Arg: "generation", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				var g *latch.Generation
+				_, err := g.CountDown(ctx)
+				return err
+			}},
+			{Arg: "generation", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				var g *latch.Generation
+				_, err := g.Wait(ctx)
+				return err
+			}},
+			{Arg: "generation", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				var g *latch.Generation
+				_, err := g.Count(ctx)
 				return err
 			}},
 		},
@@ -200,7 +215,7 @@ func TestMetrics(t *testing.T) {
 		if _, err := old.Wait(ctx); !errors.Is(err, latch.ErrBroken) { // broken
 			t.Fatalf("Wait past the deadline: %v", err)
 		}
-		fresh, err := latch.Reset(ctx, coord, key, 1)
+		fresh, err := reset(ctx, coord, key, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,7 @@ func TestCorruptedStateIsTyped(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		testharness.CorruptionTest(t, b, func(t *testing.T, coord *coordination.Coordinator) []testharness.CorruptOp {
 			ctx := context.Background()
-			l, err := latch.Create(ctx, coord, "job", 3, latch.WithDeadline(time.Hour))
+			l, err := create(ctx, coord, "job", 3, latch.WithDeadline(time.Hour))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -30,9 +30,9 @@ func TestCorruptedStateIsTyped(t *testing.T) {
 					_, err := l.Wait(ctx)
 					return err
 				}},
-				{Name: "Join", Fn: func(ctx context.Context) error { _, err := latch.Join(ctx, coord, "job"); return err }},
-				{Name: "Create", Fn: func(ctx context.Context) error { _, err := latch.Create(ctx, coord, "job", 2); return err }},
-				{Name: "Reset", Fn: func(ctx context.Context) error { _, err := latch.Reset(ctx, coord, "job", 2); return err }},
+				{Name: "Join", Fn: func(ctx context.Context) error { _, err := join(ctx, coord, "job"); return err }},
+				{Name: "Create", Fn: func(ctx context.Context) error { _, err := create(ctx, coord, "job", 2); return err }},
+				{Name: "Reset", Fn: func(ctx context.Context) error { _, err := reset(ctx, coord, "job", 2); return err }},
 			}
 		}, nil)
 	})

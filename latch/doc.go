@@ -2,13 +2,22 @@
 // creates it with a count, workers in any process count it down, and
 // waiters block until it reaches zero.
 //
-//	l, err := latch.Create(ctx, coord, "batch:42:done", 3, latch.WithDeadline(10*time.Minute))
+// [New] returns the [Latch] at a key, with its options, without I/O. Its
+// verbs [Latch.Create], [Latch.Reset] and [Latch.Join] each return a
+// [Generation], the handle that counts down ([Generation.CountDown]),
+// reads ([Generation.Count]) and waits ([Generation.Wait]):
+//
+//	l, err := latch.New(coord, "batch:42:done", latch.WithDeadline(10*time.Minute))
+//	if err != nil {
+//		return err
+//	}
+//	g, err := l.Create(ctx, 3)
 //	if err != nil {
 //		return err
 //	}
 //	for i := range 3 { // each worker, in any process
 //		go func() {
-//			w, err := latch.Join(ctx, coord, "batch:42:done")
+//			w, err := l.Join(ctx)
 //			if err == nil {
 //				_, err = w.CountDown(ctx)
 //			}
@@ -17,7 +26,7 @@
 //			}
 //		}()
 //	}
-//	ok, err := l.Wait(ctx) // true once all 3 counted down
+//	ok, err := g.Wait(ctx) // true once all 3 counted down
 //	if err != nil {
 //		return err // latch.ErrBroken past the deadline
 //	}
@@ -26,19 +35,25 @@
 //
 // # Generations
 //
-// [Reset] replaces a latch with a new generation (a new count, a new
-// random id). Every handle belongs to the generation it created or joined:
+// A latch at a key lives as a sequence of generations. [Latch.Create]
+// makes the first one (or fails with [ErrExists]); [Latch.Reset] replaces
+// the current one with a new generation (a new count, a new random id,
+// [Generation.Number] one higher); [Latch.Join] returns the one current
+// when it runs. A [Generation] belongs to that one generation for good:
 // its waiters return false when the latch is replaced, its count-downs are
 // refused with [ErrStaleGeneration] and never decrement a newer
-// generation, and its reads report the generation as stale. Deleting the
-// key ends every generation: waiters return false and count-downs report
-// [ErrNotFound]. A latch created again after a deletion is a new generation
-// too, so a late count-down from before the deletion cannot touch it.
+// generation, and its reads report the generation as stale. To take part
+// in the new generation, Join again. Deleting the key ends every
+// generation: waiters return false and count-downs report [ErrNotFound].
+// A latch created again after a deletion is a new generation too (its
+// Number starts at 1 again), so a late count-down from before the
+// deletion cannot touch it.
 //
 // # Deadlines
 //
-// A generation may be given a deadline ([WithDeadline]): if its count has
-// not reached zero by then, measured on the server's clock, it is broken.
+// A generation may be given a deadline ([WithDeadline], given to [New]
+// and applied by [Latch.Create] and [Latch.Reset]): if its count has not
+// reached zero by then, measured on the server's clock, it is broken.
 // Waiters then return [ErrBroken] instead of waiting forever for a party
 // that died, and late count-downs are refused with [ErrBroken]. A
 // generation that reached zero before its deadline stays complete.
@@ -63,7 +78,7 @@
 //
 // # Waiting
 //
-// [Latch.Wait] reads the latch; when it has to wait, it subscribes to the
+// [Generation.Wait] reads the latch; when it has to wait, it subscribes to the
 // key's Pub/Sub channel (one connection per coordinator, shared by every
 // waiter) and reads again, then re-reads whenever a count-down completes
 // the latch, a reset is announced, its deadline passes, and at least every
@@ -103,7 +118,7 @@
 //
 // Operations are admitted through the coordinator's hooks as LATCH CREATE,
 // LATCH JOIN, LATCH RESET, LATCH COUNT DOWN, LATCH WAIT (once, however long
-// it waits) and LATCH READ ([Latch.Count]). A definite negative answer
+// it waits) and LATCH READ ([Generation.Count]). A definite negative answer
 // ([ErrExists], [ErrNotFound], [ErrStaleGeneration], [ErrCompleted],
 // [ErrBroken]) is reported to the hooks as Succeeded, like contention: the
 // operation worked and the answer was no. A Wait whose context ended
@@ -119,6 +134,7 @@
 //
 // # Size bounds
 //
-// Keys are at most 1 KiB; a longer one fails with
-// coordination.ErrInvalidArgument naming "key", nothing sent.
+// Keys are at most 1 KiB; [New] refuses a longer one with
+// coordination.ErrInvalidArgument naming "key", and a count outside 0 to
+// [MaxCount] is refused by Create and Reset naming "count", nothing sent.
 package latch

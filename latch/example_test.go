@@ -34,7 +34,11 @@ func Example() {
 
 	// The coordinator of the batch creates the latch: 3 parts, and at most
 	// a minute for all of them before the batch counts as broken.
-	done, err := latch.Create(ctx, coord, "batch:42:done", 3, latch.WithDeadline(time.Minute))
+	batch, err := latch.New(coord, "batch:42:done", latch.WithDeadline(time.Minute))
+	if err != nil {
+		panic(err)
+	}
+	done, err := batch.Create(ctx, 3)
 	if err != nil {
 		panic(err)
 	}
@@ -50,9 +54,14 @@ func Example() {
 		finished <- ok
 	}()
 
-	// Each worker, usually in another process, joins and counts down once.
+	// Each worker, usually in another process, joins the current
+	// generation and counts down once.
 	for part := 1; part <= 3; part++ {
-		w, err := latch.Join(ctx, coord, "batch:42:done")
+		l, err := latch.New(coord, "batch:42:done")
+		if err != nil {
+			panic(err)
+		}
+		w, err := l.Join(ctx)
 		if err != nil {
 			panic(err)
 		}
@@ -66,6 +75,9 @@ func Example() {
 
 	// Another count-down on the complete latch is refused.
 	_, err = done.CountDown(ctx)
+	if err != nil && !errors.Is(err, latch.ErrCompleted) {
+		panic(err)
+	}
 	fmt.Println("refused:", errors.Is(err, latch.ErrCompleted))
 	// Output:
 	// part 1 done, 2 left
@@ -77,7 +89,7 @@ func Example() {
 
 // Reset starts a new generation: waiters of the old one return false, and
 // its late count-downs are refused without touching the new one.
-func ExampleReset() {
+func ExampleLatch_Reset() {
 	mr, err := miniredis.Run()
 	if err != nil {
 		panic(err)
@@ -95,11 +107,15 @@ func ExampleReset() {
 	}
 	ctx := context.Background()
 
-	old, err := latch.Create(ctx, coord, "nightly:inputs", 2)
+	inputs, err := latch.New(coord, "nightly:inputs")
 	if err != nil {
 		panic(err)
 	}
-	fresh, err := latch.Reset(ctx, coord, "nightly:inputs", 4)
+	old, err := inputs.Create(ctx, 2)
+	if err != nil {
+		panic(err)
+	}
+	fresh, err := inputs.Reset(ctx, 4)
 	if err != nil {
 		panic(err)
 	}
@@ -109,12 +125,15 @@ func ExampleReset() {
 	}
 	fmt.Println("old generation completed:", ok)
 	_, err = old.CountDown(ctx)
+	if err != nil && !errors.Is(err, latch.ErrStaleGeneration) {
+		panic(err)
+	}
 	fmt.Println("late count-down refused:", errors.Is(err, latch.ErrStaleGeneration))
 	n, err := fresh.Count(ctx)
 	if err != nil {
 		panic(err)
 	}
-	fmt.Printf("generation %d still needs %d\n", fresh.Generation(), n)
+	fmt.Printf("generation %d still needs %d\n", fresh.Number(), n)
 	// Output:
 	// old generation completed: false
 	// late count-down refused: true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
 )
@@ -18,7 +19,7 @@ func TestResentRequestsCountOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := Create(ctx, coord, "latch", 3)
+		l, err := mustNewLatch(t, coord, "latch").Create(ctx, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,4 +44,13 @@ func TestResentRequestsCountOnce(t *testing.T) {
 			t.Fatalf("fields after reset = %v, %v; want id, gen, count, initial, deadline", fields, err)
 		}
 	})
+}
+
+func mustNewLatch(t testing.TB, coord *coordination.Coordinator, k string) *Latch {
+	t.Helper()
+	l, err := New(coord, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -28,7 +28,7 @@ type waitResult struct {
 }
 
 // wait runs l.Wait(ctx) in the background.
-func wait(ctx context.Context, l *latch.Latch) <-chan waitResult {
+func wait(ctx context.Context, l *latch.Generation) <-chan waitResult {
 	ch := make(chan waitResult, 1)
 	go func() {
 		ok, err := l.Wait(ctx)
@@ -79,18 +79,18 @@ func snapshot(t testing.TB, b *testharness.Backend, raw redis.UniversalClient) s
 	return fmt.Sprintf("%s expires=%v", strings.Join(kv, ","), at)
 }
 
-func mustCreate(t testing.TB, coord *coordination.Coordinator, count int64, opts ...latch.Option) *latch.Latch {
+func mustCreate(t testing.TB, coord *coordination.Coordinator, count int64, opts ...latch.Option) *latch.Generation {
 	t.Helper()
-	l, err := latch.Create(context.Background(), coord, key, count, opts...)
+	l, err := create(context.Background(), coord, key, count, opts...)
 	if err != nil {
 		t.Fatalf("Create(%d): %v", count, err)
 	}
 	return l
 }
 
-func mustJoin(t testing.TB, coord *coordination.Coordinator, opts ...latch.Option) *latch.Latch {
+func mustJoin(t testing.TB, coord *coordination.Coordinator, opts ...latch.Option) *latch.Generation {
 	t.Helper()
-	l, err := latch.Join(context.Background(), coord, key, opts...)
+	l, err := join(context.Background(), coord, key, opts...)
 	if err != nil {
 		t.Fatalf("Join: %v", err)
 	}
@@ -104,23 +104,23 @@ func TestCreateAndJoin(t *testing.T) {
 		ctx := context.Background()
 		raw := b.Raw(t)
 		coord := b.Coordinator(t)
-		if l, err := latch.Join(ctx, coord, key); !errors.Is(err, latch.ErrNotFound) || l != nil {
+		if l, err := join(ctx, coord, key); !errors.Is(err, latch.ErrNotFound) || l != nil {
 			t.Fatalf("Join on no latch = %v, %v; want ErrNotFound", l, err)
 		}
 		l := mustCreate(t, coord, 3)
-		if l.Generation() != 1 || l.Initial() != 3 || l.Key() != key {
-			t.Fatalf("created generation %d, initial %d, key %q", l.Generation(), l.Initial(), l.Key())
+		if l.Number() != 1 || l.Initial() != 3 || l.Key() != key {
+			t.Fatalf("created generation %d, initial %d, key %q", l.Number(), l.Initial(), l.Key())
 		}
 		before := snapshot(t, b, raw)
-		if again, err := latch.Create(ctx, b.Coordinator(t), key, 5); !errors.Is(err, latch.ErrExists) || again != nil {
+		if again, err := create(ctx, b.Coordinator(t), key, 5); !errors.Is(err, latch.ErrExists) || again != nil {
 			t.Fatalf("Create on an existing latch = %v, %v; want ErrExists", again, err)
 		}
 		if after := snapshot(t, b, raw); after != before {
 			t.Fatalf("a refused Create changed the key:\nbefore %s\nafter  %s", before, after)
 		}
 		j := mustJoin(t, b.Coordinator(t))
-		if j.Generation() != 1 || j.Initial() != 3 {
-			t.Fatalf("joined generation %d, initial %d; want 1, 3", j.Generation(), j.Initial())
+		if j.Number() != 1 || j.Initial() != 3 {
+			t.Fatalf("joined generation %d, initial %d; want 1, 3", j.Number(), j.Initial())
 		}
 		if n, err := j.CountDown(ctx); n != 2 || err != nil {
 			t.Fatalf("joined CountDown = %d, %v; want 2", n, err)
@@ -140,7 +140,7 @@ func TestThreeCountDownsCompleteWait(t *testing.T) {
 		waiter := mustJoin(t, b.Coordinator(t)) // default 5 s re-check
 		ch := wait(ctx, waiter)
 		stillWaiting(t, ch, 100*time.Millisecond)
-		var workers []*latch.Latch
+		var workers []*latch.Generation
 		for range 3 {
 			workers = append(workers, mustJoin(t, b.Coordinator(t)))
 		}
@@ -172,7 +172,7 @@ func TestThreeCountDownsCompleteWait(t *testing.T) {
 		}
 
 		// A latch of count 0 is complete from the start.
-		zero, err := latch.Reset(ctx, b.Coordinator(t), key, 0)
+		zero, err := reset(ctx, b.Coordinator(t), key, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,12 +199,12 @@ func TestResetEndsOldGeneration(t *testing.T) {
 		w1, w2 := wait(ctx, mustJoin(t, b.Coordinator(t))), wait(ctx, old)
 		stillWaiting(t, w1, 100*time.Millisecond)
 
-		fresh, err := latch.Reset(ctx, b.Coordinator(t), key, 2)
+		fresh, err := reset(ctx, b.Coordinator(t), key, 2)
 		if err != nil {
 			t.Fatalf("Reset: %v", err)
 		}
-		if fresh.Generation() != 2 || fresh.Initial() != 2 {
-			t.Fatalf("reset generation %d, initial %d; want 2, 2", fresh.Generation(), fresh.Initial())
+		if fresh.Number() != 2 || fresh.Initial() != 2 {
+			t.Fatalf("reset generation %d, initial %d; want 2, 2", fresh.Number(), fresh.Initial())
 		}
 		for i, ch := range []<-chan waitResult{w1, w2} {
 			if r := within(t, ch, 2*time.Second, "after Reset"); r.ok || r.err != nil {
@@ -255,8 +255,8 @@ func TestDeletedKey(t *testing.T) {
 			t.Fatalf("Count after DEL: %v; want ErrNotFound", err)
 		}
 		again := mustCreate(t, b.Coordinator(t), 2)
-		if again.Generation() != 1 {
-			t.Fatalf("generation after re-create = %d, want 1", again.Generation())
+		if again.Number() != 1 {
+			t.Fatalf("generation after re-create = %d, want 1", again.Number())
 		}
 		if _, err := l.CountDown(ctx); !errors.Is(err, latch.ErrStaleGeneration) {
 			t.Fatalf("count-down from before the deletion: %v; want ErrStaleGeneration", err)
@@ -361,7 +361,7 @@ func TestDeadlineBreaksGeneration(t *testing.T) {
 		}
 
 		// Reset starts a new generation (without deadline this time).
-		fresh, err := latch.Reset(ctx, b.Coordinator(t), key, 1)
+		fresh, err := reset(ctx, b.Coordinator(t), key, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,7 +370,7 @@ func TestDeadlineBreaksGeneration(t *testing.T) {
 		}
 
 		// Complete before the deadline: stays complete after it.
-		done, err := latch.Reset(ctx, b.Coordinator(t), key, 1, latch.WithDeadline(time.Second))
+		done, err := reset(ctx, b.Coordinator(t), key, 1, latch.WithDeadline(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -397,7 +397,7 @@ func TestKeyTTL(t *testing.T) {
 		if d, _ := raw.PTTL(ctx, b.Key(key)).Result(); d <= 9*time.Second || d > 10*time.Second {
 			t.Fatalf("PTTL = %v, want about 10s", d)
 		}
-		short, err := latch.Reset(ctx, b.Coordinator(t), key, 1, latch.WithKeyTTL(300*time.Millisecond), latch.WithRecheck(100*time.Millisecond))
+		short, err := reset(ctx, b.Coordinator(t), key, 1, latch.WithKeyTTL(300*time.Millisecond), latch.WithRecheck(100*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -422,9 +422,9 @@ func TestForeignKey(t *testing.T) {
 		raw.Del(ctx, b.Key(key))
 		raw.Set(ctx, b.Key(key), "x", 0)
 		checks := map[string]func() error{
-			"Create":    func() error { _, err := latch.Create(ctx, coord, key, 1); return err },
-			"Reset":     func() error { _, err := latch.Reset(ctx, coord, key, 1); return err },
-			"Join":      func() error { _, err := latch.Join(ctx, coord, key); return err },
+			"Create":    func() error { _, err := create(ctx, coord, key, 1); return err },
+			"Reset":     func() error { _, err := reset(ctx, coord, key, 1); return err },
+			"Join":      func() error { _, err := join(ctx, coord, key); return err },
 			"CountDown": func() error { _, err := l.CountDown(ctx); return err },
 			"Count":     func() error { _, err := l.Count(ctx); return err },
 			"Wait":      func() error { _, err := l.Wait(ctx); return err },
@@ -463,37 +463,47 @@ func TestInvalidArguments(t *testing.T) {
 				t.Fatalf("err = %v; want an invalid-argument error naming %q", err, name)
 			}
 		}
-		for _, f := range []func(context.Context, *coordination.Coordinator, string, int64, ...latch.Option) (*latch.Latch, error){latch.Create, latch.Reset} {
-			_, err := f(ctx, nil, key, 1)
-			want(err, "coord")
-			_, err = f(ctx, coord, "", 1)
-			want(err, "key")
+		_, err := latch.New(nil, key)
+		want(err, "coord")
+		_, err = latch.New(coord, "")
+		want(err, "key")
+		_, err = latch.New(coord, strings.Repeat("k", engine.MaxKeyBytes+1))
+		want(err, "key")
+		for _, d := range []time.Duration{0, -time.Second, time.Microsecond} {
+			_, err = latch.New(coord, key, latch.WithDeadline(d))
+			want(err, "deadline")
+			_, err = latch.New(coord, key, latch.WithKeyTTL(d))
+			want(err, "key ttl")
+			_, err = latch.New(coord, key, latch.WithRecheck(d))
+			want(err, "recheck")
+		}
+		l, err := latch.New(coord, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []func(context.Context, int64) (*latch.Generation, error){l.Create, l.Reset} {
 			for _, n := range []int64{-1, latch.MaxCount + 1} {
-				_, err = f(ctx, coord, key, n)
+				_, err = f(ctx, n)
 				want(err, "count")
 			}
-			for _, d := range []time.Duration{0, -time.Second, time.Microsecond} {
-				_, err = f(ctx, coord, key, 1, latch.WithDeadline(d))
-				want(err, "deadline")
-				_, err = f(ctx, coord, key, 1, latch.WithKeyTTL(d))
-				want(err, "key ttl")
-				_, err = f(ctx, coord, key, 1, latch.WithRecheck(d))
-				want(err, "recheck")
-			}
 		}
-		_, err := latch.Join(ctx, nil, key)
-		want(err, "coord")
-		_, err = latch.Join(ctx, coord, "")
-		want(err, "key")
-		_, err = latch.Join(ctx, coord, key, latch.WithRecheck(0))
-		want(err, "recheck")
 		var nilLatch *latch.Latch
-		_, err = nilLatch.CountDown(ctx)
+		_, err = nilLatch.Create(ctx, 1)
 		want(err, "latch")
-		_, err = nilLatch.Count(ctx)
+		_, err = nilLatch.Reset(ctx, 1)
 		want(err, "latch")
-		_, err = nilLatch.Wait(ctx)
+		_, err = nilLatch.Join(ctx)
 		want(err, "latch")
+		var nilGen *latch.Generation
+		_, err = nilGen.CountDown(ctx)
+		want(err, "generation")
+		_, err = nilGen.Count(ctx)
+		want(err, "generation")
+		_, err = nilGen.Wait(ctx)
+		want(err, "generation")
+		if nilLatch.Key() != "" || nilGen.Key() != "" || nilGen.Number() != 0 || nilGen.Initial() != 0 {
+			t.Fatalf("a nil Latch or Generation reported a key, number or initial count")
+		}
 		if n := counter.Count(); n != 0 {
 			t.Fatalf("bad input sent %d commands %v; want none", n, counter.Names())
 		}
@@ -523,13 +533,13 @@ func TestOneCommandPerOperation(t *testing.T) {
 		testharness.Connect(t, client)
 		counter := testharness.CountCommands(client)
 		one := func(what string, op func() error) { t.Helper(); counter.ExpectOne(t, what, op) }
-		var l *latch.Latch
-		one("Create", func() (err error) { l, err = latch.Create(ctx, coord, key, 1); return err })
-		one("Join", func() (err error) { _, err = latch.Join(ctx, coord, key); return err })
+		var l *latch.Generation
+		one("Create", func() (err error) { l, err = create(ctx, coord, key, 1); return err })
+		one("Join", func() (err error) { _, err = join(ctx, coord, key); return err })
 		one("Count", func() error { _, err := l.Count(ctx); return err })
 		one("CountDown", func() error { _, err := l.CountDown(ctx); return err })
 		one("Wait on a complete latch", func() error { _, err := l.Wait(ctx); return err })
-		one("Reset", func() (err error) { _, err = latch.Reset(ctx, coord, key, 1); return err })
+		one("Reset", func() (err error) { _, err = reset(ctx, coord, key, 1); return err })
 	})
 }
 
@@ -541,17 +551,17 @@ func TestHooks(t *testing.T) {
 		ctx := context.Background()
 		rec := &testharness.HookRecorder{}
 		coord := b.Coordinator(t, coordination.WithHooks(rec))
-		l, err := latch.Create(ctx, coord, key, 1)
+		l, err := create(ctx, coord, key, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _ = latch.Create(ctx, coord, key, 1) // ErrExists
-		_, _ = latch.Join(ctx, coord, key)
+		_, _ = create(ctx, coord, key, 1) // ErrExists
+		_, _ = join(ctx, coord, key)
 		_, _ = l.Count(ctx)
 		_, _ = l.CountDown(ctx)
 		_, _ = l.CountDown(ctx) // ErrCompleted
 		_, _ = l.Wait(ctx)
-		_, _ = latch.Reset(ctx, coord, key, 1)
+		_, _ = reset(ctx, coord, key, 1)
 
 		rejected := errors.New("rejected by test")
 		rec.Reject(rejected)
@@ -582,7 +592,7 @@ func TestBinaryKeyAndPrefix(t *testing.T) {
 		ctx := context.Background()
 		raw := b.Raw(t)
 		const bin = "bin\x00\xff\n key"
-		l, err := latch.Create(ctx, b.Coordinator(t), bin, 1)
+		l, err := create(ctx, b.Coordinator(t), bin, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -592,7 +602,7 @@ func TestBinaryKeyAndPrefix(t *testing.T) {
 		if n, _ := raw.Exists(ctx, bin).Result(); n != 0 {
 			t.Fatalf("the latch is stored without the prefix")
 		}
-		w, err := latch.Join(ctx, b.Coordinator(t), bin)
+		w, err := join(ctx, b.Coordinator(t), bin)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -642,29 +652,29 @@ func TestUnknownRepliesAreBadState(t *testing.T) {
 			name string
 			sha  string
 			val  any
-			op   func(coord *coordination.Coordinator, k string, l *latch.Latch) error
+			op   func(coord *coordination.Coordinator, k string, l *latch.Generation) error
 		}{
-			{"create status 2", engine.LatchCreate.Hash(), []any{int64(2), int64(1), int64(1), int64(0), now}, func(c *coordination.Coordinator, k string, _ *latch.Latch) error {
-				_, err := latch.Create(ctx, c, k, 1)
+			{"create status 2", engine.LatchCreate.Hash(), []any{int64(2), int64(1), int64(1), int64(0), now}, func(c *coordination.Coordinator, k string, _ *latch.Generation) error {
+				_, err := create(ctx, c, k, 1)
 				return err
 			}},
-			{"join as an empty array", engine.LatchJoin.Hash(), []any{}, func(c *coordination.Coordinator, k string, _ *latch.Latch) error {
-				_, err := latch.Join(ctx, c, k)
+			{"join as an empty array", engine.LatchJoin.Hash(), []any{}, func(c *coordination.Coordinator, k string, _ *latch.Generation) error {
+				_, err := join(ctx, c, k)
 				return err
 			}},
-			{"count-down status 9", engine.LatchCountDown.Hash(), []any{int64(9), int64(0), now}, func(_ *coordination.Coordinator, _ string, l *latch.Latch) error {
+			{"count-down status 9", engine.LatchCountDown.Hash(), []any{int64(9), int64(0), now}, func(_ *coordination.Coordinator, _ string, l *latch.Generation) error {
 				_, err := l.CountDown(ctx)
 				return err
 			}},
-			{"count-down broken at 0", engine.LatchCountDown.Hash(), []any{int64(5), int64(0), now}, func(_ *coordination.Coordinator, _ string, l *latch.Latch) error {
+			{"count-down broken at 0", engine.LatchCountDown.Hash(), []any{int64(5), int64(0), now}, func(_ *coordination.Coordinator, _ string, l *latch.Generation) error {
 				_, err := l.CountDown(ctx)
 				return err
 			}},
-			{"read with 0 ms to the deadline", engine.LatchRead.Hash(), []any{int64(1), int64(3), int64(0), now}, func(_ *coordination.Coordinator, _ string, l *latch.Latch) error {
+			{"read with 0 ms to the deadline", engine.LatchRead.Hash(), []any{int64(1), int64(3), int64(0), now}, func(_ *coordination.Coordinator, _ string, l *latch.Generation) error {
 				_, err := l.Count(ctx)
 				return err
 			}},
-			{"wait reading status 4", engine.LatchRead.Hash(), []any{int64(4), int64(0), int64(-1), now}, func(_ *coordination.Coordinator, _ string, l *latch.Latch) error {
+			{"wait reading status 4", engine.LatchRead.Hash(), []any{int64(4), int64(0), int64(-1), now}, func(_ *coordination.Coordinator, _ string, l *latch.Generation) error {
 				_, err := l.Wait(ctx)
 				return err
 			}},
@@ -677,11 +687,11 @@ func TestUnknownRepliesAreBadState(t *testing.T) {
 			}
 			k := "bad:" + c.name
 			// Cache every script on the key's node.
-			l, err := latch.Create(ctx, coord, k, 3)
+			l, err := create(ctx, coord, k, 3)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := latch.Join(ctx, coord, k); err != nil {
+			if _, err := join(ctx, coord, k); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := l.CountDown(ctx); err != nil {
@@ -702,4 +712,30 @@ func TestUnknownRepliesAreBadState(t *testing.T) {
 			}
 		}
 	})
+}
+
+// create, reset and join are latch.New followed by one verb, for the tests
+// that use a Latch once.
+func create(ctx context.Context, coord *coordination.Coordinator, k string, count int64, opts ...latch.Option) (*latch.Generation, error) {
+	l, err := latch.New(coord, k, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return l.Create(ctx, count)
+}
+
+func reset(ctx context.Context, coord *coordination.Coordinator, k string, count int64, opts ...latch.Option) (*latch.Generation, error) {
+	l, err := latch.New(coord, k, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return l.Reset(ctx, count)
+}
+
+func join(ctx context.Context, coord *coordination.Coordinator, k string, opts ...latch.Option) (*latch.Generation, error) {
+	l, err := latch.New(coord, k, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return l.Join(ctx)
 }

@@ -15,7 +15,7 @@ import (
 
 // The package documentation's snippet: three workers count down, the batch
 // waits for them.
-func ExampleCreate() {
+func ExampleLatch_Create() {
 	mr, err := miniredis.Run()
 	if err != nil {
 		log.Fatal(err)
@@ -34,13 +34,17 @@ func ExampleCreate() {
 }
 
 func snippetBatch(ctx context.Context, coord *coordination.Coordinator) error {
-	l, err := latch.Create(ctx, coord, "batch:42:done", 3, latch.WithDeadline(10*time.Minute))
+	l, err := latch.New(coord, "batch:42:done", latch.WithDeadline(10*time.Minute))
+	if err != nil {
+		return err
+	}
+	g, err := l.Create(ctx, 3)
 	if err != nil {
 		return err
 	}
 	for i := range 3 { // each worker, in any process
 		go func() {
-			w, err := latch.Join(ctx, coord, "batch:42:done")
+			w, err := l.Join(ctx)
 			if err == nil {
 				_, err = w.CountDown(ctx)
 			}
@@ -49,7 +53,7 @@ func snippetBatch(ctx context.Context, coord *coordination.Coordinator) error {
 			}
 		}()
 	}
-	ok, err := l.Wait(ctx) // true once all 3 counted down
+	ok, err := g.Wait(ctx) // true once all 3 counted down
 	if err != nil {
 		return err // latch.ErrBroken past the deadline
 	}
