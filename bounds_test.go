@@ -83,8 +83,12 @@ func boundedArgs() []bounded {
 			_, err := rwlease.TryRead(ctx, c, k, time.Second)
 			return err
 		}),
-		key("latch.Create", func(ctx context.Context, c *coordination.Coordinator, k string) error {
-			_, err := latch.Create(ctx, c, k, 1)
+		key("latch.New+Create", func(ctx context.Context, c *coordination.Coordinator, k string) error {
+			l, err := latch.New(c, k)
+			if err != nil {
+				return err
+			}
+			_, err = l.Create(ctx, 1)
 			return err
 		}),
 		key("leader.Get", func(ctx context.Context, c *coordination.Coordinator, k string) error {

@@ -136,7 +136,9 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 		must(err)
 		permit, err := sem.TryAcquire(bg, time.Minute)
 		must(err)
-		lt, err := latch.Create(bg, coord, "nil:latch", 2)
+		ltc, err := latch.New(coord, "nil:latch")
+		must(err)
+		lt, err := ltc.Create(bg, 2)
 		must(err)
 		store, err := idempotency.New(coord)
 		must(err)
@@ -201,15 +203,15 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 				_, _, err := store.KeepAlive(ctx, "k", idempotency.Claim{State: idempotency.Started, Owner: owner}, time.Minute)
 				return err
 			},
-			"latch.(*Latch).Count":     func() error { _, err := lt.Count(ctx); return err },
-			"latch.(*Latch).CountDown": func() error { _, err := lt.CountDown(ctx); return err },
-			"latch.(*Latch).Wait":      func() error { _, err := lt.Wait(ctx); return err },
-			"latch.Create":             func() error { _, err := latch.Create(ctx, coord, "l2", 1); return err },
-			"latch.Join":               func() error { _, err := latch.Join(ctx, coord, "nil:latch"); return err },
-			"latch.Reset":              func() error { _, err := latch.Reset(ctx, coord, "nil:latch", 1); return err },
-			"leader.(*Elector).Leader": func() error { _, err := el.Leader(ctx); return err },
-			"leader.(*Elector).Run":    func() error { return el.Run(ctx) },
-			"leader.Get":               func() error { _, err := leader.Get(ctx, coord, "{nil}:leader"); return err },
+			"latch.(*Generation).Count":     func() error { _, err := lt.Count(ctx); return err },
+			"latch.(*Generation).CountDown": func() error { _, err := lt.CountDown(ctx); return err },
+			"latch.(*Generation).Wait":      func() error { _, err := lt.Wait(ctx); return err },
+			"latch.(*Latch).Create":         func() error { _, err := ltc.Create(ctx, 1); return err },
+			"latch.(*Latch).Join":           func() error { _, err := ltc.Join(ctx); return err },
+			"latch.(*Latch).Reset":          func() error { _, err := ltc.Reset(ctx, 1); return err },
+			"leader.(*Elector).Leader":      func() error { _, err := el.Leader(ctx); return err },
+			"leader.(*Elector).Run":         func() error { return el.Run(ctx) },
+			"leader.Get":                    func() error { _, err := leader.Get(ctx, coord, "{nil}:leader"); return err },
 			"leader.Observe": func() error {
 				return leader.Observe(ctx, coord, "{nil}:leader", time.Second, func(leader.Info) {})
 			},

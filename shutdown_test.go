@@ -91,7 +91,11 @@ func TestShutdownEndsEverything(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lt, err := latch.Create(ctx, coord, "latch", 2)
+		ltc, err := latch.New(coord, "latch")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lt, err := ltc.Create(ctx, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +205,7 @@ func TestShutdownEndsEverything(t *testing.T) {
 		_, later["semaphore TryAcquire"] = sem.TryAcquire(ctx, time.Second)
 		_, later["semaphore State"] = sem.State(ctx)
 		_, later["latch CountDown"] = lt.CountDown(ctx)
-		_, later["latch Create"] = latch.Create(ctx, coord, "latch2", 1)
+		_, later["latch Create"] = ltc.Create(ctx, 1)
 		_, later["leader Leader"] = first.Leader(ctx)
 		later["leader Run"] = first.Run(ctx)
 		for name, err := range later {

@@ -43,12 +43,12 @@
 //	SEMAPHORE VERIFY              semaphore     Permit.Verify
 //	SEMAPHORE RELEASE             semaphore     Permit.Release
 //	SEMAPHORE READ                semaphore     Semaphore.State
-//	LATCH CREATE                  latch         latch.Create
-//	LATCH JOIN                    latch         latch.Join
-//	LATCH RESET                   latch         latch.Reset
-//	LATCH COUNT DOWN              latch         Latch.CountDown
-//	LATCH WAIT                    latch         Latch.Wait (once, however long it waits)
-//	LATCH READ                    latch         Latch.Count
+//	LATCH CREATE                  latch         Latch.Create
+//	LATCH JOIN                    latch         Latch.Join
+//	LATCH RESET                   latch         Latch.Reset
+//	LATCH COUNT DOWN              latch         Generation.CountDown
+//	LATCH WAIT                    latch         Generation.Wait (once, however long it waits)
+//	LATCH READ                    latch         Generation.Count
 //	LEADER CAMPAIGN               leader        each campaign attempt of Elector.Run (its renewals and release are not admitted)
 //	LEADER READ                   leader        leader.Get, Elector.Leader, each read of leader.Observe
 //	IDEMPOTENCY BEGIN             idempotency   Store.Begin

@@ -38,11 +38,15 @@ func runSemaphoreDemo(ctx context.Context, d *demo) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 
-	done, err := latch.Create(ctx, d.coord(), gate, workers, latch.WithDeadline(time.Minute), latch.WithKeyTTL(10*time.Minute))
+	gateLatch, err := latch.New(d.coord(), gate, latch.WithDeadline(time.Minute), latch.WithKeyTTL(10*time.Minute))
 	if err != nil {
 		return err
 	}
-	d.logf("setup", "latch created: %d workers to wait for (generation %d)", workers, done.Generation())
+	done, err := gateLatch.Create(ctx, workers)
+	if err != nil {
+		return err
+	}
+	d.logf("setup", "latch created: %d workers to wait for (generation %d)", workers, done.Number())
 
 	var (
 		holding, maxHolding atomic.Int64 // permits held, as the workers see them
@@ -79,7 +83,7 @@ func runSemaphoreDemo(ctx context.Context, d *demo) error {
 		finished int64
 	}
 	reported := make(chan report, 1)
-	reporter, err := latch.Join(ctx, d.coord(), gate)
+	reporter, err := gateLatch.Join(ctx)
 	if err != nil {
 		return err
 	}
@@ -123,7 +127,11 @@ func runSemaphoreDemo(ctx context.Context, d *demo) error {
 				}
 			}
 			finished.Add(1)
-			left, err := latch.Join(ctx, coord, gate)
+			workerLatch, err := latch.New(coord, gate)
+			var left *latch.Generation
+			if err == nil {
+				left, err = workerLatch.Join(ctx)
+			}
 			if err == nil {
 				countMu.Lock() // only so that the timeline reads in order
 				var n int64

@@ -145,9 +145,11 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	}()
 	keys["semaphore-waited"] = "sem-full"
 
-	_, err = latch.Create(ctx, coord, "latch", 3, latch.WithDeadline(time.Hour))
+	lt, err := latch.New(coord, "latch", latch.WithDeadline(time.Hour))
 	must(err)
-	l, err := latch.Join(ctx, coord, "latch")
+	_, err = lt.Create(ctx, 3)
+	must(err)
+	l, err := lt.Join(ctx)
 	must(err)
 	_, err = l.CountDown(ctx)
 	must(err)

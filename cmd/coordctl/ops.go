@@ -84,7 +84,11 @@ usage; 3 the server cannot be reached.`, `coordctl latch create --redis redis://
 		if *keyTTL > 0 {
 			opts = append(opts, latch.WithKeyTTL(*keyTTL))
 		}
-		l, err := latch.Create(ctx, coord, *key, *count, opts...)
+		lt, err := latch.New(coord, *key, opts...)
+		if err != nil {
+			return fail(stderr, fs.name, err)
+		}
+		l, err := lt.Create(ctx, *count)
 		if errors.Is(err, latch.ErrExists) {
 			fmt.Fprintf(stderr, "coordctl latch create: a latch already exists at %q (inspect it with coordctl inspect %s)\n", *key, *key)
 			return exitRefused
@@ -92,7 +96,7 @@ usage; 3 the server cannot be reached.`, `coordctl latch create --redis redis://
 		if err != nil {
 			return fail(stderr, fs.name, err)
 		}
-		fmt.Fprintf(stdout, "created latch %q: count %d, generation %d\n", *key, l.Initial(), l.Generation())
+		fmt.Fprintf(stdout, "created latch %q: count %d, generation %d\n", *key, l.Initial(), l.Number())
 		return exitOK
 	})
 }
@@ -105,7 +109,7 @@ left. Exit status: 0 counted; 1 no latch at K, already complete, or broken (its
 deadline passed); 2 bad usage; 3 the server cannot be reached.`, `coordctl latch countdown --redis redis://127.0.0.1:6379/0 --key batch:42:done`)
 	key := fs.String("key", "", "latch key; required")
 	return oneShot(fs, args, key, 0, nil, func(ctx context.Context, coord *coordination.Coordinator) int {
-		l, err := latch.Join(ctx, coord, *key)
+		l, err := joinLatch(ctx, coord, *key)
 		if err == nil {
 			var left int64
 			left, err = l.CountDown(ctx)
@@ -116,6 +120,15 @@ deadline passed); 2 bad usage; 3 the server cannot be reached.`, `coordctl latch
 		}
 		return latchFail(stderr, fs.name, *key, err)
 	})
+}
+
+// joinLatch joins the current generation of the latch at key.
+func joinLatch(ctx context.Context, coord *coordination.Coordinator, key string) (*latch.Generation, error) {
+	l, err := latch.New(coord, key)
+	if err != nil {
+		return nil, err
+	}
+	return l.Join(ctx)
 }
 
 // latchFail prints a latch refusal in words and returns its exit status.
@@ -151,7 +164,7 @@ reached.`, `coordctl latch wait --redis redis://127.0.0.1:6379/0 --key batch:42:
 		}
 		return 0
 	}, func(ctx context.Context, coord *coordination.Coordinator) int {
-		l, err := latch.Join(ctx, coord, *key)
+		l, err := joinLatch(ctx, coord, *key)
 		if err != nil {
 			return latchFail(stderr, fs.name, *key, err)
 		}

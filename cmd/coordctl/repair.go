@@ -451,11 +451,15 @@ coordctl repair latch --key batch:42:done --delete`)
 		if *deadline > 0 {
 			opts = append(opts, latch.WithDeadline(*deadline))
 		}
-		l, err := latch.Reset(ctx, coord, *key, *reset, opts...)
+		lt, err := latch.New(coord, *key, opts...)
 		if err != nil {
 			return fail(stderr, fs.name, err)
 		}
-		fmt.Fprintf(stdout, "replaced the latch %q (generation %s, %s) with generation %d, count %d\n", full, fieldOf(r, "generation"), fieldOf(r, "state"), l.Generation(), l.Initial())
+		l, err := lt.Reset(ctx, *reset)
+		if err != nil {
+			return fail(stderr, fs.name, err)
+		}
+		fmt.Fprintf(stdout, "replaced the latch %q (generation %s, %s) with generation %d, count %d\n", full, fieldOf(r, "generation"), fieldOf(r, "state"), l.Number(), l.Initial())
 		return exitOK
 	})
 }

@@ -150,7 +150,11 @@ func TestRepairSemaphore(t *testing.T) {
 		_, _ = live.Release(ctx)
 		expect(t, exitUsage, "give --list or --permit", cmdline(b, "repair semaphore", "--key", "enc")...)
 		// A latch is not a semaphore.
-		if _, err := latch.Create(ctx, b.Coordinator(t), "l", 1); err != nil {
+		lt, err := latch.New(b.Coordinator(t), "l")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lt.Create(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 		expect(t, exitRefused, "holds a latch, not a semaphore", cmdline(b, "repair semaphore", "--key", "l", "--list")...)
@@ -172,7 +176,11 @@ func TestRepairLatch(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		coord := b.Coordinator(t)
-		if _, err := latch.Create(ctx, coord, "broken", 2, latch.WithDeadline(50*time.Millisecond)); err != nil {
+		broken, err := latch.New(coord, "broken", latch.WithDeadline(50*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := broken.Create(ctx, 2); err != nil {
 			t.Fatal(err)
 		}
 		if b.IsMini() {

@@ -246,17 +246,25 @@ func subjects() []subject {
 		{
 			name: "latch", kind: consumeKind, key: "m", keys: []string{"m"},
 			setup: func(ctx context.Context, w *world) error {
-				l, err := latch.Create(ctx, w.coord[0], "m", 3)
-				w.held = l
+				lt, err := latch.New(w.coord[0], "m")
+				if err != nil {
+					return err
+				}
+				g, err := lt.Create(ctx, 3)
+				w.held = g
 				return err
 			},
 			take: func(ctx context.Context, w *world) (string, error) {
-				n, err := w.held.(*latch.Latch).CountDown(ctx)
+				n, err := w.held.(*latch.Generation).CountDown(ctx)
 				return fmt.Sprintf("count %d", n), err
 			},
 			want: "count 2",
 			count: func(ctx context.Context, w *world) (int, error) {
-				l, err := latch.Join(ctx, w.direct[0], "m")
+				lt, err := latch.New(w.direct[0], "m")
+				if err != nil {
+					return 0, err
+				}
+				l, err := lt.Join(ctx)
 				if err != nil {
 					return 0, err
 				}
@@ -264,7 +272,7 @@ func subjects() []subject {
 				return 3 - int(n), err
 			},
 			forgotten: func(t *testing.T, w *world, lost map[string]bool) {
-				n, err := w.held.(*latch.Latch).CountDown(bg)
+				n, err := w.held.(*latch.Generation).CountDown(bg)
 				switch {
 				case lost["m"] && !errors.Is(err, latch.ErrNotFound):
 					t.Errorf("count-down after the latch was lost: %d, %v; want ErrNotFound", n, err)

@@ -284,7 +284,7 @@ func latchWorkload() workload {
 		model: func() porcupine.Model { return lincheck.LatchSpec().Model() },
 		keys:  func(key string) []string { return []string{key} },
 		run: func(w *hctx) {
-			var l *latch.Latch
+			var l *latch.Generation
 			var hid string
 			for range 8 {
 				ctx, cancel := w.op()
@@ -294,7 +294,11 @@ func latchWorkload() workload {
 					mk := lincheck.LatchMake{H: id, Reset: w.c == 0 && w.rng.IntN(2) == 0, Count: 2 + w.rng.Int64N(3)}
 					if !mk.Reset && w.rng.IntN(2) == 0 {
 						_, _ = lincheck.Do(w.h, w.c, lincheck.LatchJoin{H: id}, func() (lincheck.LatchJoined, error) {
-							x, err := latch.Join(ctx, w.coord, w.key)
+							lt, err := latch.New(w.coord, w.key)
+							if err != nil {
+								return lincheck.LatchJoined{}, err
+							}
+							x, err := lt.Join(ctx)
 							if errors.Is(err, latch.ErrNotFound) {
 								return lincheck.LatchJoined{NotFound: true}, nil
 							}
@@ -302,7 +306,7 @@ func latchWorkload() workload {
 								return lincheck.LatchJoined{}, err
 							}
 							l, hid = x, id
-							return lincheck.LatchJoined{Generation: x.Generation(), Initial: x.Initial()}, nil
+							return lincheck.LatchJoined{Generation: x.Number(), Initial: x.Initial()}, nil
 						})
 						break
 					}
@@ -316,12 +320,15 @@ func latchWorkload() workload {
 						opts = append(opts, latch.WithKeyTTL(mk.KeyTTL))
 					}
 					_, _ = lincheck.Do(w.h, w.c, mk, func() (lincheck.LatchMade, error) {
-						var x *latch.Latch
-						var err error
+						lt, err := latch.New(w.coord, w.key, opts...)
+						if err != nil {
+							return lincheck.LatchMade{}, err
+						}
+						var x *latch.Generation
 						if mk.Reset {
-							x, err = latch.Reset(ctx, w.coord, w.key, mk.Count, opts...)
+							x, err = lt.Reset(ctx, mk.Count)
 						} else {
-							x, err = latch.Create(ctx, w.coord, w.key, mk.Count, opts...)
+							x, err = lt.Create(ctx, mk.Count)
 						}
 						if errors.Is(err, latch.ErrExists) {
 							return lincheck.LatchMade{Exists: true}, nil
@@ -330,7 +337,7 @@ func latchWorkload() workload {
 							return lincheck.LatchMade{}, err
 						}
 						l, hid = x, id
-						return lincheck.LatchMade{Generation: x.Generation()}, nil
+						return lincheck.LatchMade{Generation: x.Number()}, nil
 					})
 				case k < 4:
 					_, _ = lincheck.Do(w.h, w.c, lincheck.LatchRead{H: hid}, func() (lincheck.LatchCount, error) {

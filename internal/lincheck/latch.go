@@ -35,7 +35,7 @@ type LatchJoined struct {
 }
 
 // LatchCountDown counts handle H's generation down (input); LatchRead
-// reads it (Latch.Count). The output of both is a [LatchCount].
+// reads it (latch.Generation.Count). The output of both is a [LatchCount].
 type LatchCountDown struct{ H string }
 
 // LatchRead: see [LatchCountDown].
