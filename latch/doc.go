@@ -91,7 +91,7 @@
 // # What holds, and what does not
 //
 // Within one Redis history, the count of a generation only decreases, by
-// exactly one per accepted count-down, and a handle's count-down can only
+// exactly one per accepted count-down, and a [Generation]'s count-down can only
 // decrement its own generation. Deadlines use only the server's clock, so
 // client clock jumps do not affect them.
 //

@@ -387,6 +387,61 @@ func TestDeadlineBreaksGeneration(t *testing.T) {
 	})
 }
 
+// One Latch serves every verb: New sends nothing, its options apply to
+// each Create and Reset (a new deadline and key TTL per generation), Join
+// ignores the deadline and key TTL and keeps the generation's own, and
+// every Generation reports the Latch's key.
+func TestOneLatchManyGenerations(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		coord := b.Coordinator(t)
+		counter := testharness.CountCommands(coord.Client())
+		l, err := latch.New(coord, key, latch.WithDeadline(time.Second), latch.WithKeyTTL(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := counter.Count(); n != 0 || l.Key() != key {
+			t.Fatalf("New sent %v, key %q", counter.Names(), l.Key())
+		}
+		first, err := l.Create(ctx, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := raw.PTTL(ctx, b.Key(key)).Result(); d <= 9*time.Second || d > 10*time.Second {
+			t.Fatalf("PTTL after Create = %v, want about 10s", d)
+		}
+		b.Advance(1100 * time.Millisecond)
+		if _, err := first.CountDown(ctx); !errors.Is(err, latch.ErrBroken) {
+			t.Fatalf("CountDown past the first generation's deadline: %v; want ErrBroken", err)
+		}
+		second, err := l.Reset(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if second.Number() != 2 || second.Initial() != 1 || second.Key() != key {
+			t.Fatalf("reset generation %d, initial %d, key %q; want 2, 1, %q", second.Number(), second.Initial(), second.Key(), key)
+		}
+		if d, _ := raw.PTTL(ctx, b.Key(key)).Result(); d <= 9*time.Second || d > 10*time.Second {
+			t.Fatalf("PTTL after Reset = %v, want about 10s again", d)
+		}
+		joined, err := l.Join(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if joined.Number() != 2 || joined.Initial() != 1 {
+			t.Fatalf("joined generation %d, initial %d; want 2, 1", joined.Number(), joined.Initial())
+		}
+		b.Advance(1100 * time.Millisecond)
+		if n, err := joined.Count(ctx); n != 1 || !errors.Is(err, latch.ErrBroken) {
+			t.Fatalf("Count past the second generation's deadline = %d, %v; want 1, ErrBroken", n, err)
+		}
+		if _, err := l.Create(ctx, 1); !errors.Is(err, latch.ErrExists) {
+			t.Fatalf("Create on the existing latch: %v; want ErrExists", err)
+		}
+	})
+}
+
 // WithKeyTTL bounds the key's life; waiters of an expired latch return
 // false.
 func TestKeyTTL(t *testing.T) {

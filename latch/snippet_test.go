@@ -22,7 +22,11 @@ func ExampleLatch_Create() {
 	}
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
+	defer func() {
+		if err := rdb.Close(); err != nil {
+			log.Fatal(err)
+		}
+	}()
 	coord, err := coordination.New(rdb)
 	if err != nil {
 		log.Fatal(err)
