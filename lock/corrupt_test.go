@@ -22,11 +22,11 @@ func TestFieldLeaseCorruptedStateIsTyped(t *testing.T) {
 			return []testharness.CorruptOp{
 				{Name: "Refresh", Fn: func(ctx context.Context) error { _, err := l.Refresh(ctx, time.Minute); return err }},
 				{Name: "Verify", Fn: func(ctx context.Context) error { _, err := l.Verify(ctx); return err }},
-				{Name: "TryAcquireField same", Fn: func(ctx context.Context) error {
+				{Name: "FieldSet.TryAcquire same", Fn: func(ctx context.Context) error {
 					_, err := tryAcquireField(ctx, coord, "jobs", "job-1", time.Minute)
 					return err
 				}},
-				{Name: "TryAcquireField other", Fn: func(ctx context.Context) error {
+				{Name: "FieldSet.TryAcquire other", Fn: func(ctx context.Context) error {
 					_, err := tryAcquireField(ctx, coord, "jobs", "job-2", time.Minute)
 					return err
 				}},
