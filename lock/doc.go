@@ -27,14 +27,16 @@
 // [New] returns a [Mutex] for one key without sending anything; it is safe
 // for concurrent use and serves any number of acquisitions, each returning
 // a new [Lock] with its own owner token. [Mutex.TryAcquire] returns at
-// once; [Mutex.Acquire] waits without polling: it
-// subscribes to the key's release channel (one Pub/Sub connection per
-// coordinator, shared by every waiter), then sleeps until the holder
-// releases or its TTL, as the server reported it, runs out. Every hot-path
-// operation is one round trip: an acquisition's first attempt is the plain
-// command SET key token NX GET PX ttl (so the server needs Redis 7.0 or
-// later, or Valkey), and a blocked waiter's later attempts, refresh, verify
-// and release are one script each (EVALSHA; EVAL only after NOSCRIPT).
+// once; [Mutex.Acquire] waits without polling: it subscribes to the key's
+// release channel (one Pub/Sub connection per coordinator, shared by every
+// waiter), then sleeps until the holder releases or its TTL, as the server
+// reported it, runs out. [New] and [NewFieldSet] succeed after the
+// coordinator's Shutdown began; the acquisitions then fail with an error
+// wrapping coordination.ErrClosed, sending nothing. Every hot-path operation
+// is one round trip: an acquisition's first attempt is the plain command
+// SET key token NX GET PX ttl (so the server needs Redis 7.0 or later, or
+// Valkey), and a blocked waiter's later attempts, refresh, verify and
+// release are one script each (EVALSHA; EVAL only after NOSCRIPT).
 //
 // # Storage
 //
