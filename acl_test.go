@@ -14,7 +14,6 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/testharness"
-	"github.com/coordkit/coordination/lock"
 	"github.com/coordkit/coordination/lua"
 	"github.com/coordkit/coordination/semaphore"
 )
@@ -96,7 +95,7 @@ func TestACLUserIsLeastPrivileged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := lock.TryAcquire(ctx, coord, "outside-the-prefix", time.Minute); err == nil ||
+		if _, err := lockTryAcquire(ctx, coord, "outside-the-prefix", time.Minute); err == nil ||
 			coordination.Classify(err) != coordination.Terminal || !strings.Contains(err.Error(), "NOPERM") {
 			t.Errorf("a lock outside the prefix: %v, want a terminal NOPERM", err)
 		}
@@ -133,13 +132,13 @@ func TestACLOnCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, key := range []string{"a", "b", "c", "d"} {
-			l, err := lock.TryAcquire(ctx, coord, key, time.Minute)
+			l, err := lockTryAcquire(ctx, coord, key, time.Minute)
 			if err != nil {
 				t.Fatalf("TryAcquire(%s) as the least-privilege user: %v", key, err)
 			}
 			waited := make(chan error, 1)
 			go func() {
-				w, err := lock.Acquire(ctx, coord, key, time.Minute) // blocks: Pub/Sub
+				w, err := lockAcquire(ctx, coord, key, time.Minute) // blocks: Pub/Sub
 				if err == nil {
 					_, err = w.Release(ctx)
 				}

@@ -14,7 +14,6 @@ import (
 	"github.com/coordkit/coordination/internal/testharness"
 	"github.com/coordkit/coordination/latch"
 	"github.com/coordkit/coordination/leader"
-	"github.com/coordkit/coordination/lock"
 	"github.com/coordkit/coordination/ratelimit"
 	"github.com/coordkit/coordination/rwlease"
 	"github.com/coordkit/coordination/semaphore"
@@ -47,16 +46,16 @@ func boundedArgs() []bounded {
 		}}
 	}
 	return []bounded{
-		key("lock.TryAcquire", func(ctx context.Context, c *coordination.Coordinator, k string) error {
-			_, err := lock.TryAcquire(ctx, c, k, time.Second)
+		key("lock.New", func(ctx context.Context, c *coordination.Coordinator, k string) error {
+			_, err := lockTryAcquire(ctx, c, k, time.Second)
 			return err
 		}),
-		key("lock.TryAcquireField", func(ctx context.Context, c *coordination.Coordinator, k string) error {
-			_, err := lock.TryAcquireField(ctx, c, k, "f", time.Second)
+		key("lock.NewFieldSet", func(ctx context.Context, c *coordination.Coordinator, k string) error {
+			_, err := lockTryAcquireField(ctx, c, k, "f", time.Second)
 			return err
 		}),
-		{op: "lock.TryAcquireField", arg: "field", max: engine.MaxKeyBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
-			_, err := lock.TryAcquireField(ctx, c, "jobs", sized(n, ""), time.Second)
+		{op: "lock.(*FieldSet).TryAcquire", arg: "field", max: engine.MaxKeyBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
+			_, err := lockTryAcquireField(ctx, c, "jobs", sized(n, ""), time.Second)
 			return err
 		}},
 		{op: "fencing.TryAcquire", arg: "leaseKey", max: engine.MaxKeyBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
@@ -198,7 +197,7 @@ func TestSizeBounds(t *testing.T) {
 			if errors.Is(err, coordination.ErrInvalidArgument) {
 				t.Errorf("%s with %s of %d bytes (the bound): %v", bd.op, bd.arg, bd.max, err)
 			}
-			if err != nil && !engine.IsAnswer(err) && !(errors.Is(err, coordination.ErrUnsupportedServer) && bd.op == "lock.TryAcquireField") {
+			if err != nil && !engine.IsAnswer(err) && !(errors.Is(err, coordination.ErrUnsupportedServer) && (bd.op == "lock.NewFieldSet" || bd.op == "lock.(*FieldSet).TryAcquire")) {
 				t.Errorf("%s with %s at its bound: %v", bd.op, bd.arg, err)
 			}
 		}

@@ -201,7 +201,7 @@ func (c *Coordinator) Prefix() string { return c.e.Prefix() }
 //     coordinator (locks, semaphores, latches, leader electors, Redlock
 //     groups with it as a node, rate limiters ...) fails with an error
 //     wrapping [ErrClosed] and sends nothing to Redis.
-//   - Every blocked call (lock.Acquire, a semaphore's Acquire, a latch's
+//   - Every blocked call (a lock.Mutex's Acquire, a semaphore's Acquire, a latch's
 //     Wait, a leader campaign, a rate limiter's queued Wait, a Redlock
 //     Acquire ...) returns promptly with an error wrapping ErrClosed; a
 //     leader elector's Run returns such an error once its callbacks have

@@ -33,16 +33,20 @@ func Example() {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
-	l, err := lock.TryAcquire(ctx, coord, "nightly-report", 30*time.Second)
+	mu, err := lock.New(coord, "nightly-report")
+	if err != nil {
+		log.Fatal(err)
+	}
+	l, err := mu.TryAcquire(ctx, 30*time.Second)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("stored under the prefix:", srv.Exists(coord.Prefix()+"nightly-report"))
 
-	_, err = lock.TryAcquire(ctx, coord, "nightly-report", 30*time.Second)
+	_, err = mu.TryAcquire(ctx, 30*time.Second)
 	fmt.Println("second acquire:", errors.Is(err, coordination.ErrNotAcquired))
 
-	_, err = lock.TryAcquire(ctx, coord, "", 30*time.Second)
+	_, err = lock.New(coord, "")
 	fmt.Println(err)
 
 	out, err := l.Release(ctx)
@@ -139,7 +143,11 @@ func ExampleWithReplicaAcks() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, err = lock.TryAcquire(context.Background(), coord, "report", 30*time.Second)
+	mu, err := lock.New(coord, "report")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = mu.TryAcquire(context.Background(), 30*time.Second)
 	fmt.Println("not replicated:", errors.Is(err, coordination.ErrNotReplicated))
 	fmt.Println("ambiguous:", coordination.IsAmbiguous(err))
 	for srv.Exists("report") { // the undo runs in the background

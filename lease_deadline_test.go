@@ -8,7 +8,6 @@ import (
 
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/internal/testharness"
-	"github.com/coordkit/coordination/lock"
 	"github.com/coordkit/coordination/ratelimit"
 	"github.com/coordkit/coordination/rwlease"
 	"github.com/coordkit/coordination/semaphore"
@@ -32,7 +31,7 @@ func TestLeaseContextCarriesLocalDeadline(t *testing.T) {
 		const ttl = 20 * time.Second
 		acquire := map[string]func() (heldLease, func() error, error){
 			"lock": func() (heldLease, func() error, error) {
-				l, err := lock.TryAcquire(ctx, coord, "dl:lock", ttl)
+				l, err := lockTryAcquire(ctx, coord, "dl:lock", ttl)
 				return l, func() error { _, err := l.Release(ctx); return err }, err
 			},
 			"fencing": func() (heldLease, func() error, error) {
@@ -54,7 +53,7 @@ func TestLeaseContextCarriesLocalDeadline(t *testing.T) {
 		}
 		if b.HasHashFieldTTL() {
 			acquire["field lease"] = func() (heldLease, func() error, error) {
-				l, err := lock.TryAcquireField(ctx, coord, "dl:fields", "f", ttl)
+				l, err := lockTryAcquireField(ctx, coord, "dl:fields", "f", ttl)
 				return l, func() error { _, err := l.Release(ctx); return err }, err
 			}
 		}

@@ -121,13 +121,17 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		l, err := lock.TryAcquire(bg, coord, "nil:lock", time.Minute)
+		mu, err := lock.New(coord, "nil:lock")
+		must(err)
+		l, err := mu.TryAcquire(bg, time.Minute)
+		must(err)
+		fields, err := lock.NewFieldSet(coord, "nil:fields")
 		must(err)
 		fl, err := fencing.TryAcquire(bg, coord, "{nil}:lease", "{nil}:fence", time.Minute)
 		must(err)
 		var field *lock.FieldLease // nil where the server has no hash-field TTLs
 		if b.HasHashFieldTTL() {
-			field, err = lock.TryAcquireField(bg, coord, "nil:fields", "f", time.Minute)
+			field, err = fields.TryAcquire(bg, "f", time.Minute)
 			must(err)
 		}
 		rw, err := rwlease.TryRead(bg, coord, "nil:rw", time.Minute)
@@ -221,10 +225,10 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 			"lock.(*Lock).Refresh":               func() error { _, err := l.Refresh(ctx, time.Minute); return err },
 			"lock.(*Lock).Release":               func() error { _, err := l.Release(ctx); return err },
 			"lock.(*Lock).Verify":                func() error { _, err := l.Verify(ctx); return err },
-			"lock.Acquire":                       func() error { _, err := lock.Acquire(ctx, coord, "k", time.Minute); return err },
-			"lock.AcquireField":                  func() error { _, err := lock.AcquireField(ctx, coord, "k", "f", time.Minute); return err },
-			"lock.TryAcquire":                    func() error { _, err := lock.TryAcquire(ctx, coord, "k", time.Minute); return err },
-			"lock.TryAcquireField":               func() error { _, err := lock.TryAcquireField(ctx, coord, "k", "f", time.Minute); return err },
+			"lock.(*FieldSet).Acquire":           func() error { _, err := fields.Acquire(ctx, "f", time.Minute); return err },
+			"lock.(*FieldSet).TryAcquire":        func() error { _, err := fields.TryAcquire(ctx, "f", time.Minute); return err },
+			"lock.(*Mutex).Acquire":              func() error { _, err := mu.Acquire(ctx, time.Minute); return err },
+			"lock.(*Mutex).TryAcquire":           func() error { _, err := mu.TryAcquire(ctx, time.Minute); return err },
 			"ratelimit.(*DenyList).Denied":       func() error { _, err := deny.Denied(ctx, "who"); return err },
 			"ratelimit.(*DenyList).Deny":         func() error { return deny.Deny(ctx, "who") },
 			"ratelimit.(*DenyList).Remove":       func() error { return deny.Remove(ctx, "who") },

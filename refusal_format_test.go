@@ -10,7 +10,6 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/testharness"
-	"github.com/coordkit/coordination/lock"
 )
 
 // A refusal before anything is sent (a hook's, or a shut-down
@@ -27,7 +26,7 @@ func TestRefusalsNameTheOperation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = lock.TryAcquire(ctx, coord, "jobs", time.Minute)
+	_, err = lockTryAcquire(ctx, coord, "jobs", time.Minute)
 	if want := "coordination: lock acquire: rejected by hook: quota hook says no"; err == nil || err.Error() != want || !errors.Is(err, deny) {
 		t.Fatalf("hook rejection = %v, want %q wrapping the hook's error", err, want)
 	}
@@ -35,7 +34,7 @@ func TestRefusalsNameTheOperation(t *testing.T) {
 	if err := plain.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err = lock.TryAcquire(ctx, plain, "jobs", time.Minute)
+	_, err = lockTryAcquire(ctx, plain, "jobs", time.Minute)
 	if err == nil || !errors.Is(err, coordination.ErrClosed) ||
 		!strings.HasPrefix(err.Error(), "coordination: lock acquire: the coordinator was shut down") {
 		t.Fatalf("after Shutdown = %v, want \"coordination: lock acquire: the coordinator was shut down...\" wrapping ErrClosed", err)

@@ -14,7 +14,6 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
-	"github.com/coordkit/coordination/lock"
 )
 
 // pipelines records the command names of every pipeline a client sends
@@ -113,7 +112,7 @@ func TestReplicaAcks(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		l, err := lock.TryAcquire(ctx, coord, "warm", time.Minute) // loads the script (NOSCRIPT, then EVAL)
+		l, err := lockTryAcquire(ctx, coord, "warm", time.Minute) // loads the script (NOSCRIPT, then EVAL)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +120,7 @@ func TestReplicaAcks(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec.reset()
-		l, err = lock.TryAcquire(ctx, coord, "k", time.Minute)
+		l, err = lockTryAcquire(ctx, coord, "k", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +145,7 @@ func TestReplicaAcks(t *testing.T) {
 
 		replica.Pause()
 		start := time.Now()
-		_, err = lock.TryAcquire(ctx, short, "unacked", time.Minute)
+		_, err = lockTryAcquire(ctx, short, "unacked", time.Minute)
 		took := time.Since(start)
 		replica.Resume()
 		if !errors.Is(err, coordination.ErrNotReplicated) || !coordination.IsAmbiguous(err) ||
@@ -175,7 +174,7 @@ func TestReplicaAcksWithoutReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lock.TryAcquire(context.Background(), coord, "k", time.Minute); !errors.Is(err, coordination.ErrNotReplicated) {
+	if _, err := lockTryAcquire(context.Background(), coord, "k", time.Minute); !errors.Is(err, coordination.ErrNotReplicated) {
 		t.Fatalf("TryAcquire without replicas: %v, want ErrNotReplicated", err)
 	}
 }
@@ -192,7 +191,7 @@ func TestReplicaAcksCluster(t *testing.T) {
 		}
 		ctx := context.Background()
 		for _, key := range []string{"a", "b", "c", "d", "e", "f"} { // keys on every shard
-			l, err := lock.TryAcquire(ctx, coord, key, time.Minute)
+			l, err := lockTryAcquire(ctx, coord, key, time.Minute)
 			if err != nil {
 				t.Fatalf("TryAcquire(%s): %v", key, err)
 			}

@@ -18,7 +18,6 @@ import (
 	"github.com/coordkit/coordination/internal/testharness"
 	"github.com/coordkit/coordination/latch"
 	"github.com/coordkit/coordination/leader"
-	"github.com/coordkit/coordination/lock"
 	"github.com/coordkit/coordination/semaphore"
 )
 
@@ -63,7 +62,7 @@ func TestShutdownEndsEverything(t *testing.T) {
 		// until the faults are cleared.
 		faults.Add(testharness.Fault{Command: "set", Forward: true, Err: testharness.ErrLostReply})
 		faults.Add(testharness.Fault{SHA: engine.LockRelease.Hash(), Times: -1, Err: testharness.LoadingError})
-		if _, err := lock.TryAcquire(ctx, coord, "ambiguous", time.Minute); !coordination.IsAmbiguous(err) {
+		if _, err := lockTryAcquire(ctx, coord, "ambiguous", time.Minute); !coordination.IsAmbiguous(err) {
 			t.Fatalf("TryAcquire through a lost reply: %v, want an ambiguous error", err)
 		}
 		if n := raw.Exists(ctx, b.Key("ambiguous")).Val(); n != 1 {
@@ -76,7 +75,7 @@ func TestShutdownEndsEverything(t *testing.T) {
 			t.Fatalf("%d background cleanups, want 1", n)
 		}
 
-		held, err := lock.TryAcquire(ctx, coord, "held", 10*time.Second)
+		held, err := lockTryAcquire(ctx, coord, "held", 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,8 +105,8 @@ func TestShutdownEndsEverything(t *testing.T) {
 			blocked[name] = ch
 			go func() { ch <- f() }()
 		}
-		run("lock.Acquire", func() error {
-			_, err := lock.Acquire(ctx, coord, "held", 10*time.Second)
+		run("lock.(*Mutex).Acquire", func() error {
+			_, err := lockAcquire(ctx, coord, "held", 10*time.Second)
 			return err
 		})
 		run("semaphore Acquire", func() error {
@@ -196,8 +195,8 @@ func TestShutdownEndsEverything(t *testing.T) {
 		// nothing.
 		counter.Reset()
 		later := map[string]error{}
-		_, later["lock.TryAcquire"] = lock.TryAcquire(ctx, coord, "other", time.Second)
-		_, later["lock.Acquire"] = lock.Acquire(ctx, coord, "other", time.Second)
+		_, later["lock.(*Mutex).TryAcquire"] = lockTryAcquire(ctx, coord, "other", time.Second)
+		_, later["lock.(*Mutex).Acquire"] = lockAcquire(ctx, coord, "other", time.Second)
 		_, later["Lock.Refresh"] = held.Refresh(ctx, time.Second)
 		_, later["Lock.Verify"] = held.Verify(ctx)
 		_, later["Lock.Release"] = held.Release(ctx)
@@ -254,7 +253,7 @@ func TestShutdownAbandonsCleanupsWhenItsContextEnds(t *testing.T) {
 		e, _ := engine.Of(coord)
 		faults.Add(testharness.Fault{Command: "set", Forward: true, Err: testharness.ErrLostReply})
 		faults.Add(testharness.Fault{SHA: engine.LockRelease.Hash(), Times: -1, Err: testharness.LoadingError})
-		if _, err := lock.TryAcquire(ctx, coord, "ambiguous", time.Minute); !coordination.IsAmbiguous(err) {
+		if _, err := lockTryAcquire(ctx, coord, "ambiguous", time.Minute); !coordination.IsAmbiguous(err) {
 			t.Fatalf("TryAcquire through a lost reply: %v, want an ambiguous error", err)
 		}
 		testharness.WaitFor(t, 10*time.Second, "the cleanup's release to fail once", func() string {

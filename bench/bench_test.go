@@ -168,8 +168,12 @@ func BenchmarkLockAcquireRelease(b *testing.B) {
 	}
 	sems := make([]*semaphore.Semaphore, 65)
 	busy := make([]*semaphore.Semaphore, 65)
+	locks := make([]*lock.Mutex, 65)
 	for i := range sems {
 		var err error
+		if locks[i], err = lock.New(coord, ours[i]); err != nil {
+			b.Fatal(err)
+		}
 		if sems[i], err = semaphore.New(coord, ours[i]+":sem", 8); err != nil {
 			b.Fatal(err)
 		}
@@ -229,7 +233,7 @@ func BenchmarkLockAcquireRelease(b *testing.B) {
 				}
 			}, nil},
 			{"coordination-lock", append([]string{"set"}, scripts...), func(id int) {
-				l, err := lock.TryAcquire(ctx, coord, ours[id], time.Minute)
+				l, err := locks[id].TryAcquire(ctx, time.Minute)
 				if err != nil {
 					b.Error(err)
 					return
@@ -383,8 +387,12 @@ func BenchmarkPaired(b *testing.B) {
 	mutexes := make([]*redsync.Mutex, 65)
 	sems := make([]*semaphore.Semaphore, 65)
 	busy := make([]*semaphore.Semaphore, 65)
+	locks := make([]*lock.Mutex, 65)
 	for i := range 65 {
 		mutexes[i] = rs.NewMutex(raw[i]+":s", redsync.WithExpiry(time.Minute), redsync.WithTries(1))
+		if locks[i], err = lock.New(coord, ours[i]); err != nil {
+			b.Fatal(err)
+		}
 		if sems[i], err = semaphore.New(coord, ours[i]+":sem", 8); err != nil {
 			b.Fatal(err)
 		}
@@ -437,7 +445,7 @@ func BenchmarkPaired(b *testing.B) {
 			check(err)
 		}, nil},
 		{"coordination-lock", append([]string{"set"}, scripts...), func(id int) {
-			l, err := lock.TryAcquire(ctx, coord, ours[id], time.Minute)
+			l, err := locks[id].TryAcquire(ctx, time.Minute)
 			if err != nil {
 				b.Error(err)
 				return
@@ -529,8 +537,12 @@ func BenchmarkHandoff(b *testing.B) {
 	mk := map[string]func() locker{
 		"coordination-lock": func() locker {
 			coord, _ := coordination.New(client(b, be), coordination.WithKeyPrefix(be.Prefix()))
+			mu, err := lock.New(coord, "handoff")
+			if err != nil {
+				b.Fatal(err)
+			}
 			return locker{func() (func(), error) {
-				l, err := lock.Acquire(ctx, coord, "handoff", time.Minute)
+				l, err := mu.Acquire(ctx, time.Minute)
 				if err != nil {
 					return nil, err
 				}
@@ -670,7 +682,11 @@ func BenchmarkMemoryUsage(b *testing.B) {
 	b.Run("lock", func(b *testing.B) {
 		k := name("lock")
 		c.Del(ctx, k)
-		if _, err := lock.TryAcquire(ctx, coord, k, time.Minute); err != nil {
+		mu, err := lock.New(coord, k)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := mu.TryAcquire(ctx, time.Minute); err != nil {
 			b.Fatal(err)
 		}
 		usage(b, k)

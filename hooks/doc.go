@@ -19,7 +19,7 @@
 // # Operation names
 //
 //	Name                          Primitive     Admitted by
-//	LOCK ACQUIRE                  lock          lock.TryAcquire, lock.Acquire (once, however long it waits)
+//	LOCK ACQUIRE                  lock          Mutex.TryAcquire, Mutex.Acquire (once, however long it waits)
 //	LOCK RENEW                    lock          Lock.Refresh (keep-alive renewals are not admitted)
 //	LOCK VERIFY                   lock          Lock.Verify
 //	LOCK RELEASE                  lock          Lock.Release
@@ -29,7 +29,7 @@
 //	FENCED LOCK RELEASE           fencing       fencing.Lock.Release
 //	FENCED WRITE                  fencing       fencing.GuardedSet
 //	FENCED READ                   fencing       fencing.GuardedGet
-//	LEASE ACQUIRE                 lock          lock.TryAcquireField, lock.AcquireField (once, however long it waits)
+//	LEASE ACQUIRE                 lock          FieldSet.TryAcquire, FieldSet.Acquire (once, however long it waits)
 //	LEASE RENEW                   lock          FieldLease.Refresh (keep-alive renewals are not admitted)
 //	LEASE VERIFY                  lock          FieldLease.Verify
 //	LEASE RELEASE                 lock          FieldLease.Release

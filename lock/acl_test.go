@@ -10,7 +10,6 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
-	"github.com/coordkit/coordination/lock"
 )
 
 // unconfirmed is the re-check period of a waiter whose subscription is not
@@ -43,7 +42,7 @@ func TestReleaseWithoutChannelPermission(t *testing.T) {
 				}
 				return coord
 			}
-			holder, err := lock.TryAcquire(ctx, user(), "acl", time.Minute)
+			holder, err := tryAcquire(ctx, user(), "acl", time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +59,7 @@ func TestReleaseWithoutChannelPermission(t *testing.T) {
 			got := make(chan struct{})
 			go func() {
 				defer close(got)
-				l, err := lock.Acquire(ctx, waiter, "acl", time.Minute)
+				l, err := acquire(ctx, waiter, "acl", time.Minute)
 				if err != nil {
 					t.Error(err)
 				} else {

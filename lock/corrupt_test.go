@@ -7,7 +7,6 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/testharness"
-	"github.com/coordkit/coordination/lock"
 )
 
 // Garbage in the hash of named field leases makes every operation return
@@ -16,19 +15,19 @@ func TestFieldLeaseCorruptedStateIsTyped(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		testharness.CorruptionTest(t, b, func(t *testing.T, coord *coordination.Coordinator) []testharness.CorruptOp {
 			ctx := context.Background()
-			l, err := lock.TryAcquireField(ctx, coord, "jobs", "job-1", time.Minute)
+			l, err := tryAcquireField(ctx, coord, "jobs", "job-1", time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return []testharness.CorruptOp{
 				{Name: "Refresh", Fn: func(ctx context.Context) error { _, err := l.Refresh(ctx, time.Minute); return err }},
 				{Name: "Verify", Fn: func(ctx context.Context) error { _, err := l.Verify(ctx); return err }},
-				{Name: "TryAcquireField same", Fn: func(ctx context.Context) error {
-					_, err := lock.TryAcquireField(ctx, coord, "jobs", "job-1", time.Minute)
+				{Name: "FieldSet.TryAcquire same", Fn: func(ctx context.Context) error {
+					_, err := tryAcquireField(ctx, coord, "jobs", "job-1", time.Minute)
 					return err
 				}},
-				{Name: "TryAcquireField other", Fn: func(ctx context.Context) error {
-					_, err := lock.TryAcquireField(ctx, coord, "jobs", "job-2", time.Minute)
+				{Name: "FieldSet.TryAcquire other", Fn: func(ctx context.Context) error {
+					_, err := tryAcquireField(ctx, coord, "jobs", "job-2", time.Minute)
 					return err
 				}},
 				{Name: "Release", Fn: func(ctx context.Context) error { _, err := l.Release(ctx); return err }},

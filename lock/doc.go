@@ -3,7 +3,11 @@
 // renewal, verification and release checks, so an expired holder can never
 // touch its successor's lock.
 //
-//	l, err := lock.TryAcquire(ctx, coord, "jobs:nightly", 30*time.Second)
+//	mu, err := lock.New(coord, "jobs:nightly") // no I/O; reuse it for every run
+//	if err != nil {
+//		return err
+//	}
+//	l, err := mu.TryAcquire(ctx, 30*time.Second)
 //	if errors.Is(err, coordination.ErrNotAcquired) {
 //		return nil // another replica runs it
 //	}
@@ -20,14 +24,19 @@
 //
 // # Operations
 //
-// [TryAcquire] returns at once; [Acquire] waits without polling: it
-// subscribes to the key's release channel (one Pub/Sub connection per
-// coordinator, shared by every waiter), then sleeps until the holder
-// releases or its TTL, as the server reported it, runs out. Every hot-path
-// operation is one round trip: an acquisition's first attempt is the plain
-// command SET key token NX GET PX ttl (so the server needs Redis 7.0 or
-// later, or Valkey), and a blocked waiter's later attempts, refresh, verify
-// and release are one script each (EVALSHA; EVAL only after NOSCRIPT).
+// [New] returns a [Mutex] for one key without sending anything; it is safe
+// for concurrent use and serves any number of acquisitions, each returning
+// a new [Lock] with its own owner token. [Mutex.TryAcquire] returns at
+// once; [Mutex.Acquire] waits without polling: it subscribes to the key's
+// release channel (one Pub/Sub connection per coordinator, shared by every
+// waiter), then sleeps until the holder releases or its TTL, as the server
+// reported it, runs out. [New] and [NewFieldSet] succeed after the
+// coordinator's Shutdown began; the acquisitions then fail with an error
+// wrapping coordination.ErrClosed, sending nothing. Every hot-path operation
+// is one round trip: an acquisition's first attempt is the plain command
+// SET key token NX GET PX ttl (so the server needs Redis 7.0 or later, or
+// Valkey), and a blocked waiter's later attempts, refresh, verify and
+// release are one script each (EVALSHA; EVAL only after NOSCRIPT).
 //
 // # Storage
 //
@@ -96,12 +105,16 @@
 //
 // # Named leases in hash fields
 //
-// [TryAcquireField] and [AcquireField] hold many named leases in one hash:
+// A [FieldSet] ([NewFieldSet], no I/O) holds many named leases in one hash:
 // each field is a lease of its own, with its own holder and its own expiry,
 // so that a worker pool can own shards, partitions or jobs by name in one
 // key (one key also on Redis Cluster, no hash tag needed):
 //
-//	lease, err := lock.TryAcquireField(ctx, coord, "workers:shards", "shard:7", 30*time.Second)
+//	shards, err := lock.NewFieldSet(coord, "workers:shards") // no I/O
+//	if err != nil {
+//		return err
+//	}
+//	lease, err := shards.TryAcquire(ctx, "shard:7", 30*time.Second)
 //	if errors.Is(err, coordination.ErrNotAcquired) {
 //		return nil // another worker owns shard 7
 //	}
@@ -159,6 +172,9 @@
 // re-sent release whose first send released finds its token in the
 // hash's release mark (a hash beside it, in its slot, whose field holds the
 // last released token for 5 s) and reports Released.
+//
+// [FieldSet.TryAcquire] returns at once; [FieldSet.Acquire] waits for the
+// field as [Mutex.Acquire] waits for a lock.
 //
 // All functions and methods are safe for concurrent use.
 //

@@ -14,7 +14,6 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
-	"github.com/coordkit/coordination/lock"
 )
 
 // replyError is an error reply from the server, as go-redis returns one.
@@ -51,12 +50,12 @@ func TestErrorsNameOperationAndKey(t *testing.T) {
 		if err := b.Admin(t).HSet(ctx, b.Key("jobs:nightly"), "f", "v").Err(); err != nil {
 			t.Fatal(err)
 		}
-		_, err = lock.TryAcquire(ctx, coord, "jobs:nightly", time.Minute)
+		_, err = tryAcquire(ctx, coord, "jobs:nightly", time.Minute)
 		clean(t, err, `coordination: lock acquire "jobs:nightly": key holds the wrong Redis type (COORD_WRONGTYPE)`)
 		if !errors.Is(err, coordination.ErrWrongType) || !errors.Is(err, coordination.ErrBadState) || coordination.Classify(err) != coordination.Terminal {
 			t.Errorf("wrong type: %v does not match ErrWrongType and ErrBadState, or is not terminal", err)
 		}
-		_, err = lock.Acquire(ctx, coord, "jobs:nightly", time.Minute)
+		_, err = acquire(ctx, coord, "jobs:nightly", time.Minute)
 		clean(t, err, `coordination: lock acquire "jobs:nightly": key holds the wrong Redis type (COORD_WRONGTYPE)`)
 
 		// A network error, a server's NOPERM reply and a cancelled context,
@@ -86,7 +85,7 @@ func TestErrorsNameOperationAndKey(t *testing.T) {
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				faults.Add(c.fault)
-				_, err := lock.TryAcquire(ctx, coord, "k1", time.Minute)
+				_, err := tryAcquire(ctx, coord, "k1", time.Minute)
 				faults.Clear()
 				clean(t, err, c.want)
 				if !c.check(err) {
@@ -104,7 +103,7 @@ func TestErrorsNameOperationAndKey(t *testing.T) {
 		for deadline := time.Now().Add(30 * time.Second); e.Cleanups() > 0 && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}
-		l, err := lock.TryAcquire(ctx, coord, "held", time.Minute)
+		l, err := tryAcquire(ctx, coord, "held", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +155,7 @@ func TestUnsentAcquireSchedulesNoCleanup(t *testing.T) {
 				// scheduled cleanup keeps running until Clear.
 				faults.Add(testharness.Fault{Command: "set", Err: c.err, Times: -1})
 				faults.Add(testharness.Fault{Err: c.err, Times: -1})
-				_, err := lock.TryAcquire(ctx, coord, "{u}", time.Minute)
+				_, err := tryAcquire(ctx, coord, "{u}", time.Minute)
 				n := e.Cleanups()
 				faults.Clear()
 				if !errors.Is(err, c.err) {
@@ -213,7 +212,7 @@ func TestLockForeignValueIsBadState(t *testing.T) {
 						t.Errorf("after %s the key holds %q (%v), want %q unchanged", what, v, err, c.value)
 					}
 				}
-				_, err := lock.TryAcquire(ctx, coord, key, time.Minute)
+				_, err := tryAcquire(ctx, coord, key, time.Minute)
 				if c.try {
 					if !errors.Is(err, coordination.ErrBadState) || errors.Is(err, coordination.ErrNotAcquired) ||
 						!strings.HasPrefix(err.Error(), `coordination: lock acquire "`+key+`": `) {
@@ -225,7 +224,7 @@ func TestLockForeignValueIsBadState(t *testing.T) {
 				unchanged("TryAcquire")
 				actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				defer cancel()
-				_, err = lock.Acquire(actx, coord, key, time.Minute)
+				_, err = acquire(actx, coord, key, time.Minute)
 				if !errors.Is(err, coordination.ErrBadState) || errors.Is(err, coordination.ErrNotAcquired) || actx.Err() != nil ||
 					coordination.Classify(err) != coordination.Terminal {
 					t.Errorf("Acquire: %v (ctx %v), want ErrBadState at once, terminal", err, actx.Err())

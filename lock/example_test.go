@@ -40,11 +40,15 @@ func Example() {
 	}
 
 	// A second replica meanwhile is turned away.
-	l, err := lock.TryAcquire(ctx, coord, "jobs:nightly", 30*time.Second)
+	mu, err := lock.New(coord, "jobs:nightly")
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, err = lock.TryAcquire(ctx, coord, "jobs:nightly", 30*time.Second)
+	l, err := mu.TryAcquire(ctx, 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = mu.TryAcquire(ctx, 30*time.Second)
 	fmt.Println("second replica:", err)
 	out, err := l.Release(ctx)
 	if err != nil {
@@ -58,7 +62,11 @@ func Example() {
 }
 
 func snippetNightly(ctx context.Context, coord *coordination.Coordinator) error {
-	l, err := lock.TryAcquire(ctx, coord, "jobs:nightly", 30*time.Second)
+	mu, err := lock.New(coord, "jobs:nightly") // no I/O; reuse it for every run
+	if err != nil {
+		return err
+	}
+	l, err := mu.TryAcquire(ctx, 30*time.Second)
 	if errors.Is(err, coordination.ErrNotAcquired) {
 		return nil // another replica runs it
 	}
@@ -85,13 +93,18 @@ func runJob(ctx context.Context) error {
 }
 
 // Acquire waits for the holder to release (a Pub/Sub notification wakes it)
-// or for the holder's TTL to run out.
-func ExampleAcquire() {
+// or for the holder's TTL to run out. One Mutex serves both holders: each
+// acquisition returns a handle of its own.
+func ExampleMutex_Acquire() {
 	coord, done := newCoordinator()
 	defer done()
 	ctx := context.Background()
 
-	first, err := lock.TryAcquire(ctx, coord, "orders:42", time.Minute)
+	mu, err := lock.New(coord, "orders:42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	first, err := mu.TryAcquire(ctx, time.Minute)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -103,7 +116,7 @@ func ExampleAcquire() {
 	}()
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	second, err := lock.Acquire(wctx, coord, "orders:42", time.Minute)
+	second, err := mu.Acquire(wctx, time.Minute)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -119,7 +132,7 @@ func ExampleAcquire() {
 // the first operation says so, having written nothing; on a server with it
 // the snippet takes shard 7, keeps it alive while processing, and releases
 // it.
-func ExampleTryAcquireField() {
+func ExampleFieldSet_TryAcquire() {
 	coord, done := newCoordinator()
 	defer done()
 	ctx := context.Background()
@@ -132,7 +145,11 @@ func ExampleTryAcquireField() {
 }
 
 func snippetShard(ctx context.Context, coord *coordination.Coordinator) error {
-	lease, err := lock.TryAcquireField(ctx, coord, "workers:shards", "shard:7", 30*time.Second)
+	shards, err := lock.NewFieldSet(coord, "workers:shards") // no I/O
+	if err != nil {
+		return err
+	}
+	lease, err := shards.TryAcquire(ctx, "shard:7", 30*time.Second)
 	if errors.Is(err, coordination.ErrNotAcquired) {
 		return nil // another worker owns shard 7
 	}

@@ -23,10 +23,62 @@ var fieldKind = &engine.LeaseKind{
 	Attrs:       []attribute.KeyValue{attribute.String("kind", "lease")},
 }
 
+// FieldSet is one hash key holding many named leases, one per field (see
+// "Named leases in hash fields" in the package documentation): a value with
+// no state of its own on the client, created by [NewFieldSet] without I/O.
+// Each successful [FieldSet.TryAcquire] or [FieldSet.Acquire] returns a new
+// [FieldLease] (with a new owner token) on the field it names, so one
+// FieldSet serves any number of acquisitions of any fields. A FieldSet is
+// safe for concurrent use by multiple goroutines.
+type FieldSet struct {
+	e    *engine.Engine
+	key  string      // as given to NewFieldSet, without the prefix
+	keys engine.Keys // key, prefixed once
+	full string      // the prefixed key, for the fields' wait channels
+}
+
+// NewFieldSet returns the set of named leases in the hash at key (without
+// the coordinator's prefix; any non-empty bytes, at most 1 KiB). It sends
+// nothing to Redis; whether the server has hash-field expiration is learnt
+// at the first acquisition.
+//
+// It returns an error wrapping coordination.ErrInvalidArgument, naming the
+// argument, when coord is nil (or not made by coordination.New) or key is
+// empty or too long.
+func NewFieldSet(coord *coordination.Coordinator, key string) (*FieldSet, error) {
+	e, err := engine.Of(coord)
+	if err != nil {
+		return nil, err
+	}
+	if err := engine.CheckKey("key", key); err != nil {
+		return nil, err
+	}
+	keys := e.Key(key)
+	return &FieldSet{e: e, key: key, keys: keys, full: keys.Full()[0]}, nil
+}
+
+// check returns an error wrapping coordination.ErrInvalidArgument for a nil
+// or zero FieldSet, which [NewFieldSet] never returns.
+func (s *FieldSet) check() error {
+	if s == nil || s.e == nil {
+		return engine.InvalidArgument("fieldSet", "must not be nil; use lock.NewFieldSet")
+	}
+	return nil
+}
+
+// Key returns the hash's key as given to [NewFieldSet] (without the
+// coordinator's prefix).
+func (s *FieldSet) Key() string {
+	if s == nil {
+		return ""
+	}
+	return s.key
+}
+
 // FieldLease is a held named lease: one field of a hash, holding this
 // owner's token, with its own expiry (see "Named leases in hash fields" in
-// the package documentation). It is returned by [TryAcquireField] and
-// [AcquireField] and is safe for concurrent use by multiple goroutines.
+// the package documentation). It is returned by [FieldSet.TryAcquire] and
+// [FieldSet.Acquire] and is safe for concurrent use by multiple goroutines.
 // Its lease methods are those of the embedded [coordination.Lease],
 // admitted through hooks as LEASE RENEW, VERIFY and RELEASE; the
 // field holds [coordination.Lease.Token].
@@ -35,56 +87,54 @@ type FieldLease struct {
 	field string
 }
 
-// TryAcquireField takes the named lease field in the hash at key for ttl
-// if no one holds it, in one round trip, and returns at once. Other
-// fields of the hash are other leases: they are neither read nor changed.
+// TryAcquire takes the named lease field in the set's hash for ttl if no
+// one holds it, in one round trip, and returns at once. It never waits.
+// Other fields of the hash are other leases: they are neither read nor
+// changed.
 //
-// key and field are any non-empty bytes; key is given without the
-// coordinator's prefix. ttl is rounded up to whole milliseconds and must be
-// at least 1 ms. The field expires on the server ttl after the script ran
-// unless refreshed ([coordination.Lease.Refresh], [coordination.Lease.KeepAlive]).
+// field is any non-empty bytes, at most 1 KiB. ttl is rounded up to whole
+// milliseconds and must be at least 1 ms. The field expires on the server
+// ttl after the script ran unless refreshed ([coordination.Lease.Refresh],
+// [coordination.Lease.KeepAlive]).
 //
 // Errors: coordination.ErrNotAcquired when another owner holds the field;
 // coordination.ErrUnsupportedServer when the server lacks hash-field
 // expiration (Redis before 7.4, Valkey before 9.0, miniredis), before
-// anything is written; coordination.ErrInvalidArgument (naming coord, key,
-// field or ttl) for bad input, with nothing sent; an error matching
-// coordination.ErrWrongType when key holds something other than a hash,
-// and coordination.ErrBadState when the hash has a key-level TTL (which
-// would end every lease in it), both with nothing written; the hook's error
-// when a hook rejects; Redis and network errors as go-redis returns them.
-// When the outcome is ambiguous (see coordination.IsAmbiguous) the lease
-// may have been taken on the server: a background owner-checked release
-// removes it.
-func TryAcquireField(ctx context.Context, coord *coordination.Coordinator, key, field string, ttl time.Duration) (*FieldLease, error) {
-	return acquireField(ctx, coord, key, field, ttl, false)
+// anything is written; coordination.ErrInvalidArgument (naming ctx, field,
+// ttl, or fieldSet for a nil FieldSet) for bad input, with nothing sent; an
+// error matching coordination.ErrWrongType when the key holds something
+// other than a hash, and coordination.ErrBadState when the hash has a
+// key-level TTL (which would end every lease in it), both with nothing
+// written; the hook's error when a hook rejects; an error wrapping
+// coordination.ErrClosed after the coordinator's Shutdown began; Redis and
+// network errors as go-redis returns them. When the outcome is ambiguous
+// (see coordination.IsAmbiguous) the lease may have been taken on the
+// server: a background owner-checked release removes it.
+func (s *FieldSet) TryAcquire(ctx context.Context, field string, ttl time.Duration) (*FieldLease, error) {
+	return s.acquire(ctx, field, ttl, false)
 }
 
-// AcquireField takes the named lease field in the hash at key for ttl,
-// waiting as long as ctx allows. It does not poll: after a contended
-// attempt it subscribes to the field's release notifications (a channel of
-// its own, so releases of other fields do not wake it; one Pub/Sub
-// connection per coordinator, shared by every waiter), tries once more,
-// then sleeps until the field is released or its TTL (as the server
-// reported it) runs out, re-checking at least every 5 s in case a
-// notification was lost. Transient Redis errors (see coordination.Classify)
-// are retried with jittered backoff.
+// Acquire takes the named lease field in the set's hash for ttl, waiting
+// as long as ctx allows. It does not poll: after a contended attempt it
+// subscribes to the field's release notifications (a channel of its own,
+// so releases of other fields do not wake it; one Pub/Sub connection per
+// coordinator, shared by every waiter), tries once more, then sleeps until
+// the field is released or its TTL (as the server reported it) runs out,
+// re-checking at least every 5 s in case a notification was lost.
+// Transient Redis errors (see coordination.Classify) are retried with
+// jittered backoff.
 //
-// AcquireField is admitted through hooks once, as LEASE ACQUIRE, however
-// long it waits. When ctx ends first it returns an error matching both
+// Acquire is admitted through hooks once, as LEASE ACQUIRE, however long
+// it waits. When ctx ends first it returns an error matching both
 // coordination.ErrNotAcquired and ctx's error (context.Cause). Other errors
-// are those of [TryAcquireField]; coordination.ErrUnsupportedServer comes
-// at once, without waiting.
-func AcquireField(ctx context.Context, coord *coordination.Coordinator, key, field string, ttl time.Duration) (*FieldLease, error) {
-	return acquireField(ctx, coord, key, field, ttl, true)
+// are those of [FieldSet.TryAcquire]; coordination.ErrUnsupportedServer
+// comes at once, without waiting.
+func (s *FieldSet) Acquire(ctx context.Context, field string, ttl time.Duration) (*FieldLease, error) {
+	return s.acquire(ctx, field, ttl, true)
 }
 
-func acquireField(ctx context.Context, coord *coordination.Coordinator, key, field string, ttl time.Duration, block bool) (*FieldLease, error) {
-	e, err := engine.Of(coord)
-	if err != nil {
-		return nil, err
-	}
-	if err := engine.CheckKey("key", key); err != nil {
+func (s *FieldSet) acquire(ctx context.Context, field string, ttl time.Duration, block bool) (*FieldLease, error) {
+	if err := s.check(); err != nil {
 		return nil, err
 	}
 	if err := engine.CheckKey("field", field); err != nil {
@@ -97,16 +147,15 @@ func acquireField(ctx context.Context, coord *coordination.Coordinator, key, fie
 	if err != nil {
 		return nil, err
 	}
-	keys := e.Key(key)
-	h, _, err := e.Acquire(ctx, &engine.AcquireRequest{
-		Kind: fieldKind, Keys: keys, ID: []any{field, token}, TTL: ttl, Block: block,
-		WaitKey: engine.FieldWaitKey(keys.Full()[0], field),
+	h, _, err := s.e.Acquire(ctx, &engine.AcquireRequest{
+		Kind: fieldKind, Keys: s.keys, ID: []any{field, token}, TTL: ttl, Block: block,
+		WaitKey: engine.FieldWaitKey(s.full, field),
 	})
 	if err != nil {
 		return nil, err
 	}
 	l := &FieldLease{field: field}
-	engine.InitLease(&l.Lease, key, token, h)
+	engine.InitLease(&l.Lease, s.key, token, h)
 	return l, nil
 }
 

@@ -42,12 +42,15 @@ func TestFieldLease(t *testing.T) {
 		AcquireSHA: engine.LeaseAcquire.Hash(), RefreshSHA: engine.LeaseRefresh.Hash(),
 		Metrics: []string{"coordination.lock.contention", "coordination.lock.hold_time", "coordination.lock.acquire_wait"},
 		Acquire: func(ctx context.Context, c *coordination.Coordinator, name string, ttl time.Duration, block bool) (locktest.Handle, error) {
+			s, err := lock.NewFieldSet(c, name)
+			if err != nil {
+				return nil, err
+			}
 			var l *lock.FieldLease
-			var err error
 			if block {
-				l, err = lock.AcquireField(ctx, c, name, "f\x00é", ttl)
+				l, err = s.Acquire(ctx, "f\x00é", ttl)
 			} else {
-				l, err = lock.TryAcquireField(ctx, c, name, "f\x00é", ttl)
+				l, err = s.TryAcquire(ctx, "f\x00é", ttl)
 			}
 			if l == nil {
 				return nil, err
@@ -57,31 +60,44 @@ func TestFieldLease(t *testing.T) {
 		LeaseKey: func(name string) string { return name },
 		BadInputs: []contract.BadInput{
 			{Arg: "key", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := lock.TryAcquireField(ctx, c, "", "f", time.Second)
+				_, err := lock.NewFieldSet(c, "")
 				return err
 			}},
 			{Arg: "key", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := lock.AcquireField(ctx, c, "", "f", time.Second)
+				_, err := lock.NewFieldSet(c, strings.Repeat("k", engine.MaxKeyBytes+1))
 				return err
 			}},
 			{Arg: "field", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := lock.TryAcquireField(ctx, c, "h", "", time.Second)
+				_, err := tryAcquireField(ctx, c, "h", "", time.Second)
 				return err
 			}},
 			{Arg: "field", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := lock.AcquireField(ctx, c, "h", "", time.Second)
+				_, err := acquireField(ctx, c, "h", "", time.Second)
+				return err
+			}},
+			{Arg: "field", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				_, err := tryAcquireField(ctx, c, "h", strings.Repeat("f", engine.MaxKeyBytes+1), time.Second)
 				return err
 			}},
 			{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := lock.TryAcquireField(ctx, c, "h", "f", 999*time.Microsecond)
+				_, err := tryAcquireField(ctx, c, "h", "f", 999*time.Microsecond)
 				return err
 			}},
 			{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := lock.AcquireField(ctx, c, "h", "f", -time.Second)
+				_, err := acquireField(ctx, c, "h", "f", -time.Second)
 				return err
 			}},
 			{Arg: "coord", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := lock.TryAcquireField(ctx, nil, "h", "f", time.Second)
+				_, err := lock.NewFieldSet(nil, "h")
+				return err
+			}},
+			{Arg: "fieldSet", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				var s *lock.FieldSet
+				_, err := s.TryAcquire(ctx, "f", time.Second)
+				return err
+			}},
+			{Arg: "fieldSet", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				_, err := new(lock.FieldSet).Acquire(ctx, "f", time.Second)
 				return err
 			}},
 		},
@@ -123,12 +139,12 @@ func TestFieldLeasesOneHolderPerFieldAndIndependentFields(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		raw, key := b.Raw(t), b.Key("shards")
-		a := must(lock.TryAcquireField(ctx, b.Coordinator(t), "shards", "s1", time.Minute))(t)
+		a := must(tryAcquireField(ctx, b.Coordinator(t), "shards", "s1", time.Minute))(t)
 		other := b.Coordinator(t)
-		if _, err := lock.TryAcquireField(ctx, other, "shards", "s1", time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
+		if _, err := tryAcquireField(ctx, other, "shards", "s1", time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
 			t.Fatalf("second owner of s1: %v, want ErrNotAcquired", err)
 		}
-		c := must(lock.TryAcquireField(ctx, other, "shards", "s2", 30*time.Second))(t)
+		c := must(tryAcquireField(ctx, other, "shards", "s2", 30*time.Second))(t)
 		wantField(t, raw, key, "s1", a.Token(), time.Minute, "s1 after s2 was taken")
 		wantField(t, raw, key, "s2", c.Token(), 30*time.Second, "s2")
 		if ok := must(c.Refresh(ctx, 2*time.Minute))(t); !ok {
@@ -161,14 +177,14 @@ func TestExpiredFieldIsFreeAndOldOwnerCannotTouchSuccessor(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		raw, key := b.Raw(t), b.Key("jobs")
-		old := must(lock.TryAcquireField(ctx, b.Coordinator(t), "jobs", "j1", 80*time.Millisecond))(t)
-		keeper := must(lock.TryAcquireField(ctx, b.Coordinator(t), "jobs", "j2", time.Minute))(t)
+		old := must(tryAcquireField(ctx, b.Coordinator(t), "jobs", "j1", 80*time.Millisecond))(t)
+		keeper := must(tryAcquireField(ctx, b.Coordinator(t), "jobs", "j2", time.Minute))(t)
 		_, before := fieldState(t, raw, key, "j2")
 		time.Sleep(150 * time.Millisecond)
 		if v, ms := fieldState(t, raw, key, "j1"); v != "" || ms != -2 {
 			t.Fatalf("j1 after its TTL: %q, HPTTL %d; want gone", v, ms)
 		}
-		next := must(lock.TryAcquireField(ctx, b.Coordinator(t), "jobs", "j1", time.Minute))(t)
+		next := must(tryAcquireField(ctx, b.Coordinator(t), "jobs", "j1", time.Minute))(t)
 		v, after := fieldState(t, raw, key, "j2")
 		if v != keeper.Token() || after > before || after < before-5000 {
 			t.Fatalf("j2 changed when j1 was taken over: %q, HPTTL %d -> %d", v, before, after)
@@ -217,7 +233,7 @@ func TestFieldTTLSurvivesEveryWritePath(t *testing.T) {
 		}
 
 		coord := b.Coordinator(t)
-		l := must(lock.TryAcquireField(ctx, coord, "ttl", "f", 30*time.Second))(t)
+		l := must(tryAcquireField(ctx, coord, "ttl", "f", 30*time.Second))(t)
 		wantField(t, raw, key, "f", l.Token(), 30*time.Second, "after acquire")
 
 		e := must(engine.Of(coord))(t)
@@ -235,7 +251,7 @@ func TestFieldTTLSurvivesEveryWritePath(t *testing.T) {
 		}
 		wantField(t, raw, key, "f", l.Token(), 50*time.Second, "after Refresh")
 
-		other := must(lock.TryAcquireField(ctx, coord, "ttl", "g", time.Minute))(t)
+		other := must(tryAcquireField(ctx, coord, "ttl", "g", time.Minute))(t)
 		wantField(t, raw, key, "f", l.Token(), 50*time.Second, "after another field was taken")
 		must(other.Release(ctx))(t)
 		wantField(t, raw, key, "f", l.Token(), 50*time.Second, "after another field was released")
@@ -278,7 +294,7 @@ func TestFieldTTLSurvivesEveryWritePath(t *testing.T) {
 		}})
 		kcoord := coordinatorOf(t, b, kc)
 		const keepTTL = 3 * time.Second
-		k := must(lock.TryAcquireField(ctx, kcoord, "ttl", "k", keepTTL))(t)
+		k := must(tryAcquireField(ctx, kcoord, "ttl", "k", keepTTL))(t)
 		at := must(raw.Do(ctx, "HPEXPIRETIME", key, "FIELDS", 1, "k").Int64Slice())(t)[0]
 		k.KeepAlive()
 		for deadline := time.Now().Add(15 * time.Second); ; {
@@ -332,9 +348,9 @@ func TestFieldLeaseRefusesKeyTTLAndOtherTypes(t *testing.T) {
 		for _, block := range []bool{false, true} {
 			var err error
 			if block {
-				_, err = lock.AcquireField(ctx, coord, "expiring", "f", time.Minute)
+				_, err = acquireField(ctx, coord, "expiring", "f", time.Minute)
 			} else {
-				_, err = lock.TryAcquireField(ctx, coord, "expiring", "f", time.Minute)
+				_, err = tryAcquireField(ctx, coord, "expiring", "f", time.Minute)
 			}
 			if !errors.Is(err, coordination.ErrBadState) || coordination.Classify(err) != coordination.Terminal ||
 				!strings.Contains(err.Error(), "key-level TTL") {
@@ -350,7 +366,7 @@ func TestFieldLeaseRefusesKeyTTLAndOtherTypes(t *testing.T) {
 
 		// A key TTL added while a lease is held: Refresh refuses, changing
 		// nothing.
-		l := must(lock.TryAcquireField(ctx, coord, "later", "f", time.Minute))(t)
+		l := must(tryAcquireField(ctx, coord, "later", "f", time.Minute))(t)
 		must(raw.PExpire(ctx, b.Key("later"), time.Hour).Result())(t)
 		if _, err := l.Refresh(ctx, 2*time.Minute); !errors.Is(err, coordination.ErrBadState) {
 			t.Fatalf("Refresh after a key TTL was set: %v, want ErrBadState", err)
@@ -363,7 +379,7 @@ func TestFieldLeaseRefusesKeyTTLAndOtherTypes(t *testing.T) {
 		must(raw.RPush(ctx, b.Key("list"), "a").Result())(t)
 		must(raw.ZAdd(ctx, b.Key("zset"), redis.Z{Score: 1, Member: "m"}).Result())(t)
 		for _, k := range []string{"str", "list", "zset"} {
-			if _, err := lock.TryAcquireField(ctx, coord, k, "f", time.Minute); !errors.Is(err, coordination.ErrWrongType) ||
+			if _, err := tryAcquireField(ctx, coord, k, "f", time.Minute); !errors.Is(err, coordination.ErrWrongType) ||
 				coordination.Classify(err) != coordination.Terminal {
 				t.Fatalf("acquire on a %s: %v, want a terminal ErrWrongType", k, err)
 			}
@@ -392,7 +408,7 @@ func TestFieldLeaseUnsupportedServer(t *testing.T) {
 		must(raw.HSet(ctx, b.Key("existing"), "other", "x").Result())(t)
 		if b.HasHashFieldTTL() {
 			for _, k := range []string{"fresh", "existing"} {
-				l := must(lock.TryAcquireField(ctx, coord, k, "f", time.Minute))(t)
+				l := must(tryAcquireField(ctx, coord, k, "f", time.Minute))(t)
 				must(l.Release(ctx))(t)
 			}
 			return
@@ -402,9 +418,9 @@ func TestFieldLeaseUnsupportedServer(t *testing.T) {
 				start := time.Now()
 				var err error
 				if block {
-					_, err = lock.AcquireField(ctx, coord, k, "f", time.Minute)
+					_, err = acquireField(ctx, coord, k, "f", time.Minute)
 				} else {
-					_, err = lock.TryAcquireField(ctx, coord, k, "f", time.Minute)
+					_, err = tryAcquireField(ctx, coord, k, "f", time.Minute)
 				}
 				if !errors.Is(err, coordination.ErrUnsupportedServer) || coordination.Classify(err) != coordination.Terminal ||
 					coordination.IsAmbiguous(err) {
@@ -498,7 +514,7 @@ func TestFieldLeaseLostReplyReSent(t *testing.T) {
 			}
 
 			lost := p.Apply(faultproxy.DropReply(faultproxy.ScriptSHA(engine.LeaseAcquire.Hash()), 1))
-			l := must(lock.TryAcquireField(ctx, coord, "h", "f", time.Minute))(t)
+			l := must(tryAcquireField(ctx, coord, "h", "f", time.Minute))(t)
 			if lost.Fired() != 1 || p.Stats().Commands["EVALSHA"] != 2 {
 				t.Fatalf("the reply was not lost and re-sent: fired %d, EVALSHA %d", lost.Fired(), p.Stats().Commands["EVALSHA"])
 			}
@@ -522,7 +538,7 @@ func TestFieldLeaseLostReplyReSent(t *testing.T) {
 func TestFieldWaiterWakesOnlyForItsField(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		holder := must(lock.TryAcquireField(ctx, b.Coordinator(t), "w", "mine", time.Minute))(t)
+		holder := must(tryAcquireField(ctx, b.Coordinator(t), "w", "mine", time.Minute))(t)
 		client := b.Client(t)
 		coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
 		counter := testharness.CountCommands(client)
@@ -530,7 +546,7 @@ func TestFieldWaiterWakesOnlyForItsField(t *testing.T) {
 		client.AddHook(attempts)
 		got := make(chan *lock.FieldLease, 1)
 		go func() {
-			l, err := lock.AcquireField(ctx, coord, "w", "mine", time.Minute)
+			l, err := acquireField(ctx, coord, "w", "mine", time.Minute)
 			if err != nil {
 				t.Error(err)
 			}
@@ -542,7 +558,7 @@ func TestFieldWaiterWakesOnlyForItsField(t *testing.T) {
 		before := counter.Count()
 		others := b.Coordinator(t)
 		for range 5 {
-			l := must(lock.TryAcquireField(ctx, others, "w", "other", time.Minute))(t)
+			l := must(tryAcquireField(ctx, others, "w", "other", time.Minute))(t)
 			must(l.Release(ctx))(t)
 		}
 		time.Sleep(100 * time.Millisecond) // room for a wrong wake-up to show

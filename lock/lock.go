@@ -22,66 +22,110 @@ var kind = &engine.LeaseKind{
 	Attrs:       []attribute.KeyValue{attribute.String("kind", "lock")},
 }
 
-// Lock is a held owner-token lock. It is returned by [TryAcquire] and
-// [Acquire] and is safe for concurrent use by multiple goroutines. Its
-// lease methods (Release, Refresh, Verify, KeepAlive, Context, Done,
-// Remaining, Key, Token) are those of the embedded [coordination.Lease],
-// admitted through hooks as LOCK RENEW, LOCK VERIFY and LOCK RELEASE; the
-// key holds [coordination.Lease.Token].
-type Lock struct {
-	coordination.Lease
-	id [1]any // the handle's id: the token, as a script argument
+// Mutex is the owner-token lock on one key: a value with no state of its
+// own on the client, created by [New] without I/O. Each successful
+// [Mutex.TryAcquire] or [Mutex.Acquire] returns a new [Lock] (with a new
+// owner token), so one Mutex serves any number of acquisitions, one after
+// another or competing with each other. A Mutex is safe for concurrent use
+// by multiple goroutines.
+type Mutex struct {
+	e    *engine.Engine
+	key  string      // as given to New, without the prefix
+	keys engine.Keys // key, prefixed once
 }
 
-// TryAcquire takes the lock at key for ttl if it is free, in one round
-// trip, and returns at once.
+// New returns the lock on key (without the coordinator's prefix; any
+// non-empty bytes, at most 1 KiB). It sends nothing to Redis.
 //
-// key is any non-empty bytes, without the coordinator's prefix. ttl is
-// rounded up to whole milliseconds and must be at least 1 ms. The lock
-// expires on the server ttl after the script ran unless refreshed
-// ([coordination.Lease.Refresh], [coordination.Lease.KeepAlive]).
-//
-// Errors name the operation and key (`coordination: lock acquire "KEY":
-// ...`) and wrap: coordination.ErrNotAcquired when another owner holds the
-// lock; coordination.ErrInvalidArgument (naming ctx, coord, key or ttl)
-// for bad input, with nothing sent; an error matching
-// coordination.ErrWrongType when key holds a non-string value;
-// coordination.ErrBadState when it holds a string that is no owner token
-// (someone else's value; nothing is written). An owner token without a
-// TTL (PERSISTed) reads as held here (SET NX GET does not report the TTL);
-// [Acquire] reports it as ErrBadState; the hook's error when a hook rejects; Redis and
-// network errors as go-redis returns them (a NOPERM reply when the ACL
-// denies a command the script runs). When the outcome is ambiguous (see
-// coordination.IsAmbiguous) the lock may have been taken on the server: a
-// background owner-checked release removes it.
-func TryAcquire(ctx context.Context, coord *coordination.Coordinator, key string, ttl time.Duration) (*Lock, error) {
-	return acquire(ctx, coord, key, ttl, false)
-}
-
-// Acquire takes the lock at key for ttl, waiting as long as ctx allows. It
-// does not poll: after a contended attempt it subscribes to the key's
-// release notifications (one Pub/Sub connection per coordinator, shared by
-// every waiter), tries once more, then sleeps until a release is announced
-// or the holder's TTL (as the server reported it) runs out, re-checking at
-// least every 5 s in case a notification was lost. A holder without a TTL
-// (an owner token someone PERSISTed) would never leave: Acquire returns
-// coordination.ErrBadState for it instead of waiting. Transient Redis errors
-// (see coordination.Classify) are retried with jittered backoff.
-//
-// Acquire is admitted through hooks once, as LOCK ACQUIRE, however long it
-// waits. When ctx ends first it returns an error matching both
-// coordination.ErrNotAcquired and ctx's error (context.Cause). Other errors
-// are those of [TryAcquire].
-func Acquire(ctx context.Context, coord *coordination.Coordinator, key string, ttl time.Duration) (*Lock, error) {
-	return acquire(ctx, coord, key, ttl, true)
-}
-
-func acquire(ctx context.Context, coord *coordination.Coordinator, key string, ttl time.Duration, block bool) (*Lock, error) {
+// It returns an error wrapping coordination.ErrInvalidArgument, naming the
+// argument, when coord is nil (or not made by coordination.New) or key is
+// empty or too long.
+func New(coord *coordination.Coordinator, key string) (*Mutex, error) {
 	e, err := engine.Of(coord)
 	if err != nil {
 		return nil, err
 	}
 	if err := engine.CheckKey("key", key); err != nil {
+		return nil, err
+	}
+	return &Mutex{e: e, key: key, keys: e.Key(key)}, nil
+}
+
+// check returns an error wrapping coordination.ErrInvalidArgument for a nil
+// or zero Mutex, which [New] never returns.
+func (m *Mutex) check() error {
+	if m == nil || m.e == nil {
+		return engine.InvalidArgument("mutex", "must not be nil; use lock.New")
+	}
+	return nil
+}
+
+// Key returns the lock's key as given to [New] (without the coordinator's
+// prefix).
+func (m *Mutex) Key() string {
+	if m == nil {
+		return ""
+	}
+	return m.key
+}
+
+// Lock is a held owner-token lock. It is returned by [Mutex.TryAcquire]
+// and [Mutex.Acquire] and is safe for concurrent use by multiple
+// goroutines. Its lease methods (Release, Refresh, Verify, KeepAlive,
+// Context, Done, Remaining, Key, Token) are those of the embedded
+// [coordination.Lease], admitted through hooks as LOCK RENEW, LOCK VERIFY
+// and LOCK RELEASE; the key holds [coordination.Lease.Token].
+type Lock struct {
+	coordination.Lease
+	id [1]any // the handle's id: the token, as a script argument
+}
+
+// TryAcquire takes the lock for ttl if it is free, in one round trip, and
+// returns at once. It never waits.
+//
+// ttl is rounded up to whole milliseconds and must be at least 1 ms. The
+// lock expires on the server ttl after the command ran unless refreshed
+// ([coordination.Lease.Refresh], [coordination.Lease.KeepAlive]).
+//
+// Errors name the operation and key (`coordination: lock acquire "KEY":
+// ...`) and wrap: coordination.ErrNotAcquired when another owner holds the
+// lock; coordination.ErrInvalidArgument (naming ctx, ttl, or mutex for a
+// nil Mutex) for bad input, with nothing sent; an error matching
+// coordination.ErrWrongType when the key holds a non-string value;
+// coordination.ErrBadState when it holds a string that is no owner token
+// (someone else's value; nothing is written). An owner token without a
+// TTL (PERSISTed) reads as held here (SET NX GET does not report the TTL);
+// [Mutex.Acquire] reports it as ErrBadState; the hook's error when a hook
+// rejects; an error wrapping coordination.ErrClosed after the
+// coordinator's Shutdown began; Redis and network errors as go-redis
+// returns them (a NOPERM reply when the ACL denies a command the script
+// runs). When the outcome is ambiguous (see coordination.IsAmbiguous) the
+// lock may have been taken on the server: a background owner-checked
+// release removes it.
+func (m *Mutex) TryAcquire(ctx context.Context, ttl time.Duration) (*Lock, error) {
+	return m.acquire(ctx, ttl, false)
+}
+
+// Acquire takes the lock for ttl, waiting as long as ctx allows. It does
+// not poll: after a contended attempt it subscribes to the key's release
+// notifications (one Pub/Sub connection per coordinator, shared by every
+// waiter), tries once more, then sleeps until a release is announced or
+// the holder's TTL (as the server reported it) runs out, re-checking at
+// least every 5 s in case a notification was lost. A holder without a TTL
+// (an owner token someone PERSISTed) would never leave: Acquire returns
+// coordination.ErrBadState for it instead of waiting. Transient Redis
+// errors (see coordination.Classify) are retried with jittered backoff.
+//
+// Acquire is admitted through hooks once, as LOCK ACQUIRE, however long it
+// waits. When ctx ends first it returns an error matching both
+// coordination.ErrNotAcquired and ctx's error (context.Cause). Other errors
+// are those of [Mutex.TryAcquire].
+func (m *Mutex) Acquire(ctx context.Context, ttl time.Duration) (*Lock, error) {
+	return m.acquire(ctx, ttl, true)
+}
+
+func (m *Mutex) acquire(ctx context.Context, ttl time.Duration, block bool) (*Lock, error) {
+	if err := m.check(); err != nil {
 		return nil, err
 	}
 	if _, err := engine.Millis("ttl", ttl); err != nil {
@@ -92,10 +136,10 @@ func acquire(ctx context.Context, coord *coordination.Coordinator, key string, t
 		return nil, err
 	}
 	l := &Lock{id: [1]any{token}}
-	h, _, err := e.Acquire(ctx, &engine.AcquireRequest{Kind: kind, Keys: e.Key(key), ID: l.id[:], TTL: ttl, Block: block})
+	h, _, err := m.e.Acquire(ctx, &engine.AcquireRequest{Kind: kind, Keys: m.keys, ID: l.id[:], TTL: ttl, Block: block})
 	if err != nil {
 		return nil, err
 	}
-	engine.InitLease(&l.Lease, key, token, h)
+	engine.InitLease(&l.Lease, m.key, token, h)
 	return l, nil
 }

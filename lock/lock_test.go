@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,12 +24,15 @@ func TestLock(t *testing.T) {
 		AcquireSHA: engine.LockAcquire.Hash(), RefreshSHA: engine.LockRefresh.Hash(), FirstCommand: "set",
 		Metrics: []string{"coordination.lock.contention", "coordination.lock.hold_time", "coordination.lock.acquire_wait"},
 		Acquire: func(ctx context.Context, c *coordination.Coordinator, name string, ttl time.Duration, block bool) (locktest.Handle, error) {
+			m, err := lock.New(c, name)
+			if err != nil {
+				return nil, err
+			}
 			var l *lock.Lock
-			var err error
 			if block {
-				l, err = lock.Acquire(ctx, c, name, ttl)
+				l, err = m.Acquire(ctx, ttl)
 			} else {
-				l, err = lock.TryAcquire(ctx, c, name, ttl)
+				l, err = m.TryAcquire(ctx, ttl)
 			}
 			if l == nil {
 				return nil, err
@@ -38,19 +42,40 @@ func TestLock(t *testing.T) {
 		LeaseKey: func(name string) string { return name },
 		BadInputs: []contract.BadInput{
 			{Arg: "key", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := lock.TryAcquire(ctx, c, "", time.Second)
+				_, err := lock.New(c, "")
 				return err
 			}},
 			{Arg: "key", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := lock.Acquire(ctx, c, "", time.Second)
+				_, err := lock.New(c, strings.Repeat("k", engine.MaxKeyBytes+1))
 				return err
 			}},
 			{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := lock.TryAcquire(ctx, c, "k", 0)
+				m, err := lock.New(c, "k")
+				if err != nil {
+					return err
+				}
+				_, err = m.TryAcquire(ctx, 0)
+				return err
+			}},
+			{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				m, err := lock.New(c, "k")
+				if err != nil {
+					return err
+				}
+				_, err = m.Acquire(ctx, 999*time.Microsecond)
 				return err
 			}},
 			{Arg: "coord", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := lock.TryAcquire(ctx, nil, "k", time.Second)
+				_, err := lock.New(nil, "k")
+				return err
+			}},
+			{Arg: "mutex", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				var m *lock.Mutex
+				_, err := m.TryAcquire(ctx, time.Second)
+				return err
+			}},
+			{Arg: "mutex", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				_, err := new(lock.Mutex).Acquire(ctx, time.Second)
 				return err
 			}},
 		},

@@ -9,7 +9,6 @@ import (
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testharness"
-	"github.com/coordkit/coordination/lock"
 )
 
 // A lock or fencing lease released long before its TTL leaves its release
@@ -28,7 +27,7 @@ func TestReleaseMarkLastsFiveSecondsAtMost(t *testing.T) {
 				t.Errorf("%s: the release mark's PTTL = %v, %v; want (0, 5s]", what, d, err)
 			}
 		}
-		l, err := lock.TryAcquire(ctx, coord, "long", time.Hour)
+		l, err := tryAcquire(ctx, coord, "long", time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,16 +26,16 @@ func TestLockTelemetry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		holder, err := lock.TryAcquire(ctx, coord, "m", time.Minute)
+		holder, err := tryAcquire(ctx, coord, "m", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := lock.TryAcquire(ctx, coord, "m", time.Minute); err == nil {
+		if _, err := tryAcquire(ctx, coord, "m", time.Minute); err == nil {
 			t.Fatal("contended acquire succeeded")
 		}
 		done := make(chan *lock.Lock)
 		go func() {
-			l, err := lock.Acquire(ctx, coord, "m", time.Minute)
+			l, err := acquire(ctx, coord, "m", time.Minute)
 			if err != nil {
 				t.Error(err)
 			}

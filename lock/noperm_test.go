@@ -12,7 +12,6 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/internal/testharness"
-	"github.com/coordkit/coordination/lock"
 )
 
 // A user whose ACL allows EVAL and EVALSHA but not the commands the scripts
@@ -49,8 +48,8 @@ func TestEvalOnlyUserGetsNoPerm(t *testing.T) {
 					t.Errorf("%s as an EVAL-only user: %v (class %v); want NOPERM, terminal", what, err, coordination.Classify(err))
 				}
 			}
-			_, err = lock.TryAcquire(ctx, coord, "k", time.Minute)
-			check("lock.TryAcquire", err)
+			_, err = tryAcquire(ctx, coord, "k", time.Minute)
+			check("lock.(*Mutex).TryAcquire", err)
 			_, err = fencing.TryAcquire(ctx, coord, "{f}:lease", "{f}:fence", time.Minute)
 			check("fencing.TryAcquire", err)
 			_, _, err = fencing.GuardedSet(ctx, coord, "{f}:doc", 1, []byte("v"), 0)

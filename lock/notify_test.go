@@ -55,7 +55,7 @@ func TestReleaseWithoutMarkNeverStrandsAWaiter(t *testing.T) {
 		t.Run(at, func(t *testing.T) {
 			testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 				ctx := context.Background()
-				holder, err := lock.TryAcquire(ctx, b.Coordinator(t), "n", time.Minute)
+				holder, err := tryAcquire(ctx, b.Coordinator(t), "n", time.Minute)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -99,7 +99,7 @@ func TestReleaseWithoutMarkNeverStrandsAWaiter(t *testing.T) {
 				start := time.Now()
 				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
-				l, err := lock.Acquire(cctx, coord, "n", time.Minute)
+				l, err := acquire(cctx, coord, "n", time.Minute)
 				if err != nil {
 					t.Fatalf("Acquire: %v", err)
 				}
@@ -133,7 +133,7 @@ func TestReleaseWithoutMarkNeverStrandsAWaiter(t *testing.T) {
 func TestSecondWaiterWakesOnTheNextRelease(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		holder, err := lock.TryAcquire(ctx, b.Coordinator(t), "w", time.Minute)
+		holder, err := tryAcquire(ctx, b.Coordinator(t), "w", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +147,7 @@ func TestSecondWaiterWakesOnTheNextRelease(t *testing.T) {
 			var coord *coordination.Coordinator
 			coord, logs[i] = recordingCoordinator(t, b)
 			go func() {
-				l, err := lock.Acquire(ctx, coord, "w", time.Minute)
+				l, err := acquire(ctx, coord, "w", time.Minute)
 				if err != nil {
 					t.Error(err)
 				}

@@ -51,8 +51,17 @@ func runFieldLeaseDemo(ctx context.Context, d *demo) error {
 	client := w1.Client()
 	full := d.prefix + hash
 	owners := map[string]string{} // owner token -> worker
+	// Each worker's view of the hash: one FieldSet per coordinator, no I/O.
+	var set [3]*lock.FieldSet
+	for i, w := range []*coordination.Coordinator{w1, w2, w3} {
+		fs, err := lock.NewFieldSet(w, hash)
+		if err != nil {
+			return err
+		}
+		set[i] = fs
+	}
 
-	s1, err := lock.TryAcquireField(ctx, w1, hash, "shard:1", ttl)
+	s1, err := set[0].TryAcquire(ctx, "shard:1", ttl)
 	if errors.Is(err, coordination.ErrUnsupportedServer) {
 		n, xerr := client.Exists(ctx, full).Result()
 		d.logf("worker-1", "%s: %v", unsupportedLine, err)
@@ -65,12 +74,12 @@ func runFieldLeaseDemo(ctx context.Context, d *demo) error {
 	}
 	owners[s1.Token()] = "worker-1"
 	s1.KeepAlive()
-	s2, err := lock.TryAcquireField(ctx, w1, hash, "shard:2", crash)
+	s2, err := set[0].TryAcquire(ctx, "shard:2", crash)
 	if err != nil {
 		return err
 	}
 	owners[s2.Token()] = "worker-1"
-	s3, err := lock.TryAcquireField(ctx, w2, hash, "shard:3", ttl)
+	s3, err := set[1].TryAcquire(ctx, "shard:3", ttl)
 	if err != nil {
 		return err
 	}
@@ -80,7 +89,7 @@ func runFieldLeaseDemo(ctx context.Context, d *demo) error {
 	d.logf("worker-2", "owns shard:3 (kept alive)")
 	ttlsOK := showHash(ctx, d, client, full, owners)
 
-	_, refused := lock.TryAcquireField(ctx, w3, hash, "shard:1", ttl)
+	_, refused := set[2].TryAcquire(ctx, "shard:1", ttl)
 	d.logf("worker-3", "tries shard:1: %v", refused)
 	d.check("leases: one holder per field", errors.Is(refused, coordination.ErrNotAcquired), "worker-3 refused shard:1 while worker-1 holds it: %v", refused)
 
@@ -90,7 +99,7 @@ func runFieldLeaseDemo(ctx context.Context, d *demo) error {
 	}
 	d.logf("worker-3", "waits for shard:2")
 	start := time.Now()
-	t2, err := lock.AcquireField(ctx, w3, hash, "shard:2", ttl)
+	t2, err := set[2].Acquire(ctx, "shard:2", ttl)
 	if err != nil {
 		return err
 	}
@@ -115,7 +124,7 @@ func runFieldLeaseDemo(ctx context.Context, d *demo) error {
 	got := make(chan time.Time, 1)
 	var t3 *lock.FieldLease
 	go func() {
-		l, err := lock.AcquireField(ctx, w3, hash, "shard:3", ttl)
+		l, err := set[2].Acquire(ctx, "shard:3", ttl)
 		if err == nil {
 			t3 = l
 			owners[l.Token()] = "worker-3"

@@ -42,19 +42,23 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 		}
 	}
 	keys := map[string]string{}
-	lk, err := lock.TryAcquire(ctx, coord, "plain-lock", time.Minute)
+	plain, err := lock.New(coord, "plain-lock")
+	must(err)
+	lk, err := plain.TryAcquire(ctx, time.Minute)
 	must(err)
 	t.Cleanup(func() { _, _ = lk.Release(context.Background()) })
 	keys["lock"] = "plain-lock"
 	// A lock with a blocked waiter: the value carries the waiter mark.
-	held, err := lock.TryAcquire(ctx, coord, "waited-lock", time.Minute)
+	waited, err := lock.New(coord, "waited-lock")
+	must(err)
+	held, err := waited.TryAcquire(ctx, time.Minute)
 	must(err)
 	t.Cleanup(func() { _, _ = held.Release(context.Background()) })
 	waitCtx, stopWaiting := context.WithCancel(ctx)
 	waiting := make(chan struct{})
 	go func() {
 		defer close(waiting)
-		if l, err := lock.Acquire(waitCtx, coord, "waited-lock", time.Minute); err == nil {
+		if l, err := waited.Acquire(waitCtx, time.Minute); err == nil {
 			_, _ = l.Release(context.Background())
 		}
 	}()
@@ -106,8 +110,10 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	keys["leader"] = "{nightly}:leader"
 
 	if b.HasHashFieldTTL() {
+		shards, err := lock.NewFieldSet(coord, "shards")
+		must(err)
 		for _, f := range []string{"shard:1", "shard:2"} {
-			l, err := lock.TryAcquireField(ctx, coord, "shards", f, time.Minute)
+			l, err := shards.TryAcquire(ctx, f, time.Minute)
 			must(err)
 			t.Cleanup(func() { _, _ = l.Release(context.Background()) })
 		}
@@ -228,7 +234,9 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 		}
 		keys[name] = strings.TrimPrefix(m, b.Prefix())
 	}
-	rl, err := lock.TryAcquire(ctx, coord, "released-lock", time.Minute)
+	released, err := lock.New(coord, "released-lock")
+	must(err)
+	rl, err := released.TryAcquire(ctx, time.Minute)
 	must(err)
 	_, err = rl.Release(ctx)
 	must(err)
@@ -251,7 +259,9 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	must(err)
 	mark("mark-rwlease", "released-rw")
 	if b.HasHashFieldTTL() {
-		fl, err := lock.TryAcquireField(ctx, coord, "released-shards", "shard:9", time.Minute)
+		rs, err := lock.NewFieldSet(coord, "released-shards")
+		must(err)
+		fl, err := rs.TryAcquire(ctx, "shard:9", time.Minute)
 		must(err)
 		_, err = fl.Release(ctx)
 		must(err)

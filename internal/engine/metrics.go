@@ -84,7 +84,7 @@ var (
 	// by kind: lock (package lock's key lock), fencing, and lease (package
 	// lock's named leases in hash fields).
 	LockMetrics = leaseFamily("lock", "lock", "kind",
-		"Lock acquisitions (TryAcquire or Acquire; TryAcquireField or AcquireField for kind=lease) that found the lock held, counted once per call.")
+		"Lock acquisitions (a Mutex's or, for kind=lease, a FieldSet's TryAcquire or Acquire) that found the lock held, counted once per call.")
 	// FencingCounterResets counts tokens that were not above the highest
 	// one the coordinator had seen from the same counter (see
 	// [Engine.NoteFence]).

@@ -83,7 +83,7 @@ const (
 func take(t *testing.T, coord *coordination.Coordinator) *before {
 	ctx := context.Background()
 	b := &before{elected: make(chan *leader.Term, 8)}
-	b.lk = must(lock.TryAcquire(ctx, coord, lockKey, time.Minute))(t)
+	b.lk = must(lockTryAcquire(ctx, coord, lockKey, time.Minute))(t)
 	b.fl = must(fencing.TryAcquire(ctx, coord, leaseKey, fenceKey, time.Minute))(t)
 	b.token = b.fl.FencingToken()
 	b.sem = must(semaphore.New(coord, semKey, 2))(t)
@@ -121,7 +121,7 @@ func take(t *testing.T, coord *coordination.Coordinator) *before {
 // outlasted the failover).
 func (b *before) check(t *testing.T, coord *coordination.Coordinator) {
 	ctx := context.Background()
-	if _, err := lock.TryAcquire(ctx, coord, lockKey, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
+	if _, err := lockTryAcquire(ctx, coord, lockKey, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
 		t.Errorf("lock after the failover: a second holder (%v)", err)
 	}
 	if ok, err := b.lk.Refresh(ctx, time.Minute); !ok || err != nil {
@@ -219,7 +219,7 @@ func firstSuccess(t *testing.T, coord *coordination.Coordinator, limit time.Dura
 	deadline := time.Now().Add(limit)
 	for i := 0; ; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		l, err := lock.TryAcquire(ctx, coord, fmt.Sprintf("{fo}:probe:%d", i), time.Minute)
+		l, err := lockTryAcquire(ctx, coord, fmt.Sprintf("{fo}:probe:%d", i), time.Minute)
 		cancel()
 		if err == nil {
 			_, _ = l.Release(context.Background())
@@ -378,3 +378,12 @@ func slotOwner(ctx context.Context, cl *redis.Client, key string) (string, error
 }
 
 var errElected = errors.New("elected")
+
+// lockTryAcquire is lock.New(coord, key) then TryAcquire(ctx, ttl).
+func lockTryAcquire(ctx context.Context, coord *coordination.Coordinator, key string, ttl time.Duration) (*lock.Lock, error) {
+	m, err := lock.New(coord, key)
+	if err != nil {
+		return nil, err
+	}
+	return m.TryAcquire(ctx, ttl)
+}

@@ -13,7 +13,6 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/faultproxy"
 	"github.com/coordkit/coordination/internal/testharness"
-	"github.com/coordkit/coordination/lock"
 )
 
 // lostRun is one failover under a stream of lock acquisitions.
@@ -103,7 +102,7 @@ func measure(t *testing.T, coord, checker *coordination.Coordinator, key func(w,
 				}
 				k := key(w, i)
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				_, err := lock.TryAcquire(ctx, coord, k, time.Minute)
+				_, err := lockTryAcquire(ctx, coord, k, time.Minute)
 				cancel()
 				mu.Lock()
 				if err == nil && !crashed {
@@ -145,7 +144,7 @@ func measure(t *testing.T, coord, checker *coordination.Coordinator, key func(w,
 
 	r := lostRun{acked: len(acked), recover: ok.Sub(at), lag: behind}
 	for _, k := range acked {
-		l, err := lock.TryAcquire(context.Background(), checker, k, time.Minute)
+		l, err := lockTryAcquire(context.Background(), checker, k, time.Minute)
 		switch {
 		case err == nil:
 			r.second++

@@ -8,7 +8,6 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
-	"github.com/coordkit/coordination/lock"
 	"github.com/coordkit/coordination/rwlease"
 	"github.com/coordkit/coordination/semaphore"
 )
@@ -33,13 +32,13 @@ func TestRenewAndReleaseUnderOOM(t *testing.T) {
 			ctx := context.Background()
 			c := w.coord[0]
 			held := map[string]handle{
-				"lock":      must(lock.TryAcquire(ctx, c, "l", time.Minute))(t),
+				"lock":      must(lockTryAcquire(ctx, c, "l", time.Minute))(t),
 				"fencing":   must(fencing.TryAcquire(ctx, c, "{f}:lease", "{f}:fence", time.Minute))(t),
 				"rwlease":   must(rwlease.TryWrite(ctx, c, "rw", time.Minute))(t),
 				"semaphore": must(must(semaphore.New(c, "s", 2))(t).TryAcquire(ctx, time.Minute))(t),
 			}
 			if hasHashFieldTTL(flavor) {
-				held["field lease"] = must(lock.TryAcquireField(ctx, c, "h", "f", time.Minute))(t)
+				held["field lease"] = must(lockTryAcquireField(ctx, c, "h", "f", time.Minute))(t)
 			}
 			a := w.admin[0]
 			must(a.ConfigSet(ctx, "maxmemory-policy", "noeviction").Result())(t)

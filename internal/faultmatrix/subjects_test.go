@@ -145,14 +145,14 @@ func subjects() []subject {
 		{
 			name: "lock", kind: leaseKind, key: "m", keys: []string{"m"},
 			take: func(ctx context.Context, w *world) (string, error) {
-				l, err := lock.TryAcquire(ctx, w.coord[0], "m", time.Minute)
+				l, err := lockTryAcquire(ctx, w.coord[0], "m", time.Minute)
 				w.held = l
 				return "held", err
 			},
 			want: "held", count: exists("m"),
 			forgotten: func(t *testing.T, w *world, lost map[string]bool) {
 				leaseForgotten(t, lost["m"], func() (bool, error) { return w.held.(*lock.Lock).Verify(bg) },
-					func() error { _, err := lock.TryAcquire(bg, w.direct[0], "m", time.Minute); return err })
+					func() error { _, err := lockTryAcquire(bg, w.direct[0], "m", time.Minute); return err })
 			},
 			restart: "forgotten: holder's Verify false, a second holder", evict: "evicted: holder's Verify false, a second holder",
 		},
@@ -193,7 +193,7 @@ func subjects() []subject {
 		{
 			name: "field lease", kind: leaseKind, hft: true, key: "m", keys: []string{"m"},
 			take: func(ctx context.Context, w *world) (string, error) {
-				l, err := lock.TryAcquireField(ctx, w.coord[0], "m", "f", time.Minute)
+				l, err := lockTryAcquireField(ctx, w.coord[0], "m", "f", time.Minute)
 				w.held = l
 				return "held", err
 			},
@@ -204,7 +204,7 @@ func subjects() []subject {
 			},
 			forgotten: func(t *testing.T, w *world, lost map[string]bool) {
 				leaseForgotten(t, lost["m"], func() (bool, error) { return w.held.(*lock.FieldLease).Verify(bg) },
-					func() error { _, err := lock.TryAcquireField(bg, w.direct[0], "m", "f", time.Minute); return err })
+					func() error { _, err := lockTryAcquireField(bg, w.direct[0], "m", "f", time.Minute); return err })
 			},
 			restart: "forgotten: holder's Verify false, a second holder", evict: "kept (field TTLs do not make the key volatile)",
 		},
@@ -414,4 +414,23 @@ func concurrencySubject() subject {
 	s.kind, s.oomGranted = leaseKind, true
 	s.restart, s.evict = "leases forgotten: all 5 free again", "leases evicted: all 5 free again"
 	return s
+}
+
+// lockTryAcquire is lock.New(coord, key) then TryAcquire(ctx, ttl).
+func lockTryAcquire(ctx context.Context, coord *coordination.Coordinator, key string, ttl time.Duration) (*lock.Lock, error) {
+	m, err := lock.New(coord, key)
+	if err != nil {
+		return nil, err
+	}
+	return m.TryAcquire(ctx, ttl)
+}
+
+// lockTryAcquireField is lock.NewFieldSet(coord, key) then TryAcquire(ctx,
+// field, ttl).
+func lockTryAcquireField(ctx context.Context, coord *coordination.Coordinator, key, field string, ttl time.Duration) (*lock.FieldLease, error) {
+	s, err := lock.NewFieldSet(coord, key)
+	if err != nil {
+		return nil, err
+	}
+	return s.TryAcquire(ctx, field, ttl)
 }

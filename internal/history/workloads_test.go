@@ -24,7 +24,11 @@ import (
 func workloads() []workload {
 	ws := []workload{
 		leaseWorkload("lock", 3, lincheck.LeaseRules{Capacity: 1}, func(w *hctx, ctx context.Context, a lincheck.Acquire) (handle, error) {
-			return lock.TryAcquire(ctx, w.coord, w.key, a.TTL)
+			m, err := lock.New(w.coord, w.key)
+			if err != nil {
+				return nil, err
+			}
+			return m.TryAcquire(ctx, a.TTL)
 		}),
 		leaseWorkload("semaphore", 4, lincheck.LeaseRules{Capacity: 3}, func(w *hctx, ctx context.Context, a lincheck.Acquire) (handle, error) {
 			s, err := semaphore.New(w.coord, w.key, 3)

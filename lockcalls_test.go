@@ -1,0 +1,38 @@
+package coordination_test
+
+import (
+	"context"
+	"time"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/lock"
+)
+
+// lockTryAcquire is lock.New(coord, key) then TryAcquire(ctx, ttl): one
+// acquisition, for tests that take each lock once.
+func lockTryAcquire(ctx context.Context, coord *coordination.Coordinator, key string, ttl time.Duration) (*lock.Lock, error) {
+	m, err := lock.New(coord, key)
+	if err != nil {
+		return nil, err
+	}
+	return m.TryAcquire(ctx, ttl)
+}
+
+// lockAcquire is lock.New(coord, key) then Acquire(ctx, ttl).
+func lockAcquire(ctx context.Context, coord *coordination.Coordinator, key string, ttl time.Duration) (*lock.Lock, error) {
+	m, err := lock.New(coord, key)
+	if err != nil {
+		return nil, err
+	}
+	return m.Acquire(ctx, ttl)
+}
+
+// lockTryAcquireField is lock.NewFieldSet(coord, key) then TryAcquire(ctx,
+// field, ttl).
+func lockTryAcquireField(ctx context.Context, coord *coordination.Coordinator, key, field string, ttl time.Duration) (*lock.FieldLease, error) {
+	s, err := lock.NewFieldSet(coord, key)
+	if err != nil {
+		return nil, err
+	}
+	return s.TryAcquire(ctx, field, ttl)
+}
