@@ -30,7 +30,7 @@ type PartitionOption func(*Partitioned) error
 // WithIdleTimeout sets how long a partition's limiter may stay unused
 // before it is closed and forgotten (its Redis state is kept and picked up
 // again by the next limiter of that partition). A limiter with calls in
-// progress, queued waiters or held concurrency leases is never evicted.
+// progress or queued waiters is never evicted.
 // d must be at least 1 ms (else an error naming "idleTimeout"). The default
 // is [DefaultIdleTimeout].
 func WithIdleTimeout(d time.Duration) PartitionOption {
@@ -91,10 +91,10 @@ func NewPartitioned(factory func(partition string) (*Limiter, error), opts ...Pa
 // Allow calls [Limiter.Allow] on partition's limiter, creating it first
 // when needed. Errors are those of Allow, the factory's error, or
 // coordination.ErrClosed after Close.
-func (p *Partitioned) Allow(ctx context.Context, partition string, permits int) (Lease, error) {
+func (p *Partitioned) Allow(ctx context.Context, partition string, permits int) (Decision, error) {
 	e, err := p.get(partition)
 	if err != nil {
-		return Lease{}, err
+		return Decision{}, err
 	}
 	defer p.put(e)
 	return e.lim.Allow(ctx, permits)
@@ -103,20 +103,20 @@ func (p *Partitioned) Allow(ctx context.Context, partition string, permits int) 
 // Wait calls [Limiter.Wait] on partition's limiter, creating it first when
 // needed. Errors are those of Wait, the factory's error, or
 // coordination.ErrClosed after Close.
-func (p *Partitioned) Wait(ctx context.Context, partition string, permits int) (Lease, error) {
+func (p *Partitioned) Wait(ctx context.Context, partition string, permits int) (Decision, error) {
 	e, err := p.get(partition)
 	if err != nil {
-		return Lease{}, err
+		return Decision{}, err
 	}
 	defer p.put(e)
 	return e.lim.Wait(ctx, permits)
 }
 
 // with runs f on partition's limiter.
-func (p *Partitioned) with(partition string, f func(*Limiter) (Lease, error)) (Lease, error) {
+func (p *Partitioned) with(partition string, f func(*Limiter) (result, error)) (result, error) {
 	e, err := p.get(partition)
 	if err != nil {
-		return Lease{}, err
+		return result{}, err
 	}
 	defer p.put(e)
 	return f(e.lim)
