@@ -18,8 +18,9 @@ import (
 // Policy is one rate-limiting layer of an HTTP handler (see
 // [NewMiddleware]). Set exactly one of Limiter (one budget shared by every
 // request), Concurrency (a concurrency guard: a lease held while the
-// handler runs, e.g. service-wide) or Partitioned with Partition (one
-// budget per client, tenant or user).
+// handler runs, e.g. service-wide), Partitioned with Partition (one
+// budget per client, tenant or user) or PartitionedConcurrency with
+// Partition (one concurrency guard per partition).
 type Policy struct {
 	// Name identifies the policy in errors, log lines, the RateLimit
 	// headers and the problem body of a refusal ("violated-policies"):
@@ -35,9 +36,12 @@ type Policy struct {
 	// Partitioned holds one limiter per partition; Partition picks the
 	// partition of a request.
 	Partitioned *Partitioned
+	// PartitionedConcurrency holds one concurrency limiter per partition,
+	// picked by Partition; the lease is held while the next handler runs.
+	PartitionedConcurrency *PartitionedConcurrency
 	// Partition returns the request's partition: an authenticated tenant,
 	// client or subject, or a normalized address such as [ClientIP]. It is
-	// required with Partitioned. Never return raw credentials or arbitrary
+	// required with Partitioned and PartitionedConcurrency. Never return raw credentials or arbitrary
 	// headers: every distinct value creates state.
 	Partition func(*http.Request) string
 	// Permits returns the permits a request costs. Nil means 1. A negative
@@ -163,8 +167,8 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 //
 // Errors: coordination.ErrInvalidArgument naming "policies" when none is
 // given; naming the policy ("policy NAME" or "policy INDEX") when it sets
-// none or more than one of Limiter, Concurrency and Partitioned, lacks
-// Partition, sets Wait
+// none or more than one of Limiter, Concurrency, Partitioned and
+// PartitionedConcurrency, lacks Partition, sets Wait
 // on a limiter that never queues (WithQueue(0, ...)), has another Status,
 // or a Name that is not printable ASCII; naming an invalid option.
 func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handler) http.Handler, error) {
@@ -190,11 +194,11 @@ func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handl
 				return nil, engine.InvalidArgument("policy "+strconv.Itoa(i), "the name must be printable ASCII (it is sent in headers)")
 			}
 		}
-		if n := btoi(p.Limiter != nil) + btoi(p.Concurrency != nil && p.Concurrency.l != nil) + btoi(p.Partitioned != nil); n != 1 {
-			return nil, engine.InvalidArgument(arg, "set exactly one of Limiter, Concurrency and Partitioned")
+		if n := btoi(p.Limiter != nil) + btoi(p.Concurrency != nil && p.Concurrency.l != nil) + btoi(p.Partitioned != nil) + btoi(p.PartitionedConcurrency != nil); n != 1 {
+			return nil, engine.InvalidArgument(arg, "set exactly one of Limiter, Concurrency, Partitioned and PartitionedConcurrency")
 		}
-		if p.Partitioned != nil && p.Partition == nil {
-			return nil, engine.InvalidArgument(arg, "Partitioned needs a Partition function")
+		if (p.Partitioned != nil || p.PartitionedConcurrency != nil) && p.Partition == nil {
+			return nil, engine.InvalidArgument(arg, "Partitioned and PartitionedConcurrency need a Partition function")
 		}
 		if l := p.limiter(); l != nil && p.Wait && l.opts.queueLimit == 0 {
 			return nil, engine.InvalidArgument(arg, "Wait on a limiter that never queues (WithQueue(0, ...)) is Allow; drop Wait or give the limiter a queue")
@@ -316,6 +320,9 @@ func (p *policy) allow(r *http.Request, n int) (result, error) {
 	if l := p.limiter(); l != nil {
 		return f(l)
 	}
+	if p.PartitionedConcurrency != nil {
+		return p.PartitionedConcurrency.with(p.Partition(r), func(c *ConcurrencyLimiter) (result, error) { return f(c.l) })
+	}
 	return p.Partitioned.with(p.Partition(r), f)
 }
 
@@ -412,9 +419,9 @@ type problem struct {
 	Violated []string `json:"violated-policies,omitempty"`
 }
 
-// RetryAfterSeconds converts a RetryAfter ([Decision.RetryAfter], [WaitError])
-// into the value of an HTTP
-// Retry-After header: whole seconds, rounded up, at least 1.
+// RetryAfterSeconds converts a RetryAfter ([Decision.RetryAfter],
+// [WaitError]) into the value of an HTTP Retry-After header: whole
+// seconds, rounded up, at least 1.
 func RetryAfterSeconds(d time.Duration) int64 {
 	s := int64(d / time.Second)
 	if d%time.Second > 0 {
