@@ -370,6 +370,9 @@ func (c Composite) spec() (*spec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ratelimit: component %d: %w", i, err)
 		}
+		if one.alg == algConc || one.alg == algComp {
+			return nil, engine.InvalidArgument("components", "component %d: a composite takes fixed windows, sliding windows, token buckets and GCRA", i)
+		}
 		cfgs[i] = one.cfg
 		s.kinds = append(s.kinds, one.alg)
 		if one.capacity < s.capacity {

@@ -268,7 +268,7 @@ func TestFailureModes(t *testing.T) {
 	}
 	ctx := context.Background()
 	modes := []FailureMode{ReturnError, FailOpen, FailClosed}
-	lims := map[kind][]*Limiter{}
+	lims := map[kind][]*tlim{}
 	for _, k := range kinds {
 		for _, m := range modes {
 			l := build(t, c, k, "fm:"+string(k), 5, 10*time.Second, WithFailureMode(m), WithQueue(5, OldestFirst))
@@ -395,12 +395,12 @@ func TestMemoryPerKey(t *testing.T) {
 		}
 		for _, k := range every {
 			key := name("limits:" + string(k))
-			var l *Limiter
+			var l *tlim
 			switch k {
 			case kSliding:
-				l, err = New(c, key, SlidingWindow{Limit: 1000, Window: time.Minute, Segments: 10})
+				l, err = newT(c, key, SlidingWindow{Limit: 1000, Window: time.Minute, Segments: 10})
 			case kComp:
-				l, err = New(c, key, issueComposite)
+				l, err = newT(c, key, issueComposite)
 			default:
 				l = build(t, c, k, key, 1000, time.Minute)
 			}
@@ -435,7 +435,7 @@ func TestMemoryPerKey(t *testing.T) {
 		// A sliding window with every segment live (100 ms segments, one
 		// grant each), for the report.
 		key := name("limits:sliding-full")
-		sw, err := New(c, key, SlidingWindow{Limit: 100, Window: time.Second, Segments: 10})
+		sw, err := newT(c, key, SlidingWindow{Limit: 100, Window: time.Second, Segments: 10})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -95,15 +95,16 @@ type partitionEntry[L partitionable] struct {
 	uses int
 }
 
-func newPartitions[L partitionable](factory func(string) (L, error), opts []PartitionOption) (partitions[L], error) {
+func (p *partitions[L]) init(factory func(string) (L, error), opts []PartitionOption) error {
 	if factory == nil {
-		return partitions[L]{}, engine.InvalidArgument("factory", "must not be nil")
+		return engine.InvalidArgument("factory", "must not be nil")
 	}
 	cfg := partitionConfig{idle: DefaultIdleTimeout}
 	if err := engine.Apply(&cfg, opts); err != nil {
-		return partitions[L]{}, err
+		return err
 	}
-	return partitions[L]{factory: factory, idle: cfg.idle, m: map[string]*partitionEntry[L]{}, lastSweep: time.Now()}, nil
+	p.factory, p.idle, p.m, p.lastSweep = factory, cfg.idle, map[string]*partitionEntry[L]{}, time.Now()
+	return nil
 }
 
 // NewPartitioned returns a partitioned limiter whose factory builds the
@@ -119,11 +120,11 @@ func newPartitions[L partitionable](factory func(string) (L, error), opts []Part
 // "factory" at the call that needed it. Errors: coordination.ErrInvalidArgument
 // naming "factory" (nil) or the invalid option's.
 func NewPartitioned(factory func(partition string) (*Limiter, error), opts ...PartitionOption) (*Partitioned, error) {
-	p, err := newPartitions(factory, opts)
-	if err != nil {
+	p := &Partitioned{}
+	if err := p.init(factory, opts); err != nil {
 		return nil, err
 	}
-	return &Partitioned{p}, nil
+	return p, nil
 }
 
 // NewPartitionedConcurrency returns a partitioned concurrency limiter
@@ -131,11 +132,11 @@ func NewPartitioned(factory func(partition string) (*Limiter, error), opts ...Pa
 // [PartitionKey] and [NewConcurrency]. The factory's rules and the errors
 // are [NewPartitioned]'s.
 func NewPartitionedConcurrency(factory func(partition string) (*ConcurrencyLimiter, error), opts ...PartitionOption) (*PartitionedConcurrency, error) {
-	p, err := newPartitions(factory, opts)
-	if err != nil {
+	p := &PartitionedConcurrency{}
+	if err := p.init(factory, opts); err != nil {
 		return nil, err
 	}
-	return &PartitionedConcurrency{p}, nil
+	return p, nil
 }
 
 // TryAcquire calls [ConcurrencyLimiter.TryAcquire] on partition's limiter,
