@@ -433,6 +433,12 @@ func concurrencySubject() subject {
 			return 5 - free, nil
 		},
 	}
+	s.forgotten = func(t *testing.T, w *world, lost map[string]bool) {
+		used := must(s.count(bg, w))(t)
+		if want := map[bool]int{true: 0, false: 1}[lost["m"]]; used != want {
+			t.Errorf("permits held after the fault: %d, want %d", used, want)
+		}
+	}
 	s.kind, s.oomGranted = leaseKind, true
 	s.restart, s.evict = "leases forgotten: all 5 free again", "leases evicted: all 5 free again"
 	return s
