@@ -307,6 +307,20 @@ func TestFailureModes(t *testing.T) {
 					if err != nil || !le.Acquired() || !le.FailedOpen() {
 						t.Fatalf("%s/%v: err=%v acquired=%v", k, m, err, le.Acquired())
 					}
+					if cl := le.cl; cl != nil {
+						// A fail-open concurrency lease holds nothing: its
+						// context is never cancelled, its release asks nothing.
+						if cl.N() != 1 || cl.Context().Err() != nil || cl.Remaining() != 0 {
+							t.Fatalf("%s/%v: fail-open lease N=%d ctx=%v remaining=%v", k, m, cl.N(), cl.Context().Err(), cl.Remaining())
+						}
+						if _, ok := cl.Context().Deadline(); ok {
+							t.Fatalf("%s/%v: fail-open lease's context has a deadline", k, m)
+						}
+						if out, err := cl.Release(ctx); out != coordination.AlreadyReleased || err != nil {
+							t.Fatalf("release of a fail-open lease = %v, %v; want AlreadyReleased", out, err)
+						}
+						continue
+					}
 					if err := le.Release(ctx); err != nil {
 						t.Fatalf("release of a fail-open lease: %v", err)
 					}
@@ -353,6 +367,14 @@ func TestFailureModes(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
 		}
+	}
+	// A concurrency limiter's TryAcquire refused by FailClosed is a
+	// WaitError carrying the failure (the adapter above reads it as a
+	// refusal).
+	var we *WaitError
+	if _, err := lims[kConc][2].conc.TryAcquire(ctx, 1); !errors.As(err, &we) || !errors.Is(err, coordination.ErrNotAcquired) ||
+		we.Err == nil || coordination.Classify(we.Err) != coordination.Transient || !strings.HasPrefix(err.Error(), "ratelimit: try acquire 1 permits: not acquired: refused because Redis could not decide") {
+		t.Fatalf("TryAcquire under FailClosed: %v, want a WaitError carrying the failure", err)
 	}
 }
 
