@@ -167,8 +167,9 @@
 //
 // # Partitions and HTTP
 //
-// [Partitioned] keeps one consumptive limiter per partition (client, tenant, user),
-// created on demand and evicted when idle; [PartitionKey] hashes partition
+// [Partitioned] keeps one limiter per partition (client, tenant, user),
+// created on demand and evicted when idle, and [PartitionedConcurrency]
+// one concurrency limiter per partition; [PartitionKey] hashes partition
 // strings into keys. [NewMiddleware] applies layered policies to net/http
 // handlers, all or nothing (a later refusal gives earlier grants back),
 // sends the RateLimit and RateLimit-Policy header fields of the IETF
