@@ -11,9 +11,10 @@ import (
 // in common. A lock ([github.com/coordkit/coordination/lock.Lock]), a
 // hash-field lease ([github.com/coordkit/coordination/lock.FieldLease]), a
 // fencing lock ([github.com/coordkit/coordination/fencing.Lock]), a
-// read-write lease ([github.com/coordkit/coordination/rwlease.Lease]) and a
+// read-write lease ([github.com/coordkit/coordination/rwlease.Lease]), a
 // semaphore permit ([github.com/coordkit/coordination/semaphore.Permit])
-// embed it and add only their own accessors (a fencing token, a mode, a
+// and a concurrency lease
+// ([github.com/coordkit/coordination/ratelimit.ConcurrencyLease]) embed it and add only their own accessors (a fencing token, a mode, a
 // number of permits).
 //
 // A lease is identified by its owner token, which every refresh, verify
@@ -68,7 +69,8 @@ func (l *Lease) Key() string {
 	return l.key
 }
 
-// Token returns the holder's owner token: 36 characters, random (UUID v4).
+// Token returns the holder's owner token: 36 characters, random (UUID v4);
+// a ratelimit.ConcurrencyLease's is 22 random base64url characters.
 // It identifies this holder in the stored lease (the primitive's package
 // documentation gives where); it is not a fencing token.
 func (l *Lease) Token() string {

@@ -113,21 +113,21 @@ func TestLeaseContextCarriesLocalDeadline(t *testing.T) {
 			}
 		})
 		t.Run("concurrency limiter", func(t *testing.T) {
-			lim, err := ratelimit.New(coord, "dl:conc", ratelimit.Concurrency{Limit: 1, LeaseDuration: ttl})
+			lim, err := ratelimit.NewConcurrency(coord, "dl:conc", 1, ratelimit.WithLeaseDuration(ttl))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer lim.Close()
 			before := time.Now()
-			l, err := lim.Allow(ctx, 1)
-			if err != nil || !l.Acquired() {
-				t.Fatalf("Allow = %v, %v", l.Acquired(), err)
+			l, err := lim.TryAcquire(ctx, 1)
+			if err != nil {
+				t.Fatalf("TryAcquire: %v", err)
 			}
 			dl, ok := l.Context().Deadline()
 			if !ok || dl.After(before.Add(ttl)) || dl.Before(before.Add(ttl-ttl/100-2*time.Millisecond)) {
 				t.Fatalf("concurrency lease deadline %v (%v) after the request, want about %v", dl.Sub(before), ok, ttl)
 			}
-			if err := l.Release(ctx); err != nil {
+			if _, err := l.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
 		})

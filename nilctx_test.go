@@ -34,10 +34,10 @@ import (
 // operations of a primitive: hooks (called by the library with the
 // operation's context) and a context accessor.
 var notOperations = map[string]bool{
-	"hooks.(Chain).Admit":       true,
-	"hooks.(Func).Admit":        true,
-	"idempotency.FenceFrom":     true, // reads ctx; a nil one holds no fence
-	"ratelimit.(Lease).Context": true,
+	"hooks.(Chain).Admit":                   true,
+	"hooks.(Func).Admit":                    true,
+	"idempotency.FenceFrom":                 true, // reads ctx; a nil one holds no fence
+	"ratelimit.(*ConcurrencyLease).Context": true,
 }
 
 // publicContextFuncs lists the exported functions and methods (of
@@ -152,9 +152,13 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 		must(err)
 		bucket, err := ratelimit.New(coord, "nil:tb", ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 10, Period: time.Minute})
 		must(err)
-		conc, err := ratelimit.New(coord, "nil:conc", ratelimit.Concurrency{Limit: 2})
+		conc, err := ratelimit.NewConcurrency(coord, "nil:conc", 2)
 		must(err)
-		held, err := conc.Allow(bg, 1)
+		held, err := conc.TryAcquire(bg, 1)
+		must(err)
+		pconc, err := ratelimit.NewPartitionedConcurrency(func(p string) (*ratelimit.ConcurrencyLimiter, error) {
+			return ratelimit.NewConcurrency(coord, "nil:pconc:"+p, 2)
+		})
 		must(err)
 		reserved, err := bucket.Reserve(bg, 1)
 		must(err)
@@ -219,46 +223,51 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 			"leader.Observe": func() error {
 				return leader.Observe(ctx, coord, "{nil}:leader", time.Second, func(leader.Info) {})
 			},
-			"lock.(*FieldLease).Refresh":         func() error { _, err := field.Refresh(ctx, time.Minute); return err },
-			"lock.(*FieldLease).Release":         func() error { _, err := field.Release(ctx); return err },
-			"lock.(*FieldLease).Verify":          func() error { _, err := field.Verify(ctx); return err },
-			"lock.(*Lock).Refresh":               func() error { _, err := l.Refresh(ctx, time.Minute); return err },
-			"lock.(*Lock).Release":               func() error { _, err := l.Release(ctx); return err },
-			"lock.(*Lock).Verify":                func() error { _, err := l.Verify(ctx); return err },
-			"lock.(*FieldSet).Acquire":           func() error { _, err := fields.Acquire(ctx, "f", time.Minute); return err },
-			"lock.(*FieldSet).TryAcquire":        func() error { _, err := fields.TryAcquire(ctx, "f", time.Minute); return err },
-			"lock.(*Mutex).Acquire":              func() error { _, err := mu.Acquire(ctx, time.Minute); return err },
-			"lock.(*Mutex).TryAcquire":           func() error { _, err := mu.TryAcquire(ctx, time.Minute); return err },
-			"ratelimit.(*DenyList).Denied":       func() error { _, err := deny.Denied(ctx, "who"); return err },
-			"ratelimit.(*DenyList).Deny":         func() error { return deny.Deny(ctx, "who") },
-			"ratelimit.(*DenyList).Remove":       func() error { return deny.Remove(ctx, "who") },
-			"ratelimit.(*Limiter).Allow":         func() error { _, err := limiter.Allow(ctx, 1); return err },
-			"ratelimit.(*Limiter).Reserve":       func() error { _, err := bucket.Reserve(ctx, 1); return err },
-			"ratelimit.(*Limiter).Update":        func() error { return limiter.Update(ctx, ratelimit.FixedWindow{Limit: 10, Window: time.Minute}) },
-			"ratelimit.(*Limiter).Wait":          func() error { _, err := limiter.Wait(ctx, 1); return err },
-			"ratelimit.(*Partitioned).Allow":     func() error { _, err := part.Allow(ctx, "p", 1); return err },
-			"ratelimit.(*Partitioned).Wait":      func() error { _, err := part.Wait(ctx, "p", 1); return err },
-			"ratelimit.(Lease).Release":          func() error { return held.Release(ctx) },
-			"ratelimit.(Lease).Settle":           func() error { _, err := reserved.Settle(ctx, 1); return err },
-			"redlock.(*Group).Acquire":           func() error { _, err := group.Acquire(ctx, "k", time.Minute); return err },
-			"redlock.(*Group).TryAcquire":        func() error { _, err := group.TryAcquire(ctx, "k", time.Minute); return err },
-			"redlock.(*Lock).Refresh":            func() error { _, err := rl.Refresh(ctx, time.Minute); return err },
-			"redlock.(*Lock).Release":            func() error { _, err := rl.Release(ctx); return err },
-			"rwlease.(*Lease).Refresh":           func() error { _, err := rw.Refresh(ctx, time.Minute); return err },
-			"rwlease.(*Lease).Release":           func() error { _, err := rw.Release(ctx); return err },
-			"rwlease.(*Lease).Verify":            func() error { _, err := rw.Verify(ctx); return err },
-			"rwlease.Read":                       func() error { _, err := rwlease.Read(ctx, coord, "k", time.Minute); return err },
-			"rwlease.TryRead":                    func() error { _, err := rwlease.TryRead(ctx, coord, "k", time.Minute); return err },
-			"rwlease.TryWrite":                   func() error { _, err := rwlease.TryWrite(ctx, coord, "k", time.Minute); return err },
-			"rwlease.Write":                      func() error { _, err := rwlease.Write(ctx, coord, "k", time.Minute); return err },
-			"semaphore.(*Permit).Refresh":        func() error { _, err := permit.Refresh(ctx, time.Minute); return err },
-			"semaphore.(*Permit).Release":        func() error { _, err := permit.Release(ctx); return err },
-			"semaphore.(*Permit).Verify":         func() error { _, err := permit.Verify(ctx); return err },
-			"semaphore.(*Semaphore).Acquire":     func() error { _, err := sem.Acquire(ctx, time.Minute); return err },
-			"semaphore.(*Semaphore).AcquireN":    func() error { _, err := sem.AcquireN(ctx, 1, time.Minute); return err },
-			"semaphore.(*Semaphore).State":       func() error { _, err := sem.State(ctx); return err },
-			"semaphore.(*Semaphore).TryAcquire":  func() error { _, err := sem.TryAcquire(ctx, time.Minute); return err },
-			"semaphore.(*Semaphore).TryAcquireN": func() error { _, err := sem.TryAcquireN(ctx, 1, time.Minute); return err },
+			"lock.(*FieldLease).Refresh":                     func() error { _, err := field.Refresh(ctx, time.Minute); return err },
+			"lock.(*FieldLease).Release":                     func() error { _, err := field.Release(ctx); return err },
+			"lock.(*FieldLease).Verify":                      func() error { _, err := field.Verify(ctx); return err },
+			"lock.(*Lock).Refresh":                           func() error { _, err := l.Refresh(ctx, time.Minute); return err },
+			"lock.(*Lock).Release":                           func() error { _, err := l.Release(ctx); return err },
+			"lock.(*Lock).Verify":                            func() error { _, err := l.Verify(ctx); return err },
+			"lock.(*FieldSet).Acquire":                       func() error { _, err := fields.Acquire(ctx, "f", time.Minute); return err },
+			"lock.(*FieldSet).TryAcquire":                    func() error { _, err := fields.TryAcquire(ctx, "f", time.Minute); return err },
+			"lock.(*Mutex).Acquire":                          func() error { _, err := mu.Acquire(ctx, time.Minute); return err },
+			"lock.(*Mutex).TryAcquire":                       func() error { _, err := mu.TryAcquire(ctx, time.Minute); return err },
+			"ratelimit.(*DenyList).Denied":                   func() error { _, err := deny.Denied(ctx, "who"); return err },
+			"ratelimit.(*DenyList).Deny":                     func() error { return deny.Deny(ctx, "who") },
+			"ratelimit.(*DenyList).Remove":                   func() error { return deny.Remove(ctx, "who") },
+			"ratelimit.(*Limiter).Allow":                     func() error { _, err := limiter.Allow(ctx, 1); return err },
+			"ratelimit.(*Limiter).Reserve":                   func() error { _, err := bucket.Reserve(ctx, 1); return err },
+			"ratelimit.(*Limiter).Update":                    func() error { return limiter.Update(ctx, ratelimit.FixedWindow{Limit: 10, Window: time.Minute}) },
+			"ratelimit.(*Limiter).Wait":                      func() error { _, err := limiter.Wait(ctx, 1); return err },
+			"ratelimit.(*Partitioned).Allow":                 func() error { _, err := part.Allow(ctx, "p", 1); return err },
+			"ratelimit.(*Partitioned).Wait":                  func() error { _, err := part.Wait(ctx, "p", 1); return err },
+			"ratelimit.(*ConcurrencyLease).Release":          func() error { _, err := held.Release(ctx); return err },
+			"ratelimit.(*ConcurrencyLimiter).TryAcquire":     func() error { _, err := conc.TryAcquire(ctx, 1); return err },
+			"ratelimit.(*ConcurrencyLimiter).Acquire":        func() error { _, err := conc.Acquire(ctx, 1); return err },
+			"ratelimit.(*ConcurrencyLimiter).Update":         func() error { return conc.Update(ctx, 2) },
+			"ratelimit.(*PartitionedConcurrency).TryAcquire": func() error { _, err := pconc.TryAcquire(ctx, "p", 1); return err },
+			"ratelimit.(*PartitionedConcurrency).Acquire":    func() error { _, err := pconc.Acquire(ctx, "p", 1); return err },
+			"ratelimit.(*Reservation).Settle":                func() error { _, err := reserved.Settle(ctx, 1); return err },
+			"redlock.(*Group).Acquire":                       func() error { _, err := group.Acquire(ctx, "k", time.Minute); return err },
+			"redlock.(*Group).TryAcquire":                    func() error { _, err := group.TryAcquire(ctx, "k", time.Minute); return err },
+			"redlock.(*Lock).Refresh":                        func() error { _, err := rl.Refresh(ctx, time.Minute); return err },
+			"redlock.(*Lock).Release":                        func() error { _, err := rl.Release(ctx); return err },
+			"rwlease.(*Lease).Refresh":                       func() error { _, err := rw.Refresh(ctx, time.Minute); return err },
+			"rwlease.(*Lease).Release":                       func() error { _, err := rw.Release(ctx); return err },
+			"rwlease.(*Lease).Verify":                        func() error { _, err := rw.Verify(ctx); return err },
+			"rwlease.Read":                                   func() error { _, err := rwlease.Read(ctx, coord, "k", time.Minute); return err },
+			"rwlease.TryRead":                                func() error { _, err := rwlease.TryRead(ctx, coord, "k", time.Minute); return err },
+			"rwlease.TryWrite":                               func() error { _, err := rwlease.TryWrite(ctx, coord, "k", time.Minute); return err },
+			"rwlease.Write":                                  func() error { _, err := rwlease.Write(ctx, coord, "k", time.Minute); return err },
+			"semaphore.(*Permit).Refresh":                    func() error { _, err := permit.Refresh(ctx, time.Minute); return err },
+			"semaphore.(*Permit).Release":                    func() error { _, err := permit.Release(ctx); return err },
+			"semaphore.(*Permit).Verify":                     func() error { _, err := permit.Verify(ctx); return err },
+			"semaphore.(*Semaphore).Acquire":                 func() error { _, err := sem.Acquire(ctx, time.Minute); return err },
+			"semaphore.(*Semaphore).AcquireN":                func() error { _, err := sem.AcquireN(ctx, 1, time.Minute); return err },
+			"semaphore.(*Semaphore).State":                   func() error { _, err := sem.State(ctx); return err },
+			"semaphore.(*Semaphore).TryAcquire":              func() error { _, err := sem.TryAcquire(ctx, time.Minute); return err },
+			"semaphore.(*Semaphore).TryAcquireN":             func() error { _, err := sem.TryAcquireN(ctx, 1, time.Minute); return err },
 		}
 		if len(funcs) < 50 {
 			t.Fatalf("found %d public functions taking a context: %q; the source walk is broken", len(funcs), funcs)
@@ -296,7 +305,7 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 			_, _ = field.Release(bg)
 		}
 		_, _ = rl.Release(bg)
-		_ = held.Release(bg)
+		_, _ = held.Release(bg)
 	})
 }
 

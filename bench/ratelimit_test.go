@@ -48,7 +48,7 @@ func rateCases(b *testing.B, c redis.UniversalClient, prefix string) []rateCase 
 			b.Cleanup(func() { _ = l.Close() })
 			return func(ctx context.Context) error {
 				le, err := l.Allow(ctx, 1)
-				if err == nil && !le.Acquired() {
+				if err == nil && !le.Allowed() {
 					return fmt.Errorf("%T refused", s)
 				}
 				return err

@@ -54,11 +54,12 @@
 //	IDEMPOTENCY BEGIN             idempotency   Store.Begin
 //	IDEMPOTENCY COMPLETE          idempotency   Store.Complete
 //	IDEMPOTENCY ABANDON           idempotency   Store.Abandon
-//	RATE LIMIT ACQUIRE            rate_limit    Limiter.Allow, Limiter.Wait (once, covering queued retries), Limiter.Reserve
-//	RATE LIMIT RELEASE            rate_limit    Lease.Release of a concurrency lease
-//	RATE LIMIT RENEW              rate_limit    reserved: explicit concurrency lease renewal (keep-alive renewals are not admitted)
-//	RATE LIMIT SETTLE             rate_limit    Lease.Settle of a reservation
-//	RATE LIMIT UPDATE             rate_limit    Limiter.Update (also an identical update)
+//	RATE LIMIT ACQUIRE            rate_limit    Limiter.Allow, Limiter.Wait (once, covering queued retries), Limiter.Reserve, ConcurrencyLimiter.TryAcquire, ConcurrencyLimiter.Acquire
+//	RATE LIMIT RELEASE            rate_limit    ConcurrencyLease.Release
+//	RATE LIMIT RENEW              rate_limit    ConcurrencyLease.Refresh (keep-alive renewals are not admitted)
+//	RATE LIMIT VERIFY             rate_limit    ConcurrencyLease.Verify
+//	RATE LIMIT SETTLE             rate_limit    Reservation.Settle
+//	RATE LIMIT UPDATE             rate_limit    Limiter.Update, ConcurrencyLimiter.Update (also an identical update)
 //	RATE LIMIT DENY LIST READ     rate_limit    DenyList.Denied (a limiter's own checks are not admitted again)
 //	RATE LIMIT DENY LIST WRITE    rate_limit    DenyList.Deny, DenyList.Remove
 //	REDLOCK ACQUIRE               redlock       Group.TryAcquire, Group.Acquire (once per group operation, however long it waits)

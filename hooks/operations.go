@@ -59,6 +59,7 @@ const (
 	RateLimitAcquire       = "RATE LIMIT ACQUIRE"
 	RateLimitRelease       = "RATE LIMIT RELEASE"
 	RateLimitRenew         = "RATE LIMIT RENEW"
+	RateLimitVerify        = "RATE LIMIT VERIFY"
 	RateLimitSettle        = "RATE LIMIT SETTLE"
 	RateLimitUpdate        = "RATE LIMIT UPDATE"
 	RateLimitDenyListRead  = "RATE LIMIT DENY LIST READ"

@@ -31,10 +31,10 @@ func TestAdmissionAccuracy(t *testing.T) {
 		}
 		type scenario struct {
 			name  string
-			lim   *Limiter
+			lim   *tlim
 			steps []step
 		}
-		mk := func(l *Limiter, err error) *Limiter {
+		mk := func(l *tlim, err error) *tlim {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,24 +46,24 @@ func TestAdmissionAccuracy(t *testing.T) {
 		// margins (at least 100 ms).
 		const u = 250 * time.Millisecond
 		scenarios := []scenario{
-			{"fixed window 10 per 2u", mk(New(c, "acc:fixed", FixedWindow{Limit: 10, Window: 2 * u})), []step{
+			{"fixed window 10 per 2u", mk(newT(c, "acc:fixed", FixedWindow{Limit: 10, Window: 2 * u})), []step{
 				{0, 15, 10, "first window"},
 				{u, 5, 0, "same window, 1u later"},
 				{u, 15, 10, "next window"},
 				{2 * u, 15, 10, "third window"},
 			}},
-			{"sliding window 10 per 2u, 2 segments", mk(New(c, "acc:sliding", SlidingWindow{Limit: 10, Window: 2 * u, Segments: 2})), []step{
+			{"sliding window 10 per 2u, 2 segments", mk(newT(c, "acc:sliding", SlidingWindow{Limit: 10, Window: 2 * u, Segments: 2})), []step{
 				{0, 15, 10, "t0"},
 				{u, 5, 0, "t0+1u (never early)"},
 				{2 * u, 15, 10, "t0+3u (at most one segment late)"},
 			}},
-			{"token bucket 10, +5 per 2u", mk(New(c, "acc:bucket", TokenBucket{Limit: 10, TokensPerPeriod: 5, Period: 2 * u})), []step{
+			{"token bucket 10, +5 per 2u", mk(newT(c, "acc:bucket", TokenBucket{Limit: 10, TokensPerPeriod: 5, Period: 2 * u})), []step{
 				{0, 15, 10, "burst"},
 				{2 * u, 8, 5, "one period"},
 				{u, 3, 0, "half a period"},
 				{8 * u, 15, 10, "four periods, capped"},
 			}},
-			{"GCRA burst 10, interval u/2", mk(New(c, "acc:gcra", GCRA{Burst: 10, Interval: u / 2})), []step{
+			{"GCRA burst 10, interval u/2", mk(newT(c, "acc:gcra", GCRA{Burst: 10, Interval: u / 2})), []step{
 				{0, 15, 10, "burst"},
 				{5 * u / 2, 8, 5, "5 intervals"},
 				{0, 3, 0, "no time (never B+1)"},
@@ -111,7 +111,7 @@ func TestAdmissionAccuracy(t *testing.T) {
 		})
 		sort.SliceStable(table, func(i, j int) bool { return strings.SplitN(table[i], "|", 3)[1] < strings.SplitN(table[j], "|", 3)[1] })
 		// Concurrency: 10 held at most; releasing 4 admits exactly 4 more.
-		cl := mk(New(c, "acc:conc", Concurrency{Limit: 10, LeaseDuration: 10 * time.Second}))
+		cl := mk(newT(c, "acc:conc", Concurrency{Limit: 10, LeaseDuration: 10 * time.Second}))
 		var held []Lease
 		for range 15 {
 			if le := acquire(t, cl, 1); le.Acquired() {

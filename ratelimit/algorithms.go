@@ -23,8 +23,7 @@ const maxSpanUs = int64(1) << 50
 const maxLimit = math.MaxInt32
 
 // Settings are the settings of one limiter: [FixedWindow], [SlidingWindow],
-// [TokenBucket], [GCRA], [Concurrency] or [Composite] (values or
-// pointers). They are what [New] takes and what [Limiter.Update] changes.
+// [TokenBucket], [GCRA] or [Composite] (values or pointers). They are what [New] takes and what [Limiter.Update] changes.
 // The interface is sealed: only this package's types implement it.
 type Settings interface {
 	// spec validates the settings into a limiter's decision parameters.
@@ -143,45 +142,6 @@ type GCRA struct {
 	Period time.Duration
 }
 
-// Concurrency configures a concurrency limiter ([New]): at most
-// Limit permits are held at once by live leases across every process.
-//
-// Each acquired lease is an entry in a sorted set that expires
-// LeaseDuration after its last renewal; the lease renews itself every
-// LeaseDuration/3 while held and returns its permits on [Lease.Release]. A
-// holder that crashes frees its permits when its entry expires. Refusals
-// carry no RetryAfter: nobody knows when a holder finishes.
-//
-// An acquired lease renews itself in the background every LeaseDuration/3
-// (renewals are not admitted through hooks). When a renewal finds the entry
-// gone, or cannot reach Redis before the lease runs out, the lease is lost:
-// [Lease.Context] is cancelled with a cause matching coordination.ErrLost.
-// Renewal bounds how long a crashed holder keeps its permits; it does not
-// fence work that continues after a pause (there is no fencing token).
-//
-// Acquisition is idempotent: each attempt has its own random member, and a
-// re-send of one attempt finds its own entry instead of adding a second. An
-// attempt whose outcome is unknown (a lost reply, a timeout, a
-// cancellation) is released in the background, owner-checked, however later
-// attempts fare.
-//
-// State: one sorted set with a member per live lease plus one settings
-// member; it is deleted when the last lease is released and otherwise
-// expires with its latest lease. Each decision reads every live lease, so
-// its cost grows with the number of leases held (at most Limit). A key
-// recording another limit takes this limiter's (or, with
-// [WithStrictSettings], is refused with coordination.ErrConfigMismatch).
-//
-// [New] fails with coordination.ErrInvalidArgument naming "limit" (below
-// 1) or "leaseDuration" (below 30 ms, other than zero).
-type Concurrency struct {
-	// Limit is the number of permits that may be held at once (1 or more).
-	Limit int
-	// LeaseDuration is how long a lease survives without renewal; at least
-	// 30 ms, rounded up to whole milliseconds. Zero means 30 s.
-	LeaseDuration time.Duration
-}
-
 // Composite configures a composite limiter ([New]): several
 // limits on one key, all of which must admit a request.
 //
@@ -193,7 +153,7 @@ type Concurrency struct {
 // Every decision is one script that evaluates each component
 // with one server timestamp and consumes the permits from all of them only
 // if all admit. A refusal's RetryAfter is the longest of the components'
-// waits (for the whole batch); the lease's Available is the smallest.
+// waits (for the whole batch); the decision's Available is the smallest.
 //
 // State: one hash with the signature (every component's settings), the ring
 // of recent grant ids and one field per component's state; it expires when
@@ -388,27 +348,6 @@ func (c GCRA) spec() (*spec, error) {
 	return s, nil
 }
 
-func (c Concurrency) spec() (*spec, error) {
-	if err := limitCheck("limit", c.Limit); err != nil {
-		return nil, err
-	}
-	d := c.LeaseDuration
-	if d == 0 {
-		d = DefaultLeaseDuration
-	}
-	if d < minLeaseDuration {
-		return nil, engine.InvalidArgument("leaseDuration", "must be at least %v, got %v", minLeaseDuration, d)
-	}
-	ms, err := engine.Millis("leaseDuration", d)
-	if err != nil {
-		return nil, err
-	}
-	if ms > maxSpanUs/1000 {
-		return nil, engine.InvalidArgument("leaseDuration", "must be at most %v, got %v", time.Duration(maxSpanUs)*time.Microsecond, d)
-	}
-	return &spec{settings: c, alg: algConc, capacity: c.Limit, leaseMs: ms, cfg: fmt.Sprintf("x:%d:%d", c.Limit, ms)}, nil
-}
-
 func (c Composite) spec() (*spec, error) {
 	n := len(c.Components)
 	if n < 1 || n > 32 {
@@ -424,12 +363,15 @@ func (c Composite) spec() (*spec, error) {
 			return nil, engine.InvalidArgument("components", "component %d is a nil %T", i, cs)
 		}
 		switch cs.(type) {
-		case Concurrency, *Concurrency, Composite, *Composite:
+		case concurrency, Composite, *Composite:
 			return nil, engine.InvalidArgument("components", "component %d: a composite takes fixed windows, sliding windows, token buckets and GCRA", i)
 		}
 		one, err := cs.spec()
 		if err != nil {
 			return nil, fmt.Errorf("ratelimit: component %d: %w", i, err)
+		}
+		if one.alg == algConc || one.alg == algComp {
+			return nil, engine.InvalidArgument("components", "component %d: a composite takes fixed windows, sliding windows, token buckets and GCRA", i)
 		}
 		cfgs[i] = one.cfg
 		s.kinds = append(s.kinds, one.alg)
@@ -447,15 +389,17 @@ func (c Composite) spec() (*spec, error) {
 	return s, nil
 }
 
-// New returns a limiter on key with settings: a [FixedWindow],
-// [SlidingWindow], [TokenBucket], [GCRA], [Composite] or [Concurrency]
-// (a value or a pointer). Each settings type documents its algorithm, its
-// state in Redis and the fields it checks. New sends nothing to Redis.
+// New returns a consumptive limiter on key with settings: a
+// [FixedWindow], [SlidingWindow], [TokenBucket], [GCRA] or [Composite] (a
+// value or a pointer). Each settings type documents its algorithm, its
+// state in Redis and the fields it checks. New sends nothing to Redis. A
+// concurrency limiter is [NewConcurrency]'s.
 //
 // Errors: coordination.ErrInvalidArgument naming the argument: "coord"
 // (nil), "key" (empty, or longer than 1 KiB), "settings" (nil), the
 // invalid field of the settings ("limit", "window", "burst" ...; see each
-// settings type), or the invalid option's.
+// settings type), "leaseDuration" ([WithLeaseDuration] is
+// NewConcurrency's), or the invalid option's.
 func New(coord *coordination.Coordinator, key string, settings Settings, opts ...Option) (*Limiter, error) {
 	return newLimiter(coord, key, settings, opts)
 }

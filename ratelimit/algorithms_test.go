@@ -40,7 +40,7 @@ func TestFixedWindowCountsAndReset(t *testing.T) {
 // reachRetry moves the clock to the moment a refused request waiting d
 // becomes admissible. On miniredis it first checks that 1 µs earlier it is
 // still refused, with exactly 1 µs left; on real servers it sleeps d.
-func reachRetry(t *testing.T, b *testharness.Backend, l *Limiter, d time.Duration) {
+func reachRetry(t *testing.T, b *testharness.Backend, l *tlim, d time.Duration) {
 	t.Helper()
 	if !b.IsMini() {
 		b.Advance(d)
@@ -90,7 +90,7 @@ func TestSlidingWindowSpanBound(t *testing.T) {
 		const limit = 5
 		win := 600 * time.Millisecond
 		c := b.Coordinator(t)
-		l, err := New(c, "span", SlidingWindow{Limit: limit, Window: win, Segments: 3})
+		l, err := newT(c, "span", SlidingWindow{Limit: limit, Window: win, Segments: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +160,7 @@ func TestTokenBucketWholePeriodsOnly(t *testing.T) {
 	t.Parallel() // sleeps on real servers: overlap with the other timed tests
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		const period = 400 * time.Millisecond
-		l, err := New(b.Coordinator(t), "tb2", TokenBucket{Limit: 6, TokensPerPeriod: 2, Period: period})
+		l, err := newT(b.Coordinator(t), "tb2", TokenBucket{Limit: 6, TokensPerPeriod: 2, Period: period})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -336,7 +336,7 @@ func TestConcurrencyLeaseRenewedWhileHeldExpiresAfterCrash(t *testing.T) {
 		// A crash: renewal stops, nothing is released. On miniredis the
 		// clock stops first, so every later step is exact.
 		stop()
-		h := held.held.h
+		h := held.cl.held.h
 		dl := time.Now().Add(h.Remaining()) // the last renewal's send + lease - drift
 		h.Lose(&engine.LostError{Reason: "simulated crash"})
 		// Refresh waits for a renewal in flight (it takes the renewal lock),
@@ -613,51 +613,51 @@ func TestSettingsValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer coord.Client().Close()
-	bad := []func() (*Limiter, error){
-		func() (*Limiter, error) {
-			return New(coord, "k", FixedWindow{Limit: 0, Window: time.Second})
+	bad := []func() (*tlim, error){
+		func() (*tlim, error) {
+			return newT(coord, "k", FixedWindow{Limit: 0, Window: time.Second})
 		},
-		func() (*Limiter, error) { return New(coord, "k", FixedWindow{Limit: 1, Window: 0}) },
-		func() (*Limiter, error) { return New(coord, "", FixedWindow{Limit: 1, Window: time.Second}) },
-		func() (*Limiter, error) { return New(nil, "k", FixedWindow{Limit: 1, Window: time.Second}) },
-		func() (*Limiter, error) {
-			return New(coord, "k", SlidingWindow{Limit: 1, Window: time.Second, Segments: 1025})
+		func() (*tlim, error) { return newT(coord, "k", FixedWindow{Limit: 1, Window: 0}) },
+		func() (*tlim, error) { return newT(coord, "", FixedWindow{Limit: 1, Window: time.Second}) },
+		func() (*tlim, error) { return newT(nil, "k", FixedWindow{Limit: 1, Window: time.Second}) },
+		func() (*tlim, error) {
+			return newT(coord, "k", SlidingWindow{Limit: 1, Window: time.Second, Segments: 1025})
 		},
-		func() (*Limiter, error) {
-			return New(coord, "k", SlidingWindow{Limit: 1, Window: time.Second, Segments: 0})
+		func() (*tlim, error) {
+			return newT(coord, "k", SlidingWindow{Limit: 1, Window: time.Second, Segments: 0})
 		},
-		func() (*Limiter, error) {
-			return New(coord, "k", TokenBucket{Limit: 1, TokensPerPeriod: 0, Period: time.Second})
+		func() (*tlim, error) {
+			return newT(coord, "k", TokenBucket{Limit: 1, TokensPerPeriod: 0, Period: time.Second})
 		},
-		func() (*Limiter, error) {
+		func() (*tlim, error) {
 			// An empty bucket would take 2^31 × 312749h to refill: beyond
 			// what the script keeps exact.
-			return New(coord, "k", TokenBucket{Limit: math.MaxInt32, TokensPerPeriod: 1, Period: 312749 * time.Hour})
+			return newT(coord, "k", TokenBucket{Limit: math.MaxInt32, TokensPerPeriod: 1, Period: 312749 * time.Hour})
 		},
-		func() (*Limiter, error) {
-			return New(coord, "k", FixedWindow{Limit: 1, Window: 1500 * time.Microsecond})
+		func() (*tlim, error) {
+			return newT(coord, "k", FixedWindow{Limit: 1, Window: 1500 * time.Microsecond})
 		},
-		func() (*Limiter, error) {
-			return New(coord, "k", SlidingWindow{Limit: 1, Window: time.Second + time.Nanosecond, Segments: 2})
+		func() (*tlim, error) {
+			return newT(coord, "k", SlidingWindow{Limit: 1, Window: time.Second + time.Nanosecond, Segments: 2})
 		},
-		func() (*Limiter, error) {
-			return New(coord, "k", TokenBucket{Limit: 1, TokensPerPeriod: 1, Period: 1500 * time.Nanosecond})
+		func() (*tlim, error) {
+			return newT(coord, "k", TokenBucket{Limit: 1, TokensPerPeriod: 1, Period: 1500 * time.Nanosecond})
 		},
-		func() (*Limiter, error) { return New(coord, "k", GCRA{Burst: 1}) },
-		func() (*Limiter, error) {
-			return New(coord, "k", GCRA{Burst: 1, Interval: time.Second, Rate: 1, Period: time.Second})
+		func() (*tlim, error) { return newT(coord, "k", GCRA{Burst: 1}) },
+		func() (*tlim, error) {
+			return newT(coord, "k", GCRA{Burst: 1, Interval: time.Second, Rate: 1, Period: time.Second})
 		},
-		func() (*Limiter, error) { return New(coord, "k", GCRA{Burst: 1, Rate: 3}) },
-		func() (*Limiter, error) { return New(coord, "k", GCRA{Burst: 1, Interval: -time.Second}) },
-		func() (*Limiter, error) { return New(coord, "k", GCRA{Burst: 1 << 30, Interval: 24 * time.Hour}) },
-		func() (*Limiter, error) {
-			return New(coord, "k", Concurrency{Limit: 1, LeaseDuration: time.Millisecond})
+		func() (*tlim, error) { return newT(coord, "k", GCRA{Burst: 1, Rate: 3}) },
+		func() (*tlim, error) { return newT(coord, "k", GCRA{Burst: 1, Interval: -time.Second}) },
+		func() (*tlim, error) { return newT(coord, "k", GCRA{Burst: 1 << 30, Interval: 24 * time.Hour}) },
+		func() (*tlim, error) {
+			return newT(coord, "k", Concurrency{Limit: 1, LeaseDuration: time.Millisecond})
 		},
-		func() (*Limiter, error) {
-			return New(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithQueue(-1, OldestFirst))
+		func() (*tlim, error) {
+			return newT(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithQueue(-1, OldestFirst))
 		},
-		func() (*Limiter, error) {
-			return New(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithFailureMode(FailureMode(9)))
+		func() (*tlim, error) {
+			return newT(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithFailureMode(FailureMode(9)))
 		},
 	}
 	for i, f := range bad {
@@ -667,7 +667,7 @@ func TestSettingsValidation(t *testing.T) {
 	}
 	// Intervals are exact fractions: never rounded.
 	for _, g := range []GCRA{{Burst: 1, Interval: 1500 * time.Nanosecond}, {Burst: 3, Rate: 3, Period: time.Second}, {Burst: 1, Rate: 1000000, Period: time.Second}} {
-		l, err := New(coord, "k", g)
+		l, err := newT(coord, "k", g)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -684,17 +684,17 @@ func TestNewSettings(t *testing.T) {
 		count := testharness.CountCommands(client)
 		c := withClient(t, b, client)
 		for _, s := range []Settings{nil, (*GCRA)(nil), (*Composite)(nil), Composite{Components: []Settings{(*TokenBucket)(nil)}}} {
-			_, err := New(c, "new:nil", s)
+			_, err := newT(c, "new:nil", s)
 			name, _ := engine.ArgumentName(err)
 			if want := "settings"; s != nil && fmt.Sprintf("%T", s) == "ratelimit.Composite" {
 				if name != "components" {
-					t.Fatalf("New(%T with a nil component): %v, want an argument error naming components", s, err)
+					t.Fatalf("newT(%T with a nil component): %v, want an argument error naming components", s, err)
 				}
 			} else if name != want {
-				t.Fatalf("New(%#v): %v, want an argument error naming %s", s, err, want)
+				t.Fatalf("newT(%#v): %v, want an argument error naming %s", s, err, want)
 			}
 		}
-		l, err := New(c, "new:ptr", &GCRA{Burst: 2, Interval: time.Minute})
+		l, err := newT(c, "new:ptr", &GCRA{Burst: 2, Interval: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -75,7 +75,7 @@ func benchSetup(b *testing.B) (noop benchCase, decisions []benchCase) {
 		_, err := engine.RateLimitDecide.Run(ctx, e, rawKey, append([]any{"d", 1, newID()}, gs.tail...)...)
 		return err
 	}})
-	mk := func(n string, l *Limiter, err error) {
+	mk := func(n string, l *tlim, err error) {
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -88,15 +88,15 @@ func benchSetup(b *testing.B) (noop benchCase, decisions []benchCase) {
 			return err
 		}})
 	}
-	l, err := New(coord, "bench:fixed", FixedWindow{Limit: big, Window: time.Hour})
+	l, err := newT(coord, "bench:fixed", FixedWindow{Limit: big, Window: time.Hour})
 	mk("fixed", l, err)
-	l, err = New(coord, "bench:sliding", SlidingWindow{Limit: big, Window: time.Minute, Segments: 10})
+	l, err = newT(coord, "bench:sliding", SlidingWindow{Limit: big, Window: time.Minute, Segments: 10})
 	mk("sliding", l, err)
-	l, err = New(coord, "bench:bucket", TokenBucket{Limit: big, TokensPerPeriod: big, Period: time.Hour})
+	l, err = newT(coord, "bench:bucket", TokenBucket{Limit: big, TokensPerPeriod: big, Period: time.Hour})
 	mk("bucket", l, err)
-	l, err = New(coord, "bench:gcra", GCRA{Burst: big, Interval: time.Millisecond})
+	l, err = newT(coord, "bench:gcra", GCRA{Burst: big, Interval: time.Millisecond})
 	mk("gcra", l, err)
-	conc, err := New(coord, "bench:concurrency", Concurrency{Limit: big, LeaseDuration: time.Minute})
+	conc, err := newT(coord, "bench:concurrency", Concurrency{Limit: big, LeaseDuration: time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}

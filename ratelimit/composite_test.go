@@ -27,7 +27,7 @@ func TestCompositeAdmitsOnlyWhenAllAdmit(t *testing.T) {
 		ctx := context.Background()
 		raw := b.Raw(t)
 		c := b.Coordinator(t)
-		l, err := New(c, "comp", issueComposite)
+		l, err := newT(c, "comp", issueComposite)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func TestCompositeAdmitsOnlyWhenAllAdmit(t *testing.T) {
 			TokenBucket{Limit: 10, TokensPerPeriod: 10, Period: time.Second},
 			SlidingWindow{Limit: 12, Window: 10 * time.Second, Segments: 10},
 		}}
-		s, err := New(c, "comp-small", small)
+		s, err := newT(c, "comp-small", small)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestCompositeMismatch(t *testing.T) {
 		ctx := context.Background()
 		raw := b.Raw(t)
 		c := b.Coordinator(t)
-		l, err := New(c, "comp-mm", issueComposite)
+		l, err := newT(c, "comp-mm", issueComposite)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func TestCompositeMismatch(t *testing.T) {
 			"reordered": {cs[1], cs[0], cs[2]},
 			"another":   {GCRA{Burst: 10, Interval: 500 * time.Millisecond}, cs[1], cs[2]},
 		} {
-			o, err := New(c, "comp-mm", Composite{Components: other})
+			o, err := newT(c, "comp-mm", Composite{Components: other})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +142,7 @@ func TestCompositeMismatch(t *testing.T) {
 		numbers := Composite{Components: []Settings{
 			TokenBucket{Limit: 20, TokensPerPeriod: 2, Period: time.Second}, cs[1], cs[2],
 		}}
-		strict, err := New(c, "comp-mm", numbers, WithStrictSettings())
+		strict, err := newT(c, "comp-mm", numbers, WithStrictSettings())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +150,7 @@ func TestCompositeMismatch(t *testing.T) {
 		if _, err := strict.Allow(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
 			t.Fatalf("other numbers, strict: %v, want ErrConfigMismatch", err)
 		}
-		migrated, err := New(c, "comp-mm", numbers)
+		migrated, err := newT(c, "comp-mm", numbers)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,8 +162,8 @@ func TestCompositeMismatch(t *testing.T) {
 		}
 		for _, bad := range []Composite{{}, {Components: []Settings{Concurrency{Limit: 1}}}, {Components: []Settings{nil}},
 			{Components: make([]Settings, 33)}, {Components: []Settings{FixedWindow{Limit: 0, Window: time.Second}}}} {
-			if _, err := New(c, "k", bad); !errors.Is(err, coordination.ErrInvalidArgument) {
-				t.Fatalf("New(%v): %v, want ErrInvalidArgument", bad, err)
+			if _, err := newT(c, "k", bad); !errors.Is(err, coordination.ErrInvalidArgument) {
+				t.Fatalf("newT(%v): %v, want ErrInvalidArgument", bad, err)
 			}
 		}
 	})

@@ -31,11 +31,11 @@ func TestCorruptedStateIsTyped(t *testing.T) {
 					if err := list.Deny(ctx, "mallory"); err != nil {
 						t.Fatal(err)
 					}
-					var l *Limiter
+					var l *tlim
 					if c, ok := s.(Concurrency); ok {
-						l, err = New(coord, "api", c, WithQueue(4, OldestFirst), WithDenyList(list, "alice"))
+						l, err = newT(coord, "api", c, WithQueue(4, OldestFirst), WithDenyList(list, "alice"))
 					} else {
-						l, err = newLimiter(coord, "api", s, []Option{WithQueue(4, OldestFirst), WithDenyList(list, "alice")})
+						l, err = newT(coord, "api", s, WithQueue(4, OldestFirst), WithDenyList(list, "alice"))
 					}
 					if err != nil {
 						t.Fatal(err)

@@ -296,7 +296,7 @@ func TestDenyListArguments(t *testing.T) {
 		"capacity": second(NewDenyList(coord, "d", WithDenyCache(0, time.Second))),
 		"lifetime": second(NewDenyList(coord, "d", WithDenyCache(1, 2*time.Minute))),
 		"identity": list.Deny(ctx, ""),
-		"denyList": second(New(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithDenyList(nil, "x"))),
+		"denyList": second(newT(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithDenyList(nil, "x"))),
 	} {
 		if got, _ := engine.ArgumentName(err); got != name {
 			t.Errorf("%s: %v", name, err)
@@ -305,7 +305,7 @@ func TestDenyListArguments(t *testing.T) {
 	if _, err := list.Denied(ctx, ""); !errors.Is(err, coordination.ErrInvalidArgument) {
 		t.Errorf("Denied(\"\"): %v", err)
 	}
-	if _, err := New(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithDenyList(list, "")); !errors.Is(err, coordination.ErrInvalidArgument) {
+	if _, err := newT(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithDenyList(list, "")); !errors.Is(err, coordination.ErrInvalidArgument) {
 		t.Errorf("WithDenyList(list, \"\"): %v", err)
 	}
 }

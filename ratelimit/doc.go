@@ -3,13 +3,20 @@
 // GCRA, a composite of several of them on one key, and concurrency.
 // Processes whose limiters use the same key share one budget.
 //
-// [New] returns a [*Limiter] for the settings of one algorithm:
-// [FixedWindow], [SlidingWindow], [TokenBucket], [GCRA], [Composite] or
-// [Concurrency]. Its verbs follow golang.org/x/time/rate: [Limiter.Allow]
-// decides at once, [Limiter.Wait] waits. [Limiter.Reserve] holds an
-// estimate until [Lease.Settle] charges the real cost; [Limiter.Update]
+// [New] returns a consumptive [*Limiter] for the settings of one
+// algorithm: [FixedWindow], [SlidingWindow], [TokenBucket], [GCRA] or
+// [Composite]. Its verbs follow golang.org/x/time/rate: [Limiter.Allow]
+// decides at once, [Limiter.Wait] waits, both returning a [Decision] (a
+// small value: nothing to release). [Limiter.Reserve] holds an estimate
+// until [Reservation.Settle] charges the real cost; [Limiter.Update]
 // changes the settings of a live limiter; a [DenyList] refuses identities
 // before they use any capacity.
+//
+// [NewConcurrency] returns a [*ConcurrencyLimiter]: at most a limit of
+// permits held at once. [ConcurrencyLimiter.TryAcquire] (never waits) and
+// [ConcurrencyLimiter.Acquire] (waits) return a [*ConcurrencyLease], a held
+// lease that embeds coordination.Lease, renews itself in the background
+// and returns its permits on Release.
 //
 // # Decisions
 //
@@ -104,28 +111,33 @@
 // algorithm on the key (or another structure of composite) is always
 // coordination.ErrConfigMismatch, and nothing is written.
 //
-// # Leases and permits
+// # Decisions, reservations and leases
 //
-// [Limiter.Allow] and [Limiter.Reserve] return a [Lease], granted or
-// refused; [Limiter.Wait] returns a granted Lease or an error, never a nil
-// error without the permits. permits = 0 probes without taking anything.
-// Negative permits, and more permits than the limiter's capacity (they can
-// never be granted), are an error wrapping coordination.ErrInvalidArgument
-// naming "permits", without touching Redis. Window, bucket, GCRA and
-// composite leases are consumptive; a concurrency lease holds its permits
-// until [Lease.Release], renewing itself while held. A reservation
-// ([Limiter.Reserve], token bucket and GCRA) is settled once with
-// [Lease.Settle], or at its estimate when it times out.
+// [Limiter.Allow] returns a [Decision], allowed or refused;
+// [Limiter.Reserve] a [*Reservation], granted or refused; [Limiter.Wait]
+// an allowed Decision or an error, never a nil error without the permits.
+// permits = 0 probes without taking anything. Negative permits, and more
+// permits than the limiter's capacity (they can never be granted), are an
+// error wrapping coordination.ErrInvalidArgument naming "permits", without
+// touching Redis. Window, bucket, GCRA and composite grants are
+// consumptive. A reservation ([Limiter.Reserve], token bucket and GCRA) is
+// settled once with [Reservation.Settle], or at its estimate when it times
+// out.
 //
-// Releasing a concurrency lease follows the library's one release
-// semantics: the lease counts as released the moment Release is called
-// (its context is cancelled, its renewal stops); a release that fails
-// with a transient error is retried in the background, and the caller gets
-// the error; a second Release does nothing.
+// A concurrency lease ([ConcurrencyLimiter.TryAcquire] and
+// [ConcurrencyLimiter.Acquire], at least 1 permit, at most the limit)
+// holds its permits until [ConcurrencyLease.Release], renewing itself
+// while held. It follows the library's one release semantics (see
+// coordination.Lease): the lease counts as released the moment Release is
+// called (its context is cancelled, its renewal stops); a release that
+// fails with a transient error is retried in the background, and the
+// caller gets the error; a second Release returns AlreadyReleased without
+// asking Redis.
 //
 // # Waiting and failure
 //
-// [Limiter.Wait] waits in a local queue, served oldest first and unbounded
+// [Limiter.Wait] and [ConcurrencyLimiter.Acquire] wait in a local queue,
+// served oldest first and unbounded
 // unless [WithQueue] bounds it (in permits, [OldestFirst] or
 // [NewestFirst]; WithQueue(0, ...) never queues): queued requests sleep
 // until the server-computed retry time, or until a concurrency lease is
@@ -136,23 +148,28 @@
 // denied, refused by FailClosed) returns a [*WaitError], which matches
 // coordination.ErrNotAcquired and carries the server's RetryAfter when
 // known, so `if _, err := l.Wait(ctx, 1); err != nil { return err }` is
-// safe. [WithFailureMode] chooses what happens when Redis cannot answer:
-// the error ([ReturnError], the default), an acquired lease ([FailOpen])
-// or a refusal ([FailClosed]; a [*WaitError] for Wait).
+// safe; a refused [ConcurrencyLimiter.TryAcquire] returns a *WaitError
+// too. [WithFailureMode] chooses what happens when Redis cannot answer:
+// the error ([ReturnError], the default), a grant that consumed nothing
+// ([FailOpen]; for a concurrency limiter a lease that holds nothing, whose
+// FailedOpen reports true and whose Context is never cancelled) or a
+// refusal ([FailClosed]; a [*WaitError] for Wait, TryAcquire and
+// Acquire).
 //
 // # Deny lists
 //
 // A [DenyList] is a Redis set of identities. A limiter bound to one and to
 // an identity ([WithDenyList]) checks the membership first, through a
 // local cache (1024 identities, 1 s, by default; [WithDenyCache]); a
-// denied identity gets an unacquired lease whose [Lease.Denied] is true
-// (from Wait, a [*WaitError] whose Denied is true), without touching the
-// limiter's key or queue.
+// denied identity gets a refused decision whose [Decision.Denied] is true
+// (from Wait, TryAcquire and Acquire, a [*WaitError] whose Denied is
+// true), without touching the limiter's key or queue.
 //
 // # Partitions and HTTP
 //
 // [Partitioned] keeps one limiter per partition (client, tenant, user),
-// created on demand and evicted when idle; [PartitionKey] hashes partition
+// created on demand and evicted when idle, and [PartitionedConcurrency]
+// one concurrency limiter per partition; [PartitionKey] hashes partition
 // strings into keys. [NewMiddleware] applies layered policies to net/http
 // handlers, all or nothing (a later refusal gives earlier grants back),
 // sends the RateLimit and RateLimit-Policy header fields of the IETF
@@ -165,27 +182,28 @@
 //
 // # Hooks and metrics
 //
-// Allow, Wait and Reserve are admitted through the coordinator's hooks
-// once each, as RATE LIMIT ACQUIRE (a queued Wait's retries are not
-// admitted again); an unacquired lease is a Succeeded outcome, and so is a
-// Wait's refusal (a [*WaitError] other than a context that ended), a Wait
-// that gave up when its context ended is Canceled. Concurrency releases are
-// RATE LIMIT RELEASE, settlements RATE LIMIT SETTLE, updates RATE LIMIT
-// UPDATE, deny-list calls RATE LIMIT DENY LIST READ and WRITE (a
-// limiter's own checks are not admitted again); background renewals and
-// the middleware's refunds are not admitted. Counters:
+// Allow, Wait, Reserve, TryAcquire and Acquire are admitted through the
+// coordinator's hooks once each, as RATE LIMIT ACQUIRE (a queued call's
+// retries are not admitted again); a refusal is a Succeeded outcome, and
+// so is a [*WaitError] other than a context that ended; a Wait or Acquire
+// that gave up when its context ended is Canceled. A concurrency lease's
+// Refresh, Verify and Release are RATE LIMIT RENEW, VERIFY and RELEASE,
+// settlements RATE LIMIT SETTLE, updates RATE LIMIT UPDATE, deny-list
+// calls RATE LIMIT DENY LIST READ and WRITE (a limiter's own checks are
+// not admitted again); background renewals and the middleware's refunds
+// are not admitted. Counters:
 // coordination.rate_limit.allowed, coordination.rate_limit.blocked
 // (attribute reason = capacity | deny_list | unavailable) and
 // coordination.rate_limit.unavailable (attribute failure_mode).
 // Concurrency leases also record coordination.rate_limit.concurrency.*:
 // contention (each refused attempt), hold_time, renewal_failures, lost,
-// and acquire_wait (the time a Wait spent queued, by result). Keys,
+// and acquire_wait (the time an Acquire spent queued, by result). Keys,
 // partitions and identities are never attributes.
 //
 // # What holds and what does not
 //
 // A call cancelled or timed out while its command was in flight may have
-// consumed its permits without returning a lease. Per-call context
+// consumed its permits without returning a grant. Per-call context
 // deadlines bound network I/O only with go-redis' ContextTimeoutEnabled:
 // true. A concurrency attempt whose reply was lost is released in the
 // background.

@@ -45,15 +45,15 @@ func Example() {
 
 	ctx := context.Background()
 	for i := 1; i <= 4; i++ {
-		lease, err := lim.Allow(ctx, 1)
+		dec, err := lim.Allow(ctx, 1)
 		if err != nil {
 			log.Fatal(err)
 		}
-		if lease.Acquired() {
-			fmt.Printf("request %d: allowed, %d left\n", i, lease.Available())
+		if dec.Allowed() {
+			fmt.Printf("request %d: allowed, %d left\n", i, dec.Available())
 			continue
 		}
-		retry, _ := lease.RetryAfter()
+		retry, _ := dec.RetryAfter()
 		fmt.Printf("request %d: limited, retry after %v\n", i, retry)
 	}
 	// Output:
@@ -88,11 +88,11 @@ func ExampleLimiter_Wait() {
 	defer cancel()
 	for i := 1; i <= 2; i++ {
 		start := time.Now()
-		lease, err := lim.Wait(ctx, 1)
+		dec, err := lim.Wait(ctx, 1)
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("job %d: acquired %v, waited %v\n", i, lease.Acquired(), time.Since(start) > 100*time.Millisecond)
+		fmt.Printf("job %d: acquired %v, waited %v\n", i, dec.Allowed(), time.Since(start) > 100*time.Millisecond)
 	}
 
 	// A retry time past the deadline fails at once with a *WaitError
@@ -120,8 +120,9 @@ func ExampleLimiter_Wait() {
 
 // A concurrency limiter: at most 2 leases held at once across every
 // process; a lease renews itself while held and returns its permit on
-// Release.
-func ExampleNew_concurrency() {
+// Release. TryAcquire never waits: a refusal is an error matching
+// coordination.ErrNotAcquired.
+func ExampleNewConcurrency() {
 	srv, err := miniredis.Run()
 	if err != nil {
 		log.Fatal(err)
@@ -133,43 +134,48 @@ func ExampleNew_concurrency() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := ratelimit.New(coord, "limits:exports", ratelimit.Concurrency{Limit: 2, LeaseDuration: 30 * time.Second})
+	lim, err := ratelimit.NewConcurrency(coord, "limits:exports", 2, ratelimit.WithLeaseDuration(30*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer lim.Close()
 
 	ctx := context.Background()
-	var held []ratelimit.Lease
+	var held []*ratelimit.ConcurrencyLease
 	for i := 1; i <= 3; i++ {
-		lease, err := lim.Allow(ctx, 1)
-		if err != nil {
+		lease, err := lim.TryAcquire(ctx, 1)
+		switch {
+		case errors.Is(err, coordination.ErrNotAcquired):
+			fmt.Printf("export %d: acquired false\n", i)
+		case err != nil:
 			log.Fatal(err)
-		}
-		fmt.Printf("export %d: acquired %v\n", i, lease.Acquired())
-		if lease.Acquired() {
+		default:
+			fmt.Printf("export %d: acquired true (%d permit)\n", i, lease.N())
 			held = append(held, lease)
 		}
 	}
 	for _, lease := range held {
 		// Run the export under lease.Context(): it ends if the lease is lost.
-		if err := lease.Release(ctx); err != nil {
+		if _, err := lease.Release(ctx); err != nil {
 			log.Fatal(err)
 		}
 	}
-	lease, err := lim.Allow(ctx, 1)
+	lease, err := lim.Acquire(ctx, 1) // waits until a permit is free
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("after the releases: acquired", lease.Acquired())
-	if err := lease.Release(ctx); err != nil {
+	fmt.Println("after the releases: acquired", lease.N())
+	out, err := lease.Release(ctx)
+	if err != nil {
 		log.Fatal(err)
 	}
+	fmt.Println("release:", out)
 	// Output:
-	// export 1: acquired true
-	// export 2: acquired true
+	// export 1: acquired true (1 permit)
+	// export 2: acquired true (1 permit)
 	// export 3: acquired false
-	// after the releases: acquired true
+	// after the releases: acquired 1
+	// release: released
 }
 
 // Layered HTTP policies: a service-wide concurrency guard answering 503,
@@ -188,7 +194,7 @@ func ExampleNewMiddleware() {
 		log.Fatal(err)
 	}
 
-	guard, err := ratelimit.New(coord, "limits:instance-guard", ratelimit.Concurrency{Limit: 200})
+	guard, err := ratelimit.NewConcurrency(coord, "limits:instance-guard", 200)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -202,7 +208,7 @@ func ExampleNewMiddleware() {
 	}
 	defer perClient.Close()
 	mw, err := ratelimit.NewMiddleware([]ratelimit.Policy{
-		{Name: "guard", Limiter: guard, Status: http.StatusServiceUnavailable},
+		{Name: "guard", Concurrency: guard, Status: http.StatusServiceUnavailable},
 		{Name: "client", Partitioned: perClient, Partition: ratelimit.ClientIP},
 	})
 	if err != nil {
@@ -313,15 +319,15 @@ func ExampleNew_composite() {
 	ctx := context.Background()
 	granted := 0
 	for range 11 {
-		lease, err := lim.Allow(ctx, 1)
+		dec, err := lim.Allow(ctx, 1)
 		if err != nil {
 			log.Fatal(err)
 		}
-		if lease.Acquired() {
+		if dec.Allowed() {
 			granted++
 			continue
 		}
-		retry, _ := lease.RetryAfter()
+		retry, _ := dec.RetryAfter()
 		fmt.Printf("granted %d, then limited: every limit admits again in %v\n", granted, retry)
 	}
 	// Output:
@@ -348,20 +354,20 @@ func ExampleDenyList() {
 	}
 	defer lim.Close()
 
-	lease, err := lim.Allow(ctx, 1)
+	dec, err := lim.Allow(ctx, 1)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("acquired:", lease.Acquired(), "denied:", lease.Denied())
+	fmt.Println("acquired:", dec.Allowed(), "denied:", dec.Denied())
 
 	if err := denied.Remove(ctx, "customer:42"); err != nil {
 		log.Fatal(err)
 	}
-	lease, err = lim.Allow(ctx, 1)
+	dec, err = lim.Allow(ctx, 1)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("acquired:", lease.Acquired(), "denied:", lease.Denied())
+	fmt.Println("acquired:", dec.Allowed(), "denied:", dec.Denied())
 	// Output:
 	// acquired: false denied: true
 	// acquired: true denied: false
@@ -380,21 +386,21 @@ func ExampleLimiter_Update() {
 	}
 	defer lim.Close()
 	for range 3 {
-		lease, err := lim.Allow(ctx, 1)
+		dec, err := lim.Allow(ctx, 1)
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Println("acquired:", lease.Acquired())
+		fmt.Println("acquired:", dec.Allowed())
 	}
 
 	if err := lim.Update(ctx, ratelimit.FixedWindow{Limit: 5, Window: time.Minute}); err != nil {
 		log.Fatal(err)
 	}
-	lease, err := lim.Allow(ctx, 1)
+	dec, err := lim.Allow(ctx, 1)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("after the update: acquired:", lease.Acquired(), "left:", lease.Available())
+	fmt.Println("after the update: acquired:", dec.Allowed(), "left:", dec.Available())
 	// Output:
 	// acquired: true
 	// acquired: true
@@ -416,15 +422,15 @@ func ExampleLimiter_Reserve() {
 	}
 	defer lim.Close()
 
-	lease, err := lim.Reserve(ctx, 800) // the most the call may use
+	res, err := lim.Reserve(ctx, 800) // the most the call may use
 	if err != nil {
 		log.Fatal(err)
 	}
-	if !lease.Acquired() {
+	if !res.Allowed() {
 		log.Fatal("over the budget")
 	}
 	// ... the call runs and reports using 300 tokens ...
-	back, err := lease.Settle(ctx, 300)
+	back, err := res.Settle(ctx, 300)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -432,11 +438,11 @@ func ExampleLimiter_Reserve() {
 
 	// A call that used more than reserved goes into debt: the limiter
 	// admits again only once the excess has been paid for.
-	lease, err = lim.Reserve(ctx, 700)
+	res, err = lim.Reserve(ctx, 700)
 	if err != nil {
 		log.Fatal(err)
 	}
-	back, err = lease.Settle(ctx, 900)
+	back, err = res.Settle(ctx, 900)
 	if err != nil {
 		log.Fatal(err)
 	}

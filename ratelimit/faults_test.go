@@ -83,7 +83,7 @@ func TestMiddlewareReportsAuthFailures(t *testing.T) {
 				t.Fatal(err)
 			}
 			key := PartitionKey("limits:private-key-name", "client-7")
-			lim, err := New(coord, key, GCRA{Burst: 5, Interval: time.Second}, WithFailureMode(c.mode))
+			lim, err := newT(coord, key, GCRA{Burst: 5, Interval: time.Second}, WithFailureMode(c.mode))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +93,7 @@ func TestMiddlewareReportsAuthFailures(t *testing.T) {
 				mu      sync.Mutex
 				handled []error
 			)
-			mw, err := NewMiddleware([]Policy{{Name: "api", Limiter: lim}},
+			mw, err := NewMiddleware([]Policy{{Name: "api", Limiter: lim.lim(), Concurrency: lim.cc()}},
 				WithLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: noTime}))),
 				WithErrorHandler(func(r *http.Request, err error) {
 					mu.Lock()
@@ -242,7 +242,7 @@ func TestConcurrencyAmbiguousAttemptsAreCleanedUp(t *testing.T) {
 			}
 			l := build(t, coord, kConc, "{ambq}", 1, time.Minute, WithFailureMode(FailOpen))
 			holder := acquire(t, build(t, b.Coordinator(t), kConc, "{ambq}", 1, time.Minute), 1)
-			out := make(chan result, 1)
+			out := make(chan tresult, 1)
 			var wg sync.WaitGroup
 			startWait(ctx, &wg, l, "w", 1, out)
 			queued(t, l, 1) // its first attempt was refused: it waits in the queue
@@ -391,7 +391,7 @@ func TestConcurrencyWithoutChannelPermission(t *testing.T) {
 	if err := admin.Do(ctx, "ACL", "SETUSER", "nochan", "on", ">pw", "~*", "resetchannels", "+@all").Err(); err != nil {
 		t.Fatal(err)
 	}
-	limiter := func(hooks ...redis.Hook) *Limiter {
+	limiter := func(hooks ...redis.Hook) *tlim {
 		o := srv.Options()
 		o.Username, o.Password = "nochan", "pw"
 		c := redis.NewClient(o)
@@ -411,7 +411,7 @@ func TestConcurrencyWithoutChannelPermission(t *testing.T) {
 	}
 	attempts := &acquireAttempts{sha: engine.RateLimitConcAcquire.Hash()}
 	waiter := limiter(attempts)
-	out := make(chan result, 1)
+	out := make(chan tresult, 1)
 	var wg sync.WaitGroup
 	startWait(ctx, &wg, waiter, "w", 1, out)
 	queued(t, waiter, 1)

@@ -54,7 +54,7 @@ func FuzzRateLimitHeaders(f *testing.F) {
 		if conc {
 			sp.alg = algConc
 		}
-		l := Lease{lim: &Limiter{sp: sp}, available: available}
+		l := result{lim: &Limiter{sp: sp}, available: available}
 		if retry >= 0 {
 			l.retry, l.hasRetry = time.Duration(retry), true
 		}

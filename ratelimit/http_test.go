@@ -52,7 +52,7 @@ func TestPartitionedOnDemandAndIdleEviction(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if le.Acquired() {
+			if le.Allowed() {
 				got[part]++
 			}
 		}
@@ -60,32 +60,32 @@ func TestPartitionedOnDemandAndIdleEviction(t *testing.T) {
 			t.Fatalf("granted %v, made %v, len %d", got, made, p.Len())
 		}
 		// A held concurrency lease keeps its partition alive.
-		pc, err := NewPartitioned(func(part string) (*Limiter, error) {
-			return New(c, PartitionKey("pc", part), Concurrency{Limit: 1, LeaseDuration: 10 * time.Second})
+		pc, err := NewPartitionedConcurrency(func(part string) (*ConcurrencyLimiter, error) {
+			return NewConcurrency(c, PartitionKey("pc", part), 1, WithLeaseDuration(10*time.Second))
 		}, WithIdleTimeout(50*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer pc.Close()
-		h, err := pc.Allow(ctx, "x", 1)
-		if err != nil || !h.Acquired() {
+		h, err := pc.TryAcquire(ctx, "x", 1)
+		if err != nil {
 			t.Fatalf("acquire: %v", err)
 		}
 		time.Sleep(120 * time.Millisecond)
 		if _, err := p.Allow(ctx, "c", 1); err != nil { // sweeps a and b
 			t.Fatal(err)
 		}
-		if _, err := pc.Allow(ctx, "y", 1); err != nil { // sweeps nothing: x holds a lease
+		if _, err := pc.TryAcquire(ctx, "y", 1); err != nil { // sweeps nothing: x holds a lease
 			t.Fatal(err)
 		}
 		if p.Len() != 1 || pc.Len() != 2 {
 			t.Fatalf("after idle: %d and %d partitions, want 1 and 2", p.Len(), pc.Len())
 		}
 		// The evicted limiter's budget is in Redis: a new one continues it.
-		if le, _ := p.Allow(ctx, "a", 1); le.Acquired() || made["a"] != 2 {
-			t.Fatalf("recreated partition a: acquired=%v made=%d", le.Acquired(), made["a"])
+		if le, _ := p.Allow(ctx, "a", 1); le.Allowed() || made["a"] != 2 {
+			t.Fatalf("recreated partition a: acquired=%v made=%d", le.Allowed(), made["a"])
 		}
-		_ = h.Release(ctx)
+		_, _ = h.Release(ctx)
 		p.Close()
 		if _, err := p.Allow(ctx, "a", 1); !errors.Is(err, coordination.ErrClosed) {
 			t.Fatalf("after Close: %v", err)
@@ -183,7 +183,7 @@ func TestMiddleware(t *testing.T) {
 		}
 		defer perClient.Close()
 		mw, err := NewMiddleware([]Policy{
-			{Name: "guard", Limiter: guard, Status: http.StatusServiceUnavailable},
+			{Name: "guard", Limiter: guard.lim(), Concurrency: guard.cc(), Status: http.StatusServiceUnavailable},
 			{Name: "client", Partitioned: perClient, Partition: ClientIP},
 		})
 		if err != nil {
@@ -228,7 +228,7 @@ func TestMiddleware(t *testing.T) {
 		// answering 429) sends no Retry-After.
 		conc := build(t, c, kConc, "mw:conc", 1, 10*time.Second)
 		held := acquire(t, conc, 1)
-		mw2, err := NewMiddleware([]Policy{{Limiter: conc}})
+		mw2, err := NewMiddleware([]Policy{{Limiter: conc.lim(), Concurrency: conc.cc()}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,9 +237,9 @@ func TestMiddleware(t *testing.T) {
 
 		for _, bad := range [][]Policy{
 			{{}},
-			{{Limiter: guard, Partitioned: perClient, Partition: ClientIP}},
+			{{Limiter: guard.lim(), Concurrency: guard.cc(), Partitioned: perClient, Partition: ClientIP}},
 			{{Partitioned: perClient}},
-			{{Limiter: guard, Status: 500}},
+			{{Limiter: guard.lim(), Concurrency: guard.cc(), Status: 500}},
 		} {
 			if _, err := NewMiddleware(bad); !errors.Is(err, coordination.ErrInvalidArgument) {
 				t.Fatalf("bad policy %+v: %v", bad, err)
@@ -258,7 +258,7 @@ func TestMiddlewareLimiterFailure(t *testing.T) {
 	}
 	l := build(t, c, kFixed, "mwf", 1, time.Second)
 	b.Mini.Close()
-	mw, err := NewMiddleware([]Policy{{Limiter: l}}, WithLogger(slog.New(slog.DiscardHandler)))
+	mw, err := NewMiddleware([]Policy{{Limiter: l.lim(), Concurrency: l.cc()}}, WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,33 +282,33 @@ func TestMiddlewareRejectsPoliciesThatCannotWork(t *testing.T) {
 	if _, err := NewMiddleware(nil); !errors.Is(err, coordination.ErrInvalidArgument) {
 		t.Errorf("no policies: %v", err)
 	}
-	never, err := New(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithQueue(0, OldestFirst))
+	never, err := newT(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithQueue(0, OldestFirst))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer never.Close()
-	if _, err := NewMiddleware([]Policy{{Name: "never", Limiter: never, Wait: true}}); !errors.Is(err, coordination.ErrInvalidArgument) {
+	if _, err := NewMiddleware([]Policy{{Name: "never", Limiter: never.lim(), Concurrency: never.cc(), Wait: true}}); !errors.Is(err, coordination.ErrInvalidArgument) {
 		t.Errorf("Wait on a limiter that never queues: %v", err)
 	} else if name, _ := engine.ArgumentName(err); name != "policy never" {
 		t.Errorf("Wait on a limiter that never queues names %q, want %q", name, "policy never")
 	}
 	for _, opts := range [][]Option{nil, {WithQueue(5, OldestFirst)}} {
-		q, err := New(coord, "k", GCRA{Burst: 1, Interval: time.Second}, opts...)
+		q, err := newT(coord, "k", GCRA{Burst: 1, Interval: time.Second}, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer q.Close()
-		if _, err := NewMiddleware([]Policy{{Limiter: q, Wait: true}}); err != nil {
+		if _, err := NewMiddleware([]Policy{{Limiter: q.lim(), Concurrency: q.cc(), Wait: true}}); err != nil {
 			t.Errorf("Wait on a limiter that queues: %v", err)
 		}
 	}
-	l, err := New(coord, "k", GCRA{Burst: 1, Interval: time.Second})
+	l, err := newT(coord, "k", GCRA{Burst: 1, Interval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	for _, o := range []MiddlewareOption{WithLogger(nil), WithErrorHandler(nil)} {
-		if _, err := NewMiddleware([]Policy{{Limiter: l}}, o); !errors.Is(err, coordination.ErrInvalidArgument) {
+		if _, err := NewMiddleware([]Policy{{Limiter: l.lim(), Concurrency: l.cc()}}, o); !errors.Is(err, coordination.ErrInvalidArgument) {
 			t.Errorf("nil middleware option: %v", err)
 		}
 	}
@@ -322,7 +322,7 @@ func TestMiddlewareRateLimitHeaders(t *testing.T) {
 		c := b.Coordinator(t)
 		api := build(t, c, kGCRA, "hdr:api", 3, time.Second)
 		guard := build(t, c, kConc, "hdr:guard", 8, 10*time.Second)
-		mw, err := NewMiddleware([]Policy{{Name: "guard", Limiter: guard, Status: http.StatusServiceUnavailable}, {Name: "api", Limiter: api}})
+		mw, err := NewMiddleware([]Policy{{Name: "guard", Limiter: guard.lim(), Concurrency: guard.cc(), Status: http.StatusServiceUnavailable}, {Name: "api", Limiter: api.lim(), Concurrency: api.cc()}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -350,7 +350,7 @@ func TestMiddlewareRateLimitHeaders(t *testing.T) {
 				}
 			}
 		}
-		quiet, err := NewMiddleware([]Policy{{Name: "api", Limiter: api}}, WithoutRateLimitHeaders())
+		quiet, err := NewMiddleware([]Policy{{Name: "api", Limiter: api.lim(), Concurrency: api.cc()}}, WithoutRateLimitHeaders())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -358,10 +358,10 @@ func TestMiddlewareRateLimitHeaders(t *testing.T) {
 		if w.Header().Get("RateLimit") != "" || w.Header().Get("RateLimit-Policy") != "" {
 			t.Fatalf("headers despite WithoutRateLimitHeaders: %v", w.Header())
 		}
-		if _, err := NewMiddleware([]Policy{{Name: "a \"quoted\" name", Limiter: api}}); err != nil {
+		if _, err := NewMiddleware([]Policy{{Name: "a \"quoted\" name", Limiter: api.lim(), Concurrency: api.cc()}}); err != nil {
 			t.Fatalf("a printable name: %v", err)
 		}
-		if _, err := NewMiddleware([]Policy{{Name: "bad\x01", Limiter: api}}); !errors.Is(err, coordination.ErrInvalidArgument) {
+		if _, err := NewMiddleware([]Policy{{Name: "bad\x01", Limiter: api.lim(), Concurrency: api.cc()}}); !errors.Is(err, coordination.ErrInvalidArgument) {
 			t.Fatalf("a name with a control character: %v", err)
 		}
 	})
@@ -375,7 +375,7 @@ func TestMiddlewareRefundsEarlierPolicies(t *testing.T) {
 		for _, k := range []kind{kFixed, kSliding, kBucket, kGCRA, kComp} {
 			quota := build(t, c, k, "refund:quota:"+string(k), 5, time.Minute)
 			strict := build(t, c, kGCRA, "refund:strict:"+string(k), 1, time.Minute)
-			mw, err := NewMiddleware([]Policy{{Name: "quota", Limiter: quota}, {Name: "strict", Limiter: strict}})
+			mw, err := NewMiddleware([]Policy{{Name: "quota", Limiter: quota.lim(), Concurrency: quota.cc()}, {Name: "strict", Limiter: strict.lim(), Concurrency: strict.cc()}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -404,8 +404,8 @@ func TestMiddlewareNegativePermits(t *testing.T) {
 		var buf lockedBuffer
 		var handled atomic.Int32
 		mw, err := NewMiddleware([]Policy{
-			{Name: "first", Limiter: first},
-			{Name: "weighted", Limiter: bad, Permits: func(*http.Request) int { return -2 }},
+			{Name: "first", Limiter: first.lim(), Concurrency: first.cc()},
+			{Name: "weighted", Limiter: bad.lim(), Concurrency: bad.cc(), Permits: func(*http.Request) int { return -2 }},
 		}, WithLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: noTime}))),
 			WithErrorHandler(func(r *http.Request, err error) {
 				if strings.Contains(err.Error(), "weighted") && strings.Contains(err.Error(), "-2") {

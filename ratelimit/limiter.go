@@ -18,16 +18,22 @@ import (
 
 const primitive = "rate_limit"
 
-// Limiter is a distributed rate limiter on one Redis key, built by [New]
-// with the settings of its algorithm. Every process whose limiter uses the
-// same key and algorithm shares one budget; each decision is one Lua script
-// run atomically on the server with the server's clock.
+// Limiter is a consumptive distributed rate limiter on one Redis key
+// (fixed window, sliding window, token bucket, GCRA or composite), built
+// by [New] with the settings of its algorithm. Every process whose limiter
+// uses the same key and algorithm shares one budget; each decision is one
+// Lua script run atomically on the server with the server's clock.
 //
 // Its methods follow golang.org/x/time/rate: [Limiter.Allow] decides at
-// once, [Limiter.Wait] waits. A Limiter is safe for concurrent use by
-// multiple goroutines. The zero value is not usable.
+// once, [Limiter.Wait] waits, [Limiter.Reserve] holds an estimate to
+// settle. A Limiter is safe for concurrent use by multiple goroutines. The
+// zero value is not usable.
+//
+// (A [ConcurrencyLimiter] is built on the same machinery: it holds one
+// Limiter whose algorithm is concurrency, never returned to callers.)
 type Limiter struct {
 	e    *engine.Engine
+	key  string // as the caller gave it
 	keys engine.Keys
 	opts options
 
@@ -49,12 +55,13 @@ type Limiter struct {
 
 // Statistics are one limiter instance's counters, not cluster-wide figures.
 type Statistics struct {
-	// Granted counts acquired leases returned by this instance (including
-	// leases granted by FailOpen).
+	// Granted counts grants returned by this instance: allowed decisions
+	// and reservations, acquired concurrency leases (including those
+	// granted by FailOpen).
 	Granted int64
-	// Rejected counts refusals returned by this instance: unacquired
-	// leases, and [*WaitError] refusals of Wait (not a context that
-	// ended while queued).
+	// Rejected counts refusals returned by this instance: refused
+	// decisions and reservations, and [*WaitError] refusals of Wait,
+	// TryAcquire and Acquire (not a context that ended while queued).
 	Rejected int64
 	// QueuedPermits is the number of permits waiting in the local queue now.
 	QueuedPermits int64
@@ -65,7 +72,7 @@ type Statistics struct {
 }
 
 // decision is one answer, from a script or decided locally.
-type decision struct {
+type verdict struct {
 	acquired  bool
 	denied    bool
 	available int64         // -1: the server was not asked
@@ -79,10 +86,10 @@ type decision struct {
 
 // refused is a refusal decided without the server: an oversized request,
 // a full queue, an evicted waiter.
-var refused = decision{available: -1}
+var refused = verdict{available: -1}
 
 // deniedDecision is the refusal of an identity on the deny list.
-var deniedDecision = decision{available: -1, denied: true}
+var deniedDecision = verdict{available: -1, denied: true}
 
 // Instrument attributes, built once.
 var (
@@ -102,9 +109,15 @@ func newLimiter(coord *coordination.Coordinator, key string, s Settings, opts []
 	if err := engine.CheckKey("key", key); err != nil {
 		return nil, err
 	}
-	l := &Limiter{e: e, keys: e.Key(key), opts: options{queueLimit: unbounded, reserve: DefaultReservationTimeout}}
+	l := &Limiter{e: e, key: key, keys: e.Key(key), opts: options{queueLimit: unbounded, reserve: DefaultReservationTimeout}}
 	if err := engine.Apply(&l.opts, opts); err != nil {
 		return nil, err
+	}
+	if c, ok := s.(concurrency); ok {
+		c.lease = l.opts.lease // WithLeaseDuration is part of its settings
+		s = c
+	} else if l.opts.lease != 0 {
+		return nil, engine.InvalidArgument("leaseDuration", "WithLeaseDuration applies to NewConcurrency only")
 	}
 	if l.sp, err = specOf("settings", s); err != nil {
 		return nil, err
@@ -129,12 +142,12 @@ func (l *Limiter) spec() *spec {
 
 // Allow asks for permits once, in one round trip, without waiting
 // (admitted through hooks as RATE LIMIT ACQUIRE; a refusal is an answer,
-// not a failure). The lease says whether they were granted and, when not,
-// may carry RetryAfter. It does not take a place in the local queue: other
+// not a failure). The decision says whether they were granted and, when
+// not, may carry RetryAfter. It does not take a place in the local queue: other
 // callers waiting in [Limiter.Wait] are not ahead of it.
 //
-// permits = 0 probes whether a permit is free without taking it (a
-// concurrency probe likewise holds nothing). permits above the limiter's
+// permits = 0 probes whether a permit is free without taking it. permits
+// above the limiter's
 // capacity (a composite's: its smallest component's) can never be granted
 // and are an error, with nothing admitted or sent. With [WithDenyList], a
 // denied identity is refused first.
@@ -156,19 +169,19 @@ func (l *Limiter) spec() *spec {
 // hook's error when a hook rejects; Redis and network errors (also of the
 // deny list's read) when the failure mode is ReturnError. A call whose
 // reply never came back (timeout, cancellation, broken connection) may
-// still have consumed its permits on the server; a concurrency lease it
-// may have taken is released in the background.
-func (l *Limiter) Allow(ctx context.Context, permits int) (Lease, error) {
-	return l.allow(ctx, permits, false)
+// still have consumed its permits on the server.
+func (l *Limiter) Allow(ctx context.Context, permits int) (Decision, error) {
+	r, err := l.allow(ctx, permits, false)
+	return r.decision(), err
 }
 
 // allow is Allow; with oversize, more permits than the capacity are a
 // refusal without RetryAfter instead of an error (the middleware's form:
 // such a request is answered 429).
-func (l *Limiter) allow(ctx context.Context, permits int, oversize bool) (Lease, error) {
+func (l *Limiter) allow(ctx context.Context, permits int, oversize bool) (result, error) {
 	ctx, op, err := l.begin(ctx, permits, oversize)
 	if err != nil {
-		return Lease{}, err
+		return result{}, err
 	}
 	defer l.active.Add(-1)
 	d, err := l.attempt(ctx, permits, oversize)
@@ -187,7 +200,7 @@ func tooLarge(permits, capacity int) error {
 // caller must decrement l.active when begin returns a nil error).
 func (l *Limiter) begin(ctx context.Context, permits int, oversize bool) (context.Context, engine.Op, error) {
 	if l == nil || l.e == nil {
-		return ctx, engine.Op{}, engine.InvalidArgument("limiter", "must not be nil; use New")
+		return ctx, engine.Op{}, engine.InvalidArgument("limiter", "must not be nil; use New or NewConcurrency")
 	}
 	if err := checkPermits(permits); err != nil {
 		return ctx, engine.Op{}, err
@@ -213,11 +226,11 @@ func (l *Limiter) begin(ctx context.Context, permits int, oversize bool) (contex
 // oversized requests (an error unless oversize: the settings may have
 // changed since begin), else one script run, all under one set of
 // settings.
-func (l *Limiter) attempt(ctx context.Context, permits int, oversize bool) (decision, error) {
+func (l *Limiter) attempt(ctx context.Context, permits int, oversize bool) (verdict, error) {
 	if l.opts.deny != nil {
 		denied, err := l.opts.deny.denied(ctx, l.opts.identity)
 		if err != nil {
-			return decision{}, err
+			return verdict{}, err
 		}
 		if denied {
 			return deniedDecision, nil
@@ -228,12 +241,12 @@ func (l *Limiter) attempt(ctx context.Context, permits int, oversize bool) (deci
 	sp := l.sp
 	if permits > sp.capacity {
 		if !oversize {
-			return decision{}, tooLarge(permits, sp.capacity)
+			return verdict{}, tooLarge(permits, sp.capacity)
 		}
 		return refused, nil
 	}
 	var (
-		d   decision
+		d   verdict
 		err error
 	)
 	if sp.alg == algConc {
@@ -248,7 +261,7 @@ func (l *Limiter) attempt(ctx context.Context, permits int, oversize bool) (deci
 }
 
 // decide runs the decision script once.
-func (l *Limiter) decide(ctx context.Context, sp *spec, permits int) (decision, error) {
+func (l *Limiter) decide(ctx context.Context, sp *spec, permits int) (verdict, error) {
 	args := make([]any, 3+len(sp.tail))
 	args[0] = l.op(sp, 'd')
 	args[1] = permits
@@ -262,9 +275,9 @@ func (l *Limiter) decide(ctx context.Context, sp *spec, permits int) (decision, 
 	copy(args[3:], sp.tail)
 	r, err := engine.RateLimitDecide.Run(ctx, l.e, l.keys, args...)
 	if err != nil {
-		return decision{}, err
+		return verdict{}, err
 	}
-	d := decision{acquired: r.Acquired, available: r.Available, retry: r.RetryIn, hasRetry: r.HasRetry}
+	d := verdict{acquired: r.Acquired, available: r.Available, retry: r.RetryIn, hasRetry: r.HasRetry}
 	if r.Acquired && permits > 0 {
 		d.id, d.permits = id, permits
 	}
@@ -295,9 +308,9 @@ func (l *Limiter) op(sp *spec, kind byte) string {
 	}
 }
 
-// settle turns a decision or error into the caller's result, applying the
+// settle turns a verdict or error into the caller's result, applying the
 // failure mode, records statistics and metrics, and ends the operation.
-func (l *Limiter) settle(ctx context.Context, op engine.Op, d decision, err error) (Lease, error) {
+func (l *Limiter) settle(ctx context.Context, op engine.Op, d verdict, err error) (result, error) {
 	if err != nil {
 		if cerr := ctxEnded(ctx); cerr != nil && !errors.Is(err, cerr) {
 			// go-redis reports a context deadline that cut a read short as an
@@ -305,42 +318,42 @@ func (l *Limiter) settle(ctx context.Context, op engine.Op, d decision, err erro
 			err = fmt.Errorf("%w: %w", cerr, err)
 		}
 		if engine.Classify(err) == engine.Canceled || !redisUnavailable(err) {
-			return Lease{}, op.End(err)
+			return result{}, op.End(err)
 		}
 		err = op.End(err) // hooks see the failure whatever the mode; the error names the operation
 		switch l.opts.failure {
 		case FailOpen:
 			l.e.Count(engine.RateLimitUnavailable, failOpenAttrs)
 			l.granted.Add(1)
-			return Lease{acquired: true, failedOpen: true, available: -1, cause: err}, nil
+			return result{acquired: true, failedOpen: true, available: -1, cause: err}, nil
 		case FailClosed:
 			l.e.Count(engine.RateLimitUnavailable, failClosedAttrs)
 			l.e.Count(engine.RateLimitBlocked, unavailableAttrs)
 			l.rejected.Add(1)
-			return Lease{available: -1, cause: err}, nil
+			return result{available: -1, cause: err}, nil
 		default:
 			l.e.Count(engine.RateLimitUnavailable, failErrorAttrs)
-			return Lease{}, err
+			return result{}, err
 		}
 	}
 	_ = op.End(nil)
 	return l.grant(d), nil
 }
 
-// grant turns a decision into a lease and counts it.
-func (l *Limiter) grant(d decision) Lease {
+// grant turns a verdict into a result and counts it.
+func (l *Limiter) grant(d verdict) result {
 	if d.acquired {
 		l.granted.Add(1)
 		l.e.Count(engine.RateLimitAllowed, nil)
-		return Lease{acquired: true, available: d.available, held: d.held, lim: l, id: d.id, permits: d.permits}
+		return result{acquired: true, available: d.available, held: d.held, lim: l, id: d.id, permits: d.permits}
 	}
 	l.rejected.Add(1)
 	if d.denied {
 		l.e.Count(engine.RateLimitBlocked, denyListAttrs)
-		return Lease{available: -1, denied: true}
+		return result{available: -1, denied: true}
 	}
 	l.e.Count(engine.RateLimitBlocked, capacityAttrs)
-	return Lease{available: d.available, hasRetry: d.hasRetry, retry: d.retry, lim: l}
+	return result{available: d.available, hasRetry: d.hasRetry, retry: d.retry, lim: l}
 }
 
 // Statistics returns this instance's counters. It does no I/O.
@@ -352,11 +365,8 @@ func (l *Limiter) Statistics() Statistics {
 }
 
 // Close fails queued requests with coordination.ErrClosed and makes later
-// calls fail the same way. Concurrency leases still held stop being
-// renewed: their contexts are cancelled (the cause matches
-// coordination.ErrLost) and their permits return when their entries expire
-// on the server or they are released. Close does not delete the limiter's
-// Redis state; another limiter on the same key continues with it. It is
+// calls fail the same way. Close does not delete the limiter's Redis
+// state; another limiter on the same key continues with it. It is
 // idempotent and always returns nil.
 func (l *Limiter) Close() error {
 	l.mu.Lock()

@@ -34,26 +34,26 @@ var every = []kind{kFixed, kSliding, kBucket, kGCRA, kComp, kConc}
 
 // build returns a limiter of kind with capacity n and time scale d (window,
 // period, interval; lease duration for concurrency).
-func build(t testing.TB, coord *coordination.Coordinator, k kind, key string, n int, d time.Duration, opts ...Option) *Limiter {
+func build(t testing.TB, coord *coordination.Coordinator, k kind, key string, n int, d time.Duration, opts ...Option) *tlim {
 	t.Helper()
 	var (
-		l   *Limiter
+		l   *tlim
 		err error
 	)
 	switch k {
 	case kFixed:
-		l, err = New(coord, key, FixedWindow{Limit: n, Window: d}, opts...)
+		l, err = newT(coord, key, FixedWindow{Limit: n, Window: d}, opts...)
 	case kSliding:
-		l, err = New(coord, key, SlidingWindow{Limit: n, Window: d, Segments: 4}, opts...)
+		l, err = newT(coord, key, SlidingWindow{Limit: n, Window: d, Segments: 4}, opts...)
 	case kBucket:
-		l, err = New(coord, key, TokenBucket{Limit: n, TokensPerPeriod: 1, Period: d}, opts...)
+		l, err = newT(coord, key, TokenBucket{Limit: n, TokensPerPeriod: 1, Period: d}, opts...)
 	case kGCRA:
-		l, err = New(coord, key, GCRA{Burst: n, Interval: d}, opts...)
+		l, err = newT(coord, key, GCRA{Burst: n, Interval: d}, opts...)
 	case kConc:
-		l, err = New(coord, key, Concurrency{Limit: n, LeaseDuration: max(d, minLeaseDuration)}, opts...)
+		l, err = newT(coord, key, Concurrency{Limit: n, LeaseDuration: max(d, minLeaseDuration)}, opts...)
 	case kComp:
 		// The bucket (capacity n) binds; the windows hold more.
-		l, err = New(coord, key, Composite{Components: []Settings{
+		l, err = newT(coord, key, Composite{Components: []Settings{
 			TokenBucket{Limit: n, TokensPerPeriod: 1, Period: d},
 			SlidingWindow{Limit: 2 * n, Window: d, Segments: 4},
 			FixedWindow{Limit: 3 * n, Window: d.Round(time.Millisecond)},
@@ -67,7 +67,7 @@ func build(t testing.TB, coord *coordination.Coordinator, k kind, key string, n 
 }
 
 // acquire calls Allow and fails the test on error.
-func acquire(t testing.TB, l *Limiter, permits int) Lease {
+func acquire(t testing.TB, l *tlim, permits int) Lease {
 	t.Helper()
 	le, err := l.Allow(context.Background(), permits)
 	if err != nil {
@@ -77,7 +77,7 @@ func acquire(t testing.TB, l *Limiter, permits int) Lease {
 }
 
 // burst calls Allow(1) n times and returns how many were granted.
-func burst(t testing.TB, l *Limiter, n int) int {
+func burst(t testing.TB, l *tlim, n int) int {
 	t.Helper()
 	got := 0
 	for range n {
@@ -89,7 +89,7 @@ func burst(t testing.TB, l *Limiter, n int) int {
 }
 
 // wantBurst checks that Allow(1) offered times grants exactly want.
-func wantBurst(t testing.TB, l *Limiter, offered, want int, when string) {
+func wantBurst(t testing.TB, l *tlim, offered, want int, when string) {
 	t.Helper()
 	if got := burst(t, l, offered); got != want {
 		t.Fatalf("%s: admitted %d of %d, want %d", when, got, offered, want)
@@ -155,4 +155,163 @@ func withClient(t testing.TB, b *testharness.Backend, client redis.UniversalClie
 		t.Fatal(err)
 	}
 	return coord
+}
+
+// Concurrency is the test suite's settings of a concurrency limiter:
+// newT builds a [ConcurrencyLimiter] of them (LeaseDuration 0: the
+// default).
+type Concurrency struct {
+	Limit         int
+	LeaseDuration time.Duration
+}
+
+func (c Concurrency) spec() (*spec, error) {
+	return concurrency{limit: c.Limit, lease: c.LeaseDuration}.spec()
+}
+
+// tlim is a limiter under test: a consumptive *Limiter, or a
+// ConcurrencyLimiter (with its inner limiter embedded, for the tests'
+// looks inside), both answering with a test Lease.
+type tlim struct {
+	*Limiter
+	conc *ConcurrencyLimiter
+}
+
+// newT is New, or NewConcurrency for Concurrency settings.
+func newT(coord *coordination.Coordinator, key string, s Settings, opts ...Option) (*tlim, error) {
+	var c *Concurrency
+	switch v := s.(type) {
+	case Concurrency:
+		c = &v
+	case *Concurrency:
+		c = v
+	}
+	if c != nil {
+		if c.LeaseDuration != 0 {
+			opts = append([]Option{WithLeaseDuration(c.LeaseDuration)}, opts...)
+		}
+		cl, err := NewConcurrency(coord, key, c.Limit, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &tlim{Limiter: cl.l, conc: cl}, nil
+	}
+	l, err := New(coord, key, s, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &tlim{Limiter: l}, nil
+}
+
+// Lease is the tests' answer of any limiter: a Decision, a Reservation or
+// a ConcurrencyLease (as the package's one Lease type was).
+type Lease struct {
+	Decision
+	r  result // a consumptive Allow's (for refunds)
+	rv *Reservation
+	cl *ConcurrencyLease
+}
+
+func (l Lease) refund(ctx context.Context) (bool, error) { return l.r.refund(ctx) }
+
+func (l Lease) Acquired() bool { return l.Allowed() }
+
+func (l Lease) Release(ctx context.Context) error {
+	if l.cl == nil {
+		return nil
+	}
+	_, err := l.cl.Release(ctx)
+	return err
+}
+
+func (l Lease) Context() context.Context {
+	if l.cl == nil {
+		return context.Background()
+	}
+	return l.cl.Context()
+}
+
+func (l Lease) Settle(ctx context.Context, actual int) (int, error) { return l.rv.Settle(ctx, actual) }
+
+// concLease turns a concurrency limiter's answer into a Lease: a refusal
+// (a *WaitError) is a refused Lease, as the old Allow returned.
+func (t *tlim) concLease(cl *ConcurrencyLease, err error, try bool) (Lease, error) {
+	var we *WaitError
+	switch {
+	case err == nil:
+		return Lease{Decision: Decision{allowed: true, failedOpen: cl.FailedOpen(), available: t.conc.Statistics().AvailablePermits}, cl: cl}, nil
+	case try && errors.As(err, &we):
+		d := Decision{denied: we.Denied, available: t.conc.Statistics().AvailablePermits}
+		if we.Denied || we.Err != nil {
+			d.available = -1
+		}
+		return Lease{Decision: d}, nil
+	}
+	return Lease{}, err
+}
+
+func (t *tlim) Allow(ctx context.Context, permits int) (Lease, error) {
+	if t.conc == nil {
+		r, err := t.Limiter.allow(ctx, permits, false) // Allow, keeping the result
+		return Lease{Decision: r.decision(), r: r}, err
+	}
+	if permits == 0 { // a probe: the internal path (the public verbs take at least 1)
+		r, err := t.Limiter.allow(ctx, 0, false)
+		return Lease{Decision: r.decision()}, err
+	}
+	cl, err := t.conc.TryAcquire(ctx, permits)
+	return t.concLease(cl, err, true)
+}
+
+func (t *tlim) Wait(ctx context.Context, permits int) (Lease, error) {
+	if t.conc == nil {
+		d, err := t.Limiter.Wait(ctx, permits)
+		return Lease{Decision: d}, err
+	}
+	cl, err := t.conc.Acquire(ctx, permits)
+	return t.concLease(cl, err, false)
+}
+
+func (t *tlim) Reserve(ctx context.Context, estimate int) (Lease, error) {
+	rv, err := t.Limiter.Reserve(ctx, estimate)
+	if rv == nil {
+		return Lease{}, err
+	}
+	return Lease{Decision: rv.Decision, rv: rv}, err
+}
+
+func (t *tlim) Update(ctx context.Context, s Settings) error {
+	if t.conc == nil {
+		return t.Limiter.Update(ctx, s)
+	}
+	switch c := s.(type) {
+	case Concurrency:
+		if d := c.LeaseDuration; d != 0 && d != time.Duration(t.spec().leaseMs)*time.Millisecond {
+			return t.Limiter.Update(ctx, concurrency{limit: c.Limit, lease: d})
+		}
+		return t.conc.Update(ctx, c.Limit)
+	}
+	return t.Limiter.Update(ctx, s)
+}
+
+func (t *tlim) Close() error {
+	if t == nil {
+		return nil
+	}
+	return t.Limiter.Close()
+}
+
+// lim and cc are a Policy's Limiter and Concurrency for t.
+func (t *tlim) lim() *Limiter {
+	if t == nil || t.conc != nil {
+		return nil
+	}
+	return t.Limiter
+}
+
+func (t *tlim) cc() *ConcurrencyLimiter {
+	if t == nil {
+		return nil
+	}
+	return t.conc
 }

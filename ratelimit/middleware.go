@@ -17,8 +17,10 @@ import (
 
 // Policy is one rate-limiting layer of an HTTP handler (see
 // [NewMiddleware]). Set exactly one of Limiter (one budget shared by every
-// request, e.g. a service-wide concurrency guard) or Partitioned with
-// Partition (one budget per client, tenant or user).
+// request), Concurrency (a concurrency guard: a lease held while the
+// handler runs, e.g. service-wide), Partitioned with Partition (one
+// budget per client, tenant or user) or PartitionedConcurrency with
+// Partition (one concurrency guard per partition).
 type Policy struct {
 	// Name identifies the policy in errors, log lines, the RateLimit
 	// headers and the problem body of a refusal ("violated-policies"):
@@ -27,12 +29,19 @@ type Policy struct {
 	Name string
 	// Limiter is the limiter every request of this policy uses.
 	Limiter *Limiter
+	// Concurrency is the concurrency limiter every request of this policy
+	// takes a lease of: held while the next handler runs, released when it
+	// returns.
+	Concurrency *ConcurrencyLimiter
 	// Partitioned holds one limiter per partition; Partition picks the
 	// partition of a request.
 	Partitioned *Partitioned
+	// PartitionedConcurrency holds one concurrency limiter per partition,
+	// picked by Partition; the lease is held while the next handler runs.
+	PartitionedConcurrency *PartitionedConcurrency
 	// Partition returns the request's partition: an authenticated tenant,
 	// client or subject, or a normalized address such as [ClientIP]. It is
-	// required with Partitioned. Never return raw credentials or arbitrary
+	// required with Partitioned and PartitionedConcurrency. Never return raw credentials or arbitrary
 	// headers: every distinct value creates state.
 	Partition func(*http.Request) string
 	// Permits returns the permits a request costs. Nil means 1. A negative
@@ -40,9 +49,10 @@ type Policy struct {
 	// Internal Server Error, the error (naming the policy) is logged once
 	// and handed to the error handler, and nothing is consumed.
 	Permits func(*http.Request) int
-	// Wait makes requests wait for their permits with [Limiter.Wait]
-	// (bounded by the request's context and the limiter's queue) instead
-	// of being refused at once with [Limiter.Allow].
+	// Wait makes requests wait for their permits with [Limiter.Wait] or
+	// [ConcurrencyLimiter.Acquire] (bounded by the request's context and
+	// the limiter's queue) instead of being refused at once with
+	// [Limiter.Allow] or [ConcurrencyLimiter.TryAcquire].
 	Wait bool
 	// Status is the status of a refusal: 0 means 429 Too Many Requests
 	// (the caller exhausted its budget); use 503 Service Unavailable for a
@@ -146,7 +156,7 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 // A refused request gets the policy's status (429 or 503; 403 Forbidden
 // for a denied identity, see [WithDenyList]), Cache-Control: no-store, a
 // Retry-After header in whole seconds (rounded up, at least 1) only when
-// the lease carries a RetryAfter, and an RFC 9457
+// the refusal carries a RetryAfter, and an RFC 9457
 // application/problem+json body with type, title, status, detail,
 // instance (the request path) and "violated-policies": the refusing
 // policy's name; no partition, key or limit is disclosed. When a limiter
@@ -157,7 +167,8 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 //
 // Errors: coordination.ErrInvalidArgument naming "policies" when none is
 // given; naming the policy ("policy NAME" or "policy INDEX") when it sets
-// both or neither of Limiter and Partitioned, lacks Partition, sets Wait
+// none or more than one of Limiter, Concurrency, Partitioned and
+// PartitionedConcurrency, lacks Partition, sets Wait
 // on a limiter that never queues (WithQueue(0, ...)), has another Status,
 // or a Name that is not printable ASCII; naming an invalid option.
 func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handler) http.Handler, error) {
@@ -183,13 +194,13 @@ func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handl
 				return nil, engine.InvalidArgument("policy "+strconv.Itoa(i), "the name must be printable ASCII (it is sent in headers)")
 			}
 		}
-		if (p.Limiter == nil) == (p.Partitioned == nil) {
-			return nil, engine.InvalidArgument(arg, "set exactly one of Limiter and Partitioned")
+		if n := btoi(p.Limiter != nil) + btoi(p.Concurrency != nil && p.Concurrency.l != nil) + btoi(p.Partitioned != nil) + btoi(p.PartitionedConcurrency != nil); n != 1 {
+			return nil, engine.InvalidArgument(arg, "set exactly one of Limiter, Concurrency, Partitioned and PartitionedConcurrency")
 		}
-		if p.Partitioned != nil && p.Partition == nil {
-			return nil, engine.InvalidArgument(arg, "Partitioned needs a Partition function")
+		if (p.Partitioned != nil || p.PartitionedConcurrency != nil) && p.Partition == nil {
+			return nil, engine.InvalidArgument(arg, "Partitioned and PartitionedConcurrency need a Partition function")
 		}
-		if p.Limiter != nil && p.Wait && p.Limiter.opts.queueLimit == 0 {
+		if l := p.limiter(); l != nil && p.Wait && l.opts.queueLimit == 0 {
 			return nil, engine.InvalidArgument(arg, "Wait on a limiter that never queues (WithQueue(0, ...)) is Allow; drop Wait or give the limiter a queue")
 		}
 		switch p.Status {
@@ -203,6 +214,22 @@ func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handl
 	}
 	m := &middleware{policies: ps, cfg: cfg}
 	return m.wrap, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// limiter returns the policy's one limiter (a concurrency limiter's
+// inner one), or nil for a partitioned policy.
+func (p *Policy) limiter() *Limiter {
+	if p.Concurrency != nil {
+		return p.Concurrency.l
+	}
+	return p.Limiter
 }
 
 // policy is a validated Policy with its name for errors and log lines (its
@@ -221,7 +248,7 @@ type middleware struct {
 
 func (m *middleware) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var held, taken []Lease
+		var held, taken []result
 		defer func() { releaseAll(held) }()
 		var hdr headers
 		for i := range m.policies {
@@ -256,7 +283,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 				m.failed(r, p, lease.cause, answer)
 			}
 			hdr.add(p, lease)
-			if !lease.Acquired() {
+			if !lease.acquired {
 				m.refund(r, taken)
 				hdr.set(w, m.cfg.noHeaders)
 				status := p.Status
@@ -281,17 +308,20 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 
 // allow asks the policy's limiter: a refusal (Wait's included, and a
 // request costing more than the capacity) is an unacquired lease.
-func (p *policy) allow(r *http.Request, n int) (Lease, error) {
+func (p *policy) allow(r *http.Request, n int) (result, error) {
 	ctx := r.Context()
-	f := func(l *Limiter) (Lease, error) {
+	f := func(l *Limiter) (result, error) {
 		if p.Wait {
 			le, _, err := l.wait(ctx, n, true)
 			return le, err
 		}
 		return l.allow(ctx, n, true)
 	}
-	if p.Limiter != nil {
-		return f(p.Limiter)
+	if l := p.limiter(); l != nil {
+		return f(l)
+	}
+	if p.PartitionedConcurrency != nil {
+		return p.PartitionedConcurrency.with(p.Partition(r), func(c *ConcurrencyLimiter) (result, error) { return f(c.l) })
 	}
 	return p.Partitioned.with(p.Partition(r), f)
 }
@@ -299,7 +329,7 @@ func (p *policy) allow(r *http.Request, n int) (Lease, error) {
 // refund gives back the window, bucket and GCRA grants of earlier
 // policies when a later one refused the request (bounded by a few
 // seconds, even when the request's context has ended).
-func (m *middleware) refund(r *http.Request, taken []Lease) {
+func (m *middleware) refund(r *http.Request, taken []result) {
 	if len(taken) == 0 {
 		return
 	}
@@ -318,7 +348,7 @@ type headers struct {
 	policy, limit []string
 }
 
-func (h *headers) add(p *policy, l Lease) {
+func (h *headers) add(p *policy, l result) {
 	if l.lim == nil || l.available < 0 {
 		return // nothing known (a failure mode, a denied identity)
 	}
@@ -367,14 +397,14 @@ func (m *middleware) failed(r *http.Request, p *policy, err error, answer string
 
 // releaseAll releases concurrency leases after the handler, even when the
 // request's context has ended, bounded by a few seconds.
-func releaseAll(ls []Lease) {
+func releaseAll(ls []result) {
 	if len(ls) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, l := range ls {
-		_ = l.Release(ctx)
+		_ = l.release(ctx)
 	}
 }
 
@@ -389,8 +419,9 @@ type problem struct {
 	Violated []string `json:"violated-policies,omitempty"`
 }
 
-// RetryAfterSeconds converts a lease's RetryAfter into the value of an HTTP
-// Retry-After header: whole seconds, rounded up, at least 1.
+// RetryAfterSeconds converts a RetryAfter ([Decision.RetryAfter],
+// [WaitError]) into the value of an HTTP Retry-After header: whole
+// seconds, rounded up, at least 1.
 func RetryAfterSeconds(d time.Duration) int64 {
 	s := int64(d / time.Second)
 	if d%time.Second > 0 {

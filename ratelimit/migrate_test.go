@@ -13,7 +13,7 @@ import (
 )
 
 // update calls Update and fails the test on error.
-func update(t testing.TB, l *Limiter, s Settings) {
+func update(t testing.TB, l *tlim, s Settings) {
 	t.Helper()
 	if err := l.Update(context.Background(), s); err != nil {
 		t.Fatalf("Update(%+v): %v", s, err)
@@ -190,7 +190,7 @@ func TestUpdateWakesTheQueue(t *testing.T) {
 		ctx := context.Background()
 		l := build(t, b.Coordinator(t), kFixed, "upd-queue", 2, time.Minute)
 		wantBurst(t, l, 2, 2, "burst")
-		out := make(chan result, 2)
+		out := make(chan tresult, 2)
 		var wg sync.WaitGroup
 		startWait(ctx, &wg, l, "small", 1, out)
 		queued(t, l, 1)

@@ -268,7 +268,7 @@ func TestFailureModes(t *testing.T) {
 	}
 	ctx := context.Background()
 	modes := []FailureMode{ReturnError, FailOpen, FailClosed}
-	lims := map[kind][]*Limiter{}
+	lims := map[kind][]*tlim{}
 	for _, k := range kinds {
 		for _, m := range modes {
 			l := build(t, c, k, "fm:"+string(k), 5, 10*time.Second, WithFailureMode(m), WithQueue(5, OldestFirst))
@@ -306,6 +306,20 @@ func TestFailureModes(t *testing.T) {
 				case FailOpen:
 					if err != nil || !le.Acquired() || !le.FailedOpen() {
 						t.Fatalf("%s/%v: err=%v acquired=%v", k, m, err, le.Acquired())
+					}
+					if cl := le.cl; cl != nil {
+						// A fail-open concurrency lease holds nothing: its
+						// context is never cancelled, its release asks nothing.
+						if cl.N() != 1 || cl.Context().Err() != nil || cl.Remaining() != 0 {
+							t.Fatalf("%s/%v: fail-open lease N=%d ctx=%v remaining=%v", k, m, cl.N(), cl.Context().Err(), cl.Remaining())
+						}
+						if _, ok := cl.Context().Deadline(); ok {
+							t.Fatalf("%s/%v: fail-open lease's context has a deadline", k, m)
+						}
+						if out, err := cl.Release(ctx); out != coordination.AlreadyReleased || err != nil {
+							t.Fatalf("release of a fail-open lease = %v, %v; want AlreadyReleased", out, err)
+						}
+						continue
 					}
 					if err := le.Release(ctx); err != nil {
 						t.Fatalf("release of a fail-open lease: %v", err)
@@ -354,6 +368,14 @@ func TestFailureModes(t *testing.T) {
 			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
 		}
 	}
+	// A concurrency limiter's TryAcquire refused by FailClosed is a
+	// WaitError carrying the failure (the adapter above reads it as a
+	// refusal).
+	var we *WaitError
+	if _, err := lims[kConc][2].conc.TryAcquire(ctx, 1); !errors.As(err, &we) || !errors.Is(err, coordination.ErrNotAcquired) ||
+		we.Err == nil || coordination.Classify(we.Err) != coordination.Transient || !strings.HasPrefix(err.Error(), "ratelimit: try acquire 1 permits: not acquired: refused because Redis could not decide") {
+		t.Fatalf("TryAcquire under FailClosed: %v, want a WaitError carrying the failure", err)
+	}
 }
 
 // TestMemoryPerKey measures the state of one idle limiter key with MEMORY
@@ -395,12 +417,12 @@ func TestMemoryPerKey(t *testing.T) {
 		}
 		for _, k := range every {
 			key := name("limits:" + string(k))
-			var l *Limiter
+			var l *tlim
 			switch k {
 			case kSliding:
-				l, err = New(c, key, SlidingWindow{Limit: 1000, Window: time.Minute, Segments: 10})
+				l, err = newT(c, key, SlidingWindow{Limit: 1000, Window: time.Minute, Segments: 10})
 			case kComp:
-				l, err = New(c, key, issueComposite)
+				l, err = newT(c, key, issueComposite)
 			default:
 				l = build(t, c, k, key, 1000, time.Minute)
 			}
@@ -435,7 +457,7 @@ func TestMemoryPerKey(t *testing.T) {
 		// A sliding window with every segment live (100 ms segments, one
 		// grant each), for the report.
 		key := name("limits:sliding-full")
-		sw, err := New(c, key, SlidingWindow{Limit: 100, Window: time.Second, Segments: 10})
+		sw, err := newT(c, key, SlidingWindow{Limit: 100, Window: time.Second, Segments: 10})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -45,13 +45,16 @@ type FailureMode int
 const (
 	// ReturnError returns the error to the caller. It is the default.
 	ReturnError FailureMode = iota
-	// FailOpen grants an acquired lease that consumed nothing
-	// ([Lease.FailedOpen] reports true): the limit is not enforced while
+	// FailOpen grants without consuming anything: an allowed [Decision] or
+	// [Reservation] whose FailedOpen reports true, and for a
+	// [ConcurrencyLimiter] a [*ConcurrencyLease] that holds nothing
+	// ([ConcurrencyLease.FailedOpen]). The limit is not enforced while
 	// Redis is unreachable. Counted in coordination.rate_limit.unavailable
 	// with failure_mode=fail_open.
 	FailOpen
-	// FailClosed refuses with an unacquired lease without RetryAfter
-	// ([Limiter.Wait]: a [*WaitError] whose Err is the failure).
+	// FailClosed refuses: a refused Decision or Reservation without
+	// RetryAfter; from [Limiter.Wait], [ConcurrencyLimiter.TryAcquire] and
+	// [ConcurrencyLimiter.Acquire] a [*WaitError] whose Err is the failure.
 	// Counted in coordination.rate_limit.blocked with reason=unavailable.
 	FailClosed
 )
@@ -82,6 +85,7 @@ type options struct {
 	deny       *DenyList
 	identity   string
 	reserve    time.Duration
+	lease      time.Duration // NewConcurrency's lease duration; 0: default
 }
 
 // DefaultReservationTimeout is how long a reservation ([Limiter.Reserve])
@@ -91,7 +95,8 @@ const DefaultReservationTimeout = time.Minute
 // unbounded is the queue limit of a limiter without [WithQueue].
 const unbounded = -1
 
-// WithQueue bounds the local queue of [Limiter.Wait]: up to limit permits
+// WithQueue bounds the local queue of [Limiter.Wait] and
+// [ConcurrencyLimiter.Acquire]: up to limit permits
 // (not requests) may wait in this process, served in order. A request that
 // does not fit fails at once under [OldestFirst] (a [*WaitError], with
 // RetryAfter when it tried Redis first); under [NewestFirst] it evicts
@@ -99,7 +104,7 @@ const unbounded = -1
 // it makes one attempt, like [Limiter.Allow].
 //
 // Without WithQueue the queue is unbounded and served oldest first: Wait
-// waits until it is granted or its context ends.
+// (Acquire) waits until it is granted or its context ends.
 //
 // The queue is local: other processes, and Allow calls here, are not
 // ordered with it. A queued request sleeps until the server-computed retry
@@ -151,10 +156,11 @@ func WithStrictSettings() Option {
 
 // WithDenyList binds the limiter to a deny list and the identity its
 // requests belong to (a client, tenant or user): every [Limiter.Allow],
-// [Limiter.Wait] and [Limiter.Reserve] checks the identity's membership
-// (through the list's local cache) before anything else, and a denied
-// identity gets an unacquired lease whose [Lease.Denied] reports true
-// ([Limiter.Wait]: a [*WaitError] whose Denied is true), without
+// [Limiter.Wait], [Limiter.Reserve], [ConcurrencyLimiter.TryAcquire] and
+// [ConcurrencyLimiter.Acquire] checks the identity's membership (through
+// the list's local cache) before anything else, and a denied identity is
+// refused: a Decision or Reservation whose Denied reports true (from Wait,
+// TryAcquire and Acquire a [*WaitError] whose Denied is true), without
 // RetryAfter, without touching the limiter's key or queue. Queued
 // requests check again before each retry. Counted in
 // coordination.rate_limit.blocked with reason=deny_list.
@@ -179,9 +185,19 @@ func WithDenyList(list *DenyList, identity string) Option {
 
 // WithReservationTimeout sets how long a reservation ([Limiter.Reserve])
 // may stay unsettled: after it, the reservation counts as settled at its
-// estimate and [Lease.Settle] is refused. At least 1 ms; the default is
+// estimate and [Reservation.Settle] is refused. At least 1 ms; the default is
 // [DefaultReservationTimeout]. Errors: coordination.ErrInvalidArgument
 // naming "reservationTimeout".
 func WithReservationTimeout(d time.Duration) Option {
 	return engine.AtLeast("reservationTimeout", d, time.Millisecond, func(o *options) { o.reserve = d })
+}
+
+// WithLeaseDuration sets how long a [ConcurrencyLimiter]'s lease survives
+// without renewal: at least 30 ms, rounded up to whole milliseconds. Its
+// leases renew themselves every third of it while held. The default is
+// [DefaultLeaseDuration]. It is an option of [NewConcurrency] only: [New]
+// refuses it. Errors: coordination.ErrInvalidArgument naming
+// "leaseDuration".
+func WithLeaseDuration(d time.Duration) Option {
+	return engine.AtLeast("leaseDuration", d, minLeaseDuration, func(o *options) { o.lease = d })
 }

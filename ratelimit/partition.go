@@ -24,8 +24,13 @@ func PartitionKey(base, partition string) string {
 // partition's limiter when no [WithIdleTimeout] is given.
 const DefaultIdleTimeout = time.Minute
 
-// PartitionOption configures a [Partitioned].
-type PartitionOption func(*Partitioned) error
+// PartitionOption configures a [Partitioned] or a
+// [PartitionedConcurrency].
+type PartitionOption func(*partitionConfig) error
+
+type partitionConfig struct {
+	idle time.Duration
+}
 
 // WithIdleTimeout sets how long a partition's limiter may stay unused
 // before it is closed and forgotten (its Redis state is kept and picked up
@@ -34,7 +39,7 @@ type PartitionOption func(*Partitioned) error
 // d must be at least 1 ms (else an error naming "idleTimeout"). The default
 // is [DefaultIdleTimeout].
 func WithIdleTimeout(d time.Duration) PartitionOption {
-	return engine.AtLeast("idleTimeout", d, time.Millisecond, func(p *Partitioned) { p.idle = d })
+	return engine.AtLeast("idleTimeout", d, time.Millisecond, func(p *partitionConfig) { p.idle = d })
 }
 
 // Partitioned keeps one [Limiter] per partition (a client, tenant or user),
@@ -50,19 +55,56 @@ func WithIdleTimeout(d time.Duration) PartitionOption {
 // A Partitioned is safe for concurrent use by multiple goroutines. The zero
 // value is not usable; use [NewPartitioned].
 type Partitioned struct {
-	factory func(partition string) (*Limiter, error)
+	partitions[*Limiter]
+}
+
+// PartitionedConcurrency keeps one [ConcurrencyLimiter] per partition, as
+// [Partitioned] does for consumptive limiters: created on first use by a
+// factory, evicted after it has been idle (never while it holds leases).
+// The same warning applies: derive partitions from authenticated
+// identities or normalized addresses.
+//
+// A PartitionedConcurrency is safe for concurrent use by multiple
+// goroutines. The zero value is not usable; use
+// [NewPartitionedConcurrency].
+type PartitionedConcurrency struct {
+	partitions[*ConcurrencyLimiter]
+}
+
+// partitionable is a limiter a partitions keeps.
+type partitionable interface {
+	comparable
+	busy() bool
+	Close() error
+}
+
+// partitions is the machinery of Partitioned and PartitionedConcurrency.
+type partitions[L partitionable] struct {
+	factory func(partition string) (L, error)
 	idle    time.Duration
 
 	mu        sync.Mutex
 	closed    bool
-	m         map[string]*partitionEntry
+	m         map[string]*partitionEntry[L]
 	lastSweep time.Time
 }
 
-type partitionEntry struct {
-	lim  *Limiter
+type partitionEntry[L partitionable] struct {
+	lim  L
 	last time.Time
 	uses int
+}
+
+func (p *partitions[L]) init(factory func(string) (L, error), opts []PartitionOption) error {
+	if factory == nil {
+		return engine.InvalidArgument("factory", "must not be nil")
+	}
+	cfg := partitionConfig{idle: DefaultIdleTimeout}
+	if err := engine.Apply(&cfg, opts); err != nil {
+		return err
+	}
+	p.factory, p.idle, p.m, p.lastSweep = factory, cfg.idle, map[string]*partitionEntry[L]{}, time.Now()
+	return nil
 }
 
 // NewPartitioned returns a partitioned limiter whose factory builds the
@@ -78,23 +120,60 @@ type partitionEntry struct {
 // "factory" at the call that needed it. Errors: coordination.ErrInvalidArgument
 // naming "factory" (nil) or the invalid option's.
 func NewPartitioned(factory func(partition string) (*Limiter, error), opts ...PartitionOption) (*Partitioned, error) {
-	if factory == nil {
-		return nil, engine.InvalidArgument("factory", "must not be nil")
-	}
-	p := &Partitioned{factory: factory, idle: DefaultIdleTimeout, m: map[string]*partitionEntry{}, lastSweep: time.Now()}
-	if err := engine.Apply(p, opts); err != nil {
+	p := &Partitioned{}
+	if err := p.init(factory, opts); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
+// NewPartitionedConcurrency returns a partitioned concurrency limiter
+// whose factory builds the limiter of a partition, typically with
+// [PartitionKey] and [NewConcurrency]. The factory's rules and the errors
+// are [NewPartitioned]'s.
+func NewPartitionedConcurrency(factory func(partition string) (*ConcurrencyLimiter, error), opts ...PartitionOption) (*PartitionedConcurrency, error) {
+	p := &PartitionedConcurrency{}
+	if err := p.init(factory, opts); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// TryAcquire calls [ConcurrencyLimiter.TryAcquire] on partition's limiter,
+// creating it first when needed. Errors are those of TryAcquire, the
+// factory's error, or coordination.ErrClosed after Close.
+func (p *PartitionedConcurrency) TryAcquire(ctx context.Context, partition string, permits int) (*ConcurrencyLease, error) {
+	e, err := p.get(partition)
+	if err != nil {
+		return nil, err
+	}
+	defer p.put(e)
+	return e.lim.TryAcquire(ctx, permits)
+}
+
+// Acquire calls [ConcurrencyLimiter.Acquire] on partition's limiter,
+// creating it first when needed. Errors are those of Acquire, the
+// factory's error, or coordination.ErrClosed after Close.
+func (p *PartitionedConcurrency) Acquire(ctx context.Context, partition string, permits int) (*ConcurrencyLease, error) {
+	e, err := p.get(partition)
+	if err != nil {
+		return nil, err
+	}
+	defer p.put(e)
+	return e.lim.Acquire(ctx, permits)
+}
+
+// busy reports whether the limiter has calls in progress, queued waiters
+// or held leases.
+func (c *ConcurrencyLimiter) busy() bool { return c.l.busy() }
+
 // Allow calls [Limiter.Allow] on partition's limiter, creating it first
 // when needed. Errors are those of Allow, the factory's error, or
 // coordination.ErrClosed after Close.
-func (p *Partitioned) Allow(ctx context.Context, partition string, permits int) (Lease, error) {
+func (p *Partitioned) Allow(ctx context.Context, partition string, permits int) (Decision, error) {
 	e, err := p.get(partition)
 	if err != nil {
-		return Lease{}, err
+		return Decision{}, err
 	}
 	defer p.put(e)
 	return e.lim.Allow(ctx, permits)
@@ -103,36 +182,36 @@ func (p *Partitioned) Allow(ctx context.Context, partition string, permits int) 
 // Wait calls [Limiter.Wait] on partition's limiter, creating it first when
 // needed. Errors are those of Wait, the factory's error, or
 // coordination.ErrClosed after Close.
-func (p *Partitioned) Wait(ctx context.Context, partition string, permits int) (Lease, error) {
+func (p *Partitioned) Wait(ctx context.Context, partition string, permits int) (Decision, error) {
 	e, err := p.get(partition)
 	if err != nil {
-		return Lease{}, err
+		return Decision{}, err
 	}
 	defer p.put(e)
 	return e.lim.Wait(ctx, permits)
 }
 
 // with runs f on partition's limiter.
-func (p *Partitioned) with(partition string, f func(*Limiter) (Lease, error)) (Lease, error) {
+func (p *partitions[L]) with(partition string, f func(L) (result, error)) (result, error) {
 	e, err := p.get(partition)
 	if err != nil {
-		return Lease{}, err
+		return result{}, err
 	}
 	defer p.put(e)
 	return f(e.lim)
 }
 
 // Len returns the number of partitions with a live limiter.
-func (p *Partitioned) Len() int {
+func (p *partitions[L]) Len() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.m)
 }
 
-// Close closes every partition's limiter (see [Limiter.Close]) and makes
-// later calls fail with coordination.ErrClosed. It is idempotent and
-// returns nil.
-func (p *Partitioned) Close() error {
+// Close closes every partition's limiter (see [Limiter.Close] and
+// [ConcurrencyLimiter.Close]) and makes later calls fail with
+// coordination.ErrClosed. It is idempotent and returns nil.
+func (p *partitions[L]) Close() error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -148,14 +227,14 @@ func (p *Partitioned) Close() error {
 	return nil
 }
 
-func (p *Partitioned) get(partition string) (*partitionEntry, error) {
+func (p *partitions[L]) get(partition string) (*partitionEntry[L], error) {
 	now := time.Now()
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return nil, engine.ErrClosed
 	}
-	var evicted []*Limiter
+	var evicted []L
 	if now.Sub(p.lastSweep) >= p.idle/2 {
 		p.lastSweep = now
 		evicted = p.sweepLocked(now)
@@ -163,7 +242,8 @@ func (p *Partitioned) get(partition string) (*partitionEntry, error) {
 	e := p.m[partition]
 	if e == nil {
 		lim, err := p.factory(partition)
-		if err == nil && lim == nil {
+		var zero L
+		if err == nil && lim == zero {
 			err = engine.InvalidArgument("factory", "returned a nil limiter and no error")
 		}
 		if err != nil {
@@ -171,7 +251,7 @@ func (p *Partitioned) get(partition string) (*partitionEntry, error) {
 			closeAll(evicted)
 			return nil, err
 		}
-		e = &partitionEntry{lim: lim}
+		e = &partitionEntry[L]{lim: lim}
 		p.m[partition] = e
 	}
 	e.uses++
@@ -181,7 +261,7 @@ func (p *Partitioned) get(partition string) (*partitionEntry, error) {
 	return e, nil
 }
 
-func (p *Partitioned) put(e *partitionEntry) {
+func (p *partitions[L]) put(e *partitionEntry[L]) {
 	now := time.Now()
 	p.mu.Lock()
 	e.uses--
@@ -191,8 +271,8 @@ func (p *Partitioned) put(e *partitionEntry) {
 
 // sweepLocked removes the limiters idle for longer than the timeout and
 // returns them, to be closed without the lock.
-func (p *Partitioned) sweepLocked(now time.Time) []*Limiter {
-	var out []*Limiter
+func (p *partitions[L]) sweepLocked(now time.Time) []L {
+	var out []L
 	for k, e := range p.m {
 		if e.uses > 0 || now.Sub(e.last) < p.idle {
 			continue
@@ -206,7 +286,7 @@ func (p *Partitioned) sweepLocked(now time.Time) []*Limiter {
 	return out
 }
 
-func closeAll(ls []*Limiter) {
+func closeAll[L partitionable](ls []L) {
 	for _, l := range ls {
 		_ = l.Close()
 	}

@@ -39,8 +39,8 @@ func (w *waiter) signal() {
 }
 
 // Wait acquires permits, waiting in the limiter's local queue when they
-// are not free. It returns an acquired lease, or a nil lease and an error:
-// never a nil error without the permits. It is admitted through hooks once
+// are not free. It returns an allowed decision, or the zero Decision and
+// an error: never a nil error without the permits. It is admitted through hooks once
 // (RATE LIMIT ACQUIRE), however many attempts it makes.
 //
 // Wait fails fast: when the server's retry time is past ctx's deadline, it
@@ -63,11 +63,8 @@ func (w *waiter) signal() {
 // RetryAfter).
 //
 // A queued request does not poll: the head of the queue sleeps until the
-// server-computed retry time; a concurrency limiter's head sleeps until a
-// lease is released here or announced on Redis Pub/Sub (re-checking at
-// least every 5 s, and every 250 ms while the subscription is not
-// confirmed) or the earliest lease would expire. The others sleep until
-// they become the head. [Limiter.Update] wakes the head to try again under
+// server-computed retry time; the others sleep until they become the
+// head. [Limiter.Update] wakes the head to try again under
 // the new settings.
 //
 // Errors: those of Allow; a [*WaitError] (matching
@@ -78,21 +75,28 @@ func (w *waiter) signal() {
 // attempt, before queuing, returns ctx's error as for Allow. After Close queued requests fail
 // with coordination.ErrClosed. A Redis failure while queued ends the wait:
 // the limiter's [FailureMode] applies ([FailOpen] grants, as for Allow).
-func (l *Limiter) Wait(ctx context.Context, permits int) (Lease, error) {
+func (l *Limiter) Wait(ctx context.Context, permits int) (Decision, error) {
+	le, err := l.waitErr(ctx, permits)
+	return le.decision(), err
+}
+
+// waitErr is Wait returning the result (Wait and
+// [ConcurrencyLimiter.Acquire]).
+func (l *Limiter) waitErr(ctx context.Context, permits int) (result, error) {
 	le, why, err := l.wait(ctx, permits, false)
 	if err != nil || le.acquired {
 		return le, err
 	}
-	return Lease{}, newWaitError(permits, le, why, nil)
+	return result{}, newWaitError(permits, le, why, nil)
 }
 
 // wait is Wait returning refusals as unacquired leases with the reason
 // (the middleware's form); oversize refuses such requests as Allow's
 // middleware form does instead of failing.
-func (l *Limiter) wait(ctx context.Context, permits int, oversize bool) (Lease, waitWhy, error) {
+func (l *Limiter) wait(ctx context.Context, permits int, oversize bool) (result, waitWhy, error) {
 	ctx, op, err := l.begin(ctx, permits, oversize)
 	if err != nil {
-		return Lease{}, 0, err
+		return result{}, 0, err
 	}
 	defer l.active.Add(-1)
 	l.mu.Lock()
@@ -124,7 +128,7 @@ func (l *Limiter) wait(ctx context.Context, permits int, oversize bool) (Lease, 
 
 // settleWhy is settle, passing a refusal's reason on (a failure mode's
 // refusal is whyUnavailable).
-func (l *Limiter) settleWhy(ctx context.Context, op engine.Op, d decision, err error, why waitWhy) (Lease, waitWhy, error) {
+func (l *Limiter) settleWhy(ctx context.Context, op engine.Op, d verdict, err error, why waitWhy) (result, waitWhy, error) {
 	le, err := l.settle(ctx, op, d, err)
 	if le.cause != nil {
 		why = whyUnavailable
@@ -134,7 +138,7 @@ func (l *Limiter) settleWhy(ctx context.Context, op engine.Op, d decision, err e
 
 // whyOf returns the reason of a refusal decided without the server (a
 // denied identity, an oversized request), or why.
-func whyOf(d decision, why waitWhy) waitWhy {
+func whyOf(d verdict, why waitWhy) waitWhy {
 	switch {
 	case d.denied:
 		return whyDenied
@@ -159,13 +163,15 @@ const (
 	whyCanceled
 )
 
-// WaitError is the error of a [Limiter.Wait] or [Partitioned.Wait] that
-// returns without its permits for a valid request: the server's retry time
-// is past the context's deadline (PastDeadline), the context ended while
-// the request was queued (Err is its cause), the local queue was full or
-// the request was evicted from it ([WithQueue]), the identity is denied
-// (Denied), or Redis could not decide and the failure mode is
-// [FailClosed] (Err is the failure). Its message says which.
+// WaitError is the error of a [Limiter.Wait], [Partitioned.Wait],
+// [ConcurrencyLimiter.Acquire] or [ConcurrencyLimiter.TryAcquire] that
+// returns without its permits for a valid request: the permits are not
+// free (TryAcquire, or Wait and Acquire under WithQueue(0, ...)), the
+// server's retry time is past the context's deadline (PastDeadline), the
+// context ended while the request was queued (Err is its cause), the local
+// queue was full or the request was evicted from it ([WithQueue]), the
+// identity is denied (Denied), or Redis could not decide and the failure
+// mode is [FailClosed] (Err is the failure). Its message says which.
 //
 // It matches coordination.ErrNotAcquired with errors.Is, and Err too when
 // set (so a context that ended matches context.Canceled or
@@ -179,7 +185,7 @@ type WaitError struct {
 	// Permits is the number of permits the call asked for.
 	Permits int
 	// RetryAfter is the server-computed wait after which the same request
-	// would be admitted ([Lease.RetryAfter] of the latest refusal), or 0
+	// would be admitted ([Decision.RetryAfter] of the latest refusal), or 0
 	// when none is known: concurrency limiters, a request refused by a
 	// full queue before asking Redis or evicted from it, a denied
 	// identity, a failure mode's refusal.
@@ -195,9 +201,10 @@ type WaitError struct {
 	Err error
 
 	why waitWhy
+	try bool // from TryAcquire: no wait was asked for
 }
 
-func newWaitError(permits int, le Lease, why waitWhy, cause error) *WaitError {
+func newWaitError(permits int, le result, why waitWhy, cause error) *WaitError {
 	e := &WaitError{Permits: permits, Denied: le.denied, PastDeadline: why == whyDeadline, Err: cause, why: why}
 	if le.hasRetry {
 		e.RetryAfter = le.retry
@@ -211,10 +218,15 @@ func newWaitError(permits int, le Lease, why waitWhy, cause error) *WaitError {
 	return e
 }
 
-// Error returns "ratelimit: wait for N permits: not acquired: REASON".
+// Error returns "ratelimit: wait for N permits: not acquired: REASON"
+// ("ratelimit: try acquire N permits: ..." for TryAcquire).
 func (e *WaitError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "ratelimit: wait for %d permits: not acquired: ", e.Permits)
+	verb := "wait for"
+	if e.try {
+		verb = "try acquire"
+	}
+	fmt.Fprintf(&b, "ratelimit: %s %d permits: not acquired: ", verb, e.Permits)
 	switch e.why {
 	case whyDeadline:
 		fmt.Fprintf(&b, "the server's retry time (after %v) is past the context's deadline", e.RetryAfter)
@@ -254,7 +266,7 @@ func (e *WaitError) Unwrap() []error {
 
 // pastDeadline reports whether a refusal's retry time is past ctx's
 // deadline: waiting for it cannot succeed.
-func pastDeadline(ctx context.Context, d decision) bool {
+func pastDeadline(ctx context.Context, d verdict) bool {
 	if !d.hasRetry {
 		return false
 	}
@@ -339,7 +351,7 @@ func (l *Limiter) leave(w *waiter) {
 // retry time, w's signal, or (concurrency limiters) a release notification
 // on the key's channel. first is the refused decision that sent w to the
 // queue (tried reports whether it came from Redis).
-func (l *Limiter) serve(ctx context.Context, w *waiter, first decision, tried, oversize bool) (decision, waitWhy, error) {
+func (l *Limiter) serve(ctx context.Context, w *waiter, first verdict, tried, oversize bool) (verdict, waitWhy, error) {
 	defer l.leave(w)
 	cfg := engine.WaitConfig{Wake: w.sig}
 	// A concurrency limiter subscribes to its key's release channel after
@@ -353,7 +365,7 @@ func (l *Limiter) serve(ctx context.Context, w *waiter, first decision, tried, o
 		cfg.FirstIn = first.retry
 	}
 	var (
-		d      decision
+		d      verdict
 		why    waitWhy
 		failed error
 		last   = first // the latest refusal from Redis, for a WaitError's RetryAfter

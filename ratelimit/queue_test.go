@@ -14,7 +14,7 @@ import (
 )
 
 // queued waits until the limiter's queue holds n permits.
-func queued(t testing.TB, l *Limiter, n int64) {
+func queued(t testing.TB, l *tlim, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for l.Statistics().QueuedPermits != n {
@@ -43,24 +43,24 @@ func wantWaitError(t testing.TB, what string, le Lease, err error, permits int, 
 	return we
 }
 
-type result struct {
+type tresult struct {
 	name string
 	le   Lease
 	err  error
 }
 
 // startWait runs Wait(permits) in a goroutine, reporting to out.
-func startWait(ctx context.Context, wg *sync.WaitGroup, l *Limiter, name string, permits int, out chan<- result) {
+func startWait(ctx context.Context, wg *sync.WaitGroup, l *tlim, name string, permits int, out chan<- tresult) {
 	wg.Go(func() {
 		le, err := l.Wait(ctx, permits)
-		out <- result{name, le, err}
+		out <- tresult{name, le, err}
 	})
 }
 
 // exhausted returns a GCRA limiter of burst 1 and interval iv whose one
 // permit is taken, with miniredis' clock running (stopped at the end of the
 // test), and a channel for the results of startWait.
-func exhausted(t *testing.T, b *testharness.Backend, iv time.Duration, opts ...Option) (*Limiter, chan result) {
+func exhausted(t *testing.T, b *testharness.Backend, iv time.Duration, opts ...Option) (*tlim, chan tresult) {
 	t.Helper()
 	key := "q"
 	if len(opts) == 0 {
@@ -71,7 +71,7 @@ func exhausted(t *testing.T, b *testharness.Backend, iv time.Duration, opts ...O
 	if !acquire(t, l, 1).Acquired() {
 		t.Fatal("not acquired")
 	}
-	return l, make(chan result, 3)
+	return l, make(chan tresult, 3)
 }
 
 func TestQueueOldestFirstOrder(t *testing.T) {
@@ -143,7 +143,7 @@ func TestQueueLimitInPermitsCancellationAndClose(t *testing.T) {
 		if !acquire(t, l, 4).Acquired() {
 			t.Fatal("not acquired")
 		}
-		out := make(chan result, 4)
+		out := make(chan tresult, 4)
 		var wg sync.WaitGroup
 		cctx, cancel := context.WithCancel(context.Background())
 		startWait(cctx, &wg, l, "two", 2, out)
@@ -192,7 +192,7 @@ func TestWaitQueuesByDefaultNeverWithQueueZero(t *testing.T) {
 		if le, err := l.Wait(ctx, 1); err != nil || !le.Acquired() {
 			t.Fatalf("Wait: %v", err)
 		}
-		out := make(chan result, 1)
+		out := make(chan tresult, 1)
 		var wg sync.WaitGroup
 		wctx, cancel := context.WithCancel(ctx) // no deadline: it may wait
 		defer cancel()
@@ -231,7 +231,7 @@ func TestConcurrencyQueueWokenByRelease(t *testing.T) {
 		ctx := context.Background()
 		// Local release wakes the waiter.
 		h := acquire(t, l, 1)
-		out := make(chan result, 1)
+		out := make(chan tresult, 1)
 		var wg sync.WaitGroup
 		startWait(ctx, &wg, l, "w", 1, out)
 		queued(t, l, 1)

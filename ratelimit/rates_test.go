@@ -19,7 +19,7 @@ func TestThreePerSecondIsExact(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		c := b.Coordinator(t)
 		for i, g := range []GCRA{{Burst: 3, Rate: 3, Period: time.Second}, {Burst: 3, Interval: time.Second / 3}} {
-			l, err := New(c, "three:"+itoa(int64(i)), g)
+			l, err := newT(c, "three:"+itoa(int64(i)), g)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,14 +56,14 @@ func TestMillionPerSecondHolds(t *testing.T) {
 			TokenBucket{Limit: rate, TokensPerPeriod: rate / 1000, Period: time.Millisecond},
 		} {
 			var (
-				l   *Limiter
+				l   *tlim
 				err error
 			)
 			switch s := s.(type) {
 			case GCRA:
-				l, err = New(c, "million:gcra", s)
+				l, err = newT(c, "million:gcra", s)
 			case TokenBucket:
-				l, err = New(c, "million:bucket", s)
+				l, err = newT(c, "million:bucket", s)
 			}
 			if err != nil {
 				t.Fatalf("%T at 1,000,000 per second: %v", s, err)

@@ -61,7 +61,7 @@ func hooked(t testing.TB, b *testharness.Backend) (*resend, *coordination.Coordi
 
 // available probes a limiter (its script reads the state without changing
 // it) and returns the permits free.
-func available(t testing.TB, l *Limiter) int64 {
+func available(t testing.TB, l *tlim) int64 {
 	t.Helper()
 	return acquire(t, l, 0).Available()
 }

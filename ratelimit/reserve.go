@@ -10,18 +10,30 @@ import (
 	"github.com/coordkit/coordination/internal/engine"
 )
 
-// ErrSettled is returned by [Lease.Settle] for a reservation settled
+// ErrSettled is returned by [Reservation.Settle] for a reservation settled
 // before: each reservation is settled once.
 var ErrSettled = errors.New("ratelimit: reservation already settled")
 
-// ErrReservationExpired is returned by [Lease.Settle] after the
+// ErrReservationExpired is returned by [Reservation.Settle] after the
 // reservation's timeout ([WithReservationTimeout]): it counts as settled at
 // its estimate.
 var ErrReservationExpired = errors.New("ratelimit: reservation expired (settled at its estimate)")
 
 func init() { engine.RegisterAnswers(ErrSettled, ErrReservationExpired) }
 
-// reservation is the settlement state of a reserved lease.
+// Reservation is the answer to one [Limiter.Reserve]: a [Decision] (its
+// accessors say whether the estimate was granted and, when not, when to
+// try again) and, when granted, the reservation to settle once with
+// [Reservation.Settle]. Its methods are safe for concurrent use by multiple
+// goroutines; a nil *Reservation is refused by Settle.
+type Reservation struct {
+	Decision
+	lim *Limiter
+	id  *string // the grant's id; nil for a refusal or a failure mode's grant
+	res *reservation
+}
+
+// reservation is the settlement state of a granted reservation.
 type reservation struct {
 	estimate int
 	deadline time.Time // local monotonic deadline
@@ -32,10 +44,11 @@ type reservation struct {
 
 // Reserve takes estimate permits now, like [Limiter.Allow], for work whose
 // real cost is known only afterwards (tokens of a metered API, rows of a
-// batch job): the granted lease is a reservation to settle with
-// [Lease.Settle] once the cost is known. It is admitted through hooks as
-// RATE LIMIT ACQUIRE and does not wait; a refusal carries RetryAfter as
-// Allow's does.
+// batch job): a granted [*Reservation] is settled with
+// [Reservation.Settle] once the cost is known. It is admitted through
+// hooks as RATE LIMIT ACQUIRE and does not wait; a refusal (a Reservation
+// whose Allowed is false) carries RetryAfter as Allow's does. On an error
+// the Reservation is nil.
 //
 // A reservation not settled within the limiter's reservation timeout
 // ([WithReservationTimeout], a minute by default) counts as settled at its
@@ -46,23 +59,27 @@ type reservation struct {
 // capacity among them), and
 // coordination.ErrInvalidArgument naming "limiter" for another algorithm
 // (nothing admitted or sent).
-func (l *Limiter) Reserve(ctx context.Context, estimate int) (Lease, error) {
+func (l *Limiter) Reserve(ctx context.Context, estimate int) (*Reservation, error) {
 	if l != nil && l.e != nil {
 		if a := l.spec().alg; a != algBucket && a != algGCRA {
-			return Lease{}, engine.InvalidArgument("limiter", "Reserve needs a token-bucket or GCRA limiter")
+			return nil, engine.InvalidArgument("limiter", "Reserve needs a token-bucket or GCRA limiter")
 		}
 	}
 	ctx, op, err := l.begin(ctx, estimate, false)
 	if err != nil {
-		return Lease{}, err
+		return nil, err
 	}
 	defer l.active.Add(-1)
 	d, err := l.attempt(ctx, estimate, false)
 	le, err := l.settle(ctx, op, d, err)
-	if err == nil && le.acquired && le.id != nil {
-		le.res = &reservation{estimate: estimate, deadline: time.Now().Add(l.opts.reserve)}
+	if err != nil {
+		return nil, err
 	}
-	return le, err
+	r := &Reservation{Decision: le.decision(), lim: l, id: le.id}
+	if le.acquired && le.id != nil {
+		r.res = &reservation{estimate: estimate, deadline: time.Now().Add(l.opts.reserve)}
+	}
+	return r, nil
 }
 
 // Settle charges a reservation's real cost, actual permits, in one script
@@ -74,27 +91,27 @@ func (l *Limiter) Reserve(ctx context.Context, estimate int) (Lease, error) {
 // token bucket, the periods that refill the excess). actual equal to the
 // estimate sends nothing.
 //
-// A reservation is settled once: the lease counts as settled from the
+// A reservation is settled once: it counts as settled from the
 // moment Settle is called, and a re-send of its script after a lost reply
 // is recognised by its id and not applied twice (as long as at most 5
 // other grants on the key came in between).
 //
 // Errors: coordination.ErrInvalidArgument naming "actual" (negative) or
-// "lease" (not a reservation: a lease of Allow or Wait, or an unacquired
-// one), with nothing sent; [ErrSettled] for a second Settle;
+// "reservation" (nil, refused, or granted by [FailOpen] without asking
+// Redis), with nothing sent; [ErrSettled] for a second Settle;
 // [ErrReservationExpired] after the reservation timeout; errors matching
 // coordination.ErrConfigMismatch, coordination.ErrBadState or
 // coordination.ErrWrongType as for Allow; Redis and network errors (the
-// settlement may then have been applied or not: the lease still counts as
-// settled).
-func (l Lease) Settle(ctx context.Context, actual int) (int, error) {
+// settlement may then have been applied or not: the reservation still
+// counts as settled).
+func (rv *Reservation) Settle(ctx context.Context, actual int) (int, error) {
 	if actual < 0 {
 		return 0, engine.InvalidArgument("actual", "must be >= 0, got %d", actual)
 	}
-	r, lim := l.res, l.lim
-	if r == nil || lim == nil {
-		return 0, engine.InvalidArgument("lease", "only a reservation (an acquired lease of Reserve) can be settled")
+	if rv == nil || rv.res == nil || rv.lim == nil {
+		return 0, engine.InvalidArgument("reservation", "only a granted reservation of Reserve can be settled")
 	}
+	r, lim := rv.res, rv.lim
 	ctx, op, err := lim.e.Admit(ctx, hooks.RateLimitSettle, primitive)
 	if err != nil {
 		return 0, err

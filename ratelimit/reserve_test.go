@@ -99,7 +99,7 @@ func wantRetrySince(t testing.TB, b *testharness.Backend, le Lease, want time.Du
 	}
 }
 
-func reserve(t testing.TB, l *Limiter, n int) Lease {
+func reserve(t testing.TB, l *tlim, n int) Lease {
 	t.Helper()
 	le, err := l.Reserve(context.Background(), n)
 	if err != nil || !le.Acquired() {

@@ -25,7 +25,7 @@ import (
 //	GCRA            the debt (permits not yet back) is kept in permits and
 //	                rescaled to the new interval, rounding up
 //	composite       each component by its rule
-//	concurrency     the new limit applies to the leases held
+//	concurrency     the new limit applies to the leases held ([ConcurrencyLimiter.Update])
 //
 // An absent key stays absent (the next grant starts from the new
 // settings); an identical update changes nothing. Processes that still run

@@ -22,7 +22,7 @@ func TestWaitNeverNilErrorWithoutPermits(t *testing.T) {
 		ctx := context.Background()
 		c := b.Coordinator(t)
 		for _, k := range every {
-			exhaust := func(name string, opts ...Option) *Limiter {
+			exhaust := func(name string, opts ...Option) *tlim {
 				t.Helper()
 				l := build(t, c, k, "wait:"+name+":"+string(k), 2, time.Minute, opts...)
 				if !acquire(t, l, 2).Acquired() {
@@ -62,7 +62,7 @@ func TestWaitNeverNilErrorWithoutPermits(t *testing.T) {
 			{
 				l := exhaust("cancel")
 				cctx, cancel := context.WithCancel(ctx)
-				out := make(chan result, 1)
+				out := make(chan tresult, 1)
 				var wg sync.WaitGroup
 				startWait(cctx, &wg, l, "w", 1, out)
 				queued(t, l, 1)
@@ -92,7 +92,7 @@ func TestWaitNeverNilErrorWithoutPermits(t *testing.T) {
 			{
 				l := exhaust("full", WithQueue(1, OldestFirst))
 				wctx, cancel := context.WithCancel(ctx)
-				out := make(chan result, 1)
+				out := make(chan tresult, 1)
 				var wg sync.WaitGroup
 				startWait(wctx, &wg, l, "w", 1, out)
 				queued(t, l, 1)
@@ -122,7 +122,7 @@ func TestWaitNeverNilErrorWithoutPermits(t *testing.T) {
 			{
 				l := exhaust("evict", WithQueue(1, NewestFirst))
 				wctx, cancel := context.WithCancel(ctx)
-				out := make(chan result, 2)
+				out := make(chan tresult, 2)
 				var wg sync.WaitGroup
 				startWait(wctx, &wg, l, "old", 1, out)
 				queued(t, l, 1)

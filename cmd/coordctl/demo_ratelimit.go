@@ -58,18 +58,18 @@ func runRateLimitDemo(ctx context.Context, d *demo) error {
 		wg.Go(func() {
 			mine := 0
 			for time.Now().Before(stop) {
-				lease, err := l.Allow(ctx, 1)
+				d, err := l.Allow(ctx, 1)
 				if err != nil {
 					errs <- err
 					return
 				}
-				if lease.Acquired() {
+				if d.Allowed() {
 					admitted.Add(1)
 					mine++
 					continue
 				}
 				refused.Add(1)
-				retry, _ := lease.RetryAfter()
+				retry, _ := d.RetryAfter()
 				// Back off for the server-computed time (bounded by the run).
 				time.Sleep(min(retry, time.Until(stop)))
 			}

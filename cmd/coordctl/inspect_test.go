@@ -194,19 +194,25 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 			return ratelimit.New(coord, k, ratelimit.Composite{Components: []ratelimit.Settings{
 				ratelimit.FixedWindow{Limit: 10, Window: time.Minute}, ratelimit.GCRA{Burst: 5, Rate: 1, Period: time.Hour}}})
 		},
-		"limiter-concurrency": func(k string) (*ratelimit.Limiter, error) {
-			return ratelimit.New(coord, k, ratelimit.Concurrency{Limit: 4, LeaseDuration: time.Minute})
-		},
 	} {
 		lim, err := mk(name)
 		must(err)
 		t.Cleanup(func() { _ = lim.Close() })
-		lease, err := lim.Allow(ctx, 3)
+		d, err := lim.Allow(ctx, 3)
 		must(err)
-		if !lease.Acquired() {
+		if !d.Allowed() {
 			t.Fatalf("%s: not granted", name)
 		}
-		t.Cleanup(func() { _ = lease.Release(context.Background()) })
+		keys[name] = name
+	}
+	{
+		name := "limiter-concurrency"
+		lim, err := ratelimit.NewConcurrency(coord, name, 4, ratelimit.WithLeaseDuration(time.Minute))
+		must(err)
+		t.Cleanup(func() { _ = lim.Close() })
+		lease, err := lim.TryAcquire(ctx, 3)
+		must(err)
+		t.Cleanup(func() { _, _ = lease.Release(context.Background()) })
 		keys[name] = name
 	}
 

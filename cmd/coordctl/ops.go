@@ -252,7 +252,7 @@ cannot be reached.`,
 			return fs.usagef("%v", err)
 		}
 		defer l.Close()
-		lease, err := l.Allow(ctx, *permits)
+		dec, err := l.Allow(ctx, *permits)
 		if err != nil {
 			if errors.Is(err, coordination.ErrConfigMismatch) {
 				fmt.Fprintf(stderr, "coordctl ratelimit try: %q holds another algorithm or other settings: %v\n", *key, err)
@@ -260,11 +260,11 @@ cannot be reached.`,
 			}
 			return fail(stderr, fs.name, err)
 		}
-		if lease.Acquired() {
-			fmt.Fprintf(stdout, "granted %d; %s\n", *permits, availableText(lease.Available()))
+		if dec.Allowed() {
+			fmt.Fprintf(stdout, "granted %d; %s\n", *permits, availableText(dec.Available()))
 			return exitOK
 		}
-		if d, ok := lease.RetryAfter(); ok {
+		if d, ok := dec.RetryAfter(); ok {
 			fmt.Fprintf(stdout, "limited; retry after %v\n", d.Round(time.Millisecond))
 		} else {
 			fmt.Fprintf(stdout, "limited; %d permits can never be granted at once (more than --limit)\n", *permits)

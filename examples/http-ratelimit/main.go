@@ -101,9 +101,8 @@ func newApp(coord *coordination.Coordinator, instance string) (http.Handler, fun
 	// 1. Instance guard: the key includes the instance, so each instance
 	// has its own 64 slots. It protects this process, so it refuses when
 	// Redis is unreachable rather than admitting unbounded work.
-	guard, err := ratelimit.New(coord, ratelimit.PartitionKey("limits:instance", instance),
-		ratelimit.Concurrency{Limit: 64, LeaseDuration: 30 * time.Second},
-		ratelimit.WithFailureMode(ratelimit.FailClosed))
+	guard, err := ratelimit.NewConcurrency(coord, ratelimit.PartitionKey("limits:instance", instance), 64,
+		ratelimit.WithLeaseDuration(30*time.Second), ratelimit.WithFailureMode(ratelimit.FailClosed))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -136,16 +135,15 @@ func newApp(coord *coordination.Coordinator, instance string) (http.Handler, fun
 		return nil, nil, err
 	}
 	// 4. Expensive reports: 2 at a time per tenant.
-	reports, err := ratelimit.NewPartitioned(func(tenant string) (*ratelimit.Limiter, error) {
-		return ratelimit.New(coord, ratelimit.PartitionKey("limits:reports", tenant),
-			ratelimit.Concurrency{Limit: 2})
+	reports, err := ratelimit.NewPartitionedConcurrency(func(tenant string) (*ratelimit.ConcurrencyLimiter, error) {
+		return ratelimit.NewConcurrency(coord, ratelimit.PartitionKey("limits:reports", tenant), 2)
 	})
 	if err != nil {
 		return nil, nil, err
 	}
 
 	layers := []ratelimit.Policy{
-		{Name: "instance", Limiter: guard, Status: http.StatusServiceUnavailable},
+		{Name: "instance", Concurrency: guard, Status: http.StatusServiceUnavailable},
 		{Name: "client", Partitioned: perClient, Partition: clientPartition},
 		{Name: "tenant", Partitioned: perTenant, Partition: clientPartition},
 	}
@@ -160,7 +158,7 @@ func newApp(coord *coordination.Coordinator, instance string) (http.Handler, fun
 		return nil, nil, err
 	}
 	expensive, err := ratelimit.NewMiddleware(append(layers,
-		ratelimit.Policy{Name: "reports", Partitioned: reports, Partition: clientPartition}), onError)
+		ratelimit.Policy{Name: "reports", PartitionedConcurrency: reports, Partition: clientPartition}), onError)
 	if err != nil {
 		return nil, nil, err
 	}

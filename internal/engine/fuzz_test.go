@@ -172,6 +172,7 @@ func fuzzedDecoders() []decoder {
 		decoderOf(RateLimitAdjust, []any{[]any{1, 4}}, []any{[]any{0, 0}}),
 		decoderOf(RateLimitConcAcquire, []any{[]any{1, 2, -1}}, []any{[]any{0, 0, 1500}}),
 		decoderOf(RateLimitConcRenew, []any{1}, []any{0}),
+		decoderOf(RateLimitConcVerify, []any{1}, []any{0}),
 		decoderOf(RateLimitConcRelease, []any{1}, []any{0}),
 		decoderOf(RateLimitDenyRead, []any{1}, []any{0}),
 		decoderOf(RateLimitDenyWrite, []any{1}, []any{0}),

@@ -16,9 +16,11 @@ var (
 
 	// The concurrency limiter's lease scripts follow the lease argument
 	// convention (ARGV = member, TTL ms, limit, permits, strict for the
-	// acquire; member, TTL ms for the renewal; member for the release).
+	// acquire; member, TTL ms for the renewal; member for the verify and
+	// the release).
 	RateLimitConcAcquire = NewScript("ratelimit_conc_acquire", decodeConcGrant)
 	RateLimitConcRenew   = NewScript("ratelimit_conc_renew", Bool01)
+	RateLimitConcVerify  = NewScript("ratelimit_conc_verify", Bool01)
 	RateLimitConcRelease = NewScript("ratelimit_conc_release", decodeConcRelease)
 
 	// RateLimitDenyRead reads and RateLimitDenyWrite changes a deny list's

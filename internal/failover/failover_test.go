@@ -90,7 +90,7 @@ func take(t *testing.T, coord *coordination.Coordinator) *before {
 	b.permit = must(b.sem.TryAcquire(ctx, time.Minute))(t)
 	b.lim = must(ratelimit.New(coord, rlKey, ratelimit.FixedWindow{Limit: 5, Window: time.Minute}))(t)
 	t.Cleanup(func() { _ = b.lim.Close() })
-	if l := must(b.lim.Allow(ctx, 3))(t); !l.Acquired() {
+	if l := must(b.lim.Allow(ctx, 3))(t); !l.Allowed() {
 		t.Fatal("the limiter refused 3 of 5 permits")
 	}
 	el := must(leader.New(coord, elLease, elFence, "a", leader.WithLeaseDuration(20*time.Second),
@@ -147,10 +147,10 @@ func (b *before) check(t *testing.T, coord *coordination.Coordinator) {
 			t.Errorf("permit Release after the failover = %v, %v", out, err)
 		}
 	}
-	if l := must(b.lim.Allow(ctx, 3))(t); l.Acquired() {
+	if l := must(b.lim.Allow(ctx, 3))(t); l.Allowed() {
 		t.Error("the limiter granted 3 more of 5 after the failover: the consumption was forgotten")
 	}
-	if l := must(b.lim.Allow(ctx, 2))(t); !l.Acquired() {
+	if l := must(b.lim.Allow(ctx, 2))(t); !l.Allowed() {
 		t.Error("the limiter refused the 2 permits left after the failover")
 	}
 	select {

@@ -121,7 +121,7 @@ func limiterSubject(name string, mk func(c *coordination.Coordinator) (*ratelimi
 			if err != nil {
 				return "", err
 			}
-			return fmt.Sprintf("granted %v, %d left", l.Acquired(), l.Available()), nil
+			return fmt.Sprintf("granted %v, %d left", l.Allowed(), l.Available()), nil
 		},
 		want: "granted true, 4 left",
 		count: func(ctx context.Context, w *world) (int, error) {
@@ -408,9 +408,45 @@ func subjects() []subject {
 }
 
 func concurrencySubject() subject {
-	s := limiterSubject("concurrency", func(c *coordination.Coordinator) (*ratelimit.Limiter, error) {
-		return ratelimit.New(c, "m", ratelimit.Concurrency{Limit: 5, LeaseDuration: time.Minute})
-	})
+	limiter := func(t testing.TB, c *coordination.Coordinator) *ratelimit.ConcurrencyLimiter {
+		l := must(ratelimit.NewConcurrency(c, "m", 5, ratelimit.WithLeaseDuration(time.Minute)))(t)
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	s := subject{
+		name: "concurrency", key: "m", keys: []string{"m"},
+		take: func(ctx context.Context, w *world) (string, error) {
+			lim := limiter(w.t, w.coord[0])
+			if _, err := lim.TryAcquire(ctx, 1); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("granted true, %d left", lim.Statistics().AvailablePermits), nil
+		},
+		want: "granted true, 4 left",
+		// The permits held: a probe lease of 1 on a direct connection
+		// (released at once) learns the permits free.
+		count: func(ctx context.Context, w *world) (int, error) {
+			lim := limiter(w.t, w.direct[0])
+			l, err := lim.TryAcquire(ctx, 1)
+			if errors.Is(err, coordination.ErrNotAcquired) {
+				return 5, nil
+			}
+			if err != nil {
+				return 0, err
+			}
+			free := int(lim.Statistics().AvailablePermits) + 1
+			if _, err := l.Release(ctx); err != nil {
+				return 0, err
+			}
+			return 5 - free, nil
+		},
+	}
+	s.forgotten = func(t *testing.T, w *world, lost map[string]bool) {
+		used := must(s.count(bg, w))(t)
+		if want := map[bool]int{true: 0, false: 1}[lost["m"]]; used != want {
+			t.Errorf("permits held after the fault: %d, want %d", used, want)
+		}
+	}
 	s.kind, s.oomGranted = leaseKind, true
 	s.restart, s.evict = "leases forgotten: all 5 free again", "leases evicted: all 5 free again"
 	return s

@@ -148,8 +148,8 @@ func soakOn(t *testing.T, b *testharness.Backend, d time.Duration) (stats, int, 
 			cancel()
 			switch {
 			case err != nil:
-			case l.Acquired() || !l.Denied():
-				t.Errorf("a denied identity was answered acquired=%v denied=%v", l.Acquired(), l.Denied())
+			case l.Allowed() || !l.Denied():
+				t.Errorf("a denied identity was answered acquired=%v denied=%v", l.Allowed(), l.Denied())
 			default:
 				denials.Add(1)
 			}

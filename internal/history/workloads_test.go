@@ -452,19 +452,20 @@ func concurrencyWorkload() workload {
 		name: "concurrency", clients: 3, longest: concurrencyLease,
 		model: func() porcupine.Model { return lincheck.LeaseSpec(rules).Model() },
 		run: func(w *hctx) {
-			lim, err := ratelimit.New(w.coord, w.key, ratelimit.Concurrency{Limit: 2, LeaseDuration: concurrencyLease})
+			lim, err := ratelimit.NewConcurrency(w.coord, w.key, 2, ratelimit.WithLeaseDuration(concurrencyLease))
 			if err != nil {
 				w.t.Error(err)
 				return
 			}
 			defer lim.Close()
-			var lease *ratelimit.Lease
+			var lease *ratelimit.ConcurrencyLease
 			var id string
 			release := func() {
 				ctx, cancel := w.op()
 				defer cancel()
 				_, _ = lincheck.Do(w.h, w.c, lincheck.Release{ID: id}, func() (coordination.ReleaseOutcome, error) {
-					return coordination.Released, lease.Release(ctx)
+					_, err := lease.Release(ctx) // Released or AlreadyReleased: the permits are free
+					return coordination.Released, err
 				})
 				lease = nil
 			}
@@ -476,11 +477,12 @@ func concurrencyWorkload() workload {
 					id = w.id()
 					n := pick(w.rng, 1, 1, 2)
 					_, _ = lincheck.Do(w.h, w.c, lincheck.Acquire{ID: id, N: int64(n)}, func() (bool, error) {
-						l, err := lim.Allow(ctx, n)
-						if err == nil && l.Acquired() {
-							lease = &l
+						l, err := lim.TryAcquire(ctx, n)
+						if errors.Is(err, coordination.ErrNotAcquired) {
+							return false, nil
 						}
-						return l.Acquired(), err
+						lease = l
+						return err == nil, err
 					})
 					cancel()
 				}
@@ -546,7 +548,7 @@ func rateWorkload(name string, cfg []ratelimit.Settings, algs []any) workload {
 				n := pick(w.rng, 1, 1, 1, 2)
 				_, _ = lincheck.Do(w.h, w.c, lincheck.Allow{N: int64(n)}, func() (bool, error) {
 					l, err := lim.Allow(ctx, n)
-					return l.Acquired(), err
+					return l.Allowed(), err
 				})
 				cancel()
 				w.pause(20 * time.Millisecond)
