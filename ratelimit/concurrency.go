@@ -144,7 +144,7 @@ func (c *ConcurrencyLimiter) TryAcquire(ctx context.Context, permits int) (*Conc
 		if r.cause != nil {
 			why = whyUnavailable
 		}
-		we := newWaitError(permits, r, why, nil)
+		we := newWaitError(c.l.keys, permits, r, why, nil)
 		we.try = true
 		return nil, we
 	}

@@ -87,7 +87,7 @@ func (l *Limiter) waitErr(ctx context.Context, permits int) (result, error) {
 	if err != nil || le.acquired {
 		return le, err
 	}
-	return result{}, newWaitError(permits, le, why, nil)
+	return result{}, newWaitError(l.keys, permits, le, why, nil)
 }
 
 // wait is Wait returning refusals as unacquired leases with the reason
@@ -200,12 +200,13 @@ type WaitError struct {
 	// queued, the Redis error a [FailClosed] refusal answered.
 	Err error
 
-	why waitWhy
-	try bool // from TryAcquire: no wait was asked for
+	why  waitWhy
+	try  bool        // from TryAcquire: no wait was asked for
+	keys engine.Keys // the limiter's key, named in Error
 }
 
-func newWaitError(permits int, le result, why waitWhy, cause error) *WaitError {
-	e := &WaitError{Permits: permits, Denied: le.denied, PastDeadline: why == whyDeadline, Err: cause, why: why}
+func newWaitError(keys engine.Keys, permits int, le result, why waitWhy, cause error) *WaitError {
+	e := &WaitError{Permits: permits, Denied: le.denied, PastDeadline: why == whyDeadline, Err: cause, why: why, keys: keys}
 	if le.hasRetry {
 		e.RetryAfter = le.retry
 	}
@@ -218,15 +219,17 @@ func newWaitError(permits int, le result, why waitWhy, cause error) *WaitError {
 	return e
 }
 
-// Error returns "ratelimit: wait for N permits: not acquired: REASON"
-// ("ratelimit: try acquire N permits: ..." for TryAcquire).
+// Error returns `coordination: rate limit acquire "KEY": wait for N
+// permits: not acquired: REASON` ("... try acquire N permits: ..." for
+// [ConcurrencyLimiter.TryAcquire]), naming the operation and the key as
+// every error of the library does.
 func (e *WaitError) Error() string {
 	var b strings.Builder
 	verb := "wait for"
 	if e.try {
 		verb = "try acquire"
 	}
-	fmt.Fprintf(&b, "ratelimit: %s %d permits: not acquired: ", verb, e.Permits)
+	fmt.Fprintf(&b, "%s %d permits: not acquired: ", verb, e.Permits)
 	switch e.why {
 	case whyDeadline:
 		fmt.Fprintf(&b, "the server's retry time (after %v) is past the context's deadline", e.RetryAfter)
@@ -252,7 +255,7 @@ func (e *WaitError) Error() string {
 		b.WriteString(": ")
 		b.WriteString(e.Err.Error())
 	}
-	return b.String()
+	return engine.OpError("RATE LIMIT ACQUIRE", e.keys, errors.New(b.String())).Error()
 }
 
 // Unwrap returns coordination.ErrNotAcquired and Err (when set), for
@@ -431,7 +434,7 @@ func (l *Limiter) serve(ctx context.Context, w *waiter, first verdict, tried, ov
 		if !errors.Is(err, engine.ErrNotAcquired) && !errors.Is(err, cause) {
 			cause = fmt.Errorf("%w: %w", cause, err)
 		}
-		we := &WaitError{Permits: w.permits, Err: cause, why: whyCanceled}
+		we := &WaitError{Permits: w.permits, Err: cause, why: whyCanceled, keys: l.keys}
 		if last.hasRetry {
 			we.RetryAfter = last.retry
 		}

@@ -163,18 +163,43 @@ func TestWaitErrorShape(t *testing.T) {
 	if !errors.Is(we, coordination.ErrNotAcquired) || errors.Is(we, context.DeadlineExceeded) {
 		t.Fatalf("%v: matching", we)
 	}
-	if got, want := we.Error(), "ratelimit: wait for 3 permits: not acquired: the server's retry time (after 1.5s) is past the context's deadline"; got != want {
+	if got, want := we.Error(), "coordination: rate limit acquire: wait for 3 permits: not acquired: the server's retry time (after 1.5s) is past the context's deadline"; got != want {
 		t.Fatalf("message %q, want %q", got, want)
 	}
 	ce := &WaitError{Permits: 1, RetryAfter: time.Second, Err: context.Canceled, why: whyCanceled}
 	if !errors.Is(ce, context.Canceled) || !errors.Is(ce, coordination.ErrNotAcquired) {
 		t.Fatalf("%v: matching", ce)
 	}
-	if got, want := ce.Error(), "ratelimit: wait for 1 permits: not acquired: the context ended while queued (retry after 1s): context canceled"; got != want {
+	if got, want := ce.Error(), "coordination: rate limit acquire: wait for 1 permits: not acquired: the context ended while queued (retry after 1s): context canceled"; got != want {
 		t.Fatalf("message %q, want %q", got, want)
 	}
 	var target *WaitError
 	if wrapped := errors.Join(errors.New("x"), ce); !errors.As(wrapped, &target) || target != ce {
 		t.Fatal("errors.As does not find a wrapped WaitError")
 	}
+}
+
+// A WaitError names the operation and the limiter's key as the caller gave
+// it, as every error of the library does (it said "ratelimit: wait for ..."
+// with no key before).
+func TestWaitErrorNamesTheKey(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		lim, err := New(b.Coordinator(t), "api:wait-error", FixedWindow{Limit: 1, Window: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lim.Close()
+		if d, err := lim.Allow(ctx, 1); err != nil || !d.Allowed() {
+			t.Fatalf("first Allow: %v, %v", d, err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err = lim.Wait(wctx, 1)
+		var we *WaitError
+		want := `coordination: rate limit acquire "api:wait-error": wait for 1 permits: not acquired: the server's retry time (after `
+		if !errors.As(err, &we) || !we.PastDeadline || !strings.HasPrefix(err.Error(), want) {
+			t.Fatalf("Wait past the window = %v, want a *WaitError beginning %q", err, want)
+		}
+	})
 }
