@@ -36,7 +36,11 @@ func TestLeaseContextCarriesLocalDeadline(t *testing.T) {
 				return l, func() error { _, err := l.Release(ctx); return err }, err
 			},
 			"fencing": func() (heldLease, func() error, error) {
-				l, err := fencing.TryAcquire(ctx, coord, "{dl}:lease", "{dl}:fence", ttl)
+				m, err := fencing.New(coord, "{dl}:lease", "{dl}:fence")
+				if err != nil {
+					return nil, nil, err
+				}
+				l, err := m.TryAcquire(ctx, ttl)
 				return l, func() error { _, err := l.Release(ctx); return err }, err
 			},
 			"rwlease": func() (heldLease, func() error, error) {

@@ -123,7 +123,11 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 		}
 		l, err := lock.TryAcquire(bg, coord, "nil:lock", time.Minute)
 		must(err)
-		fl, err := fencing.TryAcquire(bg, coord, "{nil}:lease", "{nil}:fence", time.Minute)
+		fm, err := fencing.New(coord, "{nil}:lease", "{nil}:fence")
+		must(err)
+		fl, err := fm.TryAcquire(bg, time.Minute)
+		must(err)
+		guarded, err := fencing.NewGuarded(coord, "doc")
 		must(err)
 		var field *lock.FieldLease // nil where the server has no hash-field TTLs
 		if b.HasHashFieldTTL() {
@@ -186,10 +190,10 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 			"fencing.(*Lock).Refresh":              func() error { _, err := fl.Refresh(ctx, time.Minute); return err },
 			"fencing.(*Lock).Release":              func() error { _, err := fl.Release(ctx); return err },
 			"fencing.(*Lock).Verify":               func() error { _, err := fl.Verify(ctx); return err },
-			"fencing.Acquire":                      func() error { _, err := fencing.Acquire(ctx, coord, "{n}:l", "{n}:f", time.Minute); return err },
-			"fencing.TryAcquire":                   func() error { _, err := fencing.TryAcquire(ctx, coord, "{n}:l", "{n}:f", time.Minute); return err },
-			"fencing.GuardedGet":                   func() error { _, _, _, err := fencing.GuardedGet(ctx, coord, "doc"); return err },
-			"fencing.GuardedSet":                   func() error { _, _, err := fencing.GuardedSet(ctx, coord, "doc", 1, []byte("v"), 0); return err },
+			"fencing.(*Mutex).Acquire":             func() error { _, err := fm.Acquire(ctx, time.Minute); return err },
+			"fencing.(*Mutex).TryAcquire":          func() error { _, err := fm.TryAcquire(ctx, time.Minute); return err },
+			"fencing.(*Guarded).Get":               func() error { _, _, _, err := guarded.Get(ctx); return err },
+			"fencing.(*Guarded).Set":               func() error { _, _, err := guarded.Set(ctx, 1, []byte("v"), 0); return err },
 			"idempotency.(*Store).Abandon":         func() error { _, err := store.Abandon(ctx, "k", owner); return err },
 			"idempotency.(*Store).Begin":           func() error { _, err := store.Begin(ctx, "k", time.Minute); return err },
 			"idempotency.(*Store).Complete":        func() error { _, err := store.Complete(ctx, "k", owner, nil); return err },

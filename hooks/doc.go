@@ -23,12 +23,12 @@
 //	LOCK RENEW                    lock          Lock.Refresh (keep-alive renewals are not admitted)
 //	LOCK VERIFY                   lock          Lock.Verify
 //	LOCK RELEASE                  lock          Lock.Release
-//	FENCED LOCK ACQUIRE           fencing       fencing.TryAcquire, fencing.Acquire
+//	FENCED LOCK ACQUIRE           fencing       fencing.Mutex.TryAcquire, fencing.Mutex.Acquire (once, however long it waits)
 //	FENCED LOCK RENEW             fencing       fencing.Lock.Refresh
 //	FENCED LOCK VERIFY            fencing       fencing.Lock.Verify
 //	FENCED LOCK RELEASE           fencing       fencing.Lock.Release
-//	FENCED WRITE                  fencing       fencing.GuardedSet
-//	FENCED READ                   fencing       fencing.GuardedGet
+//	FENCED WRITE                  fencing       fencing.Guarded.Set
+//	FENCED READ                   fencing       fencing.Guarded.Get
 //	LEASE ACQUIRE                 lock          lock.TryAcquireField, lock.AcquireField (once, however long it waits)
 //	LEASE RENEW                   lock          FieldLease.Refresh (keep-alive renewals are not admitted)
 //	LEASE VERIFY                  lock          FieldLease.Verify

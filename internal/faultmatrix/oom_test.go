@@ -34,7 +34,7 @@ func TestRenewAndReleaseUnderOOM(t *testing.T) {
 			c := w.coord[0]
 			held := map[string]handle{
 				"lock":      must(lock.TryAcquire(ctx, c, "l", time.Minute))(t),
-				"fencing":   must(fencing.TryAcquire(ctx, c, "{f}:lease", "{f}:fence", time.Minute))(t),
+				"fencing":   must(must(fencing.New(c, "{f}:lease", "{f}:fence"))(t).TryAcquire(ctx, time.Minute))(t),
 				"rwlease":   must(rwlease.TryWrite(ctx, c, "rw", time.Minute))(t),
 				"semaphore": must(must(semaphore.New(c, "s", 2))(t).TryAcquire(ctx, time.Minute))(t),
 			}
