@@ -103,8 +103,12 @@ func boundedArgs() []bounded {
 			_, err = s.TryAcquire(ctx, time.Second)
 			return err
 		}),
-		key("rwlease.TryRead", func(ctx context.Context, c *coordination.Coordinator, k string) error {
-			_, err := rwlease.TryRead(ctx, c, k, time.Second)
+		key("rwlease.New+TryRead", func(ctx context.Context, c *coordination.Coordinator, k string) error {
+			m, err := rwlease.New(c, k)
+			if err != nil {
+				return err
+			}
+			_, err = m.TryRead(ctx, time.Second)
 			return err
 		}),
 		key("latch.Create", func(ctx context.Context, c *coordination.Coordinator, k string) error {

@@ -44,7 +44,11 @@ func TestLeaseContextCarriesLocalDeadline(t *testing.T) {
 				return l, func() error { _, err := l.Release(ctx); return err }, err
 			},
 			"rwlease": func() (heldLease, func() error, error) {
-				l, err := rwlease.TryRead(ctx, coord, "dl:rw", ttl)
+				m, err := rwlease.New(coord, "dl:rw")
+				if err != nil {
+					return nil, nil, err
+				}
+				l, err := m.TryRead(ctx, ttl)
 				return l, func() error { _, err := l.Release(ctx); return err }, err
 			},
 			"semaphore": func() (heldLease, func() error, error) {

@@ -134,7 +134,9 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 			field, err = lock.TryAcquireField(bg, coord, "nil:fields", "f", time.Minute)
 			must(err)
 		}
-		rw, err := rwlease.TryRead(bg, coord, "nil:rw", time.Minute)
+		rwm, err := rwlease.New(coord, "nil:rw")
+		must(err)
+		rw, err := rwm.TryRead(bg, time.Minute)
 		must(err)
 		sem, err := semaphore.New(coord, "nil:sem", 2)
 		must(err)
@@ -245,10 +247,10 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 			"rwlease.(*Lease).Refresh":           func() error { _, err := rw.Refresh(ctx, time.Minute); return err },
 			"rwlease.(*Lease).Release":           func() error { _, err := rw.Release(ctx); return err },
 			"rwlease.(*Lease).Verify":            func() error { _, err := rw.Verify(ctx); return err },
-			"rwlease.Read":                       func() error { _, err := rwlease.Read(ctx, coord, "k", time.Minute); return err },
-			"rwlease.TryRead":                    func() error { _, err := rwlease.TryRead(ctx, coord, "k", time.Minute); return err },
-			"rwlease.TryWrite":                   func() error { _, err := rwlease.TryWrite(ctx, coord, "k", time.Minute); return err },
-			"rwlease.Write":                      func() error { _, err := rwlease.Write(ctx, coord, "k", time.Minute); return err },
+			"rwlease.(*RWMutex).Read":            func() error { _, err := rwm.Read(ctx, time.Minute); return err },
+			"rwlease.(*RWMutex).TryRead":         func() error { _, err := rwm.TryRead(ctx, time.Minute); return err },
+			"rwlease.(*RWMutex).TryWrite":        func() error { _, err := rwm.TryWrite(ctx, time.Minute); return err },
+			"rwlease.(*RWMutex).Write":           func() error { _, err := rwm.Write(ctx, time.Minute); return err },
 			"semaphore.(*Permit).Refresh":        func() error { _, err := permit.Refresh(ctx, time.Minute); return err },
 			"semaphore.(*Permit).Release":        func() error { _, err := permit.Release(ctx); return err },
 			"semaphore.(*Permit).Verify":         func() error { _, err := permit.Verify(ctx); return err },

@@ -33,8 +33,8 @@
 //	LEASE RENEW                   lock          FieldLease.Refresh (keep-alive renewals are not admitted)
 //	LEASE VERIFY                  lock          FieldLease.Verify
 //	LEASE RELEASE                 lock          FieldLease.Release
-//	RWLEASE READ ACQUIRE          rwlease       rwlease.TryRead, rwlease.Read (once, however long it waits)
-//	RWLEASE WRITE ACQUIRE         rwlease       rwlease.TryWrite, rwlease.Write (once; removing a given-up writer's marker is not admitted)
+//	RWLEASE READ ACQUIRE          rwlease       rwlease.RWMutex.TryRead, rwlease.RWMutex.Read (once, however long it waits)
+//	RWLEASE WRITE ACQUIRE         rwlease       rwlease.RWMutex.TryWrite, rwlease.RWMutex.Write (once; removing a given-up writer's marker is not admitted)
 //	RWLEASE RENEW                 rwlease       rwlease.Lease.Refresh (keep-alive renewals are not admitted)
 //	RWLEASE VERIFY                rwlease       rwlease.Lease.Verify
 //	RWLEASE RELEASE               rwlease       rwlease.Lease.Release

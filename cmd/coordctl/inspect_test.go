@@ -124,13 +124,17 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 		keys["field-leases"] = "shards"
 	}
 
+	rw, err := rwlease.New(coord, "rw")
+	must(err)
 	for range 2 {
-		r, err := rwlease.TryRead(ctx, coord, "rw", time.Minute)
+		r, err := rw.TryRead(ctx, time.Minute)
 		must(err)
 		t.Cleanup(func() { _, _ = r.Release(context.Background()) })
 	}
 	keys["rwlease-readers"] = "rw"
-	w, err := rwlease.TryWrite(ctx, coord, "rw-w", time.Minute)
+	rww, err := rwlease.New(coord, "rw-w")
+	must(err)
+	w, err := rww.TryWrite(ctx, time.Minute)
 	must(err)
 	t.Cleanup(func() { _, _ = w.Release(context.Background()) })
 	keys["rwlease-writer"] = "rw-w"
@@ -255,7 +259,9 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	_, err = rp.Release(ctx)
 	must(err)
 	mark("mark-semaphore", "released-sem")
-	rr, err := rwlease.TryRead(ctx, coord, "released-rw", time.Minute)
+	rrm, err := rwlease.New(coord, "released-rw")
+	must(err)
+	rr, err := rrm.TryRead(ctx, time.Minute)
 	must(err)
 	_, err = rr.Release(ctx)
 	must(err)

@@ -35,7 +35,7 @@ func TestRenewAndReleaseUnderOOM(t *testing.T) {
 			held := map[string]handle{
 				"lock":      must(lock.TryAcquire(ctx, c, "l", time.Minute))(t),
 				"fencing":   must(must(fencing.New(c, "{f}:lease", "{f}:fence"))(t).TryAcquire(ctx, time.Minute))(t),
-				"rwlease":   must(rwlease.TryWrite(ctx, c, "rw", time.Minute))(t),
+				"rwlease":   must(must(rwlease.New(c, "rw"))(t).TryWrite(ctx, time.Minute))(t),
 				"semaphore": must(must(semaphore.New(c, "s", 2))(t).TryAcquire(ctx, time.Minute))(t),
 			}
 			if hasHashFieldTTL(flavor) {

@@ -215,14 +215,25 @@ func subjects() []subject {
 		{
 			name: "rwlease", kind: leaseKind, key: "m", keys: []string{"m"}, oomGranted: true,
 			take: func(ctx context.Context, w *world) (string, error) {
-				l, err := rwlease.TryWrite(ctx, w.coord[0], "m", time.Minute)
+				m, err := rwlease.New(w.coord[0], "m")
+				if err != nil {
+					return "", err
+				}
+				l, err := m.TryWrite(ctx, time.Minute)
 				w.held = l
 				return "held", err
 			},
 			want: "held", count: exists("m"),
 			forgotten: func(t *testing.T, w *world, lost map[string]bool) {
 				leaseForgotten(t, lost["m"], func() (bool, error) { return w.held.(*rwlease.Lease).Verify(bg) },
-					func() error { _, err := rwlease.TryWrite(bg, w.direct[0], "m", time.Minute); return err })
+					func() error {
+						m, err := rwlease.New(w.direct[0], "m")
+						if err != nil {
+							return err
+						}
+						_, err = m.TryWrite(bg, time.Minute)
+						return err
+					})
 			},
 			restart: "forgotten: holder's Verify false, a second writer", evict: "evicted: holder's Verify false, a second writer",
 		},

@@ -34,10 +34,14 @@ func workloads() []workload {
 			return s.TryAcquireN(ctx, a.N, a.TTL)
 		}),
 		leaseWorkload("rwlease", 4, lincheck.LeaseRules{RW: true}, func(w *hctx, ctx context.Context, a lincheck.Acquire) (handle, error) {
-			if a.Write {
-				return rwlease.TryWrite(ctx, w.coord, w.key, a.TTL)
+			rw, err := rwlease.New(w.coord, w.key)
+			if err != nil {
+				return nil, err
 			}
-			return rwlease.TryRead(ctx, w.coord, w.key, a.TTL)
+			if a.Write {
+				return rw.TryWrite(ctx, a.TTL)
+			}
+			return rw.TryRead(ctx, a.TTL)
 		}),
 		fencedWorkload(),
 		latchWorkload(),
