@@ -58,16 +58,40 @@ func boundedArgs() []bounded {
 			_, err := lockTryAcquireField(ctx, c, "jobs", sized(n, ""), time.Second)
 			return err
 		}},
-		{op: "fencing.TryAcquire", arg: "leaseKey", max: engine.MaxKeyBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
-			_, err := fencing.TryAcquire(ctx, c, sized(n, "{t}"), "{t}fence", time.Second)
+		{op: "fencing.New+TryAcquire", arg: "leaseKey", max: engine.MaxKeyBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
+			m, err := fencing.New(c, sized(n, "{t}"), "{t}fence")
+			if err != nil {
+				return err
+			}
+			_, err = m.TryAcquire(ctx, time.Second)
 			return err
 		}},
-		key("fencing.GuardedSet", func(ctx context.Context, c *coordination.Coordinator, k string) error {
-			_, _, err := fencing.GuardedSet(ctx, c, k, 1, []byte("v"), time.Minute)
+		{op: "fencing.New+TryAcquire", arg: "holder", max: engine.MaxIdentityBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
+			m, err := fencing.New(c, "{h}lease", "{h}fence", fencing.WithHolder(sized(n, "")))
+			if err != nil {
+				return err
+			}
+			l, err := m.TryAcquire(ctx, time.Second)
+			if err != nil {
+				return err
+			}
+			_, err = l.Release(ctx)
+			return err
+		}},
+		key("fencing.NewGuarded+Set", func(ctx context.Context, c *coordination.Coordinator, k string) error {
+			g, err := fencing.NewGuarded(c, k)
+			if err != nil {
+				return err
+			}
+			_, _, err = g.Set(ctx, 1, []byte("v"), time.Minute)
 			return err
 		}),
-		{op: "fencing.GuardedSet", arg: "value", max: engine.MaxValueBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
-			_, _, err := fencing.GuardedSet(ctx, c, "guarded", 1, make([]byte, n), time.Minute)
+		{op: "fencing.Guarded.Set", arg: "value", max: engine.MaxValueBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
+			g, err := fencing.NewGuarded(c, "guarded")
+			if err != nil {
+				return err
+			}
+			_, _, err = g.Set(ctx, 1, make([]byte, n), time.Minute)
 			return err
 		}},
 		key("semaphore.New+TryAcquire", func(ctx context.Context, c *coordination.Coordinator, k string) error {
@@ -78,8 +102,12 @@ func boundedArgs() []bounded {
 			_, err = s.TryAcquire(ctx, time.Second)
 			return err
 		}),
-		key("rwlease.TryRead", func(ctx context.Context, c *coordination.Coordinator, k string) error {
-			_, err := rwlease.TryRead(ctx, c, k, time.Second)
+		key("rwlease.New+TryRead", func(ctx context.Context, c *coordination.Coordinator, k string) error {
+			m, err := rwlease.New(c, k)
+			if err != nil {
+				return err
+			}
+			_, err = m.TryRead(ctx, time.Second)
 			return err
 		}),
 		key("latch.New+Create", func(ctx context.Context, c *coordination.Coordinator, k string) error {

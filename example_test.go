@@ -89,7 +89,11 @@ func snippetQuickStart(ctx context.Context, addr string) error {
 	}()
 
 	// A fencing-token lock: both keys share one {hash tag} (one Cluster slot).
-	lk, err := fencing.TryAcquire(ctx, coord, "{invoice:42}:lease", "{invoice:42}:fence", 30*time.Second)
+	mu, err := fencing.New(coord, "{invoice:42}:lease", "{invoice:42}:fence")
+	if err != nil {
+		return err // bad keys (empty, too long, in two Cluster slots); nothing sent
+	}
+	lk, err := mu.TryAcquire(ctx, 30*time.Second)
 	if errors.Is(err, coordination.ErrNotAcquired) {
 		return nil // another replica holds it
 	}

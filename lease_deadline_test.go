@@ -35,11 +35,19 @@ func TestLeaseContextCarriesLocalDeadline(t *testing.T) {
 				return l, func() error { _, err := l.Release(ctx); return err }, err
 			},
 			"fencing": func() (heldLease, func() error, error) {
-				l, err := fencing.TryAcquire(ctx, coord, "{dl}:lease", "{dl}:fence", ttl)
+				m, err := fencing.New(coord, "{dl}:lease", "{dl}:fence")
+				if err != nil {
+					return nil, nil, err
+				}
+				l, err := m.TryAcquire(ctx, ttl)
 				return l, func() error { _, err := l.Release(ctx); return err }, err
 			},
 			"rwlease": func() (heldLease, func() error, error) {
-				l, err := rwlease.TryRead(ctx, coord, "dl:rw", ttl)
+				m, err := rwlease.New(coord, "dl:rw")
+				if err != nil {
+					return nil, nil, err
+				}
+				l, err := m.TryRead(ctx, ttl)
 				return l, func() error { _, err := l.Release(ctx); return err }, err
 			},
 			"semaphore": func() (heldLease, func() error, error) {

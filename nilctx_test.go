@@ -127,14 +127,20 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 		must(err)
 		fields, err := lock.NewFieldSet(coord, "nil:fields")
 		must(err)
-		fl, err := fencing.TryAcquire(bg, coord, "{nil}:lease", "{nil}:fence", time.Minute)
+		fm, err := fencing.New(coord, "{nil}:lease", "{nil}:fence")
+		must(err)
+		fl, err := fm.TryAcquire(bg, time.Minute)
+		must(err)
+		guarded, err := fencing.NewGuarded(coord, "doc")
 		must(err)
 		var field *lock.FieldLease // nil where the server has no hash-field TTLs
 		if b.HasHashFieldTTL() {
 			field, err = fields.TryAcquire(bg, "f", time.Minute)
 			must(err)
 		}
-		rw, err := rwlease.TryRead(bg, coord, "nil:rw", time.Minute)
+		rwm, err := rwlease.New(coord, "nil:rw")
+		must(err)
+		rw, err := rwm.TryRead(bg, time.Minute)
 		must(err)
 		sem, err := semaphore.New(coord, "nil:sem", 2)
 		must(err)
@@ -196,10 +202,10 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 			"fencing.(*Lock).Refresh":              func() error { _, err := fl.Refresh(ctx, time.Minute); return err },
 			"fencing.(*Lock).Release":              func() error { _, err := fl.Release(ctx); return err },
 			"fencing.(*Lock).Verify":               func() error { _, err := fl.Verify(ctx); return err },
-			"fencing.Acquire":                      func() error { _, err := fencing.Acquire(ctx, coord, "{n}:l", "{n}:f", time.Minute); return err },
-			"fencing.TryAcquire":                   func() error { _, err := fencing.TryAcquire(ctx, coord, "{n}:l", "{n}:f", time.Minute); return err },
-			"fencing.GuardedGet":                   func() error { _, _, _, err := fencing.GuardedGet(ctx, coord, "doc"); return err },
-			"fencing.GuardedSet":                   func() error { _, _, err := fencing.GuardedSet(ctx, coord, "doc", 1, []byte("v"), 0); return err },
+			"fencing.(*Mutex).Acquire":             func() error { _, err := fm.Acquire(ctx, time.Minute); return err },
+			"fencing.(*Mutex).TryAcquire":          func() error { _, err := fm.TryAcquire(ctx, time.Minute); return err },
+			"fencing.(*Guarded).Get":               func() error { _, _, _, err := guarded.Get(ctx); return err },
+			"fencing.(*Guarded).Set":               func() error { _, _, err := guarded.Set(ctx, 1, []byte("v"), 0); return err },
 			"idempotency.(*Store).Abandon":         func() error { _, err := store.Abandon(ctx, "k", owner); return err },
 			"idempotency.(*Store).Begin":           func() error { _, err := store.Begin(ctx, "k", time.Minute); return err },
 			"idempotency.(*Store).Complete":        func() error { _, err := store.Complete(ctx, "k", owner, nil); return err },
@@ -256,10 +262,10 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 			"rwlease.(*Lease).Refresh":                       func() error { _, err := rw.Refresh(ctx, time.Minute); return err },
 			"rwlease.(*Lease).Release":                       func() error { _, err := rw.Release(ctx); return err },
 			"rwlease.(*Lease).Verify":                        func() error { _, err := rw.Verify(ctx); return err },
-			"rwlease.Read":                                   func() error { _, err := rwlease.Read(ctx, coord, "k", time.Minute); return err },
-			"rwlease.TryRead":                                func() error { _, err := rwlease.TryRead(ctx, coord, "k", time.Minute); return err },
-			"rwlease.TryWrite":                               func() error { _, err := rwlease.TryWrite(ctx, coord, "k", time.Minute); return err },
-			"rwlease.Write":                                  func() error { _, err := rwlease.Write(ctx, coord, "k", time.Minute); return err },
+			"rwlease.(*RWMutex).Read":                        func() error { _, err := rwm.Read(ctx, time.Minute); return err },
+			"rwlease.(*RWMutex).TryRead":                     func() error { _, err := rwm.TryRead(ctx, time.Minute); return err },
+			"rwlease.(*RWMutex).TryWrite":                    func() error { _, err := rwm.TryWrite(ctx, time.Minute); return err },
+			"rwlease.(*RWMutex).Write":                       func() error { _, err := rwm.Write(ctx, time.Minute); return err },
 			"semaphore.(*Permit).Refresh":                    func() error { _, err := permit.Refresh(ctx, time.Minute); return err },
 			"semaphore.(*Permit).Release":                    func() error { _, err := permit.Release(ctx); return err },
 			"semaphore.(*Permit).Verify":                     func() error { _, err := permit.Verify(ctx); return err },

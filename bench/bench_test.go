@@ -162,9 +162,14 @@ func BenchmarkLockAcquireRelease(b *testing.B) {
 	raw := ids(be.Prefix() + "raw:")
 	ours := ids("ours:")
 	leases, fences := ids("{f"), make([]string, 65)
+	fenced := make([]*fencing.Mutex, 65)
 	for i := range leases {
 		fences[i] = leases[i] + "}:fence"
 		leases[i] += "}:lease"
+		var err error
+		if fenced[i], err = fencing.New(coord, leases[i], fences[i]); err != nil {
+			b.Fatal(err)
+		}
 	}
 	sems := make([]*semaphore.Semaphore, 65)
 	busy := make([]*semaphore.Semaphore, 65)
@@ -243,7 +248,7 @@ func BenchmarkLockAcquireRelease(b *testing.B) {
 				}
 			}, nil},
 			{"coordination-fencing", scripts, func(id int) {
-				l, err := fencing.TryAcquire(ctx, coord, leases[id], fences[id], time.Minute)
+				l, err := fenced[id].TryAcquire(ctx, time.Minute)
 				if err != nil {
 					b.Error(err)
 					return
@@ -388,9 +393,13 @@ func BenchmarkPaired(b *testing.B) {
 	sems := make([]*semaphore.Semaphore, 65)
 	busy := make([]*semaphore.Semaphore, 65)
 	locks := make([]*lock.Mutex, 65)
+	fenced := make([]*fencing.Mutex, 65)
 	for i := range 65 {
 		mutexes[i] = rs.NewMutex(raw[i]+":s", redsync.WithExpiry(time.Minute), redsync.WithTries(1))
 		if locks[i], err = lock.New(coord, ours[i]); err != nil {
+			b.Fatal(err)
+		}
+		if fenced[i], err = fencing.New(coord, "{"+ours[i]+"}:lease", "{"+ours[i]+"}:fence"); err != nil {
 			b.Fatal(err)
 		}
 		if sems[i], err = semaphore.New(coord, ours[i]+":sem", 8); err != nil {
@@ -454,7 +463,7 @@ func BenchmarkPaired(b *testing.B) {
 			check(err)
 		}, nil},
 		{"coordination-fencing", scripts, func(id int) {
-			l, err := fencing.TryAcquire(ctx, coord, "{"+ours[id]+"}:lease", "{"+ours[id]+"}:fence", time.Minute)
+			l, err := fenced[id].TryAcquire(ctx, time.Minute)
 			if err != nil {
 				b.Error(err)
 				return
@@ -551,8 +560,12 @@ func BenchmarkHandoff(b *testing.B) {
 		},
 		"coordination-fencing": func() locker {
 			coord, _ := coordination.New(client(b, be), coordination.WithKeyPrefix(be.Prefix()))
+			mu, err := fencing.New(coord, "{handoff}:lease", "{handoff}:fence")
+			if err != nil {
+				b.Fatal(err)
+			}
 			return locker{func() (func(), error) {
-				l, err := fencing.Acquire(ctx, coord, "{handoff}:lease", "{handoff}:fence", time.Minute)
+				l, err := mu.Acquire(ctx, time.Minute)
 				if err != nil {
 					return nil, err
 				}
@@ -694,7 +707,11 @@ func BenchmarkMemoryUsage(b *testing.B) {
 	lease, fence := name("{f}lease"), name("{f}fence")
 	b.Run("fencing-lease", func(b *testing.B) {
 		c.Del(ctx, lease)
-		if _, err := fencing.TryAcquire(ctx, coord, lease, fence, time.Minute); err != nil {
+		mu, err := fencing.New(coord, lease, fence)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := mu.TryAcquire(ctx, time.Minute); err != nil {
 			b.Fatal(err)
 		}
 		usage(b, lease)

@@ -6,7 +6,15 @@
 // past its lease (GC, VM migration, partition) and wakes up believing it
 // still holds the lock is stopped at the resource, not by hope.
 //
-//	lk, err := fencing.TryAcquire(ctx, coord, "{invoice:42}:lease", "{invoice:42}:fence", 30*time.Second)
+//	mu, err := fencing.New(coord, "{invoice:42}:lease", "{invoice:42}:fence")
+//	if err != nil {
+//		return err
+//	}
+//	pdfs, err := fencing.NewGuarded(coord, "{invoice:42}:pdf")
+//	if err != nil {
+//		return err
+//	}
+//	lk, err := mu.TryAcquire(ctx, 30*time.Second)
 //	if err != nil {
 //		return err // coordination.ErrNotAcquired when another holder has it
 //	}
@@ -16,7 +24,7 @@
 //		}
 //	}()
 //	lk.KeepAlive()
-//	ok, newest, err := fencing.GuardedSet(ctx, coord, "{invoice:42}:pdf", lk.FencingToken(), pdf, 0)
+//	ok, newest, err := pdfs.Set(ctx, lk.FencingToken(), pdf, 0)
 //	if err != nil {
 //		return err
 //	}
@@ -24,13 +32,18 @@
 //		return fmt.Errorf("a newer holder (token %d) wrote first", newest)
 //	}
 //
+// A [Mutex] ([New]) is the lock on its two keys, created without I/O;
+// [Mutex.TryAcquire] and [Mutex.Acquire] return a held [Lock] carrying its
+// fencing token. A [Guarded] ([NewGuarded]) is a value in Redis that only
+// the newest token may write.
+//
 // # Keys
 //
 // Two keys that must share one Cluster slot (one {hash tag}): the lease key
 // (a hash {owner, fence} with a TTL, plus a holder field when acquired
 // with [WithHolder]) and the counter key (an integer string
-// that must never expire). The client checks the slot of the prefixed keys
-// before sending anything. The acquire script validates the counter before
+// that must never expire). [New] checks the slot of the prefixed keys
+// before anything is sent. The acquire script validates the counter before
 // writing: a counter with a TTL, not a canonical integer, negative, beyond
 // int64, or at 9223372036854775807 fails the acquisition without creating
 // a lease (coordination.ErrBadState, coordination.ErrCounterOverflow). Tokens
@@ -39,7 +52,7 @@
 //
 // # Enforcing tokens at the resource
 //
-// [GuardedSet] is a compare-and-write in Redis: it stores a value only if
+// [Guarded.Set] is a compare-and-write in Redis: it stores a value only if
 // the token is at least the newest one the resource accepted. For SQL, keep
 // a fence column and write with
 //
@@ -84,11 +97,13 @@
 // release renames the lease key to its release mark (as package lock
 // does), so a re-sent release whose first send released reports Released.
 //
-// All functions and methods are safe for concurrent use.
+// All functions and methods are safe for concurrent use; a Mutex or a
+// Guarded is reusable for as long as its coordinator lives.
 //
 // # Size bounds
 //
-// Keys are at most 1 KiB and a GuardedSet value at most 16 MiB; a longer
-// one fails with coordination.ErrInvalidArgument naming "leaseKey",
-// "fenceKey", "key" or "value", nothing sent.
+// Keys are at most 1 KiB, a [WithHolder] holder at most 256 bytes and a
+// [Guarded.Set] value at most 16 MiB; a longer one fails with
+// coordination.ErrInvalidArgument naming "leaseKey", "fenceKey", "key",
+// "holder" or "value", nothing sent.
 package fencing

@@ -31,7 +31,11 @@ func Example() {
 	ctx := context.Background()
 
 	// Both keys share the {invoice:42} hash tag: one Cluster slot.
-	first, err := fencing.TryAcquire(ctx, coord, "{invoice:42}:lease", "{invoice:42}:fence", 30*time.Second)
+	mu, err := fencing.New(coord, "{invoice:42}:lease", "{invoice:42}:fence")
+	if err != nil {
+		log.Fatal(err)
+	}
+	first, err := mu.TryAcquire(ctx, 30*time.Second)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -46,15 +50,22 @@ func Example() {
 	}
 
 	// The first holder, paused all this time, finally writes.
-	ok, newest, err := fencing.GuardedSet(ctx, coord, "{invoice:42}:pdf", first.FencingToken(), []byte("v1"), 0)
+	pdfs, err := fencing.NewGuarded(coord, "{invoice:42}:pdf")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ok, newest, err := pdfs.Set(ctx, first.FencingToken(), []byte("v1"), 0)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("first writes:", ok, "newest token:", newest)
 
-	value, token, found, err := fencing.GuardedGet(ctx, coord, "{invoice:42}:pdf")
-	if err != nil || !found {
-		log.Fatal(err, found)
+	value, token, found, err := pdfs.Get(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if !found {
+		log.Fatal("the resource was not written")
 	}
 	fmt.Printf("stored %q with token %d\n", value, token)
 	// Output:
@@ -65,7 +76,15 @@ func Example() {
 }
 
 func snippetWrite(ctx context.Context, coord *coordination.Coordinator, pdf []byte) error {
-	lk, err := fencing.TryAcquire(ctx, coord, "{invoice:42}:lease", "{invoice:42}:fence", 30*time.Second)
+	mu, err := fencing.New(coord, "{invoice:42}:lease", "{invoice:42}:fence")
+	if err != nil {
+		return err
+	}
+	pdfs, err := fencing.NewGuarded(coord, "{invoice:42}:pdf")
+	if err != nil {
+		return err
+	}
+	lk, err := mu.TryAcquire(ctx, 30*time.Second)
 	if err != nil {
 		return err // coordination.ErrNotAcquired when another holder has it
 	}
@@ -75,7 +94,7 @@ func snippetWrite(ctx context.Context, coord *coordination.Coordinator, pdf []by
 		}
 	}()
 	lk.KeepAlive()
-	ok, newest, err := fencing.GuardedSet(ctx, coord, "{invoice:42}:pdf", lk.FencingToken(), pdf, 0)
+	ok, newest, err := pdfs.Set(ctx, lk.FencingToken(), pdf, 0)
 	if err != nil {
 		return err
 	}
@@ -86,8 +105,9 @@ func snippetWrite(ctx context.Context, coord *coordination.Coordinator, pdf []by
 	return nil
 }
 
-// A lock that another holder has is refused at once by TryAcquire.
-func ExampleTryAcquire() {
+// A lock that another holder has is refused at once by TryAcquire, whether
+// through the same Mutex or another one on the same keys.
+func ExampleMutex_TryAcquire() {
 	srv, err := miniredis.Run()
 	if err != nil {
 		log.Fatal(err)
@@ -100,14 +120,28 @@ func ExampleTryAcquire() {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
-	held, err := fencing.TryAcquire(ctx, coord, "{job}:lease", "{job}:fence", time.Minute)
+	mu, err := fencing.New(coord, "{job}:lease", "{job}:fence", fencing.WithHolder("worker-1"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, err = fencing.TryAcquire(ctx, coord, "{job}:lease", "{job}:fence", time.Minute)
+	held, err := mu.TryAcquire(ctx, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = mu.TryAcquire(ctx, time.Minute)
 	fmt.Println(errors.Is(err, coordination.ErrNotAcquired))
 	if _, err := held.Release(ctx); err != nil {
 		log.Fatal(err)
 	}
-	// Output: true
+	again, err := mu.TryAcquire(ctx, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("token after release:", again.FencingToken())
+	if _, err := again.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// true
+	// token after release: 2
 }

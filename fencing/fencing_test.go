@@ -36,12 +36,15 @@ func TestFencingLockConformance(t *testing.T) {
 		Keys:    func(name string) []string { return []string{leaseKey(name), fenceKey(name)} },
 		Metrics: []string{"coordination.lock.contention", "coordination.lock.hold_time", "coordination.lock.acquire_wait"},
 		Acquire: func(ctx context.Context, c *coordination.Coordinator, name string, ttl time.Duration, block bool) (locktest.Handle, error) {
+			m, err := fencing.New(c, leaseKey(name), fenceKey(name))
+			if err != nil {
+				return nil, err
+			}
 			var l *fencing.Lock
-			var err error
 			if block {
-				l, err = fencing.Acquire(ctx, c, leaseKey(name), fenceKey(name), ttl)
+				l, err = m.Acquire(ctx, ttl)
 			} else {
-				l, err = fencing.TryAcquire(ctx, c, leaseKey(name), fenceKey(name), ttl)
+				l, err = m.TryAcquire(ctx, ttl)
 			}
 			if l == nil {
 				return nil, err
@@ -51,35 +54,55 @@ func TestFencingLockConformance(t *testing.T) {
 		LeaseKey: leaseKey,
 		BadInputs: []contract.BadInput{
 			{Arg: "leaseKey", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := fencing.TryAcquire(ctx, c, "", "{x}:fence", time.Second)
+				_, err := fencing.New(c, "", "{x}:fence")
 				return err
 			}},
 			{Arg: "fenceKey", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := fencing.Acquire(ctx, c, "{x}:lease", "", time.Second)
+				_, err := fencing.New(c, "{x}:lease", "")
 				return err
 			}},
 			{Arg: "fenceKey", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := fencing.TryAcquire(ctx, c, "{x}:same", "{x}:same", time.Second)
+				_, err := fencing.New(c, "{x}:same", "{x}:same")
 				return err
 			}},
 			{Arg: "coord", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := fencing.TryAcquire(ctx, nil, "{x}:lease", "{x}:fence", time.Second)
+				_, err := fencing.New(nil, "{x}:lease", "{x}:fence")
+				return err
+			}},
+			{Arg: "holder", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				_, err := fencing.New(c, "{x}:lease", "{x}:fence", fencing.WithHolder(strings.Repeat("h", engine.MaxIdentityBytes+1)))
+				return err
+			}},
+			{Arg: "mutex", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				_, err := new(fencing.Mutex).TryAcquire(ctx, time.Second)
 				return err
 			}},
 			{Arg: "key", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, _, err := fencing.GuardedSet(ctx, c, "", 1, nil, 0)
+				_, err := fencing.NewGuarded(c, "")
 				return err
 			}},
 			{Arg: "token", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, _, err := fencing.GuardedSet(ctx, c, "{x}:doc", 0, nil, 0)
+				g, err := fencing.NewGuarded(c, "{x}:doc")
+				if err != nil {
+					return err
+				}
+				_, _, err = g.Set(ctx, 0, nil, 0)
 				return err
 			}},
 			{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, _, err := fencing.GuardedSet(ctx, c, "{x}:doc", 1, nil, -time.Second)
+				g, err := fencing.NewGuarded(c, "{x}:doc")
+				if err != nil {
+					return err
+				}
+				_, _, err = g.Set(ctx, 1, nil, -time.Second)
 				return err
 			}},
-			{Arg: "key", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, _, _, err := fencing.GuardedGet(ctx, c, "")
+			{Arg: "coord", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				_, err := fencing.NewGuarded(nil, "{x}:doc")
+				return err
+			}},
+			{Arg: "guarded", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				_, _, _, err := new(fencing.Guarded).Get(ctx)
 				return err
 			}},
 		},
@@ -99,10 +122,10 @@ func must[T any](v T, err error) func(*testing.T) T {
 func TestTokensIncreaseAndRefreshKeepsToken(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		c := b.Coordinator(t)
+		m := must(fencing.New(b.Coordinator(t), "{r}:lease", "{r}:fence"))(t)
 		var last int64
 		for i := range 5 {
-			l := must(fencing.TryAcquire(ctx, c, "{r}:lease", "{r}:fence", time.Minute))(t)
+			l := must(m.TryAcquire(ctx, time.Minute))(t)
 			if got := l.FencingToken(); got != int64(i+1) || got <= last {
 				t.Fatalf("acquisition %d: token %d, want %d", i+1, got, i+1)
 			}
@@ -126,20 +149,21 @@ func TestExactTokensAbove2To53(t *testing.T) {
 		ctx := context.Background()
 		raw := b.Raw(t)
 		must(raw.Set(ctx, b.Key("{big}:fence"), "9007199254740993", 0).Result())(t)
-		l := must(fencing.TryAcquire(ctx, b.Coordinator(t), "{big}:lease", "{big}:fence", time.Minute))(t)
+		m := must(fencing.New(b.Coordinator(t), "{big}:lease", "{big}:fence"))(t)
+		l := must(m.TryAcquire(ctx, time.Minute))(t)
 		if got := l.FencingToken(); got != 9007199254740994 {
 			t.Fatalf("token %d, want 9007199254740994", got)
 		}
 		must(l.Release(ctx))(t)
 		must(raw.Set(ctx, b.Key("{big}:fence"), "9223372036854775806", 0).Result())(t)
-		l = must(fencing.TryAcquire(ctx, b.Coordinator(t), "{big}:lease", "{big}:fence", time.Minute))(t)
+		l = must(m.TryAcquire(ctx, time.Minute))(t)
 		if got := l.FencingToken(); got != 9223372036854775807 {
 			t.Fatalf("token %d, want 9223372036854775807", got)
 		}
 		must(l.Release(ctx))(t)
 		// The counter is now at the int64 maximum: the next acquisition fails
 		// without creating a lease.
-		_, err := fencing.TryAcquire(ctx, b.Coordinator(t), "{big}:lease", "{big}:fence", time.Minute)
+		_, err := m.TryAcquire(ctx, time.Minute)
 		if !errors.Is(err, coordination.ErrCounterOverflow) || !errors.Is(err, coordination.ErrBadState) {
 			t.Fatalf("overflow: %v, want ErrCounterOverflow", err)
 		}
@@ -190,7 +214,7 @@ func TestBadCounterFailsBeforeWriting(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := snapshot(ctx, t, raw, b.Key(fk))
-			_, err := fencing.TryAcquire(ctx, b.Coordinator(t), lk, fk, time.Minute)
+			_, err := must(fencing.New(b.Coordinator(t), lk, fk))(t).TryAcquire(ctx, time.Minute)
 			if !errors.Is(err, tc.want) || coordination.Classify(err) != coordination.Terminal {
 				t.Errorf("%s: %v, want terminal %v", tc.name, err, tc.want)
 			}
@@ -203,7 +227,7 @@ func TestBadCounterFailsBeforeWriting(t *testing.T) {
 		}
 		// A lease key of the wrong type fails too, writing nothing.
 		must(raw.Set(ctx, b.Key("{wl}:lease"), "x", 0).Result())(t)
-		if _, err := fencing.TryAcquire(ctx, b.Coordinator(t), "{wl}:lease", "{wl}:fence", time.Minute); !errors.Is(err, coordination.ErrWrongType) {
+		if _, err := must(fencing.New(b.Coordinator(t), "{wl}:lease", "{wl}:fence"))(t).TryAcquire(ctx, time.Minute); !errors.Is(err, coordination.ErrWrongType) {
 			t.Errorf("lease of wrong type: %v", err)
 		}
 		if n := must(raw.Exists(ctx, b.Key("{wl}:fence")).Result())(t); n != 0 {
@@ -219,11 +243,11 @@ func TestCrossSlotAndSameKey(t *testing.T) {
 		k := testharness.CountCommands(raw)
 		coord := must(coordination.New(raw, coordination.WithKeyPrefix(b.Prefix())))(t)
 		// Client-side check, on every backend: nothing is sent.
-		_, err := fencing.TryAcquire(ctx, coord, "{a}:lease", "{b}:fence", time.Minute)
+		_, err := fencing.New(coord, "{a}:lease", "{b}:fence")
 		if !errors.Is(err, coordination.ErrCrossSlot) {
 			t.Fatalf("cross-slot pair: %v, want ErrCrossSlot", err)
 		}
-		if _, err := fencing.TryAcquire(ctx, coord, "same", "same", time.Minute); !errors.Is(err, coordination.ErrInvalidArgument) {
+		if _, err := fencing.New(coord, "same", "same"); !errors.Is(err, coordination.ErrInvalidArgument) {
 			t.Fatalf("same key twice: %v", err)
 		}
 		if k.Count() != 0 {
@@ -232,7 +256,7 @@ func TestCrossSlotAndSameKey(t *testing.T) {
 		// A prefix with a hash tag puts every key in one slot: no error.
 		// (It is not the test prefix the least-privilege user may use.)
 		tagged := must(coordination.New(b.Admin(t), coordination.WithKeyPrefix("{"+b.Prefix()+"}")))(t)
-		l := must(fencing.TryAcquire(ctx, tagged, "{a}:lease", "{b}:fence", time.Minute))(t)
+		l := must(must(fencing.New(tagged, "{a}:lease", "{b}:fence"))(t).TryAcquire(ctx, time.Minute))(t)
 		must(l.Release(ctx))(t)
 
 		// The script itself refuses the same key twice.
@@ -297,6 +321,7 @@ func TestGuardedSetRejectsStaleTokens(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		c := b.Coordinator(t)
+		doc := must(fencing.NewGuarded(c, "{g}:doc"))(t)
 		steps := []struct {
 			token   int64
 			value   string
@@ -313,20 +338,20 @@ func TestGuardedSetRejectsStaleTokens(t *testing.T) {
 			{9223372036854775806, "late", false, 9223372036854775807},
 		}
 		for i, s := range steps {
-			ok, cur := must2(fencing.GuardedSet(ctx, c, "{g}:doc", s.token, []byte(s.value), 0))(t)
+			ok, cur := must2(doc.Set(ctx, s.token, []byte(s.value), 0))(t)
 			if ok != s.ok || cur != s.current {
 				t.Fatalf("step %d token %d: ok=%v current=%d, want %v %d", i, s.token, ok, cur, s.ok, s.current)
 			}
 		}
-		v, tok, found, err := fencing.GuardedGet(ctx, c, "{g}:doc")
+		v, tok, found, err := doc.Get(ctx)
 		if err != nil || !found || tok != 9223372036854775807 || string(v) != "\x00bin\xff" {
-			t.Fatalf("GuardedGet = %q %d %v %v", v, tok, found, err)
+			t.Fatalf("Get = %q %d %v %v", v, tok, found, err)
 		}
-		if _, _, found, err := fencing.GuardedGet(ctx, c, "{g}:none"); found || err != nil {
+		if _, _, found, err := must(fencing.NewGuarded(c, "{g}:none"))(t).Get(ctx); found || err != nil {
 			t.Fatalf("missing resource: found=%v err=%v", found, err)
 		}
 		// TTL: a resource written with a TTL expires.
-		must2(fencing.GuardedSet(ctx, c, "{g}:ttl", 1, []byte("x"), 100*time.Millisecond))(t)
+		must2(must(fencing.NewGuarded(c, "{g}:ttl"))(t).Set(ctx, 1, []byte("x"), 100*time.Millisecond))(t)
 		if ms := must(b.Client(t).PTTL(ctx, b.Key("{g}:ttl")).Result())(t); ms <= 0 || ms > 100*time.Millisecond {
 			t.Fatalf("PTTL = %v, want (0, 100ms]", ms)
 		}
@@ -349,20 +374,20 @@ func must2[A, B any](a A, b B, err error) func(*testing.T) (A, B) {
 func TestPausedHolderIsFencedOff(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		a := must(fencing.TryAcquire(ctx, b.Coordinator(t), "{p}:lease", "{p}:fence", 80*time.Millisecond))(t)
+		a := must(must(fencing.New(b.Coordinator(t), "{p}:lease", "{p}:fence"))(t).TryAcquire(ctx, 80*time.Millisecond))(t)
 		b.Advance(150 * time.Millisecond) // A is paused (GC, VM) past its lease
-		succ := must(fencing.TryAcquire(ctx, b.Coordinator(t), "{p}:lease", "{p}:fence", time.Minute))(t)
+		succ := must(must(fencing.New(b.Coordinator(t), "{p}:lease", "{p}:fence"))(t).TryAcquire(ctx, time.Minute))(t)
 		if succ.FencingToken() <= a.FencingToken() {
 			t.Fatalf("successor token %d <= old token %d", succ.FencingToken(), a.FencingToken())
 		}
-		if ok, _ := must2(fencing.GuardedSet(ctx, b.Coordinator(t), "{p}:doc", succ.FencingToken(), []byte("new"), 0))(t); !ok {
+		if ok, _ := must2(must(fencing.NewGuarded(b.Coordinator(t), "{p}:doc"))(t).Set(ctx, succ.FencingToken(), []byte("new"), 0))(t); !ok {
 			t.Fatal("successor's write rejected")
 		}
-		ok, cur := must2(fencing.GuardedSet(ctx, b.Coordinator(t), "{p}:doc", a.FencingToken(), []byte("stale"), 0))(t)
+		ok, cur := must2(must(fencing.NewGuarded(b.Coordinator(t), "{p}:doc"))(t).Set(ctx, a.FencingToken(), []byte("stale"), 0))(t)
 		if ok || cur != succ.FencingToken() {
 			t.Fatalf("stale write: ok=%v current=%d, want rejected with %d", ok, cur, succ.FencingToken())
 		}
-		v, _, _, _ := fencing.GuardedGet(ctx, b.Coordinator(t), "{p}:doc")
+		v, _, _, _ := must(fencing.NewGuarded(b.Coordinator(t), "{p}:doc"))(t).Get(ctx)
 		if string(v) != "new" {
 			t.Fatalf("resource = %q, want the successor's write", v)
 		}
@@ -385,9 +410,13 @@ func TestConcurrentTokensStrictlyIncrease(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c := b.Coordinator(t)
+				m, err := fencing.New(b.Coordinator(t), "{ct}:lease", "{ct}:fence")
+				if err != nil {
+					t.Error(err)
+					return
+				}
 				for range 5 {
-					l, err := fencing.Acquire(ctx, c, "{ct}:lease", "{ct}:fence", 5*time.Second)
+					l, err := m.Acquire(ctx, 5*time.Second)
 					if err != nil {
 						t.Error(err)
 						return
@@ -439,13 +468,13 @@ func TestWithHolderStoresHolder(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		raw := b.Raw(t)
-		l := must(fencing.TryAcquire(ctx, b.Coordinator(t), "{h}:lease", "{h}:fence", time.Minute, fencing.WithHolder("worker \x00 7")))(t)
+		l := must(must(fencing.New(b.Coordinator(t), "{h}:lease", "{h}:fence", fencing.WithHolder("worker \x00 7")))(t).TryAcquire(ctx, time.Minute))(t)
 		got := must(raw.HGetAll(ctx, b.Key("{h}:lease")).Result())(t)
 		if got["holder"] != "worker \x00 7" || got["fence"] != "1" || got["owner"] != l.Token() || len(got) != 3 {
 			t.Fatalf("lease = %q, want owner, fence 1 and holder", got)
 		}
 		must(l.Release(ctx))(t)
-		l = must(fencing.TryAcquire(ctx, b.Coordinator(t), "{h}:lease", "{h}:fence", time.Minute, fencing.WithHolder("")))(t)
+		l = must(must(fencing.New(b.Coordinator(t), "{h}:lease", "{h}:fence", fencing.WithHolder("")))(t).TryAcquire(ctx, time.Minute))(t)
 		if fields := must(raw.HKeys(ctx, b.Key("{h}:lease")).Result())(t); len(fields) != 2 {
 			t.Fatalf("lease fields %v, want owner and fence only", fields)
 		}
@@ -468,20 +497,88 @@ func TestGuardedSetRefusesForeignKeys(t *testing.T) {
 		must(raw.HSet(ctx, b.Key("{f}:extra"), "fence", "5", "value", "v", "other", "x").Result())(t)
 		for _, k := range []string{"{f}:user", "{f}:badfence", "{f}:negative", "{f}:zero", "{f}:extra"} {
 			before := must(raw.HGetAll(ctx, b.Key(k)).Result())(t)
-			_, _, err := fencing.GuardedSet(ctx, c, k, 9, []byte("x"), 0)
+			g := must(fencing.NewGuarded(c, k))(t)
+			_, _, err := g.Set(ctx, 9, []byte("x"), 0)
 			if !errors.Is(err, coordination.ErrBadState) {
-				t.Errorf("GuardedSet on %s: %v, want ErrBadState", k, err)
+				t.Errorf("Set on %s: %v, want ErrBadState", k, err)
 			}
-			_, _, _, err = fencing.GuardedGet(ctx, c, k)
+			_, _, _, err = g.Get(ctx)
 			if !errors.Is(err, coordination.ErrBadState) {
-				t.Errorf("GuardedGet on %s: %v, want ErrBadState", k, err)
+				t.Errorf("Get on %s: %v, want ErrBadState", k, err)
 			}
 			if err != nil && (len(err.Error()) > 200 || strings.Contains(err.Error(), "secret")) {
-				t.Errorf("GuardedGet error on %s carries the stored value (%d bytes)", k, len(err.Error()))
+				t.Errorf("Get error on %s carries the stored value (%d bytes)", k, len(err.Error()))
 			}
 			if after := must(raw.HGetAll(ctx, b.Key(k)).Result())(t); fmt.Sprint(after) != fmt.Sprint(before) {
 				t.Errorf("%s changed: %v -> %v", k, before, after)
 			}
 		}
+	})
+}
+
+// New and NewGuarded send nothing; one Mutex is reusable after a release
+// and safe for concurrent use (one of many concurrent TryAcquires wins),
+// and its accessors give the keys as passed.
+func TestMutexAndGuardedAreReusableValues(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Client(t)
+		k := testharness.CountCommands(raw)
+		coord := must(coordination.New(raw, coordination.WithKeyPrefix(b.Prefix())))(t)
+		m := must(fencing.New(coord, "{v}:lease", "{v}:fence", fencing.WithHolder("w")))(t)
+		g := must(fencing.NewGuarded(coord, "{v}:doc"))(t)
+		if k.Count() != 0 {
+			t.Fatalf("New and NewGuarded sent %v", k.Names())
+		}
+		if m.LeaseKey() != "{v}:lease" || m.FenceKey() != "{v}:fence" || g.Key() != "{v}:doc" {
+			t.Fatalf("keys %q %q %q", m.LeaseKey(), m.FenceKey(), g.Key())
+		}
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			won  []*fencing.Lock
+			lost int
+		)
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l, err := m.TryAcquire(ctx, time.Minute)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					won = append(won, l)
+				case errors.Is(err, coordination.ErrNotAcquired):
+					lost++
+				default:
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if len(won) != 1 || lost != 7 {
+			t.Fatalf("%d won, %d refused; want 1 and 7", len(won), lost)
+		}
+		if won[0].Key() != "{v}:lease" || won[0].FencingToken() != 1 {
+			t.Fatalf("lock key %q token %d", won[0].Key(), won[0].FencingToken())
+		}
+		if ok, _ := must2(g.Set(ctx, won[0].FencingToken(), []byte("one"), 0))(t); !ok {
+			t.Fatal("holder's write rejected")
+		}
+		must(won[0].Release(ctx))(t)
+		again := must(m.TryAcquire(ctx, time.Minute))(t)
+		if again.FencingToken() != 2 {
+			t.Fatalf("second acquisition token %d, want 2", again.FencingToken())
+		}
+		if ok, cur := must2(g.Set(ctx, won[0].FencingToken(), []byte("stale"), 0))(t); !ok || cur != 1 {
+			// Nothing newer was written yet: token 1 is still the newest.
+			t.Fatalf("write with token 1: ok=%v current=%d", ok, cur)
+		}
+		must2(g.Set(ctx, again.FencingToken(), []byte("two"), 0))(t)
+		if ok, cur := must2(g.Set(ctx, won[0].FencingToken(), []byte("stale"), 0))(t); ok || cur != 2 {
+			t.Fatalf("stale write: ok=%v current=%d, want rejected with 2", ok, cur)
+		}
+		must(again.Release(ctx))(t)
 	})
 }

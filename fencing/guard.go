@@ -12,21 +12,62 @@ import (
 
 const primitive = "fencing"
 
-// GuardedSet writes value at the fenced resource key only if token is not
-// older than the newest fencing token the resource has accepted, atomically
-// in one round trip (admitted as FENCED WRITE). The resource is a hash
-// {fence, value} at key, separate from the lock's keys; writers that
-// coordinate through one lock use one resource key.
+// Guarded is a value in Redis written only by the holder of the newest
+// fencing token: the Redis-side half of fencing. It is a hash {fence,
+// value} at its key, separate from the lock's keys; writers that coordinate
+// through one lock use one Guarded key. Create it with [NewGuarded]; it
+// holds no state besides its key, so any number of Guarded values (in any
+// number of processes) may share a key. It is safe for concurrent use by
+// multiple goroutines. The zero value is not usable.
+type Guarded struct {
+	e    *engine.Engine
+	key  string
+	keys engine.Keys // key, prefixed once
+}
+
+// NewGuarded returns the fenced resource at key (without the coordinator's
+// prefix; any bytes). It sends nothing to Redis. The key need not share a
+// Cluster slot with the lock's keys.
+//
+// It returns an error wrapping coordination.ErrInvalidArgument, naming the
+// argument, when coord is nil or key is empty or longer than 1 KiB.
+func NewGuarded(coord *coordination.Coordinator, key string) (*Guarded, error) {
+	e, err := engine.Of(coord)
+	if err != nil {
+		return nil, err
+	}
+	if err := engine.CheckKey("key", key); err != nil {
+		return nil, err
+	}
+	return &Guarded{e: e, key: key, keys: e.Key(key)}, nil
+}
+
+// check returns an error wrapping coordination.ErrInvalidArgument for a nil
+// or zero Guarded, which [NewGuarded] never returns.
+func (g *Guarded) check() error {
+	if g == nil || g.e == nil {
+		return engine.InvalidArgument("guarded", "must not be nil; use fencing.NewGuarded")
+	}
+	return nil
+}
+
+// Key returns the resource's key as given to [NewGuarded] (without the
+// coordinator's prefix).
+func (g *Guarded) Key() string { return g.key }
+
+// Set writes value only if token is not older than the newest fencing
+// token the resource has accepted, atomically in one round trip (admitted
+// as FENCED WRITE).
 //
 // Equal tokens are accepted, so one holder can write many times. It returns
 // accepted=true and current=token when written, or accepted=false and the
 // newer token the resource holds when rejected (nothing is changed). ttl is
 // the resource key's expiry (rounded up to ms); 0 means no expiry.
 //
-// This is the Redis-side half of fencing: a lock holder that paused past
-// its lease (GC, VM migration, network partition) and writes after a
-// successor has written is rejected here even though it still believes it
-// holds the lock. For a SQL resource use the same rule in the write itself:
+// A lock holder that paused past its lease (GC, VM migration, network
+// partition) and writes after a successor has written is rejected here
+// even though it still believes it holds the lock. For a SQL resource use
+// the same rule in the write itself:
 //
 //	UPDATE accounts SET balance = $1, fence = $2 WHERE id = $3 AND fence <= $2
 //
@@ -36,18 +77,15 @@ const primitive = "fencing"
 // a writer with any token, however old, is accepted again. Give resources
 // that fence writes a TTL longer than any holder can be paused, or none.
 //
-// Errors: coordination.ErrInvalidArgument (nothing sent) for an empty key,
-// token < 1 or ttl < 0 or between 0 and 1 ms; coordination.ErrWrongType
-// when key is not a hash, and coordination.ErrBadState when it is a hash
-// that GuardedSet did not write (other fields, no or a malformed fence):
-// nothing is changed then. Redis and network errors as go-redis returns
+// Errors: coordination.ErrInvalidArgument (nothing sent) for token < 1, a
+// value longer than 16 MiB, ttl < 0 or between 0 and 1 ms, or a nil or zero
+// Guarded; coordination.ErrWrongType when the key is not a hash, and
+// coordination.ErrBadState when it is a hash that Set did not write (other
+// fields, no or a malformed fence): nothing is changed then; the hook's
+// error when a hook rejects; Redis and network errors as go-redis returns
 // them. The write is idempotent under a re-send.
-func GuardedSet(ctx context.Context, coord *coordination.Coordinator, key string, token int64, value []byte, ttl time.Duration) (accepted bool, current int64, err error) {
-	e, err := engine.Of(coord)
-	if err != nil {
-		return false, 0, err
-	}
-	if err := engine.CheckKey("key", key); err != nil {
+func (g *Guarded) Set(ctx context.Context, token int64, value []byte, ttl time.Duration) (accepted bool, current int64, err error) {
+	if err := g.check(); err != nil {
 		return false, 0, err
 	}
 	if token < 1 {
@@ -62,37 +100,34 @@ func GuardedSet(ctx context.Context, coord *coordination.Coordinator, key string
 			return false, 0, err
 		}
 	}
-	ctx, op, err := e.Admit(ctx, hooks.FencedWrite, primitive)
+	ctx, op, err := g.e.Admit(ctx, hooks.FencedWrite, primitive)
 	if err != nil {
 		return false, 0, err
 	}
-	w, err := engine.FencingGuardedSet.Run(ctx, e, e.Key(key), strconv.FormatInt(token, 10), value, ttlMs)
+	w, err := engine.FencingGuardedSet.Run(ctx, g.e, g.keys, strconv.FormatInt(token, 10), value, ttlMs)
 	return w.Accepted, w.Current, op.End(err)
 }
 
-// GuardedGet reads a resource written by [GuardedSet]: its value and the
+// Get reads the resource written by [Guarded.Set]: its value and the
 // fencing token of the write that stored it (admitted as FENCED READ).
 // found is false (with no error) when the resource does not exist.
 //
-// Errors: coordination.ErrInvalidArgument for an empty key (nothing sent);
-// coordination.ErrWrongType when key is not a hash; coordination.ErrBadState
-// when it is a hash GuardedSet did not write (no fence, or one that is not
-// a positive integer); Redis and network errors.
-func GuardedGet(ctx context.Context, coord *coordination.Coordinator, key string) (value []byte, token int64, found bool, err error) {
-	e, err := engine.Of(coord)
+// Errors: coordination.ErrInvalidArgument for a nil or zero Guarded
+// (nothing sent); coordination.ErrWrongType when the key is not a hash;
+// coordination.ErrBadState when it is a hash Set did not write (no fence,
+// or one that is not a positive integer); the hook's error when a hook
+// rejects; Redis and network errors.
+func (g *Guarded) Get(ctx context.Context) (value []byte, token int64, found bool, err error) {
+	if err := g.check(); err != nil {
+		return nil, 0, false, err
+	}
+	ctx, op, err := g.e.Admit(ctx, hooks.FencedRead, primitive)
 	if err != nil {
 		return nil, 0, false, err
 	}
-	if err := engine.CheckKey("key", key); err != nil {
-		return nil, 0, false, err
-	}
-	ctx, op, err := e.Admit(ctx, hooks.FencedRead, primitive)
-	if err != nil {
-		return nil, 0, false, err
-	}
-	g, err := engine.FencingGuardedGet.Run(ctx, e, e.Key(key))
-	if err != nil || !g.Found {
+	r, err := engine.FencingGuardedGet.Run(ctx, g.e, g.keys)
+	if err != nil || !r.Found {
 		return nil, 0, false, op.End(err)
 	}
-	return []byte(g.Value), g.Token, true, op.End(nil)
+	return []byte(r.Value), r.Token, true, op.End(nil)
 }

@@ -13,7 +13,7 @@ import (
 // Each operation re-sent by go-redis after a lost reply reports what its
 // first send did: a re-sent TryAcquire returns the fencing token the first
 // send drew (the counter moves once), a re-sent refresh and verify report
-// true, a re-sent GuardedSet reports accepted, a re-sent release Released.
+// true, a re-sent Guarded.Set reports accepted, a re-sent release Released.
 func TestReSentOperationsReportTheFirstOutcome(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
@@ -31,9 +31,17 @@ func TestReSentOperationsReportTheFirstOutcome(t *testing.T) {
 				t.Fatalf("%s: sent %d times, want 2", what, n)
 			}
 		}
+		m, err := fencing.New(coord, "{r}:lease", "{r}:fence")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := fencing.NewGuarded(coord, "res")
+		if err != nil {
+			t.Fatal(err)
+		}
 		for i := range 2 { // the first round loads the scripts
 			hook.Arm()
-			l, err := fencing.TryAcquire(ctx, coord, "{r}:lease", "{r}:fence", time.Minute)
+			l, err := m.TryAcquire(ctx, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,10 +60,10 @@ func TestReSentOperationsReportTheFirstOutcome(t *testing.T) {
 			}
 			resent("Verify")
 			hook.Arm()
-			if ok, cur, err := fencing.GuardedSet(ctx, coord, "res", l.FencingToken(), []byte("v"), time.Minute); err != nil || !ok || cur != l.FencingToken() {
-				t.Fatalf("re-sent GuardedSet = %v, %d, %v", ok, cur, err)
+			if ok, cur, err := res.Set(ctx, l.FencingToken(), []byte("v"), time.Minute); err != nil || !ok || cur != l.FencingToken() {
+				t.Fatalf("re-sent Guarded.Set = %v, %d, %v", ok, cur, err)
 			}
-			resent("GuardedSet")
+			resent("Guarded.Set")
 			hook.Arm()
 			if out, err := l.Release(ctx); err != nil || out != coordination.Released {
 				t.Fatalf("re-sent Release = %v, %v; want Released", out, err)

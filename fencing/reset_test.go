@@ -27,12 +27,13 @@ func TestCounterThatWentBackIsReported(t *testing.T) {
 		var logs testharness.LogBuffer
 		c := b.Coordinator(t, coordination.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
 			coordination.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		m := must(fencing.New(c, "{r}:lease", "{r}:fence"))(t)
 		for range 3 {
-			l := must(fencing.TryAcquire(ctx, c, "{r}:lease", "{r}:fence", time.Minute))(t)
+			l := must(m.TryAcquire(ctx, time.Minute))(t)
 			must(l.Release(ctx))(t)
 		}
 		must(b.Client(t).Del(ctx, b.Key("{r}:fence")).Result())(t) // the counter is lost
-		l := must(fencing.TryAcquire(ctx, c, "{r}:lease", "{r}:fence", time.Minute))(t)
+		l := must(m.TryAcquire(ctx, time.Minute))(t)
 		if l.FencingToken() != 1 {
 			t.Fatalf("token after the counter was lost: %d, want 1 (handed out again)", l.FencingToken())
 		}
@@ -57,7 +58,7 @@ func TestCounterThatWentBackIsReported(t *testing.T) {
 		}
 		must(l.Release(ctx))(t)
 		// A fresh coordinator (another process) sees nothing wrong.
-		other := must(fencing.TryAcquire(ctx, b.Coordinator(t), "{r}:lease", "{r}:fence", time.Minute))(t)
+		other := must(must(fencing.New(b.Coordinator(t), "{r}:lease", "{r}:fence"))(t).TryAcquire(ctx, time.Minute))(t)
 		if other.FencingToken() != 2 {
 			t.Errorf("next token %d, want 2", other.FencingToken())
 		}

@@ -23,18 +23,18 @@
 //	LOCK RENEW                    lock          Lock.Refresh (keep-alive renewals are not admitted)
 //	LOCK VERIFY                   lock          Lock.Verify
 //	LOCK RELEASE                  lock          Lock.Release
-//	FENCED LOCK ACQUIRE           fencing       fencing.TryAcquire, fencing.Acquire
+//	FENCED LOCK ACQUIRE           fencing       fencing.Mutex.TryAcquire, fencing.Mutex.Acquire (once, however long it waits)
 //	FENCED LOCK RENEW             fencing       fencing.Lock.Refresh
 //	FENCED LOCK VERIFY            fencing       fencing.Lock.Verify
 //	FENCED LOCK RELEASE           fencing       fencing.Lock.Release
-//	FENCED WRITE                  fencing       fencing.GuardedSet
-//	FENCED READ                   fencing       fencing.GuardedGet
+//	FENCED WRITE                  fencing       fencing.Guarded.Set
+//	FENCED READ                   fencing       fencing.Guarded.Get
 //	LEASE ACQUIRE                 lock          FieldSet.TryAcquire, FieldSet.Acquire (once, however long it waits)
 //	LEASE RENEW                   lock          FieldLease.Refresh (keep-alive renewals are not admitted)
 //	LEASE VERIFY                  lock          FieldLease.Verify
 //	LEASE RELEASE                 lock          FieldLease.Release
-//	RWLEASE READ ACQUIRE          rwlease       rwlease.TryRead, rwlease.Read (once, however long it waits)
-//	RWLEASE WRITE ACQUIRE         rwlease       rwlease.TryWrite, rwlease.Write (once; removing a given-up writer's marker is not admitted)
+//	RWLEASE READ ACQUIRE          rwlease       rwlease.RWMutex.TryRead, rwlease.RWMutex.Read (once, however long it waits)
+//	RWLEASE WRITE ACQUIRE         rwlease       rwlease.RWMutex.TryWrite, rwlease.RWMutex.Write (once; removing a given-up writer's marker is not admitted)
 //	RWLEASE RENEW                 rwlease       rwlease.Lease.Refresh (keep-alive renewals are not admitted)
 //	RWLEASE VERIFY                rwlease       rwlease.Lease.Verify
 //	RWLEASE RELEASE               rwlease       rwlease.Lease.Release

@@ -102,13 +102,17 @@
 //     paused past its claim's TTL (a stop-the-world pause, a frozen VM:
 //     keep-alive cannot help) carries a smaller token than the caller
 //     that took the key over, so a resource that checks tokens, such as
-//     fencing.GuardedSet, refuses its late writes.
+//     fencing.Guarded.Set, refuses its late writes.
 //
 // For example:
 //
 //	res, _, err := store.Do(ctx, key, time.Minute, digest, func(ctx context.Context) ([]byte, error) {
+//		ledger, err := fencing.NewGuarded(coord, "ledger:"+key)
+//		if err != nil {
+//			return nil, err
+//		}
 //		fence, _ := idempotency.FenceFrom(ctx)
-//		ok, _, err := fencing.GuardedSet(ctx, coord, "ledger:"+key, fence, entry, 24*time.Hour)
+//		ok, _, err := ledger.Set(ctx, fence, entry, 24*time.Hour)
 //		if err != nil {
 //			return nil, err
 //		}

@@ -50,6 +50,10 @@ func TestPausedOriginalIsFencedOff(t *testing.T) {
 		f := newFixture(t, b)
 		ctx := t.Context()
 		var takeover idempotency.Claim
+		ledger, err := fencing.NewGuarded(f.coord, "ledger")
+		if err != nil {
+			t.Fatal(err)
+		}
 		res, _, err := f.store.Do(ctx, "pay", 50*time.Millisecond, "fp", func(ctx context.Context) ([]byte, error) {
 			fence, ok := idempotency.FenceFrom(ctx)
 			if !ok || fence < 3 {
@@ -61,11 +65,11 @@ func TestPausedOriginalIsFencedOff(t *testing.T) {
 			if takeover.Fence <= fence {
 				t.Errorf("takeover fence %d, want > the original's %d", takeover.Fence, fence)
 			}
-			if ok, _, err := fencing.GuardedSet(ctx, f.coord, "ledger", takeover.Fence, []byte("second"), time.Minute); err != nil || !ok {
+			if ok, _, err := ledger.Set(ctx, takeover.Fence, []byte("second"), time.Minute); err != nil || !ok {
 				t.Errorf("the takeover's guarded write: %v, %v", ok, err)
 			}
 			// The original resumes: its late write is refused.
-			ok, current, err := fencing.GuardedSet(ctx, f.coord, "ledger", fence, []byte("first, late"), time.Minute)
+			ok, current, err := ledger.Set(ctx, fence, []byte("first, late"), time.Minute)
 			if err != nil || ok || current != takeover.Fence {
 				t.Errorf("the original's late guarded write: accepted=%v current=%d err=%v; want refused, current %d", ok, current, err, takeover.Fence)
 			}
@@ -74,7 +78,7 @@ func TestPausedOriginalIsFencedOff(t *testing.T) {
 		if !errors.Is(err, idempotency.ErrClaimLost) || string(res) != "first" {
 			t.Fatalf("the original's Do = %q, %v; want ErrClaimLost", res, err)
 		}
-		v, tok, found, err := fencing.GuardedGet(ctx, f.coord, "ledger")
+		v, tok, found, err := ledger.Get(ctx)
 		if err != nil || !found || string(v) != "second" || tok != takeover.Fence {
 			t.Fatalf("ledger = %q (token %d, found %v, %v), want the takeover's write", v, tok, found, err)
 		}

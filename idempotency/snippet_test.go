@@ -107,7 +107,11 @@ func ExampleFenceFrom() {
 		}
 		fmt.Printf("%s\n", res)
 	}
-	entry, fence, _, err := fencing.GuardedGet(ctx, coord, "ledger:booking-7")
+	ledger, err := fencing.NewGuarded(coord, "ledger:booking-7")
+	if err != nil {
+		log.Fatal(err)
+	}
+	entry, fence, _, err := ledger.Get(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -120,8 +124,12 @@ func ExampleFenceFrom() {
 
 func snippetBook(ctx context.Context, coord *coordination.Coordinator, store *idempotency.Store, key, digest string, entry []byte) ([]byte, error) {
 	res, _, err := store.Do(ctx, key, time.Minute, digest, func(ctx context.Context) ([]byte, error) {
+		ledger, err := fencing.NewGuarded(coord, "ledger:"+key)
+		if err != nil {
+			return nil, err
+		}
 		fence, _ := idempotency.FenceFrom(ctx)
-		ok, _, err := fencing.GuardedSet(ctx, coord, "ledger:"+key, fence, entry, 24*time.Hour)
+		ok, _, err := ledger.Set(ctx, fence, entry, 24*time.Hour)
 		if err != nil {
 			return nil, err
 		}

@@ -101,7 +101,7 @@ type Claim struct {
 	// or one more than an abandoned claim's token), so a caller whose claim
 	// expired and was taken over carries a smaller token than its successor.
 	// Pass it to every write the work makes to a resource that checks
-	// tokens (such as fencing.GuardedSet): the late writes of a taken-over
+	// tokens (such as fencing.Guarded.Set): the late writes of a taken-over
 	// original are then refused. A re-sent Begin reports the same token.
 	// Monotonic as long as the server's clock does not step back by more
 	// than a claim's lifetime. Zero for every other state.

@@ -49,7 +49,7 @@
 // Two keys in one Cluster slot (give them one {hash tag}): the lease key, a
 // hash {owner, fence, holder} with a TTL whose holder field is the leader's
 // identity, and the fencing counter key, which must never expire. They are
-// the keys of a [fencing.Lock].
+// the keys of a [fencing.Mutex].
 //
 // # What holds and what does not
 //
@@ -67,7 +67,7 @@
 // So leadership alone is not mutual exclusion. The safety net is the
 // fencing token: pass [Term.FencingToken] with every write the leader makes
 // and have the resource reject tokens older than the newest it accepted
-// (fencing.GuardedSet, or a SQL "WHERE fence <= $token" guard). Without
+// (fencing.Guarded.Set, or a SQL "WHERE fence <= $token" guard). Without
 // that, two leaders can act at once. Tokens strictly increase only within
 // one retained Redis history: an asynchronous-replication failover that
 // loses the last increments, a restore from backup or a FLUSHALL can hand

@@ -35,6 +35,11 @@ func Example() {
 		log.Fatal(err)
 	}
 
+	// The store the job writes: only the newest token may write it.
+	reports, err := fencing.NewGuarded(coord, "{invoices}:report")
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	e, err := leader.New(coord, "{invoices}:leader", "{invoices}:fence", "worker-1",
@@ -46,7 +51,7 @@ func Example() {
 			fmt.Println("others see:", info.Identity, info.FencingToken, err)
 			// The job's write carries the token; the store rejects older ones.
 			report := fmt.Sprintf("run %d: sent 42 invoices", term.FencingToken())
-			ok, _, err := fencing.GuardedSet(ctx, coord, "{invoices}:report", term.FencingToken(), []byte(report), 0)
+			ok, _, err := reports.Set(ctx, term.FencingToken(), []byte(report), 0)
 			fmt.Println("report stored:", ok, err)
 			return nil // done: resign
 		}),
@@ -65,7 +70,10 @@ func Example() {
 	_, err = leader.Get(context.Background(), coord, "{invoices}:leader")
 	fmt.Println("afterwards:", err)
 	// A late write from term 1 (a leader paused past its term) is refused.
-	ok, current, _ := fencing.GuardedSet(context.Background(), coord, "{invoices}:report", 1, []byte("stale"), 0)
+	ok, current, err := reports.Set(context.Background(), 1, []byte("stale"), 0)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println("stale write accepted:", ok, "- the store is at token", current)
 	// Output:
 	// worker-1 leads, fencing token 1

@@ -148,7 +148,7 @@ func OnRevoked(fn func(term *Term) error) Option {
 // whose fencing counter is at fenceKey, campaigning as identity. It sends
 // nothing to Redis.
 //
-// The keys are those of a [fencing.Lock]: different, in one Cluster slot
+// The keys are those of a [fencing.Mutex]: different, in one Cluster slot
 // (one {hash tag}, checked with the coordinator's prefix applied), and the
 // same for every contender. identity names this contender to the others
 // ([Elector.Leader], [Get]); it is stored in the lease, is not checked for

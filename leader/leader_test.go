@@ -101,7 +101,7 @@ func TestLeaseLayout(t *testing.T) {
 			t.Fatalf("lease PTTL = %v, want (0, 15s]", pttl)
 		}
 		must(0, c.stop(t))(t)
-		lk := must(fencing.TryAcquire(ctx, b.Coordinator(t), leaseKey, fenceKey, time.Minute))(t)
+		lk := must(must(fencing.New(b.Coordinator(t), leaseKey, fenceKey))(t).TryAcquire(ctx, time.Minute))(t)
 		info := must(leader.Get(ctx, b.Coordinator(t), leaseKey))(t)
 		if info.Identity != "" || info.FencingToken != 2 {
 			t.Fatalf("Get() on a plain fencing lease = %+v, want no identity and token 2", info)

@@ -35,7 +35,11 @@ func TestReleaseMarkLastsFiveSecondsAtMost(t *testing.T) {
 			t.Fatalf("Release = %v, %v", out, err)
 		}
 		check("lock", b.Key("long"))
-		f, err := fencing.TryAcquire(ctx, coord, "{inv}:lease", "{inv}:fence", time.Hour)
+		fm, err := fencing.New(coord, "{inv}:lease", "{inv}:fence")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := fm.TryAcquire(ctx, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}

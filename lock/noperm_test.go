@@ -50,10 +50,18 @@ func TestEvalOnlyUserGetsNoPerm(t *testing.T) {
 			}
 			_, err = tryAcquire(ctx, coord, "k", time.Minute)
 			check("lock.(*Mutex).TryAcquire", err)
-			_, err = fencing.TryAcquire(ctx, coord, "{f}:lease", "{f}:fence", time.Minute)
-			check("fencing.TryAcquire", err)
-			_, _, err = fencing.GuardedSet(ctx, coord, "{f}:doc", 1, []byte("v"), 0)
-			check("fencing.GuardedSet", err)
+			fm, err := fencing.New(coord, "{f}:lease", "{f}:fence")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = fm.TryAcquire(ctx, time.Minute)
+			check("fencing.(*Mutex).TryAcquire", err)
+			doc, err := fencing.NewGuarded(coord, "{f}:doc")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = doc.Set(ctx, 1, []byte("v"), 0)
+			check("fencing.(*Guarded).Set", err)
 			if n, err := admin.DBSize(ctx).Result(); err != nil || n != 0 {
 				t.Errorf("the server holds %d keys (%v), want none", n, err)
 			}

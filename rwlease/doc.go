@@ -4,7 +4,11 @@
 // owner token only; expired entries are pruned by the next operation, so
 // a crashed holder blocks nobody past its TTL.
 //
-//	rd, err := rwlease.Read(ctx, coord, "catalog:rw", 30*time.Second)
+//	catalog, err := rwlease.New(coord, "catalog:rw")
+//	if err != nil {
+//		return err
+//	}
+//	rd, err := catalog.Read(ctx, 30*time.Second)
 //	if err != nil {
 //		return err // coordination.ErrNotAcquired once ctx ends
 //	}
@@ -17,8 +21,10 @@
 //
 // # Operations
 //
-// [TryRead] and [TryWrite] return at once; [Read] and [Write] wait without
-// polling: after a refused attempt they subscribe to the key's release
+// [New] returns an [RWMutex] on a key, without I/O; it is reusable and safe
+// for concurrent use, and every acquisition returns a [Lease] of its own.
+// [RWMutex.TryRead] and [RWMutex.TryWrite] return at once; [RWMutex.Read]
+// and [RWMutex.Write] wait without polling: after a refused attempt they subscribe to the key's release
 // channel (one Pub/Sub connection per coordinator, shared by every waiter),
 // try again, then sleep until a release is announced, the entry in the way
 // expires (as the server reported it), or the re-check period passes
@@ -34,8 +40,9 @@
 // A reader is admitted while no writer holds the key; a writer while no
 // live reader or writer does. Without more, a steady stream of overlapping
 // readers keeps a writer out for ever. So, by default, a writer blocked in
-// [Write] records itself as waiting, and from then on new readers are
-// refused ([TryRead] returns coordination.ErrNotAcquired; [Read] waits):
+// [RWMutex.Write] records itself as waiting, and from then on new readers
+// are refused ([RWMutex.TryRead] returns coordination.ErrNotAcquired;
+// [RWMutex.Read] waits):
 // they queue behind it. Readers already holding keep their leases (and may
 // renew them); the writer gets in as soon as they release or expire, and
 // the queued readers follow when it releases. The rule, precisely:
@@ -50,9 +57,9 @@
 //     twice the re-check period (10 s by default), so a waiting writer
 //     that crashes holds new readers back for at most that long. A Write
 //     whose ctx ends removes its record at once.
-//   - [WithWriterPreference](false) turns it off for one call: such a
-//     reader ignores waiting writers, such a writer does not record
-//     itself. Use one setting for every process sharing a key.
+//   - [WithWriterPreference](false) turns it off for one RWMutex: its
+//     readers ignore waiting writers, its writers do not record
+//     themselves. Use one setting for every process sharing a key.
 //
 // Measured (TestWriterPreference; a reader arriving every 10 ms for 2 s,
 // each holding 100 ms): a writer gets in about 100 ms after it starts

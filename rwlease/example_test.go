@@ -39,26 +39,31 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	r1, err := rwlease.TryRead(ctx, coord, "catalog:rw", 30*time.Second)
+	// One RWMutex serves any number of acquisitions, in either mode.
+	catalog, err := rwlease.New(coord, "catalog:rw")
 	if err != nil {
 		log.Fatal(err)
 	}
-	r2, err := rwlease.TryRead(ctx, coord, "catalog:rw", 30*time.Second)
+	r1, err := catalog.TryRead(ctx, 30*time.Second)
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, err = rwlease.TryWrite(ctx, coord, "catalog:rw", 30*time.Second)
+	r2, err := catalog.TryRead(ctx, 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = catalog.TryWrite(ctx, 30*time.Second)
 	fmt.Println("writer while two readers hold:", err)
 	for _, r := range []*rwlease.Lease{r1, r2} {
 		if _, err := r.Release(ctx); err != nil {
 			log.Fatal(err)
 		}
 	}
-	w, err := rwlease.TryWrite(ctx, coord, "catalog:rw", 30*time.Second)
+	w, err := catalog.TryWrite(ctx, 30*time.Second)
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, err = rwlease.TryRead(ctx, coord, "catalog:rw", 30*time.Second)
+	_, err = catalog.TryRead(ctx, 30*time.Second)
 	fmt.Println("reader while the writer holds:", err)
 	out, err := w.Release(ctx)
 	if err != nil {
@@ -73,7 +78,11 @@ func Example() {
 }
 
 func snippetCatalog(ctx context.Context, coord *coordination.Coordinator) error {
-	rd, err := rwlease.Read(ctx, coord, "catalog:rw", 30*time.Second)
+	catalog, err := rwlease.New(coord, "catalog:rw")
+	if err != nil {
+		return err
+	}
+	rd, err := catalog.Read(ctx, 30*time.Second)
 	if err != nil {
 		return err // coordination.ErrNotAcquired once ctx ends
 	}
@@ -95,12 +104,16 @@ func readCatalog(ctx context.Context) error {
 
 // Write waits for the readers to leave; while it waits, new readers queue
 // behind it (writer preference), so a stream of readers cannot starve it.
-func ExampleWrite() {
+func ExampleRWMutex_Write() {
 	coord, done := newCoordinator()
 	defer done()
 	ctx := context.Background()
 
-	reader, err := rwlease.TryRead(ctx, coord, "catalog:rw", time.Minute)
+	catalog, err := rwlease.New(coord, "catalog:rw")
+	if err != nil {
+		log.Fatal(err)
+	}
+	reader, err := catalog.TryRead(ctx, time.Minute)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -108,7 +121,7 @@ func ExampleWrite() {
 	go func() { writerDone <- snippetRebuild(ctx, coord) }()
 	time.Sleep(100 * time.Millisecond) // the writer is waiting now
 
-	_, err = rwlease.TryRead(ctx, coord, "catalog:rw", time.Minute)
+	_, err = catalog.TryRead(ctx, time.Minute)
 	fmt.Println("new reader while a writer waits:", errors.Is(err, coordination.ErrNotAcquired))
 	if _, err := reader.Release(ctx); err != nil { // the writer gets in
 		log.Fatal(err)
@@ -122,7 +135,11 @@ func ExampleWrite() {
 }
 
 func snippetRebuild(ctx context.Context, coord *coordination.Coordinator) error {
-	wr, err := rwlease.Write(ctx, coord, "catalog:rw", 30*time.Second)
+	catalog, err := rwlease.New(coord, "catalog:rw")
+	if err != nil {
+		return err
+	}
+	wr, err := catalog.Write(ctx, 30*time.Second)
 	if err != nil {
 		return err // coordination.ErrNotAcquired once ctx ends
 	}

@@ -57,12 +57,27 @@ func (m Mode) String() string {
 	return "Mode(?)"
 }
 
-// DefaultRecheck is the default re-check period of a blocked [Read] or
-// [Write]; see [WithRecheck].
+// DefaultRecheck is the default re-check period of a blocked
+// [RWMutex.Read] or [RWMutex.Write]; see [WithRecheck].
 const DefaultRecheck = 5 * time.Second
 
-// Option configures one acquisition ([TryRead], [Read], [TryWrite],
-// [Write]).
+// RWMutex is a read-write lease on one Redis key. Create it with [New]; it
+// holds no state besides its key and settings, so any number of RWMutex
+// values (in any number of processes) may share a key, provided they use
+// the same writer-preference setting, and one RWMutex may be acquired any
+// number of times, in either mode. It is safe for concurrent use by
+// multiple goroutines: each acquisition that succeeds returns a [Lease] of
+// its own. The zero value is not usable.
+type RWMutex struct {
+	e          *engine.Engine
+	key        string
+	keys       engine.Keys // key, prefixed once
+	recheck    time.Duration
+	preference bool
+	marker     int64 // ms a blocked writer's waiting marker lives; 0 for none
+}
+
+// Option configures an [RWMutex].
 type Option func(*config) error
 
 type config struct {
@@ -70,21 +85,22 @@ type config struct {
 	preference bool
 }
 
-// WithRecheck sets how often a blocked [Read] or [Write] tries again when
-// no release was announced: the longest a lost Pub/Sub message can delay
-// it. A writer waiting with writer preference also renews its waiting
-// marker at each attempt; the marker lives twice this period, which is
-// therefore the longest a waiting writer that crashed holds new readers
-// back. It must be at least 1 ms. The default is [DefaultRecheck] (5 s).
+// WithRecheck sets how often a blocked [RWMutex.Read] or [RWMutex.Write]
+// tries again when no release was announced: the longest a lost Pub/Sub
+// message can delay it. A writer waiting with writer preference also renews
+// its waiting marker at each attempt; the marker lives twice this period,
+// which is therefore the longest a waiting writer that crashed holds new
+// readers back. It must be at least 1 ms. The default is [DefaultRecheck]
+// (5 s).
 func WithRecheck(d time.Duration) Option {
 	return engine.AtLeast("recheck", d, time.Millisecond, func(c *config) { c.recheck = d })
 }
 
-// WithWriterPreference turns writer preference on or off for this
-// acquisition (see the package documentation): with it off, a reader does
-// not queue behind waiting writers, and a blocked writer does not record
-// that it waits. Use the same setting in every process sharing a key. The
-// default is on.
+// WithWriterPreference turns writer preference on or off for every
+// acquisition of this RWMutex (see the package documentation): with it
+// off, a reader does not queue behind waiting writers, and a blocked writer
+// does not record that it waits. Use the same setting in every process
+// sharing a key. The default is on.
 func WithWriterPreference(on bool) Option {
 	return func(c *config) error {
 		c.preference = on
@@ -92,70 +108,108 @@ func WithWriterPreference(on bool) Option {
 	}
 }
 
-// Lease is a held read or write lease. It is returned by [TryRead],
-// [Read], [TryWrite] and [Write] and is safe for concurrent use by
-// multiple goroutines. Its lease methods are those of the embedded
-// [coordination.Lease], admitted through hooks as RWLEASE RENEW, VERIFY and
-// RELEASE; its member in the sorted set is "R:<Token>" for a read lease and
-// "W:<Token>" for a write lease. It adds [Lease.Mode].
+// New returns the read-write lease on key (without the coordinator's
+// prefix; any bytes). It sends nothing to Redis. One sorted set per key, so
+// Redis Cluster needs no hash tag.
+//
+// It returns an error wrapping coordination.ErrInvalidArgument, naming the
+// argument, when coord is nil, key is empty or longer than 1 KiB, or an
+// option is invalid (a recheck below 1 ms).
+func New(coord *coordination.Coordinator, key string, opts ...Option) (*RWMutex, error) {
+	e, err := engine.Of(coord)
+	if err != nil {
+		return nil, err
+	}
+	if err := engine.CheckKey("key", key); err != nil {
+		return nil, err
+	}
+	cfg := config{recheck: DefaultRecheck, preference: true}
+	if err := engine.Apply(&cfg, opts); err != nil {
+		return nil, err
+	}
+	m := &RWMutex{e: e, key: key, keys: e.Key(key), recheck: cfg.recheck, preference: cfg.preference}
+	if cfg.preference {
+		m.marker, _ = engine.Millis("recheck", 2*cfg.recheck)
+	}
+	return m, nil
+}
+
+// check returns an error wrapping coordination.ErrInvalidArgument for a nil
+// or zero RWMutex, which [New] never returns.
+func (m *RWMutex) check() error {
+	if m == nil || m.e == nil {
+		return engine.InvalidArgument("rwmutex", "must not be nil; use rwlease.New")
+	}
+	return nil
+}
+
+// Key returns the key as given to [New] (without the coordinator's prefix).
+func (m *RWMutex) Key() string { return m.key }
+
+// Lease is a held read or write lease. It is returned by
+// [RWMutex.TryRead], [RWMutex.Read], [RWMutex.TryWrite] and
+// [RWMutex.Write] and is safe for concurrent use by multiple goroutines.
+// Its lease methods are those of the embedded [coordination.Lease],
+// admitted through hooks as RWLEASE RENEW, VERIFY and RELEASE; its member
+// in the sorted set is "R:<Token>" for a read lease and "W:<Token>" for a
+// write lease. It adds [Lease.Mode].
 type Lease struct {
 	coordination.Lease
 	mode Mode
 }
 
-// TryRead takes a shared read lease on key for ttl, in one round trip, and
-// returns at once: granted when no writer holds the key and, with writer
-// preference (the default), no writer waits in [Write]. Any number of
-// readers hold the key together.
+// TryRead takes a shared read lease for ttl, in one round trip, and returns
+// at once: granted when no writer holds the key and, with writer preference
+// (the default), no writer waits in [RWMutex.Write]. Any number of readers
+// hold the key together.
 //
-// key is any non-empty bytes, without the coordinator's prefix. ttl is
-// rounded up to whole milliseconds and must be at least 1 ms. The lease
-// expires on the server ttl after the script ran unless refreshed
+// ttl is rounded up to whole milliseconds and must be at least 1 ms. The
+// lease expires on the server ttl after the script ran unless refreshed
 // ([coordination.Lease.Refresh], [coordination.Lease.KeepAlive]).
 //
 // Errors: coordination.ErrNotAcquired when a writer holds or waits;
-// coordination.ErrInvalidArgument (naming coord, key, ttl or recheck) for
-// bad input, with nothing sent; an error matching coordination.ErrWrongType
-// when key holds something other than a sorted set, or
+// coordination.ErrInvalidArgument (naming ttl, or rwmutex for a nil or zero
+// RWMutex) with nothing sent; an error matching coordination.ErrWrongType
+// when the key holds something other than a sorted set, or
 // coordination.ErrBadState when it holds a sorted set of another layout,
 // both with nothing written; the hook's error when a hook rejects; Redis
 // and network errors as go-redis returns them. When the outcome is
 // ambiguous (see coordination.IsAmbiguous) the lease may have been taken on
 // the server: a background owner-checked release removes it.
-func TryRead(ctx context.Context, coord *coordination.Coordinator, key string, ttl time.Duration, opts ...Option) (*Lease, error) {
-	return acquire(ctx, coord, key, ttl, ReadMode, false, opts)
+func (m *RWMutex) TryRead(ctx context.Context, ttl time.Duration) (*Lease, error) {
+	return m.acquire(ctx, ttl, ReadMode, false)
 }
 
-// Read takes a shared read lease on key for ttl, waiting as long as ctx
-// allows while a writer holds the key or (with writer preference) waits
-// for it. It does not poll: after a refused attempt it subscribes to the
-// key's release notifications (one Pub/Sub connection per coordinator,
-// shared by every waiter), tries once more, then sleeps until a release is
-// announced, the writer's lease (or the waiting writers' markers) expire as
-// the server reported, or the re-check period passes ([WithRecheck]).
+// Read takes a shared read lease for ttl, waiting as long as ctx allows
+// while a writer holds the key or (with writer preference) waits for it.
+// It does not poll: after a refused attempt it subscribes to the key's
+// release notifications (one Pub/Sub connection per coordinator, shared by
+// every waiter), tries once more, then sleeps until a release is
+// announced, the writer's lease (or the waiting writers' markers) expire
+// as the server reported, or the re-check period passes ([WithRecheck]).
 // Transient Redis errors (see coordination.Classify) are retried with
 // jittered backoff.
 //
 // Read is admitted through hooks once, as RWLEASE READ ACQUIRE, however
 // long it waits. When ctx ends first it returns an error matching both
 // coordination.ErrNotAcquired and ctx's error (context.Cause). Other errors
-// are those of [TryRead].
-func Read(ctx context.Context, coord *coordination.Coordinator, key string, ttl time.Duration, opts ...Option) (*Lease, error) {
-	return acquire(ctx, coord, key, ttl, ReadMode, true, opts)
+// are those of [RWMutex.TryRead].
+func (m *RWMutex) Read(ctx context.Context, ttl time.Duration) (*Lease, error) {
+	return m.acquire(ctx, ttl, ReadMode, true)
 }
 
-// TryWrite takes the exclusive write lease on key for ttl, in one round
-// trip, and returns at once: granted when no live reader or writer holds
-// the key (expired ones do not count). It never records itself as a
-// waiting writer. Arguments and errors are those of [TryRead];
+// TryWrite takes the exclusive write lease for ttl, in one round trip, and
+// returns at once: granted when no live reader or writer holds the key
+// (expired ones do not count). It never records itself as a waiting
+// writer. Arguments and errors are those of [RWMutex.TryRead];
 // coordination.ErrNotAcquired means a live reader or writer holds the key.
-func TryWrite(ctx context.Context, coord *coordination.Coordinator, key string, ttl time.Duration, opts ...Option) (*Lease, error) {
-	return acquire(ctx, coord, key, ttl, WriteMode, false, opts)
+func (m *RWMutex) TryWrite(ctx context.Context, ttl time.Duration) (*Lease, error) {
+	return m.acquire(ctx, ttl, WriteMode, false)
 }
 
-// Write takes the exclusive write lease on key for ttl, waiting as long as
-// ctx allows, without polling (as [Read] does), until every live reader
-// and writer has released or expired. With writer preference (the
+// Write takes the exclusive write lease for ttl, waiting as long as ctx
+// allows, without polling (as [RWMutex.Read] does), until every live
+// reader and writer has released or expired. With writer preference (the
 // default), its first refused attempt records it as a waiting writer, so
 // that new readers queue behind it; each later attempt renews that record,
 // and it is removed when Write acquires, or at once (one more round trip)
@@ -164,24 +218,16 @@ func TryWrite(ctx context.Context, coord *coordination.Coordinator, key string, 
 // Write is admitted through hooks once, as RWLEASE WRITE ACQUIRE, however
 // long it waits. When ctx ends first it returns an error matching both
 // coordination.ErrNotAcquired and ctx's error (context.Cause). Other errors
-// are those of [TryRead].
-func Write(ctx context.Context, coord *coordination.Coordinator, key string, ttl time.Duration, opts ...Option) (*Lease, error) {
-	return acquire(ctx, coord, key, ttl, WriteMode, true, opts)
+// are those of [RWMutex.TryRead].
+func (m *RWMutex) Write(ctx context.Context, ttl time.Duration) (*Lease, error) {
+	return m.acquire(ctx, ttl, WriteMode, true)
 }
 
-func acquire(ctx context.Context, coord *coordination.Coordinator, key string, ttl time.Duration, mode Mode, block bool, opts []Option) (*Lease, error) {
-	e, err := engine.Of(coord)
-	if err != nil {
-		return nil, err
-	}
-	if err := engine.CheckKey("key", key); err != nil {
+func (m *RWMutex) acquire(ctx context.Context, ttl time.Duration, mode Mode, block bool) (*Lease, error) {
+	if err := m.check(); err != nil {
 		return nil, err
 	}
 	if _, err := engine.Millis("ttl", ttl); err != nil {
-		return nil, err
-	}
-	cfg := config{recheck: DefaultRecheck, preference: true}
-	if err := engine.Apply(&cfg, opts); err != nil {
 		return nil, err
 	}
 	token, err := engine.NewToken()
@@ -194,28 +240,27 @@ func acquire(ctx context.Context, coord *coordination.Coordinator, key string, t
 	kind, member, extra := readKind, "R:"+token, int64(0)
 	var marker int64
 	if mode == ReadMode {
-		if cfg.preference {
+		if m.preference {
 			extra = 1
 		}
 	} else {
 		kind, member = writeKind, "W:"+token
-		if block && cfg.preference {
-			marker, _ = engine.Millis("recheck", 2*cfg.recheck)
+		if block {
+			marker = m.marker
 		}
 		extra = marker
 	}
-	keys := e.Key(key)
-	h, _, err := e.Acquire(ctx, &engine.AcquireRequest{
-		Kind: kind, Keys: keys, ID: []any{member}, TTL: ttl, Extra: []any{extra}, Block: block, Recheck: cfg.recheck,
+	h, _, err := m.e.Acquire(ctx, &engine.AcquireRequest{
+		Kind: kind, Keys: m.keys, ID: []any{member}, TTL: ttl, Extra: []any{extra}, Block: block, Recheck: m.recheck,
 	})
 	if err != nil {
 		if marker > 0 && engine.Classify(err) == engine.Canceled && errors.Is(err, engine.ErrNotAcquired) {
-			dropMarker(ctx, e, keys, member, time.Duration(marker)*time.Millisecond)
+			dropMarker(ctx, m.e, m.keys, member, time.Duration(marker)*time.Millisecond)
 		}
 		return nil, err
 	}
 	l := &Lease{mode: mode}
-	engine.InitLease(&l.Lease, key, token, h)
+	engine.InitLease(&l.Lease, m.key, token, h)
 	return l, nil
 }
 

@@ -24,6 +24,33 @@ import (
 
 func TestMain(m *testing.M) { testharness.Main(m) }
 
+// verb is an acquisition of an RWMutex, as a method expression.
+type verb = func(*rwlease.RWMutex, context.Context, time.Duration) (*rwlease.Lease, error)
+
+var (
+	verbTryRead  verb = (*rwlease.RWMutex).TryRead
+	verbRead     verb = (*rwlease.RWMutex).Read
+	verbTryWrite verb = (*rwlease.RWMutex).TryWrite
+	verbWrite    verb = (*rwlease.RWMutex).Write
+)
+
+// newRW is rwlease.New, failing the test on an error (from the test's
+// goroutine only).
+func newRW(t testing.TB, c *coordination.Coordinator, key string, opts ...rwlease.Option) *rwlease.RWMutex {
+	t.Helper()
+	return must(rwlease.New(c, key, opts...))(t)
+}
+
+// on runs v on a new RWMutex on key, returning New's error if it fails:
+// for callbacks that return errors instead of failing the test.
+func on(ctx context.Context, c *coordination.Coordinator, key string, v verb, ttl time.Duration, opts ...rwlease.Option) (*rwlease.Lease, error) {
+	m, err := rwlease.New(c, key, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return v(m, ctx, ttl)
+}
+
 // must returns v, failing the test when err is not nil: must(f())(t).
 func must[T any](v T, err error) func(t testing.TB) T {
 	return func(t testing.TB) T {
@@ -46,13 +73,11 @@ func TestWriteLease(t *testing.T) {
 		AcquireSHA: engine.RWLeaseAcquire.Hash(), RefreshSHA: engine.RWLeaseRefresh.Hash(),
 		Metrics: rwMetrics,
 		Acquire: func(ctx context.Context, c *coordination.Coordinator, name string, ttl time.Duration, block bool) (locktest.Handle, error) {
-			var l *rwlease.Lease
-			var err error
+			v := verbTryWrite
 			if block {
-				l, err = rwlease.Write(ctx, c, name, ttl)
-			} else {
-				l, err = rwlease.TryWrite(ctx, c, name, ttl)
+				v = verbWrite
 			}
+			l, err := on(ctx, c, name, v, ttl)
 			if l == nil {
 				return nil, err
 			}
@@ -66,29 +91,34 @@ func TestWriteLease(t *testing.T) {
 
 var badInputs = func() []contract.BadInput {
 	var out []contract.BadInput
-	for _, f := range []struct {
-		name string
-		fn   func(context.Context, *coordination.Coordinator, string, time.Duration, ...rwlease.Option) (*rwlease.Lease, error)
-	}{{"TryRead", rwlease.TryRead}, {"Read", rwlease.Read}, {"TryWrite", rwlease.TryWrite}, {"Write", rwlease.Write}} {
+	// New validates the key, the coordinator and the options; each verb
+	// its ttl and its receiver.
+	out = append(out,
+		contract.BadInput{Arg: "key", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			_, err := rwlease.New(c, "")
+			return err
+		}},
+		contract.BadInput{Arg: "recheck", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			_, err := rwlease.New(c, "k", rwlease.WithRecheck(0))
+			return err
+		}},
+		contract.BadInput{Arg: "coord", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			_, err := rwlease.New(nil, "k")
+			return err
+		}},
+	)
+	for _, v := range []verb{verbTryRead, verbRead, verbTryWrite, verbWrite} {
 		out = append(out,
-			contract.BadInput{Arg: "key", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := f.fn(ctx, c, "", time.Second)
+			contract.BadInput{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				_, err := on(ctx, c, "k", v, 999*time.Microsecond)
 				return err
 			}},
 			contract.BadInput{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := f.fn(ctx, c, "k", 999*time.Microsecond)
+				_, err := on(ctx, c, "k", v, 0)
 				return err
 			}},
-			contract.BadInput{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := f.fn(ctx, c, "k", 0)
-				return err
-			}},
-			contract.BadInput{Arg: "recheck", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := f.fn(ctx, c, "k", time.Second, rwlease.WithRecheck(0))
-				return err
-			}},
-			contract.BadInput{Arg: "coord", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := f.fn(ctx, nil, "k", time.Second)
+			contract.BadInput{Arg: "rwmutex", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				_, err := v(new(rwlease.RWMutex), ctx, time.Second)
 				return err
 			}},
 		)
@@ -108,7 +138,7 @@ func TestReadContract(t *testing.T) {
 			var r1, r2, r3, w *rwlease.Lease
 			read := func(l **rwlease.Lease) func(ctx context.Context, c *coordination.Coordinator) error {
 				return func(ctx context.Context, c *coordination.Coordinator) (err error) {
-					*l, err = rwlease.TryRead(ctx, c, name, time.Minute)
+					*l, err = on(ctx, c, name, verbTryRead, time.Minute)
 					return err
 				}
 			}
@@ -127,11 +157,11 @@ func TestReadContract(t *testing.T) {
 				}
 				return nil
 			}
-			gaveUp := func(fn func(context.Context, *coordination.Coordinator, string, time.Duration, ...rwlease.Option) (*rwlease.Lease, error)) func(ctx context.Context, c *coordination.Coordinator) error {
+			gaveUp := func(v verb) func(ctx context.Context, c *coordination.Coordinator) error {
 				return func(ctx context.Context, c *coordination.Coordinator) error {
 					ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 					defer cancel()
-					if _, err := fn(ctx, c, name, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+					if _, err := on(ctx, c, name, v, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
 						return fmt.Errorf("want ErrNotAcquired and DeadlineExceeded, got %v", err)
 					}
 					return nil
@@ -141,10 +171,10 @@ func TestReadContract(t *testing.T) {
 				{Name: "TryRead", Op: hooks.RWLeaseReadAcquire, OneCommand: true, Run: read(&r1)},
 				{Name: "second TryRead", Op: hooks.RWLeaseReadAcquire, OneCommand: true, Run: read(&r2)},
 				{Name: "contended TryWrite", Op: hooks.RWLeaseWriteAcquire, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
-					_, err := rwlease.TryWrite(ctx, c, name, time.Minute)
+					_, err := on(ctx, c, name, verbTryWrite, time.Minute)
 					return refused(err)
 				}},
-				{Name: "Write giving up", Op: hooks.RWLeaseWriteAcquire, Outcome: hooks.Canceled, Run: gaveUp(rwlease.Write)},
+				{Name: "Write giving up", Op: hooks.RWLeaseWriteAcquire, Outcome: hooks.Canceled, Run: gaveUp(verbWrite)},
 				{Name: "TryRead after the writer gave up", Op: hooks.RWLeaseReadAcquire, OneCommand: true, Run: read(&r3)},
 				{Name: "Refresh", Op: hooks.RWLeaseRenew, OneCommand: true, Run: func(ctx context.Context, _ *coordination.Coordinator) error {
 					ok, err := r1.Refresh(ctx, time.Minute)
@@ -164,20 +194,20 @@ func TestReadContract(t *testing.T) {
 				{Name: "Release 2", Op: hooks.RWLeaseRelease, OneCommand: true, Run: release(&r2)},
 				{Name: "Release 3", Op: hooks.RWLeaseRelease, OneCommand: true, Run: release(&r3)},
 				{Name: "TryWrite", Op: hooks.RWLeaseWriteAcquire, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) (err error) {
-					w, err = rwlease.TryWrite(ctx, c, name, time.Minute)
+					w, err = on(ctx, c, name, verbTryWrite, time.Minute)
 					return err
 				}},
 				{Name: "contended TryRead", Op: hooks.RWLeaseReadAcquire, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
-					_, err := rwlease.TryRead(ctx, c, name, time.Minute)
+					_, err := on(ctx, c, name, verbTryRead, time.Minute)
 					return refused(err)
 				}},
-				{Name: "Read giving up", Op: hooks.RWLeaseReadAcquire, Outcome: hooks.Canceled, Run: gaveUp(rwlease.Read)},
+				{Name: "Read giving up", Op: hooks.RWLeaseReadAcquire, Outcome: hooks.Canceled, Run: gaveUp(verbRead)},
 				{Name: "Release the writer", Op: hooks.RWLeaseRelease, OneCommand: true, Run: release(&w)},
 			}
 		},
 		LostReply: &contract.LostReply{
 			Op: func(ctx context.Context, c *coordination.Coordinator, name string) error {
-				_, err := rwlease.TryRead(ctx, c, name, time.Minute)
+				_, err := on(ctx, c, name, verbTryRead, time.Minute)
 				return err
 			},
 			Clean: func(ctx context.Context, raw redis.UniversalClient, key func(string) string, name string) (bool, error) {
@@ -214,7 +244,7 @@ func TestReadersCoexistWriterExcluded(t *testing.T) {
 			if i == n-1 {
 				ttl = 2 * time.Second // the last one will expire instead (alive until the writer's refusals, even on a loaded machine)
 			}
-			readers = append(readers, must(rwlease.TryRead(ctx, b.Coordinator(t), "rw", ttl))(t))
+			readers = append(readers, must(newRW(t, b.Coordinator(t), "rw").TryRead(ctx, ttl))(t))
 		}
 		if got := entries(t, raw, key); len(got) != n {
 			t.Fatalf("%d readers hold, want %d: %v", len(got), n, got)
@@ -226,29 +256,29 @@ func TestReadersCoexistWriterExcluded(t *testing.T) {
 		}
 		writer := b.Coordinator(t)
 		for i, r := range readers[:n-1] {
-			if _, err := rwlease.TryWrite(ctx, writer, "rw", time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
+			if _, err := newRW(t, writer, "rw").TryWrite(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
 				t.Fatalf("TryWrite with %d live readers: %v, want ErrNotAcquired", n-i, err)
 			}
 			if out := must(r.Release(ctx))(t); out != coordination.Released {
 				t.Fatalf("reader release = %v", out)
 			}
 		}
-		if _, err := rwlease.TryWrite(ctx, writer, "rw", time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
+		if _, err := newRW(t, writer, "rw").TryWrite(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
 			t.Fatalf("TryWrite with one live reader: %v, want ErrNotAcquired", err)
 		}
 		b.Advance(2100 * time.Millisecond) // the last reader expires, unreleased
-		w := must(rwlease.TryWrite(ctx, writer, "rw", time.Minute))(t)
+		w := must(newRW(t, writer, "rw").TryWrite(ctx, time.Minute))(t)
 		got := entries(t, raw, key)
 		if len(got) != 1 || got["W:"+w.Token()] <= 0 {
 			t.Fatalf("after the writer got in the key holds %v, want only its entry (the expired reader pruned)", got)
 		}
-		if _, err := rwlease.TryRead(ctx, b.Coordinator(t), "rw", time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
+		if _, err := newRW(t, b.Coordinator(t), "rw").TryRead(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
 			t.Fatalf("TryRead while the writer holds: %v, want ErrNotAcquired", err)
 		}
-		if _, err := rwlease.TryRead(ctx, b.Coordinator(t), "rw", time.Minute, rwlease.WithWriterPreference(false)); !errors.Is(err, coordination.ErrNotAcquired) {
+		if _, err := newRW(t, b.Coordinator(t), "rw", rwlease.WithWriterPreference(false)).TryRead(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
 			t.Fatalf("TryRead without writer preference while the writer holds: %v, want ErrNotAcquired", err)
 		}
-		if _, err := rwlease.TryWrite(ctx, b.Coordinator(t), "rw", time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
+		if _, err := newRW(t, b.Coordinator(t), "rw").TryWrite(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
 			t.Fatalf("second writer: %v, want ErrNotAcquired", err)
 		}
 		if out := must(w.Release(ctx))(t); out != coordination.Released {
@@ -257,7 +287,7 @@ func TestReadersCoexistWriterExcluded(t *testing.T) {
 		if n := must(raw.Exists(ctx, key).Result())(t); n != 0 {
 			t.Fatalf("the key outlived its last entry: %v", entries(t, raw, key))
 		}
-		r := must(rwlease.TryRead(ctx, b.Coordinator(t), "rw", time.Minute))(t)
+		r := must(newRW(t, b.Coordinator(t), "rw").TryRead(ctx, time.Minute))(t)
 		if pttl := must(raw.PTTL(ctx, key).Result())(t); pttl <= 58*time.Second || pttl > time.Minute {
 			t.Fatalf("the key's TTL is %v, want the reader's expiry", pttl)
 		}
@@ -271,10 +301,10 @@ func TestExpiredOrLostHolderTouchesNoOne(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		raw, key := b.Raw(t), b.Key("rw")
-		old := must(rwlease.TryRead(ctx, b.Coordinator(t), "rw", 80*time.Millisecond))(t)
-		keeper := must(rwlease.TryRead(ctx, b.Coordinator(t), "other", time.Minute))(t)
+		old := must(newRW(t, b.Coordinator(t), "rw").TryRead(ctx, 80*time.Millisecond))(t)
+		keeper := must(newRW(t, b.Coordinator(t), "other").TryRead(ctx, time.Minute))(t)
 		b.Advance(150 * time.Millisecond)
-		w := must(rwlease.TryWrite(ctx, b.Coordinator(t), "rw", time.Minute))(t)
+		w := must(newRW(t, b.Coordinator(t), "rw").TryWrite(ctx, time.Minute))(t)
 		before := entries(t, raw, key)
 		if ok := must(old.Refresh(ctx, time.Hour))(t); ok {
 			t.Fatal("the expired reader's Refresh = true")
@@ -306,7 +336,7 @@ func TestExpiredOrLostHolderTouchesNoOne(t *testing.T) {
 
 		// A lost handle (its entry removed behind its back) cannot remove
 		// another holder's entry either.
-		lost := must(rwlease.TryRead(ctx, b.Coordinator(t), "other", time.Minute))(t)
+		lost := must(newRW(t, b.Coordinator(t), "other").TryRead(ctx, time.Minute))(t)
 		must(raw.ZRem(ctx, b.Key("other"), "R:"+lost.Token()).Result())(t)
 		if ok := must(lost.Verify(ctx))(t); ok {
 			t.Fatal("Verify = true for a removed entry")
@@ -344,8 +374,8 @@ func TestWrongTypeAndForeignLayout(t *testing.T) {
 		ctx := context.Background()
 		raw := b.Raw(t)
 		must(raw.Set(ctx, b.Key("str"), "v", 0).Result())(t)
-		for _, fn := range []func(context.Context, *coordination.Coordinator, string, time.Duration, ...rwlease.Option) (*rwlease.Lease, error){rwlease.TryRead, rwlease.TryWrite} {
-			if _, err := fn(ctx, b.Coordinator(t), "str", time.Minute); !errors.Is(err, coordination.ErrWrongType) {
+		for _, v := range []verb{verbTryRead, verbTryWrite} {
+			if _, err := v(newRW(t, b.Coordinator(t), "str"), ctx, time.Minute); !errors.Is(err, coordination.ErrWrongType) {
 				t.Fatalf("on a string: %v, want ErrWrongType", err)
 			}
 		}
@@ -354,8 +384,8 @@ func TestWrongTypeAndForeignLayout(t *testing.T) {
 		}
 		far := float64(b.Now().Add(time.Hour).UnixMilli())
 		must(raw.ZAdd(ctx, b.Key("zs"), redis.Z{Score: far, Member: "someone else's"}).Result())(t)
-		for _, fn := range []func(context.Context, *coordination.Coordinator, string, time.Duration, ...rwlease.Option) (*rwlease.Lease, error){rwlease.TryRead, rwlease.TryWrite} {
-			if _, err := fn(ctx, b.Coordinator(t), "zs", time.Minute); !errors.Is(err, coordination.ErrBadState) ||
+		for _, v := range []verb{verbTryRead, verbTryWrite} {
+			if _, err := v(newRW(t, b.Coordinator(t), "zs"), ctx, time.Minute); !errors.Is(err, coordination.ErrBadState) ||
 				coordination.Classify(err) != coordination.Terminal {
 				t.Fatalf("on a foreign sorted set: %v, want a terminal ErrBadState", err)
 			}
@@ -374,11 +404,11 @@ func TestWaitingWriterQueuesReaders(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		raw, key := b.Raw(t), b.Key("q")
-		holder := must(rwlease.TryRead(ctx, b.Coordinator(t), "q", time.Minute))(t)
+		holder := must(newRW(t, b.Coordinator(t), "q").TryRead(ctx, time.Minute))(t)
 
 		// A writer that gives up: readers are free again at once.
 		cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-		_, err := rwlease.Write(cctx, b.Coordinator(t), "q", time.Minute)
+		_, err := newRW(t, b.Coordinator(t), "q").Write(cctx, time.Minute)
 		cancel()
 		if !errors.Is(err, coordination.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Write giving up: %v", err)
@@ -388,13 +418,14 @@ func TestWaitingWriterQueuesReaders(t *testing.T) {
 				t.Fatalf("the writer that gave up left its marker: %v", entries(t, raw, key))
 			}
 		}
-		r := must(rwlease.TryRead(ctx, b.Coordinator(t), "q", time.Minute))(t)
+		r := must(newRW(t, b.Coordinator(t), "q").TryRead(ctx, time.Minute))(t)
 		must(r.Release(ctx))(t)
 
 		// A writer that waits.
 		wrote := make(chan *rwlease.Lease, 1)
+		writer := newRW(t, b.Coordinator(t), "q")
 		go func() {
-			w, err := rwlease.Write(ctx, b.Coordinator(t), "q", time.Minute)
+			w, err := writer.Write(ctx, time.Minute)
 			if err != nil {
 				t.Error(err)
 			}
@@ -407,10 +438,10 @@ func TestWaitingWriterQueuesReaders(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		if _, err := rwlease.TryRead(ctx, b.Coordinator(t), "q", time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
+		if _, err := newRW(t, b.Coordinator(t), "q").TryRead(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
 			t.Fatalf("TryRead while a writer waits: %v, want ErrNotAcquired", err)
 		}
-		if l, err := rwlease.TryRead(ctx, b.Coordinator(t), "q", time.Minute, rwlease.WithWriterPreference(false)); err != nil {
+		if l, err := newRW(t, b.Coordinator(t), "q", rwlease.WithWriterPreference(false)).TryRead(ctx, time.Minute); err != nil {
 			t.Fatalf("TryRead without writer preference while a writer waits: %v", err)
 		} else {
 			must(l.Release(ctx))(t)
@@ -423,8 +454,9 @@ func TestWaitingWriterQueuesReaders(t *testing.T) {
 			l  *rwlease.Lease
 		}
 		queued := make(chan admitted, 1)
+		reader := newRW(t, b.Coordinator(t), "q")
 		go func() {
-			l, err := rwlease.Read(ctx, b.Coordinator(t), "q", time.Minute)
+			l, err := reader.Read(ctx, time.Minute)
 			if err != nil {
 				t.Error(err)
 			}
@@ -555,11 +587,11 @@ func TestLostReplyReSent(t *testing.T) {
 			for _, c := range []struct {
 				mode rwlease.Mode
 				sha  string
-				fn   func(context.Context, *coordination.Coordinator, string, time.Duration, ...rwlease.Option) (*rwlease.Lease, error)
-			}{{rwlease.ReadMode, engine.RWLeaseAcquire.Hash(), rwlease.TryRead}, {rwlease.WriteMode, engine.RWLeaseAcquire.Hash(), rwlease.TryWrite}} {
+				fn   verb
+			}{{rwlease.ReadMode, engine.RWLeaseAcquire.Hash(), verbTryRead}, {rwlease.WriteMode, engine.RWLeaseAcquire.Hash(), verbTryWrite}} {
 				before := p.Stats().Commands["EVALSHA"]
 				lost := p.Apply(faultproxy.DropReply(faultproxy.ScriptSHA(c.sha), 1))
-				l := must(c.fn(ctx, coord, "k", time.Minute))(t)
+				l := must(c.fn(newRW(t, coord, "k"), ctx, time.Minute))(t)
 				if lost.Fired() != 1 || p.Stats().Commands["EVALSHA"]-before != 2 {
 					t.Fatalf("%v: the reply was not lost and re-sent: fired %d, EVALSHA %d", c.mode, lost.Fired(), p.Stats().Commands["EVALSHA"]-before)
 				}
@@ -682,16 +714,17 @@ func TestBlockingWakeLatency(t *testing.T) {
 		ctx := context.Background()
 		for _, c := range []struct {
 			name           string
-			holder, waiter func(context.Context, *coordination.Coordinator, string, time.Duration, ...rwlease.Option) (*rwlease.Lease, error)
-		}{{"writer after a reader", rwlease.TryRead, rwlease.Write}, {"reader after a writer", rwlease.TryWrite, rwlease.Read}} {
+			holder, waiter verb
+		}{{"writer after a reader", verbTryRead, verbWrite}, {"reader after a writer", verbTryWrite, verbRead}} {
 			var lat []time.Duration
 			for round := range 5 {
 				key := fmt.Sprintf("wake%d", round)
-				holder := must(c.holder(ctx, b.Coordinator(t), key, time.Minute))(t)
+				holder := must(c.holder(newRW(t, b.Coordinator(t), key), ctx, time.Minute))(t)
 				got := make(chan *rwlease.Lease, 1)
 				coord, attempts := recordingCoordinator(t, b)
+				waiter := newRW(t, coord, key)
 				go func() {
-					l, err := c.waiter(ctx, coord, key, time.Minute)
+					l, err := c.waiter(waiter, ctx, time.Minute)
 					if err != nil {
 						t.Error(err)
 					}
@@ -773,11 +806,13 @@ func (r streamRun) during() int {
 // got in (10 s at most). Without chain it ends once the writer is done.
 func stream(t *testing.T, b *testharness.Backend, key string, chain bool, opts ...rwlease.Option) streamRun {
 	ctx := context.Background()
-	coords := make([]*coordination.Coordinator, 4)
-	for i := range coords {
-		coords[i], _ = recordingCoordinator(t, b)
+	readers := make([]*rwlease.RWMutex, 4) // each on a coordinator of its own
+	for i := range readers {
+		coord, _ := recordingCoordinator(t, b)
+		readers[i] = newRW(t, coord, key, opts...)
 	}
 	writerCoord, writerLog := recordingCoordinator(t, b)
+	writer := newRW(t, writerCoord, key, opts...)
 	var (
 		mu       sync.Mutex
 		run      streamRun
@@ -797,7 +832,7 @@ func stream(t *testing.T, b *testharness.Backend, key string, chain bool, opts .
 			t.Error("fewer than 5 readers got in")
 			return
 		}
-		w, err := rwlease.Write(ctx, writerCoord, key, time.Minute, opts...)
+		w, err := writer.Write(ctx, time.Minute)
 		if err != nil {
 			t.Error(err)
 			return
@@ -823,7 +858,7 @@ func stream(t *testing.T, b *testharness.Backend, key string, chain bool, opts .
 		return late < 20 && time.Since(start) < 10*time.Second
 	}
 	for i := 0; more(); i++ {
-		coord := coords[i%len(coords)]
+		reader := readers[i%len(readers)]
 		wg.Go(func() {
 			arrivedLate := false
 			select {
@@ -832,7 +867,7 @@ func stream(t *testing.T, b *testharness.Backend, key string, chain bool, opts .
 			default:
 			}
 			a := newAttemptLog()
-			r, err := rwlease.Read(withAttempts(ctx, a), coord, key, time.Minute, opts...)
+			r, err := reader.Read(withAttempts(ctx, a), time.Minute)
 			if err != nil {
 				t.Error(err)
 				return
@@ -914,5 +949,55 @@ func TestWriterPreference(t *testing.T) {
 		if n := r.during(); n < 10 {
 			t.Errorf("without writer preference only %d readers got in while the writer waited %v, want them to keep getting in", n, r.wait())
 		}
+	})
+}
+
+// New sends nothing; one RWMutex serves concurrent acquisitions in both
+// modes and is reusable after they release; Key gives the key as passed.
+func TestRWMutexIsAReusableValue(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Client(t)
+		k := testharness.CountCommands(raw)
+		coord := must(coordination.New(raw, coordination.WithKeyPrefix(b.Prefix())))(t)
+		m := newRW(t, coord, "reuse")
+		if k.Count() != 0 {
+			t.Fatalf("New sent %v", k.Names())
+		}
+		if m.Key() != "reuse" {
+			t.Fatalf("Key = %q", m.Key())
+		}
+		var wg sync.WaitGroup
+		leases := make([]*rwlease.Lease, 6)
+		for i := range leases {
+			wg.Go(func() {
+				l, err := m.TryRead(ctx, time.Minute)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				leases[i] = l
+			})
+		}
+		wg.Wait()
+		if got := entries(t, b.Raw(t), b.Key("reuse")); len(got) != len(leases) {
+			t.Fatalf("%d readers hold, want %d", len(got), len(leases))
+		}
+		if _, err := m.TryWrite(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
+			t.Fatalf("TryWrite with readers holding: %v, want ErrNotAcquired", err)
+		}
+		for _, l := range leases {
+			if l == nil || l.Key() != "reuse" || l.Mode() != rwlease.ReadMode {
+				t.Fatalf("read lease %+v", l)
+			}
+			must(l.Release(ctx))(t)
+		}
+		w := must(m.TryWrite(ctx, time.Minute))(t)
+		if w.Mode() != rwlease.WriteMode {
+			t.Fatalf("mode %v", w.Mode())
+		}
+		must(w.Release(ctx))(t)
+		r := must(m.TryRead(ctx, time.Minute))(t)
+		must(r.Release(ctx))(t)
 	})
 }

@@ -46,11 +46,19 @@ func demoFencing(ctx context.Context, d *demo) error {
 	for w := 1; w <= 3; w++ {
 		name := fmt.Sprintf("worker-%d", w)
 		coord := d.coord() // one coordinator per simulated process
+		lock, err := fencing.New(coord, leaseKey, fenceKey)
+		if err != nil {
+			return err
+		}
+		store, err := fencing.NewGuarded(coord, storeKey)
+		if err != nil {
+			return err
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for round := 1; round <= 3; round++ {
-				lk, err := fencing.Acquire(ctx, coord, leaseKey, fenceKey, ttl)
+				lk, err := lock.Acquire(ctx, ttl)
 				if err != nil {
 					errs <- err
 					return
@@ -58,7 +66,7 @@ func demoFencing(ctx context.Context, d *demo) error {
 				start := time.Now()
 				d.logf(name, "acquired the lock, fencing token %d", lk.FencingToken())
 				value := fmt.Sprintf("%s round %d", name, round)
-				ok, _, err := fencing.GuardedSet(ctx, coord, storeKey, lk.FencingToken(), []byte(value), 0)
+				ok, _, err := store.Set(ctx, lk.FencingToken(), []byte(value), 0)
 				if err != nil {
 					errs <- err
 					return
@@ -90,7 +98,23 @@ func demoFencing(ctx context.Context, d *demo) error {
 	// migration) past its lease; worker-2 takes over and writes; worker-1
 	// wakes up and writes with its old token.
 	c1, c2 := d.coord(), d.coord()
-	old, err := fencing.TryAcquire(ctx, c1, leaseKey, fenceKey, ttl)
+	lock1, err := fencing.New(c1, leaseKey, fenceKey)
+	if err != nil {
+		return err
+	}
+	lock2, err := fencing.New(c2, leaseKey, fenceKey)
+	if err != nil {
+		return err
+	}
+	store1, err := fencing.NewGuarded(c1, storeKey)
+	if err != nil {
+		return err
+	}
+	store2, err := fencing.NewGuarded(c2, storeKey)
+	if err != nil {
+		return err
+	}
+	old, err := lock1.TryAcquire(ctx, ttl)
 	if err != nil {
 		return err
 	}
@@ -102,7 +126,7 @@ func demoFencing(ctx context.Context, d *demo) error {
 	}
 	next := make(chan taken, 1)
 	go func() {
-		lk, err := fencing.Acquire(ctx, c2, leaseKey, fenceKey, ttl)
+		lk, err := lock2.Acquire(ctx, ttl)
 		next <- taken{lk, err}
 	}()
 	<-old.Done() // the handle's local deadline passes while worker-1 "sleeps"
@@ -115,13 +139,13 @@ func demoFencing(ctx context.Context, d *demo) error {
 	}
 	newStart := time.Now()
 	d.logf("worker-2", "acquired the expired lock, fencing token %d", t.lk.FencingToken())
-	ok, _, err := fencing.GuardedSet(ctx, c2, storeKey, t.lk.FencingToken(), []byte("worker-2 after takeover"), 0)
+	ok, _, err := store2.Set(ctx, t.lk.FencingToken(), []byte("worker-2 after takeover"), 0)
 	if err != nil {
 		return err
 	}
 	d.logf("worker-2", "wrote to the store with token %d: accepted=%v", t.lk.FencingToken(), ok)
 	time.Sleep(2*ttl - time.Since(oldStart)) // worker-1's pause ends
-	staleOK, newest, err := fencing.GuardedSet(ctx, c1, storeKey, old.FencingToken(), []byte("worker-1 late write"), 0)
+	staleOK, newest, err := store1.Set(ctx, old.FencingToken(), []byte("worker-1 late write"), 0)
 	if err != nil {
 		return err
 	}
@@ -130,7 +154,7 @@ func demoFencing(ctx context.Context, d *demo) error {
 	if _, err := t.lk.Release(ctx); err != nil {
 		return err
 	}
-	value, storedToken, _, err := fencing.GuardedGet(ctx, c2, storeKey)
+	value, storedToken, _, err := store2.Get(ctx)
 	if err != nil {
 		return err
 	}

@@ -124,6 +124,10 @@ func demoLeader(ctx context.Context, d *demo) error {
 		if err != nil {
 			return err
 		}
+		workerStore, err := fencing.NewGuarded(coord, store)
+		if err != nil {
+			return err
+		}
 		w.e, err = leader.New(coord, leaseKey, fenceKey, name,
 			leader.WithLeaseDuration(lease), leader.WithRetryDelay(retry),
 			leader.OnElected(func(ctx context.Context, term *leader.Term) error {
@@ -151,7 +155,7 @@ func demoLeader(ctx context.Context, d *demo) error {
 						if w.crashed.Load() {
 							continue
 						}
-						_, _, _ = fencing.GuardedSet(ctx, coord, store, term.FencingToken(), []byte("written by "+name), 0)
+						_, _, _ = workerStore.Set(ctx, term.FencingToken(), []byte("written by "+name), 0)
 					}
 				}
 			}),
@@ -225,14 +229,18 @@ func demoLeader(ctx context.Context, d *demo) error {
 
 	// 3. The crashed leader wakes up (a GC pause, a partition healing) and
 	// writes with its old token: the fenced store rejects it.
-	ok, current, err := fencing.GuardedSet(ctx, d.coord(), store, first.token, []byte("late write by "+first.w.name), 0)
+	fenced, err := fencing.NewGuarded(d.coord(), store)
+	if err != nil {
+		return err
+	}
+	ok, current, err := fenced.Set(ctx, first.token, []byte("late write by "+first.w.name), 0)
 	if err != nil {
 		return err
 	}
 	d.logf(first.w.name, "wakes up and writes with its old token %d: accepted=%v (store is at token %d)", first.token, ok, current)
 	d.check("the fenced store rejects the old leader's late write", !ok && current >= third.token,
 		"token %d rejected, store at %d", first.token, current)
-	v, tok, _, err := fencing.GuardedGet(ctx, d.coord(), store)
+	v, tok, _, err := fenced.Get(ctx)
 	if err != nil {
 		return err
 	}

@@ -58,7 +58,11 @@ func runRWLeaseDemo(ctx context.Context, d *demo) error {
 	start := time.Now()
 	wg.Go(func() {
 		time.Sleep(writer)
-		coord := d.coord()
+		rw, err := rwlease.New(d.coord(), key)
+		if err != nil {
+			errs <- fmt.Errorf("writer: %w", err)
+			return
+		}
 		d.logf("writer", "waits for the write lease; readers holding: %d", func() int { mu.Lock(); defer mu.Unlock(); return readers }())
 		mu.Lock()
 		waitFrom = time.Now()
@@ -86,7 +90,7 @@ func runRWLeaseDemo(ctx context.Context, d *demo) error {
 				}
 			}
 		}()
-		w, err := rwlease.Write(ctx, coord, key, ttl)
+		w, err := rw.Write(ctx, ttl)
 		close(acquired)
 		<-done
 		if err != nil {
@@ -118,7 +122,12 @@ func runRWLeaseDemo(ctx context.Context, d *demo) error {
 		name := fmt.Sprintf("reader-%02d", n)
 		coord := d.coord()
 		wg.Go(func() {
-			r, err := rwlease.Read(ctx, coord, key, ttl)
+			rw, err := rwlease.New(coord, key)
+			if err != nil {
+				errs <- fmt.Errorf("%s: %w", name, err)
+				return
+			}
+			r, err := rw.Read(ctx, ttl)
 			if err != nil {
 				errs <- fmt.Errorf("%s: %w", name, err)
 				return

@@ -65,26 +65,36 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	t.Cleanup(func() { stopWaiting(); <-waiting })
 	keys["lock-waited"] = "waited-lock"
 
-	fl, err := fencing.TryAcquire(ctx, coord, "{job}:lock", "{job}:fence", time.Minute, fencing.WithHolder("worker-7"))
+	flm, err := fencing.New(coord, "{job}:lock", "{job}:fence", fencing.WithHolder("worker-7"))
+	must(err)
+	fl, err := flm.TryAcquire(ctx, time.Minute)
 	must(err)
 	t.Cleanup(func() { _, _ = fl.Release(context.Background()) })
 	keys["fencing-lease"] = "{job}:lock"
 	keys["fence-counter"] = "{job}:fence"
-	_, _, err = fencing.GuardedSet(ctx, coord, "{job}:result", fl.FencingToken(), []byte("done"), 0)
+	result, err := fencing.NewGuarded(coord, "{job}:result")
+	must(err)
+	_, _, err = result.Set(ctx, fl.FencingToken(), []byte("done"), 0)
 	must(err)
 	keys["fenced-value"] = "{job}:result"
 	// The README's naming: {K}:lease next to {K}:fence.
-	il, err := fencing.TryAcquire(ctx, coord, "{invoice:42}:lease", "{invoice:42}:fence", time.Minute)
+	ilm, err := fencing.New(coord, "{invoice:42}:lease", "{invoice:42}:fence")
+	must(err)
+	il, err := ilm.TryAcquire(ctx, time.Minute)
 	must(err)
 	t.Cleanup(func() { _, _ = il.Release(context.Background()) })
 	keys["fence-counter-lease"] = "{invoice:42}:fence"
 	// Another name in the same hash tag: found by the bounded SCAN.
-	wl, err := fencing.TryAcquire(ctx, coord, "{inv:7}:writer", "{inv:7}:fence", time.Minute)
+	wlm, err := fencing.New(coord, "{inv:7}:writer", "{inv:7}:fence")
+	must(err)
+	wl, err := wlm.TryAcquire(ctx, time.Minute)
 	must(err)
 	t.Cleanup(func() { _, _ = wl.Release(context.Background()) })
 	keys["fence-counter-scanned"] = "{inv:7}:fence"
 	// A counter whose lease was released (its release mark is no lease).
-	gl, err := fencing.TryAcquire(ctx, coord, "{inv:1}:lease", "{inv:1}:fence", time.Minute)
+	glm, err := fencing.New(coord, "{inv:1}:lease", "{inv:1}:fence")
+	must(err)
+	gl, err := glm.TryAcquire(ctx, time.Minute)
 	must(err)
 	_, err = gl.Release(ctx)
 	must(err)
@@ -120,13 +130,17 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 		keys["field-leases"] = "shards"
 	}
 
+	rw, err := rwlease.New(coord, "rw")
+	must(err)
 	for range 2 {
-		r, err := rwlease.TryRead(ctx, coord, "rw", time.Minute)
+		r, err := rw.TryRead(ctx, time.Minute)
 		must(err)
 		t.Cleanup(func() { _, _ = r.Release(context.Background()) })
 	}
 	keys["rwlease-readers"] = "rw"
-	w, err := rwlease.TryWrite(ctx, coord, "rw-w", time.Minute)
+	rww, err := rwlease.New(coord, "rw-w")
+	must(err)
+	w, err := rww.TryWrite(ctx, time.Minute)
 	must(err)
 	t.Cleanup(func() { _, _ = w.Release(context.Background()) })
 	keys["rwlease-writer"] = "rw-w"
@@ -247,7 +261,9 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	_, err = rl.Release(ctx)
 	must(err)
 	mark("mark-lock", "released-lock")
-	rf, err := fencing.TryAcquire(ctx, coord, "{rel}:lock", "{rel}:fence", time.Minute, fencing.WithHolder("worker-8"))
+	rfm, err := fencing.New(coord, "{rel}:lock", "{rel}:fence", fencing.WithHolder("worker-8"))
+	must(err)
+	rf, err := rfm.TryAcquire(ctx, time.Minute)
 	must(err)
 	_, err = rf.Release(ctx)
 	must(err)
@@ -259,7 +275,9 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	_, err = rp.Release(ctx)
 	must(err)
 	mark("mark-semaphore", "released-sem")
-	rr, err := rwlease.TryRead(ctx, coord, "released-rw", time.Minute)
+	rrm, err := rwlease.New(coord, "released-rw")
+	must(err)
+	rr, err := rrm.TryRead(ctx, time.Minute)
 	must(err)
 	_, err = rr.Release(ctx)
 	must(err)

@@ -62,17 +62,21 @@ coordctl lock run --key nightly-report --no-wait -- ./report.sh   # $COORD_REDIS
 	sigCtx, stopSignals := notifySignals()
 	defer stopSignals()
 	leaseKey, fenceKey := fencedKeys(*key, "lock")
+	mu, err := fencing.New(coord, leaseKey, fenceKey, fencing.WithHolder(defaultIdentity()))
+	if err != nil {
+		return fail(fs.stderr, fs.name, err)
+	}
 	var lk *fencing.Lock
 	if *hf.noWait {
 		logf("trying lock %q on %s (--no-wait)", *key, desc)
 	} else {
 		logf("waiting for lock %q on %s", *key, desc)
 	}
-	err := hf.acquire(sigCtx, func(ctx context.Context, block bool) (err error) {
+	err = hf.acquire(sigCtx, func(ctx context.Context, block bool) (err error) {
 		if block {
-			lk, err = fencing.Acquire(ctx, coord, leaseKey, fenceKey, *hf.ttl, fencing.WithHolder(defaultIdentity()))
+			lk, err = mu.Acquire(ctx, *hf.ttl)
 		} else {
-			lk, err = fencing.TryAcquire(ctx, coord, leaseKey, fenceKey, *hf.ttl, fencing.WithHolder(defaultIdentity()))
+			lk, err = mu.TryAcquire(ctx, *hf.ttl)
 		}
 		return err
 	})

@@ -31,7 +31,11 @@ func TestLockRunRunsUnderTheLock(t *testing.T) {
 		// While another process holds the lock, --no-wait and --timeout give up
 		// with 1 and never start the command.
 		coord := b.Coordinator(t)
-		holder, err := fencing.TryAcquire(ctx, coord, "{job}:lock", "{job}:fence", time.Minute)
+		mu, err := fencing.New(coord, "{job}:lock", "{job}:fence")
+		if err != nil {
+			t.Fatal(err)
+		}
+		holder, err := mu.TryAcquire(ctx, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -68,7 +68,11 @@ func TestPausedHolderRefusedFencingLock(t *testing.T) {
 	if err := s.Create(ctx, "inv"); err != nil {
 		t.Fatal(err)
 	}
-	a, err := fencing.TryAcquire(ctx, coord, "{inv}:lease", "{inv}:fence", time.Second)
+	mu, err := fencing.New(coord, "{inv}:lease", "{inv}:fence")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := mu.TryAcquire(ctx, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +80,7 @@ func TestPausedHolderRefusedFencingLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.FastForward(2 * time.Second) // A is paused past its lease
-	b, err := fencing.TryAcquire(ctx, coord, "{inv}:lease", "{inv}:fence", time.Second)
+	b, err := mu.TryAcquire(ctx, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

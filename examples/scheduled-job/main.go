@@ -90,6 +90,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	result, err := fencing.NewGuarded(coord, resultKey)
+	if err != nil {
+		return err
+	}
 
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -103,7 +107,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			tick := time.NewTicker(*every)
 			defer tick.Stop()
 			for {
-				stale, err := runJob(ctx, coord, out, *id, term.FencingToken())
+				stale, err := runJob(ctx, result, out, *id, term.FencingToken())
 				switch {
 				case stale:
 					// A newer leader has written: this term is over whatever
@@ -171,10 +175,11 @@ func watchServer(ctx context.Context, c redis.UniversalClient, out io.Writer, id
 	}
 }
 
-// runJob does the scheduled work and records it under the fencing token.
-// It reports stale when the store already holds a newer token's result.
-func runJob(ctx context.Context, coord *coordination.Coordinator, out io.Writer, id string, token int64) (stale bool, err error) {
-	prev, _, found, err := fencing.GuardedGet(ctx, coord, resultKey)
+// runJob does the scheduled work and records it in result under the
+// fencing token. It reports stale when result already holds a newer
+// token's result.
+func runJob(ctx context.Context, result *fencing.Guarded, out io.Writer, id string, token int64) (stale bool, err error) {
+	prev, _, found, err := result.Get(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -183,7 +188,7 @@ func runJob(ctx context.Context, coord *coordination.Coordinator, out io.Writer,
 		n, _ = strconv.Atoi(string(prev))
 	}
 	n++ // the work itself: here, counting the runs
-	ok, _, err := fencing.GuardedSet(ctx, coord, resultKey, token, []byte(strconv.Itoa(n)), 0)
+	ok, _, err := result.Set(ctx, token, []byte(strconv.Itoa(n)), 0)
 	if err != nil || !ok {
 		return !ok && err == nil, err
 	}

@@ -14,7 +14,8 @@ const (
 	// holds any URL-ish name or a hash of a longer one.
 	MaxKeyBytes = 1 << 10
 	// MaxIdentityBytes bounds an identity stored with a lease or a list
-	// entry: a leader's identity, a deny-list identity, an owner token
+	// entry: a leader's identity, a fencing lock's holder
+	// (fencing.WithHolder), a deny-list identity, an owner token
 	// handed back (the library's are 36 bytes): 256 bytes, room for a
 	// host name, a pod name and a process id.
 	MaxIdentityBytes = 256
@@ -23,7 +24,7 @@ const (
 	// is better hashed).
 	MaxFingerprintBytes = 1 << 10
 	// MaxValueBytes bounds a stored value: an idempotency result given to
-	// Store.Complete, a fencing.GuardedSet value: 16 MiB. The HTTP
+	// Store.Complete, a fencing.Guarded.Set value: 16 MiB. The HTTP
 	// middleware's stored responses have their own, lower, configurable
 	// bound (idempotency.WithMaxResponseBytes, 1 MiB by default, at most
 	// this).

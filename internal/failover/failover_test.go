@@ -84,7 +84,7 @@ func take(t *testing.T, coord *coordination.Coordinator) *before {
 	ctx := context.Background()
 	b := &before{elected: make(chan *leader.Term, 8)}
 	b.lk = must(lockTryAcquire(ctx, coord, lockKey, time.Minute))(t)
-	b.fl = must(fencing.TryAcquire(ctx, coord, leaseKey, fenceKey, time.Minute))(t)
+	b.fl = must(must(fencing.New(coord, leaseKey, fenceKey))(t).TryAcquire(ctx, time.Minute))(t)
 	b.token = b.fl.FencingToken()
 	b.sem = must(semaphore.New(coord, semKey, 2))(t)
 	b.permit = must(b.sem.TryAcquire(ctx, time.Minute))(t)
@@ -133,7 +133,7 @@ func (b *before) check(t *testing.T, coord *coordination.Coordinator) {
 	if out, err := b.fl.Release(ctx); out != coordination.Released || err != nil {
 		t.Errorf("fencing Release after the failover = %v, %v", out, err)
 	}
-	fl := must(fencing.TryAcquire(ctx, coord, leaseKey, fenceKey, time.Minute))(t)
+	fl := must(must(fencing.New(coord, leaseKey, fenceKey))(t).TryAcquire(ctx, time.Minute))(t)
 	if fl.FencingToken() != b.token+1 {
 		t.Errorf("fencing token after the failover = %d, want %d", fl.FencingToken(), b.token+1)
 	}

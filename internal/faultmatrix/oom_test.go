@@ -33,8 +33,8 @@ func TestRenewAndReleaseUnderOOM(t *testing.T) {
 			c := w.coord[0]
 			held := map[string]handle{
 				"lock":      must(lockTryAcquire(ctx, c, "l", time.Minute))(t),
-				"fencing":   must(fencing.TryAcquire(ctx, c, "{f}:lease", "{f}:fence", time.Minute))(t),
-				"rwlease":   must(rwlease.TryWrite(ctx, c, "rw", time.Minute))(t),
+				"fencing":   must(must(fencing.New(c, "{f}:lease", "{f}:fence"))(t).TryAcquire(ctx, time.Minute))(t),
+				"rwlease":   must(must(rwlease.New(c, "rw"))(t).TryWrite(ctx, time.Minute))(t),
 				"semaphore": must(must(semaphore.New(c, "s", 2))(t).TryAcquire(ctx, time.Minute))(t),
 			}
 			if hasHashFieldTTL(flavor) {

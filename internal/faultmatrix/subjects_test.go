@@ -159,7 +159,11 @@ func subjects() []subject {
 		{
 			name: "fencing", kind: leaseKind, key: "{m}:lease", keys: []string{"{m}:lease", "{m}:fence"},
 			take: func(ctx context.Context, w *world) (string, error) {
-				l, err := fencing.TryAcquire(ctx, w.coord[0], "{m}:lease", "{m}:fence", time.Minute)
+				m, err := fencing.New(w.coord[0], "{m}:lease", "{m}:fence")
+				if err != nil {
+					return "", err
+				}
+				l, err := m.TryAcquire(ctx, time.Minute)
 				if err != nil {
 					return "", err
 				}
@@ -173,7 +177,7 @@ func subjects() []subject {
 					t.Errorf("holder's Verify = %v, %v; want false", ok, err)
 				}
 				// A second holder, through the coordinator that saw token 1.
-				next := must(fencing.TryAcquire(bg, w.coord[0], "{m}:lease", "{m}:fence", time.Minute))(t)
+				next := must(must(fencing.New(w.coord[0], "{m}:lease", "{m}:fence"))(t).TryAcquire(bg, time.Minute))(t)
 				want, resets := l.FencingToken()+1, int64(0)
 				if lost["{m}:fence"] {
 					// The counter restarted: token 1 is handed out again,
@@ -211,14 +215,25 @@ func subjects() []subject {
 		{
 			name: "rwlease", kind: leaseKind, key: "m", keys: []string{"m"}, oomGranted: true,
 			take: func(ctx context.Context, w *world) (string, error) {
-				l, err := rwlease.TryWrite(ctx, w.coord[0], "m", time.Minute)
+				m, err := rwlease.New(w.coord[0], "m")
+				if err != nil {
+					return "", err
+				}
+				l, err := m.TryWrite(ctx, time.Minute)
 				w.held = l
 				return "held", err
 			},
 			want: "held", count: exists("m"),
 			forgotten: func(t *testing.T, w *world, lost map[string]bool) {
 				leaseForgotten(t, lost["m"], func() (bool, error) { return w.held.(*rwlease.Lease).Verify(bg) },
-					func() error { _, err := rwlease.TryWrite(bg, w.direct[0], "m", time.Minute); return err })
+					func() error {
+						m, err := rwlease.New(w.direct[0], "m")
+						if err != nil {
+							return err
+						}
+						_, err = m.TryWrite(bg, time.Minute)
+						return err
+					})
 			},
 			restart: "forgotten: holder's Verify false, a second writer", evict: "evicted: holder's Verify false, a second writer",
 		},

@@ -38,10 +38,14 @@ func workloads() []workload {
 			return s.TryAcquireN(ctx, a.N, a.TTL)
 		}),
 		leaseWorkload("rwlease", 4, lincheck.LeaseRules{RW: true}, func(w *hctx, ctx context.Context, a lincheck.Acquire) (handle, error) {
-			if a.Write {
-				return rwlease.TryWrite(ctx, w.coord, w.key, a.TTL)
+			rw, err := rwlease.New(w.coord, w.key)
+			if err != nil {
+				return nil, err
 			}
-			return rwlease.TryRead(ctx, w.coord, w.key, a.TTL)
+			if a.Write {
+				return rw.TryWrite(ctx, a.TTL)
+			}
+			return rw.TryRead(ctx, a.TTL)
 		}),
 		fencedWorkload(),
 		latchWorkload(),
@@ -210,15 +214,25 @@ func isNil(h handle) bool {
 }
 
 // fencedWorkload: a fencing-token lock and a resource guarded by its
-// tokens. Holders write their token to the resource (GuardedSet), also
+// tokens. Holders write their token to the resource (Guarded.Set), also
 // after stalling past their TTL (a paused holder's late write), and read
-// it (GuardedGet).
+// it (Guarded.Get).
 func fencedWorkload() workload {
 	return workload{
 		name: "fencing", clients: 3, longest: ttls[0],
 		model: func() porcupine.Model { return lincheck.FencedSpec().Model() },
 		keys:  func(key string) []string { return []string{key + ":fence", key + ":res"} },
 		run: func(w *hctx) {
+			mu, err := fencing.New(w.coord, w.key+":lease", w.key+":fence")
+			if err != nil {
+				w.t.Error(err)
+				return
+			}
+			res, err := fencing.NewGuarded(w.coord, w.key+":res")
+			if err != nil {
+				w.t.Error(err)
+				return
+			}
 			var l *held
 			var token int64
 			write := func() {
@@ -226,7 +240,7 @@ func fencedWorkload() workload {
 				defer cancel()
 				v := fmt.Sprintf("%d by %d", token, w.c)
 				_, _ = lincheck.Do(w.h, w.c, lincheck.GuardedSet{Token: token, Value: v}, func() (lincheck.SetResult, error) {
-					ok, cur, err := fencing.GuardedSet(ctx, w.coord, w.key+":res", token, []byte(v), 0)
+					ok, cur, err := res.Set(ctx, token, []byte(v), 0)
 					return lincheck.SetResult{Accepted: ok, Current: cur}, err
 				})
 			}
@@ -234,7 +248,7 @@ func fencedWorkload() workload {
 				ctx, cancel := w.op()
 				defer cancel()
 				_, _ = lincheck.Do(w.h, w.c, lincheck.GuardedGet{}, func() (lincheck.GetResult, error) {
-					v, tok, found, err := fencing.GuardedGet(ctx, w.coord, w.key+":res")
+					v, tok, found, err := res.Get(ctx)
 					return lincheck.GetResult{Found: found, Token: tok, Value: string(v)}, err
 				})
 			}
@@ -250,7 +264,7 @@ func fencedWorkload() workload {
 					var lk *fencing.Lock
 					_, _ = lincheck.Do(w.h, w.c, lincheck.FencedAcquire{ID: id, TTL: ttl}, func() (lincheck.FencedGrant, error) {
 						var err error
-						lk, err = fencing.TryAcquire(ctx, w.coord, w.key+":lease", w.key+":fence", ttl)
+						lk, err = mu.TryAcquire(ctx, ttl)
 						if errors.Is(err, coordination.ErrNotAcquired) {
 							return lincheck.FencedGrant{}, nil
 						}
