@@ -59,7 +59,7 @@ func decodeIdempotencyBegin(v any) (ClaimReply, bool) {
 		return ClaimReply{State: ClaimCompleted, Result: r}, true
 	case int64:
 		switch {
-		case r <= -3:
+		case r <= -3 && r != math.MinInt64: // -MinInt64 overflows
 			return ClaimReply{State: ClaimStarted, Fence: -r}, true
 		case r == -2:
 			return ClaimReply{State: ClaimFingerprintMismatch}, true
