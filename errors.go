@@ -11,8 +11,8 @@ var (
 	// error matching both ErrNotAcquired and the context's cause.
 	ErrNotAcquired = engine.ErrNotAcquired
 
-	// ErrNotHeld is the cause of the context of the zero [Lease] (and of a
-	// nil *redlock.Lock), which holds nothing.
+	// ErrNotHeld is the cause of the context of the zero [Lease], which
+	// holds nothing.
 	ErrNotHeld = engine.ErrNotHeld
 
 	// ErrLost is matched by the cause of a handle's context when ownership

@@ -12,10 +12,14 @@ import (
 // hash-field lease ([github.com/coordkit/coordination/lock.FieldLease]), a
 // fencing lock ([github.com/coordkit/coordination/fencing.Lock]), a
 // read-write lease ([github.com/coordkit/coordination/rwlease.Lease]), a
-// semaphore permit ([github.com/coordkit/coordination/semaphore.Permit])
-// and a concurrency lease
-// ([github.com/coordkit/coordination/ratelimit.ConcurrencyLease]) embed it and add only their own accessors (a fencing token, a mode, a
-// number of permits).
+// semaphore permit ([github.com/coordkit/coordination/semaphore.Permit]),
+// a concurrency lease
+// ([github.com/coordkit/coordination/ratelimit.ConcurrencyLease]) and a
+// Redlock held on a quorum of nodes
+// ([github.com/coordkit/coordination/redlock.Lock], whose server side is
+// the quorum: its documentation gives where that changes what the methods
+// do) embed it and add only their own accessors (a fencing token, a mode,
+// a number of permits, a validity).
 //
 // A lease is identified by its owner token, which every refresh, verify
 // and release checks on the server, so an expired holder never touches

@@ -259,6 +259,7 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 			"redlock.(*Group).TryAcquire":                    func() error { _, err := group.TryAcquire(ctx, "k", time.Minute); return err },
 			"redlock.(*Lock).Refresh":                        func() error { _, err := rl.Refresh(ctx, time.Minute); return err },
 			"redlock.(*Lock).Release":                        func() error { _, err := rl.Release(ctx); return err },
+			"redlock.(*Lock).Verify":                         func() error { _, err := rl.Verify(ctx); return err },
 			"rwlease.(*Lease).Refresh":                       func() error { _, err := rw.Refresh(ctx, time.Minute); return err },
 			"rwlease.(*Lease).Release":                       func() error { _, err := rw.Release(ctx); return err },
 			"rwlease.(*Lease).Verify":                        func() error { _, err := rw.Verify(ctx); return err },

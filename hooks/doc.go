@@ -64,6 +64,7 @@
 //	RATE LIMIT DENY LIST WRITE    rate_limit    DenyList.Deny, DenyList.Remove
 //	REDLOCK ACQUIRE               redlock       Group.TryAcquire, Group.Acquire (once per group operation, however long it waits)
 //	REDLOCK RENEW                 redlock       redlock.Lock.Refresh (keep-alive renewals are not admitted)
+//	REDLOCK VERIFY                redlock       redlock.Lock.Verify
 //	REDLOCK RELEASE               redlock       redlock.Lock.Release
 //
 // A Redlock group spans several coordinators: each group operation is

@@ -68,5 +68,6 @@ const (
 	// Quorum lock (package redlock).
 	RedlockAcquire = "REDLOCK ACQUIRE"
 	RedlockRenew   = "REDLOCK RENEW"
+	RedlockVerify  = "REDLOCK VERIFY"
 	RedlockRelease = "REDLOCK RELEASE"
 )

@@ -42,19 +42,23 @@
 // counts as failed, so one round takes at most the node timeout, never the
 // sum of the nodes' latencies.
 //
-// [Lock.Refresh] (and [Lock.KeepAlive], every TTL/3) renews on a quorum
-// before the validity ends; a renewal that no quorum confirms ends the
-// lock and removes its token from every node, best effort. [Lock.Release]
-// removes the token everywhere and, once a quorum of nodes confirmed,
-// returns a coordination.ReleaseOutcome as every held lease's Release
-// does: Released when a quorum deleted the token, NotOwned when another
-// owner holds a quorum, AlreadyReleased when the lock was gone (or
+// A [Lock] is a coordination.Lease, the held lease of every primitive of
+// the library (Context, Done, Remaining, Refresh, Verify, Release,
+// KeepAlive, Key, Token), whose server side is the quorum; it adds
+// [Lock.FencingToken], [Lock.Validity] and [Lock.TTL]. Refresh (and
+// KeepAlive, every TTL/3) renews on a quorum before the validity ends; a
+// renewal that no quorum confirms ends the lock and removes its token from
+// every node, best effort. Verify asks a quorum whether it still holds the
+// token. Release removes the token everywhere and, once a quorum of nodes
+// confirmed, returns a coordination.ReleaseOutcome as every held lease's
+// Release does: Released when a quorum deleted the token, NotOwned when
+// another owner holds a quorum, AlreadyReleased when the lock was gone (or
 // released before by this handle); [Group.Acquire] waits, woken by a
 // release on any node.
 //
 // Each group operation is admitted once through every node's hooks, in the
 // order of the group's coordinators, before any node work (REDLOCK
-// ACQUIRE, REDLOCK RENEW, REDLOCK RELEASE); a rejection by any hook sends
+// ACQUIRE, REDLOCK RENEW, REDLOCK VERIFY, REDLOCK RELEASE); a rejection by any hook sends
 // nothing. Background cleanups and keep-alive renewals are not admitted.
 // The group records coordination.redlock.acquire_latency and
 // coordination.redlock.node_failures through its first coordinator's meter

@@ -138,6 +138,7 @@ type node struct {
 	fencing bool
 	acquire *engine.Script[engine.Grant]
 	refresh *engine.Script[bool]
+	verify  *engine.Script[bool]
 	release *engine.Script[engine.Outcome]
 }
 
@@ -195,10 +196,10 @@ func New(nodes []*coordination.Coordinator, opts ...Option) (*Group, error) {
 				addrs[a] = i
 			}
 		}
-		nd := &node{i: i, e: e, acquire: engine.LockAcquire, refresh: engine.LockRefresh, release: engine.LockRelease}
+		nd := &node{i: i, e: e, acquire: engine.LockAcquire, refresh: engine.LockRefresh, verify: engine.LockVerify, release: engine.LockRelease}
 		if i == cfg.fencing {
 			nd.fencing = true
-			nd.acquire, nd.refresh, nd.release = engine.FencingAcquire, engine.FencingRefresh, engine.FencingRelease
+			nd.acquire, nd.refresh, nd.verify, nd.release = engine.FencingAcquire, engine.FencingRefresh, engine.FencingVerify, engine.FencingRelease
 		}
 		g.nodes = append(g.nodes, nd)
 		g.ids = append(g.ids, e)
@@ -478,7 +479,7 @@ func (g *Group) round(ctx context.Context, key string, ttl time.Duration, ms int
 		g.first.Histogram(engine.RedlockAcquireLatency).Record(context.Background(), elapsed.Seconds(), g.latAcquired)
 		l := newLock(g, key, token, keys, ttl, start, validity)
 		for i, c := range r.late {
-			l.inflight[i] = c.done // a release there waits for the acquisition
+			l.q.inflight[i] = c.done // a release there waits for the acquisition
 		}
 		if f >= 0 {
 			l.fence, _ = strconv.ParseInt(rs[f].grant.Value, 10, 64) // checked by the decoder

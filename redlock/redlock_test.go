@@ -298,3 +298,53 @@ func TestKeepAlive(t *testing.T) {
 	}
 	c.waitHolding("ka", l.Token(), 0)
 }
+
+// Verify asks every node: true while a quorum holds the token; a
+// QuorumError, the lock unchanged, while failed nodes leave it undecided;
+// false, the lock lost and its token removed, once a quorum does not hold
+// it; then false without a round.
+func TestVerify(t *testing.T) {
+	c := miniNodes(t, 3)
+	ctx := context.Background()
+	g := c.group(redlock.WithNodeTimeout(200 * time.Millisecond))
+	l, err := g.TryAcquire(ctx, "verified", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitHolding("verified", l.Token(), 3)
+	if ok, err := l.Verify(ctx); !ok || err != nil {
+		t.Fatalf("Verify = %v, %v; want true", ok, err)
+	}
+	if err := c.direct[0].Del(ctx, c.prefix+"verified").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := l.Verify(ctx); !ok || err != nil {
+		t.Fatalf("Verify held on 2 of 3 = %v, %v; want true", ok, err)
+	}
+	c.proxies[1].BlackHole(faultproxy.Both)
+	var qe *redlock.QuorumError
+	if ok, err := l.Verify(ctx); ok || !errors.As(err, &qe) || qe.Op != "verify" {
+		t.Fatalf("Verify with node 1 unreachable = %v, %v; want a *QuorumError", ok, err)
+	}
+	c.proxies[1].Restore()
+	if l.Remaining() == 0 || l.Context().Err() != nil {
+		t.Fatal("an undecided Verify ended the lock")
+	}
+	if err := c.direct[1].Del(ctx, c.prefix+"verified").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := l.Verify(ctx); ok || err != nil {
+		t.Fatalf("Verify held on 1 of 3 = %v, %v; want false", ok, err)
+	}
+	if got := context.Cause(l.Context()); !errors.Is(got, coordination.ErrLost) {
+		t.Fatalf("context cause %v, want ErrLost", got)
+	}
+	c.waitHolding("verified", l.Token(), 0)
+	stats := c.proxies[2].Stats().Commands["EVALSHA"]
+	if ok, err := l.Verify(ctx); ok || err != nil {
+		t.Fatalf("Verify after the loss = %v, %v; want false", ok, err)
+	}
+	if c.proxies[2].Stats().Commands["EVALSHA"] != stats {
+		t.Fatal("Verify after the loss asked Redis")
+	}
+}

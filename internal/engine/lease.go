@@ -133,14 +133,20 @@ const (
 // lease's remaining time and [CleanupLimit]) and the caller gets the
 // error; a second Release returns AlreadyReleased without asking Redis.
 //
-// After [Engine.Shutdown] a held handle ends locally, without sending
-// anything: its keep-alive stops, its context is cancelled with
+// Its server operations go through a [Backend]: the kind's scripts on one
+// engine, or a group's (redlock's quorum, see [NewGroupHandle]).
+//
+// After [Engine.Shutdown] (of any of its engines) a held handle ends
+// locally, without sending anything: its keep-alive stops, its context is cancelled with
 // [ErrLeaseShutdown], Remaining returns 0, and Refresh, Verify and Release
 // fail with an error wrapping ErrClosed; the lease ends on the server at
 // its TTL. A handle registers with the engine only once its context or
 // keep-alive exists; one without either ends when it is next used.
 type Handle struct {
-	e     *Engine
+	e     *Engine   // the engine of the lease (of a group: its first)
+	es    []*Engine // every engine the lease lives on: one, or a group's
+	one   [1]*Engine
+	b     Backend
 	kind  *LeaseKind
 	keys  Keys
 	id    []any
@@ -163,12 +169,107 @@ type Handle struct {
 }
 
 func newHandle(e *Engine, kind *LeaseKind, keys Keys, id []any, sent time.Time, ttl time.Duration) *Handle {
-	h := &Handle{e: e, kind: kind, keys: keys, id: id, start: sent, ttl: ttl}
+	h := &Handle{e: e, b: kindBackend{}, kind: kind, keys: keys, id: id, start: sent, ttl: ttl}
+	h.one[0] = e
+	h.es = h.one[:]
 	if ttl > 0 {
 		h.deadline = sent.Add(ttl - Drift(ttl))
 	}
 	return h
 }
+
+// Backend carries a Handle's server operations: refresh, verify and
+// release (with its background retry). The Handle keeps the lease's local
+// life, the same for every backend: deadline, context, keep-alive, the
+// release semantics and shutdown. The default backend is the LeaseKind's
+// scripts on one engine; redlock's quorum of nodes is another. A backend's
+// methods may be called concurrently (refreshes one at a time).
+type Backend interface {
+	// CheckTTL validates a refresh's ttl and returns it in milliseconds:
+	// an error wrapping ErrInvalidArgument naming "ttl" otherwise.
+	CheckTTL(h *Handle, ttl time.Duration) (int64, error)
+	// Drift is the clock-drift allowance taken off ttl for the local
+	// deadline.
+	Drift(ttl time.Duration) time.Duration
+	// Refresh resets the lease's TTL to ttl (ms milliseconds) on the
+	// servers, owner-checked. False reports the lease gone; a backend that
+	// ends the lease on an error calls h.Lose before returning it.
+	Refresh(ctx context.Context, h *Handle, ttl time.Duration, ms int64) (bool, error)
+	// Verify reports whether the servers hold the lease for this owner.
+	Verify(ctx context.Context, h *Handle) (bool, error)
+	// Release removes the lease, owner-checked, and retries what failed
+	// transiently in the background for at most left.
+	Release(ctx context.Context, h *Handle, left time.Duration) (Outcome, error)
+	// Settled reports whether a later Release returns AlreadyReleased
+	// without asking the servers (false: a Release that returned an error
+	// may be called again to ask those that did not answer).
+	Settled() bool
+	// Expired is called once when the local deadline ended the lease.
+	Expired(h *Handle)
+}
+
+// kindBackend is the default Backend: the kind's scripts on one engine.
+type kindBackend struct{}
+
+func (kindBackend) CheckTTL(h *Handle, ttl time.Duration) (int64, error) {
+	return TTLMillis(ttl, h.kind.NoExpiry)
+}
+
+func (kindBackend) Drift(ttl time.Duration) time.Duration { return Drift(ttl) }
+
+func (kindBackend) Refresh(ctx context.Context, h *Handle, _ time.Duration, ms int64) (bool, error) {
+	ttlArg := [1]any{h.kind.ttlArg(ms)}
+	return h.kind.Refresh.run(ctx, h.e, h.keys, h.id, ttlArg[:])
+}
+
+func (kindBackend) Verify(ctx context.Context, h *Handle) (bool, error) {
+	return h.kind.Verify.Run(ctx, h.e, h.keys, h.id...)
+}
+
+func (kindBackend) Release(ctx context.Context, h *Handle, left time.Duration) (Outcome, error) {
+	keys := h.keys
+	if h.kind.ReleaseMark {
+		keys = h.e.WithMark(keys)
+	}
+	out, err := h.kind.Release.Run(ctx, h.e, keys, h.id...)
+	if err != nil && Classify(err) != Terminal {
+		if h.ttl == 0 {
+			left = CleanupLimit
+		}
+		h.e.Cleanup("release", left, func(ctx context.Context) error {
+			_, err := h.kind.Release.Run(ctx, h.e, keys, h.id...)
+			return err
+		})
+	}
+	return out, err
+}
+
+func (kindBackend) Settled() bool { return true }
+
+func (kindBackend) Expired(*Handle) {}
+
+// NewGroupHandle returns the handle of a lease held on several engines
+// through b (redlock's quorum), acquired by a request sent at sent with
+// ttl: its operations are admitted with AdmitGroup under kind's names, and
+// the Shutdown of any of the engines ends it. Nothing is sent.
+func NewGroupHandle(es []*Engine, kind *LeaseKind, b Backend, sent time.Time, ttl time.Duration) *Handle {
+	h := &Handle{e: es[0], es: es, b: b, kind: kind, start: sent, ttl: ttl}
+	h.deadline = sent.Add(ttl - b.Drift(ttl))
+	return h
+}
+
+// admit admits the operation name of the handle's kind: through the hooks
+// of its engine, or of every engine of a group.
+func (h *Handle) admit(ctx context.Context, name string) (context.Context, Op, error) {
+	if len(h.es) > 1 {
+		return AdmitGroup(ctx, h.es, name, h.kind.Primitive)
+	}
+	ctx, op, err := h.e.Admit(ctx, name, h.kind.Primitive)
+	return ctx, op.On(h.keys), err
+}
+
+// closed reports whether the Shutdown of one of the handle's engines began.
+func (h *Handle) closed() bool { return ClosedAny(h.es) != nil }
 
 // Adopt returns the handle of a lease that a script of the primitive's own
 // created (one whose answer is more than a Grant: idempotency's Begin),
@@ -273,7 +374,7 @@ func (h *Handle) Remaining() time.Duration {
 	switch {
 	case st != held:
 		return 0
-	case h.e.life.closed.Load():
+	case h.closed():
 		h.shutdownEnd()
 		return 0
 	case dl.IsZero():
@@ -292,7 +393,7 @@ func (h *Handle) Held() bool { return h.Remaining() > 0 }
 // checkExpiry marks the lease lost when its local deadline has passed.
 func (h *Handle) checkExpiry() {
 	h.mu.Lock()
-	if h.state == held && h.e.life.closed.Load() {
+	if h.state == held && h.closed() {
 		h.mu.Unlock()
 		h.shutdownEnd()
 		return
@@ -304,6 +405,7 @@ func (h *Handle) checkExpiry() {
 	cancel := h.endLocked(lost, &LostError{Reason: "local lease deadline passed without a successful renewal"})
 	h.mu.Unlock()
 	h.afterEnd(lost, cancel)
+	h.b.Expired(h)
 }
 
 // Lose marks the lease lost with cause (which should match ErrLost): the
@@ -345,18 +447,33 @@ func (h *Handle) endLocked(st state, cause error) context.CancelCauseFunc {
 	return c
 }
 
-// registerLocked registers the handle to be ended by Engine.Shutdown (once,
-// when its context or keep-alive starts) and reports false when Shutdown
-// has begun; h.mu must be held.
+// registerLocked registers the handle to be ended by the Shutdown of any
+// of its engines (once, when its context or keep-alive starts) and reports
+// false when one has begun; h.mu must be held.
 func (h *Handle) registerLocked() bool {
 	if h.unreg != nil {
 		return true
 	}
-	unreg, ok := h.e.OnShutdown(h.shutdownEnd)
-	if ok {
-		h.unreg = unreg
+	unregs := make([]func(), 0, len(h.es))
+	for _, e := range h.es {
+		u, ok := e.OnShutdown(h.shutdownEnd)
+		if !ok {
+			for _, u := range unregs {
+				u()
+			}
+			return false
+		}
+		unregs = append(unregs, u)
 	}
-	return ok
+	h.unreg = unregs[0]
+	if len(unregs) > 1 {
+		h.unreg = func() {
+			for _, u := range unregs {
+				u()
+			}
+		}
+	}
+	return true
 }
 
 // shutdownEnd ends a held lease locally because its engine shut down: the
@@ -370,10 +487,12 @@ func (h *Handle) afterEnd(st state, cancel context.CancelCauseFunc) {
 	}
 	k := h.kind
 	k.init()
-	if st == lost {
+	if st == lost && k.Metrics.Lost != nil {
 		h.e.Counter(k.Metrics.Lost).Add(context.Background(), 1, k.baseAdd...)
 	}
-	h.e.Histogram(k.Metrics.Hold).Record(context.Background(), time.Since(h.start).Seconds(), k.baseRecord...)
+	if k.Metrics.Hold != nil {
+		h.e.Histogram(k.Metrics.Hold).Record(context.Background(), time.Since(h.start).Seconds(), k.baseRecord...)
+	}
 }
 
 func (h *Handle) causeOf() error {
@@ -393,7 +512,7 @@ func (h *Handle) setDeadlineLocked(sent time.Time, ttl time.Duration) {
 		}
 		return
 	}
-	h.deadline = sent.Add(ttl - Drift(ttl))
+	h.deadline = sent.Add(ttl - h.b.Drift(ttl))
 	h.resetTimerLocked()
 }
 
@@ -417,12 +536,11 @@ func (h *Handle) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 	if h == nil {
 		return false, nil
 	}
-	ms, err := TTLMillis(ttl, h.kind.NoExpiry)
+	ms, err := h.b.CheckTTL(h, ttl)
 	if err != nil {
 		return false, err
 	}
-	ctx, op, err := h.e.Admit(ctx, h.kind.RenewOp, h.kind.Primitive)
-	op = op.On(h.keys)
+	ctx, op, err := h.admit(ctx, h.kind.RenewOp)
 	if err != nil {
 		return false, err
 	}
@@ -438,12 +556,11 @@ func (h *Handle) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 // refresh runs one refresh; h.refreshMu must be held.
 func (h *Handle) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool, error) {
 	sent := time.Now()
-	ttlArg := [1]any{h.kind.ttlArg(ms)}
-	ok, err := h.kind.Refresh.run(ctx, h.e, h.keys, h.id, ttlArg[:])
+	ok, err := h.b.Refresh(ctx, h, ttl, ms)
 	if err != nil {
 		if ttl > 0 && h.e.Ambiguous(err) {
 			h.mu.Lock()
-			if d := sent.Add(ttl - Drift(ttl)); h.state == held && (h.deadline.IsZero() || d.Before(h.deadline)) {
+			if d := sent.Add(ttl - h.b.Drift(ttl)); h.state == held && (h.deadline.IsZero() || d.Before(h.deadline)) {
 				h.deadline = d
 				h.resetTimerLocked()
 			}
@@ -475,15 +592,14 @@ func (h *Handle) Verify(ctx context.Context) (bool, error) {
 	if h == nil {
 		return false, nil
 	}
-	ctx, op, err := h.e.Admit(ctx, h.kind.VerifyOp, h.kind.Primitive)
-	op = op.On(h.keys)
+	ctx, op, err := h.admit(ctx, h.kind.VerifyOp)
 	if err != nil {
 		return false, err
 	}
 	if !h.Held() {
 		return false, op.End(nil)
 	}
-	ok, err := h.kind.Verify.Run(ctx, h.e, h.keys, h.id...)
+	ok, err := h.b.Verify(ctx, h)
 	if err != nil {
 		return false, op.End(err)
 	}
@@ -502,8 +618,7 @@ func (h *Handle) Release(ctx context.Context) (Outcome, error) {
 	if h == nil {
 		return AlreadyReleased, nil
 	}
-	ctx, op, err := h.e.Admit(ctx, h.kind.ReleaseOp, h.kind.Primitive)
-	op = op.On(h.keys)
+	ctx, op, err := h.admit(ctx, h.kind.ReleaseOp)
 	if err != nil {
 		return UnknownOutcome, err
 	}
@@ -514,13 +629,13 @@ func (h *Handle) Release(ctx context.Context) (Outcome, error) {
 // ReleaseUnadmitted is Release without hook admission, for primitives
 // built on another (leader election releases its term's lease).
 func (h *Handle) ReleaseUnadmitted(ctx context.Context) (Outcome, error) {
-	if err := h.e.Closed(); err != nil {
+	if err := ClosedAny(h.es); err != nil {
 		h.shutdownEnd()
 		return 0, err
 	}
 	h.checkExpiry()
 	h.mu.Lock()
-	if h.state == released {
+	if h.state == released && h.b.Settled() {
 		h.mu.Unlock()
 		return AlreadyReleased, nil
 	}
@@ -531,26 +646,13 @@ func (h *Handle) ReleaseUnadmitted(ctx context.Context) (Outcome, error) {
 	} else {
 		h.state = released // lost before: keep its cause
 	}
-	left := time.Until(h.deadline) + Drift(h.ttl)
+	left := time.Until(h.deadline) + h.b.Drift(h.ttl)
 	h.mu.Unlock()
 	if was == held {
 		h.afterEnd(released, cancel)
 	}
-	keys := h.keys
-	if h.kind.ReleaseMark {
-		keys = h.e.WithMark(keys)
-	}
-	out, err := h.kind.Release.Run(ctx, h.e, keys, h.id...)
+	out, err := h.b.Release(ctx, h, left)
 	if err != nil {
-		if Classify(err) != Terminal {
-			if h.ttl == 0 {
-				left = CleanupLimit
-			}
-			h.e.Cleanup("release", left, func(ctx context.Context) error {
-				_, err := h.kind.Release.Run(ctx, h.e, keys, h.id...)
-				return err
-			})
-		}
 		return UnknownOutcome, err
 	}
 	return out, nil
@@ -585,12 +687,25 @@ func (h *Handle) KeepAliveEvery(every int) {
 	if h.state != held || h.keep != nil || h.ttl == 0 {
 		return
 	}
-	if !h.registerLocked() || !h.e.Track() {
+	if !h.registerLocked() {
 		return // shut down: Remaining and Context end the handle
+	}
+	// Each engine's Shutdown waits for the keep-alive.
+	for i, e := range h.es {
+		if !e.Track() {
+			for _, t := range h.es[:i] {
+				t.Untrack()
+			}
+			return
+		}
 	}
 	h.keep = make(chan struct{})
 	go func(stop chan struct{}) {
-		defer h.e.Untrack()
+		defer func() {
+			for _, e := range h.es {
+				e.Untrack()
+			}
+		}()
 		h.keepAlive(stop, max(every, 2))
 	}(h.keep)
 }
@@ -634,8 +749,13 @@ func (h *Handle) keepAlive(stop chan struct{}, every int) {
 		case err == nil:
 			h.countRenewalFailure()
 			return // refresh marked it lost, or it was released meanwhile
-		case h.e.life.closed.Load():
+		case h.closed():
 			return // Shutdown ended the lease; the refresh was not sent
+		case !h.Held():
+			h.countRenewalFailure()
+			h.e.logger.Warn("coordination: a lease renewal failed; the lease is lost",
+				"primitive", h.kind.Primitive, "error", Describe(err))
+			return // the backend ended the lease
 		default:
 			h.countRenewalFailure()
 			if Classify(err) == Terminal {
@@ -653,6 +773,9 @@ func (h *Handle) keepAlive(stop chan struct{}, every int) {
 
 func (h *Handle) countRenewalFailure() {
 	h.kind.init()
+	if h.kind.Metrics.RenewalFailures == nil {
+		return
+	}
 	h.e.Counter(h.kind.Metrics.RenewalFailures).Add(context.Background(), 1, h.kind.baseAdd...)
 }
 

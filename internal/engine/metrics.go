@@ -134,7 +134,7 @@ var (
 	RedlockAcquireLatency = def(Histogram, "coordination.redlock.acquire_latency", "s", "result",
 		"Time of one Redlock acquisition round over every node, from the first request to the decision, by result (acquired, contended, failed).")
 	RedlockNodeFailures = def(Counter, "coordination.redlock.node_failures", "{failure}", "operation, reason",
-		"Redlock node calls that failed, by group operation (acquire, refresh, release) and reason (timeout: no answer within the node timeout; error).")
+		"Redlock node calls that failed, by group operation (acquire, refresh, verify, release) and reason (timeout: no answer within the node timeout; error).")
 )
 
 // instruments caches the instruments of one engine, created on first use.
