@@ -211,21 +211,30 @@ type Backend interface {
 // kindBackend is the default Backend: the kind's scripts on one engine.
 type kindBackend struct{}
 
+// CheckTTL converts ttl to whole milliseconds (0 only for a kind with
+// NoExpiry), or returns an error wrapping ErrInvalidArgument naming "ttl".
 func (kindBackend) CheckTTL(h *Handle, ttl time.Duration) (int64, error) {
 	return TTLMillis(ttl, h.kind.NoExpiry)
 }
 
+// Drift is the single-node allowance, [Drift].
 func (kindBackend) Drift(ttl time.Duration) time.Duration { return Drift(ttl) }
 
+// Refresh runs the kind's refresh script (owner-checked) with ms as the
+// new TTL in milliseconds: one round trip.
 func (kindBackend) Refresh(ctx context.Context, h *Handle, _ time.Duration, ms int64) (bool, error) {
 	ttlArg := [1]any{h.kind.ttlArg(ms)}
 	return h.kind.Refresh.run(ctx, h.e, h.keys, h.id, ttlArg[:])
 }
 
+// Verify runs the kind's verify script: one round trip.
 func (kindBackend) Verify(ctx context.Context, h *Handle) (bool, error) {
 	return h.kind.Verify.Run(ctx, h.e, h.keys, h.id...)
 }
 
+// Release runs the kind's release script, and on a non-terminal error
+// retries it in the background for at most left (CleanupLimit for a lease
+// without expiry).
 func (kindBackend) Release(ctx context.Context, h *Handle, left time.Duration) (Outcome, error) {
 	keys := h.keys
 	if h.kind.ReleaseMark {
@@ -244,8 +253,10 @@ func (kindBackend) Release(ctx context.Context, h *Handle, left time.Duration) (
 	return out, err
 }
 
+// Settled is always true: one node answers once.
 func (kindBackend) Settled() bool { return true }
 
+// Expired does nothing: the key expires on its node by its TTL.
 func (kindBackend) Expired(*Handle) {}
 
 // NewGroupHandle returns the handle of a lease held on several engines
