@@ -20,7 +20,7 @@ HISTORIES ?= 200
 SOAK ?= 10m
 test-long: servers
 	. "$(SERVERS_CACHE)/env.sh" && COORD_HISTORIES=$(HISTORIES) COORD_HISTORY_BUDGET=2h COORD_SOAK=$(SOAK) \
-		$(GO) test -race -count=1 -timeout 6h -v -run 'TestHistories|TestSoak' ./internal/history/
+		$(GO) test -race -count=1 -timeout 6h -v -run 'TestHistories|TestSoak' ./internal/testkit/history/
 
 # Fetch or build Redis 7.0, Redis 8.0, Valkey 8.1 and Valkey 9.1 into the cache.
 servers:
@@ -55,11 +55,11 @@ vet:
 demo:
 	$(GO) run ./cmd/coordctl demo
 
-# The lost-write measurement of internal/failover, 20 failovers per case
+# The lost-write measurement of internal/testkit/failover, 20 failovers per case
 # (Sentinel with and without WithReplicaAcks, Cluster), with the figures.
 failover-campaign: servers
-	. "$(SERVERS_CACHE)/env.sh" && COORD_FAILOVER_RUNS=20 $(GO) test -count=1 -timeout 60m -run LostWrites -v ./internal/failover/
+	. "$(SERVERS_CACHE)/env.sh" && COORD_FAILOVER_RUNS=20 $(GO) test -count=1 -timeout 60m -run LostWrites -v ./internal/testkit/failover/
 
 # The fault matrix on every server flavor (make test runs it on Redis 8.0).
 fault-matrix-all: servers
-	. "$(SERVERS_CACHE)/env.sh" && COORD_MATRIX_FLAVOR=all $(GO) test -race -count=1 ./internal/faultmatrix/
+	. "$(SERVERS_CACHE)/env.sh" && COORD_MATRIX_FLAVOR=all $(GO) test -race -count=1 ./internal/testkit/faultmatrix/

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/coordkit/coordination/fencing"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/ratelimit"
 	"github.com/coordkit/coordination/rwlease"
 	"github.com/coordkit/coordination/semaphore"

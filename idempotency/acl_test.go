@@ -11,7 +11,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/idempotency"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 // An ACL that denies what an operation needs surfaces as the server's own

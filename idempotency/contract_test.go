@@ -13,7 +13,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/idempotency"
-	"github.com/coordkit/coordination/internal/contract"
+	"github.com/coordkit/coordination/internal/testkit/contract"
 )
 
 // storeOf returns a store on c (an error naming coord when c is nil).

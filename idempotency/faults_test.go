@@ -17,7 +17,7 @@ import (
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/idempotency"
 	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 // faultHook acts on the next EVALSHA of one script: it runs it on the

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coordkit/coordination/internal/fuzzseed"
+	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
 // FuzzParseKey gives the Idempotency-Key parser arbitrary field values: an

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/coordkit/coordination/idempotency"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 func TestWaitForOriginal(t *testing.T) {

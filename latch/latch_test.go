@@ -15,7 +15,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/latch"
 )
 
@@ -299,7 +299,7 @@ func TestCancelWait(t *testing.T) {
 		goleak.VerifyNone(t, ignore,
 			// Shared servers started by this test stay up for the next tests.
 			goleak.IgnoreTopFunction("os/exec.(*Cmd).Wait"),
-			goleak.IgnoreAnyFunction("github.com/coordkit/coordination/internal/testharness.(*Server).start.func1"))
+			goleak.IgnoreAnyFunction("github.com/coordkit/coordination/internal/testkit/testharness.(*Server).start.func1"))
 	})
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		raw := b.Raw(t)

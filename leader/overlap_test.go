@@ -8,7 +8,7 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/leader"
 )
 

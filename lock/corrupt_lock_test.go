@@ -6,7 +6,7 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 // Garbage in the lock's key makes every operation return ErrBadState or

@@ -8,10 +8,10 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
-	"github.com/coordkit/coordination/internal/contract"
 	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/locktest"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/contract"
+	"github.com/coordkit/coordination/internal/testkit/locktest"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/lock"
 )
 

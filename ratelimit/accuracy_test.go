@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 // TestAdmissionAccuracy runs a fixed scenario per algorithm on every backend

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 // issueComposite is a token bucket of 10 refilled 2 per second, 100 per

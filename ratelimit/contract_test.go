@@ -11,7 +11,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
-	"github.com/coordkit/coordination/internal/contract"
+	"github.com/coordkit/coordination/internal/testkit/contract"
 	"github.com/coordkit/coordination/ratelimit"
 )
 

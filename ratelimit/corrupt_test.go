@@ -6,7 +6,7 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 // Garbage in a limiter's or a deny list's keys makes every operation

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 // The decision script's fast paths (a grant under the stored settings)

@@ -20,7 +20,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 // lockedBuffer is a bytes.Buffer safe for a logger and a reader.

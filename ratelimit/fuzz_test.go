@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordkit/coordination/internal/fuzzseed"
+	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
 // FuzzRetryAfterSeconds: whole seconds rounded up, at least 1, never

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 // A key without an expiry (PERSIST, or RESTORE without a TTL) gets back

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 // TestWaitNeverNilErrorWithoutPermits walks every way a Wait can return

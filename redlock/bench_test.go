@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordkit/coordination/internal/faultproxy"
+	"github.com/coordkit/coordination/internal/testkit/faultproxy"
 )
 
 // BenchmarkAcquireSlowNodes measures TryAcquire's latency on five real

@@ -3,7 +3,7 @@ package redlock_test
 import (
 	"testing"
 
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 func TestMain(m *testing.M) { testharness.Main(m) }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordkit/coordination/internal/faultproxy"
+	"github.com/coordkit/coordination/internal/testkit/faultproxy"
 	"github.com/coordkit/coordination/redlock"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/lincheck"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/lincheck"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 // The history check records, from several clients at once, every call of

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/coordkit/coordination/fencing"
-	"github.com/coordkit/coordination/internal/faultproxy"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/faultproxy"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 // lock run holds the lock while the command runs, passes the fencing token,

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 func TestMain(m *testing.M) { testharness.Main(m) }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 // connArgs returns the connection flags of a backend for the commands that

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/coordkit/coordination/idempotency"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/latch"
 	"github.com/coordkit/coordination/semaphore"
 )

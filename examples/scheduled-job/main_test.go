@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/coordkit/coordination/internal/cliconn"
-	"github.com/coordkit/coordination/internal/faultproxy"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/faultproxy"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 func TestMain(m *testing.M) { testharness.Main(m) }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/coordkit/coordination/internal/fuzzseed"
+	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
 // The fuzz targets of the engine. Each also runs as a normal test over its

@@ -3,7 +3,7 @@ package faultproxy_test
 import (
 	"testing"
 
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 // TestMain stops the shared servers after the tests and fails the run if a

@@ -16,8 +16,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/faultproxy"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/faultproxy"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/lua"
 )
 

@@ -6,12 +6,12 @@
 // read-write lease, latch, idempotency store, and the fixed-window,
 // sliding-window, token-bucket, GCRA, concurrency and composite rate
 // limiters): a few clients with their own go-redis clients, behind fault
-// proxies (internal/faultproxy) that drop, delay and replace replies (so
+// proxies (internal/testkit/faultproxy) that drop, delay and replace replies (so
 // that go-redis re-sends), while connections are cut (CutAll, CLIENT KILL)
 // and short TTLs expire mid-run. Each history is recorded with
 // lincheck.Do, ambiguous operations included as unknown outcomes, and
 // checked with porcupine against the primitive's model in
-// internal/lincheck. TestSoak runs a mixed workload of every primitive
+// internal/testkit/lincheck. TestSoak runs a mixed workload of every primitive
 // for a while under faults and checks the models, goroutines, heap and the
 // keys left behind.
 //

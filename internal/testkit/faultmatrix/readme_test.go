@@ -13,7 +13,7 @@ func TestREADMEFaultMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const begin, end = "<!-- fault matrix: generated from internal/faultmatrix -->", "<!-- end of fault matrix -->"
+	const begin, end = "<!-- fault matrix: generated from internal/testkit/faultmatrix -->", "<!-- end of fault matrix -->"
 	s := string(readme)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {

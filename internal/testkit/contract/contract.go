@@ -34,7 +34,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 // Spec describes a primitive to the suite.

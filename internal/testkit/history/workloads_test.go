@@ -12,7 +12,7 @@ import (
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/idempotency"
 	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/lincheck"
+	"github.com/coordkit/coordination/internal/testkit/lincheck"
 	"github.com/coordkit/coordination/latch"
 	"github.com/coordkit/coordination/lock"
 	"github.com/coordkit/coordination/ratelimit"

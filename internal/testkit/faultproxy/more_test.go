@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/coordkit/coordination/internal/faultproxy"
+	"github.com/coordkit/coordination/internal/testkit/faultproxy"
 )
 
 func TestRandomFaultsAreReproducible(t *testing.T) {

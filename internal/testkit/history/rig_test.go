@@ -17,8 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/faultproxy"
-	"github.com/coordkit/coordination/internal/testharness"
+	"github.com/coordkit/coordination/internal/testkit/faultproxy"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 func TestMain(m *testing.M) { testharness.Main(m) }
