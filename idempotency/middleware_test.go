@@ -16,9 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
-
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/idempotency"
 	"github.com/coordkit/coordination/internal/engine"
@@ -622,34 +619,6 @@ func TestMiddlewareCorruptRecordIs503(t *testing.T) {
 			t.Fatal("503 without Retry-After, or the handler ran")
 		}
 	})
-}
-
-func TestMiddlewareStoreDown(t *testing.T) {
-	// A server that refuses connections: nothing is run, 503 is answered.
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	t.Cleanup(func() { _ = rdb.Close() })
-	coord, err := coordination.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, _ := idempotency.New(coord)
-	mw, err := idempotency.NewMiddleware(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var runs atomic.Int32
-	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { runs.Add(1) }))
-	before := goleak.IgnoreCurrent()
-	req := httptest.NewRequest("POST", "/p", strings.NewReader("{}"))
-	req.Header.Set(idempotency.HeaderKey, "k")
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	wantProblem(t, reply{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}, http.StatusServiceUnavailable, idempotency.ProblemUnavailable)
-	if rec.Header().Get("Retry-After") != "1" || runs.Load() != 0 {
-		t.Fatalf("Retry-After %q, runs %d", rec.Header().Get("Retry-After"), runs.Load())
-	}
-	// Nothing was sent, so no background cleanup may be left running.
-	goleak.VerifyNone(t, before)
 }
 
 func TestNewMiddlewareValidatesOptions(t *testing.T) {

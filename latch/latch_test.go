@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/engine"
@@ -287,45 +286,6 @@ func TestLostNotificationDelaysButCompletes(t *testing.T) {
 		}
 		if d := r.at.Sub(done); d > recheck+1500*time.Millisecond {
 			t.Fatalf("waiter completed %v after the lost message; want within the %v re-read period", d, recheck)
-		}
-	})
-}
-
-// Cancelling Wait changes nothing in Redis, drops the subscription and
-// leaks no goroutine.
-func TestCancelWait(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() {
-		goleak.VerifyNone(t, ignore,
-			// Shared servers started by this test stay up for the next tests.
-			goleak.IgnoreTopFunction("os/exec.(*Cmd).Wait"),
-			goleak.IgnoreAnyFunction("github.com/coordkit/coordination/internal/testkit/testharness.(*Server).start.func1"))
-	})
-	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
-		raw := b.Raw(t)
-		coord := b.Coordinator(t)
-		l := mustCreate(t, coord, 2)
-		before := snapshot(t, b, raw)
-		ctx, cancel := context.WithCancel(context.Background())
-		ch := wait(ctx, l)
-		stillWaiting(t, ch, 200*time.Millisecond)
-		cancel()
-		r := within(t, ch, 2*time.Second, "after cancel")
-		if r.ok || !errors.Is(r.err, context.Canceled) {
-			t.Fatalf("cancelled Wait = %v, %v; want false, context.Canceled", r.ok, r.err)
-		}
-		if after := snapshot(t, b, raw); after != before {
-			t.Fatalf("a cancelled Wait changed the key:\nbefore %s\nafter  %s", before, after)
-		}
-		if !b.IsCluster() { // on a cluster the subscription lives on one node
-			channel := engine.Channel(b.Key(key))
-			n, err := raw.PubSubNumSub(context.Background(), channel).Result()
-			if err != nil || n[channel] != 0 {
-				t.Fatalf("PUBSUB NUMSUB after cancel = %v, %v; want 0 subscribers", n, err)
-			}
-		}
-		if n, err := l.Count(context.Background()); n != 2 || err != nil {
-			t.Fatalf("Count after a cancelled Wait = %d, %v; want 2", n, err)
 		}
 	})
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/testkit/lincheck"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
+	"github.com/coordkit/coordination/tests/lincheck"
 )
 
 // workload is one primitive's histories: clients concurrent clients, each

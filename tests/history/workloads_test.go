@@ -12,12 +12,12 @@ import (
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/idempotency"
 	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/testkit/lincheck"
 	"github.com/coordkit/coordination/latch"
 	"github.com/coordkit/coordination/lock"
 	"github.com/coordkit/coordination/ratelimit"
 	"github.com/coordkit/coordination/rwlease"
 	"github.com/coordkit/coordination/semaphore"
+	"github.com/coordkit/coordination/tests/lincheck"
 )
 
 // workloads returns every primitive's workload.

@@ -1,4 +1,4 @@
-package rwlease
+package rwlease_test
 
 import (
 	"cmp"
@@ -13,8 +13,9 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/testkit/lincheck"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
+	"github.com/coordkit/coordination/rwlease"
+	"github.com/coordkit/coordination/tests/lincheck"
 )
 
 // The history check records, from several clients at once, every call of
@@ -62,11 +63,11 @@ func (k linKind) String() string {
 
 type linInput struct {
 	kind   linKind
-	mode   Mode   // of the entry refreshed, verified or released (and of acquires)
-	token  string //
-	ttl    int64  // ms
-	prefer bool   // read: honour waiting writers
-	mark   int64  // write: marker lifetime in ms when refused (0: none)
+	mode   rwlease.Mode // of the entry refreshed, verified or released (and of acquires)
+	token  string       //
+	ttl    int64        // ms
+	prefer bool         // read: honour waiting writers
+	mark   int64        // write: marker lifetime in ms when refused (0: none)
 }
 
 type linOutput struct {
@@ -76,7 +77,7 @@ type linOutput struct {
 
 type linEntry struct {
 	token string
-	mode  Mode
+	mode  rwlease.Mode
 	exp   int64
 }
 
@@ -117,7 +118,7 @@ func linModel() porcupine.Model {
 			}
 			next := linState{now: o.now, entries: live(s.entries, o.now), markers: live(s.markers, o.now)}
 			mine := slices.IndexFunc(next.entries, func(e linEntry) bool { return e.token == i.token && e.mode == i.mode })
-			writer := slices.ContainsFunc(next.entries, func(e linEntry) bool { return e.mode == WriteMode })
+			writer := slices.ContainsFunc(next.entries, func(e linEntry) bool { return e.mode == rwlease.WriteMode })
 			switch i.kind {
 			case linRead:
 				want := mine >= 0 || (!writer && !(i.prefer && len(next.markers) > 0))
@@ -125,7 +126,7 @@ func linModel() porcupine.Model {
 					return false, nil
 				}
 				if want {
-					next.entries = put(next.entries, linEntry{i.token, ReadMode, o.now + i.ttl})
+					next.entries = put(next.entries, linEntry{i.token, rwlease.ReadMode, o.now + i.ttl})
 				}
 			case linWrite:
 				want := mine >= 0 || len(next.entries) == 0
@@ -133,10 +134,10 @@ func linModel() porcupine.Model {
 					return false, nil
 				}
 				if want {
-					next.entries = put(next.entries, linEntry{i.token, WriteMode, o.now + i.ttl})
+					next.entries = put(next.entries, linEntry{i.token, rwlease.WriteMode, o.now + i.ttl})
 					next.markers = drop(next.markers, i.token)
 				} else if i.mark > 0 {
-					next.markers = put(next.markers, linEntry{i.token, WriteMode, o.now + i.mark})
+					next.markers = put(next.markers, linEntry{i.token, rwlease.WriteMode, o.now + i.mark})
 				}
 			case linRefresh:
 				if o.ok != (mine >= 0) {
@@ -154,7 +155,7 @@ func linModel() porcupine.Model {
 					return false, nil
 				}
 				next.entries = slices.DeleteFunc(next.entries, func(e linEntry) bool { return e.token == i.token && e.mode == i.mode })
-				if i.mode == WriteMode {
+				if i.mode == rwlease.WriteMode {
 					next.markers = drop(next.markers, i.token)
 				}
 			}
@@ -172,8 +173,8 @@ func linModel() porcupine.Model {
 }
 
 // member returns the sorted-set member of a lease of mode m.
-func member(m Mode, token string) string {
-	if m == WriteMode {
+func member(m rwlease.Mode, token string) string {
+	if m == rwlease.WriteMode {
 		return "W:" + token
 	}
 	return "R:" + token
@@ -235,13 +236,13 @@ func TestLinearizability(t *testing.T) {
 						in = *waiting // a blocked writer tries again
 						in.ttl = ttl
 					case waiting != nil:
-						in = linInput{kind: linRelease, mode: WriteMode, token: waiting.token} // it gives up
+						in = linInput{kind: linRelease, mode: rwlease.WriteMode, token: waiting.token} // it gives up
 					default:
 						tok, _ := engine.NewToken()
 						if rng.IntN(3) == 0 {
-							in = linInput{kind: linWrite, mode: WriteMode, token: tok, ttl: ttl, mark: []int64{0, 40}[rng.IntN(2)]}
+							in = linInput{kind: linWrite, mode: rwlease.WriteMode, token: tok, ttl: ttl, mark: []int64{0, 40}[rng.IntN(2)]}
 						} else {
-							in = linInput{kind: linRead, mode: ReadMode, token: tok, ttl: ttl, prefer: rng.IntN(4) > 0}
+							in = linInput{kind: linRead, mode: rwlease.ReadMode, token: tok, ttl: ttl, prefer: rng.IntN(4) > 0}
 						}
 					}
 					out, ok := do(in)
@@ -311,10 +312,10 @@ func TestLinearizabilityModelRejectsViolations(t *testing.T) {
 		return porcupine.Operation{ClientId: client, Input: in, Output: linOutput{ok: ok, now: now}, Call: call, Return: ret}
 	}
 	r := func(tok string, prefer bool) linInput {
-		return linInput{kind: linRead, mode: ReadMode, token: tok, ttl: 100, prefer: prefer}
+		return linInput{kind: linRead, mode: rwlease.ReadMode, token: tok, ttl: 100, prefer: prefer}
 	}
 	w := func(tok string, mark int64) linInput {
-		return linInput{kind: linWrite, mode: WriteMode, token: tok, ttl: 100, mark: mark}
+		return linInput{kind: linWrite, mode: rwlease.WriteMode, token: tok, ttl: 100, mark: mark}
 	}
 	valid := []porcupine.Operation{
 		op(0, r("a", true), true, 1000, 0, 1),
@@ -334,7 +335,7 @@ func TestLinearizabilityModelRejectsViolations(t *testing.T) {
 		"reader past a waiting writer": {op(0, r("a", true), true, 1000, 0, 1), op(1, w("c", 50), false, 1001, 2, 3),
 			op(2, r("b", true), true, 1002, 4, 5)},
 		"refresh of an expired reader": {op(0, r("a", true), true, 1000, 0, 1),
-			op(0, linInput{kind: linRefresh, mode: ReadMode, token: "a", ttl: 100}, true, 1100, 2, 3)},
+			op(0, linInput{kind: linRefresh, mode: rwlease.ReadMode, token: "a", ttl: 100}, true, 1100, 2, 3)},
 		"two writers": {op(0, w("c", 0), true, 1000, 0, 1), op(1, w("d", 0), true, 1001, 2, 3)},
 	} {
 		if porcupine.CheckOperations(linModel(), bad) {

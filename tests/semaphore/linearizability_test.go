@@ -1,4 +1,4 @@
-package semaphore
+package semaphore_test
 
 import (
 	"context"
@@ -16,9 +16,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/testkit/lincheck"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/lua"
+	"github.com/coordkit/coordination/semaphore"
+	"github.com/coordkit/coordination/tests/lincheck"
 )
 
 // The linearizability check records, from several clients at once, every
@@ -72,10 +73,15 @@ end
 return {r, rec_now}`)
 }
 
-// runRecorded runs a recording script and decodes {reply, now}: ok is the
-// reply's status (acquire: 0; refresh, release: 1; verify: {1, ...}).
-func runRecorded(ctx context.Context, s *Semaphore, script *redis.Script, kind linKind, args ...any) (linOutput, error) {
-	v, err := script.Run(ctx, s.e.Client(), s.keys.Full(), args...).Result()
+// member is a permit's sorted-set member, as the semaphore writes it:
+// "P:<n>:<token>".
+func member(n int64, token string) string { return fmt.Sprintf("P:%d:%s", n, token) }
+
+// runRecorded runs a recording script on the semaphore's key (prefixed
+// by e) and decodes {reply, now}: ok is the reply's status (acquire: 0;
+// refresh, release: 1; verify: {1, ...}).
+func runRecorded(ctx context.Context, e *engine.Engine, key string, script *redis.Script, kind linKind, args ...any) (linOutput, error) {
+	v, err := script.Run(ctx, e.Client(), e.Key(key).Full(), args...).Result()
 	if err != nil {
 		return linOutput{}, err
 	}
@@ -239,7 +245,12 @@ func TestLinearizability(t *testing.T) {
 		var wg sync.WaitGroup
 		for c := range clients {
 			coord := b.Coordinator(t)
-			s, err := New(coord, "lin", capacity)
+			// The semaphore the scripts run on (New checks the arguments
+			// as for a user's), and the engine that runs them.
+			if _, err := semaphore.New(coord, "lin", capacity); err != nil {
+				t.Fatal(err)
+			}
+			e, err := engine.Of(coord)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -250,13 +261,13 @@ func TestLinearizability(t *testing.T) {
 					m := member(in.n, in.token)
 					switch in.kind {
 					case linAcquire:
-						return runRecorded(ctx, s, linAcquireScript, in.kind, m, in.ttl, s.capacity)
+						return runRecorded(ctx, e, "lin", linAcquireScript, in.kind, m, in.ttl, int64(capacity))
 					case linRefresh:
-						return runRecorded(ctx, s, linRefreshScript, in.kind, m, in.ttl)
+						return runRecorded(ctx, e, "lin", linRefreshScript, in.kind, m, in.ttl)
 					case linVerify:
-						return runRecorded(ctx, s, linVerifyScript, in.kind, m)
+						return runRecorded(ctx, e, "lin", linVerifyScript, in.kind, m)
 					default:
-						return runRecorded(ctx, s, linReleaseScript, in.kind, m)
+						return runRecorded(ctx, e, "lin", linReleaseScript, in.kind, m)
 					}
 				})
 			}
@@ -354,52 +365,4 @@ func TestLinearizabilityModelRejectsOverCapacity(t *testing.T) {
 	if porcupine.CheckOperations(linModel(3), late) {
 		t.Fatalf("a refresh of an expired permit was accepted")
 	}
-}
-
-// At the script level (below the handle, which refuses locally once its
-// deadline passed), an expired holder's refresh and release find nothing
-// and leave the next holder's permit as it was.
-func TestExpiredMemberScriptsTouchNothing(t *testing.T) {
-	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
-		ctx := context.Background()
-		s, err := New(b.Coordinator(t), "permits", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, k := s.e, s.keys
-		g, err := engine.SemaphoreAcquire.Run(ctx, e, k, "P:1:old", 100, int64(1))
-		if err != nil || !g.Acquired {
-			t.Fatalf("old acquire: %+v, %v", g, err)
-		}
-		b.Advance(200 * time.Millisecond)
-		if g, err = engine.SemaphoreAcquire.Run(ctx, e, k, "P:1:new", 60_000, int64(1)); err != nil || !g.Acquired {
-			t.Fatalf("new acquire: %+v, %v", g, err)
-		}
-		raw := b.Raw(t)
-		score := func() float64 {
-			v, err := raw.ZScore(ctx, b.Key("permits"), "P:1:new").Result()
-			if err != nil {
-				t.Fatalf("ZSCORE: %v", err)
-			}
-			return v
-		}
-		before := score()
-		if ok, err := engine.SemaphoreRefresh.Run(ctx, e, k, "P:1:old", 60_000); ok || err != nil {
-			t.Fatalf("refresh of the expired member = %v, %v", ok, err)
-		}
-		if out, err := engine.SemaphoreRelease.Run(ctx, e, k, "P:1:old"); out != engine.AlreadyReleased || err != nil {
-			t.Fatalf("release of the expired member = %v, %v", out, err)
-		}
-		if ok, err := engine.SemaphoreVerify.Run(ctx, e, k, "P:1:new"); !ok || err != nil || score() != before {
-			t.Fatalf("the new holder's permit changed: live %v (%v), score %v -> %v", ok, err, before, score())
-		}
-		// A re-sent acquisition of the live holder does not take a second
-		// permit and only sets its expiry again.
-		if g, err = engine.SemaphoreAcquire.Run(ctx, e, k, "P:1:new", 60_000, int64(1)); err != nil || !g.Acquired {
-			t.Fatalf("re-sent acquire: %+v, %v", g, err)
-		}
-		if n, _ := raw.ZCard(ctx, b.Key("permits")).Result(); n != 2 {
-			t.Fatalf("ZCARD = %d after a re-sent acquire; want the capacity record and one permit", n)
-		}
-	})
 }

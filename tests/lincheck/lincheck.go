@@ -11,7 +11,7 @@
 // [Spec] place each operation at an instant known within an interval and
 // consider every case the uncertainty allows. The models of every primitive
 // (lease.go, fenced.go, latch.go, idempotency.go, rate.go) are of that kind;
-// internal/testkit/history runs them on real servers under faults.
+// tests/history runs them on real servers under faults.
 package lincheck
 
 import (

@@ -11,7 +11,7 @@
 // and short TTLs expire mid-run. Each history is recorded with
 // lincheck.Do, ambiguous operations included as unknown outcomes, and
 // checked with porcupine against the primitive's model in
-// internal/testkit/lincheck. TestSoak runs a mixed workload of every primitive
+// tests/lincheck. TestSoak runs a mixed workload of every primitive
 // for a while under faults and checks the models, goroutines, heap and the
 // keys left behind.
 //
