@@ -9,7 +9,7 @@ import (
 // The README's fault matrix is generated from the cells: every fault, every
 // primitive, the effect each cell's test asserts.
 func TestREADMEFaultMatrix(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
