@@ -144,7 +144,7 @@ func leadOn(t *testing.T, o *redis.Options) (*contender, *journal, *termRec) {
 		// A term's release that failed while the server was away is
 		// retried in the background: Shutdown gives it its last try (the
 		// server is back, or the test failed) before the client closes, so
-		// that it does not outlive the test (goleak).
+		// that it does not outlive the test (the leak check of TestMain).
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = coord.Shutdown(ctx)
 		cancel()

@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/coordkit/coordination/internal/cliconn"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The leak check of testharness.Main (goleak's, without goleak) runs after
+// the tests.
+func TestMain(m *testing.M) { testharness.Main(m) }
 
 func TestPaymentService(t *testing.T) {
 	rdb, stop, err := (&cliconn.Flags{}).Open(context.Background(), true)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
@@ -28,7 +27,7 @@ import (
 // are dropped.
 func TestMain(m *testing.M) {
 	testharness.DropGoRedisLogs()
-	testharness.Main(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
+	testharness.Main(m, "github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial")
 }
 
 func must[T any](v T, err error) func(testing.TB) T {

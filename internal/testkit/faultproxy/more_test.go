@@ -269,7 +269,8 @@ func TestCloseWhileBusy(t *testing.T) {
 	if _, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
 		t.Fatal("a closed proxy still accepts connections")
 	}
-	// goleak in TestMain checks that every goroutine of p returned.
+	// The leak check of TestMain (testharness.Main) checks that every
+	// goroutine of p returned.
 }
 
 func TestDialErrors(t *testing.T) {

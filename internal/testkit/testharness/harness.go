@@ -30,7 +30,6 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/engine"
@@ -475,9 +474,10 @@ func AvailableFlavors(t testing.TB) []string {
 }
 
 // Main runs the package's tests, stops the shared servers, and then fails
-// the run if goroutines leaked (goleak), ignoring opts' functions. Call it
-// from TestMain: func TestMain(m *testing.M) { testharness.Main(m) }.
-func Main(m *testing.M, opts ...goleak.Option) {
+// the run if goroutines leaked ([FindLeaks]: goleak's check and defaults),
+// ignoring goroutines with one of ignoreFuncs on their stack. Call it from
+// TestMain: func TestMain(m *testing.M) { testharness.Main(m) }.
+func Main(m *testing.M, ignoreFuncs ...string) {
 	code := m.Run()
 	// Background cleanups (an ambiguous operation's undo, a failed
 	// release's retry) outlive the test that started them by design, each
@@ -494,8 +494,8 @@ func Main(m *testing.M, opts ...goleak.Option) {
 	}
 	mu.Unlock()
 	if code == 0 {
-		if err := goleak.Find(opts...); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: goroutines leaked after the tests:\n%v\n", err)
+		if err := FindLeaks(ignoreFuncs...); err != nil {
+			fmt.Fprintf(os.Stderr, "testharness: goroutines leaked after the tests: %v\n", err)
 			code = 1
 		}
 	}
@@ -504,7 +504,7 @@ func Main(m *testing.M, opts ...goleak.Option) {
 
 // waitCleanups waits until no engine cleanup runs in the process, for at
 // most engine.CleanupLimit and one try's bound more; one that runs longer
-// is left for goleak to report. A wait longer than a second is reported on
+// is left for the leak check to report. A wait longer than a second is reported on
 // stderr: some test left a cleanup retrying.
 func waitCleanups() {
 	start := time.Now()
