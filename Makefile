@@ -8,9 +8,12 @@ TESTFLAGS ?= -race -count=1 -timeout 20m
 .PHONY: test servers test-fast test-long vet bench demo fuzz fuzz-short failover-campaign fault-matrix-all
 
 # examples/fenced-sql is its own module (the SQLite driver stays out of the
-# library's go.mod): its tests run too.
+# library's go.mod): its tests run too. So does tests/, the module of the
+# tests that need porcupine or goleak (checked histories, linearizability,
+# goleak-checked user tests), on every backend like the library's.
 test: servers
 	. "$(SERVERS_CACHE)/env.sh" && $(GO) test $(TESTFLAGS) ./...
+	. "$(SERVERS_CACHE)/env.sh" && cd tests && $(GO) test $(TESTFLAGS) ./...
 	cd examples/fenced-sql && $(GO) test $(TESTFLAGS) ./...
 
 # A longer reliability campaign (make test runs a bounded one): HISTORIES
@@ -19,8 +22,8 @@ test: servers
 HISTORIES ?= 200
 SOAK ?= 10m
 test-long: servers
-	. "$(SERVERS_CACHE)/env.sh" && COORD_HISTORIES=$(HISTORIES) COORD_HISTORY_BUDGET=2h COORD_SOAK=$(SOAK) \
-		$(GO) test -race -count=1 -timeout 6h -v -run 'TestHistories|TestSoak' ./internal/testkit/history/
+	. "$(SERVERS_CACHE)/env.sh" && cd tests && COORD_HISTORIES=$(HISTORIES) COORD_HISTORY_BUDGET=2h COORD_SOAK=$(SOAK) \
+		$(GO) test -race -count=1 -timeout 6h -v -run 'TestHistories|TestSoak' ./history/
 
 # Fetch or build Redis 7.0, Redis 8.0, Valkey 8.1 and Valkey 9.1 into the cache.
 servers:
@@ -45,11 +48,13 @@ fuzz:
 # miniredis only: no servers needed.
 test-fast:
 	COORD_BACKENDS=miniredis $(GO) test -count=1 ./...
+	cd tests && COORD_BACKENDS=miniredis $(GO) test -count=1 ./...
 	cd examples/fenced-sql && $(GO) test -count=1 ./...
 
 vet:
 	gofmt -l . | (! grep .)
 	$(GO) vet ./...
+	cd tests && $(GO) vet ./...
 	cd examples/fenced-sql && $(GO) vet ./...
 
 demo:
