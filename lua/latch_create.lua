@@ -37,8 +37,7 @@ if ARGV[5] ~= 'create' and ARGV[5] ~= 'reset' then
   return redis.error_reply('COORD_BADARG mode is neither create nor reset')
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--#include time_ms
 
 local gen = 0
 local v = redis.call('HMGET', key, 'id', 'gen', 'count', 'deadline')

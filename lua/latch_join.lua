@@ -10,8 +10,7 @@
 --          COORD_BADSTATE  the hash is not a latch
 local key = KEYS[1]
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--#include time_ms
 
 local v = redis.call('HMGET', key, 'id', 'gen', 'count', 'initial', 'deadline')
 if not (v[1] or v[2] or v[3] or v[4] or v[5]) and redis.call('EXISTS', key) == 0 then

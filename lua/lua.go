@@ -7,6 +7,12 @@
 //
 // Each file begins with a comment block giving its KEYS (with their roles),
 // ARGV (with units), the reply shape and the error codes it can return.
+// Parts that several scripts share (reading the server's time, pruning and
+// re-expiring a sorted set) are written once, in the source tree's
+// lua/fragments/, and included where a script's source has a line
+// "--#include NAME"; [FS] serves each script assembled, the text the
+// library sends and whose SHA1 it runs under EVALSHA, each fragment
+// beginning with a comment "-- fragment NAME:".
 // The scripts share these conventions:
 //
 //   - Time comes from the server: redis.call('TIME') converted once to
@@ -33,30 +39,187 @@
 package lua
 
 import (
+	"bytes"
 	"embed"
+	"fmt"
+	"io"
 	"io/fs"
 	"slices"
 	"strings"
+	"time"
 )
 
-//go:embed *.lua
-var files embed.FS
+// The sources: one file per script at the root, and under fragments/ the
+// parts several scripts share, each written once. A script takes a
+// fragment in with a line of its own, "--#include NAME" (NAME.lua under
+// fragments/), replaced by the fragment's text when the package
+// initialises; what FS serves, and what the library runs, is the assembled
+// text.
+//
+//go:embed *.lua fragments/*.lua
+var sources embed.FS
+
+// includeMarker starts a line that takes in a fragment.
+const includeMarker = "--#include "
+
+// assembled holds every script's assembled text by file name (NAME.lua),
+// built once at initialisation; names lists them in file-name order.
+var assembled, names = mustAssemble()
+
+func mustAssemble() (map[string][]byte, []string) {
+	out, err := assemble(sources)
+	if err != nil {
+		panic("lua: " + err.Error())
+	}
+	ns := make([]string, 0, len(out))
+	for n := range out {
+		ns = append(ns, strings.TrimSuffix(n, ".lua"))
+	}
+	slices.Sort(ns)
+	return out, ns
+}
+
+// assemble reads the scripts at the root of src and replaces each include
+// line with the named fragment under fragments/. A fragment includes
+// nothing; an include naming no fragment is an error.
+func assemble(src fs.FS) (map[string][]byte, error) {
+	entries, err := fs.ReadDir(src, ".")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte)
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".lua") {
+			continue
+		}
+		b, err := fs.ReadFile(src, e.Name())
+		if err != nil {
+			return nil, err
+		}
+		var buf bytes.Buffer
+		for line := range strings.SplitAfterSeq(string(b), "\n") {
+			name, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), includeMarker)
+			if !ok {
+				buf.WriteString(line)
+				continue
+			}
+			f, err := fs.ReadFile(src, "fragments/"+name+".lua")
+			if err != nil {
+				return nil, fmt.Errorf("%s: include %q: %w", e.Name(), name, err)
+			}
+			if bytes.Contains(f, []byte(includeMarker)) {
+				return nil, fmt.Errorf("%s: fragment %q includes another", e.Name(), name)
+			}
+			buf.Write(f)
+		}
+		out[e.Name()] = buf.Bytes()
+	}
+	return out, nil
+}
 
 // FS returns the scripts as a read-only file system: one file per script,
-// named NAME.lua at its root.
-func FS() fs.FS { return files }
+// named NAME.lua at its root, holding the assembled text the library runs
+// (its fragments included), so that its SHA1 is the one EVALSHA uses.
+func FS() fs.FS { return scriptFS{} }
 
 // Names returns the name of every script (its file name without .lua), in
 // file-name order, as a new slice.
-func Names() []string {
-	entries, err := files.ReadDir(".")
-	if err != nil {
-		return nil
+func Names() []string { return slices.Clone(names) }
+
+// scriptFS serves the assembled scripts; it holds nothing a caller can
+// change.
+type scriptFS struct{}
+
+func (scriptFS) Open(name string) (fs.File, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
-	out := make([]string, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, strings.TrimSuffix(e.Name(), ".lua"))
+	if name == "." {
+		return &dirFile{}, nil
 	}
-	slices.Sort(out)
+	b, ok := assembled[name]
+	if !ok {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return &scriptFile{info: fileInfo{name: name, size: int64(len(b))}, r: bytes.NewReader(b)}, nil
+}
+
+// ReadFile returns a copy of the named script's assembled text.
+func (scriptFS) ReadFile(name string) ([]byte, error) {
+	b, ok := assembled[name]
+	if !ok || !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "readfile", Path: name, Err: fs.ErrNotExist}
+	}
+	return bytes.Clone(b), nil
+}
+
+// ReadDir lists the scripts (the root is the only directory).
+func (s scriptFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	if name != "." {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrNotExist}
+	}
+	return entries(), nil
+}
+
+func entries() []fs.DirEntry {
+	out := make([]fs.DirEntry, len(names))
+	for i, n := range names {
+		out[i] = fs.FileInfoToDirEntry(fileInfo{name: n + ".lua", size: int64(len(assembled[n+".lua"]))})
+	}
 	return out
+}
+
+type fileInfo struct {
+	name string
+	size int64
+	dir  bool
+}
+
+func (fi fileInfo) Name() string { return fi.name }
+func (fi fileInfo) Size() int64  { return fi.size }
+func (fi fileInfo) Mode() fs.FileMode {
+	if fi.dir {
+		return fs.ModeDir | 0o555
+	}
+	return 0o444
+}
+func (fi fileInfo) ModTime() time.Time { return time.Time{} }
+func (fi fileInfo) IsDir() bool        { return fi.dir }
+func (fi fileInfo) Sys() any           { return nil }
+
+type scriptFile struct {
+	info fileInfo
+	r    *bytes.Reader
+}
+
+func (f *scriptFile) Stat() (fs.FileInfo, error) { return f.info, nil }
+func (f *scriptFile) Read(p []byte) (int, error) { return f.r.Read(p) }
+func (f *scriptFile) Seek(off int64, whence int) (int64, error) {
+	return f.r.Seek(off, whence)
+}
+func (f *scriptFile) Close() error { return nil }
+
+// dirFile is the root directory, listing the scripts.
+type dirFile struct{ off int }
+
+func (d *dirFile) Stat() (fs.FileInfo, error) { return fileInfo{name: ".", dir: true}, nil }
+func (d *dirFile) Read([]byte) (int, error) {
+	return 0, &fs.PathError{Op: "read", Path: ".", Err: fs.ErrInvalid}
+}
+func (d *dirFile) Close() error { return nil }
+func (d *dirFile) ReadDir(n int) ([]fs.DirEntry, error) {
+	all := entries()
+	rest := all[d.off:]
+	if n <= 0 {
+		d.off = len(all)
+		return rest, nil
+	}
+	if len(rest) == 0 {
+		return nil, io.EOF
+	}
+	if n > len(rest) {
+		n = len(rest)
+	}
+	d.off += n
+	return rest[:n], nil
 }

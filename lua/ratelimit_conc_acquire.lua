@@ -42,8 +42,7 @@ end
 if permits > 0 and tonumber(string.match(ARGV[1], '^(%d+):')) ~= permits then
   return redis.error_reply('COORD_BADARG the lease member must start with the permits requested')
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--#include time_ms
 local s = redis.call('ZSCORE', KEYS[1], '#')
 if s then
   if tonumber(s) ~= -limit and ARGV[5] == '1' then

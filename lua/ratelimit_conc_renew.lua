@@ -15,8 +15,7 @@ local lease = tonumber(ARGV[2])
 if not lease or lease < 1 or lease % 1 ~= 0 then
   return redis.error_reply('COORD_BADARG lease duration must be an integer >= 1')
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--#include time_ms
 local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not s then
   return 0

@@ -8,8 +8,7 @@
 --          0  the lease is gone (released, or expired)
 -- Errors   WRONGTYPE  the key holds a non-sorted-set value (raised by
 --                     ZSCORE)
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--#include time_ms
 local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if s and tonumber(s) > now then
   return 1

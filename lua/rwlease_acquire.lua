@@ -50,8 +50,7 @@ if (kind ~= 'R:' and kind ~= 'W:') or #member < 3 then
 end
 local queue = 'Q:' .. string.sub(member, 3)
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--#include time_ms
 local nows = string.format('%d', now)
 
 local mine = redis.call('ZSCORE', key, member)
@@ -62,27 +61,7 @@ if (hk and hk ~= 'R:' and hk ~= 'W:') or (waiting[1] and string.sub(waiting[1], 
   return redis.error_reply('COORD_BADSTATE read-write lease key holds an entry that is not R:, W: or Q:<token> in its score range')
 end
 
--- prune removes expired entries: holders scored (0, now], waiting writers
--- scored [-now, 0).
-local function prune()
-  redis.call('ZREMRANGEBYSCORE', key, '(0', nows)
-  redis.call('ZREMRANGEBYSCORE', key, '-' .. nows, '(0')
-end
--- settle sets the key's TTL to the latest expiry of any entry.
-local function settle()
-  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if #top == 0 then
-    return
-  end
-  local last = math.max(tonumber(top[2]), 0)
-  local bottom = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
-  if -bottom > last then
-    last = -bottom
-  end
-  if last > 0 then
-    redis.call('PEXPIREAT', key, string.format('%d', last))
-  end
-end
+--#include rwlease_prune
 -- refuse prunes, and for a blocking writer records its marker.
 local function refuse(retry)
   prune()

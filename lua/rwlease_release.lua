@@ -30,9 +30,9 @@ if (kind ~= 'R:' and kind ~= 'W:') or #member < 3 then
   return redis.error_reply('COORD_BADARG lease id is not R:<token> or W:<token>')
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--#include time_ms
 local nows = string.format('%d', now)
+--#include rwlease_prune
 
 local mine = redis.call('ZSCORE', key, member)
 local queue = 'Q:' .. string.sub(member, 3)
@@ -49,19 +49,8 @@ if marker then
   redis.call('ZREM', key, queue)
   wake = wake or tonumber(marker) < -now
 end
-redis.call('ZREMRANGEBYSCORE', key, '(0', nows)
-redis.call('ZREMRANGEBYSCORE', key, '-' .. nows, '(0')
-local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-if #top > 0 then
-  local last = math.max(tonumber(top[2]), 0)
-  local bottom = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
-  if -bottom > last then
-    last = -bottom
-  end
-  if last > 0 then
-    redis.call('PEXPIREAT', key, string.format('%d', last))
-  end
-end
+prune()
+settle()
 if wake then
   redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')
 end

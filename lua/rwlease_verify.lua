@@ -15,8 +15,7 @@ if (kind ~= 'R:' and kind ~= 'W:') or #member < 3 then
   return redis.error_reply('COORD_BADARG lease id is not R:<token> or W:<token>')
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--#include time_ms
 
 local mine = redis.call('ZSCORE', key, member)
 if mine then

@@ -71,8 +71,8 @@ if fresh and redis.call('EXISTS', key) == 1 then
   return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--#include time_ms
+--#include semaphore_expiry
 local nows = string.format('%d', now)
 local score = '+inf'
 if ttl > 0 then
@@ -94,8 +94,7 @@ if not fresh then
       if score == '+inf' then
         redis.call('PERSIST', key)
       elseif redis.call('ZCOUNT', key, '+inf', '+inf') == 0 then
-        local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-        redis.call('PEXPIREAT', key, top[2])
+        expire_latest()
       end
       return 0
     end
@@ -147,14 +146,6 @@ if score == '+inf' then
 elseif fresh then
   redis.call('PEXPIREAT', key, score)
 else
-  -- A key without a TTL holds a permit without expiry: GT keeps it so.
-  -- When GT changed nothing, a key left without a TTL by an operator
-  -- (PERSIST, a RESTORE without TTL) while no permit lacks an expiry gets
-  -- its TTL back: the latest permit's.
-  if redis.call('PEXPIREAT', key, score, 'GT') == 0 and redis.call('PEXPIRETIME', key) == -1 and
-      redis.call('ZCOUNT', key, '+inf', '+inf') == 0 then
-    local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    redis.call('PEXPIREAT', key, top[2])
-  end
+  extend(score)
 end
 return 0

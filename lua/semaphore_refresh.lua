@@ -43,8 +43,8 @@ if not s then
   return 0
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--#include time_ms
+--#include semaphore_expiry
 local v = tonumber(s) -- nil for "inf" where tonumber cannot parse it
 local forever = v == nil or v == math.huge
 if not forever and v <= now then
@@ -67,17 +67,8 @@ elseif (forever and redis.call('ZCOUNT', key, '+inf', '+inf') == 0) or
     (not forever and now + ttl < v and redis.call('PEXPIRETIME', key) == v) then
   -- The key expired with this permit (the last one without expiry, or the
   -- latest expiry, now shortened): it expires with the latest permit.
-  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  redis.call('PEXPIREAT', key, top[2])
+  expire_latest()
 else
-  -- A key without a TTL holds a permit without expiry: GT keeps it so.
-  -- When GT changed nothing, a key left without a TTL by an operator
-  -- (PERSIST, a RESTORE without TTL) while no permit lacks an expiry gets
-  -- its TTL back: the latest permit's.
-  if redis.call('PEXPIREAT', key, score, 'GT') == 0 and redis.call('PEXPIRETIME', key) == -1 and
-      redis.call('ZCOUNT', key, '+inf', '+inf') == 0 then
-    local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    redis.call('PEXPIREAT', key, top[2])
-  end
+  extend(score)
 end
 return 1

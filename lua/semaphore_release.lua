@@ -55,8 +55,8 @@ if not s then
   return gone()
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--#include time_ms
+--#include semaphore_expiry
 local v = tonumber(s) -- nil for "inf" where tonumber cannot parse it
 local live = v == nil or v > now
 local forever = v == nil or v == math.huge
@@ -74,8 +74,7 @@ elseif (forever and redis.call('ZCOUNT', key, '+inf', '+inf') == 0) or
     (not forever and redis.call('PEXPIRETIME', key) == v) then
   -- The key expired with this permit (the last one without expiry, or the
   -- latest expiry): it now expires with the latest permit left.
-  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  redis.call('PEXPIREAT', key, top[2])
+  expire_latest()
 end
 if notify then
   redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')

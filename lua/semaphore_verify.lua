@@ -11,8 +11,7 @@
 --          COORD_BADSTATE  the sorted set lacks a valid capacity record
 local key = KEYS[1]
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--#include time_ms
 
 local c = redis.call('ZSCORE', key, 'capacity')
 if not c then

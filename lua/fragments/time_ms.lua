@@ -1,0 +1,3 @@
+-- fragment time_ms: now is the server's TIME in integer milliseconds.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
