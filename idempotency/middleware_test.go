@@ -556,19 +556,22 @@ func TestMiddlewareNamespaces(t *testing.T) {
 
 func TestMiddlewareBodyLimitAndTTLs(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
-		hf := newHTTP(t, b, payment(0), idempotency.WithMaxRequestBytes(8), idempotency.WithResponseTTL(100*time.Millisecond))
+		hf := newHTTP(t, b, payment(0), idempotency.WithMaxRequestBytes(8), idempotency.WithResponseTTL(time.Second))
+		// The response TTL (1 s) covers a send, a PTTL read and a second send
+		// on a loaded machine under -race (100 ms did not: the response
+		// expired before the PTTL read on the cluster backend).
 		wantProblem(t, hf.send(t, "POST", "/p", key("k"), "123456789"), http.StatusRequestEntityTooLarge, idempotency.ProblemRequestTooLarge)
 		if n := hf.runs.Load(); n != 0 {
 			t.Fatal("handler ran for an oversized body")
 		}
 		hf.send(t, "POST", "/p", key("k"), "12345678")
-		if got := hf.pttl(t, idempotency.StoreKey("", "k")); got <= 0 || got > 100*time.Millisecond {
+		if got := hf.pttl(t, idempotency.StoreKey("", "k")); got <= 0 || got > time.Second {
 			t.Fatalf("stored response PTTL = %v, want the response ttl", got)
 		}
 		if r := hf.send(t, "POST", "/p", key("k"), "12345678"); !r.replayed() {
 			t.Fatal("not replayed within the response ttl")
 		}
-		b.Advance(150 * time.Millisecond)
+		b.Advance(1100 * time.Millisecond)
 		if r := hf.send(t, "POST", "/p", key("k"), "12345678"); r.replayed() {
 			t.Fatal("replayed after the response ttl")
 		}

@@ -297,6 +297,26 @@ func Bool01(v any) (bool, bool) {
 	return false, false
 }
 
+// VerifyNow returns the decoder of a verify reply that carries the server
+// time: {1, remaining_ms, now} (live; remaining_ms >= 1, or -1 without
+// expiry when noExpiry is set, for a kind that has such entries) or
+// {0, 0, now} (gone). The semaphore and the read-write lease use it.
+func VerifyNow(noExpiry bool) func(v any) (bool, bool) {
+	return func(v any) (bool, bool) {
+		a, ok := Ints(v, 3)
+		if !ok || a[2] <= 0 {
+			return false, false
+		}
+		switch {
+		case a[0] == 1 && (a[1] >= 1 || (noExpiry && a[1] == -1)):
+			return true, true
+		case a[0] == 0 && a[1] == 0:
+			return false, true
+		}
+		return false, false
+	}
+}
+
 // Outcome is what an owner-checked release found. Its values equal those
 // of coordination.ReleaseOutcome.
 type Outcome int

@@ -6,11 +6,11 @@ package engine
 // documented in rwlease_acquire.lua. Every reply also carries the server
 // time the script ran at, which the decoders check and drop (the
 // linearizability check reads it). The verify reply has the semaphore's
-// shape and decoder (scripts_semaphore.go).
+// shape and decoder ([VerifyNow]).
 var (
 	RWLeaseAcquire = NewScript("rwlease_acquire", decodeRWLeaseGrant)
 	RWLeaseRefresh = NewScript("rwlease_refresh", decodeRWLeaseRefresh)
-	RWLeaseVerify  = NewScript("rwlease_verify", verifyNow(false))
+	RWLeaseVerify  = NewScript("rwlease_verify", VerifyNow(false))
 	RWLeaseRelease = NewScript("rwlease_release", decodeRWLeaseRelease)
 )
 
