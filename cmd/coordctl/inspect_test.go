@@ -467,7 +467,9 @@ func FuzzDecode(f *testing.F) {
 		"01234567-89ab-cdef-0123-456789abcdef+", "9223372036854775808", "-1", "{",
 		"P60000:1712345678901234:tok:-:", "P60000:1712345678901234:tok:3:abc", "P60000:0:tok:-:", "P1:2:", "P1:2:3",
 		"A1712345678901234:0b9e3c1e-52f1-4a3c-9d6e-2b1f5c7e8a90", "A0:", "A:", "A12",
-		"P:2:tok", "R:tok", "W:", "P:x:"} {
+		"P:2:tok", "R:tok", "W:", "P:x:",
+		// A fingerprint length near 2^63: its end overflowed (a panic).
+		"P60000:2:tok:9223372036854775807:x", "C" + strings.Repeat("a", 36) + ":9223372036854775790:x"} {
 		f.Add("string", s, int64(-1), "owner", s, "P:1:"+s, 1.5)
 	}
 	// Release marks: decoded by their key's name.

@@ -121,7 +121,7 @@ func fingerprint(s string) (shown string, rest string, ok bool) {
 		return "", "", false
 	}
 	n, err := strconv.Atoi(s[:i])
-	if err != nil || n < 0 || i+1+n > len(s) {
+	if err != nil || n < 0 || n > len(s)-i-1 { // (i+1+n overflows for n near 2^63)
 		return "", "", false
 	}
 	return fmt.Sprintf("present (%d bytes)", n), s[i+1+n:], true
