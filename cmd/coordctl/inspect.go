@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/layout"
 )
 
 func init() {
@@ -85,7 +86,7 @@ coordctl inspect --prefix myapp: --scan 'limits:*' --json`)
 	}
 	s.Prefix = prefix
 	r := decode(s)
-	if r.Kind == kindMissing {
+	if r.Kind == layout.KindMissing {
 		if *asJSON {
 			b, _ := json.Marshal(r)
 			fmt.Fprintln(stdout, string(b))
@@ -101,7 +102,7 @@ coordctl inspect --prefix myapp: --scan 'limits:*' --json`)
 		b, _ := json.Marshal(r)
 		fmt.Fprintln(stdout, string(b))
 	} else {
-		fmt.Fprint(stdout, r.text())
+		fmt.Fprint(stdout, r.Text())
 	}
 	if r.Problem != "" {
 		return exitRefused
@@ -131,7 +132,7 @@ func inspectScan(ctx context.Context, client redis.UniversalClient, prefix, patt
 				continue
 			}
 			flag := ""
-			if r.Problem != "" && r.Kind != kindMissing {
+			if r.Problem != "" && r.Kind != layout.KindMissing {
 				flag = "  CORRUPT: " + strings.ReplaceAll(r.Problem, "\t", " ")
 			}
 			ttl := ttlShort(r.TTL)
@@ -179,19 +180,41 @@ func inspectScan(ctx context.Context, client redis.UniversalClient, prefix, patt
 }
 
 func ttlShort(ms int64) string {
-	switch {
-	case ms == -1:
+	if ms == -1 {
 		return "no-ttl"
-	case ms < -1:
-		return "-"
 	}
-	return "ttl=" + ttlText(ms)
+	if t := layout.TTLText(ms); t != "-" {
+		return "ttl=" + t
+	}
+	return "-"
+}
+
+// maxValue bounds what fetch reads of a value (a claim's result can be
+// large).
+const maxValue = 64 << 10
+
+// maxMembers bounds what fetch reads of a hash or sorted set.
+const maxMembers = 1000
+
+// tagOf returns key up to its {hash tag} and the ':' after it
+// ("p{job}:" of "p{job}:lock"), and whether it has one.
+func tagOf(key string) (string, bool) {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return "", false
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	end := i + 1 + j + 2 // through "}:"
+	if j <= 0 || end > len(key) || key[end-1] != ':' {
+		return "", false
+	}
+	return key[:end], true
 }
 
 // fetch reads a snapshot of key (already prefixed): its type, TTL and
 // contents (bounded by maxValue and maxMembers), the server's time, and
 // for a fencing lease or counter the key next to it.
-func fetch(ctx context.Context, c redis.UniversalClient, key string) (*snapshot, error) {
+func fetch(ctx context.Context, c redis.UniversalClient, key string) (*layout.Snapshot, error) {
 	s, err := fetchOne(ctx, c, key)
 	if err != nil {
 		return nil, err
@@ -283,8 +306,8 @@ func findFencingLease(ctx context.Context, c redis.UniversalClient, tag, counter
 	return slices.Min(found), nil
 }
 
-func fetchOne(ctx context.Context, c redis.Cmdable, key string) (*snapshot, error) {
-	s := &snapshot{Key: key}
+func fetchOne(ctx context.Context, c redis.Cmdable, key string) (*layout.Snapshot, error) {
+	s := &layout.Snapshot{Key: key}
 	var (
 		typ  *redis.StatusCmd
 		pttl *redis.DurationCmd
@@ -361,7 +384,7 @@ func fetchOne(ctx context.Context, c redis.Cmdable, key string) (*snapshot, erro
 		s.ZCard = n
 		for _, z := range zs {
 			m, _ := z.Member.(string)
-			s.ZSet = append(s.ZSet, zmember{m, z.Score})
+			s.ZSet = append(s.ZSet, layout.Member{Member: m, Score: z.Score})
 		}
 	case "set":
 		n, err := c.SCard(ctx, key).Result()

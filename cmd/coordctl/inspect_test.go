@@ -18,6 +18,7 @@ import (
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/idempotency"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/layout"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/latch"
 	"github.com/coordkit/coordination/leader"
@@ -386,7 +387,7 @@ func TestInspectGolden(t *testing.T) {
 				t.Errorf("--scan lacks %s (%s):\n%s", key, name, out)
 			}
 		}
-		if strings.Contains(out, "CORRUPT") || strings.Contains(out, kindOther) {
+		if strings.Contains(out, "CORRUPT") || strings.Contains(out, layout.KindUnknown) {
 			t.Errorf("--scan found a corrupt or unknown key among the library's own:\n%s", out)
 		}
 		for _, name := range []string{"mark-lock", "mark-fencing-lease", "mark-semaphore", "mark-rwlease"} {
@@ -466,7 +467,9 @@ func FuzzDecode(f *testing.F) {
 		"01234567-89ab-cdef-0123-456789abcdef+", "9223372036854775808", "-1", "{",
 		"P60000:1712345678901234:tok:-:", "P60000:1712345678901234:tok:3:abc", "P60000:0:tok:-:", "P1:2:", "P1:2:3",
 		"A1712345678901234:0b9e3c1e-52f1-4a3c-9d6e-2b1f5c7e8a90", "A0:", "A:", "A12",
-		"P:2:tok", "R:tok", "W:", "P:x:"} {
+		"P:2:tok", "R:tok", "W:", "P:x:",
+		// A fingerprint length near 2^63: its end overflowed (a panic).
+		"P60000:2:tok:9223372036854775807:x", "C" + strings.Repeat("a", 36) + ":9223372036854775790:x"} {
 		f.Add("string", s, int64(-1), "owner", s, "P:1:"+s, 1.5)
 	}
 	// Release marks: decoded by their key's name.
@@ -482,12 +485,12 @@ func FuzzDecode(f *testing.F) {
 		if i := strings.IndexByte(typ, '|'); i >= 0 { // "<type>|<key>"
 			typ, key = typ[:i], typ[i+1:]
 		}
-		s := &snapshot{Key: key, Type: typ, PTTL: pttl, NowMs: 1_700_000_000_000, NowUs: 1_700_000_000_000_000,
+		s := &layout.Snapshot{Key: key, Type: typ, PTTL: pttl, NowMs: 1_700_000_000_000, NowUs: 1_700_000_000_000_000,
 			Str: str, StrLen: int64(len(str)),
 			Hash:    map[string]string{field: value, "fence": value, "count": value, "initial": str, "deadline": value},
 			HashTTL: map[string]int64{field: pttl}, HashLen: 5,
-			ZSet: []zmember{{member, score}, {"capacity", -score}, {"#", score}}, ZCard: 3, SCard: pttl}
-		zs := [][]zmember{s.ZSet, {{member, score}}, {{"R:" + str, score}, {member, -score}}, {{"#", score}, {member, score}}, {{"capacity", score}, {member, score}}}
+			ZSet: []layout.Member{{Member: member, Score: score}, {Member: "capacity", Score: -score}, {Member: "#", Score: score}}, ZCard: 3, SCard: pttl}
+		zs := [][]layout.Member{s.ZSet, {{Member: member, Score: score}}, {{Member: "R:" + str, Score: score}, {Member: member, Score: -score}}, {{Member: "#", Score: score}, {Member: member, Score: score}}, {{Member: "capacity", Score: score}, {Member: member, Score: score}}}
 		for i, h := range []map[string]string{s.Hash, {field: value}, {"id": value, "gen": str, field: value}, {"owner": str, field: value}, {"state": str, field: value}} {
 			s.Hash = h
 			s.ZSet = zs[i]
@@ -495,7 +498,7 @@ func FuzzDecode(f *testing.F) {
 			if r.Kind == "" {
 				t.Fatalf("no kind for %+v", s)
 			}
-			_ = r.text()
+			_ = r.Text()
 			if _, err := json.Marshal(r); err != nil {
 				t.Fatal(err)
 			}
@@ -504,7 +507,7 @@ func FuzzDecode(f *testing.F) {
 }
 
 // The ttl line of a field-lease hash or its release mark names each
-// field's TTL (the key has none), at most maxFieldTTLs of them.
+// field's TTL (the key has none), at most 4 of them (lockcore).
 func TestInspectFieldTTLLine(t *testing.T) {
 	h, ttls := map[string]string{}, map[string]int64{}
 	for i := range 6 {
@@ -514,14 +517,14 @@ func TestInspectFieldTTLLine(t *testing.T) {
 	}
 	delete(ttls, "shard:b") // no expiry: said as none
 	for _, key := range []string{"p:shards", "p:{3}shards\x00released"} {
-		s := &snapshot{Key: key, Type: "hash", PTTL: -1, Hash: h, HashTTL: ttls, HashLen: 6}
-		out := decode(s).text()
+		s := &layout.Snapshot{Key: key, Type: "hash", PTTL: -1, Hash: h, HashTTL: ttls, HashLen: 6}
+		out := decode(s).Text()
 		want := "ttl:   per field (HPTTL): shard:a 1s, shard:b none, shard:c 3s, shard:d 4s, … 2 more below\n"
 		if !strings.Contains(out, want) {
 			t.Errorf("%q:\n%s\nwant %q", key, out, want)
 		}
 		s.HashTTL = nil // no HPTTL on the server: the key's own TTL
-		if out := decode(s).text(); !strings.Contains(out, "ttl:   none (never expires)\n") {
+		if out := decode(s).Text(); !strings.Contains(out, "ttl:   none (never expires)\n") {
 			t.Errorf("%q without HPTTL:\n%s", key, out)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coordkit/coordination/internal/layout"
 	"github.com/coordkit/coordination/leader"
 )
 
@@ -218,13 +219,5 @@ coordctl leader status --key nightly --watch   # $COORD_REDIS_URL`)
 }
 
 // shown quotes an identity when it holds characters that would garble a
-// terminal line.
-func shown(id string) string {
-	if id == "" {
-		return "(unnamed)"
-	}
-	if q := strconv.Quote(id); q[1:len(q)-1] != id {
-		return q
-	}
-	return id
-}
+// terminal line (layout.Shown).
+func shown(id string) string { return layout.Shown(id) }

@@ -22,6 +22,10 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/idempotency"
 	"github.com/coordkit/coordination/internal/httpreplay"
+	"github.com/coordkit/coordination/internal/idempotencycore"
+	"github.com/coordkit/coordination/internal/latchcore"
+	"github.com/coordkit/coordination/internal/layout"
+	"github.com/coordkit/coordination/internal/semaphorecore"
 	"github.com/coordkit/coordination/latch"
 )
 
@@ -57,14 +61,14 @@ var errNoKey = errors.New("no such key")
 
 // expectKind fetches key and checks that it holds one of kinds. The error
 // wraps errWrongKind, saying what the key holds.
-func expectKind(ctx context.Context, c redis.Cmdable, key string, kinds ...string) (*report, error) {
+func expectKind(ctx context.Context, c redis.Cmdable, key string, kinds ...string) (*layout.Report, error) {
 	s, err := fetchOne(ctx, c, key)
 	if err != nil {
 		return nil, err
 	}
 	r := decode(s)
 	if !slices.Contains(kinds, r.Kind) {
-		if r.Kind == kindMissing {
+		if r.Kind == layout.KindMissing {
 			return r, fmt.Errorf("%w %q", errNoKey, key)
 		}
 		return r, fmt.Errorf("%w: %q holds %s, not %s (see coordctl inspect)", errWrongKind, key, article(r.Kind), article(strings.Join(kinds, " or ")))
@@ -76,8 +80,8 @@ func expectKind(ctx context.Context, c redis.Cmdable, key string, kinds ...strin
 // WATCH, that key still holds one of kinds; check may refuse with an
 // error after looking at the report. It retries when the key changed
 // between WATCH and EXEC (a few times).
-func guarded(ctx context.Context, c redis.UniversalClient, key string, kinds []string, check func(*report) error, change func(p redis.Pipeliner, r *report)) (*report, error) {
-	var rep *report
+func guarded(ctx context.Context, c redis.UniversalClient, key string, kinds []string, check func(*layout.Report) error, change func(p redis.Pipeliner, r *layout.Report)) (*layout.Report, error) {
+	var rep *layout.Report
 	for range 5 {
 		err := c.Watch(ctx, func(tx *redis.Tx) error {
 			r, err := expectKind(ctx, tx, key, kinds...)
@@ -189,7 +193,7 @@ coordctl idempotency show --key 8f14e45f --namespace tenant:42 --result | jq .`)
 	}, func(ctx context.Context, coord *coordination.Coordinator) int {
 		full := claimKey(fs, coord.Prefix(), *ns, *key)
 		middleware := *ns != "" || fs.given("namespace")
-		r, err := expectKind(ctx, coord.Client(), full, kindClaim)
+		r, err := expectKind(ctx, coord.Client(), full, idempotencycore.ClaimLayout.Kind)
 		if err != nil {
 			return refusal(stderr, fs.name, err)
 		}
@@ -215,7 +219,7 @@ coordctl idempotency show --key 8f14e45f --namespace tenant:42 --result | jq .`)
 			}
 			return exitOK
 		}
-		fmt.Fprint(stdout, r.text())
+		fmt.Fprint(stdout, r.Text())
 		if r.Problem != "" {
 			return exitRefused
 		}
@@ -250,9 +254,9 @@ other state; 2 bad usage; 3 the server cannot be reached.`, example)
 		}
 		return oneShot(fs, args, key, 0, nil, func(ctx context.Context, coord *coordination.Coordinator) int {
 			full := claimKey(fs, coord.Prefix(), *ns, *key)
-			r, err := guarded(ctx, coord.Client(), full, []string{kindClaim}, func(r *report) error {
+			r, err := guarded(ctx, coord.Client(), full, []string{idempotencycore.ClaimLayout.Kind}, func(r *layout.Report) error {
 				state := fieldOf(r, "state")
-				legacy := r.Problem != "" && fieldOf(r, "layout") == legacyClaimLayout
+				legacy := r.Problem != "" && fieldOf(r, "layout") == idempotencycore.LegacyClaimForm
 				switch {
 				case legacy:
 					return nil // no longer read by the library: nothing can use it
@@ -262,7 +266,7 @@ other state; 2 bad usage; 3 the server cannot be reached.`, example)
 					return fmt.Errorf("%w: the claim at %q is pending: its owner may still be working; give --pending (or use coordctl repair claim) to delete it anyway", errRefused, full)
 				}
 				return nil
-			}, func(p redis.Pipeliner, _ *report) { p.Del(ctx, full) })
+			}, func(p redis.Pipeliner, _ *layout.Report) { p.Del(ctx, full) })
 			if err != nil {
 				return refusal(stderr, fs.name, err)
 			}
@@ -287,7 +291,7 @@ func printable(s string) bool {
 }
 
 // fieldOf returns a report field's value as text ("" when absent).
-func fieldOf(r *report, k string) string {
+func fieldOf(r *layout.Report, k string) string {
 	for _, f := range r.Fields {
 		if f.K == k {
 			return fmt.Sprint(f.V)
@@ -320,7 +324,7 @@ coordctl repair semaphore --key encoders --permit 3f2a9c1e`)
 		full := coord.Prefix() + *key
 		c := coord.Client()
 		if *list {
-			if _, err := expectKind(ctx, c, full, kindSemaphore); err != nil {
+			if _, err := expectKind(ctx, c, full, semaphorecore.SemaphoreLayout.Kind); err != nil {
 				return refusal(stderr, fs.name, err)
 			}
 			ms, err := c.ZRangeByScore(ctx, full, &redis.ZRangeBy{Min: "+inf", Max: "+inf"}).Result()
@@ -338,7 +342,7 @@ coordctl repair semaphore --key encoders --permit 3f2a9c1e`)
 			ms      []redis.Z // the members, read under WATCH
 			deleted bool
 		)
-		_, err := guarded(ctx, c, full, []string{kindSemaphore}, func(*report) error {
+		_, err := guarded(ctx, c, full, []string{semaphorecore.SemaphoreLayout.Kind}, func(*layout.Report) error {
 			member = ""
 			var err error
 			ms, err = c.ZRangeWithScores(ctx, full, 0, -1).Result()
@@ -364,7 +368,7 @@ coordctl repair semaphore --key encoders --permit 3f2a9c1e`)
 			}
 			member, _ = found[0].Member.(string)
 			return nil
-		}, func(p redis.Pipeliner, _ *report) {
+		}, func(p redis.Pipeliner, _ *layout.Report) {
 			// As a release does: with no permit left the key goes (the
 			// records alone would stay forever, the key having no TTL
 			// while a permit without expiry was there); with permits left
@@ -430,14 +434,14 @@ coordctl repair latch --key batch:42:done --delete`)
 	}, func(ctx context.Context, coord *coordination.Coordinator) int {
 		full := coord.Prefix() + *key
 		if *del {
-			r, err := guarded(ctx, coord.Client(), full, []string{kindLatch}, nil, func(p redis.Pipeliner, _ *report) { p.Del(ctx, full) })
+			r, err := guarded(ctx, coord.Client(), full, []string{latchcore.LatchLayout.Kind}, nil, func(p redis.Pipeliner, _ *layout.Report) { p.Del(ctx, full) })
 			if err != nil {
 				return refusal(stderr, fs.name, err)
 			}
 			fmt.Fprintf(stdout, "deleted the latch %q (generation %s, %s)\n", full, fieldOf(r, "generation"), fieldOf(r, "state"))
 			return exitOK
 		}
-		r, err := expectKind(ctx, coord.Client(), full, kindLatch)
+		r, err := expectKind(ctx, coord.Client(), full, latchcore.LatchLayout.Kind)
 		if err != nil {
 			return refusal(stderr, fs.name, err)
 		}
@@ -464,7 +468,20 @@ coordctl repair latch --key batch:42:done --delete`)
 	})
 }
 
-// claimResult reads the stored result of a completed claim at key.
+// claimResult reads the stored result of the completed claim at key.
 func claimResult(ctx context.Context, c redis.UniversalClient, key string) (string, error) {
-	return readClaimResult(ctx, c, key)
+	v, err := c.Get(ctx, key).Result()
+	if err != nil {
+		return "", err
+	}
+	res, instead := idempotencycore.ClaimResult(v)
+	switch instead {
+	case "":
+		return res, nil
+	case "abandoned":
+		return "", fmt.Errorf("%w: the claim at %q is abandoned: no result (the next Begin claims it afresh)", errRefused, key)
+	case "pending":
+		return "", fmt.Errorf("%w: the claim at %q is pending: no result yet", errRefused, key)
+	}
+	return "", fmt.Errorf("%w: the claim at %q has a bad fingerprint", errRefused, key)
 }

@@ -1,0 +1,121 @@
+// The stored layout of package fencing, for coordctl inspect and repair
+// (package layout): a fencing lease is a hash {owner, fence} (and holder,
+// for a leader) with the lease's TTL; its fence counter a string holding
+// the last fencing token (a canonical integer, never expiring) in the same
+// hash tag; a fenced value (fencing.Guarded) a hash {fence, value}. A
+// lease's release mark is the released hash renamed, for the rest of its
+// TTL (5 s at most).
+
+package fencingcore
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/coordkit/coordination/internal/layout"
+)
+
+// LeaseLayout is a fencing lease: a hash {owner, fence[, holder]} with
+// the lease's TTL, reported with the fence counter next to it.
+var LeaseLayout = layout.Layout{
+	Kind: "fencing lease",
+	Type: "hash",
+	Match: func(s *layout.Snapshot) bool {
+		return s.Has("owner") || (s.Has("fence") && !s.Has("value"))
+	},
+	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		if !s.Has("owner", "fence") {
+			r.Bad("a fencing lease hash lacks its owner or fence field")
+			return
+		}
+		leaseFields(s, r)
+		if s.PTTL == -1 {
+			r.Bad("the lease has no TTL: it is held until deleted")
+		}
+		addSibling(s, r)
+	},
+}
+
+// LeaseMarkLayout is a fencing lease's release mark: the released lease
+// hash.
+var LeaseMarkLayout = layout.Layout{
+	Kind:  LeaseLayout.Kind,
+	Type:  "hash",
+	Mark:  true,
+	Match: func(s *layout.Snapshot) bool { return s.Has("owner") },
+	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		leaseFields(s, r)
+		layout.MarkNoTTL(s, r)
+	},
+}
+
+// leaseFields adds a lease hash's owner (truncated), holder and fencing
+// token, flagging a fence that is not a canonical integer.
+func leaseFields(s *layout.Snapshot, r *layout.Report) {
+	h := s.Hash
+	r.Add("owner", layout.Tok(h["owner"]))
+	if holder, ok := h["holder"]; ok {
+		r.Add("holder", holder)
+	}
+	r.Add("fencing token", h["fence"])
+	if !layout.IsInt(h["fence"]) {
+		r.Bad("the fence field is not a canonical integer")
+	}
+}
+
+// ValueLayout is a fenced value (fencing.Guarded): a hash {fence,
+// value}.
+var ValueLayout = layout.Layout{
+	Kind:  "fenced value",
+	Type:  "hash",
+	Match: func(s *layout.Snapshot) bool { return s.Has("fence", "value") },
+	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		r.Add("fencing token", s.Hash["fence"])
+		r.Add("value bytes", len(s.Hash["value"]))
+	},
+}
+
+var reSignInt = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+
+// CounterLayout is a fence counter: a string holding the last fencing
+// token, a non-negative int64 that never expires, reported with the lease
+// next to it.
+var CounterLayout = layout.Layout{
+	Kind:  "fence counter",
+	Type:  "string",
+	Match: func(s *layout.Snapshot) bool { return reSignInt.MatchString(s.Str) },
+	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		v := s.Str
+		r.Add("last fencing token", v)
+		switch {
+		case strings.HasPrefix(v, "-"):
+			r.Bad("the counter is negative")
+		case len(v) > 19 || (len(v) == 19 && v > "9223372036854775807"):
+			r.Bad("the counter is beyond the int64 range")
+		case s.PTTL != -1:
+			r.Bad("the counter has a TTL: it must never expire (PERSIST it)")
+		}
+		addSibling(s, r)
+	},
+}
+
+// addSibling reports the fence counter next to a fencing lease, or the
+// lease next to a counter.
+func addSibling(s *layout.Snapshot, r *layout.Report) {
+	sib := s.Sibling
+	if sib == nil {
+		return
+	}
+	switch sib.Type {
+	case "string":
+		r.Add(s.SiblingRole, sib.Key+" = "+sib.Str)
+	case "hash":
+		r.Add(s.SiblingRole, sib.Key+" (held, token "+sib.Hash["fence"]+")")
+	default:
+		if len(s.SiblingTried) > 0 {
+			r.Add(s.SiblingRole, "not found among "+strings.Join(s.SiblingTried, ", "))
+		} else {
+			r.Add(s.SiblingRole, sib.Key+" (none)")
+		}
+	}
+}

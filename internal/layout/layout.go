@@ -1,0 +1,337 @@
+// Package layout describes what a key of the library holds, for coordctl
+// inspect and repair: a Snapshot of the key (read at one server instant),
+// the Layouts the primitives declare (each in its internal/<primitive>core
+// package), and Decode, which finds the key's layout in a table of them and
+// decodes it into a Report (kind, fields, entries, problem).
+//
+// Decode is pure: no server, no I/O, and no panic on any snapshot, however
+// corrupt or hostile the values (coordctl's FuzzDecode runs it over the
+// whole table).
+package layout
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coordkit/coordination/internal/engine"
+)
+
+// Kinds that belong to no primitive.
+const (
+	// KindMissing is a key that does not exist (TYPE none): not corrupt.
+	KindMissing = "missing"
+	// KindUnknown is a key of no layout of the table.
+	KindUnknown = "unknown"
+	// KindMark is a release mark: a key ending in engine.MarkSuffix that
+	// remembers what the last release of its lease key removed, so that a
+	// re-sent release reports the first send's outcome.
+	KindMark = "release mark"
+)
+
+// Snapshot is what was read of one key at one server instant (NowMs):
+// its type, TTL and contents, bounded by the reader (Str and Hash or ZSet
+// may hold only part of the value; StrLen, HashLen and ZCard are the full
+// sizes). Only the fields of Type are set.
+type Snapshot struct {
+	Key     string // the full key, prefix included
+	Prefix  string // the key prefix Key was read under (for the commands a report suggests)
+	Type    string // TYPE: string, hash, zset, set, list, stream, none
+	PTTL    int64  // ms; -1 no expiry, -2 missing
+	NowMs   int64  // server time, ms
+	NowUs   int64  // server time, µs
+	Str     string // a string's value, possibly truncated
+	StrLen  int64  // the string's full length in bytes
+	Hash    map[string]string
+	HashTTL map[string]int64 // per field (HPTTL) in ms, -1 none; nil when not read or the server has no HPTTL
+	HashLen int64
+	ZSet    []Member // members in score order, possibly the first ones only
+	ZCard   int64
+	SCard   int64
+	// Sibling is the key read next to this one (a fencing lease's fence
+	// counter, or a counter's lease) when the key has a {hash tag}, and
+	// SiblingRole what it is to this key ("fence counter", "lease").
+	Sibling     *Snapshot
+	SiblingRole string
+	// SiblingTried are the keys the lease was looked for at, next to a
+	// fence counter (said when none holds one).
+	SiblingTried []string
+}
+
+// Member is one sorted-set member and its score.
+type Member struct {
+	Member string
+	Score  float64
+}
+
+// Report is a decoded key: what kind it is and what it says. Its text
+// (Text) and JSON (MarshalJSON) forms are what coordctl prints.
+type Report struct {
+	Key     string
+	Kind    string  // a Layout's Kind, or KindMissing, KindUnknown, KindMark
+	TTL     int64   // ms; -1 no expiry, -2 missing
+	Fields  []Field // in the order they are printed
+	Entries []Entry // holders, leases, readers ...
+	Problem string  // why the layout is corrupt (Kind says what it looked like); "" when it is not
+	// FieldTTLs is what the ttl line says instead of TTL for a hash whose
+	// fields expire (HPTTL) and the key not: "per field: ...".
+	FieldTTLs string
+}
+
+// Field is one named value of a report. V is printed as text: a string
+// through Shown, a time.Duration rounded to the millisecond (None as
+// "none"; in JSON as milliseconds or null), anything else with fmt.
+type Field struct {
+	K string
+	V any
+}
+
+// Entry is one item of a report's list: a holder, a lease, a reader.
+type Entry []Field
+
+// Add appends the field k = v.
+func (r *Report) Add(k string, v any) { r.Fields = append(r.Fields, Field{k, v}) }
+
+// Bad records why the key is corrupt, unless a reason was recorded
+// already (the first one found is the one said).
+func (r *Report) Bad(format string, a ...any) {
+	if r.Problem == "" {
+		r.Problem = fmt.Sprintf(format, a...)
+	}
+}
+
+// MarshalJSON writes the report as one object, fields in order: key,
+// kind, ttl_ms, the fields (names with '_' for ' ' and '-'), entries and
+// problem.
+func (r *Report) MarshalJSON() ([]byte, error) {
+	var b strings.Builder
+	b.WriteString("{")
+	write := func(k string, v any) {
+		if b.Len() > 1 {
+			b.WriteString(",")
+		}
+		kb, _ := json.Marshal(k)
+		vb, err := json.Marshal(v)
+		if err != nil {
+			vb, _ = json.Marshal(fmt.Sprint(v))
+		}
+		b.Write(kb)
+		b.WriteString(":")
+		b.Write(vb)
+	}
+	write("key", r.Key)
+	write("kind", r.Kind)
+	write("ttl_ms", r.TTL)
+	for _, f := range r.Fields {
+		write(jsonName(f.K), jsonValue(f.V))
+	}
+	if r.Entries != nil {
+		var es []json.RawMessage
+		for _, e := range r.Entries {
+			var eb strings.Builder
+			eb.WriteString("{")
+			for i, f := range e {
+				if i > 0 {
+					eb.WriteString(",")
+				}
+				kb, _ := json.Marshal(jsonName(f.K))
+				vb, _ := json.Marshal(jsonValue(f.V))
+				eb.Write(kb)
+				eb.WriteString(":")
+				eb.Write(vb)
+			}
+			eb.WriteString("}")
+			es = append(es, json.RawMessage(eb.String()))
+		}
+		write("entries", es)
+	}
+	if r.Problem != "" {
+		write("problem", r.Problem)
+	}
+	b.WriteString("}")
+	return []byte(b.String()), nil
+}
+
+func jsonName(k string) string { return strings.NewReplacer(" ", "_", "-", "_").Replace(k) }
+
+// jsonValue turns durations into milliseconds.
+func jsonValue(v any) any {
+	if d, ok := v.(time.Duration); ok {
+		if d == None {
+			return nil
+		}
+		return d.Milliseconds()
+	}
+	return v
+}
+
+// Text writes the report for a terminal: key, kind and ttl lines, a line
+// per field (aligned), a line per entry, and "CORRUPT: " and the problem.
+func (r *Report) Text() string {
+	var b strings.Builder
+	ttl := TTLText(r.TTL)
+	if r.FieldTTLs != "" {
+		ttl = r.FieldTTLs
+	}
+	fmt.Fprintf(&b, "key:   %s\nkind:  %s\nttl:   %s\n", Shown(r.Key), r.Kind, ttl)
+	w := 0
+	for _, f := range r.Fields {
+		w = max(w, len(f.K))
+	}
+	for _, f := range r.Fields {
+		fmt.Fprintf(&b, "%-*s  %s\n", w+1, f.K+":", ValueText(f.V))
+	}
+	for _, e := range r.Entries {
+		var parts []string
+		for _, f := range e {
+			parts = append(parts, f.K+"="+ValueText(f.V))
+		}
+		fmt.Fprintf(&b, "  - %s\n", strings.Join(parts, "  "))
+	}
+	if r.Problem != "" {
+		fmt.Fprintf(&b, "CORRUPT: %s\n", r.Problem)
+	}
+	return b.String()
+}
+
+// TTLText says a TTL in ms (-1 none, below that missing) for the ttl line.
+func TTLText(ms int64) string {
+	switch {
+	case ms == -1:
+		return "none (never expires)"
+	case ms < -1:
+		return "-"
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+// ValueText says a field's value as Report.Text prints it.
+func ValueText(v any) string {
+	switch x := v.(type) {
+	case time.Duration:
+		if x == None {
+			return "none"
+		}
+		return x.Round(time.Millisecond).String()
+	case string:
+		return Shown(x)
+	}
+	return fmt.Sprint(v)
+}
+
+// Shown is a key, identity or value as printed: quoted (Go syntax) when
+// it has bytes a terminal would not show as they are, "(unnamed)" when
+// empty.
+func Shown(id string) string {
+	if id == "" {
+		return "(unnamed)"
+	}
+	if q := strconv.Quote(id); q[1:len(q)-1] != id {
+		return q
+	}
+	return id
+}
+
+// ShellQuote quotes s for a POSIX shell when it needs it (for the
+// commands a report suggests).
+func ShellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:._/-@%+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// None is a duration field that does not apply: printed "none", null in
+// JSON.
+const None = time.Duration(math.MinInt64)
+
+// Tok shows an owner token truncated to 8 characters: enough to tell
+// holders apart, not enough to act as one.
+func Tok(t string) string {
+	if len(t) <= 8 {
+		return t
+	}
+	return t[:8] + "…"
+}
+
+var (
+	reToken = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	reInt   = regexp.MustCompile(`^(0|[1-9][0-9]*)$`)
+)
+
+// IsToken reports whether t is an owner token as the library writes it
+// (a UUID in lower-case hex).
+func IsToken(t string) bool { return reToken.MatchString(t) }
+
+// IsInt reports whether n is a canonical non-negative decimal integer
+// (no sign, no leading zero), of any length.
+func IsInt(n string) bool { return reInt.MatchString(n) }
+
+// MarkNoTTL flags a release mark that does not expire (a mark of a key
+// lasts 5 s at most, or the rest of the released lease's TTL).
+func MarkNoTTL(s *Snapshot, r *Report) {
+	if s.PTTL == -1 {
+		r.Bad("a release mark always expires; this one has no TTL")
+	}
+}
+
+// MarkedKey returns the lease key whose release mark key is (see
+// engine.MarkKeyOf): key without engine.MarkSuffix when that has a hash
+// tag, else the prefix and the rest around the hash tag the mark added.
+// ok is false when no key has key as its mark.
+func MarkedKey(key string) (lease string, ok bool) {
+	x, found := strings.CutSuffix(key, engine.MarkSuffix)
+	if !found {
+		return "", false
+	}
+	i := strings.IndexByte(x, '{')
+	if i < 0 {
+		return "", false
+	}
+	if j := strings.IndexByte(x[i+1:], '}'); j > 0 && IsInt(x[i+1:i+1+j]) {
+		l := x[:i] + x[i+2+j:]
+		if engine.MarkKeyOf(x[:i], l) == key {
+			return l, true
+		}
+	}
+	if engine.MarkKeyOf("", x) == key {
+		return x, true
+	}
+	return "", false
+}
+
+// ExpiresIn is the time left until a sorted-set score that is an expiry
+// in server ms: None for +inf (no expiry), 0 for NaN and -inf.
+func ExpiresIn(s *Snapshot, score float64) time.Duration {
+	if math.IsInf(score, 1) {
+		return None
+	}
+	if math.IsNaN(score) || math.IsInf(score, -1) {
+		return 0
+	}
+	return time.Duration(score-float64(s.NowMs)) * time.Millisecond
+}
+
+// Has reports whether the hash s holds every one of fields.
+func (s *Snapshot) Has(fields ...string) bool {
+	for _, f := range fields {
+		if _, ok := s.Hash[f]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// AnyMember reports whether a member of the sorted set s satisfies is.
+func (s *Snapshot) AnyMember(is func(member string) bool) bool {
+	for _, m := range s.ZSet {
+		if is(m.Member) {
+			return true
+		}
+	}
+	return false
+}

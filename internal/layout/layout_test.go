@@ -1,0 +1,106 @@
+package layout
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coordkit/coordination/internal/engine"
+)
+
+// A table of made-up layouts: Decode's rules, apart from any primitive's.
+var table = []Layout{
+	{Kind: "first", Type: "hash", Match: func(s *Snapshot) bool { return s.Has("a") },
+		Decode: func(s *Snapshot, r *Report) { r.Add("a", s.Hash["a"]) }},
+	{Kind: "second", Type: "hash", Match: func(s *Snapshot) bool { return s.Has("a", "b") },
+		Decode: func(s *Snapshot, r *Report) { r.Add("b", s.Hash["b"]) }},
+	{Kind: "rest", Type: "hash", Decode: func(s *Snapshot, r *Report) { r.Bad("rest %d", s.HashLen) }},
+	{Kind: "x-set", Type: "zset", Mixes: "x", Match: func(s *Snapshot) bool { return s.AnyMember(func(m string) bool { return m == "x" }) },
+		Decode: func(s *Snapshot, r *Report) {
+			r.Entries = append(r.Entries, Entry{{K: "left", V: ExpiresIn(s, s.ZSet[0].Score)}, {K: "owner", V: Tok("0123456789")}})
+		}},
+	{Kind: "y-set", Type: "zset", Mixes: "y", Match: func(s *Snapshot) bool { return s.AnyMember(func(m string) bool { return m == "y" }) },
+		Decode: func(*Snapshot, *Report) {}},
+	{Kind: "z-set", Type: "zset", Mixes: "z", Match: func(s *Snapshot) bool { return s.AnyMember(func(m string) bool { return m == "z" }) },
+		Decode: func(*Snapshot, *Report) {}},
+	{Kind: "a mark", Type: "string", Mark: true, Match: func(s *Snapshot) bool { return s.Str == "m" },
+		Decode: func(s *Snapshot, r *Report) { MarkNoTTL(s, r) }},
+}
+
+func TestDecodeRules(t *testing.T) {
+	const now = 1_700_000_000_000
+	for _, c := range []struct {
+		name    string
+		s       Snapshot
+		kind    string
+		fields  string // the fields, "k=v" joined by ","
+		problem string
+	}{
+		{"missing", Snapshot{Key: "k", Type: "none", PTTL: -2}, KindMissing, "", ""},
+		{"first match wins", Snapshot{Key: "k", Type: "hash", PTTL: -1, Hash: map[string]string{"a": "1", "b": "2"}}, "first", "a=1", ""},
+		{"nil Match fits every key of its type", Snapshot{Key: "k", Type: "hash", PTTL: -1, Hash: map[string]string{"b": "2"}, HashLen: 1}, "rest", "", "rest 1"},
+		{"one Mixes layout", Snapshot{Key: "k", Type: "zset", PTTL: 5, NowMs: now, ZSet: []Member{{"x", now + 1500}}}, "x-set", "", ""},
+		{"two Mixes layouts", Snapshot{Key: "k", Type: "zset", PTTL: 5, ZSet: []Member{{"z", 1}, {"y", 1}}}, KindUnknown, "", "a sorted set mixing x, y and z members"},
+		{"no zset layout", Snapshot{Key: "k", Type: "zset", PTTL: 5, ZSet: []Member{{"w", 1}}, ZCard: 3}, KindUnknown, "", "a sorted set of no library layout (3 members)"},
+		{"no string layout", Snapshot{Key: "k", Type: "string", PTTL: 5, Str: "m", StrLen: 9}, KindUnknown, "", "a string of no library layout (9 bytes)"},
+		{"no layout of the type", Snapshot{Key: "k", Type: "list", PTTL: 5}, KindUnknown, "", "a list: no library layout is a list"},
+		{"a mark", Snapshot{Key: "{7}k\x00released", Type: "string", PTTL: -1, Str: "m"}, KindMark, "marks={7}k,released=a mark", "a release mark always expires; this one has no TTL"},
+		{"a mark of no layout", Snapshot{Key: "{7}k\x00released", Type: "string", PTTL: 5, Str: "q", StrLen: 1}, KindMark, "marks={7}k", "a release mark string holding no released lock, permit or lease id (1 bytes)"},
+		{"a hash mark of no layout", Snapshot{Key: "{7}k\x00released", Type: "hash", PTTL: 5}, KindMark, "marks={7}k", "a hash: no release mark is a hash"},
+		{"the mark of no key", Snapshot{Key: "k\x00released", Type: "string", PTTL: 5, Str: "m"}, KindMark, "", `a key ending in \x00released that is the release mark of no key`},
+	} {
+		r := Decode(&c.s, table)
+		var fields []string
+		for _, f := range r.Fields {
+			fields = append(fields, f.K+"="+ValueText(f.V))
+		}
+		if r.Kind != c.kind || strings.Join(fields, ",") != c.fields || r.Problem != c.problem {
+			t.Errorf("%s: kind %q, fields %q, problem %q; want %q, %q, %q", c.name, r.Kind, fields, r.Problem, c.kind, c.fields, c.problem)
+		}
+	}
+}
+
+// Text and JSON: aligned fields, entries, durations (None as none/null)
+// and the problem.
+func TestReportForms(t *testing.T) {
+	r := &Report{Key: "a\x00b", Kind: "thing", TTL: 1500}
+	r.Add("left", 2500*time.Microsecond)
+	r.Add("long name", None)
+	r.Entries = []Entry{{{K: "owner", V: "x y"}, {K: "ttl", V: time.Second}}}
+	r.Bad("bad %d", 1)
+	r.Bad("not said")
+	want := "key:   \"a\\x00b\"\nkind:  thing\nttl:   1.5s\nleft:       3ms\nlong name:  none\n  - owner=x y  ttl=1s\nCORRUPT: bad 1\n"
+	if got := r.Text(); got != want {
+		t.Errorf("Text:\n%q\nwant\n%q", got, want)
+	}
+	b, err := json.Marshal(r)
+	wantJSON := `{"key":"a\u0000b","kind":"thing","ttl_ms":1500,"left":2,"long_name":null,"entries":[{"owner":"x y","ttl":1000}],"problem":"bad 1"}`
+	if err != nil || string(b) != wantJSON {
+		t.Errorf("JSON %s (%v)\nwant %s", b, err, wantJSON)
+	}
+	for ms, want := range map[int64]string{-1: "none (never expires)", -2: "-", 0: "0s", 61000: "1m1s"} {
+		if got := TTLText(ms); got != want {
+			t.Errorf("TTLText(%d) = %q, want %q", ms, got, want)
+		}
+	}
+}
+
+func TestMarkedKey(t *testing.T) {
+	for key, want := range map[string]string{
+		"{job}:lock\x00released":           "{job}:lock", // a key with a hash tag: the suffix added
+		engine.MarkKeyOf("", "k"):          "k",          // else a hash tag of k's slot inserted
+		engine.MarkKeyOf("p:", "p:k"):      "p:k",        // after the prefix
+		engine.MarkKeyOf("p:", "p:") + "x": "",
+		"{1}k\x00released":                 "{1}k",
+		"k\x00released":                    "",
+		"{job}:lock":                       "",
+	} {
+		if got, ok := MarkedKey(key); got != want || ok != (want != "") {
+			t.Errorf("MarkedKey(%q) = %q, %v; want %q", key, got, ok, want)
+		}
+	}
+	if m := engine.MarkKeyOf("", "k"); !strings.HasPrefix(m, "{") || m == "{}k"+engine.MarkSuffix {
+		t.Fatalf("MarkKeyOf(k) = %q: no slot tag", m)
+	}
+}

@@ -1,0 +1,140 @@
+// The stored layout of package lock, for coordctl inspect and repair
+// (package layout): a lock is a string holding its owner token ("+" after
+// it while a waiter is blocked), with the lock's TTL; hash-field leases are
+// one hash, each field a lease holding its owner token with its own expiry
+// (HPEXPIRE) and the key none. Their release marks: a lock's is the
+// released string renamed (for the rest of its TTL, 5 s at most); a
+// field-lease hash's a hash of the released fields' owner tokens, each
+// field for 5 s.
+
+package lockcore
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/coordkit/coordination/internal/layout"
+)
+
+// LockLayout is a lock: a string holding the owner token, "+" after it
+// while a waiter is blocked. A lock without a TTL is corrupt.
+var LockLayout = layout.Layout{
+	Kind:  "lock",
+	Type:  "string",
+	Match: isLock,
+	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		r.Add("owner", layout.Tok(strings.TrimSuffix(s.Str, "+")))
+		r.Add("waiters", strings.HasSuffix(s.Str, "+"))
+		if s.PTTL == -1 {
+			r.Bad("the lock has no TTL: it is held until deleted (DEL it if its holder is gone)")
+		}
+	},
+}
+
+// LockMarkLayout is a lock's release mark: the released lock's value.
+var LockMarkLayout = layout.Layout{
+	Kind:  LockLayout.Kind,
+	Type:  "string",
+	Mark:  true,
+	Match: isLock,
+	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		r.Add("owner", layout.Tok(strings.TrimSuffix(s.Str, "+")))
+		layout.MarkNoTTL(s, r)
+	},
+}
+
+func isLock(s *layout.Snapshot) bool { return layout.IsToken(strings.TrimSuffix(s.Str, "+")) }
+
+// FieldLeasesLayout is a hash of field leases: each field a lease, its
+// value an owner token, its own expiry (HPTTL). It matches every hash:
+// it goes after the other hash layouts of a table.
+var FieldLeasesLayout = layout.Layout{
+	Kind: "field leases",
+	Type: "hash",
+	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		fieldLeases(s, r, "leases", "a lease the library did not write (HDEL it if its holder is gone)")
+		if s.HashTTL == nil {
+			r.Bad("the server has no hash-field expiration: not a field-lease hash")
+		}
+		if s.PTTL != -1 {
+			r.Bad("a field-lease hash has no key-level TTL; this one has one")
+		}
+	},
+}
+
+// FieldLeasesMarkLayout is a field-lease hash's release mark: the
+// released fields' owner tokens, each field for 5 s. It matches every
+// hash mark: it goes after the other hash mark layouts of a table.
+var FieldLeasesMarkLayout = layout.Layout{
+	Kind: FieldLeasesLayout.Kind,
+	Type: "hash",
+	Mark: true,
+	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		fieldLeases(s, r, "fields", "the library gives each field of a release mark 5 s")
+		if s.PTTL != -1 {
+			r.Bad("a field-lease release mark has no key-level TTL; this one has one")
+		}
+	},
+}
+
+// fieldLeases adds the field count (named count), the ttl line and an
+// entry per field of a field-lease hash (or of its release mark): the
+// field, its owner token (truncated) and its TTL, flagging a field without
+// expiry (why names what the library does instead) or without an owner
+// token.
+func fieldLeases(s *layout.Snapshot, r *layout.Report, count, why string) {
+	h := s.Hash
+	r.Add(count, s.HashLen)
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	r.FieldTTLs = fieldTTLs(s, names)
+	for _, f := range names {
+		e := layout.Entry{{K: "field", V: f}, {K: "owner", V: layout.Tok(h[f])}}
+		if ttl, ok := s.HashTTL[f]; ok {
+			if ttl >= 0 {
+				e = append(e, layout.Field{K: "ttl", V: time.Duration(ttl) * time.Millisecond})
+			} else {
+				e = append(e, layout.Field{K: "ttl", V: layout.None})
+				r.Bad("field %q has no expiry: "+why, f)
+			}
+		}
+		if !layout.IsToken(h[f]) {
+			r.Bad("field %q does not hold an owner token", f)
+		}
+		r.Entries = append(r.Entries, e)
+	}
+}
+
+// maxFieldTTLs bounds the fields the ttl line of a field-lease hash
+// names (each entry has its own).
+const maxFieldTTLs = 4
+
+// fieldTTLs is the ttl line of a hash whose fields expire, the key not:
+// each field's TTL (HPTTL), names in order, at most maxFieldTTLs. "" when
+// the key itself expires or the server has no HPTTL.
+func fieldTTLs(s *layout.Snapshot, names []string) string {
+	if s.PTTL != -1 || s.HashTTL == nil {
+		return ""
+	}
+	var parts []string
+	for i, f := range names {
+		if i == maxFieldTTLs {
+			parts = append(parts, fmt.Sprintf("… %d more below", len(names)-i))
+			break
+		}
+		t := "none"
+		if ms, ok := s.HashTTL[f]; ok && ms >= 0 {
+			t = layout.ValueText(time.Duration(ms) * time.Millisecond)
+		}
+		parts = append(parts, layout.Shown(f)+" "+t)
+	}
+	if n := s.HashLen - int64(len(names)); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d fields not read", n))
+	}
+	return "per field (HPTTL): " + strings.Join(parts, ", ")
+}

@@ -1,0 +1,231 @@
+// The stored layout of package ratelimit, for coordctl inspect and repair
+// (package layout): the fixed-window, sliding-window, token-bucket and
+// GCRA limiters keep one string "<a>:<settings>|<state>|...|<ring>" with a
+// TTL (a is f, s, b or g); a composite limiter one hash, "c" naming its
+// components and a field per component's state; a concurrency limiter one
+// sorted set of "<permits>:<token>" leases scored by their expiry in ms
+// and its limit record "#" (scored -limit); a deny list one set of
+// identities that never expires.
+
+package ratelimitcore
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coordkit/coordination/internal/layout"
+)
+
+// kindLimiter is the kind of every limiter's state.
+const kindLimiter = "rate limiter"
+
+// LimiterLayout is a fixed-window, sliding-window, token-bucket or GCRA
+// limiter's string: its algorithm, settings and what is left now (for a
+// token bucket and GCRA, computed at the snapshot's server time).
+var LimiterLayout = layout.Layout{
+	Kind: kindLimiter,
+	Type: "string",
+	Match: func(s *layout.Snapshot) bool {
+		v := s.Str
+		return len(v) > 2 && v[1] == ':' && strings.ContainsRune("fsbg", rune(v[0]))
+	},
+	Decode: decodeString,
+}
+
+func decodeString(s *layout.Snapshot, r *layout.Report) {
+	parts := strings.Split(s.Str, "|")
+	set := strings.Split(parts[0], ":")
+	num := func(x string) (int64, bool) {
+		n, err := strconv.ParseInt(x, 10, 64)
+		return n, err == nil
+	}
+	nums := func(xs []string) ([]int64, bool) {
+		out := make([]int64, len(xs))
+		for i, x := range xs {
+			n, ok := num(x)
+			if !ok {
+				return nil, false
+			}
+			out[i] = n
+		}
+		return out, true
+	}
+	us := func(d int64) time.Duration { return time.Duration(d) * time.Microsecond }
+	// three reads token-bucket and GCRA state: three settings (the last
+	// two positive) and two numbers of state.
+	three := func(name, form string) (cfg, st []int64, ok bool) {
+		cfg, ok = nums(set[1:])
+		if !ok || len(cfg) != 3 || len(parts) < 4 {
+			r.Bad("%s state is not %s", name, form)
+			return nil, nil, false
+		}
+		st, ok = nums(parts[1:3])
+		if !ok || cfg[2] <= 0 || cfg[1] <= 0 {
+			r.Bad("%s state has a bad number", name)
+			return nil, nil, false
+		}
+		return cfg, st, true
+	}
+	switch set[0] {
+	case "f":
+		cfg, ok := nums(set[1:])
+		if !ok || len(cfg) != 2 || len(parts) < 3 {
+			r.Bad("fixed-window state is not f:<limit>:<window_ms>|<end_ms>|<used>|<ring>")
+			return
+		}
+		st, ok := nums(parts[1:3])
+		if !ok {
+			r.Bad("fixed-window state has a non-numeric field")
+			return
+		}
+		r.Add("algorithm", "fixed window")
+		r.Add("limit", cfg[0])
+		r.Add("window", time.Duration(cfg[1])*time.Millisecond)
+		r.Add("used", st[1])
+		r.Add("remaining", max(cfg[0]-st[1], 0))
+		r.Add("resets in", time.Duration(st[0]-s.NowMs)*time.Millisecond)
+	case "s":
+		cfg, ok := nums(set[1:])
+		if !ok || len(cfg) != 3 || len(parts) < 3 {
+			r.Bad("sliding-window state is not s:<limit>:<window>:<segments>|<n>|...")
+			return
+		}
+		n, ok := num(parts[1])
+		if !ok {
+			r.Bad("sliding-window state has a non-numeric total")
+			return
+		}
+		r.Add("algorithm", "sliding window")
+		r.Add("limit", cfg[0])
+		r.Add("window", us(cfg[1]))
+		r.Add("segments", cfg[2])
+		r.Add("used", n)
+		r.Add("remaining", max(cfg[0]-n, 0))
+	case "b":
+		cfg, st, ok := three("token-bucket", "b:<limit>:<tokens>:<period>|<tokens>|<refill>|<ring>")
+		if !ok {
+			return
+		}
+		// Whole periods since refill add tokens (up to the limit).
+		elapsed := max(s.NowUs-st[1], 0)
+		periods := elapsed / cfg[2]
+		tokens := st[0]
+		if periods > 0 && tokens < cfg[0] {
+			add := periods
+			if add > (math.MaxInt64-tokens)/cfg[1] {
+				tokens = cfg[0]
+			} else {
+				tokens = min(cfg[0], tokens+add*cfg[1])
+			}
+		}
+		r.Add("algorithm", "token bucket")
+		r.Add("limit", cfg[0])
+		r.Add("refill", fmt.Sprintf("%d per %v", cfg[1], us(cfg[2])))
+		r.Add("remaining", tokens)
+		if tokens < cfg[0] {
+			r.Add("next refill in", us(cfg[2]-elapsed%cfg[2]))
+		} else {
+			r.Add("next refill in", layout.None)
+		}
+	case "g":
+		cfg, st, ok := three("GCRA", "g:<burst>:<q>:<d>|<tat>|<rem>|<ring>")
+		if !ok {
+			return
+		}
+		// One permit every q/d µs; tat + rem/d is the theoretical arrival
+		// time; the burst is back when tat <= now.
+		interval := float64(cfg[1]) / float64(cfg[2])
+		tat := float64(st[0]) + float64(st[1])/float64(cfg[2])
+		ahead := tat - float64(s.NowUs)
+		used := int64(0)
+		if ahead > 0 {
+			used = min(cfg[0], int64(math.Ceil(ahead/interval)))
+		}
+		r.Add("algorithm", "GCRA")
+		r.Add("burst", cfg[0])
+		r.Add("interval", us(int64(math.Round(interval))))
+		r.Add("remaining", cfg[0]-used)
+		// A permit is free once tat - now <= (burst-1) * interval.
+		r.Add("next permit in", us(int64(max(0, ahead-float64(cfg[0]-1)*interval))))
+		r.Add("full again in", us(int64(max(0, ahead))))
+	}
+	if s.PTTL == -1 {
+		r.Bad("limiter state always expires; this key has no TTL (the next decision restores it)")
+	}
+}
+
+// CompositeLayout is a composite limiter's hash: its components ("c")
+// and how many component states it holds.
+var CompositeLayout = layout.Layout{
+	Kind:  kindLimiter,
+	Type:  "hash",
+	Match: func(s *layout.Snapshot) bool { return s.Has("c") },
+	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		r.Add("algorithm", "composite")
+		r.Add("components", s.Hash["c"])
+		n := 0
+		for k := range s.Hash {
+			if _, err := strconv.Atoi(k); err == nil {
+				n++
+			}
+		}
+		r.Add("component states", n)
+	},
+}
+
+// ConcurrencyLayout is a concurrency limiter's sorted set: its limit and
+// the live leases with their permits, holders and time left.
+var ConcurrencyLayout = layout.Layout{
+	Kind: kindLimiter,
+	Type: "zset",
+	Match: func(s *layout.Snapshot) bool {
+		return s.AnyMember(func(m string) bool { return m == "#" })
+	},
+	Mixes:  "concurrency-limiter",
+	Decode: decodeConcurrency,
+}
+
+func decodeConcurrency(s *layout.Snapshot, r *layout.Report) {
+	now := float64(s.NowMs)
+	var limit, used int64
+	leases := 0
+	for _, m := range s.ZSet {
+		if m.Member == "#" {
+			limit = int64(-m.Score)
+			continue
+		}
+		n, token, ok := strings.Cut(m.Member, ":")
+		k, err := strconv.ParseInt(n, 10, 64)
+		if !ok || err != nil {
+			r.Bad("member %q is not <permits>:<token>", m.Member)
+			continue
+		}
+		if m.Score <= now {
+			continue
+		}
+		leases++
+		used += k
+		r.Entries = append(r.Entries, layout.Entry{{K: "permits", V: k}, {K: "owner", V: layout.Tok(token)}, {K: "expires in", V: layout.ExpiresIn(s, m.Score)}})
+	}
+	r.Add("algorithm", "concurrency")
+	r.Add("limit", limit)
+	r.Add("held", used)
+	r.Add("remaining", max(limit-used, 0))
+	r.Add("leases", leases)
+}
+
+// DenyListLayout is a deny list: a set of identities (its size is
+// reported) that never expires.
+var DenyListLayout = layout.Layout{
+	Kind: "deny list",
+	Type: "set",
+	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		r.Add("identities", s.SCard)
+		if s.PTTL != -1 {
+			r.Bad("a deny list never expires, this set has a TTL")
+		}
+	},
+}

@@ -1,0 +1,86 @@
+// The stored layout of package rwlease, for coordctl inspect and repair
+// (package layout): a read-write lease is one sorted set of "R:<token>"
+// readers and "W:<token>" writers scored by their expiry in ms, and
+// "Q:<token>" waiting writers scored by minus their expiry. A lease's
+// release mark is a string holding the released member for 5 s.
+
+package rwleasecore
+
+import (
+	"strings"
+
+	"github.com/coordkit/coordination/internal/layout"
+)
+
+// LeaseLayout is a read-write lease's sorted set: the live readers,
+// writer and waiting writers with their time left.
+var LeaseLayout = layout.Layout{
+	Kind: "rwlease",
+	Type: "zset",
+	Match: func(s *layout.Snapshot) bool {
+		return s.AnyMember(func(m string) bool {
+			return strings.HasPrefix(m, "R:") || strings.HasPrefix(m, "W:") || strings.HasPrefix(m, "Q:")
+		})
+	},
+	Mixes:  "rwlease",
+	Decode: decode,
+}
+
+func decode(s *layout.Snapshot, r *layout.Report) {
+	now := float64(s.NowMs)
+	readers, writer, waiting := 0, 0, 0
+	for _, m := range s.ZSet {
+		if len(m.Member) < 2 || m.Member[1] != ':' {
+			r.Bad("member %q is not an rwlease member (R:, W: or Q: and a token)", m.Member)
+			continue
+		}
+		kind, token := m.Member[:1], m.Member[2:]
+		switch kind {
+		case "R", "W":
+			if m.Score <= now {
+				continue
+			}
+			role := "writer"
+			if kind == "R" {
+				role = "reader"
+				readers++
+			} else {
+				writer++
+			}
+			r.Entries = append(r.Entries, layout.Entry{{K: "role", V: role}, {K: "owner", V: layout.Tok(token)}, {K: "expires in", V: layout.ExpiresIn(s, m.Score)}})
+		case "Q":
+			if -m.Score <= now {
+				continue
+			}
+			waiting++
+			r.Entries = append(r.Entries, layout.Entry{{K: "role", V: "waiting writer"}, {K: "owner", V: layout.Tok(token)}, {K: "expires in", V: layout.ExpiresIn(s, -m.Score)}})
+		default:
+			r.Bad("member %q is not an rwlease member (R:, W: or Q: and a token)", m.Member)
+		}
+	}
+	r.Add("readers", readers)
+	r.Add("writer", writer)
+	r.Add("waiting writers", waiting)
+	if writer > 1 || (writer == 1 && readers > 0) {
+		r.Bad("a live writer with other live holders")
+	}
+}
+
+// ReadMarkLayout is a read lease's release mark: "R:<token>".
+var ReadMarkLayout = markLayout("rwlease read lease", "R:")
+
+// WriteMarkLayout is a write lease's release mark: "W:<token>".
+var WriteMarkLayout = markLayout("rwlease write lease", "W:")
+
+func markLayout(kind, prefix string) layout.Layout {
+	return layout.Layout{
+		Kind:  kind,
+		Type:  "string",
+		Mark:  true,
+		Match: func(s *layout.Snapshot) bool { return len(s.Str) > 2 && s.Str[:2] == prefix },
+		Decode: func(s *layout.Snapshot, r *layout.Report) {
+			r.Add("owner", layout.Tok(s.Str[2:]))
+			layout.MarkNoTTL(s, r)
+		},
+	}
+}

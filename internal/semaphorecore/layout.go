@@ -1,0 +1,117 @@
+// The stored layout of package semaphore, for coordctl inspect and repair
+// (package layout): a semaphore is one sorted set of "P:<n>:<token>"
+// permits scored by their expiry in ms (+inf: no expiry), its capacity
+// record "capacity" (scored -capacity) and the "multi" and "waiting"
+// records. A permit's release mark is a string holding the released
+// member for 5 s.
+
+package semaphorecore
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/coordkit/coordination/internal/layout"
+)
+
+// SemaphoreLayout is a semaphore's sorted set: its capacity, the live
+// permits with their holders and time left, and whether a waiter is
+// recorded. Permits without expiry get the repair command that lists
+// them.
+var SemaphoreLayout = layout.Layout{
+	Kind: "semaphore",
+	Type: "zset",
+	Match: func(s *layout.Snapshot) bool {
+		return s.AnyMember(func(m string) bool {
+			return m == "capacity" || m == "multi" || m == "waiting" || strings.HasPrefix(m, "P:")
+		})
+	},
+	Mixes:  "semaphore",
+	Decode: decode,
+}
+
+func decode(s *layout.Snapshot, r *layout.Report) {
+	now := float64(s.NowMs)
+	var capacity, used int64
+	holders, noExpiry, waiters := 0, 0, false
+	for _, m := range s.ZSet {
+		switch {
+		case m.Member == "capacity":
+			capacity = int64(-m.Score)
+		case m.Member == "waiting":
+			waiters = true
+		case m.Member == "multi":
+		case strings.HasPrefix(m.Member, "P:"):
+			n, token, ok := permit(m.Member)
+			if !ok {
+				r.Bad("member %q is not P:<n>:<token>", m.Member)
+				continue
+			}
+			if m.Score <= now {
+				continue // expired, pruned by the next acquisition
+			}
+			holders++
+			used += n
+			if math.IsInf(m.Score, 1) {
+				noExpiry++
+			}
+			r.Entries = append(r.Entries, layout.Entry{{K: "permits", V: n}, {K: "owner", V: layout.Tok(token)}, {K: "expires in", V: layout.ExpiresIn(s, m.Score)}})
+		default:
+			r.Bad("member %q is not a semaphore member", m.Member)
+		}
+	}
+	r.Add("capacity", capacity)
+	r.Add("used", used)
+	r.Add("free", max(capacity-used, 0))
+	r.Add("holders", holders)
+	r.Add("without expiry", noExpiry)
+	r.Add("waiters", waiters)
+	if capacity < 1 {
+		r.Bad("no capacity record")
+	}
+	if noExpiry > 0 {
+		r.Add("repair", repairHint(s))
+	}
+}
+
+// PermitMarkLayout is a permit's release mark: the released member
+// "P:<n>:<token>".
+var PermitMarkLayout = layout.Layout{
+	Kind:  "semaphore permit",
+	Type:  "string",
+	Mark:  true,
+	Match: func(s *layout.Snapshot) bool { return strings.HasPrefix(s.Str, "P:") },
+	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		n, token, ok := permit(s.Str)
+		if !ok {
+			r.Bad("%q is not P:<n>:<token>", s.Str)
+			return
+		}
+		r.Add("permits", n)
+		r.Add("owner", layout.Tok(token))
+		layout.MarkNoTTL(s, r)
+	},
+}
+
+// permit splits a permit member "P:<n>:<token>" (n >= 1).
+func permit(m string) (n int64, token string, ok bool) {
+	parts := strings.SplitN(m, ":", 3)
+	if len(parts) != 3 {
+		return 0, "", false
+	}
+	n, err := strconv.ParseInt(parts[1], 10, 64)
+	return n, parts[2], err == nil && n >= 1
+}
+
+// repairHint is the command that lists a semaphore's permits without
+// expiry: its --key is the key without the --prefix it was read with.
+func repairHint(s *layout.Snapshot) string {
+	cmd := "coordctl repair semaphore"
+	key := s.Key
+	if s.Prefix != "" && strings.HasPrefix(key, s.Prefix) && len(key) > len(s.Prefix) {
+		cmd += " --prefix " + layout.ShellQuote(s.Prefix)
+		key = key[len(s.Prefix):]
+	}
+	return cmd + " --key " + layout.ShellQuote(key) + " --list"
+}
