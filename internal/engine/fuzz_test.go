@@ -127,30 +127,12 @@ func decoderOf[R any](s *Script[R], seeds ...[]any) decoder {
 	return decoder{name: s.name, run: func(v any) (any, bool) { return s.decode(v) }, seeds: seeds}
 }
 
-// commandOf is decoderOf for a plain command, whose decoder also takes the
-// request's id (id).
-func commandOf[R any](c *Command[R], id any, seeds ...[]any) decoder {
-	return decoder{name: c.name, run: func(v any) (any, bool) { return c.decode(v, id) }, seeds: seeds}
-}
-
-// fuzzedDecoders are the decoders of every script and command: the lock,
-// the fencing lock (also leader election's and redlock's), the semaphore,
-// idempotency, the latch, the named field leases, the rate limiters and the
-// read-write lease.
+// fuzzedDecoders are the decoders of the scripts still declared in this
+// package: the semaphore, idempotency, the latch and the rate limiters.
+// The lock's, the field leases', the fencing lock's and the read-write
+// lease's are fuzzed in their own packages (internal/testkit/replyfuzz).
 func fuzzedDecoders() []decoder {
 	return []decoder{
-		commandOf(LockTry, "tok", []any{nil}, []any{"tok"}, []any{"tok+"}, []any{"other"}),
-		decoderOf(LockAcquire, []any{"OK"}, []any{1500}, []any{-1}),
-		decoderOf(LockRefresh, []any{1}, []any{0}),
-		decoderOf(LockVerify, []any{1}, []any{0}),
-		decoderOf(LockRelease, []any{1}, []any{0}, []any{-1}),
-		decoderOf(FencingAcquire, []any{"7"}, []any{2500}, []any{-1}),
-		decoderOf(FencingRefresh, []any{1}, []any{0}),
-		decoderOf(FencingVerify, []any{1}, []any{0}),
-		decoderOf(FencingRelease, []any{1}, []any{0}, []any{-1}),
-		decoderOf(FencingGuardedSet, []any{[]any{1, "7"}}, []any{[]any{0, "9"}}),
-		decoderOf(FencingGuardedGet, []any{nil}, []any{[]any{"7", "value"}}),
-		decoderOf(FencingRead, []any{nil}, []any{[]any{"7", "holder", 900}}, []any{[]any{"3", "h", -1}}),
 		decoderOf(SemaphoreAcquire, []any{0}, []any{700}, []any{-1}),
 		decoderOf(SemaphoreRefresh, []any{1}, []any{0}),
 		decoderOf(SemaphoreVerify, []any{[]any{1, 900, 1700000000000}}, []any{[]any{0, 0, 1700000000000}}),
@@ -164,10 +146,6 @@ func fuzzedDecoders() []decoder {
 		decoderOf(LatchJoin, []any{nil}, []any{"id-1", 1, 2, 3, 0, 1700000000000}),
 		decoderOf(LatchCountDown, []any{1, 2, 1700000000000}, []any{4, 0, 1700000000000}, []any{5, 3, 1700000000000}),
 		decoderOf(LatchRead, []any{1, 2, 500, 1700000000000}, []any{1, 0, -1, 1700000000000}, []any{3, 0, -1, 1700000000000}, []any{5, 1, -1, 1700000000000}),
-		decoderOf(LeaseAcquire, []any{1, 10000}, []any{0, 2500}, []any{0, -1}),
-		decoderOf(LeaseRefresh, []any{1}, []any{0}),
-		decoderOf(LeaseVerify, []any{1}, []any{0}),
-		decoderOf(LeaseRelease, []any{1}, []any{0}, []any{-1}),
 		decoderOf(RateLimitDecide, []any{5}, []any{[]any{0, 250000}}, []any{[]any{0, -1}}),
 		decoderOf(RateLimitAdjust, []any{[]any{1, 4}}, []any{[]any{0, 0}}),
 		decoderOf(RateLimitConcAcquire, []any{[]any{1, 2, -1}}, []any{[]any{0, 0, 1500}}),
@@ -176,10 +154,6 @@ func fuzzedDecoders() []decoder {
 		decoderOf(RateLimitConcRelease, []any{1}, []any{0}),
 		decoderOf(RateLimitDenyRead, []any{1}, []any{0}),
 		decoderOf(RateLimitDenyWrite, []any{1}, []any{0}),
-		decoderOf(RWLeaseAcquire, []any{[]any{1, 0, 1700000000000}}, []any{[]any{0, 300, 1700000000000}}),
-		decoderOf(RWLeaseRefresh, []any{[]any{1, 1700000000000}}, []any{[]any{0, 1700000000000}}),
-		decoderOf(RWLeaseVerify, []any{[]any{1, 900, 1700000000000}}, []any{[]any{0, 0, 1700000000000}}),
-		decoderOf(RWLeaseRelease, []any{[]any{1, 1700000000000}}, []any{[]any{0, 1700000000000}}),
 	}
 }
 
@@ -217,18 +191,6 @@ func checkDecoded(r any) error {
 	case LatchState:
 		if x.Status < LatchCurrent || x.Status > LatchBroken || x.Status == LatchComplete || x.Count < 0 || x.DeadlineIn < 0 {
 			return fmt.Errorf("latch state %+v", x)
-		}
-	case GuardedWrite:
-		if x.Current < 1 {
-			return fmt.Errorf("guarded write %+v", x)
-		}
-	case GuardedValue:
-		if x.Found != (x.Token >= 1) || (!x.Found && x.Value != "") {
-			return fmt.Errorf("guarded value %+v", x)
-		}
-	case FencedHolder:
-		if x.Held != (x.Fence >= 1) || x.TTL < 0 {
-			return fmt.Errorf("fenced holder %+v", x)
 		}
 	case SemaphoreState:
 		if x.Capacity < 0 || x.Used < x.Holders || x.Holders < x.NoExpiry || x.NoExpiry < 0 {

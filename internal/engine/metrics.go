@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,9 +31,10 @@ const (
 )
 
 // Metric describes one instrument. Every instrument of the library is
-// declared once, in this file, and listed in [Table] in declaration order:
-// the one table of names that the docs reproduce (a test checks that the
-// README lists exactly these).
+// declared once, with [NewMetric] or [NewLeaseMetrics] (in this file for
+// the engine's own, in its primitive's package for the others), and listed
+// in [Table]: the one table of names that the docs reproduce (a test
+// checks that the README lists exactly these).
 type Metric struct {
 	Name        string
 	Kind        MetricKind
@@ -40,13 +43,39 @@ type Metric struct {
 	Description string
 }
 
-// Table lists every instrument of the library, in declaration order.
+// Table lists every instrument declared in the program, sorted by name
+// (whatever the order in which packages initialise). Read it after
+// initialisation only.
 var Table []*Metric
 
 func def(kind MetricKind, name, unit, attrs, desc string) *Metric {
 	m := &Metric{Name: name, Kind: kind, Unit: unit, Attributes: attrs, Description: desc}
-	Table = append(Table, m)
+	i, found := slices.BinarySearchFunc(Table, name, func(m *Metric, name string) int { return strings.Compare(m.Name, name) })
+	if found {
+		panic("engine: instrument " + name + " declared twice")
+	}
+	Table = slices.Insert(Table, i, m)
 	return m
+}
+
+// NewMetric declares an instrument named name (coordination.<primitive>.<what>)
+// of the given kind and unit, whose measurements carry the attribute keys
+// attrs (comma-separated; never keys, tokens, identities or endpoints), and
+// adds it to [Table]. A primitive declares each of its instruments once,
+// in a package-level variable; a name declared twice panics at
+// initialisation.
+func NewMetric(kind MetricKind, name, unit, attrs, desc string) *Metric {
+	return def(kind, name, unit, attrs, desc)
+}
+
+// NewLeaseMetrics declares the five instruments of a family of held
+// leases, coordination.<family>.{acquire_wait, contention, hold_time,
+// renewal_failures, lost}, described with thing (what one lease is, e.g.
+// "lock") and carrying attrs (comma-separated; acquire_wait adds
+// "result"); contention is the description of the contention counter. See
+// [NewMetric].
+func NewLeaseMetrics(family, thing, attrs, contention string) LeaseMetrics {
+	return leaseFamily(family, thing, attrs, contention)
 }
 
 // DurationBuckets are the histogram bucket boundaries, in seconds, of the
@@ -80,22 +109,8 @@ var (
 	CleanupAbandoned = def(Counter, "coordination.cleanup.abandoned", "{cleanup}", "stage, reason",
 		"Background owner-checked cleanups given up (the lease then ends at its TTL).")
 
-	// LockMetrics are the instruments of the lock-shaped leases, told apart
-	// by kind: lock (package lock's key lock), fencing, and lease (package
-	// lock's named leases in hash fields).
-	LockMetrics = leaseFamily("lock", "lock", "kind",
-		"Lock acquisitions (a Mutex's or, for kind=lease, a FieldSet's TryAcquire or Acquire) that found the lock held, counted once per call.")
-	// FencingCounterResets counts tokens that were not above the highest
-	// one the coordinator had seen from the same counter (see
-	// [Engine.NoteFence]).
-	FencingCounterResets = def(Counter, "coordination.fencing.counter_resets", "{acquisition}", "",
-		"Fencing-token acquisitions (fencing locks, leader terms) whose token was not above the highest this coordinator had seen from the same counter: the counter went back (a restart without persistence, a failover that lost increments, eviction, FLUSHALL) and tokens may repeat.")
 	SemaphoreMetrics = leaseFamily("semaphore", "semaphore permit", "",
 		"Semaphore acquisitions (TryAcquire, Acquire and their N forms) that found too few free permits, counted once per call.")
-	// RWLeaseMetrics are the instruments of read-write leases, told apart
-	// by mode (read, write).
-	RWLeaseMetrics = leaseFamily("rwlease", "read-write lease", "mode",
-		"Read-write lease acquisitions (TryRead, Read, TryWrite, Write) refused by a holder or, for readers, a waiting writer, counted once per call.")
 
 	LatchCountDowns = def(Counter, "coordination.latch.count_downs", "{count_down}", "result",
 		"Latch count-downs, by result (counted, completed, stale, not_found, broken).")

@@ -7,7 +7,7 @@ package engine
 var (
 	SemaphoreAcquire = NewScript("semaphore_acquire", decodeSemaphoreGrant)
 	SemaphoreRefresh = NewScript("semaphore_refresh", Bool01)
-	SemaphoreVerify  = NewScript("semaphore_verify", verifyNow(true))
+	SemaphoreVerify  = NewScript("semaphore_verify", VerifyNow(true))
 	SemaphoreRelease = NewScript("semaphore_release", decodeSemaphoreRelease)
 	SemaphoreRead    = NewScript("semaphore_read", decodeSemaphoreRead)
 )
@@ -23,26 +23,6 @@ func decodeSemaphoreGrant(v any) (Grant, bool) {
 		return Grant{Acquired: true}, true
 	}
 	return Grant{RetryIn: RetryIn(r)}, true
-}
-
-// verifyNow returns the decoder of a verify reply that carries the server
-// time: {1, remaining_ms, now} (live; remaining_ms >= 1, or -1 without
-// expiry for a kind that has such entries) or {0, 0, now} (gone). The
-// semaphore and the read-write lease use it.
-func verifyNow(noExpiry bool) func(v any) (bool, bool) {
-	return func(v any) (bool, bool) {
-		a, ok := Ints(v, 3)
-		if !ok || a[2] <= 0 {
-			return false, false
-		}
-		switch {
-		case a[0] == 1 && (a[1] >= 1 || (noExpiry && a[1] == -1)):
-			return true, true
-		case a[0] == 0 && a[1] == 0:
-			return false, true
-		}
-		return false, false
-	}
 }
 
 // decodeSemaphoreRelease reads 1 (released) or 0 (already gone). A permit
