@@ -7,17 +7,23 @@ import (
 
 	"github.com/coordkit/coordination/internal/engine"
 
-	// The packages that declare instruments of their own (engine.NewMetric,
-	// engine.NewLeaseMetrics), so that engine.Table holds every one.
+	// Every primitive's package, for its instruments.
 	_ "github.com/coordkit/coordination/fencing"
+	_ "github.com/coordkit/coordination/idempotency"
+	_ "github.com/coordkit/coordination/latch"
+	_ "github.com/coordkit/coordination/leader"
 	_ "github.com/coordkit/coordination/lock"
+	_ "github.com/coordkit/coordination/ratelimit"
+	_ "github.com/coordkit/coordination/redlock"
 	_ "github.com/coordkit/coordination/rwlease"
+	_ "github.com/coordkit/coordination/semaphore"
 )
 
 // The README's metrics table lists exactly the instruments of the engine's
-// table (engine.Table: the engine's own, in internal/engine/metrics.go, and
-// every primitive's), sorted by name, with their types, units and
-// attributes: one table of names, in the code and in the docs.
+// table, in its order (by name), with their types, units and attributes:
+// one table of names, in the code and in the docs. The table holds the
+// instruments of the packages linked into the program, each declared by
+// the package that records it: the imports below link every primitive.
 func TestREADMEMetricsTable(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
@@ -32,6 +38,25 @@ func TestREADMEMetricsTable(t *testing.T) {
 	got := strings.TrimSpace(s[i+len(begin) : j])
 	if want := metricsTable(); got != want {
 		t.Errorf("README.md's metrics table differs from the engine's table; it should read:\n\n%s\n", want)
+	}
+}
+
+// The instrument table, with every primitive linked, has unique names in
+// the coordination.<primitive>. namespace, each with a description and a
+// unit.
+func TestMetricTable(t *testing.T) {
+	seen := map[string]bool{}
+	for _, m := range engine.Table {
+		if seen[m.Name] {
+			t.Errorf("%s declared twice", m.Name)
+		}
+		seen[m.Name] = true
+		if !strings.HasPrefix(m.Name, "coordination.") || strings.Count(m.Name, ".") < 2 {
+			t.Errorf("%s: want coordination.<primitive>.<what>", m.Name)
+		}
+		if m.Description == "" || m.Unit == "" {
+			t.Errorf("%s: description or unit missing", m.Name)
+		}
 	}
 }
 

@@ -91,7 +91,7 @@ func warmScripts(t *testing.T, coord *coordination.Coordinator) {
 		t.Fatal(err)
 	}
 	for _, load := range []func(context.Context, *engine.Engine) error{
-		engine.IdempotencyBegin.Load, engine.IdempotencyComplete.Load, engine.IdempotencyAbandon.Load,
+		idempotency.BeginScript.Load, idempotency.CompleteScript.Load, idempotency.AbandonScript.Load,
 	} {
 		if err := load(t.Context(), e); err != nil {
 			t.Fatalf("SCRIPT LOAD: %v", err)
@@ -107,7 +107,7 @@ func TestScriptsAreSafeUnderResend(t *testing.T) {
 		f := newFixture(t, b)
 		h := f.faults(t)
 
-		h.arm(engine.IdempotencyBegin.Hash(), true, false)
+		h.arm(idempotency.BeginScript.Hash(), true, false)
 		c := f.begin(t, "k", time.Minute, idempotency.WithFingerprint("fp"))
 		wantState(t, c, idempotency.Started) // the re-send found its own claim
 		if !h.fired {
@@ -115,14 +115,14 @@ func TestScriptsAreSafeUnderResend(t *testing.T) {
 		}
 		wantState(t, f.begin(t, "k", time.Minute, idempotency.WithFingerprint("fp")), idempotency.InProgress)
 
-		h.arm(engine.IdempotencyComplete.Hash(), true, false)
+		h.arm(idempotency.CompleteScript.Hash(), true, false)
 		if !f.complete(t, "k", c.Owner, []byte("once")) {
 			t.Fatal("re-sent Complete = false, want true (same completion id)")
 		}
 		f.wantResult(t, "k", "once", idempotency.WithFingerprint("fp"))
 
 		c = f.begin(t, "a", time.Minute)
-		h.arm(engine.IdempotencyAbandon.Hash(), true, false)
+		h.arm(idempotency.AbandonScript.Hash(), true, false)
 		if !f.abandon(t, "a", c.Owner) {
 			t.Fatal("re-sent Abandon = false, want true (same abandon id)")
 		}
@@ -142,7 +142,7 @@ func TestAmbiguousBeginIsCleanedUp(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		f := newFixture(t, b)
 		h := f.faults(t)
-		h.arm(engine.IdempotencyBegin.Hash(), false, true)
+		h.arm(idempotency.BeginScript.Hash(), false, true)
 		_, err := f.store.Begin(t.Context(), "k", time.Hour)
 		if err == nil || !coordination.IsAmbiguous(err) {
 			t.Fatalf("Begin with a lost reply: err = %v, want an ambiguous error", err)
@@ -245,7 +245,7 @@ func TestLostReplyThenLoadingIsCleanedUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		warmScripts(t, coord) // a faulted EVALSHA must run, not get NOSCRIPT
-		faults.Add(testharness.Fault{SHA: engine.IdempotencyBegin.Hash(), Forward: true, Err: testharness.LoadingError})
+		faults.Add(testharness.Fault{SHA: idempotency.BeginScript.Hash(), Forward: true, Err: testharness.LoadingError})
 		_, err = store.Begin(ctx, "k", time.Hour)
 		if err == nil || coordination.Classify(err) != coordination.Transient || !coordination.IsAmbiguous(err) {
 			t.Fatalf("Begin: %v, want a transient, ambiguous error", err)
@@ -281,7 +281,7 @@ func TestWaitingBeginKeepsAmbiguity(t *testing.T) {
 		f := &fixture{b: b, coord: coord, store: store, raw: b.Raw(t)}
 		warmScripts(t, coord)
 		holder := f.begin(t, "k", time.Hour)
-		sha := engine.IdempotencyBegin.Hash()
+		sha := idempotency.BeginScript.Hash()
 		started := make(chan struct{}, 1)
 		faults.Add(testharness.Fault{SHA: sha})                                                  // the first attempt: in progress
 		faults.Add(testharness.Fault{SHA: sha, Started: started, Before: 100 * time.Millisecond, // the holder abandons meanwhile
@@ -368,7 +368,7 @@ func TestUnknownRepliesAreBadState(t *testing.T) {
 		h := &replyHook{}
 		f.coord.Client().AddHook(h)
 		ctx := t.Context()
-		begin := engine.IdempotencyBegin.Hash()
+		begin := idempotency.BeginScript.Hash()
 		for i, v := range []any{
 			nil, int64(-1), float64(1), []any{}, []any{int64(5)}, []any{int64(1), "extra"}, []any{int64(2)},
 			[]any{int64(2), int64(7)}, []any{int64(3), int64(-1)}, []any{int64(3), "10"}, []any{int64(4), int64(0)},
@@ -384,8 +384,8 @@ func TestUnknownRepliesAreBadState(t *testing.T) {
 			sha  string
 			call func(v any) error
 		}{
-			{"Complete", engine.IdempotencyComplete.Hash(), func(any) error { return second(f.store.Complete(ctx, "k", "o", nil)) }},
-			{"Abandon", engine.IdempotencyAbandon.Hash(), func(any) error { return second(f.store.Abandon(ctx, "k", "o")) }},
+			{"Complete", idempotency.CompleteScript.Hash(), func(any) error { return second(f.store.Complete(ctx, "k", "o", nil)) }},
+			{"Abandon", idempotency.AbandonScript.Hash(), func(any) error { return second(f.store.Abandon(ctx, "k", "o")) }},
 		} {
 			for _, v := range []any{nil, int64(2), int64(-1), "1", []any{int64(1)}} {
 				h.set(sc.sha, v)

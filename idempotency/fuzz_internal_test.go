@@ -2,11 +2,14 @@ package idempotency
 
 import (
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
@@ -104,4 +107,55 @@ func FuzzDefaultFingerprint(f *testing.F) {
 			}
 		}
 	})
+}
+
+// decoders are the store scripts' decoders, each with replies it accepts.
+func decoders() []fuzzseed.Decoder {
+	return []fuzzseed.Decoder{
+		decoderOf(beginScript, decodeBegin, []any{-1700000000000000}, []any{-2}, []any{1200}, []any{"result"}),
+		decoderOf(completeScript, engine.Bool01, []any{1}, []any{0}),
+		decoderOf(abandonScript, engine.Bool01, []any{1}, []any{0}),
+		decoderOf(renewScript, engine.Bool01, []any{1}, []any{0}),
+	}
+}
+
+func decoderOf[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...[]any) fuzzseed.Decoder {
+	return fuzzseed.Decoder{Name: s.Name(), Decode: func(v any) (any, bool) { return decode(v) }, Seeds: seeds}
+}
+
+// checkDecoded holds what every accepted reply must give.
+func checkDecoded(r any) error {
+	switch x := r.(type) {
+	case beginReply:
+		if x.State < Started || x.State > FingerprintMismatch || x.Remaining < 0 ||
+			(x.State != Completed && x.Result != "") || (x.State == Started) != (x.Fence >= 3) || (x.State != InProgress && x.Remaining != 0) {
+			return fmt.Errorf("claim %+v", x)
+		}
+	case bool:
+	default:
+		return fmt.Errorf("unchecked result type %T", r)
+	}
+	return nil
+}
+
+// FuzzDecoders gives every store decoder arbitrary replies: each either
+// accepts the reply, with a result that meets its invariants, or refuses
+// it, and the refusal becomes a terminal error wrapping ErrBadState that
+// names the script. No reply panics. Its seeds and
+// testdata/fuzz/FuzzDecoders (with the regressions claim-pttl-overflow and
+// 61fd1aac44daa1d8, a fence of -2^63) run as a normal test.
+func FuzzDecoders(f *testing.F) {
+	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
+		err := engine.UnexpectedReply(name, reply)
+		if !errors.Is(err, engine.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
+			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
+		}
+		return nil
+	})
+}
+
+// TestDecoderSeedsAccepted proves the seeds are valid replies, so that the
+// fuzzer starts from both sides of every decoder.
+func TestDecoderSeedsAccepted(t *testing.T) {
+	fuzzseed.DecoderSeedsAccepted(t, decoders())
 }

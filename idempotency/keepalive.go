@@ -43,7 +43,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, c Claim, ttl time.Dur
 	if c.State != Started || c.sent.IsZero() {
 		return nil, nil, engine.InvalidArgument("claim", "must be a Started claim returned by Begin")
 	}
-	h := e.Adopt(engine.IdempotencyClaim, e.Key(key), []any{c.Owner}, c.sent, ttl)
+	h := e.Adopt(claimKind, e.Key(key), []any{c.Owner}, c.sent, ttl)
 	h.KeepAlive()
 	work, cancel := context.WithCancelCause(ctx)
 	unhook := context.AfterFunc(h.Context(), func() {

@@ -14,7 +14,6 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/idempotency"
-	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -171,7 +170,7 @@ func TestMiddlewareLogsAFailedComplete(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) }))
-		faults.Add(testharness.Fault{SHA: engine.IdempotencyComplete.Hash(), Err: testharness.LoadingError})
+		faults.Add(testharness.Fault{SHA: idempotency.CompleteScript.Hash(), Err: testharness.LoadingError})
 		if rec := serveKey(h, "k1"); rec.Code != http.StatusCreated {
 			t.Fatalf("answer %d, want the handler's 201", rec.Code)
 		}

@@ -112,18 +112,18 @@ type Claim struct {
 
 // claimOf turns the begin script's decoded reply into a Claim; token is
 // the owner token the call sent.
-func claimOf(r engine.ClaimReply, token string, sent time.Time) (Claim, error) {
+func claimOf(r beginReply, token string, sent time.Time) (Claim, error) {
 	switch r.State {
-	case engine.ClaimStarted:
+	case Started:
 		return Claim{State: Started, Owner: token, Fence: r.Fence, sent: sent}, nil
-	case engine.ClaimCompleted:
+	case Completed:
 		return Claim{State: Completed, Result: []byte(r.Result)}, nil
-	case engine.ClaimInProgress:
+	case InProgress:
 		return Claim{State: InProgress, Remaining: r.Remaining}, nil
-	case engine.ClaimFingerprintMismatch:
+	case FingerprintMismatch:
 		return Claim{State: FingerprintMismatch}, nil
 	}
-	return Claim{}, engine.UnexpectedReply(engine.IdempotencyBegin.Name(), nil)
+	return Claim{}, engine.UnexpectedReply(beginScript.Name(), nil)
 }
 
 // Store records idempotency claims and their results in Redis: one string
@@ -317,7 +317,7 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return Claim{}, op.End(err)
 	}
-	e.Counter(engine.IdempotencyBegins).Add(context.Background(), 1, beginOpts[claim.State]...)
+	e.Counter(beginsMetric).Add(context.Background(), 1, beginOpts[claim.State]...)
 	return claim, op.End(nil)
 }
 
@@ -346,7 +346,7 @@ func begin(ctx context.Context, e *engine.Engine, k engine.Keys, token string, t
 	ambiguous := false // sticky: some attempt of this call may have run unseen
 	try := func(ctx context.Context) (Claim, error) {
 		sent := time.Now()
-		r, err := engine.IdempotencyBegin.Run(ctx, e, k, args...)
+		r, err := beginScript.Run(ctx, e, k, args...)
 		if err != nil {
 			ambiguous = ambiguous || e.Ambiguous(err)
 			return Claim{}, err
@@ -363,7 +363,7 @@ func begin(ctx context.Context, e *engine.Engine, k engine.Keys, token string, t
 		// answer is Started, a later attempt found that claim: it is the
 		// caller's.)
 		e.Cleanup("begin", ttl, func(ctx context.Context) error {
-			_, err := engine.IdempotencyAbandon.Run(ctx, e, k, token, token) // the owner token is this abandon's id too
+			_, err := abandonScript.Run(ctx, e, k, token, token) // the owner token is this abandon's id too
 			return err
 		})
 	}
@@ -457,14 +457,14 @@ func (s *Store) Complete(ctx context.Context, key, owner string, result []byte) 
 	if result == nil {
 		result = []byte{}
 	}
-	ok, err := engine.IdempotencyComplete.Run(ctx, e, e.Key(key), owner, result, id)
+	ok, err := completeScript.Run(ctx, e, e.Key(key), owner, result, id)
 	if err != nil {
 		return false, op.End(err)
 	}
 	if ok {
-		e.Count(engine.IdempotencyCompletes, completeStored)
+		e.Count(completesMetric, completeStored)
 	} else {
-		e.Count(engine.IdempotencyCompletes, completeNotOwner)
+		e.Count(completesMetric, completeNotOwner)
 	}
 	return ok, op.End(nil)
 }
@@ -499,14 +499,14 @@ func (s *Store) Abandon(ctx context.Context, key, owner string) (bool, error) {
 	if err != nil {
 		return false, op.End(err)
 	}
-	ok, err := engine.IdempotencyAbandon.Run(ctx, e, e.Key(key), owner, id)
+	ok, err := abandonScript.Run(ctx, e, e.Key(key), owner, id)
 	if err != nil {
 		return false, op.End(err)
 	}
 	if ok {
-		e.Count(engine.IdempotencyAbandons, abandonAbandoned)
+		e.Count(abandonsMetric, abandonAbandoned)
 	} else {
-		e.Count(engine.IdempotencyAbandons, abandonNotOwner)
+		e.Count(abandonsMetric, abandonNotOwner)
 	}
 	return ok, op.End(nil)
 }

@@ -13,7 +13,6 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
-	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/contract"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/latch"
@@ -262,7 +261,7 @@ func TestMetrics(t *testing.T) {
 				}
 			}
 		}
-		cd, w := engine.LatchCountDowns.Name, engine.LatchWaits.Name
+		cd, w := latch.CountDowns.Name, latch.Waits.Name
 		want := map[string]int64{
 			cd + "{counted}": 2, cd + "{completed}": 1, cd + "{stale}": 1, cd + "{not_found}": 1, cd + "{broken}": 1,
 			w + "{completed}": 1, w + "{replaced}": 1, w + "{broken}": 1, w + "{gave_up}": 1,

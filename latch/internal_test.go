@@ -24,8 +24,8 @@ func TestResentRequestsCountOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 2 {
-			r, err := engine.LatchCountDown.Run(ctx, e, e.Key("latch"), l.id, "signal-1")
-			if err != nil || r.Status != engine.LatchCurrent || r.Remaining != 2 {
+			r, err := countDownScript.Run(ctx, e, e.Key("latch"), l.id, "signal-1")
+			if err != nil || r.Status != statusCurrent || r.Remaining != 2 {
 				t.Fatalf("count-down (re-sent) = %+v, %v; want counted once, 2 left", r, err)
 			}
 		}
@@ -33,7 +33,7 @@ func TestResentRequestsCountOnce(t *testing.T) {
 			t.Fatalf("Count = %d, %v; want 2", n, err)
 		}
 		for range 2 {
-			r, err := engine.LatchCreate.Run(ctx, e, e.Key("latch"), "gen-2", 5, 0, 0, "reset")
+			r, err := createScript.Run(ctx, e, e.Key("latch"), "gen-2", 5, 0, 0, "reset")
 			if err != nil || !r.Created || r.Gen != 2 || r.Count != 5 {
 				t.Fatalf("reset (re-sent) = %+v, %v; want generation 2 of count 5 once", r, err)
 			}

@@ -60,12 +60,12 @@ func init() {
 
 // The attribute sets of the latch's instruments, built once.
 var (
-	countDownResult = map[engine.LatchStatus]metric.MeasurementOption{
-		engine.LatchCurrent:  result("counted"),
-		engine.LatchComplete: result("completed"),
-		engine.LatchStale:    result("stale"),
-		engine.LatchNotFound: result("not_found"),
-		engine.LatchBroken:   result("broken"),
+	countDownResult = map[status]metric.MeasurementOption{
+		statusCurrent:  result("counted"),
+		statusComplete: result("completed"),
+		statusStale:    result("stale"),
+		statusNotFound: result("not_found"),
+		statusBroken:   result("broken"),
 	}
 	waitCompleted = result("completed")
 	waitReplaced  = result("replaced")
@@ -236,7 +236,7 @@ func (l *Latch) create(ctx context.Context, count int64, mode, opName string) (*
 	if err != nil {
 		return nil, err
 	}
-	r, err := engine.LatchCreate.Run(ctx, l.e, l.keys, id, count, l.deadline, l.keyTTL, mode)
+	r, err := createScript.Run(ctx, l.e, l.keys, id, count, l.deadline, l.keyTTL, mode)
 	if err == nil && !r.Created {
 		err = fmt.Errorf("%w (generation %d, count %d)", ErrExists, r.Gen, r.Count)
 	}
@@ -264,7 +264,7 @@ func (l *Latch) Join(ctx context.Context) (*Generation, error) {
 		return nil, err
 	}
 	op = op.On(l.keys)
-	g, err := engine.LatchJoin.Run(ctx, l.e, l.keys)
+	g, err := joinScript.Run(ctx, l.e, l.keys)
 	if err == nil && !g.Found {
 		err = ErrNotFound
 	}
@@ -336,11 +336,11 @@ func (g *Generation) CountDown(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	r, err := engine.LatchCountDown.Run(ctx, g.l.e, g.l.keys, g.id, signal)
+	r, err := countDownScript.Run(ctx, g.l.e, g.l.keys, g.id, signal)
 	if err != nil {
 		return 0, op.End(err)
 	}
-	g.l.e.Count(engine.LatchCountDowns, countDownResult[r.Status])
+	g.l.e.Count(countDowns, countDownResult[r.Status])
 	return r.Remaining, op.End(statusErr(r.Status))
 }
 
@@ -360,7 +360,7 @@ func (g *Generation) Count(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	r, err := engine.LatchRead.Run(ctx, g.l.e, g.l.keys, g.id)
+	r, err := readScript.Run(ctx, g.l.e, g.l.keys, g.id)
 	if err != nil {
 		return 0, op.End(err)
 	}
@@ -372,17 +372,17 @@ func (g *Generation) Count(ctx context.Context) (int64, error) {
 // [ErrBroken], [ErrCompleted] (count-down only), [ErrStaleGeneration] or
 // [ErrNotFound]. The strict decoders give every status but the current
 // and the broken one a count of 0, which is what the callers return then.
-func statusErr(s engine.LatchStatus) error {
+func statusErr(s status) error {
 	switch s {
-	case engine.LatchCurrent:
+	case statusCurrent:
 		return nil
-	case engine.LatchBroken:
+	case statusBroken:
 		return ErrBroken
-	case engine.LatchComplete:
+	case statusComplete:
 		return ErrCompleted
-	case engine.LatchStale:
+	case statusStale:
 		return ErrStaleGeneration
-	default: // engine.LatchNotFound; the decoders admit nothing else
+	default: // statusNotFound; the decoders admit nothing else
 		return ErrNotFound
 	}
 }
@@ -412,20 +412,20 @@ func (g *Generation) Wait(ctx context.Context) (bool, error) {
 	}
 	op = op.On(g.l.keys)
 	start := time.Now()
-	var final engine.LatchStatus
+	var final status
 	err = g.l.e.Wait(ctx, engine.WaitConfig{Key: g.l.keys.Full()[0], Recheck: g.l.recheck}, func(ctx context.Context) (engine.Attempt, error) {
-		r, err := engine.LatchRead.Run(ctx, g.l.e, g.l.keys, g.id)
+		r, err := readScript.Run(ctx, g.l.e, g.l.keys, g.id)
 		if err != nil {
 			return engine.Attempt{}, err
 		}
-		if r.Status == engine.LatchCurrent && r.Count > 0 {
+		if r.Status == statusCurrent && r.Count > 0 {
 			return engine.Attempt{RetryIn: r.DeadlineIn}, nil
 		}
 		final = r.Status // complete, broken, stale or gone
 		return engine.Attempt{Done: true}, nil
 	})
 	record := func(res metric.MeasurementOption) {
-		g.l.e.Histogram(engine.LatchWaits).Record(context.Background(), time.Since(start).Seconds(), res)
+		g.l.e.Histogram(waits).Record(context.Background(), time.Since(start).Seconds(), res)
 	}
 	switch {
 	case err != nil && engine.Classify(err) == engine.Canceled && ctx.Err() != nil:
@@ -435,10 +435,10 @@ func (g *Generation) Wait(ctx context.Context) (bool, error) {
 	case err != nil:
 		record(waitFailed)
 		return false, op.End(err)
-	case final == engine.LatchCurrent:
+	case final == statusCurrent:
 		record(waitCompleted)
 		return true, op.End(nil)
-	case final == engine.LatchBroken:
+	case final == statusBroken:
 		record(waitBroken)
 		return false, op.End(ErrBroken)
 	default:

@@ -579,7 +579,7 @@ func TestOneCommandPerOperation(t *testing.T) {
 		}
 		e, _ := engine.Of(admin)
 		for _, load := range []func(context.Context, *engine.Engine) error{
-			engine.LatchCreate.Load, engine.LatchJoin.Load, engine.LatchCountDown.Load, engine.LatchRead.Load,
+			latch.CreateScript.Load, latch.JoinScript.Load, latch.CountDownScript.Load, latch.ReadScript.Load,
 		} {
 			if err := load(ctx, e); err != nil {
 				t.Fatalf("SCRIPT LOAD: %v", err)
@@ -709,27 +709,27 @@ func TestUnknownRepliesAreBadState(t *testing.T) {
 			val  any
 			op   func(coord *coordination.Coordinator, k string, l *latch.Generation) error
 		}{
-			{"create status 2", engine.LatchCreate.Hash(), []any{int64(2), int64(1), int64(1), int64(0), now}, func(c *coordination.Coordinator, k string, _ *latch.Generation) error {
+			{"create status 2", latch.CreateScript.Hash(), []any{int64(2), int64(1), int64(1), int64(0), now}, func(c *coordination.Coordinator, k string, _ *latch.Generation) error {
 				_, err := create(ctx, c, k, 1)
 				return err
 			}},
-			{"join as an empty array", engine.LatchJoin.Hash(), []any{}, func(c *coordination.Coordinator, k string, _ *latch.Generation) error {
+			{"join as an empty array", latch.JoinScript.Hash(), []any{}, func(c *coordination.Coordinator, k string, _ *latch.Generation) error {
 				_, err := join(ctx, c, k)
 				return err
 			}},
-			{"count-down status 9", engine.LatchCountDown.Hash(), []any{int64(9), int64(0), now}, func(_ *coordination.Coordinator, _ string, l *latch.Generation) error {
+			{"count-down status 9", latch.CountDownScript.Hash(), []any{int64(9), int64(0), now}, func(_ *coordination.Coordinator, _ string, l *latch.Generation) error {
 				_, err := l.CountDown(ctx)
 				return err
 			}},
-			{"count-down broken at 0", engine.LatchCountDown.Hash(), []any{int64(5), int64(0), now}, func(_ *coordination.Coordinator, _ string, l *latch.Generation) error {
+			{"count-down broken at 0", latch.CountDownScript.Hash(), []any{int64(5), int64(0), now}, func(_ *coordination.Coordinator, _ string, l *latch.Generation) error {
 				_, err := l.CountDown(ctx)
 				return err
 			}},
-			{"read with 0 ms to the deadline", engine.LatchRead.Hash(), []any{int64(1), int64(3), int64(0), now}, func(_ *coordination.Coordinator, _ string, l *latch.Generation) error {
+			{"read with 0 ms to the deadline", latch.ReadScript.Hash(), []any{int64(1), int64(3), int64(0), now}, func(_ *coordination.Coordinator, _ string, l *latch.Generation) error {
 				_, err := l.Count(ctx)
 				return err
 			}},
-			{"wait reading status 4", engine.LatchRead.Hash(), []any{int64(4), int64(0), int64(-1), now}, func(_ *coordination.Coordinator, _ string, l *latch.Generation) error {
+			{"wait reading status 4", latch.ReadScript.Hash(), []any{int64(4), int64(0), int64(-1), now}, func(_ *coordination.Coordinator, _ string, l *latch.Generation) error {
 				_, err := l.Wait(ctx)
 				return err
 			}},

@@ -18,7 +18,6 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
-	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/contract"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/semaphore"
@@ -254,7 +253,7 @@ func TestRenewalInFlightDuringRelease(t *testing.T) {
 				client := b.Client(t)
 				// The first renewal is held in the hook (before it is sent,
 				// or with its reply) until the permit is released.
-				gate := &renewalGate{sha: engine.SemaphoreRefresh.Hash(), before: mode != "reply delayed",
+				gate := &renewalGate{sha: semaphore.RefreshScript.Hash(), before: mode != "reply delayed",
 					held: make(chan struct{}), open: make(chan struct{}), done: make(chan struct{})}
 				client.AddHook(gate)
 				t.Cleanup(gate.release)
@@ -316,7 +315,7 @@ func TestRenewalInFlightDuringRelease(t *testing.T) {
 				}
 				for _, sm := range rm.ScopeMetrics {
 					for _, m := range sm.Metrics {
-						if m.Name == engine.SemaphoreMetrics.Lost.Name {
+						if m.Name == semaphore.LeaseMetrics.Lost.Name {
 							t.Errorf("%s recorded a loss that did not happen", m.Name)
 						}
 					}
@@ -405,7 +404,7 @@ func TestLostReplyThenLoadingIsCleanedUp(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				faults.Add(testharness.Fault{SHA: engine.SemaphoreAcquire.Hash(), Forward: true, Err: fault})
+				faults.Add(testharness.Fault{SHA: semaphore.AcquireScript.Hash(), Forward: true, Err: fault})
 				_, err = s.TryAcquireN(ctx, 2, time.Minute)
 				if err == nil || coordination.Classify(err) != coordination.Transient || !coordination.IsAmbiguous(err) {
 					t.Fatalf("acquire: %v, want a transient, ambiguous error", err)
@@ -430,8 +429,8 @@ func TestBlockingAcquireKeepsAmbiguity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		faults.Add(testharness.Fault{SHA: engine.SemaphoreAcquire.Hash(), Forward: true, Err: testharness.ErrLostReply})
-		faults.Add(testharness.Fault{SHA: engine.SemaphoreAcquire.Hash(), Times: -1, Err: testharness.LoadingError})
+		faults.Add(testharness.Fault{SHA: semaphore.AcquireScript.Hash(), Forward: true, Err: testharness.ErrLostReply})
+		faults.Add(testharness.Fault{SHA: semaphore.AcquireScript.Hash(), Times: -1, Err: testharness.LoadingError})
 		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		_, err = s.AcquireN(cctx, 2, time.Minute)
 		cancel()

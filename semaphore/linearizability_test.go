@@ -31,7 +31,7 @@ import (
 // histories that include expiries are checked too.
 
 // Recording views of the semaphore's scripts: the same .lua files the
-// engine declares (internal/engine/scripts_semaphore.go), each wrapped so
+// package declares (scripts.go), each wrapped so
 // that it also replies with the server time its own TIME call read: the
 // script's body runs unchanged inside a function, its redis.call('TIME')
 // is routed through one that records the time, and the reply becomes
@@ -367,12 +367,12 @@ func TestExpiredMemberScriptsTouchNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		e, k := s.e, s.keys
-		g, err := engine.SemaphoreAcquire.Run(ctx, e, k, "P:1:old", 100, int64(1))
+		g, err := acquireScript.Run(ctx, e, k, "P:1:old", 100, int64(1))
 		if err != nil || !g.Acquired {
 			t.Fatalf("old acquire: %+v, %v", g, err)
 		}
 		b.Advance(200 * time.Millisecond)
-		if g, err = engine.SemaphoreAcquire.Run(ctx, e, k, "P:1:new", 60_000, int64(1)); err != nil || !g.Acquired {
+		if g, err = acquireScript.Run(ctx, e, k, "P:1:new", 60_000, int64(1)); err != nil || !g.Acquired {
 			t.Fatalf("new acquire: %+v, %v", g, err)
 		}
 		raw := b.Raw(t)
@@ -384,18 +384,18 @@ func TestExpiredMemberScriptsTouchNothing(t *testing.T) {
 			return v
 		}
 		before := score()
-		if ok, err := engine.SemaphoreRefresh.Run(ctx, e, k, "P:1:old", 60_000); ok || err != nil {
+		if ok, err := refreshScript.Run(ctx, e, k, "P:1:old", 60_000); ok || err != nil {
 			t.Fatalf("refresh of the expired member = %v, %v", ok, err)
 		}
-		if out, err := engine.SemaphoreRelease.Run(ctx, e, k, "P:1:old"); out != engine.AlreadyReleased || err != nil {
+		if out, err := releaseScript.Run(ctx, e, k, "P:1:old"); out != engine.AlreadyReleased || err != nil {
 			t.Fatalf("release of the expired member = %v, %v", out, err)
 		}
-		if ok, err := engine.SemaphoreVerify.Run(ctx, e, k, "P:1:new"); !ok || err != nil || score() != before {
+		if ok, err := verifyScript.Run(ctx, e, k, "P:1:new"); !ok || err != nil || score() != before {
 			t.Fatalf("the new holder's permit changed: live %v (%v), score %v -> %v", ok, err, before, score())
 		}
 		// A re-sent acquisition of the live holder does not take a second
 		// permit and only sets its expiry again.
-		if g, err = engine.SemaphoreAcquire.Run(ctx, e, k, "P:1:new", 60_000, int64(1)); err != nil || !g.Acquired {
+		if g, err = acquireScript.Run(ctx, e, k, "P:1:new", 60_000, int64(1)); err != nil || !g.Acquired {
 			t.Fatalf("re-sent acquire: %+v, %v", g, err)
 		}
 		if n, _ := raw.ZCard(ctx, b.Key("permits")).Result(); n != 2 {

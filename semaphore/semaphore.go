@@ -19,11 +19,11 @@ const primitive = "semaphore"
 var kind = &engine.LeaseKind{
 	Primitive: primitive,
 	AcquireOp: hooks.SemaphoreAcquire, RenewOp: hooks.SemaphoreRenew, VerifyOp: hooks.SemaphoreVerify, ReleaseOp: hooks.SemaphoreRelease,
-	Acquire: engine.SemaphoreAcquire, Refresh: engine.SemaphoreRefresh, Verify: engine.SemaphoreVerify, Release: engine.SemaphoreRelease,
+	Acquire: acquireScript, Refresh: refreshScript, Verify: verifyScript, Release: releaseScript,
 	ReleaseMark: true,
 	NoExpiry:    true,
 	WaitFlag:    true,
-	Metrics:     engine.SemaphoreMetrics,
+	Metrics:     leaseMetrics,
 }
 
 // MaxCapacity is the largest capacity (and so the largest number of permits
@@ -236,7 +236,7 @@ func (s *Semaphore) State(ctx context.Context) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
-	r, err := engine.SemaphoreRead.Run(ctx, s.e, s.keys)
+	r, err := readScript.Run(ctx, s.e, s.keys)
 	if err != nil {
 		return State{}, op.End(err)
 	}

@@ -691,31 +691,31 @@ func TestUnknownRepliesAreBadState(t *testing.T) {
 			val  any
 			op   func(s *semaphore.Semaphore, p *semaphore.Permit) error
 		}{
-			{"acquire -2", engine.SemaphoreAcquire.Hash(), int64(-2), func(s *semaphore.Semaphore, _ *semaphore.Permit) error {
+			{"acquire -2", semaphore.AcquireScript.Hash(), int64(-2), func(s *semaphore.Semaphore, _ *semaphore.Permit) error {
 				_, err := s.TryAcquire(ctx, time.Minute)
 				return err
 			}},
-			{"acquire as an array", engine.SemaphoreAcquire.Hash(), []any{int64(0), int64(5)}, func(s *semaphore.Semaphore, _ *semaphore.Permit) error {
+			{"acquire as an array", semaphore.AcquireScript.Hash(), []any{int64(0), int64(5)}, func(s *semaphore.Semaphore, _ *semaphore.Permit) error {
 				_, err := s.TryAcquire(ctx, time.Minute)
 				return err
 			}},
-			{"refresh -1", engine.SemaphoreRefresh.Hash(), int64(-1), func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
+			{"refresh -1", semaphore.RefreshScript.Hash(), int64(-1), func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
 				_, err := p.Refresh(ctx, time.Minute)
 				return err
 			}},
-			{"verify live with 0 left", engine.SemaphoreVerify.Hash(), []any{int64(1), int64(0), now}, func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
+			{"verify live with 0 left", semaphore.VerifyScript.Hash(), []any{int64(1), int64(0), now}, func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
 				_, err := p.Verify(ctx)
 				return err
 			}},
-			{"verify as a string", engine.SemaphoreVerify.Hash(), "1", func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
+			{"verify as a string", semaphore.VerifyScript.Hash(), "1", func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
 				_, err := p.Verify(ctx)
 				return err
 			}},
-			{"release NotOwned", engine.SemaphoreRelease.Hash(), int64(-1), func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
+			{"release NotOwned", semaphore.ReleaseScript.Hash(), int64(-1), func(_ *semaphore.Semaphore, p *semaphore.Permit) error {
 				_, err := p.Release(ctx)
 				return err
 			}},
-			{"read short", engine.SemaphoreRead.Hash(), []any{int64(2), int64(1), int64(1), now}, func(s *semaphore.Semaphore, _ *semaphore.Permit) error {
+			{"read short", semaphore.ReadScript.Hash(), []any{int64(2), int64(1), int64(1), now}, func(s *semaphore.Semaphore, _ *semaphore.Permit) error {
 				_, err := s.State(ctx)
 				return err
 			}},
@@ -747,7 +747,7 @@ func TestUnknownRepliesAreBadState(t *testing.T) {
 			if !errors.Is(err, coordination.ErrBadState) || errors.Is(err, coordination.ErrNotAcquired) {
 				t.Errorf("%s: %v; want ErrBadState", c.name, err)
 			}
-			if c.sha == engine.SemaphoreRefresh.Hash() || c.sha == engine.SemaphoreVerify.Hash() {
+			if c.sha == semaphore.RefreshScript.Hash() || c.sha == semaphore.VerifyScript.Hash() {
 				if p.Remaining() == 0 || p.Context().Err() != nil {
 					t.Errorf("%s: the permit was marked lost by a reply nobody understood", c.name)
 				}
@@ -823,8 +823,8 @@ func TestOneCommandPerOperation(t *testing.T) {
 		}
 		e, _ := engine.Of(admin)
 		for _, load := range []func(context.Context, *engine.Engine) error{
-			engine.SemaphoreAcquire.Load, engine.SemaphoreRelease.Load, engine.SemaphoreRefresh.Load,
-			engine.SemaphoreVerify.Load, engine.SemaphoreRead.Load,
+			semaphore.AcquireScript.Load, semaphore.ReleaseScript.Load, semaphore.RefreshScript.Load,
+			semaphore.VerifyScript.Load, semaphore.ReadScript.Load,
 		} {
 			if err := load(ctx, e); err != nil {
 				t.Fatalf("SCRIPT LOAD: %v", err)
@@ -955,8 +955,8 @@ func TestAbandonedCleanupIsCounted(t *testing.T) {
 		p := mustAcquireN(t, s, 1, time.Minute)
 		// The release fails transiently (never sent); its background retry
 		// is refused terminally.
-		faults.Add(testharness.Fault{SHA: engine.SemaphoreRelease.Hash(), Err: testharness.LoadingError})
-		faults.Add(testharness.Fault{SHA: engine.SemaphoreRelease.Hash(), Err: noPerm("NOPERM this user has no permissions to run the 'zrem' command")})
+		faults.Add(testharness.Fault{SHA: semaphore.ReleaseScript.Hash(), Err: testharness.LoadingError})
+		faults.Add(testharness.Fault{SHA: semaphore.ReleaseScript.Hash(), Err: noPerm("NOPERM this user has no permissions to run the 'zrem' command")})
 		if _, err := p.Release(ctx); coordination.Classify(err) != coordination.Transient {
 			t.Fatalf("Release with LOADING: %v, want the transient error", err)
 		}
@@ -971,7 +971,7 @@ func TestAbandonedCleanupIsCounted(t *testing.T) {
 		e, _ := engine.Of(coord)
 		eventually(t, 5*time.Second, "the abandoned cleanup ended", func() bool { return e.Cleanups() == 0 })
 		q := mustAcquireN(t, s, 1, time.Minute)
-		faults.Add(testharness.Fault{SHA: engine.SemaphoreRelease.Hash(), Err: noPerm("NOPERM no permissions")})
+		faults.Add(testharness.Fault{SHA: semaphore.ReleaseScript.Hash(), Err: noPerm("NOPERM no permissions")})
 		if _, err := q.Release(ctx); coordination.Classify(err) != coordination.Terminal {
 			t.Fatalf("Release with NOPERM: %v, want the terminal error", err)
 		}

@@ -15,3 +15,6 @@ func Scaled(n int64, unit time.Duration) time.Duration {
 	}
 	return time.Duration(n) * unit
 }
+
+// maxMillis is the largest millisecond count a time.Duration holds.
+const maxMillis = int64(math.MaxInt64 / time.Millisecond)

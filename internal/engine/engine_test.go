@@ -456,24 +456,6 @@ func TestDurationHistogram(t *testing.T) {
 	}
 }
 
-// The instrument table has unique names in the coordination.<primitive>.
-// namespace, each with a description and a unit.
-func TestMetricTable(t *testing.T) {
-	seen := map[string]bool{}
-	for _, m := range engine.Table {
-		if seen[m.Name] {
-			t.Errorf("%s declared twice", m.Name)
-		}
-		seen[m.Name] = true
-		if !strings.HasPrefix(m.Name, "coordination.") || strings.Count(m.Name, ".") < 2 {
-			t.Errorf("%s: want coordination.<primitive>.<what>", m.Name)
-		}
-		if m.Description == "" || m.Unit == "" {
-			t.Errorf("%s: description or unit missing", m.Name)
-		}
-	}
-}
-
 // Watch shares one Pub/Sub connection among every waiter of a coordinator
 // and closes it when the last waiter leaves.
 func TestWatchSharesOneConnection(t *testing.T) {

@@ -2,12 +2,9 @@ package engine
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -20,132 +17,17 @@ import (
 // seeds and its committed corpus (testdata/fuzz/<target>); `make fuzz-short`
 // runs each for a bounded time, `make fuzz` for longer.
 
-// A fuzz reply is built from bytes: a tag byte chooses the RESP value a
-// go-redis reply can hold (nil, an integer, a bulk string, an array of
-// replies, a double, a boolean, an error reply), followed by its payload.
-const (
-	tagNil = iota
-	tagInt
-	tagSmallInt // one signed byte: the small codes decoders switch on
-	tagString
-	tagDecimal // a decimal string of a varint (fencing tokens)
-	tagArray
-	tagFloat
-	tagBool
-	tagError
-	tagCount
-)
-
-// replyFrom reads one reply from b and returns the rest of b.
-func replyFrom(b []byte, depth int) (any, []byte) {
-	if len(b) == 0 {
-		return nil, nil
-	}
-	tag, b := b[0]%tagCount, b[1:]
-	switch tag {
-	case tagInt:
-		var x [8]byte
-		n := copy(x[:], b)
-		return int64(binary.LittleEndian.Uint64(x[:])), b[n:]
-	case tagSmallInt:
-		if len(b) == 0 {
-			return int64(0), nil
-		}
-		return int64(int8(b[0])), b[1:]
-	case tagString, tagError:
-		n := 0
-		if len(b) > 0 {
-			n, b = int(b[0]), b[1:]
-		}
-		n = min(n, len(b))
-		s := string(b[:n])
-		if tag == tagError {
-			return replyError(s), b[n:]
-		}
-		return s, b[n:]
-	case tagDecimal:
-		v, n := binary.Varint(b)
-		if n <= 0 {
-			return "", nil
-		}
-		return strconv.FormatInt(v, 10), b[n:]
-	case tagArray:
-		if len(b) == 0 || depth > 4 {
-			return []any{}, b
-		}
-		n := int(b[0] % 12)
-		b = b[1:]
-		a := make([]any, 0, n)
-		for range n {
-			var v any
-			v, b = replyFrom(b, depth+1)
-			a = append(a, v)
-		}
-		return a, b
-	case tagFloat:
-		var x [8]byte
-		n := copy(x[:], b)
-		return math.Float64frombits(binary.LittleEndian.Uint64(x[:])), b[n:]
-	case tagBool:
-		return len(b) > 0 && b[0]&1 == 1, b[min(1, len(b)):]
-	}
-	return nil, b
+// decoderOf is one script's decoder with replies it accepts (seeds).
+func decoderOf[R any](s *Script[R], seeds ...[]any) fuzzseed.Decoder {
+	return fuzzseed.Decoder{Name: s.name, Decode: func(v any) (any, bool) { return s.decode(v) }, Seeds: seeds}
 }
 
-// replyBytes encodes a reply for replyFrom (seeds).
-func replyBytes(v any) []byte {
-	switch x := v.(type) {
-	case nil:
-		return []byte{tagNil}
-	case int:
-		return replyBytes(int64(x))
-	case int64:
-		if x >= math.MinInt8 && x <= math.MaxInt8 {
-			return []byte{tagSmallInt, byte(int8(x))}
-		}
-		return binary.LittleEndian.AppendUint64([]byte{tagInt}, uint64(x))
-	case string:
-		return append([]byte{tagString, byte(len(x))}, x...)
-	case []any:
-		b := []byte{tagArray, byte(len(x))}
-		for _, e := range x {
-			b = append(b, replyBytes(e)...)
-		}
-		return b
-	}
-	panic(fmt.Sprintf("replyBytes: %T", v))
-}
-
-// decoder is one script's decoder with the invariants of what it accepts.
-type decoder struct {
-	name  string
-	run   func(any) (any, bool)
-	seeds [][]any // valid replies
-}
-
-func decoderOf[R any](s *Script[R], seeds ...[]any) decoder {
-	return decoder{name: s.name, run: func(v any) (any, bool) { return s.decode(v) }, seeds: seeds}
-}
-
-// fuzzedDecoders are the decoders of the scripts still declared in this
-// package: the semaphore, idempotency, the latch and the rate limiters.
-// The lock's, the field leases', the fencing lock's and the read-write
-// lease's are fuzzed in their own packages (internal/testkit/replyfuzz).
-func fuzzedDecoders() []decoder {
-	return []decoder{
-		decoderOf(SemaphoreAcquire, []any{0}, []any{700}, []any{-1}),
-		decoderOf(SemaphoreRefresh, []any{1}, []any{0}),
-		decoderOf(SemaphoreVerify, []any{[]any{1, 900, 1700000000000}}, []any{[]any{0, 0, 1700000000000}}),
-		decoderOf(SemaphoreRelease, []any{1}, []any{0}),
-		decoderOf(SemaphoreRead, []any{[]any{3, 2, 1, 0, 1700000000000}}, []any{[]any{0, 0, 0, 0, 1700000000000}}),
-		decoderOf(IdempotencyBegin, []any{-1700000000000000}, []any{-2}, []any{1200}, []any{"result"}),
-		decoderOf(IdempotencyComplete, []any{1}, []any{0}),
-		decoderOf(IdempotencyAbandon, []any{1}, []any{0}),
-		decoderOf(IdempotencyRenew, []any{1}, []any{0}),
-		decoderOf(LatchCreate, []any{1, 1, 3, 0, 1700000000000}, []any{0, 2, 1, 1700000005000, 1700000000000}),
-		decoderOf(LatchJoin, []any{nil}, []any{"id-1", 1, 2, 3, 0, 1700000000000}),
-		decoderOf(LatchCountDown, []any{1, 2, 1700000000000}, []any{4, 0, 1700000000000}, []any{5, 3, 1700000000000}),
-		decoderOf(LatchRead, []any{1, 2, 500, 1700000000000}, []any{1, 0, -1, 1700000000000}, []any{3, 0, -1, 1700000000000}, []any{5, 1, -1, 1700000000000}),
+// fuzzedDecoders are the decoders of the scripts still declared in the
+// engine: the rate limiters'. The other primitives fuzz their own decoders
+// (FuzzDecoders in their packages, and in internal/lockcore and
+// internal/fencingcore).
+func fuzzedDecoders() []fuzzseed.Decoder {
+	return []fuzzseed.Decoder{
 		decoderOf(RateLimitDecide, []any{5}, []any{[]any{0, 250000}}, []any{[]any{0, -1}}),
 		decoderOf(RateLimitAdjust, []any{[]any{1, 4}}, []any{[]any{0, 0}}),
 		decoderOf(RateLimitConcAcquire, []any{[]any{1, 2, -1}}, []any{[]any{0, 0, 1500}}),
@@ -176,31 +58,6 @@ func checkDecoded(r any) error {
 		if x < Released || x > NotOwned {
 			return fmt.Errorf("outcome %d", x)
 		}
-	case LatchCreated:
-		if x.Gen < 1 || x.Count < 0 || x.Deadline < 0 {
-			return fmt.Errorf("latch created %+v", x)
-		}
-	case LatchGeneration:
-		if x.Found && (x.ID == "" || x.Gen < 1 || x.Count < 0 || x.Count > x.Initial || x.Deadline < 0) {
-			return fmt.Errorf("latch generation %+v", x)
-		}
-	case LatchCount:
-		if x.Status < LatchCurrent || x.Status > LatchBroken || x.Remaining < 0 {
-			return fmt.Errorf("latch count %+v", x)
-		}
-	case LatchState:
-		if x.Status < LatchCurrent || x.Status > LatchBroken || x.Status == LatchComplete || x.Count < 0 || x.DeadlineIn < 0 {
-			return fmt.Errorf("latch state %+v", x)
-		}
-	case SemaphoreState:
-		if x.Capacity < 0 || x.Used < x.Holders || x.Holders < x.NoExpiry || x.NoExpiry < 0 {
-			return fmt.Errorf("semaphore state %+v", x)
-		}
-	case ClaimReply:
-		if x.State < ClaimStarted || x.State > ClaimFingerprintMismatch || x.Remaining < 0 ||
-			(x.State != ClaimCompleted && x.Result != "") || (x.State == ClaimStarted) != (x.Fence >= 3) || (x.State != ClaimInProgress && x.Remaining != 0) {
-			return fmt.Errorf("claim %+v", x)
-		}
 	case bool:
 	default:
 		return fmt.Errorf("unchecked result type %T", r)
@@ -213,53 +70,23 @@ func checkDecoded(r any) error {
 // or refuses it, and the refusal becomes an error wrapping ErrBadState
 // that describes the reply's shape. No reply panics.
 func FuzzDecoders(f *testing.F) {
-	var seeds [][]any
-	for _, d := range fuzzedDecoders() {
-		for _, s := range d.seeds {
-			var v any = s
-			if len(s) == 1 {
-				v = s[0] // a scalar reply
-			}
-			seeds = append(seeds, []any{replyBytes(v)})
-		}
+	fuzzseed.FuzzDecoders(f, fuzzedDecoders(), checkDecoded, refusal)
+}
+
+// refusal checks that a decoder's refusal of reply becomes a terminal
+// error wrapping ErrBadState that names the script.
+func refusal(name string, reply any) error {
+	err := UnexpectedReply(name, reply)
+	if !errors.Is(err, ErrBadState) || Classify(err) != Terminal || !strings.Contains(err.Error(), name) {
+		return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
 	}
-	seeds = append(seeds, []any{[]byte{tagArray, 3, tagFloat, 1, 2, tagBool, 1, tagError, 3, 'E', 'R', 'R'}},
-		[]any{[]byte{tagDecimal, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02}})
-	fuzzseed.Seeds(f, seeds...)
-	decoders := fuzzedDecoders()
-	f.Fuzz(func(t *testing.T, data []byte) {
-		v, _ := replyFrom(data, 0)
-		for _, d := range decoders {
-			r, ok := d.run(v)
-			if ok {
-				if err := checkDecoded(r); err != nil {
-					t.Fatalf("%s accepted %#v as an invalid result: %v", d.name, v, err)
-				}
-				continue
-			}
-			err := UnexpectedReply(d.name, v)
-			if !errors.Is(err, ErrBadState) || Classify(err) != Terminal || !strings.Contains(err.Error(), d.name) {
-				t.Fatalf("%s: refusal %v is not a terminal ErrBadState", d.name, err)
-			}
-		}
-	})
+	return nil
 }
 
 // TestDecoderSeedsAccepted proves the seeds are valid replies, so that the
 // fuzzer starts from both sides of every decoder.
 func TestDecoderSeedsAccepted(t *testing.T) {
-	for _, d := range fuzzedDecoders() {
-		for _, s := range d.seeds {
-			var v any = s
-			if len(s) == 1 {
-				v = s[0]
-			}
-			v, _ = replyFrom(replyBytes(v), 0)
-			if _, ok := d.run(v); !ok {
-				t.Errorf("%s refuses its seed %#v", d.name, v)
-			}
-		}
-	}
+	fuzzseed.DecoderSeedsAccepted(t, fuzzedDecoders())
 }
 
 // FuzzMapError gives MapError, Classify, IsAmbiguous and Describe

@@ -31,10 +31,10 @@ const (
 )
 
 // Metric describes one instrument. Every instrument of the library is
-// declared once, with [NewMetric] or [NewLeaseMetrics] (in this file for
-// the engine's own, in its primitive's package for the others), and listed
-// in [Table]: the one table of names that the docs reproduce (a test
-// checks that the README lists exactly these).
+// declared once, by the package that records it (the engine's own here, a
+// primitive's in its package, with [NewMetric] or [NewLeaseMetrics]), and
+// listed in [Table]: the one table of names that the docs reproduce (a
+// test checks that the README lists exactly these).
 type Metric struct {
 	Name        string
 	Kind        MetricKind
@@ -43,39 +43,27 @@ type Metric struct {
 	Description string
 }
 
-// Table lists every instrument declared in the program, sorted by name
-// (whatever the order in which packages initialise). Read it after
-// initialisation only.
+// Table lists every instrument of the library declared by the packages of
+// the program, sorted by name (so its order does not depend on the order
+// in which packages initialise). Read it only after initialisation.
 var Table []*Metric
 
-func def(kind MetricKind, name, unit, attrs, desc string) *Metric {
-	m := &Metric{Name: name, Kind: kind, Unit: unit, Attributes: attrs, Description: desc}
-	i, found := slices.BinarySearchFunc(Table, name, func(m *Metric, name string) int { return strings.Compare(m.Name, name) })
-	if found {
-		panic("engine: instrument " + name + " declared twice")
-	}
-	Table = slices.Insert(Table, i, m)
-	return m
-}
-
-// NewMetric declares an instrument named name (coordination.<primitive>.<what>)
-// of the given kind and unit, whose measurements carry the attribute keys
-// attrs (comma-separated; never keys, tokens, identities or endpoints), and
-// adds it to [Table]. A primitive declares each of its instruments once,
-// in a package-level variable; a name declared twice panics at
-// initialisation.
+// NewMetric declares one instrument and adds it to [Table]: name is
+// coordination.<primitive>.<what>, unit a UCUM unit ("s" for the duration
+// histograms, whose buckets are [DurationBuckets]; "{thing}" for counts),
+// attrs the attribute keys, comma-separated (never keys, tokens,
+// identities or endpoints), desc one sentence for the docs. Call it only
+// to initialise a package variable (it is not safe for concurrent use);
+// each name once.
 func NewMetric(kind MetricKind, name, unit, attrs, desc string) *Metric {
 	return def(kind, name, unit, attrs, desc)
 }
 
-// NewLeaseMetrics declares the five instruments of a family of held
-// leases, coordination.<family>.{acquire_wait, contention, hold_time,
-// renewal_failures, lost}, described with thing (what one lease is, e.g.
-// "lock") and carrying attrs (comma-separated; acquire_wait adds
-// "result"); contention is the description of the contention counter. See
-// [NewMetric].
-func NewLeaseMetrics(family, thing, attrs, contention string) LeaseMetrics {
-	return leaseFamily(family, thing, attrs, contention)
+func def(kind MetricKind, name, unit, attrs, desc string) *Metric {
+	m := &Metric{Name: name, Kind: kind, Unit: unit, Attributes: attrs, Description: desc}
+	i, _ := slices.BinarySearchFunc(Table, name, func(t *Metric, n string) int { return strings.Compare(t.Name, n) })
+	Table = slices.Insert(Table, i, m)
+	return m
 }
 
 // DurationBuckets are the histogram bucket boundaries, in seconds, of the
@@ -85,6 +73,17 @@ var DurationBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0
 // LeaseMetrics are the instruments of one family of held leases.
 type LeaseMetrics struct {
 	Wait, Contention, Hold, RenewalFailures, Lost *Metric
+}
+
+// NewLeaseMetrics declares, with [NewMetric], the five instruments of a
+// family of held leases recorded by [LeaseKind]: coordination.<family>.
+// acquire_wait (histogram, s, attrs plus result), contention (counter, its
+// description the sentence contention), hold_time (histogram, s),
+// renewal_failures and lost (counters), each described with thing (e.g.
+// "semaphore permit") and carrying the attribute keys attrs (may be empty).
+// Like NewMetric, call it only to initialise a package variable.
+func NewLeaseMetrics(family, thing, attrs, contention string) LeaseMetrics {
+	return leaseFamily(family, thing, attrs, contention)
 }
 
 func leaseFamily(family, thing, attrs, contention string) LeaseMetrics {
@@ -102,37 +101,18 @@ func leaseFamily(family, thing, attrs, contention string) LeaseMetrics {
 	}
 }
 
-// The instruments, one declaration each.
+// The engine's instruments and those of the primitives not yet declared by
+// their packages, one declaration each.
 var (
 	OperationDuration = def(Histogram, "coordination.operation.duration", "s", "operation, outcome",
 		"Time from admission to outcome of a coordination operation, including any waiting.")
 	CleanupAbandoned = def(Counter, "coordination.cleanup.abandoned", "{cleanup}", "stage, reason",
 		"Background owner-checked cleanups given up (the lease then ends at its TTL).")
 
-	SemaphoreMetrics = leaseFamily("semaphore", "semaphore permit", "",
-		"Semaphore acquisitions (TryAcquire, Acquire and their N forms) that found too few free permits, counted once per call.")
-
-	LatchCountDowns = def(Counter, "coordination.latch.count_downs", "{count_down}", "result",
-		"Latch count-downs, by result (counted, completed, stale, not_found, broken).")
-	LatchWaits = def(Histogram, "coordination.latch.wait", "s", "result",
-		"Time spent in latch Wait, by result (completed, replaced, broken, gave_up, failed).")
-
 	LeaderChanges = def(Counter, "coordination.leader.changes", "{change}", "state",
 		"Leadership changes seen by local electors: terms won (state=elected) and ended (state=revoked).")
 	LeaderAcquireFailures = def(Counter, "coordination.leader.acquire_failures", "{attempt}", "",
 		"Campaign attempts that failed with an error (transient ones are retried).")
-
-	IdempotencyClaimMetrics = LeaseMetrics{
-		Hold:            def(Histogram, "coordination.idempotency.claim_hold_time", "s", "", "Time from starting an idempotency claim kept alive to completing, abandoning or losing it."),
-		RenewalFailures: def(Counter, "coordination.idempotency.claim_renewal_failures", "{renewal}", "", "Keep-alive renewals of an idempotency claim that failed (lost, terminal or transient error)."),
-		Lost:            def(Counter, "coordination.idempotency.claims_lost", "{claim}", "", "Idempotency claims lost while their work ran: expired or taken over."),
-	}
-	IdempotencyBegins = def(Counter, "coordination.idempotency.begins", "{begin}", "state",
-		"Idempotency Begin answers (one per call, after any wait), by state (started, completed, in_progress, fingerprint_mismatch).")
-	IdempotencyCompletes = def(Counter, "coordination.idempotency.completes", "{complete}", "result",
-		"Idempotency Complete answers, by result (stored; not_owner: the caller holds no pending claim, it expired, was abandoned, taken over or completed).")
-	IdempotencyAbandons = def(Counter, "coordination.idempotency.abandons", "{abandon}", "result",
-		"Idempotency Abandon answers, by result (abandoned; not_owner: the caller holds no pending claim, it expired, was abandoned, taken over or completed).")
 
 	RateLimitAllowed = def(Counter, "coordination.rate_limit.allowed", "{lease}", "",
 		"Rate-limit acquisitions that returned an acquired lease (once per Allow, Wait or Reserve).")

@@ -52,12 +52,6 @@ func (s *Script[R]) Name() string { return s.name }
 // Hash returns the script's SHA1 in hex.
 func (s *Script[R]) Hash() string { return s.hash }
 
-// Decode runs the script's decoder on reply, as Run does after a reply
-// arrives: the decoded value and true, or false for a reply of any other
-// shape (Run then returns an error wrapping [ErrBadState]). For tests and
-// fuzz targets of the decoders.
-func (s *Script[R]) Decode(reply any) (R, bool) { return s.decode(reply) }
-
 // Run runs the script as one round trip (EVALSHA, or EVAL after a NOSCRIPT
 // reply) on the prefixed keys k and decodes the reply. Error replies are
 // mapped by [MapError] (and, for a script marked with [Script.Requires], a
@@ -154,10 +148,10 @@ func isNoScript(err error) bool {
 // Command is one plain Redis command with a strict reply decoder, for a hot
 // path that needs no script (the lock's first acquisition attempt is a
 // SET NX GET PX). Like a script it is declared once, by its primitive, next
-// to its decoder, and sent as one round
-// trip; error replies are mapped by [MapError] (a WRONGTYPE reply matches
-// ErrWrongType) and a reply the decoder does not recognise is an error
-// wrapping [ErrBadState]. It is immutable and safe for concurrent use.
+// to its decoder, and sent as one round trip; error replies are mapped by
+// [MapError] (a WRONGTYPE reply matches ErrWrongType) and a reply the
+// decoder does not recognise is an error wrapping [ErrBadState]. It is
+// immutable and safe for concurrent use.
 type Command[R any] struct {
 	name     string
 	template []any
@@ -206,11 +200,6 @@ func (c *Command[R]) Refusing(detail string, bad func(reply, id any) bool) *Comm
 	c.rejected = &scriptError{code: "COORD_BADSTATE", detail: detail}
 	return c
 }
-
-// Decode runs the command's decoder on reply for a request whose first
-// argument was id, as Run does (without the check of [Command.Refusing]).
-// For tests and fuzz targets of the decoders.
-func (c *Command[R]) Decode(reply, id any) (R, bool) { return c.decode(reply, id) }
 
 // Run sends the command on the prefixed keys k with args and decodes the
 // reply.
@@ -320,23 +309,10 @@ func Bool01(v any) (bool, bool) {
 	return false, false
 }
 
-// Outcome is what an owner-checked release found. Its values equal those
-// of coordination.ReleaseOutcome.
-type Outcome int
-
-// The release outcomes.
-const (
-	UnknownOutcome Outcome = iota // returned with an error
-	Released
-	AlreadyReleased
-	NotOwned
-)
-
 // VerifyNow returns the decoder of a verify reply that carries the server
 // time: {1, remaining_ms, now} (live; remaining_ms >= 1, or -1 without
-// expiry when noExpiry allows entries without one) or {0, 0, now} (gone);
-// now, in ms, must be positive. The semaphore and the read-write lease use
-// it.
+// expiry when noExpiry is set, for a kind that has such entries) or
+// {0, 0, now} (gone). The semaphore and the read-write lease use it.
 func VerifyNow(noExpiry bool) func(v any) (bool, bool) {
 	return func(v any) (bool, bool) {
 		a, ok := Ints(v, 3)
@@ -352,6 +328,18 @@ func VerifyNow(noExpiry bool) func(v any) (bool, bool) {
 		return false, false
 	}
 }
+
+// Outcome is what an owner-checked release found. Its values equal those
+// of coordination.ReleaseOutcome.
+type Outcome int
+
+// The release outcomes.
+const (
+	UnknownOutcome Outcome = iota // returned with an error
+	Released
+	AlreadyReleased
+	NotOwned
+)
 
 // ReleaseReply reads the release reply 1 (released), 0 (already released)
 // or -1 (held by another owner).

@@ -1,4 +1,5 @@
-// Package fuzzseed writes the seed corpus of fuzz targets. It imports
+// Package fuzzseed writes the seed corpus of fuzz targets and builds the
+// fuzzed script replies of the decoder targets (FuzzDecoders). It imports
 // nothing of the module, so that any package's internal tests can use it.
 package fuzzseed
 

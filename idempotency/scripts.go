@@ -1,0 +1,79 @@
+package idempotency
+
+import (
+	"math"
+	"time"
+
+	"github.com/coordkit/coordination/internal/engine"
+)
+
+// The store's scripts, each next to its decoder, its lease kind and its
+// instruments. The reply shapes are documented in the .lua files.
+var (
+	beginScript    = engine.NewScript("idempotency_begin", decodeBegin)
+	completeScript = engine.NewScript("idempotency_complete", engine.Bool01)
+	abandonScript  = engine.NewScript("idempotency_abandon", engine.Bool01)
+	renewScript    = engine.NewScript("idempotency_renew", engine.Bool01)
+
+	// claimKind is the lease kind of a pending claim kept alive while its
+	// work runs ([Store.KeepAlive], Do and the middleware): a handle
+	// adopted with engine.Adopt after Begin started the claim, renewed by
+	// renewScript, ended with Forget once the claim is completed or
+	// abandoned. Renewals are not admitted.
+	claimKind = &engine.LeaseKind{
+		Primitive: primitive,
+		Refresh:   renewScript,
+		Metrics:   claimMetrics,
+	}
+
+	// claimMetrics are the instruments of claims kept alive, recorded by
+	// the engine's lease handle (it has no acquisition: no wait or
+	// contention instrument).
+	claimMetrics = engine.LeaseMetrics{
+		Hold: engine.NewMetric(engine.Histogram, "coordination.idempotency.claim_hold_time", "s", "",
+			"Time from starting an idempotency claim kept alive to completing, abandoning or losing it."),
+		RenewalFailures: engine.NewMetric(engine.Counter, "coordination.idempotency.claim_renewal_failures", "{renewal}", "",
+			"Keep-alive renewals of an idempotency claim that failed (lost, terminal or transient error)."),
+		Lost: engine.NewMetric(engine.Counter, "coordination.idempotency.claims_lost", "{claim}", "",
+			"Idempotency claims lost while their work ran: expired or taken over."),
+	}
+	beginsMetric = engine.NewMetric(engine.Counter, "coordination.idempotency.begins", "{begin}", "state",
+		"Idempotency Begin answers (one per call, after any wait), by state (started, completed, in_progress, fingerprint_mismatch).")
+	completesMetric = engine.NewMetric(engine.Counter, "coordination.idempotency.completes", "{complete}", "result",
+		"Idempotency Complete answers, by result (stored; not_owner: the caller holds no pending claim, it expired, was abandoned, taken over or completed).")
+	abandonsMetric = engine.NewMetric(engine.Counter, "coordination.idempotency.abandons", "{abandon}", "result",
+		"Idempotency Abandon answers, by result (abandoned; not_owner: the caller holds no pending claim, it expired, was abandoned, taken over or completed).")
+)
+
+// beginReply is the decoded reply of idempotency_begin: the state, and the
+// fields of that state only.
+type beginReply struct {
+	State     State
+	Fence     int64         // Started: the claim's fencing token (>= 3)
+	Result    string        // Completed: the stored result bytes
+	Remaining time.Duration // InProgress: the claim's PTTL (>= 0)
+}
+
+// maxMillis is the largest millisecond count a time.Duration holds.
+const maxMillis = int64(math.MaxInt64 / time.Millisecond)
+
+// decodeBegin reads -fence <= -3 (started), a string (completed: the
+// result), an integer >= 0 (in progress: the claim's PTTL in ms) or -2
+// (fingerprint mismatch); anything else (a PTTL beyond a time.Duration) is
+// unrecognised.
+func decodeBegin(v any) (beginReply, bool) {
+	switch r := v.(type) {
+	case string:
+		return beginReply{State: Completed, Result: r}, true
+	case int64:
+		switch {
+		case r <= -3 && r != math.MinInt64: // -MinInt64 overflows
+			return beginReply{State: Started, Fence: -r}, true
+		case r == -2:
+			return beginReply{State: FingerprintMismatch}, true
+		case r >= 0 && r <= maxMillis:
+			return beginReply{State: InProgress, Remaining: time.Duration(r) * time.Millisecond}, true
+		}
+	}
+	return beginReply{}, false
+}

@@ -1,0 +1,71 @@
+package latch
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
+)
+
+// decoders are the latch scripts' decoders, each with replies it accepts.
+func decoders() []fuzzseed.Decoder {
+	return []fuzzseed.Decoder{
+		decoderOf(createScript, decodeCreate, []any{1, 1, 3, 0, 1700000000000}, []any{0, 2, 1, 1700000005000, 1700000000000}),
+		decoderOf(joinScript, decodeJoin, []any{nil}, []any{"id-1", 1, 2, 3, 0, 1700000000000}),
+		decoderOf(countDownScript, decodeCountDown, []any{1, 2, 1700000000000}, []any{4, 0, 1700000000000}, []any{5, 3, 1700000000000}),
+		decoderOf(readScript, decodeRead, []any{1, 2, 500, 1700000000000}, []any{1, 0, -1, 1700000000000}, []any{3, 0, -1, 1700000000000}, []any{5, 1, -1, 1700000000000}),
+	}
+}
+
+func decoderOf[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...[]any) fuzzseed.Decoder {
+	return fuzzseed.Decoder{Name: s.Name(), Decode: func(v any) (any, bool) { return decode(v) }, Seeds: seeds}
+}
+
+// checkDecoded holds what every accepted reply must give.
+func checkDecoded(r any) error {
+	switch x := r.(type) {
+	case createReply:
+		if x.Gen < 1 || x.Count < 0 || x.Deadline < 0 {
+			return fmt.Errorf("latch created %+v", x)
+		}
+	case joinReply:
+		if x.Found && (x.ID == "" || x.Gen < 1 || x.Count < 0 || x.Count > x.Initial || x.Deadline < 0) {
+			return fmt.Errorf("latch generation %+v", x)
+		}
+	case countDownReply:
+		if x.Status < statusCurrent || x.Status > statusBroken || x.Remaining < 0 {
+			return fmt.Errorf("latch count %+v", x)
+		}
+	case readReply:
+		if x.Status < statusCurrent || x.Status > statusBroken || x.Status == statusComplete || x.Count < 0 || x.DeadlineIn < 0 {
+			return fmt.Errorf("latch state %+v", x)
+		}
+	default:
+		return fmt.Errorf("unchecked result type %T", r)
+	}
+	return nil
+}
+
+// FuzzDecoders gives every latch decoder arbitrary replies: each either
+// accepts the reply, with a result that meets its invariants, or refuses
+// it, and the refusal becomes a terminal error wrapping ErrBadState that
+// names the script. No reply panics. Its seeds and
+// testdata/fuzz/FuzzDecoders run as a normal test.
+func FuzzDecoders(f *testing.F) {
+	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
+		err := engine.UnexpectedReply(name, reply)
+		if !errors.Is(err, engine.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
+			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
+		}
+		return nil
+	})
+}
+
+// TestDecoderSeedsAccepted proves the seeds are valid replies, so that the
+// fuzzer starts from both sides of every decoder.
+func TestDecoderSeedsAccepted(t *testing.T) {
+	fuzzseed.DecoderSeedsAccepted(t, decoders())
+}

@@ -1,0 +1,69 @@
+package semaphore
+
+import "github.com/coordkit/coordination/internal/engine"
+
+// The semaphore's scripts, each next to its decoder, and its instruments.
+// A permit is identified by its sorted-set member "P:<n>:<token>" (its id
+// in the lease argument convention); the layout is documented in
+// semaphore_acquire.lua.
+var (
+	acquireScript = engine.NewScript("semaphore_acquire", decodeGrant)
+	refreshScript = engine.NewScript("semaphore_refresh", engine.Bool01)
+	verifyScript  = engine.NewScript("semaphore_verify", engine.VerifyNow(true))
+	releaseScript = engine.NewScript("semaphore_release", decodeRelease)
+	readScript    = engine.NewScript("semaphore_read", decodeRead)
+
+	// leaseMetrics are the permits' instruments (coordination.semaphore.*),
+	// recorded by the engine's lease handles.
+	leaseMetrics = engine.NewLeaseMetrics("semaphore", "semaphore permit", "",
+		"Semaphore acquisitions (TryAcquire, Acquire and their N forms) that found too few free permits, counted once per call.")
+)
+
+// decodeGrant reads 0 (acquired) or retry_ms (too few permits free: >= 1
+// until the earliest live permit expires, -1 when none does).
+func decodeGrant(v any) (engine.Grant, bool) {
+	r, ok := v.(int64)
+	switch {
+	case !ok || r < -1:
+		return engine.Grant{}, false
+	case r == 0:
+		return engine.Grant{Acquired: true}, true
+	}
+	return engine.Grant{RetryIn: engine.RetryIn(r)}, true
+}
+
+// decodeRelease reads 1 (released) or 0 (already gone). A permit belongs
+// to its holder alone: there is no NotOwned.
+func decodeRelease(v any) (engine.Outcome, bool) {
+	switch v {
+	case int64(1):
+		return engine.Released, true
+	case int64(0):
+		return engine.AlreadyReleased, true
+	}
+	return 0, false
+}
+
+// readReply is the decoded reply of semaphore_read.
+type readReply struct {
+	Capacity int64 // the recorded capacity; 0 when the key does not exist
+	Used     int64 // permits held by live holders
+	Holders  int64 // live holders
+	NoExpiry int64 // live holders without expiry
+}
+
+// decodeRead reads {capacity, used, holders, no_expiry, now}.
+func decodeRead(v any) (readReply, bool) {
+	a, ok := engine.Ints(v, 5)
+	if !ok || a[4] <= 0 {
+		return readReply{}, false
+	}
+	s := readReply{Capacity: a[0], Used: a[1], Holders: a[2], NoExpiry: a[3]}
+	switch {
+	case s.Capacity < 0, s.NoExpiry < 0, s.NoExpiry > s.Holders, s.Holders > s.Used:
+		return readReply{}, false
+	case s.Capacity == 0 && s.Used != 0:
+		return readReply{}, false
+	}
+	return s, true
+}
