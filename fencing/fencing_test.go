@@ -17,6 +17,7 @@ import (
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/internal/testkit/contract"
 	"github.com/coordkit/coordination/internal/testkit/locktest"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
@@ -32,7 +33,7 @@ func TestFencingLockConformance(t *testing.T) {
 	locktest.Run(t, locktest.Subject{
 		Primitive: "fencing",
 		AcquireOp: hooks.FencedLockAcquire, RenewOp: hooks.FencedLockRenew, VerifyOp: hooks.FencedLockVerify, ReleaseOp: hooks.FencedLockRelease,
-		AcquireSHA: engine.FencingAcquire.Hash(), RefreshSHA: engine.FencingRefresh.Hash(),
+		AcquireSHA: fencingcore.Acquire.Hash(), RefreshSHA: fencingcore.Refresh.Hash(),
 		Keys:    func(name string) []string { return []string{leaseKey(name), fenceKey(name)} },
 		Metrics: []string{"coordination.lock.contention", "coordination.lock.hold_time", "coordination.lock.acquire_wait"},
 		Acquire: func(ctx context.Context, c *coordination.Coordinator, name string, ttl time.Duration, block bool) (locktest.Handle, error) {
@@ -262,7 +263,7 @@ func TestCrossSlotAndSameKey(t *testing.T) {
 		// The script itself refuses the same key twice.
 		token, _ := engine.NewToken()
 		e, _ := engine.Of(coord)
-		_, err = engine.FencingAcquire.Run(ctx, e, must(e.Keys("{s}:k", "{s}:k"))(t), token, 1000)
+		_, err = fencingcore.Acquire.Run(ctx, e, must(e.Keys("{s}:k", "{s}:k"))(t), token, 1000)
 		if !errors.Is(err, coordination.ErrInvalidArgument) {
 			t.Fatalf("script with the same key twice: %v", err)
 		}
@@ -302,7 +303,7 @@ func TestReSentAcquireDrawsOneToken(t *testing.T) {
 		keys := must(e.Keys("{rs}:lease", "{rs}:fence"))(t)
 		var fences []string
 		for range 2 {
-			g := must(engine.FencingAcquire.Run(ctx, e, keys, token, 60000))(t)
+			g := must(fencingcore.Acquire.Run(ctx, e, keys, token, 60000))(t)
 			if !g.Acquired {
 				t.Fatalf("reply %+v, want acquired", g)
 			}

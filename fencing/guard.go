@@ -104,7 +104,7 @@ func (g *Guarded) Set(ctx context.Context, token int64, value []byte, ttl time.D
 	if err != nil {
 		return false, 0, err
 	}
-	w, err := engine.FencingGuardedSet.Run(ctx, g.e, g.keys, strconv.FormatInt(token, 10), value, ttlMs)
+	w, err := guardedSet.Run(ctx, g.e, g.keys, strconv.FormatInt(token, 10), value, ttlMs)
 	return w.Accepted, w.Current, op.End(err)
 }
 
@@ -125,7 +125,7 @@ func (g *Guarded) Get(ctx context.Context) (value []byte, token int64, found boo
 	if err != nil {
 		return nil, 0, false, err
 	}
-	r, err := engine.FencingGuardedGet.Run(ctx, g.e, g.keys)
+	r, err := guardedGet.Run(ctx, g.e, g.keys)
 	if err != nil || !r.Found {
 		return nil, 0, false, op.End(err)
 	}

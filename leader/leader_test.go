@@ -16,6 +16,7 @@ import (
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/leader"
 )
@@ -231,7 +232,7 @@ func TestTerminalServerErrorsEndRun(t *testing.T) {
 func TestTransientErrorsAreRetried(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		for _, inj := range []error{redisErr("LOADING Redis is loading the dataset in memory"), netErr{}} {
-			h := &failingHook{err: inj, only: engine.FencingAcquire.Hash()}
+			h := &failingHook{err: inj, only: fencingcore.Acquire.Hash()}
 			h.left.Store(5)
 			h.on.Store(true)
 			opt, reader := meter()

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/leader"
 )
@@ -41,7 +41,7 @@ func TestReSentCampaignRenewalAndResignation(t *testing.T) {
 			t.Fatalf("term token %d, counter %v; want 1 and 1 (one increment)", first.token, raw.Get(ctx, b.Key(fenceKey)).Val())
 		}
 
-		hook.ArmScript(engine.FencingRefresh.Hash()) // the next keep-alive renewal
+		hook.ArmScript(fencingcore.Refresh.Hash()) // the next keep-alive renewal
 		waitFor(t, 5*time.Second, "a re-sent renewal", func() bool { n, _ := hook.Sent(); return n == 2 })
 		time.Sleep(lease) // past the first TTL: only renewals keep the term
 		if a.e.Current() == nil || first.term.Context().Err() != nil {
@@ -51,7 +51,7 @@ func TestReSentCampaignRenewalAndResignation(t *testing.T) {
 		// The resignation's release: a keep-alive renewal may still go out
 		// before it (the lease is renewed until it is released), so the
 		// release script is the one armed, not whatever comes next.
-		hook.ArmScript(engine.FencingRelease.Hash())
+		hook.ArmScript(fencingcore.Release.Hash())
 		a.resign <- struct{}{}
 		waitFor(t, 5*time.Second, "OnRevoked", func() bool { return j.snapshot()[0].revokes == 1 })
 		if cause := j.snapshot()[0].cause; !errors.Is(cause, leader.ErrResigned) {

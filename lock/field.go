@@ -9,6 +9,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/lockcore"
 )
 
 // fieldKind is the named lease's lease kind: its hook names (LEASE ...),
@@ -17,9 +18,9 @@ import (
 var fieldKind = &engine.LeaseKind{
 	Primitive: "lock",
 	AcquireOp: hooks.LeaseAcquire, RenewOp: hooks.LeaseRenew, VerifyOp: hooks.LeaseVerify, ReleaseOp: hooks.LeaseRelease,
-	Acquire: engine.LeaseAcquire, Refresh: engine.LeaseRefresh, Verify: engine.LeaseVerify, Release: engine.LeaseRelease,
+	Acquire: fieldAcquire, Refresh: fieldRefresh, Verify: fieldVerify, Release: fieldRelease,
 	ReleaseMark: true,
-	Metrics:     engine.LockMetrics,
+	Metrics:     lockcore.Metrics,
 	Attrs:       []attribute.KeyValue{attribute.String("kind", "lease")},
 }
 
@@ -149,7 +150,7 @@ func (s *FieldSet) acquire(ctx context.Context, field string, ttl time.Duration,
 	}
 	h, _, err := s.e.Acquire(ctx, &engine.AcquireRequest{
 		Kind: fieldKind, Keys: s.keys, ID: []any{field, token}, TTL: ttl, Block: block,
-		WaitKey: engine.FieldWaitKey(s.full, field),
+		WaitKey: fieldWaitKey(s.full, field),
 	})
 	if err != nil {
 		return nil, err

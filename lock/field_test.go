@@ -39,7 +39,7 @@ func TestFieldLease(t *testing.T) {
 	locktest.Run(t, locktest.Subject{
 		Primitive: "lock",
 		AcquireOp: hooks.LeaseAcquire, RenewOp: hooks.LeaseRenew, VerifyOp: hooks.LeaseVerify, ReleaseOp: hooks.LeaseRelease,
-		AcquireSHA: engine.LeaseAcquire.Hash(), RefreshSHA: engine.LeaseRefresh.Hash(),
+		AcquireSHA: lock.FieldAcquire.Hash(), RefreshSHA: lock.FieldRefresh.Hash(),
 		Metrics: []string{"coordination.lock.contention", "coordination.lock.hold_time", "coordination.lock.acquire_wait"},
 		Acquire: func(ctx context.Context, c *coordination.Coordinator, name string, ttl time.Duration, block bool) (locktest.Handle, error) {
 			s, err := lock.NewFieldSet(c, name)
@@ -201,10 +201,10 @@ func TestExpiredFieldIsFreeAndOldOwnerCannotTouchSuccessor(t *testing.T) {
 		// The scripts themselves, with the old token.
 		e := must(engine.Of(b.Coordinator(t)))(t)
 		k := e.Key("jobs")
-		if ok := must(engine.LeaseRefresh.Run(ctx, e, k, "j1", old.Token(), 3_600_000))(t); ok {
+		if ok := must(lock.FieldRefresh.Run(ctx, e, k, "j1", old.Token(), 3_600_000))(t); ok {
 			t.Fatal("lease_refresh with the old token = 1")
 		}
-		if out := must(engine.LeaseRelease.Run(ctx, e, k, "j1", old.Token()))(t); out != engine.NotOwned {
+		if out := must(lock.FieldRelease.Run(ctx, e, k, "j1", old.Token()))(t); out != engine.NotOwned {
 			t.Fatalf("lease_release with the old token = %v, want NotOwned", out)
 		}
 		wantField(t, raw, key, "j1", next.Token(), time.Minute, "the successor's j1")
@@ -237,7 +237,7 @@ func TestFieldTTLSurvivesEveryWritePath(t *testing.T) {
 		wantField(t, raw, key, "f", l.Token(), 30*time.Second, "after acquire")
 
 		e := must(engine.Of(coord))(t)
-		g := must(engine.LeaseAcquire.Run(ctx, e, e.Key("ttl"), "f", l.Token(), 40_000))(t)
+		g := must(lock.FieldAcquire.Run(ctx, e, e.Key("ttl"), "f", l.Token(), 40_000))(t)
 		if !g.Acquired {
 			t.Fatalf("re-sent acquire: %+v", g)
 		}
@@ -272,7 +272,7 @@ func TestFieldTTLSurvivesEveryWritePath(t *testing.T) {
 		)
 		kc := b.Client(t)
 		kc.AddHook(&cmdHook{after: func(cmd redis.Cmder) {
-			if !testharness.RunsScript(cmd, engine.LeaseRefresh.Hash()) || cmd.Err() != nil {
+			if !testharness.RunsScript(cmd, lock.FieldRefresh.Hash()) || cmd.Err() != nil {
 				return
 			}
 			rctx := context.Background()
@@ -464,7 +464,7 @@ func TestFieldLeaseReSentScripts(t *testing.T) {
 		k := e.Key("rs")
 		token, _ := engine.NewToken()
 		for i := range 2 {
-			if g := must(engine.LeaseAcquire.Run(ctx, e, k, "f", token, 60000))(t); !g.Acquired {
+			if g := must(lock.FieldAcquire.Run(ctx, e, k, "f", token, 60000))(t); !g.Acquired {
 				t.Fatalf("send %d of the acquire: %+v, want acquired", i+1, g)
 			}
 		}
@@ -473,18 +473,18 @@ func TestFieldLeaseReSentScripts(t *testing.T) {
 			t.Fatalf("HLEN = %d, want one lease", n)
 		}
 		for i := range 2 {
-			if ok := must(engine.LeaseRefresh.Run(ctx, e, k, "f", token, 60000))(t); !ok {
+			if ok := must(lock.FieldRefresh.Run(ctx, e, k, "f", token, 60000))(t); !ok {
 				t.Fatalf("send %d of the refresh = false", i+1)
 			}
 		}
 		other, _ := engine.NewToken()
-		if g := must(engine.LeaseAcquire.Run(ctx, e, k, "f", other, 60000))(t); g.Acquired || g.RetryIn <= 0 || g.RetryIn > time.Minute {
+		if g := must(lock.FieldAcquire.Run(ctx, e, k, "f", other, 60000))(t); g.Acquired || g.RetryIn <= 0 || g.RetryIn > time.Minute {
 			t.Fatalf("another token: %+v, want held with the holder's TTL", g)
 		}
-		if out := must(engine.LeaseRelease.Run(ctx, e, k, "f", token))(t); out != engine.Released {
+		if out := must(lock.FieldRelease.Run(ctx, e, k, "f", token))(t); out != engine.Released {
 			t.Fatalf("release = %v", out)
 		}
-		if out := must(engine.LeaseRelease.Run(ctx, e, k, "f", token))(t); out != engine.AlreadyReleased {
+		if out := must(lock.FieldRelease.Run(ctx, e, k, "f", token))(t); out != engine.AlreadyReleased {
 			t.Fatalf("re-sent release = %v, want AlreadyReleased", out)
 		}
 	}, testharness.HashFieldTTLOnly())
@@ -509,11 +509,11 @@ func TestFieldLeaseLostReplyReSent(t *testing.T) {
 			defer direct.Close()
 			defer direct.Del(ctx, "rs:"+flavor+":h")
 			e := must(engine.Of(coord))(t)
-			if err := engine.LeaseAcquire.Load(ctx, e); err != nil { // one EVALSHA per send
+			if err := lock.FieldAcquire.Load(ctx, e); err != nil { // one EVALSHA per send
 				t.Fatal(err)
 			}
 
-			lost := p.Apply(faultproxy.DropReply(faultproxy.ScriptSHA(engine.LeaseAcquire.Hash()), 1))
+			lost := p.Apply(faultproxy.DropReply(faultproxy.ScriptSHA(lock.FieldAcquire.Hash()), 1))
 			l := must(tryAcquireField(ctx, coord, "h", "f", time.Minute))(t)
 			if lost.Fired() != 1 || p.Stats().Commands["EVALSHA"] != 2 {
 				t.Fatalf("the reply was not lost and re-sent: fired %d, EVALSHA %d", lost.Fired(), p.Stats().Commands["EVALSHA"])

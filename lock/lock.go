@@ -9,6 +9,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/lockcore"
 )
 
 // kind is the owner-token lock's lease kind: its hook names, scripts and
@@ -16,9 +17,9 @@ import (
 var kind = &engine.LeaseKind{
 	Primitive: "lock",
 	AcquireOp: hooks.LockAcquire, RenewOp: hooks.LockRenew, VerifyOp: hooks.LockVerify, ReleaseOp: hooks.LockRelease,
-	First: engine.LockTry, Acquire: engine.LockAcquire, Refresh: engine.LockRefresh, Verify: engine.LockVerify, Release: engine.LockRelease,
+	First: lockcore.Try, Acquire: lockcore.Acquire, Refresh: lockcore.Refresh, Verify: lockcore.Verify, Release: lockcore.Release,
 	ReleaseMark: true,
-	Metrics:     engine.LockMetrics,
+	Metrics:     lockcore.Metrics,
 	Attrs:       []attribute.KeyValue{attribute.String("kind", "lock")},
 }
 

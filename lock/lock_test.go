@@ -9,6 +9,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/lockcore"
 	"github.com/coordkit/coordination/internal/testkit/contract"
 	"github.com/coordkit/coordination/internal/testkit/locktest"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
@@ -21,7 +22,7 @@ func TestLock(t *testing.T) {
 	locktest.Run(t, locktest.Subject{
 		Primitive: "lock",
 		AcquireOp: hooks.LockAcquire, RenewOp: hooks.LockRenew, VerifyOp: hooks.LockVerify, ReleaseOp: hooks.LockRelease,
-		AcquireSHA: engine.LockAcquire.Hash(), RefreshSHA: engine.LockRefresh.Hash(), FirstCommand: "set",
+		AcquireSHA: lockcore.Acquire.Hash(), RefreshSHA: lockcore.Refresh.Hash(), FirstCommand: "set",
 		Metrics: []string{"coordination.lock.contention", "coordination.lock.hold_time", "coordination.lock.acquire_wait"},
 		Acquire: func(ctx context.Context, c *coordination.Coordinator, name string, ttl time.Duration, block bool) (locktest.Handle, error) {
 			m, err := lock.New(c, name)
@@ -94,7 +95,7 @@ func TestReSentAcquireIsOneLock(t *testing.T) {
 		token, _ := engine.NewToken()
 		other, _ := engine.NewToken()
 		for i := range 2 {
-			g, err := engine.LockTry.Run(ctx, e, e.Key("k"), token, 60000)
+			g, err := lockcore.Try.Run(ctx, e, e.Key("k"), token, 60000)
 			if err != nil || !g.Acquired {
 				t.Fatalf("SET NX GET send %d: %+v, %v; want acquired", i+1, g, err)
 			}
@@ -103,7 +104,7 @@ func TestReSentAcquireIsOneLock(t *testing.T) {
 			t.Fatalf("lock holds %q (%v), want the one token", v, err)
 		}
 		// A waiter's attempt finds it held, marks it and learns its TTL.
-		g, err := engine.LockAcquire.Run(ctx, e, e.Key("k"), other, 60000)
+		g, err := lockcore.Acquire.Run(ctx, e, e.Key("k"), other, 60000)
 		if err != nil || g.Acquired || g.RetryIn <= 0 || g.RetryIn > time.Minute {
 			t.Fatalf("other token: %+v, %v; want not acquired with the holder's TTL", g, err)
 		}
@@ -111,13 +112,13 @@ func TestReSentAcquireIsOneLock(t *testing.T) {
 			t.Fatalf("lock holds %q (%v), want the token marked by a waiter", v, err)
 		}
 		// The marked value is still the holder's, for every way in.
-		if g, err := engine.LockTry.Run(ctx, e, e.Key("k"), token, 60000); err != nil || !g.Acquired {
+		if g, err := lockcore.Try.Run(ctx, e, e.Key("k"), token, 60000); err != nil || !g.Acquired {
 			t.Fatalf("SET NX GET re-send on the marked lock: %+v, %v; want acquired", g, err)
 		}
-		if g, err := engine.LockAcquire.Run(ctx, e, e.Key("k"), token, 60000); err != nil || !g.Acquired {
+		if g, err := lockcore.Acquire.Run(ctx, e, e.Key("k"), token, 60000); err != nil || !g.Acquired {
 			t.Fatalf("script re-send on the marked lock: %+v, %v; want acquired", g, err)
 		}
-		if g, err := engine.LockTry.Run(ctx, e, e.Key("k"), other, 60000); err != nil || g.Acquired || g.RetryIn != 0 {
+		if g, err := lockcore.Try.Run(ctx, e, e.Key("k"), other, 60000); err != nil || g.Acquired || g.RetryIn != 0 {
 			t.Fatalf("other token's SET NX GET: %+v, %v; want not acquired, retry time unknown", g, err)
 		}
 		if v, err := raw.Get(ctx, b.Key("k")).Result(); err != nil || v != token+"+" {

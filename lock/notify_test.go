@@ -13,6 +13,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/lockcore"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/lock"
 )
@@ -253,7 +254,7 @@ func (a *attemptLog) DialHook(next redis.DialHook) redis.DialHook { return next 
 
 func (a *attemptLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if !strings.EqualFold(cmd.Name(), "set") && !testharness.RunsScript(cmd, engine.LockAcquire.Hash()) && !testharness.RunsScript(cmd, engine.LeaseAcquire.Hash()) {
+		if !strings.EqualFold(cmd.Name(), "set") && !testharness.RunsScript(cmd, lockcore.Acquire.Hash()) && !testharness.RunsScript(cmd, lock.FieldAcquire.Hash()) {
 			return next(ctx, cmd)
 		}
 		sent := time.Now()

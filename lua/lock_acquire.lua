@@ -1,6 +1,6 @@
 -- lock_acquire: take an owner-token lock if it is free, for a blocked
 -- waiter. (The first attempt of every acquisition is a plain
--- SET key token NX GET PX ttl instead: engine.LockTry.)
+-- SET key token NX GET PX ttl instead: lockcore.Try.)
 --
 -- KEYS[1]  lock key: a string holding the holder's owner token, followed
 --          by '+' once a waiter has found it held (the release then

@@ -14,6 +14,8 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/fencingcore"
+	"github.com/coordkit/coordination/internal/lockcore"
 	"github.com/coordkit/coordination/internal/testkit/faultproxy"
 	"github.com/coordkit/coordination/redlock"
 )
@@ -351,7 +353,7 @@ func lostReplyOneToken(t *testing.T, c *cluster) {
 	// Count the acquire script's calls on node 0 only (a rule ahead of the
 	// fault that never fires): on a loaded machine the warm-up's release
 	// may be re-tried there in the background, another EVALSHA.
-	isAcquire := faultproxy.ScriptSHA(engine.LockAcquire.Hash())
+	isAcquire := faultproxy.ScriptSHA(lockcore.Acquire.Hash())
 	var sent atomic.Int32
 	c.proxies[0].Apply(faultproxy.DelayCommand(func(cmd faultproxy.Command) bool {
 		if isAcquire(cmd) {
@@ -547,7 +549,7 @@ func releaseAwaitsFencingNode(t *testing.T, c *cluster) {
 		if err != nil {
 			t.Fatalf("acquisition %d: %v", i, err)
 		}
-		slow := c.proxies[2].Apply(faultproxy.DelayCommand(faultproxy.ScriptSHA(engine.FencingRelease.Hash()), 200*time.Millisecond, 1))
+		slow := c.proxies[2].Apply(faultproxy.DelayCommand(faultproxy.ScriptSHA(fencingcore.Release.Hash()), 200*time.Millisecond, 1))
 		start := time.Now()
 		if out, err := l.Release(ctx); out != coordination.Released || err != nil {
 			t.Fatalf("release %d: %v, %v; want released", i, out, err)
@@ -579,7 +581,7 @@ func releaseAfterSlowAcquire(t *testing.T, c *cluster) {
 		t.Fatal(err)
 	}
 	c.waitHolding("overtake-warm", warm.Token(), 0)
-	slow := c.proxies[4].Apply(faultproxy.DelayCommand(faultproxy.ScriptSHA(engine.LockAcquire.Hash()), 200*time.Millisecond, 1))
+	slow := c.proxies[4].Apply(faultproxy.DelayCommand(faultproxy.ScriptSHA(lockcore.Acquire.Hash()), 200*time.Millisecond, 1))
 	l, err := g.TryAcquire(ctx, "overtake", time.Minute)
 	if err != nil {
 		t.Fatal(err)

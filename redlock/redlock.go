@@ -17,6 +17,8 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/fencingcore"
+	"github.com/coordkit/coordination/internal/lockcore"
 )
 
 // Defaults of the group's options.
@@ -196,10 +198,10 @@ func New(nodes []*coordination.Coordinator, opts ...Option) (*Group, error) {
 				addrs[a] = i
 			}
 		}
-		nd := &node{i: i, e: e, acquire: engine.LockAcquire, refresh: engine.LockRefresh, verify: engine.LockVerify, release: engine.LockRelease}
+		nd := &node{i: i, e: e, acquire: lockcore.Acquire, refresh: lockcore.Refresh, verify: lockcore.Verify, release: lockcore.Release}
 		if i == cfg.fencing {
 			nd.fencing = true
-			nd.acquire, nd.refresh, nd.verify, nd.release = engine.FencingAcquire, engine.FencingRefresh, engine.FencingVerify, engine.FencingRelease
+			nd.acquire, nd.refresh, nd.verify, nd.release = fencingcore.Acquire, fencingcore.Refresh, fencingcore.Verify, fencingcore.Release
 		}
 		g.nodes = append(g.nodes, nd)
 		g.ids = append(g.ids, e)

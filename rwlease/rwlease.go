@@ -21,17 +21,17 @@ var (
 	readKind = &engine.LeaseKind{
 		Primitive: primitive,
 		AcquireOp: hooks.RWLeaseReadAcquire, RenewOp: hooks.RWLeaseRenew, VerifyOp: hooks.RWLeaseVerify, ReleaseOp: hooks.RWLeaseRelease,
-		Acquire: engine.RWLeaseAcquire, Refresh: engine.RWLeaseRefresh, Verify: engine.RWLeaseVerify, Release: engine.RWLeaseRelease,
+		Acquire: scriptAcquire, Refresh: scriptRefresh, Verify: scriptVerify, Release: scriptRelease,
 		ReleaseMark: true,
-		Metrics:     engine.RWLeaseMetrics,
+		Metrics:     metrics,
 		Attrs:       []attribute.KeyValue{attribute.String("mode", "read")},
 	}
 	writeKind = &engine.LeaseKind{
 		Primitive: primitive,
 		AcquireOp: hooks.RWLeaseWriteAcquire, RenewOp: hooks.RWLeaseRenew, VerifyOp: hooks.RWLeaseVerify, ReleaseOp: hooks.RWLeaseRelease,
-		Acquire: engine.RWLeaseAcquire, Refresh: engine.RWLeaseRefresh, Verify: engine.RWLeaseVerify, Release: engine.RWLeaseRelease,
+		Acquire: scriptAcquire, Refresh: scriptRefresh, Verify: scriptVerify, Release: scriptRelease,
 		ReleaseMark: true,
-		Metrics:     engine.RWLeaseMetrics,
+		Metrics:     metrics,
 		Attrs:       []attribute.KeyValue{attribute.String("mode", "write")},
 	}
 )
@@ -271,7 +271,7 @@ func (m *RWMutex) acquire(ctx context.Context, ttl time.Duration, mode Mode, blo
 // Not admitted: the Write was.
 func dropMarker(ctx context.Context, e *engine.Engine, keys engine.Keys, member string, life time.Duration) {
 	release := func(ctx context.Context) error {
-		_, err := engine.RWLeaseRelease.Run(ctx, e, keys, member)
+		_, err := scriptRelease.Run(ctx, e, keys, member)
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)

@@ -70,7 +70,7 @@ func TestWriteLease(t *testing.T) {
 	locktest.Run(t, locktest.Subject{
 		Primitive: "rwlease",
 		AcquireOp: hooks.RWLeaseWriteAcquire, RenewOp: hooks.RWLeaseRenew, VerifyOp: hooks.RWLeaseVerify, ReleaseOp: hooks.RWLeaseRelease,
-		AcquireSHA: engine.RWLeaseAcquire.Hash(), RefreshSHA: engine.RWLeaseRefresh.Hash(),
+		AcquireSHA: rwlease.ScriptAcquire.Hash(), RefreshSHA: rwlease.ScriptRefresh.Hash(),
 		Metrics: rwMetrics,
 		Acquire: func(ctx context.Context, c *coordination.Coordinator, name string, ttl time.Duration, block bool) (locktest.Handle, error) {
 			v := verbTryWrite
@@ -316,15 +316,15 @@ func TestExpiredOrLostHolderTouchesNoOne(t *testing.T) {
 		// passed): the scripts with the old member.
 		e := must(engine.Of(b.Coordinator(t)))(t)
 		k := e.Key("rw")
-		if ok := must(engine.RWLeaseRefresh.Run(ctx, e, k, "R:"+old.Token(), 3_600_000))(t); ok {
+		if ok := must(rwlease.ScriptRefresh.Run(ctx, e, k, "R:"+old.Token(), 3_600_000))(t); ok {
 			t.Fatal("rwlease_refresh of the expired member = true")
 		}
-		if out := must(engine.RWLeaseRelease.Run(ctx, e, k, "R:"+old.Token()))(t); out != engine.AlreadyReleased {
+		if out := must(rwlease.ScriptRelease.Run(ctx, e, k, "R:"+old.Token()))(t); out != engine.AlreadyReleased {
 			t.Fatalf("rwlease_release of the expired member = %v", out)
 		}
 		// A release naming the writer's token as a reader, or a made-up
 		// member, removes nothing.
-		if out := must(engine.RWLeaseRelease.Run(ctx, e, k, "R:"+w.Token()))(t); out != engine.AlreadyReleased {
+		if out := must(rwlease.ScriptRelease.Run(ctx, e, k, "R:"+w.Token()))(t); out != engine.AlreadyReleased {
 			t.Fatalf("release of a member that is not there = %v", out)
 		}
 		if got := entries(t, raw, key); !equalEntries(got, before) {
@@ -523,25 +523,25 @@ func TestReSentScripts(t *testing.T) {
 		k := e.Key("rs")
 		tok, _ := engine.NewToken()
 		for i := range 2 {
-			if g := must(engine.RWLeaseAcquire.Run(ctx, e, k, "R:"+tok, 60000, 1))(t); !g.Acquired {
+			if g := must(rwlease.ScriptAcquire.Run(ctx, e, k, "R:"+tok, 60000, 1))(t); !g.Acquired {
 				t.Fatalf("send %d of a read acquire: %+v", i+1, g)
 			}
-			if ok := must(engine.RWLeaseRefresh.Run(ctx, e, k, "R:"+tok, 60000))(t); !ok {
+			if ok := must(rwlease.ScriptRefresh.Run(ctx, e, k, "R:"+tok, 60000))(t); !ok {
 				t.Fatalf("send %d of a refresh = false", i+1)
 			}
 		}
 		if got := entries(t, raw, key); len(got) != 1 {
 			t.Fatalf("two sends of one read acquire left %v", got)
 		}
-		if out := must(engine.RWLeaseRelease.Run(ctx, e, k, "R:"+tok))(t); out != engine.Released {
+		if out := must(rwlease.ScriptRelease.Run(ctx, e, k, "R:"+tok))(t); out != engine.Released {
 			t.Fatalf("release = %v", out)
 		}
-		if out := must(engine.RWLeaseRelease.Run(ctx, e, k, "R:"+tok))(t); out != engine.AlreadyReleased {
+		if out := must(rwlease.ScriptRelease.Run(ctx, e, k, "R:"+tok))(t); out != engine.AlreadyReleased {
 			t.Fatalf("re-sent release = %v, want AlreadyReleased", out)
 		}
 		wtok, _ := engine.NewToken()
 		for i := range 2 {
-			if g := must(engine.RWLeaseAcquire.Run(ctx, e, k, "W:"+wtok, 60000, int64(10000)))(t); !g.Acquired {
+			if g := must(rwlease.ScriptAcquire.Run(ctx, e, k, "W:"+wtok, 60000, int64(10000)))(t); !g.Acquired {
 				t.Fatalf("send %d of a write acquire: %+v (a naive script would see its own entry as a holder)", i+1, g)
 			}
 		}
@@ -551,7 +551,7 @@ func TestReSentScripts(t *testing.T) {
 		// A refused writer's re-send records one marker.
 		other, _ := engine.NewToken()
 		for range 2 {
-			if g := must(engine.RWLeaseAcquire.Run(ctx, e, k, "W:"+other, 60000, int64(10000)))(t); g.Acquired || g.RetryIn <= 0 {
+			if g := must(rwlease.ScriptAcquire.Run(ctx, e, k, "W:"+other, 60000, int64(10000)))(t); g.Acquired || g.RetryIn <= 0 {
 				t.Fatalf("contended write: %+v", g)
 			}
 		}
@@ -581,14 +581,14 @@ func TestLostReplyReSent(t *testing.T) {
 			defer direct.Close()
 			defer direct.Del(ctx, prefix+"k")
 			e := must(engine.Of(coord))(t)
-			if err := engine.RWLeaseAcquire.Load(ctx, e); err != nil { // one EVALSHA per send
+			if err := rwlease.ScriptAcquire.Load(ctx, e); err != nil { // one EVALSHA per send
 				t.Fatal(err)
 			}
 			for _, c := range []struct {
 				mode rwlease.Mode
 				sha  string
 				fn   verb
-			}{{rwlease.ReadMode, engine.RWLeaseAcquire.Hash(), verbTryRead}, {rwlease.WriteMode, engine.RWLeaseAcquire.Hash(), verbTryWrite}} {
+			}{{rwlease.ReadMode, rwlease.ScriptAcquire.Hash(), verbTryRead}, {rwlease.WriteMode, rwlease.ScriptAcquire.Hash(), verbTryWrite}} {
 				before := p.Stats().Commands["EVALSHA"]
 				lost := p.Apply(faultproxy.DropReply(faultproxy.ScriptSHA(c.sha), 1))
 				l := must(c.fn(newRW(t, coord, "k"), ctx, time.Minute))(t)
@@ -664,7 +664,7 @@ func (h attemptHook) DialHook(next redis.DialHook) redis.DialHook { return next 
 
 func (h attemptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if !testharness.RunsScript(cmd, engine.RWLeaseAcquire.Hash()) {
+		if !testharness.RunsScript(cmd, rwlease.ScriptAcquire.Hash()) {
 			return next(ctx, cmd)
 		}
 		sent := time.Now()

@@ -39,7 +39,7 @@ type Engine struct {
 	inst     instruments
 	hub      *hub
 	cleanup  cleanups
-	fences   fenceWatch
+	local    sync.Map // see Local
 	life     lifecycle
 }
 

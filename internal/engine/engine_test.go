@@ -18,6 +18,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/lockcore"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -382,7 +383,7 @@ func TestStrictDecoders(t *testing.T) {
 	}
 	// Another program's script stored a value the release script reads as
 	// held by another owner: a real answer, decoded as NotOwned.
-	if out, err := engine.LockRelease.Run(context.Background(), e, e.Key("k"), "mine"); err != nil || out != engine.NotOwned {
+	if out, err := lockcore.Release.Run(context.Background(), e, e.Key("k"), "mine"); err != nil || out != engine.NotOwned {
 		t.Fatalf("release of another's lock = %v, %v", out, err)
 	}
 }

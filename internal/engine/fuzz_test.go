@@ -22,35 +22,12 @@ func decoderOf[R any](s *Script[R], seeds ...[]any) fuzzseed.Decoder {
 	return fuzzseed.Decoder{Name: s.name, Decode: func(v any) (any, bool) { return s.decode(v) }, Seeds: seeds}
 }
 
-// commandOf is decoderOf for a plain command, whose decoder also takes the
-// request's id (id).
-func commandOf[R any](c *Command[R], id any, seeds ...[]any) fuzzseed.Decoder {
-	return fuzzseed.Decoder{Name: c.name, Decode: func(v any) (any, bool) { return c.decode(v, id) }, Seeds: seeds}
-}
-
-// fuzzedDecoders are the decoders of the engine's scripts and commands:
-// the lock, the fencing lock (also leader election's and redlock's), the
-// named field leases, the rate limiters and the read-write lease. The
-// latch, the semaphore and idempotency fuzz their own decoders
-// (FuzzDecoders in their packages).
+// fuzzedDecoders are the decoders of the scripts still declared in the
+// engine: the rate limiters'. The other primitives fuzz their own decoders
+// (FuzzDecoders in their packages, and in internal/lockcore and
+// internal/fencingcore).
 func fuzzedDecoders() []fuzzseed.Decoder {
 	return []fuzzseed.Decoder{
-		commandOf(LockTry, "tok", []any{nil}, []any{"tok"}, []any{"tok+"}, []any{"other"}),
-		decoderOf(LockAcquire, []any{"OK"}, []any{1500}, []any{-1}),
-		decoderOf(LockRefresh, []any{1}, []any{0}),
-		decoderOf(LockVerify, []any{1}, []any{0}),
-		decoderOf(LockRelease, []any{1}, []any{0}, []any{-1}),
-		decoderOf(FencingAcquire, []any{"7"}, []any{2500}, []any{-1}),
-		decoderOf(FencingRefresh, []any{1}, []any{0}),
-		decoderOf(FencingVerify, []any{1}, []any{0}),
-		decoderOf(FencingRelease, []any{1}, []any{0}, []any{-1}),
-		decoderOf(FencingGuardedSet, []any{[]any{1, "7"}}, []any{[]any{0, "9"}}),
-		decoderOf(FencingGuardedGet, []any{nil}, []any{[]any{"7", "value"}}),
-		decoderOf(FencingRead, []any{nil}, []any{[]any{"7", "holder", 900}}, []any{[]any{"3", "h", -1}}),
-		decoderOf(LeaseAcquire, []any{1, 10000}, []any{0, 2500}, []any{0, -1}),
-		decoderOf(LeaseRefresh, []any{1}, []any{0}),
-		decoderOf(LeaseVerify, []any{1}, []any{0}),
-		decoderOf(LeaseRelease, []any{1}, []any{0}, []any{-1}),
 		decoderOf(RateLimitDecide, []any{5}, []any{[]any{0, 250000}}, []any{[]any{0, -1}}),
 		decoderOf(RateLimitAdjust, []any{[]any{1, 4}}, []any{[]any{0, 0}}),
 		decoderOf(RateLimitConcAcquire, []any{[]any{1, 2, -1}}, []any{[]any{0, 0, 1500}}),
@@ -59,10 +36,6 @@ func fuzzedDecoders() []fuzzseed.Decoder {
 		decoderOf(RateLimitConcRelease, []any{1}, []any{0}),
 		decoderOf(RateLimitDenyRead, []any{1}, []any{0}),
 		decoderOf(RateLimitDenyWrite, []any{1}, []any{0}),
-		decoderOf(RWLeaseAcquire, []any{[]any{1, 0, 1700000000000}}, []any{[]any{0, 300, 1700000000000}}),
-		decoderOf(RWLeaseRefresh, []any{[]any{1, 1700000000000}}, []any{[]any{0, 1700000000000}}),
-		decoderOf(RWLeaseVerify, []any{[]any{1, 900, 1700000000000}}, []any{[]any{0, 0, 1700000000000}}),
-		decoderOf(RWLeaseRelease, []any{[]any{1, 1700000000000}}, []any{[]any{0, 1700000000000}}),
 	}
 }
 
@@ -84,18 +57,6 @@ func checkDecoded(r any) error {
 	case Outcome:
 		if x < Released || x > NotOwned {
 			return fmt.Errorf("outcome %d", x)
-		}
-	case GuardedWrite:
-		if x.Current < 1 {
-			return fmt.Errorf("guarded write %+v", x)
-		}
-	case GuardedValue:
-		if x.Found != (x.Token >= 1) || (!x.Found && x.Value != "") {
-			return fmt.Errorf("guarded value %+v", x)
-		}
-	case FencedHolder:
-		if x.Held != (x.Fence >= 1) || x.TTL < 0 {
-			return fmt.Errorf("fenced holder %+v", x)
 		}
 	case bool:
 	default:

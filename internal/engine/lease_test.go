@@ -8,6 +8,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/lockcore"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -15,8 +16,8 @@ import (
 var testKind = &engine.LeaseKind{
 	Primitive: "test",
 	AcquireOp: "TEST ACQUIRE", RenewOp: "TEST RENEW", VerifyOp: "TEST VERIFY", ReleaseOp: "TEST RELEASE",
-	Acquire: engine.LockAcquire, Refresh: engine.LockRefresh, Verify: engine.LockVerify, Release: engine.LockRelease,
-	Metrics: engine.LockMetrics,
+	Acquire: lockcore.Acquire, Refresh: lockcore.Refresh, Verify: lockcore.Verify, Release: lockcore.Release,
+	Metrics: lockcore.Metrics,
 }
 
 func acquire(t *testing.T, e *engine.Engine, key string, ttl time.Duration) *engine.Handle {
@@ -47,7 +48,7 @@ func TestRefreshWaitsForKeepAliveRenewal(t *testing.T) {
 	// margin, however late the keep-alive's timer fires.
 	h := acquire(t, e, "k", 10*time.Second)
 	started, done := make(chan struct{}, 1), make(chan struct{}, 1)
-	faults.Add(testharness.Fault{SHA: engine.LockRefresh.Hash(), Started: started, Done: done, Before: 100 * time.Millisecond})
+	faults.Add(testharness.Fault{SHA: lockcore.Refresh.Hash(), Started: started, Done: done, Before: 100 * time.Millisecond})
 	h.KeepAliveEvery(100)
 	select {
 	case <-started: // a renewal to 10 s is on its way to the server

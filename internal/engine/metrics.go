@@ -109,21 +109,6 @@ var (
 	CleanupAbandoned = def(Counter, "coordination.cleanup.abandoned", "{cleanup}", "stage, reason",
 		"Background owner-checked cleanups given up (the lease then ends at its TTL).")
 
-	// LockMetrics are the instruments of the lock-shaped leases, told apart
-	// by kind: lock (package lock's key lock), fencing, and lease (package
-	// lock's named leases in hash fields).
-	LockMetrics = leaseFamily("lock", "lock", "kind",
-		"Lock acquisitions (a Mutex's or, for kind=lease, a FieldSet's TryAcquire or Acquire) that found the lock held, counted once per call.")
-	// FencingCounterResets counts tokens that were not above the highest
-	// one the coordinator had seen from the same counter (see
-	// [Engine.NoteFence]).
-	FencingCounterResets = def(Counter, "coordination.fencing.counter_resets", "{acquisition}", "",
-		"Fencing-token acquisitions (fencing locks, leader terms) whose token was not above the highest this coordinator had seen from the same counter: the counter went back (a restart without persistence, a failover that lost increments, eviction, FLUSHALL) and tokens may repeat.")
-	// RWLeaseMetrics are the instruments of read-write leases, told apart
-	// by mode (read, write).
-	RWLeaseMetrics = leaseFamily("rwlease", "read-write lease", "mode",
-		"Read-write lease acquisitions (TryRead, Read, TryWrite, Write) refused by a holder or, for readers, a waiting writer, counted once per call.")
-
 	LeaderChanges = def(Counter, "coordination.leader.changes", "{change}", "state",
 		"Leadership changes seen by local electors: terms won (state=elected) and ended (state=revoked).")
 	LeaderAcquireFailures = def(Counter, "coordination.leader.acquire_failures", "{attempt}", "",

@@ -17,8 +17,9 @@ import (
 )
 
 // Script is one embedded Lua script with its strict reply decoder. Every
-// script of the library is declared once, in a scripts_<primitive>.go file
-// of this package, next to its decoder. It is immutable and safe for
+// script of the library is declared once, by the primitive that runs it
+// (in its package, or in its internal/<primitive>core package when another
+// package runs it too), next to its decoder. It is immutable and safe for
 // concurrent use.
 type Script[R any] struct {
 	name    string
@@ -146,19 +147,20 @@ func isNoScript(err error) bool {
 
 // Command is one plain Redis command with a strict reply decoder, for a hot
 // path that needs no script (the lock's first acquisition attempt is a
-// SET NX GET PX). Like a script it is declared once, in a
-// scripts_<primitive>.go file next to its decoder, and sent as one round
-// trip; error replies are mapped by [MapError] (a WRONGTYPE reply matches
-// ErrWrongType) and a reply the decoder does not recognise is an error
-// wrapping [ErrBadState]. It is immutable and safe for concurrent use.
+// SET NX GET PX). Like a script it is declared once, by its primitive, next
+// to its decoder, and sent as one round trip; error replies are mapped by
+// [MapError] (a WRONGTYPE reply matches ErrWrongType) and a reply the
+// decoder does not recognise is an error wrapping [ErrBadState]. It is
+// immutable and safe for concurrent use.
 type Command[R any] struct {
 	name     string
 	template []any
 	keyPos   int8
 	decode   func(reply, id any) (R, bool)
-	// reject, when set, returns the error of a reply that proves bad
-	// state (nil for every other reply), before decode.
-	reject func(reply, id any) error
+	// reject, when set, reports a reply that proves bad state, before
+	// decode; rejected is the error Run then returns.
+	reject   func(reply, id any) bool
+	rejected error
 }
 
 // KeyAt and ArgAt are the placeholders of a [Command] template: the i-th
@@ -186,6 +188,18 @@ func NewCommand[R any](name string, template []any, decode func(reply, id any) (
 
 // Name returns the command's name, e.g. "lock_try".
 func (c *Command[R]) Name() string { return c.name }
+
+// Refusing makes Run fail with an error wrapping [ErrBadState] (script code
+// COORD_BADSTATE, with detail as its text) for every reply for which bad
+// reports true, given the reply and the first argument as for the decoder:
+// a reply that proves the key holds what no holder wrote (a command such
+// as SET NX GET writes nothing then). It returns c, for use in a
+// declaration; call it only at initialisation.
+func (c *Command[R]) Refusing(detail string, bad func(reply, id any) bool) *Command[R] {
+	c.reject = bad
+	c.rejected = &scriptError{code: "COORD_BADSTATE", detail: detail}
+	return c
+}
 
 // Run sends the command on the prefixed keys k with args and decodes the
 // reply.
@@ -222,10 +236,8 @@ func (c *Command[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any)
 	if len(parts) > 0 && len(parts[0]) > 0 {
 		id = parts[0][0]
 	}
-	if c.reject != nil {
-		if err := c.reject(v, id); err != nil {
-			return zero, k.keyed(err)
-		}
+	if c.reject != nil && c.reject(v, id) {
+		return zero, k.keyed(c.rejected)
 	}
 	r, ok := c.decode(v, id)
 	if !ok {
@@ -363,22 +375,4 @@ func RetryIn(ms int64) time.Duration {
 	default:
 		return Scaled(ms, time.Millisecond)
 	}
-}
-
-// decodeGrant reads the two-integer grant reply of lease-shaped scripts:
-// {1, ttl} (acquired) or {0, pttl} (held by another). The library's own
-// acquire scripts now reply with scalars (see scripts_lock.go); this
-// decoder stays for scripts written to the earlier shape.
-func decodeGrant(v any) (Grant, bool) {
-	a, ok := Ints(v, 2)
-	if !ok {
-		return Grant{}, false
-	}
-	switch a[0] {
-	case 1:
-		return Grant{Acquired: true}, true
-	case 0:
-		return Grant{RetryIn: RetryIn(a[1])}, true
-	}
-	return Grant{}, false
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/fencingcore"
+	"github.com/coordkit/coordination/internal/lockcore"
 )
 
 // Kind is the fencing-token lock's lease kind (coordination.lock.* with
@@ -24,10 +26,10 @@ import (
 var Kind = &engine.LeaseKind{
 	Primitive: "fencing",
 	AcquireOp: hooks.FencedLockAcquire, RenewOp: hooks.FencedLockRenew, VerifyOp: hooks.FencedLockVerify, ReleaseOp: hooks.FencedLockRelease,
-	Acquire: engine.FencingAcquire, Refresh: engine.FencingRefresh, Verify: engine.FencingVerify, Release: engine.FencingRelease,
+	Acquire: fencingcore.Acquire, Refresh: fencingcore.Refresh, Verify: fencingcore.Verify, Release: fencingcore.Release,
 	ReleaseMark: true,
 	HandleKeys:  1,
-	Metrics:     engine.LockMetrics,
+	Metrics:     lockcore.Metrics,
 	Attrs:       []attribute.KeyValue{attribute.String("kind", "fencing")},
 }
 
@@ -77,11 +79,11 @@ func Acquire(ctx context.Context, e *engine.Engine, r Request) (*engine.Handle, 
 		return nil, "", 0, err
 	}
 	fence, _ := strconv.ParseInt(g.Value, 10, 64) // checked by the decoder
-	if e.NoteFence(r.Keys.Full()[1], fence) {
+	if fencingcore.NoteFence(e, r.Keys.Full()[1], fence) {
 		// Not silent: the counter went back and this token may have been
 		// handed out before. The resource's check (newest token wins) is
 		// what keeps a stale holder out.
-		e.Count(engine.FencingCounterResets, nil)
+		e.Count(fencingcore.CounterResets, nil)
 		e.Logger().Warn("coordination: fencing counter went back; tokens may repeat (restart without persistence, failover, eviction or FLUSHALL)")
 	}
 	return h, token, fence, nil
@@ -89,6 +91,6 @@ func Acquire(ctx context.Context, e *engine.Engine, r Request) (*engine.Handle, 
 
 // Read reports who holds the lease at the prefixed key k, in one round trip,
 // unadmitted.
-func Read(ctx context.Context, e *engine.Engine, k engine.Keys) (engine.FencedHolder, error) {
-	return engine.FencingRead.Run(ctx, e, k)
+func Read(ctx context.Context, e *engine.Engine, k engine.Keys) (fencingcore.Holder, error) {
+	return fencingcore.Read.Run(ctx, e, k)
 }

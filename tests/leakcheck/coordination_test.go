@@ -14,6 +14,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/lockcore"
 	"github.com/coordkit/coordination/internal/testkit/faultproxy"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/latch"
@@ -62,7 +63,7 @@ func TestShutdownEndsEverything(t *testing.T) {
 		// reply is lost; the cleanup's release then fails with LOADING
 		// until the faults are cleared.
 		faults.Add(testharness.Fault{Command: "set", Forward: true, Err: testharness.ErrLostReply})
-		faults.Add(testharness.Fault{SHA: engine.LockRelease.Hash(), Times: -1, Err: testharness.LoadingError})
+		faults.Add(testharness.Fault{SHA: lockcore.Release.Hash(), Times: -1, Err: testharness.LoadingError})
 		if _, err := lockTryAcquire(ctx, coord, "ambiguous", time.Minute); !coordination.IsAmbiguous(err) {
 			t.Fatalf("TryAcquire through a lost reply: %v, want an ambiguous error", err)
 		}
@@ -253,7 +254,7 @@ func TestShutdownAbandonsCleanupsWhenItsContextEnds(t *testing.T) {
 		}
 		e, _ := engine.Of(coord)
 		faults.Add(testharness.Fault{Command: "set", Forward: true, Err: testharness.ErrLostReply})
-		faults.Add(testharness.Fault{SHA: engine.LockRelease.Hash(), Times: -1, Err: testharness.LoadingError})
+		faults.Add(testharness.Fault{SHA: lockcore.Release.Hash(), Times: -1, Err: testharness.LoadingError})
 		if _, err := lockTryAcquire(ctx, coord, "ambiguous", time.Minute); !coordination.IsAmbiguous(err) {
 			t.Fatalf("TryAcquire through a lost reply: %v, want an ambiguous error", err)
 		}

@@ -27,9 +27,9 @@ import (
 // backwards; expiry is decided by the model from the recorded times, so
 // histories with expiries are checked too.
 
-// Recording views of the scripts: the same .lua files the engine declares
-// (internal/engine/scripts_rwlease.go), with decoders that keep the server
-// time and the raw answer (ok: acquired, refreshed, live or released).
+// Recording views of the scripts: the same .lua files this package declares
+// (scripts.go), with decoders that keep the server time and the raw answer
+// (ok: acquired, refreshed, live or released).
 var (
 	linAcquireScript = engine.NewScript("rwlease_acquire", linTriple)
 	linRefreshScript = engine.NewScript("rwlease_refresh", linPair)

@@ -1,0 +1,70 @@
+package fencing
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
+)
+
+// decoders are the decoders of the guarded resource's scripts (the lock's are fuzzed in internal/fencingcore), each with replies it accepts.
+func decoders() []fuzzseed.Decoder {
+	return []fuzzseed.Decoder{
+		decoderOf(guardedSet, decodeGuardedSet, []any{[]any{1, "7"}}, []any{[]any{0, "9"}}),
+		decoderOf(guardedGet, decodeGuardedGet, []any{nil}, []any{[]any{"7", "value"}}),
+	}
+}
+
+func decoderOf[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...[]any) fuzzseed.Decoder {
+	return fuzzseed.Decoder{Name: s.Name(), Decode: func(v any) (any, bool) { return decode(v) }, Seeds: seeds}
+}
+
+// checkDecoded holds what every accepted reply must give.
+func checkDecoded(r any) error {
+	switch x := r.(type) {
+	case engine.Grant:
+		if x.RetryIn < 0 || (x.Acquired && x.RetryIn != 0) {
+			return fmt.Errorf("grant %+v", x)
+		}
+	case engine.Outcome:
+		if x < engine.Released || x > engine.NotOwned {
+			return fmt.Errorf("outcome %d", x)
+		}
+	case guardedWrite:
+		if x.Current < 1 {
+			return fmt.Errorf("guarded write %+v", x)
+		}
+	case guardedValue:
+		if x.Found != (x.Token >= 1) || (!x.Found && x.Value != "") {
+			return fmt.Errorf("guarded value %+v", x)
+		}
+	case bool:
+	default:
+		return fmt.Errorf("unchecked result type %T", r)
+	}
+	return nil
+}
+
+// FuzzDecoders gives every decoder of decoders() arbitrary replies: each
+// either accepts the reply, with a result that meets its invariants, or
+// refuses it, and the refusal becomes a terminal error wrapping
+// ErrBadState that names the script. No reply panics. Its seeds and
+// testdata/fuzz/FuzzDecoders run as a normal test.
+func FuzzDecoders(f *testing.F) {
+	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
+		err := engine.UnexpectedReply(name, reply)
+		if !errors.Is(err, engine.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
+			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
+		}
+		return nil
+	})
+}
+
+// TestDecoderSeedsAccepted proves the seeds are valid replies, so that the
+// fuzzer starts from both sides of every decoder.
+func TestDecoderSeedsAccepted(t *testing.T) {
+	fuzzseed.DecoderSeedsAccepted(t, decoders())
+}

@@ -1,0 +1,131 @@
+// Package lockcore is the room of package lock's owner-token lock for what
+// other packages also run: its command and scripts, each next to its
+// strict decoder, and the instruments of the lock-shaped leases. Package
+// lock builds its Mutex on them, redlock runs the same scripts on every
+// node, and the fencing lock (internal/fencelock) records its leases in
+// the same instruments. What only package lock uses (the named leases in
+// hash fields) stays unexported there.
+//
+// The lock key holds the holder's owner token, followed by '+' once a
+// blocked waiter has found it held: the release publishes a notification
+// only then. A waiter always marks before it sleeps (its first attempt,
+// [Try], does not mark, but the wait loop subscribes and tries again with
+// [Acquire] before sleeping), so a release that does not publish can only
+// come before that marking attempt, which then finds the lock free. The
+// reply shapes are documented in the .lua files.
+package lockcore
+
+import (
+	"strings"
+
+	"github.com/coordkit/coordination/internal/engine"
+)
+
+// The lock's command and scripts. Each is immutable and safe for
+// concurrent use.
+var (
+	// Try is the first attempt of every acquisition, without a script:
+	// SET key token NX GET PX ttl (Redis 7.0 and later; Valkey). Its
+	// reply is nil when it set the key, or the value it found: the
+	// caller's own token (with or without the waiter mark) after a re-send
+	// whose first run set it, another owner's token otherwise. A value
+	// that is no owner token at all is an error wrapping ErrBadState (SET
+	// NX wrote nothing), as lock_acquire raises.
+	Try = engine.NewCommand("lock_try", []any{"set", engine.KeyAt(0), engine.ArgAt(0), "nx", "get", "px", engine.ArgAt(1)}, decodeTry).
+		Refusing("the lock key holds a value that is not an owner token", foreignValue)
+	// Acquire (lock_acquire.lua) takes the lock or reports the holder's
+	// PTTL, marking the lock for a waiter.
+	Acquire = engine.NewScript("lock_acquire", decodeGrant)
+	// Refresh (lock_refresh.lua) extends the owner's TTL: true, or false
+	// when the caller no longer holds the lock.
+	Refresh = engine.NewScript("lock_refresh", engine.Bool01)
+	// Verify (lock_verify.lua) reports whether the caller holds the lock.
+	Verify = engine.NewScript("lock_verify", engine.Bool01)
+	// Release (lock_release.lua) deletes the key if the caller holds it.
+	Release = engine.NewScript("lock_release", engine.ReleaseReply)
+)
+
+// Metrics are the instruments of the lock-shaped leases
+// (coordination.lock.*), told apart by the attribute kind: lock (package
+// lock's Mutex), fencing (the fencing lock and leader terms) and lease
+// (package lock's named leases in hash fields).
+var Metrics = engine.NewLeaseMetrics("lock", "lock", "kind",
+	"Lock acquisitions (a Mutex's or, for kind=lease, a FieldSet's TryAcquire or Acquire) that found the lock held, counted once per call.")
+
+// foreignValue reports a SET NX GET reply that is a string but neither the
+// caller's token nor token-shaped (36 bytes of a version 4 UUID in
+// lower-case hex, from engine.NewToken; a waiter may have appended '+').
+func foreignValue(v, id any) bool {
+	s, ok := v.(string)
+	if !ok {
+		return false
+	}
+	if tok, ok := id.(string); ok && ownValue(s, tok) {
+		return false
+	}
+	return !isToken(strings.TrimSuffix(s, "+"))
+}
+
+// isToken reports whether s has the form of an engine.NewToken token: 36
+// bytes, lower-case hex digits with '-' at 8, 13, 18 and 23.
+func isToken(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// decodeTry reads the reply of SET NX GET: nil (acquired), the caller's
+// own token id, possibly marked (acquired by an earlier send of the same
+// request: the TTL it set runs from before this call was sent), or another
+// owner's value (held; the retry time is unknown).
+func decodeTry(v, id any) (engine.Grant, bool) {
+	if v == nil {
+		return engine.Grant{Acquired: true}, true
+	}
+	s, ok := v.(string)
+	if !ok {
+		return engine.Grant{}, false
+	}
+	if tok, ok := id.(string); ok && ownValue(s, tok) {
+		return engine.Grant{Acquired: true}, true
+	}
+	return engine.Grant{}, true
+}
+
+// ownValue reports whether the lock value v is token, with or without the
+// waiter mark '+'.
+func ownValue(v, token string) bool {
+	switch len(v) {
+	case len(token):
+		return v == token
+	case len(token) + 1:
+		return v[len(token)] == '+' && v[:len(token)] == token
+	}
+	return false
+}
+
+// decodeGrant reads 'OK' (acquired) or an integer, the holder's PTTL
+// (held by another; -1 when it has no TTL).
+func decodeGrant(v any) (engine.Grant, bool) {
+	switch r := v.(type) {
+	case string:
+		return engine.Grant{Acquired: true}, r == "OK"
+	case int64:
+		return engine.Grant{RetryIn: engine.RetryIn(r)}, r >= -1
+	}
+	return engine.Grant{}, false
+}

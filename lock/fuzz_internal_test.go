@@ -1,0 +1,64 @@
+package lock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
+)
+
+// decoders are the decoders of the field leases' scripts (the key lock's are fuzzed in internal/lockcore), each with replies it accepts.
+func decoders() []fuzzseed.Decoder {
+	return []fuzzseed.Decoder{
+		decoderOf(fieldAcquire, decodeFieldGrant, []any{1, 10000}, []any{0, 2500}, []any{0, -1}),
+		decoderOf(fieldRefresh, engine.Bool01, []any{1}, []any{0}),
+		decoderOf(fieldVerify, engine.Bool01, []any{1}, []any{0}),
+		decoderOf(fieldRelease, engine.ReleaseReply, []any{1}, []any{0}, []any{-1}),
+	}
+}
+
+func decoderOf[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...[]any) fuzzseed.Decoder {
+	return fuzzseed.Decoder{Name: s.Name(), Decode: func(v any) (any, bool) { return decode(v) }, Seeds: seeds}
+}
+
+// checkDecoded holds what every accepted reply must give.
+func checkDecoded(r any) error {
+	switch x := r.(type) {
+	case engine.Grant:
+		if x.RetryIn < 0 || (x.Acquired && x.RetryIn != 0) {
+			return fmt.Errorf("grant %+v", x)
+		}
+	case engine.Outcome:
+		if x < engine.Released || x > engine.NotOwned {
+			return fmt.Errorf("outcome %d", x)
+		}
+	case bool:
+	default:
+		return fmt.Errorf("unchecked result type %T", r)
+	}
+	return nil
+}
+
+// FuzzDecoders gives every decoder of decoders() arbitrary replies: each
+// either accepts the reply, with a result that meets its invariants, or
+// refuses it, and the refusal becomes a terminal error wrapping
+// ErrBadState that names the script. No reply panics. Its seeds and
+// testdata/fuzz/FuzzDecoders run as a normal test.
+func FuzzDecoders(f *testing.F) {
+	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
+		err := engine.UnexpectedReply(name, reply)
+		if !errors.Is(err, engine.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
+			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
+		}
+		return nil
+	})
+}
+
+// TestDecoderSeedsAccepted proves the seeds are valid replies, so that the
+// fuzzer starts from both sides of every decoder.
+func TestDecoderSeedsAccepted(t *testing.T) {
+	fuzzseed.DecoderSeedsAccepted(t, decoders())
+}

@@ -1,0 +1,9 @@
+package rwlease
+
+// The scripts, for the external tests of this package.
+var (
+	ScriptAcquire = scriptAcquire
+	ScriptRefresh = scriptRefresh
+	ScriptVerify  = scriptVerify
+	ScriptRelease = scriptRelease
+)
