@@ -79,7 +79,7 @@ func (g *Guarded) Key() string { return g.key }
 //
 // Errors: coordination.ErrInvalidArgument (nothing sent) for token < 1, a
 // value longer than 16 MiB, ttl < 0 or between 0 and 1 ms, or a nil or zero
-// Guarded; coordination.ErrWrongType when the key is not a hash, and
+// Guarded; coordination.ErrBadState when the key is not a hash, and
 // coordination.ErrBadState when it is a hash that Set did not write (other
 // fields, no or a malformed fence): nothing is changed then; the hook's
 // error when a hook rejects; Redis and network errors as go-redis returns
@@ -113,7 +113,7 @@ func (g *Guarded) Set(ctx context.Context, token int64, value []byte, ttl time.D
 // found is false (with no error) when the resource does not exist.
 //
 // Errors: coordination.ErrInvalidArgument for a nil or zero Guarded
-// (nothing sent); coordination.ErrWrongType when the key is not a hash;
+// (nothing sent); coordination.ErrBadState when the key is not a hash;
 // coordination.ErrBadState when it is a hash Set did not write (no fence,
 // or one that is not a positive integer); the hook's error when a hook
 // rejects; Redis and network errors.

@@ -266,7 +266,7 @@ var errWaitOver = errors.New("idempotency: wait bound reached")
 //
 // Errors: coordination.ErrInvalidArgument naming store, coord, key, ttl,
 // result ttl or wait, with nothing sent; an error matching
-// coordination.ErrWrongType (with ErrBadState) when key holds another Redis
+// coordination.ErrBadState (with ErrBadState) when key holds another Redis
 // type (a claim of an earlier version, a hash, included), or
 // coordination.ErrBadState when the string is not a claim this package wrote (or the reply is not one the client knows), both detected
 // before anything is written; the hook's error when a hook rejects; Redis
@@ -430,7 +430,7 @@ func waitFor(ctx context.Context, e *engine.Engine, k engine.Keys, d time.Durati
 // may run again elsewhere.
 //
 // Errors: coordination.ErrInvalidArgument naming store, key or owner
-// (empty), with nothing sent; coordination.ErrWrongType /
+// (empty), with nothing sent; coordination.ErrBadState /
 // coordination.ErrBadState when the key holds something this package did
 // not write (nothing is written); the hook's error; Redis (NOPERM, NOAUTH
 // ...), network and ctx errors. After an ambiguous error the result may or

@@ -156,7 +156,7 @@ func OnRevoked(fn func(term *Term) error) Option {
 //
 // It returns an error wrapping coordination.ErrInvalidArgument for a nil
 // coordinator, an empty or repeated key, an empty identity or a bad option,
-// and coordination.ErrCrossSlot when the keys are in different slots.
+// and coordination.ErrInvalidArgument when the keys are in different slots.
 func New(coord *coordination.Coordinator, leaseKey, fenceKey, identity string, opts ...Option) (*Elector, error) {
 	e, err := engine.Of(coord)
 	if err != nil {
@@ -217,7 +217,7 @@ func (e *Elector) Leader(ctx context.Context) (Info, error) {
 // as the package documentation describes. It blocks. It returns nil once
 // ctx has ended and any term has been ended and its lease released; or an
 // error: a terminal Redis error of a campaign or renewal (NOAUTH, WRONGPASS,
-// NOPERM, coordination.ErrWrongType, coordination.ErrBadState ...), or one
+// NOPERM, coordination.ErrBadState, coordination.ErrBadState ...), or one
 // wrapping [ErrCallback]. When Run returns, no callback is running and the
 // elector's goroutines have ended, with two exceptions, both bounded by
 // the lease duration and a minute: when a campaign attempt's outcome was

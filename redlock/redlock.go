@@ -34,7 +34,7 @@ const FenceSuffix = ":fence"
 
 // ErrNodeTimeout is the error of a node that gave no answer within the
 // node timeout: it counts as failed. It is a network timeout for
-// coordination.Classify (transient) and coordination.IsAmbiguous (the
+// coordination.IsTransient and coordination.IsAmbiguous (the
 // command may still run on the node).
 var ErrNodeTimeout error = nodeTimeoutError{}
 
@@ -626,7 +626,7 @@ func wait(ctx context.Context, settled <-chan struct{}) error {
 // confirmed because nodes failed: had the failed nodes answered yes, the
 // operation might have succeeded. Errs holds each node's error, in the
 // group's order (nil for a node that answered); Unwrap returns the non-nil
-// ones, so coordination.Classify sorts it by its nodes' errors (a
+// ones, so coordination.IsTransient judges it by its nodes' errors (a
 // [ErrNodeTimeout] or a network error is transient).
 type QuorumError struct {
 	Op        string  // "acquire", "refresh" or "release"

@@ -13,10 +13,10 @@ import (
 const legacyClaimLayout = "hash (earlier releases; no longer read)"
 
 // legacyClaimProblem marks a claim of the hash layout: every operation of
-// the library on it fails with ErrWrongType and changes nothing.
+// the library on it fails with ErrBadState (wrong Redis type) and changes nothing.
 func legacyClaimProblem(r *report) *report {
 	r.add("repair", "coordctl repair claim --key KEY")
-	return r.bad("a claim of the hash layout of earlier releases: the library no longer reads it (ErrWrongType); delete it with coordctl repair claim, or let it expire")
+	return r.bad("a claim of the hash layout of earlier releases: the library no longer reads it (ErrBadState, wrong Redis type); delete it with coordctl repair claim, or let it expire")
 }
 
 // readClaimResult reads the stored result of the completed claim at key:

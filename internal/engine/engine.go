@@ -234,11 +234,11 @@ func (e *Engine) Key(key string) Keys {
 
 // Keys applies the prefix to keys and, with more than one key, checks that
 // they hash to one Cluster slot, returning an error wrapping
-// [ErrCrossSlot] (and sending nothing) when they do not.
+// [ErrInvalidArgument] naming the slots (and sending nothing) when they do not.
 func (e *Engine) Keys(keys ...string) (Keys, error) { return e.NamedKeys(nil, keys...) }
 
 // NamedKeys is [Engine.Keys] with the keys' argument names (names[i] for
-// keys[i], e.g. "leaseKey", "fenceKey"), which an ErrCrossSlot error names
+// keys[i], e.g. "leaseKey", "fenceKey"), which that error names
 // instead of "key 1", "key 2".
 func (e *Engine) NamedKeys(names []string, keys ...string) (Keys, error) {
 	full := make([]string, len(keys))

@@ -22,13 +22,9 @@ var (
 	ErrNotHeld           = errors.New("coordination: not held")
 	ErrLost              = errors.New("coordination: lease lost")
 	ErrReleased          = errors.New("coordination: released")
-	ErrCrossSlot         = errors.New("coordination: keys hash to different cluster slots")
 	ErrUnsupportedServer = errors.New("coordination: unsupported server")
 	ErrInvalidArgument   = errors.New("coordination: invalid argument")
 	ErrBadState          = errors.New("coordination: key holds unexpected state")
-	ErrWrongType         = errors.New("coordination: key holds the wrong type")
-	ErrCounterOverflow   = errors.New("coordination: fencing counter would overflow")
-	ErrCapacityMismatch  = errors.New("coordination: capacity mismatch")
 	ErrConfigMismatch    = errors.New("coordination: configuration mismatch")
 	ErrClosed            = errors.New("coordination: closed")
 	ErrNotReplicated     = errors.New("coordination: not acknowledged by enough replicas")
@@ -190,12 +186,12 @@ type scriptError struct {
 
 // scriptCodes maps each script error code to the sentinels it matches.
 var scriptCodes = map[string][]error{
-	"COORD_CROSSSLOT":         {ErrCrossSlot},
+	"COORD_CROSSSLOT":         {ErrInvalidArgument},
 	"COORD_BADCOUNTER":        {ErrBadState},
-	"COORD_OVERFLOW":          {ErrBadState, ErrCounterOverflow},
-	"COORD_WRONGTYPE":         {ErrBadState, ErrWrongType},
+	"COORD_OVERFLOW":          {ErrBadState},
+	"COORD_WRONGTYPE":         {ErrBadState},
 	"COORD_BADSTATE":          {ErrBadState},
-	"COORD_CAPACITY_MISMATCH": {ErrCapacityMismatch},
+	"COORD_CAPACITY_MISMATCH": {ErrConfigMismatch},
 	"COORD_CONFIG_MISMATCH":   {ErrConfigMismatch},
 	"COORD_UNSUPPORTED":       {ErrUnsupportedServer},
 	"COORD_BADARG":            {ErrInvalidArgument},
@@ -226,8 +222,8 @@ func ScriptCode(err error) (string, bool) {
 
 // MapError turns an error reply carrying one of the library's script codes
 // (COORD_...) into a script error matching the code's sentinels, and a
-// WRONGTYPE reply raised inside a script into one matching ErrWrongType and
-// ErrBadState; every other error is returned unchanged. Script runs apply
+// WRONGTYPE reply raised inside a script into one matching ErrBadState
+// (COORD_WRONGTYPE); every other error is returned unchanged. Script runs apply
 // it to every reply.
 func MapError(err error) error {
 	var re redis.Error
@@ -301,8 +297,8 @@ func shapeOf(v any) string {
 	}
 }
 
-// ErrorClass says how a retry loop should treat an error. Its values equal
-// those of coordination.ErrorClass.
+// ErrorClass says how a retry loop should treat an error
+// (coordination.IsTransient reports Classify(err) == Transient).
 type ErrorClass int
 
 // The error classes.
