@@ -100,7 +100,7 @@ func (g *Guarded) Set(ctx context.Context, token int64, value []byte, ttl time.D
 			return false, 0, err
 		}
 	}
-	ctx, op, err := g.e.Admit(ctx, hooks.FencedWrite, primitive)
+	ctx, op, err := g.e.Admit(ctx, hooks.FencedWrite, primitive, g.keys)
 	if err != nil {
 		return false, 0, err
 	}
@@ -121,7 +121,7 @@ func (g *Guarded) Get(ctx context.Context) (value []byte, token int64, found boo
 	if err := g.check(); err != nil {
 		return nil, 0, false, err
 	}
-	ctx, op, err := g.e.Admit(ctx, hooks.FencedRead, primitive)
+	ctx, op, err := g.e.Admit(ctx, hooks.FencedRead, primitive, g.keys)
 	if err != nil {
 		return nil, 0, false, err
 	}

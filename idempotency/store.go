@@ -308,7 +308,7 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return Claim{}, err
 	}
-	ctx, op, err := e.Admit(ctx, hooks.IdempotencyBegin, primitive)
+	ctx, op, err := e.Admit(ctx, hooks.IdempotencyBegin, primitive, e.Key(key))
 	if err != nil {
 		return Claim{}, err
 	}
@@ -450,7 +450,7 @@ func (s *Store) Complete(ctx context.Context, key, owner string, result []byte) 
 	if err != nil {
 		return false, err
 	}
-	ctx, op, err := e.Admit(ctx, hooks.IdempotencyComplete, primitive)
+	ctx, op, err := e.Admit(ctx, hooks.IdempotencyComplete, primitive, e.Key(key))
 	if err != nil {
 		return false, err
 	}
@@ -491,7 +491,7 @@ func (s *Store) Abandon(ctx context.Context, key, owner string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	ctx, op, err := e.Admit(ctx, hooks.IdempotencyAbandon, primitive)
+	ctx, op, err := e.Admit(ctx, hooks.IdempotencyAbandon, primitive, e.Key(key))
 	if err != nil {
 		return false, err
 	}

@@ -232,7 +232,7 @@ func (l *Latch) create(ctx context.Context, count int64, mode, opName string) (*
 	if err != nil {
 		return nil, err
 	}
-	ctx, op, err := l.e.Admit(ctx, opName, primitive)
+	ctx, op, err := l.e.Admit(ctx, opName, primitive, l.keys)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +259,7 @@ func (l *Latch) Join(ctx context.Context) (*Generation, error) {
 	if err := l.check(); err != nil {
 		return nil, err
 	}
-	ctx, op, err := l.e.Admit(ctx, hooks.LatchJoin, primitive)
+	ctx, op, err := l.e.Admit(ctx, hooks.LatchJoin, primitive, l.keys)
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +332,7 @@ func (g *Generation) CountDown(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	ctx, op, err := g.l.e.Admit(ctx, hooks.LatchCountDown, primitive)
+	ctx, op, err := g.l.e.Admit(ctx, hooks.LatchCountDown, primitive, g.l.keys)
 	if err != nil {
 		return 0, err
 	}
@@ -356,7 +356,7 @@ func (g *Generation) Count(ctx context.Context) (int64, error) {
 	if err := g.check(); err != nil {
 		return 0, err
 	}
-	ctx, op, err := g.l.e.Admit(ctx, hooks.LatchRead, primitive)
+	ctx, op, err := g.l.e.Admit(ctx, hooks.LatchRead, primitive, g.l.keys)
 	if err != nil {
 		return 0, err
 	}
@@ -406,7 +406,7 @@ func (g *Generation) Wait(ctx context.Context) (bool, error) {
 	if err := g.check(); err != nil {
 		return false, err
 	}
-	ctx, op, err := g.l.e.Admit(ctx, hooks.LatchWait, primitive)
+	ctx, op, err := g.l.e.Admit(ctx, hooks.LatchWait, primitive, g.l.keys)
 	if err != nil {
 		return false, err
 	}

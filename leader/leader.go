@@ -274,7 +274,7 @@ func (e *Elector) campaign(ctx context.Context, after time.Duration) (won, error
 	var w won
 	err := e.e.Wait(ctx, engine.WaitConfig{Key: e.keys.Full()[0], FirstIn: after, Recheck: engine.Jitter(e.retry), MinBackoff: e.retry, MaxBackoff: e.retry},
 		func(ctx context.Context) (engine.Attempt, error) {
-			actx, op, err := e.e.Admit(ctx, hooks.LeaderCampaign, primitive)
+			actx, op, err := e.e.Admit(ctx, hooks.LeaderCampaign, primitive, e.keys)
 			if err != nil {
 				return engine.Attempt{}, err
 			}
@@ -299,7 +299,7 @@ func (e *Elector) campaign(ctx context.Context, after time.Duration) (won, error
 	case engine.Classify(err) == engine.Canceled && ctx.Err() != nil:
 		return won{}, nil
 	}
-	return won{}, fmt.Errorf("leader: campaign: %w", err)
+	return won{}, engine.OpError(hooks.LeaderCampaign, e.keys, err)
 }
 
 // serve runs one term from election to the release of its lease. The lease

@@ -49,11 +49,10 @@ func Get(ctx context.Context, coord *coordination.Coordinator, leaseKey string) 
 // get reads the holder of the lease at the prefixed key k through the
 // fencing lock's layout reader, admitted once as LEADER READ.
 func get(ctx context.Context, e *engine.Engine, k engine.Keys) (Info, error) {
-	ctx, op, err := e.Admit(ctx, hooks.LeaderRead, primitive)
+	ctx, op, err := e.Admit(ctx, hooks.LeaderRead, primitive, k)
 	if err != nil {
 		return Info{}, err
 	}
-	op = op.On(k)
 	r, err := fencelock.Read(ctx, e, k)
 	if err == nil && !r.Held {
 		err = ErrNoLeader

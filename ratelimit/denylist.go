@@ -133,7 +133,7 @@ func (d *DenyList) write(ctx context.Context, identity, flag string) error {
 	if err := checkIdentity(d, identity); err != nil {
 		return err
 	}
-	ctx, op, err := d.e.Admit(ctx, hooks.RateLimitDenyListWrite, primitive)
+	ctx, op, err := d.e.Admit(ctx, hooks.RateLimitDenyListWrite, primitive, d.keys)
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func (d *DenyList) Denied(ctx context.Context, identity string) (bool, error) {
 	if err := checkIdentity(d, identity); err != nil {
 		return false, err
 	}
-	ctx, op, err := d.e.Admit(ctx, hooks.RateLimitDenyListRead, primitive)
+	ctx, op, err := d.e.Admit(ctx, hooks.RateLimitDenyListRead, primitive, d.keys)
 	if err != nil {
 		return false, err
 	}

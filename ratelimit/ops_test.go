@@ -374,7 +374,7 @@ func TestFailureModes(t *testing.T) {
 	var we *WaitError
 	if _, err := lims[kConc][2].conc.TryAcquire(ctx, 1); !errors.As(err, &we) || !errors.Is(err, coordination.ErrNotAcquired) ||
 		we.Err == nil || !coordination.IsTransient(we.Err) || !strings.HasPrefix(err.Error(), "coordination: rate limit acquire \"") ||
-		!strings.Contains(err.Error(), "\": try acquire 1 permits: not acquired: refused because Redis could not decide") {
+		!strings.Contains(err.Error(), "\": try acquire 1 permit: not acquired: refused because Redis could not decide") {
 		t.Fatalf("TryAcquire under FailClosed: %v, want a WaitError carrying the failure", err)
 	}
 }

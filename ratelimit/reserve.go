@@ -112,7 +112,7 @@ func (rv *Reservation) Settle(ctx context.Context, actual int) (int, error) {
 		return 0, engine.InvalidArgument("reservation", "only a granted reservation of Reserve can be settled")
 	}
 	r, lim := rv.res, rv.lim
-	ctx, op, err := lim.e.Admit(ctx, hooks.RateLimitSettle, primitive)
+	ctx, op, err := lim.e.Admit(ctx, hooks.RateLimitSettle, primitive, lim.keys)
 	if err != nil {
 		return 0, err
 	}

@@ -337,7 +337,7 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 	if err != nil {
 		return nil, err
 	}
-	ctx, op, err := engine.AdmitGroup(ctx, g.ids, hooks.RedlockAcquire, "redlock")
+	ctx, op, err := engine.AdmitGroup(ctx, g.ids, hooks.RedlockAcquire, "redlock", keys[0])
 	if err != nil {
 		return nil, err
 	}

@@ -232,7 +232,7 @@ func (s *Semaphore) State(ctx context.Context) (State, error) {
 	if err := s.check(); err != nil {
 		return State{}, err
 	}
-	ctx, op, err := s.e.Admit(ctx, hooks.SemaphoreRead, primitive)
+	ctx, op, err := s.e.Admit(ctx, hooks.SemaphoreRead, primitive, s.keys)
 	if err != nil {
 		return State{}, err
 	}

@@ -333,19 +333,24 @@ func (o Op) On(keys Keys) Op {
 // any Redis work. On rejection it returns an error naming the operation and
 // wrapping the hook's error, and the caller must not touch Redis; after
 // [Engine.Shutdown] it refuses every operation so, with an error wrapping
-// [ErrClosed] (no hook sees it).
-func (e *Engine) Admit(ctx context.Context, name, primitive string) (context.Context, Op, error) {
+// [ErrClosed] (no hook sees it). The first of keys, when given, is the key
+// these errors name and the one [Op.End] names (as [Op.On] does).
+func (e *Engine) Admit(ctx context.Context, name, primitive string, keys ...Keys) (context.Context, Op, error) {
 	if ctx == nil {
 		return ctx, Op{}, NilContext()
 	}
-	if e.life.closed.Load() {
-		return ctx, Op{}, &opError{op: name, err: errShutdown}
+	var k Keys
+	if len(keys) > 0 {
+		k = keys[0]
 	}
-	op := Op{e: e, name: name, start: time.Now()}
+	if e.life.closed.Load() {
+		return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, err: errShutdown}
+	}
+	op := Op{e: e, name: name, start: time.Now(), keys: k}
 	if len(e.hooks) > 0 {
 		next, done, err := e.hooks.Admit(ctx, hooks.Operation{Name: name, Primitive: primitive})
 		if err != nil {
-			return ctx, Op{}, &opError{op: name, err: fmt.Errorf("rejected by hook: %w", err)}
+			return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, err: fmt.Errorf("rejected by hook: %w", err)}
 		}
 		if next != nil {
 			ctx = next

@@ -140,8 +140,24 @@ func (e *opError) Error() string {
 		}
 	}
 	b.WriteString(": ")
-	b.WriteString(strings.TrimPrefix(e.err.Error(), "coordination: "))
+	b.WriteString(unprefixed(e.op, e.err.Error()))
 	return b.String()
+}
+
+// unprefixed returns msg, the message of an operation's cause, without the
+// prefixes that would repeat what the operation's name says: any number of
+// "coordination: " and "PACKAGE: " (the primitive's package, such as
+// "redlock: " for REDLOCK ACQUIRE or "ratelimit: " for RATE LIMIT
+// SETTLE), so every message reads `coordination: OP "KEY": CAUSE` once.
+func unprefixed(op, msg string) string {
+	pkg := strings.ReplaceAll(strings.ToLower(op), " ", "")
+	for {
+		word, rest, ok := strings.Cut(msg, ": ")
+		if !ok || word == "" || strings.ContainsAny(word, " \"") || (word != "coordination" && !strings.HasPrefix(pkg, word)) {
+			return msg
+		}
+		msg = rest
+	}
 }
 
 // Unwrap returns the error this one wraps, for errors.Is and errors.As.
@@ -166,6 +182,28 @@ func OpError(op string, keys Keys, err error) error {
 		e.key, e.named = ke.key, true
 	}
 	return e
+}
+
+// NameOp is [OpError] for an error type whose cause already names the
+// operation (a refusal carrying the failure of the same operation): it
+// names the operation and the key whatever err wraps, and its message
+// quotes the cause of a directly wrapped named error without its name
+// ([Unnamed]).
+func NameOp(op string, keys Keys, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &opError{op: op, key: keys.name, named: keys.named, err: err}
+}
+
+// Unnamed returns the cause of an error [OpError] named, and err itself
+// for any other error: for quoting the cause in a message that names the
+// operation already.
+func Unnamed(err error) error {
+	if oe, ok := err.(*opError); ok {
+		return oe.err
+	}
+	return err
 }
 
 // OperationOf returns the operation name and the key an error of a public
@@ -541,4 +579,13 @@ func (c ErrorClass) String() string {
 	default:
 		return fmt.Sprintf("ErrorClass(%d)", int(c))
 	}
+}
+
+// Plural returns "1 NOUN" or "N NOUNs", for messages that count things
+// ("1 permit", "3 permits").
+func Plural(n int, noun string) string {
+	if n == 1 || n == -1 {
+		return strconv.Itoa(n) + " " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
