@@ -210,6 +210,9 @@ func (e *Elector) Current() *Term {
 // Leader reads who leads the election now, in one round trip (admitted as
 // LEADER READ); see [Get].
 func (e *Elector) Leader(ctx context.Context) (Info, error) {
+	if e == nil || e.e == nil {
+		return Info{}, engine.InvalidArgument("elector", "must not be nil; use leader.New")
+	}
 	return get(ctx, e.e, e.keys.First())
 }
 
@@ -217,7 +220,7 @@ func (e *Elector) Leader(ctx context.Context) (Info, error) {
 // as the package documentation describes. It blocks. It returns nil once
 // ctx has ended and any term has been ended and its lease released; or an
 // error: a terminal Redis error of a campaign or renewal (NOAUTH, WRONGPASS,
-// NOPERM, coordination.ErrBadState, coordination.ErrBadState ...), or one
+// NOPERM, coordination.ErrBadState ...), or one
 // wrapping [ErrCallback]. When Run returns, no callback is running and the
 // elector's goroutines have ended, with two exceptions, both bounded by
 // the lease duration and a minute: when a campaign attempt's outcome was

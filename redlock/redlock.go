@@ -236,10 +236,22 @@ func addresses(c redis.UniversalClient) []string {
 }
 
 // Size returns the number of nodes.
-func (g *Group) Size() int { return len(g.nodes) }
+// A zero or nil Group has 0.
+func (g *Group) Size() int {
+	if g == nil {
+		return 0
+	}
+	return len(g.nodes)
+}
 
 // Quorum returns the number of nodes a group operation needs: N/2 + 1.
-func (g *Group) Quorum() int { return g.quorum }
+// A zero or nil Group has 0.
+func (g *Group) Quorum() int {
+	if g == nil {
+		return 0
+	}
+	return g.quorum
+}
 
 // drift is the clock-drift allowance for ttl: factor × ttl + 2 ms.
 func (g *Group) drift(ttl time.Duration) time.Duration {
@@ -249,6 +261,9 @@ func (g *Group) drift(ttl time.Duration) time.Duration {
 // check validates a key and a TTL (nothing admitted, nothing sent) and
 // returns the TTL in ms and every node's keys.
 func (g *Group) check(key string, ttl time.Duration) (int64, []engine.Keys, error) {
+	if g == nil || len(g.nodes) == 0 {
+		return 0, nil, engine.InvalidArgument("group", "has no nodes: a zero or nil Group is not usable; create one with redlock.New")
+	}
 	if err := engine.CheckKey("key", key); err != nil {
 		return 0, nil, err
 	}
