@@ -50,7 +50,7 @@ func WithHolder(holder string) Option {
 }
 
 // New returns the fencing-token lock on leaseKey and fenceKey (without the
-// coordinator's prefix; any bytes). It sends nothing to Redis.
+// coordinator's prefix; any non-empty bytes). It sends nothing to Redis.
 //
 // leaseKey expires; fenceKey holds the counter and must never expire. Both
 // must hash to one Cluster slot (give them one {hash tag}, e.g.

@@ -26,7 +26,7 @@ type Guarded struct {
 }
 
 // NewGuarded returns the fenced resource at key (without the coordinator's
-// prefix; any bytes). It sends nothing to Redis. The key need not share a
+// prefix; any non-empty bytes). It sends nothing to Redis. The key need not share a
 // Cluster slot with the lock's keys.
 //
 // It returns an error wrapping coordination.ErrInvalidArgument, naming the

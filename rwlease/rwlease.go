@@ -109,7 +109,7 @@ func WithWriterPreference(on bool) Option {
 }
 
 // New returns the read-write lease on key (without the coordinator's
-// prefix; any bytes). It sends nothing to Redis. One sorted set per key, so
+// prefix; any non-empty bytes). It sends nothing to Redis. One sorted set per key, so
 // Redis Cluster needs no hash tag.
 //
 // It returns an error wrapping coordination.ErrInvalidArgument, naming the

@@ -70,7 +70,7 @@ func WithRecheck(d time.Duration) Option {
 }
 
 // New returns a semaphore of capacity permits on key (without the
-// coordinator's prefix; any bytes). It sends nothing to Redis.
+// coordinator's prefix; any non-empty bytes). It sends nothing to Redis.
 //
 // capacity must be between 1 and [MaxCapacity], and every process using key
 // must pass the same capacity (see the package documentation).

@@ -284,8 +284,13 @@ func Millis(name string, d time.Duration) (int64, error) {
 // TTLMillis is Millis("ttl", ttl), except that 0 (no expiry) gives 0 when
 // noExpiry is set.
 func TTLMillis(ttl time.Duration, noExpiry bool) (int64, error) {
-	if ttl == 0 && noExpiry {
-		return 0, nil
+	if noExpiry {
+		if ttl == 0 {
+			return 0, nil
+		}
+		if ttl < time.Millisecond {
+			return 0, InvalidArgument("ttl", "must be 0 (no expiry) or at least 1ms, got %v", ttl)
+		}
 	}
 	return Millis("ttl", ttl)
 }

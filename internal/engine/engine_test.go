@@ -633,3 +633,19 @@ func engineWithPrefix(t *testing.T, prefix string) *engine.Engine {
 	}
 	return e
 }
+
+// A ttl refusal says what the rule is: where 0 means no expiry, the
+// message says so (it said "at least 1ms" while 0 was accepted).
+func TestTTLMillisMessage(t *testing.T) {
+	if ms, err := engine.TTLMillis(0, true); ms != 0 || err != nil {
+		t.Fatalf("TTLMillis(0, no expiry) = %d, %v", ms, err)
+	}
+	_, err := engine.TTLMillis(-1, true)
+	if want := "coordination: invalid argument ttl: must be 0 (no expiry) or at least 1ms, got -1ns"; err == nil || err.Error() != want || !errors.Is(err, engine.ErrInvalidArgument) {
+		t.Fatalf("TTLMillis(-1, no expiry) = %v, want %q", err, want)
+	}
+	_, err = engine.TTLMillis(0, false)
+	if want := "coordination: invalid argument ttl: must be at least 1ms, got 0s"; err == nil || err.Error() != want {
+		t.Fatalf("TTLMillis(0) = %v, want %q", err, want)
+	}
+}
