@@ -40,7 +40,7 @@ func ACLLine() (string, error) {
 	if !ok {
 		return "", errors.New("testharness: cannot locate README.md")
 	}
-	readme, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "README.md"))
 	if err != nil {
 		return "", err
 	}
