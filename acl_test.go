@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/lua"
 	"github.com/coordkit/coordination/semaphore"
@@ -96,7 +97,7 @@ func TestACLUserIsLeastPrivileged(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := lockTryAcquire(ctx, coord, "outside-the-prefix", time.Minute); err == nil ||
-			coordination.Classify(err) != coordination.Terminal || !strings.Contains(err.Error(), "NOPERM") {
+			engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), "NOPERM") {
 			t.Errorf("a lock outside the prefix: %v, want a terminal NOPERM", err)
 		}
 	}, testharness.Only(testharness.ACLFlavor))

@@ -53,12 +53,4 @@ func TestStrings(t *testing.T) {
 			t.Errorf("%d: %q, want %q", int(v), v.String(), want)
 		}
 	}
-	for v, want := range map[coordination.ErrorClass]string{
-		coordination.NoError: "none", coordination.Transient: "transient", coordination.Terminal: "terminal",
-		coordination.Canceled: "canceled", 7: "ErrorClass(7)",
-	} {
-		if v.String() != want {
-			t.Errorf("%d: %q, want %q", int(v), v.String(), want)
-		}
-	}
 }

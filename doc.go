@@ -39,7 +39,7 @@
 // cleanups, the Pub/Sub connection) and makes later operations fail with
 // [ErrClosed]; shut it down before closing the client. This package exports only
 // what a user calls: [New] and its options, the [Coordinator], the shared
-// sentinel errors, [Classify] and [IsAmbiguous], and [ReleaseOutcome].
+// sentinel errors, [IsTransient] and [IsAmbiguous], and [ReleaseOutcome].
 //
 // # How every operation works
 //
@@ -49,10 +49,11 @@
 // NOSCRIPT reply. Scripts take time from the server (TIME), compute in
 // integer milliseconds, validate what they read before writing anything,
 // and report failures with stable codes that map to the sentinel errors of
-// this package ([ErrBadState], [ErrWrongType], [ErrCapacityMismatch], ...);
-// a reply the client does not recognise is [ErrBadState], never a guess.
-// Multi-key operations are checked on the client for a cross-slot pair
-// ([ErrCrossSlot]) with the key prefix applied, whatever the client type.
+// this package ([ErrBadState], [ErrConfigMismatch], ...), the message
+// saying which; a reply the client does not recognise is [ErrBadState],
+// never a guess. Multi-key operations are checked on the client for a
+// cross-slot pair ([ErrInvalidArgument] naming the slots) with the key
+// prefix applied, whatever the client type.
 // The scripts are in package lua, for audit and for writing ACLs.
 //
 // Blocking operations wait on a release notification rather than polling:
@@ -72,9 +73,9 @@
 // # Errors
 //
 // Every primitive returns the sentinels of this package, wrapped with
-// context: test with errors.Is. [Classify] sorts any error into transient
-// (worth retrying after a delay), terminal and canceled; every retry loop
-// in the library uses it. [IsAmbiguous] tells whether a write may have
+// context: test with errors.Is. [IsTransient] tells whether an error is
+// worth retrying after a delay; every retry loop in the library classifies
+// errors the same way. [IsAmbiguous] tells whether a write may have
 // happened although the caller saw an error (not after a failed dial or a
 // connection-pool timeout: nothing was sent). A NOPERM reply (an ACL that
 // denies a command a script runs) reaches the caller as the server's

@@ -25,12 +25,6 @@ var (
 	// released it.
 	ErrReleased = engine.ErrReleased
 
-	// ErrCrossSlot is returned when the keys of a multi-key operation do not
-	// hash to the same Redis Cluster slot. It is detected on the client from
-	// the prefixed keys before anything is sent, whatever the client type;
-	// use one {hash tag} in every key of the operation.
-	ErrCrossSlot = engine.ErrCrossSlot
-
 	// ErrUnsupportedServer is returned when the server lacks a feature an
 	// operation needs (hash-field leases on Redis before 7.4, Valkey before
 	// 9.0 or miniredis), before anything is written. The wrapping error
@@ -38,31 +32,26 @@ var (
 	ErrUnsupportedServer = engine.ErrUnsupportedServer
 
 	// ErrInvalidArgument is returned for bad input: an empty key, a duration
-	// below one millisecond, a nil coordinator, a negative count. The
-	// wrapping error names the argument and why. Nothing is sent to Redis.
+	// below one millisecond, a nil coordinator or context, a negative count,
+	// a zero-value primitive, or the keys of a multi-key operation in
+	// different Redis Cluster slots (detected on the client from the
+	// prefixed keys, whatever the client type: use one {hash tag} in every
+	// key). The wrapping error names the argument and why. Nothing is sent
+	// to Redis.
 	ErrInvalidArgument = engine.ErrInvalidArgument
 
 	// ErrBadState is returned when a script finds a key that holds something
 	// the library did not write (a malformed or negative fencing counter, a
-	// counter with a TTL, a key of the wrong Redis type, a corrupt record),
-	// or when a reply has a shape the client does not recognise. Scripts
-	// detect bad state before writing anything.
+	// fencing counter at 9223372036854775807 that cannot be incremented, a
+	// counter with a TTL, a key of the wrong Redis type, a member or record
+	// the primitive did not write), or when a reply has a shape the client
+	// does not recognise. The message says which. Scripts detect bad state
+	// before writing anything.
 	ErrBadState = engine.ErrBadState
 
-	// ErrWrongType is returned (together with ErrBadState) when a key holds
-	// a value of the wrong Redis type for the primitive.
-	ErrWrongType = engine.ErrWrongType
-
-	// ErrCounterOverflow is returned (together with ErrBadState) when a
-	// fencing counter is at 9223372036854775807 and cannot be incremented.
-	ErrCounterOverflow = engine.ErrCounterOverflow
-
-	// ErrCapacityMismatch is returned when a caller's capacity differs from
-	// the capacity recorded in a key that has live holders (semaphores).
-	ErrCapacityMismatch = engine.ErrCapacityMismatch
-
 	// ErrConfigMismatch is returned when a caller's settings differ from the
-	// settings recorded in a key (rate limiters, latches).
+	// settings recorded in a key: a semaphore's capacity while the key has
+	// live holders (the message says capacity), a rate limiter's settings.
 	ErrConfigMismatch = engine.ErrConfigMismatch
 
 	// ErrClosed is returned by operations on a closed limiter or other
@@ -77,41 +66,22 @@ var (
 	ErrNotReplicated = engine.ErrNotReplicated
 )
 
-// ErrorClass says how a retry loop should treat an error.
-type ErrorClass int
-
-const (
-	// NoError is the class of a nil error.
-	NoError ErrorClass = iota
-	// Transient errors may succeed if the same operation is tried again
-	// after a delay: LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN,
-	// READONLY and NOREPLICAS replies, "max number of clients reached",
-	// network errors, timeouts, connection-pool timeouts and
-	// [ErrNotReplicated].
-	Transient
-	// Terminal errors will fail again if retried: authentication and
-	// permission errors (NOAUTH, WRONGPASS, NOPERM), WRONGTYPE, the
-	// library's own script errors (ErrBadState, ErrWrongType,
-	// ErrConfigMismatch ...), invalid arguments, a closed client, and every
-	// error not known to be transient.
-	Terminal
-	// Canceled is the class of context.Canceled and
-	// context.DeadlineExceeded (and of a blocking acquire that gave up when
-	// its context ended): the caller gave up.
-	Canceled
-)
-
-// String returns "none", "transient", "terminal" or "canceled".
-func (c ErrorClass) String() string { return engine.ErrorClass(c).String() }
-
-// Classify sorts an error returned by Redis, go-redis or this library into
-// one class. It is the one place the library decides what to retry: every
-// retry loop (blocking acquire, keep-alive, leader campaign, background
-// cleanup, rate-limit queue) uses it. An answer such as [ErrNotAcquired]
-// (contention) is not a failure, and Classify calls it Terminal only in
-// the sense that asking again at once gives the same answer: wait for the
-// holder with the blocking verb (Acquire) instead of a retry loop.
-func Classify(err error) ErrorClass { return ErrorClass(engine.Classify(err)) }
+// IsTransient reports whether err may succeed if the same operation is
+// tried again after a delay: a LOADING, BUSY, TRYAGAIN, CLUSTERDOWN,
+// MASTERDOWN, READONLY or NOREPLICAS reply, "max number of clients
+// reached", a network error, a timeout, a connection-pool timeout, or
+// [ErrNotReplicated]. It is false for nil, for a cancellation (the caller's
+// context ended, or a blocking acquire gave up when it did), and for errors
+// that fail again if retried: authentication and permission errors
+// (NOAUTH, WRONGPASS, NOPERM), WRONGTYPE, the library's own refusals
+// ([ErrBadState], [ErrConfigMismatch], [ErrInvalidArgument], [ErrClosed]),
+// and every error not known to be transient. It is the same
+// classification every retry loop of the library uses (blocking acquire,
+// keep-alive, leader campaign, background cleanup, rate-limit queue). An
+// answer such as [ErrNotAcquired] (contention) is not transient: asking
+// again at once gives the same answer; wait for the holder with the
+// blocking verb (Acquire) instead of a retry loop.
+func IsTransient(err error) bool { return engine.Classify(err) == engine.Transient }
 
 // IsAmbiguous reports whether err leaves the outcome of a write unknown: the
 // command may have run on the server although the caller saw an error. That

@@ -112,21 +112,21 @@ func snippetQuickStart(ctx context.Context, addr string) error {
 	return nil
 }
 
-// Retry loops ask Classify whether an error is worth another try.
-func ExampleClassify() {
+// Retry loops ask IsTransient whether an error is worth another try.
+func ExampleIsTransient() {
 	for _, err := range []error{
 		context.Canceled,
 		coordination.ErrInvalidArgument,
 		&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED},
-		fmt.Errorf("acquire: %w", coordination.ErrWrongType),
+		fmt.Errorf("acquire: %w", coordination.ErrBadState),
 	} {
-		fmt.Println(coordination.Classify(err))
+		fmt.Println(coordination.IsTransient(err))
 	}
 	// Output:
-	// canceled
-	// terminal
-	// transient
-	// terminal
+	// false
+	// false
+	// true
+	// false
 }
 
 // WithReplicaAcks makes every operation wait, in the same round trip, until

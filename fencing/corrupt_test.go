@@ -12,7 +12,7 @@ import (
 )
 
 // Garbage in the lease, the counter or a guarded resource makes every
-// operation return ErrBadState (ErrWrongType, ErrCounterOverflow included)
+// operation return ErrBadState (a wrong Redis type and an overflowing counter included)
 // or an answer, never a panic.
 func TestFencingCorruptedStateIsTyped(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
@@ -47,6 +47,6 @@ func TestFencingCorruptedStateIsTyped(t *testing.T) {
 				{Name: "Guarded.Get", Fn: func(ctx context.Context) error { _, _, _, err := res.Get(ctx); return err }},
 				{Name: "Release", Fn: func(ctx context.Context) error { _, err := l.Release(ctx); return err }},
 			}
-		}, func(err error) bool { return errors.Is(err, coordination.ErrCounterOverflow) })
+		}, func(err error) bool { return errors.Is(err, coordination.ErrBadState) })
 	})
 }

@@ -50,7 +50,7 @@ func WithHolder(holder string) Option {
 }
 
 // New returns the fencing-token lock on leaseKey and fenceKey (without the
-// coordinator's prefix; any bytes). It sends nothing to Redis.
+// coordinator's prefix; any non-empty bytes). It sends nothing to Redis.
 //
 // leaseKey expires; fenceKey holds the counter and must never expire. Both
 // must hash to one Cluster slot (give them one {hash tag}, e.g.
@@ -62,7 +62,7 @@ func WithHolder(holder string) Option {
 //   - coordination.ErrInvalidArgument, naming the argument: nil coord, an
 //     empty or longer than 1 KiB leaseKey or fenceKey, the same key twice,
 //     an invalid option (a holder longer than 256 bytes).
-//   - coordination.ErrCrossSlot: the prefixed keys are in different Cluster
+//   - coordination.ErrInvalidArgument: the prefixed keys are in different Cluster
 //     slots.
 func New(coord *coordination.Coordinator, leaseKey, fenceKey string, opts ...Option) (*Mutex, error) {
 	e, err := engine.Of(coord)
@@ -111,8 +111,8 @@ func (m *Mutex) FenceKey() string { return m.fenceKey }
 //   - coordination.ErrBadState (nothing written, no lease created): the
 //     counter has a TTL, is not a canonical integer, is negative, or is
 //     beyond int64; the lease key holds a hash without owner or fence.
-//     Also coordination.ErrCounterOverflow when the counter is at
-//     9223372036854775807, and coordination.ErrWrongType when a key holds
+//     Also coordination.ErrBadState when the counter is at
+//     9223372036854775807, and coordination.ErrBadState when a key holds
 //     the wrong Redis type.
 //   - the hook's error when a hook rejects; Redis and network errors.
 //

@@ -26,7 +26,7 @@ type Guarded struct {
 }
 
 // NewGuarded returns the fenced resource at key (without the coordinator's
-// prefix; any bytes). It sends nothing to Redis. The key need not share a
+// prefix; any non-empty bytes). It sends nothing to Redis. The key need not share a
 // Cluster slot with the lock's keys.
 //
 // It returns an error wrapping coordination.ErrInvalidArgument, naming the
@@ -79,7 +79,7 @@ func (g *Guarded) Key() string { return g.key }
 //
 // Errors: coordination.ErrInvalidArgument (nothing sent) for token < 1, a
 // value longer than 16 MiB, ttl < 0 or between 0 and 1 ms, or a nil or zero
-// Guarded; coordination.ErrWrongType when the key is not a hash, and
+// Guarded; coordination.ErrBadState when the key is not a hash, and
 // coordination.ErrBadState when it is a hash that Set did not write (other
 // fields, no or a malformed fence): nothing is changed then; the hook's
 // error when a hook rejects; Redis and network errors as go-redis returns
@@ -100,7 +100,7 @@ func (g *Guarded) Set(ctx context.Context, token int64, value []byte, ttl time.D
 			return false, 0, err
 		}
 	}
-	ctx, op, err := g.e.Admit(ctx, hooks.FencedWrite, primitive)
+	ctx, op, err := g.e.Admit(ctx, hooks.FencedWrite, primitive, g.keys)
 	if err != nil {
 		return false, 0, err
 	}
@@ -113,7 +113,7 @@ func (g *Guarded) Set(ctx context.Context, token int64, value []byte, ttl time.D
 // found is false (with no error) when the resource does not exist.
 //
 // Errors: coordination.ErrInvalidArgument for a nil or zero Guarded
-// (nothing sent); coordination.ErrWrongType when the key is not a hash;
+// (nothing sent); coordination.ErrBadState when the key is not a hash;
 // coordination.ErrBadState when it is a hash Set did not write (no fence,
 // or one that is not a positive integer); the hook's error when a hook
 // rejects; Redis and network errors.
@@ -121,7 +121,7 @@ func (g *Guarded) Get(ctx context.Context) (value []byte, token int64, found boo
 	if err := g.check(); err != nil {
 		return nil, 0, false, err
 	}
-	ctx, op, err := g.e.Admit(ctx, hooks.FencedRead, primitive)
+	ctx, op, err := g.e.Admit(ctx, hooks.FencedRead, primitive, g.keys)
 	if err != nil {
 		return nil, 0, false, err
 	}

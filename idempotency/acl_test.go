@@ -11,12 +11,13 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 // An ACL that denies what an operation needs surfaces as the server's own
 // permission error, terminal, from Begin, Complete and Abandon: never as
-// ErrBadState or ErrWrongType (which a pcall around the script's read would
+// ErrBadState (which a pcall around the script's read would
 // have made of it), and nothing is written.
 //
 // A user allowed only EVAL and EVALSHA gets the error the server raises
@@ -73,10 +74,10 @@ func TestACLDeniedCommandIsTheServersError(t *testing.T) {
 					if err == nil || !containsAny(err.Error(), u.want) {
 						t.Errorf("%s, %s: %v, want the server's permission error (%q)", u.name, op.name, err, u.want)
 					}
-					if c := coordination.Classify(err); c != coordination.Terminal {
+					if c := engine.Classify(err); c != engine.Terminal {
 						t.Errorf("%s, %s: class %v, want terminal", u.name, op.name, c)
 					}
-					if errors.Is(err, coordination.ErrBadState) || errors.Is(err, coordination.ErrWrongType) {
+					if errors.Is(err, coordination.ErrBadState) {
 						t.Errorf("%s, %s: %v reads as bad state or wrong type", u.name, op.name, err)
 					}
 				}

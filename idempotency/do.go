@@ -7,6 +7,7 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
 )
 
@@ -113,9 +114,9 @@ func (s *Store) Do(ctx context.Context, key string, ttl time.Duration, fingerpri
 	case Completed:
 		return claim.Result, true, nil
 	case InProgress:
-		return nil, false, ErrInProgress
+		return nil, false, s.named(hooks.IdempotencyBegin, key, ErrInProgress)
 	case FingerprintMismatch:
-		return nil, false, ErrFingerprintMismatch
+		return nil, false, s.named(hooks.IdempotencyBegin, key, ErrFingerprintMismatch)
 	}
 	work := context.WithValue(ctx, fenceKey{}, claim.Fence)
 	if !cfgOf(opts).noKeepAlive {
@@ -132,7 +133,7 @@ func (s *Store) Do(ctx context.Context, key string, ttl time.Duration, fingerpri
 	if ferr != nil {
 		if IsRetrySafe(ferr) {
 			if _, aerr := s.Abandon(sctx, key, claim.Owner); aerr != nil {
-				return nil, false, errors.Join(ferr, fmt.Errorf("idempotency: abandon after a retry-safe failure: %w", aerr))
+				return nil, false, errors.Join(ferr, aerr) // aerr names IDEMPOTENCY ABANDON and the key
 			}
 		}
 		return nil, false, ferr
@@ -142,9 +143,20 @@ func (s *Store) Do(ctx context.Context, key string, ttl time.Duration, fingerpri
 		return res, false, err
 	}
 	if !ok {
-		return res, false, ErrClaimLost
+		return res, false, s.named(hooks.IdempotencyComplete, key, ErrClaimLost)
 	}
 	return res, false, nil
+}
+
+// named returns err naming the operation op and key as the caller gave it,
+// as every error of the library does (errors.Is(err, ErrInProgress) and
+// the like keep working).
+func (s *Store) named(op, key string, err error) error {
+	e, eerr := s.engine()
+	if eerr != nil {
+		return err
+	}
+	return engine.OpError(op, e.Key(key), err)
 }
 
 // WithoutKeepAlive makes [Store.Do] run fn without keeping the claim alive:

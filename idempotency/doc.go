@@ -60,7 +60,7 @@
 // USAGE; a hash would turn into a hash table once a field exceeds 64 bytes,
 // 640 bytes). Claims written by versions of this package before that layout
 // (hashes with the fields state, owner, ttl, fp, result and done) are not
-// read: every operation on such a key fails with coordination.ErrWrongType
+// read: every operation on such a key fails with coordination.ErrBadState
 // and changes nothing; delete them, or let them expire.
 //
 // A key that is absent, or abandoned, has no claim: an abandoned key only
@@ -185,14 +185,14 @@
 // Invalid arguments fail with coordination.ErrInvalidArgument naming the
 // argument, before anything is sent or admitted. A key holding another
 // Redis type (a claim of an earlier version included) fails with
-// coordination.ErrWrongType (and ErrBadState), a string this package did
+// coordination.ErrBadState (saying so), a string this package did
 // not write, or a reply the client does not recognise,
 // with coordination.ErrBadState; nothing is written then. Errors of the
 // server reach the caller as its reply: NOAUTH or WRONGPASS for a client
 // that is not authenticated, NOPERM when the ACL denies EVALSHA, the key,
 // or a command the script runs (each server words the last one its own
 // way inside a script; the library reports it as NOPERM). All of these
-// are terminal (coordination.Classify).
+// are terminal (coordination.IsTransient is false).
 //
 // # HTTP
 //

@@ -266,7 +266,7 @@ var errWaitOver = errors.New("idempotency: wait bound reached")
 //
 // Errors: coordination.ErrInvalidArgument naming store, coord, key, ttl,
 // result ttl or wait, with nothing sent; an error matching
-// coordination.ErrWrongType (with ErrBadState) when key holds another Redis
+// coordination.ErrBadState (with ErrBadState) when key holds another Redis
 // type (a claim of an earlier version, a hash, included), or
 // coordination.ErrBadState when the string is not a claim this package wrote (or the reply is not one the client knows), both detected
 // before anything is written; the hook's error when a hook rejects; Redis
@@ -308,7 +308,7 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return Claim{}, err
 	}
-	ctx, op, err := e.Admit(ctx, hooks.IdempotencyBegin, primitive)
+	ctx, op, err := e.Admit(ctx, hooks.IdempotencyBegin, primitive, e.Key(key))
 	if err != nil {
 		return Claim{}, err
 	}
@@ -430,7 +430,7 @@ func waitFor(ctx context.Context, e *engine.Engine, k engine.Keys, d time.Durati
 // may run again elsewhere.
 //
 // Errors: coordination.ErrInvalidArgument naming store, key or owner
-// (empty), with nothing sent; coordination.ErrWrongType /
+// (empty), with nothing sent; coordination.ErrBadState /
 // coordination.ErrBadState when the key holds something this package did
 // not write (nothing is written); the hook's error; Redis (NOPERM, NOAUTH
 // ...), network and ctx errors. After an ambiguous error the result may or
@@ -450,7 +450,7 @@ func (s *Store) Complete(ctx context.Context, key, owner string, result []byte) 
 	if err != nil {
 		return false, err
 	}
-	ctx, op, err := e.Admit(ctx, hooks.IdempotencyComplete, primitive)
+	ctx, op, err := e.Admit(ctx, hooks.IdempotencyComplete, primitive, e.Key(key))
 	if err != nil {
 		return false, err
 	}
@@ -491,7 +491,7 @@ func (s *Store) Abandon(ctx context.Context, key, owner string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	ctx, op, err := e.Admit(ctx, hooks.IdempotencyAbandon, primitive)
+	ctx, op, err := e.Admit(ctx, hooks.IdempotencyAbandon, primitive, e.Key(key))
 	if err != nil {
 		return false, err
 	}

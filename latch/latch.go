@@ -199,7 +199,7 @@ func (l *Latch) Key() string {
 // Errors: [ErrExists] when the key already holds a latch (nothing is
 // changed; use [Latch.Join] or [Latch.Reset]);
 // coordination.ErrInvalidArgument naming count (or latch, for a nil
-// Latch), with nothing sent; an error matching coordination.ErrWrongType
+// Latch), with nothing sent; an error matching coordination.ErrBadState
 // or coordination.ErrBadState when the key holds something else; the
 // hook's error when a hook rejects; Redis and network errors. A create
 // re-sent by go-redis after a lost reply finds its own generation and
@@ -232,7 +232,7 @@ func (l *Latch) create(ctx context.Context, count int64, mode, opName string) (*
 	if err != nil {
 		return nil, err
 	}
-	ctx, op, err := l.e.Admit(ctx, opName, primitive)
+	ctx, op, err := l.e.Admit(ctx, opName, primitive, l.keys)
 	if err != nil {
 		return nil, err
 	}
@@ -252,14 +252,14 @@ func (l *Latch) create(ctx context.Context, count int64, mode, opName string) (*
 //
 // Errors: [ErrNotFound] when the key holds no latch;
 // coordination.ErrInvalidArgument naming latch for a nil Latch, with
-// nothing sent; an error matching coordination.ErrWrongType or
+// nothing sent; an error matching coordination.ErrBadState or
 // coordination.ErrBadState when the key holds something else; the hook's
 // error when a hook rejects; Redis and network errors.
 func (l *Latch) Join(ctx context.Context) (*Generation, error) {
 	if err := l.check(); err != nil {
 		return nil, err
 	}
-	ctx, op, err := l.e.Admit(ctx, hooks.LatchJoin, primitive)
+	ctx, op, err := l.e.Admit(ctx, hooks.LatchJoin, primitive, l.keys)
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +319,7 @@ func (g *Generation) check() error {
 // replaced since the generation was created or joined; [ErrNotFound] when the key was
 // deleted; [ErrCompleted] when the generation already reached zero;
 // [ErrBroken] (with the count at which the generation broke) when its
-// deadline passed first; an error matching coordination.ErrWrongType or
+// deadline passed first; an error matching coordination.ErrBadState or
 // coordination.ErrBadState when the key holds something else; the hook's
 // error when a hook rejects; Redis and network errors. A count-down
 // re-sent by go-redis after a lost reply is counted once. When the reply
@@ -332,7 +332,7 @@ func (g *Generation) CountDown(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	ctx, op, err := g.l.e.Admit(ctx, hooks.LatchCountDown, primitive)
+	ctx, op, err := g.l.e.Admit(ctx, hooks.LatchCountDown, primitive, g.l.keys)
 	if err != nil {
 		return 0, err
 	}
@@ -350,13 +350,13 @@ func (g *Generation) CountDown(ctx context.Context) (int64, error) {
 //
 // Errors: [ErrBroken], together with the count at which the generation
 // broke; [ErrStaleGeneration]; [ErrNotFound]; an error matching
-// coordination.ErrWrongType or coordination.ErrBadState; the hook's error;
+// coordination.ErrBadState or coordination.ErrBadState; the hook's error;
 // Redis and network errors.
 func (g *Generation) Count(ctx context.Context) (int64, error) {
 	if err := g.check(); err != nil {
 		return 0, err
 	}
-	ctx, op, err := g.l.e.Admit(ctx, hooks.LatchRead, primitive)
+	ctx, op, err := g.l.e.Admit(ctx, hooks.LatchRead, primitive, g.l.keys)
 	if err != nil {
 		return 0, err
 	}
@@ -406,7 +406,7 @@ func (g *Generation) Wait(ctx context.Context) (bool, error) {
 	if err := g.check(); err != nil {
 		return false, err
 	}
-	ctx, op, err := g.l.e.Admit(ctx, hooks.LatchWait, primitive)
+	ctx, op, err := g.l.e.Admit(ctx, hooks.LatchWait, primitive, g.l.keys)
 	if err != nil {
 		return false, err
 	}

@@ -445,8 +445,8 @@ func TestForeignKey(t *testing.T) {
 			"Wait":      func() error { _, err := l.Wait(ctx); return err },
 		}
 		for name, f := range checks {
-			if err := f(); !errors.Is(err, coordination.ErrWrongType) {
-				t.Fatalf("%s on a string key: %v; want ErrWrongType", name, err)
+			if err := f(); !errors.Is(err, coordination.ErrBadState) {
+				t.Fatalf("%s on a string key: %v; want ErrBadState (wrong type)", name, err)
 			}
 		}
 		if v, _ := raw.Get(ctx, b.Key(key)).Result(); v != "x" {
@@ -455,7 +455,7 @@ func TestForeignKey(t *testing.T) {
 		raw.Del(ctx, b.Key(key))
 		raw.HSet(ctx, b.Key(key), "name", "not a latch")
 		for name, f := range checks {
-			if err := f(); !errors.Is(err, coordination.ErrBadState) || errors.Is(err, coordination.ErrWrongType) {
+			if err := f(); !errors.Is(err, coordination.ErrBadState) || strings.Contains(err.Error(), "wrong Redis type") {
 				t.Fatalf("%s on a foreign hash: %v; want ErrBadState", name, err)
 			}
 		}

@@ -85,7 +85,7 @@ func Example() {
 	// report stored: true <nil>
 	// term ended, resigned: true
 	// Run: <nil>
-	// afterwards: coordination: leader read "{invoices}:leader": leader: no leader
+	// afterwards: coordination: leader read "{invoices}:leader": no leader
 	// stale write accepted: false - the store is at token 2
 }
 

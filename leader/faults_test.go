@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/leader"
 )
@@ -391,7 +392,7 @@ func noPermRun(t *testing.T, srv *testharness.Server, user string) {
 	e := must(leader.New(must(coordination.New(c, opt))(t), leaseKey, fenceKey, "a", leader.WithRetryDelay(10*time.Millisecond)))(t)
 	start := time.Now()
 	err := e.Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "NOPERM") || coordination.Classify(err) != coordination.Terminal ||
+	if err == nil || !strings.Contains(err.Error(), "NOPERM") || engine.Classify(err) != engine.Terminal ||
 		errors.Is(err, coordination.ErrBadState) {
 		t.Fatalf("Run = %v, want a terminal error naming NOPERM", err)
 	}

@@ -156,7 +156,7 @@ func OnRevoked(fn func(term *Term) error) Option {
 //
 // It returns an error wrapping coordination.ErrInvalidArgument for a nil
 // coordinator, an empty or repeated key, an empty identity or a bad option,
-// and coordination.ErrCrossSlot when the keys are in different slots.
+// and coordination.ErrInvalidArgument when the keys are in different slots.
 func New(coord *coordination.Coordinator, leaseKey, fenceKey, identity string, opts ...Option) (*Elector, error) {
 	e, err := engine.Of(coord)
 	if err != nil {
@@ -210,6 +210,9 @@ func (e *Elector) Current() *Term {
 // Leader reads who leads the election now, in one round trip (admitted as
 // LEADER READ); see [Get].
 func (e *Elector) Leader(ctx context.Context) (Info, error) {
+	if e == nil || e.e == nil {
+		return Info{}, engine.InvalidArgument("elector", "must not be nil; use leader.New")
+	}
 	return get(ctx, e.e, e.keys.First())
 }
 
@@ -217,7 +220,7 @@ func (e *Elector) Leader(ctx context.Context) (Info, error) {
 // as the package documentation describes. It blocks. It returns nil once
 // ctx has ended and any term has been ended and its lease released; or an
 // error: a terminal Redis error of a campaign or renewal (NOAUTH, WRONGPASS,
-// NOPERM, coordination.ErrWrongType, coordination.ErrBadState ...), or one
+// NOPERM, coordination.ErrBadState ...), or one
 // wrapping [ErrCallback]. When Run returns, no callback is running and the
 // elector's goroutines have ended, with two exceptions, both bounded by
 // the lease duration and a minute: when a campaign attempt's outcome was
@@ -274,7 +277,7 @@ func (e *Elector) campaign(ctx context.Context, after time.Duration) (won, error
 	var w won
 	err := e.e.Wait(ctx, engine.WaitConfig{Key: e.keys.Full()[0], FirstIn: after, Recheck: engine.Jitter(e.retry), MinBackoff: e.retry, MaxBackoff: e.retry},
 		func(ctx context.Context) (engine.Attempt, error) {
-			actx, op, err := e.e.Admit(ctx, hooks.LeaderCampaign, primitive)
+			actx, op, err := e.e.Admit(ctx, hooks.LeaderCampaign, primitive, e.keys)
 			if err != nil {
 				return engine.Attempt{}, err
 			}
@@ -299,7 +302,7 @@ func (e *Elector) campaign(ctx context.Context, after time.Duration) (won, error
 	case engine.Classify(err) == engine.Canceled && ctx.Err() != nil:
 		return won{}, nil
 	}
-	return won{}, fmt.Errorf("leader: campaign: %w", err)
+	return won{}, engine.OpError(hooks.LeaderCampaign, e.keys, err)
 }
 
 // serve runs one term from election to the release of its lease. The lease

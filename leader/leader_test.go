@@ -149,8 +149,8 @@ func TestInvalidConfiguration(t *testing.T) {
 				t.Errorf("%s: New = %v, %v; want an ErrInvalidArgument naming %q", c.arg, e, err, c.arg)
 			}
 		}
-		if _, err := leader.New(coord, "{a}:lease", "{b}:fence", "a"); !errors.Is(err, coordination.ErrCrossSlot) {
-			t.Errorf("cross-slot keys: %v, want ErrCrossSlot", err)
+		if _, err := leader.New(coord, "{a}:lease", "{b}:fence", "a"); !errors.Is(err, coordination.ErrInvalidArgument) {
+			t.Errorf("cross-slot keys: %v, want ErrInvalidArgument (cross-slot)", err)
 		}
 		if _, err := leader.Get(ctx, coord, ""); !errors.Is(err, coordination.ErrInvalidArgument) {
 			t.Errorf("Get with an empty key: %v", err)
@@ -205,13 +205,13 @@ func TestTerminalServerErrorsEndRun(t *testing.T) {
 		e := must(leader.New(b.Coordinator(t, opt), leaseKey, fenceKey, "a", leader.WithRetryDelay(10*time.Millisecond)))(t)
 		start := time.Now()
 		err := e.Run(ctx)
-		if !errors.Is(err, coordination.ErrWrongType) || time.Since(start) > 2*time.Second {
-			t.Fatalf("Run on a wrong-type lease key: %v after %v, want ErrWrongType at once", err, time.Since(start))
+		if !errors.Is(err, coordination.ErrBadState) || time.Since(start) > 2*time.Second {
+			t.Fatalf("Run on a wrong-type lease key: %v after %v, want ErrBadState (wrong type) at once", err, time.Since(start))
 		}
 		if got := counterPoints(t, reader, "coordination.leader.acquire_failures"); got[""] != 1 {
 			t.Fatalf("acquire_failures = %v, want 1", got)
 		}
-		if _, err := leader.Get(ctx, b.Coordinator(t), leaseKey); !errors.Is(err, coordination.ErrWrongType) {
+		if _, err := leader.Get(ctx, b.Coordinator(t), leaseKey); !errors.Is(err, coordination.ErrBadState) {
 			t.Fatalf("Get on a wrong-type key: %v", err)
 		}
 		must(raw.Del(ctx, b.Key(leaseKey)).Result())(t)

@@ -33,7 +33,7 @@ type Info struct {
 //
 // Errors: [ErrNoLeader] when the lease is free; coordination.ErrInvalidArgument
 // for a nil coordinator or an empty key (nothing sent);
-// coordination.ErrWrongType or coordination.ErrBadState when the key holds
+// coordination.ErrBadState or coordination.ErrBadState when the key holds
 // something else; the hook's error; Redis and network errors.
 func Get(ctx context.Context, coord *coordination.Coordinator, leaseKey string) (Info, error) {
 	e, err := engine.Of(coord)
@@ -49,11 +49,10 @@ func Get(ctx context.Context, coord *coordination.Coordinator, leaseKey string) 
 // get reads the holder of the lease at the prefixed key k through the
 // fencing lock's layout reader, admitted once as LEADER READ.
 func get(ctx context.Context, e *engine.Engine, k engine.Keys) (Info, error) {
-	ctx, op, err := e.Admit(ctx, hooks.LeaderRead, primitive)
+	ctx, op, err := e.Admit(ctx, hooks.LeaderRead, primitive, k)
 	if err != nil {
 		return Info{}, err
 	}
-	op = op.On(k)
 	r, err := fencelock.Read(ctx, e, k)
 	if err == nil && !r.Held {
 		err = ErrNoLeader
@@ -80,7 +79,7 @@ func get(ctx context.Context, e *engine.Engine, k engine.Keys) (Info, error) {
 // It returns nil when ctx ends; an error wrapping
 // coordination.ErrInvalidArgument (nothing sent) for a nil coordinator, an
 // empty key or a poll interval below 1 ms; or a terminal error of a read
-// (a permission error, coordination.ErrWrongType ...).
+// (a permission error, coordination.ErrBadState ...).
 func Observe(ctx context.Context, coord *coordination.Coordinator, leaseKey string, poll time.Duration, fn func(Info)) error {
 	e, err := engine.Of(coord)
 	if err != nil {

@@ -52,8 +52,8 @@ func TestErrorsNameOperationAndKey(t *testing.T) {
 		}
 		_, err = tryAcquire(ctx, coord, "jobs:nightly", time.Minute)
 		clean(t, err, `coordination: lock acquire "jobs:nightly": key holds the wrong Redis type (COORD_WRONGTYPE)`)
-		if !errors.Is(err, coordination.ErrWrongType) || !errors.Is(err, coordination.ErrBadState) || coordination.Classify(err) != coordination.Terminal {
-			t.Errorf("wrong type: %v does not match ErrWrongType and ErrBadState, or is not terminal", err)
+		if !errors.Is(err, coordination.ErrBadState) || engine.Classify(err) != engine.Terminal {
+			t.Errorf("wrong type: %v does not match ErrBadState, or is not terminal", err)
 		}
 		_, err = acquire(ctx, coord, "jobs:nightly", time.Minute)
 		clean(t, err, `coordination: lock acquire "jobs:nightly": key holds the wrong Redis type (COORD_WRONGTYPE)`)
@@ -70,17 +70,17 @@ func TestErrorsNameOperationAndKey(t *testing.T) {
 			{"network", testharness.Fault{Command: "set", Err: dial}, `coordination: lock acquire "k1": dial tcp: connection refused`,
 				func(err error) bool {
 					var op *net.OpError
-					return errors.As(err, &op) && op.Op == "dial" && coordination.Classify(err) == coordination.Transient
+					return errors.As(err, &op) && op.Op == "dial" && coordination.IsTransient(err)
 				}},
 			{"noperm", testharness.Fault{Command: "set", Err: replyError("NOPERM User u has no permissions to run the 'set' command")},
 				`coordination: lock acquire "k1": NOPERM User u has no permissions to run the 'set' command`,
 				func(err error) bool {
 					var re redis.Error
-					return errors.As(err, &re) && coordination.Classify(err) == coordination.Terminal && !coordination.IsAmbiguous(err)
+					return errors.As(err, &re) && engine.Classify(err) == engine.Terminal && !coordination.IsAmbiguous(err)
 				}},
 			{"canceled", testharness.Fault{Command: "set", Err: context.Canceled}, `coordination: lock acquire "k1": context canceled`,
 				func(err error) bool {
-					return errors.Is(err, context.Canceled) && coordination.Classify(err) == coordination.Canceled
+					return errors.Is(err, context.Canceled) && engine.Classify(err) == engine.Canceled
 				}},
 		} {
 			t.Run(c.name, func(t *testing.T) {
@@ -226,7 +226,7 @@ func TestLockForeignValueIsBadState(t *testing.T) {
 				defer cancel()
 				_, err = acquire(actx, coord, key, time.Minute)
 				if !errors.Is(err, coordination.ErrBadState) || errors.Is(err, coordination.ErrNotAcquired) || actx.Err() != nil ||
-					coordination.Classify(err) != coordination.Terminal {
+					engine.Classify(err) != engine.Terminal {
 					t.Errorf("Acquire: %v (ctx %v), want ErrBadState at once, terminal", err, actx.Err())
 				}
 				unchanged("Acquire")

@@ -103,7 +103,7 @@ type FieldLease struct {
 // expiration (Redis before 7.4, Valkey before 9.0, miniredis), before
 // anything is written; coordination.ErrInvalidArgument (naming ctx, field,
 // ttl, or fieldSet for a nil FieldSet) for bad input, with nothing sent; an
-// error matching coordination.ErrWrongType when the key holds something
+// error matching coordination.ErrBadState when the key holds something
 // other than a hash, and coordination.ErrBadState when the hash has a
 // key-level TTL (which would end every lease in it), both with nothing
 // written; the hook's error when a hook rejects; an error wrapping
@@ -122,7 +122,7 @@ func (s *FieldSet) TryAcquire(ctx context.Context, field string, ttl time.Durati
 // coordinator, shared by every waiter), tries once more, then sleeps until
 // the field is released or its TTL (as the server reported it) runs out,
 // re-checking at least every 5 s in case a notification was lost.
-// Transient Redis errors (see coordination.Classify) are retried with
+// Transient Redis errors (see coordination.IsTransient) are retried with
 // jittered backoff.
 //
 // Acquire is admitted through hooks once, as LEASE ACQUIRE, however long

@@ -352,7 +352,7 @@ func TestFieldLeaseRefusesKeyTTLAndOtherTypes(t *testing.T) {
 			} else {
 				_, err = tryAcquireField(ctx, coord, "expiring", "f", time.Minute)
 			}
-			if !errors.Is(err, coordination.ErrBadState) || coordination.Classify(err) != coordination.Terminal ||
+			if !errors.Is(err, coordination.ErrBadState) || engine.Classify(err) != engine.Terminal ||
 				!strings.Contains(err.Error(), "key-level TTL") {
 				t.Fatalf("acquire (block %v) in a hash with a key TTL: %v, want a terminal ErrBadState naming the key-level TTL", block, err)
 			}
@@ -379,9 +379,9 @@ func TestFieldLeaseRefusesKeyTTLAndOtherTypes(t *testing.T) {
 		must(raw.RPush(ctx, b.Key("list"), "a").Result())(t)
 		must(raw.ZAdd(ctx, b.Key("zset"), redis.Z{Score: 1, Member: "m"}).Result())(t)
 		for _, k := range []string{"str", "list", "zset"} {
-			if _, err := tryAcquireField(ctx, coord, k, "f", time.Minute); !errors.Is(err, coordination.ErrWrongType) ||
-				coordination.Classify(err) != coordination.Terminal {
-				t.Fatalf("acquire on a %s: %v, want a terminal ErrWrongType", k, err)
+			if _, err := tryAcquireField(ctx, coord, k, "f", time.Minute); !errors.Is(err, coordination.ErrBadState) ||
+				engine.Classify(err) != engine.Terminal {
+				t.Fatalf("acquire on a %s: %v, want a terminal ErrBadState (wrong type)", k, err)
 			}
 		}
 		if v := must(raw.Get(ctx, b.Key("str")).Result())(t); v != "v" {
@@ -422,7 +422,7 @@ func TestFieldLeaseUnsupportedServer(t *testing.T) {
 				} else {
 					_, err = tryAcquireField(ctx, coord, k, "f", time.Minute)
 				}
-				if !errors.Is(err, coordination.ErrUnsupportedServer) || coordination.Classify(err) != coordination.Terminal ||
+				if !errors.Is(err, coordination.ErrUnsupportedServer) || engine.Classify(err) != engine.Terminal ||
 					coordination.IsAmbiguous(err) {
 					t.Fatalf("%s (block %v) on %s: %v, want a terminal, unambiguous ErrUnsupportedServer", k, block, b.Name, err)
 				}

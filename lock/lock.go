@@ -92,7 +92,7 @@ type Lock struct {
 // ...`) and wrap: coordination.ErrNotAcquired when another owner holds the
 // lock; coordination.ErrInvalidArgument (naming ctx, ttl, or mutex for a
 // nil Mutex) for bad input, with nothing sent; an error matching
-// coordination.ErrWrongType when the key holds a non-string value;
+// coordination.ErrBadState when the key holds a non-string value;
 // coordination.ErrBadState when it holds a string that is no owner token
 // (someone else's value; nothing is written). An owner token without a
 // TTL (PERSISTed) reads as held here (SET NX GET does not report the TTL);
@@ -115,7 +115,7 @@ func (m *Mutex) TryAcquire(ctx context.Context, ttl time.Duration) (*Lock, error
 // least every 5 s in case a notification was lost. A holder without a TTL
 // (an owner token someone PERSISTed) would never leave: Acquire returns
 // coordination.ErrBadState for it instead of waiting. Transient Redis
-// errors (see coordination.Classify) are retried with jittered backoff.
+// errors (see coordination.IsTransient) are retried with jittered backoff.
 //
 // Acquire is admitted through hooks once, as LOCK ACQUIRE, however long it
 // waits. When ctx ends first it returns an error matching both

@@ -11,6 +11,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -43,9 +44,9 @@ func TestEvalOnlyUserGetsNoPerm(t *testing.T) {
 				t.Helper()
 				var re redis.Error // the server's reply, wrapped naming the operation and key
 				if !errors.As(err, &re) || !strings.HasPrefix(re.Error(), "NOPERM ") || !strings.Contains(err.Error(), "NOPERM ") ||
-					coordination.Classify(err) != coordination.Terminal ||
-					errors.Is(err, coordination.ErrBadState) || errors.Is(err, coordination.ErrWrongType) || coordination.IsAmbiguous(err) {
-					t.Errorf("%s as an EVAL-only user: %v (class %v); want NOPERM, terminal", what, err, coordination.Classify(err))
+					engine.Classify(err) != engine.Terminal ||
+					errors.Is(err, coordination.ErrBadState) || coordination.IsAmbiguous(err) {
+					t.Errorf("%s as an EVAL-only user: %v (class %v); want NOPERM, terminal", what, err, engine.Classify(err))
 				}
 			}
 			_, err = tryAcquire(ctx, coord, "k", time.Minute)

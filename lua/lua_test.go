@@ -75,7 +75,7 @@ func scripts(t *testing.T) []script {
 // redis.pcall is only for best-effort notifications: a pcall around a data
 // command would read a NOPERM (an ACL that denies the command) or an OOM
 // as something else. Scripts read with redis.call; a WRONGTYPE then aborts
-// the script before it writes, and the client maps it to ErrWrongType.
+// the script before it writes, and the client maps it to ErrBadState (COORD_WRONGTYPE).
 func TestPcallOnlyPublishes(t *testing.T) {
 	for _, s := range scripts(t) {
 		src := s.Source()

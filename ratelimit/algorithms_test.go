@@ -576,8 +576,8 @@ func TestConfigMismatchAndBadState(t *testing.T) {
 			key := "bad:" + string(k)
 			raw.RPush(ctx, b.Key(key), "x")
 			l := build(t, c, k, key, 3, 10*time.Second)
-			if _, err := l.Allow(ctx, 1); !errors.Is(err, coordination.ErrWrongType) || !errors.Is(err, coordination.ErrBadState) {
-				t.Fatalf("%s on a list: %v, want ErrWrongType", k, err)
+			if _, err := l.Allow(ctx, 1); !errors.Is(err, coordination.ErrBadState) || !strings.Contains(err.Error(), "wrong Redis type") {
+				t.Fatalf("%s on a list: %v, want ErrBadState (wrong Redis type)", k, err)
 			}
 		}
 		for _, k := range []kind{kFixed, kSliding, kBucket, kGCRA} {

@@ -117,7 +117,7 @@ func NewDenyList(coord *coordination.Coordinator, key string, opts ...DenyListOp
 // processes within their cache lifetime.
 //
 // Errors: coordination.ErrInvalidArgument naming "identity" (empty);
-// coordination.ErrWrongType when the key is not a set; Redis and network
+// coordination.ErrBadState when the key is not a set; Redis and network
 // errors (the write may have been applied: read again to know).
 func (d *DenyList) Deny(ctx context.Context, identity string) error {
 	return d.write(ctx, identity, "1")
@@ -133,7 +133,7 @@ func (d *DenyList) write(ctx context.Context, identity, flag string) error {
 	if err := checkIdentity(d, identity); err != nil {
 		return err
 	}
-	ctx, op, err := d.e.Admit(ctx, hooks.RateLimitDenyListWrite, primitive)
+	ctx, op, err := d.e.Admit(ctx, hooks.RateLimitDenyListWrite, primitive, d.keys)
 	if err != nil {
 		return err
 	}
@@ -147,13 +147,13 @@ func (d *DenyList) write(ctx context.Context, identity, flag string) error {
 // (admitted as RATE LIMIT DENY LIST READ, also for a cache hit). Errors:
 // coordination.ErrInvalidArgument naming "identity" (empty); the
 // context's error when ctx ends while waiting for a read; Redis and network
-// errors of the read (not cached); coordination.ErrWrongType when the key
+// errors of the read (not cached); coordination.ErrBadState when the key
 // is not a set.
 func (d *DenyList) Denied(ctx context.Context, identity string) (bool, error) {
 	if err := checkIdentity(d, identity); err != nil {
 		return false, err
 	}
-	ctx, op, err := d.e.Admit(ctx, hooks.RateLimitDenyListRead, primitive)
+	ctx, op, err := d.e.Admit(ctx, hooks.RateLimitDenyListRead, primitive, d.keys)
 	if err != nil {
 		return false, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/ratelimit"
 )
 
@@ -34,7 +35,7 @@ func TestRedisFailureNamesTheOperation(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "coordination: rate limit acquire") || !errors.As(err, &op) {
 		t.Fatalf("Allow with the server unreachable = %v, want an error naming the operation and wrapping the *net.OpError", err)
 	}
-	if coordination.IsAmbiguous(err) || coordination.Classify(err) != coordination.Transient {
-		t.Fatalf("refused dial: ambiguous %v, class %v; want not ambiguous, transient", coordination.IsAmbiguous(err), coordination.Classify(err))
+	if coordination.IsAmbiguous(err) || !coordination.IsTransient(err) {
+		t.Fatalf("refused dial: ambiguous %v, class %v; want not ambiguous, transient", coordination.IsAmbiguous(err), engine.Classify(err))
 	}
 }

@@ -165,7 +165,7 @@ func (l *Limiter) spec() *spec {
 // Close; the context's error when ctx ends (in every failure mode); errors
 // matching coordination.ErrConfigMismatch (another algorithm on the key,
 // or other settings with [WithStrictSettings]), coordination.ErrBadState
-// or coordination.ErrWrongType when the key holds unexpected data; the
+// or coordination.ErrBadState when the key holds unexpected data; the
 // hook's error when a hook rejects; Redis and network errors (also of the
 // deny list's read) when the failure mode is ReturnError. A call whose
 // reply never came back (timeout, cancellation, broken connection) may
@@ -190,7 +190,7 @@ func (l *Limiter) allow(ctx context.Context, permits int, oversize bool) (result
 
 // tooLarge is the error of a request for more permits than the capacity.
 func tooLarge(permits, capacity int) error {
-	return engine.InvalidArgument("permits", "%d permits can never be granted: the limiter's capacity is %d", permits, capacity)
+	return engine.InvalidArgument("permits", "%s can never be granted: the limiter's capacity is %d", engine.Plural(permits, "permit"), capacity)
 }
 
 // begin starts an Allow, Wait or Reserve: it validates permits (nothing
@@ -208,7 +208,7 @@ func (l *Limiter) begin(ctx context.Context, permits int, oversize bool) (contex
 	if c := l.spec().capacity; permits > c && !oversize {
 		return ctx, engine.Op{}, tooLarge(permits, c)
 	}
-	ctx, op, err := l.e.Admit(ctx, hooks.RateLimitAcquire, primitive)
+	ctx, op, err := l.e.Admit(ctx, hooks.RateLimitAcquire, primitive, l.keys)
 	if err != nil {
 		return ctx, engine.Op{}, err
 	}

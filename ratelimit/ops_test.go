@@ -300,7 +300,7 @@ func TestFailureModes(t *testing.T) {
 				wait := ci == 1
 				switch m {
 				case ReturnError:
-					if err == nil || coordination.Classify(err) != coordination.Transient {
+					if err == nil || !coordination.IsTransient(err) {
 						t.Fatalf("%s/%v: %v, want a transient error", k, m, err)
 					}
 				case FailOpen:
@@ -331,7 +331,7 @@ func TestFailureModes(t *testing.T) {
 						// failure.
 						var we *WaitError
 						if !errors.As(err, &we) || !errors.Is(err, coordination.ErrNotAcquired) || le.Acquired() ||
-							we.Err == nil || coordination.Classify(we.Err) != coordination.Transient || we.RetryAfter != 0 || we.PastDeadline {
+							we.Err == nil || !coordination.IsTransient(we.Err) || we.RetryAfter != 0 || we.PastDeadline {
 							t.Fatalf("%s/%v: Wait: %v acquired=%v, want a WaitError carrying a transient failure", k, m, err, le.Acquired())
 						}
 						continue
@@ -373,8 +373,8 @@ func TestFailureModes(t *testing.T) {
 	// refusal).
 	var we *WaitError
 	if _, err := lims[kConc][2].conc.TryAcquire(ctx, 1); !errors.As(err, &we) || !errors.Is(err, coordination.ErrNotAcquired) ||
-		we.Err == nil || coordination.Classify(we.Err) != coordination.Transient || !strings.HasPrefix(err.Error(), "coordination: rate limit acquire \"") ||
-		!strings.Contains(err.Error(), "\": try acquire 1 permits: not acquired: refused because Redis could not decide") {
+		we.Err == nil || !coordination.IsTransient(we.Err) || !strings.HasPrefix(err.Error(), "coordination: rate limit acquire \"") ||
+		!strings.Contains(err.Error(), "\": try acquire 1 permit: not acquired: refused because Redis could not decide") {
 		t.Fatalf("TryAcquire under FailClosed: %v, want a WaitError carrying the failure", err)
 	}
 }

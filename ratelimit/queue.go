@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
 )
 
@@ -221,15 +222,33 @@ func newWaitError(keys engine.Keys, permits int, le result, why waitWhy, cause e
 
 // Error returns `coordination: rate limit acquire "KEY": wait for N
 // permits: not acquired: REASON` ("... try acquire N permits: ..." for
-// [ConcurrencyLimiter.TryAcquire]), naming the operation and the key as
-// every error of the library does.
-func (e *WaitError) Error() string {
+// [ConcurrencyLimiter.TryAcquire]), naming the operation and the key once,
+// as every error of the library does.
+func (e *WaitError) Error() string { return e.named().Error() }
+
+// Unwrap returns the error naming the operation and the key, which matches
+// coordination.ErrNotAcquired and Err (when set), for errors.Is and
+// errors.As.
+func (e *WaitError) Unwrap() error { return e.named() }
+
+// named is the refusal's reason naming the operation and the key: the
+// error the operation's end finds named already, so it is not named again.
+func (e *WaitError) named() error {
+	return engine.NameOp(hooks.RateLimitAcquire, e.keys, waitReason{e})
+}
+
+// waitReason is a WaitError's reason without the operation and key.
+type waitReason struct{ e *WaitError }
+
+// Error returns `wait for N permits: not acquired: REASON[: ERR]`.
+func (r waitReason) Error() string {
+	e := r.e
 	var b strings.Builder
 	verb := "wait for"
 	if e.try {
 		verb = "try acquire"
 	}
-	fmt.Fprintf(&b, "%s %d permits: not acquired: ", verb, e.Permits)
+	fmt.Fprintf(&b, "%s %s: not acquired: ", verb, engine.Plural(e.Permits, "permit"))
 	switch e.why {
 	case whyDeadline:
 		fmt.Fprintf(&b, "the server's retry time (after %v) is past the context's deadline", e.RetryAfter)
@@ -253,18 +272,17 @@ func (e *WaitError) Error() string {
 	}
 	if e.Err != nil {
 		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
+		b.WriteString(strings.TrimPrefix(engine.Unnamed(e.Err).Error(), "coordination: "))
 	}
-	return engine.OpError("RATE LIMIT ACQUIRE", e.keys, errors.New(b.String())).Error()
+	return b.String()
 }
 
-// Unwrap returns coordination.ErrNotAcquired and Err (when set), for
-// errors.Is and errors.As.
-func (e *WaitError) Unwrap() []error {
-	if e.Err == nil {
+// Unwrap returns coordination.ErrNotAcquired and Err (when set).
+func (r waitReason) Unwrap() []error {
+	if r.e.Err == nil {
 		return []error{engine.ErrNotAcquired}
 	}
-	return []error{engine.ErrNotAcquired, e.Err}
+	return []error{engine.ErrNotAcquired, r.e.Err}
 }
 
 // pastDeadline reports whether a refusal's retry time is past ctx's

@@ -101,7 +101,7 @@ func (l *Limiter) Reserve(ctx context.Context, estimate int) (*Reservation, erro
 // Redis), with nothing sent; [ErrSettled] for a second Settle;
 // [ErrReservationExpired] after the reservation timeout; errors matching
 // coordination.ErrConfigMismatch, coordination.ErrBadState or
-// coordination.ErrWrongType as for Allow; Redis and network errors (the
+// coordination.ErrBadState as for Allow; Redis and network errors (the
 // settlement may then have been applied or not: the reservation still
 // counts as settled).
 func (rv *Reservation) Settle(ctx context.Context, actual int) (int, error) {
@@ -112,7 +112,7 @@ func (rv *Reservation) Settle(ctx context.Context, actual int) (int, error) {
 		return 0, engine.InvalidArgument("reservation", "only a granted reservation of Reserve can be settled")
 	}
 	r, lim := rv.res, rv.lim
-	ctx, op, err := lim.e.Admit(ctx, hooks.RateLimitSettle, primitive)
+	ctx, op, err := lim.e.Admit(ctx, hooks.RateLimitSettle, primitive, lim.keys)
 	if err != nil {
 		return 0, err
 	}

@@ -59,7 +59,7 @@ func (l *Limiter) Update(ctx context.Context, s Settings) error {
 	if next.alg != cur.alg || !reflect.DeepEqual(next.kinds, cur.kinds) {
 		return engine.InvalidArgument("settings", "the algorithm cannot change (nor a composite's components): use a new key")
 	}
-	_, op, err := l.e.Admit(ctx, hooks.RateLimitUpdate, primitive)
+	_, op, err := l.e.Admit(ctx, hooks.RateLimitUpdate, primitive, l.keys)
 	if err != nil {
 		return err
 	}

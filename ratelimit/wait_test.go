@@ -170,7 +170,7 @@ func TestWaitErrorShape(t *testing.T) {
 	if !errors.Is(ce, context.Canceled) || !errors.Is(ce, coordination.ErrNotAcquired) {
 		t.Fatalf("%v: matching", ce)
 	}
-	if got, want := ce.Error(), "coordination: rate limit acquire: wait for 1 permits: not acquired: the context ended while queued (retry after 1s): context canceled"; got != want {
+	if got, want := ce.Error(), "coordination: rate limit acquire: wait for 1 permit: not acquired: the context ended while queued (retry after 1s): context canceled"; got != want {
 		t.Fatalf("message %q, want %q", got, want)
 	}
 	var target *WaitError
@@ -197,7 +197,7 @@ func TestWaitErrorNamesTheKey(t *testing.T) {
 		defer cancel()
 		_, err = lim.Wait(wctx, 1)
 		var we *WaitError
-		want := `coordination: rate limit acquire "api:wait-error": wait for 1 permits: not acquired: the server's retry time (after `
+		want := `coordination: rate limit acquire "api:wait-error": wait for 1 permit: not acquired: the server's retry time (after `
 		if !errors.As(err, &we) || !we.PastDeadline || !strings.HasPrefix(err.Error(), want) {
 			t.Fatalf("Wait past the window = %v, want a *WaitError beginning %q", err, want)
 		}

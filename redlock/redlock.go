@@ -36,7 +36,7 @@ const FenceSuffix = ":fence"
 
 // ErrNodeTimeout is the error of a node that gave no answer within the
 // node timeout: it counts as failed. It is a network timeout for
-// coordination.Classify (transient) and coordination.IsAmbiguous (the
+// coordination.IsTransient and coordination.IsAmbiguous (the
 // command may still run on the node).
 var ErrNodeTimeout error = nodeTimeoutError{}
 
@@ -238,10 +238,22 @@ func addresses(c redis.UniversalClient) []string {
 }
 
 // Size returns the number of nodes.
-func (g *Group) Size() int { return len(g.nodes) }
+// A zero or nil Group has 0.
+func (g *Group) Size() int {
+	if g == nil {
+		return 0
+	}
+	return len(g.nodes)
+}
 
 // Quorum returns the number of nodes a group operation needs: N/2 + 1.
-func (g *Group) Quorum() int { return g.quorum }
+// A zero or nil Group has 0.
+func (g *Group) Quorum() int {
+	if g == nil {
+		return 0
+	}
+	return g.quorum
+}
 
 // drift is the clock-drift allowance for ttl: factor × ttl + 2 ms.
 func (g *Group) drift(ttl time.Duration) time.Duration {
@@ -251,6 +263,9 @@ func (g *Group) drift(ttl time.Duration) time.Duration {
 // check validates a key and a TTL (nothing admitted, nothing sent) and
 // returns the TTL in ms and every node's keys.
 func (g *Group) check(key string, ttl time.Duration) (int64, []engine.Keys, error) {
+	if g == nil || len(g.nodes) == 0 {
+		return 0, nil, engine.InvalidArgument("group", "has no nodes: a zero or nil Group is not usable; create one with redlock.New")
+	}
 	if err := engine.CheckKey("key", key); err != nil {
 		return 0, nil, err
 	}
@@ -339,7 +354,7 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 	if err != nil {
 		return nil, err
 	}
-	ctx, op, err := engine.AdmitGroup(ctx, g.ids, hooks.RedlockAcquire, "redlock")
+	ctx, op, err := engine.AdmitGroup(ctx, g.ids, hooks.RedlockAcquire, "redlock", keys[0])
 	if err != nil {
 		return nil, err
 	}
@@ -628,7 +643,7 @@ func wait(ctx context.Context, settled <-chan struct{}) error {
 // confirmed because nodes failed: had the failed nodes answered yes, the
 // operation might have succeeded. Errs holds each node's error, in the
 // group's order (nil for a node that answered); Unwrap returns the non-nil
-// ones, so coordination.Classify sorts it by its nodes' errors (a
+// ones, so coordination.IsTransient judges it by its nodes' errors (a
 // [ErrNodeTimeout] or a network error is transient).
 type QuorumError struct {
 	Op        string  // "acquire", "refresh" or "release"

@@ -109,7 +109,7 @@ func WithWriterPreference(on bool) Option {
 }
 
 // New returns the read-write lease on key (without the coordinator's
-// prefix; any bytes). It sends nothing to Redis. One sorted set per key, so
+// prefix; any non-empty bytes). It sends nothing to Redis. One sorted set per key, so
 // Redis Cluster needs no hash tag.
 //
 // It returns an error wrapping coordination.ErrInvalidArgument, naming the
@@ -169,7 +169,7 @@ type Lease struct {
 //
 // Errors: coordination.ErrNotAcquired when a writer holds or waits;
 // coordination.ErrInvalidArgument (naming ttl, or rwmutex for a nil or zero
-// RWMutex) with nothing sent; an error matching coordination.ErrWrongType
+// RWMutex) with nothing sent; an error matching coordination.ErrBadState
 // when the key holds something other than a sorted set, or
 // coordination.ErrBadState when it holds a sorted set of another layout,
 // both with nothing written; the hook's error when a hook rejects; Redis
@@ -187,7 +187,7 @@ func (m *RWMutex) TryRead(ctx context.Context, ttl time.Duration) (*Lease, error
 // every waiter), tries once more, then sleeps until a release is
 // announced, the writer's lease (or the waiting writers' markers) expire
 // as the server reported, or the re-check period passes ([WithRecheck]).
-// Transient Redis errors (see coordination.Classify) are retried with
+// Transient Redis errors (see coordination.IsTransient) are retried with
 // jittered backoff.
 //
 // Read is admitted through hooks once, as RWLEASE READ ACQUIRE, however

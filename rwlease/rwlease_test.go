@@ -375,8 +375,8 @@ func TestWrongTypeAndForeignLayout(t *testing.T) {
 		raw := b.Raw(t)
 		must(raw.Set(ctx, b.Key("str"), "v", 0).Result())(t)
 		for _, v := range []verb{verbTryRead, verbTryWrite} {
-			if _, err := v(newRW(t, b.Coordinator(t), "str"), ctx, time.Minute); !errors.Is(err, coordination.ErrWrongType) {
-				t.Fatalf("on a string: %v, want ErrWrongType", err)
+			if _, err := v(newRW(t, b.Coordinator(t), "str"), ctx, time.Minute); !errors.Is(err, coordination.ErrBadState) {
+				t.Fatalf("on a string: %v, want ErrBadState (wrong type)", err)
 			}
 		}
 		if v := must(raw.Get(ctx, b.Key("str")).Result())(t); v != "v" {
@@ -386,7 +386,7 @@ func TestWrongTypeAndForeignLayout(t *testing.T) {
 		must(raw.ZAdd(ctx, b.Key("zs"), redis.Z{Score: far, Member: "someone else's"}).Result())(t)
 		for _, v := range []verb{verbTryRead, verbTryWrite} {
 			if _, err := v(newRW(t, b.Coordinator(t), "zs"), ctx, time.Minute); !errors.Is(err, coordination.ErrBadState) ||
-				coordination.Classify(err) != coordination.Terminal {
+				engine.Classify(err) != engine.Terminal {
 				t.Fatalf("on a foreign sorted set: %v, want a terminal ErrBadState", err)
 			}
 		}

@@ -406,7 +406,7 @@ func TestLostReplyThenLoadingIsCleanedUp(t *testing.T) {
 				}
 				faults.Add(testharness.Fault{SHA: semaphore.AcquireScript.Hash(), Forward: true, Err: fault})
 				_, err = s.TryAcquireN(ctx, 2, time.Minute)
-				if err == nil || coordination.Classify(err) != coordination.Transient || !coordination.IsAmbiguous(err) {
+				if err == nil || !coordination.IsTransient(err) || !coordination.IsAmbiguous(err) {
 					t.Fatalf("acquire: %v, want a transient, ambiguous error", err)
 				}
 				waitGone(t, b, name, "cleanup after a lost reply and "+fault.Error()[:8])

@@ -14,7 +14,7 @@ import (
 )
 
 // Garbage in the semaphore's sorted set makes every operation return
-// ErrBadState (or ErrCapacityMismatch, an answer), never a panic.
+// ErrBadState (or ErrConfigMismatch for the capacity, an answer), never a panic.
 func TestSemaphoreCorruptedStateIsTyped(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		testharness.CorruptionTest(t, b, func(t *testing.T, coord *coordination.Coordinator) []testharness.CorruptOp {

@@ -49,7 +49,7 @@
 //
 // Every contender must use the same capacity. While any permit is live, an
 // acquisition with a different capacity fails with an error matching
-// coordination.ErrCapacityMismatch and writes nothing; once no permit is
+// coordination.ErrConfigMismatch and writes nothing; once no permit is
 // live, the next acquisition records its own capacity. Changing the
 // capacity therefore never revokes a live permit: lower it by letting the
 // holders drain, or by using a new key.

@@ -70,7 +70,7 @@ func WithRecheck(d time.Duration) Option {
 }
 
 // New returns a semaphore of capacity permits on key (without the
-// coordinator's prefix; any bytes). It sends nothing to Redis.
+// coordinator's prefix; any non-empty bytes). It sends nothing to Redis.
 //
 // capacity must be between 1 and [MaxCapacity], and every process using key
 // must pass the same capacity (see the package documentation).
@@ -132,9 +132,9 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit,
 // Errors: coordination.ErrNotAcquired when fewer than n permits are free;
 // coordination.ErrInvalidArgument naming n (below 1 or above the capacity)
 // or ttl (negative, or between 0 and 1 ms), with nothing sent;
-// coordination.ErrCapacityMismatch when a live permit exists and the
+// coordination.ErrConfigMismatch when a live permit exists and the
 // capacity recorded in the key differs from [Semaphore.Capacity], with
-// nothing written; an error matching coordination.ErrWrongType or
+// nothing written; an error matching coordination.ErrBadState or
 // coordination.ErrBadState when the key holds something else; the hook's
 // error when a hook rejects; Redis and network errors as go-redis returns
 // them. When the outcome is ambiguous (see coordination.IsAmbiguous) the
@@ -155,7 +155,7 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (*Permit, er
 // key's release notifications, tries once more, then sleeps until a
 // release is announced, the earliest live permit expires (as the server
 // reported it) or the re-check period passes, and tries again. Transient
-// Redis errors (see coordination.Classify) are retried with jittered
+// Redis errors (see coordination.IsTransient) are retried with jittered
 // backoff. A waiter for many permits may wait while smaller requests keep
 // succeeding: there is no queue.
 //
@@ -225,14 +225,14 @@ func (st State) Free(capacity int64) int64 { return max(capacity-st.Used, 0) }
 // SEMAPHORE READ). It writes nothing: expired permits are left out, not
 // pruned. The answer may be stale by the time it returns.
 //
-// Errors: an error matching coordination.ErrWrongType or
+// Errors: an error matching coordination.ErrBadState or
 // coordination.ErrBadState when the key holds something else; the hook's
 // error when a hook rejects; Redis and network errors.
 func (s *Semaphore) State(ctx context.Context) (State, error) {
 	if err := s.check(); err != nil {
 		return State{}, err
 	}
-	ctx, op, err := s.e.Admit(ctx, hooks.SemaphoreRead, primitive)
+	ctx, op, err := s.e.Admit(ctx, hooks.SemaphoreRead, primitive, s.keys)
 	if err != nil {
 		return State{}, err
 	}

@@ -82,7 +82,7 @@ coordctl semaphore run --key encoders --capacity 4 --no-wait -- ./encode.sh   # 
 		}
 		return err
 	})
-	if errors.Is(err, coordination.ErrCapacityMismatch) {
+	if errors.Is(err, coordination.ErrConfigMismatch) {
 		logf("%q is in use with another capacity: %v", *key, err)
 		return exitRefused
 	}

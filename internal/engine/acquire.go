@@ -62,10 +62,9 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant
 	}
 	var op Op
 	if !r.Unadmitted {
-		if ctx, op, err = e.Admit(ctx, k.AcquireOp, k.Primitive); err != nil {
+		if ctx, op, err = e.Admit(ctx, k.AcquireOp, k.Primitive, r.Keys); err != nil {
 			return nil, Grant{}, err
 		}
-		op = op.On(r.Keys)
 	}
 	k.init()
 	keys, id, extra := r.Keys, r.ID, r.Extra

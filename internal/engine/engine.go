@@ -234,11 +234,11 @@ func (e *Engine) Key(key string) Keys {
 
 // Keys applies the prefix to keys and, with more than one key, checks that
 // they hash to one Cluster slot, returning an error wrapping
-// [ErrCrossSlot] (and sending nothing) when they do not.
+// [ErrInvalidArgument] naming the slots (and sending nothing) when they do not.
 func (e *Engine) Keys(keys ...string) (Keys, error) { return e.NamedKeys(nil, keys...) }
 
 // NamedKeys is [Engine.Keys] with the keys' argument names (names[i] for
-// keys[i], e.g. "leaseKey", "fenceKey"), which an ErrCrossSlot error names
+// keys[i], e.g. "leaseKey", "fenceKey"), which that error names
 // instead of "key 1", "key 2".
 func (e *Engine) NamedKeys(names []string, keys ...string) (Keys, error) {
 	full := make([]string, len(keys))
@@ -284,8 +284,13 @@ func Millis(name string, d time.Duration) (int64, error) {
 // TTLMillis is Millis("ttl", ttl), except that 0 (no expiry) gives 0 when
 // noExpiry is set.
 func TTLMillis(ttl time.Duration, noExpiry bool) (int64, error) {
-	if ttl == 0 && noExpiry {
-		return 0, nil
+	if noExpiry {
+		if ttl == 0 {
+			return 0, nil
+		}
+		if ttl < time.Millisecond {
+			return 0, InvalidArgument("ttl", "must be 0 (no expiry) or at least 1ms, got %v", ttl)
+		}
 	}
 	return Millis("ttl", ttl)
 }
@@ -333,19 +338,24 @@ func (o Op) On(keys Keys) Op {
 // any Redis work. On rejection it returns an error naming the operation and
 // wrapping the hook's error, and the caller must not touch Redis; after
 // [Engine.Shutdown] it refuses every operation so, with an error wrapping
-// [ErrClosed] (no hook sees it).
-func (e *Engine) Admit(ctx context.Context, name, primitive string) (context.Context, Op, error) {
+// [ErrClosed] (no hook sees it). The first of keys, when given, is the key
+// these errors name and the one [Op.End] names (as [Op.On] does).
+func (e *Engine) Admit(ctx context.Context, name, primitive string, keys ...Keys) (context.Context, Op, error) {
 	if ctx == nil {
 		return ctx, Op{}, NilContext()
 	}
-	if e.life.closed.Load() {
-		return ctx, Op{}, &opError{op: name, err: errShutdown}
+	var k Keys
+	if len(keys) > 0 {
+		k = keys[0]
 	}
-	op := Op{e: e, name: name, start: time.Now()}
+	if e.life.closed.Load() {
+		return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, err: errShutdown}
+	}
+	op := Op{e: e, name: name, start: time.Now(), keys: k}
 	if len(e.hooks) > 0 {
 		next, done, err := e.hooks.Admit(ctx, hooks.Operation{Name: name, Primitive: primitive})
 		if err != nil {
-			return ctx, Op{}, &opError{op: name, err: fmt.Errorf("rejected by hook: %w", err)}
+			return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, err: fmt.Errorf("rejected by hook: %w", err)}
 		}
 		if next != nil {
 			ctx = next

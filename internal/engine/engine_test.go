@@ -78,8 +78,8 @@ func TestSameSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := engine.SameSlot("{a}x", "{b}y")
-	if !errors.Is(err, coordination.ErrCrossSlot) || strings.Contains(err.Error(), "{a}") {
-		t.Fatalf("SameSlot = %v; want ErrCrossSlot that names slots, not keys", err)
+	if !errors.Is(err, coordination.ErrInvalidArgument) || strings.Contains(err.Error(), "{a}") {
+		t.Fatalf("SameSlot = %v; want ErrInvalidArgument that names slots, not keys", err)
 	}
 	if engine.SameSlot() != nil || engine.SameSlot("x") != nil {
 		t.Fatal("zero or one key must be fine")
@@ -97,7 +97,7 @@ func TestKeysPrefixAndCrossSlot(t *testing.T) {
 	if got := e.Key("k").Full(); len(got) != 1 || got[0] != "p:k" {
 		t.Fatalf("Key = %v", got)
 	}
-	if _, err := e.Keys("{a}1", "{b}2"); !errors.Is(err, coordination.ErrCrossSlot) {
+	if _, err := e.Keys("{a}1", "{b}2"); !errors.Is(err, coordination.ErrInvalidArgument) {
 		t.Fatalf("cross-slot Keys: %v", err)
 	}
 	tagged, _ := coordination.New(c, coordination.WithKeyPrefix("{p}:"))
@@ -174,8 +174,8 @@ func TestClassifyAndAmbiguity(t *testing.T) {
 		if got := engine.Classify(c.err); got != c.want {
 			t.Errorf("Classify(%v) = %v, want %v", c.err, got, c.want)
 		}
-		if got := coordination.Classify(c.err); int(got) != int(c.want) || got.String() != c.want.String() {
-			t.Errorf("coordination.Classify(%v) = %v, want %v", c.err, got, c.want)
+		if got := coordination.IsTransient(c.err); got != (c.want == engine.Transient) {
+			t.Errorf("coordination.IsTransient(%v) = %v, want class %v", c.err, got, c.want)
 		}
 		if got := coordination.IsAmbiguous(c.err); got != c.ambiguous {
 			t.Errorf("IsAmbiguous(%v) = %v, want %v", c.err, got, c.ambiguous)
@@ -212,13 +212,13 @@ func TestServerErrorsMap(t *testing.T) {
 		}
 		for code, sentinel := range map[string]error{
 			"COORD_BADCOUNTER":        coordination.ErrBadState,
-			"COORD_OVERFLOW":          coordination.ErrCounterOverflow,
-			"COORD_WRONGTYPE":         coordination.ErrWrongType,
-			"COORD_CAPACITY_MISMATCH": coordination.ErrCapacityMismatch,
+			"COORD_OVERFLOW":          coordination.ErrBadState,
+			"COORD_WRONGTYPE":         coordination.ErrBadState,
+			"COORD_CAPACITY_MISMATCH": coordination.ErrConfigMismatch,
 			"COORD_CONFIG_MISMATCH":   coordination.ErrConfigMismatch,
 			"COORD_UNSUPPORTED":       coordination.ErrUnsupportedServer,
 			"COORD_BADARG":            coordination.ErrInvalidArgument,
-			"COORD_CROSSSLOT":         coordination.ErrCrossSlot,
+			"COORD_CROSSSLOT":         coordination.ErrInvalidArgument,
 		} {
 			err := engine.MapError(c.Eval(ctx, "return redis.error_reply(ARGV[1] .. ' detail text')", []string{key}, code).Err())
 			if got, ok := engine.ScriptCode(err); !errors.Is(err, sentinel) || !ok || got != code || !strings.Contains(err.Error(), "detail text") {
@@ -226,8 +226,8 @@ func TestServerErrorsMap(t *testing.T) {
 			}
 		}
 		err := engine.MapError(c.Eval(ctx, "return redis.call('GET', KEYS[1])", []string{key}).Err())
-		if !errors.Is(err, coordination.ErrWrongType) || !errors.Is(err, coordination.ErrBadState) {
-			t.Errorf("WRONGTYPE raised in a script: %v, want ErrWrongType", err)
+		if code, _ := engine.ScriptCode(err); !errors.Is(err, coordination.ErrBadState) || code != "COORD_WRONGTYPE" || !strings.Contains(err.Error(), "wrong Redis type") {
+			t.Errorf("WRONGTYPE raised in a script: %v, want ErrBadState saying wrong Redis type", err)
 		}
 		plain := redisErr("NOPERM User u has no permissions to run the 'get' command")
 		if got := engine.MapError(plain); got != error(plain) {
@@ -615,4 +615,20 @@ func engineWithPrefix(t *testing.T, prefix string) *engine.Engine {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// A ttl refusal says what the rule is: where 0 means no expiry, the
+// message says so (it said "at least 1ms" while 0 was accepted).
+func TestTTLMillisMessage(t *testing.T) {
+	if ms, err := engine.TTLMillis(0, true); ms != 0 || err != nil {
+		t.Fatalf("TTLMillis(0, no expiry) = %d, %v", ms, err)
+	}
+	_, err := engine.TTLMillis(-1, true)
+	if want := "coordination: invalid argument ttl: must be 0 (no expiry) or at least 1ms, got -1ns"; err == nil || err.Error() != want || !errors.Is(err, engine.ErrInvalidArgument) {
+		t.Fatalf("TTLMillis(-1, no expiry) = %v, want %q", err, want)
+	}
+	_, err = engine.TTLMillis(0, false)
+	if want := "coordination: invalid argument ttl: must be at least 1ms, got 0s"; err == nil || err.Error() != want {
+		t.Fatalf("TTLMillis(0) = %v, want %q", err, want)
+	}
 }

@@ -22,13 +22,9 @@ var (
 	ErrNotHeld           = errors.New("coordination: not held")
 	ErrLost              = errors.New("coordination: lease lost")
 	ErrReleased          = errors.New("coordination: released")
-	ErrCrossSlot         = errors.New("coordination: keys hash to different cluster slots")
 	ErrUnsupportedServer = errors.New("coordination: unsupported server")
 	ErrInvalidArgument   = errors.New("coordination: invalid argument")
 	ErrBadState          = errors.New("coordination: key holds unexpected state")
-	ErrWrongType         = errors.New("coordination: key holds the wrong type")
-	ErrCounterOverflow   = errors.New("coordination: fencing counter would overflow")
-	ErrCapacityMismatch  = errors.New("coordination: capacity mismatch")
 	ErrConfigMismatch    = errors.New("coordination: configuration mismatch")
 	ErrClosed            = errors.New("coordination: closed")
 	ErrNotReplicated     = errors.New("coordination: not acknowledged by enough replicas")
@@ -144,8 +140,24 @@ func (e *opError) Error() string {
 		}
 	}
 	b.WriteString(": ")
-	b.WriteString(strings.TrimPrefix(e.err.Error(), "coordination: "))
+	b.WriteString(unprefixed(e.op, e.err.Error()))
 	return b.String()
+}
+
+// unprefixed returns msg, the message of an operation's cause, without the
+// prefixes that would repeat what the operation's name says: any number of
+// "coordination: " and "PACKAGE: " (the primitive's package, such as
+// "redlock: " for REDLOCK ACQUIRE or "ratelimit: " for RATE LIMIT
+// SETTLE), so every message reads `coordination: OP "KEY": CAUSE` once.
+func unprefixed(op, msg string) string {
+	pkg := strings.ReplaceAll(strings.ToLower(op), " ", "")
+	for {
+		word, rest, ok := strings.Cut(msg, ": ")
+		if !ok || word == "" || strings.ContainsAny(word, " \"") || (word != "coordination" && !strings.HasPrefix(pkg, word)) {
+			return msg
+		}
+		msg = rest
+	}
 }
 
 // Unwrap returns the error this one wraps, for errors.Is and errors.As.
@@ -172,6 +184,28 @@ func OpError(op string, keys Keys, err error) error {
 	return e
 }
 
+// NameOp is [OpError] for an error type whose cause already names the
+// operation (a refusal carrying the failure of the same operation): it
+// names the operation and the key whatever err wraps, and its message
+// quotes the cause of a directly wrapped named error without its name
+// ([Unnamed]).
+func NameOp(op string, keys Keys, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &opError{op: op, key: keys.name, named: keys.named, err: err}
+}
+
+// Unnamed returns the cause of an error [OpError] named, and err itself
+// for any other error: for quoting the cause in a message that names the
+// operation already.
+func Unnamed(err error) error {
+	if oe, ok := err.(*opError); ok {
+		return oe.err
+	}
+	return err
+}
+
 // OperationOf returns the operation name and the key an error of a public
 // operation names (see [OpError]), and false for any other error.
 func OperationOf(err error) (op, key string, ok bool) {
@@ -190,12 +224,12 @@ type scriptError struct {
 
 // scriptCodes maps each script error code to the sentinels it matches.
 var scriptCodes = map[string][]error{
-	"COORD_CROSSSLOT":         {ErrCrossSlot},
+	"COORD_CROSSSLOT":         {ErrInvalidArgument},
 	"COORD_BADCOUNTER":        {ErrBadState},
-	"COORD_OVERFLOW":          {ErrBadState, ErrCounterOverflow},
-	"COORD_WRONGTYPE":         {ErrBadState, ErrWrongType},
+	"COORD_OVERFLOW":          {ErrBadState},
+	"COORD_WRONGTYPE":         {ErrBadState},
 	"COORD_BADSTATE":          {ErrBadState},
-	"COORD_CAPACITY_MISMATCH": {ErrCapacityMismatch},
+	"COORD_CAPACITY_MISMATCH": {ErrConfigMismatch},
 	"COORD_CONFIG_MISMATCH":   {ErrConfigMismatch},
 	"COORD_UNSUPPORTED":       {ErrUnsupportedServer},
 	"COORD_BADARG":            {ErrInvalidArgument},
@@ -226,8 +260,8 @@ func ScriptCode(err error) (string, bool) {
 
 // MapError turns an error reply carrying one of the library's script codes
 // (COORD_...) into a script error matching the code's sentinels, and a
-// WRONGTYPE reply raised inside a script into one matching ErrWrongType and
-// ErrBadState; every other error is returned unchanged. Script runs apply
+// WRONGTYPE reply raised inside a script into one matching ErrBadState
+// (COORD_WRONGTYPE); every other error is returned unchanged. Script runs apply
 // it to every reply.
 func MapError(err error) error {
 	var re redis.Error
@@ -301,8 +335,8 @@ func shapeOf(v any) string {
 	}
 }
 
-// ErrorClass says how a retry loop should treat an error. Its values equal
-// those of coordination.ErrorClass.
+// ErrorClass says how a retry loop should treat an error
+// (coordination.IsTransient reports Classify(err) == Transient).
 type ErrorClass int
 
 // The error classes.
@@ -545,4 +579,13 @@ func (c ErrorClass) String() string {
 	default:
 		return fmt.Sprintf("ErrorClass(%d)", int(c))
 	}
+}
+
+// Plural returns "1 NOUN" or "N NOUNs", for messages that count things
+// ("1 permit", "3 permits").
+func Plural(n int, noun string) string {
+	if n == 1 || n == -1 {
+		return strconv.Itoa(n) + " " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }

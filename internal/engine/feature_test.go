@@ -33,7 +33,7 @@ func TestRequiresMapsUnknownCommand(t *testing.T) {
 			t.Errorf("%q on a script without Requires became ErrUnsupportedServer", msg)
 		}
 	}
-	if err := marked.mapError(replyError("WRONGTYPE Operation against a key holding the wrong kind of value")); !errors.Is(err, ErrWrongType) {
+	if err := marked.mapError(replyError("WRONGTYPE Operation against a key holding the wrong kind of value")); !errors.Is(err, ErrBadState) || !strings.Contains(err.Error(), "wrong Redis type") {
 		t.Errorf("WRONGTYPE on a marked script: %v", err)
 	}
 	if err := marked.mapError(replyError("NOPERM this user has no permissions to run the 'hpexpire' command")); errors.Is(err, ErrUnsupportedServer) {

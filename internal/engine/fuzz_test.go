@@ -127,7 +127,7 @@ func FuzzMapError(f *testing.F) {
 						t.Fatalf("MapError(%q) does not match %v", msg, s)
 					}
 				}
-			} else if errors.Is(out, ErrBadState) || errors.Is(out, ErrCrossSlot) {
+			} else if errors.Is(out, ErrBadState) || errors.Is(out, ErrConfigMismatch) {
 				t.Fatalf("MapError(%q) = %v matches a sentinel without a code", msg, out)
 			}
 			if _, isRedis := in.(redis.Error); !isRedis && !errors.As(in, new(redis.Error)) && out != in {
@@ -220,7 +220,7 @@ func FuzzSlot(f *testing.F) {
 		if sa < 0 || sa > 16383 {
 			t.Fatalf("Slot(%q) = %d", a, sa)
 		}
-		if err := SameSlot(a, b); (err == nil) != (sa == sb) || (err != nil && !errors.Is(err, ErrCrossSlot)) {
+		if err := SameSlot(a, b); (err == nil) != (sa == sb) || (err != nil && !errors.Is(err, ErrInvalidArgument)) {
 			t.Fatalf("SameSlot(%q, %q) = %v, slots %d %d", a, b, err, sa, sb)
 		}
 		if b != "" && !strings.ContainsAny(b, "{}") && Slot("pre{"+b+"}post"+a) != Slot(b) {

@@ -23,14 +23,18 @@ import (
 // order) and records coordination.operation.duration once, on the first
 // engine's meter: one group operation is one measurement, however many
 // engines share a meter provider.
-func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string) (context.Context, Op, error) {
+func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string, keys ...Keys) (context.Context, Op, error) {
 	if ctx == nil {
 		return ctx, Op{}, NilContext()
 	}
-	if err := ClosedAny(es); err != nil {
-		return ctx, Op{}, &opError{op: name, err: err}
+	var k Keys
+	if len(keys) > 0 {
+		k = keys[0]
 	}
-	op := Op{e: es[0], name: name, start: time.Now()}
+	if err := ClosedAny(es); err != nil {
+		return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, err: err}
+	}
+	op := Op{e: es[0], name: name, start: time.Now(), keys: k}
 	var dones []hooks.Done
 	for _, e := range es {
 		if len(e.hooks) == 0 {
@@ -41,7 +45,7 @@ func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string) (cont
 			for i := len(dones) - 1; i >= 0; i-- {
 				dones[i](hooks.Failed, err)
 			}
-			return ctx, Op{}, &opError{op: name, err: fmt.Errorf("rejected by hook: %w", err)}
+			return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, err: fmt.Errorf("rejected by hook: %w", err)}
 		}
 		if next != nil {
 			ctx = next

@@ -273,10 +273,9 @@ func NewGroupHandle(es []*Engine, kind *LeaseKind, b Backend, sent time.Time, tt
 // of its engine, or of every engine of a group.
 func (h *Handle) admit(ctx context.Context, name string) (context.Context, Op, error) {
 	if len(h.es) > 1 {
-		return AdmitGroup(ctx, h.es, name, h.kind.Primitive)
+		return AdmitGroup(ctx, h.es, name, h.kind.Primitive, h.keys)
 	}
-	ctx, op, err := h.e.Admit(ctx, name, h.kind.Primitive)
-	return ctx, op.On(h.keys), err
+	return h.e.Admit(ctx, name, h.kind.Primitive, h.keys)
 }
 
 // closed reports whether the Shutdown of one of the handle's engines began.

@@ -149,7 +149,7 @@ func isNoScript(err error) bool {
 // path that needs no script (the lock's first acquisition attempt is a
 // SET NX GET PX). Like a script it is declared once, by its primitive, next
 // to its decoder, and sent as one round trip; error replies are mapped by
-// [MapError] (a WRONGTYPE reply matches ErrWrongType) and a reply the
+// [MapError] (a WRONGTYPE reply matches ErrBadState) and a reply the
 // decoder does not recognise is an error wrapping [ErrBadState]. It is
 // immutable and safe for concurrent use.
 type Command[R any] struct {

@@ -16,8 +16,8 @@ func Slot(key string) int {
 }
 
 // SameSlot returns nil when every key hashes to the same Cluster slot, and
-// otherwise an error wrapping [ErrCrossSlot] that names the slots (never the
-// keys). It is applied to prefixed keys, so a prefix's hash tag counts.
+// otherwise an error wrapping [ErrInvalidArgument] (argument "keys") that
+// names the slots (never the keys). It is applied to prefixed keys, so a prefix's hash tag counts.
 func SameSlot(keys ...string) error { return sameSlot(nil, keys) }
 
 // sameSlot is SameSlot naming keys[i] names[i] when there is one, and
@@ -35,7 +35,7 @@ func sameSlot(names, keys []string) error {
 	first := Slot(keys[0])
 	for i, k := range keys[1:] {
 		if s := Slot(k); s != first {
-			return fmt.Errorf("%w: %s is in slot %d, %s in slot %d; give the keys one {hash tag}", ErrCrossSlot, name(0), first, name(i+1), s)
+			return InvalidArgument("keys", "%s is in Redis Cluster slot %d, %s in slot %d; give the keys one {hash tag}", name(0), first, name(i+1), s)
 		}
 	}
 	return nil

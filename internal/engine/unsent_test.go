@@ -37,9 +37,9 @@ func TestUnsentErrorsFromGoRedis(t *testing.T) {
 			if !errors.As(err, &op) || op.Op != "dial" {
 				t.Fatalf("Ping at %s: %v (%T), want a *net.OpError of a dial", c.addr, err, err)
 			}
-			if !engine.Unsent(err) || coordination.IsAmbiguous(err) || coordination.Classify(err) != coordination.Transient {
+			if !engine.Unsent(err) || coordination.IsAmbiguous(err) || !coordination.IsTransient(err) {
 				t.Errorf("%v: Unsent %v, IsAmbiguous %v, Classify %v; want true, false, transient",
-					err, engine.Unsent(err), coordination.IsAmbiguous(err), coordination.Classify(err))
+					err, engine.Unsent(err), coordination.IsAmbiguous(err), engine.Classify(err))
 			}
 		})
 	}
@@ -57,9 +57,9 @@ func TestUnsentErrorsFromGoRedis(t *testing.T) {
 			}
 		}
 		err := client.Ping(ctx).Err()
-		if !errors.Is(err, redis.ErrPoolTimeout) || coordination.IsAmbiguous(err) || coordination.Classify(err) != coordination.Transient {
+		if !errors.Is(err, redis.ErrPoolTimeout) || coordination.IsAmbiguous(err) || !coordination.IsTransient(err) {
 			t.Errorf("Ping with the pool's one connection busy: %v, IsAmbiguous %v, Classify %v; want a pool timeout, false, transient",
-				err, coordination.IsAmbiguous(err), coordination.Classify(err))
+				err, coordination.IsAmbiguous(err), engine.Classify(err))
 		}
 		if err := b.Admin(t).RPush(ctx, b.Key("list"), "x").Err(); err != nil {
 			t.Fatal(err)

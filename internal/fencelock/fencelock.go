@@ -35,7 +35,8 @@ var Kind = &engine.LeaseKind{
 
 // Keys validates a fencing lock's keys, without sending anything: errors
 // wrap ErrInvalidArgument for an empty key or the same key twice, and
-// ErrCrossSlot when the prefixed keys are in different Cluster slots.
+// ErrInvalidArgument naming the slots when the prefixed keys are in
+// different Cluster slots.
 func Keys(e *engine.Engine, leaseKey, fenceKey string) (engine.Keys, error) {
 	if err := engine.CheckKey("leaseKey", leaseKey); err != nil {
 		return engine.Keys{}, err

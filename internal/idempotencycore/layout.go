@@ -165,7 +165,7 @@ const LegacyClaimForm = "hash (earlier releases; no longer read)"
 
 // LegacyClaimLayout is a claim of the hash layout {state, owner, ttl, fp,
 // result, done} of releases before the string layout: always corrupt
-// (every operation of the library on it fails with ErrWrongType and
+// (every operation of the library on it fails with ErrBadState (wrong Redis type) and
 // changes nothing), with the repair command that deletes it. It goes
 // before the other hash layouts of a table.
 var LegacyClaimLayout = layout.Layout{
@@ -192,7 +192,7 @@ var LegacyClaimLayout = layout.Layout{
 		}
 		// First: it says what to do with the key.
 		r.Add("repair", "coordctl repair claim --key KEY")
-		r.Bad("a claim of the hash layout of earlier releases: the library no longer reads it (ErrWrongType); delete it with coordctl repair claim, or let it expire")
+		r.Bad("a claim of the hash layout of earlier releases: the library no longer reads it (ErrBadState, wrong Redis type); delete it with coordctl repair claim, or let it expire")
 		if h["state"] != "pending" && h["state"] != "completed" {
 			r.Bad("state %q is neither pending nor completed", h["state"])
 		}

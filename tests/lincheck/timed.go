@@ -13,6 +13,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 )
 
 // Checked histories of public operations under faults.
@@ -103,7 +104,7 @@ type Result struct {
 // String describes the result: its value, or "unknown" with the error's class.
 func (r Result) String() string {
 	if r.Unknown {
-		return "unknown (" + coordination.Classify(r.Err).String() + ")"
+		return "unknown (" + engine.Classify(r.Err).String() + ")"
 	}
 	return fmt.Sprint(r.Out)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/faultproxy"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
@@ -241,7 +242,7 @@ var faults = []fault{
 				}
 				wantCount(t, w, s, 1, "granted under OOM")
 			default:
-				if err == nil || !strings.Contains(err.Error(), "OOM") || coordination.Classify(err) != coordination.Terminal ||
+				if err == nil || !strings.Contains(err.Error(), "OOM") || engine.Classify(err) != engine.Terminal ||
 					coordination.IsAmbiguous(err) {
 					t.Fatalf("take under OOM = %q, %v; want a terminal OOM error", got, err)
 				}

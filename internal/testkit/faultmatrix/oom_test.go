@@ -8,6 +8,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/rwlease"
 	"github.com/coordkit/coordination/semaphore"
 )
@@ -51,7 +52,7 @@ func TestRenewAndReleaseUnderOOM(t *testing.T) {
 				ok, err := h.Refresh(ctx, time.Minute)
 				switch name {
 				case "semaphore", "rwlease":
-					if err == nil || !strings.Contains(err.Error(), "OOM") || coordination.Classify(err) != coordination.Terminal {
+					if err == nil || !strings.Contains(err.Error(), "OOM") || engine.Classify(err) != engine.Terminal {
 						t.Errorf("%s: Refresh under OOM = %v, %v; want a terminal OOM error", name, ok, err)
 					}
 				default:

@@ -24,6 +24,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/contract"
 	"github.com/coordkit/coordination/internal/testkit/faultproxy"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
@@ -453,8 +454,8 @@ func wrongType(t *testing.T, b *testharness.Backend, s Subject) {
 	key := b.Key(s.LeaseKey("{t}"))
 	must(raw.RPush(ctx, key, "x").Result())(t)
 	_, err := s.Acquire(ctx, b.Coordinator(t), "{t}", time.Minute, false)
-	if !errors.Is(err, coordination.ErrWrongType) || coordination.Classify(err) != coordination.Terminal {
-		t.Fatalf("acquire over a list: %v, want a terminal ErrWrongType", err)
+	if !errors.Is(err, coordination.ErrBadState) || engine.Classify(err) != engine.Terminal {
+		t.Fatalf("acquire over a list: %v, want a terminal ErrBadState (wrong type)", err)
 	}
 	if v := must(raw.LRange(ctx, key, 0, -1).Result())(t); len(v) != 1 || v[0] != "x" {
 		t.Fatalf("the list was changed: %v", v)
@@ -653,7 +654,7 @@ func lostReplyThenLoading(t *testing.T, b *testharness.Backend, s Subject) {
 			warm(t, s, coord, "{ld}")
 			faults.Add(s.firstFault(testharness.Fault{Forward: true, Err: e}))
 			_, err := s.Acquire(ctx, coord, "{ld}", time.Minute, false)
-			if err == nil || coordination.Classify(err) != coordination.Transient || !coordination.IsAmbiguous(err) {
+			if err == nil || !coordination.IsTransient(err) || !coordination.IsAmbiguous(err) {
 				t.Fatalf("acquire: %v, want a transient, ambiguous error", err)
 			}
 			waitGone(t, b.Raw(t), b.Key(s.LeaseKey("{ld}")), "cleanup after a lost reply and "+e.Error()[:8])

@@ -102,8 +102,8 @@ func fill(v string) func(ctx context.Context, c redis.UniversalClient, key, typ 
 // operations to call afterwards, over handles it created), damages one of
 // the keys it wrote in each way of [Corruptions], and calls every
 // operation: each returns nil, a registered answer (such as
-// ErrNotAcquired), or an error matching ErrBadState (ErrWrongType
-// included) or, where allowed is given and says so, another error. None
+// ErrNotAcquired), or an error matching ErrBadState (a wrong Redis type
+// included) or ErrConfigMismatch or, where allowed is given and says so, another error. None
 // panics. Every corruption of every key runs on fresh state under its own
 // prefix.
 func CorruptionTest(t *testing.T, b *Backend, setup func(t *testing.T, coord *coordination.Coordinator) []CorruptOp, allowed func(err error) bool) {
@@ -151,7 +151,7 @@ func CorruptionTest(t *testing.T, b *Backend, setup func(t *testing.T, coord *co
 				case err == nil:
 					nils = append(nils, fmt.Sprintf("%s/%s/%s", op.Name, suffix, c.Name))
 				case engine.IsAnswer(err), errors.Is(err, coordination.ErrBadState),
-					errors.Is(err, coordination.ErrConfigMismatch), errors.Is(err, coordination.ErrCapacityMismatch):
+					errors.Is(err, coordination.ErrConfigMismatch):
 				case allowed != nil && allowed(err):
 				default:
 					t.Errorf("%s on %q (%s) corrupted with %s: %v (%T), want nil, an answer or ErrBadState",

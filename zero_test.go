@@ -1,0 +1,94 @@
+package coordination_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/fencing"
+	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/latch"
+	"github.com/coordkit/coordination/leader"
+	"github.com/coordkit/coordination/lock"
+	"github.com/coordkit/coordination/ratelimit"
+	"github.com/coordkit/coordination/redlock"
+	"github.com/coordkit/coordination/rwlease"
+	"github.com/coordkit/coordination/semaphore"
+)
+
+// The verbs of a zero value or a nil pointer of every public primitive
+// type return an error wrapping ErrInvalidArgument that names what is
+// missing, never a panic (a zero redlock.Group panicked with an index out
+// of range).
+func TestZeroAndNilPrimitivesRefuse(t *testing.T) {
+	ctx := context.Background()
+	ttl := time.Minute
+	type call struct {
+		name string
+		f    func() error
+	}
+	var calls []call
+	add := func(name string, f func() error) { calls = append(calls, call{name, f}) }
+	for _, g := range []*redlock.Group{new(redlock.Group), nil} {
+		add(fmt.Sprintf("redlock.Group(%v).TryAcquire", g == nil), func() error { _, err := g.TryAcquire(ctx, "k", ttl); return err })
+		add(fmt.Sprintf("redlock.Group(%v).Acquire", g == nil), func() error { _, err := g.Acquire(ctx, "k", ttl); return err })
+	}
+	for _, m := range []*lock.Mutex{new(lock.Mutex), nil} {
+		add("lock.Mutex.TryAcquire", func() error { _, err := m.TryAcquire(ctx, ttl); return err })
+		add("lock.Mutex.Acquire", func() error { _, err := m.Acquire(ctx, ttl); return err })
+	}
+	for _, s := range []*lock.FieldSet{new(lock.FieldSet), nil} {
+		add("lock.FieldSet.TryAcquire", func() error { _, err := s.TryAcquire(ctx, "f", ttl); return err })
+	}
+	for _, m := range []*fencing.Mutex{new(fencing.Mutex), nil} {
+		add("fencing.Mutex.TryAcquire", func() error { _, err := m.TryAcquire(ctx, ttl); return err })
+	}
+	for _, g := range []*fencing.Guarded{new(fencing.Guarded), nil} {
+		add("fencing.Guarded.Get", func() error { _, _, _, err := g.Get(ctx); return err })
+		add("fencing.Guarded.Set", func() error { _, _, err := g.Set(ctx, 1, nil, ttl); return err })
+	}
+	for _, m := range []*rwlease.RWMutex{new(rwlease.RWMutex), nil} {
+		add("rwlease.RWMutex.TryRead", func() error { _, err := m.TryRead(ctx, ttl); return err })
+		add("rwlease.RWMutex.TryWrite", func() error { _, err := m.TryWrite(ctx, ttl); return err })
+	}
+	for _, s := range []*semaphore.Semaphore{new(semaphore.Semaphore), nil} {
+		add("semaphore.TryAcquire", func() error { _, err := s.TryAcquire(ctx, ttl); return err })
+		add("semaphore.State", func() error { _, err := s.State(ctx); return err })
+	}
+	for _, l := range []*latch.Latch{new(latch.Latch), nil} {
+		add("latch.Create", func() error { _, err := l.Create(ctx, 1); return err })
+		add("latch.Join", func() error { _, err := l.Join(ctx); return err })
+	}
+	for _, g := range []*latch.Generation{new(latch.Generation), nil} {
+		add("latch.Generation.CountDown", func() error { _, err := g.CountDown(ctx); return err })
+		add("latch.Generation.Count", func() error { _, err := g.Count(ctx); return err })
+	}
+	for _, e := range []*leader.Elector{new(leader.Elector), nil} {
+		add("leader.Run", func() error { return e.Run(ctx) })
+		add("leader.Leader", func() error { _, err := e.Leader(ctx); return err })
+	}
+	for _, s := range []*idempotency.Store{new(idempotency.Store), nil} {
+		add("idempotency.Begin", func() error { _, err := s.Begin(ctx, "k", ttl); return err })
+	}
+	for _, l := range []*ratelimit.Limiter{new(ratelimit.Limiter), nil} {
+		add("ratelimit.Allow", func() error { _, err := l.Allow(ctx, 1); return err })
+		add("ratelimit.Wait", func() error { _, err := l.Wait(ctx, 1); return err })
+	}
+	for _, c := range calls {
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("panic: %v", r)
+				}
+			}()
+			err = c.f()
+		}()
+		if !errors.Is(err, coordination.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument naming what is missing", c.name, err)
+		}
+	}
+}
