@@ -200,7 +200,7 @@ func (l *Latch) Key() string {
 // changed; use [Latch.Join] or [Latch.Reset]);
 // coordination.ErrInvalidArgument naming count (or latch, for a nil
 // Latch), with nothing sent; an error matching coordination.ErrBadState
-// or coordination.ErrBadState when the key holds something else; the
+// when the key holds something else; the
 // hook's error when a hook rejects; Redis and network errors. A create
 // re-sent by go-redis after a lost reply finds its own generation and
 // succeeds.
@@ -252,8 +252,8 @@ func (l *Latch) create(ctx context.Context, count int64, mode, opName string) (*
 //
 // Errors: [ErrNotFound] when the key holds no latch;
 // coordination.ErrInvalidArgument naming latch for a nil Latch, with
-// nothing sent; an error matching coordination.ErrBadState or
-// coordination.ErrBadState when the key holds something else; the hook's
+// nothing sent; an error matching coordination.ErrBadState
+// when the key holds something else; the hook's
 // error when a hook rejects; Redis and network errors.
 func (l *Latch) Join(ctx context.Context) (*Generation, error) {
 	if err := l.check(); err != nil {
@@ -319,8 +319,8 @@ func (g *Generation) check() error {
 // replaced since the generation was created or joined; [ErrNotFound] when the key was
 // deleted; [ErrCompleted] when the generation already reached zero;
 // [ErrBroken] (with the count at which the generation broke) when its
-// deadline passed first; an error matching coordination.ErrBadState or
-// coordination.ErrBadState when the key holds something else; the hook's
+// deadline passed first; an error matching coordination.ErrBadState
+// when the key holds something else; the hook's
 // error when a hook rejects; Redis and network errors. A count-down
 // re-sent by go-redis after a lost reply is counted once. When the reply
 // is lost for good the count-down may or may not have happened.
@@ -350,7 +350,7 @@ func (g *Generation) CountDown(ctx context.Context) (int64, error) {
 //
 // Errors: [ErrBroken], together with the count at which the generation
 // broke; [ErrStaleGeneration]; [ErrNotFound]; an error matching
-// coordination.ErrBadState or coordination.ErrBadState; the hook's error;
+// coordination.ErrBadState; the hook's error;
 // Redis and network errors.
 func (g *Generation) Count(ctx context.Context) (int64, error) {
 	if err := g.check(); err != nil {

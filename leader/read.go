@@ -33,7 +33,7 @@ type Info struct {
 //
 // Errors: [ErrNoLeader] when the lease is free; coordination.ErrInvalidArgument
 // for a nil coordinator or an empty key (nothing sent);
-// coordination.ErrBadState or coordination.ErrBadState when the key holds
+// coordination.ErrBadState when the key holds
 // something else; the hook's error; Redis and network errors.
 func Get(ctx context.Context, coord *coordination.Coordinator, leaseKey string) (Info, error) {
 	e, err := engine.Of(coord)

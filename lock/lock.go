@@ -92,8 +92,8 @@ type Lock struct {
 // ...`) and wrap: coordination.ErrNotAcquired when another owner holds the
 // lock; coordination.ErrInvalidArgument (naming ctx, ttl, or mutex for a
 // nil Mutex) for bad input, with nothing sent; an error matching
-// coordination.ErrBadState when the key holds a non-string value;
-// coordination.ErrBadState when it holds a string that is no owner token
+// coordination.ErrBadState when the key holds a non-string value (wrong
+// Redis type) or a string that is no owner token
 // (someone else's value; nothing is written). An owner token without a
 // TTL (PERSISTed) reads as held here (SET NX GET does not report the TTL);
 // [Mutex.Acquire] reports it as ErrBadState; the hook's error when a hook

@@ -123,7 +123,7 @@ func (c *ConcurrencyLimiter) check() error {
 // a refusal; coordination.ErrClosed after Close; the context's error when
 // ctx ends; errors matching coordination.ErrConfigMismatch (another
 // algorithm on the key, or another limit with [WithStrictSettings]),
-// coordination.ErrBadState or coordination.ErrBadState when the key holds
+// coordination.ErrBadState when the key holds
 // unexpected data; the hook's error when a hook rejects; Redis and network
 // errors (also of the deny list's read) when the failure mode is
 // ReturnError. An attempt whose reply never came back is released in the

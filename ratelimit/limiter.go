@@ -165,7 +165,7 @@ func (l *Limiter) spec() *spec {
 // Close; the context's error when ctx ends (in every failure mode); errors
 // matching coordination.ErrConfigMismatch (another algorithm on the key,
 // or other settings with [WithStrictSettings]), coordination.ErrBadState
-// or coordination.ErrBadState when the key holds unexpected data; the
+// when the key holds unexpected data; the
 // hook's error when a hook rejects; Redis and network errors (also of the
 // deny list's read) when the failure mode is ReturnError. A call whose
 // reply never came back (timeout, cancellation, broken connection) may

@@ -100,8 +100,8 @@ func (l *Limiter) Reserve(ctx context.Context, estimate int) (*Reservation, erro
 // "reservation" (nil, refused, or granted by [FailOpen] without asking
 // Redis), with nothing sent; [ErrSettled] for a second Settle;
 // [ErrReservationExpired] after the reservation timeout; errors matching
-// coordination.ErrConfigMismatch, coordination.ErrBadState or
-// coordination.ErrBadState as for Allow; Redis and network errors (the
+// coordination.ErrConfigMismatch or coordination.ErrBadState
+// as for Allow; Redis and network errors (the
 // settlement may then have been applied or not: the reservation still
 // counts as settled).
 func (rv *Reservation) Settle(ctx context.Context, actual int) (int, error) {

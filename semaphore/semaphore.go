@@ -134,8 +134,8 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit,
 // or ttl (negative, or between 0 and 1 ms), with nothing sent;
 // coordination.ErrConfigMismatch when a live permit exists and the
 // capacity recorded in the key differs from [Semaphore.Capacity], with
-// nothing written; an error matching coordination.ErrBadState or
-// coordination.ErrBadState when the key holds something else; the hook's
+// nothing written; an error matching coordination.ErrBadState
+// when the key holds something else; the hook's
 // error when a hook rejects; Redis and network errors as go-redis returns
 // them. When the outcome is ambiguous (see coordination.IsAmbiguous) the
 // permits may have been taken on the server: a background owner-checked
@@ -225,8 +225,8 @@ func (st State) Free(capacity int64) int64 { return max(capacity-st.Used, 0) }
 // SEMAPHORE READ). It writes nothing: expired permits are left out, not
 // pruned. The answer may be stale by the time it returns.
 //
-// Errors: an error matching coordination.ErrBadState or
-// coordination.ErrBadState when the key holds something else; the hook's
+// Errors: an error matching coordination.ErrBadState
+// when the key holds something else; the hook's
 // error when a hook rejects; Redis and network errors.
 func (s *Semaphore) State(ctx context.Context) (State, error) {
 	if err := s.check(); err != nil {
