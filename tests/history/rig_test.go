@@ -178,11 +178,14 @@ func (r *rig) killClients() int {
 // faults is the fault schedule of one history.
 type faults struct {
 	r       *rig
-	applied []*faultproxy.Applied
+	applied []*faultproxy.Applied // set by inject, then read by end only
 	stop    chan struct{}
 	done    sync.WaitGroup
 	what    string
 
+	// mu guards rng, forced and resent. It is taken inside the proxies'
+	// lock (by the Match of chance and nth), so it is never held while
+	// calling a proxy or an Applied.
 	mu     sync.Mutex
 	rng    *rand.Rand
 	forced int
@@ -296,12 +299,17 @@ func (r *rig) inject(rng *rand.Rand) *faults {
 func (f *faults) end() (int, []time.Time) {
 	close(f.stop)
 	f.done.Wait()
+	// Remove and Fired take the proxy's lock, under which the proxy calls
+	// the rules' Match (chance, nth), which take f.mu: so call them without
+	// f.mu, or the two locks are taken in both orders and a command matched
+	// meanwhile deadlocks end. Once Remove has returned, no Match of that
+	// rule runs any more, so Fired is final and f.resent complete.
+	n := 0
+	for _, a := range f.applied {
+		a.Remove()
+		n += a.Fired()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n := f.forced
-	for _, a := range f.applied {
-		n += a.Fired()
-		a.Remove()
-	}
-	return n, f.resent
+	return n + f.forced, f.resent
 }

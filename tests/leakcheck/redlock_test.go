@@ -39,6 +39,11 @@ func TestShutdownOfANodeEndsTheGroupsWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// TryAcquire returns once a quorum (2 of 3) granted; the third grant
+	// may still be on its way. Started now, the waiter's first round could
+	// win that node first, leaving this lock legitimately on 2 nodes: wait
+	// for the grant, so that the counts below can be exact.
+	waitFor(t, "the lock's token on every node", func() bool { return c.holding("k", l.Token()) == 3 })
 	l.KeepAlive()
 	lctx := l.Context()
 	waited := make(chan error, 1)

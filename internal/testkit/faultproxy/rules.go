@@ -29,7 +29,9 @@ func (c Command) Name() string { return strings.ToUpper(c.Args[0]) }
 // Match reports whether a rule applies to a command. It is called with the
 // proxy's lock held, from the goroutine reading the command's connection: it
 // must be quick, must not modify cmd.Args and must not call methods of the
-// Proxy or of its Applied rules (they take the same lock).
+// Proxy or of its Applied rules (they take the same lock). A lock a Match
+// takes is thereby taken inside the proxy's: never hold it while calling
+// the Proxy or an Applied (e.g. [Applied.Fired]), or the two deadlock.
 type Match func(cmd Command) bool
 
 // Any matches every command, including the ones go-redis sends when it opens
