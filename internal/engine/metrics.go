@@ -101,35 +101,12 @@ func leaseFamily(family, thing, attrs, contention string) LeaseMetrics {
 	}
 }
 
-// The engine's instruments and those of the primitives not yet declared by
-// their packages, one declaration each.
+// The engine's own instruments, one declaration each.
 var (
 	OperationDuration = def(Histogram, "coordination.operation.duration", "s", "operation, outcome",
 		"Time from admission to outcome of a coordination operation, including any waiting.")
 	cleanupAbandoned = def(Counter, "coordination.cleanup.abandoned", "{cleanup}", "stage, reason",
 		"Background owner-checked cleanups given up (the lease then ends at its TTL).")
-
-	LeaderChanges = def(Counter, "coordination.leader.changes", "{change}", "state",
-		"Leadership changes seen by local electors: terms won (state=elected) and ended (state=revoked).")
-	LeaderAcquireFailures = def(Counter, "coordination.leader.acquire_failures", "{attempt}", "",
-		"Campaign attempts that failed with an error (transient ones are retried).")
-
-	RateLimitAllowed = def(Counter, "coordination.rate_limit.allowed", "{lease}", "",
-		"Rate-limit acquisitions that returned an acquired lease (once per Allow, Wait or Reserve).")
-	RateLimitBlocked = def(Counter, "coordination.rate_limit.blocked", "{lease}", "reason",
-		"Rate-limit acquisitions that returned an unacquired lease (once per Allow, Wait or Reserve), by reason (capacity, deny_list, unavailable).")
-	RateLimitUnavailable = def(Counter, "coordination.rate_limit.unavailable", "{decision}", "failure_mode",
-		"Rate-limit decisions Redis could not give, by the failure mode applied.")
-	// RateLimitConcurrencyMetrics are the lease instruments of concurrency
-	// limiters (coordination.rate_limit.concurrency.*): their leases are
-	// engine handles, whose life the engine records.
-	RateLimitConcurrencyMetrics = leaseFamily("rate_limit.concurrency", "concurrency lease", "",
-		"Concurrency-limiter attempts refused for want of free permits (every refused attempt, queued retries included).")
-
-	RedlockAcquireLatency = def(Histogram, "coordination.redlock.acquire_latency", "s", "result",
-		"Time of one Redlock acquisition round over every node, from the first request to the decision, by result (acquired, contended, failed).")
-	RedlockNodeFailures = def(Counter, "coordination.redlock.node_failures", "{failure}", "operation, reason",
-		"Redlock node calls that failed, by group operation (acquire, refresh, verify, release) and reason (timeout: no answer within the node timeout; error).")
 )
 
 // instruments caches the instruments of one engine, created on first use.
