@@ -291,7 +291,7 @@ func (e *Elector) campaign(ctx context.Context, after time.Duration) (won, error
 				return engine.Attempt{}, nil
 			}
 			if engine.Classify(err) != engine.Canceled {
-				e.e.Count(engine.LeaderAcquireFailures, nil)
+				e.e.Count(leaderAcquireFailures, nil)
 				e.e.Logger().Warn("leader: campaign attempt failed", "error", engine.Describe(err))
 			}
 			return engine.Attempt{}, err
@@ -313,7 +313,7 @@ func (e *Elector) serve(ctx context.Context, w won) error {
 	defer end(nil)
 	term := &Term{identity: e.identity, token: w.fence, start: time.Now(), ctx: termCtx, h: h}
 	e.current.Store(term)
-	e.e.Count(engine.LeaderChanges, electedAttrs)
+	e.e.Count(leaderChanges, electedAttrs)
 	e.e.Logger().Info("leader: elected")
 	h.KeepAliveEvery(2)
 
@@ -341,7 +341,7 @@ func (e *Elector) serve(ctx context.Context, w won) error {
 
 	// The term is over: no renewal will extend it.
 	e.current.CompareAndSwap(term, nil)
-	e.e.Count(engine.LeaderChanges, revokedAttrs)
+	e.e.Count(leaderChanges, revokedAttrs)
 	e.e.Logger().Info("leader: revoked", "cause_class", causeClass(context.Cause(termCtx)))
 	if !electedReturned {
 		if err := <-electedDone; err != nil && !benign(err, termCtx) {

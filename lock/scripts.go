@@ -34,7 +34,7 @@ func decodeFieldGrant(v any) (engine.Grant, bool) {
 }
 
 // fieldWaitKey returns the name whose release channel
-// (engine.ChannelPrefix + the name) a waiter for one field of the prefixed
+// (the engine's channel prefix + the name) a waiter for one field of the prefixed
 // hash key full watches, and lease_release publishes on: the key, a NUL
 // byte, the field.
 func fieldWaitKey(full, field string) string { return full + "\x00" + field }

@@ -35,7 +35,7 @@ var concKind = &engine.LeaseKind{
 	Primitive: primitive,
 	AcquireOp: hooks.RateLimitAcquire, RenewOp: hooks.RateLimitRenew, VerifyOp: hooks.RateLimitVerify, ReleaseOp: hooks.RateLimitRelease,
 	Acquire: engine.RateLimitConcAcquire, Refresh: engine.RateLimitConcRenew, Verify: engine.RateLimitConcVerify, Release: engine.RateLimitConcRelease,
-	Metrics: engine.RateLimitConcurrencyMetrics,
+	Metrics: concurrencyMetrics,
 }
 
 // ConcurrencyLimiter is a distributed concurrency limiter on one Redis
@@ -393,5 +393,5 @@ func (l *Limiter) recordWait(start time.Time, acquired bool) {
 	if acquired {
 		a = waitAcquired
 	}
-	l.e.Histogram(engine.RateLimitConcurrencyMetrics.Wait).Record(context.Background(), time.Since(start).Seconds(), a)
+	l.e.Histogram(concurrencyMetrics.Wait).Record(context.Background(), time.Since(start).Seconds(), a)
 }

@@ -323,16 +323,16 @@ func (l *Limiter) settle(ctx context.Context, op engine.Op, d verdict, err error
 		err = op.End(err) // hooks see the failure whatever the mode; the error names the operation
 		switch l.opts.failure {
 		case FailOpen:
-			l.e.Count(engine.RateLimitUnavailable, failOpenAttrs)
+			l.e.Count(rateLimitUnavailable, failOpenAttrs)
 			l.granted.Add(1)
 			return result{acquired: true, failedOpen: true, available: -1, cause: err}, nil
 		case FailClosed:
-			l.e.Count(engine.RateLimitUnavailable, failClosedAttrs)
-			l.e.Count(engine.RateLimitBlocked, unavailableAttrs)
+			l.e.Count(rateLimitUnavailable, failClosedAttrs)
+			l.e.Count(rateLimitBlocked, unavailableAttrs)
 			l.rejected.Add(1)
 			return result{available: -1, cause: err}, nil
 		default:
-			l.e.Count(engine.RateLimitUnavailable, failErrorAttrs)
+			l.e.Count(rateLimitUnavailable, failErrorAttrs)
 			return result{}, err
 		}
 	}
@@ -344,15 +344,15 @@ func (l *Limiter) settle(ctx context.Context, op engine.Op, d verdict, err error
 func (l *Limiter) grant(d verdict) result {
 	if d.acquired {
 		l.granted.Add(1)
-		l.e.Count(engine.RateLimitAllowed, nil)
+		l.e.Count(rateLimitAllowed, nil)
 		return result{acquired: true, available: d.available, held: d.held, lim: l, id: d.id, permits: d.permits}
 	}
 	l.rejected.Add(1)
 	if d.denied {
-		l.e.Count(engine.RateLimitBlocked, denyListAttrs)
+		l.e.Count(rateLimitBlocked, denyListAttrs)
 		return result{available: -1, denied: true}
 	}
-	l.e.Count(engine.RateLimitBlocked, capacityAttrs)
+	l.e.Count(rateLimitBlocked, capacityAttrs)
 	return result{available: d.available, hasRetry: d.hasRetry, retry: d.retry, lim: l}
 }
 

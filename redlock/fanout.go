@@ -142,7 +142,7 @@ func (g *Group) nodeFailure(op string, err error) {
 		reason = "timeout"
 	}
 	set := nodeFailureAttrs[[2]string{op, reason}]
-	g.first.Counter(engine.RedlockNodeFailures).Add(context.Background(), 1, engine.Attrs(set.ToSlice()...))
+	g.first.Counter(redlockNodeFailures).Add(context.Background(), 1, engine.Attrs(set.ToSlice()...))
 }
 
 // watches are the release-notification subscriptions of a blocking

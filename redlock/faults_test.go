@@ -172,13 +172,13 @@ func slowNodeFails(t *testing.T, c *cluster) {
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			switch m.Name {
-			case engine.RedlockNodeFailures.Name:
+			case "coordination.redlock.node_failures":
 				for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
 					if v, _ := p.Attributes.Value("reason"); v.AsString() == "timeout" {
 						timeouts += p.Value
 					}
 				}
-			case engine.RedlockAcquireLatency.Name:
+			case "coordination.redlock.acquire_latency":
 				for _, p := range m.Data.(metricdata.Histogram[float64]).DataPoints {
 					v, _ := p.Attributes.Value("result")
 					results[v.AsString()] += p.Count

@@ -493,7 +493,7 @@ func (g *Group) round(ctx context.Context, key string, ttl time.Duration, ms int
 	granted := count(rs, yes) >= g.quorum && (f < 0 || rs[f].state == yes)
 	validity := ttl - elapsed - g.drift(ttl)
 	if granted && validity > 0 && !r.canceled {
-		g.first.Histogram(engine.RedlockAcquireLatency).Record(context.Background(), elapsed.Seconds(), g.latAcquired)
+		g.first.Histogram(redlockAcquireLatency).Record(context.Background(), elapsed.Seconds(), g.latAcquired)
 		l := newLock(g, key, token, keys, ttl, start, validity)
 		for i, c := range r.late {
 			l.q.inflight[i] = c.done // a release there waits for the acquisition
@@ -534,14 +534,14 @@ func (g *Group) round(ctx context.Context, key string, ttl time.Duration, ms int
 	})
 	switch {
 	case r.canceled:
-		g.first.Histogram(engine.RedlockAcquireLatency).Record(context.Background(), elapsed.Seconds(), g.latFailed)
+		g.first.Histogram(redlockAcquireLatency).Record(context.Background(), elapsed.Seconds(), g.latFailed)
 		return nil, 0, engine.GaveUp(ctx)
 	case !granted && count(rs, yes)+count(rs, failed)+count(rs, pending) >= g.quorum && (f < 0 || rs[f].state != no):
 		// Failed nodes could have made the difference.
-		g.first.Histogram(engine.RedlockAcquireLatency).Record(context.Background(), elapsed.Seconds(), g.latFailed)
+		g.first.Histogram(redlockAcquireLatency).Record(context.Background(), elapsed.Seconds(), g.latFailed)
 		return nil, 0, g.quorumError("acquire", rs, count(rs, yes))
 	}
-	g.first.Histogram(engine.RedlockAcquireLatency).Record(context.Background(), elapsed.Seconds(), g.latContended)
+	g.first.Histogram(redlockAcquireLatency).Record(context.Background(), elapsed.Seconds(), g.latContended)
 	if granted {
 		return nil, 0, fmt.Errorf("redlock: %w: a quorum granted the lock after %v, leaving no validity of the %v TTL",
 			engine.ErrNotAcquired, elapsed.Round(time.Millisecond), ttl)

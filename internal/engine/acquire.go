@@ -34,7 +34,7 @@ type AcquireRequest struct {
 	// Recheck is the blocking wait's re-check period (0: the default).
 	Recheck time.Duration
 	// WaitKey names the release channel a blocking acquisition watches
-	// (ChannelPrefix + WaitKey): empty means the first key's. A lease that
+	// (channelPrefix + WaitKey): empty means the first key's. A lease that
 	// is one of many in a key (a hash field) watches a channel of its own,
 	// which its release script publishes on.
 	WaitKey string

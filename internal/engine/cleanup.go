@@ -14,11 +14,11 @@ import (
 // CleanupLimit bounds how long one background cleanup keeps retrying.
 const CleanupLimit = time.Minute
 
-// MaxCleanups bounds the background cleanups one engine runs at once:
+// maxCleanups bounds the background cleanups one engine runs at once:
 // during an outage every failed operation may want one. Past the bound a
 // cleanup is given up at once (counted, reason "overflow"): its lease ends
 // at its TTL.
-const MaxCleanups = 1024
+const maxCleanups = 1024
 
 // allCleanups counts the background cleanups of every engine of the
 // process; see [RunningCleanups].
@@ -57,7 +57,7 @@ func (e *Engine) Cleanup(stage string, limit time.Duration, fn func(context.Cont
 		limit = CleanupLimit
 	}
 	e.cleanup.mu.Lock()
-	if e.cleanup.running >= MaxCleanups {
+	if e.cleanup.running >= maxCleanups {
 		e.cleanup.mu.Unlock()
 		e.abandon(stage, "overflow", nil)
 		return
@@ -155,7 +155,7 @@ func (e *Engine) abandon(stage, reason string, err error) {
 		e.cleanup.attrs[k] = a
 	}
 	e.cleanup.mu.Unlock()
-	e.Count(CleanupAbandoned, a)
+	e.Count(cleanupAbandoned, a)
 	args := []any{"stage", stage, "reason", reason}
 	if err != nil {
 		args = append(args, "error", Describe(err))

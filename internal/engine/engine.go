@@ -64,7 +64,7 @@ func New(client redis.UniversalClient, cfg Config) *Engine {
 		hooks:   hooks.Chain(cfg.Hooks),
 		resends: resends(client),
 		logger:  cfg.Logger,
-		meter:   cfg.MeterProvider.Meter(ScopeName),
+		meter:   cfg.MeterProvider.Meter(scopeName),
 		acks:    replicaAcks{n: cfg.ReplicaAcks, timeout: cfg.ReplicaAckTimeout},
 	}
 	e.duration = newDurationRecorder(e.meter)
@@ -128,7 +128,7 @@ func (e *Engine) Logger() *slog.Logger { return e.logger }
 
 // Ambiguous reports whether an operation that ended with err may have
 // written on the server: [IsAmbiguous] (false for a failed dial or a pool
-// timeout, [Unsent]), except that when the client never re-sends
+// timeout, [isUnsent]), except that when the client never re-sends
 // (MaxRetries -1) an error reply also proves the one attempt did not run.
 func (e *Engine) Ambiguous(err error) bool {
 	if !IsAmbiguous(err) {
@@ -342,7 +342,7 @@ func (o Op) On(keys Keys) Op {
 // these errors name and the one [Op.End] names (as [Op.On] does).
 func (e *Engine) Admit(ctx context.Context, name, primitive string, keys ...Keys) (context.Context, Op, error) {
 	if ctx == nil {
-		return ctx, Op{}, NilContext()
+		return ctx, Op{}, nilContext()
 	}
 	var k Keys
 	if len(keys) > 0 {
@@ -365,23 +365,23 @@ func (e *Engine) Admit(ctx context.Context, name, primitive string, keys ...Keys
 	return ctx, op, nil
 }
 
-// NilContext returns the error of an operation called with a nil context:
+// nilContext returns the error of an operation called with a nil context:
 // it wraps [ErrInvalidArgument] naming "ctx". [Admit] and [AdmitGroup]
 // return it before anything else; an operation that uses its context
 // before admission checks with [CheckContext] first.
-func NilContext() error {
+func nilContext() error {
 	return InvalidArgument("ctx", "must not be nil; use context.Background() or context.TODO()")
 }
 
-// CheckContext returns [NilContext] for a nil ctx, and nil otherwise.
+// CheckContext returns [nilContext] for a nil ctx, and nil otherwise.
 func CheckContext(ctx context.Context) error {
 	if ctx == nil {
-		return NilContext()
+		return nilContext()
 	}
 	return nil
 }
 
-// End reports the operation's outcome ([OutcomeOf] err) to the hooks and
+// End reports the operation's outcome ([outcomeOf] err) to the hooks and
 // the duration histogram, and returns err ([OpError]) naming the operation
 // and the key: the key of the script or command run that failed, or else
 // the one [Op.On] gave.
@@ -392,7 +392,7 @@ func (o Op) End(err error) error {
 	if err != nil {
 		err = OpError(o.name, o.keys, err)
 	}
-	out := OutcomeOf(err)
+	out := outcomeOf(err)
 	o.e.duration.record(o.name, out, time.Since(o.start))
 	if o.done != nil {
 		o.done(out, err)
@@ -400,11 +400,11 @@ func (o Op) End(err error) error {
 	return err
 }
 
-// OutcomeOf is the one place the library decides how an operation's error
+// outcomeOf is the one place the library decides how an operation's error
 // counts for hooks: nil and answers ([Answer], such as ErrNotAcquired for a
 // contended TryAcquire) are Succeeded; a blocking wait that gave up and
 // context errors are Canceled; everything else is Failed.
-func OutcomeOf(err error) hooks.Outcome {
+func outcomeOf(err error) hooks.Outcome {
 	switch {
 	case err == nil:
 		return hooks.Succeeded

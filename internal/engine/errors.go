@@ -33,7 +33,7 @@ var (
 // answers are the errors that are definite answers rather than failures:
 // the operation reached Redis and the answer was "no" (a contended lock, a
 // latch that already exists, no leader). Hooks learn such an operation as
-// Succeeded; see [OutcomeOf]. Packages register theirs with
+// Succeeded; see [outcomeOf]. Packages register theirs with
 // [RegisterAnswers] at initialisation.
 var (
 	answersMu sync.RWMutex
@@ -206,9 +206,9 @@ func Unnamed(err error) error {
 	return err
 }
 
-// OperationOf returns the operation name and the key an error of a public
+// operationOf returns the operation name and the key an error of a public
 // operation names (see [OpError]), and false for any other error.
-func OperationOf(err error) (op, key string, ok bool) {
+func operationOf(err error) (op, key string, ok bool) {
 	var oe *opError
 	if errors.As(err, &oe) {
 		return oe.op, oe.key, true
@@ -248,9 +248,9 @@ func (e *scriptError) Is(target error) bool {
 	return false
 }
 
-// ScriptCode returns the COORD_ code of a script error, and false for any
+// scriptCode returns the COORD_ code of a script error, and false for any
 // other error.
-func ScriptCode(err error) (string, bool) {
+func scriptCode(err error) (string, bool) {
 	var se *scriptError
 	if errors.As(err, &se) {
 		return se.code, true
@@ -258,12 +258,12 @@ func ScriptCode(err error) (string, bool) {
 	return "", false
 }
 
-// MapError turns an error reply carrying one of the library's script codes
+// mapErr turns an error reply carrying one of the library's script codes
 // (COORD_...) into a script error matching the code's sentinels, and a
 // WRONGTYPE reply raised inside a script into one matching ErrBadState
 // (COORD_WRONGTYPE); every other error is returned unchanged. Script runs apply
 // it to every reply.
-func MapError(err error) error {
+func mapErr(err error) error {
 	var re redis.Error
 	if err == nil || !errors.As(err, &re) {
 		return err
@@ -341,7 +341,7 @@ type ErrorClass int
 
 // The error classes.
 const (
-	NoError ErrorClass = iota
+	noError ErrorClass = iota
 	Transient
 	Terminal
 	Canceled
@@ -354,7 +354,7 @@ var transientPrefixes = []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "
 // what to retry.
 func Classify(err error) ErrorClass {
 	if err == nil {
-		return NoError
+		return noError
 	}
 	var g *gaveUpError
 	if errors.As(err, &g) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -390,17 +390,17 @@ func Classify(err error) ErrorClass {
 // cancellation, and every transient error, since go-redis re-sends after a
 // lost reply and the error the caller sees is the last attempt's, whatever
 // the first attempt did; except an error that proves nothing was sent
-// ([Unsent]: a failed dial, a connection-pool timeout). Terminal errors
+// ([isUnsent]: a failed dial, a connection-pool timeout). Terminal errors
 // are not ambiguous: the server refused (or the command was never built).
 func IsAmbiguous(err error) bool {
 	switch Classify(err) {
 	case Canceled, Transient:
-		return !Unsent(err)
+		return !isUnsent(err)
 	}
 	return false
 }
 
-// Unsent reports whether err proves that the command it ended was not
+// isUnsent reports whether err proves that the command it ended was not
 // written to any server: a failed dial (go-redis' dialer returns a
 // *net.OpError with Op "dial" for a refused connection, a name that does
 // not resolve and a dial timeout, and hands on the last one while the pool
@@ -412,7 +412,7 @@ func IsAmbiguous(err error) bool {
 // or a failover within the retry backoff). That case is reported unsent
 // too; what it wrote expires at its TTL. An error joining several (one per
 // node of a Redlock group) is unsent only when each of them is.
-func Unsent(err error) bool {
+func isUnsent(err error) bool {
 	for err != nil {
 		if op, ok := err.(*net.OpError); ok {
 			return op.Op == "dial"
@@ -423,7 +423,7 @@ func Unsent(err error) bool {
 		if m, ok := err.(interface{ Unwrap() []error }); ok {
 			errs := m.Unwrap()
 			for _, e := range errs {
-				if !Unsent(e) {
+				if !isUnsent(e) {
 					return false
 				}
 			}
@@ -435,13 +435,13 @@ func Unsent(err error) bool {
 }
 
 // neverSent reports whether err proves that this attempt did not run on the
-// server: an error reply, or [Unsent].
+// server: an error reply, or [isUnsent].
 func neverSent(err error) bool {
 	var re redis.Error
 	if errors.As(err, &re) {
 		return true
 	}
-	return Unsent(err) || errors.Is(err, syscall.ECONNREFUSED)
+	return isUnsent(err) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // GaveUp returns the error of a blocking operation that gave up because ctx
@@ -568,7 +568,7 @@ var aclUser = regexp.MustCompile(`\b(User )\S+( has)`)
 // String returns "none", "transient", "terminal" or "canceled".
 func (c ErrorClass) String() string {
 	switch c {
-	case NoError:
+	case noError:
 		return "none"
 	case Transient:
 		return "transient"

@@ -5,16 +5,16 @@ import (
 	"time"
 )
 
-// FailureLogEvery is how often one distinct failure is logged again while
+// failureLogEvery is how often one distinct failure is logged again while
 // it repeats.
-const FailureLogEvery = time.Minute
+const failureLogEvery = time.Minute
 
-// FailureLogDistinct bounds the distinct failures a [FailureLog] remembers.
-const FailureLogDistinct = 64
+// failureLogDistinct bounds the distinct failures a [FailureLog] remembers.
+const failureLogDistinct = 64
 
 // FailureLog decides when a failure an operator must see (a store or
 // limiter that cannot reach Redis, NOAUTH) is logged: the first time each
-// distinct failure happens, then at most once per [FailureLogEvery] with
+// distinct failure happens, then at most once per [failureLogEvery] with
 // the number of repeats in between, so an outage does not log once per
 // request while a new kind of failure is always seen. Callers build the
 // key from what tells failures apart (a stage or policy name and
@@ -32,14 +32,14 @@ type failureEntry struct {
 
 // Note records one occurrence of the failure key at now and reports
 // whether to log it, and how many occurrences were not logged since it was
-// last logged. Past [FailureLogDistinct] remembered failures it forgets the
+// last logged. Past [failureLogDistinct] remembered failures it forgets the
 // stale ones first, and all of them when none is stale (some failures are
 // then logged again early, never later).
 func (l *FailureLog) Note(key string, now time.Time) (log bool, repeats int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.seen[key]
-	if e != nil && now.Sub(e.at) < FailureLogEvery {
+	if e != nil && now.Sub(e.at) < failureLogEvery {
 		e.repeats++
 		return false, 0
 	}
@@ -51,13 +51,13 @@ func (l *FailureLog) Note(key string, now time.Time) (log bool, repeats int) {
 	if l.seen == nil {
 		l.seen = map[string]*failureEntry{}
 	}
-	if len(l.seen) >= FailureLogDistinct {
+	if len(l.seen) >= failureLogDistinct {
 		for k, old := range l.seen {
-			if now.Sub(old.at) >= FailureLogEvery {
+			if now.Sub(old.at) >= failureLogEvery {
 				delete(l.seen, k)
 			}
 		}
-		if len(l.seen) >= FailureLogDistinct {
+		if len(l.seen) >= failureLogDistinct {
 			clear(l.seen)
 		}
 	}

@@ -1,15 +1,13 @@
-package engine_test
+package engine
 
 import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/coordkit/coordination/internal/engine"
 )
 
 func TestFailureLogOncePerDistinctFailure(t *testing.T) {
-	var l engine.FailureLog
+	var l FailureLog
 	t0 := time.Now()
 	note := func(key string, at time.Time, wantLog bool, wantRepeats int) {
 		t.Helper()
@@ -23,13 +21,13 @@ func TestFailureLogOncePerDistinctFailure(t *testing.T) {
 	note("b", t0.Add(2*time.Second), true, 0) // another failure
 	// A minute after it was logged, the repeating failure is logged again,
 	// with the count of those not logged.
-	note("a", t0.Add(engine.FailureLogEvery), true, 2)
-	note("a", t0.Add(engine.FailureLogEvery+time.Second), false, 0)
+	note("a", t0.Add(failureLogEvery), true, 2)
+	note("a", t0.Add(failureLogEvery+time.Second), false, 0)
 	// Past the bound on distinct failures, new ones are still logged.
-	for i := range 2 * engine.FailureLogDistinct {
-		note(fmt.Sprint("k", i), t0.Add(engine.FailureLogEvery), true, 0)
+	for i := range 2 * failureLogDistinct {
+		note(fmt.Sprint("k", i), t0.Add(failureLogEvery), true, 0)
 	}
-	if n := l.Remembered(); n > engine.FailureLogDistinct {
-		t.Fatalf("%d failures remembered, want at most %d", n, engine.FailureLogDistinct)
+	if n := l.Remembered(); n > failureLogDistinct {
+		t.Fatalf("%d failures remembered, want at most %d", n, failureLogDistinct)
 	}
 }

@@ -22,14 +22,14 @@ func (s *Script[R]) Requires(feature string) *Script[R] {
 	return s
 }
 
-// mapError is [MapError], except that for a script marked with
+// mapError is [mapErr], except that for a script marked with
 // [Script.Requires] an "unknown command called from script" reply becomes
 // an error matching ErrUnsupportedServer.
 func (s *Script[R]) mapError(err error) error {
 	if s.feature != "" && unknownCommand(err) {
 		return &scriptError{code: "COORD_UNSUPPORTED", detail: "unsupported server: " + s.feature}
 	}
-	return MapError(err)
+	return mapErr(err)
 }
 
 // unknownCommand reports whether err is a server's reply to a script that

@@ -89,7 +89,7 @@ func TestDecoderSeedsAccepted(t *testing.T) {
 	fuzzseed.DecoderSeedsAccepted(t, fuzzedDecoders())
 }
 
-// FuzzMapError gives MapError, Classify, IsAmbiguous and Describe
+// FuzzMapError gives mapErr, Classify, IsAmbiguous and Describe
 // arbitrary error replies (and the same text as a plain error): the
 // library's codes map to their sentinels and nothing else does; Describe
 // is one line of at most a bounded length.
@@ -111,30 +111,30 @@ func FuzzMapError(f *testing.F) {
 	f.Fuzz(func(t *testing.T, msg string) {
 		re := replyError(msg)
 		for _, in := range []error{re, fmt.Errorf("wrapped: %w", re), errors.New(msg)} {
-			out := MapError(in)
+			out := mapErr(in)
 			if out == nil {
-				t.Fatalf("MapError(%q) = nil", msg)
+				t.Fatalf("mapErr(%q) = nil", msg)
 			}
-			if code, ok := ScriptCode(out); ok {
+			if code, ok := scriptCode(out); ok {
 				if _, known := scriptCodes[code]; !known {
-					t.Fatalf("MapError(%q): unknown code %q", msg, code)
+					t.Fatalf("mapErr(%q): unknown code %q", msg, code)
 				}
 				if Classify(out) != Terminal || IsAmbiguous(out) {
-					t.Fatalf("MapError(%q): script error classed %v", msg, Classify(out))
+					t.Fatalf("mapErr(%q): script error classed %v", msg, Classify(out))
 				}
 				for _, s := range scriptCodes[code] {
 					if !errors.Is(out, s) {
-						t.Fatalf("MapError(%q) does not match %v", msg, s)
+						t.Fatalf("mapErr(%q) does not match %v", msg, s)
 					}
 				}
 			} else if errors.Is(out, ErrBadState) || errors.Is(out, ErrConfigMismatch) {
-				t.Fatalf("MapError(%q) = %v matches a sentinel without a code", msg, out)
+				t.Fatalf("mapErr(%q) = %v matches a sentinel without a code", msg, out)
 			}
 			if _, isRedis := in.(redis.Error); !isRedis && !errors.As(in, new(redis.Error)) && out != in {
-				t.Fatalf("MapError changed a non-server error %v", in)
+				t.Fatalf("mapErr changed a non-server error %v", in)
 			}
 			c := Classify(out)
-			if c < NoError || c > Canceled || c == NoError {
+			if c < noError || c > Canceled || c == noError {
 				t.Fatalf("Classify(%v) = %v", out, c)
 			}
 			d := Describe(out)
@@ -151,7 +151,7 @@ func FuzzMapError(f *testing.F) {
 // TestClassifyFixed pins the classes of errors a fuzzer cannot build.
 func TestClassifyFixed(t *testing.T) {
 	for err, want := range map[error]ErrorClass{
-		nil:                          NoError,
+		nil:                          noError,
 		context.Canceled:             Canceled,
 		context.DeadlineExceeded:     Canceled,
 		io.EOF:                       Transient,
@@ -195,9 +195,9 @@ func refSlot(key string) int {
 	return int(refCRC16([]byte(key)) % 16384)
 }
 
-// FuzzSlot compares Slot with the reference over arbitrary keys, and checks
-// the hash-tag rules: a key and its tag alone share a slot; SameSlot agrees
-// with Slot.
+// FuzzSlot compares keySlot with the reference over arbitrary keys, and checks
+// the hash-tag rules: a key and its tag alone share a slot; sameSlotKeys agrees
+// with keySlot.
 func FuzzSlot(f *testing.F) {
 	fuzzseed.Seeds(f,
 		[]any{"123456789", ""}, // the CRC16-XMODEM check value 0x31C3
@@ -213,17 +213,17 @@ func FuzzSlot(f *testing.F) {
 		f.Fatal("CRC16-XMODEM check value")
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
-		sa, sb := Slot(a), Slot(b)
+		sa, sb := keySlot(a), keySlot(b)
 		if sa != refSlot(a) || sb != refSlot(b) {
-			t.Fatalf("Slot(%q) = %d, reference %d", a, sa, refSlot(a))
+			t.Fatalf("keySlot(%q) = %d, reference %d", a, sa, refSlot(a))
 		}
 		if sa < 0 || sa > 16383 {
-			t.Fatalf("Slot(%q) = %d", a, sa)
+			t.Fatalf("keySlot(%q) = %d", a, sa)
 		}
-		if err := SameSlot(a, b); (err == nil) != (sa == sb) || (err != nil && !errors.Is(err, ErrInvalidArgument)) {
-			t.Fatalf("SameSlot(%q, %q) = %v, slots %d %d", a, b, err, sa, sb)
+		if err := sameSlotKeys(a, b); (err == nil) != (sa == sb) || (err != nil && !errors.Is(err, ErrInvalidArgument)) {
+			t.Fatalf("sameSlotKeys(%q, %q) = %v, slots %d %d", a, b, err, sa, sb)
 		}
-		if b != "" && !strings.ContainsAny(b, "{}") && Slot("pre{"+b+"}post"+a) != Slot(b) {
+		if b != "" && !strings.ContainsAny(b, "{}") && keySlot("pre{"+b+"}post"+a) != keySlot(b) {
 			t.Fatalf("tag {%q} does not decide the slot", b)
 		}
 	})

@@ -25,7 +25,7 @@ import (
 // engines share a meter provider.
 func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string, keys ...Keys) (context.Context, Op, error) {
 	if ctx == nil {
-		return ctx, Op{}, NilContext()
+		return ctx, Op{}, nilContext()
 	}
 	var k Keys
 	if len(keys) > 0 {

@@ -9,14 +9,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ChannelPrefix starts the name of every Pub/Sub channel the library's
+// channelPrefix starts the name of every Pub/Sub channel the library's
 // scripts publish release notifications on: the channel of a key is
-// ChannelPrefix + the prefixed key, and scripts derive it from KEYS[1]
+// channelPrefix + the prefixed key, and scripts derive it from KEYS[1]
 // themselves. ACLs grant it as &coordination:*.
-const ChannelPrefix = "coordination:"
+const channelPrefix = "coordination:"
 
 // Channel returns the Pub/Sub channel of the prefixed key full.
-func Channel(full string) string { return ChannelPrefix + full }
+func Channel(full string) string { return channelPrefix + full }
 
 // confirmTimeout bounds how long Watch waits for the server to confirm a new
 // subscription before letting the waiter go on without it (its periodic

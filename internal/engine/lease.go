@@ -96,9 +96,9 @@ func (k *LeaseKind) init() {
 	})
 }
 
-// Forever is what [Handle.Remaining] returns for a held lease without
+// forever is what [Handle.Remaining] returns for a held lease without
 // expiry: the largest time.Duration.
-const Forever = time.Duration(math.MaxInt64)
+const forever = time.Duration(math.MaxInt64)
 
 // Drift returns the clock-drift allowance subtracted from a lease's TTL for
 // the local deadline: 1% of the TTL plus 2 ms (the allowance of the Redlock
@@ -138,7 +138,7 @@ const (
 //
 // After [Engine.Shutdown] (of any of its engines) a held handle ends
 // locally, without sending anything: its keep-alive stops, its context is cancelled with
-// [ErrLeaseShutdown], Remaining returns 0, and Refresh, Verify and Release
+// [errLeaseShutdown], Remaining returns 0, and Refresh, Verify and Release
 // fail with an error wrapping ErrClosed; the lease ends on the server at
 // its TTL. A handle registers with the engine only once its context or
 // keep-alive exists; one without either ends when it is next used.
@@ -301,8 +301,8 @@ func (h *Handle) Forget() {
 
 // Context returns a context cancelled when the lease is released (cause
 // ErrReleased), lost or locally expired (cause a *[LostError]), or its
-// engine shut down (cause [ErrLeaseShutdown]), whose Deadline is the
-// lease's current local deadline (see [LeaseContext]). It is created on the
+// engine shut down (cause [errLeaseShutdown]), whose Deadline is the
+// lease's current local deadline (see [leaseContext]). It is created on the
 // first call.
 func (h *Handle) Context() context.Context {
 	if h == nil {
@@ -314,10 +314,10 @@ func (h *Handle) Context() context.Context {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ctx == nil {
-		ctx, cancel := LeaseContext(h.localDeadline)
+		ctx, cancel := leaseContext(h.localDeadline)
 		h.ctx = ctx
 		if h.state == held && !h.registerLocked() {
-			h.state, h.cause = shut, ErrLeaseShutdown
+			h.state, h.cause = shut, errLeaseShutdown
 		}
 		if h.state != held {
 			cancel(h.cause)
@@ -339,7 +339,7 @@ func (h *Handle) localDeadline() (time.Time, bool) {
 	return h.deadline, !h.deadline.IsZero()
 }
 
-// LeaseContext returns a held lease's context, cancelled only by cancel,
+// leaseContext returns a held lease's context, cancelled only by cancel,
 // whose Deadline reports deadline(): the lease's local deadline as it is
 // when asked. A successful renewal moves it later, so, unlike a context of
 // context.WithDeadline, successive calls to Deadline can return later
@@ -348,7 +348,7 @@ func (h *Handle) localDeadline() (time.Time, bool) {
 // with context.WithTimeout or WithDeadline keeps the earlier of its own
 // deadline and the lease's at its creation. The local deadline passing
 // does not cancel the context by itself: the caller's timer does.
-func LeaseContext(deadline func() (time.Time, bool)) (context.Context, context.CancelCauseFunc) {
+func leaseContext(deadline func() (time.Time, bool)) (context.Context, context.CancelCauseFunc) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &leaseCtx{Context: ctx, deadline: deadline}, cancel
 }
@@ -373,7 +373,7 @@ func (h *Handle) TTL() time.Duration {
 }
 
 // Remaining returns the local estimate of the time left: 0 once released,
-// lost or past the local deadline, [Forever] for a lease without expiry.
+// lost or past the local deadline, [forever] for a lease without expiry.
 func (h *Handle) Remaining() time.Duration {
 	if h == nil {
 		return 0
@@ -388,7 +388,7 @@ func (h *Handle) Remaining() time.Duration {
 		h.shutdownEnd()
 		return 0
 	case dl.IsZero():
-		return Forever
+		return forever
 	}
 	if left := time.Until(dl); left > 0 {
 		return left
@@ -487,9 +487,9 @@ func (h *Handle) registerLocked() bool {
 }
 
 // shutdownEnd ends a held lease locally because its engine shut down: the
-// keep-alive stops, the context is cancelled with ErrLeaseShutdown, nothing
+// keep-alive stops, the context is cancelled with errLeaseShutdown, nothing
 // is sent (the lease ends on the server at its TTL).
-func (h *Handle) shutdownEnd() { h.end(shut, ErrLeaseShutdown) }
+func (h *Handle) shutdownEnd() { h.end(shut, errLeaseShutdown) }
 
 func (h *Handle) afterEnd(st state, cancel context.CancelCauseFunc) {
 	if cancel != nil {
@@ -541,7 +541,7 @@ func (h *Handle) resetTimerLocked() {
 // the old one and the one ttl gives).
 func (h *Handle) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 	if ctx == nil {
-		return false, NilContext()
+		return false, nilContext()
 	}
 	if h == nil {
 		return false, nil
@@ -597,7 +597,7 @@ func (h *Handle) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool
 // handle is released or lost.
 func (h *Handle) Verify(ctx context.Context) (bool, error) {
 	if ctx == nil {
-		return false, NilContext()
+		return false, nilContext()
 	}
 	if h == nil {
 		return false, nil
@@ -623,14 +623,14 @@ func (h *Handle) Verify(ctx context.Context) (bool, error) {
 // ReleaseOp; see the type's documentation for the semantics.
 func (h *Handle) Release(ctx context.Context) (Outcome, error) {
 	if ctx == nil {
-		return UnknownOutcome, NilContext()
+		return unknownOutcome, nilContext()
 	}
 	if h == nil {
 		return AlreadyReleased, nil
 	}
 	ctx, op, err := h.admit(ctx, h.kind.ReleaseOp)
 	if err != nil {
-		return UnknownOutcome, err
+		return unknownOutcome, err
 	}
 	out, err := h.ReleaseUnadmitted(ctx)
 	return out, op.End(err)
@@ -663,7 +663,7 @@ func (h *Handle) ReleaseUnadmitted(ctx context.Context) (Outcome, error) {
 	}
 	out, err := h.b.Release(ctx, h, left)
 	if err != nil {
-		return UnknownOutcome, err
+		return unknownOutcome, err
 	}
 	return out, nil
 }

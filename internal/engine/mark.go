@@ -40,12 +40,12 @@ func MarkKeyOf(prefix, full string) string {
 			return full + markSuffix
 		}
 	}
-	slot := Slot(full)
+	slot := keySlot(full)
 	if len(full) < len(prefix) || full[:len(prefix)] != prefix {
 		return ""
 	}
 	m := prefix + "{" + strconv.FormatUint(uint64(slotTags()[slot]), 10) + "}" + full[len(prefix):] + markSuffix
-	if Slot(m) != slot {
+	if keySlot(m) != slot {
 		return ""
 	}
 	return m

@@ -16,9 +16,9 @@ import (
 	"github.com/coordkit/coordination/hooks"
 )
 
-// ScopeName is the OpenTelemetry instrumentation scope of every instrument
+// scopeName is the OpenTelemetry instrumentation scope of every instrument
 // of the library.
-const ScopeName = "github.com/coordkit/coordination"
+const scopeName = "github.com/coordkit/coordination"
 
 // MetricKind is the instrument type of a [Metric].
 type MetricKind int
@@ -50,7 +50,7 @@ var Table []*Metric
 
 // NewMetric declares one instrument and adds it to [Table]: name is
 // coordination.<primitive>.<what>, unit a UCUM unit ("s" for the duration
-// histograms, whose buckets are [DurationBuckets]; "{thing}" for counts),
+// histograms, whose buckets are [durationBuckets]; "{thing}" for counts),
 // attrs the attribute keys, comma-separated (never keys, tokens,
 // identities or endpoints), desc one sentence for the docs. Call it only
 // to initialise a package variable (it is not safe for concurrent use);
@@ -66,9 +66,9 @@ func def(kind MetricKind, name, unit, attrs, desc string) *Metric {
 	return m
 }
 
-// DurationBuckets are the histogram bucket boundaries, in seconds, of the
+// durationBuckets are the histogram bucket boundaries, in seconds, of the
 // library's wait-time and hold-time histograms: 100 µs to 10 minutes.
-var DurationBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600}
+var durationBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600}
 
 // LeaseMetrics are the instruments of one family of held leases.
 type LeaseMetrics struct {
@@ -101,35 +101,12 @@ func leaseFamily(family, thing, attrs, contention string) LeaseMetrics {
 	}
 }
 
-// The engine's instruments and those of the primitives not yet declared by
-// their packages, one declaration each.
+// The engine's own instruments, one declaration each.
 var (
 	OperationDuration = def(Histogram, "coordination.operation.duration", "s", "operation, outcome",
 		"Time from admission to outcome of a coordination operation, including any waiting.")
-	CleanupAbandoned = def(Counter, "coordination.cleanup.abandoned", "{cleanup}", "stage, reason",
+	cleanupAbandoned = def(Counter, "coordination.cleanup.abandoned", "{cleanup}", "stage, reason",
 		"Background owner-checked cleanups given up (the lease then ends at its TTL).")
-
-	LeaderChanges = def(Counter, "coordination.leader.changes", "{change}", "state",
-		"Leadership changes seen by local electors: terms won (state=elected) and ended (state=revoked).")
-	LeaderAcquireFailures = def(Counter, "coordination.leader.acquire_failures", "{attempt}", "",
-		"Campaign attempts that failed with an error (transient ones are retried).")
-
-	RateLimitAllowed = def(Counter, "coordination.rate_limit.allowed", "{lease}", "",
-		"Rate-limit acquisitions that returned an acquired lease (once per Allow, Wait or Reserve).")
-	RateLimitBlocked = def(Counter, "coordination.rate_limit.blocked", "{lease}", "reason",
-		"Rate-limit acquisitions that returned an unacquired lease (once per Allow, Wait or Reserve), by reason (capacity, deny_list, unavailable).")
-	RateLimitUnavailable = def(Counter, "coordination.rate_limit.unavailable", "{decision}", "failure_mode",
-		"Rate-limit decisions Redis could not give, by the failure mode applied.")
-	// RateLimitConcurrencyMetrics are the lease instruments of concurrency
-	// limiters (coordination.rate_limit.concurrency.*): their leases are
-	// engine handles, whose life the engine records.
-	RateLimitConcurrencyMetrics = leaseFamily("rate_limit.concurrency", "concurrency lease", "",
-		"Concurrency-limiter attempts refused for want of free permits (every refused attempt, queued retries included).")
-
-	RedlockAcquireLatency = def(Histogram, "coordination.redlock.acquire_latency", "s", "result",
-		"Time of one Redlock acquisition round over every node, from the first request to the decision, by result (acquired, contended, failed).")
-	RedlockNodeFailures = def(Counter, "coordination.redlock.node_failures", "{failure}", "operation, reason",
-		"Redlock node calls that failed, by group operation (acquire, refresh, verify, release) and reason (timeout: no answer within the node timeout; error).")
 )
 
 // instruments caches the instruments of one engine, created on first use.
@@ -190,12 +167,12 @@ func (c *cowMap[K, V]) put(k K, v V) {
 // create makes the instrument; a provider error gives a no-op instrument:
 // telemetry never fails an operation.
 func (in *instruments) create(m *Metric) any {
-	nop := noop.NewMeterProvider().Meter(ScopeName)
+	nop := noop.NewMeterProvider().Meter(scopeName)
 	switch m.Kind {
 	case Histogram:
 		opts := []metric.Float64HistogramOption{metric.WithDescription(m.Description), metric.WithUnit(m.Unit)}
 		if m.Unit == "s" {
-			opts = append(opts, metric.WithExplicitBucketBoundaries(DurationBuckets...))
+			opts = append(opts, metric.WithExplicitBucketBoundaries(durationBuckets...))
 		}
 		h, err := in.meter.Float64Histogram(m.Name, opts...)
 		if err != nil {
@@ -258,7 +235,7 @@ func newDurationRecorder(meter metric.Meter) *durationRecorder {
 		metric.WithDescription(OperationDuration.Description), metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
 	if err != nil {
-		h, _ = noop.NewMeterProvider().Meter(ScopeName).Float64Histogram(OperationDuration.Name)
+		h, _ = noop.NewMeterProvider().Meter(scopeName).Float64Histogram(OperationDuration.Name)
 	}
 	return &durationRecorder{h: h}
 }

@@ -54,7 +54,7 @@ func (s *Script[R]) Hash() string { return s.hash }
 
 // Run runs the script as one round trip (EVALSHA, or EVAL after a NOSCRIPT
 // reply) on the prefixed keys k and decodes the reply. Error replies are
-// mapped by [MapError] (and, for a script marked with [Script.Requires], a
+// mapped by [mapErr] (and, for a script marked with [Script.Requires], a
 // command the server lacks to ErrUnsupportedServer); a reply the decoder
 // does not recognise is an error wrapping [ErrBadState]
 // ([UnexpectedReply]), never a silent default.
@@ -149,7 +149,7 @@ func isNoScript(err error) bool {
 // path that needs no script (the lock's first acquisition attempt is a
 // SET NX GET PX). Like a script it is declared once, by its primitive, next
 // to its decoder, and sent as one round trip; error replies are mapped by
-// [MapError] (a WRONGTYPE reply matches ErrBadState) and a reply the
+// [mapErr] (a WRONGTYPE reply matches ErrBadState) and a reply the
 // decoder does not recognise is an error wrapping [ErrBadState]. It is
 // immutable and safe for concurrent use.
 type Command[R any] struct {
@@ -230,7 +230,7 @@ func (c *Command[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any)
 	}
 	v, err := e.do(ctx, cmdArgs, c.keyPos)
 	if err != nil {
-		return zero, k.keyed(MapError(err))
+		return zero, k.keyed(mapErr(err))
 	}
 	var id any
 	if len(parts) > 0 && len(parts[0]) > 0 {
@@ -254,8 +254,8 @@ func (s *Script[R]) Load(ctx context.Context, e *Engine) error {
 // Reply decoding helpers for decoders. Each reports false for anything
 // outside its shape.
 
-// Int reads an integer reply.
-func Int(v any) (int64, bool) {
+// asInt reads an integer reply.
+func asInt(v any) (int64, bool) {
 	n, ok := v.(int64)
 	return n, ok
 }
@@ -335,7 +335,7 @@ type Outcome int
 
 // The release outcomes.
 const (
-	UnknownOutcome Outcome = iota // returned with an error
+	unknownOutcome Outcome = iota // returned with an error
 	Released
 	AlreadyReleased
 	NotOwned
@@ -352,7 +352,7 @@ func ReleaseReply(v any) (Outcome, bool) {
 	case int64(-1):
 		return NotOwned, true
 	}
-	return UnknownOutcome, false
+	return unknownOutcome, false
 }
 
 // Grant is the decoded reply of an acquire script: acquired, or the time

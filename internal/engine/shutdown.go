@@ -11,10 +11,10 @@ import (
 // shut down: it wraps [ErrClosed].
 var errShutdown = fmt.Errorf("coordination: the coordinator was shut down: %w", ErrClosed)
 
-// ErrLeaseShutdown is the cause of a held lease's context when its
+// errLeaseShutdown is the cause of a held lease's context when its
 // coordinator was shut down ([Engine.Shutdown]): it matches [ErrLost] and
 // [ErrClosed]. The lease is not released; it ends on the server at its TTL.
-var ErrLeaseShutdown error = &LostError{Reason: "the coordinator was shut down; the lease is no longer renewed and ends at its TTL", Err: ErrClosed}
+var errLeaseShutdown error = &LostError{Reason: "the coordinator was shut down; the lease is no longer renewed and ends at its TTL", Err: ErrClosed}
 
 // lifecycle is the shutdown state of an engine.
 type lifecycle struct {
@@ -116,7 +116,7 @@ func (e *Engine) OnShutdown(f func()) (stop func(), ok bool) {
 //   - every blocked waiter ([Engine.Wait], [Engine.Watch]) returns an
 //     error wrapping ErrClosed;
 //   - the functions registered with [Engine.OnShutdown] run (held leases
-//     stop their keep-alives and end locally, with [ErrLeaseShutdown]);
+//     stop their keep-alives and end locally, with [errLeaseShutdown]);
 //   - the shared Pub/Sub connection is closed;
 //   - each running background cleanup tries again at once and goes on
 //     retrying transient errors until it succeeds, fails terminally, its

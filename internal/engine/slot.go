@@ -2,11 +2,11 @@ package engine
 
 import "fmt"
 
-// Slot returns the Redis Cluster hash slot (0..16383) of key: CRC16-XMODEM
+// keySlot returns the Redis Cluster hash slot (0..16383) of key: CRC16-XMODEM
 // of the key, or of the part between the first '{' and the next '}' when
 // that part is non-empty (a hash tag), modulo 16384, as specified in the
 // Redis Cluster specification ("Keys distribution model").
-func Slot(key string) int {
+func keySlot(key string) int {
 	if i := indexByte(key, '{'); i >= 0 {
 		if j := indexByte(key[i+1:], '}'); j > 0 {
 			key = key[i+1 : i+1+j]
@@ -15,12 +15,12 @@ func Slot(key string) int {
 	return int(crc16(key) & 16383)
 }
 
-// SameSlot returns nil when every key hashes to the same Cluster slot, and
+// sameSlotKeys returns nil when every key hashes to the same Cluster slot, and
 // otherwise an error wrapping [ErrInvalidArgument] (argument "keys") that
 // names the slots (never the keys). It is applied to prefixed keys, so a prefix's hash tag counts.
-func SameSlot(keys ...string) error { return sameSlot(nil, keys) }
+func sameSlotKeys(keys ...string) error { return sameSlot(nil, keys) }
 
-// sameSlot is SameSlot naming keys[i] names[i] when there is one, and
+// sameSlot is sameSlotKeys naming keys[i] names[i] when there is one, and
 // "key i+1" otherwise.
 func sameSlot(names, keys []string) error {
 	if len(keys) < 2 {
@@ -32,9 +32,9 @@ func sameSlot(names, keys []string) error {
 		}
 		return fmt.Sprintf("key %d", i+1)
 	}
-	first := Slot(keys[0])
+	first := keySlot(keys[0])
 	for i, k := range keys[1:] {
-		if s := Slot(k); s != first {
+		if s := keySlot(k); s != first {
 			return InvalidArgument("keys", "%s is in Redis Cluster slot %d, %s in slot %d; give the keys one {hash tag}", name(0), first, name(i+1), s)
 		}
 	}

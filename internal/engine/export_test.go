@@ -1,0 +1,18 @@
+package engine
+
+// Names the external tests (package engine_test) use, for identifiers the
+// package no longer exports.
+var (
+	CleanupAbandoned = cleanupAbandoned
+	MapError         = mapErr
+	OutcomeOf        = outcomeOf
+	SameSlot         = sameSlotKeys
+	ScriptCode       = scriptCode
+	Slot             = keySlot
+	Unsent           = isUnsent
+)
+
+const (
+	MaxCleanups = maxCleanups
+	NoError     = noError
+)
