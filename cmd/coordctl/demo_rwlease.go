@@ -164,8 +164,12 @@ func runRWLeaseDemo(ctx context.Context, d *demo) error {
 	d.check("rwlease: readers share the key", maxReaders >= 2, "up to %d readers at once", maxReaders)
 	d.check("rwlease: never a writer with a reader", !overlap && serverOK,
 		"as the workers saw it, and in the key while the writer held")
-	d.check("rwlease: the writer got in while readers kept arriving", !writeIn.IsZero() && writeIn.Before(lastReader) &&
-		writeIn.Sub(waitFrom) < span, "waited %v; readers arrived until %v later",
+	// Not starved: the writer held the lease before the last reader came
+	// (no bound on the wait itself: on a loaded machine the readers
+	// already holding take longer to release, and the readers' stream
+	// still outlasts the wait if writer preference works).
+	d.check("rwlease: the writer got in while readers kept arriving", !writeIn.IsZero() && writeIn.Before(lastReader),
+		"waited %v; readers arrived until %v later",
 		writeIn.Sub(waitFrom).Round(time.Millisecond), lastReader.Sub(writeIn).Round(time.Millisecond))
 	d.check("rwlease: the key goes with its last entry", exists == 0, "the key exists at the end: %v", exists == 1)
 	return nil
