@@ -400,7 +400,10 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 			retryIn = engine.Backoff(rounds, 50*time.Millisecond, time.Second)
 		case errors.Is(err, engine.ErrNotAcquired):
 			if ctx.Err() != nil {
-				return engine.Attempt{}, err
+				// The context ended during the round: the wait gave up,
+				// as documented (ErrNotAcquired and the context's error),
+				// not the round's contention alone.
+				return engine.Attempt{}, engine.GaveUp(ctx)
 			}
 			if errors.As(err, &se) {
 				granted = se.granted
