@@ -28,6 +28,7 @@ const (
 // satisfies go-redis' redis.Error (Error and RedisError).
 type ReplyError string
 
+// Error returns the error reply's text.
 func (e ReplyError) Error() string { return string(e) }
 
 // RedisError marks e as a server reply (go-redis' redis.Error).
