@@ -177,8 +177,10 @@ type fileInfo struct {
 
 // Name implements fs.FileInfo.
 func (fi fileInfo) Name() string { return fi.name }
+
 // Size implements fs.FileInfo.
-func (fi fileInfo) Size() int64  { return fi.size }
+func (fi fileInfo) Size() int64 { return fi.size }
+
 // Mode implements fs.FileInfo.
 func (fi fileInfo) Mode() fs.FileMode {
 	if fi.dir {
@@ -186,12 +188,15 @@ func (fi fileInfo) Mode() fs.FileMode {
 	}
 	return 0o444
 }
+
 // ModTime implements fs.FileInfo.
 func (fi fileInfo) ModTime() time.Time { return time.Time{} }
+
 // IsDir implements fs.FileInfo.
-func (fi fileInfo) IsDir() bool        { return fi.dir }
+func (fi fileInfo) IsDir() bool { return fi.dir }
+
 // Sys implements fs.FileInfo.
-func (fi fileInfo) Sys() any           { return nil }
+func (fi fileInfo) Sys() any { return nil }
 
 type scriptFile struct {
 	info fileInfo
@@ -200,12 +205,15 @@ type scriptFile struct {
 
 // Stat implements fs.File (and io.Seeker) over one assembled script.
 func (f *scriptFile) Stat() (fs.FileInfo, error) { return f.info, nil }
+
 // Read implements fs.File (and io.Seeker) over one assembled script.
 func (f *scriptFile) Read(p []byte) (int, error) { return f.r.Read(p) }
+
 // Seek implements fs.File (and io.Seeker) over one assembled script.
 func (f *scriptFile) Seek(off int64, whence int) (int64, error) {
 	return f.r.Seek(off, whence)
 }
+
 // Close implements fs.File (and io.Seeker) over one assembled script.
 func (f *scriptFile) Close() error { return nil }
 
@@ -214,12 +222,15 @@ type dirFile struct{ off int }
 
 // Stat implements fs.ReadDirFile for the root directory.
 func (d *dirFile) Stat() (fs.FileInfo, error) { return fileInfo{name: ".", dir: true}, nil }
+
 // Read implements fs.ReadDirFile for the root directory.
 func (d *dirFile) Read([]byte) (int, error) {
 	return 0, &fs.PathError{Op: "read", Path: ".", Err: fs.ErrInvalid}
 }
+
 // Close implements fs.ReadDirFile for the root directory.
 func (d *dirFile) Close() error { return nil }
+
 // ReadDir implements fs.ReadDirFile for the root directory.
 func (d *dirFile) ReadDir(n int) ([]fs.DirEntry, error) {
 	all := entries()
