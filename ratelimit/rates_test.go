@@ -51,9 +51,18 @@ func TestMillionPerSecondHolds(t *testing.T) {
 			}
 			return now
 		}
+		// The burst is 20 s of the rate, and the test drains it with its
+		// first call: from then on permits accrue for the whole 10-s run
+		// without reaching the cap, so a consumer that falls behind (a
+		// loaded machine under the race detector, calls taking a second
+		// or more) loses nothing and the count below is exact whatever the
+		// speed of the loop. (With a burst of 1 s of the rate, a consumer
+		// more than a second behind lost the excess and the count fell
+		// short: TestMillionPerSecondHolds failed at load 20.)
+		const burst = 20 * rate
 		for _, s := range []Settings{
-			GCRA{Burst: rate, Rate: rate, Period: time.Second},
-			TokenBucket{Limit: rate, TokensPerPeriod: rate / 1000, Period: time.Millisecond},
+			GCRA{Burst: burst, Rate: rate, Period: time.Second},
+			TokenBucket{Limit: burst, TokensPerPeriod: rate / 1000, Period: time.Millisecond},
 		} {
 			var (
 				l   *tlim
@@ -69,23 +78,18 @@ func TestMillionPerSecondHolds(t *testing.T) {
 				t.Fatalf("%T at 1,000,000 per second: %v", s, err)
 			}
 			defer l.Close()
-			// Permits accrue only up to the burst (1 s of the rate): a
-			// consumer that falls more than a second behind loses the
-			// excess, and the count below falls short. With batches of
-			// 10,000 the loop had to make 100 calls a second, which a
-			// loaded machine under the race detector does not; 100,000
-			// needs 10 a second (each call may take 100 ms).
 			const batch = 100_000
-			// The state starts at the first grant, somewhere in [t0, t0b];
-			// the final probe reads it somewhere in [t1a, t1].
+			// The drain happens somewhere in [t0, t0b]; the final probe
+			// reads the state somewhere in [t1a, t1].
 			t0 := serverNow()
-			granted := int64(0)
-			var t0b time.Time
-			for first := true; ; first = false {
+			if le := acquire(t, l, burst); !le.Acquired() {
+				t.Fatalf("%T: draining the full burst of %d was refused", s, burst)
+			}
+			t0b := serverNow()
+			granted := int64(burst)
+			for {
 				if b.IsMini() {
-					if !first {
-						b.Advance(10 * time.Millisecond)
-					}
+					b.Advance(10 * time.Millisecond)
 					if b.Now().Sub(t0) > 10*time.Second {
 						break
 					}
@@ -93,9 +97,6 @@ func TestMillionPerSecondHolds(t *testing.T) {
 					break
 				}
 				le := acquire(t, l, batch)
-				if first {
-					t0b = serverNow()
-				}
 				if le.Acquired() {
 					granted += batch
 				} else if ra, ok := le.RetryAfter(); ok && !b.IsMini() {
@@ -106,8 +107,8 @@ func TestMillionPerSecondHolds(t *testing.T) {
 			left := acquire(t, l, 0).Available()
 			t1 := serverNow()
 			got := float64(granted + left)
-			lo := float64(rate) + rate*t1a.Sub(t0b).Seconds()
-			hi := float64(rate) + rate*t1.Sub(t0).Seconds()
+			lo := float64(burst) + rate*t1a.Sub(t0b).Seconds()
+			hi := float64(burst) + rate*t1.Sub(t0).Seconds()
 			if got < lo*0.999 || got > hi*1.001 {
 				t.Fatalf("%T: %.0f permits over about %v, want %.0f..%.0f within 0.1%%", s, got, t1.Sub(t0), lo, hi)
 			}
