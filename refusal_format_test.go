@@ -3,7 +3,6 @@ package coordination_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -41,8 +40,8 @@ func TestRefusalsNameTheOperation(t *testing.T) {
 	}
 	_, err = lockTryAcquire(ctx, plain, "jobs", time.Minute)
 	if err == nil || !errors.Is(err, coordination.ErrClosed) ||
-		!strings.HasPrefix(err.Error(), `coordination: lock acquire "jobs": the coordinator was shut down`) {
-		t.Fatalf("after Shutdown = %v, want \"coordination: lock acquire \"jobs\": the coordinator was shut down...\" wrapping ErrClosed", err)
+		err.Error() != `coordination: lock acquire "jobs": closed: the coordinator was shut down` {
+		t.Fatalf("after Shutdown = %v, want \"coordination: lock acquire \"jobs\": closed: the coordinator was shut down\" (one \"coordination: \") wrapping ErrClosed", err)
 	}
 }
 
@@ -92,9 +91,9 @@ func TestErrorsNameOperationAndKeyOnce(t *testing.T) {
 		{"leader read, none", leaderErr, leader.ErrNoLeader, `coordination: leader read "ll": no leader`},
 		{"idempotency Do, other fingerprint", mismatchErr, idempotency.ErrFingerprintMismatch, `coordination: idempotency begin "ik": key already used for a different request`},
 		{"idempotency Do, in progress", inProgressErr, idempotency.ErrInProgress, `coordination: idempotency begin "ik2": request in progress: coordination: not acquired`},
-		{"semaphore after Shutdown", semErr, coordination.ErrClosed, `coordination: semaphore acquire "sm": the coordinator was shut down: coordination: closed`},
-		{"leader Run after Shutdown", runErr, coordination.ErrClosed, `coordination: leader campaign "{e}:lease": the coordinator was shut down: coordination: closed`},
-		{"latch join after Shutdown", joinClosedErr, coordination.ErrClosed, `coordination: latch join "lt": the coordinator was shut down: coordination: closed`},
+		{"semaphore after Shutdown", semErr, coordination.ErrClosed, `coordination: semaphore acquire "sm": closed: the coordinator was shut down`},
+		{"leader Run after Shutdown", runErr, coordination.ErrClosed, `coordination: leader campaign "{e}:lease": closed: the coordinator was shut down`},
+		{"latch join after Shutdown", joinClosedErr, coordination.ErrClosed, `coordination: latch join "lt": closed: the coordinator was shut down`},
 	} {
 		if c.err == nil || c.err.Error() != c.want || !errors.Is(c.err, c.sentinel) {
 			t.Errorf("%s: %v, want %q matching %v", c.name, c.err, c.want, c.sentinel)

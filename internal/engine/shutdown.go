@@ -9,7 +9,7 @@ import (
 
 // errShutdown is the error of everything refused because the engine was
 // shut down: it wraps [ErrClosed].
-var errShutdown = fmt.Errorf("coordination: the coordinator was shut down: %w", ErrClosed)
+var errShutdown = fmt.Errorf("%w: the coordinator was shut down", ErrClosed)
 
 // errLeaseShutdown is the cause of a held lease's context when its
 // coordinator was shut down ([Engine.Shutdown]): it matches [ErrLost] and
