@@ -41,6 +41,10 @@ func init() {
 // invalid one makes [New] fail.
 type Option func(*config) error
 
+// maxPrefixBytes bounds WithKeyPrefix's prefix: a namespace, not an
+// identifier, so far below a key's 1 KiB.
+const maxPrefixBytes = 256
+
 type config struct {
 	engine.Config
 	acks bool // WithReplicaAcks was given
@@ -49,9 +53,15 @@ type config struct {
 // WithKeyPrefix prepends prefix to every key every primitive of this
 // coordinator touches (and so to the Pub/Sub channels derived from them).
 // The prefix is part of the key for Cluster slot hashing: a prefix holding
-// a {hash tag} sends every key to one slot. The default is no prefix.
+// a {hash tag} sends every key to one slot. The default is no prefix. A
+// prefix longer than 256 bytes makes [New] fail with an error wrapping
+// [ErrInvalidArgument] naming "prefix" (keys are bounded apart, at 1 KiB
+// each before the prefix).
 func WithKeyPrefix(prefix string) Option {
 	return func(c *config) error {
+		if err := engine.CheckSize("prefix", len(prefix), maxPrefixBytes); err != nil {
+			return err
+		}
 		c.Prefix = prefix
 		return nil
 	}
@@ -186,11 +196,23 @@ func isNil(c redis.UniversalClient) bool {
 	return false
 }
 
-// Client returns the go-redis client the coordinator was created with.
-func (c *Coordinator) Client() redis.UniversalClient { return c.e.Client() }
+// Client returns the go-redis client the coordinator was created with
+// (nil for a nil or zero Coordinator, which no primitive accepts).
+func (c *Coordinator) Client() redis.UniversalClient {
+	if c == nil || c.e == nil {
+		return nil
+	}
+	return c.e.Client()
+}
 
-// Prefix returns the key prefix (empty when none was set).
-func (c *Coordinator) Prefix() string { return c.e.Prefix() }
+// Prefix returns the key prefix (empty when none was set, and for a nil or
+// zero Coordinator).
+func (c *Coordinator) Prefix() string {
+	if c == nil || c.e == nil {
+		return ""
+	}
+	return c.e.Prefix()
+}
 
 // Shutdown ends the coordinator: every primitive created over it stops
 // working, its background work ends, and no goroutine of it is left when
@@ -236,7 +258,7 @@ func (c *Coordinator) Prefix() string { return c.e.Prefix() }
 // [ErrInvalidArgument] for a nil ctx or a nil coordinator.
 func (c *Coordinator) Shutdown(ctx context.Context) error {
 	if c == nil || c.e == nil {
-		return engine.InvalidArgument("coord", "must not be nil; use coordination.New")
+		return engine.InvalidArgument("coord", "must not be nil or a zero Coordinator; use coordination.New")
 	}
 	return c.e.Shutdown(ctx)
 }

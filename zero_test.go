@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
@@ -90,5 +93,55 @@ func TestZeroAndNilPrimitivesRefuse(t *testing.T) {
 		if !errors.Is(err, coordination.ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument naming what is missing", c.name, err)
 		}
+	}
+}
+
+// A zero Coordinator (not built by coordination.New) is refused by every
+// constructor and by Shutdown with an error naming coord and saying to
+// use coordination.New; its accessors answer without a panic (Client and
+// Prefix dereferenced a nil engine).
+func TestZeroCoordinatorRefused(t *testing.T) {
+	var zero coordination.Coordinator
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("accessor of a zero Coordinator panicked: %v", r)
+			}
+		}()
+		if c := zero.Client(); c != nil {
+			t.Errorf("zero Coordinator's Client() = %v, want nil", c)
+		}
+		if p := zero.Prefix(); p != "" {
+			t.Errorf("zero Coordinator's Prefix() = %q, want empty", p)
+		}
+	}()
+	const want = `invalid argument coord: must not be nil or a zero Coordinator; use coordination.New`
+	_, err := lock.New(&zero, "k")
+	if !errors.Is(err, coordination.ErrInvalidArgument) || !strings.Contains(err.Error(), want) {
+		t.Errorf("lock.New(zero Coordinator) = %v, want ErrInvalidArgument containing %q", err, want)
+	}
+	if err := zero.Shutdown(context.Background()); !errors.Is(err, coordination.ErrInvalidArgument) || !strings.Contains(err.Error(), want) {
+		t.Errorf("zero Coordinator's Shutdown = %v, want ErrInvalidArgument containing %q", err, want)
+	}
+}
+
+// WithKeyPrefix is bounded: New refuses a prefix over 256 bytes, naming
+// prefix, and accepts one of exactly 256 (a 5000-byte prefix was accepted).
+func TestKeyPrefixBounded(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled: New does no I/O
+	defer client.Close()
+	_, err := coordination.New(client, coordination.WithKeyPrefix(strings.Repeat("p", 257)))
+	if want := "invalid argument prefix: is 257 bytes long; at most 256 are allowed"; !errors.Is(err, coordination.ErrInvalidArgument) || !strings.Contains(err.Error(), want) {
+		t.Errorf("New(WithKeyPrefix(257 bytes)) = %v, want ErrInvalidArgument containing %q", err, want)
+	}
+	c, err := coordination.New(client, coordination.WithKeyPrefix(strings.Repeat("p", 256)))
+	if err != nil {
+		t.Fatalf("New(WithKeyPrefix(256 bytes)) = %v, want a coordinator", err)
+	}
+	if got := len(c.Prefix()); got != 256 {
+		t.Errorf("Prefix() is %d bytes, want 256", got)
+	}
+	if err := c.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -114,7 +114,7 @@ func Of(coord any) (*Engine, error) {
 			return e, nil
 		}
 	}
-	return nil, InvalidArgument("coord", "must not be nil; use coordination.New")
+	return nil, InvalidArgument("coord", "must not be nil or a zero Coordinator; use coordination.New")
 }
 
 // Client returns the go-redis client.
