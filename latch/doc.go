@@ -70,7 +70,13 @@
 // makes waiters return false.
 //
 // Every operation is one Lua script on that one key, in one round trip,
-// using the server's clock. The scripts are latch_create (Create and
+// using the server's clock. Every script first reads and checks the hash
+// (the fragment latch_state in package lua): a hash that is not a latch
+// (id missing or empty; gen, count, initial or deadline missing or not a
+// decimal integer in range: gen at least 1, count between 0 and initial,
+// initial and deadline between 0 and [MaxCount]; a count-down's record
+// outside count to initial) is refused by every verb with an error
+// matching coordination.ErrBadState, and nothing is written. The scripts are latch_create (Create and
 // Reset), latch_join, latch_count_down and latch_read (Count and Wait) in
 // package lua; a new generation and a count-down that completes one
 // publish on the channel "coordination:" followed by the (prefixed) key,

@@ -199,11 +199,11 @@ func (l *Latch) Key() string {
 // Errors: [ErrExists] when the key already holds a latch (nothing is
 // changed; use [Latch.Join] or [Latch.Reset]);
 // coordination.ErrInvalidArgument naming count (or latch, for a nil
-// Latch), with nothing sent; an error matching coordination.ErrBadState
-// when the key holds something else; the
-// hook's error when a hook rejects; Redis and network errors. A create
-// re-sent by go-redis after a lost reply finds its own generation and
-// succeeds.
+// Latch), with nothing sent; an error matching coordination.ErrBadState,
+// with nothing changed, when the key holds something else or a corrupt
+// latch (see the package documentation, Storage); the hook's error when a
+// hook rejects; Redis and network errors. A create re-sent by go-redis
+// after a lost reply finds its own generation and succeeds.
 func (l *Latch) Create(ctx context.Context, count int64) (*Generation, error) {
 	return l.create(ctx, count, "create", hooks.LatchCreate)
 }
@@ -252,9 +252,9 @@ func (l *Latch) create(ctx context.Context, count int64, mode, opName string) (*
 //
 // Errors: [ErrNotFound] when the key holds no latch;
 // coordination.ErrInvalidArgument naming latch for a nil Latch, with
-// nothing sent; an error matching coordination.ErrBadState
-// when the key holds something else; the hook's
-// error when a hook rejects; Redis and network errors.
+// nothing sent; an error matching coordination.ErrBadState when the key
+// holds something else or a corrupt latch; the hook's error when a hook
+// rejects; Redis and network errors.
 func (l *Latch) Join(ctx context.Context) (*Generation, error) {
 	if err := l.check(); err != nil {
 		return nil, err
@@ -320,8 +320,8 @@ func (g *Generation) check() error {
 // deleted; [ErrCompleted] when the generation already reached zero;
 // [ErrBroken] (with the count at which the generation broke) when its
 // deadline passed first; an error matching coordination.ErrBadState
-// when the key holds something else; the hook's
-// error when a hook rejects; Redis and network errors. A count-down
+// when the key holds something else or a corrupt latch; the hook's error
+// when a hook rejects; Redis and network errors. A count-down
 // re-sent by go-redis after a lost reply is counted once. When the reply
 // is lost for good the count-down may or may not have happened.
 func (g *Generation) CountDown(ctx context.Context) (int64, error) {
@@ -350,7 +350,8 @@ func (g *Generation) CountDown(ctx context.Context) (int64, error) {
 //
 // Errors: [ErrBroken], together with the count at which the generation
 // broke; [ErrStaleGeneration]; [ErrNotFound]; an error matching
-// coordination.ErrBadState; the hook's error;
+// coordination.ErrBadState when the key holds something else or a corrupt
+// latch; the hook's error;
 // Redis and network errors.
 func (g *Generation) Count(ctx context.Context) (int64, error) {
 	if err := g.check(); err != nil {
@@ -396,9 +397,11 @@ func statusErr(s status) error {
 // notifications when it has to wait, reads again, and re-reads on each
 // notification, at the deadline, and at least every re-check period (see
 // [WithRecheck]), so a lost notification only delays it. Transient Redis
-// errors are retried with jittered backoff; other errors end the wait and
-// are returned. It is admitted through hooks once, as LATCH WAIT, however
-// long it waits (Canceled when ctx ends first).
+// errors are retried with jittered backoff; other errors (an error
+// matching coordination.ErrBadState for a key that holds something else or
+// a corrupt latch) end the wait and are returned. It is admitted through
+// hooks once, as LATCH WAIT, however long it waits (Canceled when ctx ends
+// first).
 //
 // When ctx ends first, Wait returns false and context.Cause(ctx). Nothing
 // is written to Redis in any case, and nothing is left running.

@@ -70,7 +70,7 @@ func TestEveryFragmentIsUsed(t *testing.T) {
 			t.Errorf("fragment %s must begin with %q", f, "-- fragment "+f+":")
 		}
 	}
-	if uses["time_ms"] < 16 || uses["rwlease_prune"] != 3 || uses["semaphore_expiry"] != 3 {
+	if uses["time_ms"] < 16 || uses["rwlease_prune"] != 3 || uses["semaphore_expiry"] != 3 || uses["latch_state"] != 4 {
 		t.Errorf("includes: %v", uses)
 	}
 }

@@ -19,26 +19,29 @@
 --          Only reply 1 writes.
 -- Errors (raised before anything is written):
 --   WRONGTYPE       the key is not a hash (raised by HMGET)
---   COORD_BADSTATE  the hash is not a latch
+--   COORD_BADSTATE  the hash is not a latch: a field missing or out of
+--                   range, or the record of a re-sent signal outside count
+--                   to initial (checked by the fragment latch_state)
 local key = KEYS[1]
 
 --#include time_ms
+--#include latch_state
 
-local v = redis.call('HMGET', key, 'id', 'count', 'deadline', 's:' .. ARGV[2])
-if not (v[1] or v[2] or v[3]) and redis.call('EXISTS', key) == 0 then
+local st, bad = latch_state(ARGV[2])
+if bad then
+  return bad
+end
+if not st then
   return {3, 0, now}
 end
-local c, d = tonumber(v[2]), tonumber(v[3])
-if not v[1] or c == nil or d == nil then
-  return redis.error_reply('COORD_BADSTATE latch key holds a hash that is not a latch')
-end
-if v[1] ~= ARGV[1] then
+if st.id ~= ARGV[1] then
   return {2, 0, now}
 end
-if v[4] then
-  return {1, tonumber(v[4]), now}
+if st.signal then
+  return {1, st.signal, now}
 end
-if c <= 0 then
+local c, d = st.count, st.deadline
+if c == 0 then
   return {4, 0, now}
 end
 if d > 0 and now >= d then

@@ -31,29 +31,30 @@
 -- Errors (raised before anything is written):
 --   WRONGTYPE       the key is not a hash (raised by HMGET)
 --   COORD_BADARG    ARGV[5] is neither "create" nor "reset"
---   COORD_BADSTATE  the hash is not a latch
+--   COORD_BADSTATE  the hash is not a latch: a field missing or out of
+--                   range (checked by the fragment latch_state)
 local key = KEYS[1]
 if ARGV[5] ~= 'create' and ARGV[5] ~= 'reset' then
   return redis.error_reply('COORD_BADARG mode is neither create nor reset')
 end
 
 --#include time_ms
+--#include latch_state
 
 local gen = 0
-local v = redis.call('HMGET', key, 'id', 'gen', 'count', 'deadline')
-if v[1] or v[2] or v[3] or v[4] or redis.call('EXISTS', key) == 1 then
-  local g, c, d = tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
-  if not v[1] or g == nil or c == nil or d == nil then
-    return redis.error_reply('COORD_BADSTATE latch key holds a hash that is not a latch')
-  end
-  if v[1] == ARGV[1] or ARGV[5] == 'create' then
+local st, bad = latch_state()
+if bad then
+  return bad
+end
+if st then
+  if st.id == ARGV[1] or ARGV[5] == 'create' then
     local ok = 0
-    if v[1] == ARGV[1] then
+    if st.id == ARGV[1] then
       ok = 1
     end
-    return {ok, g, c, d, now}
+    return {ok, st.gen, st.count, st.deadline, now}
   end
-  gen = g
+  gen = st.gen
 end
 
 local count = tonumber(ARGV[2])

@@ -11,23 +11,25 @@
 --          {3, 0, -1, now_ms}      no latch at the key
 --          {5, count, -1, now_ms}  broken: the deadline passed with count > 0
 -- Errors   WRONGTYPE       the key is not a hash (raised by HMGET)
---          COORD_BADSTATE  the hash is not a latch
+--          COORD_BADSTATE  the hash is not a latch: a field missing or out
+--                          of range (checked by the fragment latch_state)
 local key = KEYS[1]
 
 --#include time_ms
+--#include latch_state
 
-local v = redis.call('HMGET', key, 'id', 'count', 'deadline')
-if not (v[1] or v[2] or v[3]) and redis.call('EXISTS', key) == 0 then
+local st, bad = latch_state()
+if bad then
+  return bad
+end
+if not st then
   return {3, 0, -1, now}
 end
-local c, d = tonumber(v[2]), tonumber(v[3])
-if not v[1] or c == nil or d == nil then
-  return redis.error_reply('COORD_BADSTATE latch key holds a hash that is not a latch')
-end
-if v[1] ~= ARGV[1] then
+if st.id ~= ARGV[1] then
   return {2, 0, -1, now}
 end
-if c <= 0 or d == 0 then
+local c, d = st.count, st.deadline
+if c == 0 or d == 0 then
   return {1, c, -1, now}
 end
 if now >= d then
