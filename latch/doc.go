@@ -91,7 +91,8 @@
 // re-check period ([WithRecheck], 5 s by default). A lost notification
 // therefore delays a waiter by at most the re-check period; it never
 // blocks it. Deleting the key announces nothing, so waiters notice it at
-// their next re-read. Cancelling Wait's context stops the waiter; it
+// their next re-read. Cancelling Wait's context stops the waiter (its
+// error matches coordination.ErrNotAcquired and the context's cause); it
 // changes nothing in Redis.
 //
 // # What holds, and what does not

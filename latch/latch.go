@@ -403,8 +403,11 @@ func statusErr(s status) error {
 // hooks once, as LATCH WAIT, however long it waits (Canceled when ctx ends
 // first).
 //
-// When ctx ends first, Wait returns false and context.Cause(ctx). Nothing
-// is written to Redis in any case, and nothing is left running.
+// When ctx ends first, Wait returns false and an error naming the
+// operation and the key (coordination: latch wait "KEY": ...) that matches
+// both coordination.ErrNotAcquired and context.Cause(ctx) with errors.Is,
+// like every blocking operation that gave up. Nothing is written to Redis
+// in any case, and nothing is left running.
 func (g *Generation) Wait(ctx context.Context) (bool, error) {
 	if err := g.check(); err != nil {
 		return false, err
@@ -433,8 +436,7 @@ func (g *Generation) Wait(ctx context.Context) (bool, error) {
 	switch {
 	case err != nil && engine.Classify(err) == engine.Canceled && ctx.Err() != nil:
 		record(waitGaveUp)
-		_ = op.End(err) // a wait that gave up: Canceled
-		return false, context.Cause(ctx)
+		return false, op.End(engine.GaveUp(ctx)) // a wait that gave up: Canceled
 	case err != nil:
 		record(waitFailed)
 		return false, op.End(err)

@@ -157,3 +157,40 @@ func TestCorruptCountDownRecordRefused(t *testing.T) {
 		}
 	})
 }
+
+// A Wait whose context ends first returns the error of every blocking
+// operation that gave up: it names the operation and the key, and matches
+// both ErrNotAcquired and the context's error (its cause). Before, it
+// returned context.Cause(ctx) bare.
+func TestWaitGivingUpNamesOperation(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		coord := b.Coordinator(t)
+		g := mustCreate(t, coord, 1)
+		check := func(what string, err error, want error) {
+			t.Helper()
+			if !errors.Is(err, coordination.ErrNotAcquired) || !errors.Is(err, want) {
+				t.Fatalf("%s: Wait error %v; want one matching ErrNotAcquired and %v", what, err, want)
+			}
+			if msg, w := err.Error(), `coordination: latch wait "`+key+`": not acquired: `+want.Error(); msg != w {
+				t.Fatalf("%s: Wait error %q; want %q", what, msg, w)
+			}
+		}
+
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		ok, err := g.Wait(ctx)
+		if ok {
+			t.Fatal("Wait on a latch nobody counts down returned true")
+		}
+		check("deadline", err, context.DeadlineExceeded)
+
+		stop := errors.New("the job was abandoned")
+		cctx, ccancel := context.WithCancelCause(context.Background())
+		ccancel(stop)
+		ok, err = g.Wait(cctx)
+		if ok {
+			t.Fatal("Wait with a cancelled context returned true")
+		}
+		check("cancelled", err, stop)
+	})
+}
