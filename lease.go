@@ -87,9 +87,8 @@ func (l *Lease) Token() string {
 // Remaining returns the local estimate of the time the lease is still
 // held: its TTL from the instant before the last successful acquire or
 // refresh request was sent, minus the drift allowance. It returns 0 once
-// the lease is released, lost or past its local deadline, and
-// time.Duration(math.MaxInt64) for a lease without expiry (a semaphore
-// permit acquired with TTL 0), without asking Redis.
+// the lease is released, lost or past its local deadline, without asking
+// Redis. Every lease has a TTL of at least 1 ms.
 func (l *Lease) Remaining() time.Duration { return l.handle().Remaining() }
 
 // Context returns a context that is cancelled when the lease is released
@@ -98,8 +97,7 @@ func (l *Lease) Remaining() time.Duration { return l.handle().Remaining() }
 // matches [ErrLost]). Run the protected work under it. Its Deadline is the
 // local deadline (where [Lease.Remaining] reaches zero), moving later with
 // each successful renewal, so a database or HTTP client given the context
-// bounds its own request by the lease; a lease without expiry has no
-// deadline. It is created on the first call; the zero Lease returns a
+// bounds its own request by the lease. It is created on the first call; the zero Lease returns a
 // context already cancelled (cause [ErrNotHeld]).
 func (l *Lease) Context() context.Context { return l.handle().Context() }
 
@@ -115,8 +113,8 @@ func (l *Lease) Done() <-chan struct{} { return l.Context().Done() }
 // without asking Redis. Refresh waits for a keep-alive renewal in flight,
 // so the last expiry set is the caller's.
 //
-// ttl is rounded up to whole milliseconds and must be at least 1 ms (a
-// semaphore permit also accepts 0: no expiry).
+// ttl is rounded up to whole milliseconds and must be at least 1 ms, for
+// every lease.
 //
 // Errors: [ErrInvalidArgument] naming ttl, with nothing sent; the hook's
 // error when a hook rejects; Redis and network errors, which leave the
@@ -150,7 +148,6 @@ func (l *Lease) Release(ctx context.Context) (ReleaseOutcome, error) {
 // it is released or lost. A renewal that finds the lease gone, a terminal
 // error, or the local deadline passing while transient errors persist ends
 // the keep-alive and cancels [Lease.Context] with a cause matching
-// [ErrLost]. KeepAlive returns at once; calling it again, or on a lease
-// without expiry, does nothing. Release the lease (or let it be lost) to
+// [ErrLost]. KeepAlive returns at once; calling it again does nothing. Release the lease (or let it be lost) to
 // stop the background goroutine.
 func (l *Lease) KeepAlive() { l.handle().KeepAlive() }

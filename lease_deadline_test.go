@@ -104,22 +104,6 @@ func TestLeaseContextCarriesLocalDeadline(t *testing.T) {
 				}
 			})
 		}
-		t.Run("no expiry", func(t *testing.T) {
-			s, err := semaphore.New(coord, "dl:forever", 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := s.TryAcquire(ctx, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if dl, ok := p.Context().Deadline(); ok {
-				t.Fatalf("a permit without expiry has deadline %v", dl)
-			}
-			if _, err := p.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-		})
 		t.Run("concurrency limiter", func(t *testing.T) {
 			lim, err := ratelimit.NewConcurrency(coord, "dl:conc", 1, ratelimit.WithLeaseDuration(ttl))
 			if err != nil {

@@ -56,10 +56,15 @@
 //
 // # Permits without expiry
 //
-// A TTL of 0 means "until released". Such a permit survives a crash of its
-// holder: it occupies capacity (and pins the capacity value) until removed
-// by hand. Prefer a finite TTL with [coordination.Lease.KeepAlive]. To recover, list
-// the permits without expiry and remove the dead holder's member:
+// Every permit has a lease: a TTL below 1 ms (0 included) is refused by
+// the acquisitions and by [coordination.Lease.Refresh] with
+// coordination.ErrInvalidArgument naming ttl, nothing sent, so a permit of
+// a holder that crashed always ends at its expiry. Hold a permit for as
+// long as needed with [coordination.Lease.KeepAlive]. A member without
+// expiry (scored +inf) can only be written by hand; [Semaphore.State]
+// counts such holders in NoExpiry, and each occupies capacity (and pins
+// the capacity value) until removed. To recover, list them and remove the
+// member:
 //
 //	ZRANGEBYSCORE <key> +inf +inf
 //	ZREM <key> P:<n>:<token>
@@ -137,9 +142,8 @@
 // AlreadyReleased without asking Redis.
 //
 // A delayed acquisition that reaches the server after its cleanup
-// recreates the permit until its TTL; this is another reason to prefer a
-// finite TTL. Per-call context deadlines bound network I/O only with
-// go-redis' ContextTimeoutEnabled option.
+// recreates the permit until its TTL. Per-call context deadlines bound
+// network I/O only with go-redis' ContextTimeoutEnabled option.
 //
 // # Scripts
 //

@@ -9,8 +9,8 @@ import (
 // methods of [Semaphore] and is safe for concurrent use by multiple
 // goroutines. Its lease methods are those of the embedded
 // [coordination.Lease], admitted through hooks as SEMAPHORE RENEW, VERIFY
-// and RELEASE: Refresh also accepts a TTL of 0 (no expiry), Release never
-// returns NotOwned (a permit belongs to its holder alone), and Key is the
+// and RELEASE: Refresh takes a TTL of at least 1 ms, as the acquisitions
+// do (a permit always has a lease), Release never returns NotOwned (a permit belongs to its holder alone), and Key is the
 // semaphore's key. Its member in the sorted set is "P:<N>:<Token>". It
 // adds [Permit.N].
 type Permit struct {

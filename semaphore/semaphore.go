@@ -2,7 +2,6 @@ package semaphore
 
 import (
 	"context"
-	"math"
 	"strconv"
 	"time"
 
@@ -21,7 +20,6 @@ var kind = &engine.LeaseKind{
 	AcquireOp: hooks.SemaphoreAcquire, RenewOp: hooks.SemaphoreRenew, VerifyOp: hooks.SemaphoreVerify, ReleaseOp: hooks.SemaphoreRelease,
 	Acquire: acquireScript, Refresh: refreshScript, Verify: verifyScript, Release: releaseScript,
 	ReleaseMark: true,
-	NoExpiry:    true,
 	WaitFlag:    true,
 	Metrics:     leaseMetrics,
 }
@@ -30,11 +28,6 @@ var kind = &engine.LeaseKind{
 // one holder may take): 2^53-1, the largest integer the scripts' Lua
 // numbers hold exactly.
 const MaxCapacity = 1<<53 - 1
-
-// Forever is what [coordination.Lease.Remaining] returns while a permit acquired (or
-// refreshed) with a TTL of 0, meaning no expiry, is held: the largest
-// time.Duration.
-const Forever = time.Duration(math.MaxInt64)
 
 // DefaultRecheck is the default re-check period of a blocked
 // [Semaphore.Acquire]; see [WithRecheck].
@@ -123,15 +116,15 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit,
 // free it returns coordination.ErrNotAcquired and changes nothing (besides
 // pruning expired permits).
 //
-// ttl is rounded up to whole milliseconds and must be at least 1 ms, or 0
-// for permits that last until released (see the package documentation on
-// recovering them after a crash). The permits expire on the server ttl
-// after the script ran unless refreshed ([coordination.Lease.Refresh],
+// ttl is rounded up to whole milliseconds and must be at least 1 ms: a
+// permit always has a lease (keep it with [coordination.Lease.KeepAlive]
+// for as long as it is needed). The permits expire on the server ttl after
+// the script ran unless refreshed ([coordination.Lease.Refresh],
 // [coordination.Lease.KeepAlive]).
 //
 // Errors: coordination.ErrNotAcquired when fewer than n permits are free;
 // coordination.ErrInvalidArgument naming n (below 1 or above the capacity)
-// or ttl (negative, or between 0 and 1 ms), with nothing sent;
+// or ttl (below 1 ms, 0 included), with nothing sent;
 // coordination.ErrConfigMismatch when a live permit exists and the
 // capacity recorded in the key differs from [Semaphore.Capacity], with
 // nothing written; an error matching coordination.ErrBadState
@@ -176,7 +169,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, ttl time.Duration, blo
 	if n < 1 || n > s.capacity {
 		return nil, engine.InvalidArgument("n", "must be between 1 and the capacity %d, got %d", s.capacity, n)
 	}
-	if _, err := engine.TTLMillis(ttl, true); err != nil {
+	if _, err := engine.Millis("ttl", ttl); err != nil {
 		return nil, err
 	}
 	token, err := engine.NewToken()
@@ -213,7 +206,10 @@ type State struct {
 	// Holders is the number of live holders (each holds one or more
 	// permits).
 	Holders int
-	// NoExpiry is the number of live holders whose permits never expire.
+	// NoExpiry is the number of live holders whose permits never expire:
+	// members scored +inf, which the library never writes (every permit
+	// has a TTL) but a key edited by hand may hold (see the package
+	// documentation, Permits without expiry).
 	NoExpiry int
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -200,7 +199,7 @@ func TestCapacityMismatch(t *testing.T) {
 			}
 			// The blocking form fails at once too: the error is terminal.
 			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err = other.Acquire(actx, 0)
+			_, err = other.Acquire(actx, time.Minute)
 			cancel()
 			if !errors.Is(err, coordination.ErrConfigMismatch) {
 				t.Fatalf("Acquire with capacity %d: %v; want ErrConfigMismatch (capacity)", capacity, err)
@@ -327,17 +326,15 @@ func TestCrashedHolderFreesAtExpiry(t *testing.T) {
 	})
 }
 
-// A permit without expiry survives its holder's crash until removed by
-// hand with the documented commands.
+// A permit without expiry (only a hand edit makes one) survives its
+// holder's crash until removed by hand with the documented commands.
 func TestNoExpiryPermitManualRecovery(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		raw := b.Raw(t)
 		crashed := newSem(t, b.Coordinator(t), 2)
-		dead := mustAcquireN(t, crashed, 2, 0) // never released
-		if r := dead.Remaining(); r != semaphore.Forever {
-			t.Fatalf("Remaining = %v, want Forever", r)
-		}
+		dead := mustAcquireN(t, crashed, 2, time.Minute) // never released
+		testharness.PermitWithoutExpiry(t, raw, b.Key(key), memberOf(dead))
 		if pttl, _ := raw.PTTL(ctx, b.Key(key)).Result(); pttl != -1 {
 			t.Fatalf("PTTL = %v; want no key expiry while a permit without expiry is held", pttl)
 		}
@@ -529,30 +526,47 @@ func TestKeepAlive(t *testing.T) {
 	})
 }
 
-// Refresh with a TTL of 0 turns a permit into one without expiry: its
-// local deadline goes, a running keep-alive ends, and it stays held until
-// released.
-func TestRefreshToNoExpiry(t *testing.T) {
+// A TTL below 1 ms, 0 included, is refused by every acquisition and by
+// Refresh with ErrInvalidArgument naming ttl, before anything is sent: a
+// permit always has a lease. (A TTL of 0 took a permit without expiry, and
+// Refresh(0) removed a held permit's expiry.)
+func TestZeroTTLRefused(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		raw := b.Raw(t)
-		s := newSem(t, b.Coordinator(t), 1)
-		p := mustAcquireN(t, s, 1, time.Second)
-		p.KeepAlive()
-		if ok, err := p.Refresh(ctx, 0); !ok || err != nil {
-			t.Fatalf("Refresh(0) = %v, %v", ok, err)
+		coord := b.Coordinator(t)
+		s := newSem(t, coord, 2)
+		p := mustAcquireN(t, s, 1, time.Minute)
+		before := snapshot(t, b, raw)
+		counter := testharness.CountCommands(coord.Client())
+		for _, ttl := range []time.Duration{0, time.Nanosecond, 999 * time.Microsecond} {
+			for name, acquire := range map[string]func() (*semaphore.Permit, error){
+				"TryAcquire":  func() (*semaphore.Permit, error) { return s.TryAcquire(ctx, ttl) },
+				"Acquire":     func() (*semaphore.Permit, error) { return s.Acquire(ctx, ttl) },
+				"TryAcquireN": func() (*semaphore.Permit, error) { return s.TryAcquireN(ctx, 1, ttl) },
+				"AcquireN":    func() (*semaphore.Permit, error) { return s.AcquireN(ctx, 1, ttl) },
+			} {
+				q, err := acquire()
+				if q != nil {
+					t.Fatalf("%s(%v) took a permit", name, ttl)
+				}
+				wantArgument(t, err, "ttl")
+			}
+			ok, err := p.Refresh(ctx, ttl)
+			if ok {
+				t.Fatalf("Refresh(%v) = true", ttl)
+			}
+			wantArgument(t, err, "ttl")
 		}
-		if r := p.Remaining(); r != semaphore.Forever {
-			t.Fatalf("Remaining after Refresh(0) = %v, want Forever", r)
+		if n := counter.Count(); n != 0 {
+			t.Fatalf("TTLs below 1 ms sent %d commands %v; want none", n, counter.Names())
 		}
-		if score, err := raw.ZScore(ctx, b.Key(key), memberOf(p)).Result(); err != nil || !math.IsInf(score, 1) {
-			t.Fatalf("score after Refresh(0) = %v, %v; want +inf", score, err)
+		if after := snapshot(t, b, raw); after != before {
+			t.Fatalf("refused TTLs changed the key:\nbefore %s\nafter  %s", before, after)
 		}
-		b.Advance(time.Second)
-		if ok, err := p.Verify(ctx); !ok || err != nil || p.Context().Err() != nil {
-			t.Fatalf("a permit without expiry after 1s: Verify = %v, %v; context %v", ok, err, p.Context().Err())
+		if ok, err := p.Verify(ctx); !ok || err != nil || p.Remaining() <= 0 || p.Remaining() > time.Minute {
+			t.Fatalf("the held permit after refused refreshes: Verify = %v, %v; Remaining %v", ok, err, p.Remaining())
 		}
-		p.KeepAlive() // nothing to keep alive: no goroutine is started
 		if out := release(t, p); out != coordination.Released {
 			t.Fatalf("Release = %v", out)
 		}
@@ -560,7 +574,8 @@ func TestRefreshToNoExpiry(t *testing.T) {
 }
 
 // The key's TTL follows the latest permit expiry; a permit without expiry
-// removes it; the key is deleted with its last permit.
+// (made by hand) keeps it off until the permit gets an expiry again; the
+// key is deleted with its last permit.
 func TestKeyExpiryFollowsPermits(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
@@ -582,7 +597,8 @@ func TestKeyExpiryFollowsPermits(t *testing.T) {
 		if d := pttl(); d <= 9*time.Second || d > 10*time.Second {
 			t.Fatalf("PTTL after releasing the 20s permit = %v, want about 10s", d)
 		}
-		forever := mustAcquireN(t, s, 1, 0)
+		forever := mustAcquireN(t, s, 1, time.Minute)
+		testharness.PermitWithoutExpiry(t, raw, b.Key(key), memberOf(forever)) // by hand: the library writes none
 		if d := pttl(); d != -1 {
 			t.Fatalf("PTTL with a permit without expiry = %v, want -1 (none)", d)
 		}

@@ -304,7 +304,8 @@ func runRepairSemaphore(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("repair semaphore", stdout, stderr, `usage: coordctl repair semaphore --key K --list
        coordctl repair semaphore --key K --permit TOKEN
 
-A permit taken without expiry (TTL 0) outlives a crashed holder: it occupies
+A permit without expiry (a member scored +inf, which only a hand edit writes:
+the library gives every permit a TTL) outlives a crashed holder: it occupies
 capacity until removed by hand. --list lists the permits without expiry (the
 member, with the full token: the holder's process can be matched with it);
 --permit removes the one whose token starts with TOKEN, once you know its holder

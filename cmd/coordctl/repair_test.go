@@ -122,10 +122,11 @@ func TestRepairSemaphore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dead, err := sem.TryAcquire(ctx, 0) // without expiry; its holder "crashes"
+		dead, err := sem.TryAcquire(ctx, time.Hour) // made without expiry by hand; its holder "crashes"
 		if err != nil {
 			t.Fatal(err)
 		}
+		testharness.PermitWithoutExpiry(t, b.Raw(t), b.Key("enc"), "P:1:"+dead.Token())
 		if _, err := sem.TryAcquire(ctx, time.Hour); err == nil {
 			t.Fatal("a third permit of two")
 		}
@@ -162,10 +163,11 @@ func TestRepairSemaphore(t *testing.T) {
 		// Removing the last permit deletes the key: its records alone
 		// would stay forever (no TTL).
 		solo, _ := semaphore.New(b.Coordinator(t), "solo", 1)
-		only, err := solo.TryAcquire(ctx, 0)
+		only, err := solo.TryAcquire(ctx, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
+		testharness.PermitWithoutExpiry(t, b.Raw(t), b.Key("solo"), "P:1:"+only.Token())
 		expect(t, exitOK, "its last permit: deleted the key", cmdline(b, "repair semaphore", "--key", "solo", "--permit", only.Token()[:12])...)
 		if n := b.Client(t).Exists(ctx, b.Key("solo")).Val(); n != 0 {
 			t.Fatal("the key of a semaphore without permits is still there")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -203,4 +204,25 @@ func scanPrefix(ctx context.Context, t *testing.T, c redis.UniversalClient, pref
 		t.Fatal(err)
 	}
 	return keys
+}
+
+// PermitWithoutExpiry edits the semaphore key full (with its prefix) as
+// an operator could, by hand: member (P:<n>:<token>) is scored +inf, a
+// permit without expiry, and the key loses its TTL. The library never
+// writes such a permit (every permit has a TTL of at least 1 ms); tests
+// of what reads or repairs one (State, coordctl inspect and repair
+// semaphore) make it with this.
+func PermitWithoutExpiry(t testing.TB, c redis.UniversalClient, full, member string) {
+	t.Helper()
+	ctx := context.Background()
+	n, err := c.ZAddXX(ctx, full, redis.Z{Score: math.Inf(1), Member: member}).Result()
+	if err != nil || n != 0 {
+		t.Fatalf("ZADD XX +inf %s: %d, %v", member, n, err)
+	}
+	if ok, err := c.ZScore(ctx, full, member).Result(); err != nil || !math.IsInf(ok, 1) {
+		t.Fatalf("the permit %s is not scored +inf: %v, %v", member, ok, err)
+	}
+	if err := c.Persist(ctx, full).Err(); err != nil {
+		t.Fatalf("PERSIST: %v", err)
+	}
 }
