@@ -116,7 +116,9 @@
 // [Limiter.Allow] returns a [Decision], allowed or refused;
 // [Limiter.Reserve] a [*Reservation], granted or refused; [Limiter.Wait]
 // an allowed Decision or an error, never a nil error without the permits.
-// permits = 0 probes without taking anything. Negative permits, and more
+// permits = 0 makes Allow and Reserve probe without taking anything, and
+// Wait grant at once without asking Redis (as x/time/rate's WaitN(ctx,
+// 0)). Negative permits, and more
 // permits than the limiter's capacity (they can never be granted), are an
 // error wrapping coordination.ErrInvalidArgument naming "permits", without
 // touching Redis. Window, bucket, GCRA and composite grants are

@@ -53,7 +53,8 @@ func (d Decision) RetryAfter() (time.Duration, bool) {
 
 // Available returns the permits the limiter reported free right after this
 // decision, or -1 when the server was not asked (a denied identity, a
-// failure mode, more permits than the capacity in the middleware). For a
+// failure mode, more permits than the capacity in the middleware, a
+// [Limiter.Wait] for 0 permits). For a
 // composite limiter it is the smallest of its components'. Other processes
 // may have used them since.
 func (d Decision) Available() int64 { return d.available }

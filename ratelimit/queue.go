@@ -44,6 +44,13 @@ func (w *waiter) signal() {
 // an error: never a nil error without the permits. It is admitted through hooks once
 // (RATE LIMIT ACQUIRE), however many attempts it makes.
 //
+// Wait(ctx, 0) asks for nothing and grants at once, as x/time/rate's
+// WaitN(ctx, 0) does: it is admitted, sends nothing to Redis (neither a
+// decision nor the deny list's read, so a denied identity is granted its
+// zero permits too) and returns an allowed Decision whose Available is -1
+// (the server was not asked), or ctx's error when ctx has already ended.
+// To learn whether a permit is free, probe with [Limiter.Allow](ctx, 0).
+//
 // Wait fails fast: when the server's retry time is past ctx's deadline, it
 // returns at once a [*WaitError] whose PastDeadline is true and whose
 // RetryAfter is the server's, instead of sleeping until the deadline. More
@@ -77,8 +84,26 @@ func (w *waiter) signal() {
 // with coordination.ErrClosed. A Redis failure while queued ends the wait:
 // the limiter's [FailureMode] applies ([FailOpen] grants, as for Allow).
 func (l *Limiter) Wait(ctx context.Context, permits int) (Decision, error) {
+	if permits == 0 {
+		return l.waitNone(ctx)
+	}
 	le, err := l.waitErr(ctx, permits)
 	return le.decision(), err
+}
+
+// waitNone is Wait(ctx, 0): admitted like every Wait, it grants at once,
+// sending nothing, unless ctx has ended.
+func (l *Limiter) waitNone(ctx context.Context) (Decision, error) {
+	ctx, op, err := l.begin(ctx, 0, false)
+	if err != nil {
+		return Decision{}, err
+	}
+	defer l.active.Add(-1)
+	if err := ctxEnded(ctx); err != nil {
+		return Decision{}, op.End(err)
+	}
+	_ = op.End(nil)
+	return l.grant(verdict{acquired: true, available: -1}).decision(), nil
 }
 
 // waitErr is Wait returning the result (Wait and
