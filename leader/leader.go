@@ -281,7 +281,7 @@ func (e *Elector) campaign(ctx context.Context, after time.Duration) (won, error
 			if err != nil {
 				return engine.Attempt{}, err
 			}
-			h, _, fence, err := fencelock.Acquire(actx, e.e, fencelock.Request{Keys: e.keys, TTL: e.lease, Holder: e.identity, Unadmitted: true})
+			h, _, fence, err := fencelock.Attempt(actx, e.e, fencelock.Request{Keys: e.keys, TTL: e.lease, Holder: e.identity})
 			err = op.End(err)
 			switch {
 			case err == nil:
@@ -359,7 +359,7 @@ func (e *Elector) serve(ctx context.Context, w won) error {
 	// Release the lease (unadmitted: part of Run). A failed release is
 	// retried in the background by the engine, until the lease's TTL.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(e.lease, 5*time.Second))
-	_, _ = h.ReleaseUnadmitted(rctx)
+	_, _ = fencelock.Release(rctx, h)
 	cancel()
 	return errors.Join(errs...)
 }

@@ -1,7 +1,10 @@
 // Package fencelock is the fencing-token lock's implementation and storage
-// layout, shared by package fencing (the public, admitted operations) and
-// package leader (which campaigns through the unadmitted entry points, so
-// that a campaign attempt is admitted once, as LEADER CAMPAIGN).
+// layout, shared by package fencing (the public operations, admitted
+// through hooks by [Acquire] and the handle) and package leader, a
+// primitive built on the fencing lock, which takes and gives back its
+// term's lease through the unadmitted entry points [Attempt] and
+// [Release], so that each of its public operations is admitted once, as
+// its own (a campaign attempt as LEADER CAMPAIGN).
 //
 // Layout: the lease key is a hash {owner, fence[, holder]} with a TTL; the
 // counter key is a string holding a non-negative integer with no TTL. Both
@@ -56,14 +59,36 @@ type Request struct {
 	TTL    time.Duration
 	Holder string // stored in the lease's holder field; empty for none
 	Block  bool
-	// Unadmitted skips hook admission (leader campaigns are admitted as
-	// LEADER CAMPAIGN instead).
-	Unadmitted bool
 }
 
-// Acquire takes the lock as r describes and returns its handle, owner
-// token and fencing token.
+// Acquire takes the lock as r describes, admitted through the
+// coordinator's hooks once as FENCED LOCK ACQUIRE (package fencing's
+// TryAcquire and Acquire), and returns its handle, owner token and
+// fencing token. The handle's own operations (Refresh, Verify, Release,
+// KeepAlive) are admitted as FENCED LOCK RENEW, VERIFY and RELEASE.
 func Acquire(ctx context.Context, e *engine.Engine, r Request) (*engine.Handle, string, int64, error) {
+	return acquire(ctx, e, r, false)
+}
+
+// Attempt is [Acquire] for a primitive built on the fencing lock; not
+// admitted through hooks: the caller admits its own public operation once
+// and runs Attempt under it (leader admits each campaign attempt as LEADER
+// CAMPAIGN). Give the lease back with [Release], not with the handle's
+// admitted Release.
+func Attempt(ctx context.Context, e *engine.Engine, r Request) (*engine.Handle, string, int64, error) {
+	return acquire(ctx, e, r, true)
+}
+
+// Release gives back the lease of h, a handle [Attempt] returned, with the
+// owner-checked release of every handle (a failed release is retried in
+// the background until the lease's TTL), for a primitive built on the
+// fencing lock; not admitted through hooks (leader releases its term's
+// lease as part of Run, which is admitted as its own operations).
+func Release(ctx context.Context, h *engine.Handle) (engine.Outcome, error) {
+	return h.ReleaseUnadmitted(ctx)
+}
+
+func acquire(ctx context.Context, e *engine.Engine, r Request, unadmitted bool) (*engine.Handle, string, int64, error) {
 	token, err := engine.NewToken()
 	if err != nil {
 		return nil, "", 0, err
@@ -74,7 +99,7 @@ func Acquire(ctx context.Context, e *engine.Engine, r Request) (*engine.Handle, 
 	}
 	h, g, err := e.Acquire(ctx, &engine.AcquireRequest{
 		Kind: Kind, Keys: r.Keys, ID: []any{token}, TTL: r.TTL, Extra: extra,
-		Block: r.Block, Unadmitted: r.Unadmitted,
+		Block: r.Block, Unadmitted: unadmitted,
 	})
 	if err != nil {
 		return nil, "", 0, err
