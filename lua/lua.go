@@ -8,7 +8,8 @@
 // Each file begins with a comment block giving its KEYS (with their roles),
 // ARGV (with units), the reply shape and the error codes it can return.
 // Parts that several scripts share (reading the server's time, pruning and
-// re-expiring a sorted set) are written once, in the source tree's
+// re-expiring a sorted set, reading and checking a latch's hash) are
+// written once, in the source tree's
 // lua/fragments/, and included where a script's source has a line
 // "--#include NAME"; [FS] serves each script assembled, the text the
 // library sends and whose SHA1 it runs under EVALSHA, each fragment
