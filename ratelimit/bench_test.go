@@ -72,7 +72,7 @@ func benchSetup(b *testing.B) (noop benchCase, decisions []benchCase) {
 		b.Fatal(err)
 	}
 	decisions = append(decisions, benchCase{"gcra-script-only", func() error {
-		_, err := engine.RateLimitDecide.Run(ctx, e, rawKey, append([]any{"d", 1, newID()}, gs.tail...)...)
+		_, err := decideScript.Run(ctx, e, rawKey, append([]any{"d", 1, newID()}, gs.tail...)...)
 		return err
 	}})
 	mk := func(n string, l *tlim, err error) {

@@ -34,7 +34,7 @@ const minLeaseDuration = 30 * time.Millisecond
 var concKind = &engine.LeaseKind{
 	Primitive: primitive,
 	AcquireOp: hooks.RateLimitAcquire, RenewOp: hooks.RateLimitRenew, VerifyOp: hooks.RateLimitVerify, ReleaseOp: hooks.RateLimitRelease,
-	Acquire: engine.RateLimitConcAcquire, Refresh: engine.RateLimitConcRenew, Verify: engine.RateLimitConcVerify, Release: engine.RateLimitConcRelease,
+	Acquire: concAcquireScript, Refresh: concRenewScript, Verify: concVerifyScript, Release: concReleaseScript,
 	Metrics: concurrencyMetrics,
 }
 
@@ -337,7 +337,7 @@ func (l *Limiter) concTry(ctx context.Context, sp *spec, permits int) (verdict, 
 	}
 	limit := int64(sp.capacity)
 	if permits == 0 {
-		g, err := engine.RateLimitConcAcquire.Run(ctx, l.e, l.keys, "", sp.leaseMs, limit, 0, strict)
+		g, err := concAcquireScript.Run(ctx, l.e, l.keys, "", sp.leaseMs, limit, 0, strict)
 		if err != nil {
 			return verdict{}, err
 		}
@@ -370,7 +370,7 @@ func (l *Limiter) concTry(ctx context.Context, sp *spec, permits int) (verdict, 
 }
 
 func concDecision(g engine.Grant) verdict {
-	return verdict{acquired: g.Acquired, available: engine.ConcAvailable(g), hint: g.RetryIn}
+	return verdict{acquired: g.Acquired, available: concAvailable(g), hint: g.RetryIn}
 }
 
 // newToken returns a lease member's random part: 16 random bytes (128

@@ -138,7 +138,7 @@ func (d *DenyList) write(ctx context.Context, identity, flag string) error {
 		return err
 	}
 	d.forget(identity)
-	_, err = engine.RateLimitDenyWrite.Run(ctx, d.e, d.keys, identity, flag)
+	_, err = denyWriteScript.Run(ctx, d.e, d.keys, identity, flag)
 	d.forget(identity) // also after a failure: the write may have landed
 	return op.End(err)
 }
@@ -198,7 +198,7 @@ func (d *DenyList) forget(identity string) {
 // It is not admitted (a limiter's own check).
 func (d *DenyList) denied(ctx context.Context, identity string) (bool, error) {
 	if d.lifetime == 0 {
-		return engine.RateLimitDenyRead.Run(ctx, d.e, d.keys, identity)
+		return denyReadScript.Run(ctx, d.e, d.keys, identity)
 	}
 	now := time.Now()
 	d.mu.Lock()
@@ -218,7 +218,7 @@ func (d *DenyList) denied(ctx context.Context, identity string) (bool, error) {
 			// Too many distinct reads in flight: this one is the
 			// caller's own, neither shared nor cached.
 			d.mu.Unlock()
-			return engine.RateLimitDenyRead.Run(ctx, d.e, d.keys, identity)
+			return denyReadScript.Run(ctx, d.e, d.keys, identity)
 		}
 		r = &denyRead{done: make(chan struct{}), started: now, gen: d.gen}
 		d.inflight[identity] = r
@@ -236,7 +236,7 @@ func (d *DenyList) denied(ctx context.Context, identity string) (bool, error) {
 // read runs one shared read (not cancelled by any one caller) and caches
 // its answer unless it failed or the cache was invalidated meanwhile.
 func (d *DenyList) read(ctx context.Context, identity string, r *denyRead) {
-	r.denied, r.err = engine.RateLimitDenyRead.Run(ctx, d.e, d.keys, identity)
+	r.denied, r.err = denyReadScript.Run(ctx, d.e, d.keys, identity)
 	d.mu.Lock()
 	if d.inflight[identity] == r {
 		delete(d.inflight, identity)

@@ -23,7 +23,7 @@ type readCounter struct{ n atomic.Int32 }
 func (r *readCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (r *readCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if sha, ok := scriptOf(cmd); ok && sha == engine.RateLimitDenyRead.Hash() {
+		if sha, ok := scriptOf(cmd); ok && sha == denyReadScript.Hash() {
 			r.n.Add(1)
 		}
 		return next(ctx, cmd)
@@ -59,7 +59,7 @@ func denyFixture(t *testing.T, b *testharness.Backend, key string, opts ...DenyL
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := engine.RateLimitDenyRead.Load(context.Background(), admin.e); err != nil {
+	if err := denyReadScript.Load(context.Background(), admin.e); err != nil {
 		t.Fatal(err)
 	}
 	return d, reads, coord
@@ -232,7 +232,7 @@ func TestDenyListCache(t *testing.T) {
 			d, reads, _ := denyFixture(t, b, "cache")
 			faults := &testharness.ScriptFaults{}
 			d.e.Client().AddHook(faults) // the read takes a while: every caller misses meanwhile
-			faults.Add(testharness.Fault{SHA: engine.RateLimitDenyRead.Hash(), Before: 200 * time.Millisecond})
+			faults.Add(testharness.Fault{SHA: denyReadScript.Hash(), Before: 200 * time.Millisecond})
 			var wg sync.WaitGroup
 			var bad atomic.Int32
 			for range 50 {
@@ -249,7 +249,7 @@ func TestDenyListCache(t *testing.T) {
 				t.Fatalf("50 concurrent misses: %d bad answers, %d reads; want 0 and 1", bad.Load(), reads.n.Load())
 			}
 			// A caller whose context ends stops waiting; the others do not.
-			faults.Add(testharness.Fault{SHA: engine.RateLimitDenyRead.Hash(), Before: 200 * time.Millisecond})
+			faults.Add(testharness.Fault{SHA: denyReadScript.Hash(), Before: 200 * time.Millisecond})
 			d.Invalidate()
 			cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 			defer cancel()
@@ -267,7 +267,7 @@ func TestDenyListCache(t *testing.T) {
 			d, reads, coord := denyFixture(t, b, "cache")
 			faults := &testharness.ScriptFaults{}
 			d.e.Client().AddHook(faults)
-			faults.Add(testharness.Fault{SHA: engine.RateLimitDenyRead.Hash(), Err: testharness.LoadingError})
+			faults.Add(testharness.Fault{SHA: denyReadScript.Hash(), Err: testharness.LoadingError})
 			l := build(t, coord, kGCRA, "cache-fail", 3, time.Minute, WithDenyList(d, "x"))
 			if _, err := l.Allow(ctx, 1); err == nil || !strings.Contains(err.Error(), "LOADING") {
 				t.Fatalf("Allow when the deny list cannot be read: %v, want the error", err)

@@ -46,13 +46,13 @@ func TestFastPathsAgreeWithTheGeneralPath(t *testing.T) {
 				if permits > 0 {
 					id = *newID()
 				}
-				var got [2]engine.Decision
+				var got [2]decideReply
 				for i, op := range []string{"d", "t"} {
 					k := fast
 					if op == "t" {
 						k = slow
 					}
-					got[i], err = engine.RateLimitDecide.Run(ctx, e, k, append([]any{op, permits, id}, sp.tail...)...)
+					got[i], err = decideScript.Run(ctx, e, k, append([]any{op, permits, id}, sp.tail...)...)
 					if err != nil {
 						t.Fatalf("%s step %d (%s): %v", sp.cfg, step, op, err)
 					}

@@ -177,7 +177,7 @@ func TestConcurrencyFailedReleaseIsRetriedInTheBackground(t *testing.T) {
 		if !le.Acquired() {
 			t.Fatal("not acquired")
 		}
-		faults.Add(testharness.Fault{SHA: engine.RateLimitConcRelease.Hash(), Err: testharness.ErrLostReply}) // never sent
+		faults.Add(testharness.Fault{SHA: concReleaseScript.Hash(), Err: testharness.ErrLostReply}) // never sent
 		if err := le.Release(ctx); err == nil || !coordination.IsAmbiguous(err) {
 			t.Fatalf("Release with a failed send: %v, want the error", err)
 		}
@@ -207,7 +207,7 @@ func TestConcurrencyFailedReleaseIsRetriedInTheBackground(t *testing.T) {
 func TestConcurrencyAmbiguousAttemptsAreCleanedUp(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		acq := engine.RateLimitConcAcquire.Hash()
+		acq := concAcquireScript.Hash()
 		for _, e := range []error{testharness.ErrLostReply, testharness.LoadingError} {
 			t.Run("Allow/"+e.Error()[:8], func(t *testing.T) {
 				client := b.Client(t)
@@ -409,7 +409,7 @@ func TestConcurrencyWithoutChannelPermission(t *testing.T) {
 	if !holder.Acquired() {
 		t.Fatal("not acquired")
 	}
-	attempts := &acquireAttempts{sha: engine.RateLimitConcAcquire.Hash()}
+	attempts := &acquireAttempts{sha: concAcquireScript.Hash()}
 	waiter := limiter(attempts)
 	out := make(chan tresult, 1)
 	var wg sync.WaitGroup

@@ -137,7 +137,7 @@ func (l result) refund(ctx context.Context) (bool, error) {
 	args := make([]any, 3+len(sp.tail))
 	args[0], args[1], args[2] = lim.op(sp, 'r'), l.permits, *newID()+*l.id
 	copy(args[3:], sp.tail)
-	r, err := engine.RateLimitAdjust.Run(ctx, lim.e, lim.keys, args...)
+	r, err := adjustScript.Run(ctx, lim.e, lim.keys, args...)
 	if err != nil {
 		return false, err
 	}

@@ -273,7 +273,7 @@ func (l *Limiter) decide(ctx context.Context, sp *spec, permits int) (verdict, e
 		args[2] = ""
 	}
 	copy(args[3:], sp.tail)
-	r, err := engine.RateLimitDecide.Run(ctx, l.e, l.keys, args...)
+	r, err := decideScript.Run(ctx, l.e, l.keys, args...)
 	if err != nil {
 		return verdict{}, err
 	}

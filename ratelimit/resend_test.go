@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/faultproxy"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
@@ -140,9 +139,9 @@ func TestLostReplyThroughTheNetwork(t *testing.T) {
 					l := build(t, coord, k, key, 10, time.Minute)
 					direct := build(t, b.Coordinator(t), k, key, 10, time.Minute)
 					available(t, l) // scripts loaded
-					sha := engine.RateLimitDecide.Hash()
+					sha := decideScript.Hash()
 					if k == kConc {
-						sha = engine.RateLimitConcAcquire.Hash()
+						sha = concAcquireScript.Hash()
 					}
 					lost := p.Apply(faultproxy.DropReply(faultproxy.ScriptSHA(sha), 1))
 					// Counts the decision's re-sends (the rule after the drop sees

@@ -135,7 +135,7 @@ func (rv *Reservation) Settle(ctx context.Context, actual int) (int, error) {
 	args := make([]any, 3+len(sp.tail))
 	args[0], args[1], args[2] = lim.op(sp, 'a'), delta, newID()
 	copy(args[3:], sp.tail)
-	a, err := engine.RateLimitAdjust.Run(ctx, lim.e, lim.keys, args...)
+	a, err := adjustScript.Run(ctx, lim.e, lim.keys, args...)
 	lim.settingsMu.RUnlock()
 	if err != nil {
 		return 0, op.End(err)

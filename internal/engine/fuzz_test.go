@@ -15,79 +15,9 @@ import (
 
 // The fuzz targets of the engine. Each also runs as a normal test over its
 // seeds and its committed corpus (testdata/fuzz/<target>); `make fuzz-short`
-// runs each for a bounded time, `make fuzz` for longer.
-
-// decoderOf is one script's decoder with replies it accepts (seeds).
-func decoderOf[R any](s *Script[R], seeds ...[]any) fuzzseed.Decoder {
-	return fuzzseed.Decoder{Name: s.name, Decode: func(v any) (any, bool) { return s.decode(v) }, Seeds: seeds}
-}
-
-// fuzzedDecoders are the decoders of the scripts still declared in the
-// engine: the rate limiters'. The other primitives fuzz their own decoders
-// (FuzzDecoders in their packages, and in internal/lockcore and
-// internal/fencingcore).
-func fuzzedDecoders() []fuzzseed.Decoder {
-	return []fuzzseed.Decoder{
-		decoderOf(RateLimitDecide, []any{5}, []any{[]any{0, 250000}}, []any{[]any{0, -1}}),
-		decoderOf(RateLimitAdjust, []any{[]any{1, 4}}, []any{[]any{0, 0}}),
-		decoderOf(RateLimitConcAcquire, []any{[]any{1, 2, -1}}, []any{[]any{0, 0, 1500}}),
-		decoderOf(RateLimitConcRenew, []any{1}, []any{0}),
-		decoderOf(RateLimitConcVerify, []any{1}, []any{0}),
-		decoderOf(RateLimitConcRelease, []any{1}, []any{0}),
-		decoderOf(RateLimitDenyRead, []any{1}, []any{0}),
-		decoderOf(RateLimitDenyWrite, []any{1}, []any{0}),
-	}
-}
-
-// checkDecoded holds what every accepted reply must give.
-func checkDecoded(r any) error {
-	switch x := r.(type) {
-	case Grant:
-		if x.RetryIn < 0 || (x.Acquired && x.RetryIn != 0) {
-			return fmt.Errorf("grant %+v", x)
-		}
-	case Decision:
-		if x.Available < 0 || x.HasRetry != (x.RetryIn > 0) || (x.Acquired && x.HasRetry) {
-			return fmt.Errorf("decision %+v", x)
-		}
-	case Adjustment:
-		if x.Available < 0 {
-			return fmt.Errorf("adjustment %+v", x)
-		}
-	case Outcome:
-		if x < Released || x > NotOwned {
-			return fmt.Errorf("outcome %d", x)
-		}
-	case bool:
-	default:
-		return fmt.Errorf("unchecked result type %T", r)
-	}
-	return nil
-}
-
-// FuzzDecoders gives every decoder of fuzzedDecoders arbitrary replies:
-// each either accepts the reply, with a result that meets its invariants,
-// or refuses it, and the refusal becomes an error wrapping ErrBadState
-// that describes the reply's shape. No reply panics.
-func FuzzDecoders(f *testing.F) {
-	fuzzseed.FuzzDecoders(f, fuzzedDecoders(), checkDecoded, refusal)
-}
-
-// refusal checks that a decoder's refusal of reply becomes a terminal
-// error wrapping ErrBadState that names the script.
-func refusal(name string, reply any) error {
-	err := UnexpectedReply(name, reply)
-	if !errors.Is(err, ErrBadState) || Classify(err) != Terminal || !strings.Contains(err.Error(), name) {
-		return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
-	}
-	return nil
-}
-
-// TestDecoderSeedsAccepted proves the seeds are valid replies, so that the
-// fuzzer starts from both sides of every decoder.
-func TestDecoderSeedsAccepted(t *testing.T) {
-	fuzzseed.DecoderSeedsAccepted(t, fuzzedDecoders())
-}
+// runs each for a bounded time, `make fuzz` for longer. The scripts'
+// decoders are fuzzed where they are declared (FuzzDecoders in each
+// primitive's package or internal/<primitive>core).
 
 // FuzzMapError gives mapErr, Classify, IsAmbiguous and Describe
 // arbitrary error replies (and the same text as a plain error): the

@@ -1,0 +1,77 @@
+package ratelimit
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
+)
+
+// decoders are the rate limiters' script decoders, each with replies it
+// accepts.
+func decoders() []fuzzseed.Decoder {
+	return []fuzzseed.Decoder{
+		decoderOf(decideScript, decodeDecision, []any{5}, []any{[]any{0, 250000}}, []any{[]any{0, -1}}),
+		decoderOf(adjustScript, decodeAdjust, []any{[]any{1, 4}}, []any{[]any{0, 0}}),
+		decoderOf(concAcquireScript, decodeConcGrant, []any{[]any{1, 2, -1}}, []any{[]any{0, 0, 1500}}),
+		decoderOf(concRenewScript, engine.Bool01, []any{1}, []any{0}),
+		decoderOf(concVerifyScript, engine.Bool01, []any{1}, []any{0}),
+		decoderOf(concReleaseScript, decodeConcRelease, []any{1}, []any{0}),
+		decoderOf(denyReadScript, engine.Bool01, []any{1}, []any{0}),
+		decoderOf(denyWriteScript, engine.Bool01, []any{1}, []any{0}),
+	}
+}
+
+func decoderOf[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...[]any) fuzzseed.Decoder {
+	return fuzzseed.Decoder{Name: s.Name(), Decode: func(v any) (any, bool) { return decode(v) }, Seeds: seeds}
+}
+
+// checkDecoded holds what every accepted reply must give.
+func checkDecoded(r any) error {
+	switch x := r.(type) {
+	case engine.Grant:
+		if x.RetryIn < 0 || (x.Acquired && x.RetryIn != 0) || concAvailable(x) < 0 {
+			return fmt.Errorf("grant %+v", x)
+		}
+	case decideReply:
+		if x.Available < 0 || x.HasRetry != (x.RetryIn > 0) || (x.Acquired && x.HasRetry) {
+			return fmt.Errorf("decision %+v", x)
+		}
+	case adjustReply:
+		if x.Available < 0 {
+			return fmt.Errorf("adjustment %+v", x)
+		}
+	case engine.Outcome:
+		if x != engine.Released && x != engine.AlreadyReleased {
+			return fmt.Errorf("outcome %d", x)
+		}
+	case bool:
+	default:
+		return fmt.Errorf("unchecked result type %T", r)
+	}
+	return nil
+}
+
+// FuzzDecoders gives every rate-limiter decoder arbitrary replies: each
+// either accepts the reply, with a result that meets its invariants, or
+// refuses it, and the refusal becomes a terminal error wrapping
+// ErrBadState that names the script. No reply panics. Its seeds and
+// testdata/fuzz/FuzzDecoders run as a normal test.
+func FuzzDecoders(f *testing.F) {
+	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
+		err := engine.UnexpectedReply(name, reply)
+		if !errors.Is(err, engine.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
+			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
+		}
+		return nil
+	})
+}
+
+// TestDecoderSeedsAccepted proves the seeds are valid replies, so that the
+// fuzzer starts from both sides of every decoder.
+func TestDecoderSeedsAccepted(t *testing.T) {
+	fuzzseed.DecoderSeedsAccepted(t, decoders())
+}

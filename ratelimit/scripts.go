@@ -1,0 +1,134 @@
+package ratelimit
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/coordkit/coordination/internal/engine"
+)
+
+// The rate limiters' scripts, each next to its decoder. The reply shapes
+// are documented in the .lua files. Each is immutable and safe for
+// concurrent use.
+var (
+	// decideScript makes a decision of a fixed-window, sliding-window,
+	// token-bucket, GCRA or composite limiter; adjustScript runs the same
+	// script for a settlement or a refund (operations a, r, A, R).
+	decideScript = engine.NewScript("ratelimit_decide", decodeDecision)
+	adjustScript = engine.NewScript("ratelimit_decide", decodeAdjust)
+
+	// The concurrency limiter's lease scripts follow the lease argument
+	// convention (ARGV = member, TTL ms, limit, permits, strict for the
+	// acquire; member, TTL ms for the renewal; member for the verify and
+	// the release).
+	concAcquireScript = engine.NewScript("ratelimit_conc_acquire", decodeConcGrant)
+	concRenewScript   = engine.NewScript("ratelimit_conc_renew", engine.Bool01)
+	concVerifyScript  = engine.NewScript("ratelimit_conc_verify", engine.Bool01)
+	concReleaseScript = engine.NewScript("ratelimit_conc_release", decodeConcRelease)
+
+	// denyReadScript reads and denyWriteScript changes a deny list's
+	// membership.
+	denyReadScript  = engine.NewScript("ratelimit_deny_read", engine.Bool01)
+	denyWriteScript = engine.NewScript("ratelimit_deny_write", engine.Bool01)
+)
+
+// decideReply is the decoded reply of a decision ([decideScript]).
+type decideReply struct {
+	Acquired bool
+	// Available is the number of permits free after the decision.
+	Available int64
+	// RetryIn is, for a refusal, the server-computed time until the same
+	// request would be admitted (at least 1 µs); HasRetry is false when
+	// there is none (an acquired request, or more permits than the limit).
+	RetryIn  time.Duration
+	HasRetry bool
+}
+
+// decodeDecision reads a grant (an integer >= 0: the permits available)
+// or a refusal ({available >= 0, wait_us >= 1 or -1}).
+func decodeDecision(v any) (decideReply, bool) {
+	if n, ok := v.(int64); ok {
+		return decideReply{Acquired: true, Available: n}, n >= 0
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 2 {
+		return decideReply{}, false
+	}
+	n, ok1 := a[0].(int64)
+	w, ok2 := a[1].(int64)
+	if !ok1 || !ok2 || n < 0 || (w < 1 && w != -1) {
+		return decideReply{}, false
+	}
+	d := decideReply{Available: n}
+	if w > 0 {
+		d.RetryIn, d.HasRetry = engine.Scaled(w, time.Microsecond), true
+	}
+	return d, true
+}
+
+// adjustReply is the decoded reply of a settlement or a refund
+// ([adjustScript]): whether it was applied (a refund whose grant the key
+// no longer remembers is not), and the permits available after it.
+type adjustReply struct {
+	Applied   bool
+	Available int64
+}
+
+// decodeAdjust reads {applied 0 or 1, available >= 0}.
+func decodeAdjust(v any) (adjustReply, bool) {
+	a, ok := engine.Ints(v, 2)
+	if !ok || a[1] < 0 || (a[0] != 0 && a[0] != 1) {
+		return adjustReply{}, false
+	}
+	return adjustReply{Applied: a[0] == 1, Available: a[1]}, true
+}
+
+// decisionInts reads {acquired, available, retry_ms}: acquired is 0 or 1,
+// available >= 0, retry_ms -1 when acquired and >= -1 otherwise.
+func decisionInts(v any) ([]int64, bool) {
+	a, ok := engine.Ints(v, 3)
+	if !ok || a[1] < 0 {
+		return nil, false
+	}
+	switch a[0] {
+	case 1:
+		return a, a[2] == -1
+	case 0:
+		return a, a[2] >= -1
+	}
+	return nil, false
+}
+
+// decodeConcGrant reads the concurrency acquire's {acquired, available,
+// next_ms} as a Grant: RetryIn is the time until the earliest live lease
+// expires (0 when none), Value the permits available as a decimal string
+// (read it with [concAvailable]).
+func decodeConcGrant(v any) (engine.Grant, bool) {
+	a, ok := decisionInts(v)
+	if !ok {
+		return engine.Grant{}, false
+	}
+	return engine.Grant{Acquired: a[0] == 1, RetryIn: engine.RetryIn(a[2]), Value: strconv.FormatInt(a[1], 10)}, true
+}
+
+// concAvailable returns the permits available that a concurrency grant
+// carries, or -1 for a grant that did not come from [concAcquireScript].
+func concAvailable(g engine.Grant) int64 {
+	n, err := strconv.ParseInt(g.Value, 10, 64)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
+}
+
+// decodeConcRelease reads 1 (released) or 0 (already gone). A concurrency
+// lease has no other owner: -1 is not a reply of this script.
+func decodeConcRelease(v any) (engine.Outcome, bool) {
+	switch v {
+	case int64(1):
+		return engine.Released, true
+	case int64(0):
+		return engine.AlreadyReleased, true
+	}
+	return 0, false
+}
