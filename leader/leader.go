@@ -281,7 +281,7 @@ func (e *Elector) campaign(ctx context.Context, after time.Duration) (won, error
 			if err != nil {
 				return engine.Attempt{}, err
 			}
-			h, _, fence, err := fencelock.Attempt(actx, e.e, fencelock.Request{Keys: e.keys, TTL: e.lease, Holder: e.identity})
+			h, _, fence, err := fencelock.Attempt(actx, e.e, op, fencelock.Request{Keys: e.keys, TTL: e.lease, Holder: e.identity})
 			err = op.End(err)
 			switch {
 			case err == nil:

@@ -329,8 +329,9 @@ func (c concurrency) spec() (*spec, error) {
 
 // concTry asks a concurrency limiter once: a probe runs the acquire script
 // directly (it holds nothing); a request for permits is an engine lease
-// acquisition, unadmitted, with a fresh member.
-func (l *Limiter) concTry(ctx context.Context, sp *spec, permits int) (verdict, error) {
+// acquisition with a fresh member, as part of op (the caller's admitted
+// RATE LIMIT ACQUIRE).
+func (l *Limiter) concTry(ctx context.Context, op engine.Op, sp *spec, permits int) (verdict, error) {
 	strict := "0"
 	if l.opts.strict {
 		strict = "1"
@@ -348,9 +349,9 @@ func (l *Limiter) concTry(ctx context.Context, sp *spec, permits int) (verdict, 
 		return verdict{}, err
 	}
 	member := strconv.Itoa(permits) + ":" + token
-	h, g, err := l.e.Acquire(ctx, &engine.AcquireRequest{
+	h, g, err := op.Acquire(ctx, &engine.AcquireRequest{
 		Kind: concKind, Keys: l.keys, ID: []any{member}, TTL: time.Duration(sp.leaseMs) * time.Millisecond,
-		Extra: []any{limit, permits, strict}, Unadmitted: true,
+		Extra: []any{limit, permits, strict},
 	})
 	if errors.Is(err, engine.ErrNotAcquired) {
 		return concDecision(g), nil

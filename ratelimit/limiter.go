@@ -184,7 +184,7 @@ func (l *Limiter) allow(ctx context.Context, permits int, oversize bool) (result
 		return result{}, err
 	}
 	defer l.active.Add(-1)
-	d, err := l.attempt(ctx, permits, oversize)
+	d, err := l.attempt(ctx, op, permits, oversize)
 	return l.settle(ctx, op, d, err)
 }
 
@@ -222,11 +222,12 @@ func (l *Limiter) begin(ctx context.Context, permits int, oversize bool) (contex
 	return ctx, op, nil
 }
 
-// attempt makes one decision: the deny list first, then locally for
+// attempt makes one decision, as part of op (the caller's admitted
+// operation): the deny list first, then locally for
 // oversized requests (an error unless oversize: the settings may have
 // changed since begin), else one script run, all under one set of
 // settings.
-func (l *Limiter) attempt(ctx context.Context, permits int, oversize bool) (verdict, error) {
+func (l *Limiter) attempt(ctx context.Context, op engine.Op, permits int, oversize bool) (verdict, error) {
 	if l.opts.deny != nil {
 		denied, err := l.opts.deny.denied(ctx, l.opts.identity)
 		if err != nil {
@@ -250,7 +251,7 @@ func (l *Limiter) attempt(ctx context.Context, permits int, oversize bool) (verd
 		err error
 	)
 	if sp.alg == algConc {
-		d, err = l.concTry(ctx, sp, permits)
+		d, err = l.concTry(ctx, op, sp, permits)
 	} else {
 		d, err = l.decide(ctx, sp, permits)
 	}

@@ -131,7 +131,7 @@ func (l *Limiter) wait(ctx context.Context, permits int, oversize bool) (result,
 	first, tried := refused, false
 	if empty {
 		// Nobody local is ahead: try at once.
-		d, err := l.attempt(ctx, permits, oversize)
+		d, err := l.attempt(ctx, op, permits, oversize)
 		switch {
 		case err != nil || d.acquired || d.available < 0:
 			return l.settleWhy(ctx, op, d, err, whyOf(d, whyNone))
@@ -147,7 +147,7 @@ func (l *Limiter) wait(ctx context.Context, permits int, oversize bool) (result,
 		return l.settleWhy(ctx, op, first, err, whyQueueFull)
 	}
 	start := time.Now()
-	d, why, err := l.serve(ctx, w, first, tried, oversize)
+	d, why, err := l.serve(ctx, op, w, first, tried, oversize)
 	l.recordWait(start, err == nil && d.acquired)
 	return l.settleWhy(ctx, op, d, err, why)
 }
@@ -397,7 +397,7 @@ func (l *Limiter) leave(w *waiter) {
 // retry time, w's signal, or (concurrency limiters) a release notification
 // on the key's channel. first is the refused decision that sent w to the
 // queue (tried reports whether it came from Redis).
-func (l *Limiter) serve(ctx context.Context, w *waiter, first verdict, tried, oversize bool) (verdict, waitWhy, error) {
+func (l *Limiter) serve(ctx context.Context, op engine.Op, w *waiter, first verdict, tried, oversize bool) (verdict, waitWhy, error) {
 	defer l.leave(w)
 	cfg := engine.WaitConfig{Wake: w.sig}
 	// A concurrency limiter subscribes to its key's release channel after
@@ -442,7 +442,7 @@ func (l *Limiter) serve(ctx context.Context, w *waiter, first verdict, tried, ov
 		if reuseNow {
 			return engine.Attempt{RetryIn: first.hint}, nil
 		}
-		r, err := l.attempt(ctx, w.permits, oversize)
+		r, err := l.attempt(ctx, op, w.permits, oversize)
 		switch {
 		case err != nil && (engine.Classify(err) == engine.Canceled || !redisUnavailable(err)):
 			return engine.Attempt{}, err // the loop gives up

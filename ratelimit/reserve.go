@@ -70,7 +70,7 @@ func (l *Limiter) Reserve(ctx context.Context, estimate int) (*Reservation, erro
 		return nil, err
 	}
 	defer l.active.Add(-1)
-	d, err := l.attempt(ctx, estimate, false)
+	d, err := l.attempt(ctx, op, estimate, false)
 	le, err := l.settle(ctx, op, d, err)
 	if err != nil {
 		return nil, err

@@ -28,9 +28,6 @@ type AcquireRequest struct {
 	// Block waits (on release notifications) until acquired or ctx ends;
 	// otherwise one attempt.
 	Block bool
-	// Unadmitted skips hook admission: for primitives built on another,
-	// whose own operation was admitted (a leader campaign).
-	Unadmitted bool
 	// Recheck is the blocking wait's re-check period (0: the default).
 	Recheck time.Duration
 	// WaitKey names the release channel a blocking acquisition watches
@@ -40,8 +37,23 @@ type AcquireRequest struct {
 	WaitKey string
 }
 
-// Acquire acquires a lease as r describes, admitted once (unless
-// r.Unadmitted) as the kind's AcquireOp however long it waits.
+// Acquire acquires a lease as r describes, admitted once as the kind's
+// AcquireOp however long it waits; see [Op.Acquire] for the semantics.
+func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, error) {
+	if _, err := TTLMillis(r.TTL, r.Kind.NoExpiry); err != nil {
+		return nil, Grant{}, err
+	}
+	ctx, op, err := e.Admit(ctx, r.Kind.AcquireOp, r.Kind.Primitive, r.Keys)
+	if err != nil {
+		return nil, Grant{}, err
+	}
+	h, g, err := op.Acquire(ctx, r)
+	return h, g, op.End(err)
+}
+
+// Acquire acquires a lease as r describes as part of o, an operation the
+// caller admitted and ends (a primitive whose public operation acquires a
+// lease as one of its steps); nothing is admitted again.
 //
 // A non-blocking attempt that finds the lease held returns an error
 // matching ErrNotAcquired; a blocking one whose ctx ends returns
@@ -53,18 +65,13 @@ type AcquireRequest struct {
 //
 // On failure the Grant is the last attempt's answer: with a non-blocking
 // refusal (ErrNotAcquired) its RetryIn and Value, what the server reported
-// (a rate limiter's free permits); zero when the last attempt failed.
-func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, error) {
+// (a primitive's count of what is free); zero when the last attempt failed.
+func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, error) {
+	e := o.e
 	k := r.Kind
 	ttlMs, err := TTLMillis(r.TTL, k.NoExpiry)
 	if err != nil {
 		return nil, Grant{}, err
-	}
-	var op Op
-	if !r.Unadmitted {
-		if ctx, op, err = e.Admit(ctx, k.AcquireOp, k.Primitive, r.Keys); err != nil {
-			return nil, Grant{}, err
-		}
 	}
 	k.init()
 	keys, id, extra := r.Keys, r.ID, r.Extra
@@ -137,7 +144,7 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant
 		}
 		// g is the last attempt's answer: with ErrNotAcquired, the refusal
 		// (RetryIn, Value); zero when that attempt failed.
-		return nil, g, op.End(err)
+		return nil, g, err
 	}
-	return newHandle(e, k, hk, id, sent, r.TTL), g, op.End(nil)
+	return newHandle(e, k, hk, id, sent, r.TTL), g, nil
 }

@@ -146,9 +146,9 @@ func (e *opError) Error() string {
 
 // unprefixed returns msg, the message of an operation's cause, without the
 // prefixes that would repeat what the operation's name says: any number of
-// "coordination: " and "PACKAGE: " (the primitive's package, such as
-// "redlock: " for REDLOCK ACQUIRE or "ratelimit: " for RATE LIMIT
-// SETTLE), so every message reads `coordination: OP "KEY": CAUSE` once.
+// "coordination: " and "PACKAGE: " (a word the operation's name, lower
+// case without spaces, begins with: the primitive's package), so every
+// message reads `coordination: OP "KEY": CAUSE` once.
 func unprefixed(op, msg string) string {
 	pkg := strings.ReplaceAll(strings.ToLower(op), " ", "")
 	for {

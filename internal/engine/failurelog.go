@@ -12,8 +12,8 @@ const failureLogEvery = time.Minute
 // failureLogDistinct bounds the distinct failures a [FailureLog] remembers.
 const failureLogDistinct = 64
 
-// FailureLog decides when a failure an operator must see (a store or
-// limiter that cannot reach Redis, NOAUTH) is logged: the first time each
+// FailureLog decides when a failure an operator must see (a primitive
+// that cannot reach Redis, NOAUTH) is logged: the first time each
 // distinct failure happens, then at most once per [failureLogEvery] with
 // the number of repeats in between, so an outage does not log once per
 // request while a new kind of failure is always seen. Callers build the

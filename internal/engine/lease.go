@@ -632,13 +632,16 @@ func (h *Handle) Release(ctx context.Context) (Outcome, error) {
 	if err != nil {
 		return unknownOutcome, err
 	}
-	out, err := h.ReleaseUnadmitted(ctx)
+	out, err := h.GiveBack(ctx)
 	return out, op.End(err)
 }
 
-// ReleaseUnadmitted is Release without hook admission, for primitives
-// built on another (leader election releases its term's lease).
-func (h *Handle) ReleaseUnadmitted(ctx context.Context) (Outcome, error) {
+// GiveBack is what Release does, as part of the lease owner's own work
+// rather than an operation of its own, so not admitted through hooks (as
+// keep-alive renewals are not): for a primitive whose public operation
+// owns the lease's whole life (a leader's term, given back when Run's
+// term ends). Its outcomes and errors are Release's.
+func (h *Handle) GiveBack(ctx context.Context) (Outcome, error) {
 	if err := ClosedAny(h.es); err != nil {
 		h.shutdownEnd()
 		return 0, err

@@ -12,7 +12,7 @@ type Attempt struct {
 	// answer): the loop returns nil.
 	Done bool
 	// RetryIn is when trying again may succeed without a notification: the
-	// holder's remaining TTL, a rate limiter's retry time. Zero or negative
+	// holder's remaining TTL, a retry time the server computed. Zero or negative
 	// means unknown; the loop then relies on notifications, wake-ups and
 	// the re-check period.
 	RetryIn time.Duration

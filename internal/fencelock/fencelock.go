@@ -67,16 +67,17 @@ type Request struct {
 // fencing token. The handle's own operations (Refresh, Verify, Release,
 // KeepAlive) are admitted as FENCED LOCK RENEW, VERIFY and RELEASE.
 func Acquire(ctx context.Context, e *engine.Engine, r Request) (*engine.Handle, string, int64, error) {
-	return acquire(ctx, e, r, false)
+	return acquire(ctx, e, r, func(ctx context.Context, ar *engine.AcquireRequest) (*engine.Handle, engine.Grant, error) {
+		return e.Acquire(ctx, ar)
+	})
 }
 
-// Attempt is [Acquire] for a primitive built on the fencing lock; not
-// admitted through hooks: the caller admits its own public operation once
-// and runs Attempt under it (leader admits each campaign attempt as LEADER
-// CAMPAIGN). Give the lease back with [Release], not with the handle's
-// admitted Release.
-func Attempt(ctx context.Context, e *engine.Engine, r Request) (*engine.Handle, string, int64, error) {
-	return acquire(ctx, e, r, true)
+// Attempt is [Acquire] for a primitive built on the fencing lock, as part
+// of op, the caller's own operation admitted by e (leader admits each campaign
+// attempt as LEADER CAMPAIGN); nothing is admitted again. Give the lease
+// back with [Release], not with the handle's admitted Release.
+func Attempt(ctx context.Context, e *engine.Engine, op engine.Op, r Request) (*engine.Handle, string, int64, error) {
+	return acquire(ctx, e, r, op.Acquire)
 }
 
 // Release gives back the lease of h, a handle [Attempt] returned, with the
@@ -85,10 +86,10 @@ func Attempt(ctx context.Context, e *engine.Engine, r Request) (*engine.Handle, 
 // fencing lock; not admitted through hooks (leader releases its term's
 // lease as part of Run, which is admitted as its own operations).
 func Release(ctx context.Context, h *engine.Handle) (engine.Outcome, error) {
-	return h.ReleaseUnadmitted(ctx)
+	return h.GiveBack(ctx)
 }
 
-func acquire(ctx context.Context, e *engine.Engine, r Request, unadmitted bool) (*engine.Handle, string, int64, error) {
+func acquire(ctx context.Context, e *engine.Engine, r Request, run func(context.Context, *engine.AcquireRequest) (*engine.Handle, engine.Grant, error)) (*engine.Handle, string, int64, error) {
 	token, err := engine.NewToken()
 	if err != nil {
 		return nil, "", 0, err
@@ -97,9 +98,9 @@ func acquire(ctx context.Context, e *engine.Engine, r Request, unadmitted bool) 
 	if r.Holder != "" {
 		extra = []any{r.Holder}
 	}
-	h, g, err := e.Acquire(ctx, &engine.AcquireRequest{
+	h, g, err := run(ctx, &engine.AcquireRequest{
 		Kind: Kind, Keys: r.Keys, ID: []any{token}, TTL: r.TTL, Extra: extra,
-		Block: r.Block, Unadmitted: unadmitted,
+		Block: r.Block,
 	})
 	if err != nil {
 		return nil, "", 0, err
