@@ -8,7 +8,12 @@ var (
 	// ErrNotAcquired is returned when a lease, lock, permit or claim could
 	// not be acquired because it is held by someone else (contention). A
 	// blocking acquire that gives up because its context ended returns an
-	// error matching both ErrNotAcquired and the context's cause.
+	// error matching both ErrNotAcquired and the context's cause, when
+	// Redis answered its last attempt. An outage is not contention: when
+	// the last attempt failed (Redis unreachable, a failover) or Redis
+	// answered none (each attempt was cut by the context), the error
+	// matches the context's cause and that failure, and not
+	// ErrNotAcquired.
 	ErrNotAcquired = engine.ErrNotAcquired
 
 	// ErrNotHeld is the cause of the context of the zero [Lease], which

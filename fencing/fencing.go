@@ -134,7 +134,8 @@ func (m *Mutex) TryAcquire(ctx context.Context, ttl time.Duration) (*Lock, error
 //
 // Acquire is admitted through hooks once, as FENCED LOCK ACQUIRE. When ctx
 // ends first it returns an error matching coordination.ErrNotAcquired and
-// ctx's error. Other errors are those of [Mutex.TryAcquire].
+// ctx's error. (an outage instead: see
+// coordination.ErrNotAcquired). Other errors are those of [Mutex.TryAcquire].
 func (m *Mutex) Acquire(ctx context.Context, ttl time.Duration) (*Lock, error) {
 	return m.acquire(ctx, ttl, true)
 }

@@ -7,7 +7,7 @@
 // [Generation], the handle that counts down ([Generation.CountDown]),
 // reads ([Generation.Count]) and waits ([Generation.Wait]):
 //
-//	l, err := latch.New(coord, "batch:42:done", latch.WithDeadline(10*time.Minute))
+//	l, err := latch.New(coord, "batch:42:done", latch.WithDeadline(10*time.Minute), latch.WithKeyTTL(time.Hour))
 //	if err != nil {
 //		return err
 //	}

@@ -38,7 +38,7 @@ func ExampleLatch_Create() {
 }
 
 func snippetBatch(ctx context.Context, coord *coordination.Coordinator) error {
-	l, err := latch.New(coord, "batch:42:done", latch.WithDeadline(10*time.Minute))
+	l, err := latch.New(coord, "batch:42:done", latch.WithDeadline(10*time.Minute), latch.WithKeyTTL(time.Hour))
 	if err != nil {
 		return err
 	}

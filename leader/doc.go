@@ -28,8 +28,11 @@
 // woken by the release wins first). One elector never has two terms at
 // once, and its callbacks never run concurrently.
 //
-// While elected the lease is renewed every half lease duration (the
-// engine's lease keep-alive, the same as every held lease of the library).
+// While elected the lease is renewed every half lease duration, by the
+// keep-alive of every held lease of the library (which renews other
+// leases every third of their TTL): a leader's lease is usually longer,
+// and renewing at half leaves it as many renewals before the deadline as
+// a client-go leader's RenewDeadline does.
 // A renewal that fails with a transient error (LOADING, BUSY, TRYAGAIN,
 // CLUSTERDOWN, MASTERDOWN, READONLY, a timeout or a broken connection) is
 // retried with backoff until the local deadline. A follower campaigns

@@ -32,6 +32,7 @@ func Example() {
 	srv.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
+	ctx := context.Background()
 
 	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("example:"))
 	if err != nil {
@@ -43,7 +44,6 @@ func Example() {
 	}
 	defer lim.Close()
 
-	ctx := context.Background()
 	for i := 1; i <= 4; i++ {
 		dec, err := lim.Allow(ctx, 1)
 		if err != nil {

@@ -56,8 +56,15 @@ const unconfirmedRecheck = 250 * time.Millisecond
 // retried with jittered exponential backoff. It never polls at a fixed
 // short period.
 //
-// When ctx ends it returns [GaveUp](ctx); a terminal error from try is
-// returned as is. Once [Engine.Shutdown] has begun it returns an error
+// When ctx ends it returns [GaveUp](ctx) if Redis answered the last
+// attempt that ended (the lease was held, the permits were taken).
+// Otherwise, when that attempt failed with a transient error (Redis
+// unreachable, a failover in progress) or Redis answered no attempt at all
+// (each was cut by ctx: go-redis retrying a dial returns ctx's error bare),
+// it returns an error wrapping ctx's cause and that failure but not
+// ErrNotAcquired: an outage is not contention, and code that reads
+// ErrNotAcquired as "another holder has it" must not mistake one for the
+// other. A terminal error from try is returned as is. Once [Engine.Shutdown] has begun it returns an error
 // wrapping [ErrClosed], at once when sleeping.
 func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Context) (Attempt, error)) error {
 	if cfg.Recheck <= 0 {
@@ -73,8 +80,17 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 		w        *Watch
 		watched  bool
 		failures int
+		last     error // the last attempt's transient error; nil after an answer
+		tried    bool  // an attempt was made
+		answered bool  // Redis answered an attempt
 		timer    *time.Timer
 	)
+	gaveUp := func() error {
+		if last != nil || (tried && !answered) {
+			return &outageError{cause: context.Cause(ctx), last: last}
+		}
+		return GaveUp(ctx)
+	}
 	defer func() {
 		w.Close()
 		if timer != nil {
@@ -99,7 +115,7 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 			timer.Stop()
 		case <-ctx.Done():
 			timer.Stop()
-			return GaveUp(ctx)
+			return gaveUp()
 		case <-e.life.closing:
 			timer.Stop()
 			return errShutdown
@@ -113,21 +129,23 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 	}
 	for {
 		if ctx.Err() != nil {
-			return GaveUp(ctx)
+			return gaveUp()
 		}
 		if e.life.closed.Load() {
 			return errShutdown
 		}
+		tried = true
 		a, err := try(ctx)
 		if err != nil {
 			switch Classify(err) {
 			case Canceled:
 				if ctx.Err() != nil {
-					return GaveUp(ctx)
+					return gaveUp()
 				}
 				return err
 			case Transient:
 				failures++
+				last = err
 				if err := sleep(Backoff(failures, cfg.MinBackoff, cfg.MaxBackoff)); err != nil {
 					return err
 				}
@@ -136,7 +154,7 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 				return err
 			}
 		}
-		failures = 0
+		failures, last, answered = 0, nil, true
 		if a.Done {
 			return nil
 		}
@@ -149,7 +167,7 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 			var werr error
 			if w, werr = e.Watch(ctx, cfg.Key); werr != nil {
 				if ctx.Err() != nil {
-					return GaveUp(ctx)
+					return gaveUp()
 				}
 				if e.life.closed.Load() {
 					return errShutdown
@@ -185,3 +203,27 @@ func Backoff(failures int, lo, hi time.Duration) time.Duration {
 
 // Jitter returns d plus a random extra of up to 10% of d.
 func Jitter(d time.Duration) time.Duration { return d + rand.N(d/10+1) }
+
+// outageError is the error of a blocking wait whose context ended while
+// Redis was failing or had answered nothing: it wraps the context's cause
+// and the last attempt's transient error (nil when every attempt was cut by
+// the context), and reads "CAUSE; the last attempt failed: ERR" or "CAUSE;
+// Redis answered no attempt".
+type outageError struct{ cause, last error }
+
+// Error returns the error's message.
+func (e *outageError) Error() string {
+	if e.last == nil {
+		return e.cause.Error() + "; Redis answered no attempt"
+	}
+	return e.cause.Error() + "; the last attempt failed: " + e.last.Error()
+}
+
+// Unwrap returns the context's cause and the last attempt's error, for
+// errors.Is and errors.As.
+func (e *outageError) Unwrap() []error {
+	if e.last == nil {
+		return []error{e.cause}
+	}
+	return []error{e.cause, e.last}
+}

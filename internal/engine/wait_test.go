@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,5 +153,48 @@ func TestWaitWakesOnNotificationAndWake(t *testing.T) {
 	})
 	if el := time.Since(woken); err != nil || attempts != 2 || el >= recheck/2 {
 		t.Fatalf("Wake: err=%v attempts=%d, %v after the wake-up (re-check %v)", err, attempts, el, recheck)
+	}
+}
+
+// A wait whose context ends while Redis is failing reports the failure, not
+// contention: the error wraps the last attempt's transient error and the
+// context's cause, and does not match ErrNotAcquired. Once an attempt is
+// answered again, giving up is contention as before. (The loop returned
+// GaveUp(ctx) in both cases, so a lock Acquire against a refused port read
+// "not acquired: context deadline exceeded".)
+func TestWaitGivingUpDuringAnOutageNamesTheFailure(t *testing.T) {
+	b := testharness.Get(t, "miniredis")
+	e := eng(t, b.Coordinator(t))
+	outage := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	cfg := engine.WaitConfig{Recheck: time.Millisecond, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
+	for _, answered := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		calls := 0
+		err := e.Wait(ctx, cfg, func(context.Context) (engine.Attempt, error) {
+			calls++
+			if calls == 5 {
+				cancel()
+			}
+			if answered && calls >= 3 {
+				return engine.Attempt{}, nil // refused: held by another
+			}
+			return engine.Attempt{}, outage
+		})
+		cancel()
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("answered=%v: %v, want it to match context.Canceled", answered, err)
+		}
+		if answered {
+			if !errors.Is(err, coordination.ErrNotAcquired) || errors.Is(err, syscall.ECONNREFUSED) {
+				t.Fatalf("gave up after answers: %v, want ErrNotAcquired without the earlier outage", err)
+			}
+			continue
+		}
+		if errors.Is(err, coordination.ErrNotAcquired) || !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("gave up during an outage: %v, want the refused dial and not ErrNotAcquired", err)
+		}
+		if want := "context canceled; the last attempt failed: dial tcp: connection refused"; err.Error() != want {
+			t.Fatalf("message %q, want %q", err.Error(), want)
+		}
 	}
 }

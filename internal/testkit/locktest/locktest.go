@@ -664,7 +664,8 @@ func lostReplyThenLoading(t *testing.T, b *testharness.Backend, s Subject) {
 
 // blockingAmbiguity: a blocking Acquire whose first attempt's reply was
 // lost (it took the lease) and whose later attempts get an error reply
-// until its context ends leaves no orphan, even on a client that never
+// until its context ends (it gives up with that error, not as contention)
+// leaves no orphan, even on a client that never
 // re-sends (MaxRetries -1, where one error reply alone proves nothing ran).
 func blockingAmbiguity(t *testing.T, b *testharness.Backend, s Subject) {
 	ctx := context.Background()
@@ -678,8 +679,8 @@ func blockingAmbiguity(t *testing.T, b *testharness.Backend, s Subject) {
 	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	_, err := s.Acquire(cctx, coord, "{ba}", time.Minute, true)
 	cancel()
-	if !errors.Is(err, coordination.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("blocking acquire: %v, want it to give up at its deadline", err)
+	if errors.Is(err, coordination.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, testharness.LoadingError) {
+		t.Fatalf("blocking acquire: %v, want it to give up at its deadline with the last attempt's LOADING, not as contention", err)
 	}
 	if faults.Hits() < 2 {
 		t.Fatalf("only %d faulted attempts", faults.Hits())

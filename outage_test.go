@@ -1,0 +1,105 @@
+package coordination_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/fencing"
+	"github.com/coordkit/coordination/lock"
+	"github.com/coordkit/coordination/rwlease"
+	"github.com/coordkit/coordination/semaphore"
+)
+
+// A blocking acquisition against a Redis that cannot be reached gives up
+// when its context ends with the outage's error, not with contention's:
+// the error matches the context's error and, when an attempt came back
+// with it, the refused dial (go-redis, retrying its dial, may hold one
+// attempt until the context ends and return the context's error bare),
+// says Redis answered nothing otherwise, names the operation and the key,
+// and does not match ErrNotAcquired. (Each returned "not acquired: context
+// deadline exceeded", so code treating ErrNotAcquired as "another replica
+// holds it" took an outage for contention.)
+func TestBlockingAcquireDuringAnOutageIsNotContention(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: every dial is refused
+	acquire := map[string]func(context.Context, *coordination.Coordinator) error{
+		`lock acquire "outage"`: func(ctx context.Context, coord *coordination.Coordinator) error {
+			m, err := lock.New(coord, "outage")
+			if err != nil {
+				return err
+			}
+			_, err = m.Acquire(ctx, time.Second)
+			return err
+		},
+		`fenced lock acquire "{outage}"`: func(ctx context.Context, coord *coordination.Coordinator) error {
+			m, err := fencing.New(coord, "{outage}", "{outage}:fence")
+			if err != nil {
+				return err
+			}
+			_, err = m.Acquire(ctx, time.Second)
+			return err
+		},
+		`semaphore acquire "outage"`: func(ctx context.Context, coord *coordination.Coordinator) error {
+			s, err := semaphore.New(coord, "outage", 2)
+			if err != nil {
+				return err
+			}
+			_, err = s.Acquire(ctx, time.Second)
+			return err
+		},
+		`rwlease write acquire "outage"`: func(ctx context.Context, coord *coordination.Coordinator) error {
+			m, err := rwlease.New(coord, "outage")
+			if err != nil {
+				return err
+			}
+			_, err = m.Write(ctx, time.Second)
+			return err
+		},
+	}
+	for name, run := range acquire {
+		t.Run(name, func(t *testing.T) {
+			// A client of its own, with a pool larger than the dials the
+			// test makes: go-redis starts a background redial (which
+			// outlives Close by up to a second) once failed dials reach
+			// the pool's size.
+			client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1000})
+			t.Cleanup(func() { client.Close() })
+			coord, err := coordination.New(client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = coord.Shutdown(ctx)
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+			defer cancel()
+			err = run(ctx, coord)
+			switch {
+			case err == nil:
+				t.Fatal("acquired against a refused port")
+			case errors.Is(err, coordination.ErrNotAcquired):
+				t.Fatalf("%v: matches ErrNotAcquired; an outage is not contention", err)
+			case !errors.Is(err, syscall.ECONNREFUSED) && !strings.HasSuffix(err.Error(), "; Redis answered no attempt"):
+				t.Fatalf("%v: neither matches the refused dial nor says Redis answered nothing", err)
+			case !errors.Is(err, context.DeadlineExceeded):
+				t.Fatalf("%v: does not match the context's error", err)
+			case !strings.HasPrefix(err.Error(), "coordination: "+name+": "):
+				t.Fatalf("%q does not name the operation and key as %q", err, name)
+			}
+		})
+	}
+}
