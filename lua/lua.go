@@ -131,6 +131,11 @@ func Names() []string { return slices.Clone(names) }
 // change.
 type scriptFS struct{}
 
+// Open opens the named script (NAME.lua, at the root; "." is the root
+// directory) for reading its assembled text, as fs.FS requires: a
+// *fs.PathError wrapping fs.ErrInvalid for a name fs.ValidPath refuses, or
+// fs.ErrNotExist for a name that is no script. Each call returns a new file
+// reading a shared text it cannot change; safe for concurrent use.
 func (scriptFS) Open(name string) (fs.File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}

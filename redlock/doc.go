@@ -122,6 +122,16 @@
 // left is released after its answer. Set the clients' ReadTimeout close to
 // the node timeout so that such calls end soon.
 //
+// A node that refuses connections (a stopped server, a closed port) keeps
+// go-redis dialing longer than the default node timeout: it retries the
+// dial (DialerRetries, 5 attempts with a backoff) and then the command
+// (MaxRetries), and returns only the context's error when the context ends
+// meanwhile. The group records each node's dials (a go-redis hook that
+// [New] adds to each client), so such a node fails with the dial error
+// (a *net.OpError, e.g. "connection refused"), not [ErrNodeTimeout]: its
+// [QuorumError] says why, and coordination.IsAmbiguous is false for it,
+// since nothing was sent there.
+//
 // All functions and methods are safe for concurrent use.
 //
 // # Size bounds

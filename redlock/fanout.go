@@ -24,24 +24,27 @@ type fanned struct {
 // call is one node's part of a fan-out, written by its goroutine before
 // done is closed.
 type call struct {
-	done chan struct{}
-	res  result
+	done  chan struct{}
+	since time.Time // before the call began, for engine.DialFailure
+	res   result
 }
 
 // fanOut runs fn on the nodes idx in parallel and returns once decided
 // reports that the outcome is known (it sees every result so far and the
 // number of nodes still running), every node answered, the node timeout
 // passed, or ctx ended. A node still running then counts as failed with
-// ErrNodeTimeout (ambiguous: its command may still run); its real answer is
-// handed to the function given to [fanned.after], once it comes. go-redis
-// does not bound I/O by a context's deadline unless ContextTimeoutEnabled
-// is set, so the node timeout is enforced here, not by go-redis.
+// ErrNodeTimeout (ambiguous: its command may still run), or, when its
+// client has failed to dial since the call began and holds no connection,
+// with that dial error (see [timedOut]); its real answer is handed to the
+// function given to [fanned.after], once it comes. go-redis does not bound
+// I/O by a context's deadline unless ContextTimeoutEnabled is set, so the
+// node timeout is enforced here, not by go-redis.
 func (g *Group) fanOut(ctx context.Context, op string, idx []int, fn func(context.Context, *node) result, decided func(rs []result, pending int) bool) *fanned {
 	f := &fanned{rs: make([]result, len(g.nodes)), g: g}
 	calls := make(map[int]*call, len(idx))
 	answered := make(chan int, len(idx))
 	for _, i := range idx {
-		c := &call{done: make(chan struct{})}
+		c := &call{done: make(chan struct{}), since: time.Now()}
 		calls[i] = c
 		n := g.nodes[i]
 		go func() {
@@ -49,10 +52,11 @@ func (g *Group) fanOut(ctx context.Context, op string, idx []int, fn func(contex
 			r := fn(nctx, n)
 			cancel()
 			if r.state == failed {
-				r.ambiguous = n.e.Ambiguous(r.err)
 				if ctx.Err() == nil && (errors.Is(r.err, context.DeadlineExceeded) || errors.Is(r.err, context.Canceled)) {
 					// The node timeout's context, not the caller's.
-					r.err = ErrNodeTimeout
+					r = timedOut(n, c.since)
+				} else {
+					r.ambiguous = n.e.Ambiguous(r.err)
 				}
 			}
 			c.res = r
@@ -74,9 +78,9 @@ func (g *Group) fanOut(ctx context.Context, op string, idx []int, fn func(contex
 				g.nodeFailure(op, r.err)
 			}
 		case <-timer.C:
-			for i := range calls {
-				f.rs[i] = result{state: failed, err: ErrNodeTimeout, ambiguous: true}
-				g.nodeFailure(op, ErrNodeTimeout)
+			for i, c := range calls {
+				f.rs[i] = timedOut(g.nodes[i], c.since)
+				g.nodeFailure(op, f.rs[i].err)
 			}
 			left = 0
 		case <-ctx.Done():
@@ -106,6 +110,35 @@ func (g *Group) fanOut(ctx context.Context, op string, idx []int, fn func(contex
 	f.late = calls
 	return f
 }
+
+// timedOut is the result of a call on n, begun at since, that the node
+// timeout ended: ErrNodeTimeout (ambiguous), unless n's client has been
+// failing to dial since the call began and holds no connection
+// (engine.Engine.DialFailure): the call is still dialing and sent nothing,
+// so the node failed with the dial error, not ambiguous. go-redis returns
+// only the context's error when the context ends while it dials (its dial
+// retries, 5 attempts with a backoff by default, then its command retries,
+// outlast a node timeout of a second), so the cause is read from the dials
+// recorded for the node's client.
+func timedOut(n *node, since time.Time) result {
+	if err := n.e.DialFailure(since); err != nil {
+		err = &dialError{err: err}
+		return result{state: failed, err: err, ambiguous: n.e.Ambiguous(err)}
+	}
+	return result{state: failed, err: ErrNodeTimeout, ambiguous: true}
+}
+
+// dialError is the error of a node still failing to connect when the node
+// timeout ended its call: nothing was sent to it.
+type dialError struct{ err error }
+
+// Error returns the error's message, naming the dial error.
+func (e *dialError) Error() string {
+	return "redlock: node not connected within the node timeout: " + e.err.Error()
+}
+
+// Unwrap returns the dial error (a *net.OpError).
+func (e *dialError) Unwrap() error { return e.err }
 
 // after calls fn with every node's final result: at once for the nodes that
 // answered (or were not asked: skipped), and in the background, when its

@@ -37,7 +37,9 @@ const FenceSuffix = ":fence"
 // ErrNodeTimeout is the error of a node that gave no answer within the
 // node timeout: it counts as failed. It is a network timeout for
 // coordination.IsTransient and coordination.IsAmbiguous (the
-// command may still run on the node).
+// command may still run on the node). A node whose client was still
+// failing to connect when the node timeout ended fails with the dial error
+// instead (see [New]), which is not ambiguous.
 var ErrNodeTimeout error = nodeTimeoutError{}
 
 type nodeTimeoutError struct{}
@@ -157,6 +159,15 @@ type node struct {
 // their argument. Each coordinator's key prefix, hooks and logger apply on
 // its node; the group's instruments are recorded through the first
 // coordinator's meter provider.
+//
+// New adds one go-redis hook to each node's client (once per coordinator,
+// however many groups use it) that records whether its dials connect; it
+// wraps dials only, not commands, and changes nothing of them. With it, a
+// node whose client is still failing to connect when the node timeout
+// ends (a refused connection: go-redis' dial retries, 5 by default, and its
+// command retries outlast the default node timeout) fails with that dial
+// error, a *net.OpError, instead of [ErrNodeTimeout]: nothing was sent to
+// it, so coordination.IsAmbiguous is false for it.
 func New(nodes []*coordination.Coordinator, opts ...Option) (*Group, error) {
 	cfg := config{nodeTimeout: DefaultNodeTimeout, drift: DefaultDriftFactor, fencing: -1}
 	if err := engine.Apply(&cfg, opts); err != nil {
@@ -207,6 +218,11 @@ func New(nodes []*coordination.Coordinator, opts ...Option) (*Group, error) {
 		g.ids = append(g.ids, e)
 	}
 	g.first = g.nodes[0].e
+	for _, e := range g.ids {
+		// A node still dialing when its node timeout ends is reported
+		// with the dial error (see fanOut).
+		e.WatchDials()
+	}
 	result := func(r string) metric.MeasurementOption { return engine.Attrs(attribute.String("result", r)) }
 	g.latAcquired, g.latContended, g.latFailed = result("acquired"), result("contended"), result("failed")
 	return g, nil

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,6 +42,10 @@ type Engine struct {
 	cleanup  cleanups
 	local    sync.Map // see Local
 	life     lifecycle
+	dials    struct { // see WatchDials
+		once sync.Once
+		w    atomic.Pointer[dialWatch]
+	}
 }
 
 // Config is what [New] needs besides the client.
