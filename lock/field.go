@@ -149,7 +149,7 @@ func (s *FieldSet) acquire(ctx context.Context, field string, ttl time.Duration,
 		return nil, err
 	}
 	h, _, err := s.e.Acquire(ctx, &engine.AcquireRequest{
-		Kind: fieldKind, Keys: s.keys, ID: []any{field, token}, TTL: ttl, Block: block,
+		Kind: fieldKind, Keys: s.keys.Field(field), ID: []any{field, token}, TTL: ttl, Block: block,
 		WaitKey: fieldWaitKey(s.full, field),
 	})
 	if err != nil {
