@@ -44,9 +44,10 @@
 // with [WithHolder]) and the counter key (an integer string
 // that must never expire). [New] checks the slot of the prefixed keys
 // before anything is sent. The acquire script validates the counter before
-// writing: a counter with a TTL, not a canonical integer, negative, beyond
-// int64, or at 9223372036854775807 fails the acquisition without creating
-// a lease (coordination.ErrBadState, the message says which). Tokens
+// writing: a counter of another Redis type, with a TTL, not a canonical
+// integer, negative, beyond int64, or at 9223372036854775807 fails the
+// acquisition without creating a lease (coordination.ErrBadState naming
+// the counter key; the message says which). Tokens
 // are exact over the whole int64 range: the script returns them as decimal
 // strings, never as Lua numbers (doubles, exact only up to 2^53).
 //

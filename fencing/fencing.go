@@ -109,11 +109,10 @@ func (m *Mutex) FenceKey() string { return m.fenceKey }
 //   - coordination.ErrInvalidArgument (nothing sent): ttl < 1 ms; a nil or
 //     zero Mutex.
 //   - coordination.ErrBadState (nothing written, no lease created): the
-//     counter has a TTL, is not a canonical integer, is negative, or is
-//     beyond int64; the lease key holds a hash without owner or fence.
-//     Also coordination.ErrBadState when the counter is at
-//     9223372036854775807, and coordination.ErrBadState when a key holds
-//     the wrong Redis type.
+//     counter is not a string, has a TTL, is not a canonical integer, is
+//     negative, is beyond int64 or is at 9223372036854775807 (the error
+//     names the counter key); the lease key holds a hash without owner or
+//     fence, or is not a hash (the error names the lease key).
 //   - the hook's error when a hook rejects; Redis and network errors.
 //
 // When the outcome is ambiguous (see coordination.IsAmbiguous) the lease

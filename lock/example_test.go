@@ -141,7 +141,7 @@ func ExampleFieldSet_TryAcquire() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// coordination: lease acquire "workers:shards": unsupported server: hash field expiration (HPEXPIRE, HPEXPIRETIME, HPTTL) needs Redis 7.4 or later, or Valkey 9.0 or later (COORD_UNSUPPORTED)
+	// coordination: lease acquire "workers:shards" field "shard:7": unsupported server: hash field expiration (HPEXPIRE, HPEXPIRETIME, HPTTL) needs Redis 7.4 or later, or Valkey 9.0 or later (COORD_UNSUPPORTED)
 }
 
 func snippetShard(ctx context.Context, coord *coordination.Coordinator) error {

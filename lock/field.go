@@ -110,7 +110,9 @@ type FieldLease struct {
 // coordination.ErrClosed after the coordinator's Shutdown began; Redis and
 // network errors as go-redis returns them. When the outcome is ambiguous
 // (see coordination.IsAmbiguous) the lease may have been taken on the
-// server: a background owner-checked release removes it.
+// server: a background owner-checked release removes it. Errors name the
+// key and the field (`coordination: lease acquire "fs" field "a": not
+// acquired`), as do the errors of the lease's own methods.
 func (s *FieldSet) TryAcquire(ctx context.Context, field string, ttl time.Duration) (*FieldLease, error) {
 	return s.acquire(ctx, field, ttl, false)
 }
@@ -150,7 +152,7 @@ func (s *FieldSet) acquire(ctx context.Context, field string, ttl time.Duration,
 		return nil, err
 	}
 	h, _, err := s.e.Acquire(ctx, &engine.AcquireRequest{
-		Kind: fieldKind, Keys: s.keys, ID: []any{field, token}, TTL: ttl, Block: block,
+		Kind: fieldKind, Keys: s.keys.Field(field), ID: []any{field, token}, TTL: ttl, Block: block,
 		WaitKey: fieldWaitKey(s.full, field),
 	})
 	if err != nil {

@@ -19,10 +19,11 @@
 --                    (-1 when it has none)
 -- Errors (all raised before anything is written):
 --   COORD_BADARG      the lease key and the counter key are the same key
---   WRONGTYPE         the lease key is not a hash or the counter not a string
+--   WRONGTYPE         the lease key is not a hash
 --   COORD_BADSTATE    the lease hash lacks its owner or fence field
---   COORD_BADCOUNTER  the counter has a TTL, is not a canonical integer, is
---                     negative, or is beyond the int64 range
+--   COORD_BADCOUNTER  the counter is not a string, has a TTL, is not a
+--                     canonical integer, is negative, or is beyond the int64
+--                     range
 --   COORD_OVERFLOW    the counter is at 9223372036854775807
 if KEYS[1] == KEYS[2] then
   return redis.error_reply('COORD_BADARG lease key and counter key are the same key')
@@ -39,7 +40,18 @@ if redis.call('HLEN', KEYS[1]) > 0 then
   end
   return redis.call('PTTL', KEYS[1])
 end
-local c = redis.call('GET', KEYS[2])
+-- The counter: a WRONGTYPE here is the counter's (the lease key, read
+-- above, is a hash or absent), and reported as such. The Lua pcall catches
+-- only to tell that error apart: every other error is raised again as it
+-- came, so a NOPERM or OOM stays what it is.
+local ok, c = pcall(redis.call, 'GET', KEYS[2])
+if not ok then
+  local msg = type(c) == 'table' and c.err or tostring(c)
+  if string.find(msg, 'WRONGTYPE', 1, true) then
+    return redis.error_reply('COORD_BADCOUNTER counter key holds the wrong Redis type, not a string')
+  end
+  error(c)
+end
 if c then
   if redis.call('PTTL', KEYS[2]) ~= -1 then
     return redis.error_reply('COORD_BADCOUNTER counter key has a TTL; it must never expire')

@@ -2,10 +2,12 @@
 --
 -- Layout of the semaphore key (a sorted set; one key, no hash tag needed):
 --   member "P:<n>:<token>"   one holder of n permits (the permit's id); score
---                            = its expiry in server-time ms, or +inf for
---                            "until released"
+--                            = its expiry in server-time ms (an integer no
+--                            TTL puts past now + 9223372036855), or +inf
+--                            for "until released"
 --   records, the only members scored below 0 (read with ZMSCORE):
---   member "capacity"        score = -capacity: the capacity every contender
+--   member "capacity"        score = -capacity (an integer, 1 <= capacity
+--                            <= 2^53-1): the capacity every contender
 --                            must use while any permit is live
 --   member "multi"           score -1: a holder of more than one permit
 --                            may be live; absent otherwise. Without it the
@@ -19,7 +21,9 @@
 --                            only while it is there, and removes it.
 -- The key's TTL follows the latest permit expiry (none while a permit
 -- without expiry is held), so an abandoned semaphore disappears; the last
--- release deletes it. Expired permits are pruned by acquisitions.
+-- release deletes it. Expired permits are pruned by acquisitions. Every
+-- script checks the scores it relies on against this layout before it
+-- writes anything (fragment semaphore_state).
 --
 -- KEYS[1]  semaphore key
 -- ARGV[1]  permit id: the member "P:<n>:<token>", n the number of permits
@@ -41,7 +45,9 @@
 --   WRONGTYPE                the key is not a sorted set
 --   COORD_BADARG             ARGV[1] is not a member "P:<n>:<token>" with
 --                            1 <= n <= ARGV[3]
---   COORD_BADSTATE           the sorted set lacks a valid capacity record
+--   COORD_BADSTATE           the sorted set lacks a valid capacity record,
+--                            or holds a score outside the layout (see the
+--                            fragment semaphore_state)
 --   COORD_CAPACITY_MISMATCH  a live permit exists and the recorded capacity
 --                            differs from ARGV[3]
 local key = KEYS[1]
@@ -56,23 +62,33 @@ end
 
 -- The records and the caller's own member, in one call.
 local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting', member)
-local cap = nil
-if r[1] then
-  local c = tonumber(r[1])
-  if c == nil or c >= 0 or c ~= math.floor(c) then
-    return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
-  end
-  cap = -c
-end
 local multi, waiting, mine = r[2] ~= false, r[3] ~= false, r[4]
 local hadMulti = multi
-local fresh = cap == nil
+local fresh = not r[1]
 if fresh and redis.call('EXISTS', key) == 1 then
   return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
 end
 
 --#include time_ms
+--#include semaphore_state
 --#include semaphore_expiry
+local cap = nil
+if not fresh then
+  cap = capacity_of(r[1])
+  if cap == nil then
+    return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
+  end
+  local records = 1
+  if multi then
+    records = records + 1
+  end
+  if waiting then
+    records = records + 1
+  end
+  if bad_scores(records, mine) then
+    return redis.error_reply('COORD_BADSTATE semaphore key holds a score outside its layout')
+  end
+end
 local nows = string.format('%d', now)
 local score = '+inf'
 if ttl > 0 then
@@ -87,8 +103,7 @@ if not fresh then
       'COORD_CAPACITY_MISMATCH semaphore has capacity %d with live permits; the caller uses %d', cap, want))
   end
   if mine then
-    local v = tonumber(mine) -- nil for "inf" where tonumber cannot parse it
-    if v == nil or v > now then
+    if expiry(mine) > now then
       -- The caller's own live permit: a re-sent request.
       redis.call('ZADD', key, score, member)
       if score == '+inf' then
@@ -121,11 +136,11 @@ if used + n > want then
     redis.call('ZADD', key, -1, 'waiting')
   end
   local first = redis.call('ZRANGEBYSCORE', key, '(' .. nows, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-  local v = tonumber(first[2])
+  local v = tonumber(first[2]) -- nil for "inf" where tonumber cannot parse it
   if v == nil or v == math.huge then
     return -1
   end
-  return v - now
+  return math.ceil(v - now) -- >= 1 for a live permit, whole ms or not
 end
 
 if cap ~= want then

@@ -7,23 +7,35 @@
 --          capacity is the recorded capacity (0 when the key does not
 --          exist); used is the sum of the live holders' permits; holders
 --          counts live holders, no_expiry_holders those without expiry.
--- Errors   WRONGTYPE       the key is not a sorted set (raised by ZSCORE)
---          COORD_BADSTATE  the capacity record is missing or malformed, or
---                          a member is not a permit
+-- Errors   WRONGTYPE       the key is not a sorted set (raised by ZMSCORE)
+--          COORD_BADSTATE  the capacity record is missing or malformed, a
+--                          member is not a permit, or a score is outside
+--                          the layout (fragment semaphore_state)
 local key = KEYS[1]
 
 --#include time_ms
+--#include semaphore_state
 
-local c = redis.call('ZSCORE', key, 'capacity')
-if not c then
+local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting')
+if not r[1] then
   if redis.call('EXISTS', key) == 1 then
     return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
   end
   return {0, 0, 0, 0, now}
 end
-c = tonumber(c)
-if c == nil or c >= 0 or c ~= math.floor(c) then
+local c = capacity_of(r[1])
+if c == nil then
   return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
+end
+local records = 1
+if r[2] then
+  records = records + 1
+end
+if r[3] then
+  records = records + 1
+end
+if bad_scores(records, false) then
+  return redis.error_reply('COORD_BADSTATE semaphore key holds a score outside its layout')
 end
 local live = redis.call('ZRANGEBYSCORE', key, '(' .. string.format('%d', now), '+inf')
 local used = 0
@@ -36,4 +48,4 @@ for _, m in ipairs(live) do
   used = used + w
 end
 local forever = redis.call('ZCOUNT', key, '+inf', '+inf')
-return {-c, used, #live, forever, now}
+return {c, used, #live, forever, now}

@@ -13,7 +13,8 @@
 --             deleted when no permit is left)
 -- Errors (raised before anything is written):
 --   WRONGTYPE       the key is not a sorted set
---   COORD_BADSTATE  the sorted set lacks a valid capacity record
+--   COORD_BADSTATE  the sorted set lacks a valid capacity record, or holds
+--                   a score outside the layout (fragment semaphore_state)
 local key = KEYS[1]
 local member = ARGV[1]
 local ttl = tonumber(ARGV[2])
@@ -26,8 +27,11 @@ if not r[1] then
   end
   return 0
 end
-local c = tonumber(r[1])
-if c == nil or c >= 0 or c ~= math.floor(c) then
+
+--#include time_ms
+--#include semaphore_state
+--#include semaphore_expiry
+if capacity_of(r[1]) == nil then
   return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
 end
 local waiting = r[2] ~= false
@@ -39,14 +43,15 @@ if r[3] then
   records = records + 1
 end
 local s = r[4]
+if bad_scores(records, s) then
+  return redis.error_reply('COORD_BADSTATE semaphore key holds a score outside its layout')
+end
 if not s then
   return 0
 end
 
---#include time_ms
---#include semaphore_expiry
-local v = tonumber(s) -- nil for "inf" where tonumber cannot parse it
-local forever = v == nil or v == math.huge
+local v = expiry(s)
+local forever = v == math.huge
 if not forever and v <= now then
   -- Expired: remove it, never revive it.
   redis.call('ZREM', key, member)

@@ -20,7 +20,8 @@
 --          there is no "held by another owner" reply.
 -- Errors (raised before anything is written):
 --   WRONGTYPE       the key is not a sorted set
---   COORD_BADSTATE  the sorted set lacks a valid capacity record
+--   COORD_BADSTATE  the sorted set lacks a valid capacity record, or holds
+--                   a score outside the layout (fragment semaphore_state)
 local key = KEYS[1]
 local member = ARGV[1]
 
@@ -38,8 +39,11 @@ if not r[1] then
   end
   return gone()
 end
-local c = tonumber(r[1])
-if c == nil or c >= 0 or c ~= math.floor(c) then
+
+--#include time_ms
+--#include semaphore_state
+--#include semaphore_expiry
+if capacity_of(r[1]) == nil then
   return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
 end
 local waiting = r[2] ~= false
@@ -51,15 +55,16 @@ if r[3] then
   records = records + 1
 end
 local s = r[4]
+if bad_scores(records, s) then
+  return redis.error_reply('COORD_BADSTATE semaphore key holds a score outside its layout')
+end
 if not s then
   return gone()
 end
 
---#include time_ms
---#include semaphore_expiry
-local v = tonumber(s) -- nil for "inf" where tonumber cannot parse it
-local live = v == nil or v > now
-local forever = v == nil or v == math.huge
+local v = expiry(s)
+local live = v > now
+local forever = v == math.huge
 local notify = live and waiting
 if notify then
   redis.call('ZREM', key, member, 'waiting')

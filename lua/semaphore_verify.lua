@@ -7,29 +7,41 @@
 -- Reply    {1, remaining_ms, now_ms}  live; remaining_ms (>= 1) until it
 --                                     expires, -1 when it has no expiry
 --          {0, 0, now_ms}             gone or expired
--- Errors   WRONGTYPE       the key is not a sorted set (raised by ZSCORE)
---          COORD_BADSTATE  the sorted set lacks a valid capacity record
+-- Errors   WRONGTYPE       the key is not a sorted set (raised by ZMSCORE)
+--          COORD_BADSTATE  the sorted set lacks a valid capacity record, or
+--                          holds a score outside the layout (fragment
+--                          semaphore_state)
 local key = KEYS[1]
 
 --#include time_ms
+--#include semaphore_state
 
-local c = redis.call('ZSCORE', key, 'capacity')
-if not c then
+-- The records and the caller's member, in one call.
+local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting', ARGV[1])
+if not r[1] then
   if redis.call('EXISTS', key) == 1 then
     return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
   end
   return {0, 0, now}
 end
-c = tonumber(c)
-if c == nil or c >= 0 or c ~= math.floor(c) then
+if capacity_of(r[1]) == nil then
   return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
 end
-local s = redis.call('ZSCORE', key, ARGV[1])
-if not s then
+local records = 1
+if r[2] then
+  records = records + 1
+end
+if r[3] then
+  records = records + 1
+end
+if bad_scores(records, r[4]) then
+  return redis.error_reply('COORD_BADSTATE semaphore key holds a score outside its layout')
+end
+if not r[4] then
   return {0, 0, now}
 end
-local v = tonumber(s)
-if v == nil or v == math.huge then
+local v = expiry(r[4])
+if v == math.huge then
   return {1, -1, now}
 end
 if v > now then

@@ -158,7 +158,13 @@ type Keys struct {
 	// for error messages ([Op.End]); named says it is set.
 	name  string
 	named bool
+	field string // a part of the first key the errors name too; see Field
 }
+
+// Field returns k naming field, a part of its first key (a hash field
+// holding one lease of many), in its errors after the key:
+// `OPERATION "KEY" field "FIELD": CAUSE`.
+func (k Keys) Field(field string) Keys { k.field = field; return k }
 
 // Name returns the first key as the caller gave it, without the prefix,
 // and false for keys built without one.
@@ -199,7 +205,7 @@ func (k Keys) Head(n int) Keys {
 	if n <= 0 || n >= k.Len() {
 		return k
 	}
-	h := Keys{full: k.full[:n:n], name: k.name, named: k.named}
+	h := Keys{full: k.full[:n:n], name: k.name, named: k.named, field: k.field}
 	if len(k.boxed) == len(k.full) {
 		h.boxed = k.boxed[:n:n]
 	}
@@ -354,13 +360,13 @@ func (e *Engine) Admit(ctx context.Context, name, primitive string, keys ...Keys
 		k = keys[0]
 	}
 	if e.life.closed.Load() {
-		return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, err: errShutdown}
+		return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, field: k.field, err: errShutdown}
 	}
 	op := Op{e: e, name: name, start: time.Now(), keys: k}
 	if len(e.hooks) > 0 {
 		next, done, err := e.hooks.Admit(ctx, hooks.Operation{Name: name, Primitive: primitive})
 		if err != nil {
-			return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, err: fmt.Errorf("rejected by hook: %w", err)}
+			return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, field: k.field, err: fmt.Errorf("rejected by hook: %w", err)}
 		}
 		if next != nil {
 			ctx = next

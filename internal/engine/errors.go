@@ -93,8 +93,8 @@ func ArgumentName(err error) (string, bool) {
 // first key as the caller gave it to [Op.End], and reads as the error it
 // wraps.
 type keyedError struct {
-	key string
-	err error
+	key, field string
+	err        error
 }
 
 // Error returns the wrapped error's message.
@@ -108,14 +108,15 @@ func (k Keys) keyed(err error) error {
 	if err == nil || !k.named {
 		return err
 	}
-	return &keyedError{key: k.name, err: err}
+	return &keyedError{key: k.name, field: k.field, err: err}
 }
 
 // opError is the error of a public operation: it names the operation and
 // the key as the caller gave it, and wraps the cause.
 type opError struct {
 	op, key string
-	named   bool // key is set
+	named   bool   // key is set
+	field   string // a part of the key, named after it; see Keys.Field
 	err     error
 }
 
@@ -137,6 +138,13 @@ func (e *opError) Error() string {
 		b.WriteString(strconv.Quote(k))
 		if len(k) < len(e.key) {
 			b.WriteString("...")
+		}
+		if f := e.field; f != "" {
+			b.WriteString(" field ")
+			b.WriteString(strconv.Quote(f[:min(len(f), maxKeyInError)]))
+			if len(f) > maxKeyInError {
+				b.WriteString("...")
+			}
 		}
 	}
 	b.WriteString(": ")
@@ -176,10 +184,10 @@ func OpError(op string, keys Keys, err error) error {
 	if errors.As(err, &oe) {
 		return err
 	}
-	e := &opError{op: op, key: keys.name, named: keys.named, err: err}
+	e := &opError{op: op, key: keys.name, named: keys.named, field: keys.field, err: err}
 	var ke *keyedError
 	if errors.As(err, &ke) {
-		e.key, e.named = ke.key, true
+		e.key, e.named, e.field = ke.key, true, ke.field
 	}
 	return e
 }
@@ -193,7 +201,7 @@ func NameOp(op string, keys Keys, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &opError{op: op, key: keys.name, named: keys.named, err: err}
+	return &opError{op: op, key: keys.name, named: keys.named, field: keys.field, err: err}
 }
 
 // Unnamed returns the cause of an error [OpError] named, and err itself
@@ -257,6 +265,9 @@ func scriptCode(err error) (string, bool) {
 	}
 	return "", false
 }
+
+// codeOf returns the COORD_ code of a script error, "" for any other.
+func codeOf(err error) string { c, _ := scriptCode(err); return c }
 
 // mapErr turns an error reply carrying one of the library's script codes
 // (COORD_...) into a script error matching the code's sentinels, and a

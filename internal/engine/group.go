@@ -32,7 +32,7 @@ func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string, keys 
 		k = keys[0]
 	}
 	if err := ClosedAny(es); err != nil {
-		return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, err: err}
+		return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, field: k.field, err: err}
 	}
 	op := Op{e: es[0], name: name, start: time.Now(), keys: k}
 	var dones []hooks.Done
@@ -45,7 +45,7 @@ func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string, keys 
 			for i := len(dones) - 1; i >= 0; i-- {
 				dones[i](hooks.Failed, err)
 			}
-			return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, err: fmt.Errorf("rejected by hook: %w", err)}
+			return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, field: k.field, err: fmt.Errorf("rejected by hook: %w", err)}
 		}
 		if next != nil {
 			ctx = next

@@ -70,7 +70,7 @@ func (e *Engine) WithMark(keys Keys) Keys {
 		boxed[i] = keys.arg(i)
 	}
 	full[n], boxed[n] = m, m
-	return Keys{full: full, boxed: boxed, name: keys.name, named: keys.named}
+	return Keys{full: full, boxed: boxed, name: keys.name, named: keys.named, field: keys.field}
 }
 
 // slotTags holds, for each Cluster slot, the smallest integer whose decimal

@@ -26,7 +26,8 @@ type Script[R any] struct {
 	src     string
 	hash    string
 	decode  func(reply any) (R, bool)
-	feature string // what the script needs that some servers lack; see Requires
+	feature string         // what the script needs that some servers lack; see Requires
+	errKey  map[string]int // codes whose errors name another key; see ErrorsOn
 	// sha and body are the SHA1 and the source as command arguments,
 	// converted to interfaces once (not on every call).
 	sha, body any
@@ -44,6 +45,19 @@ func NewScript[R any](name string, decode func(reply any) (R, bool)) *Script[R] 
 	sum := sha1.Sum(src)
 	hash := hex.EncodeToString(sum[:])
 	return &Script[R]{name: name, src: string(src), hash: hash, decode: decode, sha: hash, body: string(src)}
+}
+
+// ErrorsOn marks the script's error codes (COORD_..., e.g. a counter's
+// COORD_BADCOUNTER) as errors about its key i (0 the first), the key
+// Run's error then names, and returns s. Call it only at initialisation.
+func (s *Script[R]) ErrorsOn(i int, codes ...string) *Script[R] {
+	if s.errKey == nil {
+		s.errKey = make(map[string]int, len(codes))
+	}
+	for _, c := range codes {
+		s.errKey[c] = i
+	}
+	return s
 }
 
 // Name returns the script's name, e.g. "lock_acquire".
@@ -89,7 +103,11 @@ func (s *Script[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any) 
 		v, err = e.do(ctx, eval, scriptKeyPos(nk))
 	}
 	if err != nil {
-		return zero, k.keyed(s.mapError(err))
+		err = s.mapError(err)
+		if i, ok := s.errKey[codeOf(err)]; ok && i < k.Len() && k.named {
+			k = e.Key(strings.TrimPrefix(k.Full()[i], e.prefix))
+		}
+		return zero, k.keyed(err)
 	}
 	r, ok := s.decode(v)
 	if !ok {

@@ -22,7 +22,8 @@ var (
 	// Acquire (fencing_acquire.lua) takes the lease and hands out the next
 	// token of the counter (Grant.Value, a positive decimal; the same
 	// token on a re-send by the same owner), or reports the holder's PTTL.
-	Acquire = engine.NewScript("fencing_acquire", decodeGrant)
+	// Its errors about the counter name the counter key.
+	Acquire = engine.NewScript("fencing_acquire", decodeGrant).ErrorsOn(1, "COORD_BADCOUNTER", "COORD_OVERFLOW")
 	// Refresh (fencing_refresh.lua) extends the owner's TTL: true, or
 	// false when the caller no longer holds the lease.
 	Refresh = engine.NewScript("fencing_refresh", engine.Bool01)
