@@ -11,6 +11,7 @@ import (
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/idempotency"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/latch"
 	"github.com/coordkit/coordination/leader"
@@ -225,7 +226,7 @@ func TestSizeBounds(t *testing.T) {
 			if errors.Is(err, coordination.ErrInvalidArgument) {
 				t.Errorf("%s with %s of %d bytes (the bound): %v", bd.op, bd.arg, bd.max, err)
 			}
-			if err != nil && !engine.IsAnswer(err) && !(errors.Is(err, coordination.ErrUnsupportedServer) && (bd.op == "lock.NewFieldSet" || bd.op == "lock.(*FieldSet).TryAcquire")) {
+			if err != nil && !sentinel.IsAnswer(err) && !(errors.Is(err, coordination.ErrUnsupportedServer) && (bd.op == "lock.NewFieldSet" || bd.op == "lock.(*FieldSet).TryAcquire")) {
 				t.Errorf("%s with %s at its bound: %v", bd.op, bd.arg, err)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // Errors returned by [Store.Do]. They match the sentinels of package
@@ -33,7 +34,7 @@ var (
 
 func init() {
 	// Answers, not failures: hooks see these operations as Succeeded.
-	engine.RegisterAnswers(ErrFingerprintMismatch)
+	sentinel.RegisterAnswers(ErrFingerprintMismatch)
 }
 
 // settleTimeout bounds the Complete or Abandon that Do and the middleware

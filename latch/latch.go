@@ -12,6 +12,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 const primitive = "latch"
@@ -55,7 +56,7 @@ var (
 
 func init() {
 	// Answers, not failures: hooks see these operations as Succeeded.
-	engine.RegisterAnswers(ErrExists, ErrNotFound, ErrStaleGeneration, ErrCompleted, ErrBroken)
+	sentinel.RegisterAnswers(ErrExists, ErrNotFound, ErrStaleGeneration, ErrCompleted, ErrBroken)
 }
 
 // The attribute sets of the latch's instruments, built once.

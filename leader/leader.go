@@ -14,6 +14,7 @@ import (
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/fencelock"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 const primitive = "leader"
@@ -54,7 +55,7 @@ var (
 
 func init() {
 	// Answers, not failures: hooks see these operations as Succeeded.
-	engine.RegisterAnswers(ErrNoLeader)
+	sentinel.RegisterAnswers(ErrNoLeader)
 }
 
 // Elector campaigns for the leadership of one election (one lease key and
@@ -352,7 +353,7 @@ func (e *Elector) serve(ctx context.Context, w won) error {
 		errs = append(errs, err)
 	}
 	// A renewal that failed terminally (NOPERM, a corrupt key) ends Run.
-	var lost *engine.LostError
+	var lost *sentinel.LostError
 	if errors.As(context.Cause(h.Context()), &lost) && lost.Err != nil && engine.Classify(lost.Err) == engine.Terminal {
 		errs = append(errs, fmt.Errorf("leader: renewal: %w", lost.Err))
 	}

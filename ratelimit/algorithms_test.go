@@ -15,6 +15,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -338,7 +339,7 @@ func TestConcurrencyLeaseRenewedWhileHeldExpiresAfterCrash(t *testing.T) {
 		stop()
 		h := held.cl.held.h
 		dl := time.Now().Add(h.Remaining()) // the last renewal's send + lease - drift
-		h.Lose(&engine.LostError{Reason: "simulated crash"})
+		h.Lose(&sentinel.LostError{Reason: "simulated crash"})
 		// Refresh waits for a renewal in flight (it takes the renewal lock),
 		// then answers false without sending: the stored expiry is final.
 		if ok, err := h.Refresh(ctx, lease); ok || err != nil {

@@ -14,6 +14,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // DefaultLeaseDuration is the lease duration of a [ConcurrencyLimiter]
@@ -353,7 +354,7 @@ func (l *Limiter) concTry(ctx context.Context, op engine.Op, sp *spec, permits i
 		Kind: concKind, Keys: l.keys, ID: []any{member}, TTL: time.Duration(sp.leaseMs) * time.Millisecond,
 		Extra: []any{limit, permits, strict},
 	})
-	if errors.Is(err, engine.ErrNotAcquired) {
+	if errors.Is(err, sentinel.ErrNotAcquired) {
 		return concDecision(g), nil
 	}
 	if err != nil {

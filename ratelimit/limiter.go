@@ -14,6 +14,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 const primitive = "rate_limit"
@@ -216,7 +217,7 @@ func (l *Limiter) begin(ctx context.Context, permits int, oversize bool) (contex
 	closed := l.closed
 	l.mu.Unlock()
 	if closed {
-		return ctx, engine.Op{}, op.End(engine.ErrClosed)
+		return ctx, engine.Op{}, op.End(sentinel.ErrClosed)
 	}
 	l.active.Add(1)
 	return ctx, op, nil
@@ -398,7 +399,7 @@ func (l *Limiter) Close() error {
 
 // errClosedLease is the cause of a held concurrency lease's context when
 // its limiter was closed.
-var errClosedLease = &engine.LostError{Reason: "the limiter was closed; the lease is no longer renewed"}
+var errClosedLease = &sentinel.LostError{Reason: "the limiter was closed; the lease is no longer renewed"}
 
 // busy reports whether the limiter has calls in progress, queued waiters or
 // held concurrency leases (a partitioned limiter never evicts it then).
@@ -461,6 +462,6 @@ func ctxEnded(ctx context.Context) error {
 // closed limiter, an invalid argument, or a key holding other settings or
 // foreign data, which every failure mode returns as an error.
 func redisUnavailable(err error) bool {
-	return !errors.Is(err, engine.ErrClosed) && !errors.Is(err, engine.ErrInvalidArgument) &&
-		!errors.Is(err, engine.ErrConfigMismatch) && !errors.Is(err, engine.ErrBadState)
+	return !errors.Is(err, sentinel.ErrClosed) && !errors.Is(err, sentinel.ErrInvalidArgument) &&
+		!errors.Is(err, sentinel.ErrConfigMismatch) && !errors.Is(err, sentinel.ErrBadState)
 }

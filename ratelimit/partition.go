@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // PartitionKey returns a limiter key for one partition of a policy: base,
@@ -232,7 +233,7 @@ func (p *partitions[L]) get(partition string) (*partitionEntry[L], error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, engine.ErrClosed
+		return nil, sentinel.ErrClosed
 	}
 	var evicted []L
 	if now.Sub(p.lastSweep) >= p.idle/2 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 type waiterState int
@@ -305,9 +306,9 @@ func (r waitReason) Error() string {
 // Unwrap returns coordination.ErrNotAcquired and Err (when set).
 func (r waitReason) Unwrap() []error {
 	if r.e.Err == nil {
-		return []error{engine.ErrNotAcquired}
+		return []error{sentinel.ErrNotAcquired}
 	}
-	return []error{engine.ErrNotAcquired, r.e.Err}
+	return []error{sentinel.ErrNotAcquired, r.e.Err}
 }
 
 // pastDeadline reports whether a refusal's retry time is past ctx's
@@ -327,7 +328,7 @@ func (l *Limiter) enqueue(permits int) (*waiter, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return nil, false, engine.ErrClosed
+		return nil, false, sentinel.ErrClosed
 	}
 	if limit := int64(l.opts.queueLimit); limit != unbounded {
 		if int64(permits) > limit {
@@ -432,7 +433,7 @@ func (l *Limiter) serve(ctx context.Context, op engine.Op, w *waiter, first verd
 			d, why = refused, whyTooLarge
 			return engine.Attempt{Done: true}, nil
 		case wClosed:
-			return engine.Attempt{}, engine.ErrClosed
+			return engine.Attempt{}, sentinel.ErrClosed
 		}
 		reuseNow := reuse
 		reuse = false // only the loop's first attempt, and only as the head
@@ -474,7 +475,7 @@ func (l *Limiter) serve(ctx context.Context, op engine.Op, w *waiter, first verd
 		if cause == nil {
 			cause = ctxEnded(ctx) // the deadline passed before its timer fired
 		}
-		if !errors.Is(err, engine.ErrNotAcquired) && !errors.Is(err, cause) {
+		if !errors.Is(err, sentinel.ErrNotAcquired) && !errors.Is(err, cause) {
 			cause = fmt.Errorf("%w: %w", cause, err)
 		}
 		we := &WaitError{Permits: w.permits, Err: cause, why: whyCanceled, keys: l.keys}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // ErrSettled is returned by [Reservation.Settle] for a reservation settled
@@ -19,7 +20,7 @@ var ErrSettled = errors.New("ratelimit: reservation already settled")
 // its estimate.
 var ErrReservationExpired = errors.New("ratelimit: reservation expired (settled at its estimate)")
 
-func init() { engine.RegisterAnswers(ErrSettled, ErrReservationExpired) }
+func init() { sentinel.RegisterAnswers(ErrSettled, ErrReservationExpired) }
 
 // Reservation is the answer to one [Limiter.Reserve]: a [Decision] (its
 // accessors say whether the estimate was granted and, when not, when to

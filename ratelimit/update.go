@@ -6,6 +6,7 @@ import (
 
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // Update changes the limiter's settings (admitted through hooks as RATE
@@ -67,7 +68,7 @@ func (l *Limiter) Update(ctx context.Context, s Settings) error {
 	closed := l.closed
 	l.mu.Unlock()
 	if closed {
-		return op.End(engine.ErrClosed)
+		return op.End(sentinel.ErrClosed)
 	}
 	l.settingsMu.Lock()
 	same := l.sp.cfg == next.cfg

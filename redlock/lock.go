@@ -9,6 +9,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // kind names a Redlock's operations for the hooks; its lease has no
@@ -246,7 +247,7 @@ func (q *quorum) Refresh(ctx context.Context, h *engine.Handle, ttl time.Duratio
 	} else if f.canceled {
 		err = fmt.Errorf("redlock: refresh: %w", context.Cause(ctx))
 	}
-	h.Lose(&engine.LostError{Reason: "no quorum of nodes confirmed the Redlock refresh", Err: err})
+	h.Lose(&sentinel.LostError{Reason: "no quorum of nodes confirmed the Redlock refresh", Err: err})
 	if engine.ClosedAny(q.g.ids) == nil {
 		// After a node's coordinator was shut down, nothing more is sent:
 		// the token ends at its TTL.

@@ -19,6 +19,7 @@ import (
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/internal/lockcore"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // Defaults of the group's options.
@@ -398,7 +399,7 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 			}
 			granted = qe.Confirmed
 			retryIn = engine.Backoff(rounds, 50*time.Millisecond, time.Second)
-		case errors.Is(err, engine.ErrNotAcquired):
+		case errors.Is(err, sentinel.ErrNotAcquired):
 			if ctx.Err() != nil {
 				// The context ended during the round: the wait gave up,
 				// as documented (ErrNotAcquired and the context's error),
@@ -547,14 +548,14 @@ func (g *Group) round(ctx context.Context, key string, ttl time.Duration, ms int
 	g.first.Histogram(redlockAcquireLatency).Record(context.Background(), elapsed.Seconds(), g.latContended)
 	if granted {
 		return nil, 0, fmt.Errorf("redlock: %w: a quorum granted the lock after %v, leaving no validity of the %v TTL",
-			engine.ErrNotAcquired, elapsed.Round(time.Millisecond), ttl)
+			sentinel.ErrNotAcquired, elapsed.Round(time.Millisecond), ttl)
 	}
 	if f >= 0 && rs[f].state == no && count(rs, yes) >= g.quorum {
 		return nil, retryAfter(rs, g.quorum), &splitError{granted: count(rs, yes), err: fmt.Errorf("redlock: %w: granted by %d of %d nodes, but the fencing node %d holds another lock",
-			engine.ErrNotAcquired, count(rs, yes), len(g.nodes), f)}
+			sentinel.ErrNotAcquired, count(rs, yes), len(g.nodes), f)}
 	}
 	return nil, retryAfter(rs, g.quorum), &splitError{granted: count(rs, yes), err: fmt.Errorf("redlock: %w: granted by %d of %d nodes, %d needed",
-		engine.ErrNotAcquired, count(rs, yes), len(g.nodes), g.quorum)}
+		sentinel.ErrNotAcquired, count(rs, yes), len(g.nodes), g.quorum)}
 }
 
 // splitError is a contended round's error; granted is how many nodes

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
@@ -50,7 +51,7 @@ func checkDecoded(r any) error {
 func FuzzDecoders(f *testing.F) {
 	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
 		err := engine.UnexpectedReply(name, reply)
-		if !errors.Is(err, engine.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
+		if !errors.Is(err, sentinel.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
 			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
 		}
 		return nil

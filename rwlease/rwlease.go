@@ -10,6 +10,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 const primitive = "rwlease"
@@ -254,7 +255,7 @@ func (m *RWMutex) acquire(ctx context.Context, ttl time.Duration, mode Mode, blo
 		Kind: kind, Keys: m.keys, ID: []any{member}, TTL: ttl, Extra: []any{extra}, Block: block, Recheck: m.recheck,
 	})
 	if err != nil {
-		if marker > 0 && engine.Classify(err) == engine.Canceled && errors.Is(err, engine.ErrNotAcquired) {
+		if marker > 0 && engine.Classify(err) == engine.Canceled && errors.Is(err, sentinel.ErrNotAcquired) {
 			dropMarker(ctx, m.e, m.keys, member, time.Duration(marker)*time.Millisecond)
 		}
 		return nil, err

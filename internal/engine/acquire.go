@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"time"
+
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // The wait flags of [LeaseKind.WaitFlag].
@@ -56,7 +58,7 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant
 // lease as one of its steps); nothing is admitted again.
 //
 // A non-blocking attempt that finds the lease held returns an error
-// matching ErrNotAcquired; a blocking one whose ctx ends returns
+// matching sentinel.ErrNotAcquired; a blocking one whose ctx ends returns
 // [GaveUp](ctx). When any attempt of the operation may have run on the
 // server without the caller learning it ([Engine.Ambiguous], sticky across
 // attempts: a later LOADING does not make an earlier lost reply harmless)
@@ -64,7 +66,7 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant
 // owner-checked, with the same id.
 //
 // On failure the Grant is the last attempt's answer: with a non-blocking
-// refusal (ErrNotAcquired) its RetryIn and Value, what the server reported
+// refusal (sentinel.ErrNotAcquired) its RetryIn and Value, what the server reported
 // (a primitive's count of what is free); zero when the last attempt failed.
 func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, error) {
 	e := o.e
@@ -105,7 +107,7 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, err
 			ambiguous = e.Ambiguous(err)
 		} else if !g.Acquired {
 			e.Counter(k.Metrics.Contention).Add(context.Background(), 1, k.baseAdd...)
-			err = ErrNotAcquired
+			err = sentinel.ErrNotAcquired
 		}
 	} else {
 		start := time.Now()
@@ -142,7 +144,7 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, err
 				return err
 			})
 		}
-		// g is the last attempt's answer: with ErrNotAcquired, the refusal
+		// g is the last attempt's answer: with sentinel.ErrNotAcquired, the refusal
 		// (RetryIn, Value); zero when that attempt failed.
 		return nil, g, err
 	}

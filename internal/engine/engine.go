@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // Engine is the shared state behind one coordinator: a go-redis client, a
@@ -104,7 +105,7 @@ func SetUnwrap(f func(any) *Engine) {
 }
 
 // Of returns the engine of coord (a *coordination.Coordinator), or an error
-// wrapping [ErrInvalidArgument] naming "coord" when coord is nil.
+// wrapping [sentinel.ErrInvalidArgument] naming "coord" when coord is nil.
 func Of(coord any) (*Engine, error) {
 	unwrapMu.RLock()
 	f := unwrap
@@ -234,7 +235,7 @@ func (e *Engine) Key(key string) Keys {
 
 // Keys applies the prefix to keys and, with more than one key, checks that
 // they hash to one Cluster slot, returning an error wrapping
-// [ErrInvalidArgument] naming the slots (and sending nothing) when they do not.
+// [sentinel.ErrInvalidArgument] naming the slots (and sending nothing) when they do not.
 func (e *Engine) Keys(keys ...string) (Keys, error) { return e.NamedKeys(nil, keys...) }
 
 // NamedKeys is [Engine.Keys] with the keys' argument names (names[i] for
@@ -257,7 +258,7 @@ func (e *Engine) NamedKeys(names []string, keys ...string) (Keys, error) {
 	return k, nil
 }
 
-// CheckKey returns an error wrapping [ErrInvalidArgument] naming name when
+// CheckKey returns an error wrapping [sentinel.ErrInvalidArgument] naming name when
 // key is empty or longer than [MaxKeyBytes]. Keys are otherwise
 // binary-safe.
 func CheckKey(name, key string) error {
@@ -338,7 +339,7 @@ func (o Op) On(keys Keys) Op {
 // any Redis work. On rejection it returns an error naming the operation and
 // wrapping the hook's error, and the caller must not touch Redis; after
 // [Engine.Shutdown] it refuses every operation so, with an error wrapping
-// [ErrClosed] (no hook sees it). The first of keys, when given, is the key
+// [sentinel.ErrClosed] (no hook sees it). The first of keys, when given, is the key
 // these errors name and the one [Op.End] names (as [Op.On] does).
 func (e *Engine) Admit(ctx context.Context, name, primitive string, keys ...Keys) (context.Context, Op, error) {
 	if ctx == nil {
@@ -366,7 +367,7 @@ func (e *Engine) Admit(ctx context.Context, name, primitive string, keys ...Keys
 }
 
 // nilContext returns the error of an operation called with a nil context:
-// it wraps [ErrInvalidArgument] naming "ctx". [Admit] and [AdmitGroup]
+// it wraps [sentinel.ErrInvalidArgument] naming "ctx". [Admit] and [AdmitGroup]
 // return it before anything else; an operation that uses its context
 // before admission checks with [CheckContext] first.
 func nilContext() error {
@@ -401,7 +402,7 @@ func (o Op) End(err error) error {
 }
 
 // outcomeOf is the one place the library decides how an operation's error
-// counts for hooks: nil and answers ([Answer], such as ErrNotAcquired for a
+// counts for hooks: nil and answers ([Answer], such as sentinel.ErrNotAcquired for a
 // contended TryAcquire) are Succeeded; a blocking wait that gave up and
 // context errors are Canceled; everything else is Failed.
 func outcomeOf(err error) hooks.Outcome {
@@ -410,7 +411,7 @@ func outcomeOf(err error) hooks.Outcome {
 		return hooks.Succeeded
 	case Classify(err) == Canceled:
 		return hooks.Canceled
-	case IsAnswer(err):
+	case sentinel.IsAnswer(err):
 		return hooks.Succeeded
 	default:
 		return hooks.Failed

@@ -19,6 +19,7 @@ import (
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/lockcore"
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -324,7 +325,7 @@ func TestAtLeast(t *testing.T) {
 // OutcomeOf is the one place outcomes are decided.
 func TestOutcomeOf(t *testing.T) {
 	answer := errors.New("thing: exists")
-	engine.RegisterAnswers(answer)
+	sentinel.RegisterAnswers(answer)
 	cases := []struct {
 		err  error
 		want hooks.Outcome
@@ -624,7 +625,7 @@ func TestTTLMillisMessage(t *testing.T) {
 		t.Fatalf("TTLMillis(0, no expiry) = %d, %v", ms, err)
 	}
 	_, err := engine.TTLMillis(-1, true)
-	if want := "coordination: invalid argument ttl: must be 0 (no expiry) or at least 1ms, got -1ns"; err == nil || err.Error() != want || !errors.Is(err, engine.ErrInvalidArgument) {
+	if want := "coordination: invalid argument ttl: must be 0 (no expiry) or at least 1ms, got -1ns"; err == nil || err.Error() != want || !errors.Is(err, sentinel.ErrInvalidArgument) {
 		t.Fatalf("TTLMillis(-1, no expiry) = %v, want %q", err, want)
 	}
 	_, err = engine.TTLMillis(0, false)

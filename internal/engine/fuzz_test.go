@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
@@ -57,7 +58,7 @@ func FuzzMapError(f *testing.F) {
 						t.Fatalf("mapErr(%q) does not match %v", msg, s)
 					}
 				}
-			} else if errors.Is(out, ErrBadState) || errors.Is(out, ErrConfigMismatch) {
+			} else if errors.Is(out, sentinel.ErrBadState) || errors.Is(out, sentinel.ErrConfigMismatch) {
 				t.Fatalf("mapErr(%q) = %v matches a sentinel without a code", msg, out)
 			}
 			if _, isRedis := in.(redis.Error); !isRedis && !errors.As(in, new(redis.Error)) && out != in {
@@ -68,7 +69,7 @@ func FuzzMapError(f *testing.F) {
 				t.Fatalf("Classify(%v) = %v", out, c)
 			}
 			d := Describe(out)
-			if d == "" || strings.ContainsAny(d, "\r\n") && !errors.Is(out, ErrBadState) && !errors.As(out, new(*scriptError)) && errors.As(out, new(redis.Error)) {
+			if d == "" || strings.ContainsAny(d, "\r\n") && !errors.Is(out, sentinel.ErrBadState) && !errors.As(out, new(*scriptError)) && errors.As(out, new(redis.Error)) {
 				t.Fatalf("Describe(%q) = %q", msg, d)
 			}
 			if _, ok := out.(replyError); ok && len(d) > 300 {
@@ -86,7 +87,7 @@ func TestClassifyFixed(t *testing.T) {
 		context.DeadlineExceeded:     Canceled,
 		io.EOF:                       Transient,
 		redis.ErrClosed:              Terminal,
-		ErrClosed:                    Terminal,
+		sentinel.ErrClosed:           Terminal,
 		InvalidArgument("key", "x"):  Terminal,
 		GaveUp(context.Background()): Canceled,
 	} {
@@ -150,7 +151,7 @@ func FuzzSlot(f *testing.F) {
 		if sa < 0 || sa > 16383 {
 			t.Fatalf("keySlot(%q) = %d", a, sa)
 		}
-		if err := sameSlotKeys(a, b); (err == nil) != (sa == sb) || (err != nil && !errors.Is(err, ErrInvalidArgument)) {
+		if err := sameSlotKeys(a, b); (err == nil) != (sa == sb) || (err != nil && !errors.Is(err, sentinel.ErrInvalidArgument)) {
 			t.Fatalf("sameSlotKeys(%q, %q) = %v, slots %d %d", a, b, err, sa, sb)
 		}
 		if b != "" && !strings.ContainsAny(b, "{}") && keySlot("pre{"+b+"}post"+a) != keySlot(b) {

@@ -17,7 +17,7 @@ import (
 // hook's, is returned; the caller must not touch Redis. The context each
 // hook returns is passed to the next. When any engine of es was shut down
 // ([Engine.Shutdown]) it refuses the operation with an error wrapping
-// [ErrClosed], before any hook.
+// [sentinel.ErrClosed], before any hook.
 //
 // The returned Op reports the outcome to every admitted hook (in reverse
 // order) and records coordination.operation.duration once, on the first

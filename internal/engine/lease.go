@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coordkit/coordination/internal/sentinel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -127,7 +128,7 @@ const (
 //
 // Release semantics, one for every kind: Release marks the handle released
 // locally before it sends anything (its context is cancelled with
-// ErrReleased; a keep-alive renewal in flight can no longer mark it lost);
+// sentinel.ErrReleased; a keep-alive renewal in flight can no longer mark it lost);
 // when the release fails with a transient error or a cancellation, the
 // owner-checked release is retried in the background (bounded by the
 // lease's remaining time and [CleanupLimit]) and the caller gets the
@@ -139,7 +140,7 @@ const (
 // After [Engine.Shutdown] (of any of its engines) a held handle ends
 // locally, without sending anything: its keep-alive stops, its context is cancelled with
 // [errLeaseShutdown], Remaining returns 0, and Refresh, Verify and Release
-// fail with an error wrapping ErrClosed; the lease ends on the server at
+// fail with an error wrapping sentinel.ErrClosed; the lease ends on the server at
 // its TTL. A handle registers with the engine only once its context or
 // keep-alive exists; one without either ends when it is next used.
 type Handle struct {
@@ -186,7 +187,7 @@ func newHandle(e *Engine, kind *LeaseKind, keys Keys, id []any, sent time.Time, 
 // methods may be called concurrently (refreshes one at a time).
 type Backend interface {
 	// CheckTTL validates a refresh's ttl and returns it in milliseconds:
-	// an error wrapping ErrInvalidArgument naming "ttl" otherwise.
+	// an error wrapping sentinel.ErrInvalidArgument naming "ttl" otherwise.
 	CheckTTL(h *Handle, ttl time.Duration) (int64, error)
 	// Drift is the clock-drift allowance taken off ttl for the local
 	// deadline.
@@ -212,7 +213,7 @@ type Backend interface {
 type kindBackend struct{}
 
 // CheckTTL converts ttl to whole milliseconds (0 only for a kind with
-// NoExpiry), or returns an error wrapping ErrInvalidArgument naming "ttl".
+// NoExpiry), or returns an error wrapping sentinel.ErrInvalidArgument naming "ttl".
 func (kindBackend) CheckTTL(h *Handle, ttl time.Duration) (int64, error) {
 	return TTLMillis(ttl, h.kind.NoExpiry)
 }
@@ -291,23 +292,23 @@ func (e *Engine) Adopt(kind *LeaseKind, keys Keys, id []any, sent time.Time, ttl
 
 // Forget ends a held handle locally without sending anything, for a lease
 // that another operation ended (a completed or abandoned claim): its
-// context is cancelled with ErrReleased and its keep-alive stops.
+// context is cancelled with sentinel.ErrReleased and its keep-alive stops.
 func (h *Handle) Forget() {
 	if h == nil {
 		return
 	}
-	h.end(released, ErrReleased)
+	h.end(released, sentinel.ErrReleased)
 }
 
 // Context returns a context cancelled when the lease is released (cause
-// ErrReleased), lost or locally expired (cause a *[LostError]), or its
+// sentinel.ErrReleased), lost or locally expired (cause a *[sentinel.LostError]), or its
 // engine shut down (cause [errLeaseShutdown]), whose Deadline is the
 // lease's current local deadline (see [leaseContext]). It is created on the
 // first call.
 func (h *Handle) Context() context.Context {
 	if h == nil {
 		ctx, cancel := context.WithCancelCause(context.Background())
-		cancel(ErrNotHeld)
+		cancel(sentinel.ErrNotHeld)
 		return ctx
 	}
 	h.checkExpiry()
@@ -412,13 +413,13 @@ func (h *Handle) checkExpiry() {
 		h.mu.Unlock()
 		return
 	}
-	cancel := h.endLocked(lost, &LostError{Reason: "local lease deadline passed without a successful renewal"})
+	cancel := h.endLocked(lost, &sentinel.LostError{Reason: "local lease deadline passed without a successful renewal"})
 	h.mu.Unlock()
 	h.afterEnd(lost, cancel)
 	h.b.Expired(h)
 }
 
-// Lose marks the lease lost with cause (which should match ErrLost): the
+// Lose marks the lease lost with cause (which should match sentinel.ErrLost): the
 // context is cancelled, the keep-alive stops, the loss is counted. It does
 // nothing when the lease was already released or lost.
 func (h *Handle) Lose(cause error) { h.end(lost, cause) }
@@ -579,7 +580,7 @@ func (h *Handle) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool
 		return false, err
 	}
 	if !ok {
-		h.Lose(&LostError{Reason: "the lease is no longer held by this owner"})
+		h.Lose(&sentinel.LostError{Reason: "the lease is no longer held by this owner"})
 		return false, nil
 	}
 	h.mu.Lock()
@@ -614,7 +615,7 @@ func (h *Handle) Verify(ctx context.Context) (bool, error) {
 		return false, op.End(err)
 	}
 	if !ok {
-		h.Lose(&LostError{Reason: "verify found the lease held by no one or by another owner"})
+		h.Lose(&sentinel.LostError{Reason: "verify found the lease held by no one or by another owner"})
 	}
 	return ok, op.End(nil)
 }
@@ -655,7 +656,7 @@ func (h *Handle) GiveBack(ctx context.Context) (Outcome, error) {
 	was := h.state
 	var cancel context.CancelCauseFunc
 	if was == held {
-		cancel = h.endLocked(released, ErrReleased)
+		cancel = h.endLocked(released, sentinel.ErrReleased)
 	} else {
 		h.state = released // lost before: keep its cause
 	}
@@ -688,7 +689,7 @@ func (h *Handle) KeepAlive() {
 // TTL/every (from the last successful renewal) until it is released or
 // lost. Renewals are not admitted through hooks. A renewal that finds the
 // lease gone marks it lost; a terminal error marks it lost with a
-// *LostError carrying the error; transient errors are retried with backoff
+// *sentinel.LostError carrying the error; transient errors are retried with backoff
 // until the local deadline passes. It does nothing when the handle keeps
 // alive already, is not held, or has no expiry. It returns at once.
 func (h *Handle) KeepAliveEvery(every int) {
@@ -772,7 +773,7 @@ func (h *Handle) keepAlive(stop chan struct{}, every int) {
 		default:
 			h.countRenewalFailure()
 			if Classify(err) == Terminal {
-				h.Lose(&LostError{Reason: "renewal failed", Err: err})
+				h.Lose(&sentinel.LostError{Reason: "renewal failed", Err: err})
 				return
 			}
 			failures++

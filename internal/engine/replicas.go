@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -32,7 +33,7 @@ func withoutAcks(ctx context.Context) context.Context { return context.WithValue
 // ReadTimeout), and a client whose commands for one key go to one
 // connection of one server: a *redis.Client (standalone, or the
 // Sentinel-backed client of redis.NewFailoverClient) or a
-// *redis.ClusterClient. Errors wrap [ErrInvalidArgument] and name the
+// *redis.ClusterClient. Errors wrap [sentinel.ErrInvalidArgument] and name the
 // argument.
 func CheckReplicaAcks(client redis.UniversalClient, replicas int, timeout time.Duration) error {
 	if replicas < 1 {
@@ -66,18 +67,18 @@ type notReplicatedError struct {
 
 // Error returns the error's message.
 func (e *notReplicatedError) Error() string {
-	return fmt.Sprintf("%v: %d of %d replicas acknowledged the write in time", ErrNotReplicated, e.got, e.want)
+	return fmt.Sprintf("%v: %d of %d replicas acknowledged the write in time", sentinel.ErrNotReplicated, e.got, e.want)
 }
 
 // Unwrap returns the error this one wraps, for errors.Is and errors.As.
-func (e *notReplicatedError) Unwrap() error { return ErrNotReplicated }
+func (e *notReplicatedError) Unwrap() error { return sentinel.ErrNotReplicated }
 
 // runAcked sends the command args followed by WAIT in one pipeline on one
 // connection to the server of the command's first key (at keyPos, or
 // args[1] when keyPos is 0): one round trip, and the WAIT counts the
 // acknowledgements of exactly this connection's writes. It returns the
 // command's reply (redis.Nil for a nil reply) once enough replicas
-// acknowledged, an error wrapping ErrNotReplicated when fewer did within
+// acknowledged, an error wrapping sentinel.ErrNotReplicated when fewer did within
 // the timeout, and the command's error reply (NOSCRIPT included: the
 // caller sends EVAL, acknowledged the same way) unchanged.
 func (e *Engine) runAcked(ctx context.Context, args []any, keyPos int8) (any, error) {

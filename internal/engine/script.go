@@ -55,8 +55,8 @@ func (s *Script[R]) Hash() string { return s.hash }
 // Run runs the script as one round trip (EVALSHA, or EVAL after a NOSCRIPT
 // reply) on the prefixed keys k and decodes the reply. Error replies are
 // mapped by [mapErr] (and, for a script marked with [Script.Requires], a
-// command the server lacks to ErrUnsupportedServer); a reply the decoder
-// does not recognise is an error wrapping [ErrBadState]
+// command the server lacks to sentinel.ErrUnsupportedServer); a reply the decoder
+// does not recognise is an error wrapping [sentinel.ErrBadState]
 // ([UnexpectedReply]), never a silent default.
 func (s *Script[R]) Run(ctx context.Context, e *Engine, k Keys, args ...any) (R, error) {
 	return s.run(ctx, e, k, args)
@@ -149,8 +149,8 @@ func isNoScript(err error) bool {
 // path that needs no script (the lock's first acquisition attempt is a
 // SET NX GET PX). Like a script it is declared once, by its primitive, next
 // to its decoder, and sent as one round trip; error replies are mapped by
-// [mapErr] (a WRONGTYPE reply matches ErrBadState) and a reply the
-// decoder does not recognise is an error wrapping [ErrBadState]. It is
+// [mapErr] (a WRONGTYPE reply matches sentinel.ErrBadState) and a reply the
+// decoder does not recognise is an error wrapping [sentinel.ErrBadState]. It is
 // immutable and safe for concurrent use.
 type Command[R any] struct {
 	name     string
@@ -189,7 +189,7 @@ func NewCommand[R any](name string, template []any, decode func(reply, id any) (
 // Name returns the command's name, e.g. "lock_try".
 func (c *Command[R]) Name() string { return c.name }
 
-// Refusing makes Run fail with an error wrapping [ErrBadState] (script code
+// Refusing makes Run fail with an error wrapping [sentinel.ErrBadState] (script code
 // COORD_BADSTATE, with detail as its text) for every reply for which bad
 // reports true, given the reply and the first argument as for the decoder:
 // a reply that proves the key holds what no holder wrote (a command such

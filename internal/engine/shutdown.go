@@ -5,16 +5,18 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // errShutdown is the error of everything refused because the engine was
-// shut down: it wraps [ErrClosed].
-var errShutdown = fmt.Errorf("%w: the coordinator was shut down", ErrClosed)
+// shut down: it wraps [sentinel.ErrClosed].
+var errShutdown = fmt.Errorf("%w: the coordinator was shut down", sentinel.ErrClosed)
 
 // errLeaseShutdown is the cause of a held lease's context when its
-// coordinator was shut down ([Engine.Shutdown]): it matches [ErrLost] and
-// [ErrClosed]. The lease is not released; it ends on the server at its TTL.
-var errLeaseShutdown error = &LostError{Reason: "the coordinator was shut down; the lease is no longer renewed and ends at its TTL", Err: ErrClosed}
+// coordinator was shut down ([Engine.Shutdown]): it matches [sentinel.ErrLost] and
+// [sentinel.ErrClosed]. The lease is not released; it ends on the server at its TTL.
+var errLeaseShutdown error = &sentinel.LostError{Reason: "the coordinator was shut down; the lease is no longer renewed and ends at its TTL", Err: sentinel.ErrClosed}
 
 // lifecycle is the shutdown state of an engine.
 type lifecycle struct {
@@ -42,7 +44,7 @@ func (l *lifecycle) init() {
 	l.abortCtx, l.abort = context.WithCancel(context.Background())
 }
 
-// Closed returns an error wrapping [ErrClosed] once [Engine.Shutdown] has
+// Closed returns an error wrapping [sentinel.ErrClosed] once [Engine.Shutdown] has
 // begun, and nil before.
 func (e *Engine) Closed() error {
 	if e.life.closed.Load() {
@@ -111,10 +113,10 @@ func (e *Engine) OnShutdown(f func()) (stop func(), ok bool) {
 }
 
 // Shutdown ends the engine's background work and refuses every later
-// operation (with an error wrapping [ErrClosed], sending nothing):
+// operation (with an error wrapping [sentinel.ErrClosed], sending nothing):
 //
 //   - every blocked waiter ([Engine.Wait], [Engine.Watch]) returns an
-//     error wrapping ErrClosed;
+//     error wrapping sentinel.ErrClosed;
 //   - the functions registered with [Engine.OnShutdown] run (held leases
 //     stop their keep-alives and end locally, with [errLeaseShutdown]);
 //   - the shared Pub/Sub connection is closed;

@@ -16,7 +16,7 @@ func keySlot(key string) int {
 }
 
 // sameSlotKeys returns nil when every key hashes to the same Cluster slot, and
-// otherwise an error wrapping [ErrInvalidArgument] (argument "keys") that
+// otherwise an error wrapping [sentinel.ErrInvalidArgument] (argument "keys") that
 // names the slots (never the keys). It is applied to prefixed keys, so a prefix's hash tag counts.
 func sameSlotKeys(keys ...string) error { return sameSlot(nil, keys) }
 

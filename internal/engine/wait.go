@@ -58,7 +58,7 @@ const unconfirmedRecheck = 250 * time.Millisecond
 //
 // When ctx ends it returns [GaveUp](ctx); a terminal error from try is
 // returned as is. Once [Engine.Shutdown] has begun it returns an error
-// wrapping [ErrClosed], at once when sleeping.
+// wrapping [sentinel.ErrClosed], at once when sleeping.
 func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Context) (Attempt, error)) error {
 	if cfg.Recheck <= 0 {
 		cfg.Recheck = DefaultRecheck
