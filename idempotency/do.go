@@ -8,6 +8,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
@@ -105,7 +106,7 @@ func (s *Store) Do(ctx context.Context, key string, ttl time.Duration, fingerpri
 		if _, err := s.engine(); err != nil {
 			return nil, false, err
 		}
-		return nil, false, engine.InvalidArgument("fn", "must not be nil")
+		return nil, false, check.InvalidArgument("fn", "must not be nil")
 	}
 	claim, err := s.Begin(ctx, key, ttl, append([]BeginOption{WithFingerprint(fingerprint)}, opts...)...)
 	if err != nil {

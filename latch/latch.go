@@ -11,6 +11,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
@@ -123,7 +124,7 @@ type config struct {
 // and [Latch.Reset]; [Latch.Join] ignores it (a joined generation keeps
 // the deadline it was created with). The default is no deadline.
 func WithDeadline(d time.Duration) Option {
-	return engine.AtLeast("deadline", d, time.Millisecond, func(c *config) { c.deadline = d })
+	return check.AtLeast("deadline", d, time.Millisecond, func(c *config) { c.deadline = d })
 }
 
 // WithKeyTTL makes the latch key expire d after each [Latch.Create] or
@@ -132,7 +133,7 @@ func WithDeadline(d time.Duration) Option {
 // given to [New] and used by Create and Reset; [Latch.Join] ignores it.
 // The default is no expiry: the key stays until deleted.
 func WithKeyTTL(d time.Duration) Option {
-	return engine.AtLeast("key ttl", d, time.Millisecond, func(c *config) { c.keyTTL = d })
+	return check.AtLeast("key ttl", d, time.Millisecond, func(c *config) { c.keyTTL = d })
 }
 
 // WithRecheck sets how often [Generation.Wait] re-reads the latch when
@@ -141,7 +142,7 @@ func WithKeyTTL(d time.Duration) Option {
 // [New] and applies to the Wait of every generation the Latch returns. The
 // default is [DefaultRecheck] (5 s).
 func WithRecheck(d time.Duration) Option {
-	return engine.AtLeast("recheck", d, time.Millisecond, func(c *config) { c.recheck = d })
+	return check.AtLeast("recheck", d, time.Millisecond, func(c *config) { c.recheck = d })
 }
 
 // New returns the latch at key (without the coordinator's prefix; any
@@ -156,19 +157,19 @@ func New(coord *coordination.Coordinator, key string, opts ...Option) (*Latch, e
 	if err != nil {
 		return nil, err
 	}
-	if err := engine.CheckKey("key", key); err != nil {
+	if err := check.Key("key", key); err != nil {
 		return nil, err
 	}
 	cfg := config{recheck: DefaultRecheck}
-	if err := engine.Apply(&cfg, opts); err != nil {
+	if err := check.Apply(&cfg, opts); err != nil {
 		return nil, err
 	}
 	l := &Latch{e: e, key: key, keys: e.Key(key), recheck: cfg.recheck}
 	if cfg.deadline > 0 {
-		l.deadline, _ = engine.Millis("deadline", cfg.deadline) // checked by the option
+		l.deadline, _ = check.Millis("deadline", cfg.deadline) // checked by the option
 	}
 	if cfg.keyTTL > 0 {
-		l.keyTTL, _ = engine.Millis("key ttl", cfg.keyTTL)
+		l.keyTTL, _ = check.Millis("key ttl", cfg.keyTTL)
 	}
 	return l, nil
 }
@@ -177,7 +178,7 @@ func New(coord *coordination.Coordinator, key string, opts ...Option) (*Latch, e
 // or zero Latch, which [New] never returns.
 func (l *Latch) check() error {
 	if l == nil || l.e == nil {
-		return engine.InvalidArgument("latch", "must not be nil; use latch.New")
+		return check.InvalidArgument("latch", "must not be nil; use latch.New")
 	}
 	return nil
 }
@@ -227,7 +228,7 @@ func (l *Latch) create(ctx context.Context, count int64, mode, opName string) (*
 		return nil, err
 	}
 	if count < 0 || count > MaxCount {
-		return nil, engine.InvalidArgument("count", "must be between 0 and %d, got %d", int64(MaxCount), count)
+		return nil, check.InvalidArgument("count", "must be between 0 and %d, got %d", int64(MaxCount), count)
 	}
 	id, err := engine.NewToken()
 	if err != nil {
@@ -307,7 +308,7 @@ func (g *Generation) Initial() int64 {
 // or zero Generation, which the Latch's verbs never return.
 func (g *Generation) check() error {
 	if g == nil || g.l == nil || g.l.e == nil {
-		return engine.InvalidArgument("generation", "must not be nil; use Latch.Create, Latch.Reset or Latch.Join")
+		return check.InvalidArgument("generation", "must not be nil; use Latch.Create, Latch.Reset or Latch.Join")
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/fencelock"
 	"github.com/coordkit/coordination/internal/sentinel"
@@ -94,7 +95,7 @@ type Option func(*config) error
 // [MinLeaseDuration] and is rounded up to whole milliseconds. The default
 // is [DefaultLeaseDuration] (15 s).
 func WithLeaseDuration(d time.Duration) Option {
-	return engine.AtLeast("lease duration", d, MinLeaseDuration, func(e *config) { e.lease = d })
+	return check.AtLeast("lease duration", d, MinLeaseDuration, func(e *config) { e.lease = d })
 }
 
 // WithRetryDelay sets the longest a follower waits between campaign
@@ -105,7 +106,7 @@ func WithLeaseDuration(d time.Duration) Option {
 // their own, until the local deadline. It must be at least 1 ms. The
 // default is [DefaultRetryDelay] (1 s).
 func WithRetryDelay(d time.Duration) Option {
-	return engine.AtLeast("retry delay", d, time.Millisecond, func(e *config) { e.retry = d })
+	return check.AtLeast("retry delay", d, time.Millisecond, func(e *config) { e.retry = d })
 }
 
 // OnElected sets the function run when the elector wins a term. ctx is the
@@ -121,7 +122,7 @@ func WithRetryDelay(d time.Duration) Option {
 func OnElected(fn func(ctx context.Context, term *Term) error) Option {
 	return func(e *config) error {
 		if fn == nil {
-			return engine.InvalidArgument("OnElected", "must not be nil")
+			return check.InvalidArgument("OnElected", "must not be nil")
 		}
 		e.onElected = fn
 		return nil
@@ -138,7 +139,7 @@ func OnElected(fn func(ctx context.Context, term *Term) error) Option {
 func OnRevoked(fn func(term *Term) error) Option {
 	return func(e *config) error {
 		if fn == nil {
-			return engine.InvalidArgument("OnRevoked", "must not be nil")
+			return check.InvalidArgument("OnRevoked", "must not be nil")
 		}
 		e.onRevoked = fn
 		return nil
@@ -168,9 +169,9 @@ func New(coord *coordination.Coordinator, leaseKey, fenceKey, identity string, o
 		return nil, err
 	}
 	if identity == "" {
-		return nil, engine.InvalidArgument("identity", "must not be empty")
+		return nil, check.InvalidArgument("identity", "must not be empty")
 	}
-	if err := engine.CheckSize("identity", len(identity), engine.MaxIdentityBytes); err != nil {
+	if err := check.Size("identity", len(identity), check.MaxIdentityBytes); err != nil {
 		return nil, err
 	}
 	el := &Elector{e: e, keys: keys, leaseKey: leaseKey, identity: identity, config: config{
@@ -181,7 +182,7 @@ func New(coord *coordination.Coordinator, leaseKey, fenceKey, identity string, o
 		},
 		onRevoked: func(*Term) error { return nil },
 	}}
-	if err := engine.Apply(&el.config, opts); err != nil {
+	if err := check.Apply(&el.config, opts); err != nil {
 		return nil, err
 	}
 	return el, nil
@@ -212,7 +213,7 @@ func (e *Elector) Current() *Term {
 // LEADER READ); see [Get].
 func (e *Elector) Leader(ctx context.Context) (Info, error) {
 	if e == nil || e.e == nil {
-		return Info{}, engine.InvalidArgument("elector", "must not be nil; use leader.New")
+		return Info{}, check.InvalidArgument("elector", "must not be nil; use leader.New")
 	}
 	return get(ctx, e.e, e.keys.First())
 }
@@ -239,9 +240,9 @@ func (e *Elector) Leader(ctx context.Context) (Info, error) {
 // returns [ErrAlreadyRunning].
 func (e *Elector) Run(ctx context.Context) error {
 	if e == nil || e.e == nil {
-		return engine.InvalidArgument("elector", "must not be nil; use leader.New")
+		return check.InvalidArgument("elector", "must not be nil; use leader.New")
 	}
-	if err := engine.CheckContext(ctx); err != nil {
+	if err := check.Context(ctx); err != nil {
 		return err
 	}
 	if !e.running.CompareAndSwap(false, true) {

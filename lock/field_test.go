@@ -13,6 +13,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/contract"
 	"github.com/coordkit/coordination/internal/testkit/faultproxy"
@@ -64,7 +65,7 @@ func TestFieldLease(t *testing.T) {
 				return err
 			}},
 			{Arg: "key", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := lock.NewFieldSet(c, strings.Repeat("k", engine.MaxKeyBytes+1))
+				_, err := lock.NewFieldSet(c, strings.Repeat("k", check.MaxKeyBytes+1))
 				return err
 			}},
 			{Arg: "field", Call: func(ctx context.Context, c *coordination.Coordinator) error {
@@ -76,7 +77,7 @@ func TestFieldLease(t *testing.T) {
 				return err
 			}},
 			{Arg: "field", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := tryAcquireField(ctx, c, "h", strings.Repeat("f", engine.MaxKeyBytes+1), time.Second)
+				_, err := tryAcquireField(ctx, c, "h", strings.Repeat("f", check.MaxKeyBytes+1), time.Second)
 				return err
 			}},
 			{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {

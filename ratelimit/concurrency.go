@@ -13,6 +13,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
@@ -102,7 +103,7 @@ func NewConcurrency(coord *coordination.Coordinator, key string, limit int, opts
 // check refuses a nil or zero limiter.
 func (c *ConcurrencyLimiter) check() error {
 	if c == nil || c.l == nil || c.l.e == nil {
-		return engine.InvalidArgument("limiter", "must not be nil; use NewConcurrency")
+		return check.InvalidArgument("limiter", "must not be nil; use NewConcurrency")
 	}
 	return nil
 }
@@ -134,7 +135,7 @@ func (c *ConcurrencyLimiter) TryAcquire(ctx context.Context, permits int) (*Conc
 		return nil, err
 	}
 	if permits < 1 {
-		return nil, engine.InvalidArgument("permits", "must be >= 1, got %d", permits)
+		return nil, check.InvalidArgument("permits", "must be >= 1, got %d", permits)
 	}
 	r, err := c.l.allow(ctx, permits, false)
 	if err != nil {
@@ -176,7 +177,7 @@ func (c *ConcurrencyLimiter) Acquire(ctx context.Context, permits int) (*Concurr
 		return nil, err
 	}
 	if permits < 1 {
-		return nil, engine.InvalidArgument("permits", "must be >= 1, got %d", permits)
+		return nil, check.InvalidArgument("permits", "must be >= 1, got %d", permits)
 	}
 	r, err := c.l.waitErr(ctx, permits)
 	if err != nil {
@@ -316,14 +317,14 @@ func (c concurrency) spec() (*spec, error) {
 		d = DefaultLeaseDuration
 	}
 	if d < minLeaseDuration {
-		return nil, engine.InvalidArgument("leaseDuration", "must be at least %v, got %v", minLeaseDuration, d)
+		return nil, check.InvalidArgument("leaseDuration", "must be at least %v, got %v", minLeaseDuration, d)
 	}
-	ms, err := engine.Millis("leaseDuration", d)
+	ms, err := check.Millis("leaseDuration", d)
 	if err != nil {
 		return nil, err
 	}
 	if ms > maxSpanUs/1000 {
-		return nil, engine.InvalidArgument("leaseDuration", "must be at most %v, got %v", time.Duration(maxSpanUs)*time.Microsecond, d)
+		return nil, check.InvalidArgument("leaseDuration", "must be at most %v, got %v", time.Duration(maxSpanUs)*time.Microsecond, d)
 	}
 	return &spec{settings: c, alg: algConc, capacity: c.limit, leaseMs: ms, cfg: fmt.Sprintf("x:%d:%d", c.limit, ms)}, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
@@ -107,18 +108,18 @@ func newLimiter(coord *coordination.Coordinator, key string, s Settings, opts []
 	if err != nil {
 		return nil, err
 	}
-	if err := engine.CheckKey("key", key); err != nil {
+	if err := check.Key("key", key); err != nil {
 		return nil, err
 	}
 	l := &Limiter{e: e, key: key, keys: e.Key(key), opts: options{queueLimit: unbounded, reserve: DefaultReservationTimeout}}
-	if err := engine.Apply(&l.opts, opts); err != nil {
+	if err := check.Apply(&l.opts, opts); err != nil {
 		return nil, err
 	}
 	if c, ok := s.(concurrency); ok {
 		c.lease = l.opts.lease // WithLeaseDuration is part of its settings
 		s = c
 	} else if l.opts.lease != 0 {
-		return nil, engine.InvalidArgument("leaseDuration", "WithLeaseDuration applies to NewConcurrency only")
+		return nil, check.InvalidArgument("leaseDuration", "WithLeaseDuration applies to NewConcurrency only")
 	}
 	if l.sp, err = specOf("settings", s); err != nil {
 		return nil, err
@@ -129,7 +130,7 @@ func newLimiter(coord *coordination.Coordinator, key string, s Settings, opts []
 
 func checkPermits(permits int) error {
 	if permits < 0 {
-		return engine.InvalidArgument("permits", "must be >= 0, got %d", permits)
+		return check.InvalidArgument("permits", "must be >= 0, got %d", permits)
 	}
 	return nil
 }
@@ -191,7 +192,7 @@ func (l *Limiter) allow(ctx context.Context, permits int, oversize bool) (result
 
 // tooLarge is the error of a request for more permits than the capacity.
 func tooLarge(permits, capacity int) error {
-	return engine.InvalidArgument("permits", "%s can never be granted: the limiter's capacity is %d", engine.Plural(permits, "permit"), capacity)
+	return check.InvalidArgument("permits", "%s can never be granted: the limiter's capacity is %d", check.Plural(permits, "permit"), capacity)
 }
 
 // begin starts an Allow, Wait or Reserve: it validates permits (nothing
@@ -201,7 +202,7 @@ func tooLarge(permits, capacity int) error {
 // caller must decrement l.active when begin returns a nil error).
 func (l *Limiter) begin(ctx context.Context, permits int, oversize bool) (context.Context, engine.Op, error) {
 	if l == nil || l.e == nil {
-		return ctx, engine.Op{}, engine.InvalidArgument("limiter", "must not be nil; use New or NewConcurrency")
+		return ctx, engine.Op{}, check.InvalidArgument("limiter", "must not be nil; use New or NewConcurrency")
 	}
 	if err := checkPermits(permits); err != nil {
 		return ctx, engine.Op{}, err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
@@ -274,7 +275,7 @@ func (r waitReason) Error() string {
 	if e.try {
 		verb = "try acquire"
 	}
-	fmt.Fprintf(&b, "%s %s: not acquired: ", verb, engine.Plural(e.Permits, "permit"))
+	fmt.Fprintf(&b, "%s %s: not acquired: ", verb, check.Plural(e.Permits, "permit"))
 	switch e.why {
 	case whyDeadline:
 		fmt.Fprintf(&b, "the server's retry time (after %v) is past the context's deadline", e.RetryAfter)

@@ -16,6 +16,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/internal/lockcore"
@@ -69,7 +70,7 @@ type config struct {
 // 1 ms, and should be small next to the TTLs used (the Redlock algorithm
 // suggests 5-50 ms for a 10 s TTL on a local network).
 func WithNodeTimeout(d time.Duration) Option {
-	return engine.AtLeast("node timeout", d, time.Millisecond, func(c *config) { c.nodeTimeout = d })
+	return check.AtLeast("node timeout", d, time.Millisecond, func(c *config) { c.nodeTimeout = d })
 }
 
 // WithDriftFactor sets the clock-drift allowance subtracted from every
@@ -78,7 +79,7 @@ func WithNodeTimeout(d time.Duration) Option {
 func WithDriftFactor(f float64) Option {
 	return func(c *config) error {
 		if !(f >= 0 && f < 0.5) {
-			return engine.InvalidArgument("drift factor", "must be in [0, 0.5), got %v", f)
+			return check.InvalidArgument("drift factor", "must be in [0, 0.5), got %v", f)
 		}
 		c.drift = f
 		return nil
@@ -110,7 +111,7 @@ func WithDriftFactor(f float64) Option {
 func WithFencing(node int) Option {
 	return func(c *config) error {
 		if node < 0 {
-			return engine.InvalidArgument("fencing node", "must not be negative, got %d", node)
+			return check.InvalidArgument("fencing node", "must not be negative, got %d", node)
 		}
 		c.fencing = node
 		return nil
@@ -160,41 +161,41 @@ type node struct {
 // coordinator's meter provider.
 func New(nodes []*coordination.Coordinator, opts ...Option) (*Group, error) {
 	cfg := config{nodeTimeout: DefaultNodeTimeout, drift: DefaultDriftFactor, fencing: -1}
-	if err := engine.Apply(&cfg, opts); err != nil {
+	if err := check.Apply(&cfg, opts); err != nil {
 		return nil, err
 	}
 	n := len(nodes)
 	switch {
 	case n < 3:
-		return nil, engine.InvalidArgument("nodes", "a Redlock needs at least 3 independent nodes, got %d", n)
+		return nil, check.InvalidArgument("nodes", "a Redlock needs at least 3 independent nodes, got %d", n)
 	case n%2 == 0:
-		return nil, engine.InvalidArgument("nodes", "a Redlock needs an odd number of nodes, got %d", n)
+		return nil, check.InvalidArgument("nodes", "a Redlock needs an odd number of nodes, got %d", n)
 	}
 	if cfg.fencing >= n {
-		return nil, engine.InvalidArgument("fencing node", "must be a node index below %d, got %d", n, cfg.fencing)
+		return nil, check.InvalidArgument("fencing node", "must be a node index below %d, got %d", n, cfg.fencing)
 	}
 	g := &Group{quorum: n/2 + 1, cfg: cfg}
 	addrs := map[string]int{}
 	for i, c := range nodes {
 		if c == nil {
-			return nil, engine.InvalidArgument("nodes", "node %d is nil", i)
+			return nil, check.InvalidArgument("nodes", "node %d is nil", i)
 		}
 		e, err := engine.Of(c)
 		if err != nil {
-			return nil, engine.InvalidArgument("nodes", "node %d is not a usable coordinator", i)
+			return nil, check.InvalidArgument("nodes", "node %d is not a usable coordinator", i)
 		}
 		for j, prev := range g.nodes {
 			if prev.e == e {
-				return nil, engine.InvalidArgument("nodes", "node %d is node %d again", i, j)
+				return nil, check.InvalidArgument("nodes", "node %d is node %d again", i, j)
 			}
 			if prev.e.Client() == e.Client() {
-				return nil, engine.InvalidArgument("nodes", "node %d uses the client of node %d", i, j)
+				return nil, check.InvalidArgument("nodes", "node %d uses the client of node %d", i, j)
 			}
 		}
 		if !cfg.sameServer {
 			for _, a := range addresses(e.Client()) {
 				if j, dup := addrs[a]; dup {
-					return nil, engine.InvalidArgument("nodes", "node %d has the server address of node %d: the nodes must be independent deployments", i, j)
+					return nil, check.InvalidArgument("nodes", "node %d has the server address of node %d: the nodes must be independent deployments", i, j)
 				}
 				addrs[a] = i
 			}
@@ -265,9 +266,9 @@ func (g *Group) drift(ttl time.Duration) time.Duration {
 // returns the TTL in ms and every node's keys.
 func (g *Group) check(key string, ttl time.Duration) (int64, []engine.Keys, error) {
 	if g == nil || len(g.nodes) == 0 {
-		return 0, nil, engine.InvalidArgument("group", "has no nodes: a zero or nil Group is not usable; create one with redlock.New")
+		return 0, nil, check.InvalidArgument("group", "has no nodes: a zero or nil Group is not usable; create one with redlock.New")
 	}
-	if err := engine.CheckKey("key", key); err != nil {
+	if err := check.Key("key", key); err != nil {
 		return 0, nil, err
 	}
 	ms, err := g.checkTTL(ttl)
@@ -278,7 +279,7 @@ func (g *Group) check(key string, ttl time.Duration) (int64, []engine.Keys, erro
 	for i, n := range g.nodes {
 		if n.fencing {
 			if keys[i], err = n.e.Keys(key, key+FenceSuffix); err != nil {
-				return 0, nil, engine.InvalidArgument("key", "with a fencing node the key needs a {hash tag} (e.g. \"{invoice:42}\"), so that the lease and its counter (key+%q) share a Cluster slot", FenceSuffix)
+				return 0, nil, check.InvalidArgument("key", "with a fencing node the key needs a {hash tag} (e.g. \"{invoice:42}\"), so that the lease and its counter (key+%q) share a Cluster slot", FenceSuffix)
 			}
 			continue
 		}
@@ -289,12 +290,12 @@ func (g *Group) check(key string, ttl time.Duration) (int64, []engine.Keys, erro
 
 // checkTTL validates a TTL and returns it in milliseconds.
 func (g *Group) checkTTL(ttl time.Duration) (int64, error) {
-	ms, err := engine.Millis("ttl", ttl)
+	ms, err := check.Millis("ttl", ttl)
 	if err != nil {
 		return 0, err
 	}
 	if d := g.drift(ttl); ttl <= d {
-		return 0, engine.InvalidArgument("ttl", "must be longer than the clock-drift allowance (%v), got %v", d, ttl)
+		return 0, check.InvalidArgument("ttl", "must be longer than the clock-drift allowance (%v), got %v", d, ttl)
 	}
 	return ms, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
 
@@ -42,7 +43,7 @@ type AcquireRequest struct {
 // Acquire acquires a lease as r describes, admitted once as the kind's
 // AcquireOp however long it waits; see [Op.Acquire] for the semantics.
 func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, error) {
-	if _, err := TTLMillis(r.TTL, r.Kind.NoExpiry); err != nil {
+	if _, err := check.TTLMillis(r.TTL, r.Kind.NoExpiry); err != nil {
 		return nil, Grant{}, err
 	}
 	ctx, op, err := e.Admit(ctx, r.Kind.AcquireOp, r.Kind.Primitive, r.Keys)
@@ -71,7 +72,7 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant
 func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, error) {
 	e := o.e
 	k := r.Kind
-	ttlMs, err := TTLMillis(r.TTL, k.NoExpiry)
+	ttlMs, err := check.TTLMillis(r.TTL, k.NoExpiry)
 	if err != nil {
 		return nil, Grant{}, err
 	}

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
 
@@ -115,7 +116,7 @@ func Of(coord any) (*Engine, error) {
 			return e, nil
 		}
 	}
-	return nil, InvalidArgument("coord", "must not be nil or a zero Coordinator; use coordination.New")
+	return nil, check.InvalidArgument("coord", "must not be nil or a zero Coordinator; use coordination.New")
 }
 
 // Client returns the go-redis client.
@@ -258,44 +259,6 @@ func (e *Engine) NamedKeys(names []string, keys ...string) (Keys, error) {
 	return k, nil
 }
 
-// CheckKey returns an error wrapping [sentinel.ErrInvalidArgument] naming name when
-// key is empty or longer than [MaxKeyBytes]. Keys are otherwise
-// binary-safe.
-func CheckKey(name, key string) error {
-	if key == "" {
-		return InvalidArgument(name, "must not be empty")
-	}
-	return CheckSize(name, len(key), MaxKeyBytes)
-}
-
-// Millis converts a duration to the integer milliseconds the scripts take,
-// rounding a sub-millisecond part up (never shortening a lease or window),
-// and returns an error naming name when d is below one millisecond.
-func Millis(name string, d time.Duration) (int64, error) {
-	if d < time.Millisecond {
-		return 0, InvalidArgument(name, "must be at least 1ms, got %v", d)
-	}
-	ms := int64(d / time.Millisecond)
-	if d%time.Millisecond != 0 {
-		ms++
-	}
-	return ms, nil
-}
-
-// TTLMillis is Millis("ttl", ttl), except that 0 (no expiry) gives 0 when
-// noExpiry is set.
-func TTLMillis(ttl time.Duration, noExpiry bool) (int64, error) {
-	if noExpiry {
-		if ttl == 0 {
-			return 0, nil
-		}
-		if ttl < time.Millisecond {
-			return 0, InvalidArgument("ttl", "must be 0 (no expiry) or at least 1ms, got %v", ttl)
-		}
-	}
-	return Millis("ttl", ttl)
-}
-
 // NewToken returns a fresh random owner token: a version 4 UUID in its
 // 36-character text form (122 random bits from crypto/rand), built with
 // one allocation.
@@ -343,7 +306,7 @@ func (o Op) On(keys Keys) Op {
 // these errors name and the one [Op.End] names (as [Op.On] does).
 func (e *Engine) Admit(ctx context.Context, name, primitive string, keys ...Keys) (context.Context, Op, error) {
 	if ctx == nil {
-		return ctx, Op{}, nilContext()
+		return ctx, Op{}, check.NilContext()
 	}
 	var k Keys
 	if len(keys) > 0 {
@@ -364,22 +327,6 @@ func (e *Engine) Admit(ctx context.Context, name, primitive string, keys ...Keys
 		op.done = done
 	}
 	return ctx, op, nil
-}
-
-// nilContext returns the error of an operation called with a nil context:
-// it wraps [sentinel.ErrInvalidArgument] naming "ctx". [Admit] and [AdmitGroup]
-// return it before anything else; an operation that uses its context
-// before admission checks with [CheckContext] first.
-func nilContext() error {
-	return InvalidArgument("ctx", "must not be nil; use context.Background() or context.TODO()")
-}
-
-// CheckContext returns [nilContext] for a nil ctx, and nil otherwise.
-func CheckContext(ctx context.Context) error {
-	if ctx == nil {
-		return nilContext()
-	}
-	return nil
 }
 
 // End reports the operation's outcome ([outcomeOf] err) to the hooks and
@@ -415,41 +362,5 @@ func outcomeOf(err error) hooks.Outcome {
 		return hooks.Succeeded
 	default:
 		return hooks.Failed
-	}
-}
-
-// Apply applies functional options to cfg in order, skipping nil ones, and
-// returns the first option's error: the one option style of the library
-// (type Option func(*config) error, built by WithX functions).
-func Apply[T any, O ~func(*T) error](cfg *T, opts []O) error {
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(cfg); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// AtLeast returns an option that calls set when v, a duration or a count,
-// is at least least, and otherwise fails naming name: "must be at least
-// <least>, got v" or, for least 0, "must not be negative, got v" (for a
-// duration with least 1 ms, the check and the error of [Millis]). Like
-// every option it checks when it is applied, not when it is built. Its
-// result converts to a package's named option type (type Option
-// func(*config) error).
-func AtLeast[T any, N ~int | ~int64](name string, v, least N, set func(*T)) func(*T) error {
-	return func(cfg *T) error {
-		switch {
-		case v >= least:
-			set(cfg)
-			return nil
-		case least == 0:
-			return InvalidArgument(name, "must not be negative, got %v", v)
-		default:
-			return InvalidArgument(name, "must be at least %v, got %v", least, v)
-		}
 	}
 }

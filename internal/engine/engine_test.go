@@ -17,6 +17,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/lockcore"
 	"github.com/coordkit/coordination/internal/sentinel"
@@ -164,7 +165,7 @@ func TestClassifyAndAmbiguity(t *testing.T) {
 		{redis.ErrPoolTimeout, engine.Transient, false, false},
 		{fmt.Errorf("wrapped: %w", redis.ErrPoolTimeout), engine.Transient, false, false},
 		{redis.ErrClosed, engine.Terminal, false, false},
-		{engine.InvalidArgument("ttl", "bad"), engine.Terminal, false, false},
+		{check.InvalidArgument("ttl", "bad"), engine.Terminal, false, false},
 		{coordination.ErrClosed, engine.Terminal, false, false},
 		{errors.New("something else"), engine.Terminal, false, false},
 	}
@@ -252,11 +253,11 @@ func TestMillis(t *testing.T) {
 		{-time.Second, 0, false},
 	}
 	for _, c := range cases {
-		got, err := engine.Millis("ttl", c.d)
+		got, err := check.Millis("ttl", c.d)
 		if c.ok != (err == nil) || got != c.want {
 			t.Errorf("Millis(%v) = %d, %v", c.d, got, err)
 		}
-		if name, _ := engine.ArgumentName(err); !c.ok && (name != "ttl" || !errors.Is(err, coordination.ErrInvalidArgument)) {
+		if name, _ := check.ArgumentName(err); !c.ok && (name != "ttl" || !errors.Is(err, coordination.ErrInvalidArgument)) {
 			t.Errorf("Millis(%v) error %v does not name ttl", c.d, err)
 		}
 	}
@@ -283,14 +284,14 @@ func TestAtLeast(t *testing.T) {
 	}
 	for _, c := range durations {
 		var got cfg
-		err := engine.AtLeast("thing", c.d, c.least, func(x *cfg) { x.d = c.d })(&got)
+		err := check.AtLeast("thing", c.d, c.least, func(x *cfg) { x.d = c.d })(&got)
 		if c.msg == "" {
 			if err != nil || got.d != c.d {
 				t.Errorf("AtLeast(%v, %v) = %v, set %v", c.d, c.least, err, got.d)
 			}
 			continue
 		}
-		if name, _ := engine.ArgumentName(err); name != "thing" || !errors.Is(err, coordination.ErrInvalidArgument) ||
+		if name, _ := check.ArgumentName(err); name != "thing" || !errors.Is(err, coordination.ErrInvalidArgument) ||
 			!strings.Contains(err.Error(), c.msg) || got.d != 0 {
 			t.Errorf("AtLeast(%v, %v) = %v (set %v), want %q naming thing", c.d, c.least, err, got.d, c.msg)
 		}
@@ -306,18 +307,18 @@ func TestAtLeast(t *testing.T) {
 	}
 	for _, c := range counts {
 		var got cfg
-		err := engine.AtLeast("thing", c.n, c.least, func(x *cfg) { x.n = c.n })(&got)
+		err := check.AtLeast("thing", c.n, c.least, func(x *cfg) { x.n = c.n })(&got)
 		if c.msg == "" {
 			if err != nil || got.n != c.n {
 				t.Errorf("AtLeast(%d, %d) = %v, set %d", c.n, c.least, err, got.n)
 			}
 			continue
 		}
-		if name, _ := engine.ArgumentName(err); name != "thing" || !strings.Contains(err.Error(), c.msg) || got.n != 0 {
+		if name, _ := check.ArgumentName(err); name != "thing" || !strings.Contains(err.Error(), c.msg) || got.n != 0 {
 			t.Errorf("AtLeast(%d, %d) = %v (set %d), want %q naming thing", c.n, c.least, err, got.n, c.msg)
 		}
 	}
-	if _, err := engine.Millis("thing", 999*time.Microsecond); !strings.Contains(err.Error(), "must be at least 1ms, got 999µs") {
+	if _, err := check.Millis("thing", 999*time.Microsecond); !strings.Contains(err.Error(), "must be at least 1ms, got 999µs") {
 		t.Errorf("Millis' message changed: %v", err)
 	}
 }
@@ -621,14 +622,14 @@ func engineWithPrefix(t *testing.T, prefix string) *engine.Engine {
 // A ttl refusal says what the rule is: where 0 means no expiry, the
 // message says so (it said "at least 1ms" while 0 was accepted).
 func TestTTLMillisMessage(t *testing.T) {
-	if ms, err := engine.TTLMillis(0, true); ms != 0 || err != nil {
+	if ms, err := check.TTLMillis(0, true); ms != 0 || err != nil {
 		t.Fatalf("TTLMillis(0, no expiry) = %d, %v", ms, err)
 	}
-	_, err := engine.TTLMillis(-1, true)
+	_, err := check.TTLMillis(-1, true)
 	if want := "coordination: invalid argument ttl: must be 0 (no expiry) or at least 1ms, got -1ns"; err == nil || err.Error() != want || !errors.Is(err, sentinel.ErrInvalidArgument) {
 		t.Fatalf("TTLMillis(-1, no expiry) = %v, want %q", err, want)
 	}
-	_, err = engine.TTLMillis(0, false)
+	_, err = check.TTLMillis(0, false)
 	if want := "coordination: invalid argument ttl: must be at least 1ms, got 0s"; err == nil || err.Error() != want {
 		t.Fatalf("TTLMillis(0) = %v, want %q", err, want)
 	}

@@ -15,32 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// InvalidArgument returns an error wrapping [sentinel.ErrInvalidArgument] that names
-// the argument and says what is wrong with it.
-func InvalidArgument(name, format string, args ...any) error {
-	return &argumentError{name: name, reason: fmt.Sprintf(format, args...)}
-}
-
-type argumentError struct{ name, reason string }
-
-// Error returns the error's message.
-func (e *argumentError) Error() string {
-	return "coordination: invalid argument " + e.name + ": " + e.reason
-}
-
-// Unwrap returns the error this one wraps, for errors.Is and errors.As.
-func (e *argumentError) Unwrap() error { return sentinel.ErrInvalidArgument }
-
-// ArgumentName returns the name of the argument an error from
-// [InvalidArgument] names, and false for any other error.
-func ArgumentName(err error) (string, bool) {
-	var a *argumentError
-	if errors.As(err, &a) {
-		return a.name, true
-	}
-	return "", false
-}
-
 // keyedError is an error of a script or command run on keys: it carries the
 // first key as the caller gave it to [Op.End], and reads as the error it
 // wraps.
@@ -506,13 +480,4 @@ func (c ErrorClass) String() string {
 	default:
 		return fmt.Sprintf("ErrorClass(%d)", int(c))
 	}
-}
-
-// Plural returns "1 NOUN" or "N NOUNs", for messages that count things
-// ("1 permit", "3 permits").
-func Plural(n int, noun string) string {
-	if n == 1 || n == -1 {
-		return strconv.Itoa(n) + " " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
 }

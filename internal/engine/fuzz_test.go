@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
@@ -82,14 +83,14 @@ func FuzzMapError(f *testing.F) {
 // TestClassifyFixed pins the classes of errors a fuzzer cannot build.
 func TestClassifyFixed(t *testing.T) {
 	for err, want := range map[error]ErrorClass{
-		nil:                          noError,
-		context.Canceled:             Canceled,
-		context.DeadlineExceeded:     Canceled,
-		io.EOF:                       Transient,
-		redis.ErrClosed:              Terminal,
-		sentinel.ErrClosed:           Terminal,
-		InvalidArgument("key", "x"):  Terminal,
-		GaveUp(context.Background()): Canceled,
+		nil:                               noError,
+		context.Canceled:                  Canceled,
+		context.DeadlineExceeded:          Canceled,
+		io.EOF:                            Transient,
+		redis.ErrClosed:                   Terminal,
+		sentinel.ErrClosed:                Terminal,
+		check.InvalidArgument("key", "x"): Terminal,
+		GaveUp(context.Background()):      Canceled,
 	} {
 		if got := Classify(err); got != want {
 			t.Errorf("Classify(%v) = %v, want %v", err, got, want)

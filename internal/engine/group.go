@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 )
 
 // AdmitGroup admits one operation of a primitive that spans several
@@ -25,7 +26,7 @@ import (
 // engines share a meter provider.
 func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string, keys ...Keys) (context.Context, Op, error) {
 	if ctx == nil {
-		return ctx, Op{}, nilContext()
+		return ctx, Op{}, check.NilContext()
 	}
 	var k Keys
 	if len(keys) > 0 {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/sentinel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -215,7 +216,7 @@ type kindBackend struct{}
 // CheckTTL converts ttl to whole milliseconds (0 only for a kind with
 // NoExpiry), or returns an error wrapping sentinel.ErrInvalidArgument naming "ttl".
 func (kindBackend) CheckTTL(h *Handle, ttl time.Duration) (int64, error) {
-	return TTLMillis(ttl, h.kind.NoExpiry)
+	return check.TTLMillis(ttl, h.kind.NoExpiry)
 }
 
 // Drift is the single-node allowance, [Drift].
@@ -542,7 +543,7 @@ func (h *Handle) resetTimerLocked() {
 // the old one and the one ttl gives).
 func (h *Handle) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 	if ctx == nil {
-		return false, nilContext()
+		return false, check.NilContext()
 	}
 	if h == nil {
 		return false, nil
@@ -598,7 +599,7 @@ func (h *Handle) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool
 // handle is released or lost.
 func (h *Handle) Verify(ctx context.Context) (bool, error) {
 	if ctx == nil {
-		return false, nilContext()
+		return false, check.NilContext()
 	}
 	if h == nil {
 		return false, nil
@@ -624,7 +625,7 @@ func (h *Handle) Verify(ctx context.Context) (bool, error) {
 // ReleaseOp; see the type's documentation for the semantics.
 func (h *Handle) Release(ctx context.Context) (Outcome, error) {
 	if ctx == nil {
-		return unknownOutcome, nilContext()
+		return unknownOutcome, check.NilContext()
 	}
 	if h == nil {
 		return AlreadyReleased, nil
@@ -748,7 +749,7 @@ func (h *Handle) keepAlive(stop chan struct{}, every int) {
 			h.mu.Unlock()
 			return
 		}
-		ms, _ := Millis("ttl", ttl)
+		ms, _ := check.Millis("ttl", ttl)
 		// Bound each renewal by the time left, so a hung connection cannot
 		// hold it past the deadline.
 		ctx, cancel := context.WithTimeout(context.Background(), left)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/redis/go-redis/v9"
 )
@@ -37,9 +38,9 @@ func withoutAcks(ctx context.Context) context.Context { return context.WithValue
 // argument.
 func CheckReplicaAcks(client redis.UniversalClient, replicas int, timeout time.Duration) error {
 	if replicas < 1 {
-		return InvalidArgument("replicas", "must be at least 1, got %d", replicas)
+		return check.InvalidArgument("replicas", "must be at least 1, got %d", replicas)
 	}
-	if _, err := Millis("timeout", timeout); err != nil {
+	if _, err := check.Millis("timeout", timeout); err != nil {
 		return err
 	}
 	var read time.Duration
@@ -49,12 +50,12 @@ func CheckReplicaAcks(client redis.UniversalClient, replicas int, timeout time.D
 	case *redis.ClusterClient:
 		read = c.Options().ReadTimeout
 	default:
-		return InvalidArgument("client", "replica acknowledgements need a *redis.Client or *redis.ClusterClient, got %T", client)
+		return check.InvalidArgument("client", "replica acknowledgements need a *redis.Client or *redis.ClusterClient, got %T", client)
 	}
 	// Options() holds the initialised timeout: positive, or 0 or -1 for
 	// none.
 	if read > 0 && timeout >= read {
-		return InvalidArgument("timeout", "must be below the client's ReadTimeout (%v), got %v", read, timeout)
+		return check.InvalidArgument("timeout", "must be below the client's ReadTimeout (%v), got %v", read, timeout)
 	}
 	return nil
 }
@@ -120,11 +121,11 @@ func (e *Engine) nodeFor(ctx context.Context, key string) (*redis.Client, error)
 		return c, nil
 	case *redis.ClusterClient:
 		if key == "" {
-			return nil, InvalidArgument("keys", "replica acknowledgements need a key to find the server")
+			return nil, check.InvalidArgument("keys", "replica acknowledgements need a key to find the server")
 		}
 		return c.MasterForKey(ctx, key)
 	}
-	return nil, InvalidArgument("client", "replica acknowledgements need a *redis.Client or *redis.ClusterClient")
+	return nil, check.InvalidArgument("client", "replica acknowledgements need a *redis.Client or *redis.ClusterClient")
 }
 
 func (e *Engine) pipelineAcked(ctx context.Context, c *redis.Client, args []any) (any, error) {

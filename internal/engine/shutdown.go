@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
 
@@ -137,7 +138,7 @@ func (e *Engine) OnShutdown(f func()) (stop func(), ok bool) {
 // never closed.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	if ctx == nil {
-		return InvalidArgument("ctx", "must not be nil")
+		return check.InvalidArgument("ctx", "must not be nil")
 	}
 	l := &e.life
 	l.mu.Lock()

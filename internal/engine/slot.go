@@ -1,6 +1,10 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/coordkit/coordination/internal/check"
+)
 
 // keySlot returns the Redis Cluster hash slot (0..16383) of key: CRC16-XMODEM
 // of the key, or of the part between the first '{' and the next '}' when
@@ -35,7 +39,7 @@ func sameSlot(names, keys []string) error {
 	first := keySlot(keys[0])
 	for i, k := range keys[1:] {
 		if s := keySlot(k); s != first {
-			return InvalidArgument("keys", "%s is in Redis Cluster slot %d, %s in slot %d; give the keys one {hash tag}", name(0), first, name(i+1), s)
+			return check.InvalidArgument("keys", "%s is in Redis Cluster slot %d, %s in slot %d; give the keys one {hash tag}", name(0), first, name(i+1), s)
 		}
 	}
 	return nil

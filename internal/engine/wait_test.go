@@ -8,6 +8,7 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
@@ -39,7 +40,7 @@ func TestWaitRetriesTransientAndStopsOnTerminal(t *testing.T) {
 	if err != nil || calls != 4 {
 		t.Fatalf("transient errors: err=%v after %d calls, want success after 4", err, calls)
 	}
-	terminal := engine.InvalidArgument("x", "bad")
+	terminal := check.InvalidArgument("x", "bad")
 	calls = 0
 	err = e.Wait(ctx, engine.WaitConfig{}, func(context.Context) (engine.Attempt, error) {
 		calls++
@@ -113,7 +114,7 @@ func TestWaitWakesOnNotificationAndWake(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					return engine.Attempt{}, engine.InvalidArgument("test", "no subscriber within 10s")
+					return engine.Attempt{}, check.InvalidArgument("test", "no subscriber within 10s")
 				}
 				time.Sleep(time.Millisecond)
 			}

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/internal/lockcore"
@@ -41,14 +42,14 @@ var Kind = &engine.LeaseKind{
 // ErrInvalidArgument naming the slots when the prefixed keys are in
 // different Cluster slots.
 func Keys(e *engine.Engine, leaseKey, fenceKey string) (engine.Keys, error) {
-	if err := engine.CheckKey("leaseKey", leaseKey); err != nil {
+	if err := check.Key("leaseKey", leaseKey); err != nil {
 		return engine.Keys{}, err
 	}
-	if err := engine.CheckKey("fenceKey", fenceKey); err != nil {
+	if err := check.Key("fenceKey", fenceKey); err != nil {
 		return engine.Keys{}, err
 	}
 	if leaseKey == fenceKey {
-		return engine.Keys{}, engine.InvalidArgument("fenceKey", "must differ from leaseKey")
+		return engine.Keys{}, check.InvalidArgument("fenceKey", "must differ from leaseKey")
 	}
 	return e.NamedKeys([]string{"leaseKey", "fenceKey"}, leaseKey, fenceKey)
 }
