@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 )
 
@@ -11,9 +12,9 @@ import (
 // instruments. The reply shapes are documented in the .lua files.
 var (
 	beginScript    = engine.NewScript("idempotency_begin", decodeBegin)
-	completeScript = engine.NewScript("idempotency_complete", engine.Bool01)
-	abandonScript  = engine.NewScript("idempotency_abandon", engine.Bool01)
-	renewScript    = engine.NewScript("idempotency_renew", engine.Bool01)
+	completeScript = engine.NewScript("idempotency_complete", decode.Bool01)
+	abandonScript  = engine.NewScript("idempotency_abandon", decode.Bool01)
+	renewScript    = engine.NewScript("idempotency_renew", decode.Bool01)
 
 	// claimKind is the lease kind of a pending claim kept alive while its
 	// work runs ([Store.KeepAlive], Do and the middleware): a handle

@@ -13,6 +13,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 )
 
@@ -124,7 +125,7 @@ func claimOf(r beginReply, token string, sent time.Time) (Claim, error) {
 	case FingerprintMismatch:
 		return Claim{State: FingerprintMismatch}, nil
 	}
-	return Claim{}, engine.UnexpectedReply(beginScript.Name(), nil)
+	return Claim{}, decode.Unexpected(beginScript.Name(), nil)
 }
 
 // Store records idempotency claims and their results in Redis: one string

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
@@ -57,7 +58,7 @@ func checkDecoded(r any) error {
 // testdata/fuzz/FuzzDecoders run as a normal test.
 func FuzzDecoders(f *testing.F) {
 	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
-		err := engine.UnexpectedReply(name, reply)
+		err := decode.Unexpected(name, reply)
 		if !errors.Is(err, sentinel.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
 			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
 		}

@@ -3,6 +3,7 @@ package latch
 import (
 	"time"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 )
 
@@ -42,11 +43,11 @@ type createReply struct {
 
 // decodeCreate reads {ok, gen, count, deadline_ms, now}.
 func decodeCreate(v any) (createReply, bool) {
-	a, ok := engine.Ints(v, 5)
+	a, ok := decode.Ints(v, 5)
 	if !ok || a[1] < 1 || a[2] < 0 || a[3] < 0 || a[4] <= 0 {
 		return createReply{}, false
 	}
-	created, ok := engine.Bool01(a[0])
+	created, ok := decode.Bool01(a[0])
 	return createReply{Created: created, Gen: a[1], Count: a[2], Deadline: a[3]}, ok
 }
 
@@ -67,15 +68,15 @@ func decodeJoin(v any) (joinReply, bool) {
 	if v == nil {
 		return joinReply{}, true
 	}
-	a, ok := engine.Array(v, 6)
+	a, ok := decode.Array(v, 6)
 	if !ok {
 		return joinReply{}, false
 	}
-	id, ok := engine.Str(a[0])
+	id, ok := decode.Str(a[0])
 	if !ok || id == "" {
 		return joinReply{}, false
 	}
-	n, ok := engine.Ints(a[1:], 5)
+	n, ok := decode.Ints(a[1:], 5)
 	if !ok || n[0] < 1 || n[1] < 0 || n[2] < 0 || n[1] > n[2] || n[3] < 0 || n[4] <= 0 {
 		return joinReply{}, false
 	}
@@ -90,7 +91,7 @@ type countDownReply struct {
 
 // decodeCountDown reads {status, remaining, now}.
 func decodeCountDown(v any) (countDownReply, bool) {
-	a, ok := engine.Ints(v, 3)
+	a, ok := decode.Ints(v, 3)
 	if !ok || a[2] <= 0 {
 		return countDownReply{}, false
 	}
@@ -117,7 +118,7 @@ type readReply struct {
 
 // decodeRead reads {status, count, deadline_in_ms, now}.
 func decodeRead(v any) (readReply, bool) {
-	a, ok := engine.Ints(v, 4)
+	a, ok := decode.Ints(v, 4)
 	if !ok || a[3] <= 0 {
 		return readReply{}, false
 	}
@@ -128,7 +129,7 @@ func decodeRead(v any) (readReply, bool) {
 		case r.Count < 0 || a[2] < -1 || a[2] == 0:
 			return readReply{}, false
 		case a[2] > 0:
-			r.DeadlineIn = engine.Scaled(a[2], time.Millisecond)
+			r.DeadlineIn = decode.Scaled(a[2], time.Millisecond)
 		}
 		return r, true
 	case statusStale, statusNotFound:

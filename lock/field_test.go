@@ -14,6 +14,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/contract"
 	"github.com/coordkit/coordination/internal/testkit/faultproxy"
@@ -205,7 +206,7 @@ func TestExpiredFieldIsFreeAndOldOwnerCannotTouchSuccessor(t *testing.T) {
 		if ok := must(lock.FieldRefresh.Run(ctx, e, k, "j1", old.Token(), 3_600_000))(t); ok {
 			t.Fatal("lease_refresh with the old token = 1")
 		}
-		if out := must(lock.FieldRelease.Run(ctx, e, k, "j1", old.Token()))(t); out != engine.NotOwned {
+		if out := must(lock.FieldRelease.Run(ctx, e, k, "j1", old.Token()))(t); out != decode.NotOwned {
 			t.Fatalf("lease_release with the old token = %v, want NotOwned", out)
 		}
 		wantField(t, raw, key, "j1", next.Token(), time.Minute, "the successor's j1")
@@ -482,10 +483,10 @@ func TestFieldLeaseReSentScripts(t *testing.T) {
 		if g := must(lock.FieldAcquire.Run(ctx, e, k, "f", other, 60000))(t); g.Acquired || g.RetryIn <= 0 || g.RetryIn > time.Minute {
 			t.Fatalf("another token: %+v, want held with the holder's TTL", g)
 		}
-		if out := must(lock.FieldRelease.Run(ctx, e, k, "f", token))(t); out != engine.Released {
+		if out := must(lock.FieldRelease.Run(ctx, e, k, "f", token))(t); out != decode.Released {
 			t.Fatalf("release = %v", out)
 		}
-		if out := must(lock.FieldRelease.Run(ctx, e, k, "f", token))(t); out != engine.AlreadyReleased {
+		if out := must(lock.FieldRelease.Run(ctx, e, k, "f", token))(t); out != decode.AlreadyReleased {
 			t.Fatalf("re-sent release = %v, want AlreadyReleased", out)
 		}
 	}, testharness.HashFieldTTLOnly())

@@ -14,6 +14,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
@@ -372,7 +373,7 @@ func (l *Limiter) concTry(ctx context.Context, op engine.Op, sp *spec, permits i
 	return d, nil
 }
 
-func concDecision(g engine.Grant) verdict {
+func concDecision(g decode.Grant) verdict {
 	return verdict{acquired: g.Acquired, available: concAvailable(g), hint: g.RetryIn}
 }
 

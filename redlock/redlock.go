@@ -17,6 +17,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/internal/lockcore"
@@ -140,10 +141,10 @@ type node struct {
 	i       int
 	e       *engine.Engine
 	fencing bool
-	acquire *engine.Script[engine.Grant]
+	acquire *engine.Script[decode.Grant]
 	refresh *engine.Script[bool]
 	verify  *engine.Script[bool]
-	release *engine.Script[engine.Outcome]
+	release *engine.Script[decode.Outcome]
 }
 
 // New returns a Redlock group over nodes: one coordinator per independent
@@ -450,9 +451,9 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 // result is one node's answer in a round.
 type result struct {
 	state     state
-	grant     engine.Grant
+	grant     decode.Grant
 	ok        bool           // refresh: still held and extended
-	out       engine.Outcome // release
+	out       decode.Outcome // release
 	err       error
 	ambiguous bool // a failed call may have run on the node
 }

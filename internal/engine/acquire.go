@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
 
@@ -42,13 +43,13 @@ type AcquireRequest struct {
 
 // Acquire acquires a lease as r describes, admitted once as the kind's
 // AcquireOp however long it waits; see [Op.Acquire] for the semantics.
-func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, error) {
+func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decode.Grant, error) {
 	if _, err := check.TTLMillis(r.TTL, r.Kind.NoExpiry); err != nil {
-		return nil, Grant{}, err
+		return nil, decode.Grant{}, err
 	}
 	ctx, op, err := e.Admit(ctx, r.Kind.AcquireOp, r.Kind.Primitive, r.Keys)
 	if err != nil {
-		return nil, Grant{}, err
+		return nil, decode.Grant{}, err
 	}
 	h, g, err := op.Acquire(ctx, r)
 	return h, g, op.End(err)
@@ -66,15 +67,15 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant
 // and the operation fails, the lease is released in the background,
 // owner-checked, with the same id.
 //
-// On failure the Grant is the last attempt's answer: with a non-blocking
+// On failure the decode.Grant is the last attempt's answer: with a non-blocking
 // refusal (sentinel.ErrNotAcquired) its RetryIn and Value, what the server reported
 // (a primitive's count of what is free); zero when the last attempt failed.
-func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, error) {
+func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decode.Grant, error) {
 	e := o.e
 	k := r.Kind
 	ttlMs, err := check.TTLMillis(r.TTL, k.NoExpiry)
 	if err != nil {
-		return nil, Grant{}, err
+		return nil, decode.Grant{}, err
 	}
 	k.init()
 	keys, id, extra := r.Keys, r.ID, r.Extra
@@ -87,14 +88,14 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, err
 		}
 	}
 	var (
-		g         Grant
+		g         decode.Grant
 		sent      time.Time
 		ambiguous bool
 		attempts  int
 	)
 	// attempt sends one acquisition: the kind's First command for the
 	// first attempt when it has one, its Acquire script otherwise.
-	attempt := func(ctx context.Context) (Grant, error) {
+	attempt := func(ctx context.Context) (decode.Grant, error) {
 		sent = time.Now()
 		attempts++
 		if k.First != nil && attempts == 1 {

@@ -18,6 +18,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/lockcore"
 	"github.com/coordkit/coordination/internal/sentinel"
@@ -352,27 +353,27 @@ func TestOutcomeOf(t *testing.T) {
 // Decoders are strict: a reply of an unknown shape or code is an error
 // wrapping ErrBadState that describes the shape, never the contents.
 func TestStrictDecoders(t *testing.T) {
-	if o, ok := engine.ReleaseReply(int64(-1)); !ok || o != engine.NotOwned {
+	if o, ok := decode.Release(int64(-1)); !ok || o != decode.NotOwned {
 		t.Fatal("release -1")
 	}
 	for _, v := range []any{int64(2), int64(-2), "1", nil, []any{int64(1)}} {
-		if _, ok := engine.ReleaseReply(v); ok {
+		if _, ok := decode.Release(v); ok {
 			t.Errorf("ReleaseReply(%#v) accepted", v)
 		}
-		if _, ok := engine.Bool01(v); ok && v != int64(1) && v != int64(0) {
+		if _, ok := decode.Bool01(v); ok && v != int64(1) && v != int64(0) {
 			t.Errorf("Bool01(%#v) accepted", v)
 		}
 	}
-	if _, ok := engine.Bool01(int64(2)); ok {
+	if _, ok := decode.Bool01(int64(2)); ok {
 		t.Error("Bool01(2) accepted")
 	}
-	if _, ok := engine.PositiveDecimal("0"); ok {
+	if _, ok := decode.PositiveDecimal("0"); ok {
 		t.Error("PositiveDecimal(0) accepted")
 	}
-	if n, ok := engine.PositiveDecimal("9223372036854775807"); !ok || n != 1<<63-1 {
+	if n, ok := decode.PositiveDecimal("9223372036854775807"); !ok || n != 1<<63-1 {
 		t.Error("PositiveDecimal(max)")
 	}
-	err := engine.UnexpectedReply("lock_acquire", []any{"s3cret-token", int64(1)})
+	err := decode.Unexpected("lock_acquire", []any{"s3cret-token", int64(1)})
 	if !errors.Is(err, coordination.ErrBadState) || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "string of 12 bytes") {
 		t.Errorf("UnexpectedReply = %v", err)
 	}
@@ -385,7 +386,7 @@ func TestStrictDecoders(t *testing.T) {
 	}
 	// Another program's script stored a value the release script reads as
 	// held by another owner: a real answer, decoded as NotOwned.
-	if out, err := lockcore.Release.Run(context.Background(), e, e.Key("k"), "mine"); err != nil || out != engine.NotOwned {
+	if out, err := lockcore.Release.Run(context.Background(), e, e.Key("k"), "mine"); err != nil || out != decode.NotOwned {
 		t.Fatalf("release of another's lock = %v, %v", out, err)
 	}
 }

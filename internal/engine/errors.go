@@ -231,36 +231,6 @@ func (e permissionError) Error() string { return "NOPERM " + strings.TrimPrefix(
 // RedisError marks the error as a server reply (go-redis' redis.Error).
 func (permissionError) RedisError() {}
 
-// UnexpectedReply returns an error wrapping [sentinel.ErrBadState] for a script reply
-// whose shape or code the client does not understand. It describes the
-// reply's shape only, never its contents, which may be large or secret.
-func UnexpectedReply(script string, reply any) error {
-	return fmt.Errorf("%w: unexpected reply from %s: %s", sentinel.ErrBadState, script, shapeOf(reply))
-}
-
-func shapeOf(v any) string {
-	switch r := v.(type) {
-	case []any:
-		parts := make([]string, 0, min(len(r), 8))
-		for i, x := range r {
-			if i == 8 {
-				parts = append(parts, "...")
-				break
-			}
-			parts = append(parts, shapeOf(x))
-		}
-		return fmt.Sprintf("array of %d [%s]", len(r), strings.Join(parts, ", "))
-	case string:
-		return fmt.Sprintf("string of %d bytes", len(r))
-	case int64:
-		return "integer"
-	case nil:
-		return "nil"
-	default:
-		return fmt.Sprintf("%T", v)
-	}
-}
-
 // ErrorClass says how a retry loop should treat an error
 // (coordination.IsTransient reports Classify(err) == Transient).
 type ErrorClass int

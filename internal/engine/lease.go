@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/sentinel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -27,17 +28,17 @@ type LeaseKind struct {
 	Primitive                               string // hooks primitive kind, e.g. "lock"
 	AcquireOp, RenewOp, VerifyOp, ReleaseOp string // hook operation names
 
-	Acquire *Script[Grant]
+	Acquire *Script[decode.Grant]
 	// First, when set, is sent instead of Acquire for a non-blocking
 	// acquisition and for the first attempt of a blocking one: a plain
 	// command cheaper than the script (the lock's SET NX GET PX), with the
-	// same arguments and a Grant decoder that recognises the caller's own
+	// same arguments and a decode.Grant decoder that recognises the caller's own
 	// lease after a re-send. Later attempts of a blocking acquisition use
 	// the Acquire script.
-	First   *Command[Grant]
+	First   *Command[decode.Grant]
 	Refresh *Script[bool]
 	Verify  *Script[bool]
-	Release *Script[Outcome]
+	Release *Script[decode.Outcome]
 
 	// WaitFlag makes the Acquire script take one more argument after the
 	// extra ones: "1" on the attempts of a blocking acquisition (which may
@@ -49,7 +50,7 @@ type LeaseKind struct {
 	HandleKeys int
 	// ReleaseMark makes the Release script take one more key, last: the
 	// lease's release mark (see [Engine.WithMark]), so that a release
-	// re-sent after its first send released reports Released.
+	// re-sent after its first send released reports decode.Released.
 	ReleaseMark bool
 	// NoExpiry accepts a TTL of 0: a lease that lasts until released.
 	NoExpiry bool
@@ -133,7 +134,7 @@ const (
 // when the release fails with a transient error or a cancellation, the
 // owner-checked release is retried in the background (bounded by the
 // lease's remaining time and [CleanupLimit]) and the caller gets the
-// error; a second Release returns AlreadyReleased without asking Redis.
+// error; a second Release returns decode.AlreadyReleased without asking Redis.
 //
 // Its server operations go through a [Backend]: the kind's scripts on one
 // engine, or a group's (redlock's quorum, see [NewGroupHandle]).
@@ -201,8 +202,8 @@ type Backend interface {
 	Verify(ctx context.Context, h *Handle) (bool, error)
 	// Release removes the lease, owner-checked, and retries what failed
 	// transiently in the background for at most left.
-	Release(ctx context.Context, h *Handle, left time.Duration) (Outcome, error)
-	// Settled reports whether a later Release returns AlreadyReleased
+	Release(ctx context.Context, h *Handle, left time.Duration) (decode.Outcome, error)
+	// Settled reports whether a later Release returns decode.AlreadyReleased
 	// without asking the servers (false: a Release that returned an error
 	// may be called again to ask those that did not answer).
 	Settled() bool
@@ -237,7 +238,7 @@ func (kindBackend) Verify(ctx context.Context, h *Handle) (bool, error) {
 // Release runs the kind's release script, and on a non-terminal error
 // retries it in the background for at most left (CleanupLimit for a lease
 // without expiry).
-func (kindBackend) Release(ctx context.Context, h *Handle, left time.Duration) (Outcome, error) {
+func (kindBackend) Release(ctx context.Context, h *Handle, left time.Duration) (decode.Outcome, error) {
 	keys := h.keys
 	if h.kind.ReleaseMark {
 		keys = h.e.WithMark(keys)
@@ -623,16 +624,16 @@ func (h *Handle) Verify(ctx context.Context) (bool, error) {
 
 // Release deletes the lease if this owner holds it, admitted as the kind's
 // ReleaseOp; see the type's documentation for the semantics.
-func (h *Handle) Release(ctx context.Context) (Outcome, error) {
+func (h *Handle) Release(ctx context.Context) (decode.Outcome, error) {
 	if ctx == nil {
-		return unknownOutcome, check.NilContext()
+		return 0, check.NilContext()
 	}
 	if h == nil {
-		return AlreadyReleased, nil
+		return decode.AlreadyReleased, nil
 	}
 	ctx, op, err := h.admit(ctx, h.kind.ReleaseOp)
 	if err != nil {
-		return unknownOutcome, err
+		return 0, err
 	}
 	out, err := h.GiveBack(ctx)
 	return out, op.End(err)
@@ -643,7 +644,7 @@ func (h *Handle) Release(ctx context.Context) (Outcome, error) {
 // keep-alive renewals are not): for a primitive whose public operation
 // owns the lease's whole life (a leader's term, given back when Run's
 // term ends). Its outcomes and errors are Release's.
-func (h *Handle) GiveBack(ctx context.Context) (Outcome, error) {
+func (h *Handle) GiveBack(ctx context.Context) (decode.Outcome, error) {
 	if err := ClosedAny(h.es); err != nil {
 		h.shutdownEnd()
 		return 0, err
@@ -652,7 +653,7 @@ func (h *Handle) GiveBack(ctx context.Context) (Outcome, error) {
 	h.mu.Lock()
 	if h.state == released && h.b.Settled() {
 		h.mu.Unlock()
-		return AlreadyReleased, nil
+		return decode.AlreadyReleased, nil
 	}
 	was := h.state
 	var cancel context.CancelCauseFunc
@@ -668,7 +669,7 @@ func (h *Handle) GiveBack(ctx context.Context) (Outcome, error) {
 	}
 	out, err := h.b.Release(ctx, h, left)
 	if err != nil {
-		return unknownOutcome, err
+		return 0, err
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/lockcore"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
@@ -137,7 +138,7 @@ func TestContextIsLazyAndExpiryIsLocal(t *testing.T) {
 	if nilHandle.Remaining() != 0 || !errors.Is(context.Cause(nilHandle.Context()), coordination.ErrNotHeld) {
 		t.Fatal("a nil handle must report not held")
 	}
-	if out, err := nilHandle.Release(context.Background()); err != nil || out != engine.AlreadyReleased {
+	if out, err := nilHandle.Release(context.Background()); err != nil || out != decode.AlreadyReleased {
 		t.Fatal("nil handle release")
 	}
 	nilHandle.KeepAlive() // does nothing, never panics

@@ -7,11 +7,11 @@ import (
 
 // Release marks. A release deletes what it releases, so a release re-sent
 // by go-redis after its first send's reply was lost would find nothing and
-// report AlreadyReleased although its first send released. The release
+// report decode.AlreadyReleased although its first send released. The release
 // scripts of the kinds with [LeaseKind.ReleaseMark] therefore take one more
 // key, last: the lease's release mark, where a release that removes its
 // lease records the released id (SET ... PX 5000); a release that finds
-// its lease gone or taken over and its own id in the mark reports Released.
+// its lease gone or taken over and its own id in the mark reports decode.Released.
 // The mark holds the last release of the lease key only (a second release
 // on the same key within the 5 s replaces it) and lasts 5 s, far longer
 // than go-redis' re-send delays (MaxRetryBackoff, 512 ms by default).
