@@ -15,6 +15,7 @@ import (
 	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 )
 
 const primitive = "idempotency"
@@ -59,15 +60,15 @@ func (s State) String() string {
 // Attribute sets of the package's instruments, built once.
 var (
 	beginAttrs = map[State]metric.MeasurementOption{
-		Started:             engine.Attrs(attribute.String("state", "started")),
-		Completed:           engine.Attrs(attribute.String("state", "completed")),
-		InProgress:          engine.Attrs(attribute.String("state", "in_progress")),
-		FingerprintMismatch: engine.Attrs(attribute.String("state", "fingerprint_mismatch")),
+		Started:             instrument.Attrs(attribute.String("state", "started")),
+		Completed:           instrument.Attrs(attribute.String("state", "completed")),
+		InProgress:          instrument.Attrs(attribute.String("state", "in_progress")),
+		FingerprintMismatch: instrument.Attrs(attribute.String("state", "fingerprint_mismatch")),
 	}
-	completeStored   = engine.Attrs(attribute.String("result", "stored"))
-	completeNotOwner = engine.Attrs(attribute.String("result", "not_owner"))
-	abandonAbandoned = engine.Attrs(attribute.String("result", "abandoned"))
-	abandonNotOwner  = engine.Attrs(attribute.String("result", "not_owner"))
+	completeStored   = instrument.Attrs(attribute.String("result", "stored"))
+	completeNotOwner = instrument.Attrs(attribute.String("result", "not_owner"))
+	abandonAbandoned = instrument.Attrs(attribute.String("result", "abandoned"))
+	abandonNotOwner  = instrument.Attrs(attribute.String("result", "not_owner"))
 )
 
 // beginOpts are beginAttrs as option lists, built once: a fresh variadic

@@ -13,6 +13,7 @@ import (
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
 
@@ -77,7 +78,7 @@ var (
 )
 
 func result(r string) metric.MeasurementOption {
-	return engine.Attrs(attribute.String("result", r))
+	return instrument.Attrs(attribute.String("result", r))
 }
 
 // Latch is the countdown latch at one key, with its options. It is

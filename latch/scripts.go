@@ -5,6 +5,7 @@ import (
 
 	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 )
 
 // The latch's scripts, each next to its decoder, and its instruments. The
@@ -15,9 +16,9 @@ var (
 	countDownScript = engine.NewScript("latch_count_down", decodeCountDown)
 	readScript      = engine.NewScript("latch_read", decodeRead)
 
-	countDowns = engine.NewMetric(engine.Counter, "coordination.latch.count_downs", "{count_down}", "result",
+	countDowns = instrument.New(instrument.Counter, "coordination.latch.count_downs", "{count_down}", "result",
 		"Latch count-downs, by result (counted, completed, stale, not_found, broken).")
-	waits = engine.NewMetric(engine.Histogram, "coordination.latch.wait", "s", "result",
+	waits = instrument.New(instrument.Histogram, "coordination.latch.wait", "s", "result",
 		"Time spent in latch Wait, by result (completed, replaced, broken, gave_up, failed).")
 )
 

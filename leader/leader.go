@@ -15,6 +15,7 @@ import (
 	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/fencelock"
+	"github.com/coordkit/coordination/internal/instrument"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
 
@@ -82,8 +83,8 @@ type config struct {
 }
 
 var (
-	electedAttrs = engine.Attrs(attribute.String("state", "elected"))
-	revokedAttrs = engine.Attrs(attribute.String("state", "revoked"))
+	electedAttrs = instrument.Attrs(attribute.String("state", "elected"))
+	revokedAttrs = instrument.Attrs(attribute.String("state", "revoked"))
 )
 
 // Option configures an [Elector].

@@ -16,6 +16,7 @@ import (
 	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
 
@@ -305,8 +306,8 @@ func (l *ConcurrencyLease) Done() <-chan struct{} { return l.Context().Done() }
 
 // Attributes of the concurrency wait histogram, built once.
 var (
-	waitAcquired = engine.Attrs(attribute.String("result", "acquired"))
-	waitGaveUp   = engine.Attrs(attribute.String("result", "gave_up"))
+	waitAcquired = instrument.Attrs(attribute.String("result", "acquired"))
+	waitGaveUp   = instrument.Attrs(attribute.String("result", "gave_up"))
 )
 
 func (c concurrency) spec() (*spec, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
 
@@ -95,12 +96,12 @@ var deniedDecision = verdict{available: -1, denied: true}
 
 // Instrument attributes, built once.
 var (
-	capacityAttrs    = engine.Attrs(attribute.String("reason", "capacity"))
-	denyListAttrs    = engine.Attrs(attribute.String("reason", "deny_list"))
-	unavailableAttrs = engine.Attrs(attribute.String("reason", "unavailable"))
-	failOpenAttrs    = engine.Attrs(attribute.String("failure_mode", "fail_open"))
-	failClosedAttrs  = engine.Attrs(attribute.String("failure_mode", "fail_closed"))
-	failErrorAttrs   = engine.Attrs(attribute.String("failure_mode", "return_error"))
+	capacityAttrs    = instrument.Attrs(attribute.String("reason", "capacity"))
+	denyListAttrs    = instrument.Attrs(attribute.String("reason", "deny_list"))
+	unavailableAttrs = instrument.Attrs(attribute.String("reason", "unavailable"))
+	failOpenAttrs    = instrument.Attrs(attribute.String("failure_mode", "fail_open"))
+	failClosedAttrs  = instrument.Attrs(attribute.String("failure_mode", "fail_closed"))
+	failErrorAttrs   = instrument.Attrs(attribute.String("failure_mode", "return_error"))
 )
 
 func newLimiter(coord *coordination.Coordinator, key string, s Settings, opts []Option) (*Limiter, error) {

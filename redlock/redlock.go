@@ -20,6 +20,7 @@ import (
 	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/fencingcore"
+	"github.com/coordkit/coordination/internal/instrument"
 	"github.com/coordkit/coordination/internal/lockcore"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
@@ -210,7 +211,7 @@ func New(nodes []*coordination.Coordinator, opts ...Option) (*Group, error) {
 		g.ids = append(g.ids, e)
 	}
 	g.first = g.nodes[0].e
-	result := func(r string) metric.MeasurementOption { return engine.Attrs(attribute.String("result", r)) }
+	result := func(r string) metric.MeasurementOption { return instrument.Attrs(attribute.String("result", r)) }
 	g.latAcquired, g.latContended, g.latFailed = result("acquired"), result("contended"), result("failed")
 	return g, nil
 }

@@ -3,6 +3,7 @@ package rwlease
 import (
 	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 )
 
 // The scripts of the read-write leases, each next to its decoder. A lease
@@ -21,7 +22,7 @@ var (
 
 // metrics are the instruments of read-write leases
 // (coordination.rwlease.*), told apart by mode (read, write).
-var metrics = engine.NewLeaseMetrics("rwlease", "read-write lease", "mode",
+var metrics = instrument.NewLease("rwlease", "read-write lease", "mode",
 	"Read-write lease acquisitions (TryRead, Read, TryWrite, Write) refused by a holder or, for readers, a waiting writer, counted once per call.")
 
 // decodeGrant reads {1, 0, now} (acquired) or {0, retry_ms, now}

@@ -3,6 +3,7 @@ package semaphore
 import (
 	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 )
 
 // The semaphore's scripts, each next to its decoder, and its instruments.
@@ -18,7 +19,7 @@ var (
 
 	// leaseMetrics are the permits' instruments (coordination.semaphore.*),
 	// recorded by the engine's lease handles.
-	leaseMetrics = engine.NewLeaseMetrics("semaphore", "semaphore permit", "",
+	leaseMetrics = instrument.NewLease("semaphore", "semaphore permit", "",
 		"Semaphore acquisitions (TryAcquire, Acquire and their N forms) that found too few free permits, counted once per call.")
 )
 

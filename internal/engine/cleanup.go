@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coordkit/coordination/internal/instrument"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -151,7 +152,7 @@ func (e *Engine) abandon(stage, reason string, err error) {
 	k := [2]string{stage, reason}
 	a, ok := e.cleanup.attrs[k]
 	if !ok {
-		a = Attrs(attribute.String("stage", stage), attribute.String("reason", reason))
+		a = instrument.Attrs(attribute.String("stage", stage), attribute.String("reason", reason))
 		e.cleanup.attrs[k] = a
 	}
 	e.cleanup.mu.Unlock()

@@ -22,6 +22,7 @@ import (
 
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/instrument"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
 
@@ -66,7 +67,7 @@ func New(client redis.UniversalClient, cfg Config) *Engine {
 		hooks:   hooks.Chain(cfg.Hooks),
 		resends: resends(client),
 		logger:  cfg.Logger,
-		meter:   cfg.MeterProvider.Meter(scopeName),
+		meter:   cfg.MeterProvider.Meter(instrument.Scope),
 		acks:    replicaAcks{n: cfg.ReplicaAcks, timeout: cfg.ReplicaAckTimeout},
 	}
 	e.duration = newDurationRecorder(e.meter)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/decode"
+	"github.com/coordkit/coordination/internal/instrument"
 	"github.com/coordkit/coordination/internal/sentinel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -58,7 +59,7 @@ type LeaseKind struct {
 	// the TTL: it renews every TTL/KeepAliveEvery. 0 means 3.
 	KeepAliveEvery int
 
-	Metrics LeaseMetrics
+	Metrics instrument.Lease
 	// Attrs are the attributes of every instrument of the kind, e.g.
 	// kind=lock; none when empty.
 	Attrs []attribute.KeyValue
@@ -91,11 +92,11 @@ func (k *LeaseKind) ttlArg(ms int64) any {
 
 func (k *LeaseKind) init() {
 	k.once.Do(func() {
-		k.base = Attrs(k.Attrs...)
+		k.base = instrument.Attrs(k.Attrs...)
 		k.baseAdd = []metric.AddOption{k.base}
 		k.baseRecord = []metric.RecordOption{k.base}
-		k.waitAcquired = Attrs(append(append([]attribute.KeyValue(nil), k.Attrs...), attribute.String("result", "acquired"))...)
-		k.waitGaveUp = Attrs(append(append([]attribute.KeyValue(nil), k.Attrs...), attribute.String("result", "gave_up"))...)
+		k.waitAcquired = instrument.Attrs(append(append([]attribute.KeyValue(nil), k.Attrs...), attribute.String("result", "acquired"))...)
+		k.waitGaveUp = instrument.Attrs(append(append([]attribute.KeyValue(nil), k.Attrs...), attribute.String("result", "gave_up"))...)
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 )
 
 // The fencing lock's scripts, on the lease key and the counter key (one
@@ -39,7 +40,7 @@ var (
 
 // CounterResets counts tokens that were not above the highest one the
 // coordinator had seen from the same counter (see [NoteFence]).
-var CounterResets = engine.NewMetric(engine.Counter, "coordination.fencing.counter_resets", "{acquisition}", "",
+var CounterResets = instrument.New(instrument.Counter, "coordination.fencing.counter_resets", "{acquisition}", "",
 	"Fencing-token acquisitions (fencing locks, leader terms) whose token was not above the highest this coordinator had seen from the same counter: the counter went back (a restart without persistence, a failover that lost increments, eviction, FLUSHALL) and tokens may repeat.")
 
 // maxMillis is the largest millisecond count a time.Duration holds.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 )
 
 // The lock's command and scripts. Each is immutable and safe for
@@ -50,7 +51,7 @@ var (
 // (coordination.lock.*), told apart by the attribute kind: lock (package
 // lock's Mutex), fencing (the fencing lock and leader terms) and lease
 // (package lock's named leases in hash fields).
-var Metrics = engine.NewLeaseMetrics("lock", "lock", "kind",
+var Metrics = instrument.NewLease("lock", "lock", "kind",
 	"Lock acquisitions (a Mutex's or, for kind=lease, a FieldSet's TryAcquire or Acquire) that found the lock held, counted once per call.")
 
 // foreignValue reports a SET NX GET reply that is a string but neither the

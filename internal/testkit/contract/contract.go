@@ -35,6 +35,7 @@ import (
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -369,7 +370,7 @@ func metrics(t *testing.T, b *testharness.Backend, s Spec) {
 		t.Fatal(err)
 	}
 	table := map[string]bool{}
-	for _, m := range engine.Table {
+	for _, m := range instrument.Table {
 		table[m.Name] = true
 	}
 	seen := map[string]bool{}
