@@ -138,7 +138,7 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decode.Gra
 		}
 		e.Histogram(k.Metrics.Wait).Record(context.Background(), time.Since(start).Seconds(), wait)
 	}
-	hk := keys.Head(k.HandleKeys)
+	hk := keys.head(k.HandleKeys)
 	if err != nil {
 		if ambiguous {
 			e.Cleanup("acquire", r.TTL, func(ctx context.Context) error {

@@ -63,7 +63,7 @@ func (e *Engine) Cleanup(stage string, limit time.Duration, fn func(context.Cont
 		e.abandon(stage, "overflow", nil)
 		return
 	}
-	if !e.Track() {
+	if !e.track() {
 		e.cleanup.mu.Unlock()
 		e.abandon(stage, "shutdown", nil)
 		return
@@ -77,7 +77,7 @@ func (e *Engine) Cleanup(stage string, limit time.Duration, fn func(context.Cont
 			e.cleanup.running--
 			e.cleanup.mu.Unlock()
 			allCleanups.Add(-1)
-			e.Untrack()
+			e.untrack()
 		}()
 		deadline := time.Now().Add(limit)
 		delay := 50 * time.Millisecond

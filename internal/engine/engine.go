@@ -189,11 +189,11 @@ func (k Keys) firstKey() string {
 }
 
 // First returns the first key alone.
-func (k Keys) First() Keys { return k.Head(1) }
+func (k Keys) First() Keys { return k.head(1) }
 
-// Head returns the first n keys (all of them when n is 0 or more than
+// head returns the first n keys (all of them when n is 0 or more than
 // there are).
-func (k Keys) Head(n int) Keys {
+func (k Keys) head(n int) Keys {
 	if n <= 0 || n >= k.Len() {
 		return k
 	}

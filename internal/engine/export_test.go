@@ -16,3 +16,6 @@ const (
 	MaxCleanups = maxCleanups
 	NoError     = noError
 )
+
+// MarkKey is markKey, for the external tests.
+func (e *Engine) MarkKey(full string) string { return e.markKey(full) }

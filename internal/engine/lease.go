@@ -709,9 +709,9 @@ func (h *Handle) KeepAliveEvery(every int) {
 	}
 	// Each engine's Shutdown waits for the keep-alive.
 	for i, e := range h.es {
-		if !e.Track() {
+		if !e.track() {
 			for _, t := range h.es[:i] {
-				t.Untrack()
+				t.untrack()
 			}
 			return
 		}
@@ -720,7 +720,7 @@ func (h *Handle) KeepAliveEvery(every int) {
 	go func(stop chan struct{}) {
 		defer func() {
 			for _, e := range h.es {
-				e.Untrack()
+				e.untrack()
 			}
 		}()
 		h.keepAlive(stop, max(every, 2))

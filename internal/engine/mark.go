@@ -24,15 +24,15 @@ const MarkSuffix = "\x00released"
 
 const markSuffix = MarkSuffix
 
-// MarkKey returns the release mark key of the prefixed key full, in full's
+// markKey returns the release mark key of the prefixed key full, in full's
 // Cluster slot and under the engine's key prefix: full followed by
 // "\x00released" when full has a hash tag, otherwise the prefix, a hash tag
 // chosen for full's slot ("{<decimal>}"), the rest of full and the
 // suffix. It returns "" when no such key exists (a prefix with an unpaired
 // '{'): the release then runs without a mark.
-func (e *Engine) MarkKey(full string) string { return MarkKeyOf(e.prefix, full) }
+func (e *Engine) markKey(full string) string { return MarkKeyOf(e.prefix, full) }
 
-// MarkKeyOf is [Engine.MarkKey] for the key prefix prefix (coordctl
+// MarkKeyOf is Engine.markKey for the key prefix prefix (coordctl
 // names the release marks it inspects with it).
 func MarkKeyOf(prefix, full string) string {
 	if i := indexByte(full, '{'); i >= 0 {
@@ -58,7 +58,7 @@ func (e *Engine) WithMark(keys Keys) Keys {
 	if !e.resends {
 		return keys
 	}
-	m := e.MarkKey(keys.firstKey())
+	m := e.markKey(keys.firstKey())
 	if m == "" {
 		return keys
 	}
