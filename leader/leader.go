@@ -17,6 +17,7 @@ import (
 	"github.com/coordkit/coordination/internal/fencelock"
 	"github.com/coordkit/coordination/internal/instrument"
 	"github.com/coordkit/coordination/internal/sentinel"
+	"github.com/coordkit/coordination/internal/timing"
 )
 
 const primitive = "leader"
@@ -261,7 +262,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		}
 		// Give the followers, woken by the release, the first chance: a
 		// leader that resigned should not win its own lease straight back.
-		after = engine.Jitter(e.retry)
+		after = timing.Jitter(e.retry)
 	}
 }
 
@@ -278,7 +279,7 @@ type won struct {
 // delay).
 func (e *Elector) campaign(ctx context.Context, after time.Duration) (won, error) {
 	var w won
-	err := e.e.Wait(ctx, engine.WaitConfig{Key: e.keys.Full()[0], FirstIn: after, Recheck: engine.Jitter(e.retry), MinBackoff: e.retry, MaxBackoff: e.retry},
+	err := e.e.Wait(ctx, engine.WaitConfig{Key: e.keys.Full()[0], FirstIn: after, Recheck: timing.Jitter(e.retry), MinBackoff: e.retry, MaxBackoff: e.retry},
 		func(ctx context.Context) (engine.Attempt, error) {
 			actx, op, err := e.e.Admit(ctx, hooks.LeaderCampaign, primitive, e.keys)
 			if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/coordkit/coordination/internal/instrument"
 	"github.com/coordkit/coordination/internal/lockcore"
 	"github.com/coordkit/coordination/internal/sentinel"
+	"github.com/coordkit/coordination/internal/timing"
 )
 
 // Defaults of the group's options.
@@ -401,7 +402,7 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 				return engine.Attempt{}, err
 			}
 			granted = qe.Confirmed
-			retryIn = engine.Backoff(rounds, 50*time.Millisecond, time.Second)
+			retryIn = timing.Backoff(rounds, 50*time.Millisecond, time.Second)
 		case errors.Is(err, sentinel.ErrNotAcquired):
 			if ctx.Err() != nil {
 				// The context ended during the round: the wait gave up,
@@ -425,11 +426,11 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 			// holding what it was granted meanwhile, so a shorter
 			// delay lands in another contender's round again and
 			// again.
-			retryIn = engine.Backoff(rounds, 10*time.Millisecond, max(200*time.Millisecond, 2*took))
+			retryIn = timing.Backoff(rounds, 10*time.Millisecond, max(200*time.Millisecond, 2*took))
 			w.quiet(retryIn)
 		}
 		if retryIn <= 0 {
-			retryIn = engine.Backoff(rounds, 50*time.Millisecond, time.Second)
+			retryIn = timing.Backoff(rounds, 50*time.Millisecond, time.Second)
 		}
 		if !w.started {
 			// Subscribe first, then try again: a release in between is
@@ -597,7 +598,7 @@ func retryAfter(rs []result, quorum int) time.Duration {
 			ttls[j], ttls[j-1] = ttls[j-1], ttls[j]
 		}
 	}
-	return engine.Jitter(ttls[need-1])
+	return timing.Jitter(ttls[need-1])
 }
 
 func count(rs []result, s state) int {

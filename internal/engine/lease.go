@@ -11,6 +11,7 @@ import (
 	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/instrument"
 	"github.com/coordkit/coordination/internal/sentinel"
+	"github.com/coordkit/coordination/internal/timing"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -104,15 +105,6 @@ func (k *LeaseKind) init() {
 // expiry: the largest time.Duration.
 const forever = time.Duration(math.MaxInt64)
 
-// Drift returns the clock-drift allowance subtracted from a lease's TTL for
-// the local deadline: 1% of the TTL plus 2 ms (the allowance of the Redlock
-// analysis for clock rate differences and scheduling), and never more than
-// half of the TTL.
-func Drift(ttl time.Duration) time.Duration {
-	d := ttl/100 + 2*time.Millisecond
-	return min(d, ttl/2)
-}
-
 type state int
 
 const (
@@ -177,7 +169,7 @@ func newHandle(e *Engine, kind *LeaseKind, keys Keys, id []any, sent time.Time, 
 	h.one[0] = e
 	h.es = h.one[:]
 	if ttl > 0 {
-		h.deadline = sent.Add(ttl - Drift(ttl))
+		h.deadline = sent.Add(ttl - timing.Drift(ttl))
 	}
 	return h
 }
@@ -221,8 +213,8 @@ func (kindBackend) CheckTTL(h *Handle, ttl time.Duration) (int64, error) {
 	return check.TTLMillis(ttl, h.kind.NoExpiry)
 }
 
-// Drift is the single-node allowance, [Drift].
-func (kindBackend) Drift(ttl time.Duration) time.Duration { return Drift(ttl) }
+// Drift is the single-node allowance, [timing.Drift].
+func (kindBackend) Drift(ttl time.Duration) time.Duration { return timing.Drift(ttl) }
 
 // Refresh runs the kind's refresh script (owner-checked) with ms as the
 // new TTL in milliseconds: one round trip.
@@ -780,7 +772,7 @@ func (h *Handle) keepAlive(stop chan struct{}, every int) {
 				return
 			}
 			failures++
-			d := Backoff(failures, 10*time.Millisecond, max(ttl/6, time.Millisecond))
+			d := timing.Backoff(failures, 10*time.Millisecond, max(ttl/6, time.Millisecond))
 			h.e.logger.Warn("coordination: lease renewal failed; retrying until the local deadline",
 				"primitive", h.kind.Primitive, "error", Describe(err), "retry_in", d)
 			timer.Reset(d)

@@ -2,8 +2,9 @@ package engine
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
+
+	"github.com/coordkit/coordination/internal/timing"
 )
 
 // Attempt is the result of one try of a wait loop.
@@ -128,7 +129,7 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 				return err
 			case Transient:
 				failures++
-				if err := sleep(Backoff(failures, cfg.MinBackoff, cfg.MaxBackoff)); err != nil {
+				if err := sleep(timing.Backoff(failures, cfg.MinBackoff, cfg.MaxBackoff)); err != nil {
 					return err
 				}
 				continue
@@ -171,17 +172,3 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 		}
 	}
 }
-
-// Backoff returns the jittered exponential backoff after failures
-// consecutive failures: min<<(failures-1), capped at max, drawn uniformly
-// from [d/2, d].
-func Backoff(failures int, lo, hi time.Duration) time.Duration {
-	d := lo << min(max(failures-1, 0), 16)
-	if d > hi || d <= 0 {
-		d = hi
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-// Jitter returns d plus a random extra of up to 10% of d.
-func Jitter(d time.Duration) time.Duration { return d + rand.N(d/10+1) }

@@ -11,6 +11,7 @@ import (
 	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
+	"github.com/coordkit/coordination/internal/timing"
 )
 
 func TestBackoffStaysInBounds(t *testing.T) {
@@ -18,7 +19,7 @@ func TestBackoffStaysInBounds(t *testing.T) {
 	for f := 1; f < 40; f++ {
 		want := min(lo<<min(f-1, 16), hi)
 		for range 50 {
-			if d := engine.Backoff(f, lo, hi); d < want/2 || d > want {
+			if d := timing.Backoff(f, lo, hi); d < want/2 || d > want {
 				t.Fatalf("failure %d: backoff %v outside [%v, %v]", f, d, want/2, want)
 			}
 		}
