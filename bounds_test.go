@@ -10,7 +10,8 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/idempotency"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/latch"
 	"github.com/coordkit/coordination/leader"
@@ -41,7 +42,7 @@ func boundedArgs() []bounded {
 		if strings.HasPrefix(op, "leader.") {
 			arg = "leaseKey"
 		}
-		return bounded{op: op, arg: arg, max: engine.MaxKeyBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
+		return bounded{op: op, arg: arg, max: check.MaxKeyBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
 			return call(ctx, c, sized(n, op)) // a key of its own per operation
 		}}
 	}
@@ -54,11 +55,11 @@ func boundedArgs() []bounded {
 			_, err := lockTryAcquireField(ctx, c, k, "f", time.Second)
 			return err
 		}),
-		{op: "lock.(*FieldSet).TryAcquire", arg: "field", max: engine.MaxKeyBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
+		{op: "lock.(*FieldSet).TryAcquire", arg: "field", max: check.MaxKeyBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
 			_, err := lockTryAcquireField(ctx, c, "jobs", sized(n, ""), time.Second)
 			return err
 		}},
-		{op: "fencing.New+TryAcquire", arg: "leaseKey", max: engine.MaxKeyBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
+		{op: "fencing.New+TryAcquire", arg: "leaseKey", max: check.MaxKeyBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
 			m, err := fencing.New(c, sized(n, "{t}"), "{t}fence")
 			if err != nil {
 				return err
@@ -66,7 +67,7 @@ func boundedArgs() []bounded {
 			_, err = m.TryAcquire(ctx, time.Second)
 			return err
 		}},
-		{op: "fencing.New+TryAcquire", arg: "holder", max: engine.MaxIdentityBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
+		{op: "fencing.New+TryAcquire", arg: "holder", max: check.MaxIdentityBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
 			m, err := fencing.New(c, "{h}lease", "{h}fence", fencing.WithHolder(sized(n, "")))
 			if err != nil {
 				return err
@@ -86,7 +87,7 @@ func boundedArgs() []bounded {
 			_, _, err = g.Set(ctx, 1, []byte("v"), time.Minute)
 			return err
 		}),
-		{op: "fencing.Guarded.Set", arg: "value", max: engine.MaxValueBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
+		{op: "fencing.Guarded.Set", arg: "value", max: check.MaxValueBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
 			g, err := fencing.NewGuarded(c, "guarded")
 			if err != nil {
 				return err
@@ -122,7 +123,7 @@ func boundedArgs() []bounded {
 			_, err := leader.Get(ctx, c, k)
 			return err
 		}),
-		{op: "leader.New+Run", arg: "identity", max: engine.MaxIdentityBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
+		{op: "leader.New+Run", arg: "identity", max: check.MaxIdentityBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
 			el, err := leader.New(c, "{e}lease", "{e}fence", sized(n, ""), leader.OnElected(func(context.Context, *leader.Term) error { return nil }))
 			if err != nil {
 				return err
@@ -143,14 +144,14 @@ func boundedArgs() []bounded {
 			_, err = l.Allow(ctx, 1)
 			return err
 		}),
-		{op: "ratelimit.DenyList.Deny", arg: "identity", max: engine.MaxIdentityBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
+		{op: "ratelimit.DenyList.Deny", arg: "identity", max: check.MaxIdentityBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
 			d, err := ratelimit.NewDenyList(c, "deny")
 			if err != nil {
 				return err
 			}
 			return d.Deny(ctx, sized(n, ""))
 		}},
-		{op: "ratelimit.WithDenyList", arg: "identity", max: engine.MaxIdentityBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
+		{op: "ratelimit.WithDenyList", arg: "identity", max: check.MaxIdentityBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
 			d, err := ratelimit.NewDenyList(c, "deny")
 			if err != nil {
 				return err
@@ -171,7 +172,7 @@ func boundedArgs() []bounded {
 			_, err = s.Begin(ctx, k, time.Minute)
 			return err
 		}),
-		{op: "idempotency.Begin", arg: "fingerprint", max: engine.MaxFingerprintBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
+		{op: "idempotency.Begin", arg: "fingerprint", max: check.MaxFingerprintBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
 			s, err := idempotency.New(c)
 			if err != nil {
 				return err
@@ -179,7 +180,7 @@ func boundedArgs() []bounded {
 			_, err = s.Begin(ctx, "req", time.Minute, idempotency.WithFingerprint(sized(n, "")))
 			return err
 		}},
-		{op: "idempotency.Complete", arg: "result", max: engine.MaxValueBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
+		{op: "idempotency.Complete", arg: "result", max: check.MaxValueBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
 			s, err := idempotency.New(c)
 			if err != nil {
 				return err
@@ -188,7 +189,7 @@ func boundedArgs() []bounded {
 			_, err = s.Complete(ctx, "done", "8e03978e-40d5-43e8-bc93-6894a57f9324", make([]byte, n))
 			return err
 		}},
-		{op: "idempotency.Complete", arg: "owner", max: engine.MaxIdentityBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
+		{op: "idempotency.Complete", arg: "owner", max: check.MaxIdentityBytes, call: func(ctx context.Context, c *coordination.Coordinator, n int) error {
 			s, err := idempotency.New(c)
 			if err != nil {
 				return err
@@ -215,7 +216,7 @@ func TestSizeBounds(t *testing.T) {
 		for _, bd := range boundedArgs() {
 			counter.Reset()
 			err := bd.call(ctx, coord, bd.max+1)
-			if name, ok := engine.ArgumentName(err); !ok || name != bd.arg || !errors.Is(err, coordination.ErrInvalidArgument) {
+			if name, ok := check.ArgumentName(err); !ok || name != bd.arg || !errors.Is(err, coordination.ErrInvalidArgument) {
 				t.Errorf("%s with %s of %d bytes: %v, want ErrInvalidArgument naming %q", bd.op, bd.arg, bd.max+1, err, bd.arg)
 			}
 			if sent := counter.Names(); len(sent) != 0 {
@@ -225,7 +226,7 @@ func TestSizeBounds(t *testing.T) {
 			if errors.Is(err, coordination.ErrInvalidArgument) {
 				t.Errorf("%s with %s of %d bytes (the bound): %v", bd.op, bd.arg, bd.max, err)
 			}
-			if err != nil && !engine.IsAnswer(err) && !(errors.Is(err, coordination.ErrUnsupportedServer) && (bd.op == "lock.NewFieldSet" || bd.op == "lock.(*FieldSet).TryAcquire")) {
+			if err != nil && !sentinel.IsAnswer(err) && !(errors.Is(err, coordination.ErrUnsupportedServer) && (bd.op == "lock.NewFieldSet" || bd.op == "lock.(*FieldSet).TryAcquire")) {
 				t.Errorf("%s with %s at its bound: %v", bd.op, bd.arg, err)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 )
 
@@ -59,7 +60,7 @@ type config struct {
 // each before the prefix).
 func WithKeyPrefix(prefix string) Option {
 	return func(c *config) error {
-		if err := engine.CheckSize("prefix", len(prefix), maxPrefixBytes); err != nil {
+		if err := check.Size("prefix", len(prefix), maxPrefixBytes); err != nil {
 			return err
 		}
 		c.Prefix = prefix
@@ -74,7 +75,7 @@ func WithHooks(hs ...hooks.Hook) Option {
 	return func(c *config) error {
 		for i, h := range hs {
 			if h == nil {
-				return engine.InvalidArgument("hooks", "hook %d is nil", i)
+				return check.InvalidArgument("hooks", "hook %d is nil", i)
 			}
 		}
 		c.Hooks = append(c.Hooks, hs...)
@@ -91,7 +92,7 @@ func WithHooks(hs ...hooks.Hook) Option {
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) error {
 		if mp == nil {
-			return engine.InvalidArgument("meter provider", "must not be nil")
+			return check.InvalidArgument("meter provider", "must not be nil")
 		}
 		c.MeterProvider = mp
 		return nil
@@ -106,7 +107,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
-			return engine.InvalidArgument("logger", "must not be nil")
+			return check.InvalidArgument("logger", "must not be nil")
 		}
 		c.Logger = l
 		return nil
@@ -157,7 +158,7 @@ func WithReplicaAcks(replicas int, timeout time.Duration) Option {
 // an option is invalid.
 func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 	if isNil(client) {
-		return nil, engine.InvalidArgument("client", "must not be nil")
+		return nil, check.InvalidArgument("client", "must not be nil")
 	}
 	cfg := config{}
 	for _, o := range opts {
@@ -258,7 +259,7 @@ func (c *Coordinator) Prefix() string {
 // [ErrInvalidArgument] for a nil ctx or a nil coordinator.
 func (c *Coordinator) Shutdown(ctx context.Context) error {
 	if c == nil || c.e == nil {
-		return engine.InvalidArgument("coord", "must not be nil or a zero Coordinator; use coordination.New")
+		return check.InvalidArgument("coord", "must not be nil or a zero Coordinator; use coordination.New")
 	}
 	return c.e.Shutdown(ctx)
 }

@@ -1,6 +1,9 @@
 package coordination
 
-import "github.com/coordkit/coordination/internal/engine"
+import (
+	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
+)
 
 // Shared sentinel errors. Every primitive returns these (wrapped with
 // context), so errors.Is works the same way across packages.
@@ -14,27 +17,27 @@ var (
 	// answered none (each attempt was cut by the context), the error
 	// matches the context's cause and that failure, and not
 	// ErrNotAcquired.
-	ErrNotAcquired = engine.ErrNotAcquired
+	ErrNotAcquired = sentinel.ErrNotAcquired
 
 	// ErrNotHeld is the cause of the context of the zero [Lease], which
 	// holds nothing.
-	ErrNotHeld = engine.ErrNotHeld
+	ErrNotHeld = sentinel.ErrNotHeld
 
 	// ErrLost is matched by the cause of a handle's context when ownership
 	// was lost or became uncertain: a renewal found the lease gone or failed
 	// terminally, or the local lease deadline passed before a renewal
 	// succeeded.
-	ErrLost = engine.ErrLost
+	ErrLost = sentinel.ErrLost
 
 	// ErrReleased is the cause of a handle's context after the holder
 	// released it.
-	ErrReleased = engine.ErrReleased
+	ErrReleased = sentinel.ErrReleased
 
 	// ErrUnsupportedServer is returned when the server lacks a feature an
 	// operation needs (hash-field leases on Redis before 7.4, Valkey before
 	// 9.0 or miniredis), before anything is written. The wrapping error
 	// names the feature and the server versions that have it.
-	ErrUnsupportedServer = engine.ErrUnsupportedServer
+	ErrUnsupportedServer = sentinel.ErrUnsupportedServer
 
 	// ErrInvalidArgument is returned for bad input: an empty key, a duration
 	// below one millisecond, a nil coordinator or context, a negative count,
@@ -43,7 +46,7 @@ var (
 	// prefixed keys, whatever the client type: use one {hash tag} in every
 	// key). The wrapping error names the argument and why. Nothing is sent
 	// to Redis.
-	ErrInvalidArgument = engine.ErrInvalidArgument
+	ErrInvalidArgument = sentinel.ErrInvalidArgument
 
 	// ErrBadState is returned when a script finds a key that holds something
 	// the library did not write (a malformed or negative fencing counter, a
@@ -52,23 +55,23 @@ var (
 	// the primitive did not write), or when a reply has a shape the client
 	// does not recognise. The message says which. Scripts detect bad state
 	// before writing anything.
-	ErrBadState = engine.ErrBadState
+	ErrBadState = sentinel.ErrBadState
 
 	// ErrConfigMismatch is returned when a caller's settings differ from the
 	// settings recorded in a key: a semaphore's capacity while the key has
 	// live holders (the message says capacity), a rate limiter's settings.
-	ErrConfigMismatch = engine.ErrConfigMismatch
+	ErrConfigMismatch = sentinel.ErrConfigMismatch
 
 	// ErrClosed is returned by operations on a closed limiter or other
 	// closable object, and by every operation of a coordinator's
 	// primitives after [Coordinator.Shutdown].
-	ErrClosed = engine.ErrClosed
+	ErrClosed = sentinel.ErrClosed
 
 	// ErrNotReplicated is returned by an operation of a coordinator created
 	// with [WithReplicaAcks] when fewer replicas than required acknowledged
 	// its writes within the timeout. The write is on the primary: the error
 	// is transient and ambiguous (see [IsAmbiguous]).
-	ErrNotReplicated = engine.ErrNotReplicated
+	ErrNotReplicated = sentinel.ErrNotReplicated
 )
 
 // IsTransient reports whether err may succeed if the same operation is

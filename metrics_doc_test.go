@@ -5,11 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coordkit/coordination/internal/engine"
-
 	// Every primitive's package, for its instruments.
 	_ "github.com/coordkit/coordination/fencing"
 	_ "github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/internal/instrument"
 	_ "github.com/coordkit/coordination/latch"
 	_ "github.com/coordkit/coordination/leader"
 	_ "github.com/coordkit/coordination/lock"
@@ -29,7 +28,7 @@ func TestREADMEMetricsTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const begin, end = "<!-- metrics table: generated from engine.Table -->", "<!-- end of metrics table -->"
+	const begin, end = "<!-- metrics table: generated from instrument.Table -->", "<!-- end of metrics table -->"
 	s := string(readme)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
@@ -46,7 +45,7 @@ func TestREADMEMetricsTable(t *testing.T) {
 // unit.
 func TestMetricTable(t *testing.T) {
 	seen := map[string]bool{}
-	for _, m := range engine.Table {
+	for _, m := range instrument.Table {
 		if seen[m.Name] {
 			t.Errorf("%s declared twice", m.Name)
 		}
@@ -63,8 +62,8 @@ func TestMetricTable(t *testing.T) {
 func metricsTable() string {
 	var b strings.Builder
 	b.WriteString("| instrument | type | unit | attributes | what it counts |\n|---|---|---|---|---|\n")
-	for _, m := range engine.Table {
-		kind := map[engine.MetricKind]string{engine.Counter: "counter", engine.Histogram: "histogram", engine.UpDownCounter: "up-down counter"}[m.Kind]
+	for _, m := range instrument.Table {
+		kind := map[instrument.Kind]string{instrument.Counter: "counter", instrument.Histogram: "histogram", instrument.UpDownCounter: "up-down counter"}[m.Kind]
 		attrs := m.Attributes
 		if attrs == "" {
 			attrs = "none"

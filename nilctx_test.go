@@ -19,6 +19,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/latch"
@@ -292,7 +293,7 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				counter.Reset()
 				err := callNoPanic(call)
-				if arg, ok := engine.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || arg != "ctx" {
+				if arg, ok := check.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || arg != "ctx" {
 					t.Errorf("with a nil context: %v, want ErrInvalidArgument naming ctx", err)
 				}
 				if n := counter.Count(); n != 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
@@ -79,7 +80,7 @@ func TestReplicaAcksOptionValidation(t *testing.T) {
 		{ring, 1, time.Second, "client"},
 	} {
 		_, err := coordination.New(tc.client, coordination.WithReplicaAcks(tc.replicas, tc.timeout))
-		if got, ok := engine.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || got != tc.arg {
+		if got, ok := check.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || got != tc.arg {
 			t.Errorf("WithReplicaAcks(%d, %v) on %T: %v, want ErrInvalidArgument naming %q", tc.replicas, tc.timeout, tc.client, err, tc.arg)
 		}
 	}

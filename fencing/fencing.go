@@ -5,6 +5,7 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/fencelock"
 )
@@ -41,7 +42,7 @@ type config struct {
 // default, as an empty holder, is no holder field.
 func WithHolder(holder string) Option {
 	return func(c *config) error {
-		if err := engine.CheckSize("holder", len(holder), engine.MaxIdentityBytes); err != nil {
+		if err := check.Size("holder", len(holder), check.MaxIdentityBytes); err != nil {
 			return err
 		}
 		c.holder = holder
@@ -74,7 +75,7 @@ func New(coord *coordination.Coordinator, leaseKey, fenceKey string, opts ...Opt
 		return nil, err
 	}
 	var cfg config
-	if err := engine.Apply(&cfg, opts); err != nil {
+	if err := check.Apply(&cfg, opts); err != nil {
 		return nil, err
 	}
 	return &Mutex{e: e, leaseKey: leaseKey, fenceKey: fenceKey, keys: keys, holder: cfg.holder}, nil
@@ -84,7 +85,7 @@ func New(coord *coordination.Coordinator, leaseKey, fenceKey string, opts ...Opt
 // or zero Mutex, which [New] never returns.
 func (m *Mutex) check() error {
 	if m == nil || m.e == nil {
-		return engine.InvalidArgument("mutex", "must not be nil; use fencing.New")
+		return check.InvalidArgument("mutex", "must not be nil; use fencing.New")
 	}
 	return nil
 }
@@ -143,7 +144,7 @@ func (m *Mutex) acquire(ctx context.Context, ttl time.Duration, block bool) (*Lo
 	if err := m.check(); err != nil {
 		return nil, err
 	}
-	if _, err := engine.Millis("ttl", ttl); err != nil {
+	if _, err := check.Millis("ttl", ttl); err != nil {
 		return nil, err
 	}
 	h, token, fence, err := fencelock.Acquire(ctx, m.e, fencelock.Request{Keys: m.keys, TTL: ttl, Holder: m.holder, Block: block})

@@ -16,6 +16,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/internal/testkit/contract"
@@ -71,7 +72,7 @@ func TestFencingLockConformance(t *testing.T) {
 				return err
 			}},
 			{Arg: "holder", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := fencing.New(c, "{x}:lease", "{x}:fence", fencing.WithHolder(strings.Repeat("h", engine.MaxIdentityBytes+1)))
+				_, err := fencing.New(c, "{x}:lease", "{x}:fence", fencing.WithHolder(strings.Repeat("h", check.MaxIdentityBytes+1)))
 				return err
 			}},
 			{Arg: "mutex", Call: func(ctx context.Context, c *coordination.Coordinator) error {

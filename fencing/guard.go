@@ -7,6 +7,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 )
 
@@ -36,7 +37,7 @@ func NewGuarded(coord *coordination.Coordinator, key string) (*Guarded, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := engine.CheckKey("key", key); err != nil {
+	if err := check.Key("key", key); err != nil {
 		return nil, err
 	}
 	return &Guarded{e: e, key: key, keys: e.Key(key)}, nil
@@ -46,7 +47,7 @@ func NewGuarded(coord *coordination.Coordinator, key string) (*Guarded, error) {
 // or zero Guarded, which [NewGuarded] never returns.
 func (g *Guarded) check() error {
 	if g == nil || g.e == nil {
-		return engine.InvalidArgument("guarded", "must not be nil; use fencing.NewGuarded")
+		return check.InvalidArgument("guarded", "must not be nil; use fencing.NewGuarded")
 	}
 	return nil
 }
@@ -89,14 +90,14 @@ func (g *Guarded) Set(ctx context.Context, token int64, value []byte, ttl time.D
 		return false, 0, err
 	}
 	if token < 1 {
-		return false, 0, engine.InvalidArgument("token", "must be a positive fencing token, got %d", token)
+		return false, 0, check.InvalidArgument("token", "must be a positive fencing token, got %d", token)
 	}
-	if err := engine.CheckSize("value", len(value), engine.MaxValueBytes); err != nil {
+	if err := check.Size("value", len(value), check.MaxValueBytes); err != nil {
 		return false, 0, err
 	}
 	var ttlMs int64
 	if ttl != 0 {
-		if ttlMs, err = engine.Millis("ttl", ttl); err != nil {
+		if ttlMs, err = check.Millis("ttl", ttl); err != nil {
 			return false, 0, err
 		}
 	}

@@ -1,6 +1,9 @@
 package fencing
 
-import "github.com/coordkit/coordination/internal/engine"
+import (
+	"github.com/coordkit/coordination/internal/decode"
+	"github.com/coordkit/coordination/internal/engine"
+)
 
 // The scripts of the guarded resource, each next to its decoder (the
 // lock's are in internal/fencingcore, which leader and redlock run too).
@@ -17,11 +20,11 @@ type guardedWrite struct {
 }
 
 func decodeGuardedSet(v any) (guardedWrite, bool) {
-	a, ok := engine.Array(v, 2)
+	a, ok := decode.Array(v, 2)
 	if !ok {
 		return guardedWrite{}, false
 	}
-	cur, ok := engine.PositiveDecimal(a[1])
+	cur, ok := decode.PositiveDecimal(a[1])
 	if !ok {
 		return guardedWrite{}, false
 	}
@@ -45,11 +48,11 @@ func decodeGuardedGet(v any) (guardedValue, bool) {
 	if v == nil {
 		return guardedValue{}, true
 	}
-	a, ok := engine.Array(v, 2)
+	a, ok := decode.Array(v, 2)
 	if !ok {
 		return guardedValue{}, false
 	}
-	tok, ok1 := engine.PositiveDecimal(a[0])
+	tok, ok1 := decode.PositiveDecimal(a[0])
 	val, ok2 := a[1].(string)
 	return guardedValue{Found: true, Token: tok, Value: val}, ok1 && ok2
 }

@@ -8,7 +8,9 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // Errors returned by [Store.Do]. They match the sentinels of package
@@ -33,7 +35,7 @@ var (
 
 func init() {
 	// Answers, not failures: hooks see these operations as Succeeded.
-	engine.RegisterAnswers(ErrFingerprintMismatch)
+	sentinel.RegisterAnswers(ErrFingerprintMismatch)
 }
 
 // settleTimeout bounds the Complete or Abandon that Do and the middleware
@@ -104,7 +106,7 @@ func (s *Store) Do(ctx context.Context, key string, ttl time.Duration, fingerpri
 		if _, err := s.engine(); err != nil {
 			return nil, false, err
 		}
-		return nil, false, engine.InvalidArgument("fn", "must not be nil")
+		return nil, false, check.InvalidArgument("fn", "must not be nil")
 	}
 	claim, err := s.Begin(ctx, key, ttl, append([]BeginOption{WithFingerprint(fingerprint)}, opts...)...)
 	if err != nil {

@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
@@ -113,9 +115,9 @@ func FuzzDefaultFingerprint(f *testing.F) {
 func decoders() []fuzzseed.Decoder {
 	return []fuzzseed.Decoder{
 		decoderOf(beginScript, decodeBegin, []any{-1700000000000000}, []any{-2}, []any{1200}, []any{"result"}),
-		decoderOf(completeScript, engine.Bool01, []any{1}, []any{0}),
-		decoderOf(abandonScript, engine.Bool01, []any{1}, []any{0}),
-		decoderOf(renewScript, engine.Bool01, []any{1}, []any{0}),
+		decoderOf(completeScript, decode.Bool01, []any{1}, []any{0}),
+		decoderOf(abandonScript, decode.Bool01, []any{1}, []any{0}),
+		decoderOf(renewScript, decode.Bool01, []any{1}, []any{0}),
 	}
 }
 
@@ -146,8 +148,8 @@ func checkDecoded(r any) error {
 // 61fd1aac44daa1d8, a fence of -2^63) run as a normal test.
 func FuzzDecoders(f *testing.F) {
 	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
-		err := engine.UnexpectedReply(name, reply)
-		if !errors.Is(err, engine.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
+		err := decode.Unexpected(name, reply)
+		if !errors.Is(err, sentinel.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
 			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
 		}
 		return nil

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/check"
 )
 
 // KeepAlive keeps the pending claim c (a Started answer of [Store.Begin] on
@@ -30,18 +30,18 @@ import (
 // (empty or too long), "ttl" (under 1 ms) or "claim" (not a Started claim
 // with an owner).
 func (s *Store) KeepAlive(ctx context.Context, key string, c Claim, ttl time.Duration) (work context.Context, stop func(), err error) {
-	if err := engine.CheckContext(ctx); err != nil {
+	if err := check.Context(ctx); err != nil {
 		return nil, nil, err
 	}
 	e, err := s.checkOwned(key, c.Owner)
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, err := engine.Millis("ttl", ttl); err != nil {
+	if _, err := check.Millis("ttl", ttl); err != nil {
 		return nil, nil, err
 	}
 	if c.State != Started || c.sent.IsZero() {
-		return nil, nil, engine.InvalidArgument("claim", "must be a Started claim returned by Begin")
+		return nil, nil, check.InvalidArgument("claim", "must be a Started claim returned by Begin")
 	}
 	h := e.Adopt(claimKind, e.Key(key), []any{c.Owner}, c.sent, ttl)
 	h.KeepAlive()

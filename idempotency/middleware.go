@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 )
 
@@ -110,7 +111,7 @@ func WithKeyRequired(required bool) MiddlewareOption {
 func WithMaxKeyLength(n int) MiddlewareOption {
 	return func(c *middlewareConfig) error {
 		if n < 1 || n > maxKeyLength {
-			return engine.InvalidArgument("max key length", "must be between 1 and %d, got %d", maxKeyLength, n)
+			return check.InvalidArgument("max key length", "must be between 1 and %d, got %d", maxKeyLength, n)
 		}
 		c.maxKeyLength = n
 		return nil
@@ -119,7 +120,7 @@ func WithMaxKeyLength(n int) MiddlewareOption {
 
 // maxKeyLength is the largest WithMaxKeyLength: half of the library's
 // bound on keys, the rest for the store key's namespace.
-const maxKeyLength = engine.MaxKeyBytes / 2
+const maxKeyLength = check.MaxKeyBytes / 2
 
 // WithClaimTTL sets how long a request's claim stays pending: while it
 // does, retries get 409 (or wait, see [WithWaitForOriginal]); after it, a
@@ -128,7 +129,7 @@ const maxKeyLength = engine.MaxKeyBytes / 2
 // WriteTimeout), or a slow original and a retry can both run. At least
 // 1 ms ("claim ttl"). The default is 1 minute.
 func WithClaimTTL(d time.Duration) MiddlewareOption {
-	return engine.AtLeast("claim ttl", d, time.Millisecond, func(c *middlewareConfig) { c.claimTTL = d })
+	return check.AtLeast("claim ttl", d, time.Millisecond, func(c *middlewareConfig) { c.claimTTL = d })
 }
 
 // WithClaimKeepAlive says whether the middleware keeps a request's claim
@@ -150,7 +151,7 @@ func WithClaimKeepAlive(keepAlive bool) MiddlewareOption {
 // asks servers to document their key expiry). At least 1 ms ("response
 // ttl"). The default is 24 hours.
 func WithResponseTTL(d time.Duration) MiddlewareOption {
-	return engine.AtLeast("response ttl", d, time.Millisecond, func(c *middlewareConfig) { c.responseTTL = d })
+	return check.AtLeast("response ttl", d, time.Millisecond, func(c *middlewareConfig) { c.responseTTL = d })
 }
 
 // WithMaxRequestBytes bounds the request body read to compute the
@@ -159,7 +160,7 @@ func WithResponseTTL(d time.Duration) MiddlewareOption {
 // ([ProblemRequestTooLarge]) without running the handler. n must not be
 // negative ("max request bytes"). The default is 1 MiB.
 func WithMaxRequestBytes(n int64) MiddlewareOption {
-	return engine.AtLeast("max request bytes", n, 0, func(c *middlewareConfig) { c.maxRequestBytes = n })
+	return check.AtLeast("max request bytes", n, 0, func(c *middlewareConfig) { c.maxRequestBytes = n })
 }
 
 // WithMaxResponseBytes bounds the response body stored for replay. A
@@ -167,13 +168,13 @@ func WithMaxRequestBytes(n int64) MiddlewareOption {
 // stored: its claim is abandoned, so a retry runs the handler again. Use it
 // on routes whose large responses are safe to compute twice, or raise the
 // bound. n must be between 0 and 16 MiB - 64 KiB (coordination's bound on
-// a stored value, engine.MaxValueBytes, less room for the status and the
+// a stored value, check.MaxValueBytes, less room for the status and the
 // replayed header fields; the setting is named "max response bytes"). The
 // default is 1 MiB.
 func WithMaxResponseBytes(n int) MiddlewareOption {
 	return func(c *middlewareConfig) error {
-		if n < 0 || n > engine.MaxValueBytes-responseOverhead {
-			return engine.InvalidArgument("max response bytes", "must be between 0 and %d, got %d", engine.MaxValueBytes-responseOverhead, n)
+		if n < 0 || n > check.MaxValueBytes-responseOverhead {
+			return check.InvalidArgument("max response bytes", "must be between 0 and %d, got %d", check.MaxValueBytes-responseOverhead, n)
 		}
 		c.maxResponseBytes = n
 		return nil
@@ -206,7 +207,7 @@ func WithReplayHeaders(names ...string) MiddlewareOption {
 func WithReplayPolicy(policy func(status int) bool) MiddlewareOption {
 	return func(c *middlewareConfig) error {
 		if policy == nil {
-			return engine.InvalidArgument("replay policy", "must not be nil")
+			return check.InvalidArgument("replay policy", "must not be nil")
 		}
 		c.policy = policy
 		return nil
@@ -223,7 +224,7 @@ func WithReplayPolicy(policy func(status int) bool) MiddlewareOption {
 func WithRequestFingerprint(fn func(r *http.Request, body []byte) string) MiddlewareOption {
 	return func(c *middlewareConfig) error {
 		if fn == nil {
-			return engine.InvalidArgument("request fingerprint", "must not be nil")
+			return check.InvalidArgument("request fingerprint", "must not be nil")
 		}
 		c.fingerprint = fn
 		return nil
@@ -240,7 +241,7 @@ func WithRequestFingerprint(fn func(r *http.Request, body []byte) string) Middle
 func WithNamespace(fn func(r *http.Request) string) MiddlewareOption {
 	return func(c *middlewareConfig) error {
 		if fn == nil {
-			return engine.InvalidArgument("namespace", "must not be nil")
+			return check.InvalidArgument("namespace", "must not be nil")
 		}
 		c.namespace = fn
 		return nil
@@ -254,7 +255,7 @@ func WithNamespace(fn func(r *http.Request) string) MiddlewareOption {
 func WithRetryAfter(d time.Duration) MiddlewareOption {
 	return func(c *middlewareConfig) error {
 		if d <= 0 {
-			return engine.InvalidArgument("retry after", "must be positive, got %v", d)
+			return check.InvalidArgument("retry after", "must be positive, got %v", d)
 		}
 		c.retryAfter = d
 		return nil
@@ -269,7 +270,7 @@ func WithRetryAfter(d time.Duration) MiddlewareOption {
 // d must not be negative ("wait for original"). The default is 0: answer
 // 409 at once.
 func WithWaitForOriginal(d time.Duration) MiddlewareOption {
-	return engine.AtLeast("wait for original", d, 0, func(c *middlewareConfig) { c.wait = d })
+	return check.AtLeast("wait for original", d, 0, func(c *middlewareConfig) { c.wait = d })
 }
 
 // WithErrorHandler sets a function called with every error of the store
@@ -292,7 +293,7 @@ func WithWaitForOriginal(d time.Duration) MiddlewareOption {
 func WithErrorHandler(fn func(r *http.Request, stage string, err error)) MiddlewareOption {
 	return func(c *middlewareConfig) error {
 		if fn == nil {
-			return engine.InvalidArgument("error handler", "must not be nil")
+			return check.InvalidArgument("error handler", "must not be nil")
 		}
 		c.onError = fn
 		return nil
@@ -374,7 +375,7 @@ func NewMiddleware(store *Store, opts ...MiddlewareOption) (func(http.Handler) h
 		namespace:        func(*http.Request) string { return "" },
 		retryAfter:       time.Second,
 	}
-	if err := engine.Apply(&c, opts); err != nil {
+	if err := check.Apply(&c, opts); err != nil {
 		return nil, err
 	}
 	m := &middleware{store: store, e: e, cfg: c, log: errorLog{logger: e.Logger()}}

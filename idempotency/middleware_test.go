@@ -18,7 +18,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/idempotency"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -645,7 +645,7 @@ func TestNewMiddlewareValidatesOptions(t *testing.T) {
 			{"error handler", idempotency.WithErrorHandler(nil)},
 		} {
 			_, err := idempotency.NewMiddleware(f.store, tc.opt)
-			if name, ok := engine.ArgumentName(err); !ok || name != tc.arg || !errors.Is(err, coordination.ErrInvalidArgument) {
+			if name, ok := check.ArgumentName(err); !ok || name != tc.arg || !errors.Is(err, coordination.ErrInvalidArgument) {
 				t.Errorf("%s: err = %v", tc.arg, err)
 			}
 		}

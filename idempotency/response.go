@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/httpreplay"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // recorder passes a handler's response through to the client while keeping
@@ -101,7 +101,7 @@ type storedResponse = httpreplay.Response
 
 // errBadRecord is returned when stored bytes are not a response this
 // package encoded. It matches coordination.ErrBadState.
-var errBadRecord = fmt.Errorf("%w: the stored response is unreadable", engine.ErrBadState)
+var errBadRecord = fmt.Errorf("%w: the stored response is unreadable", sentinel.ErrBadState)
 
 // decodeResponse parses bytes written by Encode; it returns errBadRecord
 // for anything else.

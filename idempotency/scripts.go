@@ -4,16 +4,18 @@ import (
 	"math"
 	"time"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 )
 
 // The store's scripts, each next to its decoder, its lease kind and its
 // instruments. The reply shapes are documented in the .lua files.
 var (
 	beginScript    = engine.NewScript("idempotency_begin", decodeBegin)
-	completeScript = engine.NewScript("idempotency_complete", engine.Bool01)
-	abandonScript  = engine.NewScript("idempotency_abandon", engine.Bool01)
-	renewScript    = engine.NewScript("idempotency_renew", engine.Bool01)
+	completeScript = engine.NewScript("idempotency_complete", decode.Bool01)
+	abandonScript  = engine.NewScript("idempotency_abandon", decode.Bool01)
+	renewScript    = engine.NewScript("idempotency_renew", decode.Bool01)
 
 	// claimKind is the lease kind of a pending claim kept alive while its
 	// work runs ([Store.KeepAlive], Do and the middleware): a handle
@@ -29,19 +31,19 @@ var (
 	// claimMetrics are the instruments of claims kept alive, recorded by
 	// the engine's lease handle (it has no acquisition: no wait or
 	// contention instrument).
-	claimMetrics = engine.LeaseMetrics{
-		Hold: engine.NewMetric(engine.Histogram, "coordination.idempotency.claim_hold_time", "s", "",
+	claimMetrics = instrument.Lease{
+		Hold: instrument.New(instrument.Histogram, "coordination.idempotency.claim_hold_time", "s", "",
 			"Time from starting an idempotency claim kept alive to completing, abandoning or losing it."),
-		RenewalFailures: engine.NewMetric(engine.Counter, "coordination.idempotency.claim_renewal_failures", "{renewal}", "",
+		RenewalFailures: instrument.New(instrument.Counter, "coordination.idempotency.claim_renewal_failures", "{renewal}", "",
 			"Keep-alive renewals of an idempotency claim that failed (lost, terminal or transient error)."),
-		Lost: engine.NewMetric(engine.Counter, "coordination.idempotency.claims_lost", "{claim}", "",
+		Lost: instrument.New(instrument.Counter, "coordination.idempotency.claims_lost", "{claim}", "",
 			"Idempotency claims lost while their work ran: expired or taken over."),
 	}
-	beginsMetric = engine.NewMetric(engine.Counter, "coordination.idempotency.begins", "{begin}", "state",
+	beginsMetric = instrument.New(instrument.Counter, "coordination.idempotency.begins", "{begin}", "state",
 		"Idempotency Begin answers (one per call, after any wait), by state (started, completed, in_progress, fingerprint_mismatch).")
-	completesMetric = engine.NewMetric(engine.Counter, "coordination.idempotency.completes", "{complete}", "result",
+	completesMetric = instrument.New(instrument.Counter, "coordination.idempotency.completes", "{complete}", "result",
 		"Idempotency Complete answers, by result (stored; not_owner: the caller holds no pending claim, it expired, was abandoned, taken over or completed).")
-	abandonsMetric = engine.NewMetric(engine.Counter, "coordination.idempotency.abandons", "{abandon}", "result",
+	abandonsMetric = instrument.New(instrument.Counter, "coordination.idempotency.abandons", "{abandon}", "result",
 		"Idempotency Abandon answers, by result (abandoned; not_owner: the caller holds no pending claim, it expired, was abandoned, taken over or completed).")
 )
 

@@ -12,7 +12,10 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 )
 
 const primitive = "idempotency"
@@ -57,15 +60,15 @@ func (s State) String() string {
 // Attribute sets of the package's instruments, built once.
 var (
 	beginAttrs = map[State]metric.MeasurementOption{
-		Started:             engine.Attrs(attribute.String("state", "started")),
-		Completed:           engine.Attrs(attribute.String("state", "completed")),
-		InProgress:          engine.Attrs(attribute.String("state", "in_progress")),
-		FingerprintMismatch: engine.Attrs(attribute.String("state", "fingerprint_mismatch")),
+		Started:             instrument.Attrs(attribute.String("state", "started")),
+		Completed:           instrument.Attrs(attribute.String("state", "completed")),
+		InProgress:          instrument.Attrs(attribute.String("state", "in_progress")),
+		FingerprintMismatch: instrument.Attrs(attribute.String("state", "fingerprint_mismatch")),
 	}
-	completeStored   = engine.Attrs(attribute.String("result", "stored"))
-	completeNotOwner = engine.Attrs(attribute.String("result", "not_owner"))
-	abandonAbandoned = engine.Attrs(attribute.String("result", "abandoned"))
-	abandonNotOwner  = engine.Attrs(attribute.String("result", "not_owner"))
+	completeStored   = instrument.Attrs(attribute.String("result", "stored"))
+	completeNotOwner = instrument.Attrs(attribute.String("result", "not_owner"))
+	abandonAbandoned = instrument.Attrs(attribute.String("result", "abandoned"))
+	abandonNotOwner  = instrument.Attrs(attribute.String("result", "not_owner"))
 )
 
 // beginOpts are beginAttrs as option lists, built once: a fresh variadic
@@ -123,7 +126,7 @@ func claimOf(r beginReply, token string, sent time.Time) (Claim, error) {
 	case FingerprintMismatch:
 		return Claim{State: FingerprintMismatch}, nil
 	}
-	return Claim{}, engine.UnexpectedReply(beginScript.Name(), nil)
+	return Claim{}, decode.Unexpected(beginScript.Name(), nil)
 }
 
 // Store records idempotency claims and their results in Redis: one string
@@ -156,7 +159,7 @@ func New(coord *coordination.Coordinator) (*Store, error) {
 // nil or the zero value.
 func (s *Store) engine() (*engine.Engine, error) {
 	if s == nil || s.e == nil {
-		return nil, engine.InvalidArgument("store", "must not be nil; use idempotency.New")
+		return nil, check.InvalidArgument("store", "must not be nil; use idempotency.New")
 	}
 	return s.e, nil
 }
@@ -167,13 +170,13 @@ func (s *Store) checkOwned(key, owner string) (*engine.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := engine.CheckKey("key", key); err != nil {
+	if err := check.Key("key", key); err != nil {
 		return nil, err
 	}
 	if owner == "" {
-		return nil, engine.InvalidArgument("owner", "must not be empty; use the Owner of a Started claim")
+		return nil, check.InvalidArgument("owner", "must not be empty; use the Owner of a Started claim")
 	}
-	if err := engine.CheckSize("owner", len(owner), engine.MaxIdentityBytes); err != nil {
+	if err := check.Size("owner", len(owner), check.MaxIdentityBytes); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -201,7 +204,7 @@ type beginConfig struct {
 // attempt of a request, retries included. The default is no fingerprint.
 func WithFingerprint(fp string) BeginOption {
 	return func(c *beginConfig) error {
-		if err := engine.CheckSize("fingerprint", len(fp), engine.MaxFingerprintBytes); err != nil {
+		if err := check.Size("fingerprint", len(fp), check.MaxFingerprintBytes); err != nil {
 			return err
 		}
 		c.fingerprint = &fp
@@ -217,7 +220,7 @@ func WithFingerprint(fp string) BeginOption {
 // claim and the stored result.
 func WithResultTTL(d time.Duration) BeginOption {
 	return func(c *beginConfig) error {
-		ms, err := engine.Millis("result ttl", d)
+		ms, err := check.Millis("result ttl", d)
 		if err != nil {
 			return err
 		}
@@ -238,7 +241,7 @@ func WithResultTTL(d time.Duration) BeginOption {
 // 0: answer InProgress at once. Negative values make the call fail naming
 // "wait".
 func WithWait(d time.Duration) BeginOption {
-	return engine.AtLeast("wait", d, 0, func(c *beginConfig) { c.wait = d })
+	return check.AtLeast("wait", d, 0, func(c *beginConfig) { c.wait = d })
 }
 
 // errWaitOver is the cause of the context that bounds a WithWait wait.
@@ -286,17 +289,17 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return Claim{}, err
 	}
-	if err := engine.CheckKey("key", key); err != nil {
+	if err := check.Key("key", key); err != nil {
 		return Claim{}, err
 	}
-	ttlMs, err := engine.Millis("ttl", ttl)
+	ttlMs, err := check.Millis("ttl", ttl)
 	if err != nil {
 		return Claim{}, err
 	}
 	var cfg beginConfig
 	if len(opts) > 0 {
 		c := new(beginConfig) // options see a pointer: only then on the heap
-		if err := engine.Apply(c, opts); err != nil {
+		if err := check.Apply(c, opts); err != nil {
 			return Claim{}, err
 		}
 		cfg = *c
@@ -443,7 +446,7 @@ func (s *Store) Complete(ctx context.Context, key, owner string, result []byte) 
 	if err != nil {
 		return false, err
 	}
-	if err := engine.CheckSize("result", len(result), engine.MaxValueBytes); err != nil {
+	if err := check.Size("result", len(result), check.MaxValueBytes); err != nil {
 		return false, err
 	}
 	id, err := engine.NewToken()

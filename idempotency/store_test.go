@@ -13,7 +13,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/idempotency"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -522,7 +522,7 @@ func TestInvalidArgumentsSendNothing(t *testing.T) {
 			{"store", second(idempotency.NewMiddleware(nil))},
 		}
 		for i, tc := range cases {
-			if name, ok := engine.ArgumentName(tc.err); !errors.Is(tc.err, coordination.ErrInvalidArgument) || !ok || name != tc.arg {
+			if name, ok := check.ArgumentName(tc.err); !errors.Is(tc.err, coordination.ErrInvalidArgument) || !ok || name != tc.arg {
 				t.Errorf("case %d: err = %v, want an invalid-argument error naming %q", i, tc.err, tc.arg)
 			}
 		}

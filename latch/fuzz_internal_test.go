@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
@@ -56,8 +58,8 @@ func checkDecoded(r any) error {
 // testdata/fuzz/FuzzDecoders run as a normal test.
 func FuzzDecoders(f *testing.F) {
 	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
-		err := engine.UnexpectedReply(name, reply)
-		if !errors.Is(err, engine.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
+		err := decode.Unexpected(name, reply)
+		if !errors.Is(err, sentinel.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
 			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
 		}
 		return nil

@@ -11,7 +11,10 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 const primitive = "latch"
@@ -55,7 +58,7 @@ var (
 
 func init() {
 	// Answers, not failures: hooks see these operations as Succeeded.
-	engine.RegisterAnswers(ErrExists, ErrNotFound, ErrStaleGeneration, ErrCompleted, ErrBroken)
+	sentinel.RegisterAnswers(ErrExists, ErrNotFound, ErrStaleGeneration, ErrCompleted, ErrBroken)
 }
 
 // The attribute sets of the latch's instruments, built once.
@@ -75,7 +78,7 @@ var (
 )
 
 func result(r string) metric.MeasurementOption {
-	return engine.Attrs(attribute.String("result", r))
+	return instrument.Attrs(attribute.String("result", r))
 }
 
 // Latch is the countdown latch at one key, with its options. It is
@@ -122,7 +125,7 @@ type config struct {
 // and [Latch.Reset]; [Latch.Join] ignores it (a joined generation keeps
 // the deadline it was created with). The default is no deadline.
 func WithDeadline(d time.Duration) Option {
-	return engine.AtLeast("deadline", d, time.Millisecond, func(c *config) { c.deadline = d })
+	return check.AtLeast("deadline", d, time.Millisecond, func(c *config) { c.deadline = d })
 }
 
 // WithKeyTTL makes the latch key expire d after each [Latch.Create] or
@@ -131,7 +134,7 @@ func WithDeadline(d time.Duration) Option {
 // given to [New] and used by Create and Reset; [Latch.Join] ignores it.
 // The default is no expiry: the key stays until deleted.
 func WithKeyTTL(d time.Duration) Option {
-	return engine.AtLeast("key ttl", d, time.Millisecond, func(c *config) { c.keyTTL = d })
+	return check.AtLeast("key ttl", d, time.Millisecond, func(c *config) { c.keyTTL = d })
 }
 
 // WithRecheck sets how often [Generation.Wait] re-reads the latch when
@@ -140,7 +143,7 @@ func WithKeyTTL(d time.Duration) Option {
 // [New] and applies to the Wait of every generation the Latch returns. The
 // default is [DefaultRecheck] (5 s).
 func WithRecheck(d time.Duration) Option {
-	return engine.AtLeast("recheck", d, time.Millisecond, func(c *config) { c.recheck = d })
+	return check.AtLeast("recheck", d, time.Millisecond, func(c *config) { c.recheck = d })
 }
 
 // New returns the latch at key (without the coordinator's prefix; any
@@ -155,19 +158,19 @@ func New(coord *coordination.Coordinator, key string, opts ...Option) (*Latch, e
 	if err != nil {
 		return nil, err
 	}
-	if err := engine.CheckKey("key", key); err != nil {
+	if err := check.Key("key", key); err != nil {
 		return nil, err
 	}
 	cfg := config{recheck: DefaultRecheck}
-	if err := engine.Apply(&cfg, opts); err != nil {
+	if err := check.Apply(&cfg, opts); err != nil {
 		return nil, err
 	}
 	l := &Latch{e: e, key: key, keys: e.Key(key), recheck: cfg.recheck}
 	if cfg.deadline > 0 {
-		l.deadline, _ = engine.Millis("deadline", cfg.deadline) // checked by the option
+		l.deadline, _ = check.Millis("deadline", cfg.deadline) // checked by the option
 	}
 	if cfg.keyTTL > 0 {
-		l.keyTTL, _ = engine.Millis("key ttl", cfg.keyTTL)
+		l.keyTTL, _ = check.Millis("key ttl", cfg.keyTTL)
 	}
 	return l, nil
 }
@@ -176,7 +179,7 @@ func New(coord *coordination.Coordinator, key string, opts ...Option) (*Latch, e
 // or zero Latch, which [New] never returns.
 func (l *Latch) check() error {
 	if l == nil || l.e == nil {
-		return engine.InvalidArgument("latch", "must not be nil; use latch.New")
+		return check.InvalidArgument("latch", "must not be nil; use latch.New")
 	}
 	return nil
 }
@@ -226,7 +229,7 @@ func (l *Latch) create(ctx context.Context, count int64, mode, opName string) (*
 		return nil, err
 	}
 	if count < 0 || count > MaxCount {
-		return nil, engine.InvalidArgument("count", "must be between 0 and %d, got %d", int64(MaxCount), count)
+		return nil, check.InvalidArgument("count", "must be between 0 and %d, got %d", int64(MaxCount), count)
 	}
 	id, err := engine.NewToken()
 	if err != nil {
@@ -306,7 +309,7 @@ func (g *Generation) Initial() int64 {
 // or zero Generation, which the Latch's verbs never return.
 func (g *Generation) check() error {
 	if g == nil || g.l == nil || g.l.e == nil {
-		return engine.InvalidArgument("generation", "must not be nil; use Latch.Create, Latch.Reset or Latch.Join")
+		return check.InvalidArgument("generation", "must not be nil; use Latch.Create, Latch.Reset or Latch.Join")
 	}
 	return nil
 }

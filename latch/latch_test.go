@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/latch"
@@ -474,7 +475,7 @@ func TestInvalidArguments(t *testing.T) {
 		counter := testharness.CountCommands(coord.Client())
 		want := func(err error, name string) {
 			t.Helper()
-			if got, ok := engine.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || got != name {
+			if got, ok := check.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || got != name {
 				t.Fatalf("err = %v; want an invalid-argument error naming %q", err, name)
 			}
 		}
@@ -482,7 +483,7 @@ func TestInvalidArguments(t *testing.T) {
 		want(err, "coord")
 		_, err = latch.New(coord, "")
 		want(err, "key")
-		_, err = latch.New(coord, strings.Repeat("k", engine.MaxKeyBytes+1))
+		_, err = latch.New(coord, strings.Repeat("k", check.MaxKeyBytes+1))
 		want(err, "key")
 		for _, d := range []time.Duration{0, -time.Second, time.Microsecond} {
 			_, err = latch.New(coord, key, latch.WithDeadline(d))

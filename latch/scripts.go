@@ -3,7 +3,9 @@ package latch
 import (
 	"time"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 )
 
 // The latch's scripts, each next to its decoder, and its instruments. The
@@ -14,9 +16,9 @@ var (
 	countDownScript = engine.NewScript("latch_count_down", decodeCountDown)
 	readScript      = engine.NewScript("latch_read", decodeRead)
 
-	countDowns = engine.NewMetric(engine.Counter, "coordination.latch.count_downs", "{count_down}", "result",
+	countDowns = instrument.New(instrument.Counter, "coordination.latch.count_downs", "{count_down}", "result",
 		"Latch count-downs, by result (counted, completed, stale, not_found, broken).")
-	waits = engine.NewMetric(engine.Histogram, "coordination.latch.wait", "s", "result",
+	waits = instrument.New(instrument.Histogram, "coordination.latch.wait", "s", "result",
 		"Time spent in latch Wait, by result (completed, replaced, broken, gave_up, failed).")
 )
 
@@ -42,11 +44,11 @@ type createReply struct {
 
 // decodeCreate reads {ok, gen, count, deadline_ms, now}.
 func decodeCreate(v any) (createReply, bool) {
-	a, ok := engine.Ints(v, 5)
+	a, ok := decode.Ints(v, 5)
 	if !ok || a[1] < 1 || a[2] < 0 || a[3] < 0 || a[4] <= 0 {
 		return createReply{}, false
 	}
-	created, ok := engine.Bool01(a[0])
+	created, ok := decode.Bool01(a[0])
 	return createReply{Created: created, Gen: a[1], Count: a[2], Deadline: a[3]}, ok
 }
 
@@ -67,15 +69,15 @@ func decodeJoin(v any) (joinReply, bool) {
 	if v == nil {
 		return joinReply{}, true
 	}
-	a, ok := engine.Array(v, 6)
+	a, ok := decode.Array(v, 6)
 	if !ok {
 		return joinReply{}, false
 	}
-	id, ok := engine.Str(a[0])
+	id, ok := decode.Str(a[0])
 	if !ok || id == "" {
 		return joinReply{}, false
 	}
-	n, ok := engine.Ints(a[1:], 5)
+	n, ok := decode.Ints(a[1:], 5)
 	if !ok || n[0] < 1 || n[1] < 0 || n[2] < 0 || n[1] > n[2] || n[3] < 0 || n[4] <= 0 {
 		return joinReply{}, false
 	}
@@ -90,7 +92,7 @@ type countDownReply struct {
 
 // decodeCountDown reads {status, remaining, now}.
 func decodeCountDown(v any) (countDownReply, bool) {
-	a, ok := engine.Ints(v, 3)
+	a, ok := decode.Ints(v, 3)
 	if !ok || a[2] <= 0 {
 		return countDownReply{}, false
 	}
@@ -117,7 +119,7 @@ type readReply struct {
 
 // decodeRead reads {status, count, deadline_in_ms, now}.
 func decodeRead(v any) (readReply, bool) {
-	a, ok := engine.Ints(v, 4)
+	a, ok := decode.Ints(v, 4)
 	if !ok || a[3] <= 0 {
 		return readReply{}, false
 	}
@@ -128,7 +130,7 @@ func decodeRead(v any) (readReply, bool) {
 		case r.Count < 0 || a[2] < -1 || a[2] == 0:
 			return readReply{}, false
 		case a[2] > 0:
-			r.DeadlineIn = engine.Scaled(a[2], time.Millisecond)
+			r.DeadlineIn = decode.Scaled(a[2], time.Millisecond)
 		}
 		return r, true
 	case statusStale, statusNotFound:

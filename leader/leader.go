@@ -12,8 +12,12 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/fencelock"
+	"github.com/coordkit/coordination/internal/instrument"
+	"github.com/coordkit/coordination/internal/sentinel"
+	"github.com/coordkit/coordination/internal/timing"
 )
 
 const primitive = "leader"
@@ -54,7 +58,7 @@ var (
 
 func init() {
 	// Answers, not failures: hooks see these operations as Succeeded.
-	engine.RegisterAnswers(ErrNoLeader)
+	sentinel.RegisterAnswers(ErrNoLeader)
 }
 
 // Elector campaigns for the leadership of one election (one lease key and
@@ -80,8 +84,8 @@ type config struct {
 }
 
 var (
-	electedAttrs = engine.Attrs(attribute.String("state", "elected"))
-	revokedAttrs = engine.Attrs(attribute.String("state", "revoked"))
+	electedAttrs = instrument.Attrs(attribute.String("state", "elected"))
+	revokedAttrs = instrument.Attrs(attribute.String("state", "revoked"))
 )
 
 // Option configures an [Elector].
@@ -93,7 +97,7 @@ type Option func(*config) error
 // [MinLeaseDuration] and is rounded up to whole milliseconds. The default
 // is [DefaultLeaseDuration] (15 s).
 func WithLeaseDuration(d time.Duration) Option {
-	return engine.AtLeast("lease duration", d, MinLeaseDuration, func(e *config) { e.lease = d })
+	return check.AtLeast("lease duration", d, MinLeaseDuration, func(e *config) { e.lease = d })
 }
 
 // WithRetryDelay sets the longest a follower waits between campaign
@@ -104,7 +108,7 @@ func WithLeaseDuration(d time.Duration) Option {
 // their own, until the local deadline. It must be at least 1 ms. The
 // default is [DefaultRetryDelay] (1 s).
 func WithRetryDelay(d time.Duration) Option {
-	return engine.AtLeast("retry delay", d, time.Millisecond, func(e *config) { e.retry = d })
+	return check.AtLeast("retry delay", d, time.Millisecond, func(e *config) { e.retry = d })
 }
 
 // OnElected sets the function run when the elector wins a term. ctx is the
@@ -120,7 +124,7 @@ func WithRetryDelay(d time.Duration) Option {
 func OnElected(fn func(ctx context.Context, term *Term) error) Option {
 	return func(e *config) error {
 		if fn == nil {
-			return engine.InvalidArgument("OnElected", "must not be nil")
+			return check.InvalidArgument("OnElected", "must not be nil")
 		}
 		e.onElected = fn
 		return nil
@@ -137,7 +141,7 @@ func OnElected(fn func(ctx context.Context, term *Term) error) Option {
 func OnRevoked(fn func(term *Term) error) Option {
 	return func(e *config) error {
 		if fn == nil {
-			return engine.InvalidArgument("OnRevoked", "must not be nil")
+			return check.InvalidArgument("OnRevoked", "must not be nil")
 		}
 		e.onRevoked = fn
 		return nil
@@ -167,9 +171,9 @@ func New(coord *coordination.Coordinator, leaseKey, fenceKey, identity string, o
 		return nil, err
 	}
 	if identity == "" {
-		return nil, engine.InvalidArgument("identity", "must not be empty")
+		return nil, check.InvalidArgument("identity", "must not be empty")
 	}
-	if err := engine.CheckSize("identity", len(identity), engine.MaxIdentityBytes); err != nil {
+	if err := check.Size("identity", len(identity), check.MaxIdentityBytes); err != nil {
 		return nil, err
 	}
 	el := &Elector{e: e, keys: keys, leaseKey: leaseKey, identity: identity, config: config{
@@ -180,7 +184,7 @@ func New(coord *coordination.Coordinator, leaseKey, fenceKey, identity string, o
 		},
 		onRevoked: func(*Term) error { return nil },
 	}}
-	if err := engine.Apply(&el.config, opts); err != nil {
+	if err := check.Apply(&el.config, opts); err != nil {
 		return nil, err
 	}
 	return el, nil
@@ -211,7 +215,7 @@ func (e *Elector) Current() *Term {
 // LEADER READ); see [Get].
 func (e *Elector) Leader(ctx context.Context) (Info, error) {
 	if e == nil || e.e == nil {
-		return Info{}, engine.InvalidArgument("elector", "must not be nil; use leader.New")
+		return Info{}, check.InvalidArgument("elector", "must not be nil; use leader.New")
 	}
 	return get(ctx, e.e, e.keys.First())
 }
@@ -238,9 +242,9 @@ func (e *Elector) Leader(ctx context.Context) (Info, error) {
 // returns [ErrAlreadyRunning].
 func (e *Elector) Run(ctx context.Context) error {
 	if e == nil || e.e == nil {
-		return engine.InvalidArgument("elector", "must not be nil; use leader.New")
+		return check.InvalidArgument("elector", "must not be nil; use leader.New")
 	}
-	if err := engine.CheckContext(ctx); err != nil {
+	if err := check.Context(ctx); err != nil {
 		return err
 	}
 	if !e.running.CompareAndSwap(false, true) {
@@ -258,7 +262,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		}
 		// Give the followers, woken by the release, the first chance: a
 		// leader that resigned should not win its own lease straight back.
-		after = engine.Jitter(e.retry)
+		after = timing.Jitter(e.retry)
 	}
 }
 
@@ -275,7 +279,7 @@ type won struct {
 // delay).
 func (e *Elector) campaign(ctx context.Context, after time.Duration) (won, error) {
 	var w won
-	err := e.e.Wait(ctx, engine.WaitConfig{Key: e.keys.Full()[0], FirstIn: after, Recheck: engine.Jitter(e.retry), MinBackoff: e.retry, MaxBackoff: e.retry},
+	err := e.e.Wait(ctx, engine.WaitConfig{Key: e.keys.Full()[0], FirstIn: after, Recheck: timing.Jitter(e.retry), MinBackoff: e.retry, MaxBackoff: e.retry},
 		func(ctx context.Context) (engine.Attempt, error) {
 			actx, op, err := e.e.Admit(ctx, hooks.LeaderCampaign, primitive, e.keys)
 			if err != nil {
@@ -352,7 +356,7 @@ func (e *Elector) serve(ctx context.Context, w won) error {
 		errs = append(errs, err)
 	}
 	// A renewal that failed terminally (NOPERM, a corrupt key) ends Run.
-	var lost *engine.LostError
+	var lost *sentinel.LostError
 	if errors.As(context.Cause(h.Context()), &lost) && lost.Err != nil && engine.Classify(lost.Err) == engine.Terminal {
 		errs = append(errs, fmt.Errorf("leader: renewal: %w", lost.Err))
 	}

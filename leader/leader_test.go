@@ -15,7 +15,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/hooks"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/leader"
@@ -144,7 +144,7 @@ func TestInvalidConfiguration(t *testing.T) {
 		}
 		for _, c := range cases {
 			e, err := c.new()
-			name, _ := engine.ArgumentName(err)
+			name, _ := check.ArgumentName(err)
 			if e != nil || !errors.Is(err, coordination.ErrInvalidArgument) || name != c.arg {
 				t.Errorf("%s: New = %v, %v; want an ErrInvalidArgument naming %q", c.arg, e, err, c.arg)
 			}

@@ -7,6 +7,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/fencelock"
 )
@@ -40,7 +41,7 @@ func Get(ctx context.Context, coord *coordination.Coordinator, leaseKey string) 
 	if err != nil {
 		return Info{}, err
 	}
-	if err := engine.CheckKey("leaseKey", leaseKey); err != nil {
+	if err := check.Key("leaseKey", leaseKey); err != nil {
 		return Info{}, err
 	}
 	return get(ctx, e, e.Key(leaseKey))
@@ -85,17 +86,17 @@ func Observe(ctx context.Context, coord *coordination.Coordinator, leaseKey stri
 	if err != nil {
 		return err
 	}
-	if err := engine.CheckContext(ctx); err != nil {
+	if err := check.Context(ctx); err != nil {
 		return err
 	}
-	if err := engine.CheckKey("leaseKey", leaseKey); err != nil {
+	if err := check.Key("leaseKey", leaseKey); err != nil {
 		return err
 	}
-	if _, err := engine.Millis("poll", poll); err != nil {
+	if _, err := check.Millis("poll", poll); err != nil {
 		return err
 	}
 	if fn == nil {
-		return engine.InvalidArgument("fn", "must not be nil")
+		return check.InvalidArgument("fn", "must not be nil")
 	}
 	k := e.Key(leaseKey)
 	var (

@@ -8,6 +8,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/lockcore"
 )
@@ -51,7 +52,7 @@ func NewFieldSet(coord *coordination.Coordinator, key string) (*FieldSet, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := engine.CheckKey("key", key); err != nil {
+	if err := check.Key("key", key); err != nil {
 		return nil, err
 	}
 	keys := e.Key(key)
@@ -62,7 +63,7 @@ func NewFieldSet(coord *coordination.Coordinator, key string) (*FieldSet, error)
 // or zero FieldSet, which [NewFieldSet] never returns.
 func (s *FieldSet) check() error {
 	if s == nil || s.e == nil {
-		return engine.InvalidArgument("fieldSet", "must not be nil; use lock.NewFieldSet")
+		return check.InvalidArgument("fieldSet", "must not be nil; use lock.NewFieldSet")
 	}
 	return nil
 }
@@ -141,10 +142,10 @@ func (s *FieldSet) acquire(ctx context.Context, field string, ttl time.Duration,
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	if err := engine.CheckKey("field", field); err != nil {
+	if err := check.Key("field", field); err != nil {
 		return nil, err
 	}
-	if _, err := engine.Millis("ttl", ttl); err != nil {
+	if _, err := check.Millis("ttl", ttl); err != nil {
 		return nil, err
 	}
 	token, err := engine.NewToken()

@@ -13,6 +13,8 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/contract"
 	"github.com/coordkit/coordination/internal/testkit/faultproxy"
@@ -64,7 +66,7 @@ func TestFieldLease(t *testing.T) {
 				return err
 			}},
 			{Arg: "key", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := lock.NewFieldSet(c, strings.Repeat("k", engine.MaxKeyBytes+1))
+				_, err := lock.NewFieldSet(c, strings.Repeat("k", check.MaxKeyBytes+1))
 				return err
 			}},
 			{Arg: "field", Call: func(ctx context.Context, c *coordination.Coordinator) error {
@@ -76,7 +78,7 @@ func TestFieldLease(t *testing.T) {
 				return err
 			}},
 			{Arg: "field", Call: func(ctx context.Context, c *coordination.Coordinator) error {
-				_, err := tryAcquireField(ctx, c, "h", strings.Repeat("f", engine.MaxKeyBytes+1), time.Second)
+				_, err := tryAcquireField(ctx, c, "h", strings.Repeat("f", check.MaxKeyBytes+1), time.Second)
 				return err
 			}},
 			{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
@@ -204,7 +206,7 @@ func TestExpiredFieldIsFreeAndOldOwnerCannotTouchSuccessor(t *testing.T) {
 		if ok := must(lock.FieldRefresh.Run(ctx, e, k, "j1", old.Token(), 3_600_000))(t); ok {
 			t.Fatal("lease_refresh with the old token = 1")
 		}
-		if out := must(lock.FieldRelease.Run(ctx, e, k, "j1", old.Token()))(t); out != engine.NotOwned {
+		if out := must(lock.FieldRelease.Run(ctx, e, k, "j1", old.Token()))(t); out != decode.NotOwned {
 			t.Fatalf("lease_release with the old token = %v, want NotOwned", out)
 		}
 		wantField(t, raw, key, "j1", next.Token(), time.Minute, "the successor's j1")
@@ -481,10 +483,10 @@ func TestFieldLeaseReSentScripts(t *testing.T) {
 		if g := must(lock.FieldAcquire.Run(ctx, e, k, "f", other, 60000))(t); g.Acquired || g.RetryIn <= 0 || g.RetryIn > time.Minute {
 			t.Fatalf("another token: %+v, want held with the holder's TTL", g)
 		}
-		if out := must(lock.FieldRelease.Run(ctx, e, k, "f", token))(t); out != engine.Released {
+		if out := must(lock.FieldRelease.Run(ctx, e, k, "f", token))(t); out != decode.Released {
 			t.Fatalf("release = %v", out)
 		}
-		if out := must(lock.FieldRelease.Run(ctx, e, k, "f", token))(t); out != engine.AlreadyReleased {
+		if out := must(lock.FieldRelease.Run(ctx, e, k, "f", token))(t); out != decode.AlreadyReleased {
 			t.Fatalf("re-sent release = %v, want AlreadyReleased", out)
 		}
 	}, testharness.HashFieldTTLOnly())

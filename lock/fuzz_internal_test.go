@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
@@ -14,9 +16,9 @@ import (
 func decoders() []fuzzseed.Decoder {
 	return []fuzzseed.Decoder{
 		decoderOf(fieldAcquire, decodeFieldGrant, []any{1, 10000}, []any{0, 2500}, []any{0, -1}),
-		decoderOf(fieldRefresh, engine.Bool01, []any{1}, []any{0}),
-		decoderOf(fieldVerify, engine.Bool01, []any{1}, []any{0}),
-		decoderOf(fieldRelease, engine.ReleaseReply, []any{1}, []any{0}, []any{-1}),
+		decoderOf(fieldRefresh, decode.Bool01, []any{1}, []any{0}),
+		decoderOf(fieldVerify, decode.Bool01, []any{1}, []any{0}),
+		decoderOf(fieldRelease, decode.Release, []any{1}, []any{0}, []any{-1}),
 	}
 }
 
@@ -27,12 +29,12 @@ func decoderOf[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...
 // checkDecoded holds what every accepted reply must give.
 func checkDecoded(r any) error {
 	switch x := r.(type) {
-	case engine.Grant:
+	case decode.Grant:
 		if x.RetryIn < 0 || (x.Acquired && x.RetryIn != 0) {
 			return fmt.Errorf("grant %+v", x)
 		}
-	case engine.Outcome:
-		if x < engine.Released || x > engine.NotOwned {
+	case decode.Outcome:
+		if x < decode.Released || x > decode.NotOwned {
 			return fmt.Errorf("outcome %d", x)
 		}
 	case bool:
@@ -49,8 +51,8 @@ func checkDecoded(r any) error {
 // testdata/fuzz/FuzzDecoders run as a normal test.
 func FuzzDecoders(f *testing.F) {
 	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
-		err := engine.UnexpectedReply(name, reply)
-		if !errors.Is(err, engine.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
+		err := decode.Unexpected(name, reply)
+		if !errors.Is(err, sentinel.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
 			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
 		}
 		return nil

@@ -8,6 +8,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/lockcore"
 )
@@ -46,7 +47,7 @@ func New(coord *coordination.Coordinator, key string) (*Mutex, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := engine.CheckKey("key", key); err != nil {
+	if err := check.Key("key", key); err != nil {
 		return nil, err
 	}
 	return &Mutex{e: e, key: key, keys: e.Key(key)}, nil
@@ -56,7 +57,7 @@ func New(coord *coordination.Coordinator, key string) (*Mutex, error) {
 // or zero Mutex, which [New] never returns.
 func (m *Mutex) check() error {
 	if m == nil || m.e == nil {
-		return engine.InvalidArgument("mutex", "must not be nil; use lock.New")
+		return check.InvalidArgument("mutex", "must not be nil; use lock.New")
 	}
 	return nil
 }
@@ -130,7 +131,7 @@ func (m *Mutex) acquire(ctx context.Context, ttl time.Duration, block bool) (*Lo
 	if err := m.check(); err != nil {
 		return nil, err
 	}
-	if _, err := engine.Millis("ttl", ttl); err != nil {
+	if _, err := check.Millis("ttl", ttl); err != nil {
 		return nil, err
 	}
 	token, err := engine.NewToken()

@@ -7,12 +7,12 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/slot"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 // A lock or fencing lease released long before its TTL leaves its release
-// mark for 5 s at most (engine.MarkTTL), not for the rest of its TTL: a
+// mark for 5 s at most (slot.MarkTTL), not for the rest of its TTL: a
 // workload of long-TTL locks keeps no long-lived keys.
 func TestReleaseMarkLastsFiveSecondsAtMost(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
@@ -21,9 +21,9 @@ func TestReleaseMarkLastsFiveSecondsAtMost(t *testing.T) {
 		coord := b.Coordinator(t)
 		check := func(what, full string) {
 			t.Helper()
-			mark := engine.MarkKeyOf(b.Prefix(), full)
+			mark := slot.MarkKey(b.Prefix(), full)
 			d, err := raw.PTTL(ctx, mark).Result()
-			if err != nil || d <= 0 || d > engine.MarkTTL*time.Millisecond {
+			if err != nil || d <= 0 || d > slot.MarkTTL*time.Millisecond {
 				t.Errorf("%s: the release mark's PTTL = %v, %v; want (0, 5s]", what, d, err)
 			}
 		}

@@ -1,6 +1,9 @@
 package lock
 
-import "github.com/coordkit/coordination/internal/engine"
+import (
+	"github.com/coordkit/coordination/internal/decode"
+	"github.com/coordkit/coordination/internal/engine"
+)
 
 // The scripts of the named leases in hash fields, each next to its
 // decoder (the key lock's are in internal/lockcore, which redlock runs
@@ -12,25 +15,25 @@ import "github.com/coordkit/coordination/internal/engine"
 // (engine.HashFieldExpiration).
 var (
 	fieldAcquire = engine.NewScript("lease_acquire", decodeFieldGrant).Requires(engine.HashFieldExpiration)
-	fieldRefresh = engine.NewScript("lease_refresh", engine.Bool01).Requires(engine.HashFieldExpiration)
-	fieldVerify  = engine.NewScript("lease_verify", engine.Bool01).Requires(engine.HashFieldExpiration)
-	fieldRelease = engine.NewScript("lease_release", engine.ReleaseReply).Requires(engine.HashFieldExpiration)
+	fieldRefresh = engine.NewScript("lease_refresh", decode.Bool01).Requires(engine.HashFieldExpiration)
+	fieldVerify  = engine.NewScript("lease_verify", decode.Bool01).Requires(engine.HashFieldExpiration)
+	fieldRelease = engine.NewScript("lease_release", decode.Release).Requires(engine.HashFieldExpiration)
 )
 
 // decodeFieldGrant reads lease_acquire's two-integer reply: {1, ttl}
 // (acquired) or {0, pttl} (held by another).
-func decodeFieldGrant(v any) (engine.Grant, bool) {
-	a, ok := engine.Ints(v, 2)
+func decodeFieldGrant(v any) (decode.Grant, bool) {
+	a, ok := decode.Ints(v, 2)
 	if !ok {
-		return engine.Grant{}, false
+		return decode.Grant{}, false
 	}
 	switch a[0] {
 	case 1:
-		return engine.Grant{Acquired: true}, true
+		return decode.Grant{Acquired: true}, true
 	case 0:
-		return engine.Grant{RetryIn: engine.RetryIn(a[1])}, true
+		return decode.Grant{RetryIn: decode.RetryIn(a[1])}, true
 	}
-	return engine.Grant{}, false
+	return decode.Grant{}, false
 }
 
 // fieldWaitKey returns the name whose release channel

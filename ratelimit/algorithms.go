@@ -10,7 +10,7 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/check"
 )
 
 // maxSpanUs bounds every time span a limiter keeps in Redis (a window, the
@@ -205,7 +205,7 @@ type spec struct {
 
 func limitCheck(name string, n int) error {
 	if n < 1 || n > maxLimit {
-		return engine.InvalidArgument(name, "must be between 1 and %d, got %d", maxLimit, n)
+		return check.InvalidArgument(name, "must be between 1 and %d, got %d", maxLimit, n)
 	}
 	return nil
 }
@@ -214,14 +214,14 @@ func limitCheck(name string, n int) error {
 // or an error naming name.
 func micros(name string, d, least time.Duration) (int64, error) {
 	if d < least {
-		return 0, engine.InvalidArgument(name, "must be at least %v, got %v", least, d)
+		return 0, check.InvalidArgument(name, "must be at least %v, got %v", least, d)
 	}
 	if d%time.Microsecond != 0 {
-		return 0, engine.InvalidArgument(name, "must be a whole number of microseconds (it is never rounded), got %v", d)
+		return 0, check.InvalidArgument(name, "must be a whole number of microseconds (it is never rounded), got %v", d)
 	}
 	us := int64(d / time.Microsecond)
 	if us > maxSpanUs {
-		return 0, engine.InvalidArgument(name, "must be at most %v, got %v", time.Duration(maxSpanUs)*time.Microsecond, d)
+		return 0, check.InvalidArgument(name, "must be at most %v, got %v", time.Duration(maxSpanUs)*time.Microsecond, d)
 	}
 	return us, nil
 }
@@ -244,7 +244,7 @@ func (c FixedWindow) spec() (*spec, error) {
 		return nil, err
 	}
 	if c.Window < time.Millisecond || c.Window%time.Millisecond != 0 {
-		return nil, engine.InvalidArgument("window", "must be a whole number of milliseconds, at least 1 ms, got %v", c.Window)
+		return nil, check.InvalidArgument("window", "must be a whole number of milliseconds, at least 1 ms, got %v", c.Window)
 	}
 	if _, err := micros("window", c.Window, time.Millisecond); err != nil {
 		return nil, err
@@ -264,7 +264,7 @@ func (c SlidingWindow) spec() (*spec, error) {
 		return nil, err
 	}
 	if c.Segments < 1 || c.Segments > 1024 {
-		return nil, engine.InvalidArgument("segments", "must be between 1 and 1024, got %d", c.Segments)
+		return nil, check.InvalidArgument("segments", "must be between 1 and 1024, got %d", c.Segments)
 	}
 	g := ceilDiv(w, int64(c.Segments))
 	s := &spec{settings: c, alg: algSliding, capacity: c.Limit, cfg: fmt.Sprintf("s:%d:%d:%d", c.Limit, w, c.Segments), window: c.Window}
@@ -287,7 +287,7 @@ func (c TokenBucket) spec() (*spec, error) {
 	// periods, must stay an exact integer in the script.
 	refills := ceilDiv(int64(c.Limit), int64(c.TokensPerPeriod))
 	if p > maxSpanUs/refills {
-		return nil, engine.InvalidArgument("period", "the time to refill an empty bucket, ceil(limit / tokens per period) × period, must be at most %v", time.Duration(maxSpanUs)*time.Microsecond)
+		return nil, check.InvalidArgument("period", "the time to refill an empty bucket, ceil(limit / tokens per period) × period, must be at most %v", time.Duration(maxSpanUs)*time.Microsecond)
 	}
 	full := refills * p
 	s := &spec{settings: c, alg: algBucket, capacity: c.Limit, cfg: fmt.Sprintf("b:%d:%d:%d", c.Limit, c.TokensPerPeriod, p),
@@ -302,20 +302,20 @@ func (c GCRA) interval() (q, d int64, err error) {
 	var num, den int64 // nanoseconds per permit = num/den
 	switch {
 	case c.Interval != 0 && (c.Rate != 0 || c.Period != 0):
-		return 0, 0, engine.InvalidArgument("interval", "give Interval, or Rate and Period, not both")
+		return 0, 0, check.InvalidArgument("interval", "give Interval, or Rate and Period, not both")
 	case c.Interval != 0:
 		if c.Interval < 0 {
-			return 0, 0, engine.InvalidArgument("interval", "must be positive, got %v", c.Interval)
+			return 0, 0, check.InvalidArgument("interval", "must be positive, got %v", c.Interval)
 		}
 		num, den = int64(c.Interval), 1
 	case c.Rate == 0 && c.Period == 0:
-		return 0, 0, engine.InvalidArgument("interval", "give Interval, or Rate and Period")
+		return 0, 0, check.InvalidArgument("interval", "give Interval, or Rate and Period")
 	default:
 		if err := limitCheck("rate", c.Rate); err != nil {
 			return 0, 0, err
 		}
 		if c.Period <= 0 {
-			return 0, 0, engine.InvalidArgument("period", "must be positive, got %v", c.Period)
+			return 0, 0, check.InvalidArgument("period", "must be positive, got %v", c.Period)
 		}
 		num, den = int64(c.Period), int64(c.Rate)
 	}
@@ -338,7 +338,7 @@ func (c GCRA) spec() (*spec, error) {
 	// burst × q (the span in 1/d µs) must be exact, and the span (burst ×
 	// q/d µs) at most maxSpanUs.
 	if q > maxSpanUs/int64(c.Burst) || ceilDiv(int64(c.Burst)*q, d) > maxSpanUs {
-		return nil, engine.InvalidArgument("burst", "burst × interval must be at most %v", time.Duration(maxSpanUs)*time.Microsecond)
+		return nil, check.InvalidArgument("burst", "burst × interval must be at most %v", time.Duration(maxSpanUs)*time.Microsecond)
 	}
 	span := int64(c.Burst) * q
 	spanUs := ceilDiv(span, d)
@@ -351,27 +351,27 @@ func (c GCRA) spec() (*spec, error) {
 func (c Composite) spec() (*spec, error) {
 	n := len(c.Components)
 	if n < 1 || n > 32 {
-		return nil, engine.InvalidArgument("components", "give 1 to 32 components, got %d", n)
+		return nil, check.InvalidArgument("components", "give 1 to 32 components, got %d", n)
 	}
 	s := &spec{settings: Composite{Components: append([]Settings(nil), c.Components...)}, alg: algComp, capacity: maxLimit}
 	cfgs := make([]string, n)
 	for i, cs := range c.Components {
 		if cs == nil {
-			return nil, engine.InvalidArgument("components", "component %d is nil", i)
+			return nil, check.InvalidArgument("components", "component %d is nil", i)
 		}
 		if v := reflect.ValueOf(cs); v.Kind() == reflect.Pointer && v.IsNil() {
-			return nil, engine.InvalidArgument("components", "component %d is a nil %T", i, cs)
+			return nil, check.InvalidArgument("components", "component %d is a nil %T", i, cs)
 		}
 		switch cs.(type) {
 		case concurrency, Composite, *Composite:
-			return nil, engine.InvalidArgument("components", "component %d: a composite takes fixed windows, sliding windows, token buckets and GCRA", i)
+			return nil, check.InvalidArgument("components", "component %d: a composite takes fixed windows, sliding windows, token buckets and GCRA", i)
 		}
 		one, err := cs.spec()
 		if err != nil {
 			return nil, fmt.Errorf("ratelimit: component %d: %w", i, err)
 		}
 		if one.alg == algConc || one.alg == algComp {
-			return nil, engine.InvalidArgument("components", "component %d: a composite takes fixed windows, sliding windows, token buckets and GCRA", i)
+			return nil, check.InvalidArgument("components", "component %d: a composite takes fixed windows, sliding windows, token buckets and GCRA", i)
 		}
 		cfgs[i] = one.cfg
 		s.kinds = append(s.kinds, one.alg)
@@ -408,10 +408,10 @@ func New(coord *coordination.Coordinator, key string, settings Settings, opts ..
 // error naming name.
 func specOf(name string, s Settings) (*spec, error) {
 	if s == nil {
-		return nil, engine.InvalidArgument(name, "must not be nil")
+		return nil, check.InvalidArgument(name, "must not be nil")
 	}
 	if v := reflect.ValueOf(s); v.Kind() == reflect.Pointer && v.IsNil() {
-		return nil, engine.InvalidArgument(name, "must not be a nil %T", s)
+		return nil, check.InvalidArgument(name, "must not be a nil %T", s)
 	}
 	return s.spec()
 }

@@ -14,7 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -338,7 +339,7 @@ func TestConcurrencyLeaseRenewedWhileHeldExpiresAfterCrash(t *testing.T) {
 		stop()
 		h := held.cl.held.h
 		dl := time.Now().Add(h.Remaining()) // the last renewal's send + lease - drift
-		h.Lose(&engine.LostError{Reason: "simulated crash"})
+		h.Lose(&sentinel.LostError{Reason: "simulated crash"})
 		// Refresh waits for a renewal in flight (it takes the renewal lock),
 		// then answers false without sending: the stored expiry is final.
 		if ok, err := h.Refresh(ctx, lease); ok || err != nil {
@@ -685,7 +686,7 @@ func TestNewSettings(t *testing.T) {
 		c := withClient(t, b, client)
 		for _, s := range []Settings{nil, (*GCRA)(nil), (*Composite)(nil), Composite{Components: []Settings{(*TokenBucket)(nil)}}} {
 			_, err := newT(c, "new:nil", s)
-			name, _ := engine.ArgumentName(err)
+			name, _ := check.ArgumentName(err)
 			if want := "settings"; s != nil && fmt.Sprintf("%T", s) == "ratelimit.Composite" {
 				if name != "components" {
 					t.Fatalf("newT(%T with a nil component): %v, want an argument error naming components", s, err)

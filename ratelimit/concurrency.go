@@ -13,7 +13,11 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // DefaultLeaseDuration is the lease duration of a [ConcurrencyLimiter]
@@ -101,7 +105,7 @@ func NewConcurrency(coord *coordination.Coordinator, key string, limit int, opts
 // check refuses a nil or zero limiter.
 func (c *ConcurrencyLimiter) check() error {
 	if c == nil || c.l == nil || c.l.e == nil {
-		return engine.InvalidArgument("limiter", "must not be nil; use NewConcurrency")
+		return check.InvalidArgument("limiter", "must not be nil; use NewConcurrency")
 	}
 	return nil
 }
@@ -133,7 +137,7 @@ func (c *ConcurrencyLimiter) TryAcquire(ctx context.Context, permits int) (*Conc
 		return nil, err
 	}
 	if permits < 1 {
-		return nil, engine.InvalidArgument("permits", "must be >= 1, got %d", permits)
+		return nil, check.InvalidArgument("permits", "must be >= 1, got %d", permits)
 	}
 	r, err := c.l.allow(ctx, permits, false)
 	if err != nil {
@@ -175,7 +179,7 @@ func (c *ConcurrencyLimiter) Acquire(ctx context.Context, permits int) (*Concurr
 		return nil, err
 	}
 	if permits < 1 {
-		return nil, engine.InvalidArgument("permits", "must be >= 1, got %d", permits)
+		return nil, check.InvalidArgument("permits", "must be >= 1, got %d", permits)
 	}
 	r, err := c.l.waitErr(ctx, permits)
 	if err != nil {
@@ -302,8 +306,8 @@ func (l *ConcurrencyLease) Done() <-chan struct{} { return l.Context().Done() }
 
 // Attributes of the concurrency wait histogram, built once.
 var (
-	waitAcquired = engine.Attrs(attribute.String("result", "acquired"))
-	waitGaveUp   = engine.Attrs(attribute.String("result", "gave_up"))
+	waitAcquired = instrument.Attrs(attribute.String("result", "acquired"))
+	waitGaveUp   = instrument.Attrs(attribute.String("result", "gave_up"))
 )
 
 func (c concurrency) spec() (*spec, error) {
@@ -315,14 +319,14 @@ func (c concurrency) spec() (*spec, error) {
 		d = DefaultLeaseDuration
 	}
 	if d < minLeaseDuration {
-		return nil, engine.InvalidArgument("leaseDuration", "must be at least %v, got %v", minLeaseDuration, d)
+		return nil, check.InvalidArgument("leaseDuration", "must be at least %v, got %v", minLeaseDuration, d)
 	}
-	ms, err := engine.Millis("leaseDuration", d)
+	ms, err := check.Millis("leaseDuration", d)
 	if err != nil {
 		return nil, err
 	}
 	if ms > maxSpanUs/1000 {
-		return nil, engine.InvalidArgument("leaseDuration", "must be at most %v, got %v", time.Duration(maxSpanUs)*time.Microsecond, d)
+		return nil, check.InvalidArgument("leaseDuration", "must be at most %v, got %v", time.Duration(maxSpanUs)*time.Microsecond, d)
 	}
 	return &spec{settings: c, alg: algConc, capacity: c.limit, leaseMs: ms, cfg: fmt.Sprintf("x:%d:%d", c.limit, ms)}, nil
 }
@@ -353,7 +357,7 @@ func (l *Limiter) concTry(ctx context.Context, op engine.Op, sp *spec, permits i
 		Kind: concKind, Keys: l.keys, ID: []any{member}, TTL: time.Duration(sp.leaseMs) * time.Millisecond,
 		Extra: []any{limit, permits, strict},
 	})
-	if errors.Is(err, engine.ErrNotAcquired) {
+	if errors.Is(err, sentinel.ErrNotAcquired) {
 		return concDecision(g), nil
 	}
 	if err != nil {
@@ -370,7 +374,7 @@ func (l *Limiter) concTry(ctx context.Context, op engine.Op, sp *spec, permits i
 	return d, nil
 }
 
-func concDecision(g engine.Grant) verdict {
+func concDecision(g decode.Grant) verdict {
 	return verdict{acquired: g.Acquired, available: concAvailable(g), hint: g.RetryIn}
 }
 

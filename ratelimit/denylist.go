@@ -8,6 +8,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 )
 
@@ -83,10 +84,10 @@ type DenyListOption func(*DenyList) error
 func WithDenyCache(capacity int, lifetime time.Duration) DenyListOption {
 	return func(d *DenyList) error {
 		if capacity < 1 {
-			return engine.InvalidArgument("capacity", "must be at least 1, got %d", capacity)
+			return check.InvalidArgument("capacity", "must be at least 1, got %d", capacity)
 		}
 		if lifetime < 0 || lifetime > MaxDenyCacheLifetime {
-			return engine.InvalidArgument("lifetime", "must be between 0 and %v, got %v", MaxDenyCacheLifetime, lifetime)
+			return check.InvalidArgument("lifetime", "must be between 0 and %v, got %v", MaxDenyCacheLifetime, lifetime)
 		}
 		d.capacity, d.lifetime = capacity, lifetime
 		return nil
@@ -101,12 +102,12 @@ func NewDenyList(coord *coordination.Coordinator, key string, opts ...DenyListOp
 	if err != nil {
 		return nil, err
 	}
-	if err := engine.CheckKey("key", key); err != nil {
+	if err := check.Key("key", key); err != nil {
 		return nil, err
 	}
 	d := &DenyList{e: e, keys: e.Key(key), capacity: DefaultDenyCacheCapacity, lifetime: DefaultDenyCacheLifetime,
 		entries: map[string]*list.Element{}, inflight: map[string]*denyRead{}}
-	if err := engine.Apply(d, opts); err != nil {
+	if err := check.Apply(d, opts); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -175,12 +176,12 @@ func (d *DenyList) Invalidate() {
 
 func checkIdentity(d *DenyList, identity string) error {
 	if d == nil || d.e == nil {
-		return engine.InvalidArgument("denyList", "must not be nil; use NewDenyList")
+		return check.InvalidArgument("denyList", "must not be nil; use NewDenyList")
 	}
 	if identity == "" {
-		return engine.InvalidArgument("identity", "must not be empty")
+		return check.InvalidArgument("identity", "must not be empty")
 	}
-	return engine.CheckSize("identity", len(identity), engine.MaxIdentityBytes)
+	return check.Size("identity", len(identity), check.MaxIdentityBytes)
 }
 
 // forget drops identity's entry and detaches its read in flight.

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -298,7 +298,7 @@ func TestDenyListArguments(t *testing.T) {
 		"identity": list.Deny(ctx, ""),
 		"denyList": second(newT(coord, "k", GCRA{Burst: 1, Interval: time.Second}, WithDenyList(nil, "x"))),
 	} {
-		if got, _ := engine.ArgumentName(err); got != name {
+		if got, _ := check.ArgumentName(err); got != name {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -151,7 +152,7 @@ func TestMiddlewareLogDeduplication(t *testing.T) {
 	for range 3 {
 		m.failed(r, p, refused, "503 Service Unavailable")
 	}
-	m.failed(r, p, engine.ErrClosed, "503 Service Unavailable") // another failure
+	m.failed(r, p, sentinel.ErrClosed, "503 Service Unavailable") // another failure
 	m.failed(r, &policy{name: "other"}, refused, "503 Service Unavailable")
 	if n := strings.Count(buf.String(), "\n"); n != 3 {
 		t.Fatalf("%d lines, want 3 (one per distinct failure):\n%s", n, buf.String())

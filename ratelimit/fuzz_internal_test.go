@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
@@ -17,11 +19,11 @@ func decoders() []fuzzseed.Decoder {
 		decoderOf(decideScript, decodeDecision, []any{5}, []any{[]any{0, 250000}}, []any{[]any{0, -1}}),
 		decoderOf(adjustScript, decodeAdjust, []any{[]any{1, 4}}, []any{[]any{0, 0}}),
 		decoderOf(concAcquireScript, decodeConcGrant, []any{[]any{1, 2, -1}}, []any{[]any{0, 0, 1500}}),
-		decoderOf(concRenewScript, engine.Bool01, []any{1}, []any{0}),
-		decoderOf(concVerifyScript, engine.Bool01, []any{1}, []any{0}),
+		decoderOf(concRenewScript, decode.Bool01, []any{1}, []any{0}),
+		decoderOf(concVerifyScript, decode.Bool01, []any{1}, []any{0}),
 		decoderOf(concReleaseScript, decodeConcRelease, []any{1}, []any{0}),
-		decoderOf(denyReadScript, engine.Bool01, []any{1}, []any{0}),
-		decoderOf(denyWriteScript, engine.Bool01, []any{1}, []any{0}),
+		decoderOf(denyReadScript, decode.Bool01, []any{1}, []any{0}),
+		decoderOf(denyWriteScript, decode.Bool01, []any{1}, []any{0}),
 	}
 }
 
@@ -32,7 +34,7 @@ func decoderOf[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...
 // checkDecoded holds what every accepted reply must give.
 func checkDecoded(r any) error {
 	switch x := r.(type) {
-	case engine.Grant:
+	case decode.Grant:
 		if x.RetryIn < 0 || (x.Acquired && x.RetryIn != 0) || concAvailable(x) < 0 {
 			return fmt.Errorf("grant %+v", x)
 		}
@@ -44,8 +46,8 @@ func checkDecoded(r any) error {
 		if x.Available < 0 {
 			return fmt.Errorf("adjustment %+v", x)
 		}
-	case engine.Outcome:
-		if x != engine.Released && x != engine.AlreadyReleased {
+	case decode.Outcome:
+		if x != decode.Released && x != decode.AlreadyReleased {
 			return fmt.Errorf("outcome %d", x)
 		}
 	case bool:
@@ -62,8 +64,8 @@ func checkDecoded(r any) error {
 // testdata/fuzz/FuzzDecoders run as a normal test.
 func FuzzDecoders(f *testing.F) {
 	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
-		err := engine.UnexpectedReply(name, reply)
-		if !errors.Is(err, engine.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
+		err := decode.Unexpected(name, reply)
+		if !errors.Is(err, sentinel.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
 			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
 		}
 		return nil

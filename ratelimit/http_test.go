@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -289,7 +289,7 @@ func TestMiddlewareRejectsPoliciesThatCannotWork(t *testing.T) {
 	defer never.Close()
 	if _, err := NewMiddleware([]Policy{{Name: "never", Limiter: never.lim(), Concurrency: never.cc(), Wait: true}}); !errors.Is(err, coordination.ErrInvalidArgument) {
 		t.Errorf("Wait on a limiter that never queues: %v", err)
-	} else if name, _ := engine.ArgumentName(err); name != "policy never" {
+	} else if name, _ := check.ArgumentName(err); name != "policy never" {
 		t.Errorf("Wait on a limiter that never queues names %q, want %q", name, "policy never")
 	}
 	for _, opts := range [][]Option{nil, {WithQueue(5, OldestFirst)}} {

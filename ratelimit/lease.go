@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 )
 
@@ -115,7 +116,7 @@ type held struct {
 	token string
 }
 
-func (h *held) release(ctx context.Context) (engine.Outcome, error) {
+func (h *held) release(ctx context.Context) (decode.Outcome, error) {
 	out, err := h.h.Release(ctx) // Released or AlreadyReleased (expired): the permits are free
 	h.l.forget(h)                // released locally whatever the answer
 	return out, err

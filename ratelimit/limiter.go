@@ -13,7 +13,10 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 const primitive = "rate_limit"
@@ -93,12 +96,12 @@ var deniedDecision = verdict{available: -1, denied: true}
 
 // Instrument attributes, built once.
 var (
-	capacityAttrs    = engine.Attrs(attribute.String("reason", "capacity"))
-	denyListAttrs    = engine.Attrs(attribute.String("reason", "deny_list"))
-	unavailableAttrs = engine.Attrs(attribute.String("reason", "unavailable"))
-	failOpenAttrs    = engine.Attrs(attribute.String("failure_mode", "fail_open"))
-	failClosedAttrs  = engine.Attrs(attribute.String("failure_mode", "fail_closed"))
-	failErrorAttrs   = engine.Attrs(attribute.String("failure_mode", "return_error"))
+	capacityAttrs    = instrument.Attrs(attribute.String("reason", "capacity"))
+	denyListAttrs    = instrument.Attrs(attribute.String("reason", "deny_list"))
+	unavailableAttrs = instrument.Attrs(attribute.String("reason", "unavailable"))
+	failOpenAttrs    = instrument.Attrs(attribute.String("failure_mode", "fail_open"))
+	failClosedAttrs  = instrument.Attrs(attribute.String("failure_mode", "fail_closed"))
+	failErrorAttrs   = instrument.Attrs(attribute.String("failure_mode", "return_error"))
 )
 
 func newLimiter(coord *coordination.Coordinator, key string, s Settings, opts []Option) (*Limiter, error) {
@@ -106,18 +109,18 @@ func newLimiter(coord *coordination.Coordinator, key string, s Settings, opts []
 	if err != nil {
 		return nil, err
 	}
-	if err := engine.CheckKey("key", key); err != nil {
+	if err := check.Key("key", key); err != nil {
 		return nil, err
 	}
 	l := &Limiter{e: e, key: key, keys: e.Key(key), opts: options{queueLimit: unbounded, reserve: DefaultReservationTimeout}}
-	if err := engine.Apply(&l.opts, opts); err != nil {
+	if err := check.Apply(&l.opts, opts); err != nil {
 		return nil, err
 	}
 	if c, ok := s.(concurrency); ok {
 		c.lease = l.opts.lease // WithLeaseDuration is part of its settings
 		s = c
 	} else if l.opts.lease != 0 {
-		return nil, engine.InvalidArgument("leaseDuration", "WithLeaseDuration applies to NewConcurrency only")
+		return nil, check.InvalidArgument("leaseDuration", "WithLeaseDuration applies to NewConcurrency only")
 	}
 	if l.sp, err = specOf("settings", s); err != nil {
 		return nil, err
@@ -128,7 +131,7 @@ func newLimiter(coord *coordination.Coordinator, key string, s Settings, opts []
 
 func checkPermits(permits int) error {
 	if permits < 0 {
-		return engine.InvalidArgument("permits", "must be >= 0, got %d", permits)
+		return check.InvalidArgument("permits", "must be >= 0, got %d", permits)
 	}
 	return nil
 }
@@ -190,7 +193,7 @@ func (l *Limiter) allow(ctx context.Context, permits int, oversize bool) (result
 
 // tooLarge is the error of a request for more permits than the capacity.
 func tooLarge(permits, capacity int) error {
-	return engine.InvalidArgument("permits", "%s can never be granted: the limiter's capacity is %d", engine.Plural(permits, "permit"), capacity)
+	return check.InvalidArgument("permits", "%s can never be granted: the limiter's capacity is %d", check.Plural(permits, "permit"), capacity)
 }
 
 // begin starts an Allow, Wait or Reserve: it validates permits (nothing
@@ -200,7 +203,7 @@ func tooLarge(permits, capacity int) error {
 // caller must decrement l.active when begin returns a nil error).
 func (l *Limiter) begin(ctx context.Context, permits int, oversize bool) (context.Context, engine.Op, error) {
 	if l == nil || l.e == nil {
-		return ctx, engine.Op{}, engine.InvalidArgument("limiter", "must not be nil; use New or NewConcurrency")
+		return ctx, engine.Op{}, check.InvalidArgument("limiter", "must not be nil; use New or NewConcurrency")
 	}
 	if err := checkPermits(permits); err != nil {
 		return ctx, engine.Op{}, err
@@ -216,7 +219,7 @@ func (l *Limiter) begin(ctx context.Context, permits int, oversize bool) (contex
 	closed := l.closed
 	l.mu.Unlock()
 	if closed {
-		return ctx, engine.Op{}, op.End(engine.ErrClosed)
+		return ctx, engine.Op{}, op.End(sentinel.ErrClosed)
 	}
 	l.active.Add(1)
 	return ctx, op, nil
@@ -398,7 +401,7 @@ func (l *Limiter) Close() error {
 
 // errClosedLease is the cause of a held concurrency lease's context when
 // its limiter was closed.
-var errClosedLease = &engine.LostError{Reason: "the limiter was closed; the lease is no longer renewed"}
+var errClosedLease = &sentinel.LostError{Reason: "the limiter was closed; the lease is no longer renewed"}
 
 // busy reports whether the limiter has calls in progress, queued waiters or
 // held concurrency leases (a partitioned limiter never evicts it then).
@@ -461,6 +464,6 @@ func ctxEnded(ctx context.Context) error {
 // closed limiter, an invalid argument, or a key holding other settings or
 // foreign data, which every failure mode returns as an error.
 func redisUnavailable(err error) bool {
-	return !errors.Is(err, engine.ErrClosed) && !errors.Is(err, engine.ErrInvalidArgument) &&
-		!errors.Is(err, engine.ErrConfigMismatch) && !errors.Is(err, engine.ErrBadState)
+	return !errors.Is(err, sentinel.ErrClosed) && !errors.Is(err, sentinel.ErrInvalidArgument) &&
+		!errors.Is(err, sentinel.ErrConfigMismatch) && !errors.Is(err, sentinel.ErrBadState)
 }

@@ -1,18 +1,18 @@
 package ratelimit
 
-import "github.com/coordkit/coordination/internal/engine"
+import "github.com/coordkit/coordination/internal/instrument"
 
 // The rate limiters' instruments, recorded by this package.
 var (
-	rateLimitAllowed = engine.NewMetric(engine.Counter, "coordination.rate_limit.allowed", "{lease}", "",
+	rateLimitAllowed = instrument.New(instrument.Counter, "coordination.rate_limit.allowed", "{lease}", "",
 		"Rate-limit acquisitions that returned an acquired lease (once per Allow, Wait or Reserve).")
-	rateLimitBlocked = engine.NewMetric(engine.Counter, "coordination.rate_limit.blocked", "{lease}", "reason",
+	rateLimitBlocked = instrument.New(instrument.Counter, "coordination.rate_limit.blocked", "{lease}", "reason",
 		"Rate-limit acquisitions that returned an unacquired lease (once per Allow, Wait or Reserve), by reason (capacity, deny_list, unavailable).")
-	rateLimitUnavailable = engine.NewMetric(engine.Counter, "coordination.rate_limit.unavailable", "{decision}", "failure_mode",
+	rateLimitUnavailable = instrument.New(instrument.Counter, "coordination.rate_limit.unavailable", "{decision}", "failure_mode",
 		"Rate-limit decisions Redis could not give, by the failure mode applied.")
 	// concurrencyMetrics are the lease instruments of concurrency limiters
 	// (coordination.rate_limit.concurrency.*): their leases are engine
 	// handles, whose life the engine records.
-	concurrencyMetrics = engine.NewLeaseMetrics("rate_limit.concurrency", "concurrency lease", "",
+	concurrencyMetrics = instrument.NewLease("rate_limit.concurrency", "concurrency lease", "",
 		"Concurrency-limiter attempts refused for want of free permits (every refused attempt, queued retries included).")
 )

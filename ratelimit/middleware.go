@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 )
 
@@ -94,7 +95,7 @@ func WithoutRateLimitHeaders() MiddlewareOption {
 func WithLogger(l *slog.Logger) MiddlewareOption {
 	return func(c *middlewareConfig) error {
 		if l == nil {
-			return engine.InvalidArgument("logger", "must not be nil; use slog.New(slog.DiscardHandler) to silence the middleware")
+			return check.InvalidArgument("logger", "must not be nil; use slog.New(slog.DiscardHandler) to silence the middleware")
 		}
 		c.logger = l
 		return nil
@@ -113,7 +114,7 @@ func WithLogger(l *slog.Logger) MiddlewareOption {
 func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 	return func(c *middlewareConfig) error {
 		if fn == nil {
-			return engine.InvalidArgument("handler", "must not be nil")
+			return check.InvalidArgument("handler", "must not be nil")
 		}
 		c.onError = fn
 		return nil
@@ -173,14 +174,14 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 // or a Name that is not printable ASCII; naming an invalid option.
 func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handler) http.Handler, error) {
 	cfg := middlewareConfig{}
-	if err := engine.Apply(&cfg, opts); err != nil {
+	if err := check.Apply(&cfg, opts); err != nil {
 		return nil, err
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
 	}
 	if len(policies) == 0 {
-		return nil, engine.InvalidArgument("policies", "give at least one policy")
+		return nil, check.InvalidArgument("policies", "give at least one policy")
 	}
 	ps := make([]policy, len(policies))
 	for i, p := range policies {
@@ -191,24 +192,24 @@ func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handl
 		arg := "policy " + name
 		for _, c := range name {
 			if c < 0x20 || c > 0x7e {
-				return nil, engine.InvalidArgument("policy "+strconv.Itoa(i), "the name must be printable ASCII (it is sent in headers)")
+				return nil, check.InvalidArgument("policy "+strconv.Itoa(i), "the name must be printable ASCII (it is sent in headers)")
 			}
 		}
 		if n := btoi(p.Limiter != nil) + btoi(p.Concurrency != nil && p.Concurrency.l != nil) + btoi(p.Partitioned != nil) + btoi(p.PartitionedConcurrency != nil); n != 1 {
-			return nil, engine.InvalidArgument(arg, "set exactly one of Limiter, Concurrency, Partitioned and PartitionedConcurrency")
+			return nil, check.InvalidArgument(arg, "set exactly one of Limiter, Concurrency, Partitioned and PartitionedConcurrency")
 		}
 		if (p.Partitioned != nil || p.PartitionedConcurrency != nil) && p.Partition == nil {
-			return nil, engine.InvalidArgument(arg, "Partitioned and PartitionedConcurrency need a Partition function")
+			return nil, check.InvalidArgument(arg, "Partitioned and PartitionedConcurrency need a Partition function")
 		}
 		if l := p.limiter(); l != nil && p.Wait && l.opts.queueLimit == 0 {
-			return nil, engine.InvalidArgument(arg, "Wait on a limiter that never queues (WithQueue(0, ...)) is Allow; drop Wait or give the limiter a queue")
+			return nil, check.InvalidArgument(arg, "Wait on a limiter that never queues (WithQueue(0, ...)) is Allow; drop Wait or give the limiter a queue")
 		}
 		switch p.Status {
 		case 0:
 			p.Status = http.StatusTooManyRequests
 		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		default:
-			return nil, engine.InvalidArgument(arg, "status must be 429 or 503, got %d", p.Status)
+			return nil, check.InvalidArgument(arg, "status must be 429 or 503, got %d", p.Status)
 		}
 		ps[i] = policy{Policy: p, name: name, quoted: strconv.Quote(name)}
 	}
@@ -259,7 +260,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 			}
 			if n < 0 {
 				m.refund(r, taken)
-				err := engine.InvalidArgument("permits", "the Permits function of policy %s returned %d", p.name, n)
+				err := check.InvalidArgument("permits", "the Permits function of policy %s returned %d", p.name, n)
 				m.failed(r, p, err, "500 Internal Server Error")
 				writeProblem(w, r, http.StatusInternalServerError, 0, false, "")
 				return

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/check"
 )
 
 // QueueOrder is the order in which a limiter's local queue serves waiters.
@@ -118,10 +118,10 @@ const unbounded = -1
 func WithQueue(limit int, order QueueOrder) Option {
 	return func(o *options) error {
 		if limit < 0 {
-			return engine.InvalidArgument("queueLimit", "must be >= 0, got %d", limit)
+			return check.InvalidArgument("queueLimit", "must be >= 0, got %d", limit)
 		}
 		if order != OldestFirst && order != NewestFirst {
-			return engine.InvalidArgument("queueOrder", "must be OldestFirst or NewestFirst, got %d", int(order))
+			return check.InvalidArgument("queueOrder", "must be OldestFirst or NewestFirst, got %d", int(order))
 		}
 		o.queueLimit, o.order = limit, order
 		return nil
@@ -134,7 +134,7 @@ func WithQueue(limit int, order QueueOrder) Option {
 func WithFailureMode(m FailureMode) Option {
 	return func(o *options) error {
 		if m != ReturnError && m != FailOpen && m != FailClosed {
-			return engine.InvalidArgument("failureMode", "unknown mode %d", int(m))
+			return check.InvalidArgument("failureMode", "unknown mode %d", int(m))
 		}
 		o.failure = m
 		return nil
@@ -170,12 +170,12 @@ func WithStrictSettings() Option {
 func WithDenyList(list *DenyList, identity string) Option {
 	return func(o *options) error {
 		if list == nil {
-			return engine.InvalidArgument("denyList", "must not be nil")
+			return check.InvalidArgument("denyList", "must not be nil")
 		}
 		if identity == "" {
-			return engine.InvalidArgument("identity", "must not be empty")
+			return check.InvalidArgument("identity", "must not be empty")
 		}
-		if err := engine.CheckSize("identity", len(identity), engine.MaxIdentityBytes); err != nil {
+		if err := check.Size("identity", len(identity), check.MaxIdentityBytes); err != nil {
 			return err
 		}
 		o.deny, o.identity = list, identity
@@ -189,7 +189,7 @@ func WithDenyList(list *DenyList, identity string) Option {
 // [DefaultReservationTimeout]. Errors: coordination.ErrInvalidArgument
 // naming "reservationTimeout".
 func WithReservationTimeout(d time.Duration) Option {
-	return engine.AtLeast("reservationTimeout", d, time.Millisecond, func(o *options) { o.reserve = d })
+	return check.AtLeast("reservationTimeout", d, time.Millisecond, func(o *options) { o.reserve = d })
 }
 
 // WithLeaseDuration sets how long a [ConcurrencyLimiter]'s lease survives
@@ -199,5 +199,5 @@ func WithReservationTimeout(d time.Duration) Option {
 // refuses it. Errors: coordination.ErrInvalidArgument naming
 // "leaseDuration".
 func WithLeaseDuration(d time.Duration) Option {
-	return engine.AtLeast("leaseDuration", d, minLeaseDuration, func(o *options) { o.lease = d })
+	return check.AtLeast("leaseDuration", d, minLeaseDuration, func(o *options) { o.lease = d })
 }

@@ -7,7 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // PartitionKey returns a limiter key for one partition of a policy: base,
@@ -39,7 +40,7 @@ type partitionConfig struct {
 // d must be at least 1 ms (else an error naming "idleTimeout"). The default
 // is [DefaultIdleTimeout].
 func WithIdleTimeout(d time.Duration) PartitionOption {
-	return engine.AtLeast("idleTimeout", d, time.Millisecond, func(p *partitionConfig) { p.idle = d })
+	return check.AtLeast("idleTimeout", d, time.Millisecond, func(p *partitionConfig) { p.idle = d })
 }
 
 // Partitioned keeps one [Limiter] per partition (a client, tenant or user),
@@ -97,10 +98,10 @@ type partitionEntry[L partitionable] struct {
 
 func (p *partitions[L]) init(factory func(string) (L, error), opts []PartitionOption) error {
 	if factory == nil {
-		return engine.InvalidArgument("factory", "must not be nil")
+		return check.InvalidArgument("factory", "must not be nil")
 	}
 	cfg := partitionConfig{idle: DefaultIdleTimeout}
-	if err := engine.Apply(&cfg, opts); err != nil {
+	if err := check.Apply(&cfg, opts); err != nil {
 		return err
 	}
 	p.factory, p.idle, p.m, p.lastSweep = factory, cfg.idle, map[string]*partitionEntry[L]{}, time.Now()
@@ -232,7 +233,7 @@ func (p *partitions[L]) get(partition string) (*partitionEntry[L], error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, engine.ErrClosed
+		return nil, sentinel.ErrClosed
 	}
 	var evicted []L
 	if now.Sub(p.lastSweep) >= p.idle/2 {
@@ -244,7 +245,7 @@ func (p *partitions[L]) get(partition string) (*partitionEntry[L], error) {
 		lim, err := p.factory(partition)
 		var zero L
 		if err == nil && lim == zero {
-			err = engine.InvalidArgument("factory", "returned a nil limiter and no error")
+			err = check.InvalidArgument("factory", "returned a nil limiter and no error")
 		}
 		if err != nil {
 			p.mu.Unlock()

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 type waiterState int
@@ -273,7 +275,7 @@ func (r waitReason) Error() string {
 	if e.try {
 		verb = "try acquire"
 	}
-	fmt.Fprintf(&b, "%s %s: not acquired: ", verb, engine.Plural(e.Permits, "permit"))
+	fmt.Fprintf(&b, "%s %s: not acquired: ", verb, check.Plural(e.Permits, "permit"))
 	switch e.why {
 	case whyDeadline:
 		fmt.Fprintf(&b, "the server's retry time (after %v) is past the context's deadline", e.RetryAfter)
@@ -305,9 +307,9 @@ func (r waitReason) Error() string {
 // Unwrap returns coordination.ErrNotAcquired and Err (when set).
 func (r waitReason) Unwrap() []error {
 	if r.e.Err == nil {
-		return []error{engine.ErrNotAcquired}
+		return []error{sentinel.ErrNotAcquired}
 	}
-	return []error{engine.ErrNotAcquired, r.e.Err}
+	return []error{sentinel.ErrNotAcquired, r.e.Err}
 }
 
 // pastDeadline reports whether a refusal's retry time is past ctx's
@@ -327,7 +329,7 @@ func (l *Limiter) enqueue(permits int) (*waiter, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return nil, false, engine.ErrClosed
+		return nil, false, sentinel.ErrClosed
 	}
 	if limit := int64(l.opts.queueLimit); limit != unbounded {
 		if int64(permits) > limit {
@@ -432,7 +434,7 @@ func (l *Limiter) serve(ctx context.Context, op engine.Op, w *waiter, first verd
 			d, why = refused, whyTooLarge
 			return engine.Attempt{Done: true}, nil
 		case wClosed:
-			return engine.Attempt{}, engine.ErrClosed
+			return engine.Attempt{}, sentinel.ErrClosed
 		}
 		reuseNow := reuse
 		reuse = false // only the loop's first attempt, and only as the head
@@ -474,7 +476,7 @@ func (l *Limiter) serve(ctx context.Context, op engine.Op, w *waiter, first verd
 		if cause == nil {
 			cause = ctxEnded(ctx) // the deadline passed before its timer fired
 		}
-		if !errors.Is(err, engine.ErrNotAcquired) && !errors.Is(err, cause) {
+		if !errors.Is(err, sentinel.ErrNotAcquired) && !errors.Is(err, cause) {
 			cause = fmt.Errorf("%w: %w", cause, err)
 		}
 		we := &WaitError{Permits: w.permits, Err: cause, why: whyCanceled, keys: l.keys}

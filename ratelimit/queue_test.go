@@ -9,7 +9,7 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -216,7 +216,7 @@ func TestWaitQueuesByDefaultNeverWithQueueZero(t *testing.T) {
 		for _, opts := range [][]Option{nil, {WithQueue(5, OldestFirst)}} {
 			lq := build(t, b.Coordinator(t), kFixed, "q2", 1, 10*time.Second, opts...)
 			_, err = lq.Wait(ctx, 2) // larger than the limiter: it can never be granted
-			if name, _ := engine.ArgumentName(err); name != "permits" || lq.Statistics().QueuedPermits != 0 {
+			if name, _ := check.ArgumentName(err); name != "permits" || lq.Statistics().QueuedPermits != 0 {
 				t.Fatalf("oversized Wait: %v, want an argument error naming permits", err)
 			}
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -144,7 +144,7 @@ func TestWaitFailsFast(t *testing.T) {
 		start = time.Now()
 		if _, err := l.Wait(ctx, 3); !errors.Is(err, coordination.ErrInvalidArgument) || time.Since(start) > time.Second {
 			t.Fatalf("Wait for more than the capacity: %v, want an argument error at once", err)
-		} else if name, _ := engine.ArgumentName(err); name != "permits" {
+		} else if name, _ := check.ArgumentName(err); name != "permits" {
 			t.Fatalf("the error names %q, want permits", name)
 		}
 		short := build(t, b.Coordinator(t), kGCRA, "fast-short", 1, 100*time.Millisecond)

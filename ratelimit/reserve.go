@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/coordkit/coordination/hooks"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // ErrSettled is returned by [Reservation.Settle] for a reservation settled
@@ -19,7 +20,7 @@ var ErrSettled = errors.New("ratelimit: reservation already settled")
 // its estimate.
 var ErrReservationExpired = errors.New("ratelimit: reservation expired (settled at its estimate)")
 
-func init() { engine.RegisterAnswers(ErrSettled, ErrReservationExpired) }
+func init() { sentinel.RegisterAnswers(ErrSettled, ErrReservationExpired) }
 
 // Reservation is the answer to one [Limiter.Reserve]: a [Decision] (its
 // accessors say whether the estimate was granted and, when not, when to
@@ -62,7 +63,7 @@ type reservation struct {
 func (l *Limiter) Reserve(ctx context.Context, estimate int) (*Reservation, error) {
 	if l != nil && l.e != nil {
 		if a := l.spec().alg; a != algBucket && a != algGCRA {
-			return nil, engine.InvalidArgument("limiter", "Reserve needs a token-bucket or GCRA limiter")
+			return nil, check.InvalidArgument("limiter", "Reserve needs a token-bucket or GCRA limiter")
 		}
 	}
 	ctx, op, err := l.begin(ctx, estimate, false)
@@ -106,10 +107,10 @@ func (l *Limiter) Reserve(ctx context.Context, estimate int) (*Reservation, erro
 // counts as settled).
 func (rv *Reservation) Settle(ctx context.Context, actual int) (int, error) {
 	if actual < 0 {
-		return 0, engine.InvalidArgument("actual", "must be >= 0, got %d", actual)
+		return 0, check.InvalidArgument("actual", "must be >= 0, got %d", actual)
 	}
 	if rv == nil || rv.res == nil || rv.lim == nil {
-		return 0, engine.InvalidArgument("reservation", "only a granted reservation of Reserve can be settled")
+		return 0, check.InvalidArgument("reservation", "only a granted reservation of Reserve can be settled")
 	}
 	r, lim := rv.res, rv.lim
 	ctx, op, err := lim.e.Admit(ctx, hooks.RateLimitSettle, primitive, lim.keys)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -76,7 +76,7 @@ func TestReserveThenSettle(t *testing.T) {
 		r := reserve(t, g, 1)
 		if _, err := r.Settle(ctx, -1); !errors.Is(err, coordination.ErrInvalidArgument) {
 			t.Fatalf("Settle(-1): %v", err)
-		} else if name, _ := engine.ArgumentName(err); name != "actual" {
+		} else if name, _ := check.ArgumentName(err); name != "actual" {
 			t.Fatalf("Settle(-1) names %q", name)
 		}
 		if back, err := r.Settle(ctx, 1); err != nil || back != 0 {

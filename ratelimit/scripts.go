@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 )
 
@@ -22,14 +23,14 @@ var (
 	// acquire; member, TTL ms for the renewal; member for the verify and
 	// the release).
 	concAcquireScript = engine.NewScript("ratelimit_conc_acquire", decodeConcGrant)
-	concRenewScript   = engine.NewScript("ratelimit_conc_renew", engine.Bool01)
-	concVerifyScript  = engine.NewScript("ratelimit_conc_verify", engine.Bool01)
+	concRenewScript   = engine.NewScript("ratelimit_conc_renew", decode.Bool01)
+	concVerifyScript  = engine.NewScript("ratelimit_conc_verify", decode.Bool01)
 	concReleaseScript = engine.NewScript("ratelimit_conc_release", decodeConcRelease)
 
 	// denyReadScript reads and denyWriteScript changes a deny list's
 	// membership.
-	denyReadScript  = engine.NewScript("ratelimit_deny_read", engine.Bool01)
-	denyWriteScript = engine.NewScript("ratelimit_deny_write", engine.Bool01)
+	denyReadScript  = engine.NewScript("ratelimit_deny_read", decode.Bool01)
+	denyWriteScript = engine.NewScript("ratelimit_deny_write", decode.Bool01)
 )
 
 // decideReply is the decoded reply of a decision ([decideScript]).
@@ -61,7 +62,7 @@ func decodeDecision(v any) (decideReply, bool) {
 	}
 	d := decideReply{Available: n}
 	if w > 0 {
-		d.RetryIn, d.HasRetry = engine.Scaled(w, time.Microsecond), true
+		d.RetryIn, d.HasRetry = decode.Scaled(w, time.Microsecond), true
 	}
 	return d, true
 }
@@ -76,7 +77,7 @@ type adjustReply struct {
 
 // decodeAdjust reads {applied 0 or 1, available >= 0}.
 func decodeAdjust(v any) (adjustReply, bool) {
-	a, ok := engine.Ints(v, 2)
+	a, ok := decode.Ints(v, 2)
 	if !ok || a[1] < 0 || (a[0] != 0 && a[0] != 1) {
 		return adjustReply{}, false
 	}
@@ -86,7 +87,7 @@ func decodeAdjust(v any) (adjustReply, bool) {
 // decisionInts reads {acquired, available, retry_ms}: acquired is 0 or 1,
 // available >= 0, retry_ms -1 when acquired and >= -1 otherwise.
 func decisionInts(v any) ([]int64, bool) {
-	a, ok := engine.Ints(v, 3)
+	a, ok := decode.Ints(v, 3)
 	if !ok || a[1] < 0 {
 		return nil, false
 	}
@@ -103,17 +104,17 @@ func decisionInts(v any) ([]int64, bool) {
 // next_ms} as a Grant: RetryIn is the time until the earliest live lease
 // expires (0 when none), Value the permits available as a decimal string
 // (read it with [concAvailable]).
-func decodeConcGrant(v any) (engine.Grant, bool) {
+func decodeConcGrant(v any) (decode.Grant, bool) {
 	a, ok := decisionInts(v)
 	if !ok {
-		return engine.Grant{}, false
+		return decode.Grant{}, false
 	}
-	return engine.Grant{Acquired: a[0] == 1, RetryIn: engine.RetryIn(a[2]), Value: strconv.FormatInt(a[1], 10)}, true
+	return decode.Grant{Acquired: a[0] == 1, RetryIn: decode.RetryIn(a[2]), Value: strconv.FormatInt(a[1], 10)}, true
 }
 
 // concAvailable returns the permits available that a concurrency grant
 // carries, or -1 for a grant that did not come from [concAcquireScript].
-func concAvailable(g engine.Grant) int64 {
+func concAvailable(g decode.Grant) int64 {
 	n, err := strconv.ParseInt(g.Value, 10, 64)
 	if err != nil || n < 0 {
 		return -1
@@ -123,12 +124,12 @@ func concAvailable(g engine.Grant) int64 {
 
 // decodeConcRelease reads 1 (released) or 0 (already gone). A concurrency
 // lease has no other owner: -1 is not a reply of this script.
-func decodeConcRelease(v any) (engine.Outcome, bool) {
+func decodeConcRelease(v any) (decode.Outcome, bool) {
 	switch v {
 	case int64(1):
-		return engine.Released, true
+		return decode.Released, true
 	case int64(0):
-		return engine.AlreadyReleased, true
+		return decode.AlreadyReleased, true
 	}
 	return 0, false
 }

@@ -5,7 +5,8 @@ import (
 	"reflect"
 
 	"github.com/coordkit/coordination/hooks"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // Update changes the limiter's settings (admitted through hooks as RATE
@@ -49,7 +50,7 @@ import (
 // coordination.ErrClosed after Close; the hook's error.
 func (l *Limiter) Update(ctx context.Context, s Settings) error {
 	if l == nil || l.e == nil {
-		return engine.InvalidArgument("limiter", "must not be nil; use New")
+		return check.InvalidArgument("limiter", "must not be nil; use New")
 	}
 	next, err := specOf("settings", s)
 	if err != nil {
@@ -57,7 +58,7 @@ func (l *Limiter) Update(ctx context.Context, s Settings) error {
 	}
 	cur := l.spec()
 	if next.alg != cur.alg || !reflect.DeepEqual(next.kinds, cur.kinds) {
-		return engine.InvalidArgument("settings", "the algorithm cannot change (nor a composite's components): use a new key")
+		return check.InvalidArgument("settings", "the algorithm cannot change (nor a composite's components): use a new key")
 	}
 	_, op, err := l.e.Admit(ctx, hooks.RateLimitUpdate, primitive, l.keys)
 	if err != nil {
@@ -67,7 +68,7 @@ func (l *Limiter) Update(ctx context.Context, s Settings) error {
 	closed := l.closed
 	l.mu.Unlock()
 	if closed {
-		return op.End(engine.ErrClosed)
+		return op.End(sentinel.ErrClosed)
 	}
 	l.settingsMu.Lock()
 	same := l.sp.cfg == next.cfg

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 )
 
 // fanned is the outcome of one fan-out: each node's result (pending for a
@@ -175,7 +176,7 @@ func (g *Group) nodeFailure(op string, err error) {
 		reason = "timeout"
 	}
 	set := nodeFailureAttrs[[2]string{op, reason}]
-	g.first.Counter(redlockNodeFailures).Add(context.Background(), 1, engine.Attrs(set.ToSlice()...))
+	g.first.Counter(redlockNodeFailures).Add(context.Background(), 1, instrument.Attrs(set.ToSlice()...))
 }
 
 // watches are the release-notification subscriptions of a blocking

@@ -8,7 +8,9 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // kind names a Redlock's operations for the hooks; its lease has no
@@ -107,14 +109,14 @@ type quorum struct {
 	removed  bool // the best-effort removal after a loss has started
 	// outcomes are the nodes' answers to the release: 0 for a node that
 	// has not confirmed yet.
-	outcomes []engine.Outcome
+	outcomes []decode.Outcome
 	settled  bool // a Release returned an outcome: later ones are AlreadyReleased
 }
 
 func newLock(g *Group, key, token string, keys []engine.Keys, ttl time.Duration, start time.Time, validity time.Duration) *Lock {
 	q := &quorum{
 		g: g, token: token, keys: keys, maxTTL: ttl, validity: validity,
-		outcomes: make([]engine.Outcome, len(g.nodes)), inflight: map[int]<-chan struct{}{},
+		outcomes: make([]decode.Outcome, len(g.nodes)), inflight: map[int]<-chan struct{}{},
 	}
 	q.h = engine.NewGroupHandle(g.ids, kind, q, start, ttl)
 	l := &Lock{q: q}
@@ -246,7 +248,7 @@ func (q *quorum) Refresh(ctx context.Context, h *engine.Handle, ttl time.Duratio
 	} else if f.canceled {
 		err = fmt.Errorf("redlock: refresh: %w", context.Cause(ctx))
 	}
-	h.Lose(&engine.LostError{Reason: "no quorum of nodes confirmed the Redlock refresh", Err: err})
+	h.Lose(&sentinel.LostError{Reason: "no quorum of nodes confirmed the Redlock refresh", Err: err})
 	if engine.ClosedAny(q.g.ids) == nil {
 		// After a node's coordinator was shut down, nothing more is sent:
 		// the token ends at its TTL.
@@ -273,13 +275,13 @@ func (q *quorum) Verify(ctx context.Context, _ *engine.Handle) (bool, error) {
 // tally counts the nodes' release answers by outcome.
 type tally struct{ released, already, notOwned int }
 
-func (t *tally) add(o engine.Outcome) {
+func (t *tally) add(o decode.Outcome) {
 	switch o {
-	case engine.Released:
+	case decode.Released:
 		t.released++
-	case engine.AlreadyReleased:
+	case decode.AlreadyReleased:
 		t.already++
-	case engine.NotOwned:
+	case decode.NotOwned:
 		t.notOwned++
 	}
 }
@@ -290,28 +292,28 @@ func (t tally) confirmed() int { return t.released + t.already + t.notOwned }
 // pending answer can change it: Released or NotOwned when a quorum answered
 // so, AlreadyReleased when neither can reach a quorum with the pending
 // nodes. ok is false while it is not decided.
-func (t tally) outcome(quorum, pending int) (engine.Outcome, bool) {
+func (t tally) outcome(quorum, pending int) (decode.Outcome, bool) {
 	switch {
 	case t.confirmed() < quorum:
 		return 0, false
 	case t.released >= quorum:
-		return engine.Released, true
+		return decode.Released, true
 	case t.notOwned >= quorum:
-		return engine.NotOwned, true
+		return decode.NotOwned, true
 	case t.released+pending < quorum && t.notOwned+pending < quorum:
-		return engine.AlreadyReleased, true
+		return decode.AlreadyReleased, true
 	}
 	return 0, false
 }
 
 // Release runs one release round on the nodes that have not confirmed;
 // see [Lock].
-func (q *quorum) Release(ctx context.Context, _ *engine.Handle, left time.Duration) (engine.Outcome, error) {
+func (q *quorum) Release(ctx context.Context, _ *engine.Handle, left time.Duration) (decode.Outcome, error) {
 	g := q.g
 	q.mu.Lock()
 	if q.settled {
 		q.mu.Unlock()
-		return engine.AlreadyReleased, nil
+		return decode.AlreadyReleased, nil
 	}
 	var idx []int
 	var prev tally

@@ -16,9 +16,14 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/fencingcore"
+	"github.com/coordkit/coordination/internal/instrument"
 	"github.com/coordkit/coordination/internal/lockcore"
+	"github.com/coordkit/coordination/internal/sentinel"
+	"github.com/coordkit/coordination/internal/timing"
 )
 
 // Defaults of the group's options.
@@ -70,7 +75,7 @@ type config struct {
 // 1 ms, and should be small next to the TTLs used (the Redlock algorithm
 // suggests 5-50 ms for a 10 s TTL on a local network).
 func WithNodeTimeout(d time.Duration) Option {
-	return engine.AtLeast("node timeout", d, time.Millisecond, func(c *config) { c.nodeTimeout = d })
+	return check.AtLeast("node timeout", d, time.Millisecond, func(c *config) { c.nodeTimeout = d })
 }
 
 // WithDriftFactor sets the clock-drift allowance subtracted from every
@@ -79,7 +84,7 @@ func WithNodeTimeout(d time.Duration) Option {
 func WithDriftFactor(f float64) Option {
 	return func(c *config) error {
 		if !(f >= 0 && f < 0.5) {
-			return engine.InvalidArgument("drift factor", "must be in [0, 0.5), got %v", f)
+			return check.InvalidArgument("drift factor", "must be in [0, 0.5), got %v", f)
 		}
 		c.drift = f
 		return nil
@@ -111,7 +116,7 @@ func WithDriftFactor(f float64) Option {
 func WithFencing(node int) Option {
 	return func(c *config) error {
 		if node < 0 {
-			return engine.InvalidArgument("fencing node", "must not be negative, got %d", node)
+			return check.InvalidArgument("fencing node", "must not be negative, got %d", node)
 		}
 		c.fencing = node
 		return nil
@@ -140,10 +145,10 @@ type node struct {
 	i       int
 	e       *engine.Engine
 	fencing bool
-	acquire *engine.Script[engine.Grant]
+	acquire *engine.Script[decode.Grant]
 	refresh *engine.Script[bool]
 	verify  *engine.Script[bool]
-	release *engine.Script[engine.Outcome]
+	release *engine.Script[decode.Outcome]
 }
 
 // New returns a Redlock group over nodes: one coordinator per independent
@@ -170,41 +175,41 @@ type node struct {
 // it, so coordination.IsAmbiguous is false for it.
 func New(nodes []*coordination.Coordinator, opts ...Option) (*Group, error) {
 	cfg := config{nodeTimeout: DefaultNodeTimeout, drift: DefaultDriftFactor, fencing: -1}
-	if err := engine.Apply(&cfg, opts); err != nil {
+	if err := check.Apply(&cfg, opts); err != nil {
 		return nil, err
 	}
 	n := len(nodes)
 	switch {
 	case n < 3:
-		return nil, engine.InvalidArgument("nodes", "a Redlock needs at least 3 independent nodes, got %d", n)
+		return nil, check.InvalidArgument("nodes", "a Redlock needs at least 3 independent nodes, got %d", n)
 	case n%2 == 0:
-		return nil, engine.InvalidArgument("nodes", "a Redlock needs an odd number of nodes, got %d", n)
+		return nil, check.InvalidArgument("nodes", "a Redlock needs an odd number of nodes, got %d", n)
 	}
 	if cfg.fencing >= n {
-		return nil, engine.InvalidArgument("fencing node", "must be a node index below %d, got %d", n, cfg.fencing)
+		return nil, check.InvalidArgument("fencing node", "must be a node index below %d, got %d", n, cfg.fencing)
 	}
 	g := &Group{quorum: n/2 + 1, cfg: cfg}
 	addrs := map[string]int{}
 	for i, c := range nodes {
 		if c == nil {
-			return nil, engine.InvalidArgument("nodes", "node %d is nil", i)
+			return nil, check.InvalidArgument("nodes", "node %d is nil", i)
 		}
 		e, err := engine.Of(c)
 		if err != nil {
-			return nil, engine.InvalidArgument("nodes", "node %d is not a usable coordinator", i)
+			return nil, check.InvalidArgument("nodes", "node %d is not a usable coordinator", i)
 		}
 		for j, prev := range g.nodes {
 			if prev.e == e {
-				return nil, engine.InvalidArgument("nodes", "node %d is node %d again", i, j)
+				return nil, check.InvalidArgument("nodes", "node %d is node %d again", i, j)
 			}
 			if prev.e.Client() == e.Client() {
-				return nil, engine.InvalidArgument("nodes", "node %d uses the client of node %d", i, j)
+				return nil, check.InvalidArgument("nodes", "node %d uses the client of node %d", i, j)
 			}
 		}
 		if !cfg.sameServer {
 			for _, a := range addresses(e.Client()) {
 				if j, dup := addrs[a]; dup {
-					return nil, engine.InvalidArgument("nodes", "node %d has the server address of node %d: the nodes must be independent deployments", i, j)
+					return nil, check.InvalidArgument("nodes", "node %d has the server address of node %d: the nodes must be independent deployments", i, j)
 				}
 				addrs[a] = i
 			}
@@ -223,7 +228,7 @@ func New(nodes []*coordination.Coordinator, opts ...Option) (*Group, error) {
 		// with the dial error (see fanOut).
 		e.WatchDials()
 	}
-	result := func(r string) metric.MeasurementOption { return engine.Attrs(attribute.String("result", r)) }
+	result := func(r string) metric.MeasurementOption { return instrument.Attrs(attribute.String("result", r)) }
 	g.latAcquired, g.latContended, g.latFailed = result("acquired"), result("contended"), result("failed")
 	return g, nil
 }
@@ -280,9 +285,9 @@ func (g *Group) drift(ttl time.Duration) time.Duration {
 // returns the TTL in ms and every node's keys.
 func (g *Group) check(key string, ttl time.Duration) (int64, []engine.Keys, error) {
 	if g == nil || len(g.nodes) == 0 {
-		return 0, nil, engine.InvalidArgument("group", "has no nodes: a zero or nil Group is not usable; create one with redlock.New")
+		return 0, nil, check.InvalidArgument("group", "has no nodes: a zero or nil Group is not usable; create one with redlock.New")
 	}
-	if err := engine.CheckKey("key", key); err != nil {
+	if err := check.Key("key", key); err != nil {
 		return 0, nil, err
 	}
 	ms, err := g.checkTTL(ttl)
@@ -293,7 +298,7 @@ func (g *Group) check(key string, ttl time.Duration) (int64, []engine.Keys, erro
 	for i, n := range g.nodes {
 		if n.fencing {
 			if keys[i], err = n.e.Keys(key, key+FenceSuffix); err != nil {
-				return 0, nil, engine.InvalidArgument("key", "with a fencing node the key needs a {hash tag} (e.g. \"{invoice:42}\"), so that the lease and its counter (key+%q) share a Cluster slot", FenceSuffix)
+				return 0, nil, check.InvalidArgument("key", "with a fencing node the key needs a {hash tag} (e.g. \"{invoice:42}\"), so that the lease and its counter (key+%q) share a Cluster slot", FenceSuffix)
 			}
 			continue
 		}
@@ -304,12 +309,12 @@ func (g *Group) check(key string, ttl time.Duration) (int64, []engine.Keys, erro
 
 // checkTTL validates a TTL and returns it in milliseconds.
 func (g *Group) checkTTL(ttl time.Duration) (int64, error) {
-	ms, err := engine.Millis("ttl", ttl)
+	ms, err := check.Millis("ttl", ttl)
 	if err != nil {
 		return 0, err
 	}
 	if d := g.drift(ttl); ttl <= d {
-		return 0, engine.InvalidArgument("ttl", "must be longer than the clock-drift allowance (%v), got %v", d, ttl)
+		return 0, check.InvalidArgument("ttl", "must be longer than the clock-drift allowance (%v), got %v", d, ttl)
 	}
 	return ms, nil
 }
@@ -413,8 +418,8 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 				return engine.Attempt{}, err
 			}
 			granted = qe.Confirmed
-			retryIn = engine.Backoff(rounds, 50*time.Millisecond, time.Second)
-		case errors.Is(err, engine.ErrNotAcquired):
+			retryIn = timing.Backoff(rounds, 50*time.Millisecond, time.Second)
+		case errors.Is(err, sentinel.ErrNotAcquired):
 			if ctx.Err() != nil {
 				// The context ended during the round: the wait gave up,
 				// as documented (ErrNotAcquired and the context's error),
@@ -437,11 +442,11 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 			// holding what it was granted meanwhile, so a shorter
 			// delay lands in another contender's round again and
 			// again.
-			retryIn = engine.Backoff(rounds, 10*time.Millisecond, max(200*time.Millisecond, 2*took))
+			retryIn = timing.Backoff(rounds, 10*time.Millisecond, max(200*time.Millisecond, 2*took))
 			w.quiet(retryIn)
 		}
 		if retryIn <= 0 {
-			retryIn = engine.Backoff(rounds, 50*time.Millisecond, time.Second)
+			retryIn = timing.Backoff(rounds, 50*time.Millisecond, time.Second)
 		}
 		if !w.started {
 			// Subscribe first, then try again: a release in between is
@@ -464,9 +469,9 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 // result is one node's answer in a round.
 type result struct {
 	state     state
-	grant     engine.Grant
+	grant     decode.Grant
 	ok        bool           // refresh: still held and extended
-	out       engine.Outcome // release
+	out       decode.Outcome // release
 	err       error
 	ambiguous bool // a failed call may have run on the node
 }
@@ -563,14 +568,14 @@ func (g *Group) round(ctx context.Context, key string, ttl time.Duration, ms int
 	g.first.Histogram(redlockAcquireLatency).Record(context.Background(), elapsed.Seconds(), g.latContended)
 	if granted {
 		return nil, 0, fmt.Errorf("redlock: %w: a quorum granted the lock after %v, leaving no validity of the %v TTL",
-			engine.ErrNotAcquired, elapsed.Round(time.Millisecond), ttl)
+			sentinel.ErrNotAcquired, elapsed.Round(time.Millisecond), ttl)
 	}
 	if f >= 0 && rs[f].state == no && count(rs, yes) >= g.quorum {
 		return nil, retryAfter(rs, g.quorum), &splitError{granted: count(rs, yes), err: fmt.Errorf("redlock: %w: granted by %d of %d nodes, but the fencing node %d holds another lock",
-			engine.ErrNotAcquired, count(rs, yes), len(g.nodes), f)}
+			sentinel.ErrNotAcquired, count(rs, yes), len(g.nodes), f)}
 	}
 	return nil, retryAfter(rs, g.quorum), &splitError{granted: count(rs, yes), err: fmt.Errorf("redlock: %w: granted by %d of %d nodes, %d needed",
-		engine.ErrNotAcquired, count(rs, yes), len(g.nodes), g.quorum)}
+		sentinel.ErrNotAcquired, count(rs, yes), len(g.nodes), g.quorum)}
 }
 
 // splitError is a contended round's error; granted is how many nodes
@@ -609,7 +614,7 @@ func retryAfter(rs []result, quorum int) time.Duration {
 			ttls[j], ttls[j-1] = ttls[j-1], ttls[j]
 		}
 	}
-	return engine.Jitter(ttls[need-1])
+	return timing.Jitter(ttls[need-1])
 }
 
 func count(rs []result, s state) int {

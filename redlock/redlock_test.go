@@ -11,7 +11,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/testkit/faultproxy"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/redlock"
@@ -181,7 +181,7 @@ func TestConstructorRejects(t *testing.T) {
 		{"fencing node beyond", co[:3], []redlock.Option{redlock.WithFencing(3)}, "fencing node"},
 	} {
 		g, err := redlock.New(tc.nodes, tc.opts...)
-		name, ok := engine.ArgumentName(err)
+		name, ok := check.ArgumentName(err)
 		if g != nil || !errors.Is(err, coordination.ErrInvalidArgument) || !ok || name != tc.arg {
 			t.Errorf("%s: %v, %v; want ErrInvalidArgument naming %q", tc.name, g, err, tc.arg)
 		}
@@ -218,7 +218,7 @@ func TestBadInputSendsNothing(t *testing.T) {
 		{"ttl", func() error { _, err := g.Acquire(ctx, "k", 2*time.Millisecond); return err }}, // not above the drift
 	} {
 		err := tc.call()
-		if name, ok := engine.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || name != tc.arg {
+		if name, ok := check.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || name != tc.arg {
 			t.Errorf("got %v, want ErrInvalidArgument naming %q", err, tc.arg)
 		}
 	}

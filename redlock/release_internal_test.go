@@ -3,33 +3,33 @@ package redlock
 import (
 	"testing"
 
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/decode"
 )
 
 // The release outcome of five nodes (quorum 3) by their answers: released
 // or not owned when a quorum answered so, already released when neither
 // can reach a quorum with the nodes still running, undecided otherwise.
 func TestReleaseTally(t *testing.T) {
-	const r, a, n = engine.Released, engine.AlreadyReleased, engine.NotOwned
+	const r, a, n = decode.Released, decode.AlreadyReleased, decode.NotOwned
 	for _, tc := range []struct {
-		answers []engine.Outcome
+		answers []decode.Outcome
 		pending int
-		want    engine.Outcome // 0: undecided
+		want    decode.Outcome // 0: undecided
 	}{
-		{[]engine.Outcome{r, r, r}, 2, r},
-		{[]engine.Outcome{r, r, r, a, n}, 0, r},
-		{[]engine.Outcome{n, n, n}, 2, n},
-		{[]engine.Outcome{n, n, n, r, r}, 0, n},
-		{[]engine.Outcome{a, a, a}, 2, a}, // the other two cannot make a quorum of either
-		{[]engine.Outcome{a, a, a, a}, 1, a},
-		{[]engine.Outcome{r, a, a}, 2, 0}, // two more released answers would make a quorum
-		{[]engine.Outcome{r, a, a, a}, 1, a},
-		{[]engine.Outcome{r, r, a}, 2, 0},
-		{[]engine.Outcome{r, r, a}, 0, a}, // the others failed
-		{[]engine.Outcome{r, r, n, n, a}, 0, a},
-		{[]engine.Outcome{n, n, a}, 1, 0},
-		{[]engine.Outcome{r, r}, 3, 0}, // no quorum confirmed yet
-		{[]engine.Outcome{r, r}, 0, 0}, // and it never will
+		{[]decode.Outcome{r, r, r}, 2, r},
+		{[]decode.Outcome{r, r, r, a, n}, 0, r},
+		{[]decode.Outcome{n, n, n}, 2, n},
+		{[]decode.Outcome{n, n, n, r, r}, 0, n},
+		{[]decode.Outcome{a, a, a}, 2, a}, // the other two cannot make a quorum of either
+		{[]decode.Outcome{a, a, a, a}, 1, a},
+		{[]decode.Outcome{r, a, a}, 2, 0}, // two more released answers would make a quorum
+		{[]decode.Outcome{r, a, a, a}, 1, a},
+		{[]decode.Outcome{r, r, a}, 2, 0},
+		{[]decode.Outcome{r, r, a}, 0, a}, // the others failed
+		{[]decode.Outcome{r, r, n, n, a}, 0, a},
+		{[]decode.Outcome{n, n, a}, 1, 0},
+		{[]decode.Outcome{r, r}, 3, 0}, // no quorum confirmed yet
+		{[]decode.Outcome{r, r}, 0, 0}, // and it never will
 	} {
 		var tl tally
 		for _, o := range tc.answers {

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
@@ -15,7 +17,7 @@ func decoders() []fuzzseed.Decoder {
 	return []fuzzseed.Decoder{
 		decoderOf(scriptAcquire, decodeGrant, []any{[]any{1, 0, 1700000000000}}, []any{[]any{0, 300, 1700000000000}}),
 		decoderOf(scriptRefresh, decodeRefresh, []any{[]any{1, 1700000000000}}, []any{[]any{0, 1700000000000}}),
-		decoderOf(scriptVerify, engine.VerifyNow(false), []any{[]any{1, 900, 1700000000000}}, []any{[]any{0, 0, 1700000000000}}),
+		decoderOf(scriptVerify, decode.VerifyNow(false), []any{[]any{1, 900, 1700000000000}}, []any{[]any{0, 0, 1700000000000}}),
 		decoderOf(scriptRelease, decodeRelease, []any{[]any{1, 1700000000000}}, []any{[]any{0, 1700000000000}}),
 	}
 }
@@ -27,12 +29,12 @@ func decoderOf[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...
 // checkDecoded holds what every accepted reply must give.
 func checkDecoded(r any) error {
 	switch x := r.(type) {
-	case engine.Grant:
+	case decode.Grant:
 		if x.RetryIn < 0 || (x.Acquired && x.RetryIn != 0) {
 			return fmt.Errorf("grant %+v", x)
 		}
-	case engine.Outcome:
-		if x < engine.Released || x > engine.NotOwned {
+	case decode.Outcome:
+		if x < decode.Released || x > decode.NotOwned {
 			return fmt.Errorf("outcome %d", x)
 		}
 	case bool:
@@ -49,8 +51,8 @@ func checkDecoded(r any) error {
 // testdata/fuzz/FuzzDecoders run as a normal test.
 func FuzzDecoders(f *testing.F) {
 	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
-		err := engine.UnexpectedReply(name, reply)
-		if !errors.Is(err, engine.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
+		err := decode.Unexpected(name, reply)
+		if !errors.Is(err, sentinel.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
 			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
 		}
 		return nil

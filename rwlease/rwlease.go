@@ -9,7 +9,9 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 const primitive = "rwlease"
@@ -93,7 +95,7 @@ type config struct {
 // readers back. It must be at least 1 ms. The default is [DefaultRecheck]
 // (5 s).
 func WithRecheck(d time.Duration) Option {
-	return engine.AtLeast("recheck", d, time.Millisecond, func(c *config) { c.recheck = d })
+	return check.AtLeast("recheck", d, time.Millisecond, func(c *config) { c.recheck = d })
 }
 
 // WithWriterPreference turns writer preference on or off for every
@@ -120,16 +122,16 @@ func New(coord *coordination.Coordinator, key string, opts ...Option) (*RWMutex,
 	if err != nil {
 		return nil, err
 	}
-	if err := engine.CheckKey("key", key); err != nil {
+	if err := check.Key("key", key); err != nil {
 		return nil, err
 	}
 	cfg := config{recheck: DefaultRecheck, preference: true}
-	if err := engine.Apply(&cfg, opts); err != nil {
+	if err := check.Apply(&cfg, opts); err != nil {
 		return nil, err
 	}
 	m := &RWMutex{e: e, key: key, keys: e.Key(key), recheck: cfg.recheck, preference: cfg.preference}
 	if cfg.preference {
-		m.marker, _ = engine.Millis("recheck", 2*cfg.recheck)
+		m.marker, _ = check.Millis("recheck", 2*cfg.recheck)
 	}
 	return m, nil
 }
@@ -138,7 +140,7 @@ func New(coord *coordination.Coordinator, key string, opts ...Option) (*RWMutex,
 // or zero RWMutex, which [New] never returns.
 func (m *RWMutex) check() error {
 	if m == nil || m.e == nil {
-		return engine.InvalidArgument("rwmutex", "must not be nil; use rwlease.New")
+		return check.InvalidArgument("rwmutex", "must not be nil; use rwlease.New")
 	}
 	return nil
 }
@@ -229,7 +231,7 @@ func (m *RWMutex) acquire(ctx context.Context, ttl time.Duration, mode Mode, blo
 	if err := m.check(); err != nil {
 		return nil, err
 	}
-	if _, err := engine.Millis("ttl", ttl); err != nil {
+	if _, err := check.Millis("ttl", ttl); err != nil {
 		return nil, err
 	}
 	token, err := engine.NewToken()
@@ -256,7 +258,7 @@ func (m *RWMutex) acquire(ctx context.Context, ttl time.Duration, mode Mode, blo
 		Kind: kind, Keys: m.keys, ID: []any{member}, TTL: ttl, Extra: []any{extra}, Block: block, Recheck: m.recheck,
 	})
 	if err != nil {
-		if marker > 0 && engine.Classify(err) == engine.Canceled && errors.Is(err, engine.ErrNotAcquired) {
+		if marker > 0 && engine.Classify(err) == engine.Canceled && errors.Is(err, sentinel.ErrNotAcquired) {
 			dropMarker(ctx, m.e, m.keys, member, time.Duration(marker)*time.Millisecond)
 		}
 		return nil, err

@@ -14,6 +14,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/contract"
 	"github.com/coordkit/coordination/internal/testkit/faultproxy"
@@ -319,12 +320,12 @@ func TestExpiredOrLostHolderTouchesNoOne(t *testing.T) {
 		if ok := must(rwlease.ScriptRefresh.Run(ctx, e, k, "R:"+old.Token(), 3_600_000))(t); ok {
 			t.Fatal("rwlease_refresh of the expired member = true")
 		}
-		if out := must(rwlease.ScriptRelease.Run(ctx, e, k, "R:"+old.Token()))(t); out != engine.AlreadyReleased {
+		if out := must(rwlease.ScriptRelease.Run(ctx, e, k, "R:"+old.Token()))(t); out != decode.AlreadyReleased {
 			t.Fatalf("rwlease_release of the expired member = %v", out)
 		}
 		// A release naming the writer's token as a reader, or a made-up
 		// member, removes nothing.
-		if out := must(rwlease.ScriptRelease.Run(ctx, e, k, "R:"+w.Token()))(t); out != engine.AlreadyReleased {
+		if out := must(rwlease.ScriptRelease.Run(ctx, e, k, "R:"+w.Token()))(t); out != decode.AlreadyReleased {
 			t.Fatalf("release of a member that is not there = %v", out)
 		}
 		if got := entries(t, raw, key); !equalEntries(got, before) {
@@ -533,10 +534,10 @@ func TestReSentScripts(t *testing.T) {
 		if got := entries(t, raw, key); len(got) != 1 {
 			t.Fatalf("two sends of one read acquire left %v", got)
 		}
-		if out := must(rwlease.ScriptRelease.Run(ctx, e, k, "R:"+tok))(t); out != engine.Released {
+		if out := must(rwlease.ScriptRelease.Run(ctx, e, k, "R:"+tok))(t); out != decode.Released {
 			t.Fatalf("release = %v", out)
 		}
-		if out := must(rwlease.ScriptRelease.Run(ctx, e, k, "R:"+tok))(t); out != engine.AlreadyReleased {
+		if out := must(rwlease.ScriptRelease.Run(ctx, e, k, "R:"+tok))(t); out != decode.AlreadyReleased {
 			t.Fatalf("re-sent release = %v, want AlreadyReleased", out)
 		}
 		wtok, _ := engine.NewToken()

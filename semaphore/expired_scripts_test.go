@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -40,7 +40,7 @@ func TestExpiredMemberScriptsTouchNothing(t *testing.T) {
 		if ok, err := refreshScript.Run(ctx, e, k, "P:1:old", 60_000); ok || err != nil {
 			t.Fatalf("refresh of the expired member = %v, %v", ok, err)
 		}
-		if out, err := releaseScript.Run(ctx, e, k, "P:1:old"); out != engine.AlreadyReleased || err != nil {
+		if out, err := releaseScript.Run(ctx, e, k, "P:1:old"); out != decode.AlreadyReleased || err != nil {
 			t.Fatalf("release of the expired member = %v, %v", out, err)
 		}
 		if ok, err := verifyScript.Run(ctx, e, k, "P:1:new"); !ok || err != nil || score() != before {

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
@@ -15,8 +17,8 @@ import (
 func decoders() []fuzzseed.Decoder {
 	return []fuzzseed.Decoder{
 		decoderOf(acquireScript, decodeGrant, []any{0}, []any{700}, []any{-1}),
-		decoderOf(refreshScript, engine.Bool01, []any{1}, []any{0}),
-		decoderOf(verifyScript, engine.VerifyNow(true), []any{[]any{1, 900, 1700000000000}}, []any{[]any{0, 0, 1700000000000}}, []any{[]any{1, -1, 1700000000000}}),
+		decoderOf(refreshScript, decode.Bool01, []any{1}, []any{0}),
+		decoderOf(verifyScript, decode.VerifyNow(true), []any{[]any{1, 900, 1700000000000}}, []any{[]any{0, 0, 1700000000000}}, []any{[]any{1, -1, 1700000000000}}),
 		decoderOf(releaseScript, decodeRelease, []any{1}, []any{0}),
 		decoderOf(readScript, decodeRead, []any{[]any{3, 2, 1, 0, 1700000000000}}, []any{[]any{0, 0, 0, 0, 1700000000000}}),
 	}
@@ -29,12 +31,12 @@ func decoderOf[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...
 // checkDecoded holds what every accepted reply must give.
 func checkDecoded(r any) error {
 	switch x := r.(type) {
-	case engine.Grant:
+	case decode.Grant:
 		if x.RetryIn < 0 || (x.Acquired && x.RetryIn != 0) {
 			return fmt.Errorf("grant %+v", x)
 		}
-	case engine.Outcome:
-		if x != engine.Released && x != engine.AlreadyReleased {
+	case decode.Outcome:
+		if x != decode.Released && x != decode.AlreadyReleased {
 			return fmt.Errorf("outcome %d", x)
 		}
 	case readReply:
@@ -55,8 +57,8 @@ func checkDecoded(r any) error {
 // testdata/fuzz/FuzzDecoders run as a normal test.
 func FuzzDecoders(f *testing.F) {
 	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
-		err := engine.UnexpectedReply(name, reply)
-		if !errors.Is(err, engine.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
+		err := decode.Unexpected(name, reply)
+		if !errors.Is(err, sentinel.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
 			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
 		}
 		return nil

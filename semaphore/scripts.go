@@ -1,6 +1,10 @@
 package semaphore
 
-import "github.com/coordkit/coordination/internal/engine"
+import (
+	"github.com/coordkit/coordination/internal/decode"
+	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
+)
 
 // The semaphore's scripts, each next to its decoder, and its instruments.
 // A permit is identified by its sorted-set member "P:<n>:<token>" (its id
@@ -8,38 +12,38 @@ import "github.com/coordkit/coordination/internal/engine"
 // semaphore_acquire.lua.
 var (
 	acquireScript = engine.NewScript("semaphore_acquire", decodeGrant)
-	refreshScript = engine.NewScript("semaphore_refresh", engine.Bool01)
-	verifyScript  = engine.NewScript("semaphore_verify", engine.VerifyNow(true))
+	refreshScript = engine.NewScript("semaphore_refresh", decode.Bool01)
+	verifyScript  = engine.NewScript("semaphore_verify", decode.VerifyNow(true))
 	releaseScript = engine.NewScript("semaphore_release", decodeRelease)
 	readScript    = engine.NewScript("semaphore_read", decodeRead)
 
 	// leaseMetrics are the permits' instruments (coordination.semaphore.*),
 	// recorded by the engine's lease handles.
-	leaseMetrics = engine.NewLeaseMetrics("semaphore", "semaphore permit", "",
+	leaseMetrics = instrument.NewLease("semaphore", "semaphore permit", "",
 		"Semaphore acquisitions (TryAcquire, Acquire and their N forms) that found too few free permits, counted once per call.")
 )
 
 // decodeGrant reads 0 (acquired) or retry_ms (too few permits free: >= 1
 // until the earliest live permit expires, -1 when none does).
-func decodeGrant(v any) (engine.Grant, bool) {
+func decodeGrant(v any) (decode.Grant, bool) {
 	r, ok := v.(int64)
 	switch {
 	case !ok || r < -1:
-		return engine.Grant{}, false
+		return decode.Grant{}, false
 	case r == 0:
-		return engine.Grant{Acquired: true}, true
+		return decode.Grant{Acquired: true}, true
 	}
-	return engine.Grant{RetryIn: engine.RetryIn(r)}, true
+	return decode.Grant{RetryIn: decode.RetryIn(r)}, true
 }
 
 // decodeRelease reads 1 (released) or 0 (already gone). A permit belongs
 // to its holder alone: there is no NotOwned.
-func decodeRelease(v any) (engine.Outcome, bool) {
+func decodeRelease(v any) (decode.Outcome, bool) {
 	switch v {
 	case int64(1):
-		return engine.Released, true
+		return decode.Released, true
 	case int64(0):
-		return engine.AlreadyReleased, true
+		return decode.AlreadyReleased, true
 	}
 	return 0, false
 }
@@ -54,7 +58,7 @@ type readReply struct {
 
 // decodeRead reads {capacity, used, holders, no_expiry, now}.
 func decodeRead(v any) (readReply, bool) {
-	a, ok := engine.Ints(v, 5)
+	a, ok := decode.Ints(v, 5)
 	if !ok || a[4] <= 0 {
 		return readReply{}, false
 	}

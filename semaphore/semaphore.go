@@ -7,6 +7,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 )
 
@@ -59,7 +60,7 @@ type config struct {
 // message can delay a waiter. It must be at least 1 ms. The default is
 // [DefaultRecheck] (5 s).
 func WithRecheck(d time.Duration) Option {
-	return engine.AtLeast("recheck", d, time.Millisecond, func(c *config) { c.recheck = d })
+	return check.AtLeast("recheck", d, time.Millisecond, func(c *config) { c.recheck = d })
 }
 
 // New returns a semaphore of capacity permits on key (without the
@@ -76,14 +77,14 @@ func New(coord *coordination.Coordinator, key string, capacity int64, opts ...Op
 	if err != nil {
 		return nil, err
 	}
-	if err := engine.CheckKey("key", key); err != nil {
+	if err := check.Key("key", key); err != nil {
 		return nil, err
 	}
 	if capacity < 1 || capacity > MaxCapacity {
-		return nil, engine.InvalidArgument("capacity", "must be between 1 and %d, got %d", int64(MaxCapacity), capacity)
+		return nil, check.InvalidArgument("capacity", "must be between 1 and %d, got %d", int64(MaxCapacity), capacity)
 	}
 	cfg := config{recheck: DefaultRecheck}
-	if err := engine.Apply(&cfg, opts); err != nil {
+	if err := check.Apply(&cfg, opts); err != nil {
 		return nil, err
 	}
 	return &Semaphore{e: e, key: key, keys: e.Key(key), capacity: capacity, capArg: []any{capacity}, recheck: cfg.recheck}, nil
@@ -93,7 +94,7 @@ func New(coord *coordination.Coordinator, key string, capacity int64, opts ...Op
 // or zero Semaphore, which [New] never returns.
 func (s *Semaphore) check() error {
 	if s == nil || s.e == nil {
-		return engine.InvalidArgument("semaphore", "must not be nil; use semaphore.New")
+		return check.InvalidArgument("semaphore", "must not be nil; use semaphore.New")
 	}
 	return nil
 }
@@ -170,9 +171,9 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, ttl time.Duration, blo
 		return nil, err
 	}
 	if n < 1 || n > s.capacity {
-		return nil, engine.InvalidArgument("n", "must be between 1 and the capacity %d, got %d", s.capacity, n)
+		return nil, check.InvalidArgument("n", "must be between 1 and the capacity %d, got %d", s.capacity, n)
 	}
-	if _, err := engine.Millis("ttl", ttl); err != nil {
+	if _, err := check.Millis("ttl", ttl); err != nil {
 		return nil, err
 	}
 	token, err := engine.NewToken()

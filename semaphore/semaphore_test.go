@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/semaphore"
@@ -820,7 +821,7 @@ func TestInvalidArguments(t *testing.T) {
 
 func wantArgument(t testing.TB, err error, name string) {
 	t.Helper()
-	if got, ok := engine.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || got != name {
+	if got, ok := check.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || got != name {
 		t.Fatalf("err = %v; want an invalid-argument error naming %q", err, name)
 	}
 }

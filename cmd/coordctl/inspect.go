@@ -13,8 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/layout"
+	"github.com/coordkit/coordination/internal/slot"
 )
 
 func init() {
@@ -75,7 +75,7 @@ coordctl inspect --prefix myapp: --scan 'limits:*' --json`)
 	}
 	key := prefix + fs.Arg(0)
 	if *mark {
-		if key = engine.MarkKeyOf(prefix, key); key == "" {
+		if key = slot.MarkKey(prefix, key); key == "" {
 			fmt.Fprintf(stderr, "coordctl inspect: %q has no release mark (a --prefix with an unpaired '{')\n", prefix+fs.Arg(0))
 			return exitRefused
 		}
@@ -220,7 +220,7 @@ func fetch(ctx context.Context, c redis.UniversalClient, key string) (*layout.Sn
 		return nil, err
 	}
 	tag, ok := tagOf(key)
-	if !ok || strings.HasSuffix(key, engine.MarkSuffix) {
+	if !ok || strings.HasSuffix(key, slot.MarkSuffix) {
 		return s, nil
 	}
 	var sib []string
@@ -282,7 +282,7 @@ func findFencingLease(ctx context.Context, c redis.UniversalClient, tag, counter
 			return "", err
 		}
 		for _, k := range keys {
-			if k == counter || strings.HasSuffix(k, engine.MarkSuffix) {
+			if k == counter || strings.HasSuffix(k, slot.MarkSuffix) {
 				continue
 			}
 			if t, err := node.Type(ctx, k).Result(); err != nil || t != "hash" {

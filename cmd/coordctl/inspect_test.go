@@ -17,8 +17,8 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/idempotency"
-	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/layout"
+	"github.com/coordkit/coordination/internal/slot"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/latch"
 	"github.com/coordkit/coordination/leader"
@@ -245,7 +245,7 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	admin := b.Admin(t)
 	mark := func(name, lease string, fields ...string) {
 		t.Helper()
-		m := engine.MarkKeyOf(b.Prefix(), b.Key(lease))
+		m := slot.MarkKey(b.Prefix(), b.Key(lease))
 		if len(fields) > 0 {
 			must(admin.HPExpire(ctx, m, time.Minute, fields...).Err())
 		} else {

@@ -3,6 +3,10 @@ package engine
 import (
 	"context"
 	"time"
+
+	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/decode"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // The wait flags of [LeaseKind.WaitFlag].
@@ -39,13 +43,13 @@ type AcquireRequest struct {
 
 // Acquire acquires a lease as r describes, admitted once as the kind's
 // AcquireOp however long it waits; see [Op.Acquire] for the semantics.
-func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, error) {
-	if _, err := TTLMillis(r.TTL, r.Kind.NoExpiry); err != nil {
-		return nil, Grant{}, err
+func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decode.Grant, error) {
+	if _, err := check.TTLMillis(r.TTL, r.Kind.NoExpiry); err != nil {
+		return nil, decode.Grant{}, err
 	}
 	ctx, op, err := e.Admit(ctx, r.Kind.AcquireOp, r.Kind.Primitive, r.Keys)
 	if err != nil {
-		return nil, Grant{}, err
+		return nil, decode.Grant{}, err
 	}
 	h, g, err := op.Acquire(ctx, r)
 	return h, g, op.End(err)
@@ -56,22 +60,22 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant
 // lease as one of its steps); nothing is admitted again.
 //
 // A non-blocking attempt that finds the lease held returns an error
-// matching ErrNotAcquired; a blocking one whose ctx ends returns
+// matching sentinel.ErrNotAcquired; a blocking one whose ctx ends returns
 // [GaveUp](ctx). When any attempt of the operation may have run on the
 // server without the caller learning it ([Engine.Ambiguous], sticky across
 // attempts: a later LOADING does not make an earlier lost reply harmless)
 // and the operation fails, the lease is released in the background,
 // owner-checked, with the same id.
 //
-// On failure the Grant is the last attempt's answer: with a non-blocking
-// refusal (ErrNotAcquired) its RetryIn and Value, what the server reported
+// On failure the decode.Grant is the last attempt's answer: with a non-blocking
+// refusal (sentinel.ErrNotAcquired) its RetryIn and Value, what the server reported
 // (a primitive's count of what is free); zero when the last attempt failed.
-func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, error) {
+func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decode.Grant, error) {
 	e := o.e
 	k := r.Kind
-	ttlMs, err := TTLMillis(r.TTL, k.NoExpiry)
+	ttlMs, err := check.TTLMillis(r.TTL, k.NoExpiry)
 	if err != nil {
-		return nil, Grant{}, err
+		return nil, decode.Grant{}, err
 	}
 	k.init()
 	keys, id, extra := r.Keys, r.ID, r.Extra
@@ -84,14 +88,14 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, err
 		}
 	}
 	var (
-		g         Grant
+		g         decode.Grant
 		sent      time.Time
 		ambiguous bool
 		attempts  int
 	)
 	// attempt sends one acquisition: the kind's First command for the
 	// first attempt when it has one, its Acquire script otherwise.
-	attempt := func(ctx context.Context) (Grant, error) {
+	attempt := func(ctx context.Context) (decode.Grant, error) {
 		sent = time.Now()
 		attempts++
 		if k.First != nil && attempts == 1 {
@@ -105,7 +109,7 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, err
 			ambiguous = e.Ambiguous(err)
 		} else if !g.Acquired {
 			e.Counter(k.Metrics.Contention).Add(context.Background(), 1, k.baseAdd...)
-			err = ErrNotAcquired
+			err = sentinel.ErrNotAcquired
 		}
 	} else {
 		start := time.Now()
@@ -134,7 +138,7 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, err
 		}
 		e.Histogram(k.Metrics.Wait).Record(context.Background(), time.Since(start).Seconds(), wait)
 	}
-	hk := keys.Head(k.HandleKeys)
+	hk := keys.head(k.HandleKeys)
 	if err != nil {
 		if ambiguous {
 			e.Cleanup("acquire", r.TTL, func(ctx context.Context) error {
@@ -142,7 +146,7 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, Grant, err
 				return err
 			})
 		}
-		// g is the last attempt's answer: with ErrNotAcquired, the refusal
+		// g is the last attempt's answer: with sentinel.ErrNotAcquired, the refusal
 		// (RetryIn, Value); zero when that attempt failed.
 		return nil, g, err
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coordkit/coordination/internal/instrument"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -62,7 +63,7 @@ func (e *Engine) Cleanup(stage string, limit time.Duration, fn func(context.Cont
 		e.abandon(stage, "overflow", nil)
 		return
 	}
-	if !e.Track() {
+	if !e.track() {
 		e.cleanup.mu.Unlock()
 		e.abandon(stage, "shutdown", nil)
 		return
@@ -76,7 +77,7 @@ func (e *Engine) Cleanup(stage string, limit time.Duration, fn func(context.Cont
 			e.cleanup.running--
 			e.cleanup.mu.Unlock()
 			allCleanups.Add(-1)
-			e.Untrack()
+			e.untrack()
 		}()
 		deadline := time.Now().Add(limit)
 		delay := 50 * time.Millisecond
@@ -151,7 +152,7 @@ func (e *Engine) abandon(stage, reason string, err error) {
 	k := [2]string{stage, reason}
 	a, ok := e.cleanup.attrs[k]
 	if !ok {
-		a = Attrs(attribute.String("stage", stage), attribute.String("reason", reason))
+		a = instrument.Attrs(attribute.String("stage", stage), attribute.String("reason", reason))
 		e.cleanup.attrs[k] = a
 	}
 	e.cleanup.mu.Unlock()

@@ -22,6 +22,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/instrument"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // Engine is the shared state behind one coordinator: a go-redis client, a
@@ -69,7 +72,7 @@ func New(client redis.UniversalClient, cfg Config) *Engine {
 		hooks:   hooks.Chain(cfg.Hooks),
 		resends: resends(client),
 		logger:  cfg.Logger,
-		meter:   cfg.MeterProvider.Meter(scopeName),
+		meter:   cfg.MeterProvider.Meter(instrument.Scope),
 		acks:    replicaAcks{n: cfg.ReplicaAcks, timeout: cfg.ReplicaAckTimeout},
 	}
 	e.duration = newDurationRecorder(e.meter)
@@ -109,7 +112,7 @@ func SetUnwrap(f func(any) *Engine) {
 }
 
 // Of returns the engine of coord (a *coordination.Coordinator), or an error
-// wrapping [ErrInvalidArgument] naming "coord" when coord is nil.
+// wrapping [sentinel.ErrInvalidArgument] naming "coord" when coord is nil.
 func Of(coord any) (*Engine, error) {
 	unwrapMu.RLock()
 	f := unwrap
@@ -119,7 +122,7 @@ func Of(coord any) (*Engine, error) {
 			return e, nil
 		}
 	}
-	return nil, InvalidArgument("coord", "must not be nil or a zero Coordinator; use coordination.New")
+	return nil, check.InvalidArgument("coord", "must not be nil or a zero Coordinator; use coordination.New")
 }
 
 // Client returns the go-redis client.
@@ -197,11 +200,11 @@ func (k Keys) firstKey() string {
 }
 
 // First returns the first key alone.
-func (k Keys) First() Keys { return k.Head(1) }
+func (k Keys) First() Keys { return k.head(1) }
 
-// Head returns the first n keys (all of them when n is 0 or more than
+// head returns the first n keys (all of them when n is 0 or more than
 // there are).
-func (k Keys) Head(n int) Keys {
+func (k Keys) head(n int) Keys {
 	if n <= 0 || n >= k.Len() {
 		return k
 	}
@@ -245,7 +248,7 @@ func (e *Engine) Key(key string) Keys {
 
 // Keys applies the prefix to keys and, with more than one key, checks that
 // they hash to one Cluster slot, returning an error wrapping
-// [ErrInvalidArgument] naming the slots (and sending nothing) when they do not.
+// [sentinel.ErrInvalidArgument] naming the slots (and sending nothing) when they do not.
 func (e *Engine) Keys(keys ...string) (Keys, error) { return e.NamedKeys(nil, keys...) }
 
 // NamedKeys is [Engine.Keys] with the keys' argument names (names[i] for
@@ -266,44 +269,6 @@ func (e *Engine) NamedKeys(names []string, keys ...string) (Keys, error) {
 		k.name, k.named = keys[0], true
 	}
 	return k, nil
-}
-
-// CheckKey returns an error wrapping [ErrInvalidArgument] naming name when
-// key is empty or longer than [MaxKeyBytes]. Keys are otherwise
-// binary-safe.
-func CheckKey(name, key string) error {
-	if key == "" {
-		return InvalidArgument(name, "must not be empty")
-	}
-	return CheckSize(name, len(key), MaxKeyBytes)
-}
-
-// Millis converts a duration to the integer milliseconds the scripts take,
-// rounding a sub-millisecond part up (never shortening a lease or window),
-// and returns an error naming name when d is below one millisecond.
-func Millis(name string, d time.Duration) (int64, error) {
-	if d < time.Millisecond {
-		return 0, InvalidArgument(name, "must be at least 1ms, got %v", d)
-	}
-	ms := int64(d / time.Millisecond)
-	if d%time.Millisecond != 0 {
-		ms++
-	}
-	return ms, nil
-}
-
-// TTLMillis is Millis("ttl", ttl), except that 0 (no expiry) gives 0 when
-// noExpiry is set.
-func TTLMillis(ttl time.Duration, noExpiry bool) (int64, error) {
-	if noExpiry {
-		if ttl == 0 {
-			return 0, nil
-		}
-		if ttl < time.Millisecond {
-			return 0, InvalidArgument("ttl", "must be 0 (no expiry) or at least 1ms, got %v", ttl)
-		}
-	}
-	return Millis("ttl", ttl)
 }
 
 // NewToken returns a fresh random owner token: a version 4 UUID in its
@@ -349,11 +314,11 @@ func (o Op) On(keys Keys) Op {
 // any Redis work. On rejection it returns an error naming the operation and
 // wrapping the hook's error, and the caller must not touch Redis; after
 // [Engine.Shutdown] it refuses every operation so, with an error wrapping
-// [ErrClosed] (no hook sees it). The first of keys, when given, is the key
+// [sentinel.ErrClosed] (no hook sees it). The first of keys, when given, is the key
 // these errors name and the one [Op.End] names (as [Op.On] does).
 func (e *Engine) Admit(ctx context.Context, name, primitive string, keys ...Keys) (context.Context, Op, error) {
 	if ctx == nil {
-		return ctx, Op{}, nilContext()
+		return ctx, Op{}, check.NilContext()
 	}
 	var k Keys
 	if len(keys) > 0 {
@@ -376,22 +341,6 @@ func (e *Engine) Admit(ctx context.Context, name, primitive string, keys ...Keys
 	return ctx, op, nil
 }
 
-// nilContext returns the error of an operation called with a nil context:
-// it wraps [ErrInvalidArgument] naming "ctx". [Admit] and [AdmitGroup]
-// return it before anything else; an operation that uses its context
-// before admission checks with [CheckContext] first.
-func nilContext() error {
-	return InvalidArgument("ctx", "must not be nil; use context.Background() or context.TODO()")
-}
-
-// CheckContext returns [nilContext] for a nil ctx, and nil otherwise.
-func CheckContext(ctx context.Context) error {
-	if ctx == nil {
-		return nilContext()
-	}
-	return nil
-}
-
 // End reports the operation's outcome ([outcomeOf] err) to the hooks and
 // the duration histogram, and returns err ([OpError]) naming the operation
 // and the key: the key of the script or command run that failed, or else
@@ -412,7 +361,7 @@ func (o Op) End(err error) error {
 }
 
 // outcomeOf is the one place the library decides how an operation's error
-// counts for hooks: nil and answers ([Answer], such as ErrNotAcquired for a
+// counts for hooks: nil and answers ([Answer], such as sentinel.ErrNotAcquired for a
 // contended TryAcquire) are Succeeded; a blocking wait that gave up and
 // context errors are Canceled; everything else is Failed.
 func outcomeOf(err error) hooks.Outcome {
@@ -421,45 +370,9 @@ func outcomeOf(err error) hooks.Outcome {
 		return hooks.Succeeded
 	case Classify(err) == Canceled:
 		return hooks.Canceled
-	case IsAnswer(err):
+	case sentinel.IsAnswer(err):
 		return hooks.Succeeded
 	default:
 		return hooks.Failed
-	}
-}
-
-// Apply applies functional options to cfg in order, skipping nil ones, and
-// returns the first option's error: the one option style of the library
-// (type Option func(*config) error, built by WithX functions).
-func Apply[T any, O ~func(*T) error](cfg *T, opts []O) error {
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(cfg); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// AtLeast returns an option that calls set when v, a duration or a count,
-// is at least least, and otherwise fails naming name: "must be at least
-// <least>, got v" or, for least 0, "must not be negative, got v" (for a
-// duration with least 1 ms, the check and the error of [Millis]). Like
-// every option it checks when it is applied, not when it is built. Its
-// result converts to a package's named option type (type Option
-// func(*config) error).
-func AtLeast[T any, N ~int | ~int64](name string, v, least N, set func(*T)) func(*T) error {
-	return func(cfg *T) error {
-		switch {
-		case v >= least:
-			set(cfg)
-			return nil
-		case least == 0:
-			return InvalidArgument(name, "must not be negative, got %v", v)
-		default:
-			return InvalidArgument(name, "must be at least %v, got %v", least, v)
-		}
 	}
 }

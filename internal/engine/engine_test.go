@@ -17,8 +17,11 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/lockcore"
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -163,7 +166,7 @@ func TestClassifyAndAmbiguity(t *testing.T) {
 		{redis.ErrPoolTimeout, engine.Transient, false, false},
 		{fmt.Errorf("wrapped: %w", redis.ErrPoolTimeout), engine.Transient, false, false},
 		{redis.ErrClosed, engine.Terminal, false, false},
-		{engine.InvalidArgument("ttl", "bad"), engine.Terminal, false, false},
+		{check.InvalidArgument("ttl", "bad"), engine.Terminal, false, false},
 		{coordination.ErrClosed, engine.Terminal, false, false},
 		{errors.New("something else"), engine.Terminal, false, false},
 	}
@@ -251,11 +254,11 @@ func TestMillis(t *testing.T) {
 		{-time.Second, 0, false},
 	}
 	for _, c := range cases {
-		got, err := engine.Millis("ttl", c.d)
+		got, err := check.Millis("ttl", c.d)
 		if c.ok != (err == nil) || got != c.want {
 			t.Errorf("Millis(%v) = %d, %v", c.d, got, err)
 		}
-		if name, _ := engine.ArgumentName(err); !c.ok && (name != "ttl" || !errors.Is(err, coordination.ErrInvalidArgument)) {
+		if name, _ := check.ArgumentName(err); !c.ok && (name != "ttl" || !errors.Is(err, coordination.ErrInvalidArgument)) {
 			t.Errorf("Millis(%v) error %v does not name ttl", c.d, err)
 		}
 	}
@@ -282,14 +285,14 @@ func TestAtLeast(t *testing.T) {
 	}
 	for _, c := range durations {
 		var got cfg
-		err := engine.AtLeast("thing", c.d, c.least, func(x *cfg) { x.d = c.d })(&got)
+		err := check.AtLeast("thing", c.d, c.least, func(x *cfg) { x.d = c.d })(&got)
 		if c.msg == "" {
 			if err != nil || got.d != c.d {
 				t.Errorf("AtLeast(%v, %v) = %v, set %v", c.d, c.least, err, got.d)
 			}
 			continue
 		}
-		if name, _ := engine.ArgumentName(err); name != "thing" || !errors.Is(err, coordination.ErrInvalidArgument) ||
+		if name, _ := check.ArgumentName(err); name != "thing" || !errors.Is(err, coordination.ErrInvalidArgument) ||
 			!strings.Contains(err.Error(), c.msg) || got.d != 0 {
 			t.Errorf("AtLeast(%v, %v) = %v (set %v), want %q naming thing", c.d, c.least, err, got.d, c.msg)
 		}
@@ -305,18 +308,18 @@ func TestAtLeast(t *testing.T) {
 	}
 	for _, c := range counts {
 		var got cfg
-		err := engine.AtLeast("thing", c.n, c.least, func(x *cfg) { x.n = c.n })(&got)
+		err := check.AtLeast("thing", c.n, c.least, func(x *cfg) { x.n = c.n })(&got)
 		if c.msg == "" {
 			if err != nil || got.n != c.n {
 				t.Errorf("AtLeast(%d, %d) = %v, set %d", c.n, c.least, err, got.n)
 			}
 			continue
 		}
-		if name, _ := engine.ArgumentName(err); name != "thing" || !strings.Contains(err.Error(), c.msg) || got.n != 0 {
+		if name, _ := check.ArgumentName(err); name != "thing" || !strings.Contains(err.Error(), c.msg) || got.n != 0 {
 			t.Errorf("AtLeast(%d, %d) = %v (set %d), want %q naming thing", c.n, c.least, err, got.n, c.msg)
 		}
 	}
-	if _, err := engine.Millis("thing", 999*time.Microsecond); !strings.Contains(err.Error(), "must be at least 1ms, got 999µs") {
+	if _, err := check.Millis("thing", 999*time.Microsecond); !strings.Contains(err.Error(), "must be at least 1ms, got 999µs") {
 		t.Errorf("Millis' message changed: %v", err)
 	}
 }
@@ -324,7 +327,7 @@ func TestAtLeast(t *testing.T) {
 // OutcomeOf is the one place outcomes are decided.
 func TestOutcomeOf(t *testing.T) {
 	answer := errors.New("thing: exists")
-	engine.RegisterAnswers(answer)
+	sentinel.RegisterAnswers(answer)
 	cases := []struct {
 		err  error
 		want hooks.Outcome
@@ -350,27 +353,27 @@ func TestOutcomeOf(t *testing.T) {
 // Decoders are strict: a reply of an unknown shape or code is an error
 // wrapping ErrBadState that describes the shape, never the contents.
 func TestStrictDecoders(t *testing.T) {
-	if o, ok := engine.ReleaseReply(int64(-1)); !ok || o != engine.NotOwned {
+	if o, ok := decode.Release(int64(-1)); !ok || o != decode.NotOwned {
 		t.Fatal("release -1")
 	}
 	for _, v := range []any{int64(2), int64(-2), "1", nil, []any{int64(1)}} {
-		if _, ok := engine.ReleaseReply(v); ok {
+		if _, ok := decode.Release(v); ok {
 			t.Errorf("ReleaseReply(%#v) accepted", v)
 		}
-		if _, ok := engine.Bool01(v); ok && v != int64(1) && v != int64(0) {
+		if _, ok := decode.Bool01(v); ok && v != int64(1) && v != int64(0) {
 			t.Errorf("Bool01(%#v) accepted", v)
 		}
 	}
-	if _, ok := engine.Bool01(int64(2)); ok {
+	if _, ok := decode.Bool01(int64(2)); ok {
 		t.Error("Bool01(2) accepted")
 	}
-	if _, ok := engine.PositiveDecimal("0"); ok {
+	if _, ok := decode.PositiveDecimal("0"); ok {
 		t.Error("PositiveDecimal(0) accepted")
 	}
-	if n, ok := engine.PositiveDecimal("9223372036854775807"); !ok || n != 1<<63-1 {
+	if n, ok := decode.PositiveDecimal("9223372036854775807"); !ok || n != 1<<63-1 {
 		t.Error("PositiveDecimal(max)")
 	}
-	err := engine.UnexpectedReply("lock_acquire", []any{"s3cret-token", int64(1)})
+	err := decode.Unexpected("lock_acquire", []any{"s3cret-token", int64(1)})
 	if !errors.Is(err, coordination.ErrBadState) || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "string of 12 bytes") {
 		t.Errorf("UnexpectedReply = %v", err)
 	}
@@ -383,7 +386,7 @@ func TestStrictDecoders(t *testing.T) {
 	}
 	// Another program's script stored a value the release script reads as
 	// held by another owner: a real answer, decoded as NotOwned.
-	if out, err := lockcore.Release.Run(context.Background(), e, e.Key("k"), "mine"); err != nil || out != engine.NotOwned {
+	if out, err := lockcore.Release.Run(context.Background(), e, e.Key("k"), "mine"); err != nil || out != decode.NotOwned {
 		t.Fatalf("release of another's lock = %v, %v", out, err)
 	}
 }
@@ -620,14 +623,14 @@ func engineWithPrefix(t *testing.T, prefix string) *engine.Engine {
 // A ttl refusal says what the rule is: where 0 means no expiry, the
 // message says so (it said "at least 1ms" while 0 was accepted).
 func TestTTLMillisMessage(t *testing.T) {
-	if ms, err := engine.TTLMillis(0, true); ms != 0 || err != nil {
+	if ms, err := check.TTLMillis(0, true); ms != 0 || err != nil {
 		t.Fatalf("TTLMillis(0, no expiry) = %d, %v", ms, err)
 	}
-	_, err := engine.TTLMillis(-1, true)
-	if want := "coordination: invalid argument ttl: must be 0 (no expiry) or at least 1ms, got -1ns"; err == nil || err.Error() != want || !errors.Is(err, engine.ErrInvalidArgument) {
+	_, err := check.TTLMillis(-1, true)
+	if want := "coordination: invalid argument ttl: must be 0 (no expiry) or at least 1ms, got -1ns"; err == nil || err.Error() != want || !errors.Is(err, sentinel.ErrInvalidArgument) {
 		t.Fatalf("TTLMillis(-1, no expiry) = %v, want %q", err, want)
 	}
-	_, err = engine.TTLMillis(0, false)
+	_, err = check.TTLMillis(0, false)
 	if want := "coordination: invalid argument ttl: must be at least 1ms, got 0s"; err == nil || err.Error() != want {
 		t.Fatalf("TTLMillis(0) = %v, want %q", err, want)
 	}

@@ -9,85 +9,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/redis/go-redis/v9"
 )
-
-// The shared sentinel errors. Package coordination re-exports each one under
-// the same name; primitives return them wrapped with context.
-var (
-	ErrNotAcquired       = errors.New("coordination: not acquired")
-	ErrNotHeld           = errors.New("coordination: not held")
-	ErrLost              = errors.New("coordination: lease lost")
-	ErrReleased          = errors.New("coordination: released")
-	ErrUnsupportedServer = errors.New("coordination: unsupported server")
-	ErrInvalidArgument   = errors.New("coordination: invalid argument")
-	ErrBadState          = errors.New("coordination: key holds unexpected state")
-	ErrConfigMismatch    = errors.New("coordination: configuration mismatch")
-	ErrClosed            = errors.New("coordination: closed")
-	ErrNotReplicated     = errors.New("coordination: not acknowledged by enough replicas")
-)
-
-// answers are the errors that are definite answers rather than failures:
-// the operation reached Redis and the answer was "no" (a contended lock, a
-// latch that already exists, no leader). Hooks learn such an operation as
-// Succeeded; see [outcomeOf]. Packages register theirs with
-// [RegisterAnswers] at initialisation.
-var (
-	answersMu sync.RWMutex
-	answers   = []error{ErrNotAcquired}
-)
-
-// RegisterAnswers records sentinel errors (made with errors.New by the
-// package that exports them) as answers. Call it from a package's init.
-func RegisterAnswers(errs ...error) {
-	answersMu.Lock()
-	answers = append(answers, errs...)
-	answersMu.Unlock()
-}
-
-// IsAnswer reports whether err is or wraps a registered answer.
-func IsAnswer(err error) bool {
-	if err == nil {
-		return false
-	}
-	answersMu.RLock()
-	defer answersMu.RUnlock()
-	for _, a := range answers {
-		if errors.Is(err, a) {
-			return true
-		}
-	}
-	return false
-}
-
-// InvalidArgument returns an error wrapping [ErrInvalidArgument] that names
-// the argument and says what is wrong with it.
-func InvalidArgument(name, format string, args ...any) error {
-	return &argumentError{name: name, reason: fmt.Sprintf(format, args...)}
-}
-
-type argumentError struct{ name, reason string }
-
-// Error returns the error's message.
-func (e *argumentError) Error() string {
-	return "coordination: invalid argument " + e.name + ": " + e.reason
-}
-
-// Unwrap returns the error this one wraps, for errors.Is and errors.As.
-func (e *argumentError) Unwrap() error { return ErrInvalidArgument }
-
-// ArgumentName returns the name of the argument an error from
-// [InvalidArgument] names, and false for any other error.
-func ArgumentName(err error) (string, bool) {
-	var a *argumentError
-	if errors.As(err, &a) {
-		return a.name, true
-	}
-	return "", false
-}
 
 // keyedError is an error of a script or command run on keys: it carries the
 // first key as the caller gave it to [Op.End], and reads as the error it
@@ -232,15 +158,15 @@ type scriptError struct {
 
 // scriptCodes maps each script error code to the sentinels it matches.
 var scriptCodes = map[string][]error{
-	"COORD_CROSSSLOT":         {ErrInvalidArgument},
-	"COORD_BADCOUNTER":        {ErrBadState},
-	"COORD_OVERFLOW":          {ErrBadState},
-	"COORD_WRONGTYPE":         {ErrBadState},
-	"COORD_BADSTATE":          {ErrBadState},
-	"COORD_CAPACITY_MISMATCH": {ErrConfigMismatch},
-	"COORD_CONFIG_MISMATCH":   {ErrConfigMismatch},
-	"COORD_UNSUPPORTED":       {ErrUnsupportedServer},
-	"COORD_BADARG":            {ErrInvalidArgument},
+	"COORD_CROSSSLOT":         {sentinel.ErrInvalidArgument},
+	"COORD_BADCOUNTER":        {sentinel.ErrBadState},
+	"COORD_OVERFLOW":          {sentinel.ErrBadState},
+	"COORD_WRONGTYPE":         {sentinel.ErrBadState},
+	"COORD_BADSTATE":          {sentinel.ErrBadState},
+	"COORD_CAPACITY_MISMATCH": {sentinel.ErrConfigMismatch},
+	"COORD_CONFIG_MISMATCH":   {sentinel.ErrConfigMismatch},
+	"COORD_UNSUPPORTED":       {sentinel.ErrUnsupportedServer},
+	"COORD_BADARG":            {sentinel.ErrInvalidArgument},
 }
 
 // Error returns the error's message.
@@ -271,7 +197,7 @@ func codeOf(err error) string { c, _ := scriptCode(err); return c }
 
 // mapErr turns an error reply carrying one of the library's script codes
 // (COORD_...) into a script error matching the code's sentinels, and a
-// WRONGTYPE reply raised inside a script into one matching ErrBadState
+// WRONGTYPE reply raised inside a script into one matching sentinel.ErrBadState
 // (COORD_WRONGTYPE); every other error is returned unchanged. Script runs apply
 // it to every reply.
 func mapErr(err error) error {
@@ -316,36 +242,6 @@ func (e permissionError) Error() string { return "NOPERM " + strings.TrimPrefix(
 // RedisError marks the error as a server reply (go-redis' redis.Error).
 func (permissionError) RedisError() {}
 
-// UnexpectedReply returns an error wrapping [ErrBadState] for a script reply
-// whose shape or code the client does not understand. It describes the
-// reply's shape only, never its contents, which may be large or secret.
-func UnexpectedReply(script string, reply any) error {
-	return fmt.Errorf("%w: unexpected reply from %s: %s", ErrBadState, script, shapeOf(reply))
-}
-
-func shapeOf(v any) string {
-	switch r := v.(type) {
-	case []any:
-		parts := make([]string, 0, min(len(r), 8))
-		for i, x := range r {
-			if i == 8 {
-				parts = append(parts, "...")
-				break
-			}
-			parts = append(parts, shapeOf(x))
-		}
-		return fmt.Sprintf("array of %d [%s]", len(r), strings.Join(parts, ", "))
-	case string:
-		return fmt.Sprintf("string of %d bytes", len(r))
-	case int64:
-		return "integer"
-	case nil:
-		return "nil"
-	default:
-		return fmt.Sprintf("%T", v)
-	}
-}
-
 // ErrorClass says how a retry loop should treat an error
 // (coordination.IsTransient reports Classify(err) == Transient).
 type ErrorClass int
@@ -372,7 +268,7 @@ func Classify(err error) ErrorClass {
 		return Canceled
 	}
 	var se *scriptError
-	if errors.As(err, &se) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrClosed) || errors.Is(err, redis.ErrClosed) {
+	if errors.As(err, &se) || errors.Is(err, sentinel.ErrInvalidArgument) || errors.Is(err, sentinel.ErrClosed) || errors.Is(err, redis.ErrClosed) {
 		return Terminal
 	}
 	var re redis.Error
@@ -390,7 +286,7 @@ func Classify(err error) ErrorClass {
 		return Transient
 	}
 	var ne net.Error
-	if errors.As(err, &ne) || errors.Is(err, ErrNotReplicated) {
+	if errors.As(err, &ne) || errors.Is(err, sentinel.ErrNotReplicated) {
 		return Transient
 	}
 	return Terminal
@@ -456,7 +352,7 @@ func neverSent(err error) bool {
 }
 
 // GaveUp returns the error of a blocking operation that gave up because ctx
-// ended: it matches both [ErrNotAcquired] and context.Cause(ctx) with
+// ended: it matches both [sentinel.ErrNotAcquired] and context.Cause(ctx) with
 // errors.Is, and reads as one line.
 func GaveUp(ctx context.Context) error {
 	return &gaveUpError{cause: context.Cause(ctx)}
@@ -467,38 +363,13 @@ type gaveUpError struct{ cause error }
 // Error returns the error's message.
 func (e *gaveUpError) Error() string {
 	if e.cause == nil {
-		return ErrNotAcquired.Error()
+		return sentinel.ErrNotAcquired.Error()
 	}
-	return ErrNotAcquired.Error() + ": " + e.cause.Error()
+	return sentinel.ErrNotAcquired.Error() + ": " + e.cause.Error()
 }
 
 // Unwrap returns the error this one wraps, for errors.Is and errors.As.
-func (e *gaveUpError) Unwrap() []error { return []error{ErrNotAcquired, e.cause} }
-
-// LostError is the cause of a handle's context when its lease was lost. It
-// matches [ErrLost]; Err is the error of the renewal that failed, when a
-// failure (rather than an answer or the local deadline) ended the lease.
-type LostError struct {
-	Reason string
-	Err    error
-}
-
-// Error returns "coordination: lease lost: REASON[: ERR]".
-func (e *LostError) Error() string {
-	s := ErrLost.Error() + ": " + e.Reason
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
-	}
-	return s
-}
-
-// Unwrap returns ErrLost and the renewal's error.
-func (e *LostError) Unwrap() []error {
-	if e.Err == nil {
-		return []error{ErrLost}
-	}
-	return []error{ErrLost, e.Err}
-}
+func (e *gaveUpError) Unwrap() []error { return []error{sentinel.ErrNotAcquired, e.cause} }
 
 // Describe returns a one-line description of err that is safe for a
 // default log line: the error class, the server's error reply (its text
@@ -565,8 +436,8 @@ func Describe(err error) string {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return class + ": i/o timeout"
 	}
-	if errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrBadState) || errors.Is(err, ErrClosed) ||
-		errors.Is(err, ErrNotReplicated) {
+	if errors.Is(err, sentinel.ErrInvalidArgument) || errors.Is(err, sentinel.ErrBadState) || errors.Is(err, sentinel.ErrClosed) ||
+		errors.Is(err, sentinel.ErrNotReplicated) {
 		return class + ": " + err.Error()
 	}
 	return class + ": " + fmt.Sprintf("%T", err)
@@ -590,13 +461,4 @@ func (c ErrorClass) String() string {
 	default:
 		return fmt.Sprintf("ErrorClass(%d)", int(c))
 	}
-}
-
-// Plural returns "1 NOUN" or "N NOUNs", for messages that count things
-// ("1 permit", "3 permits").
-func Plural(n int, noun string) string {
-	if n == 1 || n == -1 {
-		return strconv.Itoa(n) + " " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
 }

@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/coordkit/coordination/internal/slot"
+
 // Names the external tests (package engine_test) use, for identifiers the
 // package no longer exports.
 var (
@@ -8,7 +10,7 @@ var (
 	OutcomeOf        = outcomeOf
 	SameSlot         = sameSlotKeys
 	ScriptCode       = scriptCode
-	Slot             = keySlot
+	Slot             = slot.Of
 	Unsent           = isUnsent
 )
 
@@ -16,3 +18,6 @@ const (
 	MaxCleanups = maxCleanups
 	NoError     = noError
 )
+
+// MarkKey is markKey, for the external tests.
+func (e *Engine) MarkKey(full string) string { return e.markKey(full) }

@@ -65,8 +65,8 @@ func (l *FailureLog) Note(key string, now time.Time) (log bool, repeats int) {
 	return true, 0
 }
 
-// Remembered returns how many distinct failures are remembered.
-func (l *FailureLog) Remembered() int {
+// remembered returns how many distinct failures are remembered.
+func (l *FailureLog) remembered() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.seen)

@@ -27,7 +27,7 @@ func TestFailureLogOncePerDistinctFailure(t *testing.T) {
 	for i := range 2 * failureLogDistinct {
 		note(fmt.Sprint("k", i), t0.Add(failureLogEvery), true, 0)
 	}
-	if n := l.Remembered(); n > failureLogDistinct {
+	if n := l.remembered(); n > failureLogDistinct {
 		t.Fatalf("%d failures remembered, want at most %d", n, failureLogDistinct)
 	}
 }

@@ -15,7 +15,7 @@ const HashFieldExpiration = "hash field expiration (HPEXPIRE, HPEXPIRETIME, HPTT
 // returns s (for use in a declaration). The script must call the newest
 // such command before it writes anything: on a server without it, that
 // call raises "unknown command" and Run returns an error matching
-// ErrUnsupportedServer (and ErrBadState none) whose text names feature,
+// sentinel.ErrUnsupportedServer (and sentinel.ErrBadState none) whose text names feature,
 // with nothing written. Call it only at initialisation.
 func (s *Script[R]) Requires(feature string) *Script[R] {
 	s.feature = feature
@@ -24,7 +24,7 @@ func (s *Script[R]) Requires(feature string) *Script[R] {
 
 // mapError is [mapErr], except that for a script marked with
 // [Script.Requires] an "unknown command called from script" reply becomes
-// an error matching ErrUnsupportedServer.
+// an error matching sentinel.ErrUnsupportedServer.
 func (s *Script[R]) mapError(err error) error {
 	if s.feature != "" && unknownCommand(err) {
 		return &scriptError{code: "COORD_UNSUPPORTED", detail: "unsupported server: " + s.feature}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 type replyError string
@@ -12,7 +14,7 @@ func (e replyError) Error() string { return string(e) }
 func (replyError) RedisError()     {}
 
 // A script marked with Requires reports each server's "unknown command
-// called from script" reply as ErrUnsupportedServer naming the feature;
+// called from script" reply as sentinel.ErrUnsupportedServer naming the feature;
 // other replies, and scripts not marked, keep the usual mapping.
 func TestRequiresMapsUnknownCommand(t *testing.T) {
 	marked := &Script[bool]{name: "x", feature: HashFieldExpiration}
@@ -23,20 +25,20 @@ func TestRequiresMapsUnknownCommand(t *testing.T) {
 		"ERR Error compiling script (new function): user_script:1: Unknown Redis command called from script", // miniredis
 	} {
 		err := marked.mapError(replyError(msg))
-		if !errors.Is(err, ErrUnsupportedServer) || Classify(err) != Terminal || IsAmbiguous(err) {
-			t.Errorf("%q: %v, want a terminal ErrUnsupportedServer", msg, err)
+		if !errors.Is(err, sentinel.ErrUnsupportedServer) || Classify(err) != Terminal || IsAmbiguous(err) {
+			t.Errorf("%q: %v, want a terminal sentinel.ErrUnsupportedServer", msg, err)
 		}
 		if !strings.Contains(err.Error(), "hash field expiration") || !strings.Contains(err.Error(), "Valkey 9.0") {
 			t.Errorf("%q: %v does not name the feature and versions", msg, err)
 		}
-		if errors.Is(plain.mapError(replyError(msg)), ErrUnsupportedServer) {
-			t.Errorf("%q on a script without Requires became ErrUnsupportedServer", msg)
+		if errors.Is(plain.mapError(replyError(msg)), sentinel.ErrUnsupportedServer) {
+			t.Errorf("%q on a script without Requires became sentinel.ErrUnsupportedServer", msg)
 		}
 	}
-	if err := marked.mapError(replyError("WRONGTYPE Operation against a key holding the wrong kind of value")); !errors.Is(err, ErrBadState) || !strings.Contains(err.Error(), "wrong Redis type") {
+	if err := marked.mapError(replyError("WRONGTYPE Operation against a key holding the wrong kind of value")); !errors.Is(err, sentinel.ErrBadState) || !strings.Contains(err.Error(), "wrong Redis type") {
 		t.Errorf("WRONGTYPE on a marked script: %v", err)
 	}
-	if err := marked.mapError(replyError("NOPERM this user has no permissions to run the 'hpexpire' command")); errors.Is(err, ErrUnsupportedServer) {
+	if err := marked.mapError(replyError("NOPERM this user has no permissions to run the 'hpexpire' command")); errors.Is(err, sentinel.ErrUnsupportedServer) {
 		t.Errorf("NOPERM became %v", err)
 	}
 }

@@ -10,6 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/sentinel"
+	"github.com/coordkit/coordination/internal/slot"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
@@ -57,7 +60,7 @@ func FuzzMapError(f *testing.F) {
 						t.Fatalf("mapErr(%q) does not match %v", msg, s)
 					}
 				}
-			} else if errors.Is(out, ErrBadState) || errors.Is(out, ErrConfigMismatch) {
+			} else if errors.Is(out, sentinel.ErrBadState) || errors.Is(out, sentinel.ErrConfigMismatch) {
 				t.Fatalf("mapErr(%q) = %v matches a sentinel without a code", msg, out)
 			}
 			if _, isRedis := in.(redis.Error); !isRedis && !errors.As(in, new(redis.Error)) && out != in {
@@ -68,7 +71,7 @@ func FuzzMapError(f *testing.F) {
 				t.Fatalf("Classify(%v) = %v", out, c)
 			}
 			d := Describe(out)
-			if d == "" || strings.ContainsAny(d, "\r\n") && !errors.Is(out, ErrBadState) && !errors.As(out, new(*scriptError)) && errors.As(out, new(redis.Error)) {
+			if d == "" || strings.ContainsAny(d, "\r\n") && !errors.Is(out, sentinel.ErrBadState) && !errors.As(out, new(*scriptError)) && errors.As(out, new(redis.Error)) {
 				t.Fatalf("Describe(%q) = %q", msg, d)
 			}
 			if _, ok := out.(replyError); ok && len(d) > 300 {
@@ -81,14 +84,14 @@ func FuzzMapError(f *testing.F) {
 // TestClassifyFixed pins the classes of errors a fuzzer cannot build.
 func TestClassifyFixed(t *testing.T) {
 	for err, want := range map[error]ErrorClass{
-		nil:                          noError,
-		context.Canceled:             Canceled,
-		context.DeadlineExceeded:     Canceled,
-		io.EOF:                       Transient,
-		redis.ErrClosed:              Terminal,
-		ErrClosed:                    Terminal,
-		InvalidArgument("key", "x"):  Terminal,
-		GaveUp(context.Background()): Canceled,
+		nil:                               noError,
+		context.Canceled:                  Canceled,
+		context.DeadlineExceeded:          Canceled,
+		io.EOF:                            Transient,
+		redis.ErrClosed:                   Terminal,
+		sentinel.ErrClosed:                Terminal,
+		check.InvalidArgument("key", "x"): Terminal,
+		GaveUp(context.Background()):      Canceled,
 	} {
 		if got := Classify(err); got != want {
 			t.Errorf("Classify(%v) = %v, want %v", err, got, want)
@@ -96,65 +99,19 @@ func TestClassifyFixed(t *testing.T) {
 	}
 }
 
-// refCRC16 is CRC16-XMODEM computed bit by bit, as the Redis Cluster
-// specification's reference code does (no table).
-func refCRC16(b []byte) uint16 {
-	var crc uint16
-	for _, c := range b {
-		crc ^= uint16(c) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
-
-// refSlot is the specification's HASH_SLOT, written from its text.
-func refSlot(key string) int {
-	s := strings.IndexByte(key, '{')
-	if s >= 0 {
-		e := strings.IndexByte(key[s+1:], '}')
-		if e > 0 { // a non-empty tag
-			return int(refCRC16([]byte(key[s+1:s+1+e])) % 16384)
-		}
-	}
-	return int(refCRC16([]byte(key)) % 16384)
-}
-
-// FuzzSlot compares keySlot with the reference over arbitrary keys, and checks
-// the hash-tag rules: a key and its tag alone share a slot; sameSlotKeys agrees
-// with keySlot.
-func FuzzSlot(f *testing.F) {
+// FuzzSameSlot checks that sameSlotKeys agrees with slot.Of (FuzzSlot in
+// internal/slot checks slot.Of against the specification).
+func FuzzSameSlot(f *testing.F) {
 	fuzzseed.Seeds(f,
-		[]any{"123456789", ""}, // the CRC16-XMODEM check value 0x31C3
 		[]any{"{user1000}.following", "{user1000}.followers"},
 		[]any{"foo{}{bar}", "foo{}"},
-		[]any{"foo{{bar}}zap", "{bar"},
 		[]any{"foo{bar}{zap}", "bar"},
-		[]any{"{}", "}{"},
 		[]any{"{", "}"},
-		[]any{"\x00{\xff}", "\xff"},
 	)
-	if refCRC16([]byte("123456789")) != 0x31c3 || crc16("123456789") != 0x31c3 {
-		f.Fatal("CRC16-XMODEM check value")
-	}
 	f.Fuzz(func(t *testing.T, a, b string) {
-		sa, sb := keySlot(a), keySlot(b)
-		if sa != refSlot(a) || sb != refSlot(b) {
-			t.Fatalf("keySlot(%q) = %d, reference %d", a, sa, refSlot(a))
-		}
-		if sa < 0 || sa > 16383 {
-			t.Fatalf("keySlot(%q) = %d", a, sa)
-		}
-		if err := sameSlotKeys(a, b); (err == nil) != (sa == sb) || (err != nil && !errors.Is(err, ErrInvalidArgument)) {
+		sa, sb := slot.Of(a), slot.Of(b)
+		if err := sameSlotKeys(a, b); (err == nil) != (sa == sb) || (err != nil && !errors.Is(err, sentinel.ErrInvalidArgument)) {
 			t.Fatalf("sameSlotKeys(%q, %q) = %v, slots %d %d", a, b, err, sa, sb)
-		}
-		if b != "" && !strings.ContainsAny(b, "{}") && keySlot("pre{"+b+"}post"+a) != keySlot(b) {
-			t.Fatalf("tag {%q} does not decide the slot", b)
 		}
 	})
 }

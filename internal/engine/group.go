@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 )
 
 // AdmitGroup admits one operation of a primitive that spans several
@@ -17,7 +18,7 @@ import (
 // hook's, is returned; the caller must not touch Redis. The context each
 // hook returns is passed to the next. When any engine of es was shut down
 // ([Engine.Shutdown]) it refuses the operation with an error wrapping
-// [ErrClosed], before any hook.
+// [sentinel.ErrClosed], before any hook.
 //
 // The returned Op reports the outcome to every admitted hook (in reverse
 // order) and records coordination.operation.duration once, on the first
@@ -25,7 +26,7 @@ import (
 // engines share a meter provider.
 func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string, keys ...Keys) (context.Context, Op, error) {
 	if ctx == nil {
-		return ctx, Op{}, nilContext()
+		return ctx, Op{}, check.NilContext()
 	}
 	var k Keys
 	if len(keys) > 0 {

@@ -75,7 +75,7 @@ func (w *Watch) Close() {
 //
 // It returns ctx's error if ctx ends first, the error of the SUBSCRIBE
 // command (a permission error when the ACL forbids the channel), or an
-// error wrapping [ErrClosed] once [Engine.Shutdown] has begun.
+// error wrapping [sentinel.ErrClosed] once [Engine.Shutdown] has begun.
 func (e *Engine) Watch(ctx context.Context, full string) (*Watch, error) {
 	return e.hub.watch(ctx, Channel(full))
 }
@@ -172,7 +172,7 @@ func (e *Engine) Waiters() int {
 
 // close closes the shared Pub/Sub connection for good, waiting for its
 // dispatcher to end, and wakes every waiter: later watches fail with an
-// error wrapping ErrClosed. The registrations left are forgotten (their
+// error wrapping sentinel.ErrClosed. The registrations left are forgotten (their
 // Close does nothing).
 func (h *hub) close() {
 	h.subMu.Lock()

@@ -7,6 +7,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/decode"
+	"github.com/coordkit/coordination/internal/instrument"
+	"github.com/coordkit/coordination/internal/sentinel"
+	"github.com/coordkit/coordination/internal/timing"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -25,17 +30,17 @@ type LeaseKind struct {
 	Primitive                               string // hooks primitive kind, e.g. "lock"
 	AcquireOp, RenewOp, VerifyOp, ReleaseOp string // hook operation names
 
-	Acquire *Script[Grant]
+	Acquire *Script[decode.Grant]
 	// First, when set, is sent instead of Acquire for a non-blocking
 	// acquisition and for the first attempt of a blocking one: a plain
 	// command cheaper than the script (the lock's SET NX GET PX), with the
-	// same arguments and a Grant decoder that recognises the caller's own
+	// same arguments and a decode.Grant decoder that recognises the caller's own
 	// lease after a re-send. Later attempts of a blocking acquisition use
 	// the Acquire script.
-	First   *Command[Grant]
+	First   *Command[decode.Grant]
 	Refresh *Script[bool]
 	Verify  *Script[bool]
-	Release *Script[Outcome]
+	Release *Script[decode.Outcome]
 
 	// WaitFlag makes the Acquire script take one more argument after the
 	// extra ones: "1" on the attempts of a blocking acquisition (which may
@@ -47,7 +52,7 @@ type LeaseKind struct {
 	HandleKeys int
 	// ReleaseMark makes the Release script take one more key, last: the
 	// lease's release mark (see [Engine.WithMark]), so that a release
-	// re-sent after its first send released reports Released.
+	// re-sent after its first send released reports decode.Released.
 	ReleaseMark bool
 	// NoExpiry accepts a TTL of 0: a lease that lasts until released.
 	NoExpiry bool
@@ -55,7 +60,7 @@ type LeaseKind struct {
 	// the TTL: it renews every TTL/KeepAliveEvery. 0 means 3.
 	KeepAliveEvery int
 
-	Metrics LeaseMetrics
+	Metrics instrument.Lease
 	// Attrs are the attributes of every instrument of the kind, e.g.
 	// kind=lock; none when empty.
 	Attrs []attribute.KeyValue
@@ -88,26 +93,17 @@ func (k *LeaseKind) ttlArg(ms int64) any {
 
 func (k *LeaseKind) init() {
 	k.once.Do(func() {
-		k.base = Attrs(k.Attrs...)
+		k.base = instrument.Attrs(k.Attrs...)
 		k.baseAdd = []metric.AddOption{k.base}
 		k.baseRecord = []metric.RecordOption{k.base}
-		k.waitAcquired = Attrs(append(append([]attribute.KeyValue(nil), k.Attrs...), attribute.String("result", "acquired"))...)
-		k.waitGaveUp = Attrs(append(append([]attribute.KeyValue(nil), k.Attrs...), attribute.String("result", "gave_up"))...)
+		k.waitAcquired = instrument.Attrs(append(append([]attribute.KeyValue(nil), k.Attrs...), attribute.String("result", "acquired"))...)
+		k.waitGaveUp = instrument.Attrs(append(append([]attribute.KeyValue(nil), k.Attrs...), attribute.String("result", "gave_up"))...)
 	})
 }
 
 // forever is what [Handle.Remaining] returns for a held lease without
 // expiry: the largest time.Duration.
 const forever = time.Duration(math.MaxInt64)
-
-// Drift returns the clock-drift allowance subtracted from a lease's TTL for
-// the local deadline: 1% of the TTL plus 2 ms (the allowance of the Redlock
-// analysis for clock rate differences and scheduling), and never more than
-// half of the TTL.
-func Drift(ttl time.Duration) time.Duration {
-	d := ttl/100 + 2*time.Millisecond
-	return min(d, ttl/2)
-}
 
 type state int
 
@@ -127,11 +123,11 @@ const (
 //
 // Release semantics, one for every kind: Release marks the handle released
 // locally before it sends anything (its context is cancelled with
-// ErrReleased; a keep-alive renewal in flight can no longer mark it lost);
+// sentinel.ErrReleased; a keep-alive renewal in flight can no longer mark it lost);
 // when the release fails with a transient error or a cancellation, the
 // owner-checked release is retried in the background (bounded by the
 // lease's remaining time and [CleanupLimit]) and the caller gets the
-// error; a second Release returns AlreadyReleased without asking Redis.
+// error; a second Release returns decode.AlreadyReleased without asking Redis.
 //
 // Its server operations go through a [Backend]: the kind's scripts on one
 // engine, or a group's (redlock's quorum, see [NewGroupHandle]).
@@ -139,7 +135,7 @@ const (
 // After [Engine.Shutdown] (of any of its engines) a held handle ends
 // locally, without sending anything: its keep-alive stops, its context is cancelled with
 // [errLeaseShutdown], Remaining returns 0, and Refresh, Verify and Release
-// fail with an error wrapping ErrClosed; the lease ends on the server at
+// fail with an error wrapping sentinel.ErrClosed; the lease ends on the server at
 // its TTL. A handle registers with the engine only once its context or
 // keep-alive exists; one without either ends when it is next used.
 type Handle struct {
@@ -173,7 +169,7 @@ func newHandle(e *Engine, kind *LeaseKind, keys Keys, id []any, sent time.Time, 
 	h.one[0] = e
 	h.es = h.one[:]
 	if ttl > 0 {
-		h.deadline = sent.Add(ttl - Drift(ttl))
+		h.deadline = sent.Add(ttl - timing.Drift(ttl))
 	}
 	return h
 }
@@ -186,7 +182,7 @@ func newHandle(e *Engine, kind *LeaseKind, keys Keys, id []any, sent time.Time, 
 // methods may be called concurrently (refreshes one at a time).
 type Backend interface {
 	// CheckTTL validates a refresh's ttl and returns it in milliseconds:
-	// an error wrapping ErrInvalidArgument naming "ttl" otherwise.
+	// an error wrapping sentinel.ErrInvalidArgument naming "ttl" otherwise.
 	CheckTTL(h *Handle, ttl time.Duration) (int64, error)
 	// Drift is the clock-drift allowance taken off ttl for the local
 	// deadline.
@@ -199,8 +195,8 @@ type Backend interface {
 	Verify(ctx context.Context, h *Handle) (bool, error)
 	// Release removes the lease, owner-checked, and retries what failed
 	// transiently in the background for at most left.
-	Release(ctx context.Context, h *Handle, left time.Duration) (Outcome, error)
-	// Settled reports whether a later Release returns AlreadyReleased
+	Release(ctx context.Context, h *Handle, left time.Duration) (decode.Outcome, error)
+	// Settled reports whether a later Release returns decode.AlreadyReleased
 	// without asking the servers (false: a Release that returned an error
 	// may be called again to ask those that did not answer).
 	Settled() bool
@@ -212,13 +208,13 @@ type Backend interface {
 type kindBackend struct{}
 
 // CheckTTL converts ttl to whole milliseconds (0 only for a kind with
-// NoExpiry), or returns an error wrapping ErrInvalidArgument naming "ttl".
+// NoExpiry), or returns an error wrapping sentinel.ErrInvalidArgument naming "ttl".
 func (kindBackend) CheckTTL(h *Handle, ttl time.Duration) (int64, error) {
-	return TTLMillis(ttl, h.kind.NoExpiry)
+	return check.TTLMillis(ttl, h.kind.NoExpiry)
 }
 
-// Drift is the single-node allowance, [Drift].
-func (kindBackend) Drift(ttl time.Duration) time.Duration { return Drift(ttl) }
+// Drift is the single-node allowance, [timing.Drift].
+func (kindBackend) Drift(ttl time.Duration) time.Duration { return timing.Drift(ttl) }
 
 // Refresh runs the kind's refresh script (owner-checked) with ms as the
 // new TTL in milliseconds: one round trip.
@@ -235,7 +231,7 @@ func (kindBackend) Verify(ctx context.Context, h *Handle) (bool, error) {
 // Release runs the kind's release script, and on a non-terminal error
 // retries it in the background for at most left (CleanupLimit for a lease
 // without expiry).
-func (kindBackend) Release(ctx context.Context, h *Handle, left time.Duration) (Outcome, error) {
+func (kindBackend) Release(ctx context.Context, h *Handle, left time.Duration) (decode.Outcome, error) {
 	keys := h.keys
 	if h.kind.ReleaseMark {
 		keys = h.e.WithMark(keys)
@@ -291,23 +287,23 @@ func (e *Engine) Adopt(kind *LeaseKind, keys Keys, id []any, sent time.Time, ttl
 
 // Forget ends a held handle locally without sending anything, for a lease
 // that another operation ended (a completed or abandoned claim): its
-// context is cancelled with ErrReleased and its keep-alive stops.
+// context is cancelled with sentinel.ErrReleased and its keep-alive stops.
 func (h *Handle) Forget() {
 	if h == nil {
 		return
 	}
-	h.end(released, ErrReleased)
+	h.end(released, sentinel.ErrReleased)
 }
 
 // Context returns a context cancelled when the lease is released (cause
-// ErrReleased), lost or locally expired (cause a *[LostError]), or its
+// sentinel.ErrReleased), lost or locally expired (cause a *[sentinel.LostError]), or its
 // engine shut down (cause [errLeaseShutdown]), whose Deadline is the
 // lease's current local deadline (see [leaseContext]). It is created on the
 // first call.
 func (h *Handle) Context() context.Context {
 	if h == nil {
 		ctx, cancel := context.WithCancelCause(context.Background())
-		cancel(ErrNotHeld)
+		cancel(sentinel.ErrNotHeld)
 		return ctx
 	}
 	h.checkExpiry()
@@ -412,13 +408,13 @@ func (h *Handle) checkExpiry() {
 		h.mu.Unlock()
 		return
 	}
-	cancel := h.endLocked(lost, &LostError{Reason: "local lease deadline passed without a successful renewal"})
+	cancel := h.endLocked(lost, &sentinel.LostError{Reason: "local lease deadline passed without a successful renewal"})
 	h.mu.Unlock()
 	h.afterEnd(lost, cancel)
 	h.b.Expired(h)
 }
 
-// Lose marks the lease lost with cause (which should match ErrLost): the
+// Lose marks the lease lost with cause (which should match sentinel.ErrLost): the
 // context is cancelled, the keep-alive stops, the loss is counted. It does
 // nothing when the lease was already released or lost.
 func (h *Handle) Lose(cause error) { h.end(lost, cause) }
@@ -541,7 +537,7 @@ func (h *Handle) resetTimerLocked() {
 // the old one and the one ttl gives).
 func (h *Handle) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
 	if ctx == nil {
-		return false, nilContext()
+		return false, check.NilContext()
 	}
 	if h == nil {
 		return false, nil
@@ -579,7 +575,7 @@ func (h *Handle) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool
 		return false, err
 	}
 	if !ok {
-		h.Lose(&LostError{Reason: "the lease is no longer held by this owner"})
+		h.Lose(&sentinel.LostError{Reason: "the lease is no longer held by this owner"})
 		return false, nil
 	}
 	h.mu.Lock()
@@ -597,7 +593,7 @@ func (h *Handle) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool
 // handle is released or lost.
 func (h *Handle) Verify(ctx context.Context) (bool, error) {
 	if ctx == nil {
-		return false, nilContext()
+		return false, check.NilContext()
 	}
 	if h == nil {
 		return false, nil
@@ -614,23 +610,23 @@ func (h *Handle) Verify(ctx context.Context) (bool, error) {
 		return false, op.End(err)
 	}
 	if !ok {
-		h.Lose(&LostError{Reason: "verify found the lease held by no one or by another owner"})
+		h.Lose(&sentinel.LostError{Reason: "verify found the lease held by no one or by another owner"})
 	}
 	return ok, op.End(nil)
 }
 
 // Release deletes the lease if this owner holds it, admitted as the kind's
 // ReleaseOp; see the type's documentation for the semantics.
-func (h *Handle) Release(ctx context.Context) (Outcome, error) {
+func (h *Handle) Release(ctx context.Context) (decode.Outcome, error) {
 	if ctx == nil {
-		return unknownOutcome, nilContext()
+		return 0, check.NilContext()
 	}
 	if h == nil {
-		return AlreadyReleased, nil
+		return decode.AlreadyReleased, nil
 	}
 	ctx, op, err := h.admit(ctx, h.kind.ReleaseOp)
 	if err != nil {
-		return unknownOutcome, err
+		return 0, err
 	}
 	out, err := h.GiveBack(ctx)
 	return out, op.End(err)
@@ -641,7 +637,7 @@ func (h *Handle) Release(ctx context.Context) (Outcome, error) {
 // keep-alive renewals are not): for a primitive whose public operation
 // owns the lease's whole life (a leader's term, given back when Run's
 // term ends). Its outcomes and errors are Release's.
-func (h *Handle) GiveBack(ctx context.Context) (Outcome, error) {
+func (h *Handle) GiveBack(ctx context.Context) (decode.Outcome, error) {
 	if err := ClosedAny(h.es); err != nil {
 		h.shutdownEnd()
 		return 0, err
@@ -650,12 +646,12 @@ func (h *Handle) GiveBack(ctx context.Context) (Outcome, error) {
 	h.mu.Lock()
 	if h.state == released && h.b.Settled() {
 		h.mu.Unlock()
-		return AlreadyReleased, nil
+		return decode.AlreadyReleased, nil
 	}
 	was := h.state
 	var cancel context.CancelCauseFunc
 	if was == held {
-		cancel = h.endLocked(released, ErrReleased)
+		cancel = h.endLocked(released, sentinel.ErrReleased)
 	} else {
 		h.state = released // lost before: keep its cause
 	}
@@ -666,7 +662,7 @@ func (h *Handle) GiveBack(ctx context.Context) (Outcome, error) {
 	}
 	out, err := h.b.Release(ctx, h, left)
 	if err != nil {
-		return unknownOutcome, err
+		return 0, err
 	}
 	return out, nil
 }
@@ -688,7 +684,7 @@ func (h *Handle) KeepAlive() {
 // TTL/every (from the last successful renewal) until it is released or
 // lost. Renewals are not admitted through hooks. A renewal that finds the
 // lease gone marks it lost; a terminal error marks it lost with a
-// *LostError carrying the error; transient errors are retried with backoff
+// *sentinel.LostError carrying the error; transient errors are retried with backoff
 // until the local deadline passes. It does nothing when the handle keeps
 // alive already, is not held, or has no expiry. It returns at once.
 func (h *Handle) KeepAliveEvery(every int) {
@@ -705,9 +701,9 @@ func (h *Handle) KeepAliveEvery(every int) {
 	}
 	// Each engine's Shutdown waits for the keep-alive.
 	for i, e := range h.es {
-		if !e.Track() {
+		if !e.track() {
 			for _, t := range h.es[:i] {
-				t.Untrack()
+				t.untrack()
 			}
 			return
 		}
@@ -716,7 +712,7 @@ func (h *Handle) KeepAliveEvery(every int) {
 	go func(stop chan struct{}) {
 		defer func() {
 			for _, e := range h.es {
-				e.Untrack()
+				e.untrack()
 			}
 		}()
 		h.keepAlive(stop, max(every, 2))
@@ -747,7 +743,7 @@ func (h *Handle) keepAlive(stop chan struct{}, every int) {
 			h.mu.Unlock()
 			return
 		}
-		ms, _ := Millis("ttl", ttl)
+		ms, _ := check.Millis("ttl", ttl)
 		// Bound each renewal by the time left, so a hung connection cannot
 		// hold it past the deadline.
 		ctx, cancel := context.WithTimeout(context.Background(), left)
@@ -772,11 +768,11 @@ func (h *Handle) keepAlive(stop chan struct{}, every int) {
 		default:
 			h.countRenewalFailure()
 			if Classify(err) == Terminal {
-				h.Lose(&LostError{Reason: "renewal failed", Err: err})
+				h.Lose(&sentinel.LostError{Reason: "renewal failed", Err: err})
 				return
 			}
 			failures++
-			d := Backoff(failures, 10*time.Millisecond, max(ttl/6, time.Millisecond))
+			d := timing.Backoff(failures, 10*time.Millisecond, max(ttl/6, time.Millisecond))
 			h.e.logger.Warn("coordination: lease renewal failed; retrying until the local deadline",
 				"primitive", h.kind.Primitive, "error", Describe(err), "retry_in", d)
 			timer.Reset(d)

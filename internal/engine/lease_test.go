@@ -7,9 +7,11 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/lockcore"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
+	"github.com/coordkit/coordination/internal/timing"
 )
 
 // testKind is a lease kind on the owner-token lock's scripts.
@@ -123,7 +125,7 @@ func TestContextIsLazyAndExpiryIsLocal(t *testing.T) {
 	r := h.Remaining()
 	// The deadline is ttl less the drift allowance from the instant the
 	// acquisition was sent: between before and now.
-	if hi, lo := ttl-engine.Drift(ttl), before.Add(ttl-engine.Drift(ttl)).Sub(time.Now()); r <= 0 || r > hi || r < lo {
+	if hi, lo := ttl-timing.Drift(ttl), before.Add(ttl-timing.Drift(ttl)).Sub(time.Now()); r <= 0 || r > hi || r < lo {
 		t.Fatalf("Remaining = %v, want in [%v, %v]", r, lo, hi)
 	}
 	time.Sleep(r) // until the local deadline
@@ -137,7 +139,7 @@ func TestContextIsLazyAndExpiryIsLocal(t *testing.T) {
 	if nilHandle.Remaining() != 0 || !errors.Is(context.Cause(nilHandle.Context()), coordination.ErrNotHeld) {
 		t.Fatal("a nil handle must report not held")
 	}
-	if out, err := nilHandle.Release(context.Background()); err != nil || out != engine.AlreadyReleased {
+	if out, err := nilHandle.Release(context.Background()); err != nil || out != decode.AlreadyReleased {
 		t.Fatal("nil handle release")
 	}
 	nilHandle.KeepAlive() // does nothing, never panics

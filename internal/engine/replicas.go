@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -32,13 +34,13 @@ func withoutAcks(ctx context.Context) context.Context { return context.WithValue
 // ReadTimeout), and a client whose commands for one key go to one
 // connection of one server: a *redis.Client (standalone, or the
 // Sentinel-backed client of redis.NewFailoverClient) or a
-// *redis.ClusterClient. Errors wrap [ErrInvalidArgument] and name the
+// *redis.ClusterClient. Errors wrap [sentinel.ErrInvalidArgument] and name the
 // argument.
 func CheckReplicaAcks(client redis.UniversalClient, replicas int, timeout time.Duration) error {
 	if replicas < 1 {
-		return InvalidArgument("replicas", "must be at least 1, got %d", replicas)
+		return check.InvalidArgument("replicas", "must be at least 1, got %d", replicas)
 	}
-	if _, err := Millis("timeout", timeout); err != nil {
+	if _, err := check.Millis("timeout", timeout); err != nil {
 		return err
 	}
 	var read time.Duration
@@ -48,12 +50,12 @@ func CheckReplicaAcks(client redis.UniversalClient, replicas int, timeout time.D
 	case *redis.ClusterClient:
 		read = c.Options().ReadTimeout
 	default:
-		return InvalidArgument("client", "replica acknowledgements need a *redis.Client or *redis.ClusterClient, got %T", client)
+		return check.InvalidArgument("client", "replica acknowledgements need a *redis.Client or *redis.ClusterClient, got %T", client)
 	}
 	// Options() holds the initialised timeout: positive, or 0 or -1 for
 	// none.
 	if read > 0 && timeout >= read {
-		return InvalidArgument("timeout", "must be below the client's ReadTimeout (%v), got %v", read, timeout)
+		return check.InvalidArgument("timeout", "must be below the client's ReadTimeout (%v), got %v", read, timeout)
 	}
 	return nil
 }
@@ -66,18 +68,18 @@ type notReplicatedError struct {
 
 // Error returns the error's message.
 func (e *notReplicatedError) Error() string {
-	return fmt.Sprintf("%v: %d of %d replicas acknowledged the write in time", ErrNotReplicated, e.got, e.want)
+	return fmt.Sprintf("%v: %d of %d replicas acknowledged the write in time", sentinel.ErrNotReplicated, e.got, e.want)
 }
 
 // Unwrap returns the error this one wraps, for errors.Is and errors.As.
-func (e *notReplicatedError) Unwrap() error { return ErrNotReplicated }
+func (e *notReplicatedError) Unwrap() error { return sentinel.ErrNotReplicated }
 
 // runAcked sends the command args followed by WAIT in one pipeline on one
 // connection to the server of the command's first key (at keyPos, or
 // args[1] when keyPos is 0): one round trip, and the WAIT counts the
 // acknowledgements of exactly this connection's writes. It returns the
 // command's reply (redis.Nil for a nil reply) once enough replicas
-// acknowledged, an error wrapping ErrNotReplicated when fewer did within
+// acknowledged, an error wrapping sentinel.ErrNotReplicated when fewer did within
 // the timeout, and the command's error reply (NOSCRIPT included: the
 // caller sends EVAL, acknowledged the same way) unchanged.
 func (e *Engine) runAcked(ctx context.Context, args []any, keyPos int8) (any, error) {
@@ -119,11 +121,11 @@ func (e *Engine) nodeFor(ctx context.Context, key string) (*redis.Client, error)
 		return c, nil
 	case *redis.ClusterClient:
 		if key == "" {
-			return nil, InvalidArgument("keys", "replica acknowledgements need a key to find the server")
+			return nil, check.InvalidArgument("keys", "replica acknowledgements need a key to find the server")
 		}
 		return c.MasterForKey(ctx, key)
 	}
-	return nil, InvalidArgument("client", "replica acknowledgements need a *redis.Client or *redis.ClusterClient")
+	return nil, check.InvalidArgument("client", "replica acknowledgements need a *redis.Client or *redis.ClusterClient")
 }
 
 func (e *Engine) pipelineAcked(ctx context.Context, c *redis.Client, args []any) (any, error) {

@@ -7,12 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/lua"
 )
 
@@ -69,9 +68,9 @@ func (s *Script[R]) Hash() string { return s.hash }
 // Run runs the script as one round trip (EVALSHA, or EVAL after a NOSCRIPT
 // reply) on the prefixed keys k and decodes the reply. Error replies are
 // mapped by [mapErr] (and, for a script marked with [Script.Requires], a
-// command the server lacks to ErrUnsupportedServer); a reply the decoder
-// does not recognise is an error wrapping [ErrBadState]
-// ([UnexpectedReply]), never a silent default.
+// command the server lacks to sentinel.ErrUnsupportedServer); a reply the decoder
+// does not recognise is an error wrapping [sentinel.ErrBadState]
+// ([decode.Unexpected]), never a silent default.
 func (s *Script[R]) Run(ctx context.Context, e *Engine, k Keys, args ...any) (R, error) {
 	return s.run(ctx, e, k, args)
 }
@@ -111,7 +110,7 @@ func (s *Script[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any) 
 	}
 	r, ok := s.decode(v)
 	if !ok {
-		return zero, k.keyed(UnexpectedReply(s.name, v))
+		return zero, k.keyed(decode.Unexpected(s.name, v))
 	}
 	return r, nil
 }
@@ -167,8 +166,8 @@ func isNoScript(err error) bool {
 // path that needs no script (the lock's first acquisition attempt is a
 // SET NX GET PX). Like a script it is declared once, by its primitive, next
 // to its decoder, and sent as one round trip; error replies are mapped by
-// [mapErr] (a WRONGTYPE reply matches ErrBadState) and a reply the
-// decoder does not recognise is an error wrapping [ErrBadState]. It is
+// [mapErr] (a WRONGTYPE reply matches sentinel.ErrBadState) and a reply the
+// decoder does not recognise is an error wrapping [sentinel.ErrBadState]. It is
 // immutable and safe for concurrent use.
 type Command[R any] struct {
 	name     string
@@ -207,7 +206,7 @@ func NewCommand[R any](name string, template []any, decode func(reply, id any) (
 // Name returns the command's name, e.g. "lock_try".
 func (c *Command[R]) Name() string { return c.name }
 
-// Refusing makes Run fail with an error wrapping [ErrBadState] (script code
+// Refusing makes Run fail with an error wrapping [sentinel.ErrBadState] (script code
 // COORD_BADSTATE, with detail as its text) for every reply for which bad
 // reports true, given the reply and the first argument as for the decoder:
 // a reply that proves the key holds what no holder wrote (a command such
@@ -259,7 +258,7 @@ func (c *Command[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any)
 	}
 	r, ok := c.decode(v, id)
 	if !ok {
-		return zero, k.keyed(UnexpectedReply(c.name, v))
+		return zero, k.keyed(decode.Unexpected(c.name, v))
 	}
 	return r, nil
 }
@@ -267,130 +266,4 @@ func (c *Command[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any)
 // Load sends SCRIPT LOAD (to every primary on a Cluster client).
 func (s *Script[R]) Load(ctx context.Context, e *Engine) error {
 	return e.client.ScriptLoad(ctx, s.src).Err()
-}
-
-// Reply decoding helpers for decoders. Each reports false for anything
-// outside its shape.
-
-// asInt reads an integer reply.
-func asInt(v any) (int64, bool) {
-	n, ok := v.(int64)
-	return n, ok
-}
-
-// Ints reads an array of exactly n integers.
-func Ints(v any, n int) ([]int64, bool) {
-	a, ok := v.([]any)
-	if !ok || len(a) != n {
-		return nil, false
-	}
-	out := make([]int64, n)
-	for i, x := range a {
-		if out[i], ok = x.(int64); !ok {
-			return nil, false
-		}
-	}
-	return out, true
-}
-
-// Array reads an array of exactly n elements.
-func Array(v any, n int) ([]any, bool) {
-	a, ok := v.([]any)
-	return a, ok && len(a) == n
-}
-
-// Str reads a bulk-string reply.
-func Str(v any) (string, bool) {
-	s, ok := v.(string)
-	return s, ok
-}
-
-// PositiveDecimal reads a positive int64 sent as a decimal string (a
-// fencing token beyond 2^53).
-func PositiveDecimal(v any) (int64, bool) {
-	s, ok := v.(string)
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil && n > 0
-}
-
-// Bool01 reads the integer reply 1 (true) or 0 (false).
-func Bool01(v any) (bool, bool) {
-	switch v {
-	case int64(1):
-		return true, true
-	case int64(0):
-		return false, true
-	}
-	return false, false
-}
-
-// VerifyNow returns the decoder of a verify reply that carries the server
-// time: {1, remaining_ms, now} (live; remaining_ms >= 1, or -1 without
-// expiry when noExpiry is set, for a kind that has such entries) or
-// {0, 0, now} (gone). The semaphore and the read-write lease use it.
-func VerifyNow(noExpiry bool) func(v any) (bool, bool) {
-	return func(v any) (bool, bool) {
-		a, ok := Ints(v, 3)
-		if !ok || a[2] <= 0 {
-			return false, false
-		}
-		switch {
-		case a[0] == 1 && (a[1] >= 1 || (noExpiry && a[1] == -1)):
-			return true, true
-		case a[0] == 0 && a[1] == 0:
-			return false, true
-		}
-		return false, false
-	}
-}
-
-// Outcome is what an owner-checked release found. Its values equal those
-// of coordination.ReleaseOutcome.
-type Outcome int
-
-// The release outcomes.
-const (
-	unknownOutcome Outcome = iota // returned with an error
-	Released
-	AlreadyReleased
-	NotOwned
-)
-
-// ReleaseReply reads the release reply 1 (released), 0 (already released)
-// or -1 (held by another owner).
-func ReleaseReply(v any) (Outcome, bool) {
-	switch v {
-	case int64(1):
-		return Released, true
-	case int64(0):
-		return AlreadyReleased, true
-	case int64(-1):
-		return NotOwned, true
-	}
-	return unknownOutcome, false
-}
-
-// Grant is the decoded reply of an acquire script: acquired, or the time
-// until the holder's expiry as the server reported it; Value carries what
-// the primitive hands out with the lease (a fencing token).
-type Grant struct {
-	Acquired bool
-	RetryIn  time.Duration // 0: unknown (no expiry)
-	Value    string
-}
-
-// RetryIn converts a PTTL-like reply in milliseconds into a wait: 0 for no
-// expiry (-1) or gone (-2), at least 1 ms otherwise.
-func RetryIn(ms int64) time.Duration {
-	switch {
-	case ms < 0:
-		return 0
-	case ms == 0:
-		return time.Millisecond
-	default:
-		return Scaled(ms, time.Millisecond)
-	}
 }

@@ -5,16 +5,19 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // errShutdown is the error of everything refused because the engine was
-// shut down: it wraps [ErrClosed].
-var errShutdown = fmt.Errorf("%w: the coordinator was shut down", ErrClosed)
+// shut down: it wraps [sentinel.ErrClosed].
+var errShutdown = fmt.Errorf("%w: the coordinator was shut down", sentinel.ErrClosed)
 
 // errLeaseShutdown is the cause of a held lease's context when its
-// coordinator was shut down ([Engine.Shutdown]): it matches [ErrLost] and
-// [ErrClosed]. The lease is not released; it ends on the server at its TTL.
-var errLeaseShutdown error = &LostError{Reason: "the coordinator was shut down; the lease is no longer renewed and ends at its TTL", Err: ErrClosed}
+// coordinator was shut down ([Engine.Shutdown]): it matches [sentinel.ErrLost] and
+// [sentinel.ErrClosed]. The lease is not released; it ends on the server at its TTL.
+var errLeaseShutdown error = &sentinel.LostError{Reason: "the coordinator was shut down; the lease is no longer renewed and ends at its TTL", Err: sentinel.ErrClosed}
 
 // lifecycle is the shutdown state of an engine.
 type lifecycle struct {
@@ -42,35 +45,35 @@ func (l *lifecycle) init() {
 	l.abortCtx, l.abort = context.WithCancel(context.Background())
 }
 
-// Closed returns an error wrapping [ErrClosed] once [Engine.Shutdown] has
+// closed returns an error wrapping [sentinel.ErrClosed] once [Engine.Shutdown] has
 // begun, and nil before.
-func (e *Engine) Closed() error {
+func (e *Engine) closed() error {
 	if e.life.closed.Load() {
 		return errShutdown
 	}
 	return nil
 }
 
-// Closing returns a channel closed when [Engine.Shutdown] begins.
-func (e *Engine) Closing() <-chan struct{} { return e.life.closing }
+// closing returns a channel closed when [Engine.Shutdown] begins.
+func (e *Engine) closing() <-chan struct{} { return e.life.closing }
 
-// ClosedAny returns the [Engine.Closed] error of the first engine of es
+// ClosedAny returns the Engine.closed error of the first engine of es
 // that was shut down, or nil.
 func ClosedAny(es []*Engine) error {
 	for _, e := range es {
-		if err := e.Closed(); err != nil {
+		if err := e.closed(); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// Track counts one background goroutine of e, which [Engine.Shutdown]
+// track counts one background goroutine of e, which [Engine.Shutdown]
 // waits for: it reports false, counting nothing, once Shutdown has begun
 // (the goroutine must then not start). The goroutine must call
-// [Engine.Untrack] when it ends, and must end promptly once Shutdown began
-// (see [Engine.OnShutdown] and [Engine.Closing]).
-func (e *Engine) Track() bool {
+// Engine.untrack when it ends, and must end promptly once Shutdown began
+// (see [Engine.OnShutdown] and Engine.closing).
+func (e *Engine) track() bool {
 	l := &e.life
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -81,8 +84,8 @@ func (e *Engine) Track() bool {
 	return true
 }
 
-// Untrack ends a goroutine counted by [Engine.Track].
-func (e *Engine) Untrack() { e.life.bg.Done() }
+// untrack ends a goroutine counted by Engine.track.
+func (e *Engine) untrack() { e.life.bg.Done() }
 
 // OnShutdown registers f to be called by [Engine.Shutdown], synchronously,
 // before Shutdown waits for the tracked goroutines (a held lease's
@@ -111,10 +114,10 @@ func (e *Engine) OnShutdown(f func()) (stop func(), ok bool) {
 }
 
 // Shutdown ends the engine's background work and refuses every later
-// operation (with an error wrapping [ErrClosed], sending nothing):
+// operation (with an error wrapping [sentinel.ErrClosed], sending nothing):
 //
 //   - every blocked waiter ([Engine.Wait], [Engine.Watch]) returns an
-//     error wrapping ErrClosed;
+//     error wrapping sentinel.ErrClosed;
 //   - the functions registered with [Engine.OnShutdown] run (held leases
 //     stop their keep-alives and end locally, with [errLeaseShutdown]);
 //   - the shared Pub/Sub connection is closed;
@@ -122,7 +125,7 @@ func (e *Engine) OnShutdown(f func()) (stop func(), ok bool) {
 //     retrying transient errors until it succeeds, fails terminally, its
 //     own limit passes, or ctx ends: then it is abandoned (counted and
 //     logged, reason "shutdown");
-//   - Shutdown waits for every tracked goroutine to end ([Engine.Track]),
+//   - Shutdown waits for every tracked goroutine to end (Engine.track),
 //     a try in flight included (its context is cancelled when ctx ends; a
 //     go-redis call on an unresponsive server ends by the client's read
 //     and write timeouts, or with ContextTimeoutEnabled by the try's own
@@ -135,7 +138,7 @@ func (e *Engine) OnShutdown(f func()) (stop func(), ok bool) {
 // never closed.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	if ctx == nil {
-		return InvalidArgument("ctx", "must not be nil")
+		return check.InvalidArgument("ctx", "must not be nil")
 	}
 	l := &e.life
 	l.mu.Lock()

@@ -2,8 +2,9 @@ package engine
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
+
+	"github.com/coordkit/coordination/internal/timing"
 )
 
 // Attempt is the result of one try of a wait loop.
@@ -64,8 +65,9 @@ const unconfirmedRecheck = 250 * time.Millisecond
 // it returns an error wrapping ctx's cause and that failure but not
 // ErrNotAcquired: an outage is not contention, and code that reads
 // ErrNotAcquired as "another holder has it" must not mistake one for the
-// other. A terminal error from try is returned as is. Once [Engine.Shutdown] has begun it returns an error
-// wrapping [ErrClosed], at once when sleeping.
+// other. A terminal error from try is returned as is. Once [Engine.Shutdown]
+// has begun it returns an error wrapping [sentinel.ErrClosed], at once
+// when sleeping.
 func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Context) (Attempt, error)) error {
 	if cfg.Recheck <= 0 {
 		cfg.Recheck = DefaultRecheck
@@ -146,7 +148,7 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 			case Transient:
 				failures++
 				last = err
-				if err := sleep(Backoff(failures, cfg.MinBackoff, cfg.MaxBackoff)); err != nil {
+				if err := sleep(timing.Backoff(failures, cfg.MinBackoff, cfg.MaxBackoff)); err != nil {
 					return err
 				}
 				continue
@@ -189,20 +191,6 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 		}
 	}
 }
-
-// Backoff returns the jittered exponential backoff after failures
-// consecutive failures: min<<(failures-1), capped at max, drawn uniformly
-// from [d/2, d].
-func Backoff(failures int, lo, hi time.Duration) time.Duration {
-	d := lo << min(max(failures-1, 0), 16)
-	if d > hi || d <= 0 {
-		d = hi
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-// Jitter returns d plus a random extra of up to 10% of d.
-func Jitter(d time.Duration) time.Duration { return d + rand.N(d/10+1) }
 
 // outageError is the error of a blocking wait whose context ended while
 // Redis was failing or had answered nothing: it wraps the context's cause

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
+	"github.com/coordkit/coordination/internal/timing"
 )
 
 func TestBackoffStaysInBounds(t *testing.T) {
@@ -19,7 +21,7 @@ func TestBackoffStaysInBounds(t *testing.T) {
 	for f := 1; f < 40; f++ {
 		want := min(lo<<min(f-1, 16), hi)
 		for range 50 {
-			if d := engine.Backoff(f, lo, hi); d < want/2 || d > want {
+			if d := timing.Backoff(f, lo, hi); d < want/2 || d > want {
 				t.Fatalf("failure %d: backoff %v outside [%v, %v]", f, d, want/2, want)
 			}
 		}
@@ -41,7 +43,7 @@ func TestWaitRetriesTransientAndStopsOnTerminal(t *testing.T) {
 	if err != nil || calls != 4 {
 		t.Fatalf("transient errors: err=%v after %d calls, want success after 4", err, calls)
 	}
-	terminal := engine.InvalidArgument("x", "bad")
+	terminal := check.InvalidArgument("x", "bad")
 	calls = 0
 	err = e.Wait(ctx, engine.WaitConfig{}, func(context.Context) (engine.Attempt, error) {
 		calls++
@@ -115,7 +117,7 @@ func TestWaitWakesOnNotificationAndWake(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					return engine.Attempt{}, engine.InvalidArgument("test", "no subscriber within 10s")
+					return engine.Attempt{}, check.InvalidArgument("test", "no subscriber within 10s")
 				}
 				time.Sleep(time.Millisecond)
 			}

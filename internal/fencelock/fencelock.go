@@ -19,6 +19,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/internal/lockcore"
@@ -41,14 +43,14 @@ var Kind = &engine.LeaseKind{
 // ErrInvalidArgument naming the slots when the prefixed keys are in
 // different Cluster slots.
 func Keys(e *engine.Engine, leaseKey, fenceKey string) (engine.Keys, error) {
-	if err := engine.CheckKey("leaseKey", leaseKey); err != nil {
+	if err := check.Key("leaseKey", leaseKey); err != nil {
 		return engine.Keys{}, err
 	}
-	if err := engine.CheckKey("fenceKey", fenceKey); err != nil {
+	if err := check.Key("fenceKey", fenceKey); err != nil {
 		return engine.Keys{}, err
 	}
 	if leaseKey == fenceKey {
-		return engine.Keys{}, engine.InvalidArgument("fenceKey", "must differ from leaseKey")
+		return engine.Keys{}, check.InvalidArgument("fenceKey", "must differ from leaseKey")
 	}
 	return e.NamedKeys([]string{"leaseKey", "fenceKey"}, leaseKey, fenceKey)
 }
@@ -67,7 +69,7 @@ type Request struct {
 // fencing token. The handle's own operations (Refresh, Verify, Release,
 // KeepAlive) are admitted as FENCED LOCK RENEW, VERIFY and RELEASE.
 func Acquire(ctx context.Context, e *engine.Engine, r Request) (*engine.Handle, string, int64, error) {
-	return acquire(ctx, e, r, func(ctx context.Context, ar *engine.AcquireRequest) (*engine.Handle, engine.Grant, error) {
+	return acquire(ctx, e, r, func(ctx context.Context, ar *engine.AcquireRequest) (*engine.Handle, decode.Grant, error) {
 		return e.Acquire(ctx, ar)
 	})
 }
@@ -85,11 +87,11 @@ func Attempt(ctx context.Context, e *engine.Engine, op engine.Op, r Request) (*e
 // the background until the lease's TTL), for a primitive built on the
 // fencing lock; not admitted through hooks (leader releases its term's
 // lease as part of Run, which is admitted as its own operations).
-func Release(ctx context.Context, h *engine.Handle) (engine.Outcome, error) {
+func Release(ctx context.Context, h *engine.Handle) (decode.Outcome, error) {
 	return h.GiveBack(ctx)
 }
 
-func acquire(ctx context.Context, e *engine.Engine, r Request, run func(context.Context, *engine.AcquireRequest) (*engine.Handle, engine.Grant, error)) (*engine.Handle, string, int64, error) {
+func acquire(ctx context.Context, e *engine.Engine, r Request, run func(context.Context, *engine.AcquireRequest) (*engine.Handle, decode.Grant, error)) (*engine.Handle, string, int64, error) {
 	token, err := engine.NewToken()
 	if err != nil {
 		return nil, "", 0, err

@@ -13,7 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 )
 
 // The fencing lock's scripts, on the lease key and the counter key (one
@@ -26,12 +28,12 @@ var (
 	Acquire = engine.NewScript("fencing_acquire", decodeGrant).ErrorsOn(1, "COORD_BADCOUNTER", "COORD_OVERFLOW")
 	// Refresh (fencing_refresh.lua) extends the owner's TTL: true, or
 	// false when the caller no longer holds the lease.
-	Refresh = engine.NewScript("fencing_refresh", engine.Bool01)
+	Refresh = engine.NewScript("fencing_refresh", decode.Bool01)
 	// Verify (fencing_verify.lua) reports whether the caller holds the
 	// lease.
-	Verify = engine.NewScript("fencing_verify", engine.Bool01)
+	Verify = engine.NewScript("fencing_verify", decode.Bool01)
 	// Release (fencing_release.lua) ends the lease if the caller holds it.
-	Release = engine.NewScript("fencing_release", engine.ReleaseReply)
+	Release = engine.NewScript("fencing_release", decode.Release)
 	// Read (fencing_read.lua) reports who holds the lease, without
 	// writing.
 	Read = engine.NewScript("fencing_read", decodeRead)
@@ -39,7 +41,7 @@ var (
 
 // CounterResets counts tokens that were not above the highest one the
 // coordinator had seen from the same counter (see [NoteFence]).
-var CounterResets = engine.NewMetric(engine.Counter, "coordination.fencing.counter_resets", "{acquisition}", "",
+var CounterResets = instrument.New(instrument.Counter, "coordination.fencing.counter_resets", "{acquisition}", "",
 	"Fencing-token acquisitions (fencing locks, leader terms) whose token was not above the highest this coordinator had seen from the same counter: the counter went back (a restart without persistence, a failover that lost increments, eviction, FLUSHALL) and tokens may repeat.")
 
 // maxMillis is the largest millisecond count a time.Duration holds.
@@ -48,15 +50,15 @@ const maxMillis = int64(math.MaxInt64 / int64(time.Millisecond))
 // decodeGrant reads a string, the fence (acquired; a positive decimal),
 // or an integer, the holder's PTTL (held by another; -1 when it has no
 // TTL).
-func decodeGrant(v any) (engine.Grant, bool) {
+func decodeGrant(v any) (decode.Grant, bool) {
 	switch r := v.(type) {
 	case string:
-		_, ok := engine.PositiveDecimal(r)
-		return engine.Grant{Acquired: true, Value: r}, ok
+		_, ok := decode.PositiveDecimal(r)
+		return decode.Grant{Acquired: true, Value: r}, ok
 	case int64:
-		return engine.Grant{RetryIn: engine.RetryIn(r)}, r >= -1
+		return decode.Grant{RetryIn: decode.RetryIn(r)}, r >= -1
 	}
-	return engine.Grant{}, false
+	return decode.Grant{}, false
 }
 
 // Holder is the decoded reply of [Read]: who holds a fencing-token lease.
@@ -71,11 +73,11 @@ func decodeRead(v any) (Holder, bool) {
 	if v == nil {
 		return Holder{}, true
 	}
-	a, ok := engine.Array(v, 3)
+	a, ok := decode.Array(v, 3)
 	if !ok {
 		return Holder{}, false
 	}
-	fence, ok1 := engine.PositiveDecimal(a[0])
+	fence, ok1 := decode.PositiveDecimal(a[0])
 	holder, ok2 := a[1].(string)
 	pttl, ok3 := a[2].(int64)
 	if !ok1 || !ok2 || !ok3 || pttl > maxMillis {

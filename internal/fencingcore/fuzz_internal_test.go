@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
@@ -14,9 +16,9 @@ import (
 func decoders() []fuzzseed.Decoder {
 	return []fuzzseed.Decoder{
 		decoderOf(Acquire, decodeGrant, []any{"7"}, []any{2500}, []any{-1}),
-		decoderOf(Refresh, engine.Bool01, []any{1}, []any{0}),
-		decoderOf(Verify, engine.Bool01, []any{1}, []any{0}),
-		decoderOf(Release, engine.ReleaseReply, []any{1}, []any{0}, []any{-1}),
+		decoderOf(Refresh, decode.Bool01, []any{1}, []any{0}),
+		decoderOf(Verify, decode.Bool01, []any{1}, []any{0}),
+		decoderOf(Release, decode.Release, []any{1}, []any{0}, []any{-1}),
 		decoderOf(Read, decodeRead, []any{nil}, []any{[]any{"7", "holder", 900}}, []any{[]any{"3", "h", -1}}),
 	}
 }
@@ -28,12 +30,12 @@ func decoderOf[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...
 // checkDecoded holds what every accepted reply must give.
 func checkDecoded(r any) error {
 	switch x := r.(type) {
-	case engine.Grant:
+	case decode.Grant:
 		if x.RetryIn < 0 || (x.Acquired && x.RetryIn != 0) {
 			return fmt.Errorf("grant %+v", x)
 		}
-	case engine.Outcome:
-		if x < engine.Released || x > engine.NotOwned {
+	case decode.Outcome:
+		if x < decode.Released || x > decode.NotOwned {
 			return fmt.Errorf("outcome %d", x)
 		}
 	case Holder:
@@ -54,8 +56,8 @@ func checkDecoded(r any) error {
 // testdata/fuzz/FuzzDecoders run as a normal test.
 func FuzzDecoders(f *testing.F) {
 	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
-		err := engine.UnexpectedReply(name, reply)
-		if !errors.Is(err, engine.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
+		err := decode.Unexpected(name, reply)
+		if !errors.Is(err, sentinel.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
 			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
 		}
 		return nil

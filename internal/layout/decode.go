@@ -3,7 +3,7 @@ package layout
 import (
 	"strings"
 
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/slot"
 )
 
 // Layout describes one way a primitive stores a key, as the primitive
@@ -20,7 +20,7 @@ type Layout struct {
 	// or set.
 	Type string
 	// Mark is set on the layout of a release mark: it is matched against
-	// keys that end in engine.MarkSuffix, and only those.
+	// keys that end in slot.MarkSuffix, and only those.
 	Mark bool
 	// Match reports whether a key of Type is of this layout; nil matches
 	// every key of Type. Decode takes the first layout of the table that
@@ -51,7 +51,7 @@ func Decode(s *Snapshot, table []Layout) *Report {
 		r.TTL = -2
 		return r
 	}
-	mark := strings.HasSuffix(s.Key, engine.MarkSuffix)
+	mark := strings.HasSuffix(s.Key, slot.MarkSuffix)
 	if mark {
 		r.Kind = KindMark
 		lease, ok := MarkedKey(s.Key)

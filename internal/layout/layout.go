@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/slot"
 )
 
 // Kinds that belong to no primitive.
@@ -27,7 +27,7 @@ const (
 	KindMissing = "missing"
 	// KindUnknown is a key of no layout of the table.
 	KindUnknown = "unknown"
-	// KindMark is a release mark: a key ending in engine.MarkSuffix that
+	// KindMark is a release mark: a key ending in slot.MarkSuffix that
 	// remembers what the last release of its lease key removed, so that a
 	// re-sent release reports the first send's outcome.
 	KindMark = "release mark"
@@ -280,11 +280,11 @@ func MarkNoTTL(s *Snapshot, r *Report) {
 }
 
 // MarkedKey returns the lease key whose release mark key is (see
-// engine.MarkKeyOf): key without engine.MarkSuffix when that has a hash
+// slot.MarkKey): key without slot.MarkSuffix when that has a hash
 // tag, else the prefix and the rest around the hash tag the mark added.
 // ok is false when no key has key as its mark.
 func MarkedKey(key string) (lease string, ok bool) {
-	x, found := strings.CutSuffix(key, engine.MarkSuffix)
+	x, found := strings.CutSuffix(key, slot.MarkSuffix)
 	if !found {
 		return "", false
 	}
@@ -294,11 +294,11 @@ func MarkedKey(key string) (lease string, ok bool) {
 	}
 	if j := strings.IndexByte(x[i+1:], '}'); j > 0 && IsInt(x[i+1:i+1+j]) {
 		l := x[:i] + x[i+2+j:]
-		if engine.MarkKeyOf(x[:i], l) == key {
+		if slot.MarkKey(x[:i], l) == key {
 			return l, true
 		}
 	}
-	if engine.MarkKeyOf("", x) == key {
+	if slot.MarkKey("", x) == key {
 		return x, true
 	}
 	return "", false

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/slot"
 )
 
 // A table of made-up layouts: Decode's rules, apart from any primitive's.
@@ -88,19 +88,19 @@ func TestReportForms(t *testing.T) {
 
 func TestMarkedKey(t *testing.T) {
 	for key, want := range map[string]string{
-		"{job}:lock\x00released":           "{job}:lock", // a key with a hash tag: the suffix added
-		engine.MarkKeyOf("", "k"):          "k",          // else a hash tag of k's slot inserted
-		engine.MarkKeyOf("p:", "p:k"):      "p:k",        // after the prefix
-		engine.MarkKeyOf("p:", "p:") + "x": "",
-		"{1}k\x00released":                 "{1}k",
-		"k\x00released":                    "",
-		"{job}:lock":                       "",
+		"{job}:lock\x00released":       "{job}:lock", // a key with a hash tag: the suffix added
+		slot.MarkKey("", "k"):          "k",          // else a hash tag of k's slot inserted
+		slot.MarkKey("p:", "p:k"):      "p:k",        // after the prefix
+		slot.MarkKey("p:", "p:") + "x": "",
+		"{1}k\x00released":             "{1}k",
+		"k\x00released":                "",
+		"{job}:lock":                   "",
 	} {
 		if got, ok := MarkedKey(key); got != want || ok != (want != "") {
 			t.Errorf("MarkedKey(%q) = %q, %v; want %q", key, got, ok, want)
 		}
 	}
-	if m := engine.MarkKeyOf("", "k"); !strings.HasPrefix(m, "{") || m == "{}k"+engine.MarkSuffix {
+	if m := slot.MarkKey("", "k"); !strings.HasPrefix(m, "{") || m == "{}k"+slot.MarkSuffix {
 		t.Fatalf("MarkKeyOf(k) = %q: no slot tag", m)
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
@@ -15,9 +17,9 @@ func decoders() []fuzzseed.Decoder {
 	return []fuzzseed.Decoder{
 		commandOf(Try, decodeTry, "tok", []any{nil}, []any{"tok"}, []any{"tok+"}, []any{"other"}),
 		decoderOf(Acquire, decodeGrant, []any{"OK"}, []any{1500}, []any{-1}),
-		decoderOf(Refresh, engine.Bool01, []any{1}, []any{0}),
-		decoderOf(Verify, engine.Bool01, []any{1}, []any{0}),
-		decoderOf(Release, engine.ReleaseReply, []any{1}, []any{0}, []any{-1}),
+		decoderOf(Refresh, decode.Bool01, []any{1}, []any{0}),
+		decoderOf(Verify, decode.Bool01, []any{1}, []any{0}),
+		decoderOf(Release, decode.Release, []any{1}, []any{0}, []any{-1}),
 	}
 }
 
@@ -34,12 +36,12 @@ func commandOf[R any](c *engine.Command[R], decode func(any, any) (R, bool), id 
 // checkDecoded holds what every accepted reply must give.
 func checkDecoded(r any) error {
 	switch x := r.(type) {
-	case engine.Grant:
+	case decode.Grant:
 		if x.RetryIn < 0 || (x.Acquired && x.RetryIn != 0) {
 			return fmt.Errorf("grant %+v", x)
 		}
-	case engine.Outcome:
-		if x < engine.Released || x > engine.NotOwned {
+	case decode.Outcome:
+		if x < decode.Released || x > decode.NotOwned {
 			return fmt.Errorf("outcome %d", x)
 		}
 	case bool:
@@ -56,8 +58,8 @@ func checkDecoded(r any) error {
 // testdata/fuzz/FuzzDecoders run as a normal test.
 func FuzzDecoders(f *testing.F) {
 	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
-		err := engine.UnexpectedReply(name, reply)
-		if !errors.Is(err, engine.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
+		err := decode.Unexpected(name, reply)
+		if !errors.Is(err, sentinel.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
 			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
 		}
 		return nil

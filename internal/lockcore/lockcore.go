@@ -18,7 +18,9 @@ package lockcore
 import (
 	"strings"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 )
 
 // The lock's command and scripts. Each is immutable and safe for
@@ -38,18 +40,18 @@ var (
 	Acquire = engine.NewScript("lock_acquire", decodeGrant)
 	// Refresh (lock_refresh.lua) extends the owner's TTL: true, or false
 	// when the caller no longer holds the lock.
-	Refresh = engine.NewScript("lock_refresh", engine.Bool01)
+	Refresh = engine.NewScript("lock_refresh", decode.Bool01)
 	// Verify (lock_verify.lua) reports whether the caller holds the lock.
-	Verify = engine.NewScript("lock_verify", engine.Bool01)
+	Verify = engine.NewScript("lock_verify", decode.Bool01)
 	// Release (lock_release.lua) deletes the key if the caller holds it.
-	Release = engine.NewScript("lock_release", engine.ReleaseReply)
+	Release = engine.NewScript("lock_release", decode.Release)
 )
 
 // Metrics are the instruments of the lock-shaped leases
 // (coordination.lock.*), told apart by the attribute kind: lock (package
 // lock's Mutex), fencing (the fencing lock and leader terms) and lease
 // (package lock's named leases in hash fields).
-var Metrics = engine.NewLeaseMetrics("lock", "lock", "kind",
+var Metrics = instrument.NewLease("lock", "lock", "kind",
 	"Lock acquisitions (a Mutex's or, for kind=lease, a FieldSet's TryAcquire or Acquire) that found the lock held, counted once per call.")
 
 // foreignValue reports a SET NX GET reply that is a string but neither the
@@ -92,18 +94,18 @@ func isToken(s string) bool {
 // own token id, possibly marked (acquired by an earlier send of the same
 // request: the TTL it set runs from before this call was sent), or another
 // owner's value (held; the retry time is unknown).
-func decodeTry(v, id any) (engine.Grant, bool) {
+func decodeTry(v, id any) (decode.Grant, bool) {
 	if v == nil {
-		return engine.Grant{Acquired: true}, true
+		return decode.Grant{Acquired: true}, true
 	}
 	s, ok := v.(string)
 	if !ok {
-		return engine.Grant{}, false
+		return decode.Grant{}, false
 	}
 	if tok, ok := id.(string); ok && ownValue(s, tok) {
-		return engine.Grant{Acquired: true}, true
+		return decode.Grant{Acquired: true}, true
 	}
-	return engine.Grant{}, true
+	return decode.Grant{}, true
 }
 
 // ownValue reports whether the lock value v is token, with or without the
@@ -120,12 +122,12 @@ func ownValue(v, token string) bool {
 
 // decodeGrant reads 'OK' (acquired) or an integer, the holder's PTTL
 // (held by another; -1 when it has no TTL).
-func decodeGrant(v any) (engine.Grant, bool) {
+func decodeGrant(v any) (decode.Grant, bool) {
 	switch r := v.(type) {
 	case string:
-		return engine.Grant{Acquired: true}, r == "OK"
+		return decode.Grant{Acquired: true}, r == "OK"
 	case int64:
-		return engine.Grant{RetryIn: engine.RetryIn(r)}, r >= -1
+		return decode.Grant{RetryIn: decode.RetryIn(r)}, r >= -1
 	}
-	return engine.Grant{}, false
+	return decode.Grant{}, false
 }

@@ -11,7 +11,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/idempotency"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/timing"
 	"github.com/coordkit/coordination/latch"
 	"github.com/coordkit/coordination/lock"
 	"github.com/coordkit/coordination/ratelimit"
@@ -101,7 +101,7 @@ type held struct {
 // maybeLocal says whether the handle's local deadline may pass before a
 // call made now returns (it then answers false without asking Redis).
 func (l *held) maybeLocal() bool {
-	return !time.Now().Add(opTimeout + 10*time.Millisecond).Before(l.sent.Add(l.ttl - engine.Drift(l.ttl)))
+	return !time.Now().Add(opTimeout + 10*time.Millisecond).Before(l.sent.Add(l.ttl - timing.Drift(l.ttl)))
 }
 
 // ttls are the lease TTLs the workloads use; the shortest bounds their

@@ -12,6 +12,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/rwlease"
@@ -38,12 +39,12 @@ var (
 )
 
 func linTriple(v any) (linOutput, bool) {
-	a, ok := engine.Ints(v, 3)
+	a, ok := decode.Ints(v, 3)
 	return linOutput{ok: ok && a[0] == 1, now: a[2]}, ok && (a[0] == 0 || a[0] == 1) && a[2] > 0
 }
 
 func linPair(v any) (linOutput, bool) {
-	a, ok := engine.Ints(v, 2)
+	a, ok := decode.Ints(v, 2)
 	return linOutput{ok: ok && a[0] == 1, now: a[1]}, ok && (a[0] == 0 || a[0] == 1) && a[1] > 0
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/lua"
@@ -102,7 +103,7 @@ func runRecorded(ctx context.Context, e *engine.Engine, key string, script *redi
 		}
 		out.ok = r == 0
 	case linVerify:
-		r, ok := engine.Ints(a[0], 3)
+		r, ok := decode.Ints(a[0], 3)
 		if !ok || (r[0] != 0 && r[0] != 1) {
 			return out, fmt.Errorf("verify reply %#v", a[0])
 		}

@@ -33,7 +33,9 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -234,7 +236,7 @@ func badInput(t *testing.T, b *testharness.Backend, s Spec) {
 	k := testharness.CountCommands(client)
 	for _, bi := range s.BadInputs {
 		err := bi.Call(ctx, coord)
-		if got, ok := engine.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || got != bi.Arg {
+		if got, ok := check.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || got != bi.Arg {
 			t.Errorf("bad %s: got %v, want ErrInvalidArgument naming %q", bi.Arg, err, bi.Arg)
 		}
 		if err := bi.Call(ctx, nil); !errors.Is(err, coordination.ErrInvalidArgument) {
@@ -368,7 +370,7 @@ func metrics(t *testing.T, b *testharness.Backend, s Spec) {
 		t.Fatal(err)
 	}
 	table := map[string]bool{}
-	for _, m := range engine.Table {
+	for _, m := range instrument.Table {
 		table[m.Name] = true
 	}
 	seen := map[string]bool{}

@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // CorruptOp is one operation a corruption test calls on corrupted state.
@@ -151,7 +151,7 @@ func CorruptionTest(t *testing.T, b *Backend, setup func(t *testing.T, coord *co
 				switch {
 				case err == nil:
 					nils = append(nils, fmt.Sprintf("%s/%s/%s", op.Name, suffix, c.Name))
-				case engine.IsAnswer(err), errors.Is(err, coordination.ErrBadState),
+				case sentinel.IsAnswer(err), errors.Is(err, coordination.ErrBadState),
 					errors.Is(err, coordination.ErrConfigMismatch):
 				case allowed != nil && allowed(err):
 				default:
