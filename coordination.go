@@ -30,12 +30,12 @@ type Coordinator struct {
 }
 
 func init() {
-	engine.SetUnwrap(func(c any) *engine.Engine {
+	engine.Install(func(c any) *engine.Engine {
 		if cc, ok := c.(*Coordinator); ok && cc != nil {
 			return cc.e
 		}
 		return nil
-	})
+	}, initLease)
 }
 
 // Option configures a [Coordinator]. Options are applied in order; an

@@ -51,10 +51,10 @@ type Lease struct {
 	h          *engine.Handle
 }
 
-func init() {
-	engine.SetLeaseInit(func(dst any, key, token string, h *engine.Handle) {
-		*dst.(*Lease) = Lease{key: key, token: token, h: h}
-	})
+// initLease fills dst, a *Lease, with the held handle h of the lease at key
+// (as the caller gave it) held by token; see engine.InitLease.
+func initLease(dst any, key, token string, h *engine.Handle) {
+	*dst.(*Lease) = Lease{key: key, token: token, h: h}
 }
 
 func (l *Lease) handle() *engine.Handle {

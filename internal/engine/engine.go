@@ -103,11 +103,12 @@ var (
 	unwrap   func(any) *Engine
 )
 
-// SetUnwrap installs the function [Of] uses to reach the engine of a
-// coordinator. Package coordination calls it once, at initialisation.
-func SetUnwrap(f func(any) *Engine) {
+// Install is called once by package coordination, at initialisation, with
+// the function [Of] uses to reach the engine of a coordinator and the one
+// [InitLease] uses to fill a *coordination.Lease.
+func Install(unwrapFn func(any) *Engine, leaseInitFn func(dst any, key, token string, h *Handle)) {
 	unwrapMu.Lock()
-	unwrap = f
+	unwrap, leaseInit = unwrapFn, leaseInitFn
 	unwrapMu.Unlock()
 }
 

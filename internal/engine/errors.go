@@ -242,13 +242,13 @@ func (e permissionError) Error() string { return "NOPERM " + strings.TrimPrefix(
 // RedisError marks the error as a server reply (go-redis' redis.Error).
 func (permissionError) RedisError() {}
 
-// ErrorClass says how a retry loop should treat an error
+// errorClass says how a retry loop should treat an error
 // (coordination.IsTransient reports Classify(err) == Transient).
-type ErrorClass int
+type errorClass int
 
 // The error classes.
 const (
-	noError ErrorClass = iota
+	noError errorClass = iota
 	Transient
 	Terminal
 	Canceled
@@ -259,7 +259,7 @@ var transientPrefixes = []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "
 
 // Classify sorts an error into one class: the one place the library decides
 // what to retry.
-func Classify(err error) ErrorClass {
+func Classify(err error) errorClass {
 	if err == nil {
 		return noError
 	}
@@ -448,7 +448,7 @@ func Describe(err error) string {
 var aclUser = regexp.MustCompile(`\b(User )\S+( has)`)
 
 // String returns "none", "transient", "terminal" or "canceled".
-func (c ErrorClass) String() string {
+func (c errorClass) String() string {
 	switch c {
 	case noError:
 		return "none"
@@ -459,6 +459,6 @@ func (c ErrorClass) String() string {
 	case Canceled:
 		return "canceled"
 	default:
-		return fmt.Sprintf("ErrorClass(%d)", int(c))
+		return fmt.Sprintf("errorClass(%d)", int(c))
 	}
 }

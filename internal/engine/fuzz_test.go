@@ -83,7 +83,7 @@ func FuzzMapError(f *testing.F) {
 
 // TestClassifyFixed pins the classes of errors a fuzzer cannot build.
 func TestClassifyFixed(t *testing.T) {
-	for err, want := range map[error]ErrorClass{
+	for err, want := range map[error]errorClass{
 		nil:                               noError,
 		context.Canceled:                  Canceled,
 		context.DeadlineExceeded:          Canceled,

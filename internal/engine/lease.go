@@ -788,11 +788,7 @@ func (h *Handle) countRenewalFailure() {
 	h.e.Counter(h.kind.Metrics.RenewalFailures).Add(context.Background(), 1, h.kind.baseAdd...)
 }
 
-var leaseInit func(dst any, key, token string, h *Handle)
-
-// SetLeaseInit is called once by package coordination with the function
-// that fills a *coordination.Lease.
-func SetLeaseInit(f func(dst any, key, token string, h *Handle)) { leaseInit = f }
+var leaseInit func(dst any, key, token string, h *Handle) // see [Install]
 
 // InitLease fills dst, a *coordination.Lease, with a held handle h of the
 // lease at key (as the caller gave it) held by token.
