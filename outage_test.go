@@ -3,7 +3,6 @@ package coordination_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/lock"
 	"github.com/coordkit/coordination/rwlease"
 	"github.com/coordkit/coordination/semaphore"
@@ -28,12 +28,7 @@ import (
 // deadline exceeded", so code treating ErrNotAcquired as "another replica
 // holds it" took an outage for contention.)
 func TestBlockingAcquireDuringAnOutageIsNotContention(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now: every dial is refused
+	addr := testharness.RefusedAddr(t) // every dial is refused
 	acquire := map[string]func(context.Context, *coordination.Coordinator) error{
 		`lock acquire "outage"`: func(ctx context.Context, coord *coordination.Coordinator) error {
 			m, err := lock.New(coord, "outage")

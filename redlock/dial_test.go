@@ -13,6 +13,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/redlock"
 )
 
@@ -20,15 +21,7 @@ import (
 // listens on (it was listening a moment ago): dials there are refused.
 func closedPort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
+	return testharness.RefusedAddr(t)
 }
 
 // closedNode returns a coordinator over a new client of a closed port,

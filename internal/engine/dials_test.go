@@ -14,6 +14,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
 // dialEngine returns an engine over a new client whose dials connect to a
@@ -21,12 +22,7 @@ import (
 func dialEngine(t *testing.T, refuse *atomic.Bool) (*engine.Engine, *redis.Client, *miniredis.Miniredis) {
 	t.Helper()
 	m := miniredis.RunT(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	_ = ln.Close()
+	closed := testharness.RefusedAddr(t)
 	var d net.Dialer
 	client := redis.NewClient(&redis.Options{Addr: m.Addr(), Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		if refuse.Load() {

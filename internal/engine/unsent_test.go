@@ -19,12 +19,7 @@ import (
 // transient and not ambiguous, on a client that re-sends (the default).
 func TestUnsentErrorsFromGoRedis(t *testing.T) {
 	ctx := context.Background()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	_ = ln.Close()
+	closed := testharness.RefusedAddr(t)
 	for _, c := range []struct{ name, addr string }{
 		{"connection refused", closed},
 		{"no such host", "no-such-host.invalid:6379"},
