@@ -74,19 +74,10 @@ end
 --#include semaphore_expiry
 local cap = nil
 if not fresh then
-  cap = capacity_of(r[1])
+  local bad
+  cap, bad = checked(r, mine)
   if cap == nil then
-    return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
-  end
-  local records = 1
-  if multi then
-    records = records + 1
-  end
-  if waiting then
-    records = records + 1
-  end
-  if bad_scores(records, mine) then
-    return redis.error_reply('COORD_BADSTATE semaphore key holds a score outside its layout')
+    return bad
   end
 end
 local nows = string.format('%d', now)

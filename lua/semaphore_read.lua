@@ -23,19 +23,9 @@ if not r[1] then
   end
   return {0, 0, 0, 0, now}
 end
-local c = capacity_of(r[1])
+local c, records = checked(r, false)
 if c == nil then
-  return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
-end
-local records = 1
-if r[2] then
-  records = records + 1
-end
-if r[3] then
-  records = records + 1
-end
-if bad_scores(records, false) then
-  return redis.error_reply('COORD_BADSTATE semaphore key holds a score outside its layout')
+  return records
 end
 local live = redis.call('ZRANGEBYSCORE', key, '(' .. string.format('%d', now), '+inf')
 local used = 0

@@ -43,20 +43,11 @@ end
 --#include time_ms
 --#include semaphore_state
 --#include semaphore_expiry
-if capacity_of(r[1]) == nil then
-  return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
-end
 local waiting = r[2] ~= false
-local records = 1
-if waiting then
-  records = records + 1
-end
-if r[3] then
-  records = records + 1
-end
 local s = r[4]
-if bad_scores(records, s) then
-  return redis.error_reply('COORD_BADSTATE semaphore key holds a score outside its layout')
+local c, records = checked(r, s)
+if c == nil then
+  return records
 end
 if not s then
   return gone()

@@ -24,18 +24,9 @@ if not r[1] then
   end
   return {0, 0, now}
 end
-if capacity_of(r[1]) == nil then
-  return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
-end
-local records = 1
-if r[2] then
-  records = records + 1
-end
-if r[3] then
-  records = records + 1
-end
-if bad_scores(records, r[4]) then
-  return redis.error_reply('COORD_BADSTATE semaphore key holds a score outside its layout')
+local c, bad = checked(r, r[4])
+if c == nil then
+  return bad
 end
 if not r[4] then
   return {0, 0, now}

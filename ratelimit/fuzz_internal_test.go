@@ -21,7 +21,7 @@ func decoders() []fuzzseed.Decoder {
 		decoderOf(concAcquireScript, decodeConcGrant, []any{[]any{1, 2, -1}}, []any{[]any{0, 0, 1500}}),
 		decoderOf(concRenewScript, decode.Bool01, []any{1}, []any{0}),
 		decoderOf(concVerifyScript, decode.Bool01, []any{1}, []any{0}),
-		decoderOf(concReleaseScript, decodeConcRelease, []any{1}, []any{0}),
+		decoderOf(concReleaseScript, decode.SoleRelease, []any{1}, []any{0}),
 		decoderOf(denyReadScript, decode.Bool01, []any{1}, []any{0}),
 		decoderOf(denyWriteScript, decode.Bool01, []any{1}, []any{0}),
 	}

@@ -25,7 +25,7 @@ var (
 	concAcquireScript = engine.NewScript("ratelimit_conc_acquire", decodeConcGrant)
 	concRenewScript   = engine.NewScript("ratelimit_conc_renew", decode.Bool01)
 	concVerifyScript  = engine.NewScript("ratelimit_conc_verify", decode.Bool01)
-	concReleaseScript = engine.NewScript("ratelimit_conc_release", decodeConcRelease)
+	concReleaseScript = engine.NewScript("ratelimit_conc_release", decode.SoleRelease)
 
 	// denyReadScript reads and denyWriteScript changes a deny list's
 	// membership.
@@ -120,16 +120,4 @@ func concAvailable(g decode.Grant) int64 {
 		return -1
 	}
 	return n
-}
-
-// decodeConcRelease reads 1 (released) or 0 (already gone). A concurrency
-// lease has no other owner: -1 is not a reply of this script.
-func decodeConcRelease(v any) (decode.Outcome, bool) {
-	switch v {
-	case int64(1):
-		return decode.Released, true
-	case int64(0):
-		return decode.AlreadyReleased, true
-	}
-	return 0, false
 }

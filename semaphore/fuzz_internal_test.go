@@ -19,7 +19,7 @@ func decoders() []fuzzseed.Decoder {
 		decoderOf(acquireScript, decodeGrant, []any{0}, []any{700}, []any{-1}),
 		decoderOf(refreshScript, decode.Bool01, []any{1}, []any{0}),
 		decoderOf(verifyScript, decode.VerifyNow(true), []any{[]any{1, 900, 1700000000000}}, []any{[]any{0, 0, 1700000000000}}, []any{[]any{1, -1, 1700000000000}}),
-		decoderOf(releaseScript, decodeRelease, []any{1}, []any{0}),
+		decoderOf(releaseScript, decode.SoleRelease, []any{1}, []any{0}),
 		decoderOf(readScript, decodeRead, []any{[]any{3, 2, 1, 0, 1700000000000}}, []any{[]any{0, 0, 0, 0, 1700000000000}}),
 	}
 }

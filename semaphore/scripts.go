@@ -14,7 +14,7 @@ var (
 	acquireScript = engine.NewScript("semaphore_acquire", decodeGrant)
 	refreshScript = engine.NewScript("semaphore_refresh", decode.Bool01)
 	verifyScript  = engine.NewScript("semaphore_verify", decode.VerifyNow(true))
-	releaseScript = engine.NewScript("semaphore_release", decodeRelease)
+	releaseScript = engine.NewScript("semaphore_release", decode.SoleRelease)
 	readScript    = engine.NewScript("semaphore_read", decodeRead)
 
 	// leaseMetrics are the permits' instruments (coordination.semaphore.*),
@@ -34,18 +34,6 @@ func decodeGrant(v any) (decode.Grant, bool) {
 		return decode.Grant{Acquired: true}, true
 	}
 	return decode.Grant{RetryIn: decode.RetryIn(r)}, true
-}
-
-// decodeRelease reads 1 (released) or 0 (already gone). A permit belongs
-// to its holder alone: there is no NotOwned.
-func decodeRelease(v any) (decode.Outcome, bool) {
-	switch v {
-	case int64(1):
-		return decode.Released, true
-	case int64(0):
-		return decode.AlreadyReleased, true
-	}
-	return 0, false
 }
 
 // readReply is the decoded reply of semaphore_read.

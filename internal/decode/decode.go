@@ -121,6 +121,16 @@ func Release(v any) (Outcome, bool) {
 	return unknownOutcome, false
 }
 
+// SoleRelease reads the release reply of a lease that belongs to its
+// holder alone (a semaphore permit, a concurrency lease: there is no other
+// owner, so no NotOwned): 1 (released) or 0 (already released).
+func SoleRelease(v any) (Outcome, bool) {
+	if v == int64(-1) {
+		return unknownOutcome, false
+	}
+	return Release(v)
+}
+
 // Grant is the decoded reply of an acquire script: acquired, or the time
 // until the holder's expiry as the server reported it; Value carries what
 // the primitive hands out with the lease (a fencing token).

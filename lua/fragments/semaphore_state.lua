@@ -52,3 +52,25 @@ local function bad_scores(records, mine)
   end
   return mine and expiry(mine) == nil
 end
+-- checked returns the capacity and the number of records the key holds,
+-- given r, the ZMSCORE reply of its 'capacity' record and its two other
+-- records (in either order), and mine, the caller's member's score (false
+-- when it has none); or nil and the COORD_BADSTATE error reply when the
+-- capacity record or a score is outside the layout.
+local function checked(r, mine)
+  local c = capacity_of(r[1])
+  if c == nil then
+    return nil, redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
+  end
+  local records = 1
+  if r[2] then
+    records = records + 1
+  end
+  if r[3] then
+    records = records + 1
+  end
+  if bad_scores(records, mine) then
+    return nil, redis.error_reply('COORD_BADSTATE semaphore key holds a score outside its layout')
+  end
+  return c, records
+end
