@@ -1,27 +1,20 @@
 package fencing
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/coordkit/coordination/internal/decode"
-	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/sentinel"
+	"github.com/coordkit/coordination/internal/testkit/decoderfuzz"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
 // decoders are the decoders of the guarded resource's scripts (the lock's are fuzzed in internal/fencingcore), each with replies it accepts.
 func decoders() []fuzzseed.Decoder {
 	return []fuzzseed.Decoder{
-		decoderOf(guardedSet, decodeGuardedSet, []any{[]any{1, "7"}}, []any{[]any{0, "9"}}),
-		decoderOf(guardedGet, decodeGuardedGet, []any{nil}, []any{[]any{"7", "value"}}),
+		decoderfuzz.Of(guardedSet, decodeGuardedSet, []any{[]any{1, "7"}}, []any{[]any{0, "9"}}),
+		decoderfuzz.Of(guardedGet, decodeGuardedGet, []any{nil}, []any{[]any{"7", "value"}}),
 	}
-}
-
-func decoderOf[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...[]any) fuzzseed.Decoder {
-	return fuzzseed.Decoder{Name: s.Name(), Decode: func(v any) (any, bool) { return decode(v) }, Seeds: seeds}
 }
 
 // checkDecoded holds what every accepted reply must give.
@@ -56,13 +49,7 @@ func checkDecoded(r any) error {
 // ErrBadState that names the script. No reply panics. Its seeds and
 // testdata/fuzz/FuzzDecoders run as a normal test.
 func FuzzDecoders(f *testing.F) {
-	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
-		err := decode.Unexpected(name, reply)
-		if !errors.Is(err, sentinel.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
-			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
-		}
-		return nil
-	})
+	decoderfuzz.Fuzz(f, decoders(), checkDecoded)
 }
 
 // TestDecoderSeedsAccepted proves the seeds are valid replies, so that the

@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -10,8 +9,7 @@ import (
 	"testing"
 
 	"github.com/coordkit/coordination/internal/decode"
-	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/sentinel"
+	"github.com/coordkit/coordination/internal/testkit/decoderfuzz"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
@@ -114,15 +112,11 @@ func FuzzDefaultFingerprint(f *testing.F) {
 // decoders are the store scripts' decoders, each with replies it accepts.
 func decoders() []fuzzseed.Decoder {
 	return []fuzzseed.Decoder{
-		decoderOf(beginScript, decodeBegin, []any{-1700000000000000}, []any{-2}, []any{1200}, []any{"result"}),
-		decoderOf(completeScript, decode.Bool01, []any{1}, []any{0}),
-		decoderOf(abandonScript, decode.Bool01, []any{1}, []any{0}),
-		decoderOf(renewScript, decode.Bool01, []any{1}, []any{0}),
+		decoderfuzz.Of(beginScript, decodeBegin, []any{-1700000000000000}, []any{-2}, []any{1200}, []any{"result"}),
+		decoderfuzz.Of(completeScript, decode.Bool01, []any{1}, []any{0}),
+		decoderfuzz.Of(abandonScript, decode.Bool01, []any{1}, []any{0}),
+		decoderfuzz.Of(renewScript, decode.Bool01, []any{1}, []any{0}),
 	}
-}
-
-func decoderOf[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...[]any) fuzzseed.Decoder {
-	return fuzzseed.Decoder{Name: s.Name(), Decode: func(v any) (any, bool) { return decode(v) }, Seeds: seeds}
 }
 
 // checkDecoded holds what every accepted reply must give.
@@ -147,13 +141,7 @@ func checkDecoded(r any) error {
 // testdata/fuzz/FuzzDecoders (with the regressions claim-pttl-overflow and
 // 61fd1aac44daa1d8, a fence of -2^63) run as a normal test.
 func FuzzDecoders(f *testing.F) {
-	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
-		err := decode.Unexpected(name, reply)
-		if !errors.Is(err, sentinel.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
-			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
-		}
-		return nil
-	})
+	decoderfuzz.Fuzz(f, decoders(), checkDecoded)
 }
 
 // TestDecoderSeedsAccepted proves the seeds are valid replies, so that the

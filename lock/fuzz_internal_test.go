@@ -1,29 +1,22 @@
 package lock
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/coordkit/coordination/internal/decode"
-	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/sentinel"
+	"github.com/coordkit/coordination/internal/testkit/decoderfuzz"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
 // decoders are the decoders of the field leases' scripts (the key lock's are fuzzed in internal/lockcore), each with replies it accepts.
 func decoders() []fuzzseed.Decoder {
 	return []fuzzseed.Decoder{
-		decoderOf(fieldAcquire, decodeFieldGrant, []any{1, 10000}, []any{0, 2500}, []any{0, -1}),
-		decoderOf(fieldRefresh, decode.Bool01, []any{1}, []any{0}),
-		decoderOf(fieldVerify, decode.Bool01, []any{1}, []any{0}),
-		decoderOf(fieldRelease, decode.Release, []any{1}, []any{0}, []any{-1}),
+		decoderfuzz.Of(fieldAcquire, decodeFieldGrant, []any{1, 10000}, []any{0, 2500}, []any{0, -1}),
+		decoderfuzz.Of(fieldRefresh, decode.Bool01, []any{1}, []any{0}),
+		decoderfuzz.Of(fieldVerify, decode.Bool01, []any{1}, []any{0}),
+		decoderfuzz.Of(fieldRelease, decode.Release, []any{1}, []any{0}, []any{-1}),
 	}
-}
-
-func decoderOf[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...[]any) fuzzseed.Decoder {
-	return fuzzseed.Decoder{Name: s.Name(), Decode: func(v any) (any, bool) { return decode(v) }, Seeds: seeds}
 }
 
 // checkDecoded holds what every accepted reply must give.
@@ -50,13 +43,7 @@ func checkDecoded(r any) error {
 // ErrBadState that names the script. No reply panics. Its seeds and
 // testdata/fuzz/FuzzDecoders run as a normal test.
 func FuzzDecoders(f *testing.F) {
-	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
-		err := decode.Unexpected(name, reply)
-		if !errors.Is(err, sentinel.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
-			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
-		}
-		return nil
-	})
+	decoderfuzz.Fuzz(f, decoders(), checkDecoded)
 }
 
 // TestDecoderSeedsAccepted proves the seeds are valid replies, so that the

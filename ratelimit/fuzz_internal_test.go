@@ -1,14 +1,11 @@
 package ratelimit
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/coordkit/coordination/internal/decode"
-	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/sentinel"
+	"github.com/coordkit/coordination/internal/testkit/decoderfuzz"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
@@ -16,19 +13,15 @@ import (
 // accepts.
 func decoders() []fuzzseed.Decoder {
 	return []fuzzseed.Decoder{
-		decoderOf(decideScript, decodeDecision, []any{5}, []any{[]any{0, 250000}}, []any{[]any{0, -1}}),
-		decoderOf(adjustScript, decodeAdjust, []any{[]any{1, 4}}, []any{[]any{0, 0}}),
-		decoderOf(concAcquireScript, decodeConcGrant, []any{[]any{1, 2, -1}}, []any{[]any{0, 0, 1500}}),
-		decoderOf(concRenewScript, decode.Bool01, []any{1}, []any{0}),
-		decoderOf(concVerifyScript, decode.Bool01, []any{1}, []any{0}),
-		decoderOf(concReleaseScript, decode.SoleRelease, []any{1}, []any{0}),
-		decoderOf(denyReadScript, decode.Bool01, []any{1}, []any{0}),
-		decoderOf(denyWriteScript, decode.Bool01, []any{1}, []any{0}),
+		decoderfuzz.Of(decideScript, decodeDecision, []any{5}, []any{[]any{0, 250000}}, []any{[]any{0, -1}}),
+		decoderfuzz.Of(adjustScript, decodeAdjust, []any{[]any{1, 4}}, []any{[]any{0, 0}}),
+		decoderfuzz.Of(concAcquireScript, decodeConcGrant, []any{[]any{1, 2, -1}}, []any{[]any{0, 0, 1500}}),
+		decoderfuzz.Of(concRenewScript, decode.Bool01, []any{1}, []any{0}),
+		decoderfuzz.Of(concVerifyScript, decode.Bool01, []any{1}, []any{0}),
+		decoderfuzz.Of(concReleaseScript, decode.SoleRelease, []any{1}, []any{0}),
+		decoderfuzz.Of(denyReadScript, decode.Bool01, []any{1}, []any{0}),
+		decoderfuzz.Of(denyWriteScript, decode.Bool01, []any{1}, []any{0}),
 	}
-}
-
-func decoderOf[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...[]any) fuzzseed.Decoder {
-	return fuzzseed.Decoder{Name: s.Name(), Decode: func(v any) (any, bool) { return decode(v) }, Seeds: seeds}
 }
 
 // checkDecoded holds what every accepted reply must give.
@@ -63,13 +56,7 @@ func checkDecoded(r any) error {
 // ErrBadState that names the script. No reply panics. Its seeds and
 // testdata/fuzz/FuzzDecoders run as a normal test.
 func FuzzDecoders(f *testing.F) {
-	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
-		err := decode.Unexpected(name, reply)
-		if !errors.Is(err, sentinel.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
-			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
-		}
-		return nil
-	})
+	decoderfuzz.Fuzz(f, decoders(), checkDecoded)
 }
 
 // TestDecoderSeedsAccepted proves the seeds are valid replies, so that the

@@ -1,29 +1,22 @@
 package rwlease
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/coordkit/coordination/internal/decode"
-	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/sentinel"
+	"github.com/coordkit/coordination/internal/testkit/decoderfuzz"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
 // decoders are the decoders of the read-write lease's scripts, each with replies it accepts.
 func decoders() []fuzzseed.Decoder {
 	return []fuzzseed.Decoder{
-		decoderOf(scriptAcquire, decodeGrant, []any{[]any{1, 0, 1700000000000}}, []any{[]any{0, 300, 1700000000000}}),
-		decoderOf(scriptRefresh, decodeRefresh, []any{[]any{1, 1700000000000}}, []any{[]any{0, 1700000000000}}),
-		decoderOf(scriptVerify, decode.VerifyNow(false), []any{[]any{1, 900, 1700000000000}}, []any{[]any{0, 0, 1700000000000}}),
-		decoderOf(scriptRelease, decodeRelease, []any{[]any{1, 1700000000000}}, []any{[]any{0, 1700000000000}}),
+		decoderfuzz.Of(scriptAcquire, decodeGrant, []any{[]any{1, 0, 1700000000000}}, []any{[]any{0, 300, 1700000000000}}),
+		decoderfuzz.Of(scriptRefresh, decodeRefresh, []any{[]any{1, 1700000000000}}, []any{[]any{0, 1700000000000}}),
+		decoderfuzz.Of(scriptVerify, decode.VerifyNow(false), []any{[]any{1, 900, 1700000000000}}, []any{[]any{0, 0, 1700000000000}}),
+		decoderfuzz.Of(scriptRelease, decodeRelease, []any{[]any{1, 1700000000000}}, []any{[]any{0, 1700000000000}}),
 	}
-}
-
-func decoderOf[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...[]any) fuzzseed.Decoder {
-	return fuzzseed.Decoder{Name: s.Name(), Decode: func(v any) (any, bool) { return decode(v) }, Seeds: seeds}
 }
 
 // checkDecoded holds what every accepted reply must give.
@@ -50,13 +43,7 @@ func checkDecoded(r any) error {
 // ErrBadState that names the script. No reply panics. Its seeds and
 // testdata/fuzz/FuzzDecoders run as a normal test.
 func FuzzDecoders(f *testing.F) {
-	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
-		err := decode.Unexpected(name, reply)
-		if !errors.Is(err, sentinel.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
-			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
-		}
-		return nil
-	})
+	decoderfuzz.Fuzz(f, decoders(), checkDecoded)
 }
 
 // TestDecoderSeedsAccepted proves the seeds are valid replies, so that the

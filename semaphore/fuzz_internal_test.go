@@ -1,14 +1,11 @@
 package semaphore
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/coordkit/coordination/internal/decode"
-	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/sentinel"
+	"github.com/coordkit/coordination/internal/testkit/decoderfuzz"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
@@ -16,16 +13,12 @@ import (
 // accepts.
 func decoders() []fuzzseed.Decoder {
 	return []fuzzseed.Decoder{
-		decoderOf(acquireScript, decodeGrant, []any{0}, []any{700}, []any{-1}),
-		decoderOf(refreshScript, decode.Bool01, []any{1}, []any{0}),
-		decoderOf(verifyScript, decode.VerifyNow(true), []any{[]any{1, 900, 1700000000000}}, []any{[]any{0, 0, 1700000000000}}, []any{[]any{1, -1, 1700000000000}}),
-		decoderOf(releaseScript, decode.SoleRelease, []any{1}, []any{0}),
-		decoderOf(readScript, decodeRead, []any{[]any{3, 2, 1, 0, 1700000000000}}, []any{[]any{0, 0, 0, 0, 1700000000000}}),
+		decoderfuzz.Of(acquireScript, decodeGrant, []any{0}, []any{700}, []any{-1}),
+		decoderfuzz.Of(refreshScript, decode.Bool01, []any{1}, []any{0}),
+		decoderfuzz.Of(verifyScript, decode.VerifyNow(true), []any{[]any{1, 900, 1700000000000}}, []any{[]any{0, 0, 1700000000000}}, []any{[]any{1, -1, 1700000000000}}),
+		decoderfuzz.Of(releaseScript, decode.SoleRelease, []any{1}, []any{0}),
+		decoderfuzz.Of(readScript, decodeRead, []any{[]any{3, 2, 1, 0, 1700000000000}}, []any{[]any{0, 0, 0, 0, 1700000000000}}),
 	}
-}
-
-func decoderOf[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...[]any) fuzzseed.Decoder {
-	return fuzzseed.Decoder{Name: s.Name(), Decode: func(v any) (any, bool) { return decode(v) }, Seeds: seeds}
 }
 
 // checkDecoded holds what every accepted reply must give.
@@ -56,13 +49,7 @@ func checkDecoded(r any) error {
 // ErrBadState that names the script. No reply panics. Its seeds and
 // testdata/fuzz/FuzzDecoders run as a normal test.
 func FuzzDecoders(f *testing.F) {
-	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
-		err := decode.Unexpected(name, reply)
-		if !errors.Is(err, sentinel.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
-			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
-		}
-		return nil
-	})
+	decoderfuzz.Fuzz(f, decoders(), checkDecoded)
 }
 
 // TestDecoderSeedsAccepted proves the seeds are valid replies, so that the

@@ -1,30 +1,23 @@
 package fencingcore
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/coordkit/coordination/internal/decode"
-	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/sentinel"
+	"github.com/coordkit/coordination/internal/testkit/decoderfuzz"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
 // decoders are the decoders of the fencing lock's scripts, each with replies it accepts.
 func decoders() []fuzzseed.Decoder {
 	return []fuzzseed.Decoder{
-		decoderOf(Acquire, decodeGrant, []any{"7"}, []any{2500}, []any{-1}),
-		decoderOf(Refresh, decode.Bool01, []any{1}, []any{0}),
-		decoderOf(Verify, decode.Bool01, []any{1}, []any{0}),
-		decoderOf(Release, decode.Release, []any{1}, []any{0}, []any{-1}),
-		decoderOf(Read, decodeRead, []any{nil}, []any{[]any{"7", "holder", 900}}, []any{[]any{"3", "h", -1}}),
+		decoderfuzz.Of(Acquire, decodeGrant, []any{"7"}, []any{2500}, []any{-1}),
+		decoderfuzz.Of(Refresh, decode.Bool01, []any{1}, []any{0}),
+		decoderfuzz.Of(Verify, decode.Bool01, []any{1}, []any{0}),
+		decoderfuzz.Of(Release, decode.Release, []any{1}, []any{0}, []any{-1}),
+		decoderfuzz.Of(Read, decodeRead, []any{nil}, []any{[]any{"7", "holder", 900}}, []any{[]any{"3", "h", -1}}),
 	}
-}
-
-func decoderOf[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...[]any) fuzzseed.Decoder {
-	return fuzzseed.Decoder{Name: s.Name(), Decode: func(v any) (any, bool) { return decode(v) }, Seeds: seeds}
 }
 
 // checkDecoded holds what every accepted reply must give.
@@ -55,13 +48,7 @@ func checkDecoded(r any) error {
 // ErrBadState that names the script. No reply panics. Its seeds and
 // testdata/fuzz/FuzzDecoders run as a normal test.
 func FuzzDecoders(f *testing.F) {
-	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
-		err := decode.Unexpected(name, reply)
-		if !errors.Is(err, sentinel.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
-			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
-		}
-		return nil
-	})
+	decoderfuzz.Fuzz(f, decoders(), checkDecoded)
 }
 
 // TestDecoderSeedsAccepted proves the seeds are valid replies, so that the

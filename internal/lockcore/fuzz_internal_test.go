@@ -1,14 +1,12 @@
 package lockcore
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
-	"github.com/coordkit/coordination/internal/sentinel"
+	"github.com/coordkit/coordination/internal/testkit/decoderfuzz"
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
@@ -16,15 +14,11 @@ import (
 func decoders() []fuzzseed.Decoder {
 	return []fuzzseed.Decoder{
 		commandOf(Try, decodeTry, "tok", []any{nil}, []any{"tok"}, []any{"tok+"}, []any{"other"}),
-		decoderOf(Acquire, decodeGrant, []any{"OK"}, []any{1500}, []any{-1}),
-		decoderOf(Refresh, decode.Bool01, []any{1}, []any{0}),
-		decoderOf(Verify, decode.Bool01, []any{1}, []any{0}),
-		decoderOf(Release, decode.Release, []any{1}, []any{0}, []any{-1}),
+		decoderfuzz.Of(Acquire, decodeGrant, []any{"OK"}, []any{1500}, []any{-1}),
+		decoderfuzz.Of(Refresh, decode.Bool01, []any{1}, []any{0}),
+		decoderfuzz.Of(Verify, decode.Bool01, []any{1}, []any{0}),
+		decoderfuzz.Of(Release, decode.Release, []any{1}, []any{0}, []any{-1}),
 	}
-}
-
-func decoderOf[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...[]any) fuzzseed.Decoder {
-	return fuzzseed.Decoder{Name: s.Name(), Decode: func(v any) (any, bool) { return decode(v) }, Seeds: seeds}
 }
 
 // commandOf is decoderOf for a plain command, whose decoder also takes the
@@ -57,13 +51,7 @@ func checkDecoded(r any) error {
 // ErrBadState that names the script. No reply panics. Its seeds and
 // testdata/fuzz/FuzzDecoders run as a normal test.
 func FuzzDecoders(f *testing.F) {
-	fuzzseed.FuzzDecoders(f, decoders(), checkDecoded, func(name string, reply any) error {
-		err := decode.Unexpected(name, reply)
-		if !errors.Is(err, sentinel.ErrBadState) || engine.Classify(err) != engine.Terminal || !strings.Contains(err.Error(), name) {
-			return fmt.Errorf("refusal %v is not a terminal ErrBadState", err)
-		}
-		return nil
-	})
+	decoderfuzz.Fuzz(f, decoders(), checkDecoded)
 }
 
 // TestDecoderSeedsAccepted proves the seeds are valid replies, so that the
