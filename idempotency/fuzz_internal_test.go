@@ -134,18 +134,13 @@ func checkDecoded(r any) error {
 	return nil
 }
 
-// FuzzDecoders gives every store decoder arbitrary replies: each either
-// accepts the reply, with a result that meets its invariants, or refuses
-// it, and the refusal becomes a terminal error wrapping ErrBadState that
-// names the script. No reply panics. Its seeds and
-// testdata/fuzz/FuzzDecoders (with the regressions claim-pttl-overflow and
-// 61fd1aac44daa1d8, a fence of -2^63) run as a normal test.
+// FuzzDecoders: decoderfuzz.Fuzz over decoders(), results checked by
+// checkDecoded (seeds and testdata/fuzz run as a normal test).
 func FuzzDecoders(f *testing.F) {
 	decoderfuzz.Fuzz(f, decoders(), checkDecoded)
 }
 
-// TestDecoderSeedsAccepted proves the seeds are valid replies, so that the
-// fuzzer starts from both sides of every decoder.
+// TestDecoderSeedsAccepted: every seed is a reply its decoder accepts.
 func TestDecoderSeedsAccepted(t *testing.T) {
 	fuzzseed.DecoderSeedsAccepted(t, decoders())
 }

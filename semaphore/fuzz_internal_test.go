@@ -43,17 +43,13 @@ func checkDecoded(r any) error {
 	return nil
 }
 
-// FuzzDecoders gives every semaphore decoder arbitrary replies: each
-// either accepts the reply, with a result that meets its invariants, or
-// refuses it, and the refusal becomes a terminal error wrapping
-// ErrBadState that names the script. No reply panics. Its seeds and
-// testdata/fuzz/FuzzDecoders run as a normal test.
+// FuzzDecoders: decoderfuzz.Fuzz over decoders(), results checked by
+// checkDecoded (seeds and testdata/fuzz run as a normal test).
 func FuzzDecoders(f *testing.F) {
 	decoderfuzz.Fuzz(f, decoders(), checkDecoded)
 }
 
-// TestDecoderSeedsAccepted proves the seeds are valid replies, so that the
-// fuzzer starts from both sides of every decoder.
+// TestDecoderSeedsAccepted: every seed is a reply its decoder accepts.
 func TestDecoderSeedsAccepted(t *testing.T) {
 	fuzzseed.DecoderSeedsAccepted(t, decoders())
 }
