@@ -117,8 +117,9 @@ func (c *ConcurrencyLimiter) check() error {
 // ahead of it. The lease renews itself until released.
 //
 // When the permits are not free it returns a [*WaitError] matching
-// coordination.ErrNotAcquired, as semaphore's TryAcquireN does; so is the
-// refusal of a denied identity ([WithDenyList]: Denied is true) and of
+// coordination.ErrNotAcquired (semaphore's TryAcquireN returns
+// ErrNotAcquired itself: errors.Is treats both alike, and the *WaitError
+// adds Denied and Err); so is the refusal of a denied identity ([WithDenyList]: Denied is true) and of
 // [FailClosed] (Err is the failure). Under [FailOpen] a Redis failure
 // grants a lease that holds nothing ([ConcurrencyLease.FailedOpen]).
 //
