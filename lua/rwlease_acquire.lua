@@ -40,7 +40,9 @@
 --   WRONGTYPE       the key is not a sorted set (raised by ZSCORE)
 --   COORD_BADARG    ARGV[1] is not "R:<token>" or "W:<token>"
 --   COORD_BADSTATE  a live entry in the holders' (or the waiting
---                   writers') score range is not R:/W: (or Q:)
+--                   writers') score range is not R:/W: (or Q:), or the
+--                   key's lowest or highest score is not an integer
+--                   within the longest TTL of 0 (fragment rwlease_prune)
 local key, member = KEYS[1], ARGV[1]
 local ttl = tonumber(ARGV[2])
 local arg = tonumber(ARGV[3])
@@ -62,6 +64,10 @@ if (hk and hk ~= 'R:' and hk ~= 'W:') or (waiting[1] and string.sub(waiting[1], 
 end
 
 --#include rwlease_prune
+local bad = out_of_layout()
+if bad then
+  return bad
+end
 -- refuse prunes, and for a blocking writer records its marker.
 local function refuse(retry)
   prune()

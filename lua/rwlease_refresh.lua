@@ -14,6 +14,8 @@
 -- Errors (raised before anything is written):
 --   WRONGTYPE     the key is not a sorted set (raised by ZSCORE)
 --   COORD_BADARG  ARGV[1] is not "R:<token>" or "W:<token>"
+--   COORD_BADSTATE the key's lowest or highest score is not an integer
+--                 within the longest TTL of 0 (fragment rwlease_prune)
 local key, member = KEYS[1], ARGV[1]
 local ttl = tonumber(ARGV[2])
 local kind = string.sub(member, 1, 2)
@@ -24,6 +26,10 @@ end
 --#include time_ms
 local nows = string.format('%d', now)
 --#include rwlease_prune
+local bad = out_of_layout()
+if bad then
+  return bad
+end
 
 local mine = redis.call('ZSCORE', key, member)
 local live = mine ~= false and tonumber(mine) > now

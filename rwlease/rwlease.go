@@ -173,8 +173,10 @@ type Lease struct {
 // coordination.ErrInvalidArgument (naming ttl, or rwmutex for a nil or zero
 // RWMutex) with nothing sent; an error matching coordination.ErrBadState
 // when the key holds something other than a sorted set, or
-// coordination.ErrBadState when it holds a sorted set of another layout,
-// both with nothing written; the hook's error when a hook rejects; Redis
+// coordination.ErrBadState when it holds a sorted set of another layout
+// (a member that is not R:, W: or Q:<token> where one is looked for, or a
+// lowest or highest score that no TTL gives, such as +inf; Refresh and
+// Release refuse that too), both with nothing written; the hook's error when a hook rejects; Redis
 // and network errors as go-redis returns them. When the outcome is
 // ambiguous (see coordination.IsAmbiguous) the lease may have been taken on
 // the server: a background owner-checked release removes it.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -393,6 +395,50 @@ func TestWrongTypeAndForeignLayout(t *testing.T) {
 		}
 		if got := entries(t, raw, b.Key("zs")); len(got) != 1 || got["someone else's"] != far {
 			t.Fatalf("foreign sorted set changed: %v", got)
+		}
+	})
+}
+
+// A foreign entry whose score no TTL gives (+inf, past the longest
+// time.Duration, -inf for a waiting record) makes every writing operation
+// a terminal ErrBadState that changes nothing: before, the settled expiry
+// of such a key was in the past and deleted it, live readers included, and
+// a writer then got in beside a reader that still held.
+func TestScoreOutsideTheLayoutIsRefusedUnchanged(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		for i, z := range []redis.Z{
+			{Score: math.Inf(1), Member: "R:11111111-1111-4111-8111-111111111111"},
+			{Score: 1e19, Member: "W:11111111-1111-4111-8111-111111111111"},
+			{Score: math.Inf(-1), Member: "Q:11111111-1111-4111-8111-111111111111"},
+		} {
+			name := fmt.Sprintf("bad%d", i)
+			rw := newRW(t, b.Coordinator(t), name)
+			r, err := rw.TryRead(ctx, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			must(raw.ZAdd(ctx, b.Key(name), z).Result())(t)
+			before := entries(t, raw, b.Key(name))
+			ops := map[string]func() error{
+				"TryRead":  func() error { _, err := rw.TryRead(ctx, time.Minute); return err },
+				"TryWrite": func() error { _, err := rw.TryWrite(ctx, time.Minute); return err },
+				"Refresh":  func() error { _, err := r.Refresh(ctx, time.Minute); return err },
+				"Release":  func() error { _, err := r.Release(ctx); return err },
+			}
+			for _, op := range []string{"TryRead", "TryWrite", "Refresh", "Release"} {
+				err := ops[op]()
+				if !errors.Is(err, coordination.ErrBadState) || engine.Classify(err) != engine.Terminal {
+					t.Fatalf("score %v, %s: %v, want a terminal ErrBadState", z.Score, op, err)
+				}
+				if got := entries(t, raw, b.Key(name)); !maps.Equal(got, before) {
+					t.Fatalf("score %v, %s changed the key: %v, was %v", z.Score, op, got, before)
+				}
+				if ttl := must(raw.PTTL(ctx, b.Key(name)).Result())(t); ttl <= 0 {
+					t.Fatalf("score %v, %s: key TTL %v", z.Score, op, ttl)
+				}
+			}
 		}
 	})
 }
