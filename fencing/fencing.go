@@ -113,7 +113,10 @@ func (m *Mutex) FenceKey() string { return m.fenceKey }
 //     counter is not a string, has a TTL, is not a canonical integer, is
 //     negative, is beyond int64 or is at 9223372036854775807 (the error
 //     names the counter key); the lease key holds a hash without owner or
-//     fence, or is not a hash (the error names the lease key).
+//     fence, another owner's hash without a TTL (PERSISTed or RESTOREd
+//     without one: its holder would never leave, so Acquire returns this
+//     at once instead of waiting), or is not a hash (the error names the
+//     lease key).
 //   - the hook's error when a hook rejects; Redis and network errors.
 //
 // When the outcome is ambiguous (see coordination.IsAmbiguous) the lease

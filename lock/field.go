@@ -106,8 +106,10 @@ type FieldLease struct {
 // ttl, or fieldSet for a nil FieldSet) for bad input, with nothing sent; an
 // error matching coordination.ErrBadState when the key holds something
 // other than a hash, and coordination.ErrBadState when the hash has a
-// key-level TTL (which would end every lease in it), both with nothing
-// written; the hook's error when a hook rejects; an error wrapping
+// key-level TTL (which would end every lease in it) or the field is held
+// by another owner without a TTL (HPERSISTed, or written by someone else:
+// its holder would never leave, so Acquire returns this at once), all with
+// nothing written; the hook's error when a hook rejects; an error wrapping
 // coordination.ErrClosed after the coordinator's Shutdown began; Redis and
 // network errors as go-redis returns them. When the outcome is ambiguous
 // (see coordination.IsAmbiguous) the lease may have been taken on the

@@ -20,7 +20,8 @@
 -- Errors (all raised before anything is written):
 --   COORD_BADARG      the lease key and the counter key are the same key
 --   WRONGTYPE         the lease key is not a hash
---   COORD_BADSTATE    the lease hash lacks its owner or fence field
+--   COORD_BADSTATE    the lease hash lacks its owner or fence field, or
+--                     another holder's hash has no TTL (it would never leave)
 --   COORD_BADCOUNTER  the counter is not a string, has a TTL, is not a
 --                     canonical integer, is negative, or is beyond the int64
 --                     range
@@ -38,7 +39,11 @@ if redis.call('HLEN', KEYS[1]) > 0 then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return cur[2]
   end
-  return redis.call('PTTL', KEYS[1])
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl < 0 then
+    return redis.error_reply('COORD_BADSTATE lease hash has no TTL: its holder would never leave')
+  end
+  return pttl
 end
 -- The counter: a WRONGTYPE here is the counter's (the lease key, read
 -- above, is a hash or absent), and reported as such. The Lua pcall catches

@@ -18,15 +18,16 @@
 --                        caller's token already (a re-sent request): its
 --                        expiry is set again and nothing else changes
 --          {0, pttl_ms}  held by another owner; pttl_ms (>= 1) is the
---                        field's remaining TTL, or -1 when it has none (a
---                        field the library did not write)
+--                        field's remaining TTL
 -- Errors (all raised before anything is written):
 --   ERR unknown command (HPEXPIRETIME, the first command; worded
 --                   differently by each server): the server lacks
 --                   hash-field expiration; the client reports
 --                   ErrUnsupportedServer
 --   WRONGTYPE       the key is not a hash (raised by HPEXPIRETIME)
---   COORD_BADSTATE  the hash has a key-level TTL
+--   COORD_BADSTATE  the hash has a key-level TTL, or the field is held
+--                   by another owner without a TTL (a field the library
+--                   did not write: its holder would never leave)
 local key, field, token = KEYS[1], ARGV[1], ARGV[2]
 redis.call('HPEXPIRETIME', key, 'FIELDS', 1, field)
 if redis.call('PTTL', key) >= 0 then
@@ -39,7 +40,10 @@ if v == token then
 end
 if v then
   local pttl = redis.call('HPTTL', key, 'FIELDS', 1, field)[1]
-  if pttl ~= -1 and pttl < 1 then
+  if pttl == -1 then
+    return redis.error_reply('COORD_BADSTATE the field has no TTL: its holder would never leave')
+  end
+  if pttl < 1 then
     -- The field expires this very millisecond: Redis 8 reports -2 while
     -- HGET still returns it. Retry in 1 ms.
     pttl = 1

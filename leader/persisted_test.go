@@ -1,0 +1,46 @@
+package leader_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
+	"github.com/coordkit/coordination/leader"
+)
+
+// A term whose lease hash has no TTL (PERSISTed, or RESTOREd without one)
+// would never end: a contender's Run returns ErrBadState at once instead
+// of campaigning until its context ends with a nil error, and the lease
+// is left unchanged.
+func TestCampaignAgainstALeaseWithoutTTLIsBadState(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		lk, fk := b.Key("{pl}:lease"), b.Key("{pl}:fence")
+		if err := raw.HSet(ctx, lk, "owner", "0e0c1a5e-7d5c-4a2a-9c1e-2b6f3a4d5e6f", "fence", "1", "holder", "node-a").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := raw.Set(ctx, fk, "1", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		el, err := leader.New(b.Coordinator(t), "{pl}:lease", "{pl}:fence", "node-b", leader.WithRetryDelay(10*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		err = el.Run(rctx)
+		if !errors.Is(err, coordination.ErrBadState) || rctx.Err() != nil {
+			t.Fatalf("Run: %v (ctx %v), want ErrBadState at once", err, rctx.Err())
+		}
+		if h, err := raw.HGetAll(ctx, lk).Result(); err != nil || h["holder"] != "node-a" || h["fence"] != "1" {
+			t.Fatalf("the lease changed: %v (%v)", h, err)
+		}
+		if ttl := raw.PTTL(ctx, lk).Val(); ttl != -1 {
+			t.Fatalf("the lease's TTL changed: %v", ttl)
+		}
+	})
+}
