@@ -102,7 +102,7 @@
 // a term are part of Run and not admitted; reads are LEADER READ.
 //
 // Per-request context deadlines bound a request's I/O only with go-redis'
-// ContextTimeoutEnabled: true; otherwise the client's read timeout (3 s by
+// ContextTimeoutEnabled: true; otherwise the client's read timeout (5 s by
 // default) does. A renewal stuck that long cannot extend a term (its
 // context is cancelled at the local deadline regardless), but it delays the
 // release and the next campaign.

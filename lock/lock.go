@@ -89,10 +89,11 @@ type Lock struct {
 // lock expires on the server ttl after the command ran unless refreshed
 // ([coordination.Lease.Refresh], [coordination.Lease.KeepAlive]).
 //
-// Errors name the operation and key (`coordination: lock acquire "KEY":
-// ...`) and wrap: coordination.ErrNotAcquired when another owner holds the
-// lock; coordination.ErrInvalidArgument (naming ctx, ttl, or mutex for a
-// nil Mutex) for bad input, with nothing sent; an error matching
+// Errors of the operation name it and the key (`coordination: lock
+// acquire "KEY": ...`) and wrap: coordination.ErrNotAcquired when another
+// owner holds the lock; coordination.ErrInvalidArgument naming the
+// argument (ctx, ttl, or mutex for a nil Mutex) for bad input, refused
+// before the operation starts, with nothing sent; an error matching
 // coordination.ErrBadState when the key holds a non-string value (wrong
 // Redis type) or a string that is no owner token
 // (someone else's value; nothing is written). An owner token without a

@@ -49,7 +49,7 @@
 // go-redis' wait: a broken connection is seen at once and the command
 // re-sent after 10 to 30 ms (its default backoff), so a key granting fewer
 // than about 170 requests per second always recognises that re-send; a
-// reply that never arrives is given up only at the read timeout (3 s by
+// reply that never arrives is given up only at the read timeout (5 s by
 // default), which the ring of a key granting more than a request or two per
 // second does not span. A re-send that comes later, or after
 // the key expired (its state was back to empty), or of a refusal (which
