@@ -29,6 +29,13 @@ func TestServedScriptsAreAssembled(t *testing.T) {
 				t.Fatal(err)
 			}
 			want = strings.ReplaceAll(want, includeMarker+f+"\n", string(body))
+			// A fragment in sections: each section is the text from its
+			// marker line to the next marker (or the end).
+			parts := strings.Split(string(body), "\n"+sectionMarker)
+			for _, p := range parts[1:] {
+				name, text, _ := strings.Cut(p, "\n")
+				want = strings.ReplaceAll(want, includeMarker+f+"."+name+"\n", strings.TrimSuffix(text, "\n")+"\n")
+			}
 		}
 		if string(b) != want {
 			t.Errorf("%s: served text is not the source with its fragments in", n)
@@ -36,8 +43,9 @@ func TestServedScriptsAreAssembled(t *testing.T) {
 	}
 }
 
-// Every fragment is included by at least one script, is no script of its
-// own, and includes nothing.
+// Every fragment (and every section of one written in sections) is
+// included by at least one script, is no script of its own, and includes
+// nothing; each section begins with a comment naming it.
 func TestEveryFragmentIsUsed(t *testing.T) {
 	frags := fragmentNames(t)
 	if len(frags) == 0 {
@@ -56,15 +64,24 @@ func TestEveryFragmentIsUsed(t *testing.T) {
 		}
 	}
 	for _, f := range frags {
-		if uses[f] == 0 {
+		body, err := fs.ReadFile(sources, "fragments/"+f+".lua")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if secs := sectionsOf(body); secs != nil {
+			for name, text := range secs {
+				if uses[f+"."+name] == 0 {
+					t.Errorf("section %s.%s is included by no script", f, name)
+				}
+				if !strings.HasPrefix(string(text), "-- "+f+"."+name+":") {
+					t.Errorf("section %s.%s must begin with %q", f, name, "-- "+f+"."+name+":")
+				}
+			}
+		} else if uses[f] == 0 {
 			t.Errorf("fragment %s is included by no script", f)
 		}
 		if _, err := fs.Stat(FS(), f+".lua"); err == nil {
 			t.Errorf("fragment %s is served as a script", f)
-		}
-		body, err := fs.ReadFile(sources, "fragments/"+f+".lua")
-		if err != nil {
-			t.Fatal(err)
 		}
 		if !strings.HasPrefix(string(body), "-- fragment "+f+":") {
 			t.Errorf("fragment %s must begin with %q", f, "-- fragment "+f+":")
@@ -91,6 +108,23 @@ func TestAssembleRefusesBadIncludes(t *testing.T) {
 	}
 	if _, err := assemble(fstest.MapFS{"a.lua": {Data: []byte("--#include g\n")}}); err == nil {
 		t.Error("an include of a missing fragment assembled")
+	}
+	sectioned := fstest.MapFS{
+		"a.lua":           {Data: []byte("--#include f.two\n--#include f.one\n")},
+		"fragments/f.lua": {Data: []byte("-- fragment f: two parts\n--#section one\nlocal a = 1\n--#section two\nlocal b = 2\n")},
+	}
+	out, err = assemble(sectioned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(out["a.lua"]); got != "local b = 2\nlocal a = 1\n" {
+		t.Errorf("assembled sections %q", got)
+	}
+	for _, bad := range []string{"--#include f\n", "--#include f.three\n"} {
+		sectioned["a.lua"] = &fstest.MapFile{Data: []byte(bad)}
+		if _, err := assemble(sectioned); err == nil {
+			t.Errorf("%q assembled", bad)
+		}
 	}
 	nested := fstest.MapFS{
 		"a.lua":           {Data: []byte("--#include f\n")},

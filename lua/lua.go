@@ -8,12 +8,14 @@
 // Each file begins with a comment block giving its KEYS (with their roles),
 // ARGV (with units), the reply shape and the error codes it can return.
 // Parts that several scripts share (reading the server's time, pruning and
-// re-expiring a sorted set, reading and checking a latch's hash) are
-// written once, in the source tree's
+// re-expiring a sorted set, reading and checking a latch's hash, each rate
+// limiter's arithmetic) are written once, in the source tree's
 // lua/fragments/, and included where a script's source has a line
-// "--#include NAME"; [FS] serves each script assembled, the text the
-// library sends and whose SHA1 it runs under EVALSHA, each fragment
-// beginning with a comment "-- fragment NAME:".
+// "--#include NAME" (a whole fragment) or "--#include NAME.SECTION" (one
+// section of a fragment written in sections); [FS] serves each script
+// assembled, the text the library sends and whose SHA1 it runs under
+// EVALSHA, each fragment beginning with a comment "-- fragment NAME:" and
+// each section with "-- NAME.SECTION:".
 // The scripts share these conventions:
 //
 //   - Time comes from the server: redis.call('TIME') converted once to
@@ -55,13 +57,21 @@ import (
 // fragment in with a line of its own, "--#include NAME" (NAME.lua under
 // fragments/), replaced by the fragment's text when the package
 // initialises; what FS serves, and what the library runs, is the assembled
-// text.
+// text. A fragment may be written in sections, each starting at a line
+// "--#section SECTION" and running to the next or to the end; such a
+// fragment is taken in a section at a time ("--#include NAME.SECTION"),
+// and the text before its first section (its description) is never
+// included.
 //
 //go:embed *.lua fragments/*.lua
 var sources embed.FS
 
-// includeMarker starts a line that takes in a fragment.
-const includeMarker = "--#include "
+// includeMarker starts a line that takes in a fragment or a section of
+// one; sectionMarker starts a fragment's section.
+const (
+	includeMarker = "--#include "
+	sectionMarker = "--#section "
+)
 
 // assembled holds every script's assembled text by file name (NAME.lua),
 // built once at initialisation; names lists them in file-name order.
@@ -81,8 +91,9 @@ func mustAssemble() (map[string][]byte, []string) {
 }
 
 // assemble reads the scripts at the root of src and replaces each include
-// line with the named fragment under fragments/. A fragment includes
-// nothing; an include naming no fragment is an error.
+// line with the named fragment under fragments/, or the named section of
+// it. A fragment includes nothing; an include naming no fragment or no
+// section, or a fragment written in sections taken in whole, is an error.
 func assemble(src fs.FS) (map[string][]byte, error) {
 	entries, err := fs.ReadDir(src, ".")
 	if err != nil {
@@ -104,18 +115,64 @@ func assemble(src fs.FS) (map[string][]byte, error) {
 				buf.WriteString(line)
 				continue
 			}
-			f, err := fs.ReadFile(src, "fragments/"+name+".lua")
+			f, err := fragment(src, name)
 			if err != nil {
 				return nil, fmt.Errorf("%s: include %q: %w", e.Name(), name, err)
-			}
-			if bytes.Contains(f, []byte(includeMarker)) {
-				return nil, fmt.Errorf("%s: fragment %q includes another", e.Name(), name)
 			}
 			buf.Write(f)
 		}
 		out[e.Name()] = buf.Bytes()
 	}
 	return out, nil
+}
+
+// fragment returns the text an include of name takes in: the fragment
+// NAME.lua under fragments/ whole, or for NAME.SECTION that fragment's
+// section.
+func fragment(src fs.FS, name string) ([]byte, error) {
+	file, section, sectioned := strings.Cut(name, ".")
+	f, err := fs.ReadFile(src, "fragments/"+file+".lua")
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Contains(f, []byte(includeMarker)) {
+		return nil, fmt.Errorf("fragment %q includes another", file)
+	}
+	sections := sectionsOf(f)
+	switch {
+	case !sectioned && sections == nil:
+		return f, nil
+	case !sectioned:
+		return nil, fmt.Errorf("fragment %q is written in sections: include one", file)
+	}
+	body, ok := sections[section]
+	if !ok {
+		return nil, fmt.Errorf("fragment %q has no section %q", file, section)
+	}
+	return body, nil
+}
+
+// sectionsOf splits a fragment written in sections into their texts by
+// name (nil for a fragment without sections).
+func sectionsOf(f []byte) map[string][]byte {
+	var (
+		out  map[string][]byte
+		name string
+	)
+	for line := range strings.SplitAfterSeq(string(f), "\n") {
+		if n, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), sectionMarker); ok {
+			if out == nil {
+				out = make(map[string][]byte)
+			}
+			name = n
+			out[name] = []byte{}
+			continue
+		}
+		if out != nil {
+			out[name] = append(out[name], line...)
+		}
+	}
+	return out
 }
 
 // FS returns the scripts as a read-only file system: one file per script,
