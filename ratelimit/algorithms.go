@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/big"
 	"reflect"
-	"strconv"
 	"strings"
 	"time"
 
@@ -192,8 +191,11 @@ type spec struct {
 	// for a composite, its signature; for concurrency, "x:<limit>:<ms>"
 	// (not stored: it tells settings apart).
 	cfg string
-	// tail is the decision script's ARGV[4:] (after op, permits, id).
-	tail []any
+	// scripts are the algorithm's decision scripts, and tail their
+	// ARGV[4:] (after op, permits, id): the cfg (a composite: its
+	// signature, then each component's cfg).
+	scripts scriptPair
+	tail    []any
 	// kinds are a composite's component algorithms, in order.
 	kinds []byte
 	// window is the time an empty limiter takes to become full again
@@ -228,15 +230,22 @@ func micros(name string, d, least time.Duration) (int64, error) {
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
-// pxArg is the TTL in whole milliseconds (at least 1) of a span in µs.
-func pxArg(us int64) string { return strconv.FormatInt(max(ceilDiv(us, 1000), 1), 10) }
+// standalone sets the decision scripts and arguments of one limiter:
+// its algorithm's scripts and its cfg. (Few arguments: a server refuses a
+// command of more than 10 before authentication with a protocol error
+// instead of NOAUTH.)
+func standalone(s *spec, scripts scriptPair) *spec {
+	s.scripts, s.tail = scripts, []any{s.cfg}
+	return s
+}
 
-// standalone builds the decision arguments of one limiter: its cfg, and
-// the key's TTL after a fast-path grant (the window, for a fixed window).
-// Few arguments: a server refuses a command of more than 10 before
-// authentication with a protocol error instead of NOAUTH.
-func standalone(s *spec, ttl string) {
-	s.tail = []any{s.cfg, ttl}
+// args returns a decision script's arguments: op (d, s, a or r), permits,
+// the call's id (a string or *string; "" for a probe), then the tail.
+func (s *spec) args(op string, permits int, id any) []any {
+	args := make([]any, 3+len(s.tail))
+	args[0], args[1], args[2] = op, permits, id
+	copy(args[3:], s.tail)
+	return args
 }
 
 func (c FixedWindow) spec() (*spec, error) {
@@ -251,8 +260,7 @@ func (c FixedWindow) spec() (*spec, error) {
 	}
 	w := int64(c.Window / time.Millisecond)
 	s := &spec{settings: c, alg: algFixed, capacity: c.Limit, cfg: fmt.Sprintf("f:%d:%d", c.Limit, w), window: c.Window}
-	standalone(s, strconv.FormatInt(w, 10))
-	return s, nil
+	return standalone(s, fixedScripts), nil
 }
 
 func (c SlidingWindow) spec() (*spec, error) {
@@ -266,10 +274,8 @@ func (c SlidingWindow) spec() (*spec, error) {
 	if c.Segments < 1 || c.Segments > 1024 {
 		return nil, check.InvalidArgument("segments", "must be between 1 and 1024, got %d", c.Segments)
 	}
-	g := ceilDiv(w, int64(c.Segments))
 	s := &spec{settings: c, alg: algSliding, capacity: c.Limit, cfg: fmt.Sprintf("s:%d:%d:%d", c.Limit, w, c.Segments), window: c.Window}
-	standalone(s, pxArg(g+w))
-	return s, nil
+	return standalone(s, slidingScripts), nil
 }
 
 func (c TokenBucket) spec() (*spec, error) {
@@ -292,8 +298,7 @@ func (c TokenBucket) spec() (*spec, error) {
 	full := refills * p
 	s := &spec{settings: c, alg: algBucket, capacity: c.Limit, cfg: fmt.Sprintf("b:%d:%d:%d", c.Limit, c.TokensPerPeriod, p),
 		window: time.Duration(full) * time.Microsecond}
-	standalone(s, pxArg(full))
-	return s, nil
+	return standalone(s, bucketScripts), nil
 }
 
 // interval returns the emission interval as a reduced fraction q/d of a
@@ -344,8 +349,7 @@ func (c GCRA) spec() (*spec, error) {
 	spanUs := ceilDiv(span, d)
 	s := &spec{settings: c, alg: algGCRA, capacity: c.Burst, cfg: fmt.Sprintf("g:%d:%d:%d", c.Burst, q, d),
 		window: time.Duration(spanUs) * time.Microsecond}
-	standalone(s, pxArg(spanUs))
-	return s, nil
+	return standalone(s, gcraScripts), nil
 }
 
 func (c Composite) spec() (*spec, error) {
@@ -381,6 +385,7 @@ func (c Composite) spec() (*spec, error) {
 		}
 	}
 	s.cfg = strings.Join(cfgs, ";")
+	s.scripts = compositeScripts
 	s.tail = make([]any, 0, 1+n)
 	s.tail = append(s.tail, s.cfg)
 	for _, c := range cfgs {

@@ -22,7 +22,13 @@
 //
 // Every decision is one Lua script on one key, run atomically with the
 // server's clock (redis.call('TIME'), in microseconds): one EVALSHA round
-// trip per [Limiter.Allow] once the script is cached. No application
+// trip per [Limiter.Allow] once the script is cached. The scripts, one per
+// algorithm, are package lua's ratelimit_fixed, ratelimit_sliding,
+// ratelimit_bucket, ratelimit_gcra and ratelimit_composite; each
+// algorithm's arithmetic is written once and shared by its script and the
+// composite's. A fixed window reads the clock only to start a window or to
+// refuse: a grant inside a live window needs none, since the key expires
+// when its window ends. No application
 // clock enters a shared decision, and a key never spans two Cluster
 // slots. Rates are exact: a GCRA interval is kept as a fraction of a
 // microsecond (3 per second admits exactly 3 per second over any long
@@ -95,9 +101,13 @@
 // lease 152 / 128 (each more lease adds about 30).
 //
 // Every path that reads a key leaves it with the expiry its state calls
-// for: a key that lost its expiry (PERSIST, RESTORE without a TTL) gets it
-// back at the next decision, probe or refusal included, and a key whose
-// state is over is deleted. A partitioned limiter per client therefore
+// for (the instant its state is back to empty, rounded up to a whole
+// millisecond): a key that lost its expiry (PERSIST, RESTORE without a
+// TTL) gets it back at the next decision, probe or refusal included, and a
+// key whose state is over is deleted. One edge: a fixed window's grant
+// trusts the key's expiry, so on a key PERSISTed past its window's end that
+// one grant is counted in the old window (whose key it then deletes),
+// not in a new one. A partitioned limiter per client therefore
 // leaves nothing behind for clients that went away.
 //
 // # Settings

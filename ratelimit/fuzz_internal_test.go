@@ -12,16 +12,20 @@ import (
 // decoders are the rate limiters' script decoders, each with replies it
 // accepts.
 func decoders() []fuzzseed.Decoder {
-	return []fuzzseed.Decoder{
-		decoderfuzz.Of(decideScript, decodeDecision, []any{5}, []any{[]any{0, 250000}}, []any{[]any{0, -1}}),
-		decoderfuzz.Of(adjustScript, decodeAdjust, []any{[]any{1, 4}}, []any{[]any{0, 0}}),
+	var out []fuzzseed.Decoder
+	for _, p := range []scriptPair{fixedScripts, slidingScripts, bucketScripts, gcraScripts, compositeScripts} {
+		out = append(out,
+			decoderfuzz.Of(p.decide, decodeDecision, []any{5}, []any{[]any{0, 250000}}, []any{[]any{0, -1}}),
+			decoderfuzz.Of(p.adjust, decodeAdjust, []any{[]any{1, 4}}, []any{[]any{0, 0}}))
+	}
+	return append(out,
 		decoderfuzz.Of(concAcquireScript, decodeConcGrant, []any{[]any{1, 2, -1}}, []any{[]any{0, 0, 1500}}),
 		decoderfuzz.Of(concRenewScript, decode.Bool01, []any{1}, []any{0}),
 		decoderfuzz.Of(concVerifyScript, decode.Bool01, []any{1}, []any{0}),
 		decoderfuzz.Of(concReleaseScript, decode.SoleRelease, []any{1}, []any{0}),
 		decoderfuzz.Of(denyReadScript, decode.Bool01, []any{1}, []any{0}),
 		decoderfuzz.Of(denyWriteScript, decode.Bool01, []any{1}, []any{0}),
-	}
+	)
 }
 
 // checkDecoded holds what every accepted reply must give.

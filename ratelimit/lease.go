@@ -135,10 +135,7 @@ func (l result) refund(ctx context.Context) (bool, error) {
 	lim.settingsMu.RLock()
 	defer lim.settingsMu.RUnlock()
 	sp := lim.sp
-	args := make([]any, 3+len(sp.tail))
-	args[0], args[1], args[2] = lim.op(sp, 'r'), l.permits, *newID()+*l.id
-	copy(args[3:], sp.tail)
-	r, err := adjustScript.Run(ctx, lim.e, lim.keys, args...)
+	r, err := sp.scripts.adjust.Run(ctx, lim.e, lim.keys, sp.args("r", l.permits, *newID()+*l.id)...)
 	if err != nil {
 		return false, err
 	}

@@ -266,18 +266,19 @@ func (l *Limiter) attempt(ctx context.Context, op engine.Op, permits int, oversi
 
 // decide runs the decision script once.
 func (l *Limiter) decide(ctx context.Context, sp *spec, permits int) (verdict, error) {
-	args := make([]any, 3+len(sp.tail))
-	args[0] = l.op(sp, 'd')
-	args[1] = permits
-	var id *string
+	var (
+		id  *string
+		arg any = ""
+	)
 	if permits > 0 {
 		id = newID()
-		args[2] = id
-	} else {
-		args[2] = ""
+		arg = id
 	}
-	copy(args[3:], sp.tail)
-	r, err := decideScript.Run(ctx, l.e, l.keys, args...)
+	op := "d"
+	if l.opts.strict {
+		op = "s"
+	}
+	r, err := sp.scripts.decide.Run(ctx, l.e, l.keys, sp.args(op, permits, arg)...)
 	if err != nil {
 		return verdict{}, err
 	}
@@ -286,30 +287,6 @@ func (l *Limiter) decide(ctx context.Context, sp *spec, permits int) (verdict, e
 		d.id, d.permits = id, permits
 	}
 	return d, nil
-}
-
-// op returns the script operation for kind ('d' decide, 'a' adjust, 'r'
-// refund): strict decisions are 's', a composite's upper case.
-func (l *Limiter) op(sp *spec, kind byte) string {
-	comp := sp.alg == algComp
-	switch {
-	case kind == 'd' && l.opts.strict && comp:
-		return "S"
-	case kind == 'd' && l.opts.strict:
-		return "s"
-	case kind == 'd' && comp:
-		return "D"
-	case kind == 'd':
-		return "d"
-	case kind == 'a' && comp:
-		return "A"
-	case kind == 'a':
-		return "a"
-	case comp:
-		return "R"
-	default:
-		return "r"
-	}
 }
 
 // settle turns a verdict or error into the caller's result, applying the

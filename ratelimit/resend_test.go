@@ -139,9 +139,11 @@ func TestLostReplyThroughTheNetwork(t *testing.T) {
 					l := build(t, coord, k, key, 10, time.Minute)
 					direct := build(t, b.Coordinator(t), k, key, 10, time.Minute)
 					available(t, l) // scripts loaded
-					sha := decideScript.Hash()
+					var sha string
 					if k == kConc {
 						sha = concAcquireScript.Hash()
+					} else {
+						sha = l.sp.scripts.decide.Hash()
 					}
 					lost := p.Apply(faultproxy.DropReply(faultproxy.ScriptSHA(sha), 1))
 					// Counts the decision's re-sends (the rule after the drop sees

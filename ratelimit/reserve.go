@@ -133,10 +133,7 @@ func (rv *Reservation) Settle(ctx context.Context, actual int) (int, error) {
 	}
 	lim.settingsMu.RLock()
 	sp := lim.sp
-	args := make([]any, 3+len(sp.tail))
-	args[0], args[1], args[2] = lim.op(sp, 'a'), delta, newID()
-	copy(args[3:], sp.tail)
-	a, err := adjustScript.Run(ctx, lim.e, lim.keys, args...)
+	a, err := sp.scripts.adjust.Run(ctx, lim.e, lim.keys, sp.args("a", delta, newID())...)
 	lim.settingsMu.RUnlock()
 	if err != nil {
 		return 0, op.End(err)

@@ -12,11 +12,15 @@ import (
 // are documented in the .lua files. Each is immutable and safe for
 // concurrent use.
 var (
-	// decideScript makes a decision of a fixed-window, sliding-window,
-	// token-bucket, GCRA or composite limiter; adjustScript runs the same
-	// script for a settlement or a refund (operations a, r, A, R).
-	decideScript = engine.NewScript("ratelimit_decide", decodeDecision)
-	adjustScript = engine.NewScript("ratelimit_decide", decodeAdjust)
+	// The decision scripts, one per algorithm and one for a composite
+	// (ratelimit_fixed, _sliding, _bucket, _gcra, _composite), each under
+	// both its decoders: a decision (operations d, s), and a settlement or
+	// a refund (a, r). A spec holds its algorithm's pair.
+	fixedScripts     = decisionScripts("ratelimit_fixed")
+	slidingScripts   = decisionScripts("ratelimit_sliding")
+	bucketScripts    = decisionScripts("ratelimit_bucket")
+	gcraScripts      = decisionScripts("ratelimit_gcra")
+	compositeScripts = decisionScripts("ratelimit_composite")
 
 	// The concurrency limiter's lease scripts follow the lease argument
 	// convention (ARGV = member, TTL ms, limit, permits, strict for the
@@ -33,7 +37,18 @@ var (
 	denyWriteScript = engine.NewScript("ratelimit_deny_write", decode.Bool01)
 )
 
-// decideReply is the decoded reply of a decision ([decideScript]).
+// scriptPair is a decision script under its two decoders.
+type scriptPair struct {
+	decide *engine.Script[decideReply]
+	adjust *engine.Script[adjustReply]
+}
+
+func decisionScripts(name string) scriptPair {
+	return scriptPair{engine.NewScript(name, decodeDecision), engine.NewScript(name, decodeAdjust)}
+}
+
+// decideReply is the decoded reply of a decision (operations d, s of a
+// [scriptPair]'s script).
 type decideReply struct {
 	Acquired bool
 	// Available is the number of permits free after the decision.
@@ -68,7 +83,7 @@ func decodeDecision(v any) (decideReply, bool) {
 }
 
 // adjustReply is the decoded reply of a settlement or a refund
-// ([adjustScript]): whether it was applied (a refund whose grant the key
+// (operations a, r): whether it was applied (a refund whose grant the key
 // no longer remembers is not), and the permits available after it.
 type adjustReply struct {
 	Applied   bool

@@ -1,0 +1,227 @@
+// Command scriptcost counts the CPU instructions a Redis server spends on
+// one run of each rate-limit decision script: a measure that a shared,
+// noisy machine does not move (the same binary, script and state give the
+// same count within about 1%, whatever else runs), to compare two versions
+// of a script where server time from INFO commandstats swings by 10-50%.
+//
+// It starts redis-server under valgrind's callgrind, collecting only inside
+// evalShaCommand (the whole script run, the commands it calls included),
+// loads the library's scripts (the assembled text package lua serves) and,
+// with -old, a second script to compare (an earlier ratelimit_decide.lua,
+// for instance), then for each case runs the script -n times on one key
+// after a warm-up and prints instructions per call (Ir/call). Cases:
+// a grant on a limiter whose limit is never reached (each algorithm and
+// a composite of three, the rows of BenchmarkRateLimitDecision), a refusal
+// (limit reached) and a probe (0 permits).
+//
+//	. ~/.cache/redis-servers/env.sh   # REDIS8_SERVER: a build with symbols
+//	cd bench && go run ./cmd/scriptcost
+//	git show 5656b52:lua/ratelimit_decide.lua > /tmp/old.lua
+//	cd bench && go run ./cmd/scriptcost -old /tmp/old.lua   # before and after, case by case
+//
+// Needs valgrind (Debian package valgrind) and a redis-server with its
+// symbols (get-servers.sh builds Redis 8 with them; Debian's Redis 7.0 is
+// stripped).
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"flag"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/coordkit/coordination/lua"
+)
+
+// step is one script run of a case: its script (new: by name in package
+// lua; old: the -old file), the key, and ARGV ("{id}": 8 fresh random
+// bytes).
+type step struct {
+	name, script, key string
+	old               bool
+	args              []string
+	oldTTL            string // the old script's ARGV[5]
+	warm              int
+}
+
+const huge = "1073741824" // 1<<30: a limit never reached
+
+// cases returns the cases in pairs (old, then new) when old is set, else
+// the new ones. The old script takes the key's TTL after a fast-path grant
+// as a fifth argument, and upper-case operations for a composite.
+func cases(old bool) []step {
+	type alg struct {
+		name, grant, grantTTL, refuse, refuseTTL string
+	}
+	algs := []alg{
+		{"fixed", "f:" + huge + ":3600000", "3600000", "f:5:3600000", "3600000"},
+		{"sliding", "s:" + huge + ":3600000000:10", "3960000", "s:5:3600000000:10", "3960000"},
+		{"bucket", "b:" + huge + ":" + huge + ":3600000000", "3600000", "b:5:1:3600000000", "18000000"},
+		{"gcra", "g:" + huge + ":1000000:1", "1073741824000", "g:5:1000000000:1", "5000000000"},
+	}
+	var out []step
+	add := func(s step) {
+		if old {
+			o := s
+			o.name, o.old, o.key = "old "+s.name, true, "old:"+s.key
+			o.args = append([]string(nil), s.args...)
+			if strings.HasPrefix(s.script, "ratelimit_composite") {
+				o.args[0] = strings.ToUpper(o.args[0])
+			} else {
+				o.args = append(o.args, s.oldTTL)
+			}
+			out = append(out, o)
+			s.name = "new " + s.name
+		}
+		out = append(out, s)
+	}
+	for _, a := range algs {
+		script := "ratelimit_" + a.name
+		add(step{name: a.name + " grant", script: script, key: a.name + ":grant", args: []string{"d", "1", "{id}", a.grant}, oldTTL: a.grantTTL, warm: 10})
+		add(step{name: a.name + " refusal", script: script, key: a.name + ":refuse", args: []string{"d", "1", "{id}", a.refuse}, oldTTL: a.refuseTTL, warm: 10})
+		add(step{name: a.name + " probe", script: script, key: a.name + ":grant", args: []string{"d", "0", "", a.grant}, oldTTL: a.grantTTL})
+	}
+	comp := func(cfgs ...string) []string {
+		return append([]string{"d", "1", "{id}", strings.Join(cfgs, ";")}, cfgs...)
+	}
+	add(step{name: "composite-3 grant", script: "ratelimit_composite", key: "comp:grant", warm: 10,
+		args: comp("b:"+huge+":2:1000000", "s:"+huge+":60000000:10", "f:"+huge+":3600000")})
+	add(step{name: "composite-3 refusal", script: "ratelimit_composite", key: "comp:refuse", warm: 10,
+		args: comp("b:5:1:3600000000", "s:5:3600000000:10", "f:5:3600000")})
+	return out
+}
+
+func main() {
+	n := flag.Int("n", 3000, "script runs per case")
+	oldFile := flag.String("old", "", "an earlier decision script to run beside each case (the one-script layout: ARGV[5] a TTL, upper-case composite operations)")
+	server := flag.String("server", os.Getenv("REDIS8_SERVER"), "redis-server binary, with symbols (default $REDIS8_SERVER)")
+	flag.Parse()
+	if *server == "" {
+		fail("no redis-server: set REDIS8_SERVER (. ~/.cache/redis-servers/env.sh) or -server")
+	}
+	var oldSrc string
+	if *oldFile != "" {
+		b, err := os.ReadFile(*oldFile)
+		if err != nil {
+			fail(err.Error())
+		}
+		oldSrc = string(b)
+	}
+	dir, err := os.MkdirTemp("", "scriptcost")
+	if err != nil {
+		fail(err.Error())
+	}
+	defer os.RemoveAll(dir)
+	port := freePort()
+	vg := exec.Command("valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand",
+		"--callgrind-out-file="+filepath.Join(dir, "cg.out"),
+		*server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := vg.Start(); err != nil {
+		fail("valgrind: " + err.Error())
+	}
+	defer func() { _ = vg.Process.Kill(); _ = vg.Wait() }()
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), ReadTimeout: time.Minute})
+	defer c.Close()
+	for i := 0; c.Ping(ctx).Err() != nil; i++ {
+		if i > 300 {
+			fail("redis-server under valgrind did not answer in 60 s")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	pid := strconv.Itoa(vg.Process.Pid)
+	fmt.Printf("| case | Ir/call |\n|---|---|\n")
+	for _, s := range cases(oldSrc != "") {
+		src := oldSrc
+		if !s.old {
+			b, err := fs.ReadFile(lua.FS(), s.script+".lua")
+			if err != nil {
+				fail(err.Error())
+			}
+			src = string(b)
+		}
+		sha, err := c.ScriptLoad(ctx, src).Result()
+		if err != nil {
+			fail(err.Error())
+		}
+		run := func() error {
+			args := make([]any, len(s.args))
+			for i, a := range s.args {
+				if a == "{id}" {
+					id := make([]byte, 8)
+					_, _ = rand.Read(id)
+					a = string(id)
+				}
+				args[i] = a
+			}
+			return c.EvalSha(ctx, sha, []string{s.key}, args...).Err()
+		}
+		for range s.warm + 1 {
+			if err := run(); err != nil {
+				fail(s.name + ": " + err.Error())
+			}
+		}
+		control("-z", pid)
+		for range *n {
+			if err := run(); err != nil {
+				fail(s.name + ": " + err.Error())
+			}
+		}
+		before, _ := filepath.Glob(filepath.Join(dir, "cg.out.*"))
+		control("-d", pid)
+		fmt.Printf("| %s | %d |\n", s.name, totalIr(dir, len(before))/int64(*n))
+	}
+}
+
+// control runs callgrind_control (zero the counters, or dump them).
+func control(args ...string) {
+	if out, err := exec.Command("callgrind_control", args...).CombinedOutput(); err != nil {
+		fail(fmt.Sprintf("callgrind_control %v: %v: %s", args, err, out))
+	}
+}
+
+// totalIr waits for dump number seen+1 and returns its instruction total.
+func totalIr(dir string, seen int) int64 {
+	for range 100 {
+		fs, _ := filepath.Glob(filepath.Join(dir, "cg.out.*"))
+		if len(fs) > seen {
+			f := filepath.Join(dir, "cg.out."+strconv.Itoa(seen+1))
+			b, err := os.ReadFile(f)
+			if err == nil {
+				for line := range strings.Lines(string(b)) {
+					if v, ok := strings.CutPrefix(line, "summary: "); ok {
+						n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+						return n
+					}
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	fail("no callgrind dump appeared")
+	return 0
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fail(err.Error())
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func fail(msg string) {
+	fmt.Fprintln(os.Stderr, "scriptcost:", msg)
+	os.Exit(1)
+}

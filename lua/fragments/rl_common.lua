@@ -1,0 +1,204 @@
+-- fragment rl_common: what the rate-limit decision scripts
+-- (ratelimit_fixed, _sliding, _bucket, _gcra, _composite) share, in
+-- sections. The scripts name their values alike: op, permits, id, gid
+-- (the call), now (server µs, nil until read), av (permits free), wt
+-- (µs until want permits are free: 0 now, -1 never), de and dm (when the
+-- state is back to empty, in µs, and in ms rounded up; de may be nil
+-- where the clock was not read), sv (the state's text), rv and rp (the stored
+-- ring: 8-byte ids in rv from position rp on).
+--#section header
+-- rl_common.header: the arguments, replies and errors every decision
+-- script shares.
+-- ARGV[1]  operation:
+--            d  decide; state stored under other settings of the same
+--               algorithm (a composite: the same algorithms, in order) is
+--               moved to these settings first
+--            s  decide, strict: other settings are an error
+--            a  adjust: charge ARGV[2] permits (negative: give them back)
+--            r  refund: give ARGV[2] permits back to a grant whose id is
+--               ARGV[3]'s second half, if the ring still holds it
+-- ARGV[2]  permits (integer; >= 0 for decisions, >= 1 for refunds); 0
+--          probes without consuming
+-- ARGV[3]  this call's id (8 bytes; empty for a probe); for r, this call's
+--          id followed by the refunded grant's id
+-- ARGV[4]  the settings (cfg; a composite: its signature, every
+--          component's cfg joined with ';', and each component's cfg in
+--          ARGV[5], ARGV[6], ... in order, 1 to 32)
+-- The ring holds the ids (8 bytes each) of the key's last 6 grants,
+-- settlements and refunds, oldest first: a re-send of one of them is
+-- recognised and not applied again. Times are server microseconds
+-- (TIME's seconds * 1000000 + microseconds) unless named _ms; every value
+-- is an integer below 2^53.
+-- Reply    a decision:
+--            n          (an integer >= 0) granted (a probe: one permit is
+--                       free); n permits are available after it. A
+--                       re-sent grant is answered the same way, with what
+--                       is available now, and consumes nothing.
+--            {n, wait}  refused; n permits are available, wait is the
+--                       time in microseconds (>= 1) until the request
+--                       could be granted, -1 when never (more permits
+--                       than the capacity)
+--          an adjustment (a, r): {applied, n}; applied is 1 (also for a
+--          re-send), or 0 for a refund whose grant is no longer in the ring
+-- Writes   a grant, an adjustment, an applied refund, a move to other
+--          settings (with the grant): the whole state, expiring when it
+--          is back to empty (a state that is empty already: the key is
+--          deleted). A refusal, a probe or a re-send writes nothing,
+--          except an expiry on a key that has none (after PERSIST or
+--          RESTORE): PEXPIREAT NX at the time its state returns to empty;
+--          a key whose state is empty already is deleted.
+-- Errors (raised before anything is written):
+--   COORD_BADARG            an argument is malformed or out of range
+--   WRONGTYPE               the key is not a string (a composite: not a
+--                           hash) (raised by GET, HMGET)
+--   COORD_CONFIG_MISMATCH   the key holds another algorithm, another
+--                           composite structure, or (s) other settings
+--   COORD_BADSTATE          the stored state is malformed
+-- Idempotent under a re-send with the same id while the ring holds it: at
+-- most 5 other grants, settlements or refunds on the key in between.
+--#section args
+-- rl_common.args: the call (ARGV[1..3]), checked.
+local op, permits, id, gid = ARGV[1], tonumber(ARGV[2]), ARGV[3], nil
+if op ~= 'd' and op ~= 's' and op ~= 'a' and op ~= 'r' then
+  return redis.error_reply('COORD_BADARG unknown operation')
+end
+if not permits or permits % 1 ~= 0 or permits >= 2147483648 or permits <= -2147483648
+    or (op ~= 'a' and permits < 0) or (op == 'r' and permits < 1) then
+  return redis.error_reply('COORD_BADARG permits must be an integer in range')
+end
+if op == 'r' then
+  if #id ~= 16 then
+    return redis.error_reply('COORD_BADARG a refund needs its id and the grant id (8 bytes each)')
+  end
+  -- Two statements: miniredis' Lua assigns id before it reads id again
+  -- in one multiple assignment.
+  gid = string.sub(id, 9)
+  id = string.sub(id, 1, 8)
+elseif #id ~= 8 and not (#id == 0 and permits == 0 and op ~= 'a') then
+  return redis.error_reply('COORD_BADARG the id must be 8 bytes (empty only for a probe)')
+end
+-- want: the permits a decision asks about (a probe: one); m: the permits
+-- to charge (negative: to give back) once the call is to be applied.
+local want, m = permits, permits
+if want < 1 then
+  want = 1
+end
+if op == 'r' then
+  m = -permits
+end
+local MAXN = 9007199254740992 -- 2^53: every stored number stays below
+local now, av, wt, de, dm, sv
+--#section one
+-- rl_common.one: a single limiter's key: its value v (stored: whether
+-- there is one), the caller's settings cfg, and the ring rv from position
+-- rp (set where the script reads v).
+local v = redis.call('GET', KEYS[1])
+local stored, cfg, rv, rp = v ~= false, ARGV[4], v or '', 1
+--#section foreign
+-- rl_common.foreign: a stored value v that this script's pattern did not
+-- read (c: nil) is another limiter's, or garbage.
+if stored and not c then
+  if string.find(v, '^%a:[%d:]+|') and string.byte(v) ~= string.byte(cfg) then
+    return redis.error_reply('COORD_CONFIG_MISMATCH key holds another algorithm')
+  end
+  return redis.error_reply('COORD_BADSTATE limiter state is malformed')
+end
+--#section clock
+-- rl_common.clock: now, the server's clock (TIME) in microseconds.
+local t = redis.call('TIME')
+now = t[1] * 1000000 + t[2]
+--#section cfg3
+-- rl_common.cfg3: settings of three numbers ("<letter>:<n1>:<n2>:<n3>",
+-- each 1 to 2^53 - 1): o1, o2, o3 the stored settings' (read as p1, p2, p3
+-- under c, the stored cfg; nil: no state), n1, n2, n3 the caller's (cfg,
+-- for the algorithm al; when it is the stored cfg, the stored numbers:
+-- cfg is not read again). A strict decision (s) under other stored
+-- settings is refused.
+local o1, o2, o3, n1, n2, n3
+if c then
+  o1, o2, o3 = tonumber(p1), tonumber(p2), tonumber(p3)
+  if not (o1 and o2 and o3) or o1 < 1 or o2 < 1 or o3 < 1 or o1 >= MAXN or o2 >= MAXN or o3 >= MAXN then
+    return redis.error_reply('COORD_BADSTATE limiter settings are malformed')
+  end
+end
+if c == cfg then
+  n1, n2, n3 = o1, o2, o3
+else
+  if c and op == 's' then
+    return redis.error_reply('COORD_CONFIG_MISMATCH key holds other settings')
+  end
+  n1, n2, n3 = string.match(cfg, '^%a:(%d+):(%d+):(%d+)$')
+  n1, n2, n3 = tonumber(n1), tonumber(n2), tonumber(n3)
+  if string.byte(cfg) ~= al or not n1 or n1 < 1 or n2 < 1 or n3 < 1 or n1 >= MAXN or n2 >= MAXN or n3 >= MAXN then
+    return redis.error_reply('COORD_BADARG malformed limiter settings')
+  end
+end
+--#section decide
+-- rl_common.decide: whether the call is answered without applying
+-- anything (answer, true): a re-send (this call's id is in the ring), a
+-- refused decision, a probe, and a refund whose grant the ring no longer
+-- holds (gat: where the grant's id is in the ring).
+if (#rv + 1 - rp) % 8 ~= 0 then
+  return redis.error_reply('COORD_BADSTATE limiter ring is malformed')
+end
+local at = id ~= '' and string.find(rv, id, rp, true)
+while at and (at - rp) % 8 ~= 0 do
+  at = string.find(rv, id, at + 1, true)
+end
+local gat = gid and string.find(rv, gid, rp, true)
+while gat and (gat - rp) % 8 ~= 0 do
+  gat = string.find(rv, gid, gat + 1, true)
+end
+local answer = at or (op == 'r' and not gat) or ((op == 'd' or op == 's') and (wt ~= 0 or permits == 0))
+--#section answer
+-- rl_common.answer: answers a call decide found is not to be applied
+-- (with av, wt, de and dm); a key without an expiry (PERSIST, RESTORE) gets
+-- the one its state calls for, and a key whose state is empty already
+-- goes.
+if stored then
+  if de and de <= now then
+    redis.call('DEL', KEYS[1])
+  else
+    redis.call('PEXPIREAT', KEYS[1], dm, 'NX')
+  end
+end
+if at then
+  if op == 'a' or op == 'r' then
+    return {1, av}
+  end
+  return av
+elseif op == 'r' then
+  return {0, av}
+elseif wt ~= 0 then
+  return {av, wt}
+end
+return av
+--#section ring
+-- rl_common.ring: the ring to store, less this call's id (the last one):
+-- the last 5 ids kept, a refunded grant's taken out.
+local ring
+if gat then
+  ring = string.sub(rv, rp, gat - 1) .. string.sub(rv, gat + 8)
+  if #ring > 40 then
+    ring = string.sub(ring, -40)
+  end
+else
+  local from = #rv - 39
+  if from < rp then
+    from = rp
+  end
+  ring = string.sub(rv, from)
+end
+--#section store
+-- rl_common.store: writes a single limiter's key, "<cfg>|<sv>|<ring>",
+-- expiring when its state is back to empty (a state that is empty
+-- already: the key goes), and answers.
+if de and de <= now then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('SET', KEYS[1], cfg .. '|' .. sv .. '|' .. ring .. id, 'PXAT', dm)
+end
+if op == 'a' or op == 'r' then
+  return {1, av}
+end
+return av
