@@ -99,3 +99,36 @@ func TestEveryPathRestoresTheExpiry(t *testing.T) {
 		}
 	})
 }
+
+// The fixed window's documented edge: a grant inside a window trusts the
+// key's expiry (it reads no clock), so on a key PERSISTed past its
+// window's end the next grant is counted in the old window, whose key
+// that grant's write deletes; the grant after it finds a new window
+// without it. A probe or a refusal reads the clock and sees the window
+// over (TestEveryPathRestoresTheExpiry).
+func TestFixedWindowGrantTrustsTheExpiry(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		key := "persist:trust"
+		// A window long enough that a loaded machine still PERSISTs the
+		// key inside it.
+		l := build(t, b.Coordinator(t), kFixed, key, 3, time.Second)
+		if !acquire(t, l, 1).Acquired() {
+			t.Fatal("not acquired")
+		}
+		if ok, err := raw.Persist(ctx, b.Key(key)).Result(); err != nil || !ok {
+			t.Fatalf("PERSIST: %v %v", ok, err)
+		}
+		b.Advance(1100 * time.Millisecond)
+		if g := acquire(t, l, 1); !g.Acquired() || g.Available() != 1 {
+			t.Fatalf("grant on the persisted key: acquired=%v available=%d, want granted in the old window (1 left)", g.Acquired(), g.Available())
+		}
+		if n, _ := raw.Exists(ctx, b.Key(key)).Result(); n != 0 {
+			t.Fatal("the old window's key is still there after the grant's write")
+		}
+		if g := acquire(t, l, 1); !g.Acquired() || g.Available() != 2 {
+			t.Fatalf("the next grant: acquired=%v available=%d, want a new window holding only it (2 left)", g.Acquired(), g.Available())
+		}
+	})
+}
