@@ -3,6 +3,10 @@
 // noisy machine does not move (the same binary, script and state give the
 // same count within about 1%, whatever else runs), to compare two versions
 // of a script where server time from INFO commandstats swings by 10-50%.
+// With -usec it measures server time instead, finely interleaved: a plain
+// redis-server, every case run -n times in turn, -chunks rounds, each
+// case's µs per call from the growth of INFO commandstats over its own
+// chunk; it prints the median, lowest and quartiles over the rounds.
 //
 // It starts redis-server under valgrind's callgrind, collecting only inside
 // evalShaCommand (the whole script run, the commands it calls included),
@@ -18,6 +22,7 @@
 //	cd bench && go run ./cmd/scriptcost
 //	git show 5656b52:lua/ratelimit_decide.lua > /tmp/old.lua
 //	cd bench && go run ./cmd/scriptcost -old /tmp/old.lua   # before and after, case by case
+//	cd bench && go run ./cmd/scriptcost -old /tmp/old.lua -usec -n 2000 -chunks 21
 //
 // Needs valgrind (Debian package valgrind) and a redis-server with its
 // symbols (get-servers.sh builds Redis 8 with them; Debian's Redis 7.0 is
@@ -34,6 +39,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -105,6 +112,9 @@ func main() {
 	n := flag.Int("n", 3000, "script runs per case")
 	oldFile := flag.String("old", "", "an earlier decision script to run beside each case (the one-script layout: ARGV[5] a TTL, upper-case composite operations)")
 	server := flag.String("server", os.Getenv("REDIS8_SERVER"), "redis-server binary, with symbols (default $REDIS8_SERVER)")
+	usec := flag.Bool("usec", false, "measure server µs per call (INFO commandstats, interleaved rounds) instead of instructions")
+	chunks := flag.Int("chunks", 21, "with -usec: rounds")
+	grantsOnly := flag.Bool("grants", false, "only the grant cases")
 	flag.Parse()
 	if *server == "" {
 		fail("no redis-server: set REDIS8_SERVER (. ~/.cache/redis-servers/env.sh) or -server")
@@ -123,9 +133,12 @@ func main() {
 	}
 	defer os.RemoveAll(dir)
 	port := freePort()
-	vg := exec.Command("valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand",
-		"--callgrind-out-file="+filepath.Join(dir, "cg.out"),
-		*server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	srv := []string{*server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
+	if !*usec {
+		srv = append([]string{"valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand",
+			"--callgrind-out-file=" + filepath.Join(dir, "cg.out")}, srv...)
+	}
+	vg := exec.Command(srv[0], srv[1:]...)
 	if err := vg.Start(); err != nil {
 		fail("valgrind: " + err.Error())
 	}
@@ -140,8 +153,14 @@ func main() {
 		time.Sleep(200 * time.Millisecond)
 	}
 	pid := strconv.Itoa(vg.Process.Pid)
-	fmt.Printf("| case | Ir/call |\n|---|---|\n")
+	var todo []step
 	for _, s := range cases(oldSrc != "") {
+		if !*grantsOnly || strings.HasSuffix(s.name, "grant") {
+			todo = append(todo, s)
+		}
+	}
+	runs := make([]func() error, len(todo))
+	for i, s := range todo {
 		src := oldSrc
 		if !s.old {
 			b, err := fs.ReadFile(lua.FS(), s.script+".lua")
@@ -154,7 +173,7 @@ func main() {
 		if err != nil {
 			fail(err.Error())
 		}
-		run := func() error {
+		runs[i] = func() error {
 			args := make([]any, len(s.args))
 			for i, a := range s.args {
 				if a == "{id}" {
@@ -167,20 +186,56 @@ func main() {
 			return c.EvalSha(ctx, sha, []string{s.key}, args...).Err()
 		}
 		for range s.warm + 1 {
-			if err := run(); err != nil {
+			if err := runs[i](); err != nil {
 				fail(s.name + ": " + err.Error())
 			}
 		}
-		control("-z", pid)
+	}
+	repeat := func(i int) {
 		for range *n {
-			if err := run(); err != nil {
-				fail(s.name + ": " + err.Error())
+			if err := runs[i](); err != nil {
+				fail(todo[i].name + ": " + err.Error())
 			}
 		}
+	}
+	if *usec {
+		per := make([][]float64, len(todo))
+		for range *chunks {
+			for i := range todo {
+				c0, u0 := evalshaStats(ctx, c)
+				repeat(i)
+				c1, u1 := evalshaStats(ctx, c)
+				per[i] = append(per[i], float64(u1-u0)/float64(c1-c0))
+			}
+		}
+		fmt.Printf("| case | server µs/call, median | lowest | quartiles |\n|---|---|---|---|\n")
+		for i, s := range todo {
+			x := slices.Sorted(slices.Values(per[i]))
+			fmt.Printf("| %s | %.2f | %.2f | %.2f-%.2f |\n", s.name, x[len(x)/2], x[0], x[len(x)/4], x[3*len(x)/4])
+		}
+		return
+	}
+	fmt.Printf("| case | Ir/call |\n|---|---|\n")
+	for i, s := range todo {
+		control("-z", pid)
+		repeat(i)
 		before, _ := filepath.Glob(filepath.Join(dir, "cg.out.*"))
 		control("-d", pid)
 		fmt.Printf("| %s | %d |\n", s.name, totalIr(dir, len(before))/int64(*n))
 	}
+}
+
+var evalshaRe = regexp.MustCompile(`cmdstat_evalsha:calls=(\d+),usec=(\d+)`)
+
+// evalshaStats returns INFO commandstats' calls and usec of EVALSHA.
+func evalshaStats(ctx context.Context, c *redis.Client) (calls, usec int64) {
+	m := evalshaRe.FindStringSubmatch(c.Info(ctx, "commandstats").Val())
+	if m == nil {
+		fail("INFO commandstats has no evalsha line")
+	}
+	calls, _ = strconv.ParseInt(m[1], 10, 64)
+	usec, _ = strconv.ParseInt(m[2], 10, 64)
+	return calls, usec
 }
 
 // control runs callgrind_control (zero the counters, or dump them).
