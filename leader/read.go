@@ -35,7 +35,9 @@ type Info struct {
 // Errors: [ErrNoLeader] when the lease is free; coordination.ErrInvalidArgument
 // for a nil coordinator or an empty key (nothing sent);
 // coordination.ErrBadState when the key holds
-// something else; the hook's error; Redis and network errors.
+// something else, or a lease without a TTL (PERSISTed or RESTOREd
+// without one: its leader would never leave; nothing is written); the
+// hook's error; Redis and network errors.
 func Get(ctx context.Context, coord *coordination.Coordinator, leaseKey string) (Info, error) {
 	e, err := engine.Of(coord)
 	if err != nil {
