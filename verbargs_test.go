@@ -12,9 +12,13 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
+	"github.com/coordkit/coordination/idempotency"
 	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
+	"github.com/coordkit/coordination/latch"
+	"github.com/coordkit/coordination/leader"
 	"github.com/coordkit/coordination/lock"
+	"github.com/coordkit/coordination/ratelimit"
 	"github.com/coordkit/coordination/redlock"
 	"github.com/coordkit/coordination/rwlease"
 	"github.com/coordkit/coordination/semaphore"
@@ -68,6 +72,32 @@ func TestVerbArgumentErrorsNameOperationAndKey(t *testing.T) {
 		must(err)
 		permit, err := sem.TryAcquire(bg, time.Minute)
 		must(err)
+		lt, err := latch.New(coord, "lt")
+		must(err)
+		store, err := idempotency.New(coord)
+		must(err)
+		claim, err := store.Begin(bg, "req", time.Minute)
+		must(err)
+		fixed, err := ratelimit.New(coord, "rl", ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
+		must(err)
+		defer fixed.Close()
+		bucket, err := ratelimit.New(coord, "tb", ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 10, Period: time.Minute})
+		must(err)
+		defer bucket.Close()
+		reserved, err := bucket.Reserve(bg, 1)
+		must(err)
+		conc, err := ratelimit.NewConcurrency(coord, "conc", 2)
+		must(err)
+		defer conc.Close()
+		held, err := conc.TryAcquire(bg, 1)
+		must(err)
+		deny, err := ratelimit.NewDenyList(coord, "deny")
+		must(err)
+		part, err := ratelimit.NewPartitioned(func(p string) (*ratelimit.Limiter, error) {
+			return ratelimit.New(coord, "part:"+p, ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
+		})
+		must(err)
+		defer part.Close()
 		// Redlock needs independent deployments: three embedded servers.
 		var nodes []*coordination.Coordinator
 		for range 3 {
@@ -124,6 +154,61 @@ func TestVerbArgumentErrorsNameOperationAndKey(t *testing.T) {
 				func() error { _, err := sem.Acquire(bg, 0); return err }},
 			{"semaphore.Permit.Refresh", `coordination: semaphore renew "sem": ` + ttl0,
 				func() error { _, err := permit.Refresh(bg, 0); return err }},
+			{"latch.Latch.Create", `coordination: latch create "lt": invalid argument count: must be between 0 and 9007199254740991, got -1`,
+				func() error { _, err := lt.Create(bg, -1); return err }},
+			{"latch.Latch.Reset", `coordination: latch reset "lt": invalid argument count: must be between 0 and 9007199254740991, got -2`,
+				func() error { _, err := lt.Reset(bg, -2); return err }},
+			{"latch.Generation(nil).CountDown", `coordination: latch count down: invalid argument generation: must not be nil; use Latch.Create, Latch.Reset or Latch.Join`,
+				func() error { _, err := (*latch.Generation)(nil).CountDown(bg); return err }},
+			{"leader.Observe", `coordination: leader read "{l}:lease": invalid argument poll: must be at least 1ms, got 0s`,
+				func() error { return leader.Observe(bg, coord, "{l}:lease", 0, func(leader.Info) {}) }},
+			{"leader.Observe fn", `coordination: leader read "{l}:lease": invalid argument fn: must not be nil`,
+				func() error { return leader.Observe(bg, coord, "{l}:lease", time.Second, nil) }},
+			{"leader.Get", `coordination: leader read: invalid argument leaseKey: must not be empty`,
+				func() error { _, err := leader.Get(bg, coord, ""); return err }},
+			{"leader.Elector(nil).Run", `coordination: leader campaign: invalid argument elector: must not be nil; use leader.New`,
+				func() error { return (*leader.Elector)(nil).Run(bg) }},
+			{"leader.Elector.Leader", `coordination: leader read: invalid argument elector: must not be nil; use leader.New`,
+				func() error { _, err := (*leader.Elector)(nil).Leader(bg); return err }},
+			{"idempotency.Store.Begin", `coordination: idempotency begin "req": ` + ttl0,
+				func() error { _, err := store.Begin(bg, "req", 0); return err }},
+			{"idempotency.Store.Begin key", `coordination: idempotency begin: invalid argument key: must not be empty`,
+				func() error { _, err := store.Begin(bg, "", time.Minute); return err }},
+			{"idempotency.Store.Begin option", `coordination: idempotency begin "req": invalid argument wait: must not be negative, got -1s`,
+				func() error {
+					_, err := store.Begin(bg, "req", time.Minute, idempotency.WithWait(-time.Second))
+					return err
+				}},
+			{"idempotency.Store.Complete", `coordination: idempotency complete "req": invalid argument owner: must not be empty; use the Owner of a Started claim`,
+				func() error { _, err := store.Complete(bg, "req", "", nil); return err }},
+			{"idempotency.Store.Abandon", `coordination: idempotency abandon "req": invalid argument owner: must not be empty; use the Owner of a Started claim`,
+				func() error { _, err := store.Abandon(bg, "req", ""); return err }},
+			{"idempotency.Store.Do", `coordination: idempotency begin "req": invalid argument fn: must not be nil`,
+				func() error { _, _, err := store.Do(bg, "req", time.Minute, "", nil); return err }},
+			{"idempotency.Store.KeepAlive", `coordination: idempotency keep alive "req": ` + ttl0,
+				func() error { _, _, err := store.KeepAlive(bg, "req", claim, 0); return err }},
+			{"ratelimit.Limiter.Allow", `coordination: rate limit acquire "rl": invalid argument permits: must be >= 0, got -1`,
+				func() error { _, err := fixed.Allow(bg, -1); return err }},
+			{"ratelimit.Limiter.Wait", `coordination: rate limit acquire "rl": invalid argument permits: 11 permits can never be granted: the limiter's capacity is 10`,
+				func() error { _, err := fixed.Wait(bg, 11); return err }},
+			{"ratelimit.Limiter.Reserve", `coordination: rate limit acquire "rl": invalid argument limiter: Reserve needs a token-bucket or GCRA limiter`,
+				func() error { _, err := fixed.Reserve(bg, 1); return err }},
+			{"ratelimit.Limiter.Update", `coordination: rate limit update "rl": invalid argument settings: the algorithm cannot change (nor a composite's components): use a new key`,
+				func() error { return fixed.Update(bg, ratelimit.GCRA{Burst: 1, Interval: time.Second}) }},
+			{"ratelimit.Reservation.Settle", `coordination: rate limit settle "tb": invalid argument actual: must be >= 0, got -1`,
+				func() error { _, err := reserved.Settle(bg, -1); return err }},
+			{"ratelimit.ConcurrencyLimiter.TryAcquire", `coordination: rate limit acquire "conc": invalid argument permits: must be >= 1, got 0`,
+				func() error { _, err := conc.TryAcquire(bg, 0); return err }},
+			{"ratelimit.ConcurrencyLimiter.Update", `coordination: rate limit update "conc": invalid argument limit: must be between 1 and 2147483647, got 0`,
+				func() error { return conc.Update(bg, 0) }},
+			{"ratelimit.ConcurrencyLease.Refresh", `coordination: rate limit renew "conc": ` + ttl0,
+				func() error { _, err := held.Refresh(bg, 0); return err }},
+			{"ratelimit.DenyList.Deny", `coordination: rate limit deny list write "deny": invalid argument identity: must not be empty`,
+				func() error { return deny.Deny(bg, "") }},
+			{"ratelimit.DenyList.Denied", `coordination: rate limit deny list read "deny": invalid argument identity: is 257 bytes long; at most 256 are allowed`,
+				func() error { _, err := deny.Denied(bg, strings.Repeat("i", 257)); return err }},
+			{"ratelimit.Partitioned.Allow", `coordination: rate limit acquire "part:p": invalid argument permits: must be >= 0, got -3`,
+				func() error { _, err := part.Allow(bg, "p", -3); return err }},
 			{"redlock.Group.TryAcquire", `coordination: redlock acquire "rk": ` + ttl0,
 				func() error { _, err := group.TryAcquire(bg, "rk", 0); return err }},
 			{"redlock.Group.Acquire", `coordination: redlock acquire: invalid argument key: must not be empty`,
@@ -152,7 +237,7 @@ func TestVerbArgumentErrorsNameOperationAndKey(t *testing.T) {
 		}
 		for _, h := range []interface {
 			Release(context.Context) (coordination.ReleaseOutcome, error)
-		}{lk, fl, rw, permit, rl} {
+		}{lk, fl, rw, permit, held, rl} {
 			_, _ = h.Release(bg)
 		}
 		if field != nil {

@@ -215,7 +215,7 @@ func (e *Elector) Current() *Term {
 // LEADER READ); see [Get].
 func (e *Elector) Leader(ctx context.Context) (Info, error) {
 	if e == nil || e.e == nil {
-		return Info{}, check.InvalidArgument("elector", "must not be nil; use leader.New")
+		return Info{}, engine.OpError(hooks.LeaderRead, engine.Keys{}, check.InvalidArgument("elector", "must not be nil; use leader.New"))
 	}
 	return get(ctx, e.e, e.keys.First())
 }
@@ -242,10 +242,10 @@ func (e *Elector) Leader(ctx context.Context) (Info, error) {
 // returns [ErrAlreadyRunning].
 func (e *Elector) Run(ctx context.Context) error {
 	if e == nil || e.e == nil {
-		return check.InvalidArgument("elector", "must not be nil; use leader.New")
+		return engine.OpError(hooks.LeaderCampaign, engine.Keys{}, check.InvalidArgument("elector", "must not be nil; use leader.New"))
 	}
 	if err := check.Context(ctx); err != nil {
-		return err
+		return engine.OpError(hooks.LeaderCampaign, e.keys, err)
 	}
 	if !e.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning

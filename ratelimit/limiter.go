@@ -210,13 +210,13 @@ func tooLarge(permits, capacity int) error {
 // caller must decrement l.active when begin returns a nil error).
 func (l *Limiter) begin(ctx context.Context, permits int, oversize bool) (context.Context, engine.Op, error) {
 	if l == nil || l.e == nil {
-		return ctx, engine.Op{}, check.InvalidArgument("limiter", "must not be nil; use New or NewConcurrency")
+		return ctx, engine.Op{}, engine.OpError(hooks.RateLimitAcquire, engine.Keys{}, check.InvalidArgument("limiter", "must not be nil; use New or NewConcurrency"))
 	}
 	if err := checkPermits(permits); err != nil {
-		return ctx, engine.Op{}, err
+		return ctx, engine.Op{}, engine.OpError(hooks.RateLimitAcquire, l.keys, err)
 	}
 	if c := l.spec().capacity; permits > c && !oversize {
-		return ctx, engine.Op{}, tooLarge(permits, c)
+		return ctx, engine.Op{}, engine.OpError(hooks.RateLimitAcquire, l.keys, tooLarge(permits, c))
 	}
 	ctx, op, err := l.e.Admit(ctx, hooks.RateLimitAcquire, primitive, l.keys)
 	if err != nil {
