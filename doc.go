@@ -91,8 +91,15 @@
 //
 // Bad input (an empty key, a TTL below 1 ms, a nil coordinator or a nil
 // context) is an error wrapping [ErrInvalidArgument] naming the argument,
-// with nothing sent. A Release that got no answer returns [ReleaseUnknown]
-// with its error.
+// with nothing admitted or sent. Given to a verb, it names the operation
+// and the key first, as the operation's other errors do (the operation
+// alone when the key itself, or the receiver, is the bad argument); a
+// constructor's names the argument alone:
+//
+//	coordination: lock renew "jobs:nightly": invalid argument ttl: must be at least 1ms, got 0s
+//	coordination: invalid argument key: must not be empty
+//
+// A Release that got no answer returns [ReleaseUnknown] with its error.
 //
 // # go-redis behaviour to know
 //

@@ -44,8 +44,10 @@ var (
 	// a zero-value primitive, or the keys of a multi-key operation in
 	// different Redis Cluster slots (detected on the client from the
 	// prefixed keys, whatever the client type: use one {hash tag} in every
-	// key). The wrapping error names the argument and why. Nothing is sent
-	// to Redis.
+	// key). The wrapping error names the argument and why; given to a
+	// verb, it also names the operation and the key first, as every error
+	// of the operation does (`coordination: lock renew "jobs": invalid
+	// argument ttl: ...`). Nothing is admitted or sent to Redis.
 	ErrInvalidArgument = sentinel.ErrInvalidArgument
 
 	// ErrBadState is returned when a script finds a key that holds something

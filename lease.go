@@ -116,7 +116,9 @@ func (l *Lease) Done() <-chan struct{} { return l.Context().Done() }
 // ttl is rounded up to whole milliseconds and must be at least 1 ms, for
 // every lease.
 //
-// Errors: [ErrInvalidArgument] naming ttl, with nothing sent; the hook's
+// Errors: [ErrInvalidArgument] naming ttl, with nothing admitted or sent
+// (`coordination: lock renew "KEY": invalid argument ttl: ...`, naming the
+// operation and the key as every error of the refresh does); the hook's
 // error when a hook rejects; Redis and network errors, which leave the
 // lease held: when the refresh may have run anyway (a timeout, a lost
 // connection) its local deadline becomes the earlier of the old one and

@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -296,6 +297,12 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 				if arg, ok := check.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || arg != "ctx" {
 					t.Errorf("with a nil context: %v, want ErrInvalidArgument naming ctx", err)
 				}
+				// A primitive's operation names itself and its key, as its
+				// other errors do; the coordinator's Shutdown is no such
+				// operation.
+				if name != "coordination.(*Coordinator).Shutdown" && (err == nil || !namedCtxError.MatchString(err.Error())) {
+					t.Errorf("with a nil context: %v, want `coordination: OPERATION \"KEY\": invalid argument ctx: ...`", err)
+				}
 				if n := counter.Count(); n != 0 {
 					t.Errorf("with a nil context it sent %v", counter.Names())
 				}
@@ -316,6 +323,10 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 		_, _ = held.Release(bg)
 	})
 }
+
+// namedCtxError is the error of a primitive's operation given a nil
+// context: it names the operation (lower case) and the key.
+var namedCtxError = regexp.MustCompile(`^coordination: [a-z ]+ "[^"]+"( field "[^"]+")?: invalid argument ctx: must not be nil; `)
 
 func callNoPanic(f func() error) (err error) {
 	defer func() {

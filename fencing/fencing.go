@@ -145,11 +145,9 @@ func (m *Mutex) Acquire(ctx context.Context, ttl time.Duration) (*Lock, error) {
 
 func (m *Mutex) acquire(ctx context.Context, ttl time.Duration, block bool) (*Lock, error) {
 	if err := m.check(); err != nil {
-		return nil, err
+		return nil, engine.OpError(fencelock.Kind.AcquireOp, engine.Keys{}, err)
 	}
-	if _, err := check.Millis("ttl", ttl); err != nil {
-		return nil, err
-	}
+	// The engine refuses a bad ttl, naming the operation and the lease key.
 	h, token, fence, err := fencelock.Acquire(ctx, m.e, fencelock.Request{Keys: m.keys, TTL: ttl, Holder: m.holder, Block: block})
 	if err != nil {
 		return nil, err

@@ -75,7 +75,7 @@ func TestFencingLockConformance(t *testing.T) {
 				_, err := fencing.New(c, "{x}:lease", "{x}:fence", fencing.WithHolder(strings.Repeat("h", check.MaxIdentityBytes+1)))
 				return err
 			}},
-			{Arg: "mutex", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "mutex", Op: hooks.FencedLockAcquire, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := new(fencing.Mutex).TryAcquire(ctx, time.Second)
 				return err
 			}},
@@ -83,7 +83,7 @@ func TestFencingLockConformance(t *testing.T) {
 				_, err := fencing.NewGuarded(c, "")
 				return err
 			}},
-			{Arg: "token", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "token", Op: hooks.FencedWrite, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				g, err := fencing.NewGuarded(c, "{x}:doc")
 				if err != nil {
 					return err
@@ -91,7 +91,7 @@ func TestFencingLockConformance(t *testing.T) {
 				_, _, err = g.Set(ctx, 0, nil, 0)
 				return err
 			}},
-			{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "ttl", Op: hooks.FencedWrite, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				g, err := fencing.NewGuarded(c, "{x}:doc")
 				if err != nil {
 					return err
@@ -103,7 +103,7 @@ func TestFencingLockConformance(t *testing.T) {
 				_, err := fencing.NewGuarded(nil, "{x}:doc")
 				return err
 			}},
-			{Arg: "guarded", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "guarded", Op: hooks.FencedRead, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, _, _, err := new(fencing.Guarded).Get(ctx)
 				return err
 			}},

@@ -87,19 +87,11 @@ func (g *Guarded) Key() string { return g.key }
 // them. The write is idempotent under a re-send.
 func (g *Guarded) Set(ctx context.Context, token int64, value []byte, ttl time.Duration) (accepted bool, current int64, err error) {
 	if err := g.check(); err != nil {
-		return false, 0, err
+		return false, 0, engine.OpError(hooks.FencedWrite, engine.Keys{}, err)
 	}
-	if token < 1 {
-		return false, 0, check.InvalidArgument("token", "must be a positive fencing token, got %d", token)
-	}
-	if err := check.Size("value", len(value), check.MaxValueBytes); err != nil {
-		return false, 0, err
-	}
-	var ttlMs int64
-	if ttl != 0 {
-		if ttlMs, err = check.Millis("ttl", ttl); err != nil {
-			return false, 0, err
-		}
+	ttlMs, err := setArgs(token, value, ttl)
+	if err != nil {
+		return false, 0, engine.OpError(hooks.FencedWrite, g.keys, err)
 	}
 	ctx, op, err := g.e.Admit(ctx, hooks.FencedWrite, primitive, g.keys)
 	if err != nil {
@@ -107,6 +99,21 @@ func (g *Guarded) Set(ctx context.Context, token int64, value []byte, ttl time.D
 	}
 	w, err := guardedSet.Run(ctx, g.e, g.keys, strconv.FormatInt(token, 10), value, ttlMs)
 	return w.Accepted, w.Current, op.End(err)
+}
+
+// setArgs checks the arguments of [Guarded.Set] and returns the TTL in
+// milliseconds (0: no expiry).
+func setArgs(token int64, value []byte, ttl time.Duration) (int64, error) {
+	if token < 1 {
+		return 0, check.InvalidArgument("token", "must be a positive fencing token, got %d", token)
+	}
+	if err := check.Size("value", len(value), check.MaxValueBytes); err != nil {
+		return 0, err
+	}
+	if ttl == 0 {
+		return 0, nil
+	}
+	return check.Millis("ttl", ttl)
 }
 
 // Get reads the resource written by [Guarded.Set]: its value and the
@@ -120,7 +127,7 @@ func (g *Guarded) Set(ctx context.Context, token int64, value []byte, ttl time.D
 // rejects; Redis and network errors.
 func (g *Guarded) Get(ctx context.Context) (value []byte, token int64, found bool, err error) {
 	if err := g.check(); err != nil {
-		return nil, 0, false, err
+		return nil, 0, false, engine.OpError(hooks.FencedRead, engine.Keys{}, err)
 	}
 	ctx, op, err := g.e.Admit(ctx, hooks.FencedRead, primitive, g.keys)
 	if err != nil {

@@ -142,11 +142,11 @@ func TestContract(t *testing.T) {
 			}
 		},
 		BadInputs: []contract.BadInput{
-			{Arg: "key", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "key", Op: hooks.IdempotencyBegin, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := beginWant(ctx, c, "", idempotency.Started)
 				return err
 			}},
-			{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "ttl", Op: hooks.IdempotencyBegin, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				s, err := storeOf(c)
 				if err != nil {
 					return err
@@ -154,15 +154,15 @@ func TestContract(t *testing.T) {
 				_, err = s.Begin(ctx, "k", 0)
 				return err
 			}},
-			{Arg: "result ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "result ttl", Op: hooks.IdempotencyBegin, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := beginWant(ctx, c, "k", idempotency.Started, idempotency.WithResultTTL(time.Microsecond))
 				return err
 			}},
-			{Arg: "wait", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "wait", Op: hooks.IdempotencyBegin, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := beginWant(ctx, c, "k", idempotency.Started, idempotency.WithWait(-time.Second))
 				return err
 			}},
-			{Arg: "owner", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "owner", Op: hooks.IdempotencyComplete, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				s, err := storeOf(c)
 				if err != nil {
 					return err
@@ -170,7 +170,7 @@ func TestContract(t *testing.T) {
 				_, err = s.Complete(ctx, "k", "", []byte("r"))
 				return err
 			}},
-			{Arg: "key", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "key", Op: hooks.IdempotencyComplete, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				s, err := storeOf(c)
 				if err != nil {
 					return err
@@ -178,7 +178,7 @@ func TestContract(t *testing.T) {
 				_, err = s.Complete(ctx, "", "owner", []byte("r"))
 				return err
 			}},
-			{Arg: "owner", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "owner", Op: hooks.IdempotencyAbandon, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				s, err := storeOf(c)
 				if err != nil {
 					return err
@@ -186,7 +186,7 @@ func TestContract(t *testing.T) {
 				_, err = s.Abandon(ctx, "k", "")
 				return err
 			}},
-			{Arg: "key", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "key", Op: hooks.IdempotencyAbandon, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				s, err := storeOf(c)
 				if err != nil {
 					return err
@@ -194,7 +194,7 @@ func TestContract(t *testing.T) {
 				_, err = s.Abandon(ctx, "", "owner")
 				return err
 			}},
-			{Arg: "fn", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "fn", Op: hooks.IdempotencyBegin, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				s, err := storeOf(c)
 				if err != nil {
 					return err

@@ -103,10 +103,12 @@ func IsRetrySafe(err error) bool {
 func (s *Store) Do(ctx context.Context, key string, ttl time.Duration, fingerprint string,
 	fn func(ctx context.Context) ([]byte, error), opts ...BeginOption) (result []byte, replayed bool, err error) {
 	if fn == nil {
-		if _, err := s.engine(); err != nil {
+		// Refused where Do would begin, naming that operation (nothing admitted).
+		_, k, err := s.checkKey(hooks.IdempotencyBegin, key)
+		if err != nil {
 			return nil, false, err
 		}
-		return nil, false, check.InvalidArgument("fn", "must not be nil")
+		return nil, false, engine.OpError(hooks.IdempotencyBegin, k, check.InvalidArgument("fn", "must not be nil"))
 	}
 	claim, err := s.Begin(ctx, key, ttl, append([]BeginOption{WithFingerprint(fingerprint)}, opts...)...)
 	if err != nil {

@@ -15,10 +15,11 @@ import (
 
 // FuzzParseKey gives the Idempotency-Key parser arbitrary field values: an
 // accepted key is non-empty printable ASCII within the length bound; a
-// refusal says why; and any printable key, sent bare (when it has no
-// surrounding blanks or leading quote) or as a Structured Field string,
-// reads back as itself. Its seeds and testdata/fuzz/FuzzParseKey run as a
-// normal test.
+// refusal says why; a value that is a list (a comma outside a quoted
+// string) is refused as two field lines are; and any printable key, sent
+// bare (when it has no surrounding blanks, leading quote or comma) or as a
+// Structured Field string, reads back as itself. Its seeds and
+// testdata/fuzz/FuzzParseKey run as a normal test.
 func FuzzParseKey(f *testing.F) {
 	fuzzseed.Seeds(f,
 		[]any{"8e03978e-40d5-43e8-bc93-6894a57f9324", "", 255},
@@ -31,6 +32,8 @@ func FuzzParseKey(f *testing.F) {
 		[]any{"caf\xc3\xa9", "", 255},
 		[]any{"toolong", "", 3},
 		[]any{`""`, "", 255},
+		[]any{"a, b", "", 255},
+		[]any{`"a, b"`, "", 255},
 	)
 	f.Fuzz(func(t *testing.T, v, second string, maxLen int) {
 		if maxLen < 1 || maxLen > 1<<16 {
@@ -43,6 +46,10 @@ func FuzzParseKey(f *testing.F) {
 		key, present, bad := parseKey(values, maxLen)
 		if !present {
 			t.Fatalf("parseKey(%q): not present", values)
+		}
+		_, _, two := parseKey([]string{"a", "b"}, maxLen)
+		if isList(v) && bad != two {
+			t.Fatalf("parseKey(%q): list refused with %q, want %q as for two lines", values, bad, two)
 		}
 		if bad != "" {
 			if key != "" {
@@ -60,7 +67,7 @@ func FuzzParseKey(f *testing.F) {
 		if got, _, bad := parseKey([]string{quoted}, maxLen); got != v || bad != "" {
 			t.Fatalf("sf-string %s reads as %q (%s), want %q", quoted, got, bad, v)
 		}
-		if v[0] != '"' && strings.Trim(v, " \t") == v {
+		if v[0] != '"' && strings.Trim(v, " \t") == v && !strings.Contains(v, ",") {
 			if got, _, bad := parseKey([]string{v}, maxLen); got != v || bad != "" {
 				t.Fatalf("bare %q reads as %q (%s)", v, got, bad)
 			}

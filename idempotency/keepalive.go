@@ -6,7 +6,12 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/engine"
 )
+
+// keepAliveOp names [Store.KeepAlive] in its errors: it is not admitted
+// through hooks (its renewals are not), so it has no hooks operation name.
+const keepAliveOp = "IDEMPOTENCY KEEP ALIVE"
 
 // KeepAlive keeps the pending claim c (a Started answer of [Store.Begin] on
 // key with ttl) alive while its work runs: it renews the claim's TTL to ttl
@@ -27,23 +32,25 @@ import (
 // refuses the late writes of a taken-over original.
 //
 // Errors (nothing started): coordination.ErrInvalidArgument naming "key"
-// (empty or too long), "ttl" (under 1 ms) or "claim" (not a Started claim
-// with an owner).
+// (empty or too long), "ttl" (under 1 ms), "owner" (a claim without one) or
+// "claim" (not a Started claim), and, but for a bad key, the operation and
+// the key (`coordination: idempotency keep alive "KEY": invalid argument
+// ttl: ...`).
 func (s *Store) KeepAlive(ctx context.Context, key string, c Claim, ttl time.Duration) (work context.Context, stop func(), err error) {
-	if err := check.Context(ctx); err != nil {
-		return nil, nil, err
-	}
-	e, err := s.checkOwned(key, c.Owner)
+	e, k, err := s.checkOwned(keepAliveOp, key, c.Owner)
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := check.Context(ctx); err != nil {
+		return nil, nil, engine.OpError(keepAliveOp, k, err)
+	}
 	if _, err := check.Millis("ttl", ttl); err != nil {
-		return nil, nil, err
+		return nil, nil, engine.OpError(keepAliveOp, k, err)
 	}
 	if c.State != Started || c.sent.IsZero() {
-		return nil, nil, check.InvalidArgument("claim", "must be a Started claim returned by Begin")
+		return nil, nil, engine.OpError(keepAliveOp, k, check.InvalidArgument("claim", "must be a Started claim returned by Begin"))
 	}
-	h := e.Adopt(claimKind, e.Key(key), []any{c.Owner}, c.sent, ttl)
+	h := e.Adopt(claimKind, k, []any{c.Owner}, c.sent, ttl)
 	h.KeepAlive()
 	work, cancel := context.WithCancelCause(ctx)
 	unhook := context.AfterFunc(h.Context(), func() {

@@ -309,9 +309,12 @@ func WithErrorHandler(fn func(r *http.Request, stage string, err error)) Middlew
 //
 // For a request with a key, in order:
 //
-//   - a malformed key (more than one field, an empty value, a bad quoted
-//     string, characters outside printable ASCII) or one longer than
-//     [WithMaxKeyLength]: 400, [ProblemKeyInvalid];
+//   - a malformed key (more than one field: two field lines, or one
+//     line holding a list such as "a, b", a comma outside a quoted
+//     string, which is what a proxy makes of two lines, both answered
+//     alike; an empty value, a bad quoted string, characters outside
+//     printable ASCII) or one longer than [WithMaxKeyLength]: 400,
+//     [ProblemKeyInvalid];
 //   - a body over [WithMaxRequestBytes]: 413, [ProblemRequestTooLarge];
 //   - the key was used for a different request (fingerprint, see
 //     [WithRequestFingerprint]): 422, [ProblemKeyReused];
@@ -337,7 +340,8 @@ func WithErrorHandler(fn func(r *http.Request, stage string, err error)) Middlew
 //
 // A key may be sent as a Structured Field string, Idempotency-Key:
 // "8e03978e-...", as the draft specifies, or bare, as many APIs accept;
-// both name the same key. The handler sees the request body unchanged.
+// both name the same key. A bare key cannot hold a comma (the value would
+// be a list); a quoted one can. The handler sees the request body unchanged.
 //
 // A stored response is replayed to a request with the same namespace
 // ([WithNamespace]), key and fingerprint until [WithResponseTTL] passes.
@@ -566,16 +570,22 @@ func replay(w http.ResponseWriter, r *http.Request, s storedResponse) {
 // parseKey reads the Idempotency-Key field values. It returns the key and
 // whether one was sent, or a non-empty reason when the field is malformed.
 // The value may be an RFC 8941 sf-string ("...", with \" and \\ escapes) or
-// a bare string; both must be printable ASCII.
+// a bare string; both must be printable ASCII. A value that is a list (a
+// comma outside a quoted string: "a, b", which is what a proxy makes of
+// two field lines, RFC 9110 section 5.3) is refused as two lines are.
 func parseKey(values []string, maxLen int) (key string, present bool, bad string) {
+	const several = "Send exactly one Idempotency-Key header field."
 	switch len(values) {
 	case 0:
 		return "", false, ""
 	case 1:
 	default:
-		return "", true, "Send exactly one Idempotency-Key header field."
+		return "", true, several
 	}
 	v := trimOWS(values[0])
+	if isList(v) {
+		return "", true, several
+	}
 	if v == "" {
 		return "", true, "The Idempotency-Key header field is empty."
 	}
@@ -619,6 +629,33 @@ func parseKey(values []string, maxLen int) (key string, present bool, bad string
 		return "", true, fmt.Sprintf("The Idempotency-Key is %d bytes long; at most %d are allowed.", len(v), maxLen)
 	}
 	return v, true, ""
+}
+
+// isList reports whether the field value v is a list of several members:
+// it holds a comma outside a quoted string. As in an HTTP list (RFC 9110
+// section 5.6.1), a member that begins with a double quote (after blanks)
+// is a quoted string up to its closing quote, in which a backslash escapes
+// the next character; a double quote elsewhere quotes nothing. An unclosed
+// quoted string hides the rest (parseKey refuses it for that).
+func isList(v string) bool {
+	start := true // at the start of a member, blanks skipped
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == ',':
+			return true
+		case start && (c == ' ' || c == '\t'):
+		case start && c == '"':
+			start = false
+			for i++; i < len(v) && v[i] != '"'; i++ {
+				if v[i] == '\\' {
+					i++
+				}
+			}
+		default:
+			start = false
+		}
+	}
+	return false
 }
 
 func trimOWS(s string) string {

@@ -392,6 +392,69 @@ func TestMiddlewareKeyValidation(t *testing.T) {
 	})
 }
 
+// One Idempotency-Key field line holding a list ("a, b": what a proxy
+// makes of two lines, folding them into one) is refused exactly as two
+// lines are: the same 400 and the same problem body, the handler not run
+// and nothing sent to Redis. A comma inside a quoted key is part of the
+// key.
+func TestMiddlewareKeyListIsRefusedAsTwoFields(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		client := b.Client(t)
+		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
+		store, err := idempotency.New(coord)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mw, err := idempotency.NewMiddleware(store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var runs atomic.Int32
+		h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			runs.Add(1)
+			w.WriteHeader(http.StatusCreated)
+		}))
+		send := func(values ...string) *httptest.ResponseRecorder {
+			req := httptest.NewRequest("POST", "/payments", strings.NewReader("{}"))
+			for _, v := range values {
+				req.Header.Add(idempotency.HeaderKey, v)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			return w
+		}
+		sent := testharness.CountCommands(client)
+		two := send("a", "b")
+		const body = `{"type":"` + idempotency.ProblemKeyInvalid + `","title":"Invalid Idempotency-Key","status":400,` +
+			`"detail":"Send exactly one Idempotency-Key header field."}` + "\n"
+		if two.Code != http.StatusBadRequest || two.Body.String() != body ||
+			two.Header().Get("Content-Type") != "application/problem+json" || two.Header().Get("Cache-Control") != "no-store" {
+			t.Fatalf("two lines: %d %v %q, want 400 with %q", two.Code, two.Header(), two.Body.String(), body)
+		}
+		for _, v := range []string{"a, b", "a,b", `"a", "b"`, `"a","b"`, `"a" , b`, "a,", `"a",`, ",a", "8e03978e-40d5, 8e03978e-40d5"} {
+			w := send(v)
+			if w.Code != two.Code || w.Body.String() != two.Body.String() || w.Header().Get("Content-Type") != two.Header().Get("Content-Type") ||
+				w.Header().Get("Cache-Control") != two.Header().Get("Cache-Control") {
+				t.Errorf("one line %q: %d %q, want the answer to two lines: %d %q", v, w.Code, w.Body.String(), two.Code, two.Body.String())
+			}
+		}
+		if n := sent.Count(); n != 0 || runs.Load() != 0 {
+			t.Fatalf("refused keys sent %v to Redis and ran the handler %d times", sent.Names(), runs.Load())
+		}
+		// A comma inside a quoted key belongs to the key.
+		if w := send(`"a, b"`); w.Code != http.StatusCreated || runs.Load() != 1 {
+			t.Fatalf(`quoted "a, b": %d, handler ran %d times`, w.Code, runs.Load())
+		}
+		if n := b.Raw(t).Exists(context.Background(), b.Key(idempotency.StoreKey("", "a, b"))).Val(); n != 1 {
+			t.Fatalf("the quoted key's claim was not stored under %q", "a, b")
+		}
+	})
+}
+
 func TestMiddlewareLargeResponseIsNotStored(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		big := bytes.Repeat([]byte("0123456789abcdef"), 64) // 1 KiB

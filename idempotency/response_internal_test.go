@@ -82,6 +82,12 @@ func TestParseKey(t *testing.T) {
 		{[]string{"ü"}, "", true, true},
 		{[]string{"123456789"}, "", true, true}, // longer than 8
 		{[]string{`"12345678"`}, "12345678", true, false},
+		{[]string{"a, b"}, "", true, true}, // a list: two lines folded into one
+		{[]string{"a,"}, "", true, true},
+		{[]string{`"a", "b"`}, "", true, true},
+		{[]string{`a"b, c"`}, "", true, true}, // a quote inside a bare member quotes nothing
+		{[]string{`"a, b"`}, "a, b", true, false},
+		{[]string{`"a\", b"`}, `a", b`, true, false},
 	} {
 		key, present, bad := parseKey(tc.in, 8)
 		if key != tc.key || present != tc.present || (bad != "") != tc.bad {

@@ -164,22 +164,34 @@ func (s *Store) engine() (*engine.Engine, error) {
 	return s.e, nil
 }
 
-// checkOwned validates the arguments of Complete and Abandon.
-func (s *Store) checkOwned(key, owner string) (*engine.Engine, error) {
+// checkKey validates the store and key of the operation op (a hooks
+// operation name), returning the engine and the key's Keys; its errors
+// name op, as every error of op does (nothing admitted).
+func (s *Store) checkKey(op, key string) (*engine.Engine, engine.Keys, error) {
 	e, err := s.engine()
 	if err != nil {
-		return nil, err
+		return nil, engine.Keys{}, engine.OpError(op, engine.Keys{}, err)
 	}
 	if err := check.Key("key", key); err != nil {
-		return nil, err
+		return nil, engine.Keys{}, engine.OpError(op, engine.Keys{}, err)
+	}
+	return e, e.Key(key), nil
+}
+
+// checkOwned validates the arguments of Complete, Abandon and KeepAlive
+// (op names the operation in its errors, with the key).
+func (s *Store) checkOwned(op, key, owner string) (*engine.Engine, engine.Keys, error) {
+	e, k, err := s.checkKey(op, key)
+	if err != nil {
+		return nil, k, err
 	}
 	if owner == "" {
-		return nil, check.InvalidArgument("owner", "must not be empty; use the Owner of a Started claim")
+		return nil, k, engine.OpError(op, k, check.InvalidArgument("owner", "must not be empty; use the Owner of a Started claim"))
 	}
 	if err := check.Size("owner", len(owner), check.MaxIdentityBytes); err != nil {
-		return nil, err
+		return nil, k, engine.OpError(op, k, err)
 	}
-	return e, nil
+	return e, k, nil
 }
 
 // BeginOption configures one [Store.Begin] (or [Store.Do]) call. An
@@ -285,22 +297,19 @@ var errWaitOver = errors.New("idempotency: wait bound reached")
 // blocked until the claim's TTL (see the package documentation for
 // re-sends).
 func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts ...BeginOption) (Claim, error) {
-	e, err := s.engine()
+	e, k, err := s.checkKey(hooks.IdempotencyBegin, key)
 	if err != nil {
-		return Claim{}, err
-	}
-	if err := check.Key("key", key); err != nil {
 		return Claim{}, err
 	}
 	ttlMs, err := check.Millis("ttl", ttl)
 	if err != nil {
-		return Claim{}, err
+		return Claim{}, engine.OpError(hooks.IdempotencyBegin, k, err)
 	}
 	var cfg beginConfig
 	if len(opts) > 0 {
 		c := new(beginConfig) // options see a pointer: only then on the heap
 		if err := check.Apply(c, opts); err != nil {
-			return Claim{}, err
+			return Claim{}, engine.OpError(hooks.IdempotencyBegin, k, err)
 		}
 		cfg = *c
 	}
@@ -311,12 +320,12 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return Claim{}, err
 	}
-	ctx, op, err := e.Admit(ctx, hooks.IdempotencyBegin, primitive, e.Key(key))
+	ctx, op, err := e.Admit(ctx, hooks.IdempotencyBegin, primitive, k)
 	if err != nil {
 		return Claim{}, err
 	}
 	fp := fingerprintPart(cfg.fingerprint)
-	claim, err := begin(ctx, e, e.Key(key), token, ttl, cfg.wait, []any{token, ttlMs, claimHead(cfg.resultMs), fp, ":" + token + ":"})
+	claim, err := begin(ctx, e, k, token, ttl, cfg.wait, []any{token, ttlMs, claimHead(cfg.resultMs), fp, ":" + token + ":"})
 	if err != nil {
 		return Claim{}, op.End(err)
 	}
@@ -442,25 +451,25 @@ func waitFor(ctx context.Context, e *engine.Engine, k engine.Keys, d time.Durati
 // Complete again then returns false in both cases, because each call
 // carries its own completion id.
 func (s *Store) Complete(ctx context.Context, key, owner string, result []byte) (bool, error) {
-	e, err := s.checkOwned(key, owner)
+	e, k, err := s.checkOwned(hooks.IdempotencyComplete, key, owner)
 	if err != nil {
 		return false, err
 	}
 	if err := check.Size("result", len(result), check.MaxValueBytes); err != nil {
-		return false, err
+		return false, engine.OpError(hooks.IdempotencyComplete, k, err)
 	}
 	id, err := engine.NewToken()
 	if err != nil {
 		return false, err
 	}
-	ctx, op, err := e.Admit(ctx, hooks.IdempotencyComplete, primitive, e.Key(key))
+	ctx, op, err := e.Admit(ctx, hooks.IdempotencyComplete, primitive, k)
 	if err != nil {
 		return false, err
 	}
 	if result == nil {
 		result = []byte{}
 	}
-	ok, err := completeScript.Run(ctx, e, e.Key(key), owner, result, id)
+	ok, err := completeScript.Run(ctx, e, k, owner, result, id)
 	if err != nil {
 		return false, op.End(err)
 	}
@@ -490,11 +499,11 @@ func (s *Store) Complete(ctx context.Context, key, owner string, result []byte) 
 // whatever the first call did (the second then reports false if the first
 // deleted the claim).
 func (s *Store) Abandon(ctx context.Context, key, owner string) (bool, error) {
-	e, err := s.checkOwned(key, owner)
+	e, k, err := s.checkOwned(hooks.IdempotencyAbandon, key, owner)
 	if err != nil {
 		return false, err
 	}
-	ctx, op, err := e.Admit(ctx, hooks.IdempotencyAbandon, primitive, e.Key(key))
+	ctx, op, err := e.Admit(ctx, hooks.IdempotencyAbandon, primitive, k)
 	if err != nil {
 		return false, err
 	}
@@ -502,7 +511,7 @@ func (s *Store) Abandon(ctx context.Context, key, owner string) (bool, error) {
 	if err != nil {
 		return false, op.End(err)
 	}
-	ok, err := abandonScript.Run(ctx, e, e.Key(key), owner, id)
+	ok, err := abandonScript.Run(ctx, e, k, owner, id)
 	if err != nil {
 		return false, op.End(err)
 	}

@@ -133,11 +133,11 @@ func TestContract(t *testing.T) {
 				_, err := latch.New(c, "")
 				return err
 			}},
-			{Arg: "count", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "count", Op: hooks.LatchCreate, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := create(ctx, c, "k", -1)
 				return err
 			}},
-			{Arg: "count", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "count", Op: hooks.LatchReset, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := reset(ctx, c, "k", latch.MaxCount+1)
 				return err
 			}},
@@ -153,32 +153,32 @@ func TestContract(t *testing.T) {
 				_, err := latch.New(c, "k", latch.WithRecheck(0))
 				return err
 			}},
-			{Arg: "latch", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "latch", Op: hooks.LatchCreate, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				var l *latch.Latch
 				_, err := l.Create(ctx, 1)
 				return err
 			}},
-			{Arg: "latch", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "latch", Op: hooks.LatchJoin, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				var l *latch.Latch
 				_, err := l.Join(ctx)
 				return err
 			}},
-			{Arg: "latch", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "latch", Op: hooks.LatchReset, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				var l *latch.Latch
 				_, err := l.Reset(ctx, 1)
 				return err
 			}},
-			{Arg: "generation", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "generation", Op: hooks.LatchCountDown, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				var g *latch.Generation
 				_, err := g.CountDown(ctx)
 				return err
 			}},
-			{Arg: "generation", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "generation", Op: hooks.LatchWait, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				var g *latch.Generation
 				_, err := g.Wait(ctx)
 				return err
 			}},
-			{Arg: "generation", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "generation", Op: hooks.LatchRead, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				var g *latch.Generation
 				_, err := g.Count(ctx)
 				return err

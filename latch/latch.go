@@ -226,10 +226,10 @@ func (l *Latch) Reset(ctx context.Context, count int64) (*Generation, error) {
 
 func (l *Latch) create(ctx context.Context, count int64, mode, opName string) (*Generation, error) {
 	if err := l.check(); err != nil {
-		return nil, err
+		return nil, engine.OpError(opName, engine.Keys{}, err)
 	}
 	if count < 0 || count > MaxCount {
-		return nil, check.InvalidArgument("count", "must be between 0 and %d, got %d", int64(MaxCount), count)
+		return nil, engine.OpError(opName, l.keys, check.InvalidArgument("count", "must be between 0 and %d, got %d", int64(MaxCount), count))
 	}
 	id, err := engine.NewToken()
 	if err != nil {
@@ -260,7 +260,7 @@ func (l *Latch) create(ctx context.Context, count int64, mode, opName string) (*
 // rejects; Redis and network errors.
 func (l *Latch) Join(ctx context.Context) (*Generation, error) {
 	if err := l.check(); err != nil {
-		return nil, err
+		return nil, engine.OpError(hooks.LatchJoin, engine.Keys{}, err)
 	}
 	ctx, op, err := l.e.Admit(ctx, hooks.LatchJoin, primitive, l.keys)
 	if err != nil {
@@ -329,7 +329,7 @@ func (g *Generation) check() error {
 // is lost for good the count-down may or may not have happened.
 func (g *Generation) CountDown(ctx context.Context) (int64, error) {
 	if err := g.check(); err != nil {
-		return 0, err
+		return 0, engine.OpError(hooks.LatchCountDown, engine.Keys{}, err)
 	}
 	signal, err := engine.NewToken()
 	if err != nil {
@@ -358,7 +358,7 @@ func (g *Generation) CountDown(ctx context.Context) (int64, error) {
 // Redis and network errors.
 func (g *Generation) Count(ctx context.Context) (int64, error) {
 	if err := g.check(); err != nil {
-		return 0, err
+		return 0, engine.OpError(hooks.LatchRead, engine.Keys{}, err)
 	}
 	ctx, op, err := g.l.e.Admit(ctx, hooks.LatchRead, primitive, g.l.keys)
 	if err != nil {
@@ -413,7 +413,7 @@ func statusErr(s status) error {
 // in any case, and nothing is left running.
 func (g *Generation) Wait(ctx context.Context) (bool, error) {
 	if err := g.check(); err != nil {
-		return false, err
+		return false, engine.OpError(hooks.LatchWait, engine.Keys{}, err)
 	}
 	ctx, op, err := g.l.e.Admit(ctx, hooks.LatchWait, primitive, g.l.keys)
 	if err != nil {

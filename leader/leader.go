@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -215,7 +216,7 @@ func (e *Elector) Current() *Term {
 // LEADER READ); see [Get].
 func (e *Elector) Leader(ctx context.Context) (Info, error) {
 	if e == nil || e.e == nil {
-		return Info{}, check.InvalidArgument("elector", "must not be nil; use leader.New")
+		return Info{}, engine.OpError(hooks.LeaderRead, engine.Keys{}, check.InvalidArgument("elector", "must not be nil; use leader.New"))
 	}
 	return get(ctx, e.e, e.keys.First())
 }
@@ -240,15 +241,23 @@ func (e *Elector) Leader(ctx context.Context) (Info, error) {
 //
 // Run may be called again after it returned; while it runs, another call
 // returns [ErrAlreadyRunning].
+//
+// Every error of Run names the operation and the lease key, as a
+// campaign attempt's do: `coordination: leader campaign "KEY": CAUSE`,
+// whether the cause is a campaign's, a term's renewal ("renewal failed:
+// ..."), a callback's ("callback failed: OnElected: ..."; several are
+// joined, one line each), Shutdown's ("closed: the coordinator was shut
+// down", at once or while leading) or a bad argument; errors.Is and
+// errors.As reach the cause.
 func (e *Elector) Run(ctx context.Context) error {
 	if e == nil || e.e == nil {
-		return check.InvalidArgument("elector", "must not be nil; use leader.New")
+		return engine.OpError(hooks.LeaderCampaign, engine.Keys{}, check.InvalidArgument("elector", "must not be nil; use leader.New"))
 	}
 	if err := check.Context(ctx); err != nil {
-		return err
+		return engine.OpError(hooks.LeaderCampaign, e.keys, err)
 	}
 	if !e.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+		return engine.OpError(hooks.LeaderCampaign, e.keys, ErrAlreadyRunning)
 	}
 	defer e.running.Store(false)
 	var after time.Duration
@@ -355,18 +364,42 @@ func (e *Elector) serve(ctx context.Context, w won) error {
 	if err := call("OnRevoked", e.e, func() error { return e.onRevoked(term) }); err != nil {
 		errs = append(errs, err)
 	}
-	// A renewal that failed terminally (NOPERM, a corrupt key) ends Run.
+	// A renewal that failed terminally (NOPERM, a corrupt key) ends Run; so
+	// does the coordinator's Shutdown, which ends the term's lease
+	// locally (it ends on the server at its TTL).
 	var lost *sentinel.LostError
 	if errors.As(context.Cause(h.Context()), &lost) && lost.Err != nil && engine.Classify(lost.Err) == engine.Terminal {
-		errs = append(errs, fmt.Errorf("leader: renewal: %w", lost.Err))
+		if err := engine.ClosedAny([]*engine.Engine{e.e}); err != nil && errors.Is(lost.Err, coordination.ErrClosed) {
+			errs = append(errs, err) // as a campaign after Shutdown reports it
+		} else {
+			errs = append(errs, renewalError{lost.Err})
+		}
 	}
 	// Release the lease (unadmitted: part of Run). A failed release is
 	// retried in the background by the engine, until the lease's TTL.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(e.lease, 5*time.Second))
 	_, _ = fencelock.Release(rctx, h)
 	cancel()
+	// Every error of Run names the operation and the lease key, as the
+	// campaign's do.
+	for i, err := range errs {
+		errs[i] = engine.OpError(hooks.LeaderCampaign, e.keys, err)
+	}
 	return errors.Join(errs...)
 }
+
+// renewalError is the error of a term's renewal that failed terminally:
+// "renewal failed: CAUSE", matching the cause.
+type renewalError struct{ err error }
+
+// Error returns "renewal failed: " and the cause without its name or
+// "coordination: " prefix (Run's error names the operation and key once).
+func (r renewalError) Error() string {
+	return "renewal failed: " + strings.TrimPrefix(engine.Unnamed(r.err).Error(), "coordination: ")
+}
+
+// Unwrap returns the renewal's error, for errors.Is and errors.As.
+func (r renewalError) Unwrap() error { return r.err }
 
 // call runs a callback, turning an error or a panic into an error wrapping
 // ErrCallback.

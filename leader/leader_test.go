@@ -177,8 +177,9 @@ func TestRunTwiceAtOnce(t *testing.T) {
 		j := newJournal()
 		c := startContender(t, b.Coordinator(t), "a", j)
 		j.next(t, 5*time.Second)
-		if err := c.e.Run(context.Background()); !errors.Is(err, leader.ErrAlreadyRunning) {
-			t.Fatalf("second Run: %v, want ErrAlreadyRunning", err)
+		const want = `coordination: leader campaign "{election}:lease": Run is already running`
+		if err := c.e.Run(context.Background()); !errors.Is(err, leader.ErrAlreadyRunning) || err.Error() != want {
+			t.Fatalf("second Run: %v, want ErrAlreadyRunning: %q", err, want)
 		}
 		must(0, c.stop(t))(t)
 		// After Run returned it may run again.
@@ -274,6 +275,12 @@ func TestCallbackFailuresEndRunAfterRelease(t *testing.T) {
 		{"revoked-error", func(context.Context, *leader.Term) error { return nil }, func(*leader.Term) error { return boom }, "OnRevoked: boom"},
 		{"revoked-panic", func(context.Context, *leader.Term) error { return nil }, func(*leader.Term) error { panic("kaput") }, "OnRevoked panicked: kaput"},
 	}
+	// Run's error names the operation and the lease key, as a campaign's
+	// does.
+	const named = `coordination: leader campaign "{election}:lease": callback failed: `
+	for i := range cases {
+		cases[i].want = named + cases[i].want
+	}
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		raw := b.Raw(t)
@@ -289,8 +296,8 @@ func TestCallbackFailuresEndRunAfterRelease(t *testing.T) {
 			}
 			e := must(leader.New(b.Coordinator(t), leaseKey, fenceKey, "a", opts...))(t)
 			err := e.Run(ctx)
-			if !errors.Is(err, leader.ErrCallback) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("%s: Run = %v, want ErrCallback with %q", tc.name, err, tc.want)
+			if !errors.Is(err, leader.ErrCallback) || err == nil || err.Error() != tc.want {
+				t.Errorf("%s: Run = %v, want ErrCallback: %q", tc.name, err, tc.want)
 			}
 			if tc.name == "elected-error" && !errors.Is(err, boom) {
 				t.Errorf("%s: Run = %v does not wrap the callback's error", tc.name, err)

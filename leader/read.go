@@ -35,16 +35,29 @@ type Info struct {
 // Errors: [ErrNoLeader] when the lease is free; coordination.ErrInvalidArgument
 // for a nil coordinator or an empty key (nothing sent);
 // coordination.ErrBadState when the key holds
-// something else; the hook's error; Redis and network errors.
+// something else, or a lease without a TTL (PERSISTed or RESTOREd
+// without one: its leader would never leave; nothing is written); the
+// hook's error; Redis and network errors.
 func Get(ctx context.Context, coord *coordination.Coordinator, leaseKey string) (Info, error) {
-	e, err := engine.Of(coord)
+	e, k, err := readArgs(coord, leaseKey)
 	if err != nil {
 		return Info{}, err
 	}
-	if err := check.Key("leaseKey", leaseKey); err != nil {
-		return Info{}, err
+	return get(ctx, e, k)
+}
+
+// readArgs checks the coordinator and the lease key of [Get] and
+// [Observe]; its errors name the operation, LEADER READ, as every error of
+// a read does (nothing admitted).
+func readArgs(coord *coordination.Coordinator, leaseKey string) (*engine.Engine, engine.Keys, error) {
+	e, err := engine.Of(coord)
+	if err != nil {
+		return nil, engine.Keys{}, engine.OpError(hooks.LeaderRead, engine.Keys{}, err)
 	}
-	return get(ctx, e, e.Key(leaseKey))
+	if err := check.Key("leaseKey", leaseKey); err != nil {
+		return nil, engine.Keys{}, engine.OpError(hooks.LeaderRead, engine.Keys{}, err)
+	}
+	return e, e.Key(leaseKey), nil
 }
 
 // get reads the holder of the lease at the prefixed key k through the
@@ -82,23 +95,19 @@ func get(ctx context.Context, e *engine.Engine, k engine.Keys) (Info, error) {
 // empty key or a poll interval below 1 ms; or a terminal error of a read
 // (a permission error, coordination.ErrBadState ...).
 func Observe(ctx context.Context, coord *coordination.Coordinator, leaseKey string, poll time.Duration, fn func(Info)) error {
-	e, err := engine.Of(coord)
+	e, k, err := readArgs(coord, leaseKey)
 	if err != nil {
 		return err
 	}
 	if err := check.Context(ctx); err != nil {
-		return err
-	}
-	if err := check.Key("leaseKey", leaseKey); err != nil {
-		return err
+		return engine.OpError(hooks.LeaderRead, k, err)
 	}
 	if _, err := check.Millis("poll", poll); err != nil {
-		return err
+		return engine.OpError(hooks.LeaderRead, k, err)
 	}
 	if fn == nil {
-		return check.InvalidArgument("fn", "must not be nil")
+		return engine.OpError(hooks.LeaderRead, k, check.InvalidArgument("fn", "must not be nil"))
 	}
-	k := e.Key(leaseKey)
 	var (
 		last  Info
 		first = true

@@ -142,14 +142,12 @@ func (s *FieldSet) Acquire(ctx context.Context, field string, ttl time.Duration)
 
 func (s *FieldSet) acquire(ctx context.Context, field string, ttl time.Duration, block bool) (*FieldLease, error) {
 	if err := s.check(); err != nil {
-		return nil, err
+		return nil, engine.OpError(fieldKind.AcquireOp, engine.Keys{}, err)
 	}
 	if err := check.Key("field", field); err != nil {
-		return nil, err
+		return nil, engine.OpError(fieldKind.AcquireOp, s.keys, err)
 	}
-	if _, err := check.Millis("ttl", ttl); err != nil {
-		return nil, err
-	}
+	// The engine refuses a bad ttl, naming the operation, the key and the field.
 	token, err := engine.NewToken()
 	if err != nil {
 		return nil, err

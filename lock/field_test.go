@@ -69,23 +69,23 @@ func TestFieldLease(t *testing.T) {
 				_, err := lock.NewFieldSet(c, strings.Repeat("k", check.MaxKeyBytes+1))
 				return err
 			}},
-			{Arg: "field", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "field", Op: hooks.LeaseAcquire, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := tryAcquireField(ctx, c, "h", "", time.Second)
 				return err
 			}},
-			{Arg: "field", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "field", Op: hooks.LeaseAcquire, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := acquireField(ctx, c, "h", "", time.Second)
 				return err
 			}},
-			{Arg: "field", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "field", Op: hooks.LeaseAcquire, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := tryAcquireField(ctx, c, "h", strings.Repeat("f", check.MaxKeyBytes+1), time.Second)
 				return err
 			}},
-			{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "ttl", Op: hooks.LeaseAcquire, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := tryAcquireField(ctx, c, "h", "f", 999*time.Microsecond)
 				return err
 			}},
-			{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "ttl", Op: hooks.LeaseAcquire, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := acquireField(ctx, c, "h", "f", -time.Second)
 				return err
 			}},
@@ -93,12 +93,12 @@ func TestFieldLease(t *testing.T) {
 				_, err := lock.NewFieldSet(nil, "h")
 				return err
 			}},
-			{Arg: "fieldSet", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "fieldSet", Op: hooks.LeaseAcquire, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				var s *lock.FieldSet
 				_, err := s.TryAcquire(ctx, "f", time.Second)
 				return err
 			}},
-			{Arg: "fieldSet", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "fieldSet", Op: hooks.LeaseAcquire, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := new(lock.FieldSet).Acquire(ctx, "f", time.Second)
 				return err
 			}},

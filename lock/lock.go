@@ -92,8 +92,9 @@ type Lock struct {
 // Errors of the operation name it and the key (`coordination: lock
 // acquire "KEY": ...`) and wrap: coordination.ErrNotAcquired when another
 // owner holds the lock; coordination.ErrInvalidArgument naming the
-// argument (ctx, ttl, or mutex for a nil Mutex) for bad input, refused
-// before the operation starts, with nothing sent; an error matching
+// argument (ctx, ttl, or mutex for a nil Mutex, then without a key) for
+// bad input, refused before the operation starts, with nothing admitted
+// or sent; an error matching
 // coordination.ErrBadState when the key holds a non-string value (wrong
 // Redis type) or a string that is no owner token
 // (someone else's value; nothing is written). An owner token without a
@@ -130,11 +131,9 @@ func (m *Mutex) Acquire(ctx context.Context, ttl time.Duration) (*Lock, error) {
 
 func (m *Mutex) acquire(ctx context.Context, ttl time.Duration, block bool) (*Lock, error) {
 	if err := m.check(); err != nil {
-		return nil, err
+		return nil, engine.OpError(kind.AcquireOp, engine.Keys{}, err)
 	}
-	if _, err := check.Millis("ttl", ttl); err != nil {
-		return nil, err
-	}
+	// The engine refuses a bad ttl, naming the operation and the key.
 	token, err := engine.NewToken()
 	if err != nil {
 		return nil, err

@@ -51,7 +51,7 @@ func TestLock(t *testing.T) {
 				_, err := lock.New(c, strings.Repeat("k", check.MaxKeyBytes+1))
 				return err
 			}},
-			{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "ttl", Op: hooks.LockAcquire, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				m, err := lock.New(c, "k")
 				if err != nil {
 					return err
@@ -59,7 +59,7 @@ func TestLock(t *testing.T) {
 				_, err = m.TryAcquire(ctx, 0)
 				return err
 			}},
-			{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "ttl", Op: hooks.LockAcquire, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				m, err := lock.New(c, "k")
 				if err != nil {
 					return err
@@ -71,12 +71,12 @@ func TestLock(t *testing.T) {
 				_, err := lock.New(nil, "k")
 				return err
 			}},
-			{Arg: "mutex", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "mutex", Op: hooks.LockAcquire, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				var m *lock.Mutex
 				_, err := m.TryAcquire(ctx, time.Second)
 				return err
 			}},
-			{Arg: "mutex", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "mutex", Op: hooks.LockAcquire, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := new(lock.Mutex).Acquire(ctx, time.Second)
 				return err
 			}},

@@ -11,9 +11,10 @@
 --                                      ('' when the lease was taken without
 --                                      one);
 --                                      pttl_ms is the lease's remaining TTL
---                                      in milliseconds (-1 when it has none)
+--                                      in milliseconds (>= 0)
 -- Errors   WRONGTYPE        the lease key is not a hash
---          COORD_BADSTATE   the lease hash lacks its owner or fence field
+--          COORD_BADSTATE   the lease hash lacks its owner or fence field,
+--                           or has no TTL (its holder would never leave)
 local cur = redis.call('HMGET', KEYS[1], 'owner', 'fence', 'holder')
 if not cur[1] and not cur[2] then
   if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -24,4 +25,8 @@ end
 if not (cur[1] and cur[2]) then
   return redis.error_reply('COORD_BADSTATE lease hash lacks its owner or fence field')
 end
-return {cur[2], cur[3] or '', redis.call('PTTL', KEYS[1])}
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl < 0 then
+  return redis.error_reply('COORD_BADSTATE lease hash has no TTL: its holder would never leave')
+end
+return {cur[2], cur[3] or '', pttl}

@@ -102,10 +102,14 @@ func NewConcurrency(coord *coordination.Coordinator, key string, limit int, opts
 	return &ConcurrencyLimiter{l: l}, nil
 }
 
-// check refuses a nil or zero limiter.
-func (c *ConcurrencyLimiter) check() error {
+// check refuses a nil or zero limiter, and permits below 1 unless
+// permits is nil (Update): errors naming the operation op and the key.
+func (c *ConcurrencyLimiter) check(op string, permits *int) error {
 	if c == nil || c.l == nil || c.l.e == nil {
-		return check.InvalidArgument("limiter", "must not be nil; use NewConcurrency")
+		return engine.OpError(op, engine.Keys{}, check.InvalidArgument("limiter", "must not be nil; use NewConcurrency"))
+	}
+	if permits != nil && *permits < 1 {
+		return engine.OpError(op, c.l.keys, check.InvalidArgument("permits", "must be >= 1, got %d", *permits))
 	}
 	return nil
 }
@@ -134,11 +138,8 @@ func (c *ConcurrencyLimiter) check() error {
 // ReturnError. An attempt whose reply never came back is released in the
 // background.
 func (c *ConcurrencyLimiter) TryAcquire(ctx context.Context, permits int) (*ConcurrencyLease, error) {
-	if err := c.check(); err != nil {
+	if err := c.check(hooks.RateLimitAcquire, &permits); err != nil {
 		return nil, err
-	}
-	if permits < 1 {
-		return nil, check.InvalidArgument("permits", "must be >= 1, got %d", permits)
 	}
 	r, err := c.l.allow(ctx, permits, false)
 	if err != nil {
@@ -176,11 +177,8 @@ func (c *ConcurrencyLimiter) TryAcquire(ctx context.Context, permits int) (*Conc
 // fail with coordination.ErrClosed. A Redis failure while queued ends the
 // wait: the limiter's [FailureMode] applies ([FailOpen] grants).
 func (c *ConcurrencyLimiter) Acquire(ctx context.Context, permits int) (*ConcurrencyLease, error) {
-	if err := c.check(); err != nil {
+	if err := c.check(hooks.RateLimitAcquire, &permits); err != nil {
 		return nil, err
-	}
-	if permits < 1 {
-		return nil, check.InvalidArgument("permits", "must be >= 1, got %d", permits)
 	}
 	r, err := c.l.waitErr(ctx, permits)
 	if err != nil {
@@ -212,7 +210,7 @@ func (c *ConcurrencyLimiter) lease(r result, permits int) *ConcurrencyLease {
 // "limit" (below 1 or above 2^31-1), with nothing admitted;
 // coordination.ErrClosed after Close; the hook's error.
 func (c *ConcurrencyLimiter) Update(ctx context.Context, limit int) error {
-	if err := c.check(); err != nil {
+	if err := c.check(hooks.RateLimitUpdate, nil); err != nil {
 		return err
 	}
 	cur := c.l.spec().settings.(concurrency)

@@ -185,7 +185,7 @@ func (a algorithm) spec() contract.Spec {
 			if permits == 0 && !a.conc {
 				continue // a consumptive probe
 			}
-			s.BadInputs = append(s.BadInputs, contract.BadInput{Arg: "permits", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			s.BadInputs = append(s.BadInputs, contract.BadInput{Arg: "permits", Op: hooks.RateLimitAcquire, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				if a.conc {
 					l, err := a.newConc(c, "k")
 					if err != nil {

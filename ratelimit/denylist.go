@@ -131,7 +131,7 @@ func (d *DenyList) Remove(ctx context.Context, identity string) error {
 }
 
 func (d *DenyList) write(ctx context.Context, identity, flag string) error {
-	if err := checkIdentity(d, identity); err != nil {
+	if err := checkIdentity(hooks.RateLimitDenyListWrite, d, identity); err != nil {
 		return err
 	}
 	ctx, op, err := d.e.Admit(ctx, hooks.RateLimitDenyListWrite, primitive, d.keys)
@@ -151,7 +151,7 @@ func (d *DenyList) write(ctx context.Context, identity, flag string) error {
 // errors of the read (not cached); coordination.ErrBadState when the key
 // is not a set.
 func (d *DenyList) Denied(ctx context.Context, identity string) (bool, error) {
-	if err := checkIdentity(d, identity); err != nil {
+	if err := checkIdentity(hooks.RateLimitDenyListRead, d, identity); err != nil {
 		return false, err
 	}
 	ctx, op, err := d.e.Admit(ctx, hooks.RateLimitDenyListRead, primitive, d.keys)
@@ -174,14 +174,16 @@ func (d *DenyList) Invalidate() {
 	d.mu.Unlock()
 }
 
-func checkIdentity(d *DenyList, identity string) error {
+// checkIdentity refuses a nil or zero deny list and a bad identity, with
+// an error naming the operation op and the key.
+func checkIdentity(op string, d *DenyList, identity string) error {
 	if d == nil || d.e == nil {
-		return check.InvalidArgument("denyList", "must not be nil; use NewDenyList")
+		return engine.OpError(op, engine.Keys{}, check.InvalidArgument("denyList", "must not be nil; use NewDenyList"))
 	}
 	if identity == "" {
-		return check.InvalidArgument("identity", "must not be empty")
+		return engine.OpError(op, d.keys, check.InvalidArgument("identity", "must not be empty"))
 	}
-	return check.Size("identity", len(identity), check.MaxIdentityBytes)
+	return engine.OpError(op, d.keys, check.Size("identity", len(identity), check.MaxIdentityBytes))
 }
 
 // forget drops identity's entry and detaches its read in flight.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -427,6 +428,81 @@ func TestMiddlewareNegativePermits(t *testing.T) {
 		}
 		if available(t, first) != 5 || available(t, bad) != 5 {
 			t.Fatal("a refused request consumed permits")
+		}
+	})
+}
+
+// A request whose Permits exceed the policy's capacity can never pass:
+// it is refused with the policy's status and a problem body saying so,
+// without Retry-After (waiting never helps), the earlier policies' permits
+// given back and nothing sent for it; the middleware logs it at warn once
+// (then at most once a minute), naming the policy, the cost and the
+// capacity, never a key or partition. Allow and Wait policies alike.
+func TestMiddlewareCostOverCapacity(t *testing.T) {
+	const detail = "The request costs more permits than the rate-limit policy ever grants at once: it cannot be admitted, and retrying it will not help."
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		c := b.Coordinator(t)
+		for _, tc := range []struct {
+			k      kind
+			wait   bool
+			status int
+		}{{kGCRA, false, 0}, {kGCRA, true, 0}, {kConc, false, http.StatusServiceUnavailable}, {kConc, true, 0}} {
+			name := fmt.Sprintf("%s/wait=%v", tc.k, tc.wait)
+			first := build(t, c, kGCRA, "big:first:"+name, 5, time.Minute)
+			big := build(t, c, tc.k, "big:"+name, 5, time.Minute)
+			var buf lockedBuffer
+			var handled, ran atomic.Int32
+			mw, err := NewMiddleware([]Policy{
+				{Name: "first", Limiter: first.lim(), Concurrency: first.cc()},
+				{Name: "weighted", Limiter: big.lim(), Concurrency: big.cc(), Wait: tc.wait, Status: tc.status,
+					Permits: func(*http.Request) int { return 7 }},
+			}, WithLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: noTime}))),
+				WithErrorHandler(func(*http.Request, error) { handled.Add(1) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran.Add(1) }))
+			want := tc.status
+			if want == 0 {
+				want = http.StatusTooManyRequests
+			}
+			for range 3 {
+				w := serve(t, h, "/work")
+				checkProblem(t, w, want, "")
+				var p problemBody
+				if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+					t.Fatal(err)
+				}
+				if p.Detail != detail || len(p.Violated) != 1 || p.Violated[0] != "weighted" {
+					t.Fatalf("%s: problem %+v, want detail %q and violated-policies [weighted]", name, p, detail)
+				}
+			}
+			const line = `level=WARN msg="ratelimit: a request costs more permits than the policy's capacity; refused" policy=weighted permits=7 capacity=5 answer=`
+			if got := buf.String(); strings.Count(got, "\n") != 1 || !strings.HasPrefix(got, line) || strings.Contains(got, "big:") {
+				t.Fatalf("%s: log %q, want one line beginning %q", name, got, line)
+			}
+			if ran.Load() != 0 || handled.Load() != 0 {
+				t.Fatalf("%s: handler ran %d times, error handler %d times; want 0 and 0", name, ran.Load(), handled.Load())
+			}
+			if available(t, first) != 5 || available(t, big) != 5 {
+				t.Fatalf("%s: permits were consumed: first %d, weighted %d available", name, available(t, first), available(t, big))
+			}
+		}
+
+		// The refusal sends nothing to Redis.
+		client := b.Client(t)
+		cc := withClient(t, b, client)
+		t.Cleanup(func() { _ = cc.Shutdown(context.Background()) })
+		lone := build(t, cc, kGCRA, "big:lone", 5, time.Minute)
+		mw, err := NewMiddleware([]Policy{{Limiter: lone.lim(), Permits: func(*http.Request) int { return 6 }}},
+			WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := testharness.CountCommands(client)
+		checkProblem(t, serve(t, mw(http.NotFoundHandler()), "/work"), http.StatusTooManyRequests, "")
+		if n := sent.Count(); n != 0 {
+			t.Fatalf("an over-capacity request sent %v", sent.Names())
 		}
 	})
 }

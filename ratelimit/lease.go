@@ -78,6 +78,7 @@ type result struct {
 	available  int64
 	held       *held
 	cause      error // the failure a FailureMode answered
+	tooLarge   bool  // refused: more permits than the capacity (the middleware's form)
 	// A consumptive grant: its limiter, id and permits (for refunds), and
 	// for a reservation its settlement state.
 	lim     *Limiter

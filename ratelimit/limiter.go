@@ -85,11 +85,17 @@ type verdict struct {
 	held      *held
 	id        *string // a consumptive grant's id (for refunds, settlements)
 	permits   int
+	tooLarge  bool // refused because the permits exceed the capacity (the middleware's form)
 }
 
-// refused is a refusal decided without the server: an oversized request,
-// a full queue, an evicted waiter.
+// refused is a refusal decided without the server: a full queue, an
+// evicted waiter.
 var refused = verdict{available: -1}
+
+// tooLargeRefusal is the refusal of a request for more permits than the
+// capacity, in the middleware's form (oversize): decided without the
+// server.
+var tooLargeRefusal = verdict{available: -1, tooLarge: true}
 
 // deniedDecision is the refusal of an identity on the deny list.
 var deniedDecision = verdict{available: -1, denied: true}
@@ -179,8 +185,9 @@ func (l *Limiter) Allow(ctx context.Context, permits int) (Decision, error) {
 }
 
 // allow is Allow; with oversize, more permits than the capacity are a
-// refusal without RetryAfter instead of an error (the middleware's form:
-// such a request is answered 429).
+// refusal without RetryAfter marked tooLarge instead of an error (the
+// middleware's form: such a request is refused with the policy's status
+// and a detail saying that waiting will not help).
 func (l *Limiter) allow(ctx context.Context, permits int, oversize bool) (result, error) {
 	ctx, op, err := l.begin(ctx, permits, oversize)
 	if err != nil {
@@ -203,13 +210,13 @@ func tooLarge(permits, capacity int) error {
 // caller must decrement l.active when begin returns a nil error).
 func (l *Limiter) begin(ctx context.Context, permits int, oversize bool) (context.Context, engine.Op, error) {
 	if l == nil || l.e == nil {
-		return ctx, engine.Op{}, check.InvalidArgument("limiter", "must not be nil; use New or NewConcurrency")
+		return ctx, engine.Op{}, engine.OpError(hooks.RateLimitAcquire, engine.Keys{}, check.InvalidArgument("limiter", "must not be nil; use New or NewConcurrency"))
 	}
 	if err := checkPermits(permits); err != nil {
-		return ctx, engine.Op{}, err
+		return ctx, engine.Op{}, engine.OpError(hooks.RateLimitAcquire, l.keys, err)
 	}
 	if c := l.spec().capacity; permits > c && !oversize {
-		return ctx, engine.Op{}, tooLarge(permits, c)
+		return ctx, engine.Op{}, engine.OpError(hooks.RateLimitAcquire, l.keys, tooLarge(permits, c))
 	}
 	ctx, op, err := l.e.Admit(ctx, hooks.RateLimitAcquire, primitive, l.keys)
 	if err != nil {
@@ -247,7 +254,7 @@ func (l *Limiter) attempt(ctx context.Context, op engine.Op, permits int, oversi
 		if !oversize {
 			return verdict{}, tooLarge(permits, sp.capacity)
 		}
-		return refused, nil
+		return tooLargeRefusal, nil
 	}
 	var (
 		d   verdict
@@ -334,7 +341,7 @@ func (l *Limiter) grant(d verdict) result {
 		return result{available: -1, denied: true}
 	}
 	l.e.Count(rateLimitBlocked, capacityAttrs)
-	return result{available: d.available, hasRetry: d.hasRetry, retry: d.retry, lim: l}
+	return result{available: d.available, hasRetry: d.hasRetry, retry: d.retry, lim: l, tooLarge: d.tooLarge}
 }
 
 // Statistics returns this instance's counters. It does no I/O.

@@ -48,7 +48,16 @@ type Policy struct {
 	// Permits returns the permits a request costs. Nil means 1. A negative
 	// number is a bug in the function: the request is answered 500
 	// Internal Server Error, the error (naming the policy) is logged once
-	// and handed to the error handler, and nothing is consumed.
+	// and handed to the error handler, and nothing is consumed. A cost
+	// above the limiter's capacity (a composite's smallest) can never be
+	// granted, however long the client waits: the request is refused with
+	// the policy's status (429 by default), without Retry-After, with a
+	// problem body whose detail says that its cost exceeds what the policy
+	// ever grants; the middleware logs it at warn, naming the policy, the
+	// cost and the capacity (once, then at most once a minute while it
+	// repeats: clients choose their requests), sends nothing to Redis for
+	// it and gives back the permits earlier policies took. It is not a
+	// limiter failure: the error handler does not see it.
 	Permits func(*http.Request) int
 	// Wait makes requests wait for their permits with [Limiter.Wait] or
 	// [ConcurrencyLimiter.Acquire] (bounded by the request's context and
@@ -160,7 +169,10 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 // the refusal carries a RetryAfter, and an RFC 9457
 // application/problem+json body with type, title, status, detail,
 // instance (the request path) and "violated-policies": the refusing
-// policy's name; no partition, key or limit is disclosed. When a limiter
+// policy's name; no partition, key or limit is disclosed. A request that
+// costs more permits than the policy's capacity is refused the same way,
+// never with Retry-After, and its detail says that waiting will not help
+// (see [Policy.Permits]). When a limiter
 // fails (its failure mode is ReturnError), the answer is a 503 problem
 // without Retry-After. Every limiter failure is logged (see [WithLogger])
 // and given to the error handler ([WithErrorHandler]). When the request's
@@ -262,7 +274,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 				m.refund(r, taken)
 				err := check.InvalidArgument("permits", "the Permits function of policy %s returned %d", p.name, n)
 				m.failed(r, p, err, "500 Internal Server Error")
-				writeProblem(w, r, http.StatusInternalServerError, 0, false, "")
+				writeProblem(w, r, http.StatusInternalServerError, 0, false, "", "")
 				return
 			}
 			lease, err := p.allow(r, n)
@@ -273,7 +285,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 				}
 				m.failed(r, p, err, "503 Service Unavailable")
 				hdr.set(w, m.cfg.noHeaders)
-				writeProblem(w, r, http.StatusServiceUnavailable, 0, false, "")
+				writeProblem(w, r, http.StatusServiceUnavailable, 0, false, "", "")
 				return
 			}
 			if lease.cause != nil {
@@ -291,8 +303,13 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 				if lease.denied {
 					status = http.StatusForbidden
 				}
+				if lease.tooLarge {
+					m.tooLarge(p, n, lease, status)
+					writeProblem(w, r, status, 0, false, p.name, costDetail)
+					return
+				}
 				ra, ok := lease.RetryAfter()
-				writeProblem(w, r, status, ra, ok, p.name)
+				writeProblem(w, r, status, ra, ok, p.name, "")
 				return
 			}
 			switch {
@@ -396,6 +413,30 @@ func (m *middleware) failed(r *http.Request, p *policy, err error, answer string
 	m.cfg.logger.Log(context.Background(), level, "ratelimit: a limiter could not decide", args...)
 }
 
+// costDetail is the problem detail of a request refused because it costs
+// more permits than the policy's capacity.
+const costDetail = "The request costs more permits than the rate-limit policy ever grants at once: it cannot be admitted, and retrying it will not help."
+
+// tooLarge reports a request refused because its cost, permits, exceeds
+// the capacity of the policy's limiter: at warn, once per policy and then
+// at most once a minute (a client controls how often it happens), with
+// the policy's name, the cost and the capacity, never a key or partition.
+func (m *middleware) tooLarge(p *policy, permits int, lease result, status int) {
+	log, repeated := m.seen.Note(p.name+"\x00cost over capacity", time.Now())
+	if !log {
+		return
+	}
+	args := []any{"policy", p.name, "permits", permits}
+	if lease.lim != nil {
+		args = append(args, "capacity", lease.lim.spec().capacity)
+	}
+	args = append(args, "answer", strconv.Itoa(status)+" "+http.StatusText(status))
+	if repeated > 0 {
+		args = append(args, "repeated", repeated)
+	}
+	m.cfg.logger.Warn("ratelimit: a request costs more permits than the policy's capacity; refused", args...)
+}
+
 // releaseAll releases concurrency leases after the handler, even when the
 // request's context has ended, bounded by a few seconds.
 func releaseAll(ls []result) {
@@ -431,7 +472,10 @@ func RetryAfterSeconds(d time.Duration) int64 {
 	return max(s, 1)
 }
 
-func writeProblem(w http.ResponseWriter, r *http.Request, status int, retry time.Duration, hasRetry bool, policy string) {
+// writeProblem answers r with a problem of status, naming policy as the
+// violated one (when not empty), with Retry-After when hasRetry, and the
+// status's detail unless detail is given.
+func writeProblem(w http.ResponseWriter, r *http.Request, status int, retry time.Duration, hasRetry bool, policy, detail string) {
 	p := problem{Status: status, Instance: r.URL.Path}
 	if policy != "" {
 		p.Violated = []string{policy}
@@ -453,6 +497,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, status int, retry time
 		p.Type = "https://www.rfc-editor.org/rfc/rfc9110#section-15.6.4"
 		p.Title = "Service Unavailable"
 		p.Detail = "The service cannot accept more work right now."
+	}
+	if detail != "" {
+		p.Detail = detail
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")

@@ -431,7 +431,7 @@ func (l *Limiter) serve(ctx context.Context, op engine.Op, w *waiter, first verd
 			if !oversize {
 				return engine.Attempt{}, tooLarge(w.permits, l.spec().capacity)
 			}
-			d, why = refused, whyTooLarge
+			d, why = tooLargeRefusal, whyTooLarge
 			return engine.Attempt{Done: true}, nil
 		case wClosed:
 			return engine.Attempt{}, sentinel.ErrClosed

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
 
@@ -63,7 +64,7 @@ type reservation struct {
 func (l *Limiter) Reserve(ctx context.Context, estimate int) (*Reservation, error) {
 	if l != nil && l.e != nil {
 		if a := l.spec().alg; a != algBucket && a != algGCRA {
-			return nil, check.InvalidArgument("limiter", "Reserve needs a token-bucket or GCRA limiter")
+			return nil, engine.OpError(hooks.RateLimitAcquire, l.keys, check.InvalidArgument("limiter", "Reserve needs a token-bucket or GCRA limiter"))
 		}
 	}
 	ctx, op, err := l.begin(ctx, estimate, false)
@@ -106,11 +107,15 @@ func (l *Limiter) Reserve(ctx context.Context, estimate int) (*Reservation, erro
 // settlement may then have been applied or not: the reservation still
 // counts as settled).
 func (rv *Reservation) Settle(ctx context.Context, actual int) (int, error) {
+	var keys engine.Keys // the limiter's, when there is one
+	if rv != nil && rv.lim != nil {
+		keys = rv.lim.keys
+	}
 	if actual < 0 {
-		return 0, check.InvalidArgument("actual", "must be >= 0, got %d", actual)
+		return 0, engine.OpError(hooks.RateLimitSettle, keys, check.InvalidArgument("actual", "must be >= 0, got %d", actual))
 	}
 	if rv == nil || rv.res == nil || rv.lim == nil {
-		return 0, check.InvalidArgument("reservation", "only a granted reservation of Reserve can be settled")
+		return 0, engine.OpError(hooks.RateLimitSettle, keys, check.InvalidArgument("reservation", "only a granted reservation of Reserve can be settled"))
 	}
 	r, lim := rv.res, rv.lim
 	ctx, op, err := lim.e.Admit(ctx, hooks.RateLimitSettle, primitive, lim.keys)

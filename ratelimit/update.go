@@ -6,6 +6,7 @@ import (
 
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
 
@@ -50,15 +51,15 @@ import (
 // coordination.ErrClosed after Close; the hook's error.
 func (l *Limiter) Update(ctx context.Context, s Settings) error {
 	if l == nil || l.e == nil {
-		return check.InvalidArgument("limiter", "must not be nil; use New")
+		return engine.OpError(hooks.RateLimitUpdate, engine.Keys{}, check.InvalidArgument("limiter", "must not be nil; use New"))
 	}
 	next, err := specOf("settings", s)
 	if err != nil {
-		return err
+		return engine.OpError(hooks.RateLimitUpdate, l.keys, err)
 	}
 	cur := l.spec()
 	if next.alg != cur.alg || !reflect.DeepEqual(next.kinds, cur.kinds) {
-		return check.InvalidArgument("settings", "the algorithm cannot change (nor a composite's components): use a new key")
+		return engine.OpError(hooks.RateLimitUpdate, l.keys, check.InvalidArgument("settings", "the algorithm cannot change (nor a composite's components): use a new key"))
 	}
 	_, op, err := l.e.Admit(ctx, hooks.RateLimitUpdate, primitive, l.keys)
 	if err != nil {

@@ -174,9 +174,9 @@ func TestContract(t *testing.T) {
 			}
 		},
 		BadInputs: []contract.BadInput{
-			{Arg: "key", Call: bad(func(g *redlock.Group) error { _, err := g.TryAcquire(ctx, "", time.Minute); return err })},
-			{Arg: "ttl", Call: bad(func(g *redlock.Group) error { _, err := g.TryAcquire(ctx, "k", 0); return err })},
-			{Arg: "ttl", Call: bad(func(g *redlock.Group) error { _, err := g.Acquire(ctx, "k", time.Microsecond); return err })},
+			{Arg: "key", Op: hooks.RedlockAcquire, Call: bad(func(g *redlock.Group) error { _, err := g.TryAcquire(ctx, "", time.Minute); return err })},
+			{Arg: "ttl", Op: hooks.RedlockAcquire, Call: bad(func(g *redlock.Group) error { _, err := g.TryAcquire(ctx, "k", 0); return err })},
+			{Arg: "ttl", Op: hooks.RedlockAcquire, Call: bad(func(g *redlock.Group) error { _, err := g.Acquire(ctx, "k", time.Microsecond); return err })},
 		},
 		// Node 0's reply is lost, node 1 grants, node 2 (another owner's)
 		// refuses: no quorum for want of node 0, an ambiguous QuorumError,

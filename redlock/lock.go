@@ -118,7 +118,7 @@ func newLock(g *Group, key, token string, keys []engine.Keys, ttl time.Duration,
 		g: g, token: token, keys: keys, maxTTL: ttl, validity: validity,
 		outcomes: make([]decode.Outcome, len(g.nodes)), inflight: map[int]<-chan struct{}{},
 	}
-	q.h = engine.NewGroupHandle(g.ids, kind, q, start, ttl)
+	q.h = engine.NewGroupHandle(g.ids, kind, q, keys[0], start, ttl)
 	l := &Lock{q: q}
 	engine.InitLease(&l.Lease, key, token, q.h)
 	return l

@@ -282,23 +282,29 @@ func (g *Group) drift(ttl time.Duration) time.Duration {
 }
 
 // check validates a key and a TTL (nothing admitted, nothing sent) and
-// returns the TTL in ms and every node's keys.
+// returns the TTL in ms and every node's keys. Its errors name REDLOCK
+// ACQUIRE and the key (when the key is valid), as every error of the
+// acquisition does.
 func (g *Group) check(key string, ttl time.Duration) (int64, []engine.Keys, error) {
+	bad := func(k engine.Keys, err error) (int64, []engine.Keys, error) {
+		return 0, nil, engine.OpError(hooks.RedlockAcquire, k, err)
+	}
 	if g == nil || len(g.nodes) == 0 {
-		return 0, nil, check.InvalidArgument("group", "has no nodes: a zero or nil Group is not usable; create one with redlock.New")
+		return bad(engine.Keys{}, check.InvalidArgument("group", "has no nodes: a zero or nil Group is not usable; create one with redlock.New"))
 	}
 	if err := check.Key("key", key); err != nil {
-		return 0, nil, err
+		return bad(engine.Keys{}, err)
 	}
+	named := g.first.Key(key) // names the key in the errors below
 	ms, err := g.checkTTL(ttl)
 	if err != nil {
-		return 0, nil, err
+		return bad(named, err)
 	}
 	keys := make([]engine.Keys, len(g.nodes))
 	for i, n := range g.nodes {
 		if n.fencing {
 			if keys[i], err = n.e.Keys(key, key+FenceSuffix); err != nil {
-				return 0, nil, check.InvalidArgument("key", "with a fencing node the key needs a {hash tag} (e.g. \"{invoice:42}\"), so that the lease and its counter (key+%q) share a Cluster slot", FenceSuffix)
+				return bad(named, check.InvalidArgument("key", "with a fencing node the key needs a {hash tag} (e.g. \"{invoice:42}\"), so that the lease and its counter (key+%q) share a Cluster slot", FenceSuffix))
 			}
 			continue
 		}

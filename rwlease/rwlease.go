@@ -230,12 +230,14 @@ func (m *RWMutex) Write(ctx context.Context, ttl time.Duration) (*Lease, error) 
 }
 
 func (m *RWMutex) acquire(ctx context.Context, ttl time.Duration, mode Mode, block bool) (*Lease, error) {
+	kind := readKind
+	if mode == WriteMode {
+		kind = writeKind
+	}
 	if err := m.check(); err != nil {
-		return nil, err
+		return nil, engine.OpError(kind.AcquireOp, engine.Keys{}, err)
 	}
-	if _, err := check.Millis("ttl", ttl); err != nil {
-		return nil, err
-	}
+	// The engine refuses a bad ttl, naming the operation and the key.
 	token, err := engine.NewToken()
 	if err != nil {
 		return nil, err
@@ -243,14 +245,14 @@ func (m *RWMutex) acquire(ctx context.Context, ttl time.Duration, mode Mode, blo
 	// The acquire script's last argument: for a reader, 1 to queue behind
 	// waiting writers; for a writer, how long its waiting marker lives (ms;
 	// 0 for none).
-	kind, member, extra := readKind, "R:"+token, int64(0)
+	member, extra := "R:"+token, int64(0)
 	var marker int64
 	if mode == ReadMode {
 		if m.preference {
 			extra = 1
 		}
 	} else {
-		kind, member = writeKind, "W:"+token
+		member = "W:" + token
 		if block {
 			marker = m.marker
 		}

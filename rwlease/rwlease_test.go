@@ -110,17 +110,21 @@ var badInputs = func() []contract.BadInput {
 			return err
 		}},
 	)
-	for _, v := range []verb{verbTryRead, verbRead, verbTryWrite, verbWrite} {
+	for i, v := range []verb{verbTryRead, verbRead, verbTryWrite, verbWrite} {
+		op := hooks.RWLeaseReadAcquire
+		if i >= 2 {
+			op = hooks.RWLeaseWriteAcquire
+		}
 		out = append(out,
-			contract.BadInput{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			contract.BadInput{Arg: "ttl", Op: op, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := on(ctx, c, "k", v, 999*time.Microsecond)
 				return err
 			}},
-			contract.BadInput{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			contract.BadInput{Arg: "ttl", Op: op, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := on(ctx, c, "k", v, 0)
 				return err
 			}},
-			contract.BadInput{Arg: "rwmutex", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			contract.BadInput{Arg: "rwmutex", Op: op, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := v(new(rwlease.RWMutex), ctx, time.Second)
 				return err
 			}},

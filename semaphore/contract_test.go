@@ -153,40 +153,40 @@ func TestContract(t *testing.T) {
 				_, err := semaphore.New(c, "k", 1, semaphore.WithRecheck(0))
 				return err
 			}},
-			{Arg: "n", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "n", Op: hooks.SemaphoreAcquire, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				s, err := semaphore.New(c, "k", 2)
 				if err == nil {
 					_, err = s.TryAcquireN(ctx, 3, time.Minute)
 				}
 				return err
 			}},
-			{Arg: "n", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "n", Op: hooks.SemaphoreAcquire, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				s, err := semaphore.New(c, "k", 2)
 				if err == nil {
 					_, err = s.AcquireN(ctx, 0, time.Minute)
 				}
 				return err
 			}},
-			{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "ttl", Op: hooks.SemaphoreAcquire, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				s, err := semaphore.New(c, "k", 2)
 				if err == nil {
 					_, err = s.TryAcquire(ctx, -time.Second)
 				}
 				return err
 			}},
-			{Arg: "ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "ttl", Op: hooks.SemaphoreAcquire, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				s, err := semaphore.New(c, "k", 2)
 				if err == nil {
 					_, err = s.Acquire(ctx, 500*time.Microsecond)
 				}
 				return err
 			}},
-			{Arg: "semaphore", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "semaphore", Op: hooks.SemaphoreAcquire, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				var s *semaphore.Semaphore
 				_, err := s.TryAcquire(ctx, time.Minute)
 				return err
 			}},
-			{Arg: "semaphore", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "semaphore", Op: hooks.SemaphoreRead, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				var s *semaphore.Semaphore
 				_, err := s.State(ctx)
 				return err

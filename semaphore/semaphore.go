@@ -168,14 +168,12 @@ func (s *Semaphore) AcquireN(ctx context.Context, n int64, ttl time.Duration) (*
 
 func (s *Semaphore) acquire(ctx context.Context, n int64, ttl time.Duration, block bool) (*Permit, error) {
 	if err := s.check(); err != nil {
-		return nil, err
+		return nil, engine.OpError(kind.AcquireOp, engine.Keys{}, err)
 	}
 	if n < 1 || n > s.capacity {
-		return nil, check.InvalidArgument("n", "must be between 1 and the capacity %d, got %d", s.capacity, n)
+		return nil, engine.OpError(kind.AcquireOp, s.keys, check.InvalidArgument("n", "must be between 1 and the capacity %d, got %d", s.capacity, n))
 	}
-	if _, err := check.Millis("ttl", ttl); err != nil {
-		return nil, err
-	}
+	// The engine refuses a bad ttl, naming the operation and the key.
 	token, err := engine.NewToken()
 	if err != nil {
 		return nil, err
@@ -231,7 +229,7 @@ func (st State) Free(capacity int64) int64 { return max(capacity-st.Used, 0) }
 // error when a hook rejects; Redis and network errors.
 func (s *Semaphore) State(ctx context.Context) (State, error) {
 	if err := s.check(); err != nil {
-		return State{}, err
+		return State{}, engine.OpError(hooks.SemaphoreRead, engine.Keys{}, err)
 	}
 	ctx, op, err := s.e.Admit(ctx, hooks.SemaphoreRead, primitive, s.keys)
 	if err != nil {

@@ -42,10 +42,12 @@ type AcquireRequest struct {
 }
 
 // Acquire acquires a lease as r describes, admitted once as the kind's
-// AcquireOp however long it waits; see [Op.Acquire] for the semantics.
+// AcquireOp however long it waits; see [Op.Acquire] for the semantics. A
+// bad TTL is refused before admission, naming the operation and the key
+// ([OpError]) as every error of the acquisition does.
 func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decode.Grant, error) {
 	if _, err := check.TTLMillis(r.TTL, r.Kind.NoExpiry); err != nil {
-		return nil, decode.Grant{}, err
+		return nil, decode.Grant{}, OpError(r.Kind.AcquireOp, r.Keys, err)
 	}
 	ctx, op, err := e.Admit(ctx, r.Kind.AcquireOp, r.Kind.Primitive, r.Keys)
 	if err != nil {

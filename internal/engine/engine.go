@@ -315,15 +315,17 @@ func (o Op) On(keys Keys) Op {
 // any Redis work. On rejection it returns an error naming the operation and
 // wrapping the hook's error, and the caller must not touch Redis; after
 // [Engine.Shutdown] it refuses every operation so, with an error wrapping
-// [sentinel.ErrClosed] (no hook sees it). The first of keys, when given, is the key
-// these errors name and the one [Op.End] names (as [Op.On] does).
+// [sentinel.ErrClosed] (no hook sees it); a nil ctx is refused first, with
+// [check.NilContext] named the same way (nothing admitted). The first of
+// keys, when given, is the key these errors name and the one [Op.End]
+// names (as [Op.On] does).
 func (e *Engine) Admit(ctx context.Context, name, primitive string, keys ...Keys) (context.Context, Op, error) {
-	if ctx == nil {
-		return ctx, Op{}, check.NilContext()
-	}
 	var k Keys
 	if len(keys) > 0 {
 		k = keys[0]
+	}
+	if ctx == nil {
+		return ctx, Op{}, OpError(name, k, check.NilContext())
 	}
 	if e.life.closed.Load() {
 		return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, field: k.field, err: errShutdown}

@@ -18,19 +18,21 @@ import (
 // hook's, is returned; the caller must not touch Redis. The context each
 // hook returns is passed to the next. When any engine of es was shut down
 // ([Engine.Shutdown]) it refuses the operation with an error wrapping
-// [sentinel.ErrClosed], before any hook.
+// [sentinel.ErrClosed], before any hook. A nil ctx is refused first, with
+// [check.NilContext] naming the operation and the key, as [Engine.Admit]
+// does.
 //
 // The returned Op reports the outcome to every admitted hook (in reverse
 // order) and records coordination.operation.duration once, on the first
 // engine's meter: one group operation is one measurement, however many
 // engines share a meter provider.
 func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string, keys ...Keys) (context.Context, Op, error) {
-	if ctx == nil {
-		return ctx, Op{}, check.NilContext()
-	}
 	var k Keys
 	if len(keys) > 0 {
 		k = keys[0]
+	}
+	if ctx == nil {
+		return ctx, Op{}, OpError(name, k, check.NilContext())
 	}
 	if err := ClosedAny(es); err != nil {
 		return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, field: k.field, err: err}

@@ -258,9 +258,11 @@ func (kindBackend) Expired(*Handle) {}
 // NewGroupHandle returns the handle of a lease held on several engines
 // through b (redlock's quorum), acquired by a request sent at sent with
 // ttl: its operations are admitted with AdmitGroup under kind's names, and
-// the Shutdown of any of the engines ends it. Nothing is sent.
-func NewGroupHandle(es []*Engine, kind *LeaseKind, b Backend, sent time.Time, ttl time.Duration) *Handle {
-	h := &Handle{e: es[0], es: es, b: b, kind: kind, start: sent, ttl: ttl}
+// the Shutdown of any of the engines ends it. Their errors name the first
+// of keys (the lease's key as the caller gave it; b runs its own keys).
+// Nothing is sent.
+func NewGroupHandle(es []*Engine, kind *LeaseKind, b Backend, keys Keys, sent time.Time, ttl time.Duration) *Handle {
+	h := &Handle{e: es[0], es: es, b: b, kind: kind, keys: keys.First(), start: sent, ttl: ttl}
 	h.deadline = sent.Add(ttl - b.Drift(ttl))
 	return h
 }
@@ -535,16 +537,17 @@ func (h *Handle) resetTimerLocked() {
 // released or lost; a false answer marks it lost; an error leaves it held
 // (when the refresh may have run, the local deadline becomes the earlier of
 // the old one and the one ttl gives).
+//
+// Bad input (a bad ttl; a nil ctx, refused by the admission) is refused
+// before admission with an error naming the operation and the lease's
+// key, as every error of the refresh does.
 func (h *Handle) Refresh(ctx context.Context, ttl time.Duration) (bool, error) {
-	if ctx == nil {
-		return false, check.NilContext()
-	}
 	if h == nil {
-		return false, nil
+		return false, check.Context(ctx)
 	}
 	ms, err := h.b.CheckTTL(h, ttl)
 	if err != nil {
-		return false, err
+		return false, OpError(h.kind.RenewOp, h.keys, err)
 	}
 	ctx, op, err := h.admit(ctx, h.kind.RenewOp)
 	if err != nil {
@@ -592,11 +595,8 @@ func (h *Handle) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool
 // an error changes nothing. It returns false without a Redis call once the
 // handle is released or lost.
 func (h *Handle) Verify(ctx context.Context) (bool, error) {
-	if ctx == nil {
-		return false, check.NilContext()
-	}
 	if h == nil {
-		return false, nil
+		return false, check.Context(ctx)
 	}
 	ctx, op, err := h.admit(ctx, h.kind.VerifyOp)
 	if err != nil {
@@ -618,10 +618,10 @@ func (h *Handle) Verify(ctx context.Context) (bool, error) {
 // Release deletes the lease if this owner holds it, admitted as the kind's
 // ReleaseOp; see the type's documentation for the semantics.
 func (h *Handle) Release(ctx context.Context) (decode.Outcome, error) {
-	if ctx == nil {
-		return 0, check.NilContext()
-	}
 	if h == nil {
+		if err := check.Context(ctx); err != nil {
+			return 0, err
+		}
 		return decode.AlreadyReleased, nil
 	}
 	ctx, op, err := h.admit(ctx, h.kind.ReleaseOp)

@@ -66,7 +66,7 @@ type Holder struct {
 	Held   bool
 	Fence  int64         // the holder's token; >= 1 when Held
 	Holder string        // the holder's owner token
-	TTL    time.Duration // 0 when the lease has no expiry
+	TTL    time.Duration // the lease's remaining TTL (a lease without one is refused)
 }
 
 func decodeRead(v any) (Holder, bool) {
@@ -80,14 +80,10 @@ func decodeRead(v any) (Holder, bool) {
 	fence, ok1 := decode.PositiveDecimal(a[0])
 	holder, ok2 := a[1].(string)
 	pttl, ok3 := a[2].(int64)
-	if !ok1 || !ok2 || !ok3 || pttl > maxMillis {
+	if !ok1 || !ok2 || !ok3 || pttl < 0 || pttl > maxMillis {
 		return Holder{}, false
 	}
-	h := Holder{Held: true, Fence: fence, Holder: holder}
-	if pttl > 0 {
-		h.TTL = time.Duration(pttl) * time.Millisecond
-	}
-	return h, true
+	return Holder{Held: true, Fence: fence, Holder: holder, TTL: time.Duration(pttl) * time.Millisecond}, true
 }
 
 // MaxWatchedCounters bounds how many fencing counters one coordinator

@@ -89,7 +89,13 @@ type Step struct {
 
 // BadInput is one invalid call.
 type BadInput struct {
-	Arg  string // the argument the error must name
+	Arg string // the argument the error must name
+	// Op is the hooks operation a verb's call is refused as: its error
+	// names the operation (and the key, when it has a valid one) before
+	// the argument, `coordination: lock acquire "k": invalid argument ttl:
+	// ...`. Empty for a constructor, whose error names the argument only,
+	// `coordination: invalid argument key: ...`.
+	Op   string
 	Call func(ctx context.Context, c *coordination.Coordinator) error
 }
 
@@ -239,6 +245,13 @@ func badInput(t *testing.T, b *testharness.Backend, s Spec) {
 		if got, ok := check.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || !ok || got != bi.Arg {
 			t.Errorf("bad %s: got %v, want ErrInvalidArgument naming %q", bi.Arg, err, bi.Arg)
 		}
+		if err != nil && !namesOp(err.Error(), bi) {
+			if bi.Op == "" {
+				t.Errorf("bad %s of a constructor: %v, want `coordination: invalid argument %s: ...`", bi.Arg, err, bi.Arg)
+			} else {
+				t.Errorf("bad %s of %s: %v, want `coordination: %s[ \"KEY\"]: invalid argument %s: ...`", bi.Arg, bi.Op, err, strings.ToLower(bi.Op), bi.Arg)
+			}
+		}
 		if err := bi.Call(ctx, nil); !errors.Is(err, coordination.ErrInvalidArgument) {
 			t.Errorf("bad %s with a nil coordinator: %v, want ErrInvalidArgument", bi.Arg, err)
 		}
@@ -249,6 +262,18 @@ func badInput(t *testing.T, b *testharness.Backend, s Spec) {
 	if ops := rec.Ops(); len(ops) != 0 {
 		t.Errorf("bad input was admitted: %v", ops)
 	}
+}
+
+// namesOp reports whether msg, the error of the bad input bi, names what
+// it must: for a verb (bi.Op set) the operation, then the key (if any),
+// then the argument; for a constructor the argument alone.
+func namesOp(msg string, bi BadInput) bool {
+	arg := "invalid argument " + bi.Arg + ": "
+	if bi.Op == "" {
+		return strings.HasPrefix(msg, "coordination: "+arg)
+	}
+	op := "coordination: " + strings.ToLower(bi.Op)
+	return strings.HasPrefix(msg, op+": "+arg) || (strings.HasPrefix(msg, op+` "`) && strings.Contains(msg, `": `+arg))
 }
 
 func prefixAndBinary(t *testing.T, b *testharness.Backend, s Spec) {
