@@ -110,10 +110,7 @@ func setArgs(token int64, value []byte, ttl time.Duration) (int64, error) {
 	if err := check.Size("value", len(value), check.MaxValueBytes); err != nil {
 		return 0, err
 	}
-	if ttl == 0 {
-		return 0, nil
-	}
-	return check.Millis("ttl", ttl)
+	return check.TTLMillis(ttl, true)
 }
 
 // Get reads the resource written by [Guarded.Set]: its value and the

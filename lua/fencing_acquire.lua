@@ -15,8 +15,8 @@
 --                    with the same owner token finds its own lease and
 --                    returns the same fence without touching the counter
 --                    (the TTL is set again).
---          pttl_ms   held by another owner (an integer): its remaining TTL
---                    (-1 when it has none)
+--          pttl_ms   held by another owner (an integer >= 0): its
+--                    remaining TTL (a holder without one is COORD_BADSTATE)
 -- Errors (all raised before anything is written):
 --   COORD_BADARG      the lease key and the counter key are the same key
 --   WRONGTYPE         the lease key is not a hash

@@ -48,15 +48,15 @@ var CounterResets = instrument.New(instrument.Counter, "coordination.fencing.cou
 const maxMillis = int64(math.MaxInt64 / int64(time.Millisecond))
 
 // decodeGrant reads a string, the fence (acquired; a positive decimal),
-// or an integer, the holder's PTTL (held by another; -1 when it has no
-// TTL).
+// or an integer, the holder's PTTL (held by another; >= 0: a holder
+// without a TTL is the script's COORD_BADSTATE).
 func decodeGrant(v any) (decode.Grant, bool) {
 	switch r := v.(type) {
 	case string:
 		_, ok := decode.PositiveDecimal(r)
 		return decode.Grant{Acquired: true, Value: r}, ok
 	case int64:
-		return decode.Grant{RetryIn: decode.RetryIn(r)}, r >= -1
+		return decode.Grant{RetryIn: decode.RetryIn(r)}, r >= 0
 	}
 	return decode.Grant{}, false
 }

@@ -12,11 +12,24 @@ import (
 // decoders are the decoders of the fencing lock's scripts, each with replies it accepts.
 func decoders() []fuzzseed.Decoder {
 	return []fuzzseed.Decoder{
-		decoderfuzz.Of(Acquire, decodeGrant, []any{"7"}, []any{2500}, []any{-1}),
+		decoderfuzz.Of(Acquire, decodeGrant, []any{"7"}, []any{2500}, []any{0}),
 		decoderfuzz.Of(Refresh, decode.Bool01, []any{1}, []any{0}),
 		decoderfuzz.Of(Verify, decode.Bool01, []any{1}, []any{0}),
 		decoderfuzz.Of(Release, decode.Release, []any{1}, []any{0}, []any{-1}),
 		decoderfuzz.Of(Read, decodeRead, []any{nil}, []any{[]any{"7", "holder", 900}}, []any{[]any{"3", "h", 0}}),
+	}
+}
+
+// The acquire's decoder refuses a negative PTTL: the script answers a
+// holder without a TTL with COORD_BADSTATE, never -1.
+func TestAcquireDecoderRefusesANegativePTTL(t *testing.T) {
+	for _, r := range []int64{-1, -2} {
+		if _, ok := decodeGrant(r); ok {
+			t.Errorf("decodeGrant(%d) accepted", r)
+		}
+	}
+	if g, ok := decodeGrant(int64(0)); !ok || g.Acquired || g.RetryIn <= 0 {
+		t.Errorf("decodeGrant(0) = %+v %v", g, ok)
 	}
 }
 
