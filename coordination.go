@@ -92,7 +92,7 @@ func WithHooks(hs ...hooks.Hook) Option {
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) error {
 		if mp == nil {
-			return check.InvalidArgument("meter provider", "must not be nil")
+			return check.InvalidArgument("meterProvider", "must not be nil")
 		}
 		c.MeterProvider = mp
 		return nil

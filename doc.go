@@ -39,7 +39,8 @@
 // cleanups, the Pub/Sub connection) and makes later operations fail with
 // [ErrClosed]; shut it down before closing the client. This package exports only
 // what a user calls: [New] and its options, the [Coordinator], the shared
-// sentinel errors, [IsTransient] and [IsAmbiguous], and [ReleaseOutcome].
+// sentinel errors, [IsTransient] and [IsAmbiguous], [ReleaseOutcome], and
+// [Lease], the held lease every lease handle embeds.
 //
 // # How every operation works
 //

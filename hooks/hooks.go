@@ -46,7 +46,8 @@ type Operation struct {
 	// listed in the package documentation, e.g. "LOCK ACQUIRE".
 	Name string
 	// Primitive is the lower-case primitive kind: "lock", "fencing",
-	// "semaphore", "latch", "leader", "idempotency", "rate_limit".
+	// "rwlease", "semaphore", "latch", "leader", "idempotency",
+	// "rate_limit", "redlock".
 	Primitive string
 }
 

@@ -29,8 +29,9 @@ var (
 	// ErrClaimLost is returned by Do when fn succeeded but its result could
 	// not be stored because the claim was no longer the caller's: it
 	// expired before fn returned (and may have been taken over). fn may then
-	// run again elsewhere. It matches coordination.ErrNotHeld.
-	ErrClaimLost = fmt.Errorf("idempotency: claim expired before completion: %w", coordination.ErrNotHeld)
+	// run again elsewhere. It matches coordination.ErrLost, as every
+	// lease lost while held does.
+	ErrClaimLost = fmt.Errorf("idempotency: claim expired before completion: %w", coordination.ErrLost)
 )
 
 func init() {

@@ -103,7 +103,7 @@ func TestDo(t *testing.T) {
 				thief = f.begin(t, "lost", time.Minute, idempotency.WithFingerprint("fp"))
 				return []byte("too late"), nil
 			}, idempotency.WithoutKeepAlive())
-			if !errors.Is(err, idempotency.ErrClaimLost) || !errors.Is(err, coordination.ErrNotHeld) || string(res) != "too late" {
+			if !errors.Is(err, idempotency.ErrClaimLost) || !errors.Is(err, coordination.ErrLost) || string(res) != "too late" {
 				t.Fatalf("Do = %q, %v; want fn's result and ErrClaimLost", res, err)
 			}
 			wantState(t, thief, idempotency.Started)

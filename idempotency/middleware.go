@@ -104,14 +104,14 @@ func WithKeyRequired(required bool) MiddlewareOption {
 
 // WithMaxKeyLength bounds the length of a key, in bytes after unquoting; a
 // longer key is answered 400 ([ProblemKeyInvalid]). n must be between 1
-// and 512 (the setting is named "max key length"), so that the store key
+// and 512 (the setting is named "maxKeyLength"), so that the store key
 // ([StoreKey]: the key with its namespace) stays within the library's
 // 1 KiB bound on keys for namespaces up to about 490 bytes. The default is
 // 255.
 func WithMaxKeyLength(n int) MiddlewareOption {
 	return func(c *middlewareConfig) error {
 		if n < 1 || n > maxKeyLength {
-			return check.InvalidArgument("max key length", "must be between 1 and %d, got %d", maxKeyLength, n)
+			return check.InvalidArgument("maxKeyLength", "must be between 1 and %d, got %d", maxKeyLength, n)
 		}
 		c.maxKeyLength = n
 		return nil
@@ -127,9 +127,9 @@ const maxKeyLength = check.MaxKeyBytes / 2
 // retry runs the handler again. Choose it longer than the handler's worst
 // case (bound the handler, e.g. with http.TimeoutHandler or the server's
 // WriteTimeout), or a slow original and a retry can both run. At least
-// 1 ms ("claim ttl"). The default is 1 minute.
+// 1 ms ("claimTTL"). The default is 1 minute.
 func WithClaimTTL(d time.Duration) MiddlewareOption {
-	return check.AtLeast("claim ttl", d, time.Millisecond, func(c *middlewareConfig) { c.claimTTL = d })
+	return check.AtLeast("claimTTL", d, time.Millisecond, func(c *middlewareConfig) { c.claimTTL = d })
 }
 
 // WithClaimKeepAlive says whether the middleware keeps a request's claim
@@ -151,16 +151,16 @@ func WithClaimKeepAlive(keepAlive bool) MiddlewareOption {
 // asks servers to document their key expiry). At least 1 ms ("response
 // ttl"). The default is 24 hours.
 func WithResponseTTL(d time.Duration) MiddlewareOption {
-	return check.AtLeast("response ttl", d, time.Millisecond, func(c *middlewareConfig) { c.responseTTL = d })
+	return check.AtLeast("responseTTL", d, time.Millisecond, func(c *middlewareConfig) { c.responseTTL = d })
 }
 
 // WithMaxRequestBytes bounds the request body read to compute the
 // fingerprint (the body is buffered in memory and then handed to the
 // handler unchanged). A larger body is answered 413
 // ([ProblemRequestTooLarge]) without running the handler. n must not be
-// negative ("max request bytes"). The default is 1 MiB.
+// negative ("maxRequestBytes"). The default is 1 MiB.
 func WithMaxRequestBytes(n int64) MiddlewareOption {
-	return check.AtLeast("max request bytes", n, 0, func(c *middlewareConfig) { c.maxRequestBytes = n })
+	return check.AtLeast("maxRequestBytes", n, 0, func(c *middlewareConfig) { c.maxRequestBytes = n })
 }
 
 // WithMaxResponseBytes bounds the response body stored for replay. A
@@ -169,12 +169,12 @@ func WithMaxRequestBytes(n int64) MiddlewareOption {
 // on routes whose large responses are safe to compute twice, or raise the
 // bound. n must be between 0 and 16 MiB - 64 KiB (coordination's bound on
 // a stored value, check.MaxValueBytes, less room for the status and the
-// replayed header fields; the setting is named "max response bytes"). The
+// replayed header fields; the setting is named "maxResponseBytes"). The
 // default is 1 MiB.
 func WithMaxResponseBytes(n int) MiddlewareOption {
 	return func(c *middlewareConfig) error {
 		if n < 0 || n > check.MaxValueBytes-responseOverhead {
-			return check.InvalidArgument("max response bytes", "must be between 0 and %d, got %d", check.MaxValueBytes-responseOverhead, n)
+			return check.InvalidArgument("maxResponseBytes", "must be between 0 and %d, got %d", check.MaxValueBytes-responseOverhead, n)
 		}
 		c.maxResponseBytes = n
 		return nil
@@ -202,12 +202,12 @@ func WithReplayHeaders(names ...string) MiddlewareOption {
 // WithReplayPolicy sets which responses, by status code, are stored and
 // replayed. A response the policy rejects is passed through and its claim
 // abandoned, so the next retry runs the handler again. policy must not be
-// nil ("replay policy") and must be safe for concurrent use. The default
+// nil ("replayPolicy") and must be safe for concurrent use. The default
 // is [DefaultReplayPolicy].
 func WithReplayPolicy(policy func(status int) bool) MiddlewareOption {
 	return func(c *middlewareConfig) error {
 		if policy == nil {
-			return check.InvalidArgument("replay policy", "must not be nil")
+			return check.InvalidArgument("replayPolicy", "must not be nil")
 		}
 		c.policy = policy
 		return nil
@@ -217,14 +217,14 @@ func WithReplayPolicy(policy func(status int) bool) MiddlewareOption {
 // WithRequestFingerprint sets how a request is fingerprinted. body is the
 // whole request body (at most the [WithMaxRequestBytes] bound); r.Body
 // yields the same bytes and is reset for the handler afterwards. fn must
-// not be nil ("request fingerprint") and must be safe for concurrent use.
+// not be nil ("requestFingerprint") and must be safe for concurrent use.
 // A retry whose fingerprint differs from the original's gets 422
 // ([ProblemKeyReused]). The default is [DefaultFingerprint]: method, path,
 // query and body.
 func WithRequestFingerprint(fn func(r *http.Request, body []byte) string) MiddlewareOption {
 	return func(c *middlewareConfig) error {
 		if fn == nil {
-			return check.InvalidArgument("request fingerprint", "must not be nil")
+			return check.InvalidArgument("requestFingerprint", "must not be nil")
 		}
 		c.fingerprint = fn
 		return nil
@@ -255,7 +255,7 @@ func WithNamespace(fn func(r *http.Request) string) MiddlewareOption {
 func WithRetryAfter(d time.Duration) MiddlewareOption {
 	return func(c *middlewareConfig) error {
 		if d <= 0 {
-			return check.InvalidArgument("retry after", "must be positive, got %v", d)
+			return check.InvalidArgument("retryAfter", "must be positive, got %v", d)
 		}
 		c.retryAfter = d
 		return nil
@@ -267,10 +267,10 @@ func WithRetryAfter(d time.Duration) MiddlewareOption {
 // replay its response, instead of answering 409 at once. If the original
 // is abandoned meanwhile, the retry runs the handler itself; if d passes
 // first, it gets 409. The wait also ends when the request's context does.
-// d must not be negative ("wait for original"). The default is 0: answer
+// d must not be negative ("waitForOriginal"). The default is 0: answer
 // 409 at once.
 func WithWaitForOriginal(d time.Duration) MiddlewareOption {
-	return check.AtLeast("wait for original", d, 0, func(c *middlewareConfig) { c.wait = d })
+	return check.AtLeast("waitForOriginal", d, 0, func(c *middlewareConfig) { c.wait = d })
 }
 
 // WithErrorHandler sets a function called with every error of the store
@@ -282,7 +282,7 @@ func WithWaitForOriginal(d time.Duration) MiddlewareOption {
 // client went away before its key was checked. fn gets the error as
 // returned (unlike the log line, it may name the server's address); it runs
 // on the request's goroutine, must not write to the response and must be
-// safe for concurrent use. It must not be nil ("error handler").
+// safe for concurrent use. It must not be nil ("errorHandler").
 //
 // Whether or not it is set, the middleware logs each distinct failure on
 // the coordinator's logger (coordination.WithLogger) at level WARN with
@@ -293,7 +293,7 @@ func WithWaitForOriginal(d time.Duration) MiddlewareOption {
 func WithErrorHandler(fn func(r *http.Request, stage string, err error)) MiddlewareOption {
 	return func(c *middlewareConfig) error {
 		if fn == nil {
-			return check.InvalidArgument("error handler", "must not be nil")
+			return check.InvalidArgument("errorHandler", "must not be nil")
 		}
 		c.onError = fn
 		return nil
@@ -353,7 +353,10 @@ func WithErrorHandler(fn func(r *http.Request, stage string, err error)) Middlew
 // to Redis. For different settings per route, wrap each route's handler
 // with its own middleware:
 //
-//	payments, _ := idempotency.NewMiddleware(store, idempotency.WithKeyRequired(true))
+//	payments, err := idempotency.NewMiddleware(store, idempotency.WithKeyRequired(true))
+//	if err != nil {
+//		return err
+//	}
 //	mux.Handle("POST /payments", payments(createPayment))
 //
 // The returned function and the handlers it returns are safe for
@@ -471,9 +474,10 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 type fenceKey struct{}
 
 // FenceFrom returns the fencing token ([Claim.Fence]) of the claim the
-// middleware runs the request under: the handler passes it to its writes to
-// resources that check tokens. ok is false outside the middleware (a
-// request without an Idempotency-Key, or another context).
+// middleware runs the request under, or [Store.Do] its fn: the handler
+// passes it to its writes to resources that check tokens. ok is false
+// outside them (a request without an Idempotency-Key, or another
+// context).
 func FenceFrom(ctx context.Context) (fence int64, ok bool) {
 	if ctx == nil {
 		return 0, false

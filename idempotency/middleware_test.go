@@ -695,17 +695,17 @@ func TestNewMiddlewareValidatesOptions(t *testing.T) {
 			arg string
 			opt idempotency.MiddlewareOption
 		}{
-			{"claim ttl", idempotency.WithClaimTTL(0)},
-			{"response ttl", idempotency.WithResponseTTL(time.Microsecond)},
-			{"max key length", idempotency.WithMaxKeyLength(0)},
-			{"max request bytes", idempotency.WithMaxRequestBytes(-1)},
-			{"max response bytes", idempotency.WithMaxResponseBytes(-1)},
-			{"retry after", idempotency.WithRetryAfter(0)},
-			{"wait for original", idempotency.WithWaitForOriginal(-time.Second)},
-			{"replay policy", idempotency.WithReplayPolicy(nil)},
-			{"request fingerprint", idempotency.WithRequestFingerprint(nil)},
+			{"claimTTL", idempotency.WithClaimTTL(0)},
+			{"responseTTL", idempotency.WithResponseTTL(time.Microsecond)},
+			{"maxKeyLength", idempotency.WithMaxKeyLength(0)},
+			{"maxRequestBytes", idempotency.WithMaxRequestBytes(-1)},
+			{"maxResponseBytes", idempotency.WithMaxResponseBytes(-1)},
+			{"retryAfter", idempotency.WithRetryAfter(0)},
+			{"waitForOriginal", idempotency.WithWaitForOriginal(-time.Second)},
+			{"replayPolicy", idempotency.WithReplayPolicy(nil)},
+			{"requestFingerprint", idempotency.WithRequestFingerprint(nil)},
 			{"namespace", idempotency.WithNamespace(nil)},
-			{"error handler", idempotency.WithErrorHandler(nil)},
+			{"errorHandler", idempotency.WithErrorHandler(nil)},
 		} {
 			_, err := idempotency.NewMiddleware(f.store, tc.opt)
 			if name, ok := check.ArgumentName(err); !ok || name != tc.arg || !errors.Is(err, coordination.ErrInvalidArgument) {
@@ -722,9 +722,13 @@ func TestNewMiddlewareValidatesOptions(t *testing.T) {
 // the claim TTL (duplicates get 409 throughout, the handler runs once) and
 // gives the handler the claim's fencing token; with WithClaimKeepAlive(false)
 // the claim expires under a slow handler and a duplicate runs it again.
+// The TTL leaves the keep-alive (a renewal every ttl/3) a second of slack:
+// with 300 ms, a loaded machine that did not schedule the renewal for 200
+// ms lost the claim (rightly) and failed the test.
 func TestMiddlewareKeepAliveAndFence(t *testing.T) {
+	t.Parallel() // sleeps: overlap with the package's other tests
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
-		const ttl = 300 * time.Millisecond
+		const ttl = 1500 * time.Millisecond
 		for _, keep := range []bool{true, false} {
 			var fences []int64
 			var mu sync.Mutex

@@ -442,9 +442,8 @@ func waitFor(ctx context.Context, e *engine.Engine, k engine.Keys, d time.Durati
 // may run again elsewhere.
 //
 // Errors: coordination.ErrInvalidArgument naming store, key or owner
-// (empty), with nothing sent; coordination.ErrBadState /
-// coordination.ErrBadState when the key holds something this package did
-// not write (nothing is written); the hook's error; Redis (NOPERM, NOAUTH
+// (empty), with nothing sent; coordination.ErrBadState when the key holds
+// something this package did not write (nothing is written); the hook's error; Redis (NOPERM, NOAUTH
 // ...), network and ctx errors. After an ambiguous error the result may or
 // may not be stored: [Store.Begin] with the same fingerprint tells
 // (Completed, or InProgress while the claim is still pending). Calling

@@ -145,7 +145,7 @@ func TestContract(t *testing.T) {
 				_, err := latch.New(c, "k", latch.WithDeadline(0))
 				return err
 			}},
-			{Arg: "key ttl", Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "keyTTL", Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := latch.New(c, "k", latch.WithKeyTTL(time.Microsecond))
 				return err
 			}},

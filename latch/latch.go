@@ -134,7 +134,7 @@ func WithDeadline(d time.Duration) Option {
 // given to [New] and used by Create and Reset; [Latch.Join] ignores it.
 // The default is no expiry: the key stays until deleted.
 func WithKeyTTL(d time.Duration) Option {
-	return check.AtLeast("key ttl", d, time.Millisecond, func(c *config) { c.keyTTL = d })
+	return check.AtLeast("keyTTL", d, time.Millisecond, func(c *config) { c.keyTTL = d })
 }
 
 // WithRecheck sets how often [Generation.Wait] re-reads the latch when
@@ -170,7 +170,7 @@ func New(coord *coordination.Coordinator, key string, opts ...Option) (*Latch, e
 		l.deadline, _ = check.Millis("deadline", cfg.deadline) // checked by the option
 	}
 	if cfg.keyTTL > 0 {
-		l.keyTTL, _ = check.Millis("key ttl", cfg.keyTTL)
+		l.keyTTL, _ = check.Millis("keyTTL", cfg.keyTTL)
 	}
 	return l, nil
 }

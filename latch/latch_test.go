@@ -489,7 +489,7 @@ func TestInvalidArguments(t *testing.T) {
 			_, err = latch.New(coord, key, latch.WithDeadline(d))
 			want(err, "deadline")
 			_, err = latch.New(coord, key, latch.WithKeyTTL(d))
-			want(err, "key ttl")
+			want(err, "keyTTL")
 			_, err = latch.New(coord, key, latch.WithRecheck(d))
 			want(err, "recheck")
 		}

@@ -98,7 +98,7 @@ type Option func(*config) error
 // [MinLeaseDuration] and is rounded up to whole milliseconds. The default
 // is [DefaultLeaseDuration] (15 s).
 func WithLeaseDuration(d time.Duration) Option {
-	return check.AtLeast("lease duration", d, MinLeaseDuration, func(e *config) { e.lease = d })
+	return check.AtLeast("leaseDuration", d, MinLeaseDuration, func(e *config) { e.lease = d })
 }
 
 // WithRetryDelay sets the longest a follower waits between campaign
@@ -109,7 +109,7 @@ func WithLeaseDuration(d time.Duration) Option {
 // their own, until the local deadline. It must be at least 1 ms. The
 // default is [DefaultRetryDelay] (1 s).
 func WithRetryDelay(d time.Duration) Option {
-	return check.AtLeast("retry delay", d, time.Millisecond, func(e *config) { e.retry = d })
+	return check.AtLeast("retryDelay", d, time.Millisecond, func(e *config) { e.retry = d })
 }
 
 // OnElected sets the function run when the elector wins a term. ctx is the

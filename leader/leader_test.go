@@ -126,13 +126,13 @@ func TestInvalidConfiguration(t *testing.T) {
 			{"fenceKey", func() (*leader.Elector, error) { return leader.New(coord, leaseKey, "", "a") }},
 			{"fenceKey", func() (*leader.Elector, error) { return leader.New(coord, leaseKey, leaseKey, "a") }},
 			{"identity", func() (*leader.Elector, error) { return leader.New(coord, leaseKey, fenceKey, "") }},
-			{"lease duration", func() (*leader.Elector, error) {
+			{"leaseDuration", func() (*leader.Elector, error) {
 				return leader.New(coord, leaseKey, fenceKey, "a", leader.WithLeaseDuration(9*time.Millisecond))
 			}},
-			{"lease duration", func() (*leader.Elector, error) {
+			{"leaseDuration", func() (*leader.Elector, error) {
 				return leader.New(coord, leaseKey, fenceKey, "a", leader.WithLeaseDuration(-time.Second))
 			}},
-			{"retry delay", func() (*leader.Elector, error) {
+			{"retryDelay", func() (*leader.Elector, error) {
 				return leader.New(coord, leaseKey, fenceKey, "a", leader.WithRetryDelay(0))
 			}},
 			{"OnElected", func() (*leader.Elector, error) {

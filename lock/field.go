@@ -132,8 +132,8 @@ func (s *FieldSet) TryAcquire(ctx context.Context, field string, ttl time.Durati
 //
 // Acquire is admitted through hooks once, as LEASE ACQUIRE, however long
 // it waits. When ctx ends first it returns an error matching both
-// coordination.ErrNotAcquired and ctx's error (context.Cause). (an outage instead: see
-// coordination.ErrNotAcquired). Other errors
+// coordination.ErrNotAcquired and ctx's error (context.Cause) when Redis answered
+// its last attempt (an outage instead: see coordination.ErrNotAcquired). Other errors
 // are those of [FieldSet.TryAcquire]; coordination.ErrUnsupportedServer
 // comes at once, without waiting.
 func (s *FieldSet) Acquire(ctx context.Context, field string, ttl time.Duration) (*FieldLease, error) {

@@ -122,8 +122,8 @@ func (m *Mutex) TryAcquire(ctx context.Context, ttl time.Duration) (*Lock, error
 //
 // Acquire is admitted through hooks once, as LOCK ACQUIRE, however long it
 // waits. When ctx ends first it returns an error matching both
-// coordination.ErrNotAcquired and ctx's error (context.Cause). (an outage instead: see
-// coordination.ErrNotAcquired). Other errors
+// coordination.ErrNotAcquired and ctx's error (context.Cause) when Redis answered
+// its last attempt (an outage instead: see coordination.ErrNotAcquired). Other errors
 // are those of [Mutex.TryAcquire].
 func (m *Mutex) Acquire(ctx context.Context, ttl time.Duration) (*Lock, error) {
 	return m.acquire(ctx, ttl, true)

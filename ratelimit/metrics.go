@@ -4,10 +4,10 @@ import "github.com/coordkit/coordination/internal/instrument"
 
 // The rate limiters' instruments, recorded by this package.
 var (
-	rateLimitAllowed = instrument.New(instrument.Counter, "coordination.rate_limit.allowed", "{lease}", "",
-		"Rate-limit acquisitions that returned an acquired lease (once per Allow, Wait or Reserve).")
-	rateLimitBlocked = instrument.New(instrument.Counter, "coordination.rate_limit.blocked", "{lease}", "reason",
-		"Rate-limit acquisitions that returned an unacquired lease (once per Allow, Wait or Reserve), by reason (capacity, deny_list, unavailable).")
+	rateLimitAllowed = instrument.New(instrument.Counter, "coordination.rate_limit.allowed", "{request}", "",
+		"Rate-limit requests granted (once per Allow, Wait or Reserve, and per concurrency TryAcquire or Acquire).")
+	rateLimitBlocked = instrument.New(instrument.Counter, "coordination.rate_limit.blocked", "{request}", "reason",
+		"Rate-limit requests refused (once per Allow, Wait or Reserve, and per concurrency TryAcquire or Acquire), by reason (capacity, deny_list, unavailable).")
 	rateLimitUnavailable = instrument.New(instrument.Counter, "coordination.rate_limit.unavailable", "{decision}", "failure_mode",
 		"Rate-limit decisions Redis could not give, by the failure mode applied.")
 	// concurrencyMetrics are the lease instruments of concurrency limiters

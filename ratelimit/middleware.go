@@ -143,8 +143,14 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 // For different policies per route, wrap each route's handler with its own
 // middleware:
 //
-//	standard, _ := ratelimit.NewMiddleware([]ratelimit.Policy{guard, perClient})
-//	expensive, _ := ratelimit.NewMiddleware([]ratelimit.Policy{guard, perClient, reports})
+//	standard, err := ratelimit.NewMiddleware([]ratelimit.Policy{guard, perClient})
+//	if err != nil {
+//		return err
+//	}
+//	expensive, err := ratelimit.NewMiddleware([]ratelimit.Policy{guard, perClient, reports})
+//	if err != nil {
+//		return err
+//	}
 //	mux.Handle("GET /catalog", standard(catalog))
 //	mux.Handle("POST /reports", expensive(createReport))
 //
@@ -339,9 +345,9 @@ func (p *policy) allow(r *http.Request, n int) (result, error) {
 		return f(l)
 	}
 	if p.PartitionedConcurrency != nil {
-		return p.PartitionedConcurrency.with(p.Partition(r), func(c *ConcurrencyLimiter) (result, error) { return f(c.l) })
+		return p.PartitionedConcurrency.p.with(p.Partition(r), func(c *ConcurrencyLimiter) (result, error) { return f(c.l) })
 	}
-	return p.Partitioned.with(p.Partition(r), f)
+	return p.Partitioned.p.with(p.Partition(r), f)
 }
 
 // refund gives back the window, bucket and GCRA grants of earlier

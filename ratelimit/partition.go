@@ -56,7 +56,7 @@ func WithIdleTimeout(d time.Duration) PartitionOption {
 // A Partitioned is safe for concurrent use by multiple goroutines. The zero
 // value is not usable; use [NewPartitioned].
 type Partitioned struct {
-	partitions[*Limiter]
+	p partitions[*Limiter]
 }
 
 // PartitionedConcurrency keeps one [ConcurrencyLimiter] per partition, as
@@ -69,7 +69,7 @@ type Partitioned struct {
 // goroutines. The zero value is not usable; use
 // [NewPartitionedConcurrency].
 type PartitionedConcurrency struct {
-	partitions[*ConcurrencyLimiter]
+	p partitions[*ConcurrencyLimiter]
 }
 
 // partitionable is a limiter a partitions keeps.
@@ -122,7 +122,7 @@ func (p *partitions[L]) init(factory func(string) (L, error), opts []PartitionOp
 // naming "factory" (nil) or the invalid option's.
 func NewPartitioned(factory func(partition string) (*Limiter, error), opts ...PartitionOption) (*Partitioned, error) {
 	p := &Partitioned{}
-	if err := p.init(factory, opts); err != nil {
+	if err := p.p.init(factory, opts); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -134,7 +134,7 @@ func NewPartitioned(factory func(partition string) (*Limiter, error), opts ...Pa
 // are [NewPartitioned]'s.
 func NewPartitionedConcurrency(factory func(partition string) (*ConcurrencyLimiter, error), opts ...PartitionOption) (*PartitionedConcurrency, error) {
 	p := &PartitionedConcurrency{}
-	if err := p.init(factory, opts); err != nil {
+	if err := p.p.init(factory, opts); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -144,11 +144,11 @@ func NewPartitionedConcurrency(factory func(partition string) (*ConcurrencyLimit
 // creating it first when needed. Errors are those of TryAcquire, the
 // factory's error, or coordination.ErrClosed after Close.
 func (p *PartitionedConcurrency) TryAcquire(ctx context.Context, partition string, permits int) (*ConcurrencyLease, error) {
-	e, err := p.get(partition)
+	e, err := p.p.get(partition)
 	if err != nil {
 		return nil, err
 	}
-	defer p.put(e)
+	defer p.p.put(e)
 	return e.lim.TryAcquire(ctx, permits)
 }
 
@@ -156,11 +156,11 @@ func (p *PartitionedConcurrency) TryAcquire(ctx context.Context, partition strin
 // creating it first when needed. Errors are those of Acquire, the
 // factory's error, or coordination.ErrClosed after Close.
 func (p *PartitionedConcurrency) Acquire(ctx context.Context, partition string, permits int) (*ConcurrencyLease, error) {
-	e, err := p.get(partition)
+	e, err := p.p.get(partition)
 	if err != nil {
 		return nil, err
 	}
-	defer p.put(e)
+	defer p.p.put(e)
 	return e.lim.Acquire(ctx, permits)
 }
 
@@ -172,11 +172,11 @@ func (c *ConcurrencyLimiter) busy() bool { return c.l.busy() }
 // when needed. Errors are those of Allow, the factory's error, or
 // coordination.ErrClosed after Close.
 func (p *Partitioned) Allow(ctx context.Context, partition string, permits int) (Decision, error) {
-	e, err := p.get(partition)
+	e, err := p.p.get(partition)
 	if err != nil {
 		return Decision{}, err
 	}
-	defer p.put(e)
+	defer p.p.put(e)
 	return e.lim.Allow(ctx, permits)
 }
 
@@ -184,11 +184,11 @@ func (p *Partitioned) Allow(ctx context.Context, partition string, permits int) 
 // needed. Errors are those of Wait, the factory's error, or
 // coordination.ErrClosed after Close.
 func (p *Partitioned) Wait(ctx context.Context, partition string, permits int) (Decision, error) {
-	e, err := p.get(partition)
+	e, err := p.p.get(partition)
 	if err != nil {
 		return Decision{}, err
 	}
-	defer p.put(e)
+	defer p.p.put(e)
 	return e.lim.Wait(ctx, permits)
 }
 
@@ -203,16 +203,28 @@ func (p *partitions[L]) with(partition string, f func(L) (result, error)) (resul
 }
 
 // Len returns the number of partitions with a live limiter.
-func (p *partitions[L]) Len() int {
+func (p *Partitioned) Len() int { return p.p.len() }
+
+// Close closes every partition's limiter (see [Limiter.Close]) and makes
+// later calls fail with coordination.ErrClosed. It is idempotent and
+// returns nil.
+func (p *Partitioned) Close() error { return p.p.close() }
+
+// Len returns the number of partitions with a live limiter.
+func (p *PartitionedConcurrency) Len() int { return p.p.len() }
+
+// Close closes every partition's limiter (see [ConcurrencyLimiter.Close])
+// and makes later calls fail with coordination.ErrClosed. It is idempotent
+// and returns nil.
+func (p *PartitionedConcurrency) Close() error { return p.p.close() }
+
+func (p *partitions[L]) len() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.m)
 }
 
-// Close closes every partition's limiter (see [Limiter.Close] and
-// [ConcurrencyLimiter.Close]) and makes later calls fail with
-// coordination.ErrClosed. It is idempotent and returns nil.
-func (p *partitions[L]) Close() error {
+func (p *partitions[L]) close() error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()

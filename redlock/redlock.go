@@ -75,7 +75,7 @@ type config struct {
 // 1 ms, and should be small next to the TTLs used (the Redlock algorithm
 // suggests 5-50 ms for a 10 s TTL on a local network).
 func WithNodeTimeout(d time.Duration) Option {
-	return check.AtLeast("node timeout", d, time.Millisecond, func(c *config) { c.nodeTimeout = d })
+	return check.AtLeast("nodeTimeout", d, time.Millisecond, func(c *config) { c.nodeTimeout = d })
 }
 
 // WithDriftFactor sets the clock-drift allowance subtracted from every
@@ -84,7 +84,7 @@ func WithNodeTimeout(d time.Duration) Option {
 func WithDriftFactor(f float64) Option {
 	return func(c *config) error {
 		if !(f >= 0 && f < 0.5) {
-			return check.InvalidArgument("drift factor", "must be in [0, 0.5), got %v", f)
+			return check.InvalidArgument("driftFactor", "must be in [0, 0.5), got %v", f)
 		}
 		c.drift = f
 		return nil
@@ -116,7 +116,7 @@ func WithDriftFactor(f float64) Option {
 func WithFencing(node int) Option {
 	return func(c *config) error {
 		if node < 0 {
-			return check.InvalidArgument("fencing node", "must not be negative, got %d", node)
+			return check.InvalidArgument("fencingNode", "must not be negative, got %d", node)
 		}
 		c.fencing = node
 		return nil
@@ -186,7 +186,7 @@ func New(nodes []*coordination.Coordinator, opts ...Option) (*Group, error) {
 		return nil, check.InvalidArgument("nodes", "a Redlock needs an odd number of nodes, got %d", n)
 	}
 	if cfg.fencing >= n {
-		return nil, check.InvalidArgument("fencing node", "must be a node index below %d, got %d", n, cfg.fencing)
+		return nil, check.InvalidArgument("fencingNode", "must be a node index below %d, got %d", n, cfg.fencing)
 	}
 	g := &Group{quorum: n/2 + 1, cfg: cfg}
 	addrs := map[string]int{}
@@ -676,7 +676,7 @@ func wait(ctx context.Context, settled <-chan struct{}) error {
 // ones, so coordination.IsTransient judges it by its nodes' errors (a
 // [ErrNodeTimeout] or a network error is transient).
 type QuorumError struct {
-	Op        string  // "acquire", "refresh" or "release"
+	Op        string  // "acquire", "refresh", "verify" or "release"
 	Confirmed int     // nodes that granted, extended or confirmed
 	Quorum    int     // nodes needed
 	Errs      []error // per node; nil where the node answered

@@ -174,11 +174,11 @@ func TestConstructorRejects(t *testing.T) {
 		{"same coordinator", []*coordination.Coordinator{co[0], co[1], co[0]}, nil, "nodes"},
 		{"same client", []*coordination.Coordinator{co[0], co[1], sameClient}, nil, "nodes"},
 		{"same address", []*coordination.Coordinator{co[0], co[1], sameAddr}, nil, "nodes"},
-		{"node timeout", co[:3], []redlock.Option{redlock.WithNodeTimeout(time.Microsecond)}, "node timeout"},
-		{"drift factor", co[:3], []redlock.Option{redlock.WithDriftFactor(-0.1)}, "drift factor"},
-		{"drift factor NaN-ish", co[:3], []redlock.Option{redlock.WithDriftFactor(0.5)}, "drift factor"},
-		{"fencing node negative", co[:3], []redlock.Option{redlock.WithFencing(-1)}, "fencing node"},
-		{"fencing node beyond", co[:3], []redlock.Option{redlock.WithFencing(3)}, "fencing node"},
+		{"nodeTimeout", co[:3], []redlock.Option{redlock.WithNodeTimeout(time.Microsecond)}, "nodeTimeout"},
+		{"driftFactor", co[:3], []redlock.Option{redlock.WithDriftFactor(-0.1)}, "driftFactor"},
+		{"drift factor NaN-ish", co[:3], []redlock.Option{redlock.WithDriftFactor(0.5)}, "driftFactor"},
+		{"fencing node negative", co[:3], []redlock.Option{redlock.WithFencing(-1)}, "fencingNode"},
+		{"fencing node beyond", co[:3], []redlock.Option{redlock.WithFencing(3)}, "fencingNode"},
 	} {
 		g, err := redlock.New(tc.nodes, tc.opts...)
 		name, ok := check.ArgumentName(err)

@@ -196,8 +196,8 @@ func (m *RWMutex) TryRead(ctx context.Context, ttl time.Duration) (*Lease, error
 //
 // Read is admitted through hooks once, as RWLEASE READ ACQUIRE, however
 // long it waits. When ctx ends first it returns an error matching both
-// coordination.ErrNotAcquired and ctx's error (context.Cause). (an outage instead: see
-// coordination.ErrNotAcquired). Other errors
+// coordination.ErrNotAcquired and ctx's error (context.Cause) when Redis answered
+// its last attempt (an outage instead: see coordination.ErrNotAcquired). Other errors
 // are those of [RWMutex.TryRead].
 func (m *RWMutex) Read(ctx context.Context, ttl time.Duration) (*Lease, error) {
 	return m.acquire(ctx, ttl, ReadMode, true)
@@ -222,8 +222,8 @@ func (m *RWMutex) TryWrite(ctx context.Context, ttl time.Duration) (*Lease, erro
 //
 // Write is admitted through hooks once, as RWLEASE WRITE ACQUIRE, however
 // long it waits. When ctx ends first it returns an error matching both
-// coordination.ErrNotAcquired and ctx's error (context.Cause). (an outage instead: see
-// coordination.ErrNotAcquired). Other errors
+// coordination.ErrNotAcquired and ctx's error (context.Cause) when Redis answered
+// its last attempt (an outage instead: see coordination.ErrNotAcquired). Other errors
 // are those of [RWMutex.TryRead].
 func (m *RWMutex) Write(ctx context.Context, ttl time.Duration) (*Lease, error) {
 	return m.acquire(ctx, ttl, WriteMode, true)

@@ -157,8 +157,8 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (*Permit, er
 //
 // AcquireN is admitted through hooks once, as SEMAPHORE ACQUIRE, however
 // long it waits. When ctx ends first it returns an error matching both
-// coordination.ErrNotAcquired and ctx's error (context.Cause). (an outage instead: see
-// coordination.ErrNotAcquired). Other errors
+// coordination.ErrNotAcquired and ctx's error (context.Cause) when Redis answered
+// its last attempt (an outage instead: see coordination.ErrNotAcquired). Other errors
 // are those of [Semaphore.TryAcquireN]; when any attempt's outcome was
 // ambiguous and the call fails, the permits it may have taken are given
 // back in the background.
