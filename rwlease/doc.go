@@ -80,7 +80,10 @@
 // An entry is live while its expiry is after the server's now: live
 // holders are the members scored above now, live waiting writers those
 // scored below -now. Expired entries are pruned by the next operation that
-// writes; the key's own TTL follows the latest expiry, so an abandoned key
+// writes, by score, not by name: a member someone else added with a score
+// in the past is taken for an expired entry and removed with them, unread
+// (a score out of the layout is refused: ErrBadState, nothing written);
+// the key's own TTL follows the latest expiry, so an abandoned key
 // disappears by itself, and it is deleted with its last entry. Inspect it
 // with
 //

@@ -43,7 +43,12 @@
 // the number of holders: the permits in use are the live holders, counted
 // with ZCOUNT (and, while "multi" is there, read and summed). A release
 // publishes a notification only while "waiting" is there. Expired permits
-// are pruned by the next acquisition; there is no cleanup worker.
+// are pruned by the next acquisition; there is no cleanup worker. The
+// pruning goes by score, not by name: a member someone else added with a
+// score in the past (a permit's expiry already gone) is taken for an
+// expired permit and removed with them, unread (reading every expired
+// member's name would cost every acquisition a command); a score out of
+// the layout is refused (ErrBadState, nothing written).
 //
 // # Capacity
 //
