@@ -77,7 +77,7 @@ func IsRetrySafe(err error) bool {
 //   - Started: it runs fn with a context derived from ctx, keeping the
 //     claim alive meanwhile ([Store.KeepAlive]: renewed every ttl/3; the
 //     context is cancelled, cause matching coordination.ErrLost, when the
-//     claim is lost), unless opts hold [WithoutKeepAlive]. fn reads the
+//     claim is lost), unless opts hold [WithKeepAlive](false). fn reads the
 //     claim's fencing token with [FenceFrom] on its context and passes it
 //     to its writes. When fn succeeds, Do stores its result
 //     with [Store.Complete] and returns (result, false, nil). When
@@ -164,12 +164,13 @@ func (s *Store) named(op, key string, err error) error {
 	return engine.OpError(op, e.Key(key), err)
 }
 
-// WithoutKeepAlive makes [Store.Do] run fn without keeping the claim alive:
-// the claim then lasts ttl whatever fn does, and a retry after ttl runs fn
-// again even if the original is still running. [Store.Begin] ignores it.
-func WithoutKeepAlive() BeginOption {
+// WithKeepAlive sets whether [Store.Do] keeps the claim alive while fn
+// runs. The default is true; with WithKeepAlive(false) the claim lasts ttl
+// whatever fn does, and a retry after ttl runs fn again even if the
+// original is still running. [Store.Begin] ignores it.
+func WithKeepAlive(on bool) BeginOption {
 	return func(c *beginConfig) error {
-		c.noKeepAlive = true
+		c.noKeepAlive = !on
 		return nil
 	}
 }

@@ -102,7 +102,7 @@ func TestDo(t *testing.T) {
 				b.Advance(50 * time.Millisecond)
 				thief = f.begin(t, "lost", time.Minute, idempotency.WithFingerprint("fp"))
 				return []byte("too late"), nil
-			}, idempotency.WithoutKeepAlive())
+			}, idempotency.WithKeepAlive(false))
 			if !errors.Is(err, idempotency.ErrClaimLost) || !errors.Is(err, coordination.ErrLost) || string(res) != "too late" {
 				t.Fatalf("Do = %q, %v; want fn's result and ErrClaimLost", res, err)
 			}

@@ -90,7 +90,7 @@
 //
 //   - Keep-alive: [Store.Do] and the middleware ([NewMiddleware]) renew
 //     the claim every ttl/3 while the work runs ([Store.KeepAlive];
-//     [WithoutKeepAlive] and [WithClaimKeepAlive] turn it off), so a claim
+//     [WithKeepAlive](false) and [WithClaimKeepAlive] turn it off), so a claim
 //     outlives its ttl as long as its owner is alive and reaches Redis;
 //     when a renewal finds the claim gone or taken over, the work's
 //     context is cancelled (cause matching coordination.ErrLost).

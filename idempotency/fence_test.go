@@ -74,7 +74,7 @@ func TestPausedOriginalIsFencedOff(t *testing.T) {
 				t.Errorf("the original's late guarded write: accepted=%v current=%d err=%v; want refused, current %d", ok, current, err, takeover.Fence)
 			}
 			return []byte("first"), nil
-		}, idempotency.WithoutKeepAlive())
+		}, idempotency.WithKeepAlive(false))
 		if !errors.Is(err, idempotency.ErrClaimLost) || string(res) != "first" {
 			t.Fatalf("the original's Do = %q, %v; want ErrClaimLost", res, err)
 		}

@@ -25,7 +25,7 @@ const keepAliveOp = "IDEMPOTENCY KEEP ALIVE"
 // [Store.Abandon]; it sends nothing and may be called more than once.
 //
 // [Store.Do] and the middleware keep their claims alive this way unless
-// told otherwise ([WithoutKeepAlive], [WithClaimKeepAlive]). Keep-alive
+// told otherwise ([WithKeepAlive](false), [WithClaimKeepAlive]). Keep-alive
 // does not replace fencing: a process paused longer than ttl (a stop-the-
 // world pause, a frozen VM) loses its claim before a renewal can run; pass
 // c.Fence to the work's writes so that a resource that checks tokens

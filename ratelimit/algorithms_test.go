@@ -548,7 +548,7 @@ func TestConfigMismatchAndBadState(t *testing.T) {
 			acquire(t, l, 1)
 			state := dump(t, raw, b.Key(key))
 			// Strict: other settings are an error, and nothing is written.
-			strict := build(t, c, k, key, 4, 10*time.Second, WithStrictSettings())
+			strict := build(t, c, k, key, 4, 10*time.Second, WithStrictSettings(true))
 			if _, err := strict.Allow(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
 				t.Fatalf("%s: other settings, strict: %v, want ErrConfigMismatch", k, err)
 			}
@@ -562,7 +562,7 @@ func TestConfigMismatchAndBadState(t *testing.T) {
 			}
 		}
 		// No failure mode masks a mismatch.
-		open := build(t, c, kGCRA, "cfg:gcra", 9, 10*time.Second, WithFailureMode(FailOpen), WithStrictSettings())
+		open := build(t, c, kGCRA, "cfg:gcra", 9, 10*time.Second, WithFailureMode(FailOpen), WithStrictSettings(true))
 		if _, err := open.Allow(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
 			t.Fatalf("FailOpen on a mismatched key: %v", err)
 		}

@@ -142,7 +142,7 @@ func TestCompositeMismatch(t *testing.T) {
 		numbers := Composite{Components: []Settings{
 			TokenBucket{Limit: 20, TokensPerPeriod: 2, Period: time.Second}, cs[1], cs[2],
 		}}
-		strict, err := newT(c, "comp-mm", numbers, WithStrictSettings())
+		strict, err := newT(c, "comp-mm", numbers, WithStrictSettings(true))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -317,7 +317,7 @@ func TestMiddlewareRejectsPoliciesThatCannotWork(t *testing.T) {
 
 // The RateLimit header fields (IETF httpapi draft) on allowed and refused
 // responses, for a burst that trips a limit; the problem body names the
-// refusing policy; WithoutRateLimitHeaders drops them.
+// refusing policy; WithRateLimitHeaders(false) drops them.
 func TestMiddlewareRateLimitHeaders(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		c := b.Coordinator(t)
@@ -351,13 +351,13 @@ func TestMiddlewareRateLimitHeaders(t *testing.T) {
 				}
 			}
 		}
-		quiet, err := NewMiddleware([]Policy{{Name: "api", Limiter: api.lim(), Concurrency: api.cc()}}, WithoutRateLimitHeaders())
+		quiet, err := NewMiddleware([]Policy{{Name: "api", Limiter: api.lim(), Concurrency: api.cc()}}, WithRateLimitHeaders(false))
 		if err != nil {
 			t.Fatal(err)
 		}
 		w := serve(t, quiet(http.NotFoundHandler()), "/work")
 		if w.Header().Get("RateLimit") != "" || w.Header().Get("RateLimit-Policy") != "" {
-			t.Fatalf("headers despite WithoutRateLimitHeaders: %v", w.Header())
+			t.Fatalf("headers despite WithRateLimitHeaders(false): %v", w.Header())
 		}
 		if _, err := NewMiddleware([]Policy{{Name: "a \"quoted\" name", Limiter: api.lim(), Concurrency: api.cc()}}); err != nil {
 			t.Fatalf("a printable name: %v", err)

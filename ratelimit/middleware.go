@@ -80,11 +80,12 @@ type middlewareConfig struct {
 	noHeaders bool
 }
 
-// WithoutRateLimitHeaders stops the middleware from sending the RateLimit
-// and RateLimit-Policy header fields (see [NewMiddleware]).
-func WithoutRateLimitHeaders() MiddlewareOption {
+// WithRateLimitHeaders sets whether the middleware sends the RateLimit and
+// RateLimit-Policy header fields (see [NewMiddleware]). The default is
+// true; WithRateLimitHeaders(false) sends neither.
+func WithRateLimitHeaders(on bool) MiddlewareOption {
 	return func(c *middlewareConfig) error {
-		c.noHeaders = true
+		c.noHeaders = !on
 		return nil
 	}
 }
@@ -156,7 +157,7 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 //
 // Responses, allowed and refused, carry the RateLimit header fields of the
 // IETF httpapi draft "RateLimit header fields for HTTP" (unless
-// [WithoutRateLimitHeaders]), one item per policy that decided, named by
+// [WithRateLimitHeaders](false)), one item per policy that decided, named by
 // the policy's Name:
 //
 //	RateLimit-Policy: "client";q=20;w=2, "tenant";q=600;w=60

@@ -141,15 +141,15 @@ func WithFailureMode(m FailureMode) Option {
 	}
 }
 
-// WithStrictSettings makes a limiter refuse a key whose state was stored
-// under other settings (another limit, window, rate ...) with an error
-// matching coordination.ErrConfigMismatch, as before settings could be
-// migrated. By default a decision applies the limiter's own settings to
-// such state, preserving its usage (see [Limiter.Update]), so that a
-// rolling deploy of new limits just works.
-func WithStrictSettings() Option {
+// WithStrictSettings sets whether a limiter refuses a key whose state was
+// stored under other settings (another limit, window, rate ...) with an
+// error matching coordination.ErrConfigMismatch. The default is false: a
+// decision applies the limiter's own settings to such state, preserving
+// its usage (see [Limiter.Update]), so that a rolling deploy of new limits
+// just works.
+func WithStrictSettings(on bool) Option {
 	return func(o *options) error {
-		o.strict = true
+		o.strict = on
 		return nil
 	}
 }

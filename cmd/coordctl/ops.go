@@ -233,7 +233,7 @@ cannot be reached.`,
 			err error
 		)
 		// Never migrate the application's stored settings to ours.
-		strict := ratelimit.WithStrictSettings()
+		strict := ratelimit.WithStrictSettings(true)
 		switch *algo {
 		case "fixed-window":
 			l, err = ratelimit.New(coord, *key, ratelimit.FixedWindow{Limit: *limit, Window: *window}, strict)
