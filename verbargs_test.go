@@ -199,6 +199,8 @@ func TestVerbArgumentErrorsNameOperationAndKey(t *testing.T) {
 				func() error { return fixed.Update(bg, ratelimit.GCRA{Burst: 1, Interval: time.Second}) }},
 			{"ratelimit.Reservation.Settle", `coordination: rate limit settle "tb": invalid argument actual: must be >= 0, got -1`,
 				func() error { _, err := reserved.Settle(bg, -1); return err }},
+			{"ratelimit.Reservation.Settle", `coordination: rate limit settle "tb": invalid argument actual: must be at most 11 (the estimate, 1, plus the limiter's capacity, 10), got 2147483648`,
+				func() error { _, err := reserved.Settle(bg, 1<<31); return err }},
 			{"ratelimit.ConcurrencyLimiter.TryAcquire", `coordination: rate limit acquire "conc": invalid argument permits: must be >= 1, got 0`,
 				func() error { _, err := conc.TryAcquire(bg, 0); return err }},
 			{"ratelimit.ConcurrencyLimiter.Update", `coordination: rate limit update "conc": invalid argument limit: must be between 1 and 2147483647, got 0`,

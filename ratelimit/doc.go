@@ -134,7 +134,10 @@
 // touching Redis. Window, bucket, GCRA and composite grants are
 // consumptive. A reservation ([Limiter.Reserve], token bucket and GCRA) is
 // settled once with [Reservation.Settle], or at its estimate when it times
-// out.
+// out. A settlement's actual cost is at most the estimate plus the
+// capacity (a debt of at most one whole capacity); a negative or greater
+// one is an error wrapping coordination.ErrInvalidArgument naming
+// "actual", without touching Redis, and leaves the reservation to settle.
 //
 // A concurrency lease ([ConcurrencyLimiter.TryAcquire] and
 // [ConcurrencyLimiter.Acquire], at least 1 permit, at most the limit)

@@ -93,19 +93,39 @@ func (l *Limiter) Reserve(ctx context.Context, estimate int) (*Reservation, erro
 // token bucket, the periods that refill the excess). actual equal to the
 // estimate sends nothing.
 //
-// A reservation is settled once: it counts as settled from the
-// moment Settle is called, and a re-send of its script after a lost reply
-// is recognised by its id and not applied twice (as long as at most 5
-// other grants on the key came in between).
+// actual is 0 to estimate + the limiter's capacity, in permits (the
+// capacity of its settings when Settle is called, as for
+// [Limiter.Allow]): the excess, the debt one settlement leaves, is at
+// most one whole capacity, the time an empty limiter takes to fill (a
+// GCRA limiter of Burst 10 at 10 a minute: a minute). More is refused
+// before anything is sent. Debts that pile up (many reservations each
+// settled far above its estimate) are bounded by the server too: a
+// settlement that would leave a debt the key cannot hold (its end past
+// 2^53 microseconds since the epoch, in the year 2255, or sooner for a
+// GCRA interval that is not a whole number of microseconds) is refused
+// with coordination.ErrInvalidArgument, nothing written.
 //
-// Errors: coordination.ErrInvalidArgument naming "actual" (negative) or
-// "reservation" (nil, refused, or granted by [FailOpen] without asking
-// Redis), with nothing sent; [ErrSettled] for a second Settle;
-// [ErrReservationExpired] after the reservation timeout; errors matching
-// coordination.ErrConfigMismatch or coordination.ErrBadState
-// as for Allow; Redis and network errors (the
-// settlement may then have been applied or not: the reservation still
-// counts as settled).
+// A reservation is settled once: an admitted Settle marks it settled at
+// once (a concurrent Settle gets [ErrSettled]), and a re-send of its
+// script after a lost reply is recognised by its id and not applied twice
+// (as long as at most 5 other grants on the key came in between). A
+// Settle that fails leaves the reservation to be settled again when
+// nothing was applied: bad input, a hook's rejection or a closed
+// coordinator (refused before anything is admitted or sent), and an error
+// that proves the settlement did not run (an error reply of the server,
+// such as the out-of-range refusal above, or a connection that could not
+// be made). A Settle that may have been applied (a lost reply, a timeout,
+// a cancelled context: coordination.IsAmbiguous) leaves it settled.
+//
+// Errors: coordination.ErrInvalidArgument naming "actual" (negative, or
+// above estimate + capacity) or "reservation" (nil, refused, or granted
+// by [FailOpen] without asking Redis), with nothing sent;
+// [ErrSettled] for a Settle after one that settled it;
+// [ErrReservationExpired] after the reservation timeout (it then counts
+// as settled at its estimate); coordination.ErrInvalidArgument from the
+// server for a debt out of range; errors matching
+// coordination.ErrConfigMismatch or coordination.ErrBadState as for
+// Allow; Redis and network errors.
 func (rv *Reservation) Settle(ctx context.Context, actual int) (int, error) {
 	var keys engine.Keys // the limiter's, when there is one
 	if rv != nil && rv.lim != nil {
@@ -118,6 +138,12 @@ func (rv *Reservation) Settle(ctx context.Context, actual int) (int, error) {
 		return 0, engine.OpError(hooks.RateLimitSettle, keys, check.InvalidArgument("reservation", "only a granted reservation of Reserve can be settled"))
 	}
 	r, lim := rv.res, rv.lim
+	// actual - estimate cannot overflow (both are >= 0), nor can the sum
+	// in int64.
+	if c := lim.spec().capacity; actual-r.estimate > c {
+		return 0, engine.OpError(hooks.RateLimitSettle, keys, check.InvalidArgument("actual",
+			"must be at most %d (the estimate, %d, plus the limiter's capacity, %d), got %d", int64(r.estimate)+int64(c), r.estimate, c, actual))
+	}
 	ctx, op, err := lim.e.Admit(ctx, hooks.RateLimitSettle, primitive, lim.keys)
 	if err != nil {
 		return 0, err
@@ -141,6 +167,12 @@ func (rv *Reservation) Settle(ctx context.Context, actual int) (int, error) {
 	a, err := sp.scripts.adjust.Run(ctx, lim.e, lim.keys, sp.args("a", delta, newID())...)
 	lim.settingsMu.RUnlock()
 	if err != nil {
+		if !lim.e.Ambiguous(err) {
+			// Refused by the server, or never sent: nothing was applied.
+			r.mu.Lock()
+			r.settled = false
+			r.mu.Unlock()
+		}
 		return 0, op.End(err)
 	}
 	lim.available.Store(a.Available)

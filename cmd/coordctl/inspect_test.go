@@ -432,6 +432,12 @@ func TestInspectUnknownAndCorrupt(t *testing.T) {
 			{set("z", func(k string) error { return raw.ZAdd(ctx, k, redis.Z{Score: 1, Member: "m"}).Err() }), "a sorted set of no library layout"},
 			{set("sem", func(k string) error { return raw.ZAdd(ctx, k, redis.Z{Score: 1e15, Member: "P:x:tok"}).Err() }), `is not P:<n>:<token>`},
 			{set("rl", func(k string) error { return raw.Set(ctx, k, "g:1:x|2", time.Hour).Err() }), "GCRA state is not"},
+			// An arrival time past 2^53 µs, as a Settle of 2^31 permits
+			// once stored (the limiter refuses it: before, inspect showed a
+			// negative "next permit in" and exited 0).
+			{set("rl-far", func(k string) error {
+				return raw.Set(ctx, k, "g:10:6000000:1|12886579780412397|0|", time.Hour).Err()
+			}), "GCRA state is out of range: tat must be below 2^53 µs and rem below d"},
 			{set("claim", func(k string) error { return raw.Set(ctx, k, "P100:123:abc:99:x", time.Hour).Err() }), "a bad fingerprint"},
 			{set("claim-nofence", func(k string) error { return raw.Set(ctx, k, "P100:abc:-:", time.Hour).Err() }), "a pending claim without a valid fence"},
 			{set("claim-abandoned", func(k string) error { return raw.Set(ctx, k, "A0:x", time.Hour).Err() }), "an abandoned claim without a valid fence"},

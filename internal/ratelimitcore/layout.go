@@ -135,6 +135,10 @@ func decodeString(s *layout.Snapshot, r *layout.Report) {
 		if !ok {
 			return
 		}
+		if st[0] < 0 || st[0] >= 1<<53 || st[1] < 0 || st[1] >= cfg[2] { // as ratelimit_gcra refuses it
+			r.Bad("GCRA state is out of range: tat must be below 2^53 µs and rem below d")
+			return
+		}
 		// One permit every q/d µs; tat + rem/d is the theoretical arrival
 		// time; the burst is back when tat <= now.
 		interval := float64(cfg[1]) / float64(cfg[2])

@@ -70,9 +70,16 @@ end
 dm = (de + 999 - (de + 999) % 1000) / 1000
 --#section take
 -- rl_bucket.take: charges m permits (m < 0: gives -m back, up to a full
--- bucket); sv.
+-- bucket); sv. A debt (tk < 0) stays one whose refill ends before 2^53
+-- µs (de, exact): an adjustment that would take it further is refused,
+-- before anything is written (a grant leaves no debt).
 tk = tk - m
 if m < 0 and tk >= lim then
   tk, r = lim, now
+elseif tk < 0 then
+  local short = lim - tk + per - 1
+  if short >= MAXN or r + (short - short % per) / per * period >= MAXN then
+    return redis.error_reply('COORD_BADARG the adjustment would take the limiter state out of range')
+  end
 end
 sv = string.format('%d|%d', tk, r)

@@ -48,7 +48,12 @@
 --          RESTORE): PEXPIREAT NX at the time its state returns to empty;
 --          a key whose state is empty already is deleted.
 -- Errors (raised before anything is written):
---   COORD_BADARG            an argument is malformed or out of range
+--   COORD_BADARG            an argument is malformed or out of range, or
+--                           an adjustment (a, r) would take the state out
+--                           of its range (a GCRA arrival time or a
+--                           bucket's refill of its debt at 2^53 µs or
+--                           beyond, a sliding window's total at 2^53; a
+--                           fixed window's count stops below 10^14)
 --   WRONGTYPE               the key is not a string (a composite: not a
 --                           hash) (raised by GET, HMGET)
 --   COORD_CONFIG_MISMATCH   the key holds another algorithm, another

@@ -54,14 +54,22 @@ end
 dm = (de + 999 - (de + 999) % 1000) / 1000
 --#section take
 -- rl_gcra.take: charges m permits (m < 0: gives -m back, never below
--- empty); sv.
+-- empty); sv. The arrival time's lead over now in 1/d µs, (a - now) * d
+-- + b, stays below 2^53 - now (exact, and a below 2^53): an adjustment
+-- or a refund that would take it there is refused, before anything is
+-- written (a grant leaves at most the burst ahead: never near).
 if m >= 0 then
   local w = b + m * q
   a, b = a + (w - w % d) / d, w % d
+  if op == 'a' and (w >= MAXN or (a - now) * d + b >= MAXN - now) then
+    return redis.error_reply('COORD_BADARG the adjustment would take the limiter state out of range')
+  end
 else
   local w = (a - now) * d + b + m * q
   if w < 0 then
     w = 0
+  elseif w >= MAXN - now then
+    return redis.error_reply('COORD_BADARG the adjustment would take the limiter state out of range')
   end
   a, b = now + (w - w % d) / d, w % d
 end

@@ -148,7 +148,8 @@ dm = (de + 999 - (de + 999) % 1000) / 1000
 -- rl_sliding.take: charges m permits to the segment of now (never to an
 -- older one than the newest: the clock went back; nothing to an empty
 -- window), or (m < 0) gives -m back, newest first; sv (an empty state:
--- "0|0|0|0").
+-- "0|0|0|0"). A charge that would take the total to 2^53 is refused,
+-- before anything is written (a grant stays within the limit).
 if m > 0 or (m == 0 and o) then
   local k = (now - now % g) / g
   if not o then
@@ -161,6 +162,9 @@ if m > 0 or (m == 0 and o) then
     l = k
   end
   n = n + m
+  if n >= MAXN then
+    return redis.error_reply('COORD_BADARG the adjustment would take the limiter state out of range')
+  end
 elseif o then
   local t, left, sum = {}, -m, 0
   for x in string.gmatch(cs, '[^,]+') do
