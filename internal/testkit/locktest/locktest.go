@@ -362,9 +362,11 @@ func wakeOnRelease(t *testing.T, b *testharness.Backend, s Subject) {
 
 func acquireAfterCrash(t *testing.T, b *testharness.Backend, s Subject) {
 	ctx := context.Background()
-	// The holder "crashes": it never releases or renews.
-	must(s.Acquire(ctx, b.Coordinator(t), "{c}", 200*time.Millisecond, false))(t)
+	// The holder "crashes": it never releases or renews. Its TTL starts no
+	// earlier than its request was sent: time from before the send (after
+	// the reply, a loaded machine may already be well into the TTL).
 	start := time.Now()
+	must(s.Acquire(ctx, b.Coordinator(t), "{c}", 200*time.Millisecond, false))(t)
 	done := make(chan Handle, 1)
 	go func() {
 		h, err := s.Acquire(ctx, b.Coordinator(t), "{c}", time.Minute, true)
