@@ -143,7 +143,7 @@ func TestSlidingWindowNeverEarlyAtMostOneSegmentLate(t *testing.T) {
 			}
 			b.Advance(win / 2) // never early: still refused half a window later
 			le, x := c.allow(l, 1)
-			c.checkOne(m, "half a window later", le, x, 1, 0)
+			c.checkOne(m, "half a window later", le, x, 1, max(back.Sub(x.lo), time.Microsecond)) // planned: refused until back
 			if !le.Acquired() {
 				wantRetry(t, b, le, 0, win+seg)
 			}
