@@ -223,8 +223,16 @@ func TestDenyListCache(t *testing.T) {
 			time.Sleep(time.Until(oldBy.Add(lifetime))) // old has expired; young, read later, has not
 			denied(e, "new")                            // full: the expired old goes, young stays
 			denied(e, "young")
-			if n, late := reads.n.Load(), time.Since(youngFrom); n != 3 {
+			// Young was read after youngFrom: it is certainly live until
+			// youngFrom + lifetime. A stall of the test longer than the
+			// half lifetime between old's expiry and this lookup may have
+			// let young expire too (then it is read again: 4 reads).
+			n, late := reads.n.Load(), time.Since(youngFrom)
+			if n != 3 && (late < lifetime || n != 4) {
 				t.Fatalf("%d reads; want young kept (3 reads) %v after its read (lifetime %v)", n, late, lifetime)
+			}
+			if n == 4 {
+				t.Logf("young was looked up %v after its read, past its lifetime %v: whether it was kept is not known", late, lifetime)
 			}
 		})
 

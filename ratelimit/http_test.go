@@ -321,15 +321,18 @@ func TestMiddlewareRejectsPoliciesThatCannotWork(t *testing.T) {
 func TestMiddlewareRateLimitHeaders(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		c := b.Coordinator(t)
-		api := build(t, c, kGCRA, "hdr:api", 3, time.Second)
+		// A minute an interval: the 4 requests find the state they expect
+		// however slow the machine is (with 1 s, a stall between them let a
+		// permit come back).
+		api := build(t, c, kGCRA, "hdr:api", 3, time.Minute)
 		guard := build(t, c, kConc, "hdr:guard", 8, 10*time.Second)
 		mw, err := NewMiddleware([]Policy{{Name: "guard", Limiter: guard.lim(), Concurrency: guard.cc(), Status: http.StatusServiceUnavailable}, {Name: "api", Limiter: api.lim(), Concurrency: api.cc()}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
-		policy := `"guard";q=8;qu="concurrent-requests", "api";q=3;w=3`
-		for i, want := range []string{`"guard";r=7, "api";r=2`, `"guard";r=7, "api";r=1`, `"guard";r=7, "api";r=0`, `"guard";r=7, "api";r=0;t=1`} {
+		policy := `"guard";q=8;qu="concurrent-requests", "api";q=3;w=180`
+		for i, want := range []string{`"guard";r=7, "api";r=2`, `"guard";r=7, "api";r=1`, `"guard";r=7, "api";r=0`, `"guard";r=7, "api";r=0;t=60`} {
 			w := serve(t, h, "/work")
 			t.Logf("request %d: %d RateLimit-Policy: %s | RateLimit: %s | Retry-After: %s", i+1, w.Code,
 				w.Header().Get("RateLimit-Policy"), w.Header().Get("RateLimit"), w.Header().Get("Retry-After"))
@@ -343,7 +346,7 @@ func TestMiddlewareRateLimitHeaders(t *testing.T) {
 				t.Fatalf("request %d: %d", i+1, w.Code)
 			}
 			if i == 3 {
-				checkProblem(t, w, http.StatusTooManyRequests, "1")
+				checkProblem(t, w, http.StatusTooManyRequests, "60")
 				var p problemBody
 				_ = json.Unmarshal(w.Body.Bytes(), &p)
 				if len(p.Violated) != 1 || p.Violated[0] != "api" {
