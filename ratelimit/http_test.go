@@ -48,6 +48,7 @@ func TestPartitionedOnDemandAndIdleEviction(t *testing.T) {
 		defer p.Close()
 		ctx := context.Background()
 		got := map[string]int{}
+		start := time.Now()
 		for _, part := range []string{"a", "a", "a", "b"} {
 			le, err := p.Allow(ctx, part, 1)
 			if err != nil {
@@ -57,8 +58,13 @@ func TestPartitionedOnDemandAndIdleEviction(t *testing.T) {
 				got[part]++
 			}
 		}
-		if got["a"] != 2 || got["b"] != 1 || made["a"] != 1 || p.Len() != 2 {
-			t.Fatalf("granted %v, made %v, len %d", got, made, p.Len())
+		// Within the idle timeout, nothing was evicted: one limiter each.
+		// A stall of the test longer than it may have evicted a between
+		// two calls (made again, continuing its budget in Redis).
+		quick := time.Since(start) < 50*time.Millisecond
+		madeA := made["a"]
+		if got["a"] != 2 || got["b"] != 1 || madeA < 1 || (quick && (madeA != 1 || p.Len() != 2)) {
+			t.Fatalf("granted %v, made %v, len %d (the calls took %v)", got, made, p.Len(), time.Since(start))
 		}
 		// A held concurrency lease keeps its partition alive.
 		pc, err := NewPartitionedConcurrency(func(part string) (*ConcurrencyLimiter, error) {
@@ -83,7 +89,7 @@ func TestPartitionedOnDemandAndIdleEviction(t *testing.T) {
 			t.Fatalf("after idle: %d and %d partitions, want 1 and 2", p.Len(), pc.Len())
 		}
 		// The evicted limiter's budget is in Redis: a new one continues it.
-		if le, _ := p.Allow(ctx, "a", 1); le.Allowed() || made["a"] != 2 {
+		if le, _ := p.Allow(ctx, "a", 1); le.Allowed() || made["a"] != madeA+1 {
 			t.Fatalf("recreated partition a: acquired=%v made=%d", le.Allowed(), made["a"])
 		}
 		_, _ = h.Release(ctx)
