@@ -250,8 +250,8 @@ func (c *sclock) refusal(l *tlim, m model, what string, k int, wantRA time.Durat
 	return Lease{}
 }
 
-// wantCount checks that got permits were granted by a step (over y) that
-// the model bounds to [lo, hi]. On miniredis the bounds must meet at want
+// wantCount checks a count of a step (over y), the permits it granted or
+// found free, against the model's bounds [lo, hi]. On miniredis the bounds must meet at want
 // (the scenario's number), and got must be want.
 func wantCount(t testing.TB, b *testharness.Backend, what string, got, want, lo, hi int, y stamp) {
 	t.Helper()
@@ -263,11 +263,11 @@ func wantCount(t testing.TB, b *testharness.Backend, what string, got, want, lo,
 		t.Fatalf("%s: the model allows nothing (%d..%d): a test bug", what, lo, hi)
 	case got < lo || got > hi:
 		if lo == hi {
-			t.Fatalf("%s: admitted %d, want %d", what, got, lo)
+			t.Fatalf("%s: %d, want %d", what, got, lo)
 		}
-		t.Fatalf("%s over %v: admitted %d, want %d..%d by the server's clock", what, y, got, lo, hi)
+		t.Fatalf("%s over %v: %d, want %d..%d by the server's clock", what, y, got, lo, hi)
 	case lo != hi || lo != want:
-		t.Logf("%s: admitted %d, within %d..%d (planned: %d): the server's clock moved more than planned", what, got, lo, hi, want)
+		t.Logf("%s: %d, within %d..%d (planned: %d): the server's clock moved more than planned", what, got, lo, hi, want)
 	}
 }
 
