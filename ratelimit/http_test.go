@@ -150,6 +150,24 @@ func serve(t testing.TB, h http.Handler, path string) *httptest.ResponseRecorder
 	return w
 }
 
+// retrySeconds returns the Retry-After to expect of a refusal whose
+// permit comes back d after a grant made after start: d in whole seconds
+// rounded up when nothing stalled; less by up to the time since start
+// (rounded up as the middleware does) when a stall let the server's clock
+// move on. It returns w's own value when that lies in this range, else d's.
+func retrySeconds(t testing.TB, w *httptest.ResponseRecorder, d time.Duration, start time.Time) string {
+	t.Helper()
+	most := int(math.Ceil(d.Seconds()))
+	since := time.Since(start)
+	if got, err := strconv.Atoi(w.Header().Get("Retry-After")); err == nil && got <= most && float64(got) >= math.Ceil((d-since).Seconds()) {
+		if got != most {
+			t.Logf("Retry-After %d, not %d: the grant was %v ago", got, most, since)
+		}
+		return strconv.Itoa(got)
+	}
+	return strconv.Itoa(most)
+}
+
 func checkProblem(t testing.TB, w *httptest.ResponseRecorder, status int, retryAfter string) {
 	t.Helper()
 	if w.Code != status {
@@ -228,13 +246,7 @@ func TestMiddleware(t *testing.T) {
 		// first grant less the time since, had a stall made that a second
 		// or more).
 		w := serve(t, h, "/work")
-		retry := 90
-		if got, err := strconv.Atoi(w.Header().Get("Retry-After")); err == nil && got < retry &&
-			float64(got) >= math.Ceil((90*time.Second-time.Since(start)).Seconds()) {
-			t.Logf("Retry-After %d: the first grant was %v ago", got, time.Since(start))
-			retry = got
-		}
-		checkProblem(t, w, http.StatusTooManyRequests, strconv.Itoa(retry))
+		checkProblem(t, w, http.StatusTooManyRequests, retrySeconds(t, w, 90*time.Second, start))
 		// The guard's lease was released after each request and after the
 		// refusal by the later policy.
 		if le := acquire(t, guard, 1); !le.Acquired() {
@@ -350,8 +362,14 @@ func TestMiddlewareRateLimitHeaders(t *testing.T) {
 		}
 		h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 		policy := `"guard";q=8;qu="concurrent-requests", "api";q=3;w=180`
-		for i, want := range []string{`"guard";r=7, "api";r=2`, `"guard";r=7, "api";r=1`, `"guard";r=7, "api";r=0`, `"guard";r=7, "api";r=0;t=60`} {
+		start := time.Now() // before the first grant: the refusal's t is 60 s after it
+		for i, want := range []string{`"guard";r=7, "api";r=2`, `"guard";r=7, "api";r=1`, `"guard";r=7, "api";r=0`, `"guard";r=7, "api";r=0;t=`} {
 			w := serve(t, h, "/work")
+			retry := ""
+			if i == 3 {
+				retry = retrySeconds(t, w, time.Minute, start)
+				want += retry
+			}
 			t.Logf("request %d: %d RateLimit-Policy: %s | RateLimit: %s | Retry-After: %s", i+1, w.Code,
 				w.Header().Get("RateLimit-Policy"), w.Header().Get("RateLimit"), w.Header().Get("Retry-After"))
 			if got := w.Header().Get("RateLimit-Policy"); got != policy {
@@ -364,7 +382,7 @@ func TestMiddlewareRateLimitHeaders(t *testing.T) {
 				t.Fatalf("request %d: %d", i+1, w.Code)
 			}
 			if i == 3 {
-				checkProblem(t, w, http.StatusTooManyRequests, "60")
+				checkProblem(t, w, http.StatusTooManyRequests, retry)
 				var p problemBody
 				_ = json.Unmarshal(w.Body.Bytes(), &p)
 				if len(p.Violated) != 1 || p.Violated[0] != "api" {
@@ -402,11 +420,13 @@ func TestMiddlewareRefundsEarlierPolicies(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+			start := time.Now() // before strict's grant: its refusals retry a minute after it
 			if w := serve(t, h, "/work"); w.Code != http.StatusNoContent {
 				t.Fatalf("%s: first request %d", k, w.Code)
 			}
 			for range 3 {
-				checkProblem(t, serve(t, h, "/work"), http.StatusTooManyRequests, "60")
+				w := serve(t, h, "/work")
+				checkProblem(t, w, http.StatusTooManyRequests, retrySeconds(t, w, time.Minute, start))
 			}
 			if n := available(t, quota); n != 4 {
 				t.Fatalf("%s: after 1 passed and 3 refused by the later policy: %d available, want 4", k, n)
