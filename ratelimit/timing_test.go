@@ -250,9 +250,9 @@ func (c *sclock) refusal(l *tlim, m model, what string, k int, wantRA time.Durat
 	return Lease{}
 }
 
-// wantCount checks a count of a step (over y), the permits it granted or
-// found free, against the model's bounds [lo, hi]. On miniredis the bounds must meet at want
-// (the scenario's number), and got must be want.
+// wantCount checks a count of a step over y (the permits it granted or
+// found free) against the model's bounds [lo, hi]. On miniredis the
+// bounds must meet at want (the scenario's number), and got must be want.
 func wantCount(t testing.TB, b *testharness.Backend, what string, got, want, lo, hi int, y stamp) {
 	t.Helper()
 	if b.IsMini() && (lo != want || hi != want) {
