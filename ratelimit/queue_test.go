@@ -10,6 +10,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -57,28 +58,45 @@ func startWait(ctx context.Context, wg *sync.WaitGroup, l *tlim, name string, pe
 	})
 }
 
-// exhausted returns a GCRA limiter of burst 1 and interval iv whose one
-// permit is taken, with miniredis' clock running (stopped at the end of the
-// test), and a channel for the results of startWait.
-func exhausted(t *testing.T, b *testharness.Backend, iv time.Duration, opts ...Option) (*tlim, chan tresult) {
+// exhausted returns a GCRA limiter of burst 1 and a one-minute interval
+// whose one permit is taken, and a channel for the results of startWait.
+// Nothing comes back by itself during a test: the queue tests hand out
+// permits one at a time (serveOne), so that the order they check cannot
+// depend on how fast the machine runs. (With a 100-ms interval, a stall
+// of the test during the set-up let the permit come back before the last
+// waiter had queued.)
+func exhausted(t *testing.T, b *testharness.Backend, opts ...Option) (*tlim, chan tresult) {
 	t.Helper()
 	key := "q"
 	if len(opts) == 0 {
 		key = "q:default"
 	}
-	l := build(t, b.Coordinator(t), kGCRA, key, 1, iv, opts...)
-	t.Cleanup(clock(b))
+	l := build(t, b.Coordinator(t), kGCRA, key, 1, time.Minute, opts...)
 	if !acquire(t, l, 1).Acquired() {
 		t.Fatal("not acquired")
 	}
 	return l, make(chan tresult, 3)
 }
 
+// serveOne makes one more permit free on an exhausted limiter (a burst of
+// burst, the same interval) and returns the result of the waiter it
+// serves: Update wakes the head of the queue, which takes the permit; the
+// next head finds none and sleeps until the next call.
+func serveOne(t *testing.T, l *tlim, burst int, out <-chan tresult) tresult {
+	t.Helper()
+	update(t, l, GCRA{Burst: burst, Interval: time.Minute})
+	r := <-out
+	if r.err != nil || !r.le.Acquired() {
+		t.Fatalf("%s: %v acquired=%v", r.name, r.err, r.le.Acquired())
+	}
+	return r
+}
+
 func TestQueueOldestFirstOrder(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		// A bounded queue, and the default: unbounded, oldest first.
 		for _, opts := range [][]Option{{WithQueue(10, OldestFirst)}, nil} {
-			l, out := exhausted(t, b, 100*time.Millisecond, opts...)
+			l, out := exhausted(t, b, opts...)
 			var wg sync.WaitGroup
 			ctx := context.Background()
 			for i, name := range []string{"a", "b", "c"} {
@@ -86,12 +104,8 @@ func TestQueueOldestFirstOrder(t *testing.T) {
 				queued(t, l, int64(i+1))
 			}
 			var order []string
-			for range 3 {
-				r := <-out
-				if r.err != nil || !r.le.Acquired() {
-					t.Fatalf("%s: %v acquired=%v", r.name, r.err, r.le.Acquired())
-				}
-				order = append(order, r.name)
+			for i := range 3 {
+				order = append(order, serveOne(t, l, 2+i, out).name)
 			}
 			wg.Wait()
 			if got := order[0] + order[1] + order[2]; got != "abc" {
@@ -106,7 +120,7 @@ func TestQueueOldestFirstOrder(t *testing.T) {
 
 func TestQueueNewestFirstEvictsOldest(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
-		l, out := exhausted(t, b, 150*time.Millisecond, WithQueue(2, NewestFirst))
+		l, out := exhausted(t, b, WithQueue(2, NewestFirst))
 		var wg sync.WaitGroup
 		ctx := context.Background()
 		startWait(ctx, &wg, l, "a", 1, out)
@@ -122,13 +136,10 @@ func TestQueueNewestFirstEvictsOldest(t *testing.T) {
 			!strings.Contains(we.Error(), "evicted") {
 			t.Fatalf("evicted: %+v %q", we, we.Error())
 		}
+		queued(t, l, 2)
 		var order []string
-		for range 2 {
-			r := <-out
-			if r.err != nil || !r.le.Acquired() {
-				t.Fatalf("%s: %v %v", r.name, r.err, r.le.Acquired())
-			}
-			order = append(order, r.name)
+		for i := range 2 {
+			order = append(order, serveOne(t, l, 2+i, out).name)
 		}
 		wg.Wait()
 		if order[0] != "c" || order[1] != "b" {
@@ -243,8 +254,11 @@ func TestConcurrencyQueueWokenByRelease(t *testing.T) {
 		if r.err != nil || !r.le.Acquired() {
 			t.Fatalf("waiter: %v", r.err)
 		}
-		if d := time.Since(start); d > 2*time.Second {
-			t.Fatalf("woken after %v; want a prompt wake-up", d)
+		// Woken by the release, not by the waiter's re-check (every
+		// engine.DefaultRecheck): a bound that a stall of the machine for
+		// a second or two cannot reach.
+		if d := time.Since(start); d >= engine.DefaultRecheck {
+			t.Fatalf("woken after %v; want a wake-up by the release, before the waiter's re-check (%v)", d, engine.DefaultRecheck)
 		}
 		if err := r.le.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -265,8 +279,8 @@ func TestConcurrencyQueueWokenByRelease(t *testing.T) {
 		if r.err != nil || !r.le.Acquired() {
 			t.Fatalf("waiter 2: %v", r.err)
 		}
-		if d := time.Since(start); d > 2*time.Second {
-			t.Fatalf("woken after %v by a remote release; want Pub/Sub", d)
+		if d := time.Since(start); d >= engine.DefaultRecheck {
+			t.Fatalf("woken after %v by a remote release; want Pub/Sub, before the waiter's re-check (%v)", d, engine.DefaultRecheck)
 		}
 		_ = r.le.Release(ctx)
 		wg.Wait()
