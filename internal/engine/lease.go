@@ -680,13 +680,18 @@ func (h *Handle) KeepAlive() {
 	h.KeepAliveEvery(every)
 }
 
-// KeepAliveEvery starts renewing the lease in the background every
-// TTL/every (from the last successful renewal) until it is released or
-// lost. Renewals are not admitted through hooks. A renewal that finds the
-// lease gone marks it lost; a terminal error marks it lost with a
-// *sentinel.LostError carrying the error; transient errors are retried with backoff
-// until the local deadline passes. It does nothing when the handle keeps
-// alive already, is not held, or has no expiry. It returns at once.
+// KeepAliveEvery starts renewing the lease in the background until it is
+// released or lost, on the lease's own timeline rather than from the call:
+// a renewal is due once TTL/every has passed since the request that set
+// the current TTL was sent (the acquisition's, then each successful
+// renewal's or refresh's), at once when that moment has passed already (a
+// KeepAlive called late, or an acquisition whose reply was slow); see
+// [Handle.renewIn]. every is at least 2. Renewals are not admitted
+// through hooks. A renewal that finds the lease gone marks it lost; a
+// terminal error marks it lost with a *sentinel.LostError carrying the
+// error; transient errors are retried with backoff until the local
+// deadline passes. It does nothing when the handle keeps alive already, is
+// not held, or has no expiry. It returns at once.
 func (h *Handle) KeepAliveEvery(every int) {
 	if h == nil {
 		return
@@ -719,15 +724,44 @@ func (h *Handle) KeepAliveEvery(every int) {
 	}(h.keep)
 }
 
+// renewIn returns how long until the keep-alive's next renewal is due
+// (0: now, or overdue): when Remaining has fallen to due, the local life a
+// TTL gives (TTL less the drift allowance) less one period (TTL/every).
+// For a deadline set by a request sent at sent, that is sent + TTL/every:
+// the period counts from the lease's own timeline, not from the call that
+// started the keep-alive or from a timer that fired late, so a lease that
+// has little time left is renewed at once rather than left to its local
+// deadline while the server still holds it. due is at least life/every,
+// which matters only for a drift allowance above TTL - TTL/every (a
+// redlock's large drift factor with every = 2).
+func (h *Handle) renewIn(every int) time.Duration {
+	h.mu.Lock()
+	ttl, dl := h.ttl, h.deadline
+	h.mu.Unlock()
+	if ttl == 0 || dl.IsZero() {
+		return 0 // the loop ends
+	}
+	period := ttl / time.Duration(every)
+	life := ttl - h.b.Drift(ttl)
+	due := max(life-period, life/time.Duration(every))
+	return max(time.Until(dl)-due, 0)
+}
+
 func (h *Handle) keepAlive(stop chan struct{}, every int) {
-	timer := time.NewTimer(h.TTL() / time.Duration(every))
+	timer := time.NewTimer(h.renewIn(every))
 	defer timer.Stop()
-	failures := 0
+	failures := 0 // consecutive failed renewals
 	for {
 		select {
 		case <-stop:
 			return
 		case <-timer.C:
+		}
+		if failures == 0 {
+			if d := h.renewIn(every); d > 0 {
+				timer.Reset(d) // a Refresh moved the deadline later meanwhile
+				continue
+			}
 		}
 		h.refreshMu.Lock()
 		ttl := h.TTL()
@@ -747,14 +781,13 @@ func (h *Handle) keepAlive(stop chan struct{}, every int) {
 		// Bound each renewal by the time left, so a hung connection cannot
 		// hold it past the deadline.
 		ctx, cancel := context.WithTimeout(context.Background(), left)
-		sent := time.Now()
 		ok, err := h.refresh(ctx, ttl, ms)
 		cancel()
 		h.refreshMu.Unlock()
 		switch {
 		case err == nil && ok:
 			failures = 0
-			timer.Reset(max(ttl/time.Duration(every)-time.Since(sent), 0))
+			timer.Reset(h.renewIn(every))
 		case err == nil:
 			h.countRenewalFailure()
 			return // refresh marked it lost, or it was released meanwhile
