@@ -221,3 +221,71 @@ func TestKeepAliveAfterASlowAcquisitionRenewsAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// A Refresh while the keep-alive runs reschedules it on the new timeline:
+// to a shorter TTL, the next renewal is due a third of that TTL after the
+// refresh (not at the time the old TTL gave, after the new local deadline);
+// a refresh whose outcome is unknown and that moved the local deadline
+// earlier (it may have run, with a shorter TTL) brings the next renewal
+// forward: at once, with the lease's TTL.
+func TestKeepAliveFollowsARefresh(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		client := b.Client(t)
+		faults := &testharness.ScriptFaults{}
+		client.AddHook(faults)
+		coord, _ := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
+		e := eng(t, coord)
+		ctx := context.Background()
+		raw := b.Raw(t)
+		pttl := func(key string) time.Duration {
+			t.Helper()
+			d, err := raw.PTTL(ctx, b.Key(key)).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+		// A 30 s lease kept alive: its next renewal is 10 s away. Refreshed
+		// to 3 s, it needs one within 3 s, and every second after.
+		const long, short = 30 * time.Second, 3 * time.Second
+		h := acquire(t, e, "short", long)
+		h.KeepAlive()
+		if ok, err := h.Refresh(ctx, short); err != nil || !ok {
+			t.Fatalf("Refresh(%v) = %v, %v", short, ok, err)
+		}
+		select {
+		case <-h.Context().Done():
+			t.Fatalf("lost while kept alive: %v", context.Cause(h.Context()))
+		case <-time.After(3 * short):
+		}
+		if r, p := h.Remaining(), pttl("short"); r > short || r < short/3 || p > short || p < short/3 {
+			t.Fatalf("Remaining = %v, server PTTL = %v after three TTLs of keep-alive, want (1s, 3s]: renewals to the refreshed TTL", r, p)
+		}
+		if _, err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		// An uncertain refresh to 3 s: it ran on the server (the reply was
+		// replaced by a timeout), so the lease has 3 s there and the local
+		// deadline moved to match; the keep-alive renews to 30 s at once.
+		h = acquire(t, e, "uncertain", long)
+		h.KeepAlive()
+		faults.Add(testharness.Fault{SHA: lockcore.Refresh.Hash(), Forward: true, Err: context.DeadlineExceeded})
+		if _, err := h.Refresh(ctx, short); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Refresh = %v, want the injected timeout", err)
+		}
+		testharness.WaitFor(t, 2*time.Second, "a renewal after the uncertain refresh", func() string {
+			if r := h.Remaining(); r < 20*time.Second {
+				return fmt.Sprintf("Remaining = %v (cause %v)", r, context.Cause(h.Context()))
+			}
+			return ""
+		})
+		if p := pttl("uncertain"); p < 20*time.Second {
+			t.Fatalf("server PTTL = %v after the renewal, want the lease's 30s again", p)
+		}
+		if _, err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
