@@ -65,7 +65,10 @@ const unconfirmedRecheck = 250 * time.Millisecond
 // it returns an error wrapping ctx's cause and that failure but not
 // ErrNotAcquired: an outage is not contention, and code that reads
 // ErrNotAcquired as "another holder has it" must not mistake one for the
-// other. A terminal error from try is returned as is. Once [Engine.Shutdown]
+// other. When ctx ended before the first attempt (nothing was asked,
+// nothing failed) it returns ctx's cause alone ([Ended]), as an operation
+// that sends one command does. Each give-up error classifies as a
+// cancellation ([Classify]), whatever ctx's cause. A terminal error from try is returned as is. Once [Engine.Shutdown]
 // has begun it returns an error wrapping [sentinel.ErrClosed], at once
 // when sleeping.
 func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Context) (Attempt, error)) error {
@@ -88,8 +91,11 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 		timer    *time.Timer
 	)
 	gaveUp := func() error {
-		if last != nil || (tried && !answered) {
-			return &outageError{cause: context.Cause(ctx), last: last}
+		switch {
+		case !tried:
+			return Ended(ctx)
+		case last != nil || !answered:
+			return &outageError{cause: Ended(ctx), last: last}
 		}
 		return GaveUp(ctx)
 	}
@@ -194,7 +200,8 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 
 // outageError is the error of a blocking wait whose context ended while
 // Redis was failing or had answered nothing: it wraps the context's cause
-// and the last attempt's transient error (nil when every attempt was cut by
+// ([Ended]: a cancellation for Classify, whatever the cause) and the last
+// attempt's transient error (nil when every attempt was cut by
 // the context), and reads "CAUSE; the last attempt failed: ERR" or "CAUSE;
 // Redis answered no attempt".
 type outageError struct{ cause, last error }
