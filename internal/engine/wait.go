@@ -17,6 +17,15 @@ type Attempt struct {
 	// means unknown; the loop then relies on notifications, wake-ups and
 	// the re-check period.
 	RetryIn time.Duration
+	// Failed, when not nil (and Done false), is the error of an attempt
+	// that no answer decided: an outage, such as a Redlock round that failed
+	// nodes left without a quorum. A try that keeps its own retry time
+	// (RetryIn; the loop's backoff when zero) reports it here rather than
+	// as its error; the loop then counts the attempt as failed, not as
+	// answered, exactly as a transient error, so that giving up names
+	// Failed and does not match ErrNotAcquired. Nothing subscribes after
+	// such an attempt, and OnContended is not called.
+	Failed error
 }
 
 // WaitConfig tunes [Engine.Wait]. The zero value waits with the defaults
@@ -162,10 +171,23 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 				return err
 			}
 		}
-		failures, last, answered = 0, nil, true
 		if a.Done {
 			return nil
 		}
+		if a.Failed != nil {
+			// Failed like a transient error, at the try's own pace.
+			failures++
+			last = a.Failed
+			d := a.RetryIn
+			if d <= 0 {
+				d = timing.Backoff(failures, cfg.MinBackoff, cfg.MaxBackoff)
+			}
+			if err := sleep(d); err != nil {
+				return err
+			}
+			continue
+		}
+		failures, last, answered = 0, nil, true
 		if cfg.OnContended != nil {
 			cfg.OnContended()
 		}

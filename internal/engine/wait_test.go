@@ -251,3 +251,50 @@ func TestWaitGivingUpDuringAnOutageNamesTheFailure(t *testing.T) {
 		}
 	}
 }
+
+// An attempt that reports Failed (a try that keeps its own retry time, as
+// redlock's rounds do) counts as failed, not answered: the wait sleeps
+// RetryIn, does not call OnContended, and giving up names the failure and
+// not ErrNotAcquired; once an attempt is answered again, giving up is
+// contention's.
+func TestWaitFailedAttemptIsAnOutage(t *testing.T) {
+	b := testharness.Get(t, "miniredis")
+	e := eng(t, b.Coordinator(t))
+	outage := errors.New("redlock: acquire: 1 of 3 nodes confirmed, 2 needed; 2 failed")
+	for _, answeredLast := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		calls, contended := 0, 0
+		var gaps []time.Duration
+		last := time.Now()
+		err := e.Wait(ctx, engine.WaitConfig{Recheck: time.Millisecond, OnContended: func() { contended++ }}, func(context.Context) (engine.Attempt, error) {
+			calls++
+			gaps = append(gaps, time.Since(last))
+			last = time.Now()
+			if calls == 4 {
+				cancel()
+			}
+			if answeredLast && calls == 4 {
+				return engine.Attempt{}, nil // refused: held by another
+			}
+			return engine.Attempt{Failed: outage, RetryIn: 20 * time.Millisecond}, nil
+		})
+		cancel()
+		for i, g := range gaps[1:] {
+			if g < 20*time.Millisecond {
+				t.Fatalf("answeredLast=%v: attempt %d came %v after the one before, want RetryIn (20ms) at least", answeredLast, i+2, g)
+			}
+		}
+		if answeredLast {
+			if contended != 1 || !errors.Is(err, coordination.ErrNotAcquired) || errors.Is(err, outage) {
+				t.Fatalf("gave up after an answer: %v (OnContended %d times), want contention's error, OnContended once", err, contended)
+			}
+			continue
+		}
+		if contended != 0 || errors.Is(err, coordination.ErrNotAcquired) || !errors.Is(err, outage) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("gave up after failed attempts: %v (OnContended %d times), want the failure and the context's error, not ErrNotAcquired", err, contended)
+		}
+		if want := "context canceled; the last attempt failed: " + outage.Error(); err.Error() != want {
+			t.Fatalf("message %q, want %q", err.Error(), want)
+		}
+	}
+}
