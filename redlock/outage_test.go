@@ -39,6 +39,16 @@ func TestAcquireDuringAnOutageIsNotContention(t *testing.T) {
 					outageGiveUp(t, c, fault)
 				})
 			}
+			t.Run("context shorter than the node timeout", func(t *testing.T) {
+				c.t = t
+				defer c.heal()
+				cutByContext(t, c)
+			})
+			t.Run("context ends while subscribing", func(t *testing.T) {
+				c.t = t
+				defer c.heal()
+				subscribeCutByContext(t, c)
+			})
 			t.Run("contention", func(t *testing.T) {
 				c.t = t
 				contentionGiveUp(t, c)
@@ -53,14 +63,7 @@ func TestAcquireDuringAnOutageIsNotContention(t *testing.T) {
 
 func outageGiveUp(t *testing.T, c *cluster, fault string) {
 	g := c.group(redlock.WithNodeTimeout(nodeTimeout))
-	for _, i := range []int{1, 2} {
-		if fault == "refused" {
-			c.proxies[i].Refuse(time.Hour)
-			c.proxies[i].CutAll(faultproxy.RST)
-		} else {
-			c.cut(i)
-		}
-	}
+	down(c, fault, 1, 2)
 	key := "outage-" + strings.ReplaceAll(fault, "-", "")
 	// Long enough for a few rounds (each ends at most a node timeout in).
 	ctx, cancel := context.WithTimeout(context.Background(), 4*nodeTimeout)
@@ -143,5 +146,70 @@ func endedContext(t *testing.T, c *cluster) {
 	time.Sleep(100 * time.Millisecond) // a background release would be on its way
 	if n := sent() - before; n != 0 {
 		t.Fatalf("%d scripts reached the nodes, want none", n)
+	}
+}
+
+// With 2 of 3 nodes black-holed and a context shorter than the node
+// timeout, the context cuts the first round: Acquire returns when the
+// context ends, saying that no round was answered, like a single node's
+// blocking acquire whose commands its context cut (not ErrNotAcquired; no
+// *QuorumError, which no round ended with).
+func cutByContext(t *testing.T, c *cluster) {
+	const nt = 3 * time.Second
+	g := c.group(redlock.WithNodeTimeout(nt))
+	down(c, "black-holed", 1, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := g.Acquire(ctx, "cut", 10*time.Second)
+	took := time.Since(start)
+	if want := `coordination: redlock acquire "cut": context deadline exceeded; Redis answered no attempt`; err == nil || err.Error() != want {
+		t.Fatalf("%v, want %q", err, want)
+	}
+	var qe *redlock.QuorumError
+	if errors.Is(err, coordination.ErrNotAcquired) || errors.As(err, &qe) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%v: want the context's error alone", err)
+	}
+	if took > time.Second+nt/2 {
+		t.Fatalf("Acquire returned %v after it began, its context 1s: held past the context", took)
+	}
+	waitFor(t, "the reachable node to be free", func() bool { return c.holders("cut")[0] == "" })
+}
+
+// down takes nodes down: "refused" (every connection reset at once) or
+// "black-holed" (everything held both ways).
+func down(c *cluster, fault string, nodes ...int) {
+	for _, i := range nodes {
+		if fault == "refused" {
+			c.proxies[i].Refuse(time.Hour)
+			c.proxies[i].CutAll(faultproxy.RST)
+		} else {
+			c.cut(i)
+		}
+	}
+}
+
+// With 2 of 3 nodes black-holed, the first round ends at the node timeout
+// (1.5 s) with a *QuorumError, and Acquire then subscribes to release
+// notifications on every node, which waits up to a node timeout for the
+// black-holed ones. Its context (2 s) ends meanwhile: Acquire returns
+// then, naming the round's QuorumError (before, it returned a node timeout
+// later, 3 s in).
+func subscribeCutByContext(t *testing.T, c *cluster) {
+	const nt = 1500 * time.Millisecond
+	g := c.group(redlock.WithNodeTimeout(nt))
+	down(c, "black-holed", 1, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := g.Acquire(ctx, "sub", 10*time.Second)
+	took := time.Since(start)
+	var qe *redlock.QuorumError
+	if errors.Is(err, coordination.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &qe) ||
+		!errors.Is(qe.Errs[1], redlock.ErrNodeTimeout) || !errors.Is(qe.Errs[2], redlock.ErrNodeTimeout) {
+		t.Fatalf("%v: want the context's error and the first round's QuorumError (node timeouts)", err)
+	}
+	if took > 2*time.Second+nt/3 {
+		t.Fatalf("Acquire returned %v after it began, its context 2s: held past the context", took)
 	}
 }

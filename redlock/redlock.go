@@ -471,7 +471,7 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 			// never missed. At once, unless the vote was split: then
 			// after the desynchronising delay, which bounds the wait as
 			// well.
-			w.start(g, keys)
+			w.start(ctx, g, keys)
 			if granted == 0 {
 				return engine.Attempt{RetryIn: time.Nanosecond, Failed: failed}, nil
 			}
@@ -494,6 +494,7 @@ type result struct {
 	out       decode.Outcome // release
 	err       error
 	ambiguous bool // a failed call may have run on the node
+	cut       bool // failed because the caller's context ended, not the node
 }
 
 type state int
