@@ -16,7 +16,10 @@ var (
 	// the last attempt failed (Redis unreachable, a failover) or Redis
 	// answered none (each attempt was cut by the context), the error
 	// matches the context's cause and that failure, and not
-	// ErrNotAcquired.
+	// ErrNotAcquired. An acquire whose context had ended before it sent
+	// anything, blocking or not, returns the context's cause alone, named
+	// like its other errors (`coordination: lock acquire "KEY": context
+	// canceled`), and sends nothing.
 	ErrNotAcquired = sentinel.ErrNotAcquired
 
 	// ErrNotHeld is the cause of the context of the zero [Lease], which

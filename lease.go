@@ -146,10 +146,18 @@ func (l *Lease) Release(ctx context.Context) (ReleaseOutcome, error) {
 	return ReleaseOutcome(out), err
 }
 
-// KeepAlive starts renewing the lease in the background every TTL/3 until
-// it is released or lost. A renewal that finds the lease gone, a terminal
-// error, or the local deadline passing while transient errors persist ends
-// the keep-alive and cancels [Lease.Context] with a cause matching
-// [ErrLost]. KeepAlive returns at once; calling it again does nothing. Release the lease (or let it be lost) to
-// stop the background goroutine.
+// KeepAlive starts renewing the lease in the background until it is
+// released or lost, every TTL/3 on the lease's own timeline: a renewal is
+// due TTL/3 after the request that set the current TTL was sent (the
+// acquisition's, then each successful renewal's or [Lease.Refresh]'s; a
+// Refresh whose outcome is unknown, which may have shortened the lease,
+// brings it forward). A KeepAlive called when that moment has passed
+// (called late, or after an acquisition whose reply was slow, leaving less
+// than TTL/3) renews at once, rather than TTL/3 later, past the local
+// deadline. A leader's term renews every half lease duration the same
+// way. A renewal that finds the lease gone, a terminal error, or the local
+// deadline passing while transient errors persist ends the keep-alive and
+// cancels [Lease.Context] with a cause matching [ErrLost]. KeepAlive
+// returns at once; calling it again does nothing. Release the lease (or
+// let it be lost) to stop the background goroutine.
 func (l *Lease) KeepAlive() { l.handle().KeepAlive() }

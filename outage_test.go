@@ -3,6 +3,7 @@ package coordination_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -94,6 +95,106 @@ func TestBlockingAcquireDuringAnOutageIsNotContention(t *testing.T) {
 				t.Fatalf("%v: does not match the context's error", err)
 			case !strings.HasPrefix(err.Error(), "coordination: "+name+": "):
 				t.Fatalf("%q does not name the operation and key as %q", err, name)
+			}
+		})
+	}
+}
+
+// An acquisition whose context has already ended sends nothing and
+// returns the context's error, named with the operation and the key, and
+// not ErrNotAcquired: nothing was asked, so nothing was refused. (The
+// blocking acquisitions returned "not acquired: context canceled",
+// contention's error; the non-blocking ones sent their attempt, which
+// go-redis refused to write, and then a background release of it.)
+func TestAcquireWithAnEndedContextSendsNothing(t *testing.T) {
+	b := testharness.Get(t, "miniredis")
+	type acquireFunc func(context.Context, *coordination.Coordinator) error
+	lease := func(acquire func(context.Context, *coordination.Coordinator) (any, error)) acquireFunc {
+		return func(ctx context.Context, coord *coordination.Coordinator) error {
+			_, err := acquire(ctx, coord)
+			return err
+		}
+	}
+	cases := map[string]acquireFunc{}
+	for _, block := range []bool{false, true} {
+		cases[fmt.Sprintf(`lock acquire "ended" block=%v`, block)] = lease(func(ctx context.Context, coord *coordination.Coordinator) (any, error) {
+			m, err := lock.New(coord, "ended")
+			if err != nil {
+				return nil, err
+			}
+			if block {
+				return m.Acquire(ctx, time.Second)
+			}
+			return m.TryAcquire(ctx, time.Second)
+		})
+		cases[fmt.Sprintf(`fenced lock acquire "{ended}" block=%v`, block)] = lease(func(ctx context.Context, coord *coordination.Coordinator) (any, error) {
+			m, err := fencing.New(coord, "{ended}", "{ended}:fence")
+			if err != nil {
+				return nil, err
+			}
+			if block {
+				return m.Acquire(ctx, time.Second)
+			}
+			return m.TryAcquire(ctx, time.Second)
+		})
+		cases[fmt.Sprintf(`semaphore acquire "ended" block=%v`, block)] = lease(func(ctx context.Context, coord *coordination.Coordinator) (any, error) {
+			s, err := semaphore.New(coord, "ended", 2)
+			if err != nil {
+				return nil, err
+			}
+			if block {
+				return s.Acquire(ctx, time.Second)
+			}
+			return s.TryAcquire(ctx, time.Second)
+		})
+		cases[fmt.Sprintf(`rwlease write acquire "ended" block=%v`, block)] = lease(func(ctx context.Context, coord *coordination.Coordinator) (any, error) {
+			m, err := rwlease.New(coord, "ended")
+			if err != nil {
+				return nil, err
+			}
+			if block {
+				return m.Write(ctx, time.Second)
+			}
+			return m.TryWrite(ctx, time.Second)
+		})
+		cases[fmt.Sprintf(`rwlease read acquire "ended" block=%v`, block)] = lease(func(ctx context.Context, coord *coordination.Coordinator) (any, error) {
+			m, err := rwlease.New(coord, "ended")
+			if err != nil {
+				return nil, err
+			}
+			if block {
+				return m.Read(ctx, time.Second)
+			}
+			return m.TryRead(ctx, time.Second)
+		})
+	}
+	for name, run := range cases {
+		t.Run(name, func(t *testing.T) {
+			client := b.Client(t)
+			counter := testharness.CountCommands(client)
+			coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			err = run(ctx, coord)
+			op, _, _ := strings.Cut(name, " block=")
+			if want := "coordination: " + op + ": context canceled"; err == nil || err.Error() != want {
+				t.Fatalf("err = %v, want %q", err, want)
+			}
+			if !errors.Is(err, context.Canceled) || errors.Is(err, coordination.ErrNotAcquired) {
+				t.Fatalf("%v: want it to match context.Canceled and not ErrNotAcquired", err)
+			}
+			// Shutdown gives pending background cleanups their last try:
+			// none may exist.
+			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer scancel()
+			if err := coord.Shutdown(sctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := counter.Count(); n != 0 {
+				t.Fatalf("%d commands sent (%v), want none", n, counter.Names())
 			}
 		})
 	}

@@ -92,8 +92,9 @@
 // therefore delays a waiter by at most the re-check period; it never
 // blocks it. Deleting the key announces nothing, so waiters notice it at
 // their next re-read. Cancelling Wait's context stops the waiter (its
-// error matches coordination.ErrNotAcquired and the context's cause); it
-// changes nothing in Redis.
+// error matches the context's cause, and coordination.ErrNotAcquired when
+// Redis answered its last read: an outage is not a latch still counting);
+// it changes nothing in Redis.
 //
 // # What holds, and what does not
 //

@@ -407,10 +407,15 @@ func statusErr(s status) error {
 // first).
 //
 // When ctx ends first, Wait returns false and an error naming the
-// operation and the key (coordination: latch wait "KEY": ...) that matches
-// both coordination.ErrNotAcquired and context.Cause(ctx) with errors.Is,
-// like every blocking operation that gave up. Nothing is written to Redis
-// in any case, and nothing is left running.
+// operation and the key (coordination: latch wait "KEY": ...), as every
+// blocking operation that gave up does (see coordination.ErrNotAcquired):
+// when Redis answered its last read, one that matches both
+// coordination.ErrNotAcquired and context.Cause(ctx) with errors.Is; when
+// that read failed (Redis unreachable) or Redis answered none, one that
+// matches ctx's cause and that failure, not ErrNotAcquired (`...: context
+// deadline exceeded; the last attempt failed: ...`); when ctx had ended
+// before the first read, ctx's cause alone. Nothing is written to Redis in
+// any case, and nothing is left running.
 func (g *Generation) Wait(ctx context.Context) (bool, error) {
 	if err := g.check(); err != nil {
 		return false, engine.OpError(hooks.LatchWait, engine.Keys{}, err)
@@ -438,8 +443,10 @@ func (g *Generation) Wait(ctx context.Context) (bool, error) {
 	}
 	switch {
 	case err != nil && engine.Classify(err) == engine.Canceled && ctx.Err() != nil:
+		// The wait loop's give-up error: contention's (ErrNotAcquired)
+		// only when Redis answered the last read.
 		record(waitGaveUp)
-		return false, op.End(engine.GaveUp(ctx)) // a wait that gave up: Canceled
+		return false, op.End(err)
 	case err != nil:
 		record(waitFailed)
 		return false, op.End(err)

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
@@ -159,9 +161,11 @@ func TestCorruptCountDownRecordRefused(t *testing.T) {
 }
 
 // A Wait whose context ends first returns the error of every blocking
-// operation that gave up: it names the operation and the key, and matches
-// both ErrNotAcquired and the context's error (its cause). Before, it
-// returned context.Cause(ctx) bare.
+// operation that gave up: it names the operation and the key, and, Redis
+// having answered its reads, matches both ErrNotAcquired and the
+// context's error (its cause). Before, it returned context.Cause(ctx)
+// bare. A context that had ended before the first read gives its cause
+// alone: nothing was read (it was ErrNotAcquired too).
 func TestWaitGivingUpNamesOperation(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		coord := b.Coordinator(t)
@@ -186,11 +190,48 @@ func TestWaitGivingUpNamesOperation(t *testing.T) {
 
 		stop := errors.New("the job was abandoned")
 		cctx, ccancel := context.WithCancelCause(context.Background())
-		ccancel(stop)
+		time.AfterFunc(100*time.Millisecond, func() { ccancel(stop) })
 		ok, err = g.Wait(cctx)
 		if ok {
 			t.Fatal("Wait with a cancelled context returned true")
 		}
 		check("cancelled", err, stop)
+
+		ok, err = g.Wait(cctx) // ended before the call
+		if want := `coordination: latch wait "` + key + `": ` + stop.Error(); ok || err == nil || err.Error() != want {
+			t.Fatalf("Wait with an ended context = %v, %v; want %q", ok, err, want)
+		}
+		if !errors.Is(err, stop) || !errors.Is(err, context.Canceled) || errors.Is(err, coordination.ErrNotAcquired) {
+			t.Fatalf("Wait with an ended context: %v, want the cause (and context.Canceled), not ErrNotAcquired", err)
+		}
 	})
+}
+
+// A Wait whose context ends while Redis is unreachable gives up with the
+// outage's error, not contention's: it matches the context's error and the
+// failure, not ErrNotAcquired. (It returned `not acquired: context
+// deadline exceeded`.)
+func TestWaitGivingUpDuringAnOutageIsNotContention(t *testing.T) {
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: 1000})
+	t.Cleanup(func() { client.Close() })
+	coord, err := coordination.New(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
+	g := mustCreate(t, coord, 1)
+	m.Close() // every dial refused from now on
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	ok, err := g.Wait(ctx)
+	if ok || errors.Is(err, coordination.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait during an outage = %v, %v; want the context's error, not ErrNotAcquired", ok, err)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) && !strings.HasSuffix(err.Error(), "; Redis answered no attempt") {
+		t.Fatalf("%v: neither the refused dial nor says Redis answered nothing", err)
+	}
+	if want := `coordination: latch wait "` + key + `": context deadline exceeded; `; !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("%q, want it to begin %q", err, want)
+	}
 }

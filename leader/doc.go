@@ -32,7 +32,9 @@
 // keep-alive of every held lease of the library (which renews other
 // leases every third of their TTL): a leader's lease is usually longer,
 // and renewing at half leaves it as many renewals before the deadline as
-// a client-go leader's RenewDeadline does.
+// a client-go leader's RenewDeadline does. The period counts from the
+// campaign's request, not from the election: a term whose winning reply
+// came late renews at once.
 // A renewal that fails with a transient error (LOADING, BUSY, TRYAGAIN,
 // CLUSTERDOWN, MASTERDOWN, READONLY, a timeout or a broken connection) is
 // retried with backoff until the local deadline. A follower campaigns

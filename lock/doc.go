@@ -54,8 +54,8 @@
 // from 1 ms, but below about 10 ms a holder has almost no time of its own. Its [coordination.Lease.Context] is cancelled when the
 // lock is released, when a refresh or verify finds it gone, or when the
 // local estimate reaches zero without a successful renewal; protected work
-// should run under that context. [coordination.Lease.KeepAlive] renews at a third of the
-// TTL.
+// should run under that context. [coordination.Lease.KeepAlive] renews every third of the
+// TTL, counted from the acquisition: at once when it is called later than that.
 //
 // # What holds and what does not
 //

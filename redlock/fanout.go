@@ -37,9 +37,12 @@ type call struct {
 // ErrNodeTimeout (ambiguous: its command may still run), or, when its
 // client has failed to dial since the call began and holds no connection,
 // with that dial error (see [timedOut]); its real answer is handed to the
-// function given to [fanned.after], once it comes. go-redis does not bound
-// I/O by a context's deadline unless ContextTimeoutEnabled is set, so the
-// node timeout is enforced here, not by go-redis.
+// function given to [fanned.after], once it comes. When ctx ends first
+// (seen as ctx.Done, or as a node's call that ctx's end cut short: not a
+// failure of that node) the fan-out is canceled: every node still running
+// counts as cut, with ctx's cause. go-redis does not bound I/O by a
+// context's deadline unless ContextTimeoutEnabled is set, so the node
+// timeout is enforced here, not by go-redis.
 func (g *Group) fanOut(ctx context.Context, op string, idx []int, fn func(context.Context, *node) result, decided func(rs []result, pending int) bool) *fanned {
 	f := &fanned{rs: make([]result, len(g.nodes)), g: g}
 	calls := make(map[int]*call, len(idx))
@@ -53,11 +56,14 @@ func (g *Group) fanOut(ctx context.Context, op string, idx []int, fn func(contex
 			r := fn(nctx, n)
 			cancel()
 			if r.state == failed {
-				if ctx.Err() == nil && (errors.Is(r.err, context.DeadlineExceeded) || errors.Is(r.err, context.Canceled)) {
+				ended := errors.Is(r.err, context.DeadlineExceeded) || errors.Is(r.err, context.Canceled)
+				switch {
+				case ended && ctx.Err() == nil:
 					// The node timeout's context, not the caller's.
 					r = timedOut(n, c.since)
-				} else {
+				default:
 					r.ambiguous = n.e.Ambiguous(r.err)
+					r.cut = ended && ctx.Err() != nil
 				}
 			}
 			c.res = r
@@ -68,11 +74,27 @@ func (g *Group) fanOut(ctx context.Context, op string, idx []int, fn func(contex
 	timer := time.NewTimer(g.cfg.nodeTimeout)
 	defer timer.Stop()
 	left := len(idx)
+	// cut ends the fan-out because ctx ended: every node still running
+	// counts as cut, its real answer handed to after.
+	cut := func() {
+		f.canceled = true
+		for i := range calls {
+			f.rs[i] = result{state: failed, err: context.Cause(ctx), ambiguous: true, cut: true}
+		}
+		left = 0
+	}
 	for left > 0 && !decided(f.rs, left) {
 		select {
 		case i := <-answered:
-			left--
 			r := calls[i].res
+			if r.cut {
+				// The caller's context ended this node's call: not the
+				// node's failure, and no answer; the fan-out is cut, as
+				// when ctx.Done is seen first.
+				cut()
+				continue
+			}
+			left--
 			f.rs[i] = r
 			delete(calls, i)
 			if r.state == failed {
@@ -85,18 +107,14 @@ func (g *Group) fanOut(ctx context.Context, op string, idx []int, fn func(contex
 			}
 			left = 0
 		case <-ctx.Done():
-			f.canceled = true
-			for i := range calls {
-				f.rs[i] = result{state: failed, err: context.Cause(ctx), ambiguous: true}
-			}
-			left = 0
+			cut()
 		}
 	}
 	// Answers that arrived while deciding are kept; the rest are late.
 	for {
 		select {
 		case i := <-answered:
-			if c, ok := calls[i]; ok && f.rs[i].state == pending {
+			if c, ok := calls[i]; ok && f.rs[i].state == pending && !c.res.cut {
 				f.rs[i] = c.res
 				delete(calls, i)
 				if c.res.state == failed {
@@ -259,9 +277,10 @@ func newWatches() *watches {
 // parallel, and returns once a quorum of them is confirmed (a holder's
 // release publishes on each of its nodes, at least a quorum, so a quorum
 // of subscriptions hears it), every node answered, or the node timeout
-// passed. Subscriptions confirmed later still count; failed ones are
-// ignored (the waiter then relies on its retry delays and re-checks).
-func (w *watches) start(g *Group, keys []engine.Keys) {
+// passed, or ctx (the waiting caller's) ended. Subscriptions confirmed
+// later still count; failed ones are ignored (the waiter then relies on
+// its retry delays and re-checks).
+func (w *watches) start(ctx context.Context, g *Group, keys []engine.Keys) {
 	w.started = true
 	answered := make(chan bool, len(g.nodes))
 	for i, n := range g.nodes {
@@ -305,6 +324,8 @@ func (w *watches) start(g *Group, keys []engine.Keys) {
 			}
 		case <-t.C:
 			return
+		case <-ctx.Done():
+			return // the wait gives up at once
 		}
 	}
 }

@@ -352,10 +352,11 @@ func (g *Group) checkTTL(ttl time.Duration) (int64, error) {
 // quorum; coordination.ErrInvalidArgument naming key or ttl for bad input
 // (nothing admitted, nothing sent), the key also when the group has a
 // fencing node and the key has no {hash tag} (see [WithFencing]);
-// the hook's error when a hook rejects; an error matching
-// coordination.ErrNotAcquired and ctx's error when ctx ends first.
-// Admitted as REDLOCK ACQUIRE through every node's hooks, in the group's
-// order.
+// the hook's error when a hook rejects; ctx's error (its cause) when ctx
+// ends before the round is decided, as a single node's command cut by its
+// context returns, not coordination.ErrNotAcquired (nothing is sent when
+// it had ended before the call). Admitted as REDLOCK ACQUIRE through every
+// node's hooks, in the group's order.
 func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	return g.acquire(ctx, key, ttl, false)
 }
@@ -367,11 +368,18 @@ func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (
 // holders' TTLs (as the nodes reported them) run out when the nodes
 // answered, a jittered exponential backoff after failures, re-checking at
 // least every 5 s. Each round uses a fresh owner token. It is admitted
-// once, as REDLOCK ACQUIRE, however long it waits; when ctx ends first it
-// returns an error matching both coordination.ErrNotAcquired and ctx's
-// error (context.Cause). It ends with the round's error when failed nodes
-// can never make a quorum (terminal errors such as NOPERM or WRONGTYPE on
-// too many nodes).
+// once, as REDLOCK ACQUIRE, however long it waits. When ctx ends first it
+// gives up as every blocking acquire does (see
+// coordination.ErrNotAcquired): when the nodes answered its last round
+// that ended (another owner holds the lock), an error matching both
+// coordination.ErrNotAcquired and ctx's error (context.Cause); when failed
+// nodes left that round without a quorum (an outage, not contention), an
+// error matching ctx's error and the round's *[QuorumError] (errors.As),
+// not ErrNotAcquired (`...: context deadline exceeded; the last attempt
+// failed: redlock: acquire: 1 of 3 nodes confirmed, 2 needed; 2 failed:
+// ...`); when no round ended, ctx's error, not ErrNotAcquired. It ends with
+// the round's error when failed nodes can never make a quorum (terminal
+// errors such as NOPERM or WRONGTYPE on too many nodes).
 func (g *Group) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	return g.acquire(ctx, key, ttl, true)
 }
@@ -417,6 +425,7 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 			qe      *QuorumError
 			se      *splitError
 			granted int
+			failed  error // an outage: failed nodes left no quorum
 		)
 		switch {
 		case errors.As(err, &qe):
@@ -424,18 +433,21 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 				return engine.Attempt{}, err
 			}
 			granted = qe.Confirmed
+			failed = err
 			retryIn = timing.Backoff(rounds, 50*time.Millisecond, time.Second)
 		case errors.Is(err, sentinel.ErrNotAcquired):
 			if ctx.Err() != nil {
-				// The context ended during the round: the wait gave up,
-				// as documented (ErrNotAcquired and the context's error),
-				// not the round's contention alone.
-				return engine.Attempt{}, engine.GaveUp(ctx)
+				// The context ended after the nodes answered: the wait
+				// gives up with contention's error (ErrNotAcquired and
+				// the context's).
+				return engine.Attempt{}, nil
 			}
 			if errors.As(err, &se) {
 				granted = se.granted
 			}
 		default:
+			// A cancellation (the context cut the round: the wait gives
+			// up naming the last round that ended) or a terminal error.
 			return engine.Attempt{}, err
 		}
 		if granted > 0 {
@@ -459,12 +471,14 @@ func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration, bloc
 			// never missed. At once, unless the vote was split: then
 			// after the desynchronising delay, which bounds the wait as
 			// well.
-			w.start(g, keys)
+			w.start(ctx, g, keys)
 			if granted == 0 {
-				return engine.Attempt{RetryIn: time.Nanosecond}, nil
+				return engine.Attempt{RetryIn: time.Nanosecond, Failed: failed}, nil
 			}
 		}
-		return engine.Attempt{RetryIn: retryIn}, nil
+		// A round that failed nodes decided is an outage, not contention:
+		// the wait loop gives up naming its *QuorumError.
+		return engine.Attempt{RetryIn: retryIn, Failed: failed}, nil
 	})
 	if err != nil {
 		return nil, op.End(err)
@@ -480,6 +494,7 @@ type result struct {
 	out       decode.Outcome // release
 	err       error
 	ambiguous bool // a failed call may have run on the node
+	cut       bool // failed because the caller's context ended, not the node
 }
 
 type state int
@@ -495,6 +510,10 @@ const (
 // failure it returns the time after which trying again may succeed (0:
 // unknown).
 func (g *Group) round(ctx context.Context, key string, ttl time.Duration, ms int64, keys []engine.Keys) (*Lock, time.Duration, error) {
+	if ctx.Err() != nil {
+		// Nothing sent: no node refused, none failed, nothing to release.
+		return nil, 0, engine.Ended(ctx)
+	}
 	token, err := engine.NewToken()
 	if err != nil {
 		return nil, 0, err
@@ -564,8 +583,11 @@ func (g *Group) round(ctx context.Context, key string, ttl time.Duration, ms int
 	})
 	switch {
 	case r.canceled:
+		// ctx ended before the round was decided: the context's error, as
+		// a single node's command cut by its context returns (a blocking
+		// Acquire's wait gives up naming the last round that ended).
 		g.first.Histogram(redlockAcquireLatency).Record(context.Background(), elapsed.Seconds(), g.latFailed)
-		return nil, 0, engine.GaveUp(ctx)
+		return nil, 0, engine.Ended(ctx)
 	case !granted && count(rs, yes)+count(rs, failed)+count(rs, pending) >= g.quorum && (f < 0 || rs[f].state != no):
 		// Failed nodes could have made the difference.
 		g.first.Histogram(redlockAcquireLatency).Record(context.Background(), elapsed.Seconds(), g.latFailed)

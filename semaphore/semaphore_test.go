@@ -527,6 +527,59 @@ func TestKeepAlive(t *testing.T) {
 	})
 }
 
+// KeepAlive called when less than a renewal period (TTL/3) of the permit
+// is left renews at once: the first renewal is due a third of the TTL
+// after the acquisition was sent, long past. (It was scheduled a third of
+// the TTL after KeepAlive, past the local deadline: the permit, which the
+// server still held, was reported lost.)
+func TestKeepAliveStartedLateRenewsAtOnce(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		const ttl = 3 * time.Second // renewed every second
+		s := newSem(t, b.Coordinator(t), 1)
+		var (
+			p    *semaphore.Permit
+			left time.Duration
+		)
+		for try := 1; ; try++ {
+			p = mustAcquireN(t, s, 1, ttl)
+			time.Sleep(p.Remaining() - 700*time.Millisecond)
+			if left = p.Remaining(); left >= 300*time.Millisecond {
+				break
+			}
+			release(t, p) // the machine stalled past the point: again
+			if try == 5 {
+				t.Fatalf("%d tries slept past 300 ms before the local deadline", try)
+			}
+		}
+		if left > 700*time.Millisecond {
+			t.Fatalf("Remaining = %v after the sleep, want at most 700ms", left)
+		}
+		since := b.Now() // the renewal's server time is later
+		p.KeepAlive()
+		eventually(t, 2*time.Second, "the renewal of a permit with little time left", func() bool {
+			return p.Remaining() > 2*time.Second
+		})
+		// The renewal set the permit's expiry a full TTL after its server
+		// time.
+		score, err := raw.ZScore(ctx, b.Key(key), memberOf(p)).Result()
+		if exp := time.UnixMilli(int64(score)); err != nil || exp.Before(since.Add(ttl-10*time.Millisecond)) {
+			t.Fatalf("the permit's expiry on the server = %v (%v), want at least a TTL after %v", exp, err, since)
+		}
+		select {
+		case <-p.Done():
+			t.Fatalf("lost while kept alive: %v", context.Cause(p.Context()))
+		case <-time.After(3 * ttl):
+		}
+		other, err := s.TryAcquire(ctx, time.Minute)
+		wantNotAcquired(t, other, err)
+		if out := release(t, p); out != coordination.Released {
+			t.Fatalf("Release = %v, want Released", out)
+		}
+	})
+}
+
 // A TTL below 1 ms, 0 included, is refused by every acquisition and by
 // Refresh with ErrInvalidArgument naming ttl, before anything is sent: a
 // permit always has a lease. (A TTL of 0 took a permit without expiry, and

@@ -63,11 +63,13 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decod
 //
 // A non-blocking attempt that finds the lease held returns an error
 // matching sentinel.ErrNotAcquired; a blocking one whose ctx ends returns
-// [GaveUp](ctx). When any attempt of the operation may have run on the
-// server without the caller learning it ([Engine.Ambiguous], sticky across
-// attempts: a later LOADING does not make an earlier lost reply harmless)
-// and the operation fails, the lease is released in the background,
-// owner-checked, with the same id.
+// the wait loop's give-up error ([Engine.Wait]: [GaveUp](ctx) when Redis
+// answered its last attempt). When ctx has ended before anything was sent
+// either returns ctx's cause ([Ended]), sending nothing. When any attempt of the
+// operation may have run on the server without the caller learning it
+// ([Engine.Ambiguous], sticky across attempts: a later LOADING does not
+// make an earlier lost reply harmless) and the operation fails, the lease
+// is released in the background, owner-checked, with the same id.
 //
 // On failure the decode.Grant is the last attempt's answer: with a non-blocking
 // refusal (sentinel.ErrNotAcquired) its RetryIn and Value, what the server reported
@@ -106,6 +108,11 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decode.Gra
 		return k.Acquire.run(ctx, e, keys, id, ttl[:], extra, flag)
 	}
 	if !r.Block {
+		if ctx.Err() != nil {
+			// Not sent (go-redis would not send it either): nothing is
+			// ambiguous, and nothing is left to clean up.
+			return nil, decode.Grant{}, Ended(ctx)
+		}
 		g, err = attempt(ctx)
 		if err != nil {
 			ambiguous = e.Ambiguous(err)

@@ -371,6 +371,28 @@ func (e *gaveUpError) Error() string {
 // Unwrap returns the error this one wraps, for errors.Is and errors.As.
 func (e *gaveUpError) Unwrap() []error { return []error{sentinel.ErrNotAcquired, e.cause} }
 
+// Ended returns the error of an operation whose context ended before it
+// asked Redis anything (nothing was refused, nothing failed): ctx's cause,
+// which, when the caller gave one (context.WithCancelCause), also matches
+// ctx.Err() with errors.Is, so that [Classify] calls it a cancellation
+// whatever the cause. It reads as the cause.
+func Ended(ctx context.Context) error {
+	cause, err := context.Cause(ctx), ctx.Err()
+	if cause == nil || cause == err {
+		return err
+	}
+	return &endedError{cause: cause, err: err}
+}
+
+type endedError struct{ cause, err error }
+
+// Error returns the cause's message.
+func (e *endedError) Error() string { return e.cause.Error() }
+
+// Unwrap returns the cause and the context's error, for errors.Is and
+// errors.As.
+func (e *endedError) Unwrap() []error { return []error{e.cause, e.err} }
+
 // Describe returns a one-line description of err that is safe for a
 // default log line: the error class, the server's error reply (its text
 // up to the first newline and at most 200 bytes; Redis error replies name

@@ -161,7 +161,11 @@ type Handle struct {
 	cancel   context.CancelCauseFunc
 	timer    *time.Timer // local expiry; only once ctx exists
 	keep     chan struct{}
-	unreg    func() // unregisters shutdownEnd from the engine; nil when not registered
+	// moved tells a running keep-alive that the deadline or the TTL
+	// changed (a refresh), so that it reschedules its next renewal; nil
+	// until a keep-alive starts.
+	moved chan struct{}
+	unreg func() // unregisters shutdownEnd from the engine; nil when not registered
 }
 
 func newHandle(e *Engine, kind *LeaseKind, keys Keys, id []any, sent time.Time, ttl time.Duration) *Handle {
@@ -513,6 +517,7 @@ func (h *Handle) causeOf() error {
 // must be held.
 func (h *Handle) setDeadlineLocked(sent time.Time, ttl time.Duration) {
 	h.ttl = ttl
+	defer h.movedLocked()
 	if ttl == 0 {
 		h.deadline = time.Time{}
 		if h.timer != nil {
@@ -522,6 +527,18 @@ func (h *Handle) setDeadlineLocked(sent time.Time, ttl time.Duration) {
 	}
 	h.deadline = sent.Add(ttl - h.b.Drift(ttl))
 	h.resetTimerLocked()
+}
+
+// movedLocked tells a running keep-alive that the deadline or the TTL
+// changed; h.mu must be held.
+func (h *Handle) movedLocked() {
+	if h.moved == nil {
+		return
+	}
+	select {
+	case h.moved <- struct{}{}:
+	default: // told already
+	}
 }
 
 func (h *Handle) resetTimerLocked() {
@@ -572,6 +589,7 @@ func (h *Handle) refresh(ctx context.Context, ttl time.Duration, ms int64) (bool
 			if d := sent.Add(ttl - h.b.Drift(ttl)); h.state == held && (h.deadline.IsZero() || d.Before(h.deadline)) {
 				h.deadline = d
 				h.resetTimerLocked()
+				h.movedLocked()
 			}
 			h.mu.Unlock()
 		}
@@ -680,13 +698,20 @@ func (h *Handle) KeepAlive() {
 	h.KeepAliveEvery(every)
 }
 
-// KeepAliveEvery starts renewing the lease in the background every
-// TTL/every (from the last successful renewal) until it is released or
-// lost. Renewals are not admitted through hooks. A renewal that finds the
-// lease gone marks it lost; a terminal error marks it lost with a
-// *sentinel.LostError carrying the error; transient errors are retried with backoff
-// until the local deadline passes. It does nothing when the handle keeps
-// alive already, is not held, or has no expiry. It returns at once.
+// KeepAliveEvery starts renewing the lease in the background until it is
+// released or lost, on the lease's own timeline rather than from the call:
+// a renewal is due once TTL/every has passed since the request that set
+// the current TTL was sent (the acquisition's, then each successful
+// renewal's or refresh's), at once when that moment has passed already (a
+// KeepAlive called late, or an acquisition whose reply was slow); a
+// Refresh reschedules it, as does a refresh whose outcome is unknown that
+// moved the local deadline earlier (see [Handle.renewIn]). every is at
+// least 2. Renewals are not admitted through hooks. A renewal that finds
+// the lease gone marks it lost; a terminal error marks it lost with a
+// *sentinel.LostError carrying the error; transient errors are retried
+// with backoff until the local deadline passes. It does nothing when the
+// handle keeps alive already, is not held, or has no expiry. It returns at
+// once.
 func (h *Handle) KeepAliveEvery(every int) {
 	if h == nil {
 		return
@@ -709,6 +734,9 @@ func (h *Handle) KeepAliveEvery(every int) {
 		}
 	}
 	h.keep = make(chan struct{})
+	if h.moved == nil {
+		h.moved = make(chan struct{}, 1)
+	}
 	go func(stop chan struct{}) {
 		defer func() {
 			for _, e := range h.es {
@@ -719,15 +747,53 @@ func (h *Handle) KeepAliveEvery(every int) {
 	}(h.keep)
 }
 
+// renewIn returns how long until the keep-alive's next renewal is due
+// (0: now, or overdue): when Remaining has fallen to due, the local life a
+// TTL gives (TTL less the drift allowance) less one period (TTL/every).
+// For a deadline set by a request sent at sent, that is sent + TTL/every:
+// the period counts from the lease's own timeline, not from the call that
+// started the keep-alive or from a timer that fired late, so a lease that
+// has little time left is renewed at once rather than left to its local
+// deadline while the server still holds it. A deadline that an uncertain
+// refresh moved earlier brings it forward by as much. due is at least
+// life/every, which matters only for a drift allowance above
+// TTL - TTL/every (a redlock's large drift factor with every = 2).
+func (h *Handle) renewIn(every int) time.Duration {
+	h.mu.Lock()
+	ttl, dl := h.ttl, h.deadline
+	h.mu.Unlock()
+	if ttl == 0 || dl.IsZero() {
+		return 0 // the loop ends
+	}
+	period := ttl / time.Duration(every)
+	life := ttl - h.b.Drift(ttl)
+	due := max(life-period, life/time.Duration(every))
+	return max(time.Until(dl)-due, 0)
+}
+
 func (h *Handle) keepAlive(stop chan struct{}, every int) {
-	timer := time.NewTimer(h.TTL() / time.Duration(every))
+	timer := time.NewTimer(h.renewIn(every))
 	defer timer.Stop()
-	failures := 0
+	failures := 0 // consecutive failed renewals
 	for {
 		select {
 		case <-stop:
 			return
+		case <-h.moved:
+			// A refresh changed the deadline or the TTL: reschedule on the
+			// new timeline, after failures too (a successful refresh moved
+			// the deadline later; an uncertain one earlier, and renewing
+			// sooner than the backoff is then right).
+			failures = 0
+			timer.Reset(h.renewIn(every))
+			continue
 		case <-timer.C:
+		}
+		if failures == 0 {
+			if d := h.renewIn(every); d > 0 {
+				timer.Reset(d) // not due: the deadline moved later meanwhile
+				continue
+			}
 		}
 		h.refreshMu.Lock()
 		ttl := h.TTL()
@@ -747,14 +813,13 @@ func (h *Handle) keepAlive(stop chan struct{}, every int) {
 		// Bound each renewal by the time left, so a hung connection cannot
 		// hold it past the deadline.
 		ctx, cancel := context.WithTimeout(context.Background(), left)
-		sent := time.Now()
 		ok, err := h.refresh(ctx, ttl, ms)
 		cancel()
 		h.refreshMu.Unlock()
 		switch {
 		case err == nil && ok:
 			failures = 0
-			timer.Reset(max(ttl/time.Duration(every)-time.Since(sent), 0))
+			timer.Reset(h.renewIn(every))
 		case err == nil:
 			h.countRenewalFailure()
 			return // refresh marked it lost, or it was released meanwhile

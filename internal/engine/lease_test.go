@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -150,4 +151,145 @@ func TestContextIsLazyAndExpiryIsLocal(t *testing.T) {
 	if ok, err := nilHandle.Refresh(context.Background(), time.Second); ok || err != nil {
 		t.Fatal("nil handle refresh")
 	}
+}
+
+// An acquisition whose reply is slow returns a lease with little time
+// left (the local deadline counts from before the request was sent, as
+// the server's TTL does): its keep-alive renews at once, the first renewal
+// being due a third of the TTL after the acquisition was sent, instead of
+// a third of the TTL after KeepAlive, when the local deadline has passed
+// and the lease, still held on the server, would be reported lost.
+func TestKeepAliveAfterASlowAcquisitionRenewsAtOnce(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		client := b.Client(t)
+		faults := &testharness.ScriptFaults{}
+		client.AddHook(faults)
+		coord, _ := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
+		e := eng(t, coord)
+		ctx := context.Background()
+		raw := b.Raw(t)
+		w := acquire(t, e, "warm", time.Minute) // cache the scripts
+		if _, err := w.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// A 3 s TTL renewed every second; the reply comes 2.3 s after the
+		// server set the TTL, leaving about 700 ms.
+		const ttl = 3 * time.Second
+		var (
+			h    *engine.Handle
+			left time.Duration
+		)
+		for try := 1; ; try++ {
+			faults.Add(testharness.Fault{SHA: lockcore.Acquire.Hash(), After: 2300 * time.Millisecond})
+			h = acquire(t, e, "k", ttl)
+			if left = h.Remaining(); left >= 300*time.Millisecond {
+				break
+			}
+			// The delay overran (a loaded machine): again.
+			if _, err := h.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if try == 5 {
+				t.Fatalf("%d tries returned with less than 300 ms left", try)
+			}
+		}
+		if left > 700*time.Millisecond {
+			t.Fatalf("Remaining = %v after a reply 2.3 s late, want at most 700ms", left)
+		}
+		// The server counts the TTL from when it ran the command, before
+		// the reply's delay (miniredis' clock stands still).
+		if pttl, err := raw.PTTL(ctx, b.Key("k")).Result(); err != nil || pttl <= 0 || !b.IsMini() && pttl > time.Second {
+			t.Fatalf("server PTTL = %v (%v), want at most 1s on a real server", pttl, err)
+		}
+		h.KeepAlive()
+		testharness.WaitFor(t, 2*time.Second, "the renewal of a lease with little time left", func() string {
+			if r := h.Remaining(); r < 2*time.Second {
+				return fmt.Sprintf("Remaining = %v (cause %v), started with %v left", r, context.Cause(h.Context()), left)
+			}
+			return ""
+		})
+		if pttl, err := raw.PTTL(ctx, b.Key("k")).Result(); err != nil || pttl < 2*time.Second {
+			t.Fatalf("server PTTL after the renewal = %v (%v), want at least 2s", pttl, err)
+		}
+		select {
+		case <-h.Context().Done():
+			t.Fatalf("lost while kept alive: %v", context.Cause(h.Context()))
+		case <-time.After(3 * ttl):
+		}
+		if ok, err := h.Verify(ctx); err != nil || !ok {
+			t.Fatalf("Verify after three TTLs of keep-alive = %v, %v", ok, err)
+		}
+		if out, err := h.Release(ctx); err != nil || out != decode.Released {
+			t.Fatalf("Release = %v, %v", out, err)
+		}
+	})
+}
+
+// A Refresh while the keep-alive runs reschedules it on the new timeline:
+// to a shorter TTL, the next renewal is due a third of that TTL after the
+// refresh (not at the time the old TTL gave, after the new local deadline);
+// a refresh whose outcome is unknown and that moved the local deadline
+// earlier (it may have run, with a shorter TTL) brings the next renewal
+// forward: at once, with the lease's TTL.
+func TestKeepAliveFollowsARefresh(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		client := b.Client(t)
+		faults := &testharness.ScriptFaults{}
+		client.AddHook(faults)
+		coord, _ := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
+		e := eng(t, coord)
+		ctx := context.Background()
+		raw := b.Raw(t)
+		pttl := func(key string) time.Duration {
+			t.Helper()
+			d, err := raw.PTTL(ctx, b.Key(key)).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+		// A 30 s lease kept alive: its next renewal is 10 s away. Refreshed
+		// to 3 s, it needs one within 3 s, and every second after.
+		const long, short = 30 * time.Second, 3 * time.Second
+		h := acquire(t, e, "short", long)
+		h.KeepAlive()
+		if ok, err := h.Refresh(ctx, short); err != nil || !ok {
+			t.Fatalf("Refresh(%v) = %v, %v", short, ok, err)
+		}
+		select {
+		case <-h.Context().Done():
+			t.Fatalf("lost while kept alive: %v", context.Cause(h.Context()))
+		case <-time.After(3 * short):
+		}
+		if r, p := h.Remaining(), pttl("short"); r > short || r < short/3 || p > short || p < short/3 {
+			t.Fatalf("Remaining = %v, server PTTL = %v after three TTLs of keep-alive, want (1s, 3s]: renewals to the refreshed TTL", r, p)
+		}
+		if _, err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		// An uncertain refresh to 3 s: it ran on the server (the reply was
+		// replaced by a timeout), so the lease has 3 s there and the local
+		// deadline moved to match; the keep-alive renews to 30 s at once.
+		h = acquire(t, e, "uncertain", long)
+		h.KeepAlive()
+		faults.Add(testharness.Fault{SHA: lockcore.Refresh.Hash(), Forward: true, Err: context.DeadlineExceeded})
+		if _, err := h.Refresh(ctx, short); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Refresh = %v, want the injected timeout", err)
+		}
+		testharness.WaitFor(t, 2*time.Second, "a renewal after the uncertain refresh", func() string {
+			if r := h.Remaining(); r < 20*time.Second {
+				return fmt.Sprintf("Remaining = %v (cause %v)", r, context.Cause(h.Context()))
+			}
+			return ""
+		})
+		if p := pttl("uncertain"); p < 20*time.Second {
+			t.Fatalf("server PTTL = %v after the renewal, want the lease's 30s again", p)
+		}
+		if _, err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -17,6 +17,15 @@ type Attempt struct {
 	// means unknown; the loop then relies on notifications, wake-ups and
 	// the re-check period.
 	RetryIn time.Duration
+	// Failed, when not nil (and Done false), is the error of an attempt
+	// that no answer decided: an outage, such as a Redlock round that failed
+	// nodes left without a quorum. A try that keeps its own retry time
+	// (RetryIn; the loop's backoff when zero) reports it here rather than
+	// as its error; the loop then counts the attempt as failed, not as
+	// answered, exactly as a transient error, so that giving up names
+	// Failed and does not match ErrNotAcquired. Nothing subscribes after
+	// such an attempt, and OnContended is not called.
+	Failed error
 }
 
 // WaitConfig tunes [Engine.Wait]. The zero value waits with the defaults
@@ -65,7 +74,10 @@ const unconfirmedRecheck = 250 * time.Millisecond
 // it returns an error wrapping ctx's cause and that failure but not
 // ErrNotAcquired: an outage is not contention, and code that reads
 // ErrNotAcquired as "another holder has it" must not mistake one for the
-// other. A terminal error from try is returned as is. Once [Engine.Shutdown]
+// other. When ctx ended before the first attempt (nothing was asked,
+// nothing failed) it returns ctx's cause alone ([Ended]), as an operation
+// that sends one command does. Each give-up error classifies as a
+// cancellation ([Classify]), whatever ctx's cause. A terminal error from try is returned as is. Once [Engine.Shutdown]
 // has begun it returns an error wrapping [sentinel.ErrClosed], at once
 // when sleeping.
 func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Context) (Attempt, error)) error {
@@ -88,8 +100,11 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 		timer    *time.Timer
 	)
 	gaveUp := func() error {
-		if last != nil || (tried && !answered) {
-			return &outageError{cause: context.Cause(ctx), last: last}
+		switch {
+		case !tried:
+			return Ended(ctx)
+		case last != nil || !answered:
+			return &outageError{cause: Ended(ctx), last: last}
 		}
 		return GaveUp(ctx)
 	}
@@ -156,10 +171,23 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 				return err
 			}
 		}
-		failures, last, answered = 0, nil, true
 		if a.Done {
 			return nil
 		}
+		if a.Failed != nil {
+			// Failed like a transient error, at the try's own pace.
+			failures++
+			last = a.Failed
+			d := a.RetryIn
+			if d <= 0 {
+				d = timing.Backoff(failures, cfg.MinBackoff, cfg.MaxBackoff)
+			}
+			if err := sleep(d); err != nil {
+				return err
+			}
+			continue
+		}
+		failures, last, answered = 0, nil, true
 		if cfg.OnContended != nil {
 			cfg.OnContended()
 		}
@@ -194,7 +222,8 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 
 // outageError is the error of a blocking wait whose context ended while
 // Redis was failing or had answered nothing: it wraps the context's cause
-// and the last attempt's transient error (nil when every attempt was cut by
+// ([Ended]: a cancellation for Classify, whatever the cause) and the last
+// attempt's transient error (nil when every attempt was cut by
 // the context), and reads "CAUSE; the last attempt failed: ERR" or "CAUSE;
 // Redis answered no attempt".
 type outageError struct{ cause, last error }

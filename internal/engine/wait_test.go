@@ -164,6 +164,57 @@ func TestWaitWakesOnNotificationAndWake(t *testing.T) {
 // answered again, giving up is contention as before. (The loop returned
 // GaveUp(ctx) in both cases, so a lock Acquire against a refused port read
 // "not acquired: context deadline exceeded".)
+// A wait whose context ended before its first attempt (already ended, or
+// during FirstIn's delay) asked Redis nothing: it returns the context's
+// cause alone, neither contention (ErrNotAcquired) nor an outage (it
+// returned "not acquired: context canceled"). A cause the caller gave
+// still classifies as a cancellation, as does an outage's give-up with
+// one (it classified as the outage's failure: Transient).
+func TestWaitWithAnEndedContextAsksNothing(t *testing.T) {
+	b := testharness.Get(t, "miniredis")
+	e := eng(t, b.Coordinator(t))
+	calls := 0
+	try := func(context.Context) (engine.Attempt, error) {
+		calls++
+		return engine.Attempt{}, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := e.Wait(ctx, engine.WaitConfig{}, try); err != context.Canceled {
+		t.Fatalf("Wait with an ended context = %v, want context.Canceled itself", err)
+	}
+	stop := errors.New("the caller's cause")
+	cctx, ccancel := context.WithCancelCause(context.Background())
+	ccancel(stop)
+	err := e.Wait(cctx, engine.WaitConfig{}, try)
+	if !errors.Is(err, stop) || !errors.Is(err, context.Canceled) || errors.Is(err, coordination.ErrNotAcquired) ||
+		err.Error() != stop.Error() || engine.Classify(err) != engine.Canceled {
+		t.Fatalf("Wait with a context ended with a cause = %v (class %v), want the cause, matching context.Canceled, a cancellation", err, engine.Classify(err))
+	}
+	dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer dcancel()
+	if err := e.Wait(dctx, engine.WaitConfig{FirstIn: time.Minute}, try); err != context.DeadlineExceeded {
+		t.Fatalf("Wait whose context ended during FirstIn = %v, want context.DeadlineExceeded itself", err)
+	}
+	if calls != 0 {
+		t.Fatalf("%d attempts, want none", calls)
+	}
+
+	outage := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	octx, ocancel := context.WithCancelCause(context.Background())
+	err = e.Wait(octx, engine.WaitConfig{MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}, func(context.Context) (engine.Attempt, error) {
+		ocancel(stop)
+		return engine.Attempt{}, outage
+	})
+	if !errors.Is(err, stop) || !errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, coordination.ErrNotAcquired) ||
+		engine.Classify(err) != engine.Canceled {
+		t.Fatalf("Wait during an outage ended with a cause = %v (class %v), want the cause and the failure, a cancellation", err, engine.Classify(err))
+	}
+	if want := "the caller's cause; the last attempt failed: dial tcp: connection refused"; err.Error() != want {
+		t.Fatalf("message %q, want %q", err.Error(), want)
+	}
+}
+
 func TestWaitGivingUpDuringAnOutageNamesTheFailure(t *testing.T) {
 	b := testharness.Get(t, "miniredis")
 	e := eng(t, b.Coordinator(t))
@@ -196,6 +247,53 @@ func TestWaitGivingUpDuringAnOutageNamesTheFailure(t *testing.T) {
 			t.Fatalf("gave up during an outage: %v, want the refused dial and not ErrNotAcquired", err)
 		}
 		if want := "context canceled; the last attempt failed: dial tcp: connection refused"; err.Error() != want {
+			t.Fatalf("message %q, want %q", err.Error(), want)
+		}
+	}
+}
+
+// An attempt that reports Failed (a try that keeps its own retry time, as
+// redlock's rounds do) counts as failed, not answered: the wait sleeps
+// RetryIn, does not call OnContended, and giving up names the failure and
+// not ErrNotAcquired; once an attempt is answered again, giving up is
+// contention's.
+func TestWaitFailedAttemptIsAnOutage(t *testing.T) {
+	b := testharness.Get(t, "miniredis")
+	e := eng(t, b.Coordinator(t))
+	outage := errors.New("redlock: acquire: 1 of 3 nodes confirmed, 2 needed; 2 failed")
+	for _, answeredLast := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		calls, contended := 0, 0
+		var gaps []time.Duration
+		last := time.Now()
+		err := e.Wait(ctx, engine.WaitConfig{Recheck: time.Millisecond, OnContended: func() { contended++ }}, func(context.Context) (engine.Attempt, error) {
+			calls++
+			gaps = append(gaps, time.Since(last))
+			last = time.Now()
+			if calls == 4 {
+				cancel()
+			}
+			if answeredLast && calls == 4 {
+				return engine.Attempt{}, nil // refused: held by another
+			}
+			return engine.Attempt{Failed: outage, RetryIn: 20 * time.Millisecond}, nil
+		})
+		cancel()
+		for i, g := range gaps[1:] {
+			if g < 20*time.Millisecond {
+				t.Fatalf("answeredLast=%v: attempt %d came %v after the one before, want RetryIn (20ms) at least", answeredLast, i+2, g)
+			}
+		}
+		if answeredLast {
+			if contended != 1 || !errors.Is(err, coordination.ErrNotAcquired) || errors.Is(err, outage) {
+				t.Fatalf("gave up after an answer: %v (OnContended %d times), want contention's error, OnContended once", err, contended)
+			}
+			continue
+		}
+		if contended != 0 || errors.Is(err, coordination.ErrNotAcquired) || !errors.Is(err, outage) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("gave up after failed attempts: %v (OnContended %d times), want the failure and the context's error, not ErrNotAcquired", err, contended)
+		}
+		if want := "context canceled; the last attempt failed: " + outage.Error(); err.Error() != want {
 			t.Fatalf("message %q, want %q", err.Error(), want)
 		}
 	}

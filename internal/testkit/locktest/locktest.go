@@ -95,6 +95,7 @@ func Run(t *testing.T, s Subject) {
 		{"BadTTLSendsNothing", badTTL, nil},
 		{"LocalExpiryCancelsContext", localExpiry, nil},
 		{"KeepAliveHoldsAndDetectsLoss", keepAlive, []testharness.Option{testharness.RealOnly()}},
+		{"KeepAliveStartedLateRenewsAtOnce", keepAliveLate, nil},
 		{"WrongType", wrongType, nil},
 		{"Contention", contention, nil},
 		{"FailedReleaseIsRetriedInTheBackground", failedRelease, nil},
@@ -447,6 +448,63 @@ func keepAlive(t *testing.T, b *testharness.Backend, s Subject) {
 	}
 	if out := must(h.Release(ctx))(t); out != coordination.AlreadyReleased {
 		t.Errorf("Release after loss = %v", out)
+	}
+}
+
+// keepAliveLate: a keep-alive started when less than a renewal period
+// (TTL/3) of the lease is left renews at once, on the lease's own
+// timeline: the first renewal is due a third of the TTL after the
+// acquisition was sent, long past. One scheduled a period after the call
+// would come after the local deadline, and the lease, which the server
+// still holds, would be reported lost.
+func keepAliveLate(t *testing.T, b *testharness.Backend, s Subject) {
+	ctx := context.Background()
+	coord := b.Coordinator(t)
+	// A TTL of seconds: the renewal period is 1 s, and the keep-alive
+	// starts with 300-700 ms left, well under it.
+	const ttl = 3 * time.Second
+	var (
+		h    Handle
+		left time.Duration
+	)
+	for try := 1; ; try++ {
+		h = must(s.Acquire(ctx, coord, "{late}", ttl, false))(t)
+		time.Sleep(h.Remaining() - 700*time.Millisecond)
+		if left = h.Remaining(); left >= 300*time.Millisecond {
+			break
+		}
+		// The machine stalled past the point (a loaded machine): again.
+		must(h.Release(ctx))(t)
+		if try == 5 {
+			t.Fatalf("%d tries slept past 300 ms before the local deadline", try)
+		}
+	}
+	if left > 700*time.Millisecond {
+		t.Fatalf("Remaining = %v after the sleep, want at most 700ms", left)
+	}
+	h.KeepAlive()
+	// The renewal, sent at once, gives a fresh TTL: Remaining grows back
+	// to about 3 s less the drift allowance.
+	testharness.WaitFor(t, 2*time.Second, "the renewal of a lease with little time left", func() string {
+		if r := h.Remaining(); r < 2*time.Second {
+			return fmt.Sprintf("Remaining = %v (cause %v), started with %v left", r, context.Cause(h.Context()), left)
+		}
+		return ""
+	})
+	// Kept alive for three TTLs: only renewals can have held it.
+	select {
+	case <-h.Context().Done():
+		t.Fatalf("lost while kept alive: %v", context.Cause(h.Context()))
+	case <-time.After(3 * ttl):
+	}
+	if ok := must(h.Verify(ctx))(t); !ok {
+		t.Fatal("the server no longer holds the kept-alive lease")
+	}
+	if r := h.Remaining(); r < ttl/3 {
+		t.Fatalf("Remaining = %v after three TTLs of keep-alive, want at least a renewal period", r)
+	}
+	if out := must(h.Release(ctx))(t); out != coordination.Released {
+		t.Fatalf("Release = %v, want Released", out)
 	}
 }
 
