@@ -153,6 +153,31 @@ func (j *journal) snapshot() []termRec {
 	return out
 }
 
+// latest is the last term elected so far.
+func (j *journal) latest() *termRec {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.terms[len(j.terms)-1]
+}
+
+// successor waits for the first term elected after cur of another
+// identity.
+func (j *journal) successor(t *testing.T, cur *termRec, within time.Duration) *termRec {
+	t.Helper()
+	var next *termRec
+	waitFor(t, within, "a successor of "+cur.id, func() bool {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		for i := len(j.terms) - 1; i >= 0 && j.terms[i] != cur; i-- {
+			if j.terms[i].id != cur.id {
+				next = j.terms[i]
+			}
+		}
+		return next != nil
+	})
+	return next
+}
+
 // next waits for the next election.
 func (j *journal) next(t testing.TB, within time.Duration) *termRec {
 	t.Helper()
