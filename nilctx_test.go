@@ -14,22 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/idempotency"
 	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
-	"github.com/coordkit/coordination/latch"
 	"github.com/coordkit/coordination/leader"
-	"github.com/coordkit/coordination/lock"
 	"github.com/coordkit/coordination/ratelimit"
-	"github.com/coordkit/coordination/redlock"
-	"github.com/coordkit/coordination/rwlease"
-	"github.com/coordkit/coordination/semaphore"
 )
 
 // notOperations are exported functions taking a context that are not
@@ -112,176 +103,99 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 	funcs := publicContextFuncs(t)
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		bg := context.Background()
-		client := b.Client(t)
-		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		must := func(err error) {
-			t.Helper()
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		mu, err := lock.New(coord, "nil:lock")
-		must(err)
-		l, err := mu.TryAcquire(bg, time.Minute)
-		must(err)
-		fields, err := lock.NewFieldSet(coord, "nil:fields")
-		must(err)
-		fm, err := fencing.New(coord, "{nil}:lease", "{nil}:fence")
-		must(err)
-		fl, err := fm.TryAcquire(bg, time.Minute)
-		must(err)
-		guarded, err := fencing.NewGuarded(coord, "doc")
-		must(err)
-		var field *lock.FieldLease // nil where the server has no hash-field TTLs
-		if b.HasHashFieldTTL() {
-			field, err = fields.TryAcquire(bg, "f", time.Minute)
-			must(err)
-		}
-		rwm, err := rwlease.New(coord, "nil:rw")
-		must(err)
-		rw, err := rwm.TryRead(bg, time.Minute)
-		must(err)
-		sem, err := semaphore.New(coord, "nil:sem", 2)
-		must(err)
-		permit, err := sem.TryAcquire(bg, time.Minute)
-		must(err)
-		ltc, err := latch.New(coord, "nil:latch")
-		must(err)
-		lt, err := ltc.Create(bg, 2)
-		must(err)
-		store, err := idempotency.New(coord)
-		must(err)
-		el, err := leader.New(coord, "{nil}:leader", "{nil}:leaderfence", "me")
-		must(err)
-		limiter, err := ratelimit.New(coord, "nil:fw", ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
-		must(err)
-		bucket, err := ratelimit.New(coord, "nil:tb", ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 10, Period: time.Minute})
-		must(err)
-		conc, err := ratelimit.NewConcurrency(coord, "nil:conc", 2)
-		must(err)
-		held, err := conc.TryAcquire(bg, 1)
-		must(err)
-		pconc, err := ratelimit.NewPartitionedConcurrency(func(p string) (*ratelimit.ConcurrencyLimiter, error) {
-			return ratelimit.NewConcurrency(coord, "nil:pconc:"+p, 2)
-		})
-		must(err)
-		reserved, err := bucket.Reserve(bg, 1)
-		must(err)
-		deny, err := ratelimit.NewDenyList(coord, "nil:deny")
-		must(err)
-		part, err := ratelimit.NewPartitioned(func(p string) (*ratelimit.Limiter, error) {
-			return ratelimit.New(coord, "nil:part:"+p, ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
-		})
-		must(err)
-		// Redlock needs independent deployments: three embedded servers.
-		var nodes []*coordination.Coordinator
-		for range 3 {
-			m := miniredis.RunT(t)
-			c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-			t.Cleanup(func() { _ = c.Close() })
-			n, err := coordination.New(c)
-			must(err)
-			nodes = append(nodes, n)
-		}
-		group, err := redlock.New(nodes)
-		must(err)
-		rl, err := group.TryAcquire(bg, "nil:redlock", time.Minute)
-		must(err)
+		f := newEverything(t, b)
+		coord := f.coord
 
-		owner, err := engine.NewToken()
-		must(err)
+		owner := must(engine.NewToken())(t)
 		var ctx context.Context // nil
 		calls := map[string]func() error{
 			// The lease methods every held lease embeds (each handle's
 			// promoted method is called below too).
 			"coordination.(*Coordinator).Shutdown": func() error { return coord.Shutdown(ctx) },
-			"coordination.(*Lease).Refresh":        func() error { _, err := l.Lease.Refresh(ctx, time.Minute); return err },
-			"coordination.(*Lease).Release":        func() error { _, err := l.Lease.Release(ctx); return err },
-			"coordination.(*Lease).Verify":         func() error { _, err := l.Lease.Verify(ctx); return err },
-			"fencing.(*Lock).Refresh":              func() error { _, err := fl.Refresh(ctx, time.Minute); return err },
-			"fencing.(*Lock).Release":              func() error { _, err := fl.Release(ctx); return err },
-			"fencing.(*Lock).Verify":               func() error { _, err := fl.Verify(ctx); return err },
-			"fencing.(*Mutex).Acquire":             func() error { _, err := fm.Acquire(ctx, time.Minute); return err },
-			"fencing.(*Mutex).TryAcquire":          func() error { _, err := fm.TryAcquire(ctx, time.Minute); return err },
-			"fencing.(*Guarded).Get":               func() error { _, _, _, err := guarded.Get(ctx); return err },
-			"fencing.(*Guarded).Set":               func() error { _, _, err := guarded.Set(ctx, 1, []byte("v"), 0); return err },
-			"idempotency.(*Store).Abandon":         func() error { _, err := store.Abandon(ctx, "k", owner); return err },
-			"idempotency.(*Store).Begin":           func() error { _, err := store.Begin(ctx, "k", time.Minute); return err },
-			"idempotency.(*Store).Complete":        func() error { _, err := store.Complete(ctx, "k", owner, nil); return err },
+			"coordination.(*Lease).Refresh":        func() error { _, err := f.lk.Lease.Refresh(ctx, time.Minute); return err },
+			"coordination.(*Lease).Release":        func() error { _, err := f.lk.Lease.Release(ctx); return err },
+			"coordination.(*Lease).Verify":         func() error { _, err := f.lk.Lease.Verify(ctx); return err },
+			"fencing.(*Lock).Refresh":              func() error { _, err := f.fl.Refresh(ctx, time.Minute); return err },
+			"fencing.(*Lock).Release":              func() error { _, err := f.fl.Release(ctx); return err },
+			"fencing.(*Lock).Verify":               func() error { _, err := f.fl.Verify(ctx); return err },
+			"fencing.(*Mutex).Acquire":             func() error { _, err := f.fm.Acquire(ctx, time.Minute); return err },
+			"fencing.(*Mutex).TryAcquire":          func() error { _, err := f.fm.TryAcquire(ctx, time.Minute); return err },
+			"fencing.(*Guarded).Get":               func() error { _, _, _, err := f.guarded.Get(ctx); return err },
+			"fencing.(*Guarded).Set":               func() error { _, _, err := f.guarded.Set(ctx, 1, []byte("v"), 0); return err },
+			"idempotency.(*Store).Abandon":         func() error { _, err := f.store.Abandon(ctx, "k", owner); return err },
+			"idempotency.(*Store).Begin":           func() error { _, err := f.store.Begin(ctx, "k", time.Minute); return err },
+			"idempotency.(*Store).Complete":        func() error { _, err := f.store.Complete(ctx, "k", owner, nil); return err },
 			"idempotency.(*Store).Do": func() error {
-				_, _, err := store.Do(ctx, "k", time.Minute, "", func(context.Context) ([]byte, error) { return nil, nil })
+				_, _, err := f.store.Do(ctx, "k", time.Minute, "", func(context.Context) ([]byte, error) { return nil, nil })
 				return err
 			},
 			"idempotency.(*Store).KeepAlive": func() error {
-				_, _, err := store.KeepAlive(ctx, "k", idempotency.Claim{State: idempotency.Started, Owner: owner}, time.Minute)
+				_, _, err := f.store.KeepAlive(ctx, "k", idempotency.Claim{State: idempotency.Started, Owner: owner}, time.Minute)
 				return err
 			},
-			"latch.(*Generation).Count":     func() error { _, err := lt.Count(ctx); return err },
-			"latch.(*Generation).CountDown": func() error { _, err := lt.CountDown(ctx); return err },
-			"latch.(*Generation).Wait":      func() error { _, err := lt.Wait(ctx); return err },
-			"latch.(*Latch).Create":         func() error { _, err := ltc.Create(ctx, 1); return err },
-			"latch.(*Latch).Join":           func() error { _, err := ltc.Join(ctx); return err },
-			"latch.(*Latch).Reset":          func() error { _, err := ltc.Reset(ctx, 1); return err },
-			"leader.(*Elector).Leader":      func() error { _, err := el.Leader(ctx); return err },
-			"leader.(*Elector).Run":         func() error { return el.Run(ctx) },
+			"latch.(*Generation).Count":     func() error { _, err := f.gen.Count(ctx); return err },
+			"latch.(*Generation).CountDown": func() error { _, err := f.gen.CountDown(ctx); return err },
+			"latch.(*Generation).Wait":      func() error { _, err := f.gen.Wait(ctx); return err },
+			"latch.(*Latch).Create":         func() error { _, err := f.lt.Create(ctx, 1); return err },
+			"latch.(*Latch).Join":           func() error { _, err := f.lt.Join(ctx); return err },
+			"latch.(*Latch).Reset":          func() error { _, err := f.lt.Reset(ctx, 1); return err },
+			"leader.(*Elector).Leader":      func() error { _, err := f.el.Leader(ctx); return err },
+			"leader.(*Elector).Run":         func() error { return f.el.Run(ctx) },
 			"leader.Get":                    func() error { _, err := leader.Get(ctx, coord, "{nil}:leader"); return err },
 			"leader.Observe": func() error {
 				return leader.Observe(ctx, coord, "{nil}:leader", time.Second, func(leader.Info) {})
 			},
-			"lock.(*FieldLease).Refresh":                     func() error { _, err := field.Refresh(ctx, time.Minute); return err },
-			"lock.(*FieldLease).Release":                     func() error { _, err := field.Release(ctx); return err },
-			"lock.(*FieldLease).Verify":                      func() error { _, err := field.Verify(ctx); return err },
-			"lock.(*Lock).Refresh":                           func() error { _, err := l.Refresh(ctx, time.Minute); return err },
-			"lock.(*Lock).Release":                           func() error { _, err := l.Release(ctx); return err },
-			"lock.(*Lock).Verify":                            func() error { _, err := l.Verify(ctx); return err },
-			"lock.(*FieldSet).Acquire":                       func() error { _, err := fields.Acquire(ctx, "f", time.Minute); return err },
-			"lock.(*FieldSet).TryAcquire":                    func() error { _, err := fields.TryAcquire(ctx, "f", time.Minute); return err },
-			"lock.(*Mutex).Acquire":                          func() error { _, err := mu.Acquire(ctx, time.Minute); return err },
-			"lock.(*Mutex).TryAcquire":                       func() error { _, err := mu.TryAcquire(ctx, time.Minute); return err },
-			"ratelimit.(*DenyList).Denied":                   func() error { _, err := deny.Denied(ctx, "who"); return err },
-			"ratelimit.(*DenyList).Deny":                     func() error { return deny.Deny(ctx, "who") },
-			"ratelimit.(*DenyList).Remove":                   func() error { return deny.Remove(ctx, "who") },
-			"ratelimit.(*Limiter).Allow":                     func() error { _, err := limiter.Allow(ctx, 1); return err },
-			"ratelimit.(*Limiter).Reserve":                   func() error { _, err := bucket.Reserve(ctx, 1); return err },
-			"ratelimit.(*Limiter).Update":                    func() error { return limiter.Update(ctx, ratelimit.FixedWindow{Limit: 10, Window: time.Minute}) },
-			"ratelimit.(*Limiter).Wait":                      func() error { _, err := limiter.Wait(ctx, 1); return err },
-			"ratelimit.(*Partitioned).Allow":                 func() error { _, err := part.Allow(ctx, "p", 1); return err },
-			"ratelimit.(*Partitioned).Wait":                  func() error { _, err := part.Wait(ctx, "p", 1); return err },
-			"ratelimit.(*ConcurrencyLease).Release":          func() error { _, err := held.Release(ctx); return err },
-			"ratelimit.(*ConcurrencyLimiter).TryAcquire":     func() error { _, err := conc.TryAcquire(ctx, 1); return err },
-			"ratelimit.(*ConcurrencyLimiter).Acquire":        func() error { _, err := conc.Acquire(ctx, 1); return err },
-			"ratelimit.(*ConcurrencyLimiter).Update":         func() error { return conc.Update(ctx, 2) },
-			"ratelimit.(*PartitionedConcurrency).TryAcquire": func() error { _, err := pconc.TryAcquire(ctx, "p", 1); return err },
-			"ratelimit.(*PartitionedConcurrency).Acquire":    func() error { _, err := pconc.Acquire(ctx, "p", 1); return err },
-			"ratelimit.(*Reservation).Settle":                func() error { _, err := reserved.Settle(ctx, 1); return err },
-			"redlock.(*Group).Acquire":                       func() error { _, err := group.Acquire(ctx, "k", time.Minute); return err },
-			"redlock.(*Group).TryAcquire":                    func() error { _, err := group.TryAcquire(ctx, "k", time.Minute); return err },
-			"redlock.(*Lock).Refresh":                        func() error { _, err := rl.Refresh(ctx, time.Minute); return err },
-			"redlock.(*Lock).Release":                        func() error { _, err := rl.Release(ctx); return err },
-			"redlock.(*Lock).Verify":                         func() error { _, err := rl.Verify(ctx); return err },
-			"rwlease.(*Lease).Refresh":                       func() error { _, err := rw.Refresh(ctx, time.Minute); return err },
-			"rwlease.(*Lease).Release":                       func() error { _, err := rw.Release(ctx); return err },
-			"rwlease.(*Lease).Verify":                        func() error { _, err := rw.Verify(ctx); return err },
-			"rwlease.(*RWMutex).Read":                        func() error { _, err := rwm.Read(ctx, time.Minute); return err },
-			"rwlease.(*RWMutex).TryRead":                     func() error { _, err := rwm.TryRead(ctx, time.Minute); return err },
-			"rwlease.(*RWMutex).TryWrite":                    func() error { _, err := rwm.TryWrite(ctx, time.Minute); return err },
-			"rwlease.(*RWMutex).Write":                       func() error { _, err := rwm.Write(ctx, time.Minute); return err },
-			"semaphore.(*Permit).Refresh":                    func() error { _, err := permit.Refresh(ctx, time.Minute); return err },
-			"semaphore.(*Permit).Release":                    func() error { _, err := permit.Release(ctx); return err },
-			"semaphore.(*Permit).Verify":                     func() error { _, err := permit.Verify(ctx); return err },
-			"semaphore.(*Semaphore).Acquire":                 func() error { _, err := sem.Acquire(ctx, time.Minute); return err },
-			"semaphore.(*Semaphore).AcquireN":                func() error { _, err := sem.AcquireN(ctx, 1, time.Minute); return err },
-			"semaphore.(*Semaphore).State":                   func() error { _, err := sem.State(ctx); return err },
-			"semaphore.(*Semaphore).TryAcquire":              func() error { _, err := sem.TryAcquire(ctx, time.Minute); return err },
-			"semaphore.(*Semaphore).TryAcquireN":             func() error { _, err := sem.TryAcquireN(ctx, 1, time.Minute); return err },
+			"lock.(*FieldLease).Refresh":                     func() error { _, err := f.field.Refresh(ctx, time.Minute); return err },
+			"lock.(*FieldLease).Release":                     func() error { _, err := f.field.Release(ctx); return err },
+			"lock.(*FieldLease).Verify":                      func() error { _, err := f.field.Verify(ctx); return err },
+			"lock.(*Lock).Refresh":                           func() error { _, err := f.lk.Refresh(ctx, time.Minute); return err },
+			"lock.(*Lock).Release":                           func() error { _, err := f.lk.Release(ctx); return err },
+			"lock.(*Lock).Verify":                            func() error { _, err := f.lk.Verify(ctx); return err },
+			"lock.(*FieldSet).Acquire":                       func() error { _, err := f.fields.Acquire(ctx, "f", time.Minute); return err },
+			"lock.(*FieldSet).TryAcquire":                    func() error { _, err := f.fields.TryAcquire(ctx, "f", time.Minute); return err },
+			"lock.(*Mutex).Acquire":                          func() error { _, err := f.mu.Acquire(ctx, time.Minute); return err },
+			"lock.(*Mutex).TryAcquire":                       func() error { _, err := f.mu.TryAcquire(ctx, time.Minute); return err },
+			"ratelimit.(*DenyList).Denied":                   func() error { _, err := f.deny.Denied(ctx, "who"); return err },
+			"ratelimit.(*DenyList).Deny":                     func() error { return f.deny.Deny(ctx, "who") },
+			"ratelimit.(*DenyList).Remove":                   func() error { return f.deny.Remove(ctx, "who") },
+			"ratelimit.(*Limiter).Allow":                     func() error { _, err := f.fixed.Allow(ctx, 1); return err },
+			"ratelimit.(*Limiter).Reserve":                   func() error { _, err := f.bucket.Reserve(ctx, 1); return err },
+			"ratelimit.(*Limiter).Update":                    func() error { return f.fixed.Update(ctx, ratelimit.FixedWindow{Limit: 10, Window: time.Minute}) },
+			"ratelimit.(*Limiter).Wait":                      func() error { _, err := f.fixed.Wait(ctx, 1); return err },
+			"ratelimit.(*Partitioned).Allow":                 func() error { _, err := f.part.Allow(ctx, "p", 1); return err },
+			"ratelimit.(*Partitioned).Wait":                  func() error { _, err := f.part.Wait(ctx, "p", 1); return err },
+			"ratelimit.(*ConcurrencyLease).Release":          func() error { _, err := f.held.Release(ctx); return err },
+			"ratelimit.(*ConcurrencyLimiter).TryAcquire":     func() error { _, err := f.conc.TryAcquire(ctx, 1); return err },
+			"ratelimit.(*ConcurrencyLimiter).Acquire":        func() error { _, err := f.conc.Acquire(ctx, 1); return err },
+			"ratelimit.(*ConcurrencyLimiter).Update":         func() error { return f.conc.Update(ctx, 2) },
+			"ratelimit.(*PartitionedConcurrency).TryAcquire": func() error { _, err := f.pconc.TryAcquire(ctx, "p", 1); return err },
+			"ratelimit.(*PartitionedConcurrency).Acquire":    func() error { _, err := f.pconc.Acquire(ctx, "p", 1); return err },
+			"ratelimit.(*Reservation).Settle":                func() error { _, err := f.reserved.Settle(ctx, 1); return err },
+			"redlock.(*Group).Acquire":                       func() error { _, err := f.group.Acquire(ctx, "k", time.Minute); return err },
+			"redlock.(*Group).TryAcquire":                    func() error { _, err := f.group.TryAcquire(ctx, "k", time.Minute); return err },
+			"redlock.(*Lock).Refresh":                        func() error { _, err := f.rl.Refresh(ctx, time.Minute); return err },
+			"redlock.(*Lock).Release":                        func() error { _, err := f.rl.Release(ctx); return err },
+			"redlock.(*Lock).Verify":                         func() error { _, err := f.rl.Verify(ctx); return err },
+			"rwlease.(*Lease).Refresh":                       func() error { _, err := f.rw.Refresh(ctx, time.Minute); return err },
+			"rwlease.(*Lease).Release":                       func() error { _, err := f.rw.Release(ctx); return err },
+			"rwlease.(*Lease).Verify":                        func() error { _, err := f.rw.Verify(ctx); return err },
+			"rwlease.(*RWMutex).Read":                        func() error { _, err := f.rwm.Read(ctx, time.Minute); return err },
+			"rwlease.(*RWMutex).TryRead":                     func() error { _, err := f.rwm.TryRead(ctx, time.Minute); return err },
+			"rwlease.(*RWMutex).TryWrite":                    func() error { _, err := f.rwm.TryWrite(ctx, time.Minute); return err },
+			"rwlease.(*RWMutex).Write":                       func() error { _, err := f.rwm.Write(ctx, time.Minute); return err },
+			"semaphore.(*Permit).Refresh":                    func() error { _, err := f.permit.Refresh(ctx, time.Minute); return err },
+			"semaphore.(*Permit).Release":                    func() error { _, err := f.permit.Release(ctx); return err },
+			"semaphore.(*Permit).Verify":                     func() error { _, err := f.permit.Verify(ctx); return err },
+			"semaphore.(*Semaphore).Acquire":                 func() error { _, err := f.sem.Acquire(ctx, time.Minute); return err },
+			"semaphore.(*Semaphore).AcquireN":                func() error { _, err := f.sem.AcquireN(ctx, 1, time.Minute); return err },
+			"semaphore.(*Semaphore).State":                   func() error { _, err := f.sem.State(ctx); return err },
+			"semaphore.(*Semaphore).TryAcquire":              func() error { _, err := f.sem.TryAcquire(ctx, time.Minute); return err },
+			"semaphore.(*Semaphore).TryAcquireN":             func() error { _, err := f.sem.TryAcquireN(ctx, 1, time.Minute); return err },
 		}
 		if len(funcs) < 50 {
 			t.Fatalf("found %d public functions taking a context: %q; the source walk is broken", len(funcs), funcs)
 		}
-		counter := testharness.CountCommands(client)
+		counter := testharness.CountCommands(f.client)
 		for _, name := range funcs {
 			if notOperations[name] {
 				continue
@@ -313,14 +227,14 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 		}
 		for _, h := range []interface {
 			Release(context.Context) (coordination.ReleaseOutcome, error)
-		}{l, fl, rw, permit} {
+		}{f.lk, f.fl, f.rw, f.permit} {
 			_, _ = h.Release(bg)
 		}
-		if field != nil {
-			_, _ = field.Release(bg)
+		if f.field != nil {
+			_, _ = f.field.Release(bg)
 		}
-		_, _ = rl.Release(bg)
-		_, _ = held.Release(bg)
+		_, _ = f.rl.Release(bg)
+		_, _ = f.held.Release(bg)
 	})
 }
 

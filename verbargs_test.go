@@ -7,11 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/idempotency"
 	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
@@ -19,9 +15,6 @@ import (
 	"github.com/coordkit/coordination/leader"
 	"github.com/coordkit/coordination/lock"
 	"github.com/coordkit/coordination/ratelimit"
-	"github.com/coordkit/coordination/redlock"
-	"github.com/coordkit/coordination/rwlease"
-	"github.com/coordkit/coordination/semaphore"
 )
 
 // A bad argument of a verb (not of a constructor) names the operation and
@@ -34,85 +27,9 @@ import (
 func TestVerbArgumentErrorsNameOperationAndKey(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		bg := context.Background()
-		client := b.Client(t)
 		rec := &testharness.HookRecorder{}
-		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()), coordination.WithHooks(rec))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
-		must := func(err error) {
-			t.Helper()
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		mu, err := lock.New(coord, "jobs")
-		must(err)
-		lk, err := mu.TryAcquire(bg, time.Minute)
-		must(err)
-		fields, err := lock.NewFieldSet(coord, "fs")
-		must(err)
-		var field *lock.FieldLease // only where the server has hash-field TTLs
-		if b.HasHashFieldTTL() {
-			field, err = fields.TryAcquire(bg, "a", time.Minute)
-			must(err)
-		}
-		fm, err := fencing.New(coord, "{inv}:lease", "{inv}:fence")
-		must(err)
-		fl, err := fm.TryAcquire(bg, time.Minute)
-		must(err)
-		guarded, err := fencing.NewGuarded(coord, "doc")
-		must(err)
-		rwm, err := rwlease.New(coord, "rw")
-		must(err)
-		rw, err := rwm.TryRead(bg, time.Minute)
-		must(err)
-		sem, err := semaphore.New(coord, "sem", 2)
-		must(err)
-		permit, err := sem.TryAcquire(bg, time.Minute)
-		must(err)
-		lt, err := latch.New(coord, "lt")
-		must(err)
-		store, err := idempotency.New(coord)
-		must(err)
-		claim, err := store.Begin(bg, "req", time.Minute)
-		must(err)
-		fixed, err := ratelimit.New(coord, "rl", ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
-		must(err)
-		defer fixed.Close()
-		bucket, err := ratelimit.New(coord, "tb", ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 10, Period: time.Minute})
-		must(err)
-		defer bucket.Close()
-		reserved, err := bucket.Reserve(bg, 1)
-		must(err)
-		conc, err := ratelimit.NewConcurrency(coord, "conc", 2)
-		must(err)
-		defer conc.Close()
-		held, err := conc.TryAcquire(bg, 1)
-		must(err)
-		deny, err := ratelimit.NewDenyList(coord, "deny")
-		must(err)
-		part, err := ratelimit.NewPartitioned(func(p string) (*ratelimit.Limiter, error) {
-			return ratelimit.New(coord, "part:"+p, ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
-		})
-		must(err)
-		defer part.Close()
-		// Redlock needs independent deployments: three embedded servers.
-		var nodes []*coordination.Coordinator
-		for range 3 {
-			m := miniredis.RunT(t)
-			c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-			t.Cleanup(func() { _ = c.Close() })
-			n, err := coordination.New(c, coordination.WithHooks(rec))
-			must(err)
-			t.Cleanup(func() { _ = n.Shutdown(context.Background()) })
-			nodes = append(nodes, n)
-		}
-		group, err := redlock.New(nodes)
-		must(err)
-		rl, err := group.TryAcquire(bg, "rk", time.Minute)
-		must(err)
+		f := newEverything(t, b, rec)
+		coord := f.coord
 
 		const ttl0 = "invalid argument ttl: must be at least 1ms, got 0s"
 		type verb struct {
@@ -121,45 +38,45 @@ func TestVerbArgumentErrorsNameOperationAndKey(t *testing.T) {
 		}
 		verbs := []verb{
 			{"lock.Mutex.TryAcquire", `coordination: lock acquire "jobs": ` + ttl0,
-				func() error { _, err := mu.TryAcquire(bg, 0); return err }},
+				func() error { _, err := f.mu.TryAcquire(bg, 0); return err }},
 			{"lock.Mutex.Acquire", `coordination: lock acquire "jobs": invalid argument ttl: must be at least 1ms, got -1s`,
-				func() error { _, err := mu.Acquire(bg, -time.Second); return err }},
+				func() error { _, err := f.mu.Acquire(bg, -time.Second); return err }},
 			{"lock.Mutex(nil).TryAcquire", `coordination: lock acquire: invalid argument mutex: must not be nil; use lock.New`,
 				func() error { _, err := (*lock.Mutex)(nil).TryAcquire(bg, time.Second); return err }},
 			{"lock.Lock.Refresh", `coordination: lock renew "jobs": ` + ttl0,
-				func() error { _, err := lk.Refresh(bg, 0); return err }},
+				func() error { _, err := f.lk.Refresh(bg, 0); return err }},
 			{"coordination.Lease.Refresh", `coordination: lock renew "jobs": invalid argument ttl: must be at least 1ms, got 999µs`,
-				func() error { _, err := lk.Lease.Refresh(bg, 999*time.Microsecond); return err }},
+				func() error { _, err := f.lk.Lease.Refresh(bg, 999*time.Microsecond); return err }},
 			{"lock.FieldSet.TryAcquire", `coordination: lease acquire "fs" field "b": ` + ttl0,
-				func() error { _, err := fields.TryAcquire(bg, "b", 0); return err }},
+				func() error { _, err := f.fields.TryAcquire(bg, "b", 0); return err }},
 			{"lock.FieldSet.Acquire", `coordination: lease acquire "fs": invalid argument field: must not be empty`,
-				func() error { _, err := fields.Acquire(bg, "", time.Second); return err }},
+				func() error { _, err := f.fields.Acquire(bg, "", time.Second); return err }},
 			{"fencing.Mutex.TryAcquire", `coordination: fenced lock acquire "{inv}:lease": ` + ttl0,
-				func() error { _, err := fm.TryAcquire(bg, 0); return err }},
+				func() error { _, err := f.fm.TryAcquire(bg, 0); return err }},
 			{"fencing.Lock.Refresh", `coordination: fenced lock renew "{inv}:lease": ` + ttl0,
-				func() error { _, err := fl.Refresh(bg, 0); return err }},
+				func() error { _, err := f.fl.Refresh(bg, 0); return err }},
 			{"fencing.Guarded.Set", `coordination: fenced write "doc": invalid argument token: must be a positive fencing token, got 0`,
-				func() error { _, _, err := guarded.Set(bg, 0, []byte("v"), 0); return err }},
+				func() error { _, _, err := f.guarded.Set(bg, 0, []byte("v"), 0); return err }},
 			{"fencing.Guarded.Set ttl", `coordination: fenced write "doc": invalid argument ttl: must be 0 (no expiry) or at least 1ms, got -1ns`,
-				func() error { _, _, err := guarded.Set(bg, 1, []byte("v"), -1); return err }},
+				func() error { _, _, err := f.guarded.Set(bg, 1, []byte("v"), -1); return err }},
 			{"fencing.Guarded.Set sub-ms ttl", `coordination: fenced write "doc": invalid argument ttl: must be 0 (no expiry) or at least 1ms, got 500µs`,
-				func() error { _, _, err := guarded.Set(bg, 1, []byte("v"), 500*time.Microsecond); return err }},
+				func() error { _, _, err := f.guarded.Set(bg, 1, []byte("v"), 500*time.Microsecond); return err }},
 			{"rwlease.RWMutex.TryRead", `coordination: rwlease read acquire "rw": ` + ttl0,
-				func() error { _, err := rwm.TryRead(bg, 0); return err }},
+				func() error { _, err := f.rwm.TryRead(bg, 0); return err }},
 			{"rwlease.RWMutex.Write", `coordination: rwlease write acquire "rw": ` + ttl0,
-				func() error { _, err := rwm.Write(bg, 0); return err }},
+				func() error { _, err := f.rwm.Write(bg, 0); return err }},
 			{"rwlease.Lease.Refresh", `coordination: rwlease renew "rw": ` + ttl0,
-				func() error { _, err := rw.Refresh(bg, 0); return err }},
+				func() error { _, err := f.rw.Refresh(bg, 0); return err }},
 			{"semaphore.Semaphore.TryAcquireN", `coordination: semaphore acquire "sem": invalid argument n: must be between 1 and the capacity 2, got 3`,
-				func() error { _, err := sem.TryAcquireN(bg, 3, time.Second); return err }},
+				func() error { _, err := f.sem.TryAcquireN(bg, 3, time.Second); return err }},
 			{"semaphore.Semaphore.Acquire", `coordination: semaphore acquire "sem": ` + ttl0,
-				func() error { _, err := sem.Acquire(bg, 0); return err }},
+				func() error { _, err := f.sem.Acquire(bg, 0); return err }},
 			{"semaphore.Permit.Refresh", `coordination: semaphore renew "sem": ` + ttl0,
-				func() error { _, err := permit.Refresh(bg, 0); return err }},
+				func() error { _, err := f.permit.Refresh(bg, 0); return err }},
 			{"latch.Latch.Create", `coordination: latch create "lt": invalid argument count: must be between 0 and 9007199254740991, got -1`,
-				func() error { _, err := lt.Create(bg, -1); return err }},
+				func() error { _, err := f.lt.Create(bg, -1); return err }},
 			{"latch.Latch.Reset", `coordination: latch reset "lt": invalid argument count: must be between 0 and 9007199254740991, got -2`,
-				func() error { _, err := lt.Reset(bg, -2); return err }},
+				func() error { _, err := f.lt.Reset(bg, -2); return err }},
 			{"latch.Generation(nil).CountDown", `coordination: latch count down: invalid argument generation: must not be nil; use Latch.Create, Latch.Reset or Latch.Join`,
 				func() error { _, err := (*latch.Generation)(nil).CountDown(bg); return err }},
 			{"leader.Observe", `coordination: leader read "{l}:lease": invalid argument poll: must be at least 1ms, got 0s`,
@@ -173,59 +90,59 @@ func TestVerbArgumentErrorsNameOperationAndKey(t *testing.T) {
 			{"leader.Elector.Leader", `coordination: leader read: invalid argument elector: must not be nil; use leader.New`,
 				func() error { _, err := (*leader.Elector)(nil).Leader(bg); return err }},
 			{"idempotency.Store.Begin", `coordination: idempotency begin "req": ` + ttl0,
-				func() error { _, err := store.Begin(bg, "req", 0); return err }},
+				func() error { _, err := f.store.Begin(bg, "req", 0); return err }},
 			{"idempotency.Store.Begin key", `coordination: idempotency begin: invalid argument key: must not be empty`,
-				func() error { _, err := store.Begin(bg, "", time.Minute); return err }},
+				func() error { _, err := f.store.Begin(bg, "", time.Minute); return err }},
 			{"idempotency.Store.Begin option", `coordination: idempotency begin "req": invalid argument wait: must not be negative, got -1s`,
 				func() error {
-					_, err := store.Begin(bg, "req", time.Minute, idempotency.WithWait(-time.Second))
+					_, err := f.store.Begin(bg, "req", time.Minute, idempotency.WithWait(-time.Second))
 					return err
 				}},
 			{"idempotency.Store.Complete", `coordination: idempotency complete "req": invalid argument owner: must not be empty; use the Owner of a Started claim`,
-				func() error { _, err := store.Complete(bg, "req", "", nil); return err }},
+				func() error { _, err := f.store.Complete(bg, "req", "", nil); return err }},
 			{"idempotency.Store.Abandon", `coordination: idempotency abandon "req": invalid argument owner: must not be empty; use the Owner of a Started claim`,
-				func() error { _, err := store.Abandon(bg, "req", ""); return err }},
+				func() error { _, err := f.store.Abandon(bg, "req", ""); return err }},
 			{"idempotency.Store.Do", `coordination: idempotency begin "req": invalid argument fn: must not be nil`,
-				func() error { _, _, err := store.Do(bg, "req", time.Minute, "", nil); return err }},
+				func() error { _, _, err := f.store.Do(bg, "req", time.Minute, "", nil); return err }},
 			{"idempotency.Store.KeepAlive", `coordination: idempotency keep alive "req": ` + ttl0,
-				func() error { _, _, err := store.KeepAlive(bg, "req", claim, 0); return err }},
+				func() error { _, _, err := f.store.KeepAlive(bg, "req", f.claim, 0); return err }},
 			{"ratelimit.Limiter.Allow", `coordination: rate limit acquire "rl": invalid argument permits: must be >= 0, got -1`,
-				func() error { _, err := fixed.Allow(bg, -1); return err }},
+				func() error { _, err := f.fixed.Allow(bg, -1); return err }},
 			{"ratelimit.Limiter.Wait", `coordination: rate limit acquire "rl": invalid argument permits: 11 permits can never be granted: the limiter's capacity is 10`,
-				func() error { _, err := fixed.Wait(bg, 11); return err }},
+				func() error { _, err := f.fixed.Wait(bg, 11); return err }},
 			{"ratelimit.Limiter.Reserve", `coordination: rate limit acquire "rl": invalid argument limiter: Reserve needs a token-bucket or GCRA limiter`,
-				func() error { _, err := fixed.Reserve(bg, 1); return err }},
+				func() error { _, err := f.fixed.Reserve(bg, 1); return err }},
 			{"ratelimit.Limiter.Update", `coordination: rate limit update "rl": invalid argument settings: the algorithm cannot change (nor a composite's components): use a new key`,
-				func() error { return fixed.Update(bg, ratelimit.GCRA{Burst: 1, Interval: time.Second}) }},
+				func() error { return f.fixed.Update(bg, ratelimit.GCRA{Burst: 1, Interval: time.Second}) }},
 			{"ratelimit.Reservation.Settle", `coordination: rate limit settle "tb": invalid argument actual: must be >= 0, got -1`,
-				func() error { _, err := reserved.Settle(bg, -1); return err }},
+				func() error { _, err := f.reserved.Settle(bg, -1); return err }},
 			{"ratelimit.Reservation.Settle", `coordination: rate limit settle "tb": invalid argument actual: must be at most 11 (the estimate, 1, plus the limiter's capacity, 10), got 2147483648`,
-				func() error { _, err := reserved.Settle(bg, 1<<31); return err }},
+				func() error { _, err := f.reserved.Settle(bg, 1<<31); return err }},
 			{"ratelimit.ConcurrencyLimiter.TryAcquire", `coordination: rate limit acquire "conc": invalid argument permits: must be >= 1, got 0`,
-				func() error { _, err := conc.TryAcquire(bg, 0); return err }},
+				func() error { _, err := f.conc.TryAcquire(bg, 0); return err }},
 			{"ratelimit.ConcurrencyLimiter.Update", `coordination: rate limit update "conc": invalid argument limit: must be between 1 and 2147483647, got 0`,
-				func() error { return conc.Update(bg, 0) }},
+				func() error { return f.conc.Update(bg, 0) }},
 			{"ratelimit.ConcurrencyLease.Refresh", `coordination: rate limit renew "conc": ` + ttl0,
-				func() error { _, err := held.Refresh(bg, 0); return err }},
+				func() error { _, err := f.held.Refresh(bg, 0); return err }},
 			{"ratelimit.DenyList.Deny", `coordination: rate limit deny list write "deny": invalid argument identity: must not be empty`,
-				func() error { return deny.Deny(bg, "") }},
+				func() error { return f.deny.Deny(bg, "") }},
 			{"ratelimit.DenyList.Denied", `coordination: rate limit deny list read "deny": invalid argument identity: is 257 bytes long; at most 256 are allowed`,
-				func() error { _, err := deny.Denied(bg, strings.Repeat("i", 257)); return err }},
+				func() error { _, err := f.deny.Denied(bg, strings.Repeat("i", 257)); return err }},
 			{"ratelimit.Partitioned.Allow", `coordination: rate limit acquire "part:p": invalid argument permits: must be >= 0, got -3`,
-				func() error { _, err := part.Allow(bg, "p", -3); return err }},
+				func() error { _, err := f.part.Allow(bg, "p", -3); return err }},
 			{"redlock.Group.TryAcquire", `coordination: redlock acquire "rk": ` + ttl0,
-				func() error { _, err := group.TryAcquire(bg, "rk", 0); return err }},
+				func() error { _, err := f.group.TryAcquire(bg, "rk", 0); return err }},
 			{"redlock.Group.Acquire", `coordination: redlock acquire: invalid argument key: must not be empty`,
-				func() error { _, err := group.Acquire(bg, "", time.Second); return err }},
+				func() error { _, err := f.group.Acquire(bg, "", time.Second); return err }},
 			{"redlock.Lock.Refresh", `coordination: redlock renew "rk": invalid argument ttl: must be longer than the clock-drift allowance (2.02ms), got 2ms`,
-				func() error { _, err := rl.Refresh(bg, 2*time.Millisecond); return err }},
+				func() error { _, err := f.rl.Refresh(bg, 2*time.Millisecond); return err }},
 		}
-		if field != nil {
+		if f.field != nil {
 			verbs = append(verbs, verb{"lock.FieldLease.Refresh", `coordination: lease renew "fs" field "a": ` + ttl0,
-				func() error { _, err := field.Refresh(bg, 0); return err }})
+				func() error { _, err := f.field.Refresh(bg, 0); return err }})
 		}
 		admitted := len(rec.Ops())
-		counter := testharness.CountCommands(client)
+		counter := testharness.CountCommands(f.client)
 		for _, v := range verbs {
 			err := v.call()
 			arg, named := check.ArgumentName(err)
@@ -241,11 +158,11 @@ func TestVerbArgumentErrorsNameOperationAndKey(t *testing.T) {
 		}
 		for _, h := range []interface {
 			Release(context.Context) (coordination.ReleaseOutcome, error)
-		}{lk, fl, rw, permit, held, rl} {
+		}{f.lk, f.fl, f.rw, f.permit, f.held, f.rl} {
 			_, _ = h.Release(bg)
 		}
-		if field != nil {
-			_, _ = field.Release(bg)
+		if f.field != nil {
+			_, _ = f.field.Release(bg)
 		}
 	})
 }
