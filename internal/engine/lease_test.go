@@ -37,11 +37,7 @@ func acquire(t *testing.T, e *engine.Engine, key string, ttl time.Duration) *eng
 // it, so the server's last expiry is the caller's.
 func TestRefreshWaitsForKeepAliveRenewal(t *testing.T) {
 	b := testharness.Get(t, testharness.FirstFlavor(t))
-	client := b.Client(t)
-	faults := &testharness.ScriptFaults{}
-	client.AddHook(faults)
-	coord, _ := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
-	e := eng(t, coord)
+	e, faults := faultyEngine(t, b)
 	ctx := context.Background()
 	w := acquire(t, e, "warm", time.Minute) // cache the scripts
 	if _, err := w.Refresh(ctx, time.Minute); err != nil {
@@ -80,11 +76,7 @@ func TestRefreshWaitsForKeepAliveRenewal(t *testing.T) {
 // terminal error reply) changes nothing.
 func TestUncertainRefreshKeepsEarlierDeadline(t *testing.T) {
 	b := testharness.Get(t, "miniredis")
-	client := b.Client(t)
-	faults := &testharness.ScriptFaults{}
-	client.AddHook(faults)
-	coord, _ := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
-	e := eng(t, coord)
+	e, faults := faultyEngine(t, b)
 	ctx := context.Background()
 	h := acquire(t, e, "k", time.Minute)
 
@@ -161,12 +153,7 @@ func TestContextIsLazyAndExpiryIsLocal(t *testing.T) {
 // and the lease, still held on the server, would be reported lost.
 func TestKeepAliveAfterASlowAcquisitionRenewsAtOnce(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
-		client := b.Client(t)
-		faults := &testharness.ScriptFaults{}
-		client.AddHook(faults)
-		coord, _ := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
-		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
-		e := eng(t, coord)
+		e, faults := faultyEngine(t, b)
 		ctx := context.Background()
 		raw := b.Raw(t)
 		w := acquire(t, e, "warm", time.Minute) // cache the scripts
@@ -234,12 +221,7 @@ func TestKeepAliveAfterASlowAcquisitionRenewsAtOnce(t *testing.T) {
 // forward: at once, with the lease's TTL.
 func TestKeepAliveFollowsARefresh(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
-		client := b.Client(t)
-		faults := &testharness.ScriptFaults{}
-		client.AddHook(faults)
-		coord, _ := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
-		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
-		e := eng(t, coord)
+		e, faults := faultyEngine(t, b)
 		ctx := context.Background()
 		raw := b.Raw(t)
 		pttl := func(key string) time.Duration {
@@ -292,4 +274,19 @@ func TestKeepAliveFollowsARefresh(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// faultyEngine is an engine on b whose script calls fail as faults says;
+// its coordinator is shut down when the test ends.
+func faultyEngine(t *testing.T, b *testharness.Backend) (*engine.Engine, *testharness.ScriptFaults) {
+	t.Helper()
+	client := b.Client(t)
+	faults := &testharness.ScriptFaults{}
+	client.AddHook(faults)
+	coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
+	return eng(t, coord), faults
 }
