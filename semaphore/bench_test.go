@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/semaphore"
 )
@@ -43,7 +42,7 @@ func benchHandoff(b *testing.B, flavor string) {
 	}
 	holderCoord, waiterCoord := be.Coordinator(b), be.Coordinator(b)
 	holderSem, waiterSem := newSem(b, holderCoord, 1), newSem(b, waiterCoord, 1)
-	channel := engine.Channel(be.Key(key))
+	channel := testharness.Channel(be.Key(key))
 	holder := mustAcquireN(b, holderSem, 1, time.Minute)
 
 	type acquired struct {

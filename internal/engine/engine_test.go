@@ -479,7 +479,7 @@ func TestWatchSharesOneConnection(t *testing.T) {
 			ws = append(ws, w)
 		}
 		pub := b.Client(t)
-		if err := pub.Publish(ctx, engine.Channel(b.Key("key-3")), "released").Err(); err != nil {
+		if err := pub.Publish(ctx, testharness.Channel(b.Key("key-3")), "released").Err(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(300 * time.Millisecond)

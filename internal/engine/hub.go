@@ -15,8 +15,8 @@ import (
 // themselves. ACLs grant it as &coordination:*.
 const channelPrefix = "coordination:"
 
-// Channel returns the Pub/Sub channel of the prefixed key full.
-func Channel(full string) string { return channelPrefix + full }
+// channel returns the Pub/Sub channel of the prefixed key full.
+func channel(full string) string { return channelPrefix + full }
 
 // confirmTimeout bounds how long Watch waits for the server to confirm a new
 // subscription before letting the waiter go on without it (its periodic
@@ -77,7 +77,7 @@ func (w *Watch) Close() {
 // command (a permission error when the ACL forbids the channel), or an
 // error wrapping [sentinel.ErrClosed] once [Engine.Shutdown] has begun.
 func (e *Engine) Watch(ctx context.Context, full string) (*Watch, error) {
-	return e.hub.watch(ctx, Channel(full))
+	return e.hub.watch(ctx, channel(full))
 }
 
 type chanState struct {

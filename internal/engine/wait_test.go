@@ -96,7 +96,7 @@ func TestWaitWakesOnNotificationAndWake(t *testing.T) {
 	e := eng(t, b.Coordinator(t))
 	ctx := context.Background()
 	pub := b.Client(t)
-	ch := engine.Channel(b.Key("k"))
+	ch := testharness.Channel(b.Key("k"))
 	// With a re-check of a minute, only the notification can end the sleep
 	// after the third attempt within the test's bound.
 	const recheck = time.Minute

@@ -13,7 +13,6 @@ import (
 	"go.uber.org/goleak"
 
 	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/latch"
 )
@@ -48,7 +47,7 @@ func TestCancelWait(t *testing.T) {
 			t.Fatalf("a cancelled Wait changed the key:\nbefore %s\nafter  %s", before, after)
 		}
 		if !b.IsCluster() { // on a cluster the subscription lives on one node
-			channel := engine.Channel(b.Key(latchKey))
+			channel := testharness.Channel(b.Key(latchKey))
 			n, err := raw.PubSubNumSub(context.Background(), channel).Result()
 			if err != nil || n[channel] != 0 {
 				t.Fatalf("PUBSUB NUMSUB after cancel = %v, %v; want 0 subscribers", n, err)
