@@ -114,7 +114,9 @@ func (l *Lease) Done() <-chan struct{} { return l.Context().Done() }
 // so the last expiry set is the caller's.
 //
 // ttl is rounded up to whole milliseconds and must be at least 1 ms, for
-// every lease.
+// every lease, and at most 2562047h47m16.854s (about 292 years: the
+// longest whole number of milliseconds a time.Duration holds), the bound of
+// every duration the library sends, acquisition TTLs and options included.
 //
 // Errors: [ErrInvalidArgument] naming ttl, with nothing admitted or sent
 // (`coordination: lock renew "KEY": invalid argument ttl: ...`, naming the

@@ -154,7 +154,7 @@ func TestContract(t *testing.T) {
 				_, err = s.Begin(ctx, "k", 0)
 				return err
 			}},
-			{Arg: "result ttl", Op: hooks.IdempotencyBegin, Call: func(ctx context.Context, c *coordination.Coordinator) error {
+			{Arg: "resultTTL", Op: hooks.IdempotencyBegin, Call: func(ctx context.Context, c *coordination.Coordinator) error {
 				_, err := beginWant(ctx, c, "k", idempotency.Started, idempotency.WithResultTTL(time.Microsecond))
 				return err
 			}},

@@ -226,13 +226,13 @@ func WithFingerprint(fp string) BeginOption {
 
 // WithResultTTL sets how long a completed result is kept: [Store.Complete]
 // restarts the key's TTL with d (rounded up to whole milliseconds; at least
-// 1 ms, or the call fails naming "result ttl"). It is recorded with a new
+// 1 ms, or the call fails naming "resultTTL"). It is recorded with a new
 // claim only; a Begin that finds an existing claim never changes it. The
 // default is the ttl given to Begin, which then bounds both the pending
 // claim and the stored result.
 func WithResultTTL(d time.Duration) BeginOption {
 	return func(c *beginConfig) error {
-		ms, err := check.Millis("result ttl", d)
+		ms, err := check.Millis("resultTTL", d)
 		if err != nil {
 			return err
 		}
@@ -280,7 +280,7 @@ var errWaitOver = errors.New("idempotency: wait bound reached")
 // token, and the old owner's Complete and Abandon then return false.
 //
 // Errors: coordination.ErrInvalidArgument naming store, coord, key, ttl,
-// result ttl or wait, with nothing sent; an error matching
+// resultTTL or wait, with nothing sent; an error matching
 // coordination.ErrBadState (with ErrBadState) when key holds another Redis
 // type (a claim of an earlier version, a hash, included), or
 // coordination.ErrBadState when the string is not a claim this package wrote (or the reply is not one the client knows), both detected

@@ -505,7 +505,7 @@ func TestInvalidArgumentsSendNothing(t *testing.T) {
 			{"ttl", second(f.store.Begin(ctx, "k", 0))},
 			{"ttl", second(f.store.Begin(ctx, "k", time.Millisecond-1))},
 			{"ttl", second(f.store.Begin(ctx, "k", -time.Second))},
-			{"result ttl", second(f.store.Begin(ctx, "k", time.Minute, idempotency.WithResultTTL(time.Microsecond)))},
+			{"resultTTL", second(f.store.Begin(ctx, "k", time.Minute, idempotency.WithResultTTL(time.Microsecond)))},
 			{"wait", second(f.store.Begin(ctx, "k", time.Minute, idempotency.WithWait(-time.Second)))},
 			{"store", second(nilStore.Begin(ctx, "k", time.Minute))},
 			{"key", second(f.store.Complete(ctx, "", "owner", nil))},

@@ -98,7 +98,12 @@ type Option func(*config) error
 // [MinLeaseDuration] and is rounded up to whole milliseconds. The default
 // is [DefaultLeaseDuration] (15 s).
 func WithLeaseDuration(d time.Duration) Option {
-	return check.AtLeast("leaseDuration", d, MinLeaseDuration, func(e *config) { e.lease = d })
+	return check.AtLeast("leaseDuration", d, MinLeaseDuration, func(e *config) {
+		e.lease = d.Truncate(time.Millisecond) // rounded up, as the script is sent
+		if d%time.Millisecond != 0 {
+			e.lease += time.Millisecond
+		}
+	})
 }
 
 // WithRetryDelay sets the longest a follower waits between campaign
@@ -194,7 +199,8 @@ func New(coord *coordination.Coordinator, leaseKey, fenceKey, identity string, o
 // Identity returns the identity the elector campaigns as.
 func (e *Elector) Identity() string { return e.identity }
 
-// LeaseDuration returns the lease duration.
+// LeaseDuration returns the lease duration, as sent to Redis (in whole
+// milliseconds).
 func (e *Elector) LeaseDuration() time.Duration { return e.lease }
 
 // RetryDelay returns the retry delay.

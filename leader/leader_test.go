@@ -169,6 +169,12 @@ func TestInvalidConfiguration(t *testing.T) {
 		if e.LeaseDuration() != 15*time.Second || e.RetryDelay() != time.Second || e.Identity() != "a" {
 			t.Fatalf("defaults: lease %v retry %v identity %q", e.LeaseDuration(), e.RetryDelay(), e.Identity())
 		}
+		// The lease duration is reported as sent: rounded up to whole ms.
+		for d, want := range map[time.Duration]time.Duration{10500 * time.Microsecond: 11 * time.Millisecond, 12 * time.Millisecond: 12 * time.Millisecond} {
+			if got := must(leader.New(coord, leaseKey, fenceKey, "a", leader.WithLeaseDuration(d)))(t).LeaseDuration(); got != want {
+				t.Errorf("WithLeaseDuration(%v): LeaseDuration() = %v, want %v", d, got, want)
+			}
+		}
 	})
 }
 

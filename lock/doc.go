@@ -150,7 +150,10 @@
 // that has one (coordination.ErrBadState, nothing written), since it would
 // end every lease in it at once. A field whose value is not the caller's
 // token counts as held by someone else (one without expiry, which the
-// library never writes, as held until someone deletes it).
+// library never writes, as held until someone deletes it). A hash the
+// library did not write is therefore not refused: its fields count as
+// held and an acquisition of another field adds that field to it, so give
+// a FieldSet a key of its own.
 // The hash disappears with its last field. A release publishes on the
 // Pub/Sub channel "coordination:" + the prefixed key + a NUL byte + the
 // field, which only that field's waiters watch; an expiry publishes

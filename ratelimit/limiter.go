@@ -226,7 +226,7 @@ func (l *Limiter) begin(ctx context.Context, permits int, oversize bool) (contex
 	closed := l.closed
 	l.mu.Unlock()
 	if closed {
-		return ctx, engine.Op{}, op.End(sentinel.ErrClosed)
+		return ctx, engine.Op{}, op.End(errLimiterClosed)
 	}
 	l.active.Add(1)
 	return ctx, op, nil
@@ -352,11 +352,17 @@ func (l *Limiter) Statistics() Statistics {
 	return Statistics{Granted: l.granted.Load(), Rejected: l.rejected.Load(), QueuedPermits: q, AvailablePermits: l.available.Load()}
 }
 
+// errLimiterClosed is what a call on a closed limiter returns.
+var errLimiterClosed = fmt.Errorf("%w: the limiter was closed", sentinel.ErrClosed)
+
 // Close fails queued requests with coordination.ErrClosed and makes later
 // calls fail the same way. Close does not delete the limiter's Redis
 // state; another limiter on the same key continues with it. It is
-// idempotent and always returns nil.
+// idempotent, safe on a nil *Limiter, and always returns nil.
 func (l *Limiter) Close() error {
+	if l == nil {
+		return nil
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()

@@ -208,7 +208,12 @@ func (p *Partitioned) Len() int { return p.p.len() }
 // Close closes every partition's limiter (see [Limiter.Close]) and makes
 // later calls fail with coordination.ErrClosed. It is idempotent and
 // returns nil.
-func (p *Partitioned) Close() error { return p.p.close() }
+func (p *Partitioned) Close() error {
+	if p == nil {
+		return nil
+	}
+	return p.p.close()
+}
 
 // Len returns the number of partitions with a live limiter.
 func (p *PartitionedConcurrency) Len() int { return p.p.len() }
@@ -216,7 +221,12 @@ func (p *PartitionedConcurrency) Len() int { return p.p.len() }
 // Close closes every partition's limiter (see [ConcurrencyLimiter.Close])
 // and makes later calls fail with coordination.ErrClosed. It is idempotent
 // and returns nil.
-func (p *PartitionedConcurrency) Close() error { return p.p.close() }
+func (p *PartitionedConcurrency) Close() error {
+	if p == nil {
+		return nil
+	}
+	return p.p.close()
+}
 
 func (p *partitions[L]) len() int {
 	p.mu.Lock()

@@ -184,8 +184,14 @@ func TestQueueLimitInPermitsCancellationAndClose(t *testing.T) {
 			t.Fatalf("closed waiter: %s %v", r.name, r.err)
 		}
 		wg.Wait()
-		if _, err := l.Allow(context.Background(), 1); !errors.Is(err, coordination.ErrClosed) {
+		if _, err := l.Allow(context.Background(), 1); !errors.Is(err, coordination.ErrClosed) || !strings.HasSuffix(err.Error(), ": closed: the limiter was closed") {
 			t.Fatalf("Allow after Close: %v", err)
+		}
+		// Close on nil limiters is a no-op, as on a closed one.
+		for _, c := range []interface{ Close() error }{(*Limiter)(nil), (*ConcurrencyLimiter)(nil), (*Partitioned)(nil), (*PartitionedConcurrency)(nil), l} {
+			if err := c.Close(); err != nil {
+				t.Fatalf("Close on %T: %v", c, err)
+			}
 		}
 		if _, err := l.Wait(context.Background(), 1); !errors.Is(err, coordination.ErrClosed) {
 			t.Fatalf("Wait after Close: %v", err)

@@ -14,7 +14,7 @@ func init() {
 	addScenario(scenario{
 		order: 50,
 		name:  "ratelimit",
-		title: "rate limit: a burst from 4 processes against one GCRA limiter",
+		title: "Rate limit: a burst from 4 processes against one GCRA limiter",
 		run:   runRateLimitDemo,
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -100,12 +101,22 @@ func Key(name, key string) error {
 	return Size(name, len(key), MaxKeyBytes)
 }
 
+// MaxMillis is the longest duration Millis takes: the whole milliseconds
+// a time.Duration holds (about 292 years). Longer would round up past
+// what a time.Duration can hold, and a PTTL reply of it would overflow
+// go-redis' conversion into a negative duration.
+const MaxMillis = time.Duration(math.MaxInt64/int64(time.Millisecond)) * time.Millisecond
+
 // Millis converts a duration to the integer milliseconds the scripts take,
 // rounding a sub-millisecond part up (never shortening a lease or window),
-// and returns an error naming name when d is below one millisecond.
+// and returns an error naming name when d is below one millisecond or
+// above MaxMillis.
 func Millis(name string, d time.Duration) (int64, error) {
 	if d < time.Millisecond {
 		return 0, InvalidArgument(name, "must be at least 1ms, got %v", d)
+	}
+	if d > MaxMillis {
+		return 0, InvalidArgument(name, "must be at most %v, got %v", MaxMillis, d)
 	}
 	ms := int64(d / time.Millisecond)
 	if d%time.Millisecond != 0 {
@@ -162,13 +173,17 @@ func Apply[T any, O ~func(*T) error](cfg *T, opts []O) error {
 // AtLeast returns an option that calls set when v, a duration or a count,
 // is at least least, and otherwise fails naming name: "must be at least
 // <least>, got v" or, for least 0, "must not be negative, got v" (for a
-// duration with least 1 ms, the check and the error of [Millis]). Like
-// every option it checks when it is applied, not when it is built. Its
-// result converts to a package's named option type (type Option
-// func(*config) error).
+// duration with least 1 ms, the check and the error of [Millis]). A
+// time.Duration above [MaxMillis] fails as in Millis too. Like every
+// option it checks when it is applied, not when it is built. Its result
+// converts to a package's named option type (type Option func(*config)
+// error).
 func AtLeast[T any, N ~int | ~int64](name string, v, least N, set func(*T)) func(*T) error {
 	return func(cfg *T) error {
+		d, isDuration := any(v).(time.Duration)
 		switch {
+		case isDuration && d > MaxMillis:
+			return InvalidArgument(name, "must be at most %v, got %v", MaxMillis, d)
 		case v >= least:
 			set(cfg)
 			return nil

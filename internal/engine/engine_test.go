@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strings"
 	"syscall"
@@ -252,6 +253,9 @@ func TestMillis(t *testing.T) {
 		{999 * time.Microsecond, 0, false},
 		{0, 0, false},
 		{-time.Second, 0, false},
+		{check.MaxMillis, int64(check.MaxMillis / time.Millisecond), true},
+		{check.MaxMillis + 1, 0, false}, // would round up past a Duration
+		{math.MaxInt64, 0, false},
 	}
 	for _, c := range cases {
 		got, err := check.Millis("ttl", c.d)
@@ -282,6 +286,8 @@ func TestAtLeast(t *testing.T) {
 		{-time.Second, 0, "must not be negative, got -1s"},
 		{time.Second, time.Second, ""},
 		{time.Second - 1, time.Second, "must be at least 1s, got 999.999999ms"},
+		{check.MaxMillis, time.Millisecond, ""},
+		{math.MaxInt64, time.Millisecond, "must be at most 2562047h47m16.854s, got 2562047h47m16.854775807s"},
 	}
 	for _, c := range durations {
 		var got cfg
