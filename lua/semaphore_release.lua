@@ -45,7 +45,8 @@ end
 --#include semaphore_expiry
 local waiting = r[2] ~= false
 local s = r[4]
-local c, records = checked(r, s)
+local card = redis.call('ZCARD', key)
+local c, records = checked(r, s, card)
 if c == nil then
   return records
 end
@@ -57,20 +58,21 @@ local v = expiry(s)
 local live = v > now
 local forever = v == math.huge
 local notify = live and waiting
-if notify then
-  redis.call('ZREM', key, member, 'waiting')
-  records = records - 1
-else
-  redis.call('ZREM', key, member)
-end
-if redis.call('ZCARD', key) <= records then
-  -- Only records are left.
+if card <= records + 1 then
+  -- The caller's member is the only permit: only records would be left.
   redis.call('DEL', key)
-elseif (forever and redis.call('ZCOUNT', key, '+inf', '+inf') == 0) or
-    (not forever and redis.call('PEXPIRETIME', key) == v) then
-  -- The key expired with this permit (the last one without expiry, or the
-  -- latest expiry): it now expires with the latest permit left.
-  expire_latest()
+else
+  if notify then
+    redis.call('ZREM', key, member, 'waiting')
+  else
+    redis.call('ZREM', key, member)
+  end
+  if (forever and redis.call('ZCOUNT', key, '+inf', '+inf') == 0) or
+      (not forever and redis.call('PEXPIRETIME', key) == v) then
+    -- The key expired with this permit (the last one without expiry, or
+    -- the latest expiry): it now expires with the latest permit left.
+    expire_latest()
+  end
 end
 if notify then
   redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/semaphore"
 )
@@ -109,7 +110,7 @@ func TestSemaphoreScoresAtLayoutEdges(t *testing.T) {
 		coord := b.Coordinator(t)
 		raw := b.Raw(t)
 		s := newSem(t, coord, 4)
-		longest := time.Duration(math.MaxInt64)
+		longest := check.MaxMillis // the longest ttl a lease takes
 		p := mustAcquireN(t, s, 1, longest)
 		if err := raw.ZAdd(ctx, b.Key(key),
 			redis.Z{Score: math.Inf(1), Member: "P:1:0f0e0d0c-0b0a-4909-8807-060504030201"},

@@ -35,16 +35,15 @@ end
 -- "capacity", "multi" and "waiting" the key holds), a finite score past
 -- latest, or a non-integer among the two latest finite expiries (a change
 -- of one permit leaves one of them as the key's TTL) and mine (the
--- caller's member's score, false when it has none). O(log N).
+-- caller's member's score, false when it has none). Two calls, O(log N):
+-- the two highest finite scores (the largest double bounds them: an
+-- exclusive '(+inf' is read as inclusive by miniredis) include the
+-- highest, so a score past latest is among them.
 local function bad_scores(records, mine)
-  -- The largest double bounds the finite scores: an exclusive '(+inf' is
-  -- read as inclusive by miniredis.
-  local bound = string.format('%d', latest)
-  if redis.call('ZCOUNT', key, '-inf', '(0') ~= records or
-      redis.call('ZCOUNT', key, '(' .. bound, '1.7976931348623157e308') ~= 0 then
+  if redis.call('ZCOUNT', key, '-inf', '(0') ~= records then
     return true
   end
-  local top = redis.call('ZRANGE', key, bound, 0, 'BYSCORE', 'REV', 'LIMIT', 0, 2, 'WITHSCORES')
+  local top = redis.call('ZRANGE', key, '1.7976931348623157e308', 0, 'BYSCORE', 'REV', 'LIMIT', 0, 2, 'WITHSCORES')
   for i = 2, #top, 2 do
     if expiry(top[i]) == nil then
       return true
@@ -52,12 +51,21 @@ local function bad_scores(records, mine)
   end
   return mine and expiry(mine) == nil
 end
+-- below0 reports whether a record's score as ZMSCORE gives it is below 0
+-- (true for an absent record).
+local function below0(s)
+  local v = tonumber(s)
+  return not s or (v ~= nil and v < 0)
+end
 -- checked returns the capacity and the number of records the key holds,
 -- given r, the ZMSCORE reply of its 'capacity' record and its two other
--- records (in either order), and mine, the caller's member's score (false
--- when it has none); or nil and the COORD_BADSTATE error reply when the
--- capacity record or a score is outside the layout.
-local function checked(r, mine)
+-- records (in either order), mine, the caller's member's score (false
+-- when it has none), and card, the key's ZCARD when the script read it
+-- (else nil); or nil and the COORD_BADSTATE error reply when the capacity
+-- record or a score is outside the layout. When card says the key holds
+-- the records and mine alone, their scores are all there is to check: no
+-- call is made.
+local function checked(r, mine, card)
   local c = capacity_of(r[1])
   if c == nil then
     return nil, redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
@@ -69,7 +77,13 @@ local function checked(r, mine)
   if r[3] then
     records = records + 1
   end
-  if bad_scores(records, mine) then
+  local bad
+  if card ~= nil and card == records + (mine and 1 or 0) then
+    bad = not below0(r[2]) or not below0(r[3]) or (mine and expiry(mine) == nil)
+  else
+    bad = bad_scores(records, mine)
+  end
+  if bad then
     return nil, redis.error_reply('COORD_BADSTATE semaphore key holds a score outside its layout')
   end
   return c, records
