@@ -3,6 +3,8 @@
 // noisy machine does not move (the same binary, script and state give the
 // same count within about 1%, whatever else runs), to compare two versions
 // of a script where server time from INFO commandstats swings by 10-50%.
+// With -semaphore DIR it runs semaphore acquire + release pairs instead,
+// DIR holding the earlier semaphore_acquire.lua and semaphore_release.lua.
 // With -usec it measures server time instead, finely interleaved: a plain
 // redis-server, every case run -n times in turn, -chunks rounds, each
 // case's µs per call from the growth of INFO commandstats over its own
@@ -115,6 +117,7 @@ func main() {
 	usec := flag.Bool("usec", false, "measure server µs per call (INFO commandstats, interleaved rounds) instead of instructions")
 	chunks := flag.Int("chunks", 21, "with -usec: rounds")
 	grantsOnly := flag.Bool("grants", false, "only the grant cases")
+	semOld := flag.String("semaphore", "", "instead of the rate limiters: semaphore acquire + release pairs, the scripts of this checkout beside those in this directory (semaphore_acquire.lua and semaphore_release.lua of an earlier commit)")
 	flag.Parse()
 	if *server == "" {
 		fail("no redis-server: set REDIS8_SERVER (. ~/.cache/redis-servers/env.sh) or -server")
@@ -153,38 +156,40 @@ func main() {
 		time.Sleep(200 * time.Millisecond)
 	}
 	pid := strconv.Itoa(vg.Process.Pid)
-	var todo []step
-	for _, s := range cases(oldSrc != "") {
-		if !*grantsOnly || strings.HasSuffix(s.name, "grant") {
-			todo = append(todo, s)
+	var (
+		todo []step
+		runs []func() error
+	)
+	if *semOld != "" {
+		todo, runs = semaphoreCases(ctx, c, *semOld)
+	} else {
+		for _, s := range cases(oldSrc != "") {
+			if !*grantsOnly || strings.HasSuffix(s.name, "grant") {
+				todo = append(todo, s)
+			}
+		}
+		runs = make([]func() error, len(todo))
+		for i, s := range todo {
+			src := oldSrc
+			if !s.old {
+				src = newScript(s.script)
+			}
+			sha := load(ctx, c, src)
+			runs[i] = func() error {
+				args := make([]any, len(s.args))
+				for i, a := range s.args {
+					if a == "{id}" {
+						id := make([]byte, 8)
+						_, _ = rand.Read(id)
+						a = string(id)
+					}
+					args[i] = a
+				}
+				return c.EvalSha(ctx, sha, []string{s.key}, args...).Err()
+			}
 		}
 	}
-	runs := make([]func() error, len(todo))
 	for i, s := range todo {
-		src := oldSrc
-		if !s.old {
-			b, err := fs.ReadFile(lua.FS(), s.script+".lua")
-			if err != nil {
-				fail(err.Error())
-			}
-			src = string(b)
-		}
-		sha, err := c.ScriptLoad(ctx, src).Result()
-		if err != nil {
-			fail(err.Error())
-		}
-		runs[i] = func() error {
-			args := make([]any, len(s.args))
-			for i, a := range s.args {
-				if a == "{id}" {
-					id := make([]byte, 8)
-					_, _ = rand.Read(id)
-					a = string(id)
-				}
-				args[i] = a
-			}
-			return c.EvalSha(ctx, sha, []string{s.key}, args...).Err()
-		}
 		for range s.warm + 1 {
 			if err := runs[i](); err != nil {
 				fail(s.name + ": " + err.Error())
@@ -223,6 +228,70 @@ func main() {
 		control("-d", pid)
 		fmt.Printf("| %s | %d |\n", s.name, totalIr(dir, len(before))/int64(*n))
 	}
+}
+
+// newScript returns the assembled text package lua serves for name.
+func newScript(name string) string {
+	b, err := fs.ReadFile(lua.FS(), name+".lua")
+	if err != nil {
+		fail(err.Error())
+	}
+	return string(b)
+}
+
+// load loads src into the server and returns its SHA1.
+func load(ctx context.Context, c *redis.Client, src string) string {
+	sha, err := c.ScriptLoad(ctx, src).Result()
+	if err != nil {
+		fail(err.Error())
+	}
+	return sha
+}
+
+// semaphoreCases returns, for the scripts in oldDir and then this
+// checkout's, one acquire + release of a permit (TTL 1 h, capacity 200,
+// the release mark included, as a client with retries sends it) on a key
+// where it is the only permit, and on a key where 100 others are live.
+func semaphoreCases(ctx context.Context, c *redis.Client, oldDir string) ([]step, []func() error) {
+	var (
+		todo []step
+		runs []func() error
+	)
+	for _, side := range []string{"old", "new"} {
+		acq, rel := newScript("semaphore_acquire"), newScript("semaphore_release")
+		if side == "old" {
+			acq, rel = readFile(filepath.Join(oldDir, "semaphore_acquire.lua")), readFile(filepath.Join(oldDir, "semaphore_release.lua"))
+		}
+		acqSHA, relSHA := load(ctx, c, acq), load(ctx, c, rel)
+		for _, others := range []int{0, 100} {
+			key := fmt.Sprintf("%s:sem:%d", side, others)
+			for i := range others {
+				member := fmt.Sprintf("P:1:other-%03d", i)
+				if err := c.EvalSha(ctx, acqSHA, []string{key}, member, "3600000", "200", "0").Err(); err != nil {
+					fail(err.Error())
+				}
+			}
+			todo = append(todo, step{name: fmt.Sprintf("%s semaphore pair, %d other holders", side, others), warm: 10})
+			runs = append(runs, func() error {
+				id := make([]byte, 16)
+				_, _ = rand.Read(id)
+				member := fmt.Sprintf("P:1:%x", id)
+				if err := c.EvalSha(ctx, acqSHA, []string{key}, member, "3600000", "200", "0").Err(); err != nil {
+					return err
+				}
+				return c.EvalSha(ctx, relSHA, []string{key, key + ":mark"}, member).Err()
+			})
+		}
+	}
+	return todo, runs
+}
+
+func readFile(name string) string {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		fail(err.Error())
+	}
+	return string(b)
 }
 
 var evalshaRe = regexp.MustCompile(`cmdstat_evalsha:calls=(\d+),usec=(\d+)`)
