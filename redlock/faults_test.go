@@ -366,9 +366,13 @@ func lostReplyOneToken(t *testing.T, c *cluster) {
 	if err != nil {
 		t.Fatalf("acquire with a lost reply on node 0 and two nodes cut off: %v", err)
 	}
-	if lost.Fired() != 1 || sent.Load() != 2 {
-		t.Fatalf("lost replies %d, acquire script sent %d times; want 1 and 2 (the re-send)", lost.Fired(), sent.Load())
+	// At least one re-send; on a loaded machine a re-send's own reply can
+	// outlast the read timeout too and be re-sent again (each finds the
+	// token the first send set).
+	if lost.Fired() != 1 || sent.Load() < 2 {
+		t.Fatalf("lost replies %d, acquire script sent %d times; want 1 and at least 2 (the re-send)", lost.Fired(), sent.Load())
 	}
+	t.Logf("acquire script sent %d times on node 0", sent.Load())
 	h := c.holders("lost")
 	if h[0] != l.Token() || h[1] != l.Token() || h[2] != l.Token() {
 		t.Fatalf("holders %q, want the token on nodes 0-2", h)
