@@ -84,7 +84,9 @@ func TestFindLeaksIgnoresTheRunnersGoroutines(t *testing.T) {
 	for _, g := range stacks {
 		tops = append(tops, g.top+" ["+g.state+"]")
 	}
-	for _, want := range []string{"testing.(*T).Parallel [chan receive]", "testing.(*T).Run [chan receive]", "\nos/signal."} {
+	// Any state: the paused subtest's goroutine may be caught runnable
+	// (being scheduled) on a loaded machine.
+	for _, want := range []string{"testing.(*T).Parallel [", "testing.(*T).Run [", "\nos/signal."} {
 		if !strings.Contains("\n"+strings.Join(tops, "\n"), want) {
 			t.Errorf("no goroutine with %s on top: %q", want, tops)
 		}
