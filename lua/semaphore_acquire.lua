@@ -22,8 +22,9 @@
 -- The key's TTL follows the latest permit expiry (none while a permit
 -- without expiry is held), so an abandoned semaphore disappears; the last
 -- release deletes it. Expired permits are pruned by acquisitions. Every
--- script checks the scores it relies on against this layout before it
--- writes anything (fragment semaphore_state).
+-- script checks the records, the caller's member and each other score it
+-- goes by against this layout before it writes anything (fragment
+-- semaphore_state).
 --
 -- KEYS[1]  semaphore key
 -- ARGV[1]  permit id: the member "P:<n>:<token>", n the number of permits
@@ -35,8 +36,9 @@
 --          adds the "waiting" record), '0' or absent when it does not
 --
 -- Reply    0         acquired; also when the caller's own member is already
---                    live (a re-sent request): its expiry is set again,
---                    nothing else changes
+--                    live (a re-sent request): it is granted again, its
+--                    expiry set from now (and the key's TTL extended to
+--                    it), as a new permit's would be
 --          retry_ms  fewer than n permits free (an integer >= 1): the time
 --                    until the earliest live permit expires; -1 when none of
 --                    them expires. Expired permits are pruned; nothing else
@@ -46,8 +48,11 @@
 --   COORD_BADARG             ARGV[1] is not a member "P:<n>:<token>" with
 --                            1 <= n <= ARGV[3]
 --   COORD_BADSTATE           the sorted set lacks a valid capacity record,
---                            or holds a score outside the layout (see the
---                            fragment semaphore_state)
+--                            or a score the script goes by is outside the
+--                            layout: a record's, the caller's member's, the
+--                            earliest live permit's on a refusal, the latest
+--                            permit's when the key's TTL needs it
+--                            (fragment semaphore_state)
 --   COORD_CAPACITY_MISMATCH  a live permit exists and the recorded capacity
 --                            differs from ARGV[3]
 local key = KEYS[1]
@@ -62,50 +67,30 @@ end
 
 -- The records and the caller's own member, in one call.
 local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting', member)
-local multi, waiting, mine = r[2] ~= false, r[3] ~= false, r[4]
-local hadMulti = multi
 local fresh = not r[1]
 if fresh and redis.call('EXISTS', key) == 1 then
   return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
 end
 
 --#include time_ms
---#include semaphore_state
---#include semaphore_expiry
-local cap = nil
-if not fresh then
-  local bad
-  cap, bad = checked(r, mine)
-  if cap == nil then
-    return bad
-  end
-end
 local nows = string.format('%d', now)
 local score = '+inf'
 if ttl > 0 then
   score = string.format('%d', now + ttl)
 end
-
-local used = 0
+local recorded, hadMulti, multi = nil, r[2] ~= false, false
 if not fresh then
-  used = redis.call('ZCOUNT', key, '(' .. nows, '+inf')
+  -- A key in use: its records, the caller's member and every other score
+  -- read below are checked before anything is written.
+  local mine = r[4]
+--#include semaphore_state
+  recorded = cap
+  local used = redis.call('ZCOUNT', key, '(' .. nows, '+inf')
   if cap ~= want and used > 0 then
     return redis.error_reply(string.format(
       'COORD_CAPACITY_MISMATCH semaphore has capacity %d with live permits; the caller uses %d', cap, want))
   end
-  if mine then
-    if expiry(mine) > now then
-      -- The caller's own live permit: a re-sent request.
-      redis.call('ZADD', key, score, member)
-      if score == '+inf' then
-        redis.call('PERSIST', key)
-      elseif redis.call('ZCOUNT', key, '+inf', '+inf') == 0 then
-        expire_latest()
-      end
-      return 0
-    end
-  end
-  redis.call('ZREMRANGEBYSCORE', key, 0, nows)
+  multi = hadMulti
   if multi then
     -- A holder may hold several permits: sum the live holders' permits.
     local heavy = false
@@ -120,21 +105,34 @@ if not fresh then
     end
     multi = heavy
   end
+  if mine_at ~= nil and mine_at > now then
+    -- The caller's own live permit (a re-sent request): granted again.
+    used = used - n
+  end
+  if used + n > want then
+    local first = redis.call('ZRANGEBYSCORE', key, '(' .. nows, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    local v = expiry(first[2])
+    if v == nil then
+      return redis.error_reply(outside)
+    end
+    redis.call('ZREMRANGEBYSCORE', key, 0, nows)
+    if ARGV[4] == '1' and r[3] == false then
+      redis.call('ZADD', key, -1, 'waiting')
+    end
+    if v == math.huge then
+      return -1
+    end
+    return v - now -- >= 1: a live permit's whole ms
+  end
+  if score == '+inf' then
+    redis.call('PERSIST', key)
+  else
+--#include semaphore_expiry.extend
+  end
+  redis.call('ZREMRANGEBYSCORE', key, 0, nows)
 end
 
-if used + n > want then
-  if ARGV[4] == '1' and not waiting then
-    redis.call('ZADD', key, -1, 'waiting')
-  end
-  local first = redis.call('ZRANGEBYSCORE', key, '(' .. nows, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-  local v = tonumber(first[2]) -- nil for "inf" where tonumber cannot parse it
-  if v == nil or v == math.huge then
-    return -1
-  end
-  return math.ceil(v - now) -- >= 1 for a live permit, whole ms or not
-end
-
-if cap ~= want then
+if recorded ~= want then
   redis.call('ZADD', key, -want, 'capacity', score, member)
 else
   redis.call('ZADD', key, score, member)
@@ -147,11 +145,7 @@ elseif hadMulti and not multi then
   -- No live holder holds more than one permit any more.
   redis.call('ZREM', key, 'multi')
 end
-if score == '+inf' then
-  redis.call('PERSIST', key)
-elseif fresh then
+if fresh and score ~= '+inf' then
   redis.call('PEXPIREAT', key, score)
-else
-  extend(score)
 end
 return 0

@@ -9,12 +9,12 @@
 --          counts live holders, no_expiry_holders those without expiry.
 -- Errors   WRONGTYPE       the key is not a sorted set (raised by ZMSCORE)
 --          COORD_BADSTATE  the capacity record is missing or malformed, a
---                          member is not a permit, or a score is outside
---                          the layout (fragment semaphore_state)
+--                          record's score is outside the layout (fragment
+--                          semaphore_state), or a live member is not a
+--                          permit
 local key = KEYS[1]
 
 --#include time_ms
---#include semaphore_state
 
 local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting')
 if not r[1] then
@@ -23,10 +23,8 @@ if not r[1] then
   end
   return {0, 0, 0, 0, now}
 end
-local c, records = checked(r, false)
-if c == nil then
-  return records
-end
+local mine = false
+--#include semaphore_state
 local live = redis.call('ZRANGEBYSCORE', key, '(' .. string.format('%d', now), '+inf')
 local used = 0
 for _, m in ipairs(live) do
@@ -38,4 +36,4 @@ for _, m in ipairs(live) do
   used = used + w
 end
 local forever = redis.call('ZCOUNT', key, '+inf', '+inf')
-return {c, used, #live, forever, now}
+return {cap, used, #live, forever, now}

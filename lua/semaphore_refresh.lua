@@ -13,8 +13,11 @@
 --             deleted when no permit is left)
 -- Errors (raised before anything is written):
 --   WRONGTYPE       the key is not a sorted set
---   COORD_BADSTATE  the sorted set lacks a valid capacity record, or holds
---                   a score outside the layout (fragment semaphore_state)
+--   COORD_BADSTATE  the sorted set lacks a valid capacity record, or a
+--                   score the script goes by is outside the layout: a
+--                   record's, the caller's member's, the next or the
+--                   latest permit's when the key's TTL follows it (fragment
+--                   semaphore_state)
 local key = KEYS[1]
 local member = ARGV[1]
 local ttl = tonumber(ARGV[2])
@@ -29,21 +32,13 @@ if not r[1] then
 end
 
 --#include time_ms
+local mine = r[4]
 --#include semaphore_state
---#include semaphore_expiry
-local waiting = r[2] ~= false
-local s = r[4]
-local c, records = checked(r, s)
-if c == nil then
-  return records
-end
-if not s then
+if not mine then
   return 0
 end
 
-local v = expiry(s)
-local forever = v == math.huge
-if not forever and v <= now then
+if mine_at ~= math.huge and mine_at <= now then
   -- Expired: remove it, never revive it.
   redis.call('ZREM', key, member)
   if redis.call('ZCARD', key) <= records then
@@ -52,19 +47,30 @@ if not forever and v <= now then
   return 0
 end
 
-local score = '+inf'
-if ttl > 0 then
-  score = string.format('%d', now + ttl)
-end
-redis.call('ZADD', key, 'XX', score, member)
-if score == '+inf' then
+if ttl == 0 then
+  redis.call('ZADD', key, 'XX', '+inf', member)
   redis.call('PERSIST', key)
-elseif (forever and redis.call('ZCOUNT', key, '+inf', '+inf') == 0) or
-    (not forever and now + ttl < v and redis.call('PEXPIRETIME', key) == v) then
-  -- The key expired with this permit (the last one without expiry, or the
-  -- latest expiry, now shortened): it expires with the latest permit.
-  expire_latest()
-else
-  extend(score)
+  return 1
 end
+local score = string.format('%d', now + ttl)
+local moves = false
+if now + ttl < mine_at then
+--#include semaphore_expiry.moves
+end
+if moves then
+  -- The key expires with this permit, now shortened (or given an
+  -- expiry): it expires with the later of its new expiry and the next
+  -- permit's.
+  local after, after_score = nil, nil
+--#include semaphore_expiry.next
+  redis.call('ZADD', key, 'XX', score, member)
+  if after == math.huge then
+    redis.call('PERSIST', key)
+  else
+    redis.call('PEXPIREAT', key, string.format('%d', math.max(after or 0, now + ttl)))
+  end
+  return 1
+end
+--#include semaphore_expiry.extend
+redis.call('ZADD', key, 'XX', score, member)
 return 1

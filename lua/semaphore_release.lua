@@ -20,46 +20,46 @@
 --          there is no "held by another owner" reply.
 -- Errors (raised before anything is written):
 --   WRONGTYPE       the key is not a sorted set
---   COORD_BADSTATE  the sorted set lacks a valid capacity record, or holds
---                   a score outside the layout (fragment semaphore_state)
+--   COORD_BADSTATE  the sorted set lacks a valid capacity record, or a
+--                   score the script goes by is outside the layout: a
+--                   record's or the caller's member's (when the member is
+--                   there), the next permit's when the key expires with
+--                   the caller's (fragment semaphore_state)
 local key = KEYS[1]
 local member = ARGV[1]
 
 -- The records and the caller's member, in one call.
 local r = redis.call('ZMSCORE', key, 'capacity', 'waiting', 'multi', member)
-local function gone()
+local mine = r[4]
+if not mine then
+  if not r[1] and redis.call('EXISTS', key) == 1 then
+    return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
+  end
+  -- Gone: a re-sent release whose first send released finds its id in
+  -- the mark.
   if KEYS[2] and redis.call('GET', KEYS[2]) == member then
     return 1
   end
   return 0
 end
-if not r[1] then
-  if redis.call('EXISTS', key) == 1 then
-    return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
-  end
-  return gone()
-end
 
 --#include time_ms
 --#include semaphore_state
---#include semaphore_expiry
-local waiting = r[2] ~= false
-local s = r[4]
-local card = redis.call('ZCARD', key)
-local c, records = checked(r, s, card)
-if c == nil then
-  return records
+local live = mine_at > now
+local notify = live and r[2] ~= false
+-- When the key expires with this permit, it will expire with the next
+-- one, or go when only records would be left.
+local moves = false
+--#include semaphore_expiry.moves
+local after, after_score = nil, nil
+if moves then
+  if redis.call('ZCARD', key) <= records + 1 then
+    after = false
+  else
+--#include semaphore_expiry.next
+  end
 end
-if not s then
-  return gone()
-end
-
-local v = expiry(s)
-local live = v > now
-local forever = v == math.huge
-local notify = live and waiting
-if card <= records + 1 then
-  -- The caller's member is the only permit: only records would be left.
+if after == false then
   redis.call('DEL', key)
 else
   if notify then
@@ -67,11 +67,10 @@ else
   else
     redis.call('ZREM', key, member)
   end
-  if (forever and redis.call('ZCOUNT', key, '+inf', '+inf') == 0) or
-      (not forever and redis.call('PEXPIRETIME', key) == v) then
-    -- The key expired with this permit (the last one without expiry, or
-    -- the latest expiry): it now expires with the latest permit left.
-    expire_latest()
+  if after == math.huge then
+    redis.call('PERSIST', key)
+  elseif after then
+    redis.call('PEXPIREAT', key, after_score)
   end
 end
 if notify then

@@ -9,14 +9,12 @@
 --          {0, 0, now_ms}             gone or expired
 -- Errors   WRONGTYPE       the key is not a sorted set (raised by ZMSCORE)
 --          COORD_BADSTATE  the sorted set lacks a valid capacity record, or
---                          holds a score outside the layout (fragment
---                          semaphore_state)
+--                          a record's or the caller's member's score is
+--                          outside the layout (fragment semaphore_state)
 local key = KEYS[1]
 
 --#include time_ms
---#include semaphore_state
 
--- The records and the caller's member, in one call.
 local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting', ARGV[1])
 if not r[1] then
   if redis.call('EXISTS', key) == 1 then
@@ -24,18 +22,15 @@ if not r[1] then
   end
   return {0, 0, now}
 end
-local c, bad = checked(r, r[4])
-if c == nil then
-  return bad
-end
-if not r[4] then
+local mine = r[4]
+--#include semaphore_state
+if not mine then
   return {0, 0, now}
 end
-local v = expiry(r[4])
-if v == math.huge then
+if mine_at == math.huge then
   return {1, -1, now}
 end
-if v > now then
-  return {1, v - now, now}
+if mine_at > now then
+  return {1, mine_at - now, now}
 end
 return {0, 0, now}

@@ -47,8 +47,20 @@
 // pruning goes by score, not by name: a member someone else added with a
 // score in the past (a permit's expiry already gone) is taken for an
 // expired permit and removed with them, unread (reading every expired
-// member's name would cost every acquisition a command); a score out of
-// the layout is refused (ErrBadState, nothing written).
+// member's name would cost every acquisition a command).
+//
+// Every verb checks what it goes by before it writes anything, and refuses
+// a key outside the layout with an error matching
+// coordination.ErrBadState, the key left as it was: the records (a
+// capacity that is an integer in 1..[MaxCapacity], the other records
+// below 0), the caller's own permit's expiry (a whole millisecond, at most
+// the longest TTL from now, or +inf), and the other scores it reads: the
+// earliest live permit's (a refusal's retry time), the next one's when a
+// release or a shorter refresh moves the key's TTL from the caller's
+// permit to it, the latest one's when an acquisition gives a key left
+// without a TTL its TTL back. Scores no verb reads are left unchecked
+// (checking every one would cost every call two more commands); `coordctl
+// inspect` reports them all.
 //
 // # Capacity
 //

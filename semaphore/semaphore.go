@@ -129,9 +129,12 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit,
 // coordination.ErrConfigMismatch when a live permit exists and the
 // capacity recorded in the key differs from [Semaphore.Capacity], with
 // nothing written; an error matching coordination.ErrBadState, with
-// nothing written, when the key holds something else or a score outside
-// the layout (a permit's expiry that is not a whole millisecond within the
-// longest TTL from now, a capacity record outside 1..[MaxCapacity]); the hook's
+// nothing written, when the key holds something else or a score the
+// acquisition goes by is outside the layout (a capacity record outside
+// 1..[MaxCapacity], another record not below 0, or a permit's expiry that
+// is not a whole millisecond within the longest TTL from now: the
+// caller's own, the earliest live one on a refusal, the latest on a key
+// left without a TTL; see the package doc, "Storage"); the hook's
 // error when a hook rejects; Redis and network errors as go-redis returns
 // them. When the outcome is ambiguous (see coordination.IsAmbiguous) the
 // permits may have been taken on the server: a background owner-checked
@@ -224,8 +227,8 @@ func (st State) Free(capacity int64) int64 { return max(capacity-st.Used, 0) }
 // pruned. The answer may be stale by the time it returns.
 //
 // Errors: an error matching coordination.ErrBadState
-// when the key holds something else or a score outside the layout (see
-// [Semaphore.TryAcquireN]); the hook's
+// when the key holds something else, a record outside the layout (see
+// [Semaphore.TryAcquireN]) or a live member that is not a permit; the hook's
 // error when a hook rejects; Redis and network errors.
 func (s *Semaphore) State(ctx context.Context) (State, error) {
 	if err := s.check(); err != nil {

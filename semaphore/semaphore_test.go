@@ -1140,10 +1140,40 @@ func TestPersistedKeyGetsItsTTLBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A shorter permit: GT alone would leave the key without a TTL.
-		ttlAfter("an acquisition", func() error { _, err := s.TryAcquire(ctx, 10*time.Second); return err })
+		var p2 *semaphore.Permit
+		ttlAfter("an acquisition", func() error { p2, err = s.TryAcquire(ctx, 10*time.Second); return err })
 		ttlAfter("a renewal", func() error { _, err := p1.Refresh(ctx, 30*time.Second); return err })
 		if got := members(t, b, raw); len(got) != 2 {
 			t.Fatalf("permits %v, want 2", got)
+		}
+		ttlAfter("a release", func() error { _, err := p1.Release(ctx); return err })
+		if d, err := raw.PTTL(ctx, b.Key(key)).Result(); err != nil || d > 10*time.Second {
+			t.Fatalf("PTTL = %v, %v after the release: want the 10s permit's", d, err)
+		}
+		// The last release deletes the key, records and all.
+		if err := raw.Persist(ctx, b.Key(key)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if out := release(t, p2); out != coordination.Released {
+			t.Fatalf("Release: %v", out)
+		}
+		if n, err := raw.Exists(ctx, b.Key(key)).Result(); err != nil || n != 0 {
+			t.Fatalf("the last release left the key (%v %v): %s", n, err, snapshot(t, b, raw))
+		}
+
+		// A permit without expiry keeps the key without a TTL: releasing
+		// or shortening the others leaves it so.
+		low, high := mustAcquireN(t, s, 1, time.Minute), mustAcquireN(t, s, 1, 2*time.Minute)
+		forever := mustAcquireN(t, s, 1, time.Minute)
+		testharness.PermitWithoutExpiry(t, raw, b.Key(key), memberOf(forever))
+		if _, err := high.Refresh(ctx, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if out := release(t, low); out != coordination.Released {
+			t.Fatalf("Release: %v", out)
+		}
+		if d, err := raw.PTTL(ctx, b.Key(key)).Result(); err != nil || d != -1 {
+			t.Fatalf("PTTL = %v, %v beside a permit without expiry: want -1 (none)", d, err)
 		}
 	})
 }

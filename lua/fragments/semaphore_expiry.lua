@@ -1,18 +1,62 @@
--- fragment semaphore_expiry: the semaphore key's TTL after a permit's
--- expiry changed.
--- expire_latest makes the key expire with its latest permit.
-local function expire_latest()
-  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  redis.call('PEXPIREAT', key, top[2])
+-- fragment semaphore_expiry: the key's TTL follows its latest permit; in
+-- sections of inline code (no closure built on each run). Each reads and
+-- checks what it needs before anything is written, and returns the
+-- COORD_BADSTATE error reply from the script, nothing written, when a
+-- score it goes by is outside the layout. Uses key, member (the caller's
+-- permit), outside and expiry (semaphore_state).
+--#section moves
+-- semaphore_expiry.moves: sets moves (declared by the script) to whether
+-- the key's TTL may follow member's permit, expiring at mine_at
+-- (semaphore_state): it is the only permit without expiry, or its expiry
+-- is the key's, or the key lost its TTL by hand while no permit lacks an
+-- expiry. Then a release or a shorter expiry moves the key's TTL (read
+-- the next one with semaphore_expiry.next first). One or two calls.
+if mine_at == math.huge then
+  moves = redis.call('ZCOUNT', key, '+inf', '+inf') == 1
+else
+  local at = redis.call('PEXPIRETIME', key)
+  moves = at == mine_at or (at == -1 and redis.call('ZCOUNT', key, '+inf', '+inf') == 0)
 end
--- extend makes the key live at least until score (a permit's expiry). A
--- key without a TTL holds a permit without expiry: GT keeps it so. When GT
--- changed nothing, a key left without a TTL by an operator (PERSIST, a
--- RESTORE without TTL) while no permit lacks an expiry gets its TTL back:
--- the latest permit's.
-local function extend(score)
-  if redis.call('PEXPIREAT', key, score, 'GT') == 0 and redis.call('PEXPIRETIME', key) == -1 and
-      redis.call('ZCOUNT', key, '+inf', '+inf') == 0 then
-    expire_latest()
+--#section next
+-- semaphore_expiry.next: read before member is removed or expires sooner,
+-- when the key may expire with it. Sets after (declared by the script) to
+-- the expiry of the highest permit other than member (ms, or math.huge)
+-- and after_score (declared too) to its score as the reply gives it, or
+-- after to false when no other permit ranks above the records. One call:
+-- the two highest members, read by rank (a read by member scans a small
+-- sorted set, a listpack).
+local top = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')
+local i = #top - 1
+if top[i] == member then
+  i = i - 2
+end
+local m = top[i]
+if m == nil or m == 'capacity' or m == 'multi' or m == 'waiting' then
+  after = false -- records score below 0 (checked): no other permit
+else
+  after_score = top[i + 1]
+  after = expiry(after_score)
+  if after == nil then
+    return redis.error_reply(outside)
   end
+end
+--#section extend
+-- semaphore_expiry.extend: before member is scored score (ms, a string),
+-- makes the key live at least until then. A key without a TTL holds a
+-- permit without expiry: GT keeps it so. When GT changed nothing, a key
+-- left without a TTL by an operator (PERSIST, a RESTORE without TTL)
+-- while no permit lacks an expiry gets its TTL back: the latest permit's
+-- (member's old score, at or below its new one, left out).
+if redis.call('PEXPIREAT', key, score, 'GT') == 0 and redis.call('PEXPIRETIME', key) == -1 and
+    redis.call('ZCOUNT', key, '+inf', '+inf') == 0 then
+  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local at = tonumber(score)
+  if top[1] ~= member and top[1] ~= 'capacity' and top[1] ~= 'multi' and top[1] ~= 'waiting' then
+    local e = expiry(top[2])
+    if e == nil then
+      return redis.error_reply(outside)
+    end
+    at = math.max(at, e)
+  end
+  redis.call('PEXPIREAT', key, string.format('%d', at))
 end

@@ -249,9 +249,12 @@ func load(ctx context.Context, c *redis.Client, src string) string {
 }
 
 // semaphoreCases returns, for the scripts in oldDir and then this
-// checkout's, one acquire + release of a permit (TTL 1 h, capacity 200,
-// the release mark included, as a client with retries sends it) on a key
-// where it is the only permit, and on a key where 100 others are live.
+// checkout's, one acquire + release of a permit (capacity 200, the release
+// mark included, as a client with retries sends it) on a key where it is
+// the only permit (TTL 1 h), and on a key where 100 others are live (TTL
+// 1 h): the pair's permit the latest (TTL 1 h: its release moves the
+// key's TTL) or not (TTL 1 min, as in BenchmarkPaired's
+// coordination-semaphore-100held row).
 func semaphoreCases(ctx context.Context, c *redis.Client, oldDir string) ([]step, []func() error) {
 	var (
 		todo []step
@@ -263,20 +266,28 @@ func semaphoreCases(ctx context.Context, c *redis.Client, oldDir string) ([]step
 			acq, rel = readFile(filepath.Join(oldDir, "semaphore_acquire.lua")), readFile(filepath.Join(oldDir, "semaphore_release.lua"))
 		}
 		acqSHA, relSHA := load(ctx, c, acq), load(ctx, c, rel)
-		for _, others := range []int{0, 100} {
-			key := fmt.Sprintf("%s:sem:%d", side, others)
-			for i := range others {
+		for _, cs := range []struct {
+			others int
+			ttl    string // the pair's permit's TTL in ms; the others' is 1 h
+			name   string
+		}{
+			{0, "3600000", "0 other holders"},
+			{100, "3600000", "100 other holders, the latest"},
+			{100, "60000", "100 other holders, not the latest"},
+		} {
+			key := fmt.Sprintf("%s:sem:%d:%s", side, cs.others, cs.ttl)
+			for i := range cs.others {
 				member := fmt.Sprintf("P:1:other-%03d", i)
 				if err := c.EvalSha(ctx, acqSHA, []string{key}, member, "3600000", "200", "0").Err(); err != nil {
 					fail(err.Error())
 				}
 			}
-			todo = append(todo, step{name: fmt.Sprintf("%s semaphore pair, %d other holders", side, others), warm: 10})
+			todo = append(todo, step{name: fmt.Sprintf("%s semaphore pair, %s", side, cs.name), warm: 10})
 			runs = append(runs, func() error {
 				id := make([]byte, 16)
 				_, _ = rand.Read(id)
 				member := fmt.Sprintf("P:1:%x", id)
-				if err := c.EvalSha(ctx, acqSHA, []string{key}, member, "3600000", "200", "0").Err(); err != nil {
+				if err := c.EvalSha(ctx, acqSHA, []string{key}, member, cs.ttl, "200", "0").Err(); err != nil {
 					return err
 				}
 				return c.EvalSha(ctx, relSHA, []string{key, key + ":mark"}, member).Err()
