@@ -135,10 +135,12 @@ func (m *Mutex) TryAcquire(ctx context.Context, ttl time.Duration) (*Lock, error
 // every re-try reuses the same owner token, so a re-sent request never
 // draws a second fencing token.
 //
-// Acquire is admitted through hooks once, as FENCED LOCK ACQUIRE. When ctx
-// ends first it returns an error matching coordination.ErrNotAcquired and
-// ctx's error. (an outage instead: see
-// coordination.ErrNotAcquired). Other errors are those of [Mutex.TryAcquire].
+// Acquire is admitted through hooks once, as FENCED LOCK ACQUIRE, however
+// long it waits. When ctx ends first it returns an error matching both
+// coordination.ErrNotAcquired and ctx's error (context.Cause) when Redis
+// answered its last attempt (an outage instead: see
+// coordination.ErrNotAcquired). Other errors are those of
+// [Mutex.TryAcquire].
 func (m *Mutex) Acquire(ctx context.Context, ttl time.Duration) (*Lock, error) {
 	return m.acquire(ctx, ttl, true)
 }
