@@ -431,6 +431,23 @@ func TestInspectUnknownAndCorrupt(t *testing.T) {
 			{set("latch", func(k string) error { return raw.HSet(ctx, k, "id", "x", "gen", "one").Err() }), "non-numeric"},
 			{set("z", func(k string) error { return raw.ZAdd(ctx, k, redis.Z{Score: 1, Member: "m"}).Err() }), "a sorted set of no library layout"},
 			{set("sem", func(k string) error { return raw.ZAdd(ctx, k, redis.Z{Score: 1e15, Member: "P:x:tok"}).Err() }), `is not P:<n>:<token>`},
+			// Scores no verb reads until it needs them (a release, a TTL
+			// restored): inspect reports each.
+			{set("sem-far", func(k string) error {
+				return raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity"}, redis.Z{Score: 1e300, Member: "P:1:tok"}).Err()
+			}), `permit "P:1:tok" scored 1e+300: not an expiry in whole ms`},
+			{set("sem-half", func(k string) error {
+				return raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity"}, redis.Z{Score: 1e12 + 0.5, Member: "P:1:tok"}).Err()
+			}), `scored 1.0000000000005e+12: not an expiry in whole ms`},
+			{set("sem-below", func(k string) error {
+				return raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity"}, redis.Z{Score: -5, Member: "P:1:tok"}).Err()
+			}), `permit "P:1:tok" scored -5`},
+			{set("sem-cap", func(k string) error {
+				return raw.ZAdd(ctx, k, redis.Z{Score: -2.5, Member: "capacity"}).Err()
+			}), "capacity record scored -2.5"},
+			{set("sem-multi", func(k string) error {
+				return raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity"}, redis.Z{Score: 5, Member: "multi"}).Err()
+			}), "multi record scored 5: records score below 0"},
 			{set("rl", func(k string) error { return raw.Set(ctx, k, "g:1:x|2", time.Hour).Err() }), "GCRA state is not"},
 			// An arrival time past 2^53 µs, as a Settle of 2^31 permits
 			// once stored (the limiter refuses it: before, inspect showed a

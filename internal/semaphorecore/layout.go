@@ -15,6 +15,14 @@ import (
 	"github.com/coordkit/coordination/internal/layout"
 )
 
+// maxCapacity is semaphore.MaxCapacity, and latestMs the longest TTL a
+// permit takes, in ms, rounded up (the scripts' bound on a permit's
+// expiry: lua/fragments/semaphore_state.lua).
+const (
+	maxCapacity = 1<<53 - 1
+	latestMs    = 9223372036855
+)
+
 // SemaphoreLayout is a semaphore's sorted set: its capacity, the live
 // permits with their holders and time left, and whether a waiter is
 // recorded. Permits without expiry get the repair command that lists
@@ -38,14 +46,24 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 	for _, m := range s.ZSet {
 		switch {
 		case m.Member == "capacity":
+			if m.Score >= 0 || m.Score < -maxCapacity || m.Score != math.Trunc(m.Score) {
+				r.Bad("capacity record scored %v: not minus a capacity in 1..2^53-1", m.Score)
+				continue
+			}
 			capacity = int64(-m.Score)
-		case m.Member == "waiting":
-			waiters = true
-		case m.Member == "multi":
+		case m.Member == "waiting" || m.Member == "multi":
+			if m.Score >= 0 || math.IsInf(m.Score, -1) {
+				r.Bad("%s record scored %v: records score below 0 (and above -inf)", m.Member, m.Score)
+			}
+			waiters = waiters || m.Member == "waiting"
 		case strings.HasPrefix(m.Member, "P:"):
 			n, token, ok := permit(m.Member)
 			if !ok {
 				r.Bad("member %q is not P:<n>:<token>", m.Member)
+				continue
+			}
+			if !math.IsInf(m.Score, 1) && (m.Score < 0 || m.Score != math.Trunc(m.Score) || m.Score > now+latestMs) {
+				r.Bad("permit %q scored %v: not an expiry in whole ms within the longest TTL from now, nor +inf", m.Member, m.Score)
 				continue
 			}
 			if m.Score <= now {
