@@ -46,10 +46,7 @@
 local key, member = KEYS[1], ARGV[1]
 local ttl = tonumber(ARGV[2])
 local arg = tonumber(ARGV[3])
-local kind = string.sub(member, 1, 2)
-if (kind ~= 'R:' and kind ~= 'W:') or #member < 3 then
-  return redis.error_reply('COORD_BADARG lease id is not R:<token> or W:<token>')
-end
+--#include rwlease_member
 local queue = 'Q:' .. string.sub(member, 3)
 
 --#include time_ms
@@ -64,10 +61,6 @@ if (hk and hk ~= 'R:' and hk ~= 'W:') or (waiting[1] and string.sub(waiting[1], 
 end
 
 --#include rwlease_prune
-local bad = out_of_layout()
-if bad then
-  return bad
-end
 -- refuse prunes, and for a blocking writer records its marker.
 local function refuse(retry)
   prune()

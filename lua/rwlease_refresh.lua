@@ -18,18 +18,11 @@
 --                 within the longest TTL of 0 (fragment rwlease_prune)
 local key, member = KEYS[1], ARGV[1]
 local ttl = tonumber(ARGV[2])
-local kind = string.sub(member, 1, 2)
-if (kind ~= 'R:' and kind ~= 'W:') or #member < 3 then
-  return redis.error_reply('COORD_BADARG lease id is not R:<token> or W:<token>')
-end
+--#include rwlease_member
 
 --#include time_ms
 local nows = string.format('%d', now)
 --#include rwlease_prune
-local bad = out_of_layout()
-if bad then
-  return bad
-end
 
 local mine = redis.call('ZSCORE', key, member)
 local live = mine ~= false and tonumber(mine) > now

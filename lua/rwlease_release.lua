@@ -27,18 +27,11 @@
 --   COORD_BADSTATE the key's lowest or highest score is not an integer
 --                 within the longest TTL of 0 (fragment rwlease_prune)
 local key, member = KEYS[1], ARGV[1]
-local kind = string.sub(member, 1, 2)
-if (kind ~= 'R:' and kind ~= 'W:') or #member < 3 then
-  return redis.error_reply('COORD_BADARG lease id is not R:<token> or W:<token>')
-end
+--#include rwlease_member
 
 --#include time_ms
 local nows = string.format('%d', now)
 --#include rwlease_prune
-local bad = out_of_layout()
-if bad then
-  return bad
-end
 
 local mine = redis.call('ZSCORE', key, member)
 local queue = 'Q:' .. string.sub(member, 3)
@@ -47,23 +40,18 @@ if kind == 'W:' then
   marker = redis.call('ZSCORE', key, queue)
 end
 local live = mine ~= false and tonumber(mine) > now
-local wake = live
+local notify = live
 if mine then
   redis.call('ZREM', key, member)
 end
 if marker then
   redis.call('ZREM', key, queue)
-  wake = wake or tonumber(marker) < -now
+  notify = notify or tonumber(marker) < -now
 end
 prune()
 settle()
-if wake then
-  redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')
-end
+--#include released
 if live then
-  if KEYS[2] then
-    redis.call('SET', KEYS[2], member, 'PX', 5000)
-  end
   return {1, now}
 end
 if not mine and KEYS[2] and redis.call('GET', KEYS[2]) == member then

@@ -10,10 +10,7 @@
 -- Errors   WRONGTYPE     the key is not a sorted set (raised by ZSCORE)
 --          COORD_BADARG  ARGV[1] is not "R:<token>" or "W:<token>"
 local key, member = KEYS[1], ARGV[1]
-local kind = string.sub(member, 1, 2)
-if (kind ~= 'R:' and kind ~= 'W:') or #member < 3 then
-  return redis.error_reply('COORD_BADARG lease id is not R:<token> or W:<token>')
-end
+--#include rwlease_member
 
 --#include time_ms
 

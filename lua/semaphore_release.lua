@@ -73,13 +73,8 @@ else
     redis.call('PEXPIREAT', key, after_score)
   end
 end
-if notify then
-  redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')
-end
+--#include released
 if live then
-  if KEYS[2] then
-    redis.call('SET', KEYS[2], member, 'PX', 5000)
-  end
   return 1
 end
 return 0

@@ -1,5 +1,6 @@
 -- fragment rwlease_prune: check, prune and settle the read-write lease's
--- sorted set key at the time nows (now in ms, time_ms).
+-- sorted set key at the time nows (now in ms, time_ms). Included where the
+-- key is first to be written: its check runs there.
 -- prune removes expired entries: holders scored (0, now], waiting writers
 -- scored [-now, 0).
 local function prune()
@@ -21,19 +22,16 @@ local function settle()
     redis.call('PEXPIREAT', key, string.format('%d', last))
   end
 end
--- out_of_layout returns the COORD_BADSTATE error reply when the key's
--- lowest or highest score is not an integer within now + 9223372036855
--- ms (the longest time.Duration, rounded up) of 0: no TTL gives such a
--- score, and settle would turn it into an expiry in the past (deleting
--- every live lease). nil otherwise. Called before anything is written.
-local function out_of_layout()
-  local latest = now + 9223372036855
-  for _, i in ipairs({0, -1}) do
-    local e = redis.call('ZRANGE', key, i, i, 'WITHSCORES')
-    local v = e[2] and tonumber(e[2])
-    if e[2] and not (v and v >= -latest and v <= latest and v == math.floor(v)) then
-      return redis.error_reply('COORD_BADSTATE read-write lease key holds a score outside its layout')
-    end
+-- The key checked, before anything is written: the COORD_BADSTATE error
+-- reply is returned from the script when the key's lowest or highest score
+-- is not an integer within now + 9223372036855 ms (the longest
+-- time.Duration, rounded up) of 0: no TTL gives such a score, and settle
+-- would turn it into an expiry in the past (deleting every live lease).
+local latest = now + 9223372036855
+for _, i in ipairs({0, -1}) do
+  local e = redis.call('ZRANGE', key, i, i, 'WITHSCORES')
+  local v = e[2] and tonumber(e[2])
+  if e[2] and not (v and v >= -latest and v <= latest and v == math.floor(v)) then
+    return redis.error_reply('COORD_BADSTATE read-write lease key holds a score outside its layout')
   end
-  return nil
 end
