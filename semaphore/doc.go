@@ -27,8 +27,8 @@
 // One sorted set per semaphore, so the key needs no hash tag on Redis
 // Cluster. Each holder is one member, "P:<n>:<token>", holding n permits,
 // scored by its expiry in server-time milliseconds (+inf for a permit
-// without expiry). Reserved members, the only ones scored below zero, are
-// records: "capacity", scored by the negated capacity, records the
+// without expiry). Reserved members, the only ones the library scores below
+// zero, are records: "capacity", scored by the negated capacity, records the
 // capacity the contenders agreed on; "multi" (score -1) is there while a
 // holder of more than one permit may be live; "waiting" (score -1) while a
 // blocked [Semaphore.Acquire] was refused and no release has notified yet.
@@ -55,12 +55,16 @@
 // capacity that is an integer in 1..[MaxCapacity], the other records
 // below 0), the caller's own permit's expiry (a whole millisecond, at most
 // the longest TTL from now, or +inf), and the other scores it reads: the
-// earliest live permit's (a refusal's retry time), the next one's when a
-// release or a shorter refresh moves the key's TTL from the caller's
-// permit to it, the latest one's when an acquisition gives a key left
-// without a TTL its TTL back. Scores no verb reads are left unchecked
-// (checking every one would cost every call two more commands); `coordctl
-// inspect` reports them all.
+// earliest live permit's (a refusal's retry time), the highest other
+// permit's when a release or a shorter refresh moves the key's TTL from the
+// caller's permit to it, the latest permit's when an acquisition or a
+// refresh gives a key left without a TTL its TTL back. Scores no verb reads
+// are left unchecked, and so are members below zero that are not records
+// (checking every one would cost every call two more commands): such a key
+// works until a verb reads the score. `coordctl inspect KEY` reports every
+// member outside the layout, and a TTL that does not follow the permits (a
+// permit without expiry on a key with a TTL, or a key without a TTL and no
+// such permit), exiting 1.
 //
 // # Capacity
 //

@@ -125,7 +125,8 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit,
 //
 // Errors: coordination.ErrNotAcquired when fewer than n permits are free;
 // coordination.ErrInvalidArgument naming n (below 1 or above the capacity)
-// or ttl (below 1 ms, 0 included), with nothing sent;
+// or ttl (below 1 ms, 0 included, or above 2562047h47m16.854s: the whole
+// milliseconds a time.Duration holds), with nothing sent;
 // coordination.ErrConfigMismatch when a live permit exists and the
 // capacity recorded in the key differs from [Semaphore.Capacity], with
 // nothing written; an error matching coordination.ErrBadState, with

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -436,9 +437,24 @@ func TestInspectUnknownAndCorrupt(t *testing.T) {
 			{set("sem-far", func(k string) error {
 				return raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity"}, redis.Z{Score: 1e300, Member: "P:1:tok"}).Err()
 			}), `permit "P:1:tok" scored 1e+300: not an expiry in whole ms`},
+			// Every problem, in one line.
+			{set("sem-many", func(k string) error {
+				return raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity"}, redis.Z{Score: -7, Member: "junk"},
+					redis.Z{Score: 5, Member: "multi"}).Err()
+			}), `member "junk" is not a semaphore member; multi record scored 5`},
+			// The key's TTL against its permits.
+			{set("sem-inf-ttl", func(k string) error {
+				if err := raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity"}, redis.Z{Score: math.Inf(1), Member: "P:1:tok"}).Err(); err != nil {
+					return err
+				}
+				return raw.Expire(ctx, k, time.Hour).Err()
+			}), "a permit without expiry on a key with a TTL: the key's expiry will delete it"},
+			{set("sem-no-ttl", func(k string) error {
+				return raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity"}, redis.Z{Score: 4e12, Member: "P:1:tok"}).Err()
+			}), "no TTL and no permit without expiry: nothing will delete this key"},
 			{set("sem-half", func(k string) error {
 				return raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity"}, redis.Z{Score: 1e12 + 0.5, Member: "P:1:tok"}).Err()
-			}), `scored 1.0000000000005e+12: not an expiry in whole ms`},
+			}), `scored 1000000000000.5: not an expiry in whole ms`},
 			{set("sem-below", func(k string) error {
 				return raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity"}, redis.Z{Score: -5, Member: "P:1:tok"}).Err()
 			}), `permit "P:1:tok" scored -5`},

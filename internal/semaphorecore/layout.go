@@ -8,6 +8,7 @@
 package semaphorecore
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -43,27 +44,31 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 	now := float64(s.NowMs)
 	var capacity, used int64
 	holders, noExpiry, waiters := 0, 0, false
+	// Every problem is reported, in one line: a verb checks only the
+	// scores it reads, so a key may hold several that none has refused.
+	var problems []string
+	bad := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
 	for _, m := range s.ZSet {
 		switch {
 		case m.Member == "capacity":
 			if m.Score >= 0 || m.Score < -maxCapacity || m.Score != math.Trunc(m.Score) {
-				r.Bad("capacity record scored %v: not minus a capacity in 1..2^53-1", m.Score)
+				bad("capacity record scored %s: not minus a capacity in 1..2^53-1", score(m.Score))
 				continue
 			}
 			capacity = int64(-m.Score)
 		case m.Member == "waiting" || m.Member == "multi":
 			if m.Score >= 0 || math.IsInf(m.Score, -1) {
-				r.Bad("%s record scored %v: records score below 0 (and above -inf)", m.Member, m.Score)
+				bad("%s record scored %s: records score below 0 (and above -inf)", m.Member, score(m.Score))
 			}
 			waiters = waiters || m.Member == "waiting"
 		case strings.HasPrefix(m.Member, "P:"):
 			n, token, ok := permit(m.Member)
 			if !ok {
-				r.Bad("member %q is not P:<n>:<token>", m.Member)
+				bad("member %q is not P:<n>:<token>", m.Member)
 				continue
 			}
 			if !math.IsInf(m.Score, 1) && (m.Score < 0 || m.Score != math.Trunc(m.Score) || m.Score > now+latestMs) {
-				r.Bad("permit %q scored %v: not an expiry in whole ms within the longest TTL from now, nor +inf", m.Member, m.Score)
+				bad("permit %q scored %s: not an expiry in whole ms within the longest TTL from now, nor +inf", m.Member, score(m.Score))
 				continue
 			}
 			if m.Score <= now {
@@ -76,7 +81,7 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 			}
 			r.Entries = append(r.Entries, layout.Entry{{K: "permits", V: n}, {K: "owner", V: layout.Tok(token)}, {K: "expires in", V: layout.ExpiresIn(s, m.Score)}})
 		default:
-			r.Bad("member %q is not a semaphore member", m.Member)
+			bad("member %q is not a semaphore member", m.Member)
 		}
 	}
 	r.Add("capacity", capacity)
@@ -86,11 +91,31 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 	r.Add("without expiry", noExpiry)
 	r.Add("waiters", waiters)
 	if capacity < 1 {
-		r.Bad("no capacity record")
+		bad("no capacity record")
+	}
+	// The key's TTL follows its latest permit: none while a permit without
+	// expiry is held.
+	switch {
+	case noExpiry > 0 && s.PTTL >= 0:
+		bad("a permit without expiry on a key with a TTL: the key's expiry will delete it")
+	case noExpiry == 0 && s.PTTL == -1:
+		bad("no TTL and no permit without expiry: nothing will delete this key")
 	}
 	if noExpiry > 0 {
 		r.Add("repair", repairHint(s))
 	}
+	if len(problems) > 0 {
+		r.Bad("%s", strings.Join(problems, "; "))
+	}
+}
+
+// score formats a score as a reply shows it, without an exponent for
+// the whole numbers and fractions of ms a key may hold.
+func score(v float64) string {
+	if math.Abs(v) < 1e21 {
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
 // PermitMarkLayout is a permit's release mark: the released member
