@@ -47,20 +47,22 @@ if mine_at ~= math.huge and mine_at <= now then
   return 0
 end
 
+-- The member's new score is the first write (ZADD, which a server out of
+-- memory refuses as a script's first write: the renewal then fails,
+-- nothing written); what the key's TTL needs is read before it.
 if ttl == 0 then
   redis.call('ZADD', key, 'XX', '+inf', member)
   redis.call('PERSIST', key)
   return 1
 end
 local score = string.format('%d', now + ttl)
-local moves = false
-if now + ttl < mine_at then
---#include semaphore_expiry.moves
-end
-if moves then
-  -- The key expires with this permit, now shortened (or given an
-  -- expiry): it expires with the later of its new expiry and the next
-  -- permit's.
+local at = redis.call('PEXPIRETIME', key)
+if (mine_at == math.huge and redis.call('ZCOUNT', key, '+inf', '+inf') == 1) or
+    (mine_at ~= math.huge and ((at == mine_at and now + ttl < mine_at) or
+      (at == -1 and redis.call('ZCOUNT', key, '+inf', '+inf') == 0))) then
+  -- The key expires with this permit, now shortened (or given an expiry),
+  -- or lost its TTL by hand: it expires with the later of this permit's
+  -- new expiry and the highest other permit's.
   local after, after_score = nil, nil
 --#include semaphore_expiry.next
   redis.call('ZADD', key, 'XX', score, member)
@@ -71,6 +73,9 @@ if moves then
   end
   return 1
 end
---#include semaphore_expiry.extend
 redis.call('ZADD', key, 'XX', score, member)
+if at ~= -1 and now + ttl > at then
+  -- A key without a TTL holds a permit without expiry: it keeps none.
+  redis.call('PEXPIREAT', key, score)
+end
 return 1

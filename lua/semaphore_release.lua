@@ -47,10 +47,16 @@ end
 --#include semaphore_state
 local live = mine_at > now
 local notify = live and r[2] ~= false
--- When the key expires with this permit, it will expire with the next
--- one, or go when only records would be left.
-local moves = false
---#include semaphore_expiry.moves
+-- When the key expires with this permit (its only one without expiry, or
+-- the one whose expiry is the key's; or the key lost its TTL by hand), it
+-- will expire with the next one, or go when only records would be left.
+local moves
+if mine_at == math.huge then
+  moves = redis.call('ZCOUNT', key, '+inf', '+inf') == 1
+else
+  local at = redis.call('PEXPIRETIME', key)
+  moves = at == mine_at or (at == -1 and redis.call('ZCOUNT', key, '+inf', '+inf') == 0)
+end
 local after, after_score = nil, nil
 if moves then
   if redis.call('ZCARD', key) <= records + 1 then

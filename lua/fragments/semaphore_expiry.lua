@@ -4,19 +4,6 @@
 -- COORD_BADSTATE error reply from the script, nothing written, when a
 -- score it goes by is outside the layout. Uses key, member (the caller's
 -- permit), outside and expiry (semaphore_state).
---#section moves
--- semaphore_expiry.moves: sets moves (declared by the script) to whether
--- the key's TTL may follow member's permit, expiring at mine_at
--- (semaphore_state): it is the only permit without expiry, or its expiry
--- is the key's, or the key lost its TTL by hand while no permit lacks an
--- expiry. Then a release or a shorter expiry moves the key's TTL (read
--- the next one with semaphore_expiry.next first). One or two calls.
-if mine_at == math.huge then
-  moves = redis.call('ZCOUNT', key, '+inf', '+inf') == 1
-else
-  local at = redis.call('PEXPIRETIME', key)
-  moves = at == mine_at or (at == -1 and redis.call('ZCOUNT', key, '+inf', '+inf') == 0)
-end
 --#section next
 -- semaphore_expiry.next: read before member is removed or expires sooner,
 -- when the key may expire with it. Sets after (declared by the script) to
@@ -41,7 +28,8 @@ else
   end
 end
 --#section extend
--- semaphore_expiry.extend: before member is scored score (ms, a string),
+-- semaphore_expiry.extend: before member is scored score (ms, a string)
+-- by an acquisition,
 -- makes the key live at least until then. A key without a TTL holds a
 -- permit without expiry: GT keeps it so. When GT changed nothing, a key
 -- left without a TTL by an operator (PERSIST, a RESTORE without TTL)
