@@ -20,7 +20,6 @@ var fieldKind = &engine.LeaseKind{
 	Primitive: "lock",
 	AcquireOp: hooks.LeaseAcquire, RenewOp: hooks.LeaseRenew, VerifyOp: hooks.LeaseVerify, ReleaseOp: hooks.LeaseRelease,
 	Acquire: fieldAcquire, Refresh: fieldRefresh, Verify: fieldVerify, Release: fieldRelease,
-	ReleaseMark: true,
 	Metrics:     lockcore.Metrics,
 	Attrs:       []attribute.KeyValue{attribute.String("kind", "lease")},
 }

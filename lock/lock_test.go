@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +125,57 @@ func TestReSentAcquireIsOneLock(t *testing.T) {
 		}
 		if v, err := raw.Get(ctx, b.Key("k")).Result(); err != nil || v != token+"+" {
 			t.Fatalf("lock holds %q (%v) after the re-sends, want the marked token", v, err)
+		}
+	})
+}
+
+// Through the public API: a TryAcquire re-sent by go-redis (a lost reply)
+// holds the lock once, with its token and TTL; a release re-sent the same
+// way reports Released (the engine counted two sends, and the lease was
+// held when Release began) although its second send found the key gone,
+// and leaves no key behind.
+func TestReSentTryAcquireAndReleaseThroughTheAPI(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		client := b.Client(t)
+		hook := &testharness.Resend{}
+		client.AddHook(hook)
+		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := b.Client(t)
+		mu, err := lock.New(coord, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 { // the first round loads the scripts
+			hook.Arm()
+			l, err := mu.TryAcquire(ctx, time.Minute)
+			if n, name := hook.Sent(); err != nil || n != 2 || name != "set" {
+				t.Fatalf("round %d: TryAcquire sent %d times (%s): %v; want acquired after 2 sends of SET", i, n, name, err)
+			}
+			if v, err := raw.Get(ctx, b.Key("k")).Result(); err != nil || v != l.Token() {
+				t.Fatalf("lock holds %q (%v), want the one token %q", v, err, l.Token())
+			}
+			if d, err := raw.PTTL(ctx, b.Key("k")).Result(); err != nil || d <= 0 || d > time.Minute {
+				t.Fatalf("lock PTTL %v (%v), want within the TTL", d, err)
+			}
+			// A waiter's attempt marks it; the holder's re-sent release still
+			// reports Released.
+			if _, err := mu.TryAcquire(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
+				t.Fatalf("second holder: %v, want ErrNotAcquired", err)
+			}
+			hook.Arm()
+			if out, err := l.Release(ctx); err != nil || out != coordination.Released {
+				t.Fatalf("re-sent Release = %v, %v; want Released", out, err)
+			}
+			if n, _ := hook.Sent(); n != 2 {
+				t.Fatalf("Release sent %d times, want 2", n)
+			}
+			if n, err := raw.Exists(ctx, b.Key("k")).Result(); err != nil || n != 0 {
+				t.Fatalf("released lock: EXISTS %d (%v), want no key left", n, err)
+			}
 		}
 	})
 }

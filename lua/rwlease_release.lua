@@ -2,19 +2,16 @@
 -- waiting marker) and wake waiters.
 --
 -- KEYS[1]  read-write lease key (layout in rwlease_acquire.lua)
--- KEYS[2]  (optional) the key's release mark (engine.MarkKey): a string
---          holding the lease id of the key's last release for 5 s
 -- ARGV[1]  lease id: the holder's member, "R:<token>" or "W:<token>"; for
 --          "W:<token>" the marker "Q:<token>" of the same writer is removed
 --          too (a blocking Write that gave up)
 --
--- Reply    {1, now_ms}  released: the entry was live and is removed; its id
---                       is recorded in the mark for 5 s. A re-sent release
---                       whose first send released finds its id there and
---                       gets {1, now_ms} again (unless another holder of the
---                       key released in between: then {0, now_ms})
+-- Reply    {1, now_ms}  released: the entry was live and is removed
 --          {0, now_ms}  already gone: released before, or expired (an
---                       expired entry is pruned); nothing else changed
+--                       expired entry is pruned); nothing else changed.
+--                       A release re-sent after a lost reply gets it when
+--                       its first send released: the engine reports what
+--                       the first did (engine's Handle.RunRelease)
 --          Waiters are notified on the channel "coordination:" followed by
 --          KEYS[1] (best effort) when a live entry or a live marker was
 --          removed. Expired entries of others are pruned; the key's TTL
@@ -52,9 +49,6 @@ prune()
 settle()
 --#include released
 if live then
-  return {1, now}
-end
-if not mine and KEYS[2] and redis.call('GET', KEYS[2]) == member then
   return {1, now}
 end
 return {0, now}

@@ -2,19 +2,17 @@
 -- blocked acquisition was refused since the last release that did.
 --
 -- KEYS[1]  semaphore key (layout in semaphore_acquire.lua)
--- KEYS[2]  (optional) the semaphore's release mark (engine.MarkKey): a
---          string holding the permit id of the key's last release for 5 s
 -- ARGV[1]  permit id: the holder's member, "P:<n>:<token>"
 --
 -- Reply    1  released: the member was live and is removed; when the
 --             "waiting" record is there, it is removed and waiters are
 --             notified on the channel "coordination:" followed by KEYS[1]
---             (best effort); the permit id is recorded in the mark for 5 s.
---             A re-sent release whose first send released finds its id in
---             the mark and gets 1 again, changing nothing (unless another
---             holder of the key released in between: then 0).
+--             (best effort)
 --          0  already gone: released before, or expired (an expired member
---             is removed too); nothing else changed
+--             is removed too); nothing else changed. A release re-sent
+--             after a lost reply gets 0 when its first send released: the
+--             engine reports what the first did (engine's
+--             Handle.RunRelease); nothing is kept on the server.
 --          The key's TTL follows the latest expiry left; the key is deleted
 --          when no permit is left. A permit belongs to its holder alone:
 --          there is no "held by another owner" reply.
@@ -34,11 +32,6 @@ local mine = r[4]
 if not mine then
   if not r[1] and redis.call('EXISTS', key) == 1 then
     return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
-  end
-  -- Gone: a re-sent release whose first send released finds its id in
-  -- the mark.
-  if KEYS[2] and redis.call('GET', KEYS[2]) == member then
-    return 1
   end
   return 0
 end

@@ -308,7 +308,7 @@ func (t tally) outcome(quorum, pending int) (decode.Outcome, bool) {
 
 // Release runs one release round on the nodes that have not confirmed;
 // see [Lock].
-func (q *quorum) Release(ctx context.Context, _ *engine.Handle, left time.Duration) (decode.Outcome, error) {
+func (q *quorum) Release(ctx context.Context, h *engine.Handle, left time.Duration) (decode.Outcome, error) {
 	g := q.g
 	q.mu.Lock()
 	if q.settled {
@@ -349,7 +349,7 @@ func (q *quorum) Release(ctx context.Context, _ *engine.Handle, left time.Durati
 		if err := wait(ctx, q.inflight[n.i]); err != nil {
 			return result{state: failed, err: err}
 		}
-		out, err := n.release.Run(ctx, n.e, n.e.WithMark(q.keys[n.i].First()), q.token)
+		out, err := h.RunRelease(ctx, n.e, n.release, q.keys[n.i].First(), q.token)
 		if err != nil {
 			return result{state: failed, err: err}
 		}

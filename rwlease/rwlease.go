@@ -24,7 +24,6 @@ var (
 		Primitive: primitive,
 		AcquireOp: hooks.RWLeaseReadAcquire, RenewOp: hooks.RWLeaseRenew, VerifyOp: hooks.RWLeaseVerify, ReleaseOp: hooks.RWLeaseRelease,
 		Acquire: scriptAcquire, Refresh: scriptRefresh, Verify: scriptVerify, Release: scriptRelease,
-		ReleaseMark: true,
 		Metrics:     metrics,
 		Attrs:       []attribute.KeyValue{attribute.String("mode", "read")},
 	}
@@ -32,7 +31,6 @@ var (
 		Primitive: primitive,
 		AcquireOp: hooks.RWLeaseWriteAcquire, RenewOp: hooks.RWLeaseRenew, VerifyOp: hooks.RWLeaseVerify, ReleaseOp: hooks.RWLeaseRelease,
 		Acquire: scriptAcquire, Refresh: scriptRefresh, Verify: scriptVerify, Release: scriptRelease,
-		ReleaseMark: true,
 		Metrics:     metrics,
 		Attrs:       []attribute.KeyValue{attribute.String("mode", "write")},
 	}

@@ -20,7 +20,6 @@ var kind = &engine.LeaseKind{
 	Primitive: primitive,
 	AcquireOp: hooks.SemaphoreAcquire, RenewOp: hooks.SemaphoreRenew, VerifyOp: hooks.SemaphoreVerify, ReleaseOp: hooks.SemaphoreRelease,
 	Acquire: acquireScript, Refresh: refreshScript, Verify: verifyScript, Release: releaseScript,
-	ReleaseMark: true,
 	WaitFlag:    true,
 	Metrics:     leaseMetrics,
 }

@@ -103,7 +103,8 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decode.Gra
 		sent = time.Now()
 		attempts++
 		if k.First != nil && attempts == 1 {
-			return k.First.run(ctx, e, keys, id, ttl[:], extra)
+			g, _, err := k.First.run(ctx, e, keys, id, ttl[:], extra)
+			return g, err
 		}
 		return k.Acquire.run(ctx, e, keys, id, ttl[:], extra, flag)
 	}

@@ -35,6 +35,7 @@ type Engine struct {
 	prefix  string
 	hooks   hooks.Chain
 	resends bool // the client may re-send a command after a lost reply
+	retry   retryPolicy
 	acks    replicaAcks
 	logger  *slog.Logger
 	meter   metric.Meter
@@ -71,6 +72,7 @@ func New(client redis.UniversalClient, cfg Config) *Engine {
 		prefix:  cfg.Prefix,
 		hooks:   hooks.Chain(cfg.Hooks),
 		resends: resends(client),
+		retry:   clientRetry(client),
 		logger:  cfg.Logger,
 		meter:   cfg.MeterProvider.Meter(instrument.Scope),
 		acks:    replicaAcks{n: cfg.ReplicaAcks, timeout: cfg.ReplicaAckTimeout},

@@ -588,29 +588,6 @@ func TestCleanupOverflowIsCounted(t *testing.T) {
 	}
 }
 
-// A release mark key is in its key's slot and under the prefix, for keys
-// with and without a hash tag, binary keys and a prefix with a hash tag.
-func TestMarkKeySameSlot(t *testing.T) {
-	for _, prefix := range []string{"", "app:", "{app}:", "a}b:"} {
-		e := engineWithPrefix(t, prefix)
-		for _, k := range []string{"job", "{job}:lease", "x}y", "{}z", "a{b", "\x00\xff", "}{"} {
-			full := prefix + k
-			m := e.MarkKey(full)
-			if m == "" {
-				t.Errorf("prefix %q key %q: no mark key", prefix, k)
-				continue
-			}
-			if engine.Slot(m) != engine.Slot(full) || !strings.HasPrefix(m, prefix) || m == full {
-				t.Errorf("prefix %q key %q: mark %q in slot %d, key in %d", prefix, k, m, engine.Slot(m), engine.Slot(full))
-			}
-		}
-	}
-	// An unpaired '{' in the prefix leaves no tag of our own: no mark.
-	if m := engineWithPrefix(t, "a{").MarkKey("a{job"); m != "" && engine.Slot(m) != engine.Slot("a{job") {
-		t.Fatalf("mark %q in another slot", m)
-	}
-}
-
 func engineWithPrefix(t *testing.T, prefix string) *engine.Engine {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})

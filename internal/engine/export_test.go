@@ -19,8 +19,6 @@ const (
 	NoError     = noError
 )
 
-// MarkKey is markKey, for the external tests.
-func (e *Engine) MarkKey(full string) string { return e.markKey(full) }
 
 // ErrorClass is the type of Classify's answer, for tables of them.
 type ErrorClass = errorClass

@@ -50,10 +50,6 @@ type LeaseKind struct {
 	// HandleKeys is how many of the acquire keys the refresh, verify and
 	// release scripts take (the first ones); 0 means all.
 	HandleKeys int
-	// ReleaseMark makes the Release script take one more key, last: the
-	// lease's release mark (see [Engine.WithMark]), so that a release
-	// re-sent after its first send released reports decode.Released.
-	ReleaseMark bool
 	// NoExpiry accepts a TTL of 0: a lease that lasts until released.
 	NoExpiry bool
 	// KeepAliveEvery is the keep-alive's renewal period as a fraction of
@@ -166,6 +162,17 @@ type Handle struct {
 	// until a keep-alive starts.
 	moved chan struct{}
 	unreg func() // unregisters shutdownEnd from the engine; nil when not registered
+	// releasedHeld: the lease was held, within its local deadline, when
+	// the last Release began (see [Handle.RunRelease]).
+	releasedHeld bool
+}
+
+// heldAtRelease reports whether the lease was held, within its local
+// deadline, when the last Release began.
+func (h *Handle) heldAtRelease() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.releasedHeld
 }
 
 func newHandle(e *Engine, kind *LeaseKind, keys Keys, id []any, sent time.Time, ttl time.Duration) *Handle {
@@ -236,19 +243,34 @@ func (kindBackend) Verify(ctx context.Context, h *Handle) (bool, error) {
 // retries it in the background for at most left (CleanupLimit for a lease
 // without expiry).
 func (kindBackend) Release(ctx context.Context, h *Handle, left time.Duration) (decode.Outcome, error) {
-	keys := h.keys
-	if h.kind.ReleaseMark {
-		keys = h.e.WithMark(keys)
-	}
-	out, err := h.kind.Release.Run(ctx, h.e, keys, h.id...)
+	out, err := h.RunRelease(ctx, h.e, h.kind.Release, h.keys, h.id...)
 	if err != nil && Classify(err) != Terminal {
 		if h.ttl == 0 {
 			left = CleanupLimit
 		}
 		h.e.Cleanup("release", left, func(ctx context.Context) error {
-			_, err := h.kind.Release.Run(ctx, h.e, keys, h.id...)
+			_, err := h.kind.Release.Run(ctx, h.e, h.keys, h.id...)
 			return err
 		})
+	}
+	return out, err
+}
+
+// RunRelease runs the release script s of the handle's lease on engine e
+// (keys k, arguments args) and reports what its first send did, without
+// any record on the server: when go-redis re-sent the script after a write
+// whose reply was lost (the engine counted two writes) and the re-send
+// found the lease gone (decode.AlreadyReleased) or another owner's
+// (decode.NotOwned, a holder that came after the first send released),
+// the first send released it, provided the handle still held the lease
+// locally when Release began (before its local deadline, not found lost):
+// nobody else could have ended it meanwhile, except by deleting the key
+// by hand (or a forced release) while the first reply was lost, which is
+// then reported as Released too. Without a re-send the reply stands.
+func (h *Handle) RunRelease(ctx context.Context, e *Engine, s *Script[decode.Outcome], k Keys, args ...any) (decode.Outcome, error) {
+	out, st, err := s.runSent(ctx, e, k, args)
+	if err == nil && out != decode.Released && st.resent() && h.heldAtRelease() {
+		out = decode.Released
 	}
 	return out, err
 }
@@ -667,6 +689,7 @@ func (h *Handle) GiveBack(ctx context.Context) (decode.Outcome, error) {
 		return decode.AlreadyReleased, nil
 	}
 	was := h.state
+	h.releasedHeld = was == held && (h.deadline.IsZero() || time.Now().Before(h.deadline))
 	var cancel context.CancelCauseFunc
 	if was == held {
 		cancel = h.endLocked(released, sentinel.ErrReleased)

@@ -74,7 +74,7 @@ func (e *notReplicatedError) Error() string {
 // Unwrap returns the error this one wraps, for errors.Is and errors.As.
 func (e *notReplicatedError) Unwrap() error { return sentinel.ErrNotReplicated }
 
-// runAcked sends the command args followed by WAIT in one pipeline on one
+// runAcked sends cmd followed by WAIT in one pipeline on one
 // connection to the server of the command's first key (at keyPos, or
 // args[1] when keyPos is 0): one round trip, and the WAIT counts the
 // acknowledgements of exactly this connection's writes. It returns the
@@ -82,7 +82,8 @@ func (e *notReplicatedError) Unwrap() error { return sentinel.ErrNotReplicated }
 // acknowledged, an error wrapping sentinel.ErrNotReplicated when fewer did within
 // the timeout, and the command's error reply (NOSCRIPT included: the
 // caller sends EVAL, acknowledged the same way) unchanged.
-func (e *Engine) runAcked(ctx context.Context, args []any, keyPos int8) (any, error) {
+func (e *Engine) runAcked(ctx context.Context, cmd *sendCmd, keyPos int8) (any, error) {
+	args := cmd.Args()
 	pos := int(keyPos)
 	if pos == 0 {
 		pos = 1
@@ -96,7 +97,7 @@ func (e *Engine) runAcked(ctx context.Context, args []any, keyPos int8) (any, er
 		if err != nil {
 			return nil, err
 		}
-		v, err := e.pipelineAcked(ctx, c, args)
+		v, err := e.pipelineAcked(ctx, c, cmd)
 		cc, cluster := e.client.(*redis.ClusterClient)
 		if cluster && redirects < 5 && err != nil && (strings.HasPrefix(err.Error(), "MOVED ") || strings.HasPrefix(err.Error(), "ASK ")) {
 			// The slot moved (a failover or a resharding): go-redis
@@ -128,8 +129,7 @@ func (e *Engine) nodeFor(ctx context.Context, key string) (*redis.Client, error)
 	return nil, check.InvalidArgument("client", "replica acknowledgements need a *redis.Client or *redis.ClusterClient")
 }
 
-func (e *Engine) pipelineAcked(ctx context.Context, c *redis.Client, args []any) (any, error) {
-	run := redis.NewCmd(ctx, args...)
+func (e *Engine) pipelineAcked(ctx context.Context, c *redis.Client, run *sendCmd) (any, error) {
 	var wait *redis.Cmd
 	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		_ = p.Process(ctx, run)

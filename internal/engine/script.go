@@ -28,8 +28,12 @@ type Script[R any] struct {
 	feature string         // what the script needs that some servers lack; see Requires
 	errKey  map[string]int // codes whose errors name another key; see ErrorsOn
 	// sha and body are the SHA1 and the source as command arguments,
-	// converted to interfaces once (not on every call).
-	sha, body any
+	// converted to interfaces once (not on every call), and as counted
+	// arguments (see send.go).
+	sha, body   any
+	shaW, bodyW wire
+	// once: a consumptive script, sent at most once (see [Script.Once]).
+	once bool
 }
 
 // NewScript loads name.lua from package lua and pairs it with decode, which
@@ -43,7 +47,20 @@ func NewScript[R any](name string, decode func(reply any) (R, bool)) *Script[R] 
 	}
 	sum := sha1.Sum(src)
 	hash := hex.EncodeToString(sum[:])
-	return &Script[R]{name: name, src: string(src), hash: hash, decode: decode, sha: hash, body: string(src)}
+	return &Script[R]{name: name, src: string(src), hash: hash, decode: decode, sha: hash, body: string(src),
+		shaW: newWire(1, hash), bodyW: newWire(1, string(src))}
+}
+
+// Once marks the script as consumptive (a rate-limit decision: running it
+// twice would consume twice) and returns s: the engine never lets go-redis
+// re-send it once a write may have reached the server, and sends it again
+// itself only when the previous attempt provably did not run (see
+// send.go). A reply lost after the write is then an error for which
+// [IsAmbiguous] reports true, never a second run. Call it only at
+// initialisation.
+func (s *Script[R]) Once() *Script[R] {
+	s.once = true
+	return s
 }
 
 // ErrorsOn marks the script's error codes (COORD_..., e.g. a counter's
@@ -79,6 +96,13 @@ func (s *Script[R]) Run(ctx context.Context, e *Engine, k Keys, args ...any) (R,
 // out once in the command: the hot paths build no intermediate argument
 // slice.
 func (s *Script[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any) (R, error) {
+	r, _, err := s.runSent(ctx, e, k, parts...)
+	return r, err
+}
+
+// runSent is run, also returning what the engine learnt about the sends
+// (whether go-redis re-sent the script after a write).
+func (s *Script[R]) runSent(ctx context.Context, e *Engine, k Keys, parts ...[]any) (R, sent, error) {
 	var zero R
 	nk := k.Len()
 	n := 3 + nk
@@ -92,27 +116,28 @@ func (s *Script[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any) 
 	for _, p := range parts {
 		i += copy(cmdArgs[i:], p)
 	}
-	v, err := e.do(ctx, cmdArgs, scriptKeyPos(nk))
+	v, st, err := e.send(ctx, cmdArgs, sendOpts{keyPos: scriptKeyPos(nk), mark: s.shaW, once: s.once})
 	if err != nil && isNoScript(err) {
 		// The server does not have the script (first use, SCRIPT FLUSH, a
 		// restart, a failover): send it. go-redis' Script.Run does the same.
-		eval := make([]any, len(cmdArgs))
-		copy(eval, cmdArgs)
-		eval[0], eval[1] = "eval", s.body
-		v, err = e.do(ctx, eval, scriptKeyPos(nk))
+		// NOSCRIPT ran nothing, so this is the first run either way.
+		cmdArgs[0], cmdArgs[1] = "eval", s.body
+		var st2 sent
+		v, st2, err = e.send(ctx, cmdArgs, sendOpts{keyPos: scriptKeyPos(nk), mark: s.bodyW, once: s.once})
+		st.writes += st2.writes - 1
 	}
 	if err != nil {
 		err = s.mapError(err)
 		if i, ok := s.errKey[codeOf(err)]; ok && i < k.Len() && k.named {
 			k = e.Key(strings.TrimPrefix(k.Full()[i], e.prefix))
 		}
-		return zero, k.keyed(err)
+		return zero, st, k.keyed(err)
 	}
 	r, ok := s.decode(v)
 	if !ok {
-		return zero, k.keyed(decode.Unexpected(s.name, v))
+		return zero, st, k.keyed(decode.Unexpected(s.name, v))
 	}
-	return r, nil
+	return r, st, nil
 }
 
 func scriptKeyPos(keys int) int8 {
@@ -122,41 +147,6 @@ func scriptKeyPos(keys int) int8 {
 	return 3
 }
 
-// do sends one command and returns its reply, with a Redis nil reply as a
-// nil value and no error. keyPos is the position of the command's first
-// key for Cluster routing (0: go-redis' default for the command).
-//
-// With replica acknowledgements on ([CheckReplicaAcks]) and outside a
-// background cleanup, the command is followed by WAIT in one pipeline
-// (runAcked). A failure on the network makes a Cluster client reload its
-// slot map (reloadOnFailure).
-func (e *Engine) do(ctx context.Context, args []any, keyPos int8) (any, error) {
-	var v any
-	var err error
-	// After Shutdown nothing is sent, except by the background cleanups it
-	// lets finish (their contexts carry noAcks).
-	if e.life.closed.Load() && ctx.Value(noAcks{}) == nil {
-		return nil, errShutdown
-	}
-	if e.acks.n > 0 && ctx.Value(noAcks{}) == nil {
-		v, err = e.runAcked(ctx, args, keyPos)
-	} else {
-		cmd := redis.NewCmd(ctx, args...)
-		if keyPos > 0 {
-			cmd.SetFirstKeyPos(keyPos)
-		}
-		_ = e.client.Process(ctx, cmd)
-		v, err = cmd.Result()
-	}
-	if err == redis.Nil {
-		return nil, nil
-	}
-	if err != nil {
-		e.reloadOnFailure(ctx, err)
-	}
-	return v, err
-}
-
 func isNoScript(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "NOSCRIPT")
@@ -164,18 +154,19 @@ func isNoScript(err error) bool {
 
 // Command is one plain Redis command with a strict reply decoder, for a hot
 // path that needs no script (the lock's first acquisition attempt is a
-// SET NX GET PX). Like a script it is declared once, by its primitive, next
-// to its decoder, and sent as one round trip; error replies are mapped by
+// SET NX PX). Like a script it is declared once, by its primitive, next to
+// its decoder, and sent as one round trip; error replies are mapped by
 // [mapErr] (a WRONGTYPE reply matches sentinel.ErrBadState) and a reply the
-// decoder does not recognise is an error wrapping [sentinel.ErrBadState]. It is
-// immutable and safe for concurrent use.
+// decoder does not recognise is an error wrapping [sentinel.ErrBadState].
+// It is immutable and safe for concurrent use.
 type Command[R any] struct {
 	name     string
 	template []any
 	keyPos   int8
+	mark     wire // its first constant argument after the name, counted
 	decode   func(reply, id any) (R, bool)
 	// reject, when set, reports a reply that proves bad state, before
-	// decode; rejected is the error Run then returns.
+	// decode; rejected is the error run then returns.
 	reject   func(reply, id any) bool
 	rejected error
 }
@@ -189,16 +180,26 @@ type (
 )
 
 // NewCommand returns the command laid out by template: constant arguments
-// (the command name first) and [KeyAt]/[ArgAt] placeholders. decode turns
-// the reply into R, given the first argument (the caller's id, to
-// recognise its own lease after a re-send), and reports false for any reply
-// it does not recognise; a nil reply arrives as nil.
+// (the command name first, and at least one more constant string: the
+// argument whose writes are counted, see send.go) and [KeyAt]/[ArgAt]
+// placeholders. decode turns the reply into R, given the first argument
+// (the caller's id, to recognise its own lease after a re-send), and
+// reports false for any reply it does not recognise; a nil reply arrives
+// as nil. The reply is read as raw RESP (see sendOpts.raw): a nil, a
+// string or an integer. A template without a second constant string
+// panics at initialisation.
 func NewCommand[R any](name string, template []any, decode func(reply, id any) (R, bool)) *Command[R] {
-	c := &Command[R]{name: name, template: template, decode: decode}
+	c := &Command[R]{name: name, template: template, decode: decode, mark: wire{at: -1}}
 	for i, t := range template {
 		if t == KeyAt(0) {
 			c.keyPos = int8(i)
 		}
+		if s, ok := t.(string); ok && i > 0 && c.mark.at < 0 {
+			c.mark = newWire(i, s)
+		}
+	}
+	if c.mark.at < 0 {
+		panic("engine: command " + name + " has no constant argument after its name")
 	}
 	return c
 }
@@ -206,26 +207,29 @@ func NewCommand[R any](name string, template []any, decode func(reply, id any) (
 // Name returns the command's name, e.g. "lock_try".
 func (c *Command[R]) Name() string { return c.name }
 
-// Refusing makes Run fail with an error wrapping [sentinel.ErrBadState] (script code
-// COORD_BADSTATE, with detail as its text) for every reply for which bad
-// reports true, given the reply and the first argument as for the decoder:
-// a reply that proves the key holds what no holder wrote (a command such
-// as SET NX GET writes nothing then). It returns c, for use in a
-// declaration; call it only at initialisation.
+// Refusing makes run fail with an error wrapping [sentinel.ErrBadState]
+// (script code COORD_BADSTATE, with detail as its text) for every reply for
+// which bad reports true, given the reply and the first argument as for
+// the decoder: a reply that proves the key holds what no holder wrote (a
+// command such as SET NX GET writes nothing then). It returns c, for use
+// in a declaration; call it only at initialisation.
 func (c *Command[R]) Refusing(detail string, bad func(reply, id any) bool) *Command[R] {
 	c.reject = bad
 	c.rejected = &scriptError{code: "COORD_BADSTATE", detail: detail}
 	return c
 }
 
-// Run sends the command on the prefixed keys k with args and decodes the
-// reply.
+// Run is run for tests and tools: it sends the command on the prefixed
+// keys k with args and decodes the reply.
 func (c *Command[R]) Run(ctx context.Context, e *Engine, k Keys, args ...any) (R, error) {
-	return c.run(ctx, e, k, args)
+	r, _, err := c.run(ctx, e, k, args)
+	return r, err
 }
 
-// run is Run with the arguments in parts, as [Script.run].
-func (c *Command[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any) (R, error) {
+// run sends the command on the prefixed keys k with the arguments in parts
+// (id..., the TTL, extra..., as [Script.run]) and decodes the reply; it
+// also returns what the engine learnt about the sends.
+func (c *Command[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any) (R, sent, error) {
 	var zero R
 	cmdArgs := make([]any, len(c.template))
 	for i, t := range c.template {
@@ -245,22 +249,22 @@ func (c *Command[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any)
 			cmdArgs[i] = t
 		}
 	}
-	v, err := e.do(ctx, cmdArgs, c.keyPos)
+	v, st, err := e.send(ctx, cmdArgs, sendOpts{keyPos: c.keyPos, mark: c.mark, raw: true})
 	if err != nil {
-		return zero, k.keyed(mapErr(err))
+		return zero, st, k.keyed(mapErr(err))
 	}
 	var id any
 	if len(parts) > 0 && len(parts[0]) > 0 {
 		id = parts[0][0]
 	}
 	if c.reject != nil && c.reject(v, id) {
-		return zero, k.keyed(c.rejected)
+		return zero, st, k.keyed(c.rejected)
 	}
 	r, ok := c.decode(v, id)
 	if !ok {
-		return zero, k.keyed(decode.Unexpected(c.name, v))
+		return zero, st, k.keyed(decode.Unexpected(c.name, v))
 	}
-	return r, nil
+	return r, st, nil
 }
 
 // Load sends SCRIPT LOAD (to every primary on a Cluster client).

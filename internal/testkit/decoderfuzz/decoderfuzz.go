@@ -21,7 +21,7 @@ import (
 // Of describes script s's decoder for the fuzzer: decode reads s's reply
 // (false: refused), and seeds are replies it accepts (one value each, in
 // fuzzseed's seed form).
-func Of[R any](s *engine.Script[R], decode func(any) (R, bool), seeds ...[]any) fuzzseed.Decoder {
+func Of[R any](s interface{ Name() string }, decode func(any) (R, bool), seeds ...[]any) fuzzseed.Decoder {
 	return fuzzseed.Decoder{Name: s.Name(), Decode: func(v any) (any, bool) { return decode(v) }, Seeds: seeds}
 }
 
