@@ -20,8 +20,8 @@ var fieldKind = &engine.LeaseKind{
 	Primitive: "lock",
 	AcquireOp: hooks.LeaseAcquire, RenewOp: hooks.LeaseRenew, VerifyOp: hooks.LeaseVerify, ReleaseOp: hooks.LeaseRelease,
 	Acquire: fieldAcquire, Refresh: fieldRefresh, Verify: fieldVerify, Release: fieldRelease,
-	Metrics:     lockcore.Metrics,
-	Attrs:       []attribute.KeyValue{attribute.String("kind", "lease")},
+	Metrics: lockcore.Metrics,
+	Attrs:   []attribute.KeyValue{attribute.String("kind", "lease")},
 }
 
 // FieldSet is one hash key holding many named leases, one per field (see

@@ -19,8 +19,8 @@ var kind = &engine.LeaseKind{
 	Primitive: "lock",
 	AcquireOp: hooks.LockAcquire, RenewOp: hooks.LockRenew, VerifyOp: hooks.LockVerify, ReleaseOp: hooks.LockRelease,
 	First: lockcore.Try, Acquire: lockcore.Acquire, Refresh: lockcore.Refresh, Verify: lockcore.Verify, Release: lockcore.Release,
-	Metrics:     lockcore.Metrics,
-	Attrs:       []attribute.KeyValue{attribute.String("kind", "lock")},
+	Metrics: lockcore.Metrics,
+	Attrs:   []attribute.KeyValue{attribute.String("kind", "lock")},
 }
 
 // Mutex is the owner-token lock on one key: a value with no state of its

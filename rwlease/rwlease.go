@@ -24,15 +24,15 @@ var (
 		Primitive: primitive,
 		AcquireOp: hooks.RWLeaseReadAcquire, RenewOp: hooks.RWLeaseRenew, VerifyOp: hooks.RWLeaseVerify, ReleaseOp: hooks.RWLeaseRelease,
 		Acquire: scriptAcquire, Refresh: scriptRefresh, Verify: scriptVerify, Release: scriptRelease,
-		Metrics:     metrics,
-		Attrs:       []attribute.KeyValue{attribute.String("mode", "read")},
+		Metrics: metrics,
+		Attrs:   []attribute.KeyValue{attribute.String("mode", "read")},
 	}
 	writeKind = &engine.LeaseKind{
 		Primitive: primitive,
 		AcquireOp: hooks.RWLeaseWriteAcquire, RenewOp: hooks.RWLeaseRenew, VerifyOp: hooks.RWLeaseVerify, ReleaseOp: hooks.RWLeaseRelease,
 		Acquire: scriptAcquire, Refresh: scriptRefresh, Verify: scriptVerify, Release: scriptRelease,
-		Metrics:     metrics,
-		Attrs:       []attribute.KeyValue{attribute.String("mode", "write")},
+		Metrics: metrics,
+		Attrs:   []attribute.KeyValue{attribute.String("mode", "write")},
 	}
 )
 

@@ -20,8 +20,8 @@ var kind = &engine.LeaseKind{
 	Primitive: primitive,
 	AcquireOp: hooks.SemaphoreAcquire, RenewOp: hooks.SemaphoreRenew, VerifyOp: hooks.SemaphoreVerify, ReleaseOp: hooks.SemaphoreRelease,
 	Acquire: acquireScript, Refresh: refreshScript, Verify: verifyScript, Release: releaseScript,
-	WaitFlag:    true,
-	Metrics:     leaseMetrics,
+	WaitFlag: true,
+	Metrics:  leaseMetrics,
 }
 
 // MaxCapacity is the largest capacity (and so the largest number of permits

@@ -19,6 +19,5 @@ const (
 	NoError     = noError
 )
 
-
 // ErrorClass is the type of Classify's answer, for tables of them.
 type ErrorClass = errorClass

@@ -32,9 +32,9 @@ var Kind = &engine.LeaseKind{
 	Primitive: "fencing",
 	AcquireOp: hooks.FencedLockAcquire, RenewOp: hooks.FencedLockRenew, VerifyOp: hooks.FencedLockVerify, ReleaseOp: hooks.FencedLockRelease,
 	Acquire: fencingcore.Acquire, Refresh: fencingcore.Refresh, Verify: fencingcore.Verify, Release: fencingcore.Release,
-	HandleKeys:  1,
-	Metrics:     lockcore.Metrics,
-	Attrs:       []attribute.KeyValue{attribute.String("kind", "fencing")},
+	HandleKeys: 1,
+	Metrics:    lockcore.Metrics,
+	Attrs:      []attribute.KeyValue{attribute.String("kind", "fencing")},
 }
 
 // Keys validates a fencing lock's keys, without sending anything: errors
