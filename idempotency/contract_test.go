@@ -120,7 +120,10 @@ func TestContract(t *testing.T) {
 					return err
 				}},
 				{Name: "Begin waiting, caller gives up", Op: hooks.IdempotencyBegin, Outcome: hooks.Canceled, Run: func(ctx context.Context, c *coordination.Coordinator) error {
-					ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+					// Long enough for the first Begin's answer on a loaded
+					// machine: the caller gives up while waiting, not
+					// before the first answer.
+					ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 					defer cancel()
 					_, err := beginWant(ctx, c, waiting, idempotency.InProgress, idempotency.WithWait(time.Minute))
 					if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, coordination.ErrNotAcquired) {

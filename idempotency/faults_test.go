@@ -47,7 +47,7 @@ func (h *faultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		h.mu.Lock()
 		match := !h.fired && h.sha != "" && strings.EqualFold(cmd.Name(), "evalsha") &&
-			len(cmd.Args()) > 1 && cmd.Args()[1] == h.sha
+			len(cmd.Args()) > 1 && fmt.Sprint(cmd.Args()[1]) == h.sha
 		if match {
 			h.fired = true
 		}
@@ -349,8 +349,11 @@ func (h *replyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		h.mu.Lock()
 		sha, v := h.sha, h.val
 		h.mu.Unlock()
-		c, ok := cmd.(*redis.Cmd)
-		if err != nil || !ok || !strings.EqualFold(cmd.Name(), "evalsha") || len(cmd.Args()) < 2 || cmd.Args()[1] != sha {
+		c, ok := cmd.(interface {
+			SetVal(any)
+			SetErr(error)
+		}) // the engine wraps its *redis.Cmd
+		if err != nil || !ok || !strings.EqualFold(cmd.Name(), "evalsha") || len(cmd.Args()) < 2 || fmt.Sprint(cmd.Args()[1]) != sha {
 			return err
 		}
 		c.SetErr(nil)

@@ -644,7 +644,10 @@ func (h replyHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h replyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		c, ok := cmd.(*redis.Cmd)
+		c, ok := cmd.(interface {
+			SetVal(any)
+			SetErr(error)
+		}) // the engine wraps its *redis.Cmd
 		if ok && (err == nil || errors.Is(err, redis.Nil)) && strings.EqualFold(cmd.Name(), "evalsha") && fmt.Sprint(cmd.Args()[1]) == h.sha {
 			c.SetErr(nil)
 			c.SetVal(h.val)

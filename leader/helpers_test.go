@@ -407,5 +407,5 @@ func isErr(err, target error) bool { return errors.Is(err, target) }
 // isScript reports whether cmd runs the script with that SHA1.
 func isScript(cmd redis.Cmder, sha string) bool {
 	args := cmd.Args()
-	return len(args) > 1 && cmd.Name() == "evalsha" && args[1] == sha
+	return len(args) > 1 && cmd.Name() == "evalsha" && fmt.Sprint(args[1]) == sha // the engine sends the SHA as a fmt.Stringer
 }

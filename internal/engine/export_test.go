@@ -19,5 +19,14 @@ const (
 	NoError     = noError
 )
 
+// OwnScript is a script of source src, not from package lua: a test's
+// own.
+func OwnScript[R any](name, src string, decode func(any) (R, bool)) *Script[R] {
+	return newScript(name, src, decode)
+}
+
+// ReadRaw is readRaw.
+var ReadRaw = readRaw
+
 // ErrorClass is the type of Classify's answer, for tables of them.
 type ErrorClass = errorClass

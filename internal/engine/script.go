@@ -45,10 +45,15 @@ func NewScript[R any](name string, decode func(reply any) (R, bool)) *Script[R] 
 	if err != nil {
 		panic(fmt.Sprintf("engine: script %s: %v", name, err))
 	}
-	sum := sha1.Sum(src)
+	return newScript(name, string(src), decode)
+}
+
+// newScript is NewScript for the source src.
+func newScript[R any](name, src string, decode func(reply any) (R, bool)) *Script[R] {
+	sum := sha1.Sum([]byte(src))
 	hash := hex.EncodeToString(sum[:])
-	return &Script[R]{name: name, src: string(src), hash: hash, decode: decode, sha: hash, body: string(src),
-		shaW: newWire(1, hash), bodyW: newWire(1, string(src))}
+	return &Script[R]{name: name, src: src, hash: hash, decode: decode, sha: hash, body: src,
+		shaW: newWire(1, hash), bodyW: newWire(1, src)}
 }
 
 // Once marks the script as consumptive (a rate-limit decision: running it
