@@ -73,8 +73,9 @@ func (l *Lease) Key() string {
 	return l.key
 }
 
-// Token returns the holder's owner token: 36 characters, random (UUID v4);
-// a ratelimit.ConcurrencyLease's is 22 random base64url characters.
+// Token returns the holder's owner token: 22 characters of base64url,
+// random (a version 4 UUID; a ratelimit.ConcurrencyLease's, 22 random
+// base64url characters).
 // It identifies this holder in the stored lease (the primitive's package
 // documentation gives where); it is not a fencing token.
 func (l *Lease) Token() string {

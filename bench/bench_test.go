@@ -663,7 +663,7 @@ func BenchmarkHandoff(b *testing.B) {
 
 // BenchmarkMemoryUsage reports MEMORY USAGE (bytes, SAMPLES 0) of one idle
 // key of each kind, with a 40-byte key name: a plain SET PX for scale, a
-// held lock, a fencing lease and its counter, a semaphore with one permit
+// held lock (ours, bsm/redislock's and redsync's), a fencing lease and its counter, a semaphore with one permit
 // held, and idempotency claims (pending; completed with a 100-byte
 // result). b.N does not matter.
 //
@@ -700,6 +700,22 @@ func BenchmarkMemoryUsage(b *testing.B) {
 			b.Fatal(err)
 		}
 		if _, err := mu.TryAcquire(ctx, time.Minute); err != nil {
+			b.Fatal(err)
+		}
+		usage(b, k)
+	})
+	b.Run("bsm-redislock", func(b *testing.B) {
+		k := name("bsm")
+		c.Del(ctx, k)
+		if _, err := redislock.New(c).Obtain(ctx, k, time.Minute, nil); err != nil {
+			b.Fatal(err)
+		}
+		usage(b, k)
+	})
+	b.Run("redsync", func(b *testing.B) {
+		k := name("redsync")
+		c.Del(ctx, k)
+		if err := redsync.New(goredis.NewPool(c)).NewMutex(k, redsync.WithExpiry(time.Minute), redsync.WithTries(1)).Lock(); err != nil {
 			b.Fatal(err)
 		}
 		usage(b, k)

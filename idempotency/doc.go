@@ -48,7 +48,7 @@
 // Complete), fence the claim's fencing token ([Claim.Fence], decimal),
 // owner the owner token of the claim's caller, completion id that of the
 // Complete that stored the result and abandon id that of the Abandon that
-// ended the claim (36 characters each, never a ":"), result the stored bytes (to the end of the string), and fp the
+// ended the claim (22 characters each, base64url: never a ":"), result the stored bytes (to the end of the string), and fp the
 // request fingerprint: "-:" when none was given, otherwise its length in
 // decimal, ":" and its bytes (so "3:abc"). For example, a claim completed
 // with the result "ok" and no fingerprint reads

@@ -36,8 +36,8 @@ func TestClaimLayout(t *testing.T) {
 		}
 		v := get("plain")
 		id, rest, ok := strings.Cut(strings.TrimPrefix(v, "C"), ":")
-		if !strings.HasPrefix(v, "C") || !ok || len(id) != 36 || rest != "-:ok:result" {
-			t.Fatalf("completed claim = %q, want C<36-character completion id>:-:ok:result", v)
+		if !strings.HasPrefix(v, "C") || !ok || len(id) != 22 || rest != "-:ok:result" {
+			t.Fatalf("completed claim = %q, want C<22-character completion id>:-:ok:result", v)
 		}
 		if d := f.pttl(t, "plain"); d <= time.Hour || d > 2*time.Hour {
 			t.Fatalf("completed claim's TTL = %v, want the 2h result TTL", d)
@@ -62,8 +62,8 @@ func TestClaimLayout(t *testing.T) {
 		}
 		v = get("ab")
 		fence, id, ok := strings.Cut(strings.TrimPrefix(v, "A"), ":")
-		if !strings.HasPrefix(v, "A") || !ok || fence != strconv.FormatInt(c.Fence, 10) || len(id) != 36 {
-			t.Fatalf("abandoned claim = %q, want A%d:<36-character abandon id>", v, c.Fence)
+		if !strings.HasPrefix(v, "A") || !ok || fence != strconv.FormatInt(c.Fence, 10) || len(id) != 22 {
+			t.Fatalf("abandoned claim = %q, want A%d:<22-character abandon id>", v, c.Fence)
 		}
 		if d := f.pttl(t, "ab"); d <= 0 || d > 5*time.Second {
 			t.Fatalf("abandoned claim's TTL = %v, want at most 5 s", d)

@@ -86,7 +86,7 @@ var beginOpts = func() map[State][]metric.AddOption {
 type Claim struct {
 	// State says what Begin found.
 	State State
-	// Owner is the owner token of a Started claim (36 characters, random):
+	// Owner is the owner token of a Started claim (22 characters, random):
 	// pass it to [Store.Complete] or [Store.Abandon]. Keep it private; it is
 	// what lets a caller finish the claim. Empty for every other state.
 	Owner string

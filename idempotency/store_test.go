@@ -103,8 +103,8 @@ func wantState(t *testing.T, c idempotency.Claim, want idempotency.State) {
 	}
 	switch want {
 	case idempotency.Started:
-		if len(c.Owner) != 36 || c.Fence < 3 || c.Result != nil || c.Remaining != 0 {
-			t.Fatalf("started claim = %+v, want a 36-character owner, a fence and nothing else", c)
+		if len(c.Owner) != 22 || c.Fence < 3 || c.Result != nil || c.Remaining != 0 {
+			t.Fatalf("started claim = %+v, want a 22-character owner, a fence and nothing else", c)
 		}
 	case idempotency.Completed:
 		if c.Owner != "" || c.Fence != 0 || c.Result == nil || c.Remaining != 0 {

@@ -140,7 +140,7 @@
 //
 // Layout, for tools that decode it: the key is a hash; each field is one
 // lease, named by the field (any non-empty bytes), whose value is the holder's owner
-// token (36 characters, a UUID v4) and whose expiry is the field's own
+// token (22 characters, a UUID v4 in base64url) and whose expiry is the field's own
 // (HPEXPIRE, server time, whole milliseconds). Inspect it with
 //
 //	HGETALL <key>

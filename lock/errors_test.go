@@ -197,7 +197,9 @@ func TestLockForeignValueIsBadState(t *testing.T) {
 		}{
 			{"foreign value without a TTL", "someone-else", 0, true},
 			{"foreign value with a TTL", "someone-else", time.Hour, true},
-			{"upper-case token", strings.ToUpper(token), time.Hour, true},
+			{"token-long value outside base64url", token[:21] + ".", time.Hour, true},
+			{"upper-case UUID text", "0E0C1A5E-7D5C-4A2A-9C1E-2B6F3A4D5E6F", time.Hour, true},
+			{"UUID text of an earlier version without a TTL", "0e0c1a5e-7d5c-4a2a-9c1e-2b6f3a4d5e6f", 0, false},
 			{"token without a TTL", token, 0, false},
 			{"marked token without a TTL", token + "+", 0, false},
 		} {

@@ -2,7 +2,7 @@
 -- field is free. Needs hash-field expiration (Redis >= 7.4, Valkey >= 9.0).
 --
 -- Layout of the hash (one key, no hash tag needed): each field is one
--- named lease, its value the holder's owner token (36 characters), its
+-- named lease, its value the holder's owner token (22 characters), its
 -- expiry the field's own (HPEXPIRE), in server time. Other fields are
 -- other leases and are never touched. The hash has no key-level TTL (it
 -- would end every lease in it at once). A release publishes on the channel

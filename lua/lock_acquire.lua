@@ -17,9 +17,11 @@
 -- Errors   WRONGTYPE      the key holds a non-string value (raised by
 --                         SET ... GET, which then writes nothing)
 --          COORD_BADSTATE the key holds a string that is not an owner
---                         token (36 bytes of lower-case hex and '-', as
---                         engine.NewToken makes them), or a token without
---                         a TTL (PERSISTed): nothing is written
+--                         token (22 bytes of base64url, as
+--                         engine.NewToken makes them, or the 36 bytes of
+--                         lower-case hex and '-' of earlier versions), or
+--                         a token without a TTL (PERSISTed): nothing is
+--                         written
 -- One command takes a free lock or reads its holder (Redis 7.0+).
 local v = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'GET', 'PX', ARGV[2])
 if v == false then
@@ -34,8 +36,10 @@ local t = v
 if marked then
   t = string.sub(v, 1, -2)
 end
-if #t ~= 36 or not string.match(t, '^[0-9a-f]+%-[0-9a-f]+%-[0-9a-f]+%-[0-9a-f]+%-[0-9a-f]+$')
-    or string.byte(t, 9) ~= 45 or string.byte(t, 14) ~= 45 or string.byte(t, 19) ~= 45 or string.byte(t, 24) ~= 45 then
+local token = (#t == 22 and not string.find(t, '[^%w_%-]'))
+  or (#t == 36 and string.match(t, '^[0-9a-f]+%-[0-9a-f]+%-[0-9a-f]+%-[0-9a-f]+%-[0-9a-f]+$')
+    and string.byte(t, 9) == 45 and string.byte(t, 14) == 45 and string.byte(t, 19) == 45 and string.byte(t, 24) == 45)
+if not token then
   return redis.error_reply('COORD_BADSTATE the lock key holds a value that is not an owner token')
 end
 local pttl = redis.call('PTTL', KEYS[1])

@@ -32,7 +32,7 @@ const (
 	// MaxIdentityBytes bounds an identity stored with a lease or a list
 	// entry: a leader's identity, a fencing lock's holder
 	// (fencing.WithHolder), a deny-list identity, an owner token
-	// handed back (the library's are 36 bytes): 256 bytes, room for a
+	// handed back (the library's are 22 bytes): 256 bytes, room for a
 	// host name, a pod name and a process id.
 	MaxIdentityBytes = 256
 	// MaxFingerprintBytes bounds an idempotency request fingerprint: 1 KiB

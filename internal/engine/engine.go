@@ -11,7 +11,7 @@ package engine
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -274,9 +274,11 @@ func (e *Engine) NamedKeys(names []string, keys ...string) (Keys, error) {
 	return k, nil
 }
 
-// NewToken returns a fresh random owner token: a version 4 UUID in its
-// 36-character text form (122 random bits from crypto/rand), built with
-// one allocation.
+// NewToken returns a fresh random owner token: a version 4 UUID (122
+// random bits from crypto/rand) in 22 bytes of unpadded base64url, as
+// bsm/redislock's tokens are: a held lock key is then as small as the
+// peers' (MEMORY USAGE 120 B with a 40-byte key name, 136 B with the
+// 36-byte UUID text).
 func NewToken() (string, error) {
 	var u [16]byte
 	if _, err := rand.Read(u[:]); err != nil {
@@ -284,17 +286,7 @@ func NewToken() (string, error) {
 	}
 	u[6] = u[6]&0x0f | 0x40 // version 4
 	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
-	var b [36]byte
-	hex.Encode(b[0:8], u[0:4])
-	b[8] = '-'
-	hex.Encode(b[9:13], u[4:6])
-	b[13] = '-'
-	hex.Encode(b[14:18], u[6:8])
-	b[18] = '-'
-	hex.Encode(b[19:23], u[8:10])
-	b[23] = '-'
-	hex.Encode(b[24:], u[10:])
-	return string(b[:]), nil
+	return base64.RawURLEncoding.EncodeToString(u[:]), nil
 }
 
 // Op is one admitted public operation. Its End must be called exactly once.

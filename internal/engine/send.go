@@ -39,7 +39,12 @@ import (
 // pipelines; a client with auto-pipelining may marshal an argument once
 // more to size its batch, which only makes an unsent command look sent (an
 // ambiguous error where an unambiguous one was possible: never a double
-// run).
+// run). A write answered by an error reply that ran nothing (a Cluster
+// redirect, MOVED or ASK, followed by go-redis) counts too: a release
+// redirected while its slot moves, whose second write finds the lease
+// gone, reports Released when the lease was held locally; the lease was
+// then either released by nobody and lost with no holder to tell (expired
+// early, deleted by hand), or released: either way no one holds it.
 
 // wireMark is the counted argument of one command: b is written, s is what
 // String shows (hooks and logs that print the command), n counts writes.

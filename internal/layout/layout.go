@@ -259,12 +259,13 @@ func Tok(t string) string {
 }
 
 var (
-	reToken = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	reToken = regexp.MustCompile(`^([A-Za-z0-9_-]{22}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$`)
 	reInt   = regexp.MustCompile(`^(0|[1-9][0-9]*)$`)
 )
 
-// IsToken reports whether t is an owner token as the library writes it
-// (a UUID in lower-case hex).
+// IsToken reports whether t is an owner token as the library writes it: a
+// version 4 UUID in 22 bytes of base64url (engine.NewToken), or in the 36
+// bytes of lower-case hex and '-' that earlier versions wrote.
 func IsToken(t string) bool { return reToken.MatchString(t) }
 
 // IsInt reports whether n is a canonical non-negative decimal integer

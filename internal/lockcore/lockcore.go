@@ -21,6 +21,7 @@ import (
 	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/instrument"
+	"github.com/coordkit/coordination/internal/layout"
 )
 
 // The lock's command and scripts. Each is immutable and safe for
@@ -55,8 +56,8 @@ var Metrics = instrument.NewLease("lock", "lock", "kind",
 	"Lock acquisitions (a Mutex's or, for kind=lease, a FieldSet's TryAcquire or Acquire) that found the lock held, counted once per call.")
 
 // foreignValue reports a SET NX GET reply that is a string but neither the
-// caller's token nor token-shaped (36 bytes of a version 4 UUID in
-// lower-case hex, from engine.NewToken; a waiter may have appended '+').
+// caller's token nor token-shaped (layout.IsToken; a waiter may have
+// appended '+').
 func foreignValue(v, id any) bool {
 	s, ok := v.(string)
 	if !ok {
@@ -65,29 +66,7 @@ func foreignValue(v, id any) bool {
 	if tok, ok := id.(string); ok && ownValue(s, tok) {
 		return false
 	}
-	return !isToken(strings.TrimSuffix(s, "+"))
-}
-
-// isToken reports whether s has the form of an engine.NewToken token: 36
-// bytes, lower-case hex digits with '-' at 8, 13, 18 and 23.
-func isToken(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-				return false
-			}
-		}
-	}
-	return true
+	return !layout.IsToken(strings.TrimSuffix(s, "+"))
 }
 
 // decodeTry reads the reply of SET NX GET: nil (acquired), the caller's

@@ -25,6 +25,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/layout"
 	"github.com/coordkit/coordination/internal/testkit/contract"
 	"github.com/coordkit/coordination/internal/testkit/faultproxy"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
@@ -230,8 +231,8 @@ func acquireContendRelease(t *testing.T, b *testharness.Backend, s Subject) {
 	ctx := context.Background()
 	c1, c2 := b.Coordinator(t), b.Coordinator(t)
 	h := must(s.Acquire(ctx, c1, "{a}", time.Minute, false))(t)
-	if len(h.Token()) != 36 {
-		t.Errorf("owner token %q: want 36 characters", h.Token())
+	if len(h.Token()) != 22 || !layout.IsToken(h.Token()) {
+		t.Errorf("owner token %q: want 22 characters of base64url", h.Token())
 	}
 	if r := h.Remaining(); r <= 58*time.Second || r > time.Minute {
 		t.Errorf("Remaining = %v, want just under 1m", r)
