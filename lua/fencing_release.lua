@@ -15,6 +15,7 @@
 --           0  already gone; nothing changed
 --          -1  held by another owner; nothing changed
 -- Errors   WRONGTYPE  the lease key is not a hash (nothing written)
+--#include notify
 local o = redis.call('HGET', KEYS[1], 'owner')
 if o ~= ARGV[1] then
   if KEYS[2] and redis.call('HGET', KEYS[2], 'owner') == ARGV[1] then
@@ -33,5 +34,5 @@ if KEYS[2] then
 else
   redis.call('DEL', KEYS[1])
 end
-redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')
+wake('released')
 return 1

@@ -19,6 +19,7 @@
 -- Errors   ERR unknown command  the server lacks hash-field expiration
 --                               (ErrUnsupportedServer); nothing written
 --          WRONGTYPE            the key is not a hash; nothing written
+--#include notify
 local key, field = KEYS[1], ARGV[1]
 redis.call('HPEXPIRETIME', key, 'FIELDS', 1, field)
 local v = redis.call('HGET', key, field)
@@ -37,5 +38,5 @@ if KEYS[2] then
   redis.call('HSET', KEYS[2], field, ARGV[2])
   redis.call('HPEXPIRE', KEYS[2], 5000, 'FIELDS', 1, field)
 end
-redis.pcall('PUBLISH', 'coordination:' .. KEYS[1] .. '\0' .. field, 'released')
+wake('released', '\0' .. field)
 return 1

@@ -18,6 +18,7 @@
 --           0  already gone (expired or released before); nothing changed
 --          -1  held by another owner; nothing changed
 -- Errors   WRONGTYPE  the key holds a non-string value (nothing written)
+--#include notify
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] or v == ARGV[1] .. '+' then
   if KEYS[2] then
@@ -29,7 +30,7 @@ if v == ARGV[1] or v == ARGV[1] .. '+' then
     redis.call('DEL', KEYS[1])
   end
   if v ~= ARGV[1] then
-    redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')
+    wake('released')
   end
   return 1
 end
