@@ -80,8 +80,8 @@ func (e *Engine) Watch(ctx context.Context, full string) (*Watch, error) {
 // after a short bound, when it is slow to confirm).
 //
 // Where the server has sharded Pub/Sub (Redis 7.0+, Valkey; the first
-// watch of the engine asks with an SPUBLISH of an empty message on the
-// key's shard channel, as the scripts publish) and the key has a shard
+// watch of the engine asks with an SPUBLISH of an empty message on a
+// channel no waiter listens to, as the scripts publish) and the key has a shard
 // channel, the subscription is sharded (SSUBSCRIBE): on a Cluster client
 // the waiters share one connection per primary that owns a watched slot,
 // otherwise one connection. Keys without a shard channel, and every key
@@ -162,7 +162,7 @@ func (h *hub) watch(ctx context.Context, classic, shard string) (*Watch, error) 
 	ch, sharded := classic, false
 	if shard != "" {
 		if h.sharded == shardUnknown {
-			if err := h.probe(ctx, shard); err != nil {
+			if err := h.probe(ctx); err != nil {
 				h.subMu.Unlock()
 				return nil, err
 			}
@@ -208,14 +208,13 @@ func (h *hub) watch(ctx context.Context, classic, shard string) (*Watch, error) 
 }
 
 // probe finds out, once per engine, whether the server has sharded Pub/Sub
-// as the scripts do: by publishing an empty message with SPUBLISH on the
-// shard channel about to be watched (its waiters elsewhere take it for a
-// release and re-check once). A refusal (no such command, an ACL without
-// it) makes every subscription classic, as the scripts then PUBLISH; an
-// error that says nothing about the server (the network, a failover, ctx)
-// is returned and the next watch asks again. Called with subMu held.
-func (h *hub) probe(ctx context.Context, shard string) error {
-	err := h.e.client.SPublish(ctx, shard, "").Err()
+// as the scripts do: by publishing an empty message with SPUBLISH on
+// probeChannel. A refusal (no such command, an ACL without it) makes every
+// subscription classic, as the scripts then PUBLISH; an error that says
+// nothing about the server (the network, a failover, ctx) is returned and
+// the next watch asks again. Called with subMu held.
+func (h *hub) probe(ctx context.Context) error {
+	err := h.e.client.SPublish(ctx, probeChannel(h.e.prefix), "").Err()
 	if err == nil {
 		h.sharded = shardYes
 		return nil
@@ -229,6 +228,16 @@ func (h *hub) probe(ctx context.Context, shard string) error {
 	h.e.logger.Debug("coordination: the server refuses SPUBLISH; release notifications use classic Pub/Sub",
 		"error", Describe(err))
 	return nil
+}
+
+// probeChannel is the channel the probe publishes on: under the key
+// prefix, so that the ACL's &coordination:<prefix>* grants it, and no
+// shard channel a waiter subscribes to (under a prefix without a hash tag
+// it has none, and shard channels all have one; under a prefix with a
+// hash tag it is the channel of a key no one names), so that the probe
+// wakes no one.
+func probeChannel(prefix string) string {
+	return slot.ChannelPrefix + prefix + "\x00notification probe\x00"
 }
 
 // subscribe subscribes ch, of st, on the connection it belongs to (which it
