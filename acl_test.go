@@ -24,6 +24,7 @@ import (
 var clientCommands = []string{
 	"eval", "evalsha", // every operation: EVALSHA, EVAL after NOSCRIPT
 	"subscribe", "unsubscribe", "ping", // the notification hub's Pub/Sub connection (PING: its health check)
+	"ssubscribe", "sunsubscribe", "spublish", // its sharded connections; SPUBLISH: its one probe of the server
 	"hello", "client|setinfo", // go-redis' connection handshake (RESP3, library name and version)
 	"wait", // WithReplicaAcks
 }

@@ -57,12 +57,23 @@
 // prefix applied, whatever the client type.
 // The scripts are in package lua, for audit and for writing ACLs.
 //
-// Blocking operations wait on a release notification rather than polling:
-// releasing scripts PUBLISH on the channel "coordination:" followed by the
-// prefixed key (for a lease in a hash field: the key, a NUL byte and the
-// field; grant &coordination:* in ACLs), and all waiters of one
-// coordinator share one Pub/Sub connection. A lost message only delays a
-// waiter until its periodic re-check or the holder's expiry.
+// Blocking operations wait on a release notification rather than polling.
+// Where the server has sharded Pub/Sub (Redis 7.0 and later, Valkey),
+// releasing scripts SPUBLISH on the key's shard channel, which lies in the
+// key's Cluster slot, so that on Redis Cluster a release is delivered by
+// the key's own shard instead of being broadcast to every node:
+// "coordination:" followed by the prefixed key when the key has a hash
+// tag, and followed by the key and the key again in braces ("{" key "}")
+// when it holds no brace. Elsewhere (a server without SPUBLISH, a user
+// whose ACL lacks +spublish, a key whose braces form no hash tag) they
+// PUBLISH on the classic channel, "coordination:" followed by the
+// prefixed key. For a lease in a hash field both names are followed by a
+// NUL byte and the field. Grant &coordination:<prefix>* in ACLs. The
+// waiters of one coordinator share one sharded Pub/Sub connection per
+// shard at most (per primary on a Cluster client, one otherwise) plus one
+// classic connection, whatever the number of keys and waiters. A lost
+// message only delays a waiter until its periodic re-check or the holder's
+// expiry.
 //
 // Every held thing (lock, permit, lease) is released the same way: Release
 // marks it released at once (its context is cancelled with [ErrReleased]),

@@ -67,8 +67,9 @@
 // remembers the last fence (so the next claim's is larger) and the Abandon
 // call (so that its re-send is recognised), and the next Begin replaces it.
 // Complete and Abandon publish
-// "completed" or "abandoned" on the Pub/Sub channel "coordination:"
-// followed by the prefixed key, which waiting Begins subscribe to
+// "completed" or "abandoned" on the key's release channel (sharded
+// Pub/Sub where the server has it; see package coordination), which
+// waiting Begins subscribe to
 // ([WithWait]); the publish is best effort, so a user whose ACL forbids the
 // channel still completes and abandons, and waiters fall back to the
 // claim's expiry and periodic re-checks. The scripts (idempotency_begin,

@@ -79,8 +79,8 @@
 // matching coordination.ErrBadState, and nothing is written. The scripts are latch_create (Create and
 // Reset), latch_join, latch_count_down and latch_read (Count and Wait) in
 // package lua; a new generation and a count-down that completes one
-// publish on the channel "coordination:" followed by the (prefixed) key,
-// best effort.
+// notify on the key's release channel (sharded Pub/Sub where the server
+// has it; see package coordination), best effort.
 //
 // # Waiting
 //

@@ -42,10 +42,10 @@
 //
 // The lock key is a string holding the holder's owner token ([coordination.Lease.Token]),
 // with the lock's TTL. A blocked waiter that finds the lock held appends
-// "+" to the value before it sleeps; the release publishes on the Pub/Sub
-// channel "coordination:" followed by the prefixed key only when that mark
-// is there, so a lock nobody waits for is released without a notification
-// (and without its cost; on Redis Cluster a PUBLISH reaches every node).
+// "+" to the value before it sleeps; the release notifies on the key's
+// release channel (sharded Pub/Sub where the server has it; see package
+// coordination) only when that mark is there, so a lock nobody waits for
+// is released without a notification (and without its cost).
 // Inspect a lock with GET and PTTL.
 //
 // A held [Lock] estimates its remaining time locally ([coordination.Lease.Remaining]),
@@ -154,9 +154,9 @@
 // library did not write is therefore not refused: its fields count as
 // held and an acquisition of another field adds that field to it, so give
 // a FieldSet a key of its own.
-// The hash disappears with its last field. A release publishes on the
-// Pub/Sub channel "coordination:" + the prefixed key + a NUL byte + the
-// field, which only that field's waiters watch; an expiry publishes
+// The hash disappears with its last field. A release notifies on the
+// key's release channel followed by a NUL byte and the field (see package
+// coordination), which only that field's waiters watch; an expiry publishes
 // nothing, and waiters wake at the field's remaining TTL as the server
 // reported it.
 //

@@ -153,7 +153,7 @@ func (s *FieldSet) acquire(ctx context.Context, field string, ttl time.Duration,
 	}
 	h, _, err := s.e.Acquire(ctx, &engine.AcquireRequest{
 		Kind: fieldKind, Keys: s.keys.Field(field), ID: []any{field, token}, TTL: ttl, Block: block,
-		WaitKey: fieldWaitKey(s.full, field),
+		WaitKey: s.full, WaitPart: fieldWaitPart(field),
 	})
 	if err != nil {
 		return nil, err

@@ -36,8 +36,7 @@ func decodeFieldGrant(v any) (decode.Grant, bool) {
 	return decode.Grant{}, false
 }
 
-// fieldWaitKey returns the name whose release channel
-// (the engine's channel prefix + the name) a waiter for one field of the prefixed
-// hash key full watches, and lease_release publishes on: the key, a NUL
-// byte, the field.
-func fieldWaitKey(full, field string) string { return full + "\x00" + field }
+// fieldWaitPart returns the part of the hash key's release channels
+// ([engine.Engine.WatchPart]) a waiter for one field watches, and
+// lease_release publishes on: a NUL byte, the field.
+func fieldWaitPart(field string) string { return "\x00" + field }

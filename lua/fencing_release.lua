@@ -12,6 +12,7 @@
 --          first send released: the engine reports what the first did
 --          (engine's Handle.RunRelease); nothing is kept on the server.
 -- Errors   WRONGTYPE  the lease key is not a hash (nothing written)
+--#include notify
 local o = redis.call('HGET', KEYS[1], 'owner')
 if o ~= ARGV[1] then
   if o == false then
@@ -20,5 +21,5 @@ if o ~= ARGV[1] then
   return -1
 end
 redis.call('DEL', KEYS[1])
-redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')
+wake('released')
 return 1

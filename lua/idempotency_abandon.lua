@@ -21,6 +21,7 @@
 --   WRONGTYPE        the key holds something other than a string (raised by
 --                    GET; a claim of an earlier version is a hash)
 --   COORD_BADSTATE   the string is not a claim (see idempotency_begin)
+--#include notify
 local v = redis.call('GET', KEYS[1])
 if v == false then
   return 0
@@ -35,7 +36,7 @@ if state == 80 then -- 'P'
     return 0
   end
   redis.call('SET', KEYS[1], 'A' .. fence .. ':' .. ARGV[2], 'PX', 5000)
-  redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'abandoned')
+  wake('abandoned')
   return 1
 elseif state == 67 then -- 'C'
   if not string.match(v, '^C[^:]+:') then

@@ -22,6 +22,7 @@
 --   WRONGTYPE        the key holds something other than a string (raised by
 --                    GET; a claim of an earlier version is a hash)
 --   COORD_BADSTATE   the string is not a claim (see idempotency_begin)
+--#include notify
 local v = redis.call('GET', KEYS[1])
 if v == false then
   return 0
@@ -36,7 +37,7 @@ if state == 80 then -- 'P'
     return 0
   end
   redis.call('SET', KEYS[1], 'C' .. ARGV[3] .. ':' .. string.sub(v, at) .. ARGV[2], 'PX', ttl)
-  redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'completed')
+  wake('completed')
   return 1
 elseif state == 67 then -- 'C'
   local done = string.match(v, '^C([^:]+):')

@@ -22,6 +22,7 @@
 --   COORD_BADSTATE  the hash is not a latch: a field missing or out of
 --                   range, or the record of a re-sent signal outside count
 --                   to initial (checked by the fragment latch_state)
+--#include notify
 local key = KEYS[1]
 
 --#include time_ms
@@ -50,6 +51,6 @@ end
 c = c - 1
 redis.call('HSET', key, 'count', c, 's:' .. ARGV[2], c)
 if c == 0 then
-  redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'complete')
+  wake('complete')
 end
 return {1, c, now}

@@ -33,6 +33,7 @@
 --   COORD_BADARG    ARGV[5] is neither "create" nor "reset"
 --   COORD_BADSTATE  the hash is not a latch: a field missing or out of
 --                   range (checked by the fragment latch_state)
+--#include notify
 local key = KEYS[1]
 if ARGV[5] ~= 'create' and ARGV[5] ~= 'reset' then
   return redis.error_reply('COORD_BADARG mode is neither create nor reset')
@@ -70,5 +71,5 @@ if tonumber(ARGV[4]) > 0 then
 end
 -- Wake waiters of an older generation (replaced, or deleted and created
 -- again): they re-read and return false.
-redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'reset')
+wake('reset')
 return {1, gen + 1, count, deadline, now}

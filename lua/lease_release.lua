@@ -16,6 +16,7 @@
 -- Errors   ERR unknown command  the server lacks hash-field expiration
 --                               (ErrUnsupportedServer); nothing written
 --          WRONGTYPE            the key is not a hash; nothing written
+--#include notify
 local key, field = KEYS[1], ARGV[1]
 redis.call('HPEXPIRETIME', key, 'FIELDS', 1, field)
 local v = redis.call('HGET', key, field)
@@ -26,5 +27,5 @@ if v ~= ARGV[2] then
   return -1
 end
 redis.call('HDEL', key, field)
-redis.pcall('PUBLISH', 'coordination:' .. KEYS[1] .. '\0' .. field, 'released')
+wake('released', '\0' .. field)
 return 1

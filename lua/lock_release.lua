@@ -16,11 +16,12 @@
 --          reports what the first did (engine's Handle.RunRelease); nothing
 --          is kept on the server.
 -- Errors   WRONGTYPE  the key holds a non-string value (nothing written)
+--#include notify
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] or v == ARGV[1] .. '+' then
   redis.call('DEL', KEYS[1])
   if v ~= ARGV[1] then
-    redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')
+    wake('released')
   end
   return 1
 end

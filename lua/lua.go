@@ -35,10 +35,15 @@
 //   - Scripts touch only the keys passed in KEYS, and are idempotent under a
 //     re-send with the same owner token or request id (go-redis re-sends a
 //     command after a lost reply).
-//   - Release notifications are best effort: scripts PUBLISH with
-//     redis.pcall on the channel "coordination:" followed by KEYS[1], so a
-//     user whose ACL forbids the channel still releases, and its waiters
-//     fall back to expiry and periodic re-checks.
+//   - Release notifications are best effort, and written once, in the
+//     fragment notify (its function wake): SPUBLISH with redis.pcall on
+//     KEYS[1]'s shard channel, in KEYS[1]'s Cluster slot ("coordination:"
+//     followed by KEYS[1] when it has a hash tag, by KEYS[1] and KEYS[1]
+//     again in braces when it holds no brace), and PUBLISH on the classic
+//     channel "coordination:" followed by KEYS[1] when the server refuses
+//     SPUBLISH (before Redis 7.0, or an ACL without it) or KEYS[1] has no
+//     shard channel. A user whose ACL forbids the channel still releases,
+//     and its waiters fall back to expiry and periodic re-checks.
 package lua
 
 import (

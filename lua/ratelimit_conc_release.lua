@@ -13,6 +13,7 @@
 -- Errors   WRONGTYPE  the key holds a non-sorted-set value (raised by ZREM,
 --                     nothing written)
 -- Idempotent: a re-sent release finds nothing and returns 0.
+--#include notify
 local n = redis.call('ZREM', KEYS[1], ARGV[1])
 if redis.call('ZCARD', KEYS[1]) <= 1 then
   if n == 1 then
@@ -29,5 +30,5 @@ end
 if n == 0 then
   return 0
 end
-redis.pcall('PUBLISH', 'coordination:' .. KEYS[1], 'released')
+wake('released')
 return 1

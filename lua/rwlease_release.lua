@@ -23,6 +23,7 @@
 --   COORD_BADARG  ARGV[1] is not "R:<token>" or "W:<token>"
 --   COORD_BADSTATE the key's lowest or highest score is not an integer
 --                 within the longest TTL of 0 (fragment rwlease_prune)
+--#include notify
 local key, member = KEYS[1], ARGV[1]
 --#include rwlease_member
 

@@ -23,6 +23,7 @@
 --                   record's or the caller's member's (when the member is
 --                   there), the next permit's when the key expires with
 --                   the caller's (fragment semaphore_state)
+--#include notify
 local key = KEYS[1]
 local member = ARGV[1]
 

@@ -89,8 +89,9 @@
 //
 //	ZRANGE <key> 0 -1 WITHSCORES
 //
-// Releases (and a waiting writer that gives up) publish on the channel
-// "coordination:" followed by the prefixed key.
+// Releases (and a waiting writer that gives up) notify on the key's
+// release channel (sharded Pub/Sub where the server has it; see package
+// coordination).
 //
 // # What holds, and what does not
 //

@@ -42,7 +42,6 @@ func benchHandoff(b *testing.B, flavor string) {
 	}
 	holderCoord, waiterCoord := be.Coordinator(b), be.Coordinator(b)
 	holderSem, waiterSem := newSem(b, holderCoord, 1), newSem(b, waiterCoord, 1)
-	channel := testharness.Channel(be.Key(key))
 	holder := mustAcquireN(b, holderSem, 1, time.Minute)
 
 	type acquired struct {
@@ -67,11 +66,11 @@ func benchHandoff(b *testing.B, flavor string) {
 		// Wait until the waiter is subscribed, then give its post-subscribe
 		// retry time to finish, so that it is asleep when the release comes.
 		for {
-			n, err := raw.PubSubNumSub(ctx, channel).Result()
+			n, err := testharness.Subscribers(ctx, raw, be.Key(key))
 			if err != nil {
 				b.Fatal(err)
 			}
-			if n[channel] > 0 {
+			if n > 0 {
 				break
 			}
 			time.Sleep(100 * time.Microsecond)

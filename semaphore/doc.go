@@ -172,8 +172,9 @@
 // semaphore_release and semaphore_read in package lua. A permit's id in
 // every script is its member "P:<n>:<token>"; acquire takes the member,
 // the TTL in milliseconds and the capacity; refresh the member and the
-// TTL; verify and release the member only. A release publishes on the
-// channel "coordination:" followed by the (prefixed) key, best effort, when
+// TTL; verify and release the member only. A release notifies on the
+// key's release channel (sharded Pub/Sub where the server has it; see
+// package coordination), best effort, when
 // a blocked acquisition is waiting (its refused attempt, made after it
 // subscribed, adds the "waiting" record). The scripts need Redis 7.0 or
 // later (or Valkey): they use ZMSCORE, PEXPIRETIME and PEXPIREAT GT.

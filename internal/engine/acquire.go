@@ -34,11 +34,12 @@ type AcquireRequest struct {
 	Block bool
 	// Recheck is the blocking wait's re-check period (0: the default).
 	Recheck time.Duration
-	// WaitKey names the release channel a blocking acquisition watches
-	// (channelPrefix + WaitKey): empty means the first key's. A lease that
-	// is one of many in a key (a hash field) watches a channel of its own,
-	// which its release script publishes on.
-	WaitKey string
+	// WaitKey is the prefixed key whose release channel a blocking
+	// acquisition watches: empty means the first key. A lease that is one
+	// of many in a key (a hash field) watches a channel of its own, named
+	// with WaitPart ([Engine.WatchPart]), which its release script
+	// publishes on.
+	WaitKey, WaitPart string
 }
 
 // Acquire acquires a lease as r describes, admitted once as the kind's
@@ -128,7 +129,7 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decode.Gra
 		if wk == "" {
 			wk = keys.firstKey()
 		}
-		err = e.Wait(ctx, WaitConfig{Key: wk, Recheck: r.Recheck, OnContended: func() {
+		err = e.Wait(ctx, WaitConfig{Key: wk, Part: r.WaitPart, Recheck: r.Recheck, OnContended: func() {
 			if !counted {
 				counted = true
 				e.Counter(k.Metrics.Contention).Add(context.Background(), 1, k.baseAdd...)

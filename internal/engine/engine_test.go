@@ -485,7 +485,7 @@ func TestWatchSharesOneConnection(t *testing.T) {
 			ws = append(ws, w)
 		}
 		pub := b.Client(t)
-		if err := pub.Publish(ctx, testharness.Channel(b.Key("key-3")), "released").Err(); err != nil {
+		if err := testharness.Publish(ctx, pub, b.Key("key-3"), "released"); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(300 * time.Millisecond)

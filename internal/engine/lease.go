@@ -25,7 +25,7 @@ import (
 // keys and its id arguments (ARGV[1..k], usually the owner token); the
 // acquire script takes id..., ttl ms, extra...; refresh takes id..., ttl
 // ms; verify and release take id... only, and release publishes on
-// "coordination:" .. KEYS[1] itself.
+// the key's channel itself (the Lua fragment notify).
 type LeaseKind struct {
 	Primitive                               string // hooks primitive kind, e.g. "lock"
 	AcquireOp, RenewOp, VerifyOp, ReleaseOp string // hook operation names

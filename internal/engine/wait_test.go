@@ -96,7 +96,6 @@ func TestWaitWakesOnNotificationAndWake(t *testing.T) {
 	e := eng(t, b.Coordinator(t))
 	ctx := context.Background()
 	pub := b.Client(t)
-	ch := testharness.Channel(b.Key("k"))
 	// With a re-check of a minute, only the notification can end the sleep
 	// after the third attempt within the test's bound.
 	const recheck = time.Minute
@@ -109,11 +108,11 @@ func TestWaitWakesOnNotificationAndWake(t *testing.T) {
 			// server has the subscription.
 			deadline := time.Now().Add(10 * time.Second)
 			for {
-				n, err := pub.PubSubNumSub(ctx, ch).Result()
+				n, err := testharness.Subscribers(ctx, pub, b.Key("k"))
 				if err != nil {
 					return engine.Attempt{}, err
 				}
-				if n[ch] > 0 {
+				if n > 0 {
 					break
 				}
 				if time.Now().After(deadline) {
@@ -121,7 +120,7 @@ func TestWaitWakesOnNotificationAndWake(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 			}
-			if err := pub.Publish(ctx, ch, "released").Err(); err != nil {
+			if err := testharness.Publish(ctx, pub, b.Key("k"), "released"); err != nil {
 				return engine.Attempt{}, err
 			}
 			published = time.Now()

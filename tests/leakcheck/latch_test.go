@@ -47,9 +47,8 @@ func TestCancelWait(t *testing.T) {
 			t.Fatalf("a cancelled Wait changed the key:\nbefore %s\nafter  %s", before, after)
 		}
 		if !b.IsCluster() { // on a cluster the subscription lives on one node
-			channel := testharness.Channel(b.Key(latchKey))
-			n, err := raw.PubSubNumSub(context.Background(), channel).Result()
-			if err != nil || n[channel] != 0 {
+			n, err := testharness.Subscribers(context.Background(), raw, b.Key(latchKey))
+			if err != nil || n != 0 {
 				t.Fatalf("PUBSUB NUMSUB after cancel = %v, %v; want 0 subscribers", n, err)
 			}
 		}

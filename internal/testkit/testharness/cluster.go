@@ -4,17 +4,19 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Cluster is a local Redis Cluster of 6 nodes on 127.0.0.1: 3 primaries,
-// each with one replica.
+// Cluster is a local Redis Cluster on 127.0.0.1: 3 primaries, each with
+// one replica (6 nodes), unless made by [NewCluster] with other sizes.
 type Cluster struct {
-	Flavor string
-	Nodes  []*Server
+	Flavor   string
+	Nodes    []*Server
+	replicas int // replicas in all
 }
 
 // Addrs returns the nodes' addresses.
@@ -31,6 +33,9 @@ func (c *Cluster) Options() *redis.ClusterOptions {
 	return &redis.ClusterOptions{Addrs: c.Addrs(), DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second}
 }
 
+// Close stops every node of a cluster made by [NewCluster].
+func (c *Cluster) Close() { c.close() }
+
 func (c *Cluster) close() {
 	for _, n := range c.Nodes {
 		n.close()
@@ -41,9 +46,15 @@ func (c *Cluster) close() {
 // flavor's CLI (--cluster-replicas 1) and waits until every node reports
 // cluster_state:ok and sees all 3 replicas attached (cluster_state:ok alone
 // is not enough; see SERVERS.md).
-func startCluster(flavor string) (*Cluster, error) {
-	c := &Cluster{Flavor: flavor}
-	for range 6 {
+func startCluster(flavor string) (*Cluster, error) { return NewCluster(flavor, 3, 1) }
+
+// NewCluster starts a cluster of primaries primaries, each with replicas
+// replicas, of flavor, and waits until it is ready (as startCluster);
+// stop it with Close. For measurements by cluster size (bench/); tests
+// use [StartCluster].
+func NewCluster(flavor string, primaries, replicas int) (*Cluster, error) {
+	c := &Cluster{Flavor: flavor, replicas: primaries * replicas}
+	for range primaries * (1 + replicas) {
 		n, err := startServer(flavor, true, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "2000")
 		if err != nil {
@@ -54,7 +65,7 @@ func startCluster(flavor string) (*Cluster, error) {
 	}
 	args := []string{"--cluster", "create"}
 	args = append(args, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.Command(c.Nodes[0].cli, args...).CombinedOutput(); err != nil {
 		c.close()
 		return nil, fmt.Errorf("testharness: cluster create: %v: %s", err, out)
@@ -111,7 +122,7 @@ func (c *Cluster) notReady() string {
 				replicas++
 			}
 		}
-		if replicas != 3 {
+		if replicas != c.replicas {
 			return fmt.Sprintf("%s sees %d replicas", n.Addr, replicas)
 		}
 	}

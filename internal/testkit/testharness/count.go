@@ -2,6 +2,7 @@ package testharness
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -122,3 +123,71 @@ var _ redis.Hook = (*Counter)(nil)
 // documents (written here, not taken from the engine, so that a test
 // using it also pins the documented name).
 func Channel(full string) string { return "coordination:" + full }
+
+// ShardChannel is the sharded Pub/Sub channel on which a release of the
+// prefixed key full is announced where the server has sharded Pub/Sub, in
+// full's Cluster slot: Channel(full) when full has a hash tag, full
+// followed by itself in braces when it holds no brace, and "" otherwise
+// (braces that form no hash tag: the release uses classic Pub/Sub). Written
+// here, not taken from the engine, so that a test using it also pins the
+// documented name.
+func ShardChannel(full string) string {
+	if i := strings.IndexByte(full, '{'); i >= 0 {
+		if j := strings.IndexByte(full[i+1:], '}'); j > 0 {
+			return Channel(full)
+		}
+		return ""
+	}
+	if full == "" || strings.ContainsRune(full, '}') {
+		return ""
+	}
+	return Channel(full + "{" + full + "}")
+}
+
+// Publish announces a release of the prefixed key full as the scripts do:
+// SPUBLISH on its shard channel, or, when the server refuses it or full has
+// none, PUBLISH on its classic channel.
+func Publish(ctx context.Context, c redis.UniversalClient, full, msg string) error {
+	if sh := ShardChannel(full); sh != "" {
+		err := c.SPublish(ctx, sh, msg).Err()
+		var re redis.Error
+		if !errors.As(err, &re) {
+			return err
+		}
+	}
+	return c.Publish(ctx, Channel(full), msg).Err()
+}
+
+// Subscribers returns the number of subscriptions to the release channels
+// of the prefixed key full: PUBSUB NUMSUB of its classic channel plus, where
+// the server has sharded Pub/Sub, PUBSUB SHARDNUMSUB of its shard channel
+// (on a Cluster client, asked of the primary that owns its slot).
+func Subscribers(ctx context.Context, c redis.UniversalClient, full string) (int64, error) {
+	ch := Channel(full)
+	n, err := c.PubSubNumSub(ctx, ch).Result()
+	if err != nil {
+		return 0, err
+	}
+	total := n[ch]
+	sh := ShardChannel(full)
+	if sh == "" {
+		return total, nil
+	}
+	var node redis.UniversalClient = c
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, sh)
+		if err != nil {
+			return 0, err
+		}
+		node = m
+	}
+	s, err := node.PubSubShardNumSub(ctx, sh).Result()
+	var re redis.Error
+	if errors.As(err, &re) {
+		return total, nil // no sharded Pub/Sub (miniredis)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return total + s[sh], nil
+}
