@@ -40,7 +40,8 @@ var ClaimLayout = layout.Layout{
 		case strings.HasPrefix(v, "P") && strings.Count(v, ":") >= 2:
 			return layout.IsInt(v[1:strings.IndexByte(v, ':')])
 		case strings.HasPrefix(v, "C"):
-			return len(v) > 37 && v[37] == ':'
+			_, _, ok := completion(v)
+			return ok
 		}
 		return reAbandoned.MatchString(v)
 	},
@@ -87,8 +88,9 @@ func decodeClaim(s *layout.Snapshot, r *layout.Report) {
 		return
 	default:
 		r.Add("state", "completed")
-		r.Add("completion", layout.Tok(v[1:37]))
-		fp, res, ok := fingerprint(v[38:])
+		id, rest, _ := completion(v) // Match took it
+		r.Add("completion", layout.Tok(id))
+		fp, res, ok := fingerprint(rest)
 		if !ok {
 			r.Bad("a bad fingerprint")
 			return
@@ -135,14 +137,30 @@ func ClaimResult(v string) (result, instead string) {
 	switch {
 	case strings.HasPrefix(v, "A"):
 		return "", "abandoned"
-	case !strings.HasPrefix(v, "C") || len(v) < 38 || v[37] != ':':
+	}
+	_, rest, ok := completion(v)
+	if !ok {
 		return "", "pending"
 	}
-	_, res, ok := fingerprint(v[38:])
+	_, res, ok := fingerprint(rest)
 	if !ok {
 		return "", "bad fingerprint"
 	}
 	return res, ""
+}
+
+// completion splits a completed claim "C" <completion id> ":" ... into
+// the completion id (an owner token: 22 bytes, or the 36 of earlier
+// versions) and what follows the ':'.
+func completion(v string) (id, rest string, ok bool) {
+	if !strings.HasPrefix(v, "C") {
+		return "", "", false
+	}
+	id, rest, ok = strings.Cut(v[1:], ":")
+	if !ok || (len(id) != 22 && len(id) != 36) {
+		return "", "", false
+	}
+	return id, rest, true
 }
 
 // httpStatus reads the status of a response stored by the idempotency
