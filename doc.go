@@ -122,9 +122,23 @@
 // recognise the caller's owner token), and once any attempt of an
 // operation may have reached the server, the library treats the operation
 // as ambiguous and cleans up what it may have left, whatever later attempts
-// answered. Per-call context deadlines bound network I/O only when the
-// client has ContextTimeoutEnabled: true; otherwise ReadTimeout and
-// WriteTimeout apply.
+// answered.
+//
+// A release removes what it releases and leaves no record behind, so a
+// release re-sent after its first send's reply was lost finds its lease
+// gone. The library counts how often go-redis wrote each command and
+// decides such a re-send's outcome from the handle's own state, without
+// writing anything on the server: when go-redis wrote the release more
+// than once and the lease was still held locally (before its local
+// deadline, not lost) when Release began, a re-send that finds the lease
+// gone or another owner's reports [Released], what its first send did.
+// The one edge: when someone else deleted the lease's key (by hand, or a
+// forced release) while the release's reply was lost, that is reported as
+// Released too. Without a re-send the server's answer stands.
+//
+// Per-call context deadlines bound network I/O only when the client has
+// ContextTimeoutEnabled: true; otherwise ReadTimeout and WriteTimeout
+// apply.
 //
 // # Telemetry
 //

@@ -95,8 +95,8 @@
 // cancelled on loss, KeepAlive, lost-reply cleanup, re-send safety) is that
 // of package lock. A re-sent acquire with the same owner token finds its own
 // lease and returns the same fencing token without touching the counter; a
-// release renames the lease key to its release mark (as package lock
-// does), so a re-sent release whose first send released reports Released.
+// release deletes the lease key, and a re-sent release whose first send
+// released reports Released (as package lock's does).
 //
 // All functions and methods are safe for concurrent use; a Mutex or a
 // Guarded is reusable for as long as its coordinator lives.

@@ -88,20 +88,17 @@
 // finding the caller's own token (SET NX GET returns it) counts as success,
 // so a re-send yields one lock, whose TTL runs from the first send. A
 // refresh or verify re-sent reports what the first send did. A release
-// renames the lock key to its release mark (the key followed by
-// "\x00released" when it has a {hash tag}, otherwise the prefix, a hash
-// tag of the key's slot and the rest of the key, then "\x00released"; it
-// lasts the rest of the lock's TTL or 5 s, whichever is shorter), so a re-sent release whose first send
-// released finds its token there and reports Released, not
-// AlreadyReleased. A client that never re-sends (MaxRetries: -1) gets no
-// mark. When an acquire's outcome is unknown to the caller (a timeout, a
-// cancelled context, or an error reply after a re-send: see
-// coordination.IsAmbiguous), the lock may exist on the server: a background
-// owner-checked release removes it. Release marks the handle released at
-// once and retries a failed release in the background until the lock's
-// TTL has passed. Per-call context deadlines bound
-// network I/O only when the client has ContextTimeoutEnabled: true;
-// otherwise go-redis' ReadTimeout and WriteTimeout apply.
+// deletes the lock key and leaves nothing behind; a re-sent release whose
+// first send released reports Released, not AlreadyReleased, decided from
+// the handle's own state (package coordination, "go-redis behaviour to
+// know", says how, and its one edge). When an acquire's outcome is unknown
+// to the caller (a timeout, a cancelled context, or an error reply after a
+// re-send: see coordination.IsAmbiguous), the lock may exist on the server:
+// a background owner-checked release removes it. Release marks the handle
+// released at once and retries a failed release in the background until the
+// lock's TTL has passed. Per-call context deadlines bound network I/O only
+// when the client has ContextTimeoutEnabled: true; otherwise go-redis'
+// ReadTimeout and WriteTimeout apply.
 //
 // # Named leases in hash fields
 //
@@ -172,9 +169,8 @@
 //
 // Re-sends: an acquire re-sent by go-redis finds its own token and reports
 // acquired (one lease); a re-sent refresh sets the same expiry again; a
-// re-sent release whose first send released finds its token in the
-// hash's release mark (a hash beside it, in its slot, whose field holds the
-// last released token for 5 s) and reports Released.
+// re-sent release whose first send released reports Released, as a
+// lock's does (nothing is left in the hash).
 //
 // [FieldSet.TryAcquire] returns at once; [FieldSet.Acquire] waits for the
 // field as [Mutex.Acquire] waits for a lock.

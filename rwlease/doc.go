@@ -124,11 +124,9 @@
 // (MaxRetries, 3 by default). An acquire re-sent with the same member
 // finds its own live entry and reports acquired (one lease), a re-sent
 // refresh sets the expiry again, and a re-sent release whose first send
-// released finds its id in the key's release mark (a string in its slot
-// holding the id of the key's last release for 5 s) and reports Released;
-// when another holder of the key released between the two sends, the mark
-// holds that release and the re-send reports AlreadyReleased (the entry is
-// released either way).
+// released reports Released, decided from the handle's own state with
+// nothing left on the server (package coordination, "go-redis behaviour to
+// know", says how, and its one edge).
 // When an acquire's outcome is unknown to the caller (see
 // coordination.IsAmbiguous) a background owner-checked release removes
 // what it may have left. Per-call context deadlines bound network I/O only

@@ -139,15 +139,13 @@
 // go-redis re-sends a command after a lost reply (MaxRetries, 3 by
 // default). Acquire, refresh and release are safe to re-run: a re-sent
 // acquisition finds its own member and does not take more permits, and a
-// re-sent release whose first send released finds its permit id in the
-// semaphore's release mark (a string in its slot holding the id of the
-// key's last release for 5 s) and reports Released; when another holder
-// released between the two sends, it reports AlreadyReleased (the permits
-// are released either way). When an acquisition's outcome
-// is ambiguous (a timeout, a cancelled context, a broken connection, or a
-// lost reply followed by a LOADING or READONLY reply to the re-send; see
-// coordination.IsAmbiguous), the permits may exist on the server: a
-// background owner-checked release removes them.
+// re-sent release whose first send released reports Released, decided from
+// the handle's own state with nothing left on the server (package
+// coordination, "go-redis behaviour to know", says how, and its one edge).
+// When an acquisition's outcome is ambiguous (a timeout, a cancelled
+// context, a broken connection, or a lost reply followed by a LOADING or
+// READONLY reply to the re-send; see coordination.IsAmbiguous), the permits
+// may exist on the server: a background owner-checked release removes them.
 //
 // Release follows the one release semantics of every handle of the
 // library: the permit counts as released from the moment [coordination.Lease.Release]

@@ -14,19 +14,18 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/coordkit/coordination/internal/layout"
-	"github.com/coordkit/coordination/internal/slot"
 )
 
 func init() {
 	register(command{
 		name:  "inspect",
-		usage: "inspect KEY [--mark] [--json] | inspect --scan PATTERN  show what a key holds, decoded",
+		usage: "inspect KEY [--json] | inspect --scan PATTERN  show what a key holds, decoded",
 		run:   runInspect,
 	})
 }
 
 func runInspect(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("inspect", stdout, stderr, `usage: coordctl inspect KEY [--mark] [--json]
+	fs := newFlags("inspect", stdout, stderr, `usage: coordctl inspect KEY [--json]
        coordctl inspect --scan PATTERN [--limit 1000] [--json]
 
 Reads KEY (after --prefix) and prints what it holds, decoded by the layouts the
@@ -35,10 +34,8 @@ owner, holder, token and fence counter; hash-field leases per field; rwlease
 readers and writer; semaphore capacity and permits with time left; latch
 generation, count and deadline; an idempotency claim's state (pending, completed,
 abandoned), fencing token, fingerprint and result; a limiter's algorithm,
-remaining permits and next refill or reset; a deny list's size; a release mark's
-lease key and what its last release removed (kept so that a re-sent release
-reports the first send's outcome). With --mark it reads KEY's release mark
-instead of KEY. It only reads. Unknown or corrupt layouts are said plainly.
+remaining permits and next refill or reset; a deny list's size. It only reads.
+Unknown or corrupt layouts are said plainly.
 --scan lists the keys matching PATTERN (a SCAN glob, after --prefix) with their
 kind, on every primary of a Cluster.
 
@@ -48,7 +45,6 @@ coordctl inspect --prefix myapp: --scan 'limits:*' --json`)
 	asJSON := fs.Bool("json", false, "print JSON (one object; with --scan, one per line)")
 	scan := fs.String("scan", "", "list the keys matching this SCAN glob with their kind, instead of one KEY")
 	limit := fs.Int("limit", 1000, "with --scan: stop after this many keys")
-	mark := fs.Bool("mark", false, "read KEY's release mark (what its last release removed) instead of KEY")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
@@ -57,8 +53,6 @@ coordctl inspect --prefix myapp: --scan 'limits:*' --json`)
 		return fs.usagef("give one KEY (or --scan PATTERN), e.g. coordctl inspect '{nightly}:lock'")
 	case *scan != "" && fs.NArg() > 0:
 		return fs.usagef("give KEY or --scan PATTERN, not both")
-	case *scan != "" && *mark:
-		return fs.usagef("--mark goes with KEY, not --scan (which lists release marks as such)")
 	case *limit < 1:
 		return fs.usagef("--limit must be 1 or more, e.g. --limit 1000")
 	}
@@ -74,12 +68,6 @@ coordctl inspect --prefix myapp: --scan 'limits:*' --json`)
 		return inspectScan(ctx, client, prefix, *scan, *limit, *asJSON, stdout, stderr)
 	}
 	key := prefix + fs.Arg(0)
-	if *mark {
-		if key = slot.MarkKey(prefix, key); key == "" {
-			fmt.Fprintf(stderr, "coordctl inspect: %q has no release mark (a --prefix with an unpaired '{')\n", prefix+fs.Arg(0))
-			return exitRefused
-		}
-	}
 	s, err := fetch(ctx, client, key)
 	if err != nil {
 		return fail(stderr, fs.name, err)
@@ -91,11 +79,7 @@ coordctl inspect --prefix myapp: --scan 'limits:*' --json`)
 			b, _ := json.Marshal(r)
 			fmt.Fprintln(stdout, string(b))
 		}
-		if *mark {
-			fmt.Fprintf(stderr, "coordctl inspect: no such key %q: no release of %q is remembered (a mark lasts 5 s at most)\n", r.Key, prefix+fs.Arg(0))
-		} else {
-			fmt.Fprintf(stderr, "coordctl inspect: no such key %q\n", r.Key)
-		}
+		fmt.Fprintf(stderr, "coordctl inspect: no such key %q\n", r.Key)
 		return exitRefused
 	}
 	if *asJSON {
@@ -220,7 +204,7 @@ func fetch(ctx context.Context, c redis.UniversalClient, key string) (*layout.Sn
 		return nil, err
 	}
 	tag, ok := tagOf(key)
-	if !ok || strings.HasSuffix(key, slot.MarkSuffix) {
+	if !ok {
 		return s, nil
 	}
 	var sib []string
@@ -282,7 +266,7 @@ func findFencingLease(ctx context.Context, c redis.UniversalClient, tag, counter
 			return "", err
 		}
 		for _, k := range keys {
-			if k == counter || strings.HasSuffix(k, slot.MarkSuffix) {
+			if k == counter {
 				continue
 			}
 			if t, err := node.Type(ctx, k).Result(); err != nil || t != "hash" {

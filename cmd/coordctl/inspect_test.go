@@ -19,7 +19,6 @@ import (
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/idempotency"
 	"github.com/coordkit/coordination/internal/layout"
-	"github.com/coordkit/coordination/internal/slot"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/latch"
 	"github.com/coordkit/coordination/leader"
@@ -93,7 +92,7 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	must(err)
 	t.Cleanup(func() { _, _ = wl.Release(context.Background()) })
 	keys["fence-counter-scanned"] = "{inv:7}:fence"
-	// A counter whose lease was released (its release mark is no lease).
+	// A counter whose lease was released (nothing is left at the lease key).
 	glm, err := fencing.New(coord, "{inv:1}:lease", "{inv:1}:fence")
 	must(err)
 	gl, err := glm.TryAcquire(ctx, time.Minute)
@@ -239,61 +238,10 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	must(d.Deny(ctx, "tenant:2"))
 	keys["deny-list"] = "denied"
 
-	// Release marks and an abandoned claim. Every mark is given a minute
-	// here (the decoded output masks the TTL): those of locks and fencing
-	// leases last 5 s at most, which a loaded machine's run of the
-	// inspections below outlasted (the mark was gone when it was read).
+	// An abandoned claim, given a minute (it lasts 5 s, which a loaded
+	// machine's run of the inspections below may outlast; the decoded
+	// output masks the TTL).
 	admin := b.Admin(t)
-	mark := func(name, lease string, fields ...string) {
-		t.Helper()
-		m := slot.MarkKey(b.Prefix(), b.Key(lease))
-		if len(fields) > 0 {
-			must(admin.HPExpire(ctx, m, time.Minute, fields...).Err())
-		} else {
-			must(admin.PExpire(ctx, m, time.Minute).Err())
-		}
-		if admin.Exists(ctx, m).Val() != 1 {
-			t.Fatalf("%s: no release mark %q", name, m)
-		}
-		keys[name] = strings.TrimPrefix(m, b.Prefix())
-	}
-	released, err := lock.New(coord, "released-lock")
-	must(err)
-	rl, err := released.TryAcquire(ctx, time.Minute)
-	must(err)
-	_, err = rl.Release(ctx)
-	must(err)
-	mark("mark-lock", "released-lock")
-	rfm, err := fencing.New(coord, "{rel}:lock", "{rel}:fence", fencing.WithHolder("worker-8"))
-	must(err)
-	rf, err := rfm.TryAcquire(ctx, time.Minute)
-	must(err)
-	_, err = rf.Release(ctx)
-	must(err)
-	mark("mark-fencing-lease", "{rel}:lock")
-	rs, err := semaphore.New(coord, "released-sem", 3)
-	must(err)
-	rp, err := rs.TryAcquireN(ctx, 2, time.Minute)
-	must(err)
-	_, err = rp.Release(ctx)
-	must(err)
-	mark("mark-semaphore", "released-sem")
-	rrm, err := rwlease.New(coord, "released-rw")
-	must(err)
-	rr, err := rrm.TryRead(ctx, time.Minute)
-	must(err)
-	_, err = rr.Release(ctx)
-	must(err)
-	mark("mark-rwlease", "released-rw")
-	if b.HasHashFieldTTL() {
-		rs, err := lock.NewFieldSet(coord, "released-shards")
-		must(err)
-		fl, err := rs.TryAcquire(ctx, "shard:9", time.Minute)
-		must(err)
-		_, err = fl.Release(ctx)
-		must(err)
-		mark("mark-field-leases", "released-shards", "shard:9")
-	}
 	ca, err := st.Begin(ctx, "pay:3", time.Minute)
 	must(err)
 	ok, err = st.Abandon(ctx, "pay:3", ca.Owner)
@@ -318,16 +266,14 @@ var (
 	reDur     = regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|ms|s|m|h)\b`)
 	reTok     = regexp.MustCompile(`[0-9a-zA-Z_-]{8}…`) // base64url tokens may start with "-"
 	reJSONN   = regexp.MustCompile(`"(ttl_ms|expires_in|deadline_in|resets_in|next_refill_in|next_permit_in|full_again_in|ttl)":-?\d+`)
-	reTag     = regexp.MustCompile(`\{[0-9]+\}`)     // the hash tag of an untagged key's release mark
 	reFenceUs = regexp.MustCompile(`\b[0-9]{13,}\b`) // an idempotency claim's fence: the server's clock in µs
 )
 
 // normalize masks what changes from run to run: the test's key prefix,
-// random tokens (already truncated), durations, the hash tags release
-// marks take after the prefix and claim fences (clock readings).
+// random tokens (already truncated), durations and claim fences (clock
+// readings).
 func normalize(s, prefix string) string {
 	s = strings.ReplaceAll(s, prefix, "<prefix>")
-	s = reTag.ReplaceAllString(s, "{<n>}")
 	s = reFenceUs.ReplaceAllString(s, "<fence>")
 	s = reTok.ReplaceAllString(s, "<token>…")
 	s = reJSONN.ReplaceAllString(s, `"$1":<ms>`)
@@ -392,20 +338,9 @@ func TestInspectGolden(t *testing.T) {
 		if strings.Contains(out, "CORRUPT") || strings.Contains(out, layout.KindUnknown) {
 			t.Errorf("--scan found a corrupt or unknown key among the library's own:\n%s", out)
 		}
-		for _, name := range []string{"mark-lock", "mark-fencing-lease", "mark-semaphore", "mark-rwlease"} {
-			if !regexp.MustCompile(`(?m)^release mark .*` + regexp.QuoteMeta(shown(b.Prefix()+keys[name])) + `$`).MatchString(out) {
-				t.Errorf("--scan does not list %s as a release mark:\n%s", name, out)
-			}
-		}
-		// --mark reads the release mark of the key given.
-		_, want, _ := runCmd(t, cmdline(b, "inspect", keys["mark-lock"])...)
-		code, out, errOut = runCmd(t, cmdline(b, "inspect", "--mark", "released-lock")...)
-		if code != exitOK || normalize(out, b.Prefix()) != normalize(want, b.Prefix()) {
-			t.Errorf("inspect --mark released-lock = %d\n%s%s\nwant\n%s", code, out, errOut, want)
-		}
-		code, _, errOut = runCmd(t, cmdline(b, "inspect", "--mark", "plain-lock")...)
-		if code != exitRefused || !strings.Contains(errOut, "no release of") {
-			t.Errorf("inspect --mark of a key never released = %d %q", code, errOut)
+		// The releases above left nothing behind (no release mark).
+		if strings.Contains(out, `\x00released`) {
+			t.Errorf("--scan lists a release mark:\n%s", out)
 		}
 	}, testharness.RealOnly())
 }
@@ -475,9 +410,6 @@ func TestInspectUnknownAndCorrupt(t *testing.T) {
 			{set("claim-nofence", func(k string) error { return raw.Set(ctx, k, "P100:abc:-:", time.Hour).Err() }), "a pending claim without a valid fence"},
 			{set("claim-abandoned", func(k string) error { return raw.Set(ctx, k, "A0:x", time.Hour).Err() }), "an abandoned claim without a valid fence"},
 			{set("claim-abandoned-nottl", func(k string) error { return raw.Set(ctx, k, "A12:x", 0).Err() }), "an abandoned claim lasts 5 s; this one has no TTL"},
-			{set("{m}:lock\x00released", func(k string) error { return raw.Set(ctx, k, "hello", time.Hour).Err() }), "a release mark string holding no released lock"},
-			{set("{m}:sem\x00released", func(k string) error { return raw.Set(ctx, k, "P:1:tok", 0).Err() }), "a release mark always expires"},
-			{set("x\x00released", func(k string) error { return raw.Set(ctx, k, "P:1:tok", time.Hour).Err() }), "the release mark of no key"},
 			{set("legacy", func(k string) error {
 				return raw.HSet(ctx, k, "state", "completed", "owner", "x", "ttl", "100", "result", "r", "done", "y").Err()
 			}), "a claim of the hash layout of earlier releases"},
@@ -512,8 +444,8 @@ func FuzzDecode(f *testing.F) {
 		"P60000:2:tok:9223372036854775807:x", "C" + strings.Repeat("a", 36) + ":9223372036854775790:x"} {
 		f.Add("string", s, int64(-1), "owner", s, "P:1:"+s, 1.5)
 	}
-	// Release marks: decoded by their key's name.
-	for _, k := range []string{"k\x00released", "{3}k\x00released", "p:{7}k\x00released", "{job}:lock\x00released", "{\x00released", "\x00released"} {
+	// Keys whose name a layout reads (a leader's lease ends in "}:leader").
+	for _, k := range []string{"{nightly}:leader", "p:{7}k", "{job}:lock", "{", "}:leader"} {
 		f.Add("string|"+k, "01234567-89ab-cdef-0123-456789abcdef", int64(5000), "shard:1", "01234567-89ab-cdef-0123-456789abcdef", "P:1:x", 1.0)
 		f.Add("hash|"+k, "W:x", int64(-1), "owner", "x", "R:x", 1.0)
 	}
@@ -546,7 +478,7 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// The ttl line of a field-lease hash or its release mark names each
+// The ttl line of a field-lease hash names each
 // field's TTL (the key has none), at most 4 of them (lockcore).
 func TestInspectFieldTTLLine(t *testing.T) {
 	h, ttls := map[string]string{}, map[string]int64{}
@@ -556,17 +488,15 @@ func TestInspectFieldTTLLine(t *testing.T) {
 		ttls[f] = int64(1000 * (i + 1))
 	}
 	delete(ttls, "shard:b") // no expiry: said as none
-	for _, key := range []string{"p:shards", "p:{3}shards\x00released"} {
-		s := &layout.Snapshot{Key: key, Type: "hash", PTTL: -1, Hash: h, HashTTL: ttls, HashLen: 6}
-		out := decode(s).Text()
-		want := "ttl:   per field (HPTTL): shard:a 1s, shard:b none, shard:c 3s, shard:d 4s, … 2 more below\n"
-		if !strings.Contains(out, want) {
-			t.Errorf("%q:\n%s\nwant %q", key, out, want)
-		}
-		s.HashTTL = nil // no HPTTL on the server: the key's own TTL
-		if out := decode(s).Text(); !strings.Contains(out, "ttl:   none (never expires)\n") {
-			t.Errorf("%q without HPTTL:\n%s", key, out)
-		}
+	s := &layout.Snapshot{Key: "p:shards", Type: "hash", PTTL: -1, Hash: h, HashTTL: ttls, HashLen: 6}
+	out := decode(s).Text()
+	want := "ttl:   per field (HPTTL): shard:a 1s, shard:b none, shard:c 3s, shard:d 4s, … 2 more below\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("%s\nwant %q", out, want)
+	}
+	s.HashTTL = nil // no HPTTL on the server: the key's own TTL
+	if out := decode(s).Text(); !strings.Contains(out, "ttl:   none (never expires)\n") {
+		t.Errorf("without HPTTL:\n%s", out)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // first one that fits (package layout). The order matters where layouts
 // of one Redis type overlap: of the hashes, a legacy claim (a state
 // field) before a leader's lease before any fencing lease, and field
-// leases, which fit every hash, last; likewise for release marks.
+// leases, which fit every hash, last.
 var primitiveLayouts = []layout.Layout{
 	// strings
 	ratelimitcore.LimiterLayout,
@@ -38,14 +38,6 @@ var primitiveLayouts = []layout.Layout{
 	ratelimitcore.ConcurrencyLayout,
 	// sets
 	ratelimitcore.DenyListLayout,
-	// release marks
-	lockcore.LockMarkLayout,
-	semaphorecore.PermitMarkLayout,
-	rwleasecore.ReadMarkLayout,
-	rwleasecore.WriteMarkLayout,
-	leadercore.LeaseMarkLayout,
-	fencingcore.LeaseMarkLayout,
-	lockcore.FieldLeasesMarkLayout,
 }
 
 // decode says what s holds. It never panics (FuzzDecode).

@@ -2,9 +2,7 @@
 // (package layout): a fencing lease is a hash {owner, fence} (and holder,
 // for a leader) with the lease's TTL; its fence counter a string holding
 // the last fencing token (a canonical integer, never expiring) in the same
-// hash tag; a fenced value (fencing.Guarded) a hash {fence, value}. A
-// lease's release mark is the released hash renamed, for the rest of its
-// TTL (5 s at most).
+// hash tag; a fenced value (fencing.Guarded) a hash {fence, value}.
 
 package fencingcore
 
@@ -33,19 +31,6 @@ var LeaseLayout = layout.Layout{
 			r.Bad("the lease has no TTL: it is held until deleted")
 		}
 		addSibling(s, r)
-	},
-}
-
-// LeaseMarkLayout is a fencing lease's release mark: the released lease
-// hash.
-var LeaseMarkLayout = layout.Layout{
-	Kind:  LeaseLayout.Kind,
-	Type:  "hash",
-	Mark:  true,
-	Match: func(s *layout.Snapshot) bool { return s.Has("owner") },
-	Decode: func(s *layout.Snapshot, r *layout.Report) {
-		leaseFields(s, r)
-		layout.MarkNoTTL(s, r)
 	},
 }
 

@@ -1,10 +1,6 @@
 package layout
 
-import (
-	"strings"
-
-	"github.com/coordkit/coordination/internal/slot"
-)
+import "strings"
 
 // Layout describes one way a primitive stores a key, as the primitive
 // documents it (its package's "Storage" or "Key layout" section and the
@@ -12,23 +8,17 @@ import (
 // Layouts in its internal/<primitive>core package; a table of them, in
 // order, is what Decode reads a key with.
 type Layout struct {
-	// Kind is what a key of this layout is (the Report's Kind). For a
-	// Mark layout it is what the release removed (the report's "released"
-	// field), the report's Kind being KindMark.
+	// Kind is what a key of this layout is (the Report's Kind).
 	Kind string
 	// Type is the Redis type the layout is stored as: string, hash, zset
 	// or set.
 	Type string
-	// Mark is set on the layout of a release mark: it is matched against
-	// keys that end in slot.MarkSuffix, and only those.
-	Mark bool
 	// Match reports whether a key of Type is of this layout; nil matches
 	// every key of Type. Decode takes the first layout of the table that
 	// matches.
 	Match func(*Snapshot) bool
-	// Decode adds what the key says to r (Kind is set; for a Mark layout
-	// "marks" and "released" are added already) and records what is
-	// corrupt with r.Bad. It must not panic on any snapshot that Match
+	// Decode adds what the key says to r (Kind is set) and records what
+	// is corrupt with r.Bad. It must not panic on any snapshot that Match
 	// accepted.
 	Decode func(*Snapshot, *Report)
 	// Mixes, when not "", is what the layout's members are called in a
@@ -39,8 +29,7 @@ type Layout struct {
 }
 
 // Decode says what s holds, read with the layouts of table (the first one
-// whose Type and Match fit; a release mark with the Mark ones only). A key
-// that does not exist is KindMissing (not corrupt); a key of no layout is
+// whose Type and Match fit). A key that does not exist is KindMissing (not corrupt); a key of no layout is
 // KindUnknown with a Problem. Decode never panics when the table's
 // decoders do not.
 func Decode(s *Snapshot, table []Layout) *Report {
@@ -51,20 +40,10 @@ func Decode(s *Snapshot, table []Layout) *Report {
 		r.TTL = -2
 		return r
 	}
-	mark := strings.HasSuffix(s.Key, slot.MarkSuffix)
-	if mark {
-		r.Kind = KindMark
-		lease, ok := MarkedKey(s.Key)
-		if !ok {
-			r.Bad("a key ending in \\x00released that is the release mark of no key")
-			return r
-		}
-		r.Add("marks", lease)
-	}
 	var found *Layout
 	for i := range table {
 		l := &table[i]
-		if l.Mark != mark || l.Type != s.Type || (l.Match != nil && !l.Match(s)) {
+		if l.Type != s.Type || (l.Match != nil && !l.Match(s)) {
 			continue
 		}
 		if found == nil {
@@ -81,12 +60,6 @@ func Decode(s *Snapshot, table []Layout) *Report {
 		}
 	}
 	switch {
-	case found == nil && mark:
-		if s.Type == "string" {
-			r.Bad("a release mark string holding no released lock, permit or lease id (%d bytes)", s.StrLen)
-		} else {
-			r.Bad("a %s: no release mark is a %s", s.Type, s.Type)
-		}
 	case found == nil:
 		r.Kind = KindUnknown
 		switch s.Type {
@@ -97,9 +70,6 @@ func Decode(s *Snapshot, table []Layout) *Report {
 		default:
 			r.Bad("a %s: no library layout is a %s", s.Type, s.Type)
 		}
-	case mark:
-		r.Add("released", found.Kind)
-		found.Decode(s, r)
 	default:
 		r.Kind = found.Kind
 		found.Decode(s, r)
@@ -119,7 +89,7 @@ func typeName(typ string) string {
 func mixes(table []Layout, typ string) string {
 	var names []string
 	for _, l := range table {
-		if l.Type == typ && l.Mixes != "" && !l.Mark {
+		if l.Type == typ && l.Mixes != "" {
 			names = append(names, l.Mixes)
 		}
 	}

@@ -17,8 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/coordkit/coordination/internal/slot"
 )
 
 // Kinds that belong to no primitive.
@@ -27,10 +25,6 @@ const (
 	KindMissing = "missing"
 	// KindUnknown is a key of no layout of the table.
 	KindUnknown = "unknown"
-	// KindMark is a release mark: a key ending in slot.MarkSuffix that
-	// remembers what the last release of its lease key removed, so that a
-	// re-sent release reports the first send's outcome.
-	KindMark = "release mark"
 )
 
 // Snapshot is what was read of one key at one server instant (NowMs):
@@ -72,7 +66,7 @@ type Member struct {
 // (Text) and JSON (MarshalJSON) forms are what coordctl prints.
 type Report struct {
 	Key     string
-	Kind    string  // a Layout's Kind, or KindMissing, KindUnknown, KindMark
+	Kind    string  // a Layout's Kind, or KindMissing, KindUnknown
 	TTL     int64   // ms; -1 no expiry, -2 missing
 	Fields  []Field // in the order they are printed
 	Entries []Entry // holders, leases, readers ...
@@ -271,39 +265,6 @@ func IsToken(t string) bool { return reToken.MatchString(t) }
 // IsInt reports whether n is a canonical non-negative decimal integer
 // (no sign, no leading zero), of any length.
 func IsInt(n string) bool { return reInt.MatchString(n) }
-
-// MarkNoTTL flags a release mark that does not expire (a mark of a key
-// lasts 5 s at most, or the rest of the released lease's TTL).
-func MarkNoTTL(s *Snapshot, r *Report) {
-	if s.PTTL == -1 {
-		r.Bad("a release mark always expires; this one has no TTL")
-	}
-}
-
-// MarkedKey returns the lease key whose release mark key is (see
-// slot.MarkKey): key without slot.MarkSuffix when that has a hash
-// tag, else the prefix and the rest around the hash tag the mark added.
-// ok is false when no key has key as its mark.
-func MarkedKey(key string) (lease string, ok bool) {
-	x, found := strings.CutSuffix(key, slot.MarkSuffix)
-	if !found {
-		return "", false
-	}
-	i := strings.IndexByte(x, '{')
-	if i < 0 {
-		return "", false
-	}
-	if j := strings.IndexByte(x[i+1:], '}'); j > 0 && IsInt(x[i+1:i+1+j]) {
-		l := x[:i] + x[i+2+j:]
-		if slot.MarkKey(x[:i], l) == key {
-			return l, true
-		}
-	}
-	if slot.MarkKey("", x) == key {
-		return x, true
-	}
-	return "", false
-}
 
 // ExpiresIn is the time left until a sorted-set score that is an expiry
 // in server ms: None for +inf (no expiry), 0 for NaN and -inf.

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/coordkit/coordination/internal/slot"
 )
 
 // A table of made-up layouts: Decode's rules, apart from any primitive's.
@@ -24,8 +22,6 @@ var table = []Layout{
 		Decode: func(*Snapshot, *Report) {}},
 	{Kind: "z-set", Type: "zset", Mixes: "z", Match: func(s *Snapshot) bool { return s.AnyMember(func(m string) bool { return m == "z" }) },
 		Decode: func(*Snapshot, *Report) {}},
-	{Kind: "a mark", Type: "string", Mark: true, Match: func(s *Snapshot) bool { return s.Str == "m" },
-		Decode: func(s *Snapshot, r *Report) { MarkNoTTL(s, r) }},
 }
 
 func TestDecodeRules(t *testing.T) {
@@ -45,10 +41,6 @@ func TestDecodeRules(t *testing.T) {
 		{"no zset layout", Snapshot{Key: "k", Type: "zset", PTTL: 5, ZSet: []Member{{"w", 1}}, ZCard: 3}, KindUnknown, "", "a sorted set of no library layout (3 members)"},
 		{"no string layout", Snapshot{Key: "k", Type: "string", PTTL: 5, Str: "m", StrLen: 9}, KindUnknown, "", "a string of no library layout (9 bytes)"},
 		{"no layout of the type", Snapshot{Key: "k", Type: "list", PTTL: 5}, KindUnknown, "", "a list: no library layout is a list"},
-		{"a mark", Snapshot{Key: "{7}k\x00released", Type: "string", PTTL: -1, Str: "m"}, KindMark, "marks={7}k,released=a mark", "a release mark always expires; this one has no TTL"},
-		{"a mark of no layout", Snapshot{Key: "{7}k\x00released", Type: "string", PTTL: 5, Str: "q", StrLen: 1}, KindMark, "marks={7}k", "a release mark string holding no released lock, permit or lease id (1 bytes)"},
-		{"a hash mark of no layout", Snapshot{Key: "{7}k\x00released", Type: "hash", PTTL: 5}, KindMark, "marks={7}k", "a hash: no release mark is a hash"},
-		{"the mark of no key", Snapshot{Key: "k\x00released", Type: "string", PTTL: 5, Str: "m"}, KindMark, "", `a key ending in \x00released that is the release mark of no key`},
 	} {
 		r := Decode(&c.s, table)
 		var fields []string
@@ -83,24 +75,5 @@ func TestReportForms(t *testing.T) {
 		if got := TTLText(ms); got != want {
 			t.Errorf("TTLText(%d) = %q, want %q", ms, got, want)
 		}
-	}
-}
-
-func TestMarkedKey(t *testing.T) {
-	for key, want := range map[string]string{
-		"{job}:lock\x00released":       "{job}:lock", // a key with a hash tag: the suffix added
-		slot.MarkKey("", "k"):          "k",          // else a hash tag of k's slot inserted
-		slot.MarkKey("p:", "p:k"):      "p:k",        // after the prefix
-		slot.MarkKey("p:", "p:") + "x": "",
-		"{1}k\x00released":             "{1}k",
-		"k\x00released":                "",
-		"{job}:lock":                   "",
-	} {
-		if got, ok := MarkedKey(key); got != want || ok != (want != "") {
-			t.Errorf("MarkedKey(%q) = %q, %v; want %q", key, got, ok, want)
-		}
-	}
-	if m := slot.MarkKey("", "k"); !strings.HasPrefix(m, "{") || m == "{}k"+slot.MarkSuffix {
-		t.Fatalf("MarkKeyOf(k) = %q: no slot tag", m)
 	}
 }

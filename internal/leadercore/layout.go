@@ -1,8 +1,7 @@
 // Package leadercore holds what package leader declares for the engine
 // and for coordctl: here, the stored layout of an election (package
 // layout). A leader's lease is a fencing lease (fencingcore) whose key
-// ends in "}:leader" and whose holder field is the leader's identity; its
-// release mark is that lease's.
+// ends in "}:leader" and whose holder field is the leader's identity.
 package leadercore
 
 import (
@@ -21,17 +20,4 @@ var LeaseLayout = layout.Layout{
 		return strings.HasSuffix(s.Key, "}:leader") && fencingcore.LeaseLayout.Match(s)
 	},
 	Decode: fencingcore.LeaseLayout.Decode,
-}
-
-// LeaseMarkLayout is the release mark of a leader's lease. It goes before
-// fencingcore.LeaseMarkLayout in a table.
-var LeaseMarkLayout = layout.Layout{
-	Kind: "leader (fencing lease)",
-	Type: "hash",
-	Mark: true,
-	Match: func(s *layout.Snapshot) bool {
-		lease, _ := layout.MarkedKey(s.Key)
-		return strings.HasSuffix(lease, "}:leader") && fencingcore.LeaseMarkLayout.Match(s)
-	},
-	Decode: fencingcore.LeaseMarkLayout.Decode,
 }

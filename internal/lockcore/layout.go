@@ -2,10 +2,7 @@
 // (package layout): a lock is a string holding its owner token ("+" after
 // it while a waiter is blocked), with the lock's TTL; hash-field leases are
 // one hash, each field a lease holding its owner token with its own expiry
-// (HPEXPIRE) and the key none. Their release marks: a lock's is the
-// released string renamed (for the rest of its TTL, 5 s at most); a
-// field-lease hash's a hash of the released fields' owner tokens, each
-// field for 5 s.
+// (HPEXPIRE) and the key none.
 
 package lockcore
 
@@ -33,18 +30,6 @@ var LockLayout = layout.Layout{
 	},
 }
 
-// LockMarkLayout is a lock's release mark: the released lock's value.
-var LockMarkLayout = layout.Layout{
-	Kind:  LockLayout.Kind,
-	Type:  "string",
-	Mark:  true,
-	Match: isLock,
-	Decode: func(s *layout.Snapshot, r *layout.Report) {
-		r.Add("owner", layout.Tok(strings.TrimSuffix(s.Str, "+")))
-		layout.MarkNoTTL(s, r)
-	},
-}
-
 func isLock(s *layout.Snapshot) bool { return layout.IsToken(strings.TrimSuffix(s.Str, "+")) }
 
 // FieldLeasesLayout is a hash of field leases: each field a lease, its
@@ -64,26 +49,10 @@ var FieldLeasesLayout = layout.Layout{
 	},
 }
 
-// FieldLeasesMarkLayout is a field-lease hash's release mark: the
-// released fields' owner tokens, each field for 5 s. It matches every
-// hash mark: it goes after the other hash mark layouts of a table.
-var FieldLeasesMarkLayout = layout.Layout{
-	Kind: FieldLeasesLayout.Kind,
-	Type: "hash",
-	Mark: true,
-	Decode: func(s *layout.Snapshot, r *layout.Report) {
-		fieldLeases(s, r, "fields", "the library gives each field of a release mark 5 s")
-		if s.PTTL != -1 {
-			r.Bad("a field-lease release mark has no key-level TTL; this one has one")
-		}
-	},
-}
-
 // fieldLeases adds the field count (named count), the ttl line and an
-// entry per field of a field-lease hash (or of its release mark): the
-// field, its owner token (truncated) and its TTL, flagging a field without
-// expiry (why names what the library does instead) or without an owner
-// token.
+// entry per field of a field-lease hash: the field, its owner token
+// (truncated) and its TTL, flagging a field without expiry (why names what
+// the library does instead) or without an owner token.
 func fieldLeases(s *layout.Snapshot, r *layout.Report, count, why string) {
 	h := s.Hash
 	r.Add(count, s.HashLen)

@@ -1,8 +1,7 @@
 // The stored layout of package rwlease, for coordctl inspect and repair
 // (package layout): a read-write lease is one sorted set of "R:<token>"
 // readers and "W:<token>" writers scored by their expiry in ms, and
-// "Q:<token>" waiting writers scored by minus their expiry. A lease's
-// release mark is a string holding the released member for 5 s.
+// "Q:<token>" waiting writers scored by minus their expiry.
 
 package rwleasecore
 
@@ -63,24 +62,5 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 	r.Add("waiting writers", waiting)
 	if writer > 1 || (writer == 1 && readers > 0) {
 		r.Bad("a live writer with other live holders")
-	}
-}
-
-// ReadMarkLayout is a read lease's release mark: "R:<token>".
-var ReadMarkLayout = markLayout("rwlease read lease", "R:")
-
-// WriteMarkLayout is a write lease's release mark: "W:<token>".
-var WriteMarkLayout = markLayout("rwlease write lease", "W:")
-
-func markLayout(kind, prefix string) layout.Layout {
-	return layout.Layout{
-		Kind:  kind,
-		Type:  "string",
-		Mark:  true,
-		Match: func(s *layout.Snapshot) bool { return len(s.Str) > 2 && s.Str[:2] == prefix },
-		Decode: func(s *layout.Snapshot, r *layout.Report) {
-			r.Add("owner", layout.Tok(s.Str[2:]))
-			layout.MarkNoTTL(s, r)
-		},
 	}
 }

@@ -2,8 +2,7 @@
 // (package layout): a semaphore is one sorted set of "P:<n>:<token>"
 // permits scored by their expiry in ms (+inf: no expiry), its capacity
 // record "capacity" (scored -capacity) and the "multi" and "waiting"
-// records. A permit's release mark is a string holding the released
-// member for 5 s.
+// records.
 
 package semaphorecore
 
@@ -116,25 +115,6 @@ func score(v float64) string {
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	}
 	return strconv.FormatFloat(v, 'g', -1, 64)
-}
-
-// PermitMarkLayout is a permit's release mark: the released member
-// "P:<n>:<token>".
-var PermitMarkLayout = layout.Layout{
-	Kind:  "semaphore permit",
-	Type:  "string",
-	Mark:  true,
-	Match: func(s *layout.Snapshot) bool { return strings.HasPrefix(s.Str, "P:") },
-	Decode: func(s *layout.Snapshot, r *layout.Report) {
-		n, token, ok := permit(s.Str)
-		if !ok {
-			r.Bad("%q is not P:<n>:<token>", s.Str)
-			return
-		}
-		r.Add("permits", n)
-		r.Add("owner", layout.Tok(token))
-		layout.MarkNoTTL(s, r)
-	},
 }
 
 // permit splits a permit member "P:<n>:<token>" (n >= 1).

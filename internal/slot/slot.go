@@ -1,7 +1,6 @@
 // Package slot holds the Redis Cluster key-slot function (CRC16 of the key
-// or of its hash tag) and the naming of release marks, the keys a release
-// records its id in, placed in the released key's slot. It knows no
-// primitive and no engine.
+// or of its hash tag) and a hash tag of each slot. It knows no primitive
+// and no engine.
 package slot
 
 import (
@@ -55,52 +54,9 @@ func crc16(s string) uint16 {
 	return crc
 }
 
-// Release marks. A release deletes what it releases, so a release re-sent
-// by go-redis after its first send's reply was lost would find nothing and
-// report decode.AlreadyReleased although its first send released. The release
-// scripts of the kinds with the engine's LeaseKind.ReleaseMark therefore take one more
-// key, last: the lease's release mark, where a release that removes its
-// lease records the released id (SET ... PX 5000); a release that finds
-// its lease gone or taken over and its own id in the mark reports decode.Released.
-// The mark holds the last release of the lease key only (a second release
-// on the same key within the 5 s replaces it) and lasts 5 s, far longer
-// than go-redis' re-send delays (MaxRetryBackoff, 512 ms by default).
-
-// MarkTTL is how long a release mark lasts, in milliseconds.
-const MarkTTL = 5000
-
-// MarkSuffix ends every release mark key.
-const MarkSuffix = "\x00released"
-
-const markSuffix = MarkSuffix
-
-// MarkKey returns the release mark key of the prefixed key full under the
-// key prefix prefix (the engine's markKey for its own prefix; coordctl
-// names the release marks it inspects with it), in full's Cluster slot:
-// full followed by "\x00released" when full has a hash tag, otherwise the
-// prefix, a hash tag chosen for full's slot ("{<decimal>}"), the rest of
-// full and the suffix. It returns "" when no such key exists (a prefix
-// with an unpaired '{').
-func MarkKey(prefix, full string) string {
-	if i := indexByte(full, '{'); i >= 0 {
-		if j := indexByte(full[i+1:], '}'); j > 0 {
-			return full + markSuffix
-		}
-	}
-	slot := Of(full)
-	if len(full) < len(prefix) || full[:len(prefix)] != prefix {
-		return ""
-	}
-	m := prefix + "{" + strconv.FormatUint(uint64(slotTags()[slot]), 10) + "}" + full[len(prefix):] + markSuffix
-	if Of(m) != slot {
-		return ""
-	}
-	return m
-}
-
 // slotTags holds, for each Cluster slot, the smallest integer whose decimal
 // form hashes to it: "{<n>}" is then a hash tag of that slot. Computed once,
-// on the first release of an untagged key (about 170,000 CRC16s).
+// on the first call (about 170,000 CRC16s).
 var slotTags = sync.OnceValue(func() *[16384]uint32 {
 	var tags [16384]uint32
 	var seen [16384]bool

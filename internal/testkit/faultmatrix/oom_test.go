@@ -24,7 +24,7 @@ type handle interface {
 // or field lease (PEXPIRE, HPEXPIRE); a semaphore permit's or read-write
 // lease's renewal is refused with OOM (it moves the holder's deadline with
 // ZADD, which the server refuses as a first write), so their keep-alive
-// reports the lease lost. The releases still leave their release marks.
+// reports the lease lost. The releases leave nothing behind.
 func TestRenewAndReleaseUnderOOM(t *testing.T) {
 	for _, flavor := range flavors(t) {
 		t.Run(flavor, func(t *testing.T) {
@@ -64,29 +64,9 @@ func TestRenewAndReleaseUnderOOM(t *testing.T) {
 					t.Errorf("%s: Release under OOM = %v, %v", name, out, err)
 				}
 			}
-			// Left: the fencing counter, and the release marks (each
-			// expires within the lease's TTL; see internal/engine/mark.go).
-			var left []string
-			for _, k := range a.Keys(ctx, "*").Val() {
-				if !strings.HasSuffix(k, "\x00released") {
-					left = append(left, k)
-				}
-			}
-			if len(left) != 1 || !strings.HasSuffix(left[0], "{f}:fence") {
-				t.Errorf("keys left after the releases %q, want the fencing counter only (and release marks)", left)
-			}
-			for _, k := range a.Keys(ctx, "*\x00released").Val() {
-				if a.PTTL(ctx, k).Val() == -1 && a.Type(ctx, k).Val() == "hash" { // field leases' marks: a field each, with its own TTL
-					for _, f := range a.HKeys(ctx, k).Val() {
-						if ttl := a.HPTTL(ctx, k, f).Val(); len(ttl) != 1 || ttl[0] <= 0 || ttl[0] > time.Minute.Milliseconds() {
-							t.Errorf("release mark %q field %q has HPTTL %v, want at most the lease's TTL", k, f, ttl)
-						}
-					}
-					continue
-				}
-				if ttl := a.PTTL(ctx, k).Val(); ttl <= 0 || ttl > time.Minute {
-					t.Errorf("release mark %q has PTTL %v, want at most the lease's TTL", k, ttl)
-				}
+			// Left: the fencing counter only (a release leaves no key).
+			if left := a.Keys(ctx, "*").Val(); len(left) != 1 || !strings.HasSuffix(left[0], "{f}:fence") {
+				t.Errorf("keys left after the releases %q, want the fencing counter only", left)
 			}
 		})
 	}
