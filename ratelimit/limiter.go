@@ -173,12 +173,13 @@ func (l *Limiter) spec() *spec {
 // and are an error, with nothing admitted or sent. With [WithDenyList], a
 // denied identity is refused first.
 //
-// Every call consumes at most once, whatever the client's retry setting:
-// it carries a random id that the key remembers for its last 6 grants, so
-// a re-send after a lost reply (go-redis re-sends up to MaxRetries times)
-// is answered as granted without consuming again, as long as at most 5
-// other grants on the key came in between (see the package
-// documentation).
+// Every call consumes at most once, whatever the client's retry setting
+// and however busy the key: its script is never sent again once it may
+// have run (an attempt that provably did not run, such as a refused dial
+// or a pool timeout, is retried), so a reply lost after the write is an
+// error for which coordination.IsAmbiguous reports true (the permits may
+// have been consumed, once), which the failure mode answers (see the
+// package documentation).
 //
 // Errors: coordination.ErrInvalidArgument naming "permits" for negative
 // permits or more than the capacity (nothing is admitted or sent; the
@@ -190,7 +191,7 @@ func (l *Limiter) spec() *spec {
 // hook's error when a hook rejects; Redis and network errors (also of the
 // deny list's read) when the failure mode is ReturnError. A call whose
 // reply never came back (timeout, cancellation, broken connection) may
-// still have consumed its permits on the server.
+// still have consumed its permits on the server, once.
 func (l *Limiter) Allow(ctx context.Context, permits int) (Decision, error) {
 	r, err := l.allow(ctx, permits, 0)
 	return r.decision(), err

@@ -136,8 +136,9 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 // grants it; the first refusal answers it and stops the chain. The layers
 // are all or nothing: when a later policy refuses, the permits earlier
 // policies took are given back (concurrency leases released, window,
-// bucket and GCRA grants refunded, best effort: a refund applies while the
-// key still remembers the grant, see [Limiter.Allow]), and concurrency
+// bucket and GCRA grants refunded, best effort: a refund gives back what
+// the key provably still holds of the grant, nothing after its window
+// rolled over, see the package documentation), and concurrency
 // leases are released when the handler returns. Several limits on one key
 // are better one [Composite] limiter: one atomic decision.
 //
