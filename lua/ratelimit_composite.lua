@@ -4,9 +4,9 @@
 -- decision already made (settle a reservation, refund a grant).
 --
 -- KEYS[1]  the composite: a hash with the fields c (the signature: every
---          component's cfg joined with ';'), r (the ring) and 1..n (each
---          component's state, as the one-limiter scripts store it between
---          cfg and ring: ratelimit_fixed, _sliding, _bucket, _gcra; an
+--          component's cfg joined with ';') and 1..n (each component's
+--          state, as the one-limiter scripts store it after cfg:
+--          ratelimit_fixed, _sliding, _bucket, _gcra; an
 --          empty sliding window is "0|0|0|0"). The key expires when every
 --          component's state is back to empty.
 -- A decision grants when every component can, and then charges every
@@ -14,20 +14,20 @@
 -- available, its wait the longest any component needs.
 --#include rl_common.header
 --#include rl_common.args
-local nc = #ARGV - 4
-if nc < 1 or nc > 32 or table.concat(ARGV, ';', 5) ~= ARGV[4] then
+local nc = #ARGV - 3
+if nc < 1 or nc > 32 or table.concat(ARGV, ';', 4) ~= ARGV[3] then
   return redis.error_reply('COORD_BADARG a composite needs 1 to 32 components and their signature')
 end
-local fields = {'c', 'r'}
+local fields = {'c'}
 for i = 1, nc do
-  fields[i + 2] = i
+  fields[i + 1] = i
 end
 local h = redis.call('HMGET', KEYS[1], unpack(fields))
 local stored, olds = h[1] ~= false, nil
 if not stored and redis.call('EXISTS', KEYS[1]) == 1 then
   return redis.error_reply('COORD_BADSTATE composite hash lacks its signature')
 end
-if stored and h[1] ~= ARGV[4] then
+if stored and h[1] ~= ARGV[3] then
   olds = {}
   for x in string.gmatch(h[1], '[^;]+') do
     olds[#olds + 1] = x
@@ -39,14 +39,14 @@ if stored and h[1] ~= ARGV[4] then
     return redis.error_reply('COORD_CONFIG_MISMATCH key holds another composite')
   end
 end
-local rv, rp = h[2] or '', 1
 --#include rl_common.clock
 
 -- Every component read, moved to its settings and brought to now; av, wt
--- and dm over all of them.
-local comps, mav, mwt, mde, mdm = {}, nil, nil, nil, nil
+-- and dm over all of them; gives: a refund gives something back to one.
+local comps, mav, mwt, mde, mdm, gives = {}, nil, nil, nil, nil, false
+local fe -- a component's fixed window: its refund compares start and time
 for i = 1, nc do
-  local cfg, c, raw = ARGV[4 + i], nil, h[i + 2]
+  local cfg, c, raw = ARGV[3 + i], nil, h[i + 1]
   if stored then
     if not raw then
       return redis.error_reply('COORD_BADSTATE composite component is missing')
@@ -70,9 +70,11 @@ for i = 1, nc do
       end
     end
 --#include rl_fixed.load
+--#include rl_fixed.refund
 --#include rl_fixed.wait
 --#include rl_fixed.sum
-    comps[i] = {al, lim, win, e, u}
+    comps[i] = {al, lim, win, e, u, rm}
+    gives = gives or rm ~= 0
   elseif al == 115 then -- s
     local p1, p2, p3, sn, so, sl, scs, lim, win, segs, g, n, o, l, cs
     if c then
@@ -84,9 +86,11 @@ for i = 1, nc do
     end
 --#include rl_common.cfg3
 --#include rl_sliding.load
+--#include rl_sliding.refund
 --#include rl_sliding.wait
 --#include rl_sliding.sum
-    comps[i] = {al, lim, win, segs, g, n, o, l, cs}
+    comps[i] = {al, lim, win, segs, g, n, o, l, cs, rm, rj}
+    gives = gives or rm ~= 0
   elseif al == 98 then -- b
     local p1, p2, p3, st, sr, lim, per, period, tk, r
     if c then
@@ -98,9 +102,11 @@ for i = 1, nc do
     end
 --#include rl_common.cfg3
 --#include rl_bucket.load
+--#include rl_bucket.refund
 --#include rl_bucket.wait
 --#include rl_bucket.sum
-    comps[i] = {al, lim, per, period, tk, r}
+    comps[i] = {al, lim, per, period, tk, r, rm}
+    gives = gives or rm ~= 0
   elseif al == 103 then -- g
     local p1, p2, p3, sa, sb, x, q, d, span, a, b
     if c then
@@ -112,9 +118,11 @@ for i = 1, nc do
     end
 --#include rl_common.cfg3
 --#include rl_gcra.load
+--#include rl_gcra.refund
 --#include rl_gcra.wait
 --#include rl_gcra.sum
-    comps[i] = {al, x, q, d, span, a, b}
+    comps[i] = {al, x, q, d, span, a, b, rm, rq}
+    gives = gives or rm ~= 0
   else
     return redis.error_reply('COORD_BADARG malformed limiter settings')
   end
@@ -131,31 +139,32 @@ for i = 1, nc do
   end
 end
 av, wt, de, dm = mav, mwt, mde, mdm
+local rm = gives and m or 0
 --#include rl_common.decide
 if answer then
 --#include rl_common.answer
 end
 
 -- Every component charged (or given back to); av and dm over all of them.
-local hset = {'c', ARGV[4], 'r', ''}
+local hset = {'c', ARGV[3]}
 mav, mde, mdm = nil, nil, nil
 for i = 1, nc do
   local p = comps[i]
   local al = p[1]
   if al == 102 then
-    local cfg, lim, win, e, u = ARGV[4 + i], p[2], p[3], p[4], p[5]
+    local cfg, lim, win, e, u, rm = ARGV[3 + i], p[2], p[3], p[4], p[5], p[6]
 --#include rl_fixed.take
 --#include rl_fixed.sum
   elseif al == 115 then
-    local lim, win, segs, g, n, o, l, cs = p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]
+    local lim, win, segs, g, n, o, l, cs, rm, rj = p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]
 --#include rl_sliding.take
 --#include rl_sliding.sum
   elseif al == 98 then
-    local lim, per, period, tk, r = p[2], p[3], p[4], p[5], p[6]
+    local lim, per, period, tk, r, rm = p[2], p[3], p[4], p[5], p[6], p[7]
 --#include rl_bucket.take
 --#include rl_bucket.sum
   else
-    local x, q, d, span, a, b = p[2], p[3], p[4], p[5], p[6], p[7]
+    local x, q, d, span, a, b, rm, rq = p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]
 --#include rl_gcra.take
 --#include rl_gcra.sum
   end
@@ -169,8 +178,6 @@ for i = 1, nc do
   end
 end
 av, de, dm = mav, mde, mdm
---#include rl_common.ring
-hset[4] = ring .. id
 if de <= now then
   redis.call('DEL', KEYS[1])
 else
@@ -179,5 +186,7 @@ else
 end
 if op == 'a' or op == 'r' then
   return {1, av}
+elseif mk then
+  return {av, 0, now}
 end
 return av

@@ -3,7 +3,7 @@
 -- an adjustment of a decision already made (settle a reservation, refund
 -- a grant).
 --
--- KEYS[1]  the limiter: a string "<cfg>|<a>|<b>|<ring>". cfg is
+-- KEYS[1]  the limiter: a string "<cfg>|<a>|<b>". cfg is
 --          g:<burst>:<q>:<d>: one permit every q/d microseconds, burst
 --          permits at once; the theoretical arrival time is a + b/d
 --          microseconds (0 <= b < d). The key expires when the arrival
@@ -13,13 +13,14 @@
 --#include rl_common.one
 local al, c, p1, p2, p3, sa, sb = 103, nil
 if stored then
-  c, p1, p2, p3, sa, sb, rp = string.match(v, '^(g:(%d+):(%d+):(%d+))|(%d+)|(%d+)|()')
+  c, p1, p2, p3, sa, sb = string.match(v, '^(g:(%d+):(%d+):(%d+))|(%d+)|(%d+)$')
 end
 --#include rl_common.foreign
 --#include rl_common.cfg3
 --#include rl_common.clock
 local x, q, d, span, a, b
 --#include rl_gcra.load
+--#include rl_gcra.refund
 --#include rl_gcra.wait
 --#include rl_common.decide
 if answer then
@@ -28,5 +29,4 @@ if answer then
 end
 --#include rl_gcra.take
 --#include rl_gcra.sum
---#include rl_common.ring
 --#include rl_common.store

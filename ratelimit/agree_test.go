@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,9 +16,10 @@ import (
 
 // Each one-limiter decision script agrees with the composite script
 // holding that one limiter: random sequences of grants, refusals, probes,
-// strict decisions, re-sends, settlements, refunds and moves to other
-// settings, at random times, sent to two keys under the same clock, get
-// the same answers and leave the same state, ring and expiry. The
+// strict decisions, repeated calls, settlements, refunds (of grants of
+// random ages) and moves to other settings, at random times, sent to two
+// keys under the same clock, get the same answers and leave the same
+// state and expiry. The
 // arithmetic is written once (lua/fragments/rl_*.lua) and both scripts
 // take it in; this checks what each script adds around it. (miniredis:
 // its clock moves only when the test moves it.)
@@ -47,32 +49,27 @@ func TestOneLimiterScriptsAgreeWithTheComposite(t *testing.T) {
 			name := one[0].cfg
 			rng := rand.New(rand.NewPCG(7, uint64(one[0].alg)))
 			ko, kc := e.Key("one:"+name), e.Key("comp:"+name)
-			var grants []string // ids of granted calls, for refunds
 			var last struct {
 				op      string
 				permits int
-				id      string
 			}
 			cur := 0
 			for step := range 600 {
 				b.Advance(time.Duration(rng.IntN(40000)) * time.Microsecond)
-				op, permits, id := "d", rng.IntN(4), ""
+				op, permits := "d", rng.IntN(4)
 				switch x := rng.IntN(20); {
-				case x < 2 && last.op != "": // a re-send of the last call
-					op, permits, id = last.op, last.permits, last.id
+				case x < 2 && last.op != "": // the last call again
+					op, permits = last.op, last.permits
 				case x < 4:
 					op = "s"
 				case x < 6:
 					op, permits = "a", rng.IntN(7)-3
-				case x < 8 && len(grants) > 0:
-					op, permits, id = "r", 1+rng.IntN(3), *newID()+grants[rng.IntN(len(grants))]
+				case x < 8:
+					op, permits = "r"+strconv.Itoa(rng.IntN(300000)), 1+rng.IntN(3)
 				case x < 9:
 					cur = 1 - cur // other settings: the next decision moves the state
 				}
-				if id == "" && (permits != 0 || op == "a") {
-					id = *newID()
-				}
-				last.op, last.permits, last.id = op, permits, id
+				last.op, last.permits = op, permits
 				var got [2]any
 				var errs [2]error
 				for i, sp := range []*spec{one[cur], comp[cur]} {
@@ -80,10 +77,10 @@ func TestOneLimiterScriptsAgreeWithTheComposite(t *testing.T) {
 					if i == 1 {
 						k = kc
 					}
-					if op == "a" || op == "r" {
-						got[i], errs[i] = sp.scripts.adjust.Run(ctx, e, k, sp.args(op, permits, id)...)
+					if op == "a" || op[0] == 'r' {
+						got[i], errs[i] = sp.scripts.adjust.Run(ctx, e, k, sp.args(op, permits)...)
 					} else {
-						got[i], errs[i] = sp.scripts.decide.Run(ctx, e, k, sp.args(op, permits, id)...)
+						got[i], errs[i] = sp.scripts.decide.Run(ctx, e, k, sp.args(op, permits)...)
 					}
 				}
 				if (errs[0] == nil) != (errs[1] == nil) || (errs[0] != nil && !errors.Is(errs[0], coordination.ErrConfigMismatch)) {
@@ -92,21 +89,17 @@ func TestOneLimiterScriptsAgreeWithTheComposite(t *testing.T) {
 				if errs[0] != nil {
 					continue
 				}
-				if d, ok := got[0].(decideReply); ok && d.Acquired && permits > 0 {
-					grants = append(grants, id)
-				}
 				ov, _ := raw.Get(ctx, ko.Full()[0]).Result()
 				ch, _ := raw.HGetAll(ctx, kc.Full()[0]).Result()
-				ostate, oring := "", ""
+				ostate := ""
 				if ov != "" {
 					cfg, rest, _ := strings.Cut(ov, "|")
-					parts := strings.SplitN(rest, "|", stateFields(one[cur].alg)+1)
-					ostate, oring = strings.Join(parts[:len(parts)-1], "|"), parts[len(parts)-1]
+					ostate = rest
 					if cfg != ch["c"] {
 						t.Fatalf("%s step %d: settings stored: one-limiter %q, composite %q", name, step, cfg, ch["c"])
 					}
 				}
-				if got[0] != got[1] || ostate != ch["1"] || oring != ch["r"] {
+				if got[0] != got[1] || ostate != ch["1"] || len(ch) > 2 {
 					t.Fatalf("%s step %d %s %d: one-limiter %+v %q, composite %+v %q", name, step, op, permits, got[0], ov, got[1], ch)
 				}
 				ot, _ := raw.PTTL(ctx, ko.Full()[0]).Result()
@@ -117,12 +110,4 @@ func TestOneLimiterScriptsAgreeWithTheComposite(t *testing.T) {
 			}
 		}
 	}, testharness.Only("miniredis"))
-}
-
-// stateFields is how many |-separated fields a one-limiter state has.
-func stateFields(alg byte) int {
-	if alg == algSliding {
-		return 4
-	}
-	return 2
 }

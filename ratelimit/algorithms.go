@@ -36,8 +36,8 @@ type Settings interface {
 // permits are granted in it, then the count resets when it ends. Requests on
 // both sides of a window's end can use two windows' budgets close together.
 //
-// State: one string with the settings, the window's end, the count and the
-// ring of recent grant ids; it expires when the window ends.
+// State: one string with the settings, the window's end and the count; it
+// expires when the window ends.
 //
 // [New] fails with coordination.ErrInvalidArgument naming "limit" (below
 // 1) or "window" (below 1 ms or not whole milliseconds).
@@ -62,9 +62,9 @@ type FixedWindow struct {
 // state a little longer.
 //
 // State: one string with the settings, the total, the oldest and newest
-// segment indexes, the permits of each segment in between and the ring of
-// recent grant ids (a few bytes more per live segment); it expires when the
-// newest segment's permits are returned.
+// segment indexes and the permits of each segment in between (a few bytes
+// more per live segment); it expires when the newest segment's permits are
+// returned.
 //
 // [New] fails with coordination.ErrInvalidArgument naming "limit" (below
 // 1), "window" (below 1 ms or not whole microseconds) or "segments" (outside
@@ -87,9 +87,9 @@ type SlidingWindow struct {
 // from server time on each use; no timer runs anywhere. Over any long run
 // it admits exactly TokensPerPeriod per Period (plus the initial Limit).
 //
-// State: one string with the settings, the token count, the start of the
-// current refill period and the ring of recent grant ids; it expires when
-// the bucket would be full again.
+// State: one string with the settings, the token count and the start of
+// the current refill period; it expires when the bucket would be full
+// again.
 //
 // [New] fails with coordination.ErrInvalidArgument naming "limit" or
 // "tokensPerPeriod" (below 1) or "period" (below 1 µs, not whole
@@ -120,9 +120,8 @@ type TokenBucket struct {
 // theoretical arrival time) is stored. A batch of permits is granted whole
 // or not at all; rejected requests and probes write nothing.
 //
-// State: one string with the settings, the theoretical arrival time and the
-// ring of recent grant ids; it expires when the full burst is available
-// again.
+// State: one string with the settings and the theoretical arrival time;
+// it expires when the full burst is available again.
 //
 // [New] fails with coordination.ErrInvalidArgument naming "burst" (below 1,
 // or a burst span Burst × Interval beyond about 35 years), "interval"
@@ -154,9 +153,9 @@ type GCRA struct {
 // if all admit. A refusal's RetryAfter is the longest of the components'
 // waits (for the whole batch); the decision's Available is the smallest.
 //
-// State: one hash with the signature (every component's settings), the ring
-// of recent grant ids and one field per component's state; it expires when
-// every component is back to empty.
+// State: one hash with the signature (every component's settings) and one
+// field per component's state; it expires when every component is back to
+// empty.
 //
 // A key whose stored components differ in number or algorithms is refused
 // with an error matching coordination.ErrConfigMismatch, consuming nothing;
@@ -192,7 +191,7 @@ type spec struct {
 	// (not stored: it tells settings apart).
 	cfg string
 	// scripts are the algorithm's decision scripts, and tail their
-	// ARGV[4:] (after op, permits, id): the cfg (a composite: its
+	// ARGV[3:] (after op and permits): the cfg (a composite: its
 	// signature, then each component's cfg).
 	scripts scriptPair
 	tail    []any
@@ -239,12 +238,12 @@ func standalone(s *spec, scripts scriptPair) *spec {
 	return s
 }
 
-// args returns a decision script's arguments: op (d, s, a or r), permits,
-// the call's id (a string or *string; "" for a probe), then the tail.
-func (s *spec) args(op string, permits int, id any) []any {
-	args := make([]any, 3+len(s.tail))
-	args[0], args[1], args[2] = op, permits, id
-	copy(args[3:], s.tail)
+// args returns a decision script's arguments: op (d, s, a, or r followed
+// by the refunded grant's age in µs), permits, then the tail.
+func (s *spec) args(op string, permits int) []any {
+	args := make([]any, 2+len(s.tail))
+	args[0], args[1] = op, permits
+	copy(args[2:], s.tail)
 	return args
 }
 

@@ -72,7 +72,7 @@ func benchSetup(b *testing.B) (noop benchCase, decisions []benchCase) {
 		b.Fatal(err)
 	}
 	decisions = append(decisions, benchCase{"gcra-script-only", func() error {
-		_, err := gs.scripts.decide.Run(ctx, e, rawKey, gs.args("d", 1, newID())...)
+		_, err := gs.scripts.decide.Run(ctx, e, rawKey, gs.args("d", 1)...)
 		return err
 	}})
 	mk := func(n string, l *tlim, err error) {

@@ -141,7 +141,7 @@ func (c *ConcurrencyLimiter) TryAcquire(ctx context.Context, permits int) (*Conc
 	if err := c.check(hooks.RateLimitAcquire, &permits); err != nil {
 		return nil, err
 	}
-	r, err := c.l.allow(ctx, permits, false)
+	r, err := c.l.allow(ctx, permits, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -264,7 +264,7 @@ func (a algorithm) scenario(name string) []contract.Step {
 		return l, err
 	}
 	return []contract.Step{
-		{Name: "Allow granted", Op: hooks.RateLimitAcquire, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
+		{Name: "Allow granted", Op: hooks.RateLimitAcquire, OneCommand: true, SentOnce: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
 			l, err := lim(c)
 			if err != nil {
 				return err
@@ -286,7 +286,7 @@ func (a algorithm) scenario(name string) []contract.Step {
 			}
 			return check(d, true, 1, false)
 		}},
-		{Name: "Wait granted", Op: hooks.RateLimitAcquire, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
+		{Name: "Wait granted", Op: hooks.RateLimitAcquire, OneCommand: true, SentOnce: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
 			l, err := lim(c)
 			if err != nil {
 				return err

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -40,8 +41,14 @@ func scriptOf(cmd redis.Cmder) (string, bool) {
 	if cmd.Name() != "evalsha" || len(cmd.Args()) < 2 {
 		return "", false
 	}
-	s, ok := cmd.Args()[1].(string)
-	return s, ok
+	// The engine sends the SHA as a counted argument that prints as it.
+	switch s := cmd.Args()[1].(type) {
+	case string:
+		return s, true
+	case fmt.Stringer:
+		return s.String(), true
+	}
+	return "", false
 }
 
 // denyFixture is a deny list on a client whose reads are counted.

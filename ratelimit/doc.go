@@ -43,50 +43,59 @@
 //	composite        hash: one field per component            the longest of the components'
 //	concurrency      sorted set: one entry per lease          never
 //
-// # One decision per call, even when go-redis re-sends
+// # One decision per call, even when a reply is lost
 //
-// go-redis re-sends a command whose reply was lost (MaxRetries, 3 by
-// default). Every consumptive call (a grant, a settlement, a refund)
-// carries 8 random bytes, and each key remembers the ids of its last 6:
-// a re-send that finds its id consumes nothing again and is answered as
-// the first send was (granted; with the permits available now). It is
-// recognised as long as at most 5 other grants, settlements or refunds
-// on the same key came between the first send and the re-send. The gap is
-// go-redis' wait: a broken connection is seen at once and the command
-// re-sent after 10 to 30 ms (its default backoff), so a key granting fewer
-// than about 170 requests per second always recognises that re-send; a
-// reply that never arrives is given up only at the read timeout (5 s by
-// default), which the ring of a key granting more than a request or two per
-// second does not span. A re-send that comes later, or after
-// the key expired (its state was back to empty), or of a refusal (which
-// consumed nothing) is decided anew. With MaxRetries: -1 there is no
-// re-send: the call returns an error, and may have consumed once.
-// Concurrency acquisitions are idempotent by their own lease member.
+// A decision, a settlement and a refund consume: running one twice would
+// consume twice. So the library sends each at most once. go-redis never
+// re-sends it once it may have reached the server (its retries skip
+// it), and the library sends it again itself only when the previous
+// attempt provably did not run: nothing was written to a connection (a
+// refused dial, a pool timeout), or the server answered before running
+// anything (LOADING, BUSY, TRYAGAIN ...), with the client's MaxRetries and
+// backoff. A reply lost after the command was written (a read timeout, a
+// connection reset) is an error for which coordination.IsAmbiguous
+// reports true: the decision may have consumed once, never twice, however
+// busy the key. The failure mode answers it like any other failure
+// ([FailOpen] grants, [FailClosed] refuses, [ReturnError] returns it). No
+// bookkeeping is stored for this: the keys hold only the limiter's state.
+// Concurrency acquisitions are idempotent by their own lease member, and
+// go-redis re-sends them as usual.
+//
+// The middleware's refunds (a later policy refused the request) name
+// what they need to be applied safely: the grant's mark, which a
+// decision made for a policy that is not the last returns (a fixed
+// window's end; for every other algorithm and a composite, the server's
+// time of the grant). The key gives back only what it provably still
+// holds of that grant: a fixed window only while the grant's window lasts
+// (a composite's fixed window: one that started at or before the grant);
+// a token bucket only when no refill period began since the grant; GCRA
+// the grant's charge less the time since the grant (what has not come
+// back by itself); a sliding window only from segments no older than the
+// grant's, oldest first. A refund after its window rolled over does
+// nothing, and a refund is itself sent at most once.
 //
 // # Key layouts
 //
 // The exact contents of a limiter's key (the coordinator's prefix
 // applied), for tools that decode them; times are server microseconds
-// since the Unix epoch (_ms: milliseconds), numbers are decimal integers,
-// <ring> is the ids (8 bytes each) of the key's last 6 grants,
-// settlements and refunds, oldest first:
+// since the Unix epoch (_ms: milliseconds), numbers are decimal integers:
 //
-//	fixed window     "f:<limit>:<window_ms>|<end_ms>|<used>|<ring>"; expires at end_ms
-//	sliding window   "s:<limit>:<window>:<segments>|<n>|<o>|<l>|<c_o>,...,<c_l>|<ring>":
+//	fixed window     "f:<limit>:<window_ms>|<end_ms>|<used>"; expires at end_ms
+//	sliding window   "s:<limit>:<window>:<segments>|<n>|<o>|<l>|<c_o>,...,<c_l>":
 //	                 segment i (g = ceil(window / segments) long, aligned to
 //	                 server time) holds c_i permits, charged until
 //	                 (i+1)*g + window; n is their total; expires when the
 //	                 newest segment's permits return
-//	token bucket     "b:<limit>:<tokens_per_period>:<period>|<tokens>|<refill>|<ring>"
+//	token bucket     "b:<limit>:<tokens_per_period>:<period>|<tokens>|<refill>"
 //	                 (refill: when the current period started; tokens below
 //	                 zero are a settled reservation's debt); expires when the
 //	                 bucket would be full again
-//	GCRA             "g:<burst>:<q>:<d>|<tat>|<rem>|<ring>": one permit every
+//	GCRA             "g:<burst>:<q>:<d>|<tat>|<rem>": one permit every
 //	                 q/d µs; the theoretical arrival time is tat + rem/d;
 //	                 expires once the full burst is back
 //	composite        hash: c = the components' settings joined with ";",
-//	                 r = <ring>, and fields 1..n = each component's state as
-//	                 above (without settings and ring); expires when every
+//	                 and fields 1..n = each component's state as above
+//	                 (without settings); expires when every
 //	                 component is back to empty
 //	concurrency      sorted set: member "#" scored -limit (the settings), and one
 //	                 member "<permits>:<token>" per lease scored by its expiry
@@ -94,11 +103,14 @@
 //	                 characters); expires with its latest lease, deleted with
 //	                 its last one
 //
-// MEMORY USAGE of an idle key with a 40-byte name and a full ring, Redis
-// 7.0 / Valkey 9.1: fixed window 184 / 160 bytes, sliding window 200 / 176
-// (one live segment; 216 / 192 with ten), token bucket and GCRA 184 / 176,
-// a composite of 3 components 280 / 256, a concurrency limiter holding one
-// lease 152 / 128 (each more lease adds about 30).
+// MEMORY USAGE of an idle key with a 40-byte name, Redis 7.0 / Valkey
+// 9.1: fixed window, token bucket and GCRA 136 / 104 bytes, sliding window
+// 136 / 120 (one live segment; 168 / 144 with ten), a composite of 3
+// components 248 / 208, a concurrency limiter holding one lease 152 / 144
+// (each more lease adds about 30). Beyond a bare counter, a key holds its
+// settings (for the settings check and migration, about 15 bytes) and its
+// state's times (a window's end, a refill start, an arrival time: 13 to
+// 16 digits each).
 //
 // Every path that reads a key leaves it with the expiry its state calls
 // for (the instant its state is back to empty, rounded up to a whole

@@ -294,7 +294,8 @@ func (a *acquireAttempts) ProcessHook(next redis.ProcessHook) redis.ProcessHook 
 		a.mu.Lock()
 		a.starts = append(a.starts, start)
 		a.mu.Unlock()
-		if c, ok := cmd.(*redis.Cmd); ok && err == nil && a.loseGrant.Load() {
+		// The engine's command embeds a *redis.Cmd (it counts its writes).
+		if c, ok := cmd.(interface{ Slice() ([]any, error) }); ok && err == nil && a.loseGrant.Load() {
 			if v, _ := c.Slice(); len(v) > 0 && v[0] == int64(1) && a.loseGrant.CompareAndSwap(true, false) {
 				a.lost.Store(true)
 				cmd.SetErr(testharness.ErrLostReply)

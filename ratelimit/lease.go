@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/coordkit/coordination/internal/decode"
@@ -79,10 +80,12 @@ type result struct {
 	held       *held
 	cause      error // the failure a FailureMode answered
 	tooLarge   bool  // refused: more permits than the capacity (the middleware's form)
-	// A consumptive grant: its limiter, id and permits (for refunds), and
-	// for a reservation its settlement state.
+	// A consumptive grant: its limiter, and for a refundable grant its
+	// mark (0 or more: see the decision scripts' D operation; a grant
+	// without one cannot be refunded) and permits; for a reservation its
+	// settlement state.
 	lim     *Limiter
-	id      *string
+	mark    int64
 	permits int
 	res     *reservation
 }
@@ -123,20 +126,28 @@ func (h *held) release(ctx context.Context) (decode.Outcome, error) {
 	return out, err
 }
 
-// refund gives a consumptive grant's permits back (one script call, not
+// refund gives a refundable grant's permits back (one script call, not
 // admitted: the middleware calls it when a later policy refuses the
-// request). The key applies it only while its ring still holds the grant's
-// id (at most 5 other grants in between) and only once; anything else
-// does nothing. It reports whether the permits were given back.
+// request), at most once (the script is never re-sent once it may have
+// run). It names the grant's mark, which its decision returned (a fixed
+// window: the window's end; every other algorithm and a composite: the
+// server's time of the grant), and the key gives back only what it
+// provably still holds of the grant: a fixed window only in the same
+// window; a token bucket only when no refill period began since the
+// grant; GCRA the grant's charge less the time since the grant (what has
+// not come back by itself); a sliding window only from segments no older
+// than the grant's; a composite each component by its rule (its fixed
+// windows when they started at or before the grant). It reports whether
+// anything was given back.
 func (l result) refund(ctx context.Context) (bool, error) {
-	if !l.acquired || l.lim == nil || l.id == nil || l.res != nil {
+	if !l.acquired || l.lim == nil || l.mark < 0 || l.permits < 1 || l.res != nil {
 		return false, nil
 	}
 	lim := l.lim
 	lim.settingsMu.RLock()
 	defer lim.settingsMu.RUnlock()
 	sp := lim.sp
-	r, err := sp.scripts.adjust.Run(ctx, lim.e, lim.keys, sp.args("r", l.permits, *newID()+*l.id)...)
+	r, err := sp.scripts.adjust.Run(ctx, lim.e, lim.keys, sp.args("r"+strconv.FormatInt(l.mark, 10), l.permits)...)
 	if err != nil {
 		return false, err
 	}

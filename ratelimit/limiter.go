@@ -83,22 +83,34 @@ type verdict struct {
 	hasRetry  bool
 	hint      time.Duration // concurrency: earliest lease expiry, 0: none
 	held      *held
-	id        *string // a consumptive grant's id (for refunds, settlements)
+	mark      int64 // a refundable grant's mark (see how), -1: none
 	permits   int
 	tooLarge  bool // refused because the permits exceed the capacity (the middleware's form)
 }
 
 // refused is a refusal decided without the server: a full queue, an
 // evicted waiter.
-var refused = verdict{available: -1}
+var refused = verdict{available: -1, mark: -1}
+
+// how is how a call decides: a plain call (Allow, Wait, Reserve) is 0.
+type how uint8
+
+const (
+	// oversize: more permits than the capacity are a refusal marked
+	// tooLarge instead of an error (the middleware's form).
+	oversize how = 1 << iota
+	// refundable: a grant carries its mark (ops D, S: a longer reply),
+	// which a refund names (the middleware's policies before the last).
+	refundable
+)
 
 // tooLargeRefusal is the refusal of a request for more permits than the
 // capacity, in the middleware's form (oversize): decided without the
 // server.
-var tooLargeRefusal = verdict{available: -1, tooLarge: true}
+var tooLargeRefusal = verdict{available: -1, mark: -1, tooLarge: true}
 
 // deniedDecision is the refusal of an identity on the deny list.
-var deniedDecision = verdict{available: -1, denied: true}
+var deniedDecision = verdict{available: -1, mark: -1, denied: true}
 
 // Instrument attributes, built once.
 var (
@@ -161,12 +173,13 @@ func (l *Limiter) spec() *spec {
 // and are an error, with nothing admitted or sent. With [WithDenyList], a
 // denied identity is refused first.
 //
-// Every call consumes at most once, whatever the client's retry setting:
-// it carries a random id that the key remembers for its last 6 grants, so
-// a re-send after a lost reply (go-redis re-sends up to MaxRetries times)
-// is answered as granted without consuming again, as long as at most 5
-// other grants on the key came in between (see the package
-// documentation).
+// Every call consumes at most once, whatever the client's retry setting
+// and however busy the key: its script is never sent again once it may
+// have run (an attempt that provably did not run, such as a refused dial
+// or a pool timeout, is retried), so a reply lost after the write is an
+// error for which coordination.IsAmbiguous reports true (the permits may
+// have been consumed, once), which the failure mode answers (see the
+// package documentation).
 //
 // Errors: coordination.ErrInvalidArgument naming "permits" for negative
 // permits or more than the capacity (nothing is admitted or sent; the
@@ -178,9 +191,9 @@ func (l *Limiter) spec() *spec {
 // hook's error when a hook rejects; Redis and network errors (also of the
 // deny list's read) when the failure mode is ReturnError. A call whose
 // reply never came back (timeout, cancellation, broken connection) may
-// still have consumed its permits on the server.
+// still have consumed its permits on the server, once.
 func (l *Limiter) Allow(ctx context.Context, permits int) (Decision, error) {
-	r, err := l.allow(ctx, permits, false)
+	r, err := l.allow(ctx, permits, 0)
 	return r.decision(), err
 }
 
@@ -188,13 +201,13 @@ func (l *Limiter) Allow(ctx context.Context, permits int) (Decision, error) {
 // refusal without RetryAfter marked tooLarge instead of an error (the
 // middleware's form: such a request is refused with the policy's status
 // and a detail saying that waiting will not help).
-func (l *Limiter) allow(ctx context.Context, permits int, oversize bool) (result, error) {
-	ctx, op, err := l.begin(ctx, permits, oversize)
+func (l *Limiter) allow(ctx context.Context, permits int, h how) (result, error) {
+	ctx, op, err := l.begin(ctx, permits, h)
 	if err != nil {
 		return result{}, err
 	}
 	defer l.active.Add(-1)
-	d, err := l.attempt(ctx, op, permits, oversize)
+	d, err := l.attempt(ctx, op, permits, h)
 	return l.settle(ctx, op, d, err)
 }
 
@@ -208,14 +221,14 @@ func tooLarge(permits, capacity int) error {
 // admits the call through hooks as RATE LIMIT
 // ACQUIRE, refuses a closed limiter and counts the call as active (the
 // caller must decrement l.active when begin returns a nil error).
-func (l *Limiter) begin(ctx context.Context, permits int, oversize bool) (context.Context, engine.Op, error) {
+func (l *Limiter) begin(ctx context.Context, permits int, h how) (context.Context, engine.Op, error) {
 	if l == nil || l.e == nil {
 		return ctx, engine.Op{}, engine.OpError(hooks.RateLimitAcquire, engine.Keys{}, check.InvalidArgument("limiter", "must not be nil; use New or NewConcurrency"))
 	}
 	if err := checkPermits(permits); err != nil {
 		return ctx, engine.Op{}, engine.OpError(hooks.RateLimitAcquire, l.keys, err)
 	}
-	if c := l.spec().capacity; permits > c && !oversize {
+	if c := l.spec().capacity; permits > c && h&oversize == 0 {
 		return ctx, engine.Op{}, engine.OpError(hooks.RateLimitAcquire, l.keys, tooLarge(permits, c))
 	}
 	ctx, op, err := l.e.Admit(ctx, hooks.RateLimitAcquire, primitive, l.keys)
@@ -237,7 +250,7 @@ func (l *Limiter) begin(ctx context.Context, permits int, oversize bool) (contex
 // oversized requests (an error unless oversize: the settings may have
 // changed since begin), else one script run, all under one set of
 // settings.
-func (l *Limiter) attempt(ctx context.Context, op engine.Op, permits int, oversize bool) (verdict, error) {
+func (l *Limiter) attempt(ctx context.Context, op engine.Op, permits int, h how) (verdict, error) {
 	if l.opts.deny != nil {
 		denied, err := l.opts.deny.denied(ctx, l.opts.identity)
 		if err != nil {
@@ -251,7 +264,7 @@ func (l *Limiter) attempt(ctx context.Context, op engine.Op, permits int, oversi
 	defer l.settingsMu.RUnlock()
 	sp := l.sp
 	if permits > sp.capacity {
-		if !oversize {
+		if h&oversize == 0 {
 			return verdict{}, tooLarge(permits, sp.capacity)
 		}
 		return tooLargeRefusal, nil
@@ -263,7 +276,7 @@ func (l *Limiter) attempt(ctx context.Context, op engine.Op, permits int, oversi
 	if sp.alg == algConc {
 		d, err = l.concTry(ctx, op, sp, permits)
 	} else {
-		d, err = l.decide(ctx, sp, permits)
+		d, err = l.decide(ctx, sp, permits, h&refundable != 0)
 	}
 	if err == nil {
 		l.available.Store(d.available)
@@ -271,27 +284,26 @@ func (l *Limiter) attempt(ctx context.Context, op engine.Op, permits int, oversi
 	return d, err
 }
 
-// decide runs the decision script once.
-func (l *Limiter) decide(ctx context.Context, sp *spec, permits int) (verdict, error) {
-	var (
-		id  *string
-		arg any = ""
-	)
-	if permits > 0 {
-		id = newID()
-		arg = id
-	}
+// decide runs the decision script, sent at most once (see scripts.go): a
+// reply lost after the script may have run is an ambiguous error, never a
+// second decision. A refundable decision's grant carries its mark.
+func (l *Limiter) decide(ctx context.Context, sp *spec, permits int, refundable bool) (verdict, error) {
 	op := "d"
-	if l.opts.strict {
+	switch {
+	case l.opts.strict && refundable:
+		op = "S"
+	case l.opts.strict:
 		op = "s"
+	case refundable:
+		op = "D"
 	}
-	r, err := sp.scripts.decide.Run(ctx, l.e, l.keys, sp.args(op, permits, arg)...)
+	r, err := sp.scripts.decide.Run(ctx, l.e, l.keys, sp.args(op, permits)...)
 	if err != nil {
 		return verdict{}, err
 	}
-	d := verdict{acquired: r.Acquired, available: r.Available, retry: r.RetryIn, hasRetry: r.HasRetry}
+	d := verdict{acquired: r.Acquired, available: r.Available, retry: r.RetryIn, hasRetry: r.HasRetry, mark: -1}
 	if r.Acquired && permits > 0 {
-		d.id, d.permits = id, permits
+		d.mark, d.permits = r.Mark, permits
 	}
 	return d, nil
 }
@@ -333,7 +345,7 @@ func (l *Limiter) grant(d verdict) result {
 	if d.acquired {
 		l.granted.Add(1)
 		l.e.Count(rateLimitAllowed, nil)
-		return result{acquired: true, available: d.available, held: d.held, lim: l, id: d.id, permits: d.permits}
+		return result{acquired: true, available: d.available, held: d.held, lim: l, mark: d.mark, permits: d.permits}
 	}
 	l.rejected.Add(1)
 	if d.denied {

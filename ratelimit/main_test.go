@@ -76,6 +76,18 @@ func acquire(t testing.TB, l *tlim, permits int) Lease {
 	return le
 }
 
+// grantRefundable calls Allow as the middleware does for a policy a later one
+// may refuse (its grant names its mark, for a refund) and fails the test
+// on error.
+func grantRefundable(t testing.TB, l *tlim, permits int) Lease {
+	t.Helper()
+	r, err := l.Limiter.allow(context.Background(), permits, refundable)
+	if err != nil {
+		t.Fatalf("Allow(%d): %v", permits, err)
+	}
+	return Lease{Decision: r.decision(), r: r}
+}
+
 // burst calls Allow(1) n times and returns how many were granted.
 func burst(t testing.TB, l *tlim, n int) int {
 	t.Helper()
@@ -252,11 +264,11 @@ func (t *tlim) concLease(cl *ConcurrencyLease, err error, try bool) (Lease, erro
 
 func (t *tlim) Allow(ctx context.Context, permits int) (Lease, error) {
 	if t.conc == nil {
-		r, err := t.Limiter.allow(ctx, permits, false) // Allow, keeping the result
+		r, err := t.Limiter.allow(ctx, permits, 0) // Allow, keeping the result
 		return Lease{Decision: r.decision(), r: r}, err
 	}
 	if permits == 0 { // a probe: the internal path (the public verbs take at least 1)
-		r, err := t.Limiter.allow(ctx, 0, false)
+		r, err := t.Limiter.allow(ctx, 0, 0)
 		return Lease{Decision: r.decision()}, err
 	}
 	cl, err := t.conc.TryAcquire(ctx, permits)

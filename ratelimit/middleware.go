@@ -136,8 +136,9 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 // grants it; the first refusal answers it and stops the chain. The layers
 // are all or nothing: when a later policy refuses, the permits earlier
 // policies took are given back (concurrency leases released, window,
-// bucket and GCRA grants refunded, best effort: a refund applies while the
-// key still remembers the grant, see [Limiter.Allow]), and concurrency
+// bucket and GCRA grants refunded, best effort: a refund gives back what
+// the key provably still holds of the grant, nothing after its window
+// rolled over, see the package documentation), and concurrency
 // leases are released when the handler returns. Several limits on one key
 // are better one [Composite] limiter: one atomic decision.
 //
@@ -284,7 +285,11 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 				writeProblem(w, r, http.StatusInternalServerError, 0, false, "", "")
 				return
 			}
-			lease, err := p.allow(r, n)
+			h := oversize
+			if i < len(m.policies)-1 {
+				h |= refundable // a later policy may refuse: the grant may be refunded
+			}
+			lease, err := p.allow(r, n, h)
 			if err != nil {
 				m.refund(r, taken)
 				if r.Context().Err() != nil {
@@ -322,7 +327,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 			switch {
 			case lease.held != nil:
 				held = append(held, lease)
-			case lease.id != nil:
+			case lease.mark >= 0 && lease.permits > 0:
 				taken = append(taken, lease)
 			}
 		}
@@ -333,14 +338,14 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 
 // allow asks the policy's limiter: a refusal (Wait's included, and a
 // request costing more than the capacity) is an unacquired lease.
-func (p *policy) allow(r *http.Request, n int) (result, error) {
+func (p *policy) allow(r *http.Request, n int, h how) (result, error) {
 	ctx := r.Context()
 	f := func(l *Limiter) (result, error) {
 		if p.Wait {
-			le, _, err := l.wait(ctx, n, true)
+			le, _, err := l.wait(ctx, n, h)
 			return le, err
 		}
-		return l.allow(ctx, n, true)
+		return l.allow(ctx, n, h)
 	}
 	if l := p.limiter(); l != nil {
 		return f(l)

@@ -381,7 +381,7 @@ func TestFailureModes(t *testing.T) {
 
 // TestMemoryPerKey measures the state of one idle limiter key with MEMORY
 // USAGE (real servers only: miniredis has no MEMORY command) under a
-// 40-byte key name, after enough grants to fill the ring of re-send ids:
+// 40-byte key name, after 10 grants:
 // every limiter <= 200 bytes, a composite of 3 components <= 400, on Redis
 // 7.0 and Valkey 9.1. The other servers' figures are logged: Redis 8.0 and
 // Valkey 8.1 are built here with the C library's malloc, whose reuse of a

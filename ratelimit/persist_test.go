@@ -74,15 +74,6 @@ func TestEveryPathRestoresTheExpiry(t *testing.T) {
 					check("release")
 					return
 				}
-				// A re-send of a grant the key remembers.
-				persist()
-				hook, coord := hooked(t, b)
-				l2 := build(t, coord, k, key, 3, d)
-				acquire(t, l2, 0)
-				persist()
-				hook.armed.Store(true)
-				acquire(t, l2, 1) // refused: nothing left; then decided again
-				check("refusal re-sent")
 			})
 		}
 		// A fixed window persisted past its end: the next read deletes it

@@ -96,7 +96,7 @@ func (l *Limiter) Wait(ctx context.Context, permits int) (Decision, error) {
 // waitNone is Wait(ctx, 0): admitted like every Wait, it grants at once,
 // sending nothing, unless ctx has ended.
 func (l *Limiter) waitNone(ctx context.Context) (Decision, error) {
-	ctx, op, err := l.begin(ctx, 0, false)
+	ctx, op, err := l.begin(ctx, 0, 0)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -111,7 +111,7 @@ func (l *Limiter) waitNone(ctx context.Context) (Decision, error) {
 // waitErr is Wait returning the result (Wait and
 // [ConcurrencyLimiter.Acquire]).
 func (l *Limiter) waitErr(ctx context.Context, permits int) (result, error) {
-	le, why, err := l.wait(ctx, permits, false)
+	le, why, err := l.wait(ctx, permits, 0)
 	if err != nil || le.acquired {
 		return le, err
 	}
@@ -121,8 +121,8 @@ func (l *Limiter) waitErr(ctx context.Context, permits int) (result, error) {
 // wait is Wait returning refusals as unacquired leases with the reason
 // (the middleware's form); oversize refuses such requests as Allow's
 // middleware form does instead of failing.
-func (l *Limiter) wait(ctx context.Context, permits int, oversize bool) (result, waitWhy, error) {
-	ctx, op, err := l.begin(ctx, permits, oversize)
+func (l *Limiter) wait(ctx context.Context, permits int, h how) (result, waitWhy, error) {
+	ctx, op, err := l.begin(ctx, permits, h)
 	if err != nil {
 		return result{}, 0, err
 	}
@@ -133,7 +133,7 @@ func (l *Limiter) wait(ctx context.Context, permits int, oversize bool) (result,
 	first, tried := refused, false
 	if empty {
 		// Nobody local is ahead: try at once.
-		d, err := l.attempt(ctx, op, permits, oversize)
+		d, err := l.attempt(ctx, op, permits, h)
 		switch {
 		case err != nil || d.acquired || d.available < 0:
 			return l.settleWhy(ctx, op, d, err, whyOf(d, whyNone))
@@ -149,7 +149,7 @@ func (l *Limiter) wait(ctx context.Context, permits int, oversize bool) (result,
 		return l.settleWhy(ctx, op, first, err, whyQueueFull)
 	}
 	start := time.Now()
-	d, why, err := l.serve(ctx, op, w, first, tried, oversize)
+	d, why, err := l.serve(ctx, op, w, first, tried, h)
 	l.recordWait(start, err == nil && d.acquired)
 	return l.settleWhy(ctx, op, d, err, why)
 }
@@ -399,7 +399,7 @@ func (l *Limiter) leave(w *waiter) {
 // retry time, w's signal, or (concurrency limiters) a release notification
 // on the key's channel. first is the refused decision that sent w to the
 // queue (tried reports whether it came from Redis).
-func (l *Limiter) serve(ctx context.Context, op engine.Op, w *waiter, first verdict, tried, oversize bool) (verdict, waitWhy, error) {
+func (l *Limiter) serve(ctx context.Context, op engine.Op, w *waiter, first verdict, tried bool, h how) (verdict, waitWhy, error) {
 	defer l.leave(w)
 	cfg := engine.WaitConfig{Wake: w.sig}
 	// A concurrency limiter subscribes to its key's release channel after
@@ -428,7 +428,7 @@ func (l *Limiter) serve(ctx context.Context, op engine.Op, w *waiter, first verd
 			return engine.Attempt{Done: true}, nil
 		case wTooLarge:
 			// The settings changed: it can never be granted.
-			if !oversize {
+			if h&oversize == 0 {
 				return engine.Attempt{}, tooLarge(w.permits, l.spec().capacity)
 			}
 			d, why = tooLargeRefusal, whyTooLarge
@@ -444,7 +444,7 @@ func (l *Limiter) serve(ctx context.Context, op engine.Op, w *waiter, first verd
 		if reuseNow {
 			return engine.Attempt{RetryIn: first.hint}, nil
 		}
-		r, err := l.attempt(ctx, op, w.permits, oversize)
+		r, err := l.attempt(ctx, op, w.permits, h)
 		switch {
 		case err != nil && (engine.Classify(err) == engine.Canceled || !redisUnavailable(err)):
 			return engine.Attempt{}, err // the loop gives up

@@ -31,7 +31,6 @@ func init() { sentinel.RegisterAnswers(ErrSettled, ErrReservationExpired) }
 type Reservation struct {
 	Decision
 	lim *Limiter
-	id  *string // the grant's id; nil for a refusal or a failure mode's grant
 	res *reservation
 }
 
@@ -67,18 +66,18 @@ func (l *Limiter) Reserve(ctx context.Context, estimate int) (*Reservation, erro
 			return nil, engine.OpError(hooks.RateLimitAcquire, l.keys, check.InvalidArgument("limiter", "Reserve needs a token-bucket or GCRA limiter"))
 		}
 	}
-	ctx, op, err := l.begin(ctx, estimate, false)
+	ctx, op, err := l.begin(ctx, estimate, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer l.active.Add(-1)
-	d, err := l.attempt(ctx, op, estimate, false)
+	d, err := l.attempt(ctx, op, estimate, 0)
 	le, err := l.settle(ctx, op, d, err)
 	if err != nil {
 		return nil, err
 	}
-	r := &Reservation{Decision: le.decision(), lim: l, id: le.id}
-	if le.acquired && le.id != nil {
+	r := &Reservation{Decision: le.decision(), lim: l}
+	if le.acquired && le.permits > 0 && !le.failedOpen {
 		r.res = &reservation{estimate: estimate, deadline: time.Now().Add(l.opts.reserve)}
 	}
 	return r, nil
@@ -106,10 +105,9 @@ func (l *Limiter) Reserve(ctx context.Context, estimate int) (*Reservation, erro
 // with coordination.ErrInvalidArgument, nothing written.
 //
 // A reservation is settled once: an admitted Settle marks it settled at
-// once (a concurrent Settle gets [ErrSettled]), and a re-send of its
-// script after a lost reply is recognised by its id and not applied twice
-// (as long as at most 5 other grants on the key came in between). A
-// Settle that fails leaves the reservation to be settled again when
+// once (a concurrent Settle gets [ErrSettled]), and its script is sent at
+// most once (never re-sent after it may have run, see the package
+// documentation). A Settle that fails leaves the reservation to be settled again when
 // nothing was applied: bad input, a hook's rejection or a closed
 // coordinator (refused before anything is admitted or sent), and an error
 // that proves the settlement did not run (an error reply of the server,
@@ -164,7 +162,7 @@ func (rv *Reservation) Settle(ctx context.Context, actual int) (int, error) {
 	}
 	lim.settingsMu.RLock()
 	sp := lim.sp
-	a, err := sp.scripts.adjust.Run(ctx, lim.e, lim.keys, sp.args("a", delta, newID())...)
+	a, err := sp.scripts.adjust.Run(ctx, lim.e, lim.keys, sp.args("a", delta)...)
 	lim.settingsMu.RUnlock()
 	if err != nil {
 		if !lim.e.Ambiguous(err) {

@@ -15,7 +15,10 @@ var (
 	// The decision scripts, one per algorithm and one for a composite
 	// (ratelimit_fixed, _sliding, _bucket, _gcra, _composite), each under
 	// both its decoders: a decision (operations d, s), and a settlement or
-	// a refund (a, r). A spec holds its algorithm's pair.
+	// a refund (a, r). A spec holds its algorithm's pair. Every one is
+	// consumptive (a second run consumes again), so each is sent at most
+	// once ([engine.Script.Once]): never re-sent once it may have run, a
+	// lost reply an ambiguous error for the caller.
 	fixedScripts     = decisionScripts("ratelimit_fixed")
 	slidingScripts   = decisionScripts("ratelimit_sliding")
 	bucketScripts    = decisionScripts("ratelimit_bucket")
@@ -44,7 +47,7 @@ type scriptPair struct {
 }
 
 func decisionScripts(name string) scriptPair {
-	return scriptPair{engine.NewScript(name, decodeDecision), engine.NewScript(name, decodeAdjust)}
+	return scriptPair{engine.NewScript(name, decodeDecision).Once(), engine.NewScript(name, decodeAdjust).Once()}
 }
 
 // decideReply is the decoded reply of a decision (operations d, s of a
@@ -58,15 +61,24 @@ type decideReply struct {
 	// there is none (an acquired request, or more permits than the limit).
 	RetryIn  time.Duration
 	HasRetry bool
+	// Mark is a refundable grant's mark (operations D, S), -1 otherwise.
+	Mark int64
 }
 
-// decodeDecision reads a grant (an integer >= 0: the permits available)
-// or a refusal ({available >= 0, wait_us >= 1 or -1}).
+// decodeDecision reads a grant (an integer >= 0: the permits available;
+// a refundable one {available >= 0, 0, mark >= 0}) or a refusal
+// ({available >= 0, wait_us >= 1 or -1}).
 func decodeDecision(v any) (decideReply, bool) {
 	if n, ok := v.(int64); ok {
-		return decideReply{Acquired: true, Available: n}, n >= 0
+		return decideReply{Acquired: true, Available: n, Mark: -1}, n >= 0
 	}
 	a, ok := v.([]any)
+	if ok && len(a) == 3 {
+		n, ok1 := a[0].(int64)
+		z, ok2 := a[1].(int64)
+		m, ok3 := a[2].(int64)
+		return decideReply{Acquired: true, Available: n, Mark: m}, ok1 && ok2 && ok3 && n >= 0 && z == 0 && m >= 0
+	}
 	if !ok || len(a) != 2 {
 		return decideReply{}, false
 	}
@@ -75,7 +87,7 @@ func decodeDecision(v any) (decideReply, bool) {
 	if !ok1 || !ok2 || n < 0 || (w < 1 && w != -1) {
 		return decideReply{}, false
 	}
-	d := decideReply{Available: n}
+	d := decideReply{Available: n, Mark: -1}
 	if w > 0 {
 		d.RetryIn, d.HasRetry = decode.Scaled(w, time.Microsecond), true
 	}
@@ -83,8 +95,9 @@ func decodeDecision(v any) (decideReply, bool) {
 }
 
 // adjustReply is the decoded reply of a settlement or a refund
-// (operations a, r): whether it was applied (a refund whose grant the key
-// no longer remembers is not), and the permits available after it.
+// (operations a, r): whether it was applied (a refund that, by its
+// algorithm's rule, finds none of its grant's permits still held gives
+// nothing back: not applied), and the permits available after it.
 type adjustReply struct {
 	Applied   bool
 	Available int64

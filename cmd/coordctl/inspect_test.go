@@ -404,7 +404,7 @@ func TestInspectUnknownAndCorrupt(t *testing.T) {
 			// once stored (the limiter refuses it: before, inspect showed a
 			// negative "next permit in" and exited 0).
 			{set("rl-far", func(k string) error {
-				return raw.Set(ctx, k, "g:10:6000000:1|12886579780412397|0|", time.Hour).Err()
+				return raw.Set(ctx, k, "g:10:6000000:1|12886579780412397|0", time.Hour).Err()
 			}), "GCRA state is out of range: tat must be below 2^53 µs and rem below d"},
 			{set("claim", func(k string) error { return raw.Set(ctx, k, "P100:123:abc:99:x", time.Hour).Err() }), "a bad fingerprint"},
 			{set("claim-nofence", func(k string) error { return raw.Set(ctx, k, "P100:abc:-:", time.Hour).Err() }), "a pending claim without a valid fence"},

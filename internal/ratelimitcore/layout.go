@@ -1,6 +1,6 @@
 // The stored layout of package ratelimit, for coordctl inspect and repair
 // (package layout): the fixed-window, sliding-window, token-bucket and
-// GCRA limiters keep one string "<a>:<settings>|<state>|...|<ring>" with a
+// GCRA limiters keep one string "<a>:<settings>|<state>|..." with a
 // TTL (a is f, s, b or g); a composite limiter one hash, "c" naming its
 // components and a field per component's state; a concurrency limiter one
 // sorted set of "<permits>:<token>" leases scored by their expiry in ms
@@ -58,7 +58,7 @@ func decodeString(s *layout.Snapshot, r *layout.Report) {
 	// two positive) and two numbers of state.
 	three := func(name, form string) (cfg, st []int64, ok bool) {
 		cfg, ok = nums(set[1:])
-		if !ok || len(cfg) != 3 || len(parts) < 4 {
+		if !ok || len(cfg) != 3 || len(parts) != 3 {
 			r.Bad("%s state is not %s", name, form)
 			return nil, nil, false
 		}
@@ -72,8 +72,8 @@ func decodeString(s *layout.Snapshot, r *layout.Report) {
 	switch set[0] {
 	case "f":
 		cfg, ok := nums(set[1:])
-		if !ok || len(cfg) != 2 || len(parts) < 3 {
-			r.Bad("fixed-window state is not f:<limit>:<window_ms>|<end_ms>|<used>|<ring>")
+		if !ok || len(cfg) != 2 || len(parts) != 3 {
+			r.Bad("fixed-window state is not f:<limit>:<window_ms>|<end_ms>|<used>")
 			return
 		}
 		st, ok := nums(parts[1:3])
@@ -89,8 +89,8 @@ func decodeString(s *layout.Snapshot, r *layout.Report) {
 		r.Add("resets in", time.Duration(st[0]-s.NowMs)*time.Millisecond)
 	case "s":
 		cfg, ok := nums(set[1:])
-		if !ok || len(cfg) != 3 || len(parts) < 3 {
-			r.Bad("sliding-window state is not s:<limit>:<window>:<segments>|<n>|...")
+		if !ok || len(cfg) != 3 || len(parts) != 5 {
+			r.Bad("sliding-window state is not s:<limit>:<window>:<segments>|<n>|<o>|<l>|<c_o>,...,<c_l>")
 			return
 		}
 		n, ok := num(parts[1])
@@ -105,7 +105,7 @@ func decodeString(s *layout.Snapshot, r *layout.Report) {
 		r.Add("used", n)
 		r.Add("remaining", max(cfg[0]-n, 0))
 	case "b":
-		cfg, st, ok := three("token-bucket", "b:<limit>:<tokens>:<period>|<tokens>|<refill>|<ring>")
+		cfg, st, ok := three("token-bucket", "b:<limit>:<tokens>:<period>|<tokens>|<refill>")
 		if !ok {
 			return
 		}
@@ -131,7 +131,7 @@ func decodeString(s *layout.Snapshot, r *layout.Report) {
 			r.Add("next refill in", layout.None)
 		}
 	case "g":
-		cfg, st, ok := three("GCRA", "g:<burst>:<q>:<d>|<tat>|<rem>|<ring>")
+		cfg, st, ok := three("GCRA", "g:<burst>:<q>:<d>|<tat>|<rem>")
 		if !ok {
 			return
 		}

@@ -45,6 +45,16 @@ else
     end
   end
 end
+--#section refund
+-- rl_bucket.refund: rm, the charge to apply when m < 0 (m, or 0): a
+-- refund (r) gives nothing back unless no refill period began since the
+-- grant (the current one, from r, began at or before the grant's time mk:
+-- none of the grant's tokens came back by itself, and the bucket was not
+-- full since).
+local rm = m
+if op == 'r' and r > mk then
+  rm = 0
+end
 --#section wait
 -- rl_bucket.wait: wt for want permits.
 if want > lim then
@@ -69,11 +79,15 @@ else
 end
 dm = (de + 999 - (de + 999) % 1000) / 1000
 --#section take
--- rl_bucket.take: charges m permits (m < 0: gives -m back, up to a full
--- bucket); sv. A debt (tk < 0) stays one whose refill ends before 2^53
+-- rl_bucket.take: charges m permits (m < 0: gives -rm back, up to a
+-- full bucket); sv. A debt (tk < 0) stays one whose refill ends before 2^53
 -- µs (de, exact): an adjustment that would take it further is refused,
 -- before anything is written (a grant leaves no debt).
-tk = tk - m
+if m < 0 then
+  tk = tk - rm
+else
+  tk = tk - m
+end
 if m < 0 and tk >= lim then
   tk, r = lim, now
 elseif tk < 0 then

@@ -1,52 +1,61 @@
 -- fragment rl_common: what the rate-limit decision scripts
 -- (ratelimit_fixed, _sliding, _bucket, _gcra, _composite) share, in
--- sections. The scripts name their values alike: op, permits, id, gid
--- (the call), now (server µs, nil until read), av (permits free), wt
--- (µs until want permits are free: 0 now, -1 never), de and dm (when the
--- state is back to empty, in µs, and in ms rounded up; de may be nil
--- where the clock was not read), sv (the state's text), rv and rp (the stored
--- ring: 8-byte ids in rv from position rp on).
+-- sections. The scripts name their values alike: op, permits, mk (a
+-- grant's mark: to reply (D, S), or a refund's), now (server µs, nil until
+-- read), av (permits free), wt (µs
+-- until want permits are free: 0 now, -1 never), de and dm (when the
+-- state is back to empty, in µs, and in ms rounded up; de may be nil where
+-- the clock was not read) and sv (the state's text).
 --#section header
 -- rl_common.header: the arguments, replies and errors every decision
 -- script shares.
 -- ARGV[1]  operation:
---            d  decide; state stored under other settings of the same
---               algorithm (a composite: the same algorithms, in order) is
---               moved to these settings first
---            s  decide, strict: other settings are an error
---            a  adjust: charge ARGV[2] permits (negative: give them back)
---            r  refund: give ARGV[2] permits back to a grant whose id is
---               ARGV[3]'s second half, if the ring still holds it
+--            d      decide; state stored under other settings of the same
+--                   algorithm (a composite: the same algorithms, in
+--                   order) is moved to these settings first
+--            s      decide, strict: other settings are an error
+--            D, S   d, s, and a grant replies its mark, which a refund of
+--                   it names: a fixed window's end (ms; ratelimit_fixed),
+--                   or the server's time of the grant (µs; the others and
+--                   a composite)
+--            a      adjust: charge ARGV[2] permits (negative: give them
+--                   back): a reservation's settlement
+--            r<mark> refund: give ARGV[2] permits of the grant whose mark
+--                   this is back, as far as the state provably still
+--                   holds them: a fixed window only in the same window (a
+--                   composite's: one that started at or before the
+--                   grant); a token bucket only when no refill period
+--                   began since the grant; GCRA only what has not come
+--                   back by itself (the grant's charge less the time
+--                   since); a sliding window only from segments no older
+--                   than the grant's (oldest first); a composite each
+--                   component by its rule
 -- ARGV[2]  permits (integer; >= 0 for decisions, >= 1 for refunds); 0
 --          probes without consuming
--- ARGV[3]  this call's id (8 bytes; empty for a probe); for r, this call's
---          id followed by the refunded grant's id
--- ARGV[4]  the settings (cfg; a composite: its signature, every
+-- ARGV[3]  the settings (cfg; a composite: its signature, every
 --          component's cfg joined with ';', and each component's cfg in
---          ARGV[5], ARGV[6], ... in order, 1 to 32)
--- The ring holds the ids (8 bytes each) of the key's last 6 grants,
--- settlements and refunds, oldest first: a re-send of one of them is
--- recognised and not applied again. Times are server microseconds
--- (TIME's seconds * 1000000 + microseconds) unless named _ms; every value
--- is an integer below 2^53.
+--          ARGV[4], ARGV[5], ... in order, 1 to 32)
+-- Times are server microseconds (TIME's seconds * 1000000 +
+-- microseconds) unless named _ms; every value is an integer below 2^53.
 -- Reply    a decision:
 --            n          (an integer >= 0) granted (a probe: one permit is
---                       free); n permits are available after it. A
---                       re-sent grant is answered the same way, with what
---                       is available now, and consumes nothing.
+--                       free); n permits are available after it
+--            {n, 0, mark}  granted (D, S, permits >= 1): as n, with the
+--                       grant's mark
 --            {n, wait}  refused; n permits are available, wait is the
 --                       time in microseconds (>= 1) until the request
 --                       could be granted, -1 when never (more permits
 --                       than the capacity)
---          an adjustment (a, r): {applied, n}; applied is 1 (also for a
---          re-send), or 0 for a refund whose grant is no longer in the ring
--- Writes   a grant, an adjustment, an applied refund, a move to other
---          settings (with the grant): the whole state, expiring when it
---          is back to empty (a state that is empty already: the key is
---          deleted). A refusal, a probe or a re-send writes nothing,
---          except an expiry on a key that has none (after PERSIST or
---          RESTORE): PEXPIREAT NX at the time its state returns to empty;
---          a key whose state is empty already is deleted.
+--          an adjustment (a, r): {applied, n}; applied is 1, or for a
+--          refund 0 when the rule above gave nothing back
+-- Writes   a grant, an adjustment, a refund that gives something back, a
+--          move to other settings (with the grant): the whole state,
+--          expiring when it is back to empty (a state that is empty
+--          already: the key is deleted). A refusal, a probe or a refund
+--          that gives nothing back writes nothing, except an expiry on a
+--          key that has none (after PERSIST or RESTORE): PEXPIREAT NX at
+--          the time its state returns to empty; a key whose state is
+--          empty already is deleted.
 -- Errors (raised before anything is written):
 --   COORD_BADARG            an argument is malformed or out of range, or
 --                           an adjustment (a, r) would take the state out
@@ -59,28 +68,26 @@
 --   COORD_CONFIG_MISMATCH   the key holds another algorithm, another
 --                           composite structure, or (s) other settings
 --   COORD_BADSTATE          the stored state is malformed
--- Idempotent under a re-send with the same id while the ring holds it: at
--- most 5 other grants, settlements or refunds on the key in between.
+-- Not idempotent: a second run consumes again. The library sends every
+-- call at most once (it never re-sends one that may have run; a lost
+-- reply is an ambiguous error for the caller).
 --#section args
--- rl_common.args: the call (ARGV[1..3]), checked.
-local op, permits, id, gid = ARGV[1], tonumber(ARGV[2]), ARGV[3], nil
-if op ~= 'd' and op ~= 's' and op ~= 'a' and op ~= 'r' then
+-- rl_common.args: the call (ARGV[1..2]), checked.
+local op, permits, mk = ARGV[1], tonumber(ARGV[2]), nil
+if #op > 1 then
+  mk = tonumber(string.sub(op, 2))
+  op = string.sub(op, 1, 1)
+  if op ~= 'r' or not mk or mk < 0 or mk % 1 ~= 0 or mk >= 9007199254740992 then
+    return redis.error_reply('COORD_BADARG unknown operation')
+  end
+elseif op == 'D' or op == 'S' then
+  op, mk = string.lower(op), true
+elseif op ~= 'd' and op ~= 's' and op ~= 'a' then
   return redis.error_reply('COORD_BADARG unknown operation')
 end
 if not permits or permits % 1 ~= 0 or permits >= 2147483648 or permits <= -2147483648
     or (op ~= 'a' and permits < 0) or (op == 'r' and permits < 1) then
   return redis.error_reply('COORD_BADARG permits must be an integer in range')
-end
-if op == 'r' then
-  if #id ~= 16 then
-    return redis.error_reply('COORD_BADARG a refund needs its id and the grant id (8 bytes each)')
-  end
-  -- Two statements: miniredis' Lua assigns id before it reads id again
-  -- in one multiple assignment.
-  gid = string.sub(id, 9)
-  id = string.sub(id, 1, 8)
-elseif #id ~= 8 and not (#id == 0 and permits == 0 and op ~= 'a') then
-  return redis.error_reply('COORD_BADARG the id must be 8 bytes (empty only for a probe)')
 end
 -- want: the permits a decision asks about (a probe: one); m: the permits
 -- to charge (negative: to give back) once the call is to be applied.
@@ -92,13 +99,12 @@ if op == 'r' then
   m = -permits
 end
 local MAXN = 9007199254740992 -- 2^53: every stored number stays below
-local now, av, wt, de, dm, sv
+local now, av, wt, de, dm, sv, gm
 --#section one
 -- rl_common.one: a single limiter's key: its value v (stored: whether
--- there is one), the caller's settings cfg, and the ring rv from position
--- rp (set where the script reads v).
+-- there is one) and the caller's settings cfg.
 local v = redis.call('GET', KEYS[1])
-local stored, cfg, rv, rp = v ~= false, ARGV[4], v or '', 1
+local stored, cfg = v ~= false, ARGV[3]
 --#section foreign
 -- rl_common.foreign: a stored value v that this script's pattern did not
 -- read (c: nil) is another limiter's, or garbage.
@@ -140,21 +146,10 @@ else
 end
 --#section decide
 -- rl_common.decide: whether the call is answered without applying
--- anything (answer, true): a re-send (this call's id is in the ring), a
--- refused decision, a probe, and a refund whose grant the ring no longer
--- holds (gat: where the grant's id is in the ring).
-if (#rv + 1 - rp) % 8 ~= 0 then
-  return redis.error_reply('COORD_BADSTATE limiter ring is malformed')
-end
-local at = id ~= '' and string.find(rv, id, rp, true)
-while at and (at - rp) % 8 ~= 0 do
-  at = string.find(rv, id, at + 1, true)
-end
-local gat = gid and string.find(rv, gid, rp, true)
-while gat and (gat - rp) % 8 ~= 0 do
-  gat = string.find(rv, gid, gat + 1, true)
-end
-local answer = at or (op == 'r' and not gat) or ((op == 'd' or op == 's') and (wt ~= 0 or permits == 0))
+-- anything (answer, true): a refused decision, a probe, and a refund that
+-- gives nothing back (rm, the permits the algorithm's refund section
+-- lets it give back: 0).
+local answer = ((op == 'd' or op == 's') and (wt ~= 0 or permits == 0)) or (op == 'r' and rm == 0)
 --#section answer
 -- rl_common.answer: answers a call decide found is not to be applied
 -- (with av, wt, de and dm); a key without an expiry (PERSIST, RESTORE) gets
@@ -167,43 +162,24 @@ if stored then
     redis.call('PEXPIREAT', KEYS[1], dm, 'NX')
   end
 end
-if at then
-  if op == 'a' or op == 'r' then
-    return {1, av}
-  end
-  return av
-elseif op == 'r' then
+if op == 'r' then
   return {0, av}
 elseif wt ~= 0 then
   return {av, wt}
 end
 return av
---#section ring
--- rl_common.ring: the ring to store, less this call's id (the last one):
--- the last 5 ids kept, a refunded grant's taken out.
-local ring
-if gat then
-  ring = string.sub(rv, rp, gat - 1) .. string.sub(rv, gat + 8)
-  if #ring > 40 then
-    ring = string.sub(ring, -40)
-  end
-else
-  local from = #rv - 39
-  if from < rp then
-    from = rp
-  end
-  ring = string.sub(rv, from)
-end
 --#section store
--- rl_common.store: writes a single limiter's key, "<cfg>|<sv>|<ring>",
--- expiring when its state is back to empty (a state that is empty
--- already: the key goes), and answers.
+-- rl_common.store: writes a single limiter's key, "<cfg>|<sv>", expiring
+-- when its state is back to empty (a state that is empty already: the
+-- key goes), and answers (a grant under D, S: with its mark, gm, or now).
 if de and de <= now then
   redis.call('DEL', KEYS[1])
 else
-  redis.call('SET', KEYS[1], cfg .. '|' .. sv .. '|' .. ring .. id, 'PXAT', dm)
+  redis.call('SET', KEYS[1], cfg .. '|' .. sv, 'PXAT', dm)
 end
 if op == 'a' or op == 'r' then
   return {1, av}
+elseif mk then
+  return {av, 0, gm or now}
 end
 return av

@@ -40,12 +40,23 @@ else
     return redis.error_reply('COORD_BADARG malformed limiter settings')
   end
 end
-if not now and (e == 0 or u + want > lim) then
+if not now and (e == 0 or u + want > lim or op == 'r') then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
 if now and e * 1000 <= now then
   e, u = 0, 0
+end
+--#section refund
+-- rl_fixed.refund: rm, the charge to apply when m < 0 (m, or 0): a refund
+-- (r) gives nothing back but to a live window: the grant's, whose end is
+-- the mark mk (fe: ratelimit_fixed), or (a composite's component, mk the
+-- grant's time) one whose start, its end less its length under the
+-- caller's settings, is at most mk. (After an Update that lengthened the
+-- window, the start so computed is earlier than the real one.)
+local rm = m
+if op == 'r' and (e == 0 or (fe and tonumber(e) ~= mk) or (not fe and (e - (win or tonumber(string.match(cfg, '(%d+)$')))) * 1000 > mk)) then
+  rm = 0
 end
 --#section wait
 -- rl_fixed.wait: wt for want permits.
@@ -68,11 +79,11 @@ end
 dm = e
 de = now and e * 1000
 --#section take
--- rl_fixed.take: charges m permits (m < 0: gives -m back, never below
+-- rl_fixed.take: charges m permits (m < 0: gives -rm back, never below
 -- empty); a charge with no window starts one; sv. (A count past 10^14 is
 -- kept just below it: the window refuses until it ends either way.)
 if m < 0 then
-  u = u + m
+  u = u + rm
   if u < 0 then
     u = 0
   end

@@ -26,6 +26,18 @@ if c and c ~= cfg then
   w = k * q + (r * q + oq - 1 - (r * q + oq - 1) % oq) / oq
   a, b = now + (w - w % d) / d, w % d
 end
+--#section refund
+-- rl_gcra.refund: rm and rq, what m < 0 gives back, in permits (m, or 0:
+-- nothing) and in 1/d µs: a refund (r) gives back only what of the
+-- grant has not come back by itself: its charge less the time since the
+-- grant's time mk.
+local rm, rq = m, -m * q
+if op == 'r' and now > mk then
+  rq = rq - (now - mk) * d
+  if rq <= 0 then
+    rm, rq = 0, 0
+  end
+end
 --#section wait
 -- rl_gcra.wait: wt for want permits.
 if want > x then
@@ -53,7 +65,7 @@ if b > 0 then
 end
 dm = (de + 999 - (de + 999) % 1000) / 1000
 --#section take
--- rl_gcra.take: charges m permits (m < 0: gives -m back, never below
+-- rl_gcra.take: charges m permits (m < 0: gives rq back, never below
 -- empty); sv. The arrival time's lead over now in 1/d µs, (a - now) * d
 -- + b, stays below 2^53 - now (exact, and a below 2^53): an adjustment
 -- or a refund that would take it there is refused, before anything is
@@ -65,7 +77,7 @@ if m >= 0 then
     return redis.error_reply('COORD_BADARG the adjustment would take the limiter state out of range')
   end
 else
-  local w = (a - now) * d + b + m * q
+  local w = (a - now) * d + b - rq
   if w < 0 then
     w = 0
   elseif w >= MAXN - now then

@@ -110,6 +110,27 @@ end
 if not o then
   n = 0
 end
+--#section refund
+-- rl_sliding.refund: rm, the charge to apply when m < 0 (m, or less): a
+-- refund (r) gives back only permits of segments no older than the
+-- grant's (rj: the segment of its time mk), oldest first, at most what
+-- they hold.
+local rm, rj = m, nil
+if op == 'r' then
+  rj = (mk - mk % g) / g
+  local have, j = 0, o
+  if o then
+    for x in string.gmatch(cs, '%d+') do
+      if j >= rj then
+        have = have + x
+      end
+      j = j + 1
+    end
+  end
+  if have < -rm then
+    rm = -have
+  end
+end
 --#section wait
 -- rl_sliding.wait: wt for want permits: until the oldest segments whose
 -- permits free enough are no longer charged.
@@ -147,7 +168,8 @@ dm = (de + 999 - (de + 999) % 1000) / 1000
 --#section take
 -- rl_sliding.take: charges m permits to the segment of now (never to an
 -- older one than the newest: the clock went back; nothing to an empty
--- window), or (m < 0) gives -m back, newest first; sv (an empty state:
+-- window), or (m < 0) gives -rm back, newest first (a refund: oldest
+-- first from segment rj); sv (an empty state:
 -- "0|0|0|0"). A charge that would take the total to 2^53 is refused,
 -- before anything is written (a grant stays within the limit).
 if m > 0 or (m == 0 and o) then
@@ -174,9 +196,15 @@ elseif o then
   if #t ~= l - o + 1 or sum ~= n then
     return redis.error_reply('COORD_BADSTATE limiter state is malformed')
   end
-  for j = #t, 1, -1 do
+  local j, to, step = #t, 1, -1
+  if rj then
+    j, to, step = math.max(rj - o + 1, 1), #t, 1
+  end
+  left = -rm
+  while left > 0 and (j - to) * step <= 0 do
     local x = math.min(t[j], left)
     t[j], left, n = t[j] - x, left - x, n - x
+    j = j + step
   end
   local f = 1
   while f <= #t and t[f] == 0 do

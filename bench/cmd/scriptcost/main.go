@@ -83,7 +83,13 @@ func cases(old bool) []step {
 		if old {
 			o := s
 			o.name, o.old, o.key = "old "+s.name, true, "old:"+s.key
-			o.args = append([]string(nil), s.args...)
+			// The old layout: the call's id (8 bytes; empty for a probe)
+			// after op and permits.
+			id := "{id}"
+			if s.args[1] == "0" {
+				id = ""
+			}
+			o.args = append([]string{s.args[0], s.args[1], id}, s.args[2:]...)
 			if strings.HasPrefix(s.script, "ratelimit_composite") {
 				o.args[0] = strings.ToUpper(o.args[0])
 			} else {
@@ -96,12 +102,12 @@ func cases(old bool) []step {
 	}
 	for _, a := range algs {
 		script := "ratelimit_" + a.name
-		add(step{name: a.name + " grant", script: script, key: a.name + ":grant", args: []string{"d", "1", "{id}", a.grant}, oldTTL: a.grantTTL, warm: 10})
-		add(step{name: a.name + " refusal", script: script, key: a.name + ":refuse", args: []string{"d", "1", "{id}", a.refuse}, oldTTL: a.refuseTTL, warm: 10})
-		add(step{name: a.name + " probe", script: script, key: a.name + ":grant", args: []string{"d", "0", "", a.grant}, oldTTL: a.grantTTL})
+		add(step{name: a.name + " grant", script: script, key: a.name + ":grant", args: []string{"d", "1", a.grant}, oldTTL: a.grantTTL, warm: 10})
+		add(step{name: a.name + " refusal", script: script, key: a.name + ":refuse", args: []string{"d", "1", a.refuse}, oldTTL: a.refuseTTL, warm: 10})
+		add(step{name: a.name + " probe", script: script, key: a.name + ":grant", args: []string{"d", "0", a.grant}, oldTTL: a.grantTTL})
 	}
 	comp := func(cfgs ...string) []string {
-		return append([]string{"d", "1", "{id}", strings.Join(cfgs, ";")}, cfgs...)
+		return append([]string{"d", "1", strings.Join(cfgs, ";")}, cfgs...)
 	}
 	add(step{name: "composite-3 grant", script: "ratelimit_composite", key: "comp:grant", warm: 10,
 		args: comp("b:"+huge+":2:1000000", "s:"+huge+":60000000:10", "f:"+huge+":3600000")})
