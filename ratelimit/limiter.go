@@ -54,6 +54,8 @@ type Limiter struct {
 	queue  list.List // of *waiter
 	queued int64     // permits in queue
 	heldM  map[*held]struct{}
+
+	batch *batch // WithBatch's block; nil without
 }
 
 // Statistics are one limiter instance's counters, not cluster-wide figures.
@@ -131,6 +133,9 @@ func newLimiter(coord *coordination.Coordinator, key string, s Settings, opts []
 	if l.sp, err = specOf("settings", s); err != nil {
 		return nil, err
 	}
+	if err := l.initBatch(); err != nil {
+		return nil, err
+	}
 	l.available.Store(-1)
 	return l, nil
 }
@@ -194,7 +199,7 @@ func (l *Limiter) allow(ctx context.Context, permits int, oversize bool) (result
 		return result{}, err
 	}
 	defer l.active.Add(-1)
-	d, err := l.attempt(ctx, op, permits, oversize)
+	d, err := l.take(ctx, op, permits, oversize)
 	return l.settle(ctx, op, d, err)
 }
 
@@ -386,6 +391,7 @@ func (l *Limiter) Close() error {
 	for _, h := range hs {
 		h.h.Lose(errClosedLease)
 	}
+	l.closeBatch()
 	return nil
 }
 
