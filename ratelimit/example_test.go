@@ -462,3 +462,47 @@ func ExampleLimiter_Reserve() {
 	// given back: -200
 	// next token in: 12.06s
 }
+
+// A hot key shared by many processes: each process takes blocks of 10
+// permits in one decision and serves them locally; a block not used up
+// within 50 ms gives the rest back. With P processes, a window grants at
+// most Limit + P × 10 permits.
+func ExampleWithBatch() {
+	srv, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	srv.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+
+	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("example:"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err := ratelimit.New(coord, "limits:hot", ratelimit.FixedWindow{Limit: 1000, Window: time.Second},
+		ratelimit.WithBatch(10, 50*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+
+	for i := 1; i <= 12; i++ {
+		dec, err := lim.Allow(ctx, 1)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if i == 1 || i == 10 || i == 11 {
+			fmt.Printf("request %d: allowed %v, %d left\n", i, dec.Allowed(), dec.Available())
+		}
+	}
+	// Two blocks: the 1st and the 11th request asked Redis.
+	fmt.Println("decisions granted:", lim.Statistics().Granted)
+	// Output:
+	// request 1: allowed true, 999 left
+	// request 10: allowed true, 990 left
+	// request 11: allowed true, 989 left
+	// decisions granted: 12
+}

@@ -54,6 +54,8 @@ type Limiter struct {
 	queue  list.List // of *waiter
 	queued int64     // permits in queue
 	heldM  map[*held]struct{}
+
+	batch *batch // WithBatch's block; nil without
 }
 
 // Statistics are one limiter instance's counters, not cluster-wide figures.
@@ -143,6 +145,9 @@ func newLimiter(coord *coordination.Coordinator, key string, s Settings, opts []
 	if l.sp, err = specOf("settings", s); err != nil {
 		return nil, err
 	}
+	if err := l.initBatch(); err != nil {
+		return nil, err
+	}
 	l.available.Store(-1)
 	return l, nil
 }
@@ -207,7 +212,7 @@ func (l *Limiter) allow(ctx context.Context, permits int, h how) (result, error)
 		return result{}, err
 	}
 	defer l.active.Add(-1)
-	d, err := l.attempt(ctx, op, permits, h)
+	d, err := l.take(ctx, op, permits, h)
 	return l.settle(ctx, op, d, err)
 }
 
@@ -369,7 +374,9 @@ var errLimiterClosed = fmt.Errorf("%w: the limiter was closed", sentinel.ErrClos
 
 // Close fails queued requests with coordination.ErrClosed and makes later
 // calls fail the same way. Close does not delete the limiter's Redis
-// state; another limiter on the same key continues with it. It is
+// state; another limiter on the same key continues with it. With
+// [WithBatch], Close gives back the unused permits of the current block
+// (one command, waiting at most 1 s for it). It is
 // idempotent, safe on a nil *Limiter, and always returns nil.
 func (l *Limiter) Close() error {
 	if l == nil {
@@ -398,6 +405,7 @@ func (l *Limiter) Close() error {
 	for _, h := range hs {
 		h.h.Lose(errClosedLease)
 	}
+	l.closeBatch()
 	return nil
 }
 

@@ -86,6 +86,8 @@ type options struct {
 	identity   string
 	reserve    time.Duration
 	lease      time.Duration // NewConcurrency's lease duration; 0: default
+	batchBlock int           // WithBatch: permits per block; 0: no batch
+	batchHold  time.Duration // WithBatch: how long a block is served
 }
 
 // DefaultReservationTimeout is how long a reservation ([Limiter.Reserve])

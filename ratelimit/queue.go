@@ -133,7 +133,7 @@ func (l *Limiter) wait(ctx context.Context, permits int, h how) (result, waitWhy
 	first, tried := refused, false
 	if empty {
 		// Nobody local is ahead: try at once.
-		d, err := l.attempt(ctx, op, permits, h)
+		d, err := l.take(ctx, op, permits, h)
 		switch {
 		case err != nil || d.acquired || d.available < 0:
 			return l.settleWhy(ctx, op, d, err, whyOf(d, whyNone))
@@ -444,7 +444,7 @@ func (l *Limiter) serve(ctx context.Context, op engine.Op, w *waiter, first verd
 		if reuseNow {
 			return engine.Attempt{RetryIn: first.hint}, nil
 		}
-		r, err := l.attempt(ctx, op, w.permits, h)
+		r, err := l.take(ctx, op, w.permits, h)
 		switch {
 		case err != nil && (engine.Classify(err) == engine.Canceled || !redisUnavailable(err)):
 			return engine.Attempt{}, err // the loop gives up
