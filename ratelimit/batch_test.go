@@ -34,7 +34,6 @@ func batchSettings(k kind, n int, w time.Duration) Settings {
 	}
 }
 
-
 func TestBatchArguments(t *testing.T) {
 	b := testharness.Get(t, "miniredis")
 	coord := b.Coordinator(t)
