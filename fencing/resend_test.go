@@ -17,13 +17,7 @@ import (
 func TestReSentOperationsReportTheFirstOutcome(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		client := b.Client(t)
-		hook := &testharness.Resend{}
-		client.AddHook(hook)
-		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		coord, hook := b.Resending(t)
 		raw := b.Client(t)
 		resent := func(what string) {
 			t.Helper()

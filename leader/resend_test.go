@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/leader"
@@ -21,13 +20,7 @@ import (
 func TestReSentCampaignRenewalAndResignation(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
-		client := b.Client(t)
-		hook := &testharness.Resend{}
-		client.AddHook(hook)
-		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		coord, hook := b.Resending(t)
 		raw := b.Client(t)
 		j := newJournal()
 		const lease = 600 * time.Millisecond

@@ -130,14 +130,8 @@ func (l *Limiter) take(ctx context.Context, op engine.Op, permits int, h how) (v
 	if b == nil || permits == 0 || permits > b.block || h&refundable != 0 {
 		return l.attempt(ctx, op, permits, h)
 	}
-	if l.opts.deny != nil {
-		denied, err := l.opts.deny.denied(ctx, l.opts.identity)
-		if err != nil {
-			return verdict{}, err
-		}
-		if denied {
-			return deniedDecision, nil
-		}
+	if d, done, err := l.deniedFirst(ctx); done {
+		return d, err
 	}
 	for {
 		b.mu.Lock()

@@ -250,20 +250,31 @@ func (l *Limiter) begin(ctx context.Context, permits int, h how) (context.Contex
 	return ctx, op, nil
 }
 
+// deniedFirst asks the deny list, when the limiter has one, before any
+// decision: done reports that it answered (the identity is denied:
+// deniedDecision) or failed (err), and the decision is not to be made.
+func (l *Limiter) deniedFirst(ctx context.Context) (d verdict, done bool, err error) {
+	if l.opts.deny == nil {
+		return verdict{}, false, nil
+	}
+	denied, err := l.opts.deny.denied(ctx, l.opts.identity)
+	if err != nil {
+		return verdict{}, true, err
+	}
+	if denied {
+		return deniedDecision, true, nil
+	}
+	return verdict{}, false, nil
+}
+
 // attempt makes one decision, as part of op (the caller's admitted
 // operation): the deny list first, then locally for
 // oversized requests (an error unless oversize: the settings may have
 // changed since begin), else one script run, all under one set of
 // settings.
 func (l *Limiter) attempt(ctx context.Context, op engine.Op, permits int, h how) (verdict, error) {
-	if l.opts.deny != nil {
-		denied, err := l.opts.deny.denied(ctx, l.opts.identity)
-		if err != nil {
-			return verdict{}, err
-		}
-		if denied {
-			return deniedDecision, nil
-		}
+	if d, done, err := l.deniedFirst(ctx); done {
+		return d, err
 	}
 	l.settingsMu.RLock()
 	defer l.settingsMu.RUnlock()

@@ -257,6 +257,19 @@ const (
 var transientPrefixes = []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "NOREPLICAS",
 	"ERR max number of clients reached"}
 
+// transientReply reports whether the error reply re is one of
+// transientPrefixes: the server refused the command before running it,
+// for now.
+func transientReply(re redis.Error) bool {
+	msg := re.Error()
+	for _, p := range transientPrefixes {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // Classify sorts an error into one class: the one place the library decides
 // what to retry.
 func Classify(err error) errorClass {
@@ -273,11 +286,8 @@ func Classify(err error) errorClass {
 	}
 	var re redis.Error
 	if errors.As(err, &re) {
-		msg := re.Error()
-		for _, p := range transientPrefixes {
-			if strings.HasPrefix(msg, p) {
-				return Transient
-			}
+		if transientReply(re) {
+			return Transient
 		}
 		return Terminal
 	}

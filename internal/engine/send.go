@@ -6,7 +6,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -204,15 +203,7 @@ func notRun(err error, s sent) bool {
 		return true
 	}
 	var re redis.Error
-	if errors.As(err, &re) {
-		msg := re.Error()
-		for _, p := range transientPrefixes {
-			if strings.HasPrefix(msg, p) {
-				return true
-			}
-		}
-	}
-	return false
+	return errors.As(err, &re) && transientReply(re)
 }
 
 // retryPolicy is the client's retry budget and backoff, which the engine

@@ -29,6 +29,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/bench/internal/port"
 	"github.com/coordkit/coordination/ratelimit"
 )
 
@@ -325,12 +326,11 @@ func median(v []float64) float64 {
 }
 
 func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := port.Free()
 	if err != nil {
 		fail(err.Error())
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 func fail(msg string) {

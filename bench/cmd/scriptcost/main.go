@@ -37,7 +37,6 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +48,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/coordkit/coordination/bench/internal/port"
 	"github.com/coordkit/coordination/lua"
 )
 
@@ -355,12 +355,11 @@ func totalIr(dir string, seen int) int64 {
 }
 
 func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := port.Free()
 	if err != nil {
 		fail(err.Error())
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 func fail(msg string) {

@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"testing"
 
+	coordination "github.com/coordkit/coordination"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -83,6 +85,21 @@ type Resend struct {
 	sent    atomic.Int32
 	name    atomic.Value
 	Between func()
+}
+
+// Resending returns a coordinator (the backend's prefix) on a fresh
+// client of b that carries an unarmed Resend hook, and the hook: a test
+// then arms it before the operation whose command is to be re-sent.
+func (b *Backend) Resending(t testing.TB) (*coordination.Coordinator, *Resend) {
+	t.Helper()
+	client := b.Client(t)
+	hook := &Resend{}
+	client.AddHook(hook)
+	coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return coord, hook
 }
 
 // Arm makes the next command be sent twice.
