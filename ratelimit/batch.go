@@ -44,9 +44,10 @@ import (
 // them, a token bucket gets its tokens back and a GCRA limiter its
 // arrival time (never beyond full). A give-back whose reply is lost may
 // not have applied: those permits lapse, as do the unused permits of a
-// process that ends without Close. A grant served from a block is not
-// given back by the middleware's refund when a later policy refuses the
-// request: it lapses.
+// process that ends without Close, or that calls Close after the
+// coordinator's Shutdown (nothing is sent then). In the middleware, a
+// policy before the last (whose grant a later policy's refusal refunds,
+// naming the grant's server mark) is decided alone, never from a block.
 //
 // Serving: a request of 1 to block permits is granted from the block when
 // enough are left; otherwise the limiter tops the block up to block
@@ -129,6 +130,11 @@ func (l *Limiter) take(ctx context.Context, op engine.Op, permits int, h how) (v
 	b := l.batch
 	if b == nil || permits == 0 || permits > b.block || h&refundable != 0 {
 		return l.attempt(ctx, op, permits, h)
+	}
+	if ctx.Err() != nil {
+		// As an unbatched decision: nothing is granted once ctx ended
+		// (found by a new user's try: the block served it).
+		return verdict{}, engine.Ended(ctx)
 	}
 	if d, done, err := l.deniedFirst(ctx); done {
 		return d, err

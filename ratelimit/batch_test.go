@@ -69,6 +69,37 @@ func TestBatchArguments(t *testing.T) {
 	_ = l.Close()
 }
 
+// A context that ended is refused as by an unbatched limiter, although
+// the block could serve it: Allow and Wait return its error, no grant.
+func TestBatchEndedContext(t *testing.T) {
+	b := testharness.Get(t, "miniredis")
+	coord := b.Coordinator(t)
+	s := FixedWindow{Limit: 100, Window: time.Minute}
+	plain, err := New(coord, "plain", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	batched, err := New(coord, "batched", s, WithBatch(10, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer batched.Close()
+	if d, err := batched.Allow(context.Background(), 1); err != nil || !d.Allowed() {
+		t.Fatalf("first Allow: %v, %v", d, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, l := range []*Limiter{plain, batched} {
+		if d, err := l.Allow(ctx, 1); !errors.Is(err, context.Canceled) || d.Allowed() {
+			t.Errorf("%s: Allow with a cancelled context = %v, %v; want context.Canceled and no grant", l.keys.Full()[0], d, err)
+		}
+		if d, err := l.Wait(ctx, 1); !errors.Is(err, context.Canceled) || d.Allowed() {
+			t.Errorf("%s: Wait with a cancelled context = %v, %v; want context.Canceled and no grant", l.keys.Full()[0], d, err)
+		}
+	}
+}
+
 // A block is one command; the decisions it serves send nothing, carry
 // Available = the limit less what was granted, and are counted.
 func TestBatchServesLocally(t *testing.T) {

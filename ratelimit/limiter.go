@@ -387,7 +387,9 @@ var errLimiterClosed = fmt.Errorf("%w: the limiter was closed", sentinel.ErrClos
 // calls fail the same way. Close does not delete the limiter's Redis
 // state; another limiter on the same key continues with it. With
 // [WithBatch], Close gives back the unused permits of the current block
-// (one command, waiting at most 1 s for it). It is
+// (one command, waiting at most 1 s for it), unless the coordinator was
+// shut down before: nothing is sent then, and those permits come back
+// with the limiter's own refill or window. It is
 // idempotent, safe on a nil *Limiter, and always returns nil.
 func (l *Limiter) Close() error {
 	if l == nil {

@@ -132,6 +132,11 @@ func (e *unsentError) Unwrap() error { return e.err }
 // MaxRetries more times, with its backoff. A Redis nil reply is a nil value
 // and no error.
 func (e *Engine) send(ctx context.Context, args []any, o sendOpts) (any, sent, error) {
+	// After Shutdown nothing is sent, except by the background cleanups it
+	// lets finish (their contexts carry noAcks).
+	if e.life.closed.Load() && ctx.Value(noAcks{}) == nil {
+		return nil, sent{}, errShutdown
+	}
 	for attempt := 0; ; attempt++ {
 		v, s, err := e.sendOne(ctx, args, o)
 		if err == nil || !o.once || attempt >= e.retry.max || !notRun(err, s) {

@@ -214,6 +214,34 @@ func TestReleaseLostReplyIsReleased(t *testing.T) {
 	}
 }
 
+// After Shutdown a script or command sends nothing: ErrClosed (what a
+// batched limiter's give-back on Close met after the coordinator's
+// Shutdown had sent, found by a new user's try).
+func TestNothingIsSentAfterShutdown(t *testing.T) {
+	b := testharness.Get(t, "miniredis")
+	client := b.Client(t)
+	coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.Of(coord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := coord.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	k := testharness.CountCommands(client)
+	for _, s := range []*engine.Script[int64]{onceIncr, incr} {
+		if _, err := s.Run(context.Background(), e, e.Key("after")); !errors.Is(err, coordination.ErrClosed) {
+			t.Errorf("%s after Shutdown: %v, want ErrClosed", s.Name(), err)
+		}
+	}
+	if got := k.Names(); len(got) != 0 {
+		t.Fatalf("sent after Shutdown: %v", got)
+	}
+}
+
 // readRaw takes a nil, strings and integers in RESP2 and RESP3, and
 // leaves everything else (error replies first) to the usual path.
 func TestReadRaw(t *testing.T) {
