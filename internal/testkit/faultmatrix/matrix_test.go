@@ -93,12 +93,29 @@ var faults = []fault{
 			if r == (result{}) {
 				r = <-done
 			}
+			if s.once {
+				// Written, so never re-sent: the caller cannot know
+				// whether it ran (here it did not).
+				if r.err == nil || !coordination.IsAmbiguous(r.err) {
+					t.Fatalf("take through the cut = %q, %v; want an ambiguous error", r.got, r.err)
+				}
+				wantCount(t, w, s, 0, "after the cut (the held command never ran)")
+				return
+			}
 			if r.err != nil || r.got != s.want {
 				t.Fatalf("take through the cut = %q, %v; want %q", r.got, r.err, s.want)
 			}
 			wantCount(t, w, s, s.fullCount(), "after the cut")
 		},
-		effect: byKind("quorum; the cut node re-sends", "re-sent: one effect"),
+		effect: func(s subject) string {
+			switch {
+			case s.kind == quorumKind:
+				return "quorum; the cut node re-sends"
+			case s.once:
+				return "not re-sent: ambiguous error"
+			}
+			return "re-sent: one effect"
+		},
 	},
 	{
 		id: "deadline", title: "reply delayed past the deadline",
@@ -153,12 +170,28 @@ var faults = []fault{
 		run: func(t *testing.T, w *world, s subject) {
 			ctx := cellContext(t)
 			rule := w.px[0].Apply(faultproxy.DropReply(faultproxy.Arg(s.key), 1))
-			clean(t, ctx, w, s, "after the lost reply")
+			if s.once {
+				got, err := s.take(ctx, w)
+				if err == nil || !coordination.IsAmbiguous(err) {
+					t.Fatalf("take with its reply lost = %q, %v; want an ambiguous error", got, err)
+				}
+				wantCount(t, w, s, s.fullCount(), "after the lost reply (counted once)")
+			} else {
+				clean(t, ctx, w, s, "after the lost reply")
+			}
 			if rule.Fired() != 1 {
 				t.Fatalf("the drop rule fired %d times", rule.Fired())
 			}
 		},
-		effect: byKind("quorum; the node's re-send finds its lease", "re-sent: one effect, same answer"),
+		effect: func(s subject) string {
+			switch {
+			case s.kind == quorumKind:
+				return "quorum; the node's re-send finds its lease"
+			case s.once:
+				return "not re-sent: ambiguous error; counted once"
+			}
+			return "re-sent: one effect, same answer"
+		},
 	},
 	{
 		id: "restart", title: "server restart (state lost)",

@@ -37,6 +37,7 @@ type subject struct {
 	name  string
 	kind  kind
 	nodes int  // servers (0: 1)
+	once  bool // a consumptive decision sent at most once (never re-sent once written)
 	hft   bool // needs hash-field expiration (Redis 7.4+, Valkey 9+)
 	key   string
 	keys  []string // every key of the object
@@ -115,7 +116,7 @@ func limiterSubject(name string, mk func(c *coordination.Coordinator) (*ratelimi
 		return l
 	}
 	return subject{
-		name: name, kind: consumeKind, key: "m", keys: []string{"m"},
+		name: name, kind: consumeKind, once: true, key: "m", keys: []string{"m"},
 		take: func(ctx context.Context, w *world) (string, error) {
 			l, err := limiter(w.t, w.coord[0]).Allow(ctx, 1)
 			if err != nil {
