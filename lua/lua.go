@@ -34,7 +34,9 @@
 //     caller, a denied command reported as NOPERM on every server.
 //   - Scripts touch only the keys passed in KEYS, and are idempotent under a
 //     re-send with the same owner token or request id (go-redis re-sends a
-//     command after a lost reply).
+//     command after a lost reply), except the rate limiters' consumptive
+//     decisions, settlements and refunds, which the engine sends at most
+//     once (engine Script.Once).
 //   - Release notifications are best effort, and written once, in the
 //     fragment notify (its function wake): SPUBLISH with redis.pcall on
 //     KEYS[1]'s shard channel, in KEYS[1]'s Cluster slot ("coordination:"
