@@ -50,10 +50,11 @@
 // re-sends it once it may have reached the server (its retries skip
 // it), and the library sends it again itself only when the previous
 // attempt provably did not run: nothing was written to a connection (a
-// refused dial, a pool timeout), or the server answered before running
-// anything (LOADING, BUSY, TRYAGAIN ...), with the client's MaxRetries and
+// refused dial, a pool timeout), with the client's MaxRetries and
 // backoff. A reply lost after the command was written (a read timeout, a
-// connection reset) is an error for which coordination.IsAmbiguous
+// connection reset), and an error reply to a written command (LOADING,
+// BUSY ...: a proxy may send one for a command the server ran), is an
+// error for which coordination.IsAmbiguous
 // reports true: the decision may have consumed once, never twice, however
 // busy the key. The failure mode answers it like any other failure
 // ([FailOpen] grants, [FailClosed] refuses, [ReturnError] returns it). No

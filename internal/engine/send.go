@@ -29,8 +29,9 @@ import (
 //   - A command sent [once] (a consumptive decision: a rate-limit grant) is
 //     never re-sent by go-redis once written (its NoRetry is true); the
 //     engine itself sends it again only when the previous attempt provably
-//     did not run (0 writes, or an error reply the server gives before it
-//     runs anything: LOADING, BUSY, TRYAGAIN, ...), with go-redis' backoff
+//     did not run (0 writes: a refused dial, a pool timeout; an error reply
+//     is no proof, a proxy may send one for a command the server ran),
+//     with go-redis' backoff
 //     and at most MaxRetries times. A write whose reply was lost is then an
 //     ambiguous error for the caller, never a second grant.
 //
@@ -197,18 +198,12 @@ func (e *Engine) sendOne(ctx context.Context, args []any, o sendOpts) (any, sent
 }
 
 // notRun reports whether the command that ended with err provably did not
-// run: nothing was written and the error is transient, or the server
-// answered with an error reply it gives before running anything (see
-// transientPrefixes; a script's own errors are not among them).
+// run: nothing was written and the error is transient. An error reply is
+// no proof: a proxy between the client and the server may send LOADING
+// or BUSY in place of the reply of a command the server ran (the history
+// tests inject exactly that), so a written command is never sent again.
 func notRun(err error, s sent) bool {
-	if Classify(err) != Transient {
-		return false
-	}
-	if s.writes == 0 {
-		return true
-	}
-	var re redis.Error
-	return errors.As(err, &re) && transientReply(re)
+	return s.writes == 0 && Classify(err) == Transient
 }
 
 // retryPolicy is the client's retry budget and backoff, which the engine
