@@ -401,7 +401,11 @@ func TestPausedHolderIsFencedOff(t *testing.T) {
 // hold at once.
 func TestConcurrentTokensStrictlyIncrease(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
-		ctx := context.Background()
+		// Bounded: a blocking Acquire waits as long as its context allows,
+		// and a server that dies mid-test would otherwise hang the run
+		// (CI at de89236: valkey8 died, the test waited 18 minutes).
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
 		var (
 			mu     sync.Mutex
 			tokens []int64
