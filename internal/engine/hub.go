@@ -68,12 +68,12 @@ func (w *Watch) Close() {
 
 // Watch registers the caller for notifications about the prefixed key full and
 // returns once the server has confirmed the subscription (or after a short
-// bound, when it is slow to confirm). It is [Engine.WatchPart] with no part.
+// bound, when it is slow to confirm). It is [Engine.watchPart] with no part.
 func (e *Engine) Watch(ctx context.Context, full string) (*Watch, error) {
-	return e.WatchPart(ctx, full, "")
+	return e.watchPart(ctx, full, "")
 }
 
-// WatchPart registers the caller for notifications about one part of the
+// watchPart registers the caller for notifications about one part of the
 // prefixed key full (part is appended to the key's channel names: a hash
 // field's lease, "\x00" + field), or about the key itself when part is
 // empty, and returns once the server has confirmed the subscription (or
@@ -96,7 +96,7 @@ func (e *Engine) Watch(ctx context.Context, full string) (*Watch, error) {
 // It returns ctx's error if ctx ends first, the error of the subscribing
 // command (a permission error when the ACL forbids the channel), or an
 // error wrapping [sentinel.ErrClosed] once [Engine.Shutdown] has begun.
-func (e *Engine) WatchPart(ctx context.Context, full, part string) (*Watch, error) {
+func (e *Engine) watchPart(ctx context.Context, full, part string) (*Watch, error) {
 	classic, shard := slot.Channels(full, part)
 	return e.hub.watch(ctx, classic, shard)
 }

@@ -125,7 +125,10 @@ func (s sent) resent() bool { return s.writes > 1 }
 // (nothing was written): [IsAmbiguous] reports false for it.
 type unsentError struct{ err error }
 
+// Error returns the wrapped error's message.
 func (e *unsentError) Error() string { return e.err.Error() }
+
+// Unwrap returns the error that ended the unsent command.
 func (e *unsentError) Unwrap() error { return e.err }
 
 // send sends args as o says, and for a command sent once retries what

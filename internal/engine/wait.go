@@ -35,7 +35,7 @@ type WaitConfig struct {
 	// after the first unsuccessful attempt; empty means no subscription.
 	Key string
 	// Part, when not empty, narrows the subscription to one part of Key
-	// (a hash field's lease: "\x00" + the field), as [Engine.WatchPart].
+	// (a hash field's lease: "\x00" + the field), as [Engine.watchPart].
 	Part string
 	// Recheck caps every sleep, so a lost notification delays a waiter by at
 	// most this long. Default 5 s; 250 ms while no subscription is
@@ -198,7 +198,7 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 			// Subscribe first, then try again at once.
 			watched = true
 			var werr error
-			if w, werr = e.WatchPart(ctx, cfg.Key, cfg.Part); werr != nil {
+			if w, werr = e.watchPart(ctx, cfg.Key, cfg.Part); werr != nil {
 				if ctx.Err() != nil {
 					return gaveUp()
 				}
