@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coordkit/coordination/internal/check"
@@ -259,6 +260,7 @@ type policy struct {
 	Policy
 	name   string
 	quoted string // as a structured-field string
+	items  atomic.Pointer[policyItem]
 }
 
 type middleware struct {
@@ -373,34 +375,93 @@ func (m *middleware) refund(r *http.Request, taken []result) {
 }
 
 // headers collects the RateLimit header items of the policies that
-// decided.
+// decided: the first two in place (the value lives on the request's
+// stack), any more in rest.
 type headers struct {
-	policy, limit []string
+	n      int
+	policy [2]string
+	limit  [2]string
+	rest   []string // policy, limit, policy, limit, ... from the third
+}
+
+// policyItem is a policy's RateLimit-Policy item for the settings it was
+// built from (a limiter's settings change only by Update).
+type policyItem struct {
+	alg      byte
+	capacity int
+	window   time.Duration
+	text     string
+}
+
+// item returns p's RateLimit-Policy item for the settings sp, built once
+// per settings.
+func (p *policy) item(sp *spec) string {
+	if it := p.items.Load(); it != nil && it.alg == sp.alg && it.capacity == sp.capacity && it.window == sp.window {
+		return it.text
+	}
+	it := &policyItem{alg: sp.alg, capacity: sp.capacity, window: sp.window}
+	if sp.alg == algConc {
+		it.text = fmt.Sprintf("%s;q=%d;qu=\"concurrent-requests\"", p.quoted, sp.capacity)
+	} else {
+		it.text = fmt.Sprintf("%s;q=%d;w=%d", p.quoted, sp.capacity, RetryAfterSeconds(sp.window))
+	}
+	p.items.Store(it)
+	return it.text
 }
 
 func (h *headers) add(p *policy, l result) {
 	if l.lim == nil || l.available < 0 {
 		return // nothing known (a failure mode, a denied identity)
 	}
-	sp := l.lim.spec()
-	if sp.alg == algConc {
-		h.policy = append(h.policy, fmt.Sprintf("%s;q=%d;qu=\"concurrent-requests\"", p.quoted, sp.capacity))
-	} else {
-		h.policy = append(h.policy, fmt.Sprintf("%s;q=%d;w=%d", p.quoted, sp.capacity, RetryAfterSeconds(sp.window)))
-	}
-	item := fmt.Sprintf("%s;r=%d", p.quoted, l.available)
+	var b [96]byte
+	item := append(append(b[:0], p.quoted...), ";r="...)
+	item = strconv.AppendInt(item, l.available, 10)
 	if ra, ok := l.RetryAfter(); ok {
-		item += ";t=" + strconv.FormatInt(RetryAfterSeconds(ra), 10)
+		item = strconv.AppendInt(append(item, ";t="...), RetryAfterSeconds(ra), 10)
 	}
-	h.limit = append(h.limit, item)
+	pi, li := p.item(l.lim.spec()), string(item)
+	if h.n < len(h.policy) {
+		h.policy[h.n], h.limit[h.n] = pi, li
+	} else {
+		h.rest = append(h.rest, pi, li)
+	}
+	h.n++
 }
 
+// join returns the items of field (0: policy, 1: limit) as one field
+// value.
+func (h *headers) join(field int) string {
+	items := &h.policy
+	if field == 1 {
+		items = &h.limit
+	}
+	if h.n == 1 {
+		return items[0]
+	}
+	var sb strings.Builder
+	for i := range h.n {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		if i < len(items) {
+			sb.WriteString(items[i])
+		} else {
+			sb.WriteString(h.rest[2*(i-len(items))+field])
+		}
+	}
+	return sb.String()
+}
+
+// set writes the collected fields, under their canonical keys (no
+// canonicalisation per request) and with one slice for both values.
 func (h *headers) set(w http.ResponseWriter, off bool) {
-	if off || len(h.policy) == 0 {
+	if off || h.n == 0 {
 		return
 	}
-	w.Header().Set("RateLimit-Policy", strings.Join(h.policy, ", "))
-	w.Header().Set("RateLimit", strings.Join(h.limit, ", "))
+	v := []string{h.join(0), h.join(1)}
+	hd := w.Header()
+	hd["Ratelimit-Policy"] = v[0:1:1]
+	hd["Ratelimit"] = v[1:2:2]
 }
 
 // failed reports a limiter failure: to the error handler every time, to
