@@ -241,9 +241,12 @@ func httpRows(addr string) {
 	if err != nil {
 		fail(err.Error())
 	}
-	mw := func(opts ...ratelimit.Option) http.Handler {
+	built := 0
+	mw := func(headers bool, opts ...ratelimit.Option) http.Handler {
+		built++
+		row := strconv.Itoa(built)
 		part, err := ratelimit.NewPartitioned(func(client string) (*ratelimit.Limiter, error) {
-			return ratelimit.New(coord, ratelimit.PartitionKey("http:"+strconv.Itoa(len(opts)), client),
+			return ratelimit.New(coord, ratelimit.PartitionKey("http:"+row, client),
 				ratelimit.GCRA{Burst: 1 << 30, Rate: 1 << 30, Period: time.Second}, opts...)
 		})
 		if err != nil {
@@ -252,7 +255,7 @@ func httpRows(addr string) {
 		m, err := ratelimit.NewMiddleware([]ratelimit.Policy{{
 			Name: "client", Partitioned: part,
 			Partition: func(*http.Request) string { return "the-one-hot-client" },
-		}})
+		}}, ratelimit.WithRateLimitHeaders(headers))
 		if err != nil {
 			fail(err.Error())
 		}
@@ -263,8 +266,9 @@ func httpRows(addr string) {
 		h    http.Handler
 	}{
 		{"bare handler", ok},
-		{"middleware, unbatched", mw()},
-		{"middleware, WithBatch(" + strconv.Itoa(*block) + ", " + hold.String() + ")", mw(ratelimit.WithBatch(*block, *hold))},
+		{"middleware, unbatched", mw(true)},
+		{"middleware, WithBatch(" + strconv.Itoa(*block) + ", " + hold.String() + ")", mw(true, ratelimit.WithBatch(*block, *hold))},
+		{"middleware, WithBatch(" + strconv.Itoa(*block) + ", " + hold.String() + "), no RateLimit fields", mw(false, ratelimit.WithBatch(*block, *hold))},
 	}
 	fmt.Printf("HTTP, one hot client key (GCRA never reached), wrk -t2 -c%d -d%s, rows interleaved, 3 rounds:\n\n", *conns, *wrkDur)
 	res := make([][]float64, len(rows))
