@@ -37,7 +37,7 @@ if not mine then
   return 0
 end
 
---#include time_ms
+--#include semaphore_now
 --#include semaphore_state
 local live = mine_at > now
 local notify = live and r[2] ~= false
@@ -48,7 +48,6 @@ local moves
 if mine_at == math.huge then
   moves = redis.call('ZCOUNT', key, '+inf', '+inf') == 1
 else
-  local at = redis.call('PEXPIRETIME', key)
   moves = at == mine_at or (at == -1 and redis.call('ZCOUNT', key, '+inf', '+inf') == 0)
 end
 local after, after_score = nil, nil
