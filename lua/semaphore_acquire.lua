@@ -25,6 +25,14 @@
 -- script checks the records, the caller's member and each other score it
 -- goes by against this layout before it writes anything (fragment
 -- semaphore_state).
+-- The calls an acquisition makes: PEXPIRETIME (no key: TIME, one ZADD,
+-- PEXPIREAT, and done); the time (PTTL, or TIME on a key without a TTL);
+-- ZMSCORE of the records and the caller's member; the live holders as
+-- ZCARD less ZCOUNT(-inf, now], or, with "multi" or another capacity
+-- recorded, ZCOUNT(now, +inf) (and the holders read and summed); ZADD;
+-- PEXPIREAT only when the permit outlives the key; ZREMRANGEBYSCORE only
+-- when a member expired. None of them walks the live permits of a small
+-- sorted set (a listpack) but ZMSCORE's and ZADD's own lookups.
 --
 -- KEYS[1]  semaphore key
 -- ARGV[1]  permit id: the member "P:<n>:<token>", n the number of permits
@@ -57,15 +65,19 @@
 --                            differs from ARGV[3]
 local key = KEYS[1]
 local member = ARGV[1]
-local ttl = tonumber(ARGV[2])
-local want = tonumber(ARGV[3])
+-- ARGV[2] and ARGV[3] are integers (the library sends them so): converted
+-- by arithmetic, once (tonumber converts twice).
+local ttl = ARGV[2] + 0
+local want = ARGV[3] + 0
 local n = string.match(member, '^P:(%d+):.')
-n = n and tonumber(n)
+n = n and n + 0
 if n == nil or n < 1 or n > want then
   return redis.error_reply('COORD_BADARG permit id is not P:<n>:<token> with 1 <= n <= capacity')
 end
 
---#include semaphore_now
+--#include semaphore_now.at
+local now
+--#include semaphore_now.clock
 -- The new score: a number (the server writes it as an integer), or +inf.
 local score = '+inf'
 if ttl > 0 then
@@ -133,6 +145,7 @@ if mine_at ~= nil and mine_at > now then
 end
 if used + n > want then
   local first = redis.call('ZRANGEBYSCORE', key, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+--#include semaphore_score
   local v = expiry(first[2])
   if v == nil then
     return redis.error_reply(outside)
@@ -155,6 +168,7 @@ elseif at >= 0 then
     redis.call('PEXPIREAT', key, score)
   end
 else
+--#include semaphore_score
 --#include semaphore_expiry.extend
 end
 if stale > records then

@@ -5,9 +5,10 @@
 // of a script where server time from INFO commandstats swings by 10-50%.
 // With -semaphore DIR it runs semaphore acquire + release pairs instead,
 // DIR holding the earlier semaphore_acquire.lua and semaphore_release.lua
-// (assembled: the text package lua serves, fragments in), beside the
-// lock's pair as the baseline (SET NX GET PX, then lock_release; SET is
-// collected too in this mode).
+// (assembled: the text package lua serves, fragments in; -dump DIR, run
+// in the earlier checkout, writes them), beside the lock's pair as the
+// baseline (SET NX GET PX, then lock_release; SET is collected too in
+// this mode).
 // With -usec it measures server time instead, finely interleaved: a plain
 // redis-server, every case run -n times in turn, -chunks rounds, each
 // case's µs per call from the growth of INFO commandstats over its own
@@ -28,6 +29,8 @@
 //	git show 5656b52:lua/ratelimit_decide.lua > /tmp/old.lua
 //	cd bench && go run ./cmd/scriptcost -old /tmp/old.lua   # before and after, case by case
 //	cd bench && go run ./cmd/scriptcost -old /tmp/old.lua -usec -n 2000 -chunks 21
+//	(earlier checkout) cd bench && go run ./cmd/scriptcost -dump /tmp/sem
+//	cd bench && go run ./cmd/scriptcost -semaphore /tmp/sem   # lock pair, then old and new semaphore pairs
 //
 // Needs valgrind (Debian package valgrind) and a redis-server with its
 // symbols (get-servers.sh builds Redis 8 with them; Debian's Redis 7.0 is
@@ -127,8 +130,17 @@ func main() {
 	chunks := flag.Int("chunks", 21, "with -usec: rounds")
 	grantsOnly := flag.Bool("grants", false, "only the grant cases")
 	semOld := flag.String("semaphore", "", "instead of the rate limiters: semaphore acquire + release pairs, the scripts of this checkout beside those in this directory (semaphore_acquire.lua and semaphore_release.lua of an earlier commit)")
+	dump := flag.String("dump", "", "write this checkout's assembled semaphore_acquire.lua and semaphore_release.lua (the text the library runs) into this directory and exit: the -semaphore directory of a later comparison")
 	keep := flag.String("keep", "", "keep callgrind's dumps in this directory (cg.out.<i>: case i, from 1, for callgrind_annotate)")
 	flag.Parse()
+	if *dump != "" {
+		for _, n := range []string{"semaphore_acquire", "semaphore_release"} {
+			if err := os.WriteFile(filepath.Join(*dump, n+".lua"), []byte(newScript(n)), 0o644); err != nil {
+				fail(err.Error())
+			}
+		}
+		return
+	}
 	if *server == "" {
 		fail("no redis-server: set REDIS8_SERVER (. ~/.cache/redis-servers/env.sh) or -server")
 	}
