@@ -4,7 +4,11 @@
 // same count within about 1%, whatever else runs), to compare two versions
 // of a script where server time from INFO commandstats swings by 10-50%.
 // With -semaphore DIR it runs semaphore acquire + release pairs instead,
-// DIR holding the earlier semaphore_acquire.lua and semaphore_release.lua.
+// DIR holding the earlier semaphore_acquire.lua and semaphore_release.lua
+// (assembled: the text package lua serves, fragments in; -dump DIR, run
+// in the earlier checkout, writes them), beside the lock's pair as the
+// baseline (SET NX GET PX, then lock_release; SET is collected too in
+// this mode).
 // With -usec it measures server time instead, finely interleaved: a plain
 // redis-server, every case run -n times in turn, -chunks rounds, each
 // case's µs per call from the growth of INFO commandstats over its own
@@ -25,6 +29,8 @@
 //	git show 5656b52:lua/ratelimit_decide.lua > /tmp/old.lua
 //	cd bench && go run ./cmd/scriptcost -old /tmp/old.lua   # before and after, case by case
 //	cd bench && go run ./cmd/scriptcost -old /tmp/old.lua -usec -n 2000 -chunks 21
+//	(earlier checkout) cd bench && go run ./cmd/scriptcost -dump /tmp/sem
+//	cd bench && go run ./cmd/scriptcost -semaphore /tmp/sem   # lock pair, then old and new semaphore pairs
 //
 // Needs valgrind (Debian package valgrind) and a redis-server with its
 // symbols (get-servers.sh builds Redis 8 with them; Debian's Redis 7.0 is
@@ -124,7 +130,17 @@ func main() {
 	chunks := flag.Int("chunks", 21, "with -usec: rounds")
 	grantsOnly := flag.Bool("grants", false, "only the grant cases")
 	semOld := flag.String("semaphore", "", "instead of the rate limiters: semaphore acquire + release pairs, the scripts of this checkout beside those in this directory (semaphore_acquire.lua and semaphore_release.lua of an earlier commit)")
+	dump := flag.String("dump", "", "write this checkout's assembled semaphore_acquire.lua and semaphore_release.lua (the text the library runs) into this directory and exit: the -semaphore directory of a later comparison")
+	keep := flag.String("keep", "", "keep callgrind's dumps in this directory (cg.out.<i>: case i, from 1, for callgrind_annotate)")
 	flag.Parse()
+	if *dump != "" {
+		for _, n := range []string{"semaphore_acquire", "semaphore_release"} {
+			if err := os.WriteFile(filepath.Join(*dump, n+".lua"), []byte(newScript(n)), 0o644); err != nil {
+				fail(err.Error())
+			}
+		}
+		return
+	}
 	if *server == "" {
 		fail("no redis-server: set REDIS8_SERVER (. ~/.cache/redis-servers/env.sh) or -server")
 	}
@@ -136,16 +152,27 @@ func main() {
 		}
 		oldSrc = string(b)
 	}
-	dir, err := os.MkdirTemp("", "scriptcost")
-	if err != nil {
+	dir := *keep
+	if dir == "" {
+		d, err := os.MkdirTemp("", "scriptcost")
+		if err != nil {
+			fail(err.Error())
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		fail(err.Error())
 	}
-	defer os.RemoveAll(dir)
 	port := freePort()
 	srv := []string{*server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
 	if !*usec {
-		srv = append([]string{"valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand",
-			"--callgrind-out-file=" + filepath.Join(dir, "cg.out")}, srv...)
+		vg := []string{"valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand"}
+		if *semOld != "" {
+			// The lock pair's acquire is a plain SET (no script calls SET
+			// in this mode: a nested toggle would stop the collection).
+			vg = append(vg, "--toggle-collect=setCommand")
+		}
+		srv = append(append(vg, "--callgrind-out-file="+filepath.Join(dir, "cg.out")), srv...)
 	}
 	vg := exec.Command(srv[0], srv[1:]...)
 	if err := vg.Start(); err != nil {
@@ -254,7 +281,8 @@ func load(ctx context.Context, c *redis.Client, src string) string {
 	return sha
 }
 
-// semaphoreCases returns, for the scripts in oldDir and then this
+// semaphoreCases returns the lock pair (the baseline), then, for the
+// scripts in oldDir and then this
 // checkout's, one acquire + release of a permit (capacity 200) on a key
 // where it is the only permit (TTL 1 h), and on a key where 100 others are
 // live (TTL 1 h): the pair's permit the latest (TTL 1 h: its release moves
@@ -267,6 +295,19 @@ func semaphoreCases(ctx context.Context, c *redis.Client, oldDir string) ([]step
 		todo []step
 		runs []func() error
 	)
+	// The baseline: the lock's pair, SET key token NX GET PX ttl (as
+	// package lock sends it) and lock_release.
+	lockSHA := load(ctx, c, newScript("lock_release"))
+	todo = append(todo, step{name: "lock pair (SET NX GET PX + lock_release)", warm: 10})
+	runs = append(runs, func() error {
+		id := make([]byte, 16)
+		_, _ = rand.Read(id)
+		tok := fmt.Sprintf("%x", id)[:22]
+		if err := c.Do(ctx, "set", "lock:pair", tok, "nx", "get", "px", "30000").Err(); err != nil && err != redis.Nil {
+			return err
+		}
+		return c.EvalSha(ctx, lockSHA, []string{"lock:pair"}, tok).Err()
+	})
 	for _, side := range []string{"old", "new"} {
 		acq, rel := newScript("semaphore_acquire"), newScript("semaphore_release")
 		if side == "old" {
