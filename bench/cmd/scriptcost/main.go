@@ -22,7 +22,11 @@
 // after a warm-up and prints instructions per call (Ir/call). Cases:
 // a grant on a limiter whose limit is never reached (each algorithm and
 // a composite of three, the rows of BenchmarkRateLimitDecision), a refusal
-// (limit reached) and a probe (0 permits).
+// (limit reached) and a probe (0 permits). Reference cases run first: the
+// floor script (TIME + GET + SET PX, bench's floorScript), ulule/limiter's
+// fixed-window script and go-redis/redis_rate's GCRA script, granting as
+// bench/ratelimit_test.go calls them; every row is also given as a ratio
+// to the floor's and to ulule's count.
 //
 //	. ~/.cache/redis-servers/env.sh   # REDIS8_SERVER: a build with symbols
 //	cd bench && go run ./cmd/scriptcost
@@ -63,6 +67,7 @@ import (
 // bytes).
 type step struct {
 	name, script, key string
+	src               string // a reference case's script text (script empty)
 	old               bool
 	args              []string
 	oldTTL            string // the old script's ARGV[5]
@@ -70,6 +75,107 @@ type step struct {
 }
 
 const huge = "1073741824" // 1<<30: a limit never reached
+
+// floorScript is bench's floor script (bench_test.go): server TIME, one
+// GET and one SET PX, the least a claim-shaped script costs.
+const floorScript = `
+local t = redis.call('TIME')
+local v = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1`
+
+// ululeScript is github.com/ulule/limiter/v3's Redis store script
+// (drivers/store/redis, luaIncrScript, v3.11.2), which its Get and
+// Increment run: a fixed window as INCRBY, then PEXPIRE on the first hit
+// of a window or PTTL otherwise.
+const ululeScript = `
+local key = KEYS[1]
+local count = tonumber(ARGV[1])
+local ttl = tonumber(ARGV[2])
+local ret = redis.call("incrby", key, ARGV[1])
+if ret == count then
+	if ttl > 0 then
+		redis.call("pexpire", key, ARGV[2])
+	end
+	return {ret, ttl}
+end
+ttl = redis.call("pttl", key)
+return {ret, ttl}
+`
+
+// redisRateScript is github.com/go-redis/redis_rate/v10's allowN script
+// (lua.go, v10.0.1; Copyright (c) 2017 Pavel Pravosud), which its Allow
+// and AllowN run: GCRA on a float arrival time.
+const redisRateScript = `
+-- this script has side-effects, so it requires replicate commands mode
+redis.replicate_commands()
+
+local rate_limit_key = KEYS[1]
+local burst = ARGV[1]
+local rate = ARGV[2]
+local period = ARGV[3]
+local cost = tonumber(ARGV[4])
+
+local emission_interval = period / rate
+local increment = emission_interval * cost
+local burst_offset = emission_interval * burst
+
+-- redis returns time as an array containing two integers: seconds of the epoch
+-- time (10 digits) and microseconds (6 digits). for convenience we need to
+-- convert them to a floating point number. the resulting number is 16 digits,
+-- bordering on the limits of a 64-bit double-precision floating point number.
+-- adjust the epoch to be relative to Jan 1, 2017 00:00:00 GMT to avoid floating
+-- point problems. this approach is good until "now" is 2,483,228,799 (Wed, 09
+-- Sep 2048 01:46:39 GMT), when the adjusted value is 16 digits.
+local jan_1_2017 = 1483228800
+local now = redis.call("TIME")
+now = (now[1] - jan_1_2017) + (now[2] / 1000000)
+
+local tat = redis.call("GET", rate_limit_key)
+
+if not tat then
+  tat = now
+else
+  tat = tonumber(tat)
+end
+
+tat = math.max(tat, now)
+
+local new_tat = tat + increment
+local allow_at = new_tat - burst_offset
+
+local diff = now - allow_at
+local remaining = diff / emission_interval
+
+if remaining < 0 then
+  local reset_after = tat - now
+  local retry_after = diff * -1
+  return {
+    0, -- allowed
+    0, -- remaining
+    tostring(retry_after),
+    tostring(reset_after),
+  }
+end
+
+local reset_after = new_tat - now
+if reset_after > 0 then
+  redis.call("SET", rate_limit_key, new_tat, "EX", math.ceil(reset_after))
+end
+local retry_after = -1
+return {cost, remaining, tostring(retry_after), tostring(reset_after)}
+`
+
+// refs are the reference cases, run before the library's: the floor
+// script and the peers' scripts, as bench/ratelimit_test.go calls them
+// (a limit never reached).
+func refs() []step {
+	return []step{
+		{name: "floor grant", src: floorScript, key: "ref:floor", args: []string{"1700000000", "60000"}, warm: 10},
+		{name: "ulule fixed grant", src: ululeScript, key: "ref:ulule", args: []string{"1", "3600000"}, warm: 10},
+		{name: "redis_rate gcra grant", src: redisRateScript, key: "ref:redis_rate", args: []string{huge, "1000", "1", "1"}, warm: 10},
+	}
+}
 
 // cases returns the cases in pairs (old, then new) when old is set, else
 // the new ones. The old script takes the key's TTL after a fast-path grant
@@ -131,7 +237,7 @@ func main() {
 	grantsOnly := flag.Bool("grants", false, "only the grant cases")
 	semOld := flag.String("semaphore", "", "instead of the rate limiters: semaphore acquire + release pairs, the scripts of this checkout beside those in this directory (semaphore_acquire.lua and semaphore_release.lua of an earlier commit)")
 	dump := flag.String("dump", "", "write this checkout's assembled semaphore_acquire.lua and semaphore_release.lua (the text the library runs) into this directory and exit: the -semaphore directory of a later comparison")
-	keep := flag.String("keep", "", "keep callgrind's dumps in this directory (cg.out.<i>: case i, from 1, for callgrind_annotate)")
+	keep := flag.String("keep", "", "keep callgrind's dumps in this directory (cg.out.<i>: case i, from 1; and <case>.out per rate-limit case; for callgrind_annotate)")
 	flag.Parse()
 	if *dump != "" {
 		for _, n := range []string{"semaphore_acquire", "semaphore_release"} {
@@ -196,7 +302,7 @@ func main() {
 	if *semOld != "" {
 		todo, runs = semaphoreCases(ctx, c, *semOld)
 	} else {
-		for _, s := range cases(oldSrc != "") {
+		for _, s := range append(refs(), cases(oldSrc != "")...) {
 			if !*grantsOnly || strings.HasSuffix(s.name, "grant") {
 				todo = append(todo, s)
 			}
@@ -204,7 +310,9 @@ func main() {
 		runs = make([]func() error, len(todo))
 		for i, s := range todo {
 			src := oldSrc
-			if !s.old {
+			if s.src != "" {
+				src = s.src
+			} else if !s.old {
 				src = newScript(s.script)
 			}
 			sha := load(ctx, c, src)
@@ -253,13 +361,32 @@ func main() {
 		}
 		return
 	}
-	fmt.Printf("| case | Ir/call |\n|---|---|\n")
+	ir := make(map[string]int64, len(todo))
 	for i, s := range todo {
 		control("-z", pid)
 		repeat(i)
 		before, _ := filepath.Glob(filepath.Join(dir, "cg.out.*"))
 		control("-d", pid)
-		fmt.Printf("| %s | %d |\n", s.name, totalIr(dir, len(before))/int64(*n))
+		ir[s.name] = totalIr(dir, len(before)) / int64(*n)
+		if *keep != "" {
+			b, err := os.ReadFile(filepath.Join(dir, "cg.out."+strconv.Itoa(len(before)+1)))
+			if err == nil {
+				err = os.WriteFile(filepath.Join(*keep, strings.ReplaceAll(s.name, " ", "_")+".out"), b, 0o644)
+			}
+			if err != nil {
+				fail(err.Error())
+			}
+		}
+	}
+	fmt.Printf("| case | Ir/call | / floor | / ulule |\n|---|---|---|---|\n")
+	for _, s := range todo {
+		ratio := func(ref string) string {
+			if ir[ref] == 0 {
+				return ""
+			}
+			return fmt.Sprintf("%.2f", float64(ir[s.name])/float64(ir[ref]))
+		}
+		fmt.Printf("| %s | %d | %s | %s |\n", s.name, ir[s.name], ratio("floor grant"), ratio("ulule fixed grant"))
 	}
 }
 
