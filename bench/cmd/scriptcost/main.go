@@ -5,6 +5,14 @@
 // of a script where server time from INFO commandstats swings by 10-50%.
 // With -semaphore DIR it runs semaphore acquire + release pairs instead,
 // DIR holding the earlier semaphore_acquire.lua and semaphore_release.lua.
+// With -fencing DIR it runs the fencing lock's acquire + release pairs
+// instead, the scripts of this checkout beside those in DIR (an earlier
+// fencing_acquire.lua and fencing_release.lua), next to the plain lock's
+// pair (SET NX GET PX, then lock_release.lua) as the baseline, and each
+// half alone; since the lock's acquire is a command and not a script, this
+// mode collects inside processCommand (the whole command: its lookup, ACL
+// check and run), for every row alike, and also prints MEMORY USAGE of an
+// idle held lease (40-byte key names).
 // With -usec it measures server time instead, finely interleaved: a plain
 // redis-server, every case run -n times in turn, -chunks rounds, each
 // case's µs per call from the growth of INFO commandstats over its own
@@ -123,6 +131,7 @@ func main() {
 	usec := flag.Bool("usec", false, "measure server µs per call (INFO commandstats, interleaved rounds) instead of instructions")
 	chunks := flag.Int("chunks", 21, "with -usec: rounds")
 	grantsOnly := flag.Bool("grants", false, "only the grant cases")
+	fenceOld := flag.String("fencing", "", "instead of the rate limiters: fencing lock acquire + release pairs and the plain lock's pair, the scripts of this checkout beside those in this directory (fencing_acquire.lua and fencing_release.lua of an earlier commit)")
 	semOld := flag.String("semaphore", "", "instead of the rate limiters: semaphore acquire + release pairs, the scripts of this checkout beside those in this directory (semaphore_acquire.lua and semaphore_release.lua of an earlier commit)")
 	flag.Parse()
 	if *server == "" {
@@ -143,8 +152,15 @@ func main() {
 	defer os.RemoveAll(dir)
 	port := freePort()
 	srv := []string{*server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
+	collect := "evalShaCommand"
+	if *fenceOld != "" {
+		// The lock's acquire is a command: collect every command whole.
+		// (Not call(): scripts call it for their commands, and a nested
+		// toggle would stop the collection.)
+		collect = "processCommand"
+	}
 	if !*usec {
-		srv = append([]string{"valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand",
+		srv = append([]string{"valgrind", "--tool=callgrind", "--toggle-collect=" + collect,
 			"--callgrind-out-file=" + filepath.Join(dir, "cg.out")}, srv...)
 	}
 	vg := exec.Command(srv[0], srv[1:]...)
@@ -162,6 +178,13 @@ func main() {
 		time.Sleep(200 * time.Millisecond)
 	}
 	pid := strconv.Itoa(vg.Process.Pid)
+	if *fenceOld != "" {
+		if *usec {
+			fail("-fencing counts instructions only")
+		}
+		fencingMain(ctx, c, pid, dir, *n, *fenceOld)
+		return
+	}
 	var (
 		todo []step
 		runs []func() error
