@@ -57,17 +57,18 @@ if redis.call('HLEN', KEYS[1]) > 0 then
   return pttl
 end
 -- The counter: a WRONGTYPE here is the counter's (the lease key, read
--- above, is a hash or absent), and reported as such. redis.pcall catches
--- only to tell that error apart: every other error is returned as it came,
--- so a NOPERM or OOM stays what it is.
-local c = redis.pcall('GET', KEYS[2])
-if c then
-  if c.err then
-    if string.find(c.err, 'WRONGTYPE', 1, true) then
-      return redis.error_reply('COORD_BADCOUNTER counter key holds the wrong Redis type, not a string')
-    end
-    return c
+-- above, is a hash or absent), and reported as such. The Lua pcall catches
+-- only to tell that error apart: every other error is raised again as it
+-- came, so a NOPERM or OOM stays what it is.
+local ok, c = pcall(redis.call, 'GET', KEYS[2])
+if not ok then
+  local msg = type(c) == 'table' and c.err or tostring(c)
+  if string.find(msg, 'WRONGTYPE', 1, true) then
+    return redis.error_reply('COORD_BADCOUNTER counter key holds the wrong Redis type, not a string')
   end
+  error(c)
+end
+if c then
   if redis.call('PTTL', KEYS[2]) ~= -1 then
     return redis.error_reply('COORD_BADCOUNTER counter key has a TTL; it must never expire')
   end
