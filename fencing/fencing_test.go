@@ -19,6 +19,7 @@ import (
 	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/fencingcore"
+	"github.com/coordkit/coordination/internal/slot"
 	"github.com/coordkit/coordination/internal/testkit/contract"
 	"github.com/coordkit/coordination/internal/testkit/locktest"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
@@ -586,5 +587,74 @@ func TestMutexAndGuardedAreReusableValues(t *testing.T) {
 			t.Fatalf("stale write: ok=%v current=%d, want rejected with 2", ok, cur)
 		}
 		must(again.Release(ctx))(t)
+	})
+}
+
+// A contended attempt marks the lease (a '+' after the owner token) so
+// that its release notifies waiters; an uncontended lease is released
+// without a notification. The holder refreshes, verifies and releases its
+// marked lease as its own.
+func TestReleaseNotifiesOnlyMarkedLeases(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		coord := b.Coordinator(t)
+		m := must(fencing.New(coord, "{n}:lease", "{n}:fence"))(t)
+		// The release channel: sharded where the server has it (every
+		// server but miniredis), else classic; the key has a hash tag, so
+		// both are named alike.
+		ch, _ := slot.Channels(b.Key("{n}:lease"), "")
+		var sub *redis.PubSub
+		if b.IsMini() {
+			sub = raw.Subscribe(ctx, ch)
+		} else {
+			sub = raw.SSubscribe(ctx, ch)
+		}
+		defer sub.Close()
+		must(sub.Receive(ctx))(t) // the subscription's confirmation
+		msgs := sub.Channel()
+		notified := func(wait time.Duration) bool {
+			select {
+			case <-msgs:
+				return true
+			case <-time.After(wait):
+				return false
+			}
+		}
+		l := must(m.TryAcquire(ctx, time.Minute))(t)
+		if out := must(l.Release(ctx))(t); out != coordination.Released {
+			t.Fatalf("Release = %v, want Released", out)
+		}
+		if notified(200 * time.Millisecond) {
+			t.Error("an unmarked release sent a notification, want none")
+		}
+		l = must(m.TryAcquire(ctx, time.Minute))(t)
+		if _, err := m.TryAcquire(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
+			t.Fatalf("contended TryAcquire: %v, want ErrNotAcquired", err)
+		}
+		if o := must(raw.HGet(ctx, b.Key("{n}:lease"), "owner").Result())(t); o != l.Token()+"+" {
+			t.Fatalf("owner after a contended attempt = %q, want the token marked with '+'", o)
+		}
+		if ok := must(l.Verify(ctx))(t); !ok {
+			t.Error("Verify of a marked lease = false, want true")
+		}
+		if ok := must(l.Refresh(ctx, time.Minute))(t); !ok {
+			t.Error("Refresh of a marked lease = false, want true")
+		}
+		if _, err := m.TryAcquire(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
+			t.Fatalf("second contended TryAcquire: %v, want ErrNotAcquired", err)
+		}
+		if o := must(raw.HGet(ctx, b.Key("{n}:lease"), "owner").Result())(t); o != l.Token()+"+" {
+			t.Fatalf("owner after two contended attempts = %q, want one mark", o)
+		}
+		if out := must(l.Release(ctx))(t); out != coordination.Released {
+			t.Fatalf("Release of a marked lease = %v, want Released", out)
+		}
+		if !notified(5 * time.Second) {
+			t.Error("a marked release sent no notification")
+		}
+		if n := must(raw.Exists(ctx, b.Key("{n}:lease")).Result())(t); n != 0 {
+			t.Errorf("the released lease key is still there")
+		}
 	})
 }

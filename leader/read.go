@@ -83,8 +83,10 @@ func get(ctx context.Context, e *engine.Engine, k engine.Keys) (Info, error) {
 // token changes, until ctx ends. It blocks; fn runs on the caller's
 // goroutine, one call at a time, and should return quickly.
 //
-// It wakes when a leader releases the lease (Pub/Sub notification), when
-// the lease's TTL runs out, and otherwise every poll interval, which bounds
+// It wakes when a leader releases a lease that a campaigning elector found
+// held (Pub/Sub notification: a release notifies only when a contended
+// attempt marked the lease; an Observe read does not mark), when the
+// lease's TTL runs out, and otherwise every poll interval, which bounds
 // how late a newly elected leader is reported; changes between two reads
 // can be missed (observers see the latest state, not every term). Each
 // read is admitted as LEADER READ. Transient errors are retried after the

@@ -1,10 +1,13 @@
 -- fencing_acquire: take a fencing-token lock if it is free, drawing the next
 -- fencing token from a persistent counter, atomically.
 --
--- KEYS[1]  lease key (a hash {owner, fence[, holder]}; expires)
+-- KEYS[1]  lease key (a hash {owner, fence[, holder]}; expires). The owner
+--          field holds the holder's owner token, followed by '+' once a
+--          contended attempt has found it held (the release then notifies
+--          waiters, as the lock's key does: lock_acquire.lua)
 -- KEYS[2]  counter key (a string holding a non-negative integer; never
 --          expires). Both keys must be in one Cluster slot.
--- ARGV[1]  owner token of the caller
+-- ARGV[1]  owner token of the caller (never ends with '+')
 -- ARGV[2]  TTL in milliseconds (integer >= 1)
 -- ARGV[3]  optional holder description (any bytes; absent or empty: none),
 --          stored in the lease's holder field for observers. Callers that
@@ -16,7 +19,11 @@
 --                    returns the same fence without touching the counter
 --                    (the TTL is set again).
 --          pttl_ms   held by another owner (an integer >= 0): its
---                    remaining TTL (a holder without one is COORD_BADSTATE)
+--                    remaining TTL (a holder without one is COORD_BADSTATE);
+--                    the owner field is marked with a trailing '+' so that
+--                    its release notifies waiters (every contended attempt
+--                    marks: a blocked Acquire's, a leader follower's, a
+--                    TryAcquire's)
 -- Errors (all raised before anything is written):
 --   COORD_BADARG      the lease key and the counter key are the same key
 --   WRONGTYPE         the lease key is not a hash
@@ -32,16 +39,20 @@ end
 -- A free lease is an absent key (HLEN 0); anything else is read in full.
 if redis.call('HLEN', KEYS[1]) > 0 then
   local cur = redis.call('HMGET', KEYS[1], 'owner', 'fence')
-  if not (cur[1] and cur[2]) then
+  local o = cur[1]
+  if not (o and cur[2]) then
     return redis.error_reply('COORD_BADSTATE lease hash lacks its owner or fence field')
   end
-  if cur[1] == ARGV[1] then
+  if o == ARGV[1] or o == ARGV[1] .. '+' then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return cur[2]
   end
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl < 0 then
     return redis.error_reply('COORD_BADSTATE lease hash has no TTL: its holder would never leave')
+  end
+  if string.byte(o, -1) ~= 43 then -- 43 is '+'
+    redis.call('HSET', KEYS[1], 'owner', o .. '+')
   end
   return pttl
 end
@@ -61,25 +72,29 @@ if c then
   if redis.call('PTTL', KEYS[2]) ~= -1 then
     return redis.error_reply('COORD_BADCOUNTER counter key has a TTL; it must never expire')
   end
-  if string.match(c, '^%-%d+$') then
-    return redis.error_reply('COORD_BADCOUNTER counter is negative')
-  end
-  if not (c == '0' or string.match(c, '^[1-9]%d*$')) then
-    return redis.error_reply('COORD_BADCOUNTER counter is not a canonical integer')
-  end
-  if #c > 19 or (#c == 19 and c > '9223372036854775807') then
-    return redis.error_reply('COORD_BADCOUNTER counter is beyond the int64 range')
-  end
-  if c == '9223372036854775807' then
-    return redis.error_reply('COORD_OVERFLOW counter is at 9223372036854775807')
+  -- One pattern accepts every canonical positive integer of up to 18
+  -- digits (below the int64 limit); the rest is told apart only here.
+  if not (#c < 19 and string.find(c, '^[1-9]%d*$')) and c ~= '0' then
+    if string.match(c, '^%-%d+$') then
+      return redis.error_reply('COORD_BADCOUNTER counter is negative')
+    end
+    if not string.match(c, '^[1-9]%d*$') then
+      return redis.error_reply('COORD_BADCOUNTER counter is not a canonical integer')
+    end
+    if #c > 19 or c > '9223372036854775807' then
+      return redis.error_reply('COORD_BADCOUNTER counter is beyond the int64 range')
+    end
+    if c == '9223372036854775807' then
+      return redis.error_reply('COORD_OVERFLOW counter is at 9223372036854775807')
+    end
   end
 end
 local n = redis.call('INCR', KEYS[2])
--- INCR's reply is a Lua number, exact below 2^53; read the exact string
--- beyond.
+-- INCR's reply is a Lua number, exact below 2^53 (and '%d' prints it
+-- exactly, cheaper than '%.0f'); read the exact string beyond.
 local fence
 if n < 9007199254740992 then
-  fence = string.format('%.0f', n)
+  fence = string.format('%d', n)
 else
   fence = redis.call('GET', KEYS[2])
 end

@@ -1,6 +1,7 @@
 // The stored layout of package fencing, for coordctl inspect and repair
 // (package layout): a fencing lease is a hash {owner, fence} (and holder,
-// for a leader) with the lease's TTL; its fence counter a string holding
+// for a leader) with the lease's TTL, its owner token followed by "+" once
+// a contended attempt found it held (its release then notifies waiters); its fence counter a string holding
 // the last fencing token (a canonical integer, never expiring) in the same
 // hash tag; a fenced value (fencing.Guarded) a hash {fence, value}.
 
@@ -14,7 +15,8 @@ import (
 )
 
 // LeaseLayout is a fencing lease: a hash {owner, fence[, holder]} with
-// the lease's TTL, reported with the fence counter next to it.
+// the lease's TTL ("+" after the owner token once a waiter found it held),
+// reported with the fence counter next to it.
 var LeaseLayout = layout.Layout{
 	Kind: "fencing lease",
 	Type: "hash",
@@ -34,11 +36,13 @@ var LeaseLayout = layout.Layout{
 	},
 }
 
-// leaseFields adds a lease hash's owner (truncated), holder and fencing
-// token, flagging a fence that is not a canonical integer.
+// leaseFields adds a lease hash's owner (truncated, without the waiter
+// mark), whether a waiter marked it, holder and fencing token, flagging a
+// fence that is not a canonical integer.
 func leaseFields(s *layout.Snapshot, r *layout.Report) {
 	h := s.Hash
-	r.Add("owner", layout.Tok(h["owner"]))
+	r.Add("owner", layout.Tok(strings.TrimSuffix(h["owner"], "+")))
+	r.Add("waiters", strings.HasSuffix(h["owner"], "+"))
 	if holder, ok := h["holder"]; ok {
 		r.Add("holder", holder)
 	}

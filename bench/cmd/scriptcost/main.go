@@ -9,6 +9,14 @@
 // in the earlier checkout, writes them), beside the lock's pair as the
 // baseline (SET NX GET PX, then lock_release; SET is collected too in
 // this mode).
+// With -fencing DIR it runs the fencing lock's acquire + release pairs
+// instead, the scripts of this checkout beside those in DIR (an earlier
+// fencing_acquire.lua and fencing_release.lua), next to the plain lock's
+// pair (SET NX GET PX, then lock_release.lua) as the baseline, and each
+// half alone; since the lock's acquire is a command and not a script, this
+// mode collects inside processCommand (the whole command: its lookup, ACL
+// check and run), for every row alike, and also prints MEMORY USAGE of an
+// idle held lease (40-byte key names).
 // With -usec it measures server time instead, finely interleaved: a plain
 // redis-server, every case run -n times in turn, -chunks rounds, each
 // case's µs per call from the growth of INFO commandstats over its own
@@ -235,6 +243,7 @@ func main() {
 	usec := flag.Bool("usec", false, "measure server µs per call (INFO commandstats, interleaved rounds) instead of instructions")
 	chunks := flag.Int("chunks", 21, "with -usec: rounds")
 	grantsOnly := flag.Bool("grants", false, "only the grant cases")
+	fenceOld := flag.String("fencing", "", "instead of the rate limiters: fencing lock acquire + release pairs and the plain lock's pair, the scripts of this checkout beside those in this directory (fencing_acquire.lua and fencing_release.lua of an earlier commit)")
 	semOld := flag.String("semaphore", "", "instead of the rate limiters: semaphore acquire + release pairs, the scripts of this checkout beside those in this directory (semaphore_acquire.lua and semaphore_release.lua of an earlier commit)")
 	dump := flag.String("dump", "", "write this checkout's assembled semaphore_acquire.lua and semaphore_release.lua (the text the library runs) into this directory and exit: the -semaphore directory of a later comparison")
 	keep := flag.String("keep", "", "keep callgrind's dumps in this directory (cg.out.<i>: case i, from 1; and <case>.out per rate-limit case; for callgrind_annotate)")
@@ -271,8 +280,15 @@ func main() {
 	}
 	port := freePort()
 	srv := []string{*server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
+	collect := "evalShaCommand"
+	if *fenceOld != "" {
+		// The lock's acquire is a command: collect every command whole.
+		// (Not call(): scripts call it for their commands, and a nested
+		// toggle would stop the collection.)
+		collect = "processCommand"
+	}
 	if !*usec {
-		vg := []string{"valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand"}
+		vg := []string{"valgrind", "--tool=callgrind", "--toggle-collect=" + collect}
 		if *semOld != "" {
 			// The lock pair's acquire is a plain SET (no script calls SET
 			// in this mode: a nested toggle would stop the collection).
@@ -295,6 +311,13 @@ func main() {
 		time.Sleep(200 * time.Millisecond)
 	}
 	pid := strconv.Itoa(vg.Process.Pid)
+	if *fenceOld != "" {
+		if *usec {
+			fail("-fencing counts instructions only")
+		}
+		fencingMain(ctx, c, pid, dir, *n, *fenceOld)
+		return
+	}
 	var (
 		todo []step
 		runs []func() error
