@@ -114,7 +114,14 @@ func (s *Script[R]) runSent(ctx context.Context, e *Engine, k Keys, parts ...[]a
 	for _, p := range parts {
 		n += len(p)
 	}
-	cmdArgs := make([]any, n)
+	// The arguments are laid out on the stack: the command the engine
+	// sends gets its own copy (see cmdArgs.place).
+	var buf [inlineArgs]any
+	cmdArgs := buf[:]
+	if n > len(buf) {
+		cmdArgs = make([]any, n)
+	}
+	cmdArgs = cmdArgs[:n]
 	cmdArgs[0], cmdArgs[1], cmdArgs[2] = "evalsha", s.sha, nk
 	k.put(cmdArgs[3:])
 	i := 3 + nk
@@ -236,7 +243,12 @@ func (c *Command[R]) Run(ctx context.Context, e *Engine, k Keys, args ...any) (R
 // also returns what the engine learnt about the sends.
 func (c *Command[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any) (R, sent, error) {
 	var zero R
-	cmdArgs := make([]any, len(c.template))
+	var buf [inlineArgs]any
+	cmdArgs := buf[:]
+	if len(c.template) > len(buf) {
+		cmdArgs = make([]any, len(c.template))
+	}
+	cmdArgs = cmdArgs[:len(c.template)]
 	for i, t := range c.template {
 		switch t := t.(type) {
 		case KeyAt:
