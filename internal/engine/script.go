@@ -216,9 +216,6 @@ func NewCommand[R any](name string, template []any, decode func(reply, id any) (
 	return c
 }
 
-// Name returns the command's name, e.g. "lock_try".
-func (c *Command[R]) Name() string { return c.name }
-
 // Refusing makes run fail with an error wrapping [sentinel.ErrBadState]
 // (script code COORD_BADSTATE, with detail as its text) for every reply for
 // which bad reports true, given the reply and the first argument as for

@@ -5,6 +5,10 @@
 // of a script where server time from INFO commandstats swings by 10-50%.
 // With -semaphore DIR it runs semaphore acquire + release pairs instead,
 // DIR holding the earlier semaphore_acquire.lua and semaphore_release.lua.
+// With -begin it runs idempotency Begin on a fresh key (a new pending
+// claim, the row of BenchmarkIdempotencyBegin) beside the floor script
+// (TIME + GET + SET PX, also on a fresh key) and the no-op script, and,
+// with -old, an earlier idempotency_begin.lua (same arguments).
 // With -usec it measures server time instead, finely interleaved: a plain
 // redis-server, every case run -n times in turn, -chunks rounds, each
 // case's µs per call from the growth of INFO commandstats over its own
@@ -25,6 +29,7 @@
 //	git show 5656b52:lua/ratelimit_decide.lua > /tmp/old.lua
 //	cd bench && go run ./cmd/scriptcost -old /tmp/old.lua   # before and after, case by case
 //	cd bench && go run ./cmd/scriptcost -old /tmp/old.lua -usec -n 2000 -chunks 21
+//	cd bench && go run ./cmd/scriptcost -begin -n 500   # Begin against the floor script
 //
 // Needs valgrind (Debian package valgrind) and a redis-server with its
 // symbols (get-servers.sh builds Redis 8 with them; Debian's Redis 7.0 is
@@ -123,6 +128,7 @@ func main() {
 	usec := flag.Bool("usec", false, "measure server µs per call (INFO commandstats, interleaved rounds) instead of instructions")
 	chunks := flag.Int("chunks", 21, "with -usec: rounds")
 	grantsOnly := flag.Bool("grants", false, "only the grant cases")
+	begin := flag.Bool("begin", false, "instead of the rate limiters: idempotency Begin on a fresh key beside the floor script and the no-op script (with -old: an earlier idempotency_begin.lua too)")
 	semOld := flag.String("semaphore", "", "instead of the rate limiters: semaphore acquire + release pairs, the scripts of this checkout beside those in this directory (semaphore_acquire.lua and semaphore_release.lua of an earlier commit)")
 	flag.Parse()
 	if *server == "" {
@@ -166,9 +172,12 @@ func main() {
 		todo []step
 		runs []func() error
 	)
-	if *semOld != "" {
+	switch {
+	case *begin:
+		todo, runs = beginCases(ctx, c, oldSrc)
+	case *semOld != "":
 		todo, runs = semaphoreCases(ctx, c, *semOld)
-	} else {
+	default:
 		for _, s := range cases(oldSrc != "") {
 			if !*grantsOnly || strings.HasSuffix(s.name, "grant") {
 				todo = append(todo, s)
@@ -252,6 +261,57 @@ func load(ctx context.Context, c *redis.Client, src string) string {
 		fail(err.Error())
 	}
 	return sha
+}
+
+// floorScript is the least a claim-shaped script can cost (bench's
+// floorScript): server TIME, one GET and one SET PX on its key.
+const floorScript = `
+local t = redis.call('TIME')
+local v = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1`
+
+// beginCases returns the no-op script, the floor script and Begin (and,
+// when old is set, the earlier Begin script old), each run on a fresh key
+// with the arguments idempotency.Store.Begin sends for a 1 min claim
+// without a fingerprint (a 22-byte owner token). The database is first
+// filled with 40,000 keys, so that the keys the runs add never make the
+// server grow its key table in the middle of a case.
+func beginCases(ctx context.Context, c *redis.Client, old string) ([]step, []func() error) {
+	p := c.Pipeline()
+	for i := range 40000 {
+		p.Set(ctx, fmt.Sprintf("fill:%d", i), "x", 0)
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		fail(err.Error())
+	}
+	type script struct{ name, src string }
+	scripts := []script{{"no-op script (return 1)", "return 1"}, {"floor script: TIME + GET + SET PX", floorScript}}
+	if old != "" {
+		scripts = append(scripts, script{"old Begin", old})
+	}
+	scripts = append(scripts, script{"Begin", newScript("idempotency_begin")})
+	var (
+		todo []step
+		runs []func() error
+	)
+	for i, sc := range scripts {
+		sha := load(ctx, c, sc.src)
+		n := 0
+		todo = append(todo, step{name: sc.name + ", fresh key", warm: 10})
+		runs = append(runs, func() error {
+			n++
+			key := fmt.Sprintf("idem:%d:%d", i, n)
+			tok := make([]byte, 11)
+			_, _ = rand.Read(tok)
+			token := fmt.Sprintf("%x", tok) // 22 bytes, as an owner token
+			if sc.src == floorScript {
+				return c.EvalSha(ctx, sha, []string{key}, token, 60000).Err()
+			}
+			return c.EvalSha(ctx, sha, []string{key}, token, 60000, "P60000:", "-:", ":"+token+":").Err()
+		})
+	}
+	return todo, runs
 }
 
 // semaphoreCases returns, for the scripts in oldDir and then this
