@@ -8,7 +8,9 @@
 // With -begin it runs idempotency Begin on a fresh key (a new pending
 // claim, the row of BenchmarkIdempotencyBegin) beside the floor script
 // (TIME + GET + SET PX, also on a fresh key) and the no-op script, and,
-// with -old, an earlier idempotency_begin.lua (same arguments).
+// with -old, an earlier idempotency_begin.lua (one taking the arguments
+// of the script before b009713: owner, TTL, claim start, fingerprint part,
+// claim middle).
 // With -usec it measures server time instead, finely interleaved: a plain
 // redis-server, every case run -n times in turn, -chunks rounds, each
 // case's µs per call from the growth of INFO commandstats over its own
@@ -128,7 +130,7 @@ func main() {
 	usec := flag.Bool("usec", false, "measure server µs per call (INFO commandstats, interleaved rounds) instead of instructions")
 	chunks := flag.Int("chunks", 21, "with -usec: rounds")
 	grantsOnly := flag.Bool("grants", false, "only the grant cases")
-	begin := flag.Bool("begin", false, "instead of the rate limiters: idempotency Begin on a fresh key beside the floor script and the no-op script (with -old: an earlier idempotency_begin.lua too)")
+	begin := flag.Bool("begin", false, "instead of the rate limiters: idempotency Begin on a fresh key beside the floor script and the no-op script (with -old: an earlier idempotency_begin.lua too, one taking the arguments of the script before b009713)")
 	semOld := flag.String("semaphore", "", "instead of the rate limiters: semaphore acquire + release pairs, the scripts of this checkout beside those in this directory (semaphore_acquire.lua and semaphore_release.lua of an earlier commit)")
 	flag.Parse()
 	if *server == "" {
@@ -274,7 +276,8 @@ return 1`
 // beginCases returns the no-op script, the floor script and Begin (and,
 // when old is set, the earlier Begin script old), each run on a fresh key
 // with the arguments idempotency.Store.Begin sends for a 1 min claim
-// without a fingerprint (a 22-byte owner token). The database is first
+// without a fingerprint (a 22-byte owner token; old: in the layout before
+// b009713). The database is first
 // filled with 40,000 keys, so that the keys the runs add never make the
 // server grow its key table in the middle of a case.
 func beginCases(ctx context.Context, c *redis.Client, old string) ([]step, []func() error) {
@@ -305,10 +308,14 @@ func beginCases(ctx context.Context, c *redis.Client, old string) ([]step, []fun
 			tok := make([]byte, 11)
 			_, _ = rand.Read(tok)
 			token := fmt.Sprintf("%x", tok) // 22 bytes, as an owner token
-			if sc.src == floorScript {
+			switch {
+			case sc.src == floorScript:
 				return c.EvalSha(ctx, sha, []string{key}, token, 60000).Err()
+			case sc.name == "old Begin":
+				// The arguments of the script before b009713.
+				return c.EvalSha(ctx, sha, []string{key}, token, 60000, "P60000:", "-:", ":"+token+":").Err()
 			}
-			return c.EvalSha(ctx, sha, []string{key}, token, 60000, "P60000:", "-:", ":"+token+":").Err()
+			return c.EvalSha(ctx, sha, []string{key}, 60000, ":"+token+":-:").Err()
 		})
 	}
 	return todo, runs
