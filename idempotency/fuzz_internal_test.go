@@ -119,7 +119,10 @@ func FuzzDefaultFingerprint(f *testing.F) {
 // decoders are the store scripts' decoders, each with replies it accepts.
 func decoders() []fuzzseed.Decoder {
 	return []fuzzseed.Decoder{
-		decoderfuzz.Of(beginScript, decodeBegin, []any{-1700000000000000}, []any{-2}, []any{1200}, []any{"result"}),
+		// The started and completed replies are the claims as stored (the
+		// script's replies changed with its cost, not the decoded answers).
+		decoderfuzz.Of(beginScript, decodeBegin, []any{"P60000:1700000000000000:owner:-:"}, []any{-2}, []any{1200},
+			[]any{"Cid:-:result"}, []any{"Cid:3:fp:result"}),
 		decoderfuzz.Of(completeScript, decode.Bool01, []any{1}, []any{0}),
 		decoderfuzz.Of(abandonScript, decode.Bool01, []any{1}, []any{0}),
 		decoderfuzz.Of(renewScript, decode.Bool01, []any{1}, []any{0}),

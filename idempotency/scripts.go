@@ -2,6 +2,8 @@ package idempotency
 
 import (
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/coordkit/coordination/internal/decode"
@@ -52,6 +54,7 @@ var (
 type beginReply struct {
 	State     State
 	Fence     int64         // Started: the claim's fencing token (>= 3)
+	Owner     string        // Started: the claim's owner token
 	Result    string        // Completed: the stored result bytes
 	Remaining time.Duration // InProgress: the claim's PTTL (>= 0)
 }
@@ -59,18 +62,23 @@ type beginReply struct {
 // maxMillis is the largest millisecond count a time.Duration holds.
 const maxMillis = int64(math.MaxInt64 / time.Millisecond)
 
-// decodeBegin reads -fence <= -3 (started), a string (completed: the
-// result), an integer >= 0 (in progress: the claim's PTTL in ms) or -2
-// (fingerprint mismatch); anything else (a PTTL beyond a time.Duration) is
-// unrecognised.
+// decodeBegin reads a pending claim as stored (started: its fence, at
+// least 3, and owner), a completed claim as stored (completed: its result),
+// an integer >= 0 (in progress: the claim's PTTL in ms) or -2 (fingerprint
+// mismatch); anything else (a claim of another shape, a PTTL beyond a
+// time.Duration) is unrecognised. Claims are laid out as the package
+// documentation says.
 func decodeBegin(v any) (beginReply, bool) {
 	switch r := v.(type) {
 	case string:
-		return beginReply{State: Completed, Result: r}, true
+		if strings.HasPrefix(r, "C") {
+			result, ok := completedResult(r)
+			return beginReply{State: Completed, Result: result}, ok
+		}
+		fence, owner, ok := pendingClaim(r)
+		return beginReply{State: Started, Fence: fence, Owner: owner}, ok
 	case int64:
 		switch {
-		case r <= -3 && r != math.MinInt64: // -MinInt64 overflows
-			return beginReply{State: Started, Fence: -r}, true
 		case r == -2:
 			return beginReply{State: FingerprintMismatch}, true
 		case r >= 0 && r <= maxMillis:
@@ -78,4 +86,65 @@ func decodeBegin(v any) (beginReply, bool) {
 		}
 	}
 	return beginReply{}, false
+}
+
+// pendingClaim returns the fence and the owner of a pending claim as
+// stored: "P" <result ttl> ":" <fence> ":" <owner> ":" <fp>.
+func pendingClaim(c string) (fence int64, owner string, ok bool) {
+	rest, ok := strings.CutPrefix(c, "P")
+	if !ok {
+		return 0, "", false
+	}
+	ttl, rest, ok := strings.Cut(rest, ":")
+	if !ok || !positive(ttl) {
+		return 0, "", false
+	}
+	f, rest, ok := strings.Cut(rest, ":")
+	if !ok || !positive(f) {
+		return 0, "", false
+	}
+	owner, _, ok = strings.Cut(rest, ":")
+	if !ok || owner == "" {
+		return 0, "", false
+	}
+	fence, err := strconv.ParseInt(f, 10, 64)
+	if err != nil || fence < 3 {
+		return 0, "", false
+	}
+	return fence, owner, true
+}
+
+// completedResult returns the result bytes of a completed claim as
+// stored: "C" <completion id> ":" <fp> <result>, fp "-:" or the
+// fingerprint's length in decimal, ":" and its bytes.
+func completedResult(c string) (string, bool) {
+	id, rest, ok := strings.Cut(c[1:], ":")
+	if !ok || id == "" {
+		return "", false
+	}
+	if r, ok := strings.CutPrefix(rest, "-:"); ok {
+		return r, true
+	}
+	n, rest, ok := strings.Cut(rest, ":")
+	if !ok || !(n == "0" || positive(n)) || len(n) > 10 {
+		return "", false
+	}
+	size, err := strconv.Atoi(n)
+	if err != nil || size > len(rest) {
+		return "", false
+	}
+	return rest[size:], true
+}
+
+// positive reports whether s is a positive decimal without leading zeros.
+func positive(s string) bool {
+	if s == "" || s[0] == '0' {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -118,6 +118,10 @@ type Claim struct {
 func claimOf(r beginReply, token string, sent time.Time) (Claim, error) {
 	switch r.State {
 	case Started:
+		if r.Owner != token {
+			// The script answers Started only with the caller's own claim.
+			return Claim{}, decode.Unexpected(beginScript.Name(), r.Owner)
+		}
 		return Claim{State: Started, Owner: token, Fence: r.Fence, sent: sent}, nil
 	case Completed:
 		return Claim{State: Completed, Result: []byte(r.Result)}, nil
@@ -324,8 +328,14 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return Claim{}, err
 	}
-	fp := fingerprintPart(cfg.fingerprint)
-	claim, err := begin(ctx, e, k, token, ttl, cfg.wait, []any{token, ttlMs, claimHead(cfg.resultMs), fp, ":" + token + ":"})
+	// The script's arguments: the pending TTL, the end of a new claim and,
+	// when the result TTL differs, its start (see idempotency_begin.lua).
+	args := make([]any, 2, 3)
+	args[0], args[1] = ttlMs, ":"+token+":"+fingerprintPart(cfg.fingerprint)
+	if cfg.resultMs != ttlMs {
+		args = append(args, claimHead(cfg.resultMs))
+	}
+	claim, err := begin(ctx, e, k, token, ttl, cfg.wait, args)
 	if err != nil {
 		return Claim{}, op.End(err)
 	}

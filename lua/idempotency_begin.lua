@@ -11,19 +11,19 @@
 --                       and the call that abandoned it)
 --          (owner and completion id never contain ':'; fence is a positive
 --          decimal)
--- ARGV[1]  owner token of the caller (fresh per Begin call, never empty,
---          without ':')
--- ARGV[2]  pending TTL in milliseconds (integer >= 1): how long a new claim
+-- ARGV[1]  pending TTL in milliseconds (integer >= 1): how long a new claim
 --          lasts before another caller may take the key over
--- ARGV[3]  the start of a new claim: 'P' <result ttl> ':', the result ttl
---          in milliseconds (integer >= 1, at most 15 digits;
---          idempotency_complete restarts the key's TTL with it)
--- ARGV[4]  the caller's fingerprint part: '-:' when it gives none, or the
---          fingerprint's length in decimal, ':' and its bytes (any bytes,
---          possibly none). An absent fingerprint never matches a present
---          one, even an empty one.
--- ARGV[5]  the middle of a new claim: ':' ARGV[1] ':' (the claim is ARGV[3] fence
---          ARGV[5] ARGV[4])
+-- ARGV[2]  the end of a new claim: ':' <owner> ':' <fp>, owner the owner
+--          token of the caller (fresh per Begin call, never empty, without
+--          ':') and fp the caller's fingerprint part: '-:' when it gives
+--          none, or the fingerprint's length in decimal, ':' and its bytes
+--          (any bytes, possibly none). An absent fingerprint never matches a
+--          present one, even an empty one.
+-- ARGV[3]  (absent when the result TTL is ARGV[1]) the start of a new
+--          claim: 'P' <result ttl> ':', the result ttl in milliseconds
+--          (integer >= 1, at most 15 digits; idempotency_complete restarts
+--          the key's TTL with it). A new claim is that start (or
+--          'P' ARGV[1] ':'), its fence and ARGV[2].
 --
 -- The fence of a new claim is the server's TIME in microseconds, or the
 -- abandoned claim's fence + 1 when that is larger: strictly increasing per
@@ -31,16 +31,21 @@
 -- back by more than a claim's lifetime (an expired claim leaves nothing
 -- behind to compare with).
 --
--- Reply    -fence    started (an integer <= -3): a new pending claim owned by
---                    ARGV[1] with TTL ARGV[2] and fencing token fence. A
---                    re-sent request whose first run created the claim finds
---                    its own token and gets the same -fence without any change.
---          result    completed (a string): the stored result bytes (may be
---                    empty)
+-- Reply    'P...'    started (a string starting with 'P'): the caller's
+--                    pending claim as stored, a new one owned by the owner of
+--                    ARGV[2] with TTL ARGV[1] (its fencing token is between
+--                    its first and second ':'). A re-sent request whose first
+--                    run created the claim finds its own token and gets the
+--                    same claim without any change.
+--          'C...'    completed (a string starting with 'C'): the claim as
+--                    stored; the result bytes (possibly none) follow its
+--                    fingerprint part
 --          pttl_ms   in progress (an integer >= 0): pending, owned by
 --                    another token; its remaining TTL
 --          -2        the key holds a claim with a different fingerprint
 --                    (nothing about it is revealed)
+-- (The started and completed replies are the stored claim itself, so that a
+-- new claim, the hot path, costs no number conversion: Go reads them.)
 -- Errors (raised before anything is written):
 --   WRONGTYPE        the key holds something other than a string (raised
 --                    by SET ... GET, which then writes nothing): a claim
@@ -51,14 +56,23 @@
 --                    fence or completion id), or is a pending claim without
 --                    a TTL
 local t = redis.call('TIME')
-local f = t[1] .. string.rep('0', 6 - #t[2]) .. t[2] -- microseconds, decimal
-local claim = ARGV[3] .. f .. ARGV[5] .. ARGV[4]
--- One command creates the claim or reads what is there (Redis 7.0+).
-local v = redis.call('SET', KEYS[1], claim, 'NX', 'GET', 'PX', ARGV[2])
-if v == false then
-  return -tonumber(f)
+local us = t[2] -- microseconds within the second: 6 digits
+if #us < 6 then
+  us = string.rep('0', 6 - #us) .. us
 end
-local fp = ARGV[4]
+local claim
+if ARGV[3] then
+  claim = ARGV[3] .. t[1] .. us .. ARGV[2]
+else
+  claim = 'P' .. ARGV[1] .. ':' .. t[1] .. us .. ARGV[2]
+end
+-- One command creates the claim or reads what is there (Redis 7.0+).
+local v = redis.call('SET', KEYS[1], claim, 'NX', 'GET', 'PX', ARGV[1])
+if v == false then
+  return claim
+end
+local sep = string.find(ARGV[2], ':', 2, true)
+local token, fp = string.sub(ARGV[2], 2, sep - 1), string.sub(ARGV[2], sep + 1)
 local state = string.byte(v, 1)
 local ttl, owner, at
 if state == 80 then -- 'P'
@@ -67,8 +81,8 @@ if state == 80 then -- 'P'
   if not ttl or #ttl > 15 or #f > 16 then
     return redis.error_reply('COORD_BADSTATE idempotency claim lacks its owner, fence or a valid ttl')
   end
-  if owner == ARGV[1] then
-    return -tonumber(f)
+  if owner == token then
+    return v
   end
 elseif state == 67 then -- 'C'
   at = string.match(v, '^C[^:]+:()')
@@ -80,14 +94,14 @@ elseif state == 65 then -- 'A': abandoned, free; the new fence follows the old
   if not a or #a > 16 then
     return redis.error_reply('COORD_BADSTATE abandoned idempotency claim lacks its fence')
   end
-  local fence = tonumber(f)
+  local fence = tonumber(t[1] .. us)
   local prev = tonumber(a)
   if prev >= fence then
     fence = prev + 1
-    claim = ARGV[3] .. string.format('%d', fence) .. ARGV[5] .. ARGV[4]
+    claim = (ARGV[3] or 'P' .. ARGV[1] .. ':') .. string.format('%d', fence) .. ARGV[2]
   end
-  redis.call('SET', KEYS[1], claim, 'PX', ARGV[2])
-  return -fence
+  redis.call('SET', KEYS[1], claim, 'PX', ARGV[1])
+  return claim
 else
   return redis.error_reply('COORD_BADSTATE idempotency key holds no claim')
 end
@@ -97,7 +111,7 @@ if string.sub(v, at, at + #fp - 1) ~= fp then
   return -2
 end
 if state == 67 then
-  return string.sub(v, at + #fp)
+  return v
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then

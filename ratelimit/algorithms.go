@@ -241,10 +241,13 @@ func standalone(s *spec, scripts scriptPair) *spec {
 // args returns a decision script's arguments: op (d, s, a, or r followed
 // by the refunded grant's age in µs), permits, then the tail.
 func (s *spec) args(op string, permits int) []any {
-	args := make([]any, 2+len(s.tail))
-	args[0], args[1] = op, permits
-	copy(args[2:], s.tail)
-	return args
+	return s.argsTo(make([]any, 0, 2+len(s.tail)), op, permits)
+}
+
+// argsTo is args appended to dst (a buffer on the caller's stack on the
+// hot path: no allocation when they fit).
+func (s *spec) argsTo(dst []any, op any, permits int) []any {
+	return append(append(dst, op, permits), s.tail...)
 }
 
 func (c FixedWindow) spec() (*spec, error) {

@@ -304,7 +304,7 @@ func (l *Limiter) attempt(ctx context.Context, op engine.Op, permits int, h how)
 // reply lost after the script may have run is an ambiguous error, never a
 // second decision. A refundable decision's grant carries its mark.
 func (l *Limiter) decide(ctx context.Context, sp *spec, permits int, refundable bool) (verdict, error) {
-	op := "d"
+	var op any = "d" // constants: boxed without an allocation
 	switch {
 	case l.opts.strict && refundable:
 		op = "S"
@@ -313,7 +313,8 @@ func (l *Limiter) decide(ctx context.Context, sp *spec, permits int, refundable 
 	case refundable:
 		op = "D"
 	}
-	r, err := sp.scripts.decide.Run(ctx, l.e, l.keys, sp.args(op, permits)...)
+	var buf [8]any // the arguments on the stack: the engine copies them
+	r, err := sp.scripts.decide.Run(ctx, l.e, l.keys, sp.argsTo(buf[:0], op, permits)...)
 	if err != nil {
 		return verdict{}, err
 	}

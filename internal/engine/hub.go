@@ -307,26 +307,21 @@ func (h *hub) drop(c *subConn) {
 	<-c.done
 }
 
-// Waiters returns the number of registered [Watch]es: the waiters blocked
-// on a notification of this engine, for tests.
-func (e *Engine) Waiters() int {
+// Waiters returns, for tests, the number of registered [Watch]es (the
+// waiters blocked on a notification of this engine) and of the shared
+// Pub/Sub connections the engine holds open for them (one per server
+// with waiters at most).
+func (e *Engine) Waiters() (waiters, conns int) {
 	h := e.hub
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
 	for _, st := range h.chans {
-		n += len(st.waiters)
+		waiters += len(st.waiters)
 	}
-	return n
-}
-
-// PubSubConns returns the number of shared Pub/Sub connections the engine
-// holds open, for tests.
-func (e *Engine) PubSubConns() int {
-	h := e.hub
+	h.mu.Unlock()
 	h.subMu.Lock()
-	defer h.subMu.Unlock()
-	return len(h.conns)
+	conns = len(h.conns)
+	h.subMu.Unlock()
+	return waiters, conns
 }
 
 // close closes the shared Pub/Sub connections for good, waiting for their

@@ -163,13 +163,13 @@ func TestShardedWaitersShareOneConnectionPerPrimary(t *testing.T) {
 		if b.IsCluster() {
 			want = 3 // 60 keys spread over the slots: every primary owns some
 		}
-		if n := e.PubSubConns(); n != want {
+		if _, n := e.Waiters(); n != want {
 			t.Errorf("60 waiters use %d Pub/Sub connections, want %d", n, want)
 		}
 		for _, w := range ws {
 			w.Close()
 		}
-		if n := e.PubSubConns(); n != 0 {
+		if _, n := e.Waiters(); n != 0 {
 			t.Errorf("%d Pub/Sub connections left after every waiter closed", n)
 		}
 	}, testharness.RealOnly())

@@ -114,7 +114,14 @@ func (s *Script[R]) runSent(ctx context.Context, e *Engine, k Keys, parts ...[]a
 	for _, p := range parts {
 		n += len(p)
 	}
-	cmdArgs := make([]any, n)
+	// The arguments are laid out on the stack: the command the engine
+	// sends gets its own copy (see cmdArgs.place).
+	var buf [inlineArgs]any
+	cmdArgs := buf[:]
+	if n > len(buf) {
+		cmdArgs = make([]any, n)
+	}
+	cmdArgs = cmdArgs[:n]
 	cmdArgs[0], cmdArgs[1], cmdArgs[2] = "evalsha", s.sha, nk
 	k.put(cmdArgs[3:])
 	i := 3 + nk
@@ -209,9 +216,6 @@ func NewCommand[R any](name string, template []any, decode func(reply, id any) (
 	return c
 }
 
-// Name returns the command's name, e.g. "lock_try".
-func (c *Command[R]) Name() string { return c.name }
-
 // Refusing makes run fail with an error wrapping [sentinel.ErrBadState]
 // (script code COORD_BADSTATE, with detail as its text) for every reply for
 // which bad reports true, given the reply and the first argument as for
@@ -236,7 +240,12 @@ func (c *Command[R]) Run(ctx context.Context, e *Engine, k Keys, args ...any) (R
 // also returns what the engine learnt about the sends.
 func (c *Command[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any) (R, sent, error) {
 	var zero R
-	cmdArgs := make([]any, len(c.template))
+	var buf [inlineArgs]any
+	cmdArgs := buf[:]
+	if len(c.template) > len(buf) {
+		cmdArgs = make([]any, len(c.template))
+	}
+	cmdArgs = cmdArgs[:len(c.template)]
 	for i, t := range c.template {
 		switch t := t.(type) {
 		case KeyAt:

@@ -64,12 +64,46 @@ func (m *wireMark) MarshalBinary() ([]byte, error) {
 // String is the argument as the command's text shows it.
 func (m *wireMark) String() string { return m.s }
 
+// inlineArgs is how many arguments a command carries in its own
+// allocation (every hot path's command fits: a rate-limit decision has 7
+// arguments, a composite of three limits 10); a longer command's
+// arguments get a slice of their own.
+const inlineArgs = 10
+
+// cmdArgs is what the engine adds to one go-redis command, in one
+// allocation: the counted argument and the command's own copy of its
+// arguments (go-redis keeps the command, a hook may too, so nothing of it
+// is ever reused).
+type cmdArgs struct {
+	mark wireMark
+	buf  [inlineArgs]any
+}
+
+// place copies args into a's buffer (or a new slice when they do not
+// fit), with a's counted argument, holding w, at w.at, and returns the
+// copy. args itself is left as it was (reusable for an EVAL after
+// NOSCRIPT, or a send again).
+func (a *cmdArgs) place(args []any, w wire) []any {
+	out := a.buf[:0]
+	if len(args) > len(a.buf) {
+		out = make([]any, 0, len(args))
+	}
+	out = append(out, args...)
+	a.mark.b, a.mark.s = w.b, w.s
+	out[w.at] = &a.mark
+	return out
+}
+
 // sendCmd is a go-redis command with a counted argument; once makes
 // go-redis send it at most once after a write (its retry loop asks
-// NoRetry, which a pre-write failure bypasses).
+// NoRetry, which a pre-write failure bypasses). The command, its counted
+// argument and its arguments are one allocation: the go-redis command is
+// held by value, set once from its constructor's fresh (stack-allocated)
+// value before anything else sees it, so the engine's command costs what
+// go-redis' own does.
 type sendCmd struct {
-	*redis.Cmd
-	mark wireMark
+	redis.Cmd
+	cmdArgs
 	once bool
 }
 
@@ -92,8 +126,8 @@ func newWire(at int, s string) wire { return wire{at: at, b: []byte(s), s: s} }
 // 20-odd allocations its retry classifier spends on every redis.Nil (see
 // [readRaw]).
 type rawSendCmd struct {
-	*redis.RawCmd
-	mark wireMark
+	redis.RawCmd
+	cmdArgs
 	once bool
 }
 
@@ -172,9 +206,8 @@ func (e *Engine) sendOne(ctx context.Context, args []any, o sendOpts) (any, sent
 		s.writes += s2.writes
 		return v, s, err
 	}
-	cmd := &sendCmd{Cmd: redis.NewCmd(ctx, args...), once: o.once}
-	cmd.mark.b, cmd.mark.s = o.mark.b, o.mark.s
-	args[o.mark.at] = &cmd.mark
+	cmd := &sendCmd{once: o.once}
+	cmd.Cmd = *redis.NewCmd(ctx, cmd.place(args, o.mark)...)
 	if o.keyPos > 0 {
 		cmd.SetFirstKeyPos(o.keyPos)
 	}
@@ -186,7 +219,6 @@ func (e *Engine) sendOne(ctx context.Context, args []any, o sendOpts) (any, sent
 		_ = e.client.Process(ctx, cmd)
 		v, err = cmd.Result()
 	}
-	args[o.mark.at] = o.mark.s // the arguments stay reusable (an EVAL after NOSCRIPT)
 	s := sent{writes: cmd.mark.n.Load()}
 	if err == redis.Nil {
 		return nil, s, nil
@@ -253,15 +285,13 @@ func (p retryPolicy) backoff(attempt int) time.Duration {
 // sendRaw sends args as a rawSendCmd; ok reports a reply readRaw took (a
 // nil, a simple or bulk string, an integer), false an error reply.
 func (e *Engine) sendRaw(ctx context.Context, args []any, o sendOpts) (any, sent, bool, error) {
-	cmd := &rawSendCmd{RawCmd: redis.NewRawCmd(ctx, args...), once: o.once}
-	cmd.mark.b, cmd.mark.s = o.mark.b, o.mark.s
-	args[o.mark.at] = &cmd.mark
+	cmd := &rawSendCmd{once: o.once}
+	cmd.RawCmd = *redis.NewRawCmd(ctx, cmd.place(args, o.mark)...)
 	if o.keyPos > 0 {
 		cmd.SetFirstKeyPos(o.keyPos)
 	}
 	_ = e.client.Process(ctx, cmd)
 	b, err := cmd.Result()
-	args[o.mark.at] = o.mark.s
 	s := sent{writes: cmd.mark.n.Load()}
 	if err != nil {
 		e.reloadOnFailure(ctx, err)

@@ -136,7 +136,8 @@ func TestShutdownEndsEverything(t *testing.T) {
 		// Every waiter is blocked on a notification: lock, semaphore,
 		// latch, and the campaigning elector.
 		testharness.WaitFor(t, 10*time.Second, "the four waiters to wait", func() string {
-			return cond(e.Waiters() == 4, "%d waiters", e.Waiters())
+			n := waiters(e)
+			return cond(n == 4, "%d waiters", n)
 		})
 
 		faults.Clear() // the cleanup's last try can succeed now
@@ -328,4 +329,10 @@ func lockAcquire(ctx context.Context, coord *coordination.Coordinator, key strin
 		return nil, err
 	}
 	return m.Acquire(ctx, ttl)
+}
+
+// waiters is the number of waiters blocked on a notification of e.
+func waiters(e *engine.Engine) int {
+	n, _ := e.Waiters()
+	return n
 }

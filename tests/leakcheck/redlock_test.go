@@ -53,7 +53,7 @@ func TestShutdownOfANodeEndsTheGroupsWork(t *testing.T) {
 	}()
 	waitFor(t, "the waiter to subscribe on every node", func() bool {
 		for _, co := range coords {
-			if e, _ := engine.Of(co); e.Waiters() != 1 {
+			if e, _ := engine.Of(co); waiters(e) != 1 {
 				return false
 			}
 		}

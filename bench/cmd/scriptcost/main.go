@@ -17,6 +17,12 @@
 // mode collects inside processCommand (the whole command: its lookup, ACL
 // check and run), for every row alike, and also prints MEMORY USAGE of an
 // idle held lease (40-byte key names).
+// With -begin it runs idempotency Begin on a fresh key (a new pending
+// claim, the row of BenchmarkIdempotencyBegin) beside the floor script
+// (TIME + GET + SET PX, also on a fresh key) and the no-op script, and,
+// with -old, an earlier idempotency_begin.lua (one taking the arguments
+// of the script before b009713: owner, TTL, claim start, fingerprint part,
+// claim middle).
 // With -usec it measures server time instead, finely interleaved: a plain
 // redis-server, every case run -n times in turn, -chunks rounds, each
 // case's µs per call from the growth of INFO commandstats over its own
@@ -43,6 +49,7 @@
 //	cd bench && go run ./cmd/scriptcost -old /tmp/old.lua -usec -n 2000 -chunks 21
 //	(earlier checkout) cd bench && go run ./cmd/scriptcost -dump /tmp/sem
 //	cd bench && go run ./cmd/scriptcost -semaphore /tmp/sem   # lock pair, then old and new semaphore pairs
+//	cd bench && go run ./cmd/scriptcost -begin -n 500   # Begin against the floor script
 //
 // Needs valgrind (Debian package valgrind) and a redis-server with its
 // symbols (get-servers.sh builds Redis 8 with them; Debian's Redis 7.0 is
@@ -244,6 +251,7 @@ func main() {
 	chunks := flag.Int("chunks", 21, "with -usec: rounds")
 	grantsOnly := flag.Bool("grants", false, "only the grant cases")
 	fenceOld := flag.String("fencing", "", "instead of the rate limiters: fencing lock acquire + release pairs and the plain lock's pair, the scripts of this checkout beside those in this directory (fencing_acquire.lua and fencing_release.lua of an earlier commit)")
+	begin := flag.Bool("begin", false, "instead of the rate limiters: idempotency Begin on a fresh key beside the floor script and the no-op script (with -old: an earlier idempotency_begin.lua too, one taking the arguments of the script before b009713)")
 	semOld := flag.String("semaphore", "", "instead of the rate limiters: semaphore acquire + release pairs, the scripts of this checkout beside those in this directory (semaphore_acquire.lua and semaphore_release.lua of an earlier commit)")
 	dump := flag.String("dump", "", "write this checkout's assembled semaphore_acquire.lua and semaphore_release.lua (the text the library runs) into this directory and exit: the -semaphore directory of a later comparison")
 	keep := flag.String("keep", "", "keep callgrind's dumps in this directory (cg.out.<i>: case i, from 1; and <case>.out per rate-limit case; for callgrind_annotate)")
@@ -322,9 +330,12 @@ func main() {
 		todo []step
 		runs []func() error
 	)
-	if *semOld != "" {
+	switch {
+	case *begin:
+		todo, runs = beginCases(ctx, c, oldSrc)
+	case *semOld != "":
 		todo, runs = semaphoreCases(ctx, c, *semOld)
-	} else {
+	default:
 		for _, s := range append(refs(), cases(oldSrc != "")...) {
 			if !*grantsOnly || strings.HasSuffix(s.name, "grant") {
 				todo = append(todo, s)
@@ -431,9 +442,56 @@ func load(ctx context.Context, c *redis.Client, src string) string {
 	return sha
 }
 
+// beginCases returns the no-op script, the floor script and Begin (and,
+// when old is set, the earlier Begin script old), each run on a fresh key
+// with the arguments idempotency.Store.Begin sends for a 1 min claim
+// without a fingerprint (a 22-byte owner token; old: in the layout before
+// b009713). The database is first
+// filled with 40,000 keys, so that the keys the runs add never make the
+// server grow its key table in the middle of a case.
+func beginCases(ctx context.Context, c *redis.Client, old string) ([]step, []func() error) {
+	p := c.Pipeline()
+	for i := range 40000 {
+		p.Set(ctx, fmt.Sprintf("fill:%d", i), "x", 0)
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		fail(err.Error())
+	}
+	type script struct{ name, src string }
+	scripts := []script{{"no-op script (return 1)", "return 1"}, {"floor script: TIME + GET + SET PX", floorScript}}
+	if old != "" {
+		scripts = append(scripts, script{"old Begin", old})
+	}
+	scripts = append(scripts, script{"Begin", newScript("idempotency_begin")})
+	var (
+		todo []step
+		runs []func() error
+	)
+	for i, sc := range scripts {
+		sha := load(ctx, c, sc.src)
+		n := 0
+		todo = append(todo, step{name: sc.name + ", fresh key", warm: 10})
+		runs = append(runs, func() error {
+			n++
+			key := fmt.Sprintf("idem:%d:%d", i, n)
+			tok := make([]byte, 11)
+			_, _ = rand.Read(tok)
+			token := fmt.Sprintf("%x", tok) // 22 bytes, as an owner token
+			switch {
+			case sc.src == floorScript:
+				return c.EvalSha(ctx, sha, []string{key}, token, 60000).Err()
+			case sc.name == "old Begin":
+				// The arguments of the script before b009713.
+				return c.EvalSha(ctx, sha, []string{key}, token, 60000, "P60000:", "-:", ":"+token+":").Err()
+			}
+			return c.EvalSha(ctx, sha, []string{key}, 60000, ":"+token+":-:").Err()
+		})
+	}
+	return todo, runs
+}
+
 // semaphoreCases returns the lock pair (the baseline), then, for the
-// scripts in oldDir and then this
-// checkout's, one acquire + release of a permit (capacity 200) on a key
+// scripts in oldDir and then this checkout's, one acquire + release of a permit (capacity 200) on a key
 // where it is the only permit (TTL 1 h), and on a key where 100 others are
 // live (TTL 1 h): the pair's permit the latest (TTL 1 h: its release moves
 // the key's TTL) or not (TTL 1 min, as in BenchmarkPaired's

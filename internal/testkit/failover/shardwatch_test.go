@@ -38,7 +38,7 @@ func TestClusterFailoverShardedWaiters(t *testing.T) {
 		keys[i] = "shardwatch-" + strconv.Itoa(i)
 		watches[i] = must(e.Watch(ctx, keys[i]))(t)
 	}
-	if n := e.PubSubConns(); n != 3 {
+	if _, n := e.Waiters(); n != 3 {
 		t.Fatalf("%d Pub/Sub connections for waiters on every primary, want 3", n)
 	}
 	primary := must(client.MasterForKey(ctx, keys[0]))(t)
@@ -84,7 +84,7 @@ func TestClusterFailoverShardedWaiters(t *testing.T) {
 	for _, w := range watches {
 		w.Close()
 	}
-	if n := e.PubSubConns(); n != 0 {
+	if _, n := e.Waiters(); n != 0 {
 		t.Errorf("%d Pub/Sub connections left after every waiter closed", n)
 	}
 }
