@@ -353,60 +353,12 @@ func (c *cmdFlags) connectCoord() (coord *coordination.Coordinator, client redis
 	return coord, client, desc, stop, 0
 }
 
-// redactor writes to w with every secret replaced by "xxxxx": coordctl's
-// own output passes through it, so that no error path can print a
-// password from the command line or the environment, whatever a library
-// error quotes.
-type redactor struct {
-	w       io.Writer
-	secrets []string
-}
-
-// Write writes p with every password it knows masked; it implements io.Writer.
-func (r redactor) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(r.w, cliconn.Redact(string(p), r.secrets)); err != nil {
-		return 0, err
+// echoArgs is arguments as a message echoes them, each quoted, with the
+// credential part of any URL-like one masked (cliconn.RedactArg).
+func echoArgs(args []string) string {
+	shown := make([]string, len(args))
+	for i, a := range args {
+		shown[i] = strconv.Quote(cliconn.RedactArg(a))
 	}
-	return len(p), nil
-}
-
-// secretsOf collects the passwords in coordctl's arguments (the values of
-// --redis, --cluster and --sentinel, each read as what it is, and any
-// other URL-like argument before --) and in $COORD_REDIS_URL.
-func secretsOf(args []string, env string) []string {
-	kinds := map[string]func(string) []string{
-		"redis": cliconn.SecretsIn, "cluster": cliconn.ClusterSecrets, "sentinel": cliconn.SentinelSecrets,
-	}
-	var out []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			break
-		}
-		if strings.HasPrefix(a, "-") {
-			name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-			if f, ok := kinds[name]; ok {
-				if !hasVal && i+1 < len(args) {
-					i++
-					val = args[i]
-				}
-				out = append(out, f(val)...)
-				continue
-			}
-		}
-		if strings.Contains(a, "://") {
-			out = append(out, cliconn.SecretsIn(a)...)
-		}
-	}
-	return append(out, cliconn.SecretsIn(env)...)
-}
-
-// unwrap returns the writer under a redactor: a command that coordctl
-// starts writes to coordctl's own stdout and stderr (a terminal stays a
-// terminal for it).
-func unwrap(w io.Writer) io.Writer {
-	if r, ok := w.(redactor); ok {
-		return r.w
-	}
-	return w
+	return "[" + strings.Join(shown, " ") + "]"
 }

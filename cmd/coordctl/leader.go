@@ -111,7 +111,7 @@ exits with the command's status (0 when it was not leading).`, `coordctl leader 
 			c, err := startChild(cmdArgs, []string{
 				"COORD_FENCING_TOKEN=" + strconv.FormatInt(term.FencingToken(), 10),
 				"COORD_LEADER_ID=" + *id,
-			}, stdout, stderr)
+			}, *grace, stdout, stderr, logf)
 			if err != nil {
 				mu.Lock()
 				startErr = err
@@ -181,7 +181,7 @@ coordctl leader status --key nightly --watch   # $COORD_REDIS_URL`)
 	case *key == "":
 		return fs.usagef("--key is required, e.g. --key nightly")
 	case fs.NArg() > 0:
-		return fs.usagef("unexpected arguments %q", fs.Args())
+		return fs.usagef("unexpected arguments %s", echoArgs(fs.Args()))
 	case *watch && *poll <= 0:
 		return fs.usagef("--poll must be positive, got %v; e.g. --poll 1s", *poll)
 	}

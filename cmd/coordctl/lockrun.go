@@ -188,10 +188,10 @@ func runHolding(h held, what string, cmdArgs, env []string, grace time.Duration,
 			logf("%s %s", what, out)
 		}
 	}
-	c, err := startChild(cmdArgs, env, stdout, stderr)
+	c, err := startChild(cmdArgs, env, grace, stdout, stderr, logf)
 	if err != nil {
 		release()
-		fmt.Fprintf(stderr, "coordctl %s: cannot start %s: %v\n", name, cmdArgs[0], err)
+		fmt.Fprintf(stderr, "coordctl %s: cannot start %s: %v\n", name, shown(cmdArgs[0]), err)
 		return exitStatusFor(err)
 	}
 	// stopFor stops the command with sig (why says why) and releases h.
@@ -287,7 +287,9 @@ func connectForCommand(fs *cmdFlags, cmdArgs []string) (coord *coordination.Coor
 		fmt.Fprintf(fs.stderr, "coordctl %s: cannot start %s: %v\n", fs.name, cmdArgs[0], err)
 		return nil, "", nil, exitStatusFor(err)
 	}
-	signal.Ignore(syscall.SIGPIPE)
+	// Notify, not Ignore: an ignored signal stays ignored in the commands
+	// coordctl starts, and a handled one is reset to its default there.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	coord, _, desc, stop, code = fs.connectCoord()
 	return coord, desc, stop, code
 }

@@ -57,13 +57,13 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run runs coordctl with args. Its own output goes through a redactor, so
-// that no password from the arguments or the environment is ever printed.
-// (The commands that lock run and friends start write to stdout and
-// stderr directly: see unwrap.)
+// run runs coordctl with args. No output carries a password, by
+// structure: a URL or connection value is only ever printed through
+// cliconn's masking (RedactURL and friends: the credential part and the
+// query items that are not go-redis settings shown as "xxxxx"), and an
+// argument echoed in a message goes through echoArg. Nothing else of the
+// output is searched or altered.
 func run(args []string, stdout, stderr io.Writer) int {
-	secrets := secretsOf(args, os.Getenv(cliconn.EnvURL))
-	stdout, stderr = redactor{stdout, secrets}, redactor{stderr, secrets}
 	if len(args) == 0 {
 		// No command is a usage error: the help goes to stderr.
 		usage(stderr)

@@ -208,7 +208,7 @@ coordctl idempotency show --key 8f14e45f --namespace tenant:42 --result | jq .`)
 			}
 			switch {
 			case *raw:
-				_, _ = io.WriteString(unwrap(stdout), res)
+				_, _ = io.WriteString(stdout, res)
 			case isHTTP:
 				_, _ = io.WriteString(stdout, rendered)
 			case printable(res):
