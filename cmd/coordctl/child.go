@@ -38,6 +38,14 @@ type child struct {
 	killAll func()
 }
 
+// minRunTTL is the shortest lease the run commands accept: on Unix the
+// supervisor kills the command's tree within milliseconds of coordctl's
+// death (measured: under 200ms on a loaded 2-core machine, see
+// TestRunCommandTreeDiesWithCoordctl), and a lease renewed every third of
+// its TTL (a leader's every half) has at least half of it left when
+// coordctl dies, while its renewals succeed.
+const minRunTTL = time.Second
+
 // startError is a command that could not be started: code is the status a
 // shell gives it (127 not found, 126 otherwise).
 type startError struct {

@@ -22,7 +22,9 @@ const (
 	exitOK      = 0  // done; the lock/permit/latch/... was there
 	exitRefused = 1  // refused, not acquired, limited, denied, not found, or another failure
 	exitUsage   = 2  // bad flags, arguments or URL; unknown command or scenario
-	exitConn    = 3  // the server cannot be reached or refused authentication
+	exitConn    = 3  // the server cannot be reached (or the connection was lost)
+	exitAuth    = 4  // the server refused the user: NOAUTH (no password given) or WRONGPASS (wrong user or password)
+	exitPerm    = 5  // the server's ACL denied the user a command or key: NOPERM
 	exitLost    = 75 // the lock, permit or leadership was lost while the command ran (EX_TEMPFAIL)
 )
 
@@ -33,7 +35,10 @@ const exitTable = `Exit status (every command):
       kind or of other settings, a corrupt layout, or another failure
   2   usage: a bad flag, argument or URL (a database the server lacks, a duration
       that is not positive), no command, an unknown command or demo scenario
-  3   connection: the server cannot be reached, or refused the user or password
+  3   connection: the server cannot be reached, or the connection was lost
+  4   authentication: the server wants a password (NOAUTH), or refused the user
+      name or password (WRONGPASS)
+  5   permission: the server's ACL denies the user a command or key (NOPERM)
   75  lost: the lock, permit or leadership was lost while the command ran
   run commands (lock run, semaphore run, leader run) otherwise exit with the command's
   own status (128+N when it was killed by signal N; 127/126 when it cannot be started)`
@@ -75,21 +80,38 @@ func (c *connFlags) coordinator() (coord *coordination.Coordinator, client redis
 }
 
 // exitFor maps an error to an exit status: 2 for usage errors (a bad flag
-// or URL, an invalid argument), 3 when the server cannot be reached or
-// refused authentication, 1 otherwise.
+// or URL, an invalid argument), 4 when the server refused the user (NOAUTH,
+// WRONGPASS), 5 when its ACL denied a command or key (NOPERM), 3 when the
+// server cannot be reached or the connection was lost, 1 otherwise. The
+// refusals are told by the reply's error code (cliconn.Refusal).
 func exitFor(err error) int {
 	if errors.Is(err, coordination.ErrInvalidArgument) {
 		return exitUsage
 	}
+	switch cliconn.Refusal(err) {
+	case "NOPERM":
+		return exitPerm
+	case "NOAUTH", "WRONGPASS":
+		return exitAuth
+	}
 	return cliconn.ExitCode(err)
 }
 
-// fail prints "coordctl NAME: err" (with a hint for connection errors met
-// after connecting) and returns exitFor(err).
+// fail prints "coordctl NAME: err" (naming a refusal of the user met after
+// connecting, or a lost connection) and returns exitFor(err).
 func fail(stderr io.Writer, name string, err error) int {
 	code := exitFor(err)
 	var ce *cliconn.ConnError
-	if code == exitConn && !errors.As(err, &ce) {
+	switch {
+	case errors.As(err, &ce):
+		// Connect's errors say what happened and what to do.
+	case code == exitPerm:
+		fmt.Fprintf(stderr, "coordctl %s: the server's ACL denies this user a command or key coordctl needs (NOPERM; the library's least-privilege ACL line lists what to grant): %v\n", name, err)
+		return code
+	case code == exitAuth:
+		fmt.Fprintf(stderr, "coordctl %s: the server refused the user (%s): %v\n", name, cliconn.Refusal(err), err)
+		return code
+	case code == exitConn:
 		fmt.Fprintf(stderr, "coordctl %s: lost the connection to the server: %v\n", name, err)
 		return code
 	}

@@ -79,8 +79,8 @@ exits with the command's status (0 when it was not leading).`, `coordctl leader 
 		return fs.usagef("a command is required after --, e.g. -- ./report.sh")
 	case *grace < 0:
 		return fs.usagef("--grace must not be negative; e.g. --grace 10s")
-	case *lease < leader.MinLeaseDuration:
-		return fs.usagef("--lease must be at least %v, got %v; e.g. --lease 15s", leader.MinLeaseDuration, *lease)
+	case *lease < max(minRunTTL, leader.MinLeaseDuration):
+		return fs.usagef("--lease must be at least %v (the command's processes must be gone before the lease can expire when coordctl dies), got %v; e.g. --lease 15s", max(minRunTTL, leader.MinLeaseDuration), *lease)
 	case *retry < time.Millisecond:
 		return fs.usagef("--retry must be at least 1ms, got %v; e.g. --retry 1s", *retry)
 	case *id == "":

@@ -120,8 +120,8 @@ func (h *holdFlags) check(cmdArgs []string, example string) int {
 	switch {
 	case len(cmdArgs) == 0:
 		return h.fs.usagef("a command is required after --, e.g. -- %s", example)
-	case *h.ttl < 10*time.Millisecond:
-		return h.fs.usagef("--ttl must be at least 10ms, got %v; e.g. --ttl 30s", *h.ttl)
+	case *h.ttl < minRunTTL:
+		return h.fs.usagef("--ttl must be at least %v (the command's processes must be gone before the lease can expire when coordctl dies), got %v; e.g. --ttl 30s", minRunTTL, *h.ttl)
 	case *h.timeout < 0:
 		return h.fs.usagef("--timeout must not be negative; e.g. --timeout 1m")
 	case *h.grace < 0:

@@ -40,12 +40,6 @@ import (
 // superviseEnv marks a supervisor process; its value is the grace period.
 const superviseEnv = "COORDCTL_INTERNAL_SUPERVISE"
 
-// minRunTTL is the shortest lease the run commands accept: the supervisor
-// kills the command's tree within milliseconds of coordctl's death, and a
-// lease renewed every third of its TTL has at least two thirds of it left
-// when coordctl dies (while its renewals succeed).
-const minRunTTL = time.Second
-
 func init() {
 	if g, ok := os.LookupEnv(superviseEnv); ok {
 		// syscall.Exit: nothing to flush, and a race-enabled test binary

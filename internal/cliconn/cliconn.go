@@ -633,21 +633,63 @@ func Ping(ctx context.Context, c redis.UniversalClient, hadPassword bool) error 
 }
 
 func describeConnErr(err error, hadPassword bool) error {
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "NOAUTH"):
-		return fmt.Errorf("the server wants a password (NOAUTH): give it in the URL, e.g. --redis %s (percent-encode special characters, e.g. @ as %%40), or in $%s", ExampleURL, EnvURL)
-	case strings.Contains(msg, "WRONGPASS"), strings.Contains(msg, "invalid password"), strings.Contains(msg, "invalid username-password"):
-		return fmt.Errorf("the server refused the user name or password (WRONGPASS): check the user:PASSWORD part of the URL, e.g. --redis %s", ExampleURL)
-	case strings.Contains(msg, "NOPERM"):
-		return fmt.Errorf("the server's ACL denies this user a command coordctl needs (NOPERM): %v", err)
-	case strings.Contains(msg, "without any password configured") || strings.Contains(msg, "AUTH <password> called"):
-		return fmt.Errorf("the URL gives a password but the server has none configured: remove user:PASSWORD@ from the URL")
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded):
-		return fmt.Errorf("cannot reach the server: no answer within %v (is the address right? does it need rediss:// for TLS?)", PingTimeout)
-	}
 	_ = hadPassword
-	return fmt.Errorf("cannot reach the server: %v", err)
+	wrap := func(format string, a ...any) error { return &describedError{msg: fmt.Sprintf(format, a...), err: err} }
+	switch Refusal(err) {
+	case "NOAUTH":
+		return wrap("the server wants a password (NOAUTH): give it in the URL, e.g. --redis %s (percent-encode special characters, e.g. @ as %%40), or in $%s", ExampleURL, EnvURL)
+	case "WRONGPASS":
+		if strings.Contains(err.Error(), "without any password configured") {
+			return wrap("the URL gives a password but the server has none configured (WRONGPASS): remove user:PASSWORD@ from the URL")
+		}
+		return wrap("the server refused the user name or password (WRONGPASS): check the user:PASSWORD part of the URL, e.g. --redis %s", ExampleURL)
+	case "NOPERM":
+		return wrap("the server's ACL denies this user a command coordctl needs (NOPERM): %v", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return wrap("cannot reach the server: no answer within %v (is the address right? does it need rediss:// for TLS?)", PingTimeout)
+	}
+	return wrap("cannot reach the server: %v", err)
+}
+
+// describedError is a connection error said in words of our own; Unwrap
+// returns the client's error (for Refusal and errors.Is).
+type describedError struct {
+	msg string
+	err error
+}
+
+// Error returns the error's message.
+func (e *describedError) Error() string { return e.msg }
+
+// Unwrap returns the client's error.
+func (e *describedError) Unwrap() error { return e.err }
+
+// Refusal names the server's refusal of the connection's user that err
+// carries: "NOAUTH" (the server wants a password and none was given),
+// "WRONGPASS" (the user name or password is wrong, or a password was given
+// to a server that has none), "NOPERM" (the ACL denies the user a command
+// or a key), or "" for any other error. It reads the error code of the
+// first server error reply in err's chain (the reply's first word), never
+// the text around it.
+func Refusal(err error) string {
+	var re redis.Error
+	if err == nil || !errors.As(err, &re) {
+		return ""
+	}
+	msg := re.Error()
+	code, _, _ := strings.Cut(msg, " ")
+	switch code {
+	case "NOAUTH", "WRONGPASS", "NOPERM":
+		return code
+	case "ERR":
+		// Servers older than ACLs, and a password given to a server that
+		// has none, say it with ERR.
+		if strings.HasPrefix(msg, "ERR invalid password") || strings.Contains(msg, "without any password configured") {
+			return "WRONGPASS"
+		}
+	}
+	return ""
 }
 
 // IsConnError reports whether err (from any command, not only Connect)
