@@ -367,3 +367,47 @@ func TestOneLetterPasswordAltersNothing(t *testing.T) {
 		t.Errorf("echoed URL: exit %d, stderr %q; want %q", code, errOut, want)
 	}
 }
+
+// A bad whole number gets an example value that the flag then accepts
+// (issue 22: --count's example was its "required" default, -1, which
+// --count refuses), for every whole-number flag of every command.
+func TestEveryIntFlagSuggestsAnAcceptedValue(t *testing.T) {
+	t.Setenv(cliconn.EnvURL, "")
+	n := 0
+	for _, name := range commandNames() {
+		_, help, _ := runCmd(t, append(strings.Fields(name), "--help")...)
+		for line := range strings.SplitSeq(help, "\n") {
+			f, ok := strings.CutPrefix(line, "  --")
+			if !ok || !strings.HasSuffix(f, " int") {
+				continue
+			}
+			f = strings.TrimSuffix(f, " int")
+			n++
+			minimal := minimalArgs[name]
+			if name == "repair latch" && f == "reset" {
+				minimal = []string{"--key", "k"} // --reset N replaces the minimal --delete
+			}
+			i := slices.Index(minimal, "--")
+			if i < 0 {
+				i = len(minimal)
+			}
+			with := func(v string) []string {
+				args := append(strings.Fields(name), minimal[:i]...)
+				return append(append(args, "--"+f, v), minimal[i:]...)
+			}
+			_, _, errOut := runCmd(t, with("x")...)
+			_, ex, ok := strings.Cut(errOut, "e.g. --"+f+" ")
+			if !ok {
+				t.Errorf("coordctl %s --%s x: no example in %q", name, f, errOut)
+				continue
+			}
+			ex, _, _ = strings.Cut(ex, " ")
+			if _, _, errOut := runCmd(t, with(ex)...); strings.Contains(errOut, "--"+f) {
+				t.Errorf("coordctl %s --%s %s (the suggested value) is refused: %q", name, f, ex, errOut)
+			}
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d whole-number flags found in the --help texts", n)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/cliconn"
 )
 
@@ -329,7 +330,9 @@ func (c *cmdFlags) exampleValue(name string) string {
 			}
 			return "30s"
 		case int, int64:
-			if f.DefValue != "0" {
+			// A default that is not a valid value (--count -1: "required")
+			// is never suggested.
+			if n, err := strconv.ParseInt(f.DefValue, 10, 64); err == nil && n > 0 {
 				return f.DefValue
 			}
 			return "3"
@@ -383,4 +386,33 @@ func echoArgs(args []string) string {
 		shown[i] = strconv.Quote(cliconn.RedactArg(a))
 	}
 	return "[" + strings.Join(shown, " ") + "]"
+}
+
+// checkKey checks --key against the library's bound on a key
+// (check.MaxKeyBytes, not counting --prefix) as the command uses it: as
+// is, or inside each of shapes ("{K}:lock"). It returns 0, or the usage
+// exit status after one line naming the flag and its own bound.
+func (c *cmdFlags) checkKey(key string, shapes ...string) int {
+	extra := 0
+	for _, s := range shapes {
+		extra = max(extra, len(s)-len("K"))
+	}
+	limit := check.MaxKeyBytes - extra
+	if len(key) <= limit {
+		return 0
+	}
+	if len(shapes) == 0 {
+		return c.usagef("--key is %d bytes long; at most %d are allowed", len(key), limit)
+	}
+	return c.usagef("--key is %d bytes long; at most %d are allowed (the keys %s are at most %d bytes each)", len(key), limit, strings.Join(shapes, " and "), check.MaxKeyBytes)
+}
+
+// checkIdentity checks an identity (--id, a deny list's ID) against the
+// library's bound on it (check.MaxIdentityBytes); what names it in the
+// message. It returns 0, or the usage exit status after one line.
+func (c *cmdFlags) checkIdentity(what, id string) int {
+	if len(id) > check.MaxIdentityBytes {
+		return c.usagef("%s is %d bytes long; at most %d are allowed", what, len(id), check.MaxIdentityBytes)
+	}
+	return 0
 }

@@ -86,6 +86,12 @@ exits with the command's status (0 when it was not leading).`, `coordctl leader 
 	case *id == "":
 		return fs.usagef("--id must not be empty, e.g. --id \"$(hostname)\"")
 	}
+	if code := fs.checkKey(*key, "{K}:leader", "{K}:fence"); code != 0 {
+		return code
+	}
+	if code := fs.checkIdentity("--id", *id); code != 0 {
+		return code
+	}
 	coord, desc, stop, code := connectForCommand(fs, cmdArgs)
 	if stop == nil {
 		return code
@@ -102,12 +108,13 @@ exits with the command's status (0 when it was not leading).`, `coordctl leader 
 		status   int // exit status to return
 		startErr error
 	)
-	logf := timeline(stderr, "leader run ["+*id+"]")
+	// The identity quoted: an --id with a newline cannot forge a log line.
+	logf := timeline(stderr, "leader run "+strconv.Quote(*id))
 	leaseKey, fenceKey := fencedKeys(*key, "leader")
 	e, err := leader.New(coord, leaseKey, fenceKey, *id,
 		leader.WithLeaseDuration(*lease), leader.WithRetryDelay(*retry),
 		leader.OnElected(func(tctx context.Context, term *leader.Term) error {
-			logf("elected with fencing token %d; starting %s", term.FencingToken(), cmdArgs[0])
+			logf("elected with fencing token %d; starting %s", term.FencingToken(), shown(cmdArgs[0]))
 			c, err := startChild(cmdArgs, []string{
 				"COORD_FENCING_TOKEN=" + strconv.FormatInt(term.FencingToken(), 10),
 				"COORD_LEADER_ID=" + *id,
@@ -155,7 +162,7 @@ exits with the command's status (0 when it was not leading).`, `coordctl leader 
 	defer mu.Unlock()
 	switch {
 	case startErr != nil:
-		fmt.Fprintf(stderr, "coordctl leader run: cannot start %s: %v\n", cmdArgs[0], startErr)
+		fmt.Fprintf(stderr, "coordctl leader run: cannot start %s: %v\n", shown(cmdArgs[0]), startErr)
 		return exitStatusFor(startErr)
 	case err != nil:
 		return fail(stderr, "leader run", err)
@@ -184,6 +191,9 @@ coordctl leader status --key nightly --watch   # $COORD_REDIS_URL`)
 		return fs.usagef("unexpected arguments %s", echoArgs(fs.Args()))
 	case *watch && *poll <= 0:
 		return fs.usagef("--poll must be positive, got %v; e.g. --poll 1s", *poll)
+	}
+	if code := fs.checkKey(*key, "{K}:leader"); code != 0 {
+		return code
 	}
 	coord, _, _, stop, code := fs.connectCoord()
 	if stop == nil {

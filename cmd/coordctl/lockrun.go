@@ -50,6 +50,9 @@ coordctl lock run --key nightly-report --no-wait -- ./report.sh   # $COORD_REDIS
 	if *key == "" {
 		return fs.usagef("--key is required, e.g. --key nightly-report")
 	}
+	if code := fs.checkKey(*key, "{K}:lock", "{K}:fence"); code != 0 {
+		return code
+	}
 	if code := hf.check(cmdArgs, "./report.sh"); code != 0 {
 		return code
 	}
@@ -84,7 +87,7 @@ coordctl lock run --key nightly-report --no-wait -- ./report.sh   # $COORD_REDIS
 		return code
 	}
 	lk.KeepAlive()
-	logf("acquired lock %q with fencing token %d; starting %s", *key, lk.FencingToken(), cmdArgs[0])
+	logf("acquired lock %q with fencing token %d; starting %s", *key, lk.FencingToken(), shown(cmdArgs[0]))
 	return runHolding(lk, "lock", cmdArgs, []string{
 		"COORD_FENCING_TOKEN=" + strconv.FormatInt(lk.FencingToken(), 10),
 		"COORD_LOCK_KEY=" + *key,
@@ -284,7 +287,7 @@ func connectForCommand(fs *cmdFlags, cmdArgs []string) (coord *coordination.Coor
 		return nil, "", nil, fail(fs.stderr, fs.name, err)
 	}
 	if _, err := exec.LookPath(cmdArgs[0]); err != nil {
-		fmt.Fprintf(fs.stderr, "coordctl %s: cannot start %s: %v\n", fs.name, cmdArgs[0], err)
+		fmt.Fprintf(fs.stderr, "coordctl %s: cannot start %s: %v\n", fs.name, shown(cmdArgs[0]), err)
 		return nil, "", nil, exitStatusFor(err)
 	}
 	// Notify, not Ignore: an ignored signal stays ignored in the commands

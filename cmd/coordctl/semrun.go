@@ -53,6 +53,9 @@ coordctl semaphore run --key encoders --capacity 4 --no-wait -- ./encode.sh   # 
 	case *permits < 1 || *permits > *capacity:
 		return fs.usagef("--permits must be 1 to --capacity (%d), got %d; e.g. --permits 1", *capacity, *permits)
 	}
+	if code := fs.checkKey(*key); code != 0 {
+		return code
+	}
 	if code := hf.check(cmdArgs, "./encode.sh"); code != 0 {
 		return code
 	}
@@ -90,7 +93,7 @@ coordctl semaphore run --key encoders --capacity 4 --no-wait -- ./encode.sh   # 
 		return code
 	}
 	p.KeepAlive()
-	logf("acquired %d permit(s) of %q; starting %s", *permits, *key, cmdArgs[0])
+	logf("acquired %d permit(s) of %q; starting %s", *permits, *key, shown(cmdArgs[0]))
 	return runHolding(p, "permit", cmdArgs, []string{
 		"COORD_SEMAPHORE_KEY=" + *key,
 		"COORD_PERMITS=" + strconv.FormatInt(*permits, 10),
