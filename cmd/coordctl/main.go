@@ -9,6 +9,7 @@
 //	coordctl latch create|countdown|wait --key K        operate a countdown latch
 //	coordctl ratelimit try --key K --algorithm ...      take permits from a limiter
 //	coordctl denylist add|remove|check --key K ID       edit or query a deny list
+//	coordctl version                                    print the module version
 //
 // Every command takes --redis URL (default $COORD_REDIS_URL; rediss:// for
 // TLS, redis://user:PASSWORD@host:port/db for an ACL user), --cluster
@@ -73,6 +74,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return exitOK
 	}
+	if args[0] == "version" || args[0] == "--version" {
+		return runVersion(args[1:], stdout, stderr)
+	}
 	// Longest match first: "lock run" before "lock".
 	for n := min(2, len(args)); n >= 1; n-- {
 		if c, ok := commands[strings.Join(args[:n], " ")]; ok {
@@ -131,7 +135,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, exitTable)
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run a command with --help for its flags and an example.")
+	fmt.Fprintln(w, "Run a command with --help for its flags and an example; coordctl version prints")
+	fmt.Fprintln(w, "the module version.")
 }
 
 // usageGap is the gap between a usage's synopsis and its description.
