@@ -61,10 +61,12 @@ COORD_FENCING_TOKEN (the term's fencing token) and COORD_LEADER_ID in its enviro
 When leadership is lost the command gets SIGTERM (SIGKILL after --grace) and coordctl
 campaigns again. When the command exits on its own, coordctl releases leadership and
 exits with its status. On SIGINT/SIGTERM it stops the command, releases leadership and
-exits with the command's status (0 when it was not leading).`, `coordctl leader run --redis redis://127.0.0.1:6379/0 --key nightly --id "$(hostname)" --lease 15s -- ./report.sh`)
+exits with the command's status (0 when it was not leading). cmd and everything it
+starts never outlive the leadership: if coordctl dies (kill -9 included) they are
+killed at once (see coordctl lock run --help).`, `coordctl leader run --redis redis://127.0.0.1:6379/0 --key nightly --id "$(hostname)" --lease 15s -- ./report.sh`)
 	key := fs.String("key", "", "election name (keys {K}:leader and {K}:fence); required")
 	id := fs.String("id", defaultIdentity(), "this contender's identity, shown to the others")
-	lease := fs.Duration("lease", leader.DefaultLeaseDuration, "lease duration: a crashed leader is replaced after about this long")
+	lease := fs.Duration("lease", leader.DefaultLeaseDuration, "lease duration, at least 1s: a crashed leader is replaced after about this long")
 	retry := fs.Duration("retry", leader.DefaultRetryDelay, "retry delay between campaign attempts")
 	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command (0: SIGKILL at once)")
 	fs.allowZero("grace")

@@ -35,6 +35,10 @@ deadline, or it was taken over), cmd gets SIGTERM, then SIGKILL after --grace, a
 coordctl exits 75. On SIGINT/SIGTERM coordctl stops cmd the same way and releases
 the lock. A release is bounded by what is left of the lease: after a loss on a
 stopped server it gives up at once.
+cmd and everything it starts never outlive the lock: if coordctl dies (kill -9
+included) they are killed at once (on Linux even those that left cmd's process
+group; elsewhere on Unix its process group), and processes cmd leaves running
+when it exits get SIGTERM, then SIGKILL after --grace, before the release.
 
 Exit status: cmd's own (128+N when killed by signal N); 1 when --no-wait or
 --timeout found the lock held; 75 when the lock was lost while cmd ran; 127/126
@@ -107,7 +111,7 @@ type holdFlags struct {
 func addHoldFlags(fs *cmdFlags, what, busy string) *holdFlags {
 	h := &holdFlags{
 		fs:      fs,
-		ttl:     fs.Duration("ttl", 30*time.Second, "TTL of "+what+": a crashed coordctl's frees itself after this long"),
+		ttl:     fs.Duration("ttl", 30*time.Second, "TTL of "+what+", at least 1s: a crashed coordctl's frees itself after this long"),
 		timeout: fs.Duration("timeout", 0, "give up waiting for "+what+" after this long (exit 1); 0 waits forever"),
 		noWait:  fs.Bool("no-wait", false, "fail at once (exit 1) when "+what+" is "+busy),
 		grace:   fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command (0: SIGKILL at once)"),

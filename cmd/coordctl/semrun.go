@@ -29,6 +29,8 @@ COORD_PERMITS in its environment, renews the permits every TTL/3 and releases th
 when cmd exits. If they are lost (renewals fail until their local deadline, or an
 operator removed them), cmd gets SIGTERM, then SIGKILL after --grace, and coordctl
 exits 75. On SIGINT/SIGTERM coordctl stops cmd the same way and releases the permits.
+cmd and everything it starts never outlive the permits: if coordctl dies (kill -9
+included) they are killed at once (see coordctl lock run --help).
 Every user of K must give the same --capacity.
 
 Exit status: cmd's own (128+N when killed by signal N); 1 when --no-wait or --timeout
