@@ -89,6 +89,9 @@ func startMarked(t *testing.T, mark string, args ...string) *coordctlProc {
 // of its 3s, so it outlives coordctl by 2s at least: the tree must be gone
 // within that.
 func TestRunCommandTreeDiesWithCoordctl(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid (util-linux) to start a process that leaves the command's group")
+	}
 	url, raw := leaderServer(t)
 	coord, err := coordination.New(raw)
 	if err != nil {
@@ -171,6 +174,9 @@ func TestRunCommandTreeDiesWithCoordctl(t *testing.T) {
 // after --grace) before coordctl releases the lock and exits with the
 // command's status.
 func TestRunCommandLeftoversStoppedBeforeRelease(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid (util-linux) to start a process that leaves the command's group")
+	}
 	url, raw := leaderServer(t)
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
