@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/cliconn"
 )
 
@@ -22,7 +23,9 @@ const (
 	exitOK      = 0  // done; the lock/permit/latch/... was there
 	exitRefused = 1  // refused, not acquired, limited, denied, not found, or another failure
 	exitUsage   = 2  // bad flags, arguments or URL; unknown command or scenario
-	exitConn    = 3  // the server cannot be reached or refused authentication
+	exitConn    = 3  // the server cannot be reached (or the connection was lost)
+	exitAuth    = 4  // the server refused the user: NOAUTH (no password given) or WRONGPASS (wrong user or password)
+	exitPerm    = 5  // the server's ACL denied the user a command or key: NOPERM
 	exitLost    = 75 // the lock, permit or leadership was lost while the command ran (EX_TEMPFAIL)
 )
 
@@ -33,7 +36,10 @@ const exitTable = `Exit status (every command):
       kind or of other settings, a corrupt layout, or another failure
   2   usage: a bad flag, argument or URL (a database the server lacks, a duration
       that is not positive), no command, an unknown command or demo scenario
-  3   connection: the server cannot be reached, or refused the user or password
+  3   connection: the server cannot be reached, or the connection was lost
+  4   authentication: the server wants a password (NOAUTH), or refused the user
+      name or password (WRONGPASS)
+  5   permission: the server's ACL denies the user a command or key (NOPERM)
   75  lost: the lock, permit or leadership was lost while the command ran
   run commands (lock run, semaphore run, leader run) otherwise exit with the command's
   own status (128+N when it was killed by signal N; 127/126 when it cannot be started)`
@@ -75,21 +81,38 @@ func (c *connFlags) coordinator() (coord *coordination.Coordinator, client redis
 }
 
 // exitFor maps an error to an exit status: 2 for usage errors (a bad flag
-// or URL, an invalid argument), 3 when the server cannot be reached or
-// refused authentication, 1 otherwise.
+// or URL, an invalid argument), 4 when the server refused the user (NOAUTH,
+// WRONGPASS), 5 when its ACL denied a command or key (NOPERM), 3 when the
+// server cannot be reached or the connection was lost, 1 otherwise. The
+// refusals are told by the reply's error code (cliconn.Refusal).
 func exitFor(err error) int {
 	if errors.Is(err, coordination.ErrInvalidArgument) {
 		return exitUsage
 	}
+	switch cliconn.Refusal(err) {
+	case "NOPERM":
+		return exitPerm
+	case "NOAUTH", "WRONGPASS":
+		return exitAuth
+	}
 	return cliconn.ExitCode(err)
 }
 
-// fail prints "coordctl NAME: err" (with a hint for connection errors met
-// after connecting) and returns exitFor(err).
+// fail prints "coordctl NAME: err" (naming a refusal of the user met after
+// connecting, or a lost connection) and returns exitFor(err).
 func fail(stderr io.Writer, name string, err error) int {
 	code := exitFor(err)
 	var ce *cliconn.ConnError
-	if code == exitConn && !errors.As(err, &ce) {
+	switch {
+	case errors.As(err, &ce):
+		// Connect's errors say what happened and what to do.
+	case code == exitPerm:
+		fmt.Fprintf(stderr, "coordctl %s: the server's ACL denies this user a command or key coordctl needs (NOPERM; the library's least-privilege ACL line lists what to grant): %v\n", name, err)
+		return code
+	case code == exitAuth:
+		fmt.Fprintf(stderr, "coordctl %s: the server refused the user (%s): %v\n", name, cliconn.Refusal(err), err)
+		return code
+	case code == exitConn:
 		fmt.Fprintf(stderr, "coordctl %s: lost the connection to the server: %v\n", name, err)
 		return code
 	}
@@ -307,7 +330,9 @@ func (c *cmdFlags) exampleValue(name string) string {
 			}
 			return "30s"
 		case int, int64:
-			if f.DefValue != "0" {
+			// A default that is not a valid value (--count -1: "required")
+			// is never suggested.
+			if n, err := strconv.ParseInt(f.DefValue, 10, 64); err == nil && n > 0 {
 				return f.DefValue
 			}
 			return "3"
@@ -353,60 +378,41 @@ func (c *cmdFlags) connectCoord() (coord *coordination.Coordinator, client redis
 	return coord, client, desc, stop, 0
 }
 
-// redactor writes to w with every secret replaced by "xxxxx": coordctl's
-// own output passes through it, so that no error path can print a
-// password from the command line or the environment, whatever a library
-// error quotes.
-type redactor struct {
-	w       io.Writer
-	secrets []string
+// echoArgs is arguments as a message echoes them, each quoted, with the
+// credential part of any URL-like one masked (cliconn.RedactArg).
+func echoArgs(args []string) string {
+	shown := make([]string, len(args))
+	for i, a := range args {
+		shown[i] = strconv.Quote(cliconn.RedactArg(a))
+	}
+	return "[" + strings.Join(shown, " ") + "]"
 }
 
-// Write writes p with every password it knows masked; it implements io.Writer.
-func (r redactor) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(r.w, cliconn.Redact(string(p), r.secrets)); err != nil {
-		return 0, err
+// checkKey checks --key against the library's bound on a key
+// (check.MaxKeyBytes, not counting --prefix) as the command uses it: as
+// is, or inside each of shapes ("{K}:lock"). It returns 0, or the usage
+// exit status after one line naming the flag and its own bound.
+func (c *cmdFlags) checkKey(key string, shapes ...string) int {
+	extra := 0
+	for _, s := range shapes {
+		extra = max(extra, len(s)-len("K"))
 	}
-	return len(p), nil
+	limit := check.MaxKeyBytes - extra
+	if len(key) <= limit {
+		return 0
+	}
+	if len(shapes) == 0 {
+		return c.usagef("--key is %d bytes long; at most %d are allowed", len(key), limit)
+	}
+	return c.usagef("--key is %d bytes long; at most %d are allowed (the keys %s are at most %d bytes each)", len(key), limit, strings.Join(shapes, " and "), check.MaxKeyBytes)
 }
 
-// secretsOf collects the passwords in coordctl's arguments (the values of
-// --redis, --cluster and --sentinel, each read as what it is, and any
-// other URL-like argument before --) and in $COORD_REDIS_URL.
-func secretsOf(args []string, env string) []string {
-	kinds := map[string]func(string) []string{
-		"redis": cliconn.SecretsIn, "cluster": cliconn.ClusterSecrets, "sentinel": cliconn.SentinelSecrets,
+// checkIdentity checks an identity (--id, a deny list's ID) against the
+// library's bound on it (check.MaxIdentityBytes); what names it in the
+// message. It returns 0, or the usage exit status after one line.
+func (c *cmdFlags) checkIdentity(what, id string) int {
+	if len(id) > check.MaxIdentityBytes {
+		return c.usagef("%s is %d bytes long; at most %d are allowed", what, len(id), check.MaxIdentityBytes)
 	}
-	var out []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			break
-		}
-		if strings.HasPrefix(a, "-") {
-			name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-			if f, ok := kinds[name]; ok {
-				if !hasVal && i+1 < len(args) {
-					i++
-					val = args[i]
-				}
-				out = append(out, f(val)...)
-				continue
-			}
-		}
-		if strings.Contains(a, "://") {
-			out = append(out, cliconn.SecretsIn(a)...)
-		}
-	}
-	return append(out, cliconn.SecretsIn(env)...)
-}
-
-// unwrap returns the writer under a redactor: a command that coordctl
-// starts writes to coordctl's own stdout and stderr (a terminal stays a
-// terminal for it).
-func unwrap(w io.Writer) io.Writer {
-	if r, ok := w.(redactor); ok {
-		return r.w
-	}
-	return w
+	return 0
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/cliconn"
 )
 
 // scenario is one part of `coordctl demo`. Scenarios run in order; each
@@ -101,7 +102,7 @@ coordctl demo --cluster 127.0.0.1:7000,127.0.0.1:7001 --only semaphore`)
 	names = append(names, fs.Args()...)
 	for _, n := range names {
 		if !slices.ContainsFunc(scenarios, func(s scenario) bool { return s.name == n }) {
-			return fs.usagef("no scenario %q; the scenarios are %s", n, strings.Join(scenarioNames(), ", "))
+			return fs.usagef("no scenario %q; the scenarios are %s", cliconn.RedactArg(n), strings.Join(scenarioNames(), ", "))
 		}
 	}
 	var selected []scenario

@@ -115,9 +115,12 @@ func inspectScan(ctx context.Context, client redis.UniversalClient, prefix, patt
 				fmt.Fprintln(stdout, string(b))
 				continue
 			}
+			// One line per key, whatever the key or its problem hold:
+			// control characters escaped (layout.OneLine; the key through
+			// shown), and a key of no layout not called corrupt.
 			flag := ""
 			if r.Problem != "" && r.Kind != layout.KindMissing {
-				flag = "  CORRUPT: " + strings.ReplaceAll(r.Problem, "\t", " ")
+				flag = "  " + r.ProblemLabel() + layout.OneLine(r.Problem)
 			}
 			ttl := ttlShort(r.TTL)
 			if r.FieldTTLs != "" {

@@ -265,7 +265,7 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 var (
 	reDur     = regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|ms|s|m|h)\b`)
 	reTok     = regexp.MustCompile(`[0-9a-zA-Z_-]{8}…`) // base64url tokens may start with "-"
-	reJSONN   = regexp.MustCompile(`"(ttl_ms|expires_in|deadline_in|resets_in|next_refill_in|next_permit_in|full_again_in|ttl)":-?\d+`)
+	reJSONN   = regexp.MustCompile(`"((ttl|expires_in|deadline_in|resets_in|next_refill_in|next_permit_in|full_again_in)_ms)":-?\d+`)
 	reFenceUs = regexp.MustCompile(`\b[0-9]{13,}\b`) // an idempotency claim's fence: the server's clock in µs
 )
 
@@ -534,4 +534,45 @@ func TestInspectScanAligned(t *testing.T) {
 			t.Errorf("the long TTL is not listed:\n%s", out)
 		}
 	})
+}
+
+// inspect --scan says one line per key, whatever the key, its value or
+// its problem hold, and a key of no library layout is not called corrupt
+// (issue 22: a foreign string was labelled CORRUPT over several lines).
+func TestInspectScanOneLinePerKey(t *testing.T) {
+	url, raw := leaderServer(t)
+	ctx := context.Background()
+	for k, v := range map[string]string{
+		"scan:foreign":      "line one\nline two\tx",
+		"scan:odd\nkey":     "v",
+		"scan:{c2}:fence\r": "7",
+	} {
+		if err := raw.Set(ctx, k, v, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A fence counter with a TTL: corrupt.
+	if err := raw.Set(ctx, "scan:{c}:fence", "12", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "inspect", "--redis", url, "--scan", "scan:*")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if code != exitOK || len(lines) != 4 {
+		t.Fatalf("exit %d, %d lines for 4 keys:\n%s%s", code, len(lines), out, errOut)
+	}
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "unknown"):
+			if strings.Contains(l, "CORRUPT") || !strings.Contains(l, "not a library key") {
+				t.Errorf("a foreign key's line: %q", l)
+			}
+		case strings.Contains(l, `scan:{c}:fence`):
+			if !strings.Contains(l, "CORRUPT: ") || strings.Count(l, "CORRUPT") != 1 {
+				t.Errorf("a corrupt counter's line: %q", l)
+			}
+		}
+	}
+	if strings.Count(out, "CORRUPT: ") != 1 {
+		t.Errorf("want one corrupt key:\n%s", out)
+	}
 }

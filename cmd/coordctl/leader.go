@@ -61,10 +61,12 @@ COORD_FENCING_TOKEN (the term's fencing token) and COORD_LEADER_ID in its enviro
 When leadership is lost the command gets SIGTERM (SIGKILL after --grace) and coordctl
 campaigns again. When the command exits on its own, coordctl releases leadership and
 exits with its status. On SIGINT/SIGTERM it stops the command, releases leadership and
-exits with the command's status (0 when it was not leading).`, `coordctl leader run --redis redis://127.0.0.1:6379/0 --key nightly --id "$(hostname)" --lease 15s -- ./report.sh`)
+exits with the command's status (0 when it was not leading). cmd and everything it
+starts never outlive the leadership: if coordctl dies (kill -9 included) they are
+killed at once (see coordctl lock run --help).`, `coordctl leader run --redis redis://127.0.0.1:6379/0 --key nightly --id "$(hostname)" --lease 15s -- ./report.sh`)
 	key := fs.String("key", "", "election name (keys {K}:leader and {K}:fence); required")
 	id := fs.String("id", defaultIdentity(), "this contender's identity, shown to the others")
-	lease := fs.Duration("lease", leader.DefaultLeaseDuration, "lease duration: a crashed leader is replaced after about this long")
+	lease := fs.Duration("lease", leader.DefaultLeaseDuration, "lease duration, at least 1s: a crashed leader is replaced after about this long")
 	retry := fs.Duration("retry", leader.DefaultRetryDelay, "retry delay between campaign attempts")
 	grace := fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command (0: SIGKILL at once)")
 	fs.allowZero("grace")
@@ -79,12 +81,18 @@ exits with the command's status (0 when it was not leading).`, `coordctl leader 
 		return fs.usagef("a command is required after --, e.g. -- ./report.sh")
 	case *grace < 0:
 		return fs.usagef("--grace must not be negative; e.g. --grace 10s")
-	case *lease < leader.MinLeaseDuration:
-		return fs.usagef("--lease must be at least %v, got %v; e.g. --lease 15s", leader.MinLeaseDuration, *lease)
+	case *lease < max(minRunTTL, leader.MinLeaseDuration):
+		return fs.usagef("--lease must be at least %v (the command's processes must be gone before the lease can expire when coordctl dies), got %v; e.g. --lease 15s", max(minRunTTL, leader.MinLeaseDuration), *lease)
 	case *retry < time.Millisecond:
 		return fs.usagef("--retry must be at least 1ms, got %v; e.g. --retry 1s", *retry)
 	case *id == "":
 		return fs.usagef("--id must not be empty, e.g. --id \"$(hostname)\"")
+	}
+	if code := fs.checkKey(*key, "{K}:leader", "{K}:fence"); code != 0 {
+		return code
+	}
+	if code := fs.checkIdentity("--id", *id); code != 0 {
+		return code
 	}
 	coord, desc, stop, code := connectForCommand(fs, cmdArgs)
 	if stop == nil {
@@ -102,16 +110,17 @@ exits with the command's status (0 when it was not leading).`, `coordctl leader 
 		status   int // exit status to return
 		startErr error
 	)
-	logf := timeline(stderr, "leader run ["+*id+"]")
+	// The identity quoted: an --id with a newline cannot forge a log line.
+	logf := timeline(stderr, "leader run "+strconv.Quote(*id))
 	leaseKey, fenceKey := fencedKeys(*key, "leader")
 	e, err := leader.New(coord, leaseKey, fenceKey, *id,
 		leader.WithLeaseDuration(*lease), leader.WithRetryDelay(*retry),
 		leader.OnElected(func(tctx context.Context, term *leader.Term) error {
-			logf("elected with fencing token %d; starting %s", term.FencingToken(), cmdArgs[0])
+			logf("elected with fencing token %d; starting %s", term.FencingToken(), shown(cmdArgs[0]))
 			c, err := startChild(cmdArgs, []string{
 				"COORD_FENCING_TOKEN=" + strconv.FormatInt(term.FencingToken(), 10),
 				"COORD_LEADER_ID=" + *id,
-			}, stdout, stderr)
+			}, *grace, stdout, stderr, logf)
 			if err != nil {
 				mu.Lock()
 				startErr = err
@@ -155,7 +164,7 @@ exits with the command's status (0 when it was not leading).`, `coordctl leader 
 	defer mu.Unlock()
 	switch {
 	case startErr != nil:
-		fmt.Fprintf(stderr, "coordctl leader run: cannot start %s: %v\n", cmdArgs[0], startErr)
+		fmt.Fprintf(stderr, "coordctl leader run: cannot start %s: %v\n", shown(cmdArgs[0]), startErr)
 		return exitStatusFor(startErr)
 	case err != nil:
 		return fail(stderr, "leader run", err)
@@ -181,9 +190,12 @@ coordctl leader status --key nightly --watch   # $COORD_REDIS_URL`)
 	case *key == "":
 		return fs.usagef("--key is required, e.g. --key nightly")
 	case fs.NArg() > 0:
-		return fs.usagef("unexpected arguments %q", fs.Args())
+		return fs.usagef("unexpected arguments %s", echoArgs(fs.Args()))
 	case *watch && *poll <= 0:
 		return fs.usagef("--poll must be positive, got %v; e.g. --poll 1s", *poll)
+	}
+	if code := fs.checkKey(*key, "{K}:leader"); code != 0 {
+		return code
 	}
 	coord, _, _, stop, code := fs.connectCoord()
 	if stop == nil {

@@ -60,12 +60,11 @@ func startCoordctl(t *testing.T, args ...string) *coordctlProc {
 	// GORACE: a race-enabled binary otherwise sleeps 1 s before exiting.
 	p.cmd.Env = append(os.Environ(), "COORDCTL_TEST_AS_MAIN=1", "GORACE=atexit_sleep_ms=0")
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	// What coordctl gives its own commands (procAttr): a process group of
-	// its own, and on Linux SIGKILL when its parent, this test binary, dies
-	// (a panic, a -timeout, a killed go test), which cleanups do not
-	// survive. The commands coordctl starts lead groups of their own and
-	// die with it the same way (see child), so no shell loop outlives the
-	// test however it ends.
+	// A process group of its own, and on Linux SIGKILL when its parent,
+	// this test binary, dies (a panic, a -timeout, a killed go test), which
+	// cleanups do not survive. The commands coordctl starts die with it
+	// (their supervisor kills their tree: see child), so no shell loop
+	// outlives the test however it ends.
 	p.cmd.SysProcAttr = procAttr()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -79,7 +78,9 @@ func startCoordctl(t *testing.T, args ...string) *coordctlProc {
 		select {
 		case <-p.done: // reaped: its pid (and group id) may be reused
 		default:
-			kill(p.cmd.Process) // SIGKILL to coordctl's whole process group
+			// SIGKILL to coordctl alone: its supervisor (in coordctl's
+			// group) must live on to kill the command's tree.
+			killProcess(p.cmd.Process)
 		}
 		<-p.done
 	})

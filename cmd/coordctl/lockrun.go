@@ -35,6 +35,10 @@ deadline, or it was taken over), cmd gets SIGTERM, then SIGKILL after --grace, a
 coordctl exits 75. On SIGINT/SIGTERM coordctl stops cmd the same way and releases
 the lock. A release is bounded by what is left of the lease: after a loss on a
 stopped server it gives up at once.
+cmd and everything it starts never outlive the lock: if coordctl dies (kill -9
+included) they are killed at once (on Linux even those that left cmd's process
+group; elsewhere on Unix its process group), and processes cmd leaves running
+when it exits get SIGTERM, then SIGKILL after --grace, before the release.
 
 Exit status: cmd's own (128+N when killed by signal N); 1 when --no-wait or
 --timeout found the lock held; 75 when the lock was lost while cmd ran; 127/126
@@ -49,6 +53,9 @@ coordctl lock run --key nightly-report --no-wait -- ./report.sh   # $COORD_REDIS
 	cmdArgs := fs.Args()
 	if *key == "" {
 		return fs.usagef("--key is required, e.g. --key nightly-report")
+	}
+	if code := fs.checkKey(*key, "{K}:lock", "{K}:fence"); code != 0 {
+		return code
 	}
 	if code := hf.check(cmdArgs, "./report.sh"); code != 0 {
 		return code
@@ -84,7 +91,7 @@ coordctl lock run --key nightly-report --no-wait -- ./report.sh   # $COORD_REDIS
 		return code
 	}
 	lk.KeepAlive()
-	logf("acquired lock %q with fencing token %d; starting %s", *key, lk.FencingToken(), cmdArgs[0])
+	logf("acquired lock %q with fencing token %d; starting %s", *key, lk.FencingToken(), shown(cmdArgs[0]))
 	return runHolding(lk, "lock", cmdArgs, []string{
 		"COORD_FENCING_TOKEN=" + strconv.FormatInt(lk.FencingToken(), 10),
 		"COORD_LOCK_KEY=" + *key,
@@ -104,7 +111,7 @@ type holdFlags struct {
 func addHoldFlags(fs *cmdFlags, what, busy string) *holdFlags {
 	h := &holdFlags{
 		fs:      fs,
-		ttl:     fs.Duration("ttl", 30*time.Second, "TTL of "+what+": a crashed coordctl's frees itself after this long"),
+		ttl:     fs.Duration("ttl", 30*time.Second, "TTL of "+what+", at least 1s: a crashed coordctl's frees itself after this long"),
 		timeout: fs.Duration("timeout", 0, "give up waiting for "+what+" after this long (exit 1); 0 waits forever"),
 		noWait:  fs.Bool("no-wait", false, "fail at once (exit 1) when "+what+" is "+busy),
 		grace:   fs.Duration("grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command (0: SIGKILL at once)"),
@@ -120,8 +127,8 @@ func (h *holdFlags) check(cmdArgs []string, example string) int {
 	switch {
 	case len(cmdArgs) == 0:
 		return h.fs.usagef("a command is required after --, e.g. -- %s", example)
-	case *h.ttl < 10*time.Millisecond:
-		return h.fs.usagef("--ttl must be at least 10ms, got %v; e.g. --ttl 30s", *h.ttl)
+	case *h.ttl < minRunTTL:
+		return h.fs.usagef("--ttl must be at least %v (the command's processes must be gone before the lease can expire when coordctl dies), got %v; e.g. --ttl 30s", minRunTTL, *h.ttl)
 	case *h.timeout < 0:
 		return h.fs.usagef("--timeout must not be negative; e.g. --timeout 1m")
 	case *h.grace < 0:
@@ -188,10 +195,10 @@ func runHolding(h held, what string, cmdArgs, env []string, grace time.Duration,
 			logf("%s %s", what, out)
 		}
 	}
-	c, err := startChild(cmdArgs, env, stdout, stderr)
+	c, err := startChild(cmdArgs, env, grace, stdout, stderr, logf)
 	if err != nil {
 		release()
-		fmt.Fprintf(stderr, "coordctl %s: cannot start %s: %v\n", name, cmdArgs[0], err)
+		fmt.Fprintf(stderr, "coordctl %s: cannot start %s: %v\n", name, shown(cmdArgs[0]), err)
 		return exitStatusFor(err)
 	}
 	// stopFor stops the command with sig (why says why) and releases h.
@@ -284,10 +291,12 @@ func connectForCommand(fs *cmdFlags, cmdArgs []string) (coord *coordination.Coor
 		return nil, "", nil, fail(fs.stderr, fs.name, err)
 	}
 	if _, err := exec.LookPath(cmdArgs[0]); err != nil {
-		fmt.Fprintf(fs.stderr, "coordctl %s: cannot start %s: %v\n", fs.name, cmdArgs[0], err)
+		fmt.Fprintf(fs.stderr, "coordctl %s: cannot start %s: %v\n", fs.name, shown(cmdArgs[0]), err)
 		return nil, "", nil, exitStatusFor(err)
 	}
-	signal.Ignore(syscall.SIGPIPE)
+	// Notify, not Ignore: an ignored signal stays ignored in the commands
+	// coordctl starts, and a handled one is reset to its default there.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	coord, _, desc, stop, code = fs.connectCoord()
 	return coord, desc, stop, code
 }

@@ -9,6 +9,7 @@
 //	coordctl latch create|countdown|wait --key K        operate a countdown latch
 //	coordctl ratelimit try --key K --algorithm ...      take permits from a limiter
 //	coordctl denylist add|remove|check --key K ID       edit or query a deny list
+//	coordctl version                                    print the module version
 //
 // Every command takes --redis URL (default $COORD_REDIS_URL; rediss:// for
 // TLS, redis://user:PASSWORD@host:port/db for an ACL user), --cluster
@@ -57,13 +58,13 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run runs coordctl with args. Its own output goes through a redactor, so
-// that no password from the arguments or the environment is ever printed.
-// (The commands that lock run and friends start write to stdout and
-// stderr directly: see unwrap.)
+// run runs coordctl with args. No output carries a password, by
+// structure: a URL or connection value is only ever printed through
+// cliconn's masking (RedactURL and friends: the credential part and the
+// query items that are not go-redis settings shown as "xxxxx"), and an
+// argument echoed in a message goes through echoArg. Nothing else of the
+// output is searched or altered.
 func run(args []string, stdout, stderr io.Writer) int {
-	secrets := secretsOf(args, os.Getenv(cliconn.EnvURL))
-	stdout, stderr = redactor{stdout, secrets}, redactor{stderr, secrets}
 	if len(args) == 0 {
 		// No command is a usage error: the help goes to stderr.
 		usage(stderr)
@@ -72,6 +73,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stdout)
 		return exitOK
+	}
+	if args[0] == "version" || args[0] == "--version" {
+		return runVersion(args[1:], stdout, stderr)
 	}
 	// Longest match first: "lock run" before "lock".
 	for n := min(2, len(args)); n >= 1; n-- {
@@ -131,7 +135,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, exitTable)
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run a command with --help for its flags and an example.")
+	fmt.Fprintln(w, "Run a command with --help for its flags and an example; coordctl version prints")
+	fmt.Fprintln(w, "the module version.")
 }
 
 // usageGap is the gap between a usage's synopsis and its description.

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -119,4 +122,43 @@ func TestHelpColumnsAligned(t *testing.T) {
 		}
 		col = i
 	}
+}
+
+// coordctl version prints the module version the build recorded: "(devel)"
+// in a test binary and under go run, a pseudo-version or a tag when built
+// from a clone or installed (issue 22: there was no version command).
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, out, errOut := runCmd(t, args...)
+		if code != exitOK || errOut != "" || !strings.HasPrefix(out, "coordctl (devel) (github.com/coordkit/coordination") || !strings.Contains(out, runtime.Version()) || strings.Count(out, "\n") != 1 {
+			t.Errorf("coordctl %s: exit %d, stdout %q, stderr %q", args[0], code, out, errOut)
+		}
+	}
+	if code, _, errOut := runCmd(t, "version", "extra"); code != exitUsage || !strings.Contains(errOut, "takes no arguments") {
+		t.Errorf("coordctl version extra: exit %d, stderr %q", code, errOut)
+	}
+	// A binary built from this clone: the version go build stamps, the
+	// same one ReadBuildInfo reads (go version -m says it too).
+	if testing.Short() {
+		return
+	}
+	bin := filepath.Join(t.TempDir(), "coordctl")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	mod, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want string
+	for line := range strings.SplitSeq(string(mod), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "mod" && f[1] == "github.com/coordkit/coordination" {
+			want = f[2]
+		}
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil || want == "" || !strings.HasPrefix(string(out), "coordctl "+want+" (github.com/coordkit/coordination") {
+		t.Fatalf("built coordctl version = %q (%v); go version -m says %q", out, err, want)
+	}
+	t.Logf("%s", out)
 }

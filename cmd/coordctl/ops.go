@@ -39,11 +39,21 @@ func oneShot(fs *cmdFlags, args []string, key *string, nargs int, pre func() int
 	case *key == "":
 		return fs.usagef("--key is required, e.g. --key batch:42:done")
 	case nargs == 0 && fs.NArg() > 0:
-		return fs.usagef("unexpected arguments %q", fs.Args())
+		return fs.usagef("unexpected arguments %s", echoArgs(fs.Args()))
 	case nargs < 0 && fs.NArg() == 0:
 		return fs.usagef("give one or more identities after the flags, e.g. tenant:42")
 	case nargs > 0 && fs.NArg() != nargs:
 		return fs.usagef("give exactly %d identity after the flags, e.g. tenant:42", nargs)
+	}
+	if code := fs.checkKey(*key); code != 0 {
+		return code
+	}
+	if nargs != 0 {
+		for i, id := range fs.Args() {
+			if code := fs.checkIdentity(fmt.Sprintf("identity %d", i+1), id); code != 0 {
+				return code
+			}
+		}
 	}
 	if pre != nil {
 		if code := pre(); code != 0 {

@@ -208,7 +208,7 @@ coordctl idempotency show --key 8f14e45f --namespace tenant:42 --result | jq .`)
 			}
 			switch {
 			case *raw:
-				_, _ = io.WriteString(unwrap(stdout), res)
+				_, _ = io.WriteString(stdout, res)
 			case isHTTP:
 				_, _ = io.WriteString(stdout, rendered)
 			case printable(res):
@@ -408,14 +408,14 @@ coordctl repair semaphore --key encoders --permit 3f2a9c1e`)
 
 func runRepairLatch(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("repair latch", stdout, stderr, `usage: coordctl repair latch --key K --reset N [--deadline D] [--force]
-       coordctl repair latch --key K --delete
+       coordctl repair latch --key K --delete [--force]
 
 A broken latch (its deadline passed before it reached zero) stays broken: waiters
 get latch.ErrBroken. --reset replaces it with a new generation of count N (old
 waiters return, old count-downs are refused); it refuses a latch that is not
 broken (open or complete, in use) unless --force is given. --delete removes the
-latch (waiters return false, count-downs report not found). Both refuse a key
-that is not a latch.
+latch (waiters return false, count-downs report not found), and likewise asks for
+--force when the latch is not broken. Both refuse a key that is not a latch.
 Exit status: 0 done; 1 no such key, not a latch, or a latch that is not broken
 (without --force); 2 bad usage; 3 the server cannot be reached.`, `coordctl repair latch --redis redis://127.0.0.1:6379/0 --key batch:42:done --reset 3 --deadline 10m
 coordctl repair latch --key batch:42:done --delete`)
@@ -423,19 +423,22 @@ coordctl repair latch --key batch:42:done --delete`)
 	reset := fs.Int64("reset", -1, "replace the latch with a new generation of this count")
 	deadline := fs.Duration("deadline", 0, "with --reset: the new generation's deadline (omit: none)")
 	del := fs.Bool("delete", false, "delete the latch")
-	force := fs.Bool("force", false, "with --reset: replace a latch that is not broken (open or complete) too")
+	force := fs.Bool("force", false, "replace (--reset) or delete (--delete) a latch that is not broken (open or complete) too")
 	return oneShot(fs, args, key, 0, func() int {
 		if (*reset >= 0) == *del {
 			return fs.usagef("give --reset N or --delete, e.g. --reset 3")
-		}
-		if *force && *del {
-			return fs.usagef("--force goes with --reset, not --delete")
 		}
 		return 0
 	}, func(ctx context.Context, coord *coordination.Coordinator) int {
 		full := coord.Prefix() + *key
 		if *del {
-			r, err := guarded(ctx, coord.Client(), full, []string{latchcore.LatchLayout.Kind}, nil, func(p redis.Pipeliner, _ *layout.Report) { p.Del(ctx, full) })
+			r, err := guarded(ctx, coord.Client(), full, []string{latchcore.LatchLayout.Kind}, func(r *layout.Report) error {
+				if live(r) && !*force {
+					return fmt.Errorf("%w: the latch %q (generation %s) is %s, not broken: --delete would drop its waiters and count-downs; give --force to delete it anyway",
+						errRefused, full, fieldOf(r, "generation"), fieldOf(r, "state"))
+				}
+				return nil
+			}, func(p redis.Pipeliner, _ *layout.Report) { p.Del(ctx, full) })
 			if err != nil {
 				return refusal(stderr, fs.name, err)
 			}
@@ -447,9 +450,9 @@ coordctl repair latch --key batch:42:done --delete`)
 			return refusal(stderr, fs.name, err)
 		}
 		// A corrupt latch is broken too: the library cannot use it.
-		if state := fieldOf(r, "state"); !strings.HasPrefix(state, "broken") && r.Problem == "" && !*force {
+		if live(r) && !*force {
 			fmt.Fprintf(stderr, "coordctl repair latch: the latch %q (generation %s) is %s, not broken: --reset would drop its waiters and count-downs; give --force to replace it anyway\n",
-				full, fieldOf(r, "generation"), state)
+				full, fieldOf(r, "generation"), fieldOf(r, "state"))
 			return exitRefused
 		}
 		var opts []latch.Option
@@ -467,6 +470,13 @@ coordctl repair latch --key batch:42:done --delete`)
 		fmt.Fprintf(stdout, "replaced the latch %q (generation %s, %s) with generation %d, count %d\n", full, fieldOf(r, "generation"), fieldOf(r, "state"), l.Number(), l.Initial())
 		return exitOK
 	})
+}
+
+// live reports whether a latch is in use: open or complete, neither
+// broken nor corrupt (a corrupt latch is broken too: the library cannot
+// use it).
+func live(r *layout.Report) bool {
+	return !strings.HasPrefix(fieldOf(r, "state"), "broken") && r.Problem == ""
 }
 
 // claimResult reads the stored result of the completed claim at key.

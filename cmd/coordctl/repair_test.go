@@ -201,8 +201,14 @@ func TestRepairLatch(t *testing.T) {
 		expect(t, exitOK, "0 left", cmdline(b, "latch countdown", "--key", "broken")...)
 		expect(t, exitRefused, "is complete, not broken", cmdline(b, "repair latch", "--key", "broken", "--reset", "1")...)
 		expect(t, exitOK, "with generation 3, count 1", cmdline(b, "repair latch", "--key", "broken", "--reset", "1", "--force")...)
-		expect(t, exitUsage, "--force goes with --reset", cmdline(b, "repair latch", "--key", "broken", "--delete", "--force")...)
-		expect(t, exitOK, "deleted the latch", cmdline(b, "repair latch", "--key", "broken", "--delete")...)
+		// --delete of a latch in use (generation 3 is open) asks for --force
+		// too (issue 22: it deleted a live latch without it; this test once
+		// expected "--force goes with --reset" here).
+		expect(t, exitRefused, "is open, not broken: --delete would drop its waiters", cmdline(b, "repair latch", "--key", "broken", "--delete")...)
+		if n, err := b.Client(t).Exists(ctx, b.Key("broken")).Result(); err != nil || n != 1 {
+			t.Fatalf("the refused --delete deleted the latch: %d, %v", n, err)
+		}
+		expect(t, exitOK, "deleted the latch", cmdline(b, "repair latch", "--key", "broken", "--delete", "--force")...)
 		expect(t, exitRefused, "no such key", cmdline(b, "repair latch", "--key", "broken", "--delete")...)
 		sem, _ := semaphore.New(coord, "sem", 1)
 		p, err := sem.TryAcquire(ctx, time.Hour)

@@ -29,6 +29,8 @@ COORD_PERMITS in its environment, renews the permits every TTL/3 and releases th
 when cmd exits. If they are lost (renewals fail until their local deadline, or an
 operator removed them), cmd gets SIGTERM, then SIGKILL after --grace, and coordctl
 exits 75. On SIGINT/SIGTERM coordctl stops cmd the same way and releases the permits.
+cmd and everything it starts never outlive the permits: if coordctl dies (kill -9
+included) they are killed at once (see coordctl lock run --help).
 Every user of K must give the same --capacity.
 
 Exit status: cmd's own (128+N when killed by signal N); 1 when --no-wait or --timeout
@@ -52,6 +54,9 @@ coordctl semaphore run --key encoders --capacity 4 --no-wait -- ./encode.sh   # 
 		return fs.usagef("--capacity is required, 1 or more, e.g. --capacity 4")
 	case *permits < 1 || *permits > *capacity:
 		return fs.usagef("--permits must be 1 to --capacity (%d), got %d; e.g. --permits 1", *capacity, *permits)
+	}
+	if code := fs.checkKey(*key); code != 0 {
+		return code
 	}
 	if code := hf.check(cmdArgs, "./encode.sh"); code != 0 {
 		return code
@@ -90,7 +95,7 @@ coordctl semaphore run --key encoders --capacity 4 --no-wait -- ./encode.sh   # 
 		return code
 	}
 	p.KeepAlive()
-	logf("acquired %d permit(s) of %q; starting %s", *permits, *key, cmdArgs[0])
+	logf("acquired %d permit(s) of %q; starting %s", *permits, *key, shown(cmdArgs[0]))
 	return runHolding(p, "permit", cmdArgs, []string{
 		"COORD_SEMAPHORE_KEY=" + *key,
 		"COORD_PERMITS=" + strconv.FormatInt(*permits, 10),

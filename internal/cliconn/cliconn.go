@@ -21,8 +21,6 @@ import (
 	"net/url"
 	"os"
 	"regexp"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -85,13 +83,6 @@ func (f *Flags) Resolve() error {
 		f.URL = os.Getenv(EnvURL)
 	}
 	return nil
-}
-
-// Secrets returns the passwords the flags carry (for [Redact]).
-func (f *Flags) Secrets() []string {
-	s := SecretsIn(f.URL)
-	s = append(s, ClusterSecrets(f.Cluster)...)
-	return append(s, SentinelSecrets(f.Sentinel)...)
 }
 
 // UsageError is a wrong flag or URL: exit status 2.
@@ -572,7 +563,7 @@ func (f *Flags) Connect(ctx context.Context) (*Client, error) {
 		if isBadDB(err) {
 			return nil, usagef("--redis %s: the server has no database %d (%s); its databases are 0 to N-1 (CONFIG GET databases), e.g. --redis %s", RedactURL(f.URL), o.DB, "DB index is out of range", ExampleURL)
 		}
-		return nil, &ConnError{Msg: Redact(err.Error(), f.Secrets()), Err: err}
+		return nil, &ConnError{Msg: err.Error(), Err: err}
 	}
 	return &Client{UniversalClient: c, Desc: desc}, nil
 }
@@ -642,21 +633,63 @@ func Ping(ctx context.Context, c redis.UniversalClient, hadPassword bool) error 
 }
 
 func describeConnErr(err error, hadPassword bool) error {
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "NOAUTH"):
-		return fmt.Errorf("the server wants a password (NOAUTH): give it in the URL, e.g. --redis %s (percent-encode special characters, e.g. @ as %%40), or in $%s", ExampleURL, EnvURL)
-	case strings.Contains(msg, "WRONGPASS"), strings.Contains(msg, "invalid password"), strings.Contains(msg, "invalid username-password"):
-		return fmt.Errorf("the server refused the user name or password (WRONGPASS): check the user:PASSWORD part of the URL, e.g. --redis %s", ExampleURL)
-	case strings.Contains(msg, "NOPERM"):
-		return fmt.Errorf("the server's ACL denies this user a command coordctl needs (NOPERM): %v", err)
-	case strings.Contains(msg, "without any password configured") || strings.Contains(msg, "AUTH <password> called"):
-		return fmt.Errorf("the URL gives a password but the server has none configured: remove user:PASSWORD@ from the URL")
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded):
-		return fmt.Errorf("cannot reach the server: no answer within %v (is the address right? does it need rediss:// for TLS?)", PingTimeout)
-	}
 	_ = hadPassword
-	return fmt.Errorf("cannot reach the server: %v", err)
+	wrap := func(format string, a ...any) error { return &describedError{msg: fmt.Sprintf(format, a...), err: err} }
+	switch Refusal(err) {
+	case "NOAUTH":
+		return wrap("the server wants a password (NOAUTH): give it in the URL, e.g. --redis %s (percent-encode special characters, e.g. @ as %%40), or in $%s", ExampleURL, EnvURL)
+	case "WRONGPASS":
+		if strings.Contains(err.Error(), "without any password configured") {
+			return wrap("the URL gives a password but the server has none configured (WRONGPASS): remove user:PASSWORD@ from the URL")
+		}
+		return wrap("the server refused the user name or password (WRONGPASS): check the user:PASSWORD part of the URL, e.g. --redis %s", ExampleURL)
+	case "NOPERM":
+		return wrap("the server's ACL denies this user a command coordctl needs (NOPERM): %v", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return wrap("cannot reach the server: no answer within %v (is the address right? does it need rediss:// for TLS?)", PingTimeout)
+	}
+	return wrap("cannot reach the server: %v", err)
+}
+
+// describedError is a connection error said in words of our own; Unwrap
+// returns the client's error (for Refusal and errors.Is).
+type describedError struct {
+	msg string
+	err error
+}
+
+// Error returns the error's message.
+func (e *describedError) Error() string { return e.msg }
+
+// Unwrap returns the client's error.
+func (e *describedError) Unwrap() error { return e.err }
+
+// Refusal names the server's refusal of the connection's user that err
+// carries: "NOAUTH" (the server wants a password and none was given),
+// "WRONGPASS" (the user name or password is wrong, or a password was given
+// to a server that has none), "NOPERM" (the ACL denies the user a command
+// or a key), or "" for any other error. It reads the error code of the
+// first server error reply in err's chain (the reply's first word), never
+// the text around it.
+func Refusal(err error) string {
+	var re redis.Error
+	if err == nil || !errors.As(err, &re) {
+		return ""
+	}
+	msg := re.Error()
+	code, _, _ := strings.Cut(msg, " ")
+	switch code {
+	case "NOAUTH", "WRONGPASS", "NOPERM":
+		return code
+	case "ERR":
+		// Servers older than ACLs, and a password given to a server that
+		// has none, say it with ERR.
+		if strings.HasPrefix(msg, "ERR invalid password") || strings.Contains(msg, "without any password configured") {
+			return "WRONGPASS"
+		}
+	}
+	return ""
 }
 
 // IsConnError reports whether err (from any command, not only Connect)
@@ -687,170 +720,19 @@ func IsConnError(err error) bool {
 	return false
 }
 
-// SecretsIn returns the passwords in a URL-like value (a --redis URL, or
-// any argument with "://"), found even when the value does not parse:
-// the userinfo's password (the text between "scheme://" (or the start)
-// and the last '@', after its first ':'; all of it when it has no ':',
-// which may be a password), and the values of password-like query
-// parameters (?password=, ?sentinel_password=, ...); each in its raw and
-// its percent-decoded form. A value without "://" nor '@' (a password
-// given as the URL by mistake) is a secret as a whole. For --cluster and
-// --sentinel values use [ClusterSecrets] and [SentinelSecrets]: a
-// sentinel's MASTER@ is not a password.
-func SecretsIn(v string) []string {
-	_, rest, ok := strings.Cut(v, "://")
-	if !ok {
-		if !strings.Contains(v, "@") {
-			return withDecoded(v)
-		}
-		rest = v
+// RedactArg is a command-line argument as a message may echo it: a
+// URL-like value (one with "://") as RedactURL shows it, an item with an
+// '@' ("user:PASSWORD@host:port") with the part before its last '@'
+// masked as redactItem does, any other value unchanged. Only the
+// credential part is masked: the rest is shown as given.
+func RedactArg(a string) string {
+	switch {
+	case strings.Contains(a, "://"):
+		return RedactURL(a)
+	case strings.Contains(a, "@"):
+		return redactItem(a)
 	}
-	var out []string
-	info, tail, has := splitUserinfo(rest)
-	if has {
-		out = append(out, userinfoSecrets(info)...)
-		// --sentinel-like: user:pass@master@addrs; the userinfo may end
-		// at the first '@'.
-		if first, _, _ := strings.Cut(info, "@"); first != info {
-			out = append(out, userinfoSecrets(first)...)
-		}
-	}
-	_, query, _ := strings.Cut(tail, "?")
-	return uniq(append(out, querySecrets(query)...))
-}
-
-// ClusterSecrets returns the passwords in a --cluster value: the
-// user:password part after its scheme, and any user:password@ part of an
-// item (given by mistake, without a scheme or before a later address).
-func ClusterSecrets(v string) []string {
-	_, rest, ok := strings.Cut(v, "://")
-	if !ok {
-		rest = v
-	}
-	var out []string
-	if info, _, has := credsPart("--cluster", rest); has {
-		out = append(out, userinfoSecrets(info)...)
-	}
-	_, query, _ := strings.Cut(rest, "?")
-	out = append(out, querySecrets(query)...)
-	return uniq(append(out, itemSecrets(rest)...))
-}
-
-// SentinelSecrets returns the passwords in a --sentinel value
-// ([redis[s]://[user:pass@]]MASTER@host:port,...; see splitSentinel): the
-// user:password part (after a scheme, the text before the first '@';
-// without one, a first item's text before its first of two '@', or
-// before its one '@' when that text has a ':'), password-like query
-// values, and any user:password@ part of a later address; never a master
-// name.
-func SentinelSecrets(v string) []string {
-	_, rest, hasScheme := strings.Cut(v, "://")
-	if !hasScheme {
-		rest = v
-	}
-	var out []string
-	first, _, _ := strings.Cut(rest, ",")
-	list := rest
-	if info, after, has := strings.Cut(rest, "@"); has {
-		list = after
-		if hasScheme || strings.Count(first, "@") >= 2 || strings.Contains(info, ":") {
-			out = append(out, userinfoSecrets(info)...)
-			if _, l, ok := strings.Cut(after, "@"); ok {
-				list = l
-			}
-		}
-	}
-	out = append(out, itemSecrets(list)...)
-	_, query, _ := strings.Cut(rest, "?")
-	return uniq(append(out, querySecrets(query)...))
-}
-
-// itemSecrets returns the passwords of the comma-separated items of list
-// that carry a user:password@ part.
-func itemSecrets(list string) []string {
-	var out []string
-	for a := range strings.SplitSeq(list, ",") {
-		if at := strings.LastIndex(a, "@"); at >= 0 {
-			out = append(out, userinfoSecrets(strings.TrimSpace(a[:at]))...)
-		}
-	}
-	return out
-}
-
-// userinfoSecrets returns the password of a "user:pass" userinfo (all of
-// it when it has no ':'), raw and percent-decoded.
-func userinfoSecrets(info string) []string {
-	_, pass, ok := strings.Cut(info, ":")
-	if !ok {
-		pass = info
-	}
-	return withDecoded(pass)
-}
-
-func withDecoded(p string) []string {
-	if p == "" {
-		return nil
-	}
-	out := []string{p}
-	if dec, err := url.QueryUnescape(p); err == nil && dec != p && dec != "" {
-		out = append(out, dec)
-	}
-	if dec, err := url.PathUnescape(p); err == nil && dec != p && dec != "" && dec != out[len(out)-1] {
-		out = append(out, dec)
-	}
-	return out
-}
-
-// passwordParam matches the query parameters whose values are secrets
-// (go-redis has none; a user may still try ?password=).
-var passwordParam = regexp.MustCompile(`(?i)pass|pwd|secret|auth|token|cred|key`)
-
-// querySecrets returns the query items (the text after '?') that may be
-// secret: the values of password-like parameters, and the values (or,
-// without one, the names) of the other items that are not go-redis
-// options, when they are long enough to be a password (a short one would
-// mask unrelated output; messages never show them anyway, see RedactURL).
-func querySecrets(query string) []string {
-	var out []string
-	for kv := range strings.SplitSeq(query, "&") {
-		k, v, hasVal := strings.Cut(kv, "=")
-		switch {
-		case passwordParam.MatchString(k):
-			out = append(out, withDecoded(v)...)
-		case goRedisOptions[k] || knownNames[k]:
-		case !hasVal && len(k) >= 6:
-			out = append(out, withDecoded(k)...)
-		case hasVal && len(v) >= 6:
-			out = append(out, withDecoded(v)...)
-		}
-	}
-	return out
-}
-
-// Redact replaces every secret in s by "xxxxx", in one pass (longest
-// secret first where two overlap).
-func Redact(s string, secrets []string) string {
-	secrets = uniq(secrets)
-	if len(secrets) == 0 {
-		return s
-	}
-	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
-	pairs := make([]string, 0, 2*len(secrets))
-	for _, p := range secrets {
-		pairs = append(pairs, p, "xxxxx")
-	}
-	return strings.NewReplacer(pairs...).Replace(s)
-}
-
-// uniq returns the non-empty strings of s, each once, in order.
-func uniq(s []string) []string {
-	var out []string
-	for _, v := range s {
-		if v != "" && !slices.Contains(out, v) {
-			out = append(out, v)
-		}
-	}
-	return out
+	return a
 }
 
 // RedactURL returns a URL-like value as messages show it: the userinfo

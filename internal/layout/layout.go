@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Kinds that belong to no primitive.
@@ -99,8 +100,8 @@ func (r *Report) Bad(format string, a ...any) {
 }
 
 // MarshalJSON writes the report as one object, fields in order: key,
-// kind, ttl_ms, the fields (names with '_' for ' ' and '-'), entries and
-// problem.
+// kind, ttl_ms, the fields (see jsonName: names with '_' for ' ' and '-',
+// durations in milliseconds named with "_ms"), entries and problem.
 func (r *Report) MarshalJSON() ([]byte, error) {
 	var b strings.Builder
 	b.WriteString("{")
@@ -121,7 +122,7 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 	write("kind", r.Kind)
 	write("ttl_ms", r.TTL)
 	for _, f := range r.Fields {
-		write(jsonName(f.K), jsonValue(f.V))
+		write(jsonName(f.K, f.V), jsonValue(f.V))
 	}
 	if r.Entries != nil {
 		var es []json.RawMessage
@@ -132,7 +133,7 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 				if i > 0 {
 					eb.WriteString(",")
 				}
-				kb, _ := json.Marshal(jsonName(f.K))
+				kb, _ := json.Marshal(jsonName(f.K, f.V))
 				vb, _ := json.Marshal(jsonValue(f.V))
 				eb.Write(kb)
 				eb.WriteString(":")
@@ -150,7 +151,16 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 	return []byte(b.String()), nil
 }
 
-func jsonName(k string) string { return strings.NewReplacer(" ", "_", "-", "_").Replace(k) }
+// jsonName is a field's JSON name: its name with '_' for ' ' and '-', and
+// "_ms" after the name of a duration (written in milliseconds), so that
+// every field has one unit and names it (ttl_ms, deadline_in_ms).
+func jsonName(k string, v any) string {
+	n := strings.NewReplacer(" ", "_", "-", "_").Replace(k)
+	if _, ok := v.(time.Duration); ok && !strings.HasSuffix(n, "_ms") {
+		n += "_ms"
+	}
+	return n
+}
 
 // jsonValue turns durations into milliseconds.
 func jsonValue(v any) any {
@@ -164,7 +174,8 @@ func jsonValue(v any) any {
 }
 
 // Text writes the report for a terminal: key, kind and ttl lines, a line
-// per field (aligned), a line per entry, and "CORRUPT: " and the problem.
+// per field (aligned), a line per entry, and the problem on one line
+// after ProblemLabel.
 func (r *Report) Text() string {
 	var b strings.Builder
 	ttl := TTLText(r.TTL)
@@ -187,7 +198,33 @@ func (r *Report) Text() string {
 		fmt.Fprintf(&b, "  - %s\n", strings.Join(parts, "  "))
 	}
 	if r.Problem != "" {
-		fmt.Fprintf(&b, "CORRUPT: %s\n", r.Problem)
+		fmt.Fprintf(&b, "%s%s\n", r.ProblemLabel(), OneLine(r.Problem))
+	}
+	return b.String()
+}
+
+// ProblemLabel is what precedes the problem in a report's text: "CORRUPT: "
+// for a key of a library layout that does not hold what the layout says,
+// "not a library key: " for a key of no layout (KindUnknown), which is
+// nothing wrong.
+func (r *Report) ProblemLabel() string {
+	if r.Kind == KindUnknown {
+		return "not a library key: "
+	}
+	return "CORRUPT: "
+}
+
+// OneLine is s with every control character (a newline, a tab, ...)
+// written as its Go escape (\n, \t, \x00), so that it prints on one line.
+func OneLine(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if unicode.IsControl(c) {
+			q := strconv.QuoteRune(c)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(c)
 	}
 	return b.String()
 }

@@ -67,7 +67,9 @@ func TestReportForms(t *testing.T) {
 		t.Errorf("Text:\n%q\nwant\n%q", got, want)
 	}
 	b, err := json.Marshal(r)
-	wantJSON := `{"key":"a\u0000b","kind":"thing","ttl_ms":1500,"left":2,"long_name":null,"entries":[{"owner":"x y","ttl":1000}],"problem":"bad 1"}`
+	// Durations are named with their unit (issue 22: "left" and "ttl"
+	// were milliseconds next to ttl_ms).
+	wantJSON := `{"key":"a\u0000b","kind":"thing","ttl_ms":1500,"left_ms":2,"long_name_ms":null,"entries":[{"owner":"x y","ttl_ms":1000}],"problem":"bad 1"}`
 	if err != nil || string(b) != wantJSON {
 		t.Errorf("JSON %s (%v)\nwant %s", b, err, wantJSON)
 	}
@@ -75,5 +77,19 @@ func TestReportForms(t *testing.T) {
 		if got := TTLText(ms); got != want {
 			t.Errorf("TTLText(%d) = %q, want %q", ms, got, want)
 		}
+	}
+}
+
+// The problem is said on one line, and a key of no layout is not called
+// corrupt.
+func TestProblemOneLine(t *testing.T) {
+	r := &Report{Key: "k", Kind: KindUnknown}
+	r.Bad("a string of no library layout: %s", "line one\nline two\tx")
+	if got, want := r.Text(), "key:   k\nkind:  unknown\nttl:   0s\nnot a library key: a string of no library layout: line one\\nline two\\tx\n"; got != want {
+		t.Errorf("Text:\n%q\nwant\n%q", got, want)
+	}
+	r.Kind = "lock"
+	if !strings.Contains(r.Text(), "\nCORRUPT: a string") {
+		t.Errorf("a corrupt lock is not said CORRUPT:\n%s", r.Text())
 	}
 }
