@@ -48,7 +48,7 @@ func TestExamplesBuildOutsideTheRepository(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	bin := copytest.Build(t, copytest.Options{Root: "..", Sums: []string{"../go.sum"}, Race: raceEnabled}, inModule...)
+	bin := copytest.Build(t, copytest.Options{Root: "..", Sums: []string{"../go.sum"}}, inModule...)
 	t.Logf("copied, tidied and built %v in %v", inModule, time.Since(start).Round(time.Millisecond))
 	flagLine := regexp.MustCompile(`(?m)^  (-[a-z-]+)`)
 	for _, dir := range inModule {

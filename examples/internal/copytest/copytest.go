@@ -38,9 +38,6 @@ type Options struct {
 	// so that go mod tidy finds every checksum it needs without asking
 	// the checksum database.
 	Sums []string
-	// Race builds with -race (the test binary's own mode, so that the
-	// build reuses the packages its test run compiled).
-	Race bool
 }
 
 // Build copies the non-test .go files of each directory in dirs (relative
@@ -48,7 +45,8 @@ type Options struct {
 // fresh module under t.TempDir(), tidies the module (go mod tidy, with
 // GOFLAGS=-mod=mod and GOWORK=off, GOPROXY as the environment has it) and
 // builds every example into the returned directory, one executable per
-// example named after its directory. It fails t when a directory is not a
+// example named after its directory (with -race when the test runs with
+// the race detector). It fails t when a directory is not a
 // main package, imports an internal package of the library, or does not
 // build.
 func Build(t testing.TB, o Options, dirs ...string) (binDir string) {
@@ -66,7 +64,11 @@ func Build(t testing.TB, o Options, dirs ...string) (binDir string) {
 		t.Fatalf("the temporary module %s is inside the repository %s: set TMPDIR elsewhere", mod, root)
 	}
 	for _, dir := range dirs {
-		if err := copyExample(dir, filepath.Join(mod, filepath.Base(dir)), true); err != nil {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := copyExample(dir, filepath.Join(mod, filepath.Base(abs)), true); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -89,7 +91,9 @@ func Build(t testing.TB, o Options, dirs ...string) (binDir string) {
 	}
 	binDir = filepath.Join(mod, "bin")
 	build := []string{"build", "-o", binDir + string(filepath.Separator)}
-	if o.Race {
+	if raceEnabled {
+		// The test runs with the race detector: so does the build, which
+		// then reuses the packages the test run compiled.
 		build = append(build, "-race")
 	}
 	for _, args := range [][]string{{"mod", "tidy"}, append(build, "./...")} {

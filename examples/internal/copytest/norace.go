@@ -1,5 +1,5 @@
 //go:build !race
 
-package examples_test
+package copytest
 
 const raceEnabled = false
