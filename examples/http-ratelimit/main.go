@@ -2,7 +2,8 @@
 // limits:
 //
 //  1. an instance concurrency guard: at most 64 requests in progress on this
-//     instance, else 503 Service Unavailable (the service is saturated);
+//     instance, else 503 Service Unavailable (the service is saturated, or
+//     Redis cannot be reached: this layer fails closed);
 //  2. a per-client token bucket: bursts of 20, 10 requests per second
 //     sustained, per authenticated tenant (or per client address when
 //     anonymous), else 429 Too Many Requests; clients on the deny list
@@ -151,7 +152,9 @@ func newApp(coord *coordination.Coordinator, instance string) (http.Handler, fun
 	var failures atomic.Int64
 	// 1. Instance guard: the key includes the instance, so each instance
 	// has its own 64 slots. It protects this process, so it refuses when
-	// Redis is unreachable rather than admitting unbounded work.
+	// Redis is unreachable rather than admitting unbounded work: while
+	// Redis is down every limited route answers 503 (FailOpen here would
+	// keep the API up without Redis, unguarded).
 	guard, err := ratelimit.NewConcurrency(coord, ratelimit.PartitionKey("limits:instance", instance), 64,
 		ratelimit.WithLeaseDuration(30*time.Second), ratelimit.WithFailureMode(ratelimit.FailClosed))
 	if err != nil {
@@ -159,8 +162,8 @@ func newApp(coord *coordination.Coordinator, instance string) (http.Handler, fun
 	}
 	// 2. Per-client token bucket, behind the deny list (one shared list
 	// and cache for every client's limiter). Quota layers fail open: a
-	// Redis outage should not take the API down, and the guard still
-	// bounds the load.
+	// quota that cannot be decided does not refuse the request (the guard
+	// above decides what an outage does).
 	denied, err := ratelimit.NewDenyList(coord, "limits:denied")
 	if err != nil {
 		return nil, nil, err
