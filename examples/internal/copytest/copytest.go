@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Module is the library's module path.
@@ -97,9 +98,11 @@ func Build(t testing.TB, o Options, dirs ...string) (binDir string) {
 		build = append(build, "-race")
 	}
 	for _, args := range [][]string{{"mod", "tidy"}, append(build, "./...")} {
+		start := time.Now()
 		if err := goCmd(mod, args...); err != nil {
 			t.Fatalf("go %s in a copy of %v: %v", strings.Join(args, " "), dirs, err)
 		}
+		t.Logf("go %s: %v", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
 	}
 	return binDir
 }
