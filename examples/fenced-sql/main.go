@@ -17,13 +17,15 @@
 //	cd examples/fenced-sql && go run .
 //
 // This is its own Go module, so that the library's go.mod stays free of
-// the SQLite driver.
+// the SQLite driver. It uses only the public API; README.md beside this
+// file shows a session.
 package main
 
 import (
 	"context"
 	"database/sql"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,6 +41,16 @@ import (
 )
 
 func main() {
+	flag.Usage = func() {
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: fenced-sql\n\n"+
+			"Runs the paused-holder scenario on three embedded Redis servers and a\n"+
+			"SQLite database in a temporary folder; it takes no flags or arguments.")
+	}
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "fenced-sql: unexpected argument %q (see -h)\n", flag.Arg(0))
+		os.Exit(2)
+	}
 	if err := run(context.Background(), os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "fenced-sql:", err)
 		os.Exit(1)

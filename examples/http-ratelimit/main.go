@@ -2,7 +2,8 @@
 // limits:
 //
 //  1. an instance concurrency guard: at most 64 requests in progress on this
-//     instance, else 503 Service Unavailable (the service is saturated);
+//     instance, else 503 Service Unavailable (the service is saturated, or
+//     Redis cannot be reached: this layer fails closed);
 //  2. a per-client token bucket: bursts of 20, 10 requests per second
 //     sustained, per authenticated tenant (or per client address when
 //     anonymous), else 429 Too Many Requests; clients on the deny list
@@ -23,10 +24,12 @@
 // ...", "dial: connection refused") and GET /health/limits counts the
 // failures.
 //
-//	go run ./examples/http-ratelimit                       # embedded Redis
-//	go run ./examples/http-ratelimit -redis redis://127.0.0.1:6379/0
+//	go run . -redis redis://127.0.0.1:6379/0 -addr 127.0.0.1:8080
+//	go run . -redis redis://127.0.0.1:6379/0 -addr 127.0.0.1:8081   # a second replica
 //	curl -i -H 'Authorization: Bearer demo-token-acme' localhost:8080/catalog
-//	redis-cli SADD http-ratelimit:limits:denied tenant:globex   # deny a tenant (real Redis)
+//	redis-cli SADD http-ratelimit:limits:denied tenant:globex   # deny a tenant
+//
+// It uses only the public API; README.md beside this file shows a session.
 package main
 
 import (
@@ -36,32 +39,36 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/cliconn"
+	"github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/ratelimit"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
-	var conn cliconn.Flags
-	conn.Register(flag.CommandLine) // --redis (default $COORD_REDIS_URL; neither: an embedded server), --cluster, --sentinel
+	redisURL := flag.String("redis", "", "server URL, e.g. redis://user:PASSWORD@127.0.0.1:6379/0 or rediss://... for TLS (default $COORD_REDIS_URL, else redis://127.0.0.1:6379/0)")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "http-ratelimit: unexpected argument %q (this program takes flags only; see -h)\n", flag.Arg(0))
+		os.Exit(2)
+	}
 
 	redis.SetLogger(quiet{}) // connection errors are reported once, here
-	rdb, stop, err := conn.Open(context.Background(), true)
+	rdb, err := connect(context.Background(), *redisURL)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "http-ratelimit:", err)
-		os.Exit(cliconn.ExitCode(err)) // 2 bad flags, 3 no server
+		log.Printf("http-ratelimit: %v", err)
+		os.Exit(exitCode(err)) // 2 a bad -redis URL, 1 no server
 	}
-	defer stop()
-	log.Printf("using %s", rdb.Desc)
+	defer rdb.Close()
+	log.Printf("using the server at %s", rdb.Options().Addr)
 	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("http-ratelimit:"))
 	if err != nil {
 		log.Fatal(err)
@@ -72,14 +79,14 @@ func main() {
 		}
 	}()
 	host, _ := os.Hostname()
-	app, closeApp, err := newApp(coord, host)
+	app, closeApp, err := newApp(coord, host+":"+*addr)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer closeApp()
 
 	srv := &http.Server{Addr: *addr, Handler: app, ReadHeaderTimeout: 5 * time.Second}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	go func() {
 		<-ctx.Done()
@@ -93,6 +100,51 @@ func main() {
 	}
 }
 
+// usageError is a bad -redis URL (exit status 2).
+type usageError struct{ error }
+
+func exitCode(err error) int {
+	var u usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &u):
+		return 2
+	}
+	return 1
+}
+
+// connect opens a client for the server at rawURL (else
+// $COORD_REDIS_URL, else a local server) and pings it, so that a wrong
+// address is reported at once.
+func connect(ctx context.Context, rawURL string) (*redis.Client, error) {
+	if rawURL == "" {
+		rawURL = os.Getenv("COORD_REDIS_URL")
+	}
+	if rawURL == "" {
+		rawURL = "redis://127.0.0.1:6379/0"
+	}
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the URL, password included
+		}
+		return nil, usageError{fmt.Errorf("-redis: %v; want a URL such as redis://user:PASSWORD@127.0.0.1:6379/0", err)}
+	}
+	// A context's deadline then bounds every command, not only the wait
+	// for a connection.
+	opt.ContextTimeoutEnabled = true
+	rdb := redis.NewClient(opt)
+	ping, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ping).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("cannot reach the server at %s: %w", opt.Addr, err)
+	}
+	return rdb, nil
+}
+
 // newApp builds the API with its rate-limit layers. instance names this
 // process for its own concurrency guard. The returned func closes the
 // limiters.
@@ -100,7 +152,9 @@ func newApp(coord *coordination.Coordinator, instance string) (http.Handler, fun
 	var failures atomic.Int64
 	// 1. Instance guard: the key includes the instance, so each instance
 	// has its own 64 slots. It protects this process, so it refuses when
-	// Redis is unreachable rather than admitting unbounded work.
+	// Redis is unreachable rather than admitting unbounded work: while
+	// Redis is down every limited route answers 503 (FailOpen here would
+	// keep the API up without Redis, unguarded).
 	guard, err := ratelimit.NewConcurrency(coord, ratelimit.PartitionKey("limits:instance", instance), 64,
 		ratelimit.WithLeaseDuration(30*time.Second), ratelimit.WithFailureMode(ratelimit.FailClosed))
 	if err != nil {
@@ -108,8 +162,8 @@ func newApp(coord *coordination.Coordinator, instance string) (http.Handler, fun
 	}
 	// 2. Per-client token bucket, behind the deny list (one shared list
 	// and cache for every client's limiter). Quota layers fail open: a
-	// Redis outage should not take the API down, and the guard still
-	// bounds the load.
+	// quota that cannot be decided does not refuse the request (the guard
+	// above decides what an outage does).
 	denied, err := ratelimit.NewDenyList(coord, "limits:denied")
 	if err != nil {
 		return nil, nil, err

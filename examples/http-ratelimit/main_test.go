@@ -10,18 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	coordination "github.com/coordkit/coordination"
-	"github.com/coordkit/coordination/internal/cliconn"
+	"github.com/coordkit/coordination"
 )
 
 func TestLayeredPolicy(t *testing.T) {
-	rdb, stop, err := (&cliconn.Flags{}).Open(context.Background(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer rdb.Close()
 	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("test:"))
 	if err != nil {
 		t.Fatal(err)
@@ -151,4 +149,40 @@ func TestRedisDown(t *testing.T) {
 	if got := strings.TrimSpace(w.Body.String()); got != "limiter failures: 1" {
 		t.Fatalf("/health/limits: %q", got)
 	}
+}
+
+// connect takes -redis, else $COORD_REDIS_URL, else 127.0.0.1:6379; a bad
+// URL is a usage error (exit 2) that never shows its password, an
+// unreachable server exit 1.
+func TestConnect(t *testing.T) {
+	m := miniredis.RunT(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		url  string
+		code int
+		want string
+	}{
+		{"redis://" + m.Addr() + "/0", 0, ""},
+		{"redis://u:hunter2@127.0.0.1:1/0", 1, "cannot reach the server at 127.0.0.1:1: "},
+		{"bogus:hunter2", 2, "-redis: redis: invalid URL scheme: bogus; want a URL such as redis://"},
+		{"redis://u:hunter2%zz@h:1/0", 2, "-redis: invalid URL escape"},
+	} {
+		rdb, err := connect(ctx, c.url)
+		if err == nil {
+			if c.code != 0 || !rdb.Options().ContextTimeoutEnabled {
+				t.Errorf("%s: connected without ContextTimeoutEnabled", c.url)
+			}
+			rdb.Close()
+			continue
+		}
+		if exitCode(err) != c.code || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: %v (exit %d); want exit %d and %q, no password", c.url, err, exitCode(err), c.code, c.want)
+		}
+	}
+	t.Setenv("COORD_REDIS_URL", "redis://"+m.Addr()+"/0")
+	rdb, err := connect(ctx, "")
+	if err != nil || rdb.Options().Addr != m.Addr() {
+		t.Fatalf("$COORD_REDIS_URL not used: %v", err)
+	}
+	rdb.Close()
 }

@@ -3,8 +3,8 @@
 // a payment with the same Idempotency-Key is charged once and gets the
 // first response again (marked Idempotent-Replayed: true).
 //
-//	go run ./examples/idempotent-http                      # embedded Redis
-//	go run ./examples/idempotent-http -redis redis://127.0.0.1:6379/0
+//	go run . -redis redis://127.0.0.1:6379/0 -addr 127.0.0.1:8080
+//	go run . -redis redis://127.0.0.1:6379/0 -addr 127.0.0.1:8081   # a second replica
 //
 // Then, in another terminal:
 //
@@ -14,15 +14,19 @@
 // Send it again to see the replay; send it twice at once to see 409 while
 // the first is being charged (the charge takes -charge-time); change the
 // body under the same key to see 422; leave out the key to see 400.
+//
+// It uses only the public API; README.md beside this file shows a session.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -32,23 +36,25 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/idempotency"
-	"github.com/coordkit/coordination/internal/cliconn"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
-	var conn cliconn.Flags
-	conn.Register(flag.CommandLine) // --redis (default $COORD_REDIS_URL; neither: an embedded server), --cluster, --sentinel
+	redisURL := flag.String("redis", "", "server URL, e.g. redis://user:PASSWORD@127.0.0.1:6379/0 or rediss://... for TLS (default $COORD_REDIS_URL, else redis://127.0.0.1:6379/0)")
 	chargeTime := flag.Duration("charge-time", 2*time.Second, "how long charging a card takes")
 	wait := flag.Duration("wait", 0, "let a retry wait this long for the original instead of answering 409")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if flag.NArg() > 0 {
+		log.Error("unexpected argument (this program takes flags only; see -h)", "arg", flag.Arg(0))
+		os.Exit(2)
+	}
 	redis.SetLogger(quiet{}) // connection errors are reported once, below
-	if err := run(*addr, conn, *chargeTime, *wait, log); err != nil {
+	if err := run(*addr, *redisURL, *chargeTime, *wait, log); err != nil {
 		log.Error("exiting", "error", err)
-		os.Exit(cliconn.ExitCode(err)) // 2 bad flags, 3 no server, 1 otherwise
+		os.Exit(exitCode(err)) // 2 a bad -redis URL, 1 otherwise
 	}
 }
 
@@ -58,13 +64,58 @@ type quiet struct{}
 // Printf logs one formatted line (go-redis' internal logger interface).
 func (quiet) Printf(context.Context, string, ...any) {}
 
-func run(addr string, conn cliconn.Flags, chargeTime, wait time.Duration, log *slog.Logger) error {
-	rdb, stop, err := conn.Open(context.Background(), true)
+// usageError is a bad -redis URL (exit status 2).
+type usageError struct{ error }
+
+func exitCode(err error) int {
+	var u usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &u):
+		return 2
+	}
+	return 1
+}
+
+// connect opens a client for the server at rawURL (else
+// $COORD_REDIS_URL, else a local server) and pings it, so that a wrong
+// address is reported at once.
+func connect(ctx context.Context, rawURL string) (*redis.Client, error) {
+	if rawURL == "" {
+		rawURL = os.Getenv("COORD_REDIS_URL")
+	}
+	if rawURL == "" {
+		rawURL = "redis://127.0.0.1:6379/0"
+	}
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the URL, password included
+		}
+		return nil, usageError{fmt.Errorf("-redis: %v; want a URL such as redis://user:PASSWORD@127.0.0.1:6379/0", err)}
+	}
+	// A context's deadline then bounds every command, not only the wait
+	// for a connection.
+	opt.ContextTimeoutEnabled = true
+	rdb := redis.NewClient(opt)
+	ping, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ping).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("cannot reach the server at %s: %w", opt.Addr, err)
+	}
+	return rdb, nil
+}
+
+func run(addr, redisURL string, chargeTime, wait time.Duration, log *slog.Logger) error {
+	rdb, err := connect(context.Background(), redisURL)
 	if err != nil {
 		return err
 	}
-	defer stop()
-	log.Info("connected", "server", rdb.Desc)
+	defer rdb.Close()
+	log.Info("connected", "server", rdb.Options().Addr)
 	h, shutdownCoord, err := newHandler(rdb, chargeTime, wait, log)
 	if err != nil {
 		return err

@@ -3,12 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/coordkit/coordination/internal/cliconn"
 	"github.com/coordkit/coordination/internal/testkit/faultproxy"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
@@ -76,8 +77,11 @@ func TestTwoReplicas(t *testing.T) {
 	}
 }
 
-// A replica that cannot reach its server says so at once (exit 3); bad
-// flags are usage errors (exit 2) that name the flag, never a panic.
+// A replica that cannot reach its server says so at once (exit 1); bad
+// flags are usage errors (exit 2) that name the flag, never a panic; -h
+// prints the flags and exits 0. (Until the example left internal/cliconn
+// an unreachable server was exit 3, cliconn's status for coordctl; the
+// example now uses only public go-redis setup and keeps 2 and 1.)
 func TestStartErrors(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -85,25 +89,37 @@ func TestStartErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--redis", "redis://127.0.0.1:1/0"}, 3, "cannot reach the server"},
-		{[]string{"--redis", "bogus"}, 2, "--redis: no scheme (the value is not shown: it may be a password); want redis://"},
-		{[]string{"--redis", "http://h/0"}, 2, `scheme "http" is not supported`},
-		{[]string{"--every", "0"}, 2, "--every must be positive, got 0s; e.g. --every 10s"},
+		{[]string{"--redis", "redis://127.0.0.1:1/0"}, 1, "cannot reach the server at 127.0.0.1:1: "},
+		{[]string{"--redis", "redis://u:hunter2@127.0.0.1:1/0"}, 1, "cannot reach the server at 127.0.0.1:1: "},
+		{[]string{"--redis", "bogus"}, 2, "-redis: redis: invalid URL scheme: ; want a URL such as redis://"},
+		{[]string{"--redis", "http://h/0"}, 2, "invalid URL scheme: http"},
+		{[]string{"--redis", "redis://u:hun%zzter2@h:1/0"}, 2, "-redis: invalid URL escape"},
+		{[]string{"--every", "0"}, 2, "-every must be positive, got 0s; e.g. -every 10s"},
 		{[]string{"--every", "10"}, 2, "invalid value"},
+		{[]string{"extra"}, 2, `unexpected argument "extra"`},
 	} {
 		start := time.Now()
 		var out lockedBuffer
 		err := run(ctx, c.args, &out)
-		if err == nil || cliconn.ExitCode(err) != c.code || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v: %v (exit %d); want exit %d and %q", c.args, err, cliconn.ExitCode(err), c.code, c.want)
+		if err == nil || exitCode(err) != c.code || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v (exit %d); want exit %d and %q", c.args, err, exitCode(err), c.code, c.want)
+		}
+		if err != nil && strings.Contains(err.Error()+out.String(), "hun") {
+			t.Errorf("%v: the password shows: %v\n%s", c.args, err, out.String())
 		}
 		if took := time.Since(start); took > 5*time.Second {
 			t.Errorf("%v took %v", c.args, took)
 		}
 	}
 	t.Setenv("COORD_REDIS_URL", "redis://127.0.0.1:1/0")
-	if err := run(ctx, nil, &lockedBuffer{}); cliconn.ExitCode(err) != 3 {
+	if err := run(ctx, nil, &lockedBuffer{}); exitCode(err) != 1 || !strings.Contains(fmt.Sprint(err), "127.0.0.1:1") {
 		t.Errorf("$COORD_REDIS_URL unreachable: %v", err)
+	}
+	for _, h := range []string{"-h", "--help"} {
+		var out lockedBuffer
+		if err := run(ctx, []string{h}, &out); err != nil || exitCode(err) != 0 || !strings.Contains(out.String(), "-give-up duration") {
+			t.Errorf("%s: %v (exit %d)\n%s", h, err, exitCode(err), out.String())
+		}
 	}
 }
 
@@ -128,8 +144,8 @@ func TestGivesUpOnALostServer(t *testing.T) {
 	p.BlackHole(faultproxy.Both)
 	select {
 	case err := <-errc:
-		if cliconn.ExitCode(err) != 3 || !strings.Contains(err.Error(), "unreachable for 500ms") {
-			t.Fatalf("run = %v (exit %d), want the give-up error\n%s", err, cliconn.ExitCode(err), out.String())
+		if !errors.Is(err, errUnreachable) || !strings.Contains(err.Error(), "no answer for 500ms") {
+			t.Fatalf("run = %v (exit %d), want the give-up error\n%s", err, exitCode(err), out.String())
 		}
 		if n := strings.Count(out.String(), "giving up in"); n != 1 {
 			t.Fatalf("said %d times that the server is unreachable, want once:\n%s", n, out.String())

@@ -1,8 +1,7 @@
-// Package cliconn connects the command-line tools (cmd/coordctl and the
-// programs under examples/) to a server the same way: the same flags
-// (--redis URL, --cluster ADDRS, --sentinel MASTER@ADDRS), the same
-// environment variable ([EnvURL]), the same checks, and errors that never
-// carry a password.
+// Package cliconn connects the command-line tool (cmd/coordctl) to a
+// server: its flags (--redis URL, --cluster ADDRS, --sentinel
+// MASTER@ADDRS), its environment variable ([EnvURL]), their checks, and
+// errors that never carry a password.
 //
 // A connection error is one of two kinds, so that every tool can map it to
 // the same exit status: a [UsageError] (the flags or the URL are wrong:
@@ -604,8 +603,7 @@ func (f *Flags) Open(ctx context.Context, embedded bool) (c *Client, close func(
 
 // ExitCode is the exit status for an error of Open, Connect or the work
 // that followed: 0 for nil, 2 for a *UsageError or flag.ErrHelp, 3 for a
-// connection error (IsConnError), 1 otherwise. coordctl and the examples
-// exit with it.
+// connection error (IsConnError), 1 otherwise. coordctl exits with it.
 func ExitCode(err error) int {
 	var ue *UsageError
 	switch {

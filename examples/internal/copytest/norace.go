@@ -1,0 +1,5 @@
+//go:build !race
+
+package copytest
+
+const raceEnabled = false
