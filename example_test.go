@@ -20,12 +20,12 @@ import (
 // One coordinator per client, shared by every primitive: it carries the key
 // prefix, hooks, meter provider and logger.
 func Example() {
-	srv, err := miniredis.Run() // or any Redis: redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	srv, err := miniredis.Run() // or any Redis: redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer srv.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 
 	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("billing:"))
@@ -141,7 +141,7 @@ func ExampleWithReplicaAcks() {
 		log.Fatal(err)
 	}
 	defer srv.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 
 	// One replica must acknowledge each write within 250 ms.
