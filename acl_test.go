@@ -60,7 +60,7 @@ func scriptCommands(t *testing.T) []string {
 	return out
 }
 
-// The README's ACL line grants exactly the commands the scripts call plus
+// docs/acl.md's ACL line grants exactly the commands the scripts call plus
 // the ones the client sends, sorted, on the prefix's keys and channels.
 func TestREADMEACLLine(t *testing.T) {
 	want := append(scriptCommands(t), clientCommands...)
@@ -73,7 +73,7 @@ func TestREADMEACLLine(t *testing.T) {
 	wantLine := "ACL SETUSER coord on ><password> resetkeys ~<prefix>* resetchannels &coordination:<prefix>* -@all +" +
 		strings.Join(want, " +")
 	if line != wantLine {
-		t.Errorf("README.md's ACL line differs from the commands the library sends; it should read:\n\n%s\n", wantLine)
+		t.Errorf("docs/acl.md's ACL line differs from the commands the library sends; it should read:\n\n%s\n", wantLine)
 	}
 }
 
@@ -104,7 +104,7 @@ func TestACLUserIsLeastPrivileged(t *testing.T) {
 	}, testharness.Only(testharness.ACLFlavor))
 }
 
-// On a Cluster, the README's line plus +cluster|slots is
+// On a Cluster, docs/acl.md's line plus +cluster|slots is
 // enough: the user is created on every node of the shared cluster.
 func TestACLOnCluster(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {

@@ -102,8 +102,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // WithLogger sets the structured logger for background events the caller
 // cannot see otherwise: a keep-alive renewal that failed, a cleanup that
 // was given up. Log lines never contain keys, owner tokens, identities,
-// endpoints or passwords. The default discards everything. A nil logger is
-// an error.
+// endpoints or passwords. The default discards everything but [New]'s
+// warning about a client that ignores context deadlines, which goes to
+// slog.Default(). A nil logger is an error.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
@@ -154,6 +155,17 @@ func WithReplicaAcks(replicas int, timeout time.Duration) Option {
 // (*redis.Client, *redis.ClusterClient, the Sentinel-backed client of
 // redis.NewFailoverClient). It sends nothing to Redis.
 //
+// Give the client ContextTimeoutEnabled: true (in redis.Options,
+// redis.ClusterOptions, redis.FailoverOptions, redis.RingOptions or
+// redis.UniversalOptions): without it go-redis does not bound a command's
+// network I/O by the context's deadline, so a call waits out the client's
+// read timeout and retries (seconds) on a server that stopped answering,
+// whatever its context says. When the client's options have it off (a
+// *redis.Client, *redis.ClusterClient or *redis.Ring; other clients
+// cannot be asked), New logs one warning naming the option, through the
+// [WithLogger] logger or, without one, slog.Default(); the warning names
+// no address, user or password.
+//
 // It returns an error wrapping [ErrInvalidArgument] when client is nil or
 // an option is invalid.
 func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
@@ -177,10 +189,40 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 	if cfg.MeterProvider == nil {
 		cfg.MeterProvider = otel.GetMeterProvider()
 	}
+	if deadlinesIgnored(client) {
+		l := cfg.Logger
+		if l == nil {
+			l = slog.Default()
+		}
+		l.LogAttrs(context.Background(), slog.LevelWarn, deadlineWarning, slog.String("option", "ContextTimeoutEnabled"))
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Coordinator{e: engine.New(client, cfg.Config)}, nil
+}
+
+// deadlineWarning is the message New logs for a client that ignores context
+// deadlines.
+const deadlineWarning = "coordination: the go-redis client does not honour context deadlines " +
+	"(ContextTimeoutEnabled is off): a call may outlive its context's deadline by the read timeout and retries; " +
+	"set ContextTimeoutEnabled: true in the client's options"
+
+// deadlinesIgnored reports whether client is a go-redis client whose
+// options leave ContextTimeoutEnabled off. The Sentinel-backed client of
+// redis.NewFailoverClient is a *redis.Client, and redis.NewUniversalClient
+// returns one of the three; another implementation of the interface
+// cannot be asked, and is not warned about.
+func deadlinesIgnored(client redis.UniversalClient) bool {
+	switch v := client.(type) {
+	case *redis.Client:
+		return !v.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return !v.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return !v.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 func isNil(c redis.UniversalClient) bool {

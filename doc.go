@@ -7,7 +7,10 @@
 // A [Coordinator] is the one handle every primitive needs besides its own
 // key and settings:
 //
-//	rdb := redis.NewClient(&redis.Options{Addr: addr})
+//	rdb := redis.NewClient(&redis.Options{
+//		Addr:                  addr,
+//		ContextTimeoutEnabled: true, // without it a context's deadline does not bound a command
+//	})
 //	defer rdb.Close()
 //	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("billing:"))
 //	if err != nil {
@@ -26,7 +29,8 @@
 //	}
 //	lk, err := mu.TryAcquire(ctx, 30*time.Second)
 //	if errors.Is(err, coordination.ErrNotAcquired) {
-//		return nil // another replica holds it
+//		fmt.Println("another replica holds the lock")
+//		return nil
 //	}
 //	if err != nil {
 //		return err // Redis unreachable, bad input, a corrupt key ...
@@ -34,7 +38,8 @@
 //
 // It accepts any go-redis universal client (*redis.Client,
 // *redis.ClusterClient, the Sentinel-backed client of
-// redis.NewFailoverClient) and never closes it: [Coordinator.Shutdown]
+// redis.NewFailoverClient), warns once ([New]) when the client's options
+// leave ContextTimeoutEnabled off, and never closes the client: [Coordinator.Shutdown]
 // ends the coordinator's own background work (keep-alives, background
 // cleanups, the Pub/Sub connection) and makes later operations fail with
 // [ErrClosed]; shut it down before closing the client. This package exports only
@@ -144,7 +149,7 @@
 //
 // Instruments are created from the coordinator's meter provider
 // ([WithMeterProvider], default the OpenTelemetry global) and named
-// coordination.<primitive>.<what> (the README lists them all);
+// coordination.<primitive>.<what> (docs/metrics.md lists them all);
 // coordination.operation.duration records every admitted operation.
 // Attributes never carry keys, owner tokens, identities or endpoints, and
 // neither do log lines ([WithLogger]).

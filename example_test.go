@@ -20,12 +20,12 @@ import (
 // One coordinator per client, shared by every primitive: it carries the key
 // prefix, hooks, meter provider and logger.
 func Example() {
-	srv, err := miniredis.Run() // or any Redis: redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	srv, err := miniredis.Run() // or any Redis: redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer srv.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 
 	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("billing:"))
@@ -61,7 +61,7 @@ func Example() {
 	// released
 }
 
-// The README's quick start, run on an embedded server.
+// The README's Quick start, run on an embedded server.
 func Example_quickStart() {
 	srv, err := miniredis.Run()
 	if err != nil {
@@ -75,8 +75,13 @@ func Example_quickStart() {
 	// holding fencing token 1
 }
 
+// snippetQuickStart is the body of README.md's Quick start program's run
+// function (TestQuickStartInAFreshModule runs the whole program).
 func snippetQuickStart(ctx context.Context, addr string) error {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true, // without it a context's deadline does not bound a command
+	})
 	defer rdb.Close()
 	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("billing:"))
 	if err != nil {
@@ -95,21 +100,18 @@ func snippetQuickStart(ctx context.Context, addr string) error {
 	}
 	lk, err := mu.TryAcquire(ctx, 30*time.Second)
 	if errors.Is(err, coordination.ErrNotAcquired) {
-		return nil // another replica holds it
+		fmt.Println("another replica holds the lock")
+		return nil
 	}
 	if err != nil {
 		return err // Redis unreachable, bad input, a corrupt key ...
 	}
-	defer func() {
-		if _, err := lk.Release(context.WithoutCancel(ctx)); err != nil {
-			log.Printf("release: %v", err) // retried in the background
-		}
-	}()
 	lk.KeepAlive() // renews every TTL/3; lk.Context() is cancelled if the lock is lost
 
 	// Pass the fencing token with every write; the resource rejects older ones.
 	fmt.Println("holding fencing token", lk.FencingToken())
-	return nil
+	_, err = lk.Release(ctx) // a failed release is also retried in the background
+	return err
 }
 
 // Retry loops ask IsTransient whether an error is worth another try.
@@ -139,7 +141,7 @@ func ExampleWithReplicaAcks() {
 		log.Fatal(err)
 	}
 	defer srv.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 
 	// One replica must acknowledge each write within 250 ms.

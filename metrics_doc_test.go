@@ -18,13 +18,13 @@ import (
 	_ "github.com/coordkit/coordination/semaphore"
 )
 
-// The README's metrics table lists exactly the instruments of the engine's
+// docs/metrics.md's table lists exactly the instruments of the engine's
 // table, in its order (by name), with their types, units and attributes:
 // one table of names, in the code and in the docs. The table holds the
 // instruments of the packages linked into the program, each declared by
 // the package that records it: the imports below link every primitive.
 func TestREADMEMetricsTable(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,11 +32,11 @@ func TestREADMEMetricsTable(t *testing.T) {
 	s := string(readme)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md lacks the markers %q ... %q around the metrics table", begin, end)
+		t.Fatalf("docs/metrics.md lacks the markers %q ... %q around the metrics table", begin, end)
 	}
 	got := strings.TrimSpace(s[i+len(begin) : j])
 	if want := metricsTable(); got != want {
-		t.Errorf("README.md's metrics table differs from the engine's table; it should read:\n\n%s\n", want)
+		t.Errorf("docs/metrics.md's metrics table differs from the engine's table; it should read:\n\n%s\n", want)
 	}
 }
 

@@ -8,16 +8,20 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-// Users paste the Go snippets of README.md and of the package docs, so each
-// one must compile and check its errors: each must appear, line for line,
-// in the body of an Example function, or of a function named snippet...
-// that an Example calls, which the compiler checks and go test runs (on an
-// embedded server).
+// Users paste the Go snippets of README.md, of the pages of docs/ and of
+// the package docs, so each one must compile and check its errors: each
+// must appear, line for line, in the body of an Example function, or of a
+// function named snippet... that an Example calls, which the compiler
+// checks and go test runs (on an embedded server). A whole program (a
+// block that starts with "package main") is README's Quick start alone:
+// each of its functions but main must appear so in an Example, and
+// TestQuickStartInAFreshModule builds and runs the whole of it.
 func TestSnippetsAreExamples(t *testing.T) {
 	bodies := exampleBodies(t)
 	check := func(where, snippet string) {
@@ -33,12 +37,32 @@ func TestSnippetsAreExamples(t *testing.T) {
 		}
 		t.Errorf("%s: this snippet is in no Example function (make it one, verbatim):\n%s", where, snippet)
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
+	programs := 0
+	for _, file := range markdownFiles(t) {
+		md, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range fencedGo(string(md)) {
+			where := file + " Go block " + itoa(i+1)
+			if !strings.HasPrefix(strings.TrimSpace(s), "package main") {
+				check(where, s)
+				continue
+			}
+			programs++
+			if file != "README.md" || s != quickStart(t) {
+				t.Errorf("%s: a whole program, and not README's Quick start: make it a function body that an Example holds", where)
+				continue
+			}
+			for name, body := range funcBodies(t, where, s) {
+				if name != "main" {
+					check(where+" func "+name, body)
+				}
+			}
+		}
 	}
-	for i, s := range fencedGo(string(readme)) {
-		check("README.md Go block "+itoa(i+1), s)
+	if programs != 1 {
+		t.Errorf("%d whole programs in the Markdown files, want 1 (README's Quick start)", programs)
 	}
 	for file, blocks := range docCodeBlocks(t) {
 		for i, s := range blocks {
@@ -48,6 +72,57 @@ func TestSnippetsAreExamples(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// markdownFiles returns README.md and every page of docs/, the Markdown
+// users read and paste from.
+func markdownFiles(t *testing.T) []string {
+	pages, err := filepath.Glob(filepath.Join("docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pages) == 0 {
+		t.Fatal("no pages in docs/")
+	}
+	sort.Strings(pages)
+	return append([]string{"README.md"}, pages...)
+}
+
+// funcBodies parses a whole program and returns the text of each
+// function's body, by name.
+func funcBodies(t *testing.T, where, src string) map[string]string {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "main.go", src, 0)
+	if err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	out := map[string]string{}
+	for _, decl := range f.Decls {
+		if fn, ok := decl.(*ast.FuncDecl); ok && fn.Body != nil {
+			out[fn.Name.Name] = src[fset.Position(fn.Body.Lbrace).Offset+1 : fset.Position(fn.Body.Rbrace).Offset]
+		}
+	}
+	return out
+}
+
+// quickStart returns README.md's Quick start: the first Go block after
+// the "## Quick start" heading, a whole program.
+func quickStart(t testing.TB) string {
+	t.Helper()
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(readme), "\n## Quick start\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Quick start" section`)
+	}
+	blocks := fencedGo(after)
+	if len(blocks) == 0 || !strings.HasPrefix(blocks[0], "package main\n") {
+		t.Fatal("README.md's Quick start does not start with a whole program (package main)")
+	}
+	return blocks[0]
+}
 
 // normalize removes the common indentation and blank edges of a block and
 // turns runs of whitespace inside lines into one space.

@@ -147,7 +147,7 @@
 // its result: the next Begin with the key answers Started and the work
 // runs again, and the original owner's Complete and Abandon return false.
 // Under maxmemory with noeviction Begin fails with the server's OOM error
-// (terminal) before writing anything. The README's fault matrix lists
+// (terminal) before writing anything. The fault matrix in docs/faults.md lists
 // every fault with the test that shows it.
 //
 // # Re-sends and ambiguous outcomes

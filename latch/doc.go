@@ -119,8 +119,8 @@
 // key has no TTL unless WithKeyTTL gave it one, so volatile-* eviction
 // policies keep it (allkeys-* ones may evict it, with the effect of a
 // restart). Under maxmemory with noeviction a count-down fails with the
-// server's OOM error (terminal) before writing anything. The README's
-// fault matrix lists every fault with the test that shows it.
+// server's OOM error (terminal) before writing anything. The fault matrix in
+// docs/faults.md lists every fault with the test that shows it.
 //
 // # Hooks and metrics
 //

@@ -90,7 +90,7 @@
 // volatile-* eviction policy the lease may be evicted early (the term ends
 // the same way) but not the counter, which has no TTL: tokens continue.
 // Under maxmemory with noeviction a campaign fails with the server's OOM
-// error, which is terminal: Run returns it. The README's fault matrix
+// error, which is terminal: Run returns it. The fault matrix in docs/faults.md
 // lists every fault with the test that shows it.
 //
 // # Observability

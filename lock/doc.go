@@ -78,7 +78,7 @@
 // by volatile-* (field TTLs do not make the hash volatile), only by
 // allkeys-*. Under maxmemory with noeviction an acquisition fails with the
 // server's OOM error (terminal) before writing anything, while renewals and
-// releases still work. The README's fault matrix lists every fault with
+// releases still work. The fault matrix in docs/faults.md lists every fault with
 // the test that shows it.
 //
 // # Lost replies and re-sends

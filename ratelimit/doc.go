@@ -269,7 +269,7 @@
 // error before writing anything (an error reply: with a failure mode other
 // than ReturnError, the mode's answer), while a concurrency acquisition still succeeds (its
 // first write prunes expired leases, and the server then lets the script
-// finish). The README's fault matrix lists every fault with the test that
+// finish). The fault matrix (docs/faults.md) lists every fault with the test that
 // shows it.
 //
 // All limiters and deny lists are safe for concurrent use by multiple

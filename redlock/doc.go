@@ -107,8 +107,8 @@
 // so the lock holds and a second group is refused. A second group gets a
 // quorum only when a majority of the nodes forgot the lock while it was
 // valid: restart nodes one at a time, each after the longest TTL in use
-// (Redlock's delayed restart), or run them with persistence. The README's
-// fault matrix lists every fault with the test that shows it (one node of
+// (Redlock's delayed restart), or run them with persistence. The fault matrix in
+// docs/faults.md lists every fault with the test that shows it (one node of
 // three under each fault).
 //
 // # Node failures and re-sends

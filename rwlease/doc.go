@@ -115,8 +115,8 @@
 // acquisition still succeeds: its first write prunes expired holders, and
 // the server then lets the script finish. A renewal is refused with the
 // server's OOM error (it moves the holder's deadline with ZADD), so a
-// keep-alive reports the lease lost; a release still works. The README's
-// fault matrix lists every fault with the test that shows it.
+// keep-alive reports the lease lost; a release still works. The fault matrix in
+// docs/faults.md lists every fault with the test that shows it.
 //
 // # Lost replies and re-sends
 //

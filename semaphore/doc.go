@@ -132,7 +132,7 @@
 // refused with the server's OOM error (terminal, not ambiguous) before it
 // writes anything. A renewal is refused the same way (it moves the
 // holder's deadline with ZADD), so a keep-alive reports the permit lost; a
-// release still works. The README's fault matrix lists
+// release still works. The fault matrix (docs/faults.md) lists
 // every fault with the test that shows it.
 //
 // # Lost replies and failed releases

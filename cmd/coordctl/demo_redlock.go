@@ -83,7 +83,7 @@ func demoRedlock(ctx context.Context, d *demo) error {
 	newGroup := func() (*redlock.Group, error) {
 		var coords []*coordination.Coordinator
 		for _, p := range proxies {
-			rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: time.Second})
+			rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: time.Second, ContextTimeoutEnabled: true})
 			clients = append(clients, rdb)
 			c, err := coordination.New(rdb, coordination.WithKeyPrefix(d.prefix))
 			if err != nil {

@@ -89,19 +89,19 @@ func TestUsageAndBadFlags(t *testing.T) {
 	}
 }
 
-// The README's exit-status table and coordctl --help say the same things
+// docs/coordctl.md's exit-status table and coordctl --help say the same things
 // where they were once at odds with the behaviour (TestUsageAndBadFlags,
 // TestRatelimitTry, TestMissingKeyOneLine and TestNoPasswordInAnyOutput
 // check the behaviour).
 func TestExitTableMatchesREADME(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/coordctl.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	readme := string(b)
 	for _, phrase := range []string{"no such key", "other settings", "no command", "a duration", "database"} {
 		if !strings.Contains(readme, phrase) || !strings.Contains(exitTable, phrase) {
-			t.Errorf("%q is not in both the README's exit table and coordctl --help's", phrase)
+			t.Errorf("%q is not in both docs/coordctl.md's exit table and coordctl --help's", phrase)
 		}
 	}
 }

@@ -189,7 +189,7 @@ func run(ctx context.Context, out io.Writer) error {
 			return err
 		}
 		defer m.Close()
-		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 		defer rdb.Close()
 		coord, err := coordination.New(rdb, coordination.WithKeyPrefix("fenced-sql:"))
 		if err != nil {

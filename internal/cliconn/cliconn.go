@@ -818,7 +818,7 @@ func StartEmbedded() (*Embedded, error) {
 			}
 		}
 	}()
-	e.Client = redis.NewClient(&redis.Options{Addr: m.Addr()})
+	e.Client = redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	return e, nil
 }
 

@@ -33,7 +33,7 @@ const (
 // declared once, by the package that records it (the engine's own here, a
 // primitive's in its package, with [New] or [NewLease]), and
 // listed in [Table]: the one table of names that the docs reproduce (a
-// test checks that the README lists exactly these).
+// test checks that docs/metrics.md lists exactly these).
 type Metric struct {
 	Name        string
 	Kind        Kind

@@ -7,10 +7,10 @@
 // CLIENT PAUSE WRITE, maxmemory with noeviction, and eviction under a
 // volatile-* policy.
 //
-// The matrix is also a table in README.md ("Faults: what each primitive
-// does"), generated from the test's cells: `go test -run
-// TestREADMEFaultMatrix ./internal/faultmatrix/` prints the expected table
-// when it differs.
+// The matrix is also a table in docs/faults.md ("Faults: what each
+// primitive does"), generated from the test's cells: `go test -run
+// TestREADMEFaultMatrix ./internal/testkit/faultmatrix/` prints the expected
+// table when it differs.
 //
 // The cells run on one server flavor: COORD_MATRIX_FLAVOR (default redis8,
 // which has the hash-field expiration the field leases need), or "all" for

@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// The README's fault matrix is generated from the cells: every fault, every
+// docs/faults.md's fault matrix is generated from the cells: every fault, every
 // primitive, the effect each cell's test asserts.
 func TestREADMEFaultMatrix(t *testing.T) {
-	readme, err := os.ReadFile("../../../README.md")
+	readme, err := os.ReadFile("../../../docs/faults.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -17,10 +17,10 @@ func TestREADMEFaultMatrix(t *testing.T) {
 	s := string(readme)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md lacks the markers %q ... %q around the fault matrix", begin, end)
+		t.Fatalf("docs/faults.md lacks the markers %q ... %q around the fault matrix", begin, end)
 	}
 	if got, want := strings.TrimSpace(s[i+len(begin):j]), matrixTable(); got != want {
-		t.Errorf("README.md's fault matrix differs from the cells; it should read:\n\n%s\n", want)
+		t.Errorf("docs/faults.md's fault matrix differs from the cells; it should read:\n\n%s\n", want)
 	}
 }
 

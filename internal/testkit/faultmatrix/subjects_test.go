@@ -57,7 +57,7 @@ type subject struct {
 	// forgotten asserts what the primitive does once the keys in lost are
 	// gone (a restart: all of them; eviction: those with a TTL).
 	forgotten func(t *testing.T, w *world, lost map[string]bool)
-	// restart and evict describe forgotten's effect for the README.
+	// restart and evict describe forgotten's effect for docs/faults.md.
 	restart, evict string
 }
 

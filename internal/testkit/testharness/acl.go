@@ -14,9 +14,9 @@ import (
 )
 
 // ACLFlavor is the backend whose behavioural tests run as the
-// least-privilege user of README.md's "Least privilege" section: on it,
+// least-privilege user of docs/acl.md ("Least privilege"): on it,
 // [Backend.Client] (and so [Backend.Coordinator]) connects as that user,
-// created on the shared server with exactly the README's ACL line, the key
+// created on the shared server with exactly the docs' ACL line, the key
 // pattern and channel pattern given for the test prefix "t:". Tests that
 // need other commands (CONFIG, CLIENT KILL, DEBUG, FLUSHALL, a key outside
 // the prefix ...) use [Backend.Admin].
@@ -29,18 +29,18 @@ const (
 	ACLPassword = "coord-least-privilege"
 )
 
-// ACLPrefix is what the README's <prefix> placeholder stands for in the
+// ACLPrefix is what docs/acl.md's <prefix> placeholder stands for in the
 // tests: every test key starts with it ([Backend.Prefix]).
 const ACLPrefix = "t:"
 
-// ACLLine returns README.md's ACL SETUSER line (the one line of the
-// "Least privilege" section's code block that starts with it), as written.
+// ACLLine returns docs/acl.md's ACL SETUSER line (the one line of its code
+// block that starts with it), as written.
 func ACLLine() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
-		return "", errors.New("testharness: cannot locate README.md")
+		return "", errors.New("testharness: cannot locate docs/acl.md")
 	}
-	readme, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "docs", "acl.md"))
 	if err != nil {
 		return "", err
 	}
@@ -51,12 +51,12 @@ func ACLLine() (string, error) {
 		}
 	}
 	if len(found) != 1 {
-		return "", fmt.Errorf("testharness: README.md has %d lines starting with \"ACL SETUSER \", want 1", len(found))
+		return "", fmt.Errorf("testharness: docs/acl.md has %d lines starting with \"ACL SETUSER \", want 1", len(found))
 	}
 	return found[0], nil
 }
 
-// ACLRules returns the rules of the README's ACL line (after the user
+// ACLRules returns the rules of docs/acl.md's ACL line (after the user
 // name) with <password> and <prefix> replaced for the tests.
 func ACLRules() ([]string, error) {
 	line, err := ACLLine()
@@ -65,7 +65,7 @@ func ACLRules() ([]string, error) {
 	}
 	f := strings.Fields(line)
 	if len(f) < 4 {
-		return nil, fmt.Errorf("testharness: README's ACL line is too short: %q", line)
+		return nil, fmt.Errorf("testharness: docs/acl.md's ACL line is too short: %q", line)
 	}
 	r := strings.NewReplacer("<password>", ACLPassword, "<prefix>", ACLPrefix)
 	rules := make([]string, 0, len(f)-3)
@@ -75,7 +75,7 @@ func ACLRules() ([]string, error) {
 	return rules, nil
 }
 
-// createACLUser creates [ACLUser] on s with the README's rules.
+// createACLUser creates [ACLUser] on s with docs/acl.md's rules.
 func createACLUser(s *Server) error {
 	rules, err := ACLRules()
 	if err != nil {

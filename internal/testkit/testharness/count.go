@@ -119,7 +119,7 @@ func (k *Counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 var _ redis.Hook = (*Counter)(nil)
 
 // Channel is the Pub/Sub channel on which a release of the prefixed key
-// full is announced: "coordination:" + full, as README's ACL section
+// full is announced: "coordination:" + full, as docs/coordinator.md
 // documents (written here, not taken from the engine, so that a test
 // using it also pins the documented name).
 func Channel(full string) string { return "coordination:" + full }

@@ -118,7 +118,7 @@ func (b *Backend) Client(t testing.TB, modify ...func(*redis.Options)) redis.Uni
 }
 
 // LeastPrivilege reports whether [Backend.Client] connects as the
-// least-privilege user of README.md (on the [ACLFlavor] backend).
+// least-privilege user of docs/acl.md (on the [ACLFlavor] backend).
 func (b *Backend) LeastPrivilege() bool { return b.Server != nil && b.Server.aclUser }
 
 // Admin returns a new client for the backend as the default (all-powerful)
