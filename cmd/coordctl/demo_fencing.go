@@ -26,7 +26,10 @@ func demoFencing(ctx context.Context, d *demo) error {
 		leaseKey = "{report}:lease"
 		fenceKey = "{report}:fence"
 		storeKey = "{report}:store"
-		ttl      = 400 * time.Millisecond
+		ttl      = 400 * time.Millisecond // part 2: the lease a paused worker outlives
+		// part 1's lease: long enough that no stall of a loaded machine
+		// lets it expire in a 20 ms turn (no takeover is meant there)
+		turnTTL = 10 * time.Second
 	)
 	var (
 		mu     sync.Mutex
@@ -58,7 +61,7 @@ func demoFencing(ctx context.Context, d *demo) error {
 		go func() {
 			defer wg.Done()
 			for round := 1; round <= 3; round++ {
-				lk, err := lock.Acquire(ctx, ttl)
+				lk, err := lock.Acquire(ctx, turnTTL)
 				if err != nil {
 					errs <- err
 					return
@@ -79,7 +82,11 @@ func demoFencing(ctx context.Context, d *demo) error {
 				writes = append(writes, value)
 				mu.Unlock()
 				time.Sleep(20 * time.Millisecond) // the work
-				record(hold{name, lk.FencingToken(), start, time.Now()})
+				end := time.Now()
+				if dl, ok := lk.Context().Deadline(); ok && dl.Before(end) {
+					end = dl // held no longer than its local validity
+				}
+				record(hold{name, lk.FencingToken(), start, end})
 				d.logf(name, "releases (token %d)", lk.FencingToken())
 				if _, err := lk.Release(ctx); err != nil {
 					errs <- err

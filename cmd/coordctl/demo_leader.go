@@ -211,7 +211,7 @@ func demoLeader(ctx context.Context, d *demo) error {
 		return err
 	}
 	took := second.at.Sub(crashedAt)
-	d.check("crashed leader replaced within lease + retry delay", took <= lease+retry+100*time.Millisecond,
+	d.timed("crashed leader replaced within lease + retry delay", true, took <= lease+retry+100*time.Millisecond,
 		"%s took over %v after %s crashed (bound %v)", second.w.name, took.Round(time.Millisecond), first.w.name, lease+retry)
 	time.Sleep(lease / 2)
 
@@ -223,7 +223,7 @@ func demoLeader(ctx context.Context, d *demo) error {
 		return err
 	}
 	took = third.at.Sub(resignedAt)
-	d.check("successor of a resigned leader elected within about one retry delay", took <= retry+100*time.Millisecond,
+	d.timed("successor of a resigned leader elected within about one retry delay", true, took <= retry+100*time.Millisecond,
 		"%s elected %v after %s resigned (retry delay %v)", third.w.name, took.Round(time.Millisecond), second.w.name, retry)
 	time.Sleep(250 * time.Millisecond) // the new leader writes
 
