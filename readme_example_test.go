@@ -312,36 +312,37 @@ func Example_readmeMiddleware() {
 		fmt.Fprintf(w, "charge %d", charges)
 	})
 	mux := http.NewServeMux()
-	var closePerClient func() error
-	if err := snippetReadmeMiddleware(coord, store, mux, catalog, payments, &closePerClient); err != nil {
+	// serve stands for the program's http.Server: it sends the requests.
+	serve = func(h http.Handler) error {
+		for range 2 {
+			r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":100}`))
+			r.Header.Set("Idempotency-Key", "pay-7")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			fmt.Println(w.Code, w.Body.String(), "replayed:", w.Header().Get("Idempotent-Replayed") == "true")
+		}
+		for range 9 { // the client's bucket holds 10; the two payments took 2
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/catalog", nil))
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/catalog", nil))
+		fmt.Println(w.Code, "Retry-After:", w.Header().Get("Retry-After"))
+		return nil
+	}
+	if err := snippetReadmeMiddleware(coord, store, mux, catalog, payments); err != nil {
 		log.Fatal(err)
 	}
-	defer func() {
-		if err := closePerClient(); err != nil {
-			log.Fatal(err)
-		}
-	}()
-	for range 2 {
-		r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{"amount":100}`))
-		r.Header.Set("Idempotency-Key", "pay-7")
-		w := httptest.NewRecorder()
-		mux.ServeHTTP(w, r)
-		fmt.Println(w.Code, w.Body.String(), "replayed:", w.Header().Get("Idempotent-Replayed") == "true")
-	}
-	for range 9 { // the client's bucket holds 10; the two payments took 2
-		mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/catalog", nil))
-	}
-	w := httptest.NewRecorder()
-	mux.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/catalog", nil))
-	fmt.Println(w.Code, "Retry-After:", w.Header().Get("Retry-After"))
 	// Output:
 	// 201 charge 1 replayed: false
 	// 201 charge 1 replayed: true
 	// 429 Retry-After: 1
 }
 
-func snippetReadmeMiddleware(coord *coordination.Coordinator, store *idempotency.Store, mux *http.ServeMux, catalog, payments http.Handler,
-	closePerClient *func() error) error {
+// serve is the README middleware snippet's stand-in for the program's
+// server (Example_readmeMiddleware sets it).
+var serve func(http.Handler) error
+
+func snippetReadmeMiddleware(coord *coordination.Coordinator, store *idempotency.Store, mux *http.ServeMux, catalog, payments http.Handler) error {
 	perClient, err := ratelimit.NewPartitioned(func(client string) (*ratelimit.Limiter, error) {
 		return ratelimit.New(coord, ratelimit.PartitionKey("limits:client", client),
 			ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 1, Period: time.Second})
@@ -349,6 +350,7 @@ func snippetReadmeMiddleware(coord *coordination.Coordinator, store *idempotency
 	if err != nil {
 		return err
 	}
+	defer perClient.Close()
 	limited, err := ratelimit.NewMiddleware([]ratelimit.Policy{
 		{Name: "client", Partitioned: perClient, Partition: ratelimit.ClientIP},
 	})
@@ -361,6 +363,5 @@ func snippetReadmeMiddleware(coord *coordination.Coordinator, store *idempotency
 	}
 	mux.Handle("GET /catalog", limited(catalog))
 	mux.Handle("POST /payments", limited(once(payments)))
-	*closePerClient = perClient.Close
-	return nil
+	return serve(mux) // your http.Server's ListenAndServe
 }

@@ -37,6 +37,19 @@ func TestSnippetsAreExamples(t *testing.T) {
 		}
 		t.Errorf("%s: this snippet is in no Example function (make it one, verbatim):\n%s", where, snippet)
 	}
+	// README's snippets are function bodies, as it says ("Function bodies
+	// given ctx and coord that return an error"): each must be the whole
+	// body of a snippet function, so that pasted as one it compiles.
+	whole := func(where, snippet string) {
+		t.Helper()
+		s := normalize(snippet)
+		for _, b := range bodies {
+			if b == s {
+				return
+			}
+		}
+		t.Errorf("%s: this README snippet is not the whole body of a snippet function (it must compile pasted as one):\n%s", where, snippet)
+	}
 	programs := 0
 	for _, file := range markdownFiles(t) {
 		md, err := os.ReadFile(file)
@@ -47,6 +60,9 @@ func TestSnippetsAreExamples(t *testing.T) {
 			where := file + " Go block " + itoa(i+1)
 			if !strings.HasPrefix(strings.TrimSpace(s), "package main") {
 				check(where, s)
+				if file == "README.md" {
+					whole(where, s)
+				}
 				continue
 			}
 			programs++
