@@ -37,7 +37,7 @@ func backend(b *testing.B) *testharness.Backend {
 }
 
 func client(b *testing.B, be *testharness.Backend) redis.UniversalClient {
-	return be.Client(b, func(o *redis.Options) { o.PoolSize = 128 })
+	return be.Client(b, func(o *redis.Options) { o.PoolSize = 128; o.ContextTimeoutEnabled = true })
 }
 
 var noop = redis.NewScript("return 1")

@@ -98,7 +98,7 @@ func processes(addr, key string, p int, s ratelimit.Settings, opts []ratelimit.O
 	var ls []*ratelimit.Limiter
 	var cs []*redis.Client
 	for range p {
-		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 2 * *gor})
+		c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 2 * *gor, ContextTimeoutEnabled: true})
 		coord, err := coordination.New(c, coordination.WithKeyPrefix("batchbench:"))
 		if err != nil {
 			fail(err.Error())
@@ -235,7 +235,7 @@ func httpRows(addr string) {
 		return
 	}
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 128})
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 128, ContextTimeoutEnabled: true})
 	defer c.Close()
 	coord, err := coordination.New(c, coordination.WithKeyPrefix("batchbench:"))
 	if err != nil {
