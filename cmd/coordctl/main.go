@@ -98,7 +98,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "coordctl: %q needs a subcommand: %s\n", args[0], strings.Join(subs, ", "))
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "coordctl: unknown command %q (see coordctl --help)\n", strings.Join(args[:min(2, len(args))], " "))
+	shown := make([]string, 0, 2)
+	for _, a := range args[:min(2, len(args))] {
+		shown = append(shown, cliconn.RedactArg(a)) // a misplaced --redis URL may carry a password
+	}
+	hint := ""
+	if strings.HasPrefix(args[0], "-") {
+		hint = "; flags go after the command, e.g. coordctl inspect KEY --redis URL"
+	}
+	fmt.Fprintf(stderr, "coordctl: unknown command %q (see coordctl --help%s)\n", strings.Join(shown, " "), hint)
 	return exitUsage
 }
 

@@ -75,6 +75,12 @@ func TestUsageAndBadFlags(t *testing.T) {
 	if code, _, errOut := runCmd(t, "frobnicate"); code != 2 || !strings.Contains(errOut, "unknown command") {
 		t.Fatalf("unknown command: exit %d, stderr %q", code, errOut)
 	}
+	// A URL given before the command is echoed without its password, with
+	// a hint where flags go.
+	code, _, errOut := runCmd(t, "--redis", "redis://app:s3cret-pw@127.0.0.1:6379/0", "inspect", "k")
+	if code != exitUsage || strings.Contains(errOut, "s3cret-pw") || !strings.Contains(errOut, "xxxxx") || !strings.Contains(errOut, "flags go after the command") {
+		t.Fatalf("flags before the command: exit %d, stderr %q", code, errOut)
+	}
 	if code, _, errOut := runCmd(t, "demo", "--only", "nope"); code != 2 || !strings.Contains(errOut, "no scenario") {
 		t.Fatalf("--only nope: exit %d, stderr %q", code, errOut)
 	}
