@@ -2,6 +2,7 @@ package coordination_test
 
 import (
 	"bytes"
+	"log"
 	"log/slog"
 	"strings"
 	"testing"
@@ -90,9 +91,18 @@ func TestNewWarnsWhenDeadlinesAreIgnored(t *testing.T) {
 // replaces the process's default logger while it runs.
 func TestNewWarnsThroughTheDefaultLogger(t *testing.T) {
 	var buf bytes.Buffer
-	old := slog.Default()
+	// slog.SetDefault also sends the log package's output to the new
+	// handler, and setting the old default back does not undo that: the
+	// log package's writer and flags are put back by hand, or every later
+	// log line of the test binary (a log.Fatal's included) would go into
+	// buf, unseen.
+	old, w, flags := slog.Default(), log.Writer(), log.Flags()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
-	defer slog.SetDefault(old)
+	defer func() {
+		slog.SetDefault(old)
+		log.SetOutput(w)
+		log.SetFlags(flags)
+	}()
 
 	c := redis.NewClient(&redis.Options{Addr: testharness.RefusedAddr(t)})
 	defer c.Close()
