@@ -190,7 +190,7 @@ func reconcile(ctx context.Context, token int64) error {
 func Example_migrateFromClientGoLeaderElection() {
 	coord, stop := exampleCoordinator()
 	defer stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	fmt.Println("run:", snippetMigrateClientGo(ctx, coord, "pod-7"))
 	// Output:

@@ -197,7 +197,7 @@ func snippetReadmeLatch(ctx context.Context, coord *coordination.Coordinator) er
 func Example_readmeLeader() {
 	coord, stop := exampleCoordinator()
 	defer stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	fmt.Println("run:", snippetReadmeLeader(ctx, coord))
 	// Output:
