@@ -19,10 +19,7 @@
 // The scripts share these conventions:
 //
 //   - Time comes from the server: redis.call('TIME') converted once to
-//     integer milliseconds (the rate limiters' decisions: microseconds);
-//     the semaphore's acquire and release, on a key with a TTL, take it
-//     as the key's PEXPIRETIME less its PTTL (the same clock, in two
-//     integer replies, cheaper than TIME's two strings).
+//     integer milliseconds (the rate limiters' decisions: microseconds).
 //     The application's clock never enters a shared decision.
 //   - Arithmetic is integer milliseconds or microseconds (or permits);
 //     every number stays an exact integer below 2^53. 64-bit values that may

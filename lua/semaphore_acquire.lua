@@ -25,14 +25,6 @@
 -- script checks the records, the caller's member and each other score it
 -- goes by against this layout before it writes anything (fragment
 -- semaphore_state).
--- The calls an acquisition makes: PEXPIRETIME (no key: TIME, one ZADD,
--- PEXPIREAT, and done); the time (PTTL, or TIME on a key without a TTL);
--- ZMSCORE of the records and the caller's member; the live holders as
--- ZCARD less ZCOUNT(-inf, now], or, with "multi" or another capacity
--- recorded, ZCOUNT(now, +inf) (and the holders read and summed); ZADD;
--- PEXPIREAT only when the permit outlives the key; ZREMRANGEBYSCORE only
--- when a member expired. None of them walks the live permits of a small
--- sorted set (a listpack) but ZMSCORE's and ZADD's own lookups.
 --
 -- KEYS[1]  semaphore key
 -- ARGV[1]  permit id: the member "P:<n>:<token>", n the number of permits
@@ -65,65 +57,46 @@
 --                            differs from ARGV[3]
 local key = KEYS[1]
 local member = ARGV[1]
--- ARGV[2] and ARGV[3] are integers (the library sends them so): converted
--- by arithmetic, once (tonumber converts twice).
-local ttl = ARGV[2] + 0
-local want = ARGV[3] + 0
+local ttl = tonumber(ARGV[2])
+local want = tonumber(ARGV[3])
 local n = string.match(member, '^P:(%d+):.')
-n = n and n + 0
+n = n and tonumber(n)
 if n == nil or n < 1 or n > want then
   return redis.error_reply('COORD_BADARG permit id is not P:<n>:<token> with 1 <= n <= capacity')
 end
 
---#include semaphore_now.at
-local now
---#include semaphore_now.clock
--- The new score: a number (the server writes it as an integer), or +inf.
-local score = '+inf'
-if ttl > 0 then
-  score = now + ttl
-end
-if at == -2 then
-  -- No key: the first holder records the capacity (and "multi" for more
-  -- than one permit) and gives the key the permit's expiry.
-  if n > 1 then
-    redis.call('ZADD', key, -want, 'capacity', -1, 'multi', score, member)
-  else
-    redis.call('ZADD', key, -want, 'capacity', score, member)
-  end
-  if ttl > 0 then
-    redis.call('PEXPIREAT', key, score)
-  end
-  return 0
-end
-
--- The records and the caller's own member, in one call (WRONGTYPE here
--- for a key of another type). Its records, the caller's member and every
--- other score read below are checked before anything is written.
+-- The records and the caller's own member, in one call.
 local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting', member)
-if not r[1] then
+local fresh = not r[1]
+if fresh and redis.call('EXISTS', key) == 1 then
   return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
 end
-local mine = r[4]
+
+--#include time_ms
+local nows = string.format('%d', now)
+local score = '+inf'
+if ttl > 0 then
+  score = string.format('%d', now + ttl)
+end
+local recorded, hadMulti, multi = nil, r[2] ~= false, false
+if not fresh then
+  -- A key in use: its records, the caller's member and every other score
+  -- read below are checked before anything is written.
+  local mine = r[4]
 --#include semaphore_state
-local hadMulti = r[2] ~= false
-local multi = hadMulti
--- used: the permits of the live holders (scores above now); stale: the
--- members scored at or below now, records included (pruned when more
--- than the records).
-local used, stale
-if cap ~= want or hadMulti then
-  used = redis.call('ZCOUNT', key, '(' .. now, '+inf')
+  recorded = cap
+  local used = redis.call('ZCOUNT', key, '(' .. nows, '+inf')
   if cap ~= want and used > 0 then
     return redis.error_reply(string.format(
       'COORD_CAPACITY_MISMATCH semaphore has capacity %d with live permits; the caller uses %d', cap, want))
   end
-  if hadMulti then
+  multi = hadMulti
+  if multi then
     -- A holder may hold several permits: sum the live holders' permits.
     local heavy = false
     if used > 0 then
       used = 0
-      for _, m in ipairs(redis.call('ZRANGEBYSCORE', key, '(' .. now, '+inf')) do
+      for _, m in ipairs(redis.call('ZRANGEBYSCORE', key, '(' .. nows, '+inf')) do
         local w = string.match(m, '^P:(%d+):')
         w = w and tonumber(w) or 1
         used = used + w
@@ -132,50 +105,34 @@ if cap ~= want or hadMulti then
     end
     multi = heavy
   end
-  stale = records + 1 -- prune: the counts above do not tell
-else
-  -- One permit a holder: the live holders are every member but those
-  -- scored at or below now (two calls that do not walk the live permits).
-  stale = redis.call('ZCOUNT', key, '-inf', now)
-  used = redis.call('ZCARD', key) - stale
-end
-if mine_at ~= nil and mine_at > now then
-  -- The caller's own live permit (a re-sent request): granted again.
-  used = used - n
-end
-if used + n > want then
-  local first = redis.call('ZRANGEBYSCORE', key, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
---#include semaphore_score
-  local v = expiry(first[2])
-  if v == nil then
-    return redis.error_reply(outside)
+  if mine_at ~= nil and mine_at > now then
+    -- The caller's own live permit (a re-sent request): granted again.
+    used = used - n
   end
-  if stale > records then
-    redis.call('ZREMRANGEBYSCORE', key, 0, now)
+  if used + n > want then
+    local first = redis.call('ZRANGEBYSCORE', key, '(' .. nows, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    local v = expiry(first[2])
+    if v == nil then
+      return redis.error_reply(outside)
+    end
+    redis.call('ZREMRANGEBYSCORE', key, 0, nows)
+    if ARGV[4] == '1' and r[3] == false then
+      redis.call('ZADD', key, -1, 'waiting')
+    end
+    if v == math.huge then
+      return -1
+    end
+    return v - now -- >= 1: a live permit's whole ms
   end
-  if ARGV[4] == '1' and r[3] == false then
-    redis.call('ZADD', key, -1, 'waiting')
-  end
-  if v == math.huge then
-    return -1
-  end
-  return v - now -- >= 1: a live permit's whole ms
-end
-if score == '+inf' then
-  redis.call('PERSIST', key)
-elseif at >= 0 then
-  if score > at then
-    redis.call('PEXPIREAT', key, score)
-  end
-else
---#include semaphore_score
+  if score == '+inf' then
+    redis.call('PERSIST', key)
+  else
 --#include semaphore_expiry.extend
-end
-if stale > records then
-  redis.call('ZREMRANGEBYSCORE', key, 0, now)
+  end
+  redis.call('ZREMRANGEBYSCORE', key, 0, nows)
 end
 
-if cap ~= want then
+if recorded ~= want then
   redis.call('ZADD', key, -want, 'capacity', score, member)
 else
   redis.call('ZADD', key, score, member)
@@ -187,5 +144,8 @@ if n > 1 then
 elseif hadMulti and not multi then
   -- No live holder holds more than one permit any more.
   redis.call('ZREM', key, 'multi')
+end
+if fresh and score ~= '+inf' then
+  redis.call('PEXPIREAT', key, score)
 end
 return 0

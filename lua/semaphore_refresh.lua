@@ -64,7 +64,6 @@ if (mine_at == math.huge and redis.call('ZCOUNT', key, '+inf', '+inf') == 1) or
   -- or lost its TTL by hand: it expires with the later of this permit's
   -- new expiry and the highest other permit's.
   local after, after_score = nil, nil
---#include semaphore_score
 --#include semaphore_expiry.next
   redis.call('ZADD', key, 'XX', score, member)
   if after == math.huge then

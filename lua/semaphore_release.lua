@@ -23,11 +23,6 @@
 --                   record's or the caller's member's (when the member is
 --                   there), the next permit's when the key expires with
 --                   the caller's (fragment semaphore_state)
--- The calls a release makes: ZMSCORE of the records and the caller's
--- member; PEXPIRETIME; ZCARD when the key expires with the permit (the
--- last permit: DEL, and done, without reading the time); the time (PTTL,
--- or TIME on a key without a TTL); ZREM (with PERSIST or PEXPIREAT, after
--- a ZRANGE of the next latest, when the key expired with the permit).
 --#include notify
 local key = KEYS[1]
 local member = ARGV[1]
@@ -42,23 +37,7 @@ if not mine then
   return 0
 end
 
---#include semaphore_now.at
--- The key expires with the caller's permit, at or before 9223372036855 ms
--- (the longest TTL from 0, so from now), and holds no other permit: the
--- permit is live (the key is), and the release deletes the key without
--- reading the time (a key is there until the millisecond after its
--- expiry: a release in that very millisecond counts as live, where TIME
--- would have found it expired). now = 0 stands for it: the check it enters
--- (semaphore_state: the permit's expiry at most the longest TTL from now)
--- is the same, or stricter, and nothing else reads it.
-local card = nil
-if at >= 0 and at <= 9223372036855 and mine + 0 == at then
-  card = redis.call('ZCARD', key)
-end
-local now = 0
-if card == nil or card > 2 + (r[2] and 1 or 0) + (r[3] and 1 or 0) then
---#include semaphore_now.clock
-end
+--#include time_ms
 --#include semaphore_state
 local live = mine_at > now
 local notify = live and r[2] ~= false
@@ -69,14 +48,14 @@ local moves
 if mine_at == math.huge then
   moves = redis.call('ZCOUNT', key, '+inf', '+inf') == 1
 else
+  local at = redis.call('PEXPIRETIME', key)
   moves = at == mine_at or (at == -1 and redis.call('ZCOUNT', key, '+inf', '+inf') == 0)
 end
 local after, after_score = nil, nil
 if moves then
-  if (card or redis.call('ZCARD', key)) <= records + 1 then
+  if redis.call('ZCARD', key) <= records + 1 then
     after = false
   else
---#include semaphore_score
 --#include semaphore_expiry.next
   end
 end

@@ -41,10 +41,9 @@
 // Every operation is one Lua script on that one key, in one round trip,
 // using the server's clock, and a bounded number of Redis calls whatever
 // the number of holders: the permits in use are the live holders, counted
-// with ZCARD less a ZCOUNT of the members scored at or below now (and,
-// while "multi" is there, read and summed). A release publishes a
-// notification only while "waiting" is there. Expired permits are pruned
-// by the next acquisition that finds one; there is no cleanup worker. The
+// with ZCOUNT (and, while "multi" is there, read and summed). A release
+// publishes a notification only while "waiting" is there. Expired permits
+// are pruned by the next acquisition; there is no cleanup worker. The
 // pruning goes by score, not by name: a member someone else added with a
 // score in the past (a permit's expiry already gone) is taken for an
 // expired permit and removed with them, unread (reading every expired
@@ -176,9 +175,7 @@
 // package coordination), best effort, when
 // a blocked acquisition is waiting (its refused attempt, made after it
 // subscribed, adds the "waiting" record). The scripts need Redis 7.0 or
-// later (or Valkey): they use ZMSCORE and PEXPIRETIME. The server's time
-// is TIME's, or, on a key with a TTL, its PEXPIRETIME less its PTTL (the
-// clock that expires the key, read in two integer replies).
+// later (or Valkey): they use ZMSCORE, PEXPIRETIME and PEXPIREAT GT.
 //
 // # Hooks and metrics
 //

@@ -28,21 +28,23 @@ else
   end
 end
 --#section extend
--- semaphore_expiry.extend: before member is scored score (ms, a number)
--- by an acquisition on a key without a TTL (at, of the fragment
--- semaphore_now, is -1). Such a key holds a permit without expiry, and
--- keeps none; or it lost its TTL by hand (PERSIST, a RESTORE without TTL)
--- while no permit lacks an expiry: it gets its TTL back, the latest
--- permit's (member's old score, at or below its new one, left out).
-if redis.call('ZCOUNT', key, '+inf', '+inf') == 0 then
+-- semaphore_expiry.extend: before member is scored score (ms, a string)
+-- by an acquisition,
+-- makes the key live at least until then. A key without a TTL holds a
+-- permit without expiry: GT keeps it so. When GT changed nothing, a key
+-- left without a TTL by an operator (PERSIST, a RESTORE without TTL)
+-- while no permit lacks an expiry gets its TTL back: the latest permit's
+-- (member's old score, at or below its new one, left out).
+if redis.call('PEXPIREAT', key, score, 'GT') == 0 and redis.call('PEXPIRETIME', key) == -1 and
+    redis.call('ZCOUNT', key, '+inf', '+inf') == 0 then
   local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  local until_ms = score
+  local at = tonumber(score)
   if top[1] ~= member and top[1] ~= 'capacity' and top[1] ~= 'multi' and top[1] ~= 'waiting' then
     local e = expiry(top[2])
     if e == nil then
       return redis.error_reply(outside)
     end
-    until_ms = math.max(until_ms, e)
+    at = math.max(at, e)
   end
-  redis.call('PEXPIREAT', key, until_ms)
+  redis.call('PEXPIREAT', key, string.format('%d', at))
 end
