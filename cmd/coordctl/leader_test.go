@@ -55,10 +55,16 @@ type coordctlProc struct {
 
 func startCoordctl(t *testing.T, args ...string) *coordctlProc {
 	t.Helper()
+	return startWithEnv(t, nil, args...)
+}
+
+// startWithEnv is startCoordctl with env added to coordctl's environment.
+func startWithEnv(t *testing.T, env []string, args ...string) *coordctlProc {
+	t.Helper()
 	p := &coordctlProc{out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(os.Args[0], args...)
 	// GORACE: a race-enabled binary otherwise sleeps 1 s before exiting.
-	p.cmd.Env = append(os.Environ(), "COORDCTL_TEST_AS_MAIN=1", "GORACE=atexit_sleep_ms=0")
+	p.cmd.Env = append(append(os.Environ(), "COORDCTL_TEST_AS_MAIN=1", "GORACE=atexit_sleep_ms=0"), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	// A process group of its own, and on Linux SIGKILL when its parent,
 	// this test binary, dies (a panic, a -timeout, a killed go test), which

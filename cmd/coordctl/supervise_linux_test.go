@@ -56,28 +56,7 @@ func markedProcesses(t *testing.T, mark string) []string {
 // environment, so that every process of the command carries it too.
 func startMarked(t *testing.T, mark string, args ...string) *coordctlProc {
 	t.Helper()
-	p := &coordctlProc{out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(os.Args[0], args...)
-	p.cmd.Env = append(os.Environ(), "COORDCTL_TEST_AS_MAIN=1", "GORACE=atexit_sleep_ms=0", mark)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.SysProcAttr = procAttr()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		p.code = exitCode(p.cmd.ProcessState, nil)
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			killProcess(p.cmd.Process)
-		}
-		<-p.done
-	})
-	return p
+	return startWithEnv(t, []string{mark}, args...)
 }
 
 // kill -9 of coordctl while its command runs: the command, the shell's
