@@ -5,7 +5,7 @@
 // leader election, idempotency claims and rate limiters.
 //
 // A [Coordinator] is the one handle every primitive needs besides its own
-// key and settings:
+// key and settings (in a function that returns (err error), as in README.md):
 //
 //	rdb := redis.NewClient(&redis.Options{
 //		Addr:                  addr,
@@ -16,12 +16,7 @@
 //	if err != nil {
 //		return err
 //	}
-//	defer func() {
-//		if err := coord.Shutdown(context.Background()); err != nil {
-//			log.Printf("shutdown: %v", err)
-//		}
-//	}()
-//
+//	defer func() { err = errors.Join(err, coord.Shutdown(context.Background())) }()
 //	// A fencing-token lock: both keys share one {hash tag} (one Cluster slot).
 //	mu, err := fencing.New(coord, "{invoice:42}:lease", "{invoice:42}:fence")
 //	if err != nil {

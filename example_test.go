@@ -77,7 +77,7 @@ func Example_quickStart() {
 
 // snippetQuickStart is the body of README.md's Quick start program's run
 // function (TestQuickStartInAFreshModule runs the whole program).
-func snippetQuickStart(ctx context.Context, addr string) error {
+func snippetQuickStart(ctx context.Context, addr string) (err error) {
 	rdb := redis.NewClient(&redis.Options{
 		Addr:                  addr,
 		ContextTimeoutEnabled: true, // without it a context's deadline does not bound a command
@@ -87,12 +87,7 @@ func snippetQuickStart(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := coord.Shutdown(context.Background()); err != nil {
-			log.Printf("shutdown: %v", err)
-		}
-	}()
-
+	defer func() { err = errors.Join(err, coord.Shutdown(context.Background())) }()
 	// A fencing-token lock: both keys share one {hash tag} (one Cluster slot).
 	mu, err := fencing.New(coord, "{invoice:42}:lease", "{invoice:42}:fence")
 	if err != nil {
@@ -107,7 +102,6 @@ func snippetQuickStart(ctx context.Context, addr string) error {
 		return err // Redis unreachable, bad input, a corrupt key ...
 	}
 	lk.KeepAlive() // renews every TTL/3; lk.Context() is cancelled if the lock is lost
-
 	// Pass the fencing token with every write; the resource rejects older ones.
 	fmt.Println("holding fencing token", lk.FencingToken())
 	_, err = lk.Release(ctx) // a failed release is also retried in the background
