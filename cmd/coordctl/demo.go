@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -147,18 +150,32 @@ coordctl demo --cluster 127.0.0.1:7000,127.0.0.1:7001 --only semaphore`)
 		}
 		return c
 	}
-	ctx := context.Background()
+	// Ctrl-C (or SIGTERM) stops the scenario under way; the demo's keys
+	// are removed all the same, on a context of their own.
+	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
 	for _, s := range selected {
 		fmt.Fprintf(stdout, "\n== %s ==\n", s.title)
 		d.start = time.Now()
-		if err := s.run(ctx, d); err != nil {
+		if err := s.run(ctx, d); err != nil && ctx.Err() == nil {
 			d.check(s.name+" ran", false, "%v", err)
 		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	if n, err := removeKeys(ctx, client, prefix); err != nil {
+	interrupted := ctx.Err() != nil
+	stopSignals() // a second Ctrl-C now ends the process at once
+	cleanCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if n, err := removeKeys(cleanCtx, client, prefix); err != nil {
 		fmt.Fprintf(stderr, "coordctl demo: could not remove the demo's keys (prefix %q): %v\n", prefix, err)
 	} else if cf.Given() {
 		fmt.Fprintf(stdout, "\nremoved the demo's %d keys from the server\n", n)
+	}
+	if interrupted {
+		fmt.Fprintln(stderr, "coordctl demo: interrupted")
+		return 130
 	}
 	fmt.Fprintf(stdout, "\n%d invariants held, %d failed\n", d.passed, len(d.failed))
 	if len(d.late) > 0 {

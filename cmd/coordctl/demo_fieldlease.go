@@ -112,9 +112,14 @@ func runFieldLeaseDemo(ctx context.Context, d *demo) error {
 		return err
 	}
 	ttlsOK = showHash(ctx, d, client, full, owners) && ttlsOK
-	d.check("leases: an expired field is taken over, the others untouched",
-		after["shard:1"] == before["shard:1"] && after["shard:3"] == before["shard:3"] && after["shard:2"] == t2.Token() && took < 2*time.Second,
-		"shard:2 changed hands after %v; shard:1 and shard:3 kept their owners", took.Round(time.Millisecond))
+	// A keep-alive that missed its 300 ms lease on a loaded machine loses
+	// shard:1 or shard:3 (their handles say so): the takeover stays checked,
+	// the loss counts as late, not as a failure.
+	kept := s1.Context().Err() == nil && s3.Context().Err() == nil
+	untouched := after["shard:1"] == before["shard:1"] && after["shard:3"] == before["shard:3"]
+	d.timed("leases: an expired field is taken over, the others untouched",
+		after["shard:2"] == t2.Token() && (untouched || !kept), took < 2*time.Second && kept,
+		"shard:2 changed hands after %v; shard:1 and shard:3 kept their owners: %v", took.Round(time.Millisecond), untouched && kept)
 
 	out, err := s2.Release(ctx)
 	d.logf("worker-1", "(back from the crash) releases its stale shard:2 handle: %v", out)

@@ -24,13 +24,17 @@ func runCmd(t *testing.T, args ...string) (int, string, string) {
 
 // serverArgs returns the connection flags for a backend: nothing for
 // miniredis (demo starts its own embedded server), --redis or --cluster
-// for real servers.
+// for real servers; on the least-privilege backend, as the user of
+// docs/acl.md's two lines.
 func serverArgs(b *testharness.Backend) []string {
 	switch {
 	case b.IsMini():
 		return nil
 	case b.IsCluster():
 		return []string{"--cluster", strings.Join(b.Cluster.Addrs(), ",")}
+	case b.LeastPrivilege():
+		// docs/acl.md's two lines, and nothing else (testharness.CoordctlUser).
+		return []string{"--redis", "redis://" + testharness.CoordctlUser + ":" + testharness.CoordctlPassword + "@" + b.Server.Addr + "/0"}
 	default:
 		return []string{"--redis", "redis://" + b.Server.Addr + "/0"}
 	}

@@ -168,7 +168,7 @@ func middlewareResult(res string) (string, bool) {
 }
 
 func runIdemShow(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("idempotency show", stdout, stderr, `usage: coordctl idempotency show --key K [--namespace NS] [--result]
+	fs := newFlags("idempotency show", stdout, stderr, `usage: coordctl idempotency show --key K [--namespace NS] [--result [--raw]]
 
 Shows the idempotency claim at K: pending or completed, its owner (truncated),
 whether a fingerprint was stored, the result's size and HTTP status, and its TTL.

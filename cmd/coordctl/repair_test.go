@@ -131,7 +131,7 @@ func TestRepairSemaphore(t *testing.T) {
 			t.Fatal("a third permit of two")
 		}
 		// inspect suggests the repair, with the key (and the prefix) to give.
-		expect(t, exitOK, "repair:          coordctl repair semaphore --prefix "+layout.ShellQuote(b.Prefix())+" --key enc --list", cmdline(b, "inspect", "enc")...)
+		expect(t, exitOK, "coordctl repair semaphore --prefix "+layout.ShellQuote(b.Prefix())+" --key enc --list", cmdline(b, "inspect", "enc")...)
 		out := expect(t, exitOK, "1 permit(s) without expiry", cmdline(b, "repair semaphore", "--key", "enc", "--list")...)
 		if !strings.Contains(out, dead.Token()) || strings.Contains(out, live.Token()) {
 			t.Fatalf("--list:\n%s", out)

@@ -42,7 +42,7 @@ var LeaseLayout = layout.Layout{
 func leaseFields(s *layout.Snapshot, r *layout.Report) {
 	h := s.Hash
 	r.Add("owner", layout.Tok(strings.TrimSuffix(h["owner"], "+")))
-	r.Add("waiters", strings.HasSuffix(h["owner"], "+"))
+	r.Add("notifies on release", strings.HasSuffix(h["owner"], "+")) // a contended attempt marked it
 	if holder, ok := h["holder"]; ok {
 		r.Add("holder", holder)
 	}

@@ -23,7 +23,7 @@ var LockLayout = layout.Layout{
 	Match: isLock,
 	Decode: func(s *layout.Snapshot, r *layout.Report) {
 		r.Add("owner", layout.Tok(strings.TrimSuffix(s.Str, "+")))
-		r.Add("waiters", strings.HasSuffix(s.Str, "+"))
+		r.Add("notifies on release", strings.HasSuffix(s.Str, "+")) // a contended attempt marked it
 		if s.PTTL == -1 {
 			r.Bad("the lock has no TTL: it is held until deleted (DEL it if its holder is gone)")
 		}

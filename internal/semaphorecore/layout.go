@@ -88,7 +88,7 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 	r.Add("free", max(capacity-used, 0))
 	r.Add("holders", holders)
 	r.Add("without expiry", noExpiry)
-	r.Add("waiters", waiters)
+	r.Add("notifies on release", waiters) // a contended attempt marked it
 	if capacity < 1 {
 		bad("no capacity record")
 	}

@@ -33,16 +33,26 @@ const (
 // tests: every test key starts with it ([Backend.Prefix]).
 const ACLPrefix = "t:"
 
-// ACLLine returns docs/acl.md's ACL SETUSER line (the one line of its code
-// block that starts with it), as written.
+// ACLLine returns docs/acl.md's ACL SETUSER line for the library (the
+// first of its two lines that start so), as written.
 func ACLLine() (string, error) {
+	lines, err := aclLines()
+	if err != nil {
+		return "", err
+	}
+	return lines[0], nil
+}
+
+// aclLines returns docs/acl.md's two lines that start with "ACL SETUSER ":
+// the library's, then what coordctl's inspect, repair and demo add.
+func aclLines() ([]string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
-		return "", errors.New("testharness: cannot locate docs/acl.md")
+		return nil, errors.New("testharness: cannot locate docs/acl.md")
 	}
 	readme, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "docs", "acl.md"))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	var found []string
 	for _, line := range strings.Split(string(readme), "\n") {
@@ -50,10 +60,10 @@ func ACLLine() (string, error) {
 			found = append(found, line)
 		}
 	}
-	if len(found) != 1 {
-		return "", fmt.Errorf("testharness: docs/acl.md has %d lines starting with \"ACL SETUSER \", want 1", len(found))
+	if len(found) != 2 {
+		return nil, fmt.Errorf("testharness: docs/acl.md has %d lines starting with \"ACL SETUSER \", want 2 (the library's, coordctl's)", len(found))
 	}
-	return found[0], nil
+	return found, nil
 }
 
 // ACLRules returns the rules of docs/acl.md's ACL line (after the user
@@ -75,20 +85,44 @@ func ACLRules() ([]string, error) {
 	return rules, nil
 }
 
-// createACLUser creates [ACLUser] on s with docs/acl.md's rules.
+// CoordctlUser and CoordctlPassword are, on the [ACLFlavor] backend, a
+// user with both of docs/acl.md's lines (the library's, then coordctl's
+// additions), for keys under [ACLPrefix] and under coordctl demo's default
+// prefix "coordctl-demo:": coordctl's tests connect as it there.
+const (
+	CoordctlUser     = "coordctl"
+	CoordctlPassword = "coordctl-least-privilege"
+)
+
+// createACLUser creates [ACLUser] on s with docs/acl.md's rules, and
+// [CoordctlUser] with them and coordctl's.
 func createACLUser(s *Server) error {
 	rules, err := ACLRules()
 	if err != nil {
 		return err
 	}
+	lines, err := aclLines()
+	if err != nil {
+		return err
+	}
+	extra := strings.Fields(lines[1])[3:]
 	c := redis.NewClient(s.Options())
 	defer c.Close()
-	args := []any{"ACL", "SETUSER", ACLUser, "reset"}
-	for _, r := range rules {
-		args = append(args, r)
-	}
-	if err := c.Do(context.Background(), args...).Err(); err != nil {
-		return fmt.Errorf("testharness: creating the least-privilege user on %s: %w", s.Flavor, err)
+	for _, u := range []struct {
+		name  string
+		rules []string
+	}{
+		{ACLUser, rules},
+		{CoordctlUser, append(append(append([]string{}, rules...), extra...),
+			">"+CoordctlPassword, "~coordctl-demo:*", "&coordination:coordctl-demo:*")},
+	} {
+		args := []any{"ACL", "SETUSER", u.name, "reset"}
+		for _, r := range u.rules {
+			args = append(args, r)
+		}
+		if err := c.Do(context.Background(), args...).Err(); err != nil {
+			return fmt.Errorf("testharness: creating the least-privilege user %s on %s: %w", u.name, s.Flavor, err)
+		}
 	}
 	s.aclUser = true
 	return nil

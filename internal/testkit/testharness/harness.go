@@ -249,6 +249,7 @@ func sharedServer(flavor string) (*Server, error) {
 		failed[flavor] = err
 		return nil, err
 	}
+	s.markShared()
 	shared[flavor] = s
 	return s, nil
 }
@@ -268,6 +269,11 @@ func sharedCluster() (*Cluster, error) {
 		return clusterS, clusterE
 	}
 	clusterS, clusterE = startCluster(ClusterFlavor())
+	if clusterS != nil {
+		for _, n := range clusterS.Nodes {
+			n.markShared()
+		}
+	}
 	return clusterS, clusterE
 }
 

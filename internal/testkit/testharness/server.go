@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -28,6 +29,7 @@ type Server struct {
 	args   []string
 
 	aclUser bool // the shared server of ACLFlavor: clients of its backend connect as ACLUser
+	shared  bool // a server shared by the test binary: its death is reported (see watchShared)
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -115,7 +117,19 @@ func (s *Server) start() error {
 		return err
 	}
 	exit := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exit) }()
+	go func() {
+		_ = cmd.Wait()
+		s.mu.Lock()
+		died := s.shared && s.cmd == cmd // not stopped by Stop or Kill
+		s.mu.Unlock()
+		if died {
+			// Every test on it now fails with "connection refused": say
+			// why once, with the server's own crash report.
+			fmt.Fprintf(deathReports, "testharness: the shared %s server on port %d died while tests ran (%v); the end of its log:\n%s\n",
+				s.Flavor, s.Port, cmd.ProcessState, s.logLines(60))
+		}
+		close(exit)
+	}()
 	s.mu.Lock()
 	s.cmd, s.exit = cmd, exit
 	s.mu.Unlock()
@@ -149,12 +163,30 @@ func (s *Server) start() error {
 }
 
 func (s *Server) logTail() string {
+	return strings.ReplaceAll(s.logLines(5), "\n", " | ")
+}
+
+// logLines returns the last n lines of the server's log.
+func (s *Server) logLines(n int) string {
 	b, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 5 {
-		lines = lines[len(lines)-5:]
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
 	}
-	return strings.Join(lines, " | ")
+	return strings.Join(lines, "\n")
+}
+
+// deathReports is where a shared server's unexpected death is reported.
+var deathReports io.Writer = os.Stderr
+
+// markShared makes the server's unexpected death (not by Stop or Kill)
+// print its log's end on stderr: a server shared by every test of the
+// binary fails them all at once, and the tests see only refused
+// connections.
+func (s *Server) markShared() {
+	s.mu.Lock()
+	s.shared = true
+	s.mu.Unlock()
 }
 
 // Stop stops the server with SIGTERM (SIGKILL after 5 s) and waits for it
