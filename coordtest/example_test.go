@@ -27,6 +27,7 @@ func (t *exampleTB) Cleanup(f func())                  { t.cleanups = append(t.c
 func (t *exampleTB) Logf(format string, args ...any)   {}
 func (t *exampleTB) Fatal(args ...any)                 { panic(fmt.Sprint(args...)) }
 func (t *exampleTB) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (t *exampleTB) Context() context.Context          { return context.Background() }
 
 // end runs the cleanups, as the end of a test does.
 func (t *exampleTB) end() {
@@ -322,4 +323,79 @@ func ExampleEnv_Advance_window() {
 	// allowed: true retry within the hour: false
 	// allowed: false retry within the hour: true
 	// after an hour: true 1 <nil>
+}
+
+// snippetTestingPage is the test body of docs/testing.md ("Testing your
+// own code"), block by block.
+func snippetTestingPage(t testing.TB) {
+	env := coordtest.New(t) // stopped when the test ends
+	mu, err := lock.New(env.Coordinator(), "jobs:nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+
+	l, err := mu.TryAcquire(ctx, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Advance(31 * time.Second) // the lease expires on the server, not in the process
+	if held, err := l.Refresh(ctx, 30*time.Second); held || err != nil {
+		t.Fatalf("Refresh = %v, %v; want false, nil", held, err)
+	}
+	if !errors.Is(context.Cause(l.Context()), coordination.ErrLost) {
+		t.Fatal("the lease's context is not cancelled as lost")
+	}
+
+	env.LoseReplies(1) // the next command runs on the server; its reply is lost
+	_, err = mu.TryAcquire(ctx, 30*time.Second)
+	if !coordination.IsAmbiguous(err) || !errors.Is(err, coordtest.ErrInjected) {
+		t.Fatalf("TryAcquire = %v, want the injected ambiguous error", err)
+	}
+	// The library releases what the acquisition took, in the background.
+	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	l, err = mu.Acquire(waitCtx, 30*time.Second)
+	if err != nil {
+		t.Fatalf("Acquire after the background release: %v", err)
+	}
+
+	lim, err := ratelimit.New(env.Coordinator(), "limits:export", ratelimit.FixedWindow{Limit: 2, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	env.FailCommands(2) // the next 2 commands fail before they reach the server
+	dec, tries, err := allowWithRetry(ctx, lim)
+	if err != nil || tries != 3 || dec.Available() != 1 {
+		t.Fatalf("allowWithRetry = %v after %d tries, %d left; want the third try granted, 1 left", err, tries, dec.Available())
+	}
+
+	if dec, err = lim.Allow(ctx, 1); err != nil || !dec.Allowed() {
+		t.Fatalf("second Allow = %v, %v; want granted", dec.Allowed(), err)
+	}
+	if dec, err = lim.Allow(ctx, 1); err != nil || dec.Allowed() {
+		t.Fatalf("third Allow in the hour = %v, %v; want refused", dec.Allowed(), err)
+	}
+	env.Advance(time.Hour) // the window ends
+	if dec, err = lim.Allow(ctx, 1); err != nil || !dec.Allowed() {
+		t.Fatalf("Allow in the next window = %v, %v; want granted", dec.Allowed(), err)
+	}
+
+	resume := env.Pause() // commands are held: the server stopped answering
+	callCtx, cancelCall := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancelCall()
+	if _, err := l.Verify(callCtx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Verify while paused = %v, want the deadline's error", err)
+	}
+	resume()
+}
+
+// The test of docs/testing.md's "Testing your own code" passes.
+func Example_testingPage() {
+	t := newExampleTB() // in a test: the test's t
+	defer t.end()
+	snippetTestingPage(t)
+	fmt.Println("ok")
+	// Output: ok
 }
