@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -141,11 +142,11 @@ func (e *Env) Client() redis.UniversalClient { return e.client }
 
 // Advance moves the server's clock forward by d, at once: TIME, which
 // every script reads, and the TTLs of every key and hash field move
-// together, so a lease whose TTL is shorter than d has expired, a
-// rate-limit window shorter than d has ended and a token bucket has
-// refilled by the next command. The server's clock otherwise follows the
-// real clock, d ahead after the call, so waits and short TTLs behave as
-// on a real server.
+// together, so by the next command a lease with less than d left has
+// expired, a rate-limit window with less than d left has ended and a
+// token bucket has refilled for d. Between jumps the server's clock runs
+// with the real clock (ahead of it by the sum of every d so far), so
+// waits and short TTLs behave as on a real server.
 //
 // Advance does not move the process's clock. What the library measures
 // locally keeps real time: a held lease's Remaining, its Context's
@@ -201,16 +202,7 @@ func (e *Env) tickLocked() {
 // connection does not count. A command failed by [Env.FailCommands] never
 // reached the server and does not count. n must not be negative (LoseReplies
 // panics).
-func (e *Env) LoseReplies(n int) {
-	if n < 0 {
-		panic("coordtest: LoseReplies: negative count")
-	}
-	e.mu.Lock()
-	if !e.ended {
-		e.lose += n
-	}
-	e.mu.Unlock()
-}
+func (e *Env) LoseReplies(n int) { e.arm("LoseReplies", &e.lose, n) }
 
 // FailCommands makes the next n commands of the client fail before they
 // reach the server, as a refused connection does: each caller gets an
@@ -222,22 +214,28 @@ func (e *Env) LoseReplies(n int) {
 // Calls add up, and commands are counted as by [Env.LoseReplies]; failed
 // commands are taken first (a command that fails does not lose a reply).
 // n must not be negative (FailCommands panics).
-func (e *Env) FailCommands(n int) {
+func (e *Env) FailCommands(n int) { e.arm("FailCommands", &e.fail, n) }
+
+// arm adds n to the count of a fault (guarded by mu), which the method
+// named verb arms; nothing once the test ended.
+func (e *Env) arm(verb string, count *int, n int) {
 	if n < 0 {
-		panic("coordtest: FailCommands: negative count")
+		panic("coordtest: " + verb + ": negative count " + strconv.Itoa(n))
 	}
 	e.mu.Lock()
 	if !e.ended {
-		e.fail += n
+		*count += n
 	}
 	e.mu.Unlock()
 }
 
 // Pause holds every command of the client before it is sent, until resume
 // is called or the command's context ends; a command whose context ends
-// while held returns the context's error without reaching the server (the
-// library may still report the outcome ambiguous: it cannot tell a held
-// command from one sent). This is a server that stopped answering, seen
+// while held returns the context's error without reaching the server
+// (which [coordination.IsAmbiguous] reports true for, as for every
+// cancelled call: the library cannot tell a held command from one sent, and
+// undoes an acquisition cancelled so in the background, as for a lost
+// reply). This is a server that stopped answering, seen
 // from the client: calls block, deadlines expire, keep-alive renewals do
 // not arrive while the server's clock runs on.
 //
