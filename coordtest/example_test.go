@@ -230,7 +230,7 @@ func ExampleEnv_Pause() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := mu.TryAcquire(ctx, 300*time.Millisecond)
+	l, err := mu.TryAcquire(ctx, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
