@@ -1,0 +1,192 @@
+package engine
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/instrument"
+)
+
+// The attributes of an operation's span (docs/observability.md lists
+// them). None names a key, an owner token, an identity or an endpoint.
+const (
+	// AttrOperation is the operation's name, as the hooks see it ("LOCK
+	// ACQUIRE"); the span's name too.
+	AttrOperation = "coordination.operation"
+	// AttrPrimitive is the primitive kind ("lock", "ratelimit").
+	AttrPrimitive = "coordination.primitive"
+	// AttrOutcome is the hooks' outcome: succeeded, canceled or failed.
+	AttrOutcome = "coordination.outcome"
+	// AttrWaitTime is the time in seconds (a double) the operation spent
+	// in the wait loop ([Engine.Wait]), attempts included; only on an
+	// operation that blocked.
+	AttrWaitTime = "coordination.wait_time"
+)
+
+// outcomeAttrs are the AttrOutcome attributes, built once.
+var outcomeAttrs = map[hooks.Outcome]attribute.KeyValue{
+	hooks.Succeeded: attribute.String(AttrOutcome, hooks.Succeeded.String()),
+	hooks.Canceled:  attribute.String(AttrOutcome, hooks.Canceled.String()),
+	hooks.Failed:    attribute.String(AttrOutcome, hooks.Failed.String()),
+}
+
+// unsetGlobal is the global tracer provider OpenTelemetry starts with (a
+// no-op forwarding to the SDK an application installs later with
+// otel.SetTracerProvider), or nil when another was installed before this
+// package initialised. While otel.GetTracerProvider() still returns it,
+// no span work is done at all.
+var unsetGlobal = func() trace.TracerProvider {
+	tp := otel.GetTracerProvider()
+	t := reflect.TypeOf(tp)
+	if t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global" && t.Elem().Name() == "tracerProvider" {
+		return tp
+	}
+	return nil
+}()
+
+// tracing is an engine's tracer. The zero value traces nothing.
+type tracing struct {
+	tracer trace.Tracer // nil: a no-op provider, never traced
+	// global: tracer is the global provider's, traced only once an
+	// application installed a provider other than a no-op.
+	global bool
+	mu     sync.Mutex // serialises writers of attrs
+	attrs  cowMap[opKey, []attribute.KeyValue]
+}
+
+type opKey struct{ name, primitive string }
+
+// init sets the tracer of tp (nil: otel.GetTracerProvider()).
+func (t *tracing) init(tp trace.TracerProvider) {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if noopTracer(tp) {
+		return
+	}
+	t.tracer = tp.Tracer(instrument.Scope)
+	t.global = unsetGlobal != nil && tp == unsetGlobal
+}
+
+// noopTracer reports whether tp is known to record nothing.
+func noopTracer(tp trace.TracerProvider) bool {
+	_, ok := tp.(noop.TracerProvider)
+	return ok
+}
+
+// on reports whether an operation may be traced now: no span is started
+// (no allocation, no ID generated) with a no-op provider or while the
+// global provider is still OpenTelemetry's initial no-op.
+func (t *tracing) on() bool {
+	if t.tracer == nil {
+		return false
+	}
+	if t.global {
+		tp := otel.GetTracerProvider()
+		return tp != unsetGlobal && !noopTracer(tp)
+	}
+	return true
+}
+
+// spanWait accumulates the time a recording operation spends in
+// [Engine.Wait]; it travels in the operation's context.
+type spanWait struct{ d atomic.Int64 }
+
+type spanWaitKey struct{}
+
+// start starts the span of operation name of primitive, a child of ctx's
+// span; the returned context carries it (so spans of the client's own
+// instrumentation nest under it). Attributes are set only on a recording
+// span.
+func (t *tracing) start(ctx context.Context, name, primitive string) (context.Context, trace.Span, *spanWait) {
+	ctx, span := t.tracer.Start(ctx, name)
+	if !span.IsRecording() {
+		return ctx, span, nil
+	}
+	span.SetAttributes(t.opAttrs(name, primitive)...)
+	w := new(spanWait)
+	return context.WithValue(ctx, spanWaitKey{}, w), span, w
+}
+
+// opAttrs returns the operation and primitive attributes, built once per
+// operation.
+func (t *tracing) opAttrs(name, primitive string) []attribute.KeyValue {
+	k := opKey{name, primitive}
+	if v, ok := t.attrs.get(k); ok {
+		return v
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if v, ok := t.attrs.get(k); ok {
+		return v
+	}
+	v := []attribute.KeyValue{attribute.String(AttrOperation, name), attribute.String(AttrPrimitive, primitive)}
+	t.attrs.put(k, v)
+	return v
+}
+
+// waiting returns the function that adds the time since now to the wait
+// time of ctx's recording operation, or nil when there is none.
+func waiting(ctx context.Context) func() {
+	w, _ := ctx.Value(spanWaitKey{}).(*spanWait)
+	if w == nil {
+		return nil
+	}
+	start := time.Now()
+	return func() { w.d.Add(int64(time.Since(start))) }
+}
+
+// endSpan ends o's span with the outcome out of err, the wait time when
+// the operation waited, and, when it failed, status Error described by
+// the error's class alone ("transient", "terminal"): an error's message
+// names the key, and is never recorded.
+func (o Op) endSpan(out hooks.Outcome, err error) {
+	if o.span.IsRecording() {
+		attrs := [2]attribute.KeyValue{outcomeAttrs[out]}
+		n := 1
+		if o.wait != nil {
+			if d := time.Duration(o.wait.d.Load()); d > 0 {
+				attrs[1] = attribute.Float64(AttrWaitTime, d.Seconds())
+				n++
+			}
+		}
+		o.span.SetAttributes(attrs[:n]...)
+		if out == hooks.Failed {
+			o.span.SetStatus(codes.Error, errorClassName(err))
+		}
+	}
+	o.span.End()
+}
+
+// errorClassName names err's class for a span's status.
+func errorClassName(err error) string {
+	switch Classify(err) {
+	case Transient:
+		return "transient"
+	case Canceled:
+		return "canceled"
+	case noError:
+		return ""
+	}
+	return "terminal"
+}
+
+// TraceID returns the W3C trace id (32 lower-case hex digits) of ctx's
+// span, or "" when ctx carries no valid span context.
+func TraceID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	return sc.TraceID().String()
+}
