@@ -297,13 +297,14 @@ func NewToken() (string, error) {
 
 // Op is one admitted public operation. Its End must be called exactly once.
 type Op struct {
-	e     *Engine
-	name  string
-	start time.Time
-	done  hooks.Done
-	keys  Keys       // names the key in End's error; see [Op.On]
-	span  trace.Span // nil when not traced
-	wait  *spanWait  // a recording span's wait time; nil otherwise
+	e         *Engine
+	name      string
+	primitive string
+	start     time.Time
+	done      hooks.Done
+	keys      Keys       // names the key in End's error; see [Op.On]
+	span      trace.Span // nil when not traced
+	wait      *spanWait  // a recording span's wait time; nil otherwise
 }
 
 // On returns o naming the first of keys (as the caller gave it) in the
@@ -333,7 +334,7 @@ func (e *Engine) Admit(ctx context.Context, name, primitive string, keys ...Keys
 	if e.life.closed.Load() {
 		return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, field: k.field, err: errShutdown}
 	}
-	op := Op{e: e, name: name, start: time.Now(), keys: k}
+	op := Op{e: e, name: name, primitive: primitive, start: time.Now(), keys: k}
 	if len(e.hooks) > 0 {
 		next, done, err := e.hooks.Admit(ctx, hooks.Operation{Name: name, Primitive: primitive})
 		if err != nil {
@@ -345,7 +346,7 @@ func (e *Engine) Admit(ctx context.Context, name, primitive string, keys ...Keys
 		op.done = done
 	}
 	if e.tracing.on() {
-		ctx, op.span, op.wait = e.tracing.start(ctx, name, primitive)
+		ctx, op.span, op.wait = e.tracing.start(ctx, name)
 	}
 	return ctx, op, nil
 }

@@ -38,7 +38,7 @@ func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string, keys 
 	if err := ClosedAny(es); err != nil {
 		return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, field: k.field, err: err}
 	}
-	op := Op{e: es[0], name: name, start: time.Now(), keys: k}
+	op := Op{e: es[0], name: name, primitive: primitive, start: time.Now(), keys: k}
 	var dones []hooks.Done
 	for _, e := range es {
 		if len(e.hooks) == 0 {
@@ -70,7 +70,7 @@ func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string, keys 
 		}
 	}
 	if t := &es[0].tracing; t.on() {
-		ctx, op.span, op.wait = t.start(ctx, name, primitive)
+		ctx, op.span, op.wait = t.start(ctx, name)
 	}
 	return ctx, op, nil
 }

@@ -33,13 +33,6 @@ const (
 	AttrWaitTime = "coordination.wait_time"
 )
 
-// outcomeAttrs are the AttrOutcome attributes, built once.
-var outcomeAttrs = map[hooks.Outcome]attribute.KeyValue{
-	hooks.Succeeded: attribute.String(AttrOutcome, hooks.Succeeded.String()),
-	hooks.Canceled:  attribute.String(AttrOutcome, hooks.Canceled.String()),
-	hooks.Failed:    attribute.String(AttrOutcome, hooks.Failed.String()),
-}
-
 // unsetGlobal is the global tracer provider OpenTelemetry starts with (a
 // no-op forwarding to the SDK an application installs later with
 // otel.SetTracerProvider), or nil when another was installed before this
@@ -61,10 +54,15 @@ type tracing struct {
 	// application installed a provider other than a no-op.
 	global bool
 	mu     sync.Mutex // serialises writers of attrs
-	attrs  cowMap[opKey, []attribute.KeyValue]
+	attrs  cowMap[spanKey, []attribute.KeyValue]
 }
 
-type opKey struct{ name, primitive string }
+// spanKey is what the attributes of an ended span depend on, but for the
+// wait time.
+type spanKey struct {
+	name, primitive string
+	out             hooks.Outcome
+}
 
 // init sets the tracer of tp (nil: otel.GetTracerProvider()).
 func (t *tracing) init(tp trace.TracerProvider) {
@@ -98,30 +96,42 @@ func (t *tracing) on() bool {
 	return true
 }
 
-// spanWait accumulates the time a recording operation spends in
-// [Engine.Wait]; it travels in the operation's context.
-type spanWait struct{ d atomic.Int64 }
+// spanWait is the context of a recording operation: it carries the span
+// (the context it wraps does) and accumulates the time the operation
+// spends in [Engine.Wait]. One allocation, where context.WithValue and a
+// counter would be two.
+type spanWait struct {
+	context.Context
+	d atomic.Int64 // nanoseconds
+}
 
 type spanWaitKey struct{}
 
-// start starts the span of operation name of primitive, a child of ctx's
-// span; the returned context carries it (so spans of the client's own
-// instrumentation nest under it). Attributes are set only on a recording
-// span.
-func (t *tracing) start(ctx context.Context, name, primitive string) (context.Context, trace.Span, *spanWait) {
+// Value returns w for spanWaitKey, and the wrapped context's value
+// otherwise.
+func (w *spanWait) Value(key any) any {
+	if key == (spanWaitKey{}) {
+		return w
+	}
+	return w.Context.Value(key)
+}
+
+// start starts the span of an operation, a child of ctx's span; the
+// returned context carries it (so spans of the client's own
+// instrumentation nest under it). Its attributes are set when it ends
+// ([Op.endSpan]), and only when it records.
+func (t *tracing) start(ctx context.Context, name string) (context.Context, trace.Span, *spanWait) {
 	ctx, span := t.tracer.Start(ctx, name)
 	if !span.IsRecording() {
 		return ctx, span, nil
 	}
-	span.SetAttributes(t.opAttrs(name, primitive)...)
-	w := new(spanWait)
-	return context.WithValue(ctx, spanWaitKey{}, w), span, w
+	w := &spanWait{Context: ctx}
+	return w, span, w
 }
 
-// opAttrs returns the operation and primitive attributes, built once per
-// operation.
-func (t *tracing) opAttrs(name, primitive string) []attribute.KeyValue {
-	k := opKey{name, primitive}
+// attrsOf returns the operation, primitive and outcome attributes of k,
+// built once: set in one call, they cost the span one slice.
+func (t *tracing) attrsOf(k spanKey) []attribute.KeyValue {
 	if v, ok := t.attrs.get(k); ok {
 		return v
 	}
@@ -130,7 +140,8 @@ func (t *tracing) opAttrs(name, primitive string) []attribute.KeyValue {
 	if v, ok := t.attrs.get(k); ok {
 		return v
 	}
-	v := []attribute.KeyValue{attribute.String(AttrOperation, name), attribute.String(AttrPrimitive, primitive)}
+	v := []attribute.KeyValue{attribute.String(AttrOperation, k.name), attribute.String(AttrPrimitive, k.primitive),
+		attribute.String(AttrOutcome, k.out.String())}
 	t.attrs.put(k, v)
 	return v
 }
@@ -146,21 +157,19 @@ func waiting(ctx context.Context) func() {
 	return func() { w.d.Add(int64(time.Since(start))) }
 }
 
-// endSpan ends o's span with the outcome out of err, the wait time when
-// the operation waited, and, when it failed, status Error described by
-// the error's class alone ("transient", "terminal"): an error's message
-// names the key, and is never recorded.
+// endSpan ends o's span with its attributes: operation, primitive, the
+// outcome out of err, the wait time when the operation waited, and, when
+// it failed, status Error described by the error's class alone
+// ("transient", "terminal"): an error's message names the key, and is
+// never recorded.
 func (o Op) endSpan(out hooks.Outcome, err error) {
 	if o.span.IsRecording() {
-		attrs := [2]attribute.KeyValue{outcomeAttrs[out]}
-		n := 1
+		o.span.SetAttributes(o.e.tracing.attrsOf(spanKey{o.name, o.primitive, out})...)
 		if o.wait != nil {
 			if d := time.Duration(o.wait.d.Load()); d > 0 {
-				attrs[1] = attribute.Float64(AttrWaitTime, d.Seconds())
-				n++
+				o.span.SetAttributes(attribute.Float64(AttrWaitTime, d.Seconds()))
 			}
 		}
-		o.span.SetAttributes(attrs[:n]...)
 		if out == hooks.Failed {
 			o.span.SetStatus(codes.Error, errorClassName(err))
 		}
