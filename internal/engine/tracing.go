@@ -20,17 +20,17 @@ import (
 // The attributes of an operation's span (docs/observability.md lists
 // them). None names a key, an owner token, an identity or an endpoint.
 const (
-	// AttrOperation is the operation's name, as the hooks see it ("LOCK
+	// attrOperation is the operation's name, as the hooks see it ("LOCK
 	// ACQUIRE"); the span's name too.
-	AttrOperation = "coordination.operation"
-	// AttrPrimitive is the primitive kind ("lock", "ratelimit").
-	AttrPrimitive = "coordination.primitive"
-	// AttrOutcome is the hooks' outcome: succeeded, canceled or failed.
-	AttrOutcome = "coordination.outcome"
-	// AttrWaitTime is the time in seconds (a double) the operation spent
+	attrOperation = "coordination.operation"
+	// attrPrimitive is the primitive kind ("lock", "rate_limit").
+	attrPrimitive = "coordination.primitive"
+	// attrOutcome is the hooks' outcome: succeeded, canceled or failed.
+	attrOutcome = "coordination.outcome"
+	// attrWaitTime is the time in seconds (a double) the operation spent
 	// in the wait loop ([Engine.Wait]), attempts included; only on an
 	// operation that blocked.
-	AttrWaitTime = "coordination.wait_time"
+	attrWaitTime = "coordination.wait_time"
 )
 
 // unsetGlobal is the global tracer provider OpenTelemetry starts with (a
@@ -140,8 +140,8 @@ func (t *tracing) attrsOf(k spanKey) []attribute.KeyValue {
 	if v, ok := t.attrs.get(k); ok {
 		return v
 	}
-	v := []attribute.KeyValue{attribute.String(AttrOperation, k.name), attribute.String(AttrPrimitive, k.primitive),
-		attribute.String(AttrOutcome, k.out.String())}
+	v := []attribute.KeyValue{attribute.String(attrOperation, k.name), attribute.String(attrPrimitive, k.primitive),
+		attribute.String(attrOutcome, k.out.String())}
 	t.attrs.put(k, v)
 	return v
 }
@@ -167,7 +167,7 @@ func (o Op) endSpan(out hooks.Outcome, err error) {
 		o.span.SetAttributes(o.e.tracing.attrsOf(spanKey{o.name, o.primitive, out})...)
 		if o.wait != nil {
 			if d := time.Duration(o.wait.d.Load()); d > 0 {
-				o.span.SetAttributes(attribute.Float64(AttrWaitTime, d.Seconds()))
+				o.span.SetAttributes(attribute.Float64(attrWaitTime, d.Seconds()))
 			}
 		}
 		if out == hooks.Failed {
