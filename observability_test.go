@@ -67,15 +67,9 @@ func (keptSpans) Shutdown(context.Context) error { return nil }
 // commandSpans starts a span per Redis command, named as the command, a
 // child of the span of the command's context: what a go-redis
 // instrumentation (redisotel) does.
-type commandSpans struct{ tracer trace.Tracer }
-
-func (h commandSpans) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h commandSpans) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (h commandSpans) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		ctx, span := h.tracer.Start(ctx, cmd.Name(), trace.WithSpanKind(trace.SpanKindClient))
+func commandSpans(tracer trace.Tracer) commandHook {
+	return func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		ctx, span := tracer.Start(ctx, cmd.Name(), trace.WithSpanKind(trace.SpanKindClient))
 		defer span.End()
 		return next(ctx, cmd)
 	}
@@ -99,7 +93,7 @@ func ExampleWithTracerProvider() {
 	if err := rdb.Ping(context.Background()).Err(); err != nil { // dialled before: no HELLO in the tree
 		log.Fatal(err)
 	}
-	rdb.AddHook(commandSpans{app.Tracer("redis")})
+	rdb.AddHook(commandSpans(app.Tracer("redis")))
 
 	reader := sdkmetric.NewManualReader()
 	coord, shutdown, err := snippetObservabilityOptions(rdb, exporter, reader)

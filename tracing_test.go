@@ -22,43 +22,49 @@ import (
 	"github.com/coordkit/coordination/lock"
 )
 
-// spanCtxHook records the span context of the context every command is
+// commandHook is a go-redis hook that runs every command through itself:
+// h(ctx, cmd, next) must call next.
+type commandHook func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
+
+func (h commandHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h commandHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h commandHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { return h(ctx, cmd, next) }
+}
+
+// spanContexts records the span context of the context every command is
 // processed with: what a go-redis instrumentation would start its span
 // under.
-type spanCtxHook struct {
+type spanContexts struct {
 	mu  sync.Mutex
 	got []trace.SpanContext
 }
 
-func (h *spanCtxHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *spanCtxHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (h *spanCtxHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.mu.Lock()
-		h.got = append(h.got, trace.SpanContextFromContext(ctx))
-		h.mu.Unlock()
-		return next(ctx, cmd)
-	}
+func (s *spanContexts) hook(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+	s.mu.Lock()
+	s.got = append(s.got, trace.SpanContextFromContext(ctx))
+	s.mu.Unlock()
+	return next(ctx, cmd)
 }
 
-func (h *spanCtxHook) take() []trace.SpanContext {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	g := h.got
-	h.got = nil
+func (s *spanContexts) take() []trace.SpanContext {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.got
+	s.got = nil
 	return g
 }
 
-func tracedClient(t *testing.T) (*miniredis.Miniredis, *redis.Client, *spanCtxHook) {
+func tracedClient(t *testing.T) (*miniredis.Miniredis, *redis.Client, *spanContexts) {
 	t.Helper()
 	srv := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
-	h := &spanCtxHook{}
-	rdb.AddHook(h)
-	return srv, rdb, h
+	s := &spanContexts{}
+	rdb.AddHook(commandHook(s.hook))
+	return srv, rdb, s
 }
 
 func attrMap(kvs []attribute.KeyValue) map[string]string {

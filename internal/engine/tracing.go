@@ -132,18 +132,10 @@ func (t *tracing) start(ctx context.Context, name string) (context.Context, trac
 // attrsOf returns the operation, primitive and outcome attributes of k,
 // built once: set in one call, they cost the span one slice.
 func (t *tracing) attrsOf(k spanKey) []attribute.KeyValue {
-	if v, ok := t.attrs.get(k); ok {
-		return v
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if v, ok := t.attrs.get(k); ok {
-		return v
-	}
-	v := []attribute.KeyValue{attribute.String(attrOperation, k.name), attribute.String(attrPrimitive, k.primitive),
-		attribute.String(attrOutcome, k.out.String())}
-	t.attrs.put(k, v)
-	return v
+	return t.attrs.load(&t.mu, k, func() []attribute.KeyValue {
+		return []attribute.KeyValue{attribute.String(attrOperation, k.name), attribute.String(attrPrimitive, k.primitive),
+			attribute.String(attrOutcome, k.out.String())}
+	})
 }
 
 // waiting returns the function that adds the time since now to the wait
