@@ -316,8 +316,9 @@ func (o Op) On(keys Keys) Op {
 
 // Admit admits the operation name of primitive through the hooks, before
 // any Redis work, and then starts its span (see [tracing.start]): the
-// returned context carries it. On rejection it returns an error naming the operation and
-// wrapping the hook's error, and the caller must not touch Redis; after
+// returned context carries it. On rejection it returns an error naming
+// the operation and wrapping the hook's error (no span is started), and
+// the caller must not touch Redis; after
 // [Engine.Shutdown] it refuses every operation so, with an error wrapping
 // [sentinel.ErrClosed] (no hook sees it); a nil ctx is refused first, with
 // [check.NilContext] named the same way (nothing admitted). The first of
@@ -351,11 +352,11 @@ func (e *Engine) Admit(ctx context.Context, name, primitive string, keys ...Keys
 	return ctx, op, nil
 }
 
-// End reports the operation's outcome ([outcomeOf] err) to the span
-// (ended before the hooks learn the outcome, so a hook's own span ends
-// after it), the duration histogram and the hooks, and returns err ([OpError]) naming the operation
-// and the key: the key of the script or command run that failed, or else
-// the one [Op.On] gave.
+// End reports the operation's outcome ([outcomeOf] err) to the duration
+// histogram, the span (ended before the hooks learn the outcome, so that a
+// hook's own span ends after it) and the hooks, and returns err
+// ([OpError]) naming the operation and the key: the key of the script or
+// command run that failed, or else the one [Op.On] gave.
 func (o Op) End(err error) error {
 	if o.e == nil {
 		return err
