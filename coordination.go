@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/check"
@@ -16,8 +17,8 @@ import (
 
 // Coordinator is the one handle every primitive needs besides its own key
 // and settings: a go-redis client, a key prefix, operation hooks, a meter
-// provider and a logger. All blocked waiters of one coordinator share one
-// Pub/Sub connection.
+// provider, a tracer provider and a logger. All blocked waiters of one
+// coordinator share one Pub/Sub connection.
 //
 // A Coordinator lives until [Coordinator.Shutdown], which ends its
 // background work (keep-alives, background cleanups, the Pub/Sub
@@ -95,6 +96,39 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 			return check.InvalidArgument("meterProvider", "must not be nil")
 		}
 		c.MeterProvider = mp
+		return nil
+	}
+}
+
+// WithTracerProvider sets the OpenTelemetry tracer provider of this
+// coordinator: every admitted operation of its primitives is one span
+// (instrumentation scope github.com/coordkit/coordination), a child of the
+// span of the caller's context, named after the operation ("LOCK
+// ACQUIRE", as package hooks names it), with the attributes
+// coordination.operation, coordination.primitive, coordination.outcome
+// (succeeded, canceled or failed, as the hooks learn it) and, for an
+// operation that blocked, coordination.wait_time (seconds, a double). A
+// failed operation's status is Error, described by its class alone
+// (transient or terminal). A span never records a key, an owner token, an
+// identity, an endpoint or an error message (messages name keys). The
+// context the operation passes to the go-redis client carries the span,
+// so the spans of an instrumentation installed on the client nest under
+// it. An operation refused by a hook, by [Coordinator.Shutdown] or for a
+// nil context has no span.
+//
+// The default is otel.GetTracerProvider(), the global provider, which is
+// a no-op until the application installs an SDK (otel.SetTracerProvider);
+// until then, and with a no-op provider (go.opentelemetry.io/otel/trace/noop),
+// no span is started at all: tracing costs nothing. A nil provider is an
+// error. Spans are started and ended on the goroutine calling the
+// operation; the provider must be safe for concurrent use, as every
+// OpenTelemetry SDK is.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) error {
+		if tp == nil {
+			return check.InvalidArgument("tracerProvider", "must not be nil")
+		}
+		c.TracerProvider = tp
 		return nil
 	}
 }
@@ -188,6 +222,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 	}
 	if cfg.MeterProvider == nil {
 		cfg.MeterProvider = otel.GetMeterProvider()
+	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
 	}
 	if deadlinesIgnored(client) {
 		l := cfg.Logger

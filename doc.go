@@ -146,6 +146,9 @@
 // ([WithMeterProvider], default the OpenTelemetry global) and named
 // coordination.<primitive>.<what> (docs/metrics.md lists them all);
 // coordination.operation.duration records every admitted operation.
-// Attributes never carry keys, owner tokens, identities or endpoints, and
-// neither do log lines ([WithLogger]).
+// Every admitted operation is also one span of the coordinator's tracer
+// provider ([WithTracerProvider], default the OpenTelemetry global), a
+// child of the caller's (docs/observability.md). Attributes never carry
+// keys, owner tokens, identities or endpoints, and neither do spans nor
+// log lines ([WithLogger]).
 package coordination

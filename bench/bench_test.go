@@ -156,7 +156,7 @@ func BenchmarkLockAcquireRelease(b *testing.B) {
 	be := backend(b)
 	c := client(b, be)
 	ctx := context.Background()
-	coord, _ := coordination.New(c, coordination.WithKeyPrefix(be.Prefix()))
+	coord, _ := coordination.New(c, append(tracingOptions(b), coordination.WithKeyPrefix(be.Prefix()))...)
 	rl := redislock.New(c)
 	rs := redsync.New(goredis.NewPool(c))
 	raw := ids(be.Prefix() + "raw:")

@@ -28,7 +28,7 @@ type rateCase struct {
 // every decision is granted, as PERFORMANCE.md asks of peers too), and the
 // peers' writing paths.
 func rateCases(b *testing.B, c redis.UniversalClient, prefix string) []rateCase {
-	coord, err := coordination.New(c, coordination.WithKeyPrefix(prefix))
+	coord, err := coordination.New(c, append(tracingOptions(b), coordination.WithKeyPrefix(prefix))...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -336,7 +336,10 @@ func WithErrorHandler(fn func(r *http.Request, stage string, err error)) Middlew
 // A request without a key gets 400 ([ProblemKeyMissing]) when keys are
 // required ([WithKeyRequired]) and goes straight to the handler otherwise.
 // Error bodies are RFC 9457 problem details (application/problem+json)
-// with Cache-Control: no-store.
+// with Cache-Control: no-store, and with "traceId" (the W3C trace id, 32
+// lower-case hex digits) when the request's context carries a valid
+// OpenTelemetry span context (one an HTTP server instrumentation started):
+// a client quoting it finds the request's trace.
 //
 // A key may be sent as a Structured Field string, Idempotency-Key:
 // "8e03978e-...", as the draft specifies, or bare, as many APIs accept;
@@ -412,13 +415,13 @@ func StoreKey(namespace, key string) string {
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	key, present, bad := parseKey(r.Header.Values(HeaderKey), m.cfg.maxKeyLength)
 	if bad != "" {
-		writeProblem(w, problem{Type: ProblemKeyInvalid, Title: "Invalid Idempotency-Key",
+		writeProblem(w, r, problem{Type: ProblemKeyInvalid, Title: "Invalid Idempotency-Key",
 			Status: http.StatusBadRequest, Detail: bad}, 0)
 		return
 	}
 	if !present {
 		if m.cfg.required {
-			writeProblem(w, problem{Type: ProblemKeyMissing, Title: "Idempotency-Key required",
+			writeProblem(w, r, problem{Type: ProblemKeyMissing, Title: "Idempotency-Key required",
 				Status: http.StatusBadRequest,
 				Detail: "This operation requires an Idempotency-Key header field with a unique key per request."}, 0)
 			return
@@ -428,12 +431,12 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, min(m.cfg.maxRequestBytes, math.MaxInt64-1)+1))
 	if err != nil {
-		writeProblem(w, problem{Type: "about:blank", Title: http.StatusText(http.StatusBadRequest),
+		writeProblem(w, r, problem{Type: "about:blank", Title: http.StatusText(http.StatusBadRequest),
 			Status: http.StatusBadRequest, Detail: "The request body could not be read."}, 0)
 		return
 	}
 	if int64(len(body)) > m.cfg.maxRequestBytes {
-		writeProblem(w, problem{Type: ProblemRequestTooLarge, Title: "Request body too large",
+		writeProblem(w, r, problem{Type: ProblemRequestTooLarge, Title: "Request body too large",
 			Status: http.StatusRequestEntityTooLarge,
 			Detail: fmt.Sprintf("An idempotent request body may hold at most %d bytes.", m.cfg.maxRequestBytes)}, 0)
 		return
@@ -458,12 +461,12 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		replay(w, r, resp)
 	case InProgress:
-		writeProblem(w, problem{Type: ProblemInProgress, Title: "Request in progress",
+		writeProblem(w, r, problem{Type: ProblemInProgress, Title: "Request in progress",
 			Status: http.StatusConflict,
 			Detail: "A request with this Idempotency-Key is still being processed; retry later."},
 			min(m.cfg.retryAfter, max(claim.Remaining, time.Millisecond)))
 	case FingerprintMismatch:
-		writeProblem(w, problem{Type: ProblemKeyReused, Title: "Idempotency-Key reused",
+		writeProblem(w, r, problem{Type: ProblemKeyReused, Title: "Idempotency-Key reused",
 			Status: http.StatusUnprocessableEntity,
 			Detail: "This Idempotency-Key was used for a different request; use a new key for a new request."}, 0)
 	default:
@@ -539,7 +542,7 @@ func (m *middleware) unavailable(w http.ResponseWriter, r *http.Request, stage s
 		return
 	}
 	m.failed(r, stage, err, "idempotency: store unavailable; request refused")
-	writeProblem(w, problem{Type: ProblemUnavailable, Title: "Idempotency store unavailable",
+	writeProblem(w, r, problem{Type: ProblemUnavailable, Title: "Idempotency store unavailable",
 		Status: http.StatusServiceUnavailable,
 		Detail: "The request was not processed because its Idempotency-Key could not be checked; retry later."},
 		m.cfg.retryAfter)

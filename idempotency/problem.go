@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/coordkit/coordination/internal/engine"
 )
 
 // Problem types: the "type" member of the RFC 9457 problem details the
@@ -33,17 +35,21 @@ const (
 	ProblemUnavailable = "https://pkg.go.dev/github.com/coordkit/coordination/idempotency#ProblemUnavailable"
 )
 
-// problem is an RFC 9457 problem details object.
+// problem is an RFC 9457 problem details object; traceId is an extension
+// member.
 type problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
+	Type    string `json:"type"`
+	Title   string `json:"title"`
+	Status  int    `json:"status"`
+	Detail  string `json:"detail,omitempty"`
+	TraceID string `json:"traceId,omitempty"`
 }
 
-// writeProblem answers with p as application/problem+json; a positive
-// retryAfter adds Retry-After in whole seconds, rounded up.
-func writeProblem(w http.ResponseWriter, p problem, retryAfter time.Duration) {
+// writeProblem answers r with p as application/problem+json, with the
+// trace id of r's span context when it is valid; a positive retryAfter
+// adds Retry-After in whole seconds, rounded up.
+func writeProblem(w http.ResponseWriter, r *http.Request, p problem, retryAfter time.Duration) {
+	p.TraceID = engine.TraceID(r.Context())
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")

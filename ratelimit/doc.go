@@ -222,11 +222,11 @@
 // httpapi draft, and answers refusals with 429 (or 503 for a service-wide
 // guard, 403 for a denied identity), Retry-After, Cache-Control: no-store
 // and an RFC 9457 application/problem+json body naming the refusing
-// policy; a request costing more than a policy's capacity gets no
-// Retry-After and a detail saying so (see [Policy.Permits]). It logs
-// limiter failures without keys, addresses or passwords
-// ([WithLogger]) and hands them to an optional error handler
-// ([WithErrorHandler]).
+// policy (and the request's trace id, when its context carries a span); a
+// request costing more than a policy's capacity gets no Retry-After and a
+// detail saying so (see [Policy.Permits]). It logs limiter failures
+// without keys, addresses or passwords ([WithLogger]) and hands them to
+// an optional error handler ([WithErrorHandler]).
 //
 // # Hooks and metrics
 //

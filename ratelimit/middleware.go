@@ -177,8 +177,11 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 // Retry-After header in whole seconds (rounded up, at least 1) only when
 // the refusal carries a RetryAfter, and an RFC 9457
 // application/problem+json body with type, title, status, detail,
-// instance (the request path) and "violated-policies": the refusing
-// policy's name; no partition, key or limit is disclosed. A request that
+// instance (the request path), "violated-policies": the refusing
+// policy's name, and "traceId" (the W3C trace id, 32 lower-case hex
+// digits) when the request's context carries a valid OpenTelemetry span
+// context (one an HTTP server instrumentation started); no partition, key
+// or limit is disclosed. A request that
 // costs more permits than the policy's capacity is refused the same way,
 // never with Retry-After, and its detail says that waiting will not help
 // (see [Policy.Permits]). When a limiter
@@ -524,7 +527,7 @@ func releaseAll(ls []result) {
 }
 
 // problem is an RFC 9457 problem details object; violated-policies is the
-// extension member of the RateLimit header fields draft.
+// extension member of the RateLimit header fields draft, traceId ours.
 type problem struct {
 	Type     string   `json:"type"`
 	Title    string   `json:"title"`
@@ -532,6 +535,7 @@ type problem struct {
 	Detail   string   `json:"detail"`
 	Instance string   `json:"instance,omitempty"`
 	Violated []string `json:"violated-policies,omitempty"`
+	TraceID  string   `json:"traceId,omitempty"`
 }
 
 // RetryAfterSeconds converts a RetryAfter ([Decision.RetryAfter],
@@ -547,9 +551,10 @@ func RetryAfterSeconds(d time.Duration) int64 {
 
 // writeProblem answers r with a problem of status, naming policy as the
 // violated one (when not empty), with Retry-After when hasRetry, and the
-// status's detail unless detail is given.
+// status's detail unless detail is given, and with the trace id of r's
+// span context when it is valid.
 func writeProblem(w http.ResponseWriter, r *http.Request, status int, retry time.Duration, hasRetry bool, policy, detail string) {
-	p := problem{Status: status, Instance: r.URL.Path}
+	p := problem{Status: status, Instance: r.URL.Path, TraceID: engine.TraceID(r.Context())}
 	if policy != "" {
 		p.Violated = []string{policy}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/check"
@@ -39,6 +40,7 @@ type Engine struct {
 	acks    replicaAcks
 	logger  *slog.Logger
 	meter   metric.Meter
+	tracing tracing
 
 	duration *durationRecorder
 	inst     instruments
@@ -57,7 +59,10 @@ type Config struct {
 	Prefix        string
 	Hooks         []hooks.Hook
 	MeterProvider metric.MeterProvider
-	Logger        *slog.Logger
+	// TracerProvider starts every admitted operation's span; nil means
+	// otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+	Logger         *slog.Logger
 	// ReplicaAcks, when above 0, makes every script call wait (WAIT in the
 	// same pipeline) until that many replicas acknowledged its writes, for
 	// at most ReplicaAckTimeout; see [CheckReplicaAcks].
@@ -79,6 +84,7 @@ func New(client redis.UniversalClient, cfg Config) *Engine {
 	}
 	e.duration = newDurationRecorder(e.meter)
 	e.inst.init(e.meter)
+	e.tracing.init(cfg.TracerProvider)
 	e.hub = newHub(e)
 	e.life.init()
 	return e
@@ -291,11 +297,14 @@ func NewToken() (string, error) {
 
 // Op is one admitted public operation. Its End must be called exactly once.
 type Op struct {
-	e     *Engine
-	name  string
-	start time.Time
-	done  hooks.Done
-	keys  Keys // names the key in End's error; see [Op.On]
+	e         *Engine
+	name      string
+	primitive string
+	start     time.Time
+	done      hooks.Done
+	keys      Keys       // names the key in End's error; see [Op.On]
+	span      trace.Span // nil when not traced
+	wait      *spanWait  // a recording span's wait time; nil otherwise
 }
 
 // On returns o naming the first of keys (as the caller gave it) in the
@@ -306,8 +315,10 @@ func (o Op) On(keys Keys) Op {
 }
 
 // Admit admits the operation name of primitive through the hooks, before
-// any Redis work. On rejection it returns an error naming the operation and
-// wrapping the hook's error, and the caller must not touch Redis; after
+// any Redis work, and then starts its span (see [tracing.start]): the
+// returned context carries it. On rejection it returns an error naming
+// the operation and wrapping the hook's error (no span is started), and
+// the caller must not touch Redis; after
 // [Engine.Shutdown] it refuses every operation so, with an error wrapping
 // [sentinel.ErrClosed] (no hook sees it); a nil ctx is refused first, with
 // [check.NilContext] named the same way (nothing admitted). The first of
@@ -324,7 +335,7 @@ func (e *Engine) Admit(ctx context.Context, name, primitive string, keys ...Keys
 	if e.life.closed.Load() {
 		return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, field: k.field, err: errShutdown}
 	}
-	op := Op{e: e, name: name, start: time.Now(), keys: k}
+	op := Op{e: e, name: name, primitive: primitive, start: time.Now(), keys: k}
 	if len(e.hooks) > 0 {
 		next, done, err := e.hooks.Admit(ctx, hooks.Operation{Name: name, Primitive: primitive})
 		if err != nil {
@@ -335,13 +346,17 @@ func (e *Engine) Admit(ctx context.Context, name, primitive string, keys ...Keys
 		}
 		op.done = done
 	}
+	if e.tracing.on() {
+		ctx, op.span, op.wait = e.tracing.start(ctx, name)
+	}
 	return ctx, op, nil
 }
 
-// End reports the operation's outcome ([outcomeOf] err) to the hooks and
-// the duration histogram, and returns err ([OpError]) naming the operation
-// and the key: the key of the script or command run that failed, or else
-// the one [Op.On] gave.
+// End reports the operation's outcome ([outcomeOf] err) to the duration
+// histogram, the span (ended before the hooks learn the outcome, so that a
+// hook's own span ends after it) and the hooks, and returns err
+// ([OpError]) naming the operation and the key: the key of the script or
+// command run that failed, or else the one [Op.On] gave.
 func (o Op) End(err error) error {
 	if o.e == nil {
 		return err
@@ -351,6 +366,9 @@ func (o Op) End(err error) error {
 	}
 	out := outcomeOf(err)
 	o.e.duration.record(o.name, out, time.Since(o.start))
+	if o.span != nil {
+		o.endSpan(out, err)
+	}
 	if o.done != nil {
 		o.done(out, err)
 	}

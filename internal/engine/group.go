@@ -25,7 +25,8 @@ import (
 // The returned Op reports the outcome to every admitted hook (in reverse
 // order) and records coordination.operation.duration once, on the first
 // engine's meter: one group operation is one measurement, however many
-// engines share a meter provider.
+// engines share a meter provider; likewise it is one span, of the first
+// engine's tracer.
 func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string, keys ...Keys) (context.Context, Op, error) {
 	var k Keys
 	if len(keys) > 0 {
@@ -37,7 +38,7 @@ func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string, keys 
 	if err := ClosedAny(es); err != nil {
 		return ctx, Op{}, &opError{op: name, key: k.name, named: k.named, field: k.field, err: err}
 	}
-	op := Op{e: es[0], name: name, start: time.Now(), keys: k}
+	op := Op{e: es[0], name: name, primitive: primitive, start: time.Now(), keys: k}
 	var dones []hooks.Done
 	for _, e := range es {
 		if len(e.hooks) == 0 {
@@ -67,6 +68,9 @@ func AdmitGroup(ctx context.Context, es []*Engine, name, primitive string, keys 
 				dones[i](o, err)
 			}
 		}
+	}
+	if t := &es[0].tracing; t.on() {
+		ctx, op.span, op.wait = t.start(ctx, name)
 	}
 	return ctx, op, nil
 }

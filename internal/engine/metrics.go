@@ -37,17 +37,7 @@ func (in *instruments) init(meter metric.Meter) {
 }
 
 func (in *instruments) get(m *instrument.Metric) any {
-	if v, ok := in.m.get(m); ok {
-		return v
-	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if v, ok := in.m.get(m); ok {
-		return v
-	}
-	v := instrument.Create(in.meter, m)
-	in.m.put(m, v)
-	return v
+	return in.m.load(&in.mu, m, func() any { return instrument.Create(in.meter, m) })
 }
 
 // cowMap is a map read without locks: writers (serialised by the caller)
@@ -65,6 +55,22 @@ func (c *cowMap[K, V]) get(k K) (V, bool) {
 	}
 	v, ok := (*m)[k]
 	return v, ok
+}
+
+// load returns k's value; when there is none, it adds mk's, under mu
+// (which serialises the writers), and returns it.
+func (c *cowMap[K, V]) load(mu *sync.Mutex, k K, mk func() V) V {
+	if v, ok := c.get(k); ok {
+		return v
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if v, ok := c.get(k); ok {
+		return v
+	}
+	v := mk()
+	c.put(k, v)
+	return v
 }
 
 // put adds k; callers serialise puts.
@@ -121,17 +127,8 @@ func newDurationRecorder(meter metric.Meter) *durationRecorder {
 }
 
 func (r *durationRecorder) record(op string, o hooks.Outcome, d time.Duration) {
-	k := durKey{op, o}
-	v, ok := r.attrs.get(k)
-	if !ok {
-		v = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("operation", op), attribute.String("outcome", o.String())))}
-		r.mu.Lock()
-		if w, ok := r.attrs.get(k); ok {
-			v = w
-		} else {
-			r.attrs.put(k, v)
-		}
-		r.mu.Unlock()
-	}
+	v := r.attrs.load(&r.mu, durKey{op, o}, func() []metric.RecordOption {
+		return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("operation", op), attribute.String("outcome", o.String())))}
+	})
 	r.h.Record(context.Background(), d.Seconds(), v...)
 }

@@ -82,8 +82,12 @@ const unconfirmedRecheck = 250 * time.Millisecond
 // that sends one command does. Each give-up error classifies as a
 // cancellation ([Classify]), whatever ctx's cause. A terminal error from try is returned as is. Once [Engine.Shutdown]
 // has begun it returns an error wrapping [sentinel.ErrClosed], at once
-// when sleeping.
+// when sleeping. The time it takes adds to the wait time of the span of
+// ctx's operation, when it records one.
 func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Context) (Attempt, error)) error {
+	if done := waiting(ctx); done != nil {
+		defer done()
+	}
 	if cfg.Recheck <= 0 {
 		cfg.Recheck = DefaultRecheck
 	}
