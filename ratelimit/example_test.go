@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"time"
 
@@ -505,4 +506,33 @@ func ExampleWithBatch() {
 	// request 10: allowed true, 990 left
 	// request 11: allowed true, 989 left
 	// decisions granted: 12
+}
+
+// Behind a load balancer in 10.0.0.0/8, the client is the address the
+// balancer appended to X-Forwarded-For, grouped by /64 for IPv6; a value a
+// client wrote itself (the left-most) is not believed.
+func ExampleNewClientIP() {
+	client, err := ratelimit.NewClientIP(ratelimit.ClientIPConfig{
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, req := range []struct{ peer, xff string }{
+		{"10.0.0.7:5000", "198.51.100.4"},
+		{"10.0.0.7:5000", "1.2.3.4, 2001:db8:1:2::99"},
+		{"203.0.113.9:443", "1.2.3.4"}, // not from the balancer: the header is ignored
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = req.peer
+		r.Header.Set("X-Forwarded-For", req.xff)
+		fmt.Println(client(r))
+	}
+	_, err = ratelimit.NewClientIP(ratelimit.ClientIPConfig{IPv6PrefixBits: 200})
+	fmt.Println(err)
+	// Output:
+	// 198.51.100.4
+	// 2001:db8:1:2::/64
+	// 203.0.113.9
+	// coordination: invalid argument IPv6PrefixBits: must be 1 to 128 (0: 64), got 200
 }

@@ -102,25 +102,6 @@ func TestPartitionedOnDemandAndIdleEviction(t *testing.T) {
 	})
 }
 
-func TestClientIP(t *testing.T) {
-	for addr, want := range map[string]string{
-		"203.0.113.7:4242":        "203.0.113.7",
-		"[::ffff:203.0.113.7]:80": "203.0.113.7",
-		"[2001:db8::1]:443":       "2001:db8::1",
-		"[fe80::1%eth0]:443":      "fe80::1",
-		"not an address":          "unknown",
-		"":                        "unknown",
-		"198.51.100.2":            "198.51.100.2",
-		"[2001:DB8:0:0::1]:443":   "2001:db8::1",
-	} {
-		r := httptest.NewRequest("GET", "/", nil)
-		r.RemoteAddr = addr
-		if got := ClientIP(r); got != want {
-			t.Errorf("ClientIP(%q) = %q, want %q", addr, got, want)
-		}
-	}
-}
-
 func TestRetryAfterSeconds(t *testing.T) {
 	for d, want := range map[time.Duration]int64{
 		time.Millisecond: 1, 999 * time.Millisecond: 1, time.Second: 1,

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -587,22 +585,4 @@ func writeProblem(w http.ResponseWriter, r *http.Request, status int, retry time
 	}
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(p)
-}
-
-// ClientIP returns the normalized address of the request's immediate peer
-// (r.RemoteAddr without its port; an IPv4-mapped IPv6 address becomes plain
-// IPv4), or "unknown" when it cannot be parsed. It does not read
-// X-Forwarded-For or similar headers: clients control them. Behind a
-// proxy, set r.RemoteAddr from a trusted forwarded header before this
-// middleware runs.
-func ClientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return "unknown"
-	}
-	return a.Unmap().WithZone("").String()
 }
