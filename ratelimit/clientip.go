@@ -20,7 +20,10 @@ import (
 // It reads no forwarded header (clients control them): behind a proxy use
 // [NewClientIP] with the proxy's addresses in
 // [ClientIPConfig.TrustedProxies]. ClientIP is NewClientIP with a zero
-// ClientIPConfig; it is safe for concurrent use.
+// ClientIPConfig; it is safe for concurrent use. A server on a Unix socket
+// has no peer address: every request is then "unknown", one partition;
+// partition by something else there (an authenticated client, or the
+// address your proxy forwards, read by your own code).
 func ClientIP(r *http.Request) string { return defaultClientIP.partition(r) }
 
 var defaultClientIP = clientIP{v4: 32, v6: 64}
@@ -43,7 +46,9 @@ type ClientIPConfig struct {
 	// proxy's addition first), skipping the addresses of trusted proxies,
 	// and the first untrusted address is the client. The left-most value
 	// is never believed for being left-most: a client can write anything
-	// there. Empty: forwarded headers are ignored.
+	// there. Empty: forwarded headers are ignored (and ProxyHeader and
+	// MaxProxyHops must be left zero). An IPv4-mapped IPv6 prefix
+	// ("::ffff:10.0.0.0/104") counts as its IPv4 network.
 	TrustedProxies []netip.Prefix
 	// ProxyHeader names the forwarded header: "X-Forwarded-For" (the
 	// default) or "Forwarded" (RFC 7239, its for= parameters). Every
@@ -95,9 +100,18 @@ func NewClientIP(cfg ClientIPConfig) (func(*http.Request) string, error) {
 	default:
 		return nil, check.InvalidArgument("ProxyHeader", `must be "X-Forwarded-For" or "Forwarded", got %q`, cfg.ProxyHeader)
 	}
+	if len(cfg.TrustedProxies) == 0 && (cfg.ProxyHeader != "" || cfg.MaxProxyHops != 0) {
+		return nil, check.InvalidArgument("TrustedProxies", "is empty, so ProxyHeader and MaxProxyHops would be ignored: list the proxies whose header to believe")
+	}
 	for i, p := range cfg.TrustedProxies {
 		if !p.IsValid() {
 			return nil, check.InvalidArgument("TrustedProxies", "entry %d is not a valid prefix", i)
+		}
+		if p.Addr().Is4In6() { // peers are compared unmapped
+			if p.Bits() < 96 {
+				return nil, check.InvalidArgument("TrustedProxies", "entry %d (%v) mixes IPv4-mapped and other IPv6 addresses; give the IPv4 network", i, p)
+			}
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 		}
 		c.trusted = append(c.trusted, p.Masked())
 	}
@@ -131,13 +145,13 @@ func (c clientIP) throughProxies(r *http.Request, peer netip.Addr) netip.Addr {
 	if !c.isTrusted(a) {
 		return a
 	}
-	values := forwardedValues(r.Header.Values(c.header), c.rfc7239)
-	for hop := 0; hop < c.hops && len(values) > 0; hop++ {
-		next, ok := c.parse(values[len(values)-1])
+	// The values nearest the end, right to left: at most one per hop.
+	values := lastForwarded(r.Header.Values(c.header), c.hops, c.rfc7239)
+	for _, v := range values {
+		next, ok := peerAddr(strings.Trim(strings.TrimSpace(v), `"`))
 		if !ok {
 			return a
 		}
-		values = values[:len(values)-1]
 		a = next
 		if !c.isTrusted(a) {
 			return a
@@ -153,17 +167,6 @@ func (c clientIP) isTrusted(a netip.Addr) bool {
 		}
 	}
 	return false
-}
-
-// parse reads one forwarded value: an address, with a port when it has
-// brackets ("[2001:db8::1]:443") or one colon ("192.0.2.1:80"); RFC 7239
-// values may be quoted.
-func (c clientIP) parse(v string) (netip.Addr, bool) {
-	v = strings.Trim(strings.TrimSpace(v), `"`)
-	if a, ok := peerAddr(v); ok {
-		return a, true
-	}
-	return netip.Addr{}, false
 }
 
 // peerAddr parses host, host:port or [host] into an unmapped address
@@ -182,28 +185,63 @@ func peerAddr(s string) (netip.Addr, bool) {
 	return a.Unmap().WithZone(""), true
 }
 
-// forwardedValues returns the addresses of the header's lines in order:
-// X-Forwarded-For's comma-separated items, or the for= parameter of each
-// RFC 7239 element ("" for an element without one, which ends a walk).
-func forwardedValues(lines []string, rfc7239 bool) []string {
-	var out []string
-	for _, line := range lines {
-		for item := range strings.SplitSeq(line, ",") {
-			if !rfc7239 {
-				out = append(out, item)
-				continue
+// lastForwarded returns the last n items of the header's lines (taken
+// as one comma-separated list), right to left, reading only as far back
+// as it needs: a long header costs no more than a short one. Items are
+// X-Forwarded-For's values or, for RFC 7239 (rfc7239), each element's
+// for= parameter ("" for an element without one, which ends a walk);
+// there a comma inside a quoted string does not separate.
+func lastForwarded(lines []string, n int, rfc7239 bool) []string {
+	out := make([]string, 0, n)
+	for i := len(lines) - 1; i >= 0 && len(out) < n; i-- {
+		line := lines[i]
+		for len(out) < n {
+			cut := lastComma(line, rfc7239)
+			item := line[cut+1:]
+			if rfc7239 {
+				item = forParam(item)
 			}
-			v := ""
-			for pair := range strings.SplitSeq(item, ";") {
-				k, val, ok := strings.Cut(strings.TrimSpace(pair), "=")
-				if ok && strings.EqualFold(k, "for") {
-					v = val
-				}
+			out = append(out, item)
+			if cut < 0 {
+				break
 			}
-			out = append(out, v)
+			line = line[:cut]
 		}
 	}
 	return out
+}
+
+// lastComma returns the index of line's last separating comma, or -1; with
+// quoted, commas between double quotes do not count (an unbalanced quote
+// makes the rest one item).
+func lastComma(line string, quoted bool) int {
+	if !quoted {
+		return strings.LastIndexByte(line, ',')
+	}
+	in := false
+	for i := len(line) - 1; i >= 0; i-- {
+		switch line[i] {
+		case '"':
+			in = !in
+		case ',':
+			if !in {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// forParam returns the for= parameter of one RFC 7239 element, or "".
+func forParam(element string) string {
+	v := ""
+	for pair := range strings.SplitSeq(element, ";") {
+		k, val, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if ok && strings.EqualFold(k, "for") {
+			v = val
+		}
+	}
+	return v
 }
 
 // group returns a's partition: the address, or its network when grouped.

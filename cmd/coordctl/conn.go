@@ -41,6 +41,7 @@ const exitTable = `Exit status (every command):
       name or password (WRONGPASS)
   5   permission: the server's ACL denies the user a command or key (NOPERM)
   75  lost: the lock, permit or leadership was lost while the command ran
+  130 interrupted (SIGINT or SIGTERM) while waiting, or during a demo (its keys removed)
   run commands (lock run, semaphore run, leader run) otherwise exit with the command's
   own status (128+N when it was killed by signal N; 127/126 when it cannot be started)`
 

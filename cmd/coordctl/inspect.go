@@ -53,6 +53,8 @@ coordctl inspect --prefix myapp: --scan 'limits:*' --json`)
 		return fs.usagef("give one KEY (or --scan PATTERN), e.g. coordctl inspect '{nightly}:lock'")
 	case *scan != "" && fs.NArg() > 0:
 		return fs.usagef("give KEY or --scan PATTERN, not both")
+	case *scan == "" && fs.Arg(0) == "":
+		return fs.usagef("KEY is empty; give the key's name (without the --prefix), e.g. coordctl inspect '{nightly}:lock'")
 	case *limit < 1:
 		return fs.usagef("--limit must be 1 or more, e.g. --limit 1000")
 	}

@@ -97,6 +97,15 @@ func TestUsageAndBadFlags(t *testing.T) {
 	if code, out, _ := runCmd(t, "demo", "--list"); code != 0 || !strings.Contains(out, "fencing") {
 		t.Fatalf("--list: exit %d, output %q", code, out)
 	}
+	// An empty KEY and a negative --count are usage errors that say so
+	// (both found by a new user's try: "no such key" exit 1; "--count is
+	// required" for a count given).
+	if code, _, errOut := runCmd(t, "inspect", "--redis", "redis://127.0.0.1:1/0", ""); code != exitUsage || !strings.Contains(errOut, "KEY is empty") {
+		t.Fatalf("inspect '': exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := runCmd(t, "latch", "create", "--redis", "redis://127.0.0.1:1/0", "--key", "l", "--count", "-1"); code != exitUsage || !strings.Contains(errOut, "--count must be 0 or more, got -1") {
+		t.Fatalf("latch create --count -1: exit %d, stderr %q", code, errOut)
+	}
 }
 
 // docs/coordctl.md's exit-status table and coordctl --help say the same things
@@ -109,7 +118,7 @@ func TestExitTableMatchesREADME(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(b)
-	for _, phrase := range []string{"no such key", "other settings", "no command", "a duration", "database"} {
+	for _, phrase := range []string{"no such key", "other settings", "no command", "a duration", "database", "during a demo"} {
 		if !strings.Contains(readme, phrase) || !strings.Contains(exitTable, phrase) {
 			t.Errorf("%q is not in both docs/coordctl.md's exit table and coordctl --help's", phrase)
 		}

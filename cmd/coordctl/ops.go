@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -82,8 +83,13 @@ usage; 3 the server cannot be reached.`, `coordctl latch create --redis redis://
 	deadline := fs.Duration("deadline", 0, "break the latch if it has not reached zero after this long (omit: never)")
 	keyTTL := fs.Duration("key-ttl", 0, "delete the latch's key this long after its creation (omit: never)")
 	return oneShot(fs, args, key, 0, func() int {
-		if *count < 0 {
+		given := false
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "count" })
+		switch {
+		case !given:
 			return fs.usagef("--count is required, 0 or more, e.g. --count 3")
+		case *count < 0:
+			return fs.usagef("--count must be 0 or more, got %d, e.g. --count 3", *count)
 		}
 		return 0
 	}, func(ctx context.Context, coord *coordination.Coordinator) int {
