@@ -70,7 +70,7 @@ func NewCluster(flavor string, primaries, replicas int) (*Cluster, error) {
 		c.close()
 		return nil, fmt.Errorf("testharness: cluster create: %v: %s", err, out)
 	}
-	if err := c.waitReady(30 * time.Second); err != nil {
+	if err := c.waitReady(60 * time.Second); err != nil {
 		c.close()
 		return nil, err
 	}
@@ -101,7 +101,13 @@ func (c *Cluster) notReady() string {
 		}
 		if !strings.Contains(info, "cluster_state:ok") {
 			cl.Close()
-			return n.Addr + " cluster_state not ok"
+			var state []string
+			for _, l := range strings.Split(info, "\n") {
+				if strings.HasPrefix(l, "cluster_state:") || strings.HasPrefix(l, "cluster_slots_") || strings.HasPrefix(l, "cluster_known_nodes:") {
+					state = append(state, strings.TrimSpace(l))
+				}
+			}
+			return n.Addr + " cluster_state not ok (" + strings.Join(state, " ") + "); its log ends: " + n.logTail()
 		}
 		nodes, err := cl.ClusterNodes(ctx).Result()
 		cl.Close()
