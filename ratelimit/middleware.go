@@ -143,26 +143,26 @@ type middlewareConfig struct {
 // WithRetryAfter spreads and caps the Retry-After of refusals (and the
 // RateLimit t parameter, which equals it): for a refusal whose limiter
 // says a retry could pass after d, the middleware advertises
-// min(d + j, cap) with j drawn uniformly from [0, spread] for each
+// min(d + j, ceiling) with j drawn uniformly from [0, spread] for each
 // refusal, rounded up to whole seconds (at least 1; RFC 9110
-// delay-seconds): Retry-After is in [ceil(min(d, cap)),
-// ceil(min(d+spread, cap))] seconds. The spread keeps clients refused
-// until one window boundary from all retrying at that instant; the cap
+// delay-seconds): Retry-After is in [ceil(min(d, ceiling)),
+// ceil(min(d+spread, ceiling))] seconds. The spread keeps clients refused
+// until one window boundary from all retrying at that instant; the ceiling
 // bounds how long a client is told to stay away (a capped client that
 // retries early is refused again, with a new Retry-After). spread 0 (the
-// default) adds nothing, cap 0 (the default) caps nothing. A negative
-// spread or cap is an error naming "spread" or "cap". Refusals without a
+// default) adds nothing, ceiling 0 (the default) caps nothing. A negative
+// spread or ceiling is an error naming "spread" or "ceiling". Refusals without a
 // Retry-After (concurrency limiters, denied identities, a cost above the
 // capacity) are unchanged.
-func WithRetryAfter(spread, cap time.Duration) MiddlewareOption {
+func WithRetryAfter(spread, ceiling time.Duration) MiddlewareOption {
 	return func(c *middlewareConfig) error {
 		if spread < 0 {
 			return check.InvalidArgument("spread", "must not be negative, got %v", spread)
 		}
-		if cap < 0 {
-			return check.InvalidArgument("cap", "must not be negative (0: no cap), got %v", cap)
+		if ceiling < 0 {
+			return check.InvalidArgument("ceiling", "must not be negative (0: no ceiling), got %v", ceiling)
 		}
-		c.spread, c.retryCap = spread, cap
+		c.spread, c.retryCap = spread, ceiling
 		return nil
 	}
 }

@@ -244,7 +244,7 @@ func TestMiddlewareRejectsBadResponseSettings(t *testing.T) {
 		{Policy{Name: "a", Limiter: l, Reject: reject, ProblemType: "about:blank"}, nil, "policy a"},
 		{Policy{Name: "b", Limiter: l, ProblemType: "http://[::1"}, nil, "policy b"},
 		{Policy{Limiter: l}, []MiddlewareOption{WithRetryAfter(-time.Second, 0)}, "spread"},
-		{Policy{Limiter: l}, []MiddlewareOption{WithRetryAfter(0, -time.Nanosecond)}, "cap"},
+		{Policy{Limiter: l}, []MiddlewareOption{WithRetryAfter(0, -time.Nanosecond)}, "ceiling"},
 	} {
 		_, err := NewMiddleware([]Policy{c.p}, c.opts...)
 		if name, _ := check.ArgumentName(err); !errors.Is(err, coordination.ErrInvalidArgument) || name != c.name {
