@@ -218,13 +218,17 @@
 // one concurrency limiter per partition; [PartitionKey] hashes partition
 // strings into keys. [NewMiddleware] applies layered policies to net/http
 // handlers, all or nothing (a later refusal gives earlier grants back),
-// sends the RateLimit and RateLimit-Policy header fields of the IETF
-// httpapi draft, and answers refusals with 429 (or 503 for a service-wide
-// guard, 403 for a denied identity), Retry-After, Cache-Control: no-store
-// and an RFC 9457 application/problem+json body naming the refusing
-// policy (and the request's trace id, when its context carries a span); a
-// request costing more than a policy's capacity gets no Retry-After and a
-// detail saying so (see [Policy.Permits]). It logs limiter failures
+// and answers refusals with 429 (or 503 for a service-wide guard, 403 for
+// a denied identity), Retry-After (spread and capped by
+// [WithRetryAfter]), Cache-Control: no-store and an RFC 9457
+// application/problem+json body naming the refusing policy (and the
+// request's trace id, when its context carries a span), or with the
+// policy's own problem fields or Reject function; a request costing more
+// than a policy's capacity gets no Retry-After and a detail saying so
+// (see [Policy.Permits]). A policy's state is private unless it asks for
+// the RateLimit and RateLimit-Policy header fields of the IETF draft
+// draft-ietf-httpapi-ratelimit-headers-11 ([Policy.RateLimitHeader],
+// [Policy.PublishQuota]); a partition key is never sent. It logs limiter failures
 // without keys, addresses or passwords ([WithLogger]) and hands them to
 // an optional error handler ([WithErrorHandler]).
 //

@@ -185,6 +185,8 @@ func ExampleNewConcurrency() {
 
 // Layered HTTP policies: a service-wide concurrency guard answering 503,
 // then a token bucket per client address answering 429 with Retry-After.
+// Only the client's policy publishes its state, in the RateLimit field;
+// the guard's stays private.
 func ExampleNewMiddleware() {
 	srv, err := miniredis.Run()
 	if err != nil {
@@ -214,7 +216,7 @@ func ExampleNewMiddleware() {
 	defer perClient.Close()
 	mw, err := ratelimit.NewMiddleware([]ratelimit.Policy{
 		{Name: "guard", Concurrency: guard, Status: http.StatusServiceUnavailable},
-		{Name: "client", Partitioned: perClient, Partition: ratelimit.ClientIP},
+		{Name: "client", Partitioned: perClient, Partition: ratelimit.ClientIP, RateLimitHeader: true},
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -232,9 +234,58 @@ func ExampleNewMiddleware() {
 		fmt.Printf("%d RateLimit: %s Retry-After=%q\n", w.Code, w.Header().Get("RateLimit"), w.Header().Get("Retry-After"))
 	}
 	// Output:
-	// 200 RateLimit: "guard";r=199, "client";r=1 Retry-After=""
-	// 200 RateLimit: "guard";r=199, "client";r=0 Retry-After=""
-	// 429 RateLimit: "guard";r=199, "client";r=0;t=1 Retry-After="1"
+	// 200 RateLimit: "client";r=1 Retry-After=""
+	// 200 RateLimit: "client";r=0 Retry-After=""
+	// 429 RateLimit: "client";r=0;t=1 Retry-After="1"
+}
+
+// A daily quota refused with its own problem type and title, a RateLimit
+// field without quota or window, and a Retry-After spread by up to a
+// minute and capped at an hour (the window ends in a day: clients come
+// back within the hour, not all at midnight).
+func ExampleWithRetryAfter() {
+	srv, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	defer rdb.Close()
+	coord, err := coordination.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	daily, err := ratelimit.New(coord, "limits:reports-daily", ratelimit.FixedWindow{Limit: 2, Window: 24 * time.Hour})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer daily.Close()
+
+	mw, err := ratelimit.NewMiddleware([]ratelimit.Policy{{
+		Name:            "daily",
+		Limiter:         daily,
+		RateLimitHeader: true,
+		ProblemType:     "https://iana.org/assignments/http-problem-types#quota-exceeded",
+		ProblemTitle:    "Daily quota exceeded",
+	}}, ratelimit.WithRetryAfter(time.Minute, time.Hour))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "report") }))
+	for range 3 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("POST", "/reports", nil))
+		fmt.Printf("%d RateLimit: %s Retry-After=%q\n", w.Code, w.Header().Get("RateLimit"), w.Header().Get("Retry-After"))
+		if w.Code != http.StatusOK {
+			fmt.Print(w.Body)
+		}
+	}
+	// Output:
+	// 200 RateLimit: "daily";r=1 Retry-After=""
+	// 200 RateLimit: "daily";r=0 Retry-After=""
+	// 429 RateLimit: "daily";r=0;t=3600 Retry-After="3600"
+	// {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Daily quota exceeded","status":429,"detail":"The request exceeds the current rate limit.","instance":"/reports","violated-policies":["daily"]}
 }
 
 // Limiter failures are logged (without keys, addresses or passwords) and

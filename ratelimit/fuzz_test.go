@@ -55,13 +55,15 @@ func FuzzRateLimitHeaders(f *testing.F) {
 			sp.alg = algConc
 		}
 		l := result{lim: &Limiter{sp: sp}, available: available}
+		var secs int64
 		if retry >= 0 {
 			l.retry, l.hasRetry = time.Duration(retry), true
+			secs = RetryAfterSeconds(l.retry)
 		}
 		var h headers
-		h.add(&policy{name: name, quoted: strconv.Quote(name)}, l)
+		h.add(&policy{name: name, quoted: strconv.Quote(name), Policy: Policy{RateLimitHeader: true, PublishQuota: true}}, l, secs)
 		w := httptest.NewRecorder()
-		h.set(w, false)
+		h.set(w)
 		pol := parseSFItem(t, w.Header().Get("RateLimit-Policy"))
 		lim := parseSFItem(t, w.Header().Get("RateLimit"))
 		if pol.name != name || lim.name != name {

@@ -18,11 +18,11 @@ func TestHeadersJoinAndPolicyItemCache(t *testing.T) {
 	ps := make([]policy, 4)
 	for i := range ps {
 		name := "p" + strconv.Itoa(i)
-		ps[i] = policy{name: name, quoted: strconv.Quote(name)}
-		h.add(&ps[i], result{lim: fixed(10*(i+1), time.Minute), available: int64(i)})
+		ps[i] = policy{name: name, quoted: strconv.Quote(name), Policy: Policy{RateLimitHeader: true, PublishQuota: true}}
+		h.add(&ps[i], result{lim: fixed(10*(i+1), time.Minute), available: int64(i)}, 0)
 	}
 	w := httptest.NewRecorder()
-	h.set(w, false)
+	h.set(w)
 	if got, want := w.Header().Get("RateLimit-Policy"), `"p0";q=10;w=60, "p1";q=20;w=60, "p2";q=30;w=60, "p3";q=40;w=60`; got != want {
 		t.Fatalf("RateLimit-Policy %q, want %q", got, want)
 	}
@@ -46,8 +46,31 @@ func TestHeadersJoinAndPolicyItemCache(t *testing.T) {
 	}
 	var none headers
 	w = httptest.NewRecorder()
-	none.set(w, false)
+	none.set(w)
 	if len(w.Header()) != 0 {
 		t.Fatalf("fields without a decision: %v", w.Header())
+	}
+
+	// Each field on its own: only what a policy asks for, none by default
+	// (and t only with a retry).
+	for _, c := range []struct {
+		pol         Policy
+		policy, lim string
+	}{
+		{Policy{}, "", ""},
+		{Policy{RateLimitHeader: true}, "", `"p";r=3;t=7`},
+		{Policy{PublishQuota: true}, `"p";q=10;w=60`, ""},
+		{Policy{RateLimitHeader: true, PublishQuota: true}, `"p";q=10;w=60`, `"p";r=3;t=7`},
+	} {
+		var h headers
+		h.add(&policy{name: "p", quoted: `"p"`, Policy: c.pol}, result{lim: fixed(10, time.Minute), available: 3}, 7)
+		w := httptest.NewRecorder()
+		h.set(w)
+		if got := w.Header()["Ratelimit-Policy"]; (c.policy == "" && got != nil) || (c.policy != "" && (len(got) != 1 || got[0] != c.policy)) {
+			t.Fatalf("%+v: RateLimit-Policy %q, want %q", c.pol, got, c.policy)
+		}
+		if got := w.Header()["Ratelimit"]; (c.lim == "" && got != nil) || (c.lim != "" && (len(got) != 1 || got[0] != c.lim)) {
+			t.Fatalf("%+v: RateLimit %q, want %q", c.pol, got, c.lim)
+		}
 	}
 }

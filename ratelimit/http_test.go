@@ -327,8 +327,9 @@ func TestMiddlewareRejectsPoliciesThatCannotWork(t *testing.T) {
 }
 
 // The RateLimit header fields (IETF httpapi draft) on allowed and refused
-// responses, for a burst that trips a limit; the problem body names the
-// refusing policy; WithRateLimitHeaders(false) drops them.
+// responses of policies that ask for them, for a burst that trips a limit;
+// the problem body names the refusing policy; a policy that asks for
+// nothing (the default) sends neither field.
 func TestMiddlewareRateLimitHeaders(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		c := b.Coordinator(t)
@@ -337,7 +338,10 @@ func TestMiddlewareRateLimitHeaders(t *testing.T) {
 		// permit come back).
 		api := build(t, c, kGCRA, "hdr:api", 3, time.Minute)
 		guard := build(t, c, kConc, "hdr:guard", 8, 10*time.Second)
-		mw, err := NewMiddleware([]Policy{{Name: "guard", Limiter: guard.lim(), Concurrency: guard.cc(), Status: http.StatusServiceUnavailable}, {Name: "api", Limiter: api.lim(), Concurrency: api.cc()}})
+		mw, err := NewMiddleware([]Policy{
+			{Name: "guard", Limiter: guard.lim(), Concurrency: guard.cc(), Status: http.StatusServiceUnavailable, RateLimitHeader: true, PublishQuota: true},
+			{Name: "api", Limiter: api.lim(), Concurrency: api.cc(), RateLimitHeader: true, PublishQuota: true},
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -371,13 +375,13 @@ func TestMiddlewareRateLimitHeaders(t *testing.T) {
 				}
 			}
 		}
-		quiet, err := NewMiddleware([]Policy{{Name: "api", Limiter: api.lim(), Concurrency: api.cc()}}, WithRateLimitHeaders(false))
+		quiet, err := NewMiddleware([]Policy{{Name: "api", Limiter: api.lim(), Concurrency: api.cc()}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		w := serve(t, quiet(http.NotFoundHandler()), "/work")
-		if w.Header().Get("RateLimit") != "" || w.Header().Get("RateLimit-Policy") != "" {
-			t.Fatalf("headers despite WithRateLimitHeaders(false): %v", w.Header())
+		if _, has := w.Header()["Ratelimit"]; has || w.Header().Get("RateLimit-Policy") != "" || w.Header().Get("Retry-After") == "" {
+			t.Fatalf("a policy asking for no field: %v, want Retry-After alone", w.Header())
 		}
 		if _, err := NewMiddleware([]Policy{{Name: "a \"quoted\" name", Limiter: api.lim(), Concurrency: api.cc()}}); err != nil {
 			t.Fatalf("a printable name: %v", err)

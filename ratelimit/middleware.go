@@ -1,11 +1,15 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -68,23 +72,106 @@ type Policy struct {
 	// service-wide guard (the service is saturated). Only 429 and 503 are
 	// accepted.
 	Status int
+	// RateLimitHeader sends this policy's item in the RateLimit header
+	// field (draft-ietf-httpapi-ratelimit-headers-11, see [NewMiddleware])
+	// of every response it decided: r, the permits available after the
+	// decision, and on a refusal that knows it t, the seconds until a
+	// retry could pass (the Retry-After sent). The default, false, sends
+	// nothing of the policy: its state stays private.
+	RateLimitHeader bool
+	// PublishQuota sends this policy's item in the RateLimit-Policy
+	// header field of every response it decided: q, the limiter's
+	// capacity (a composite's smallest), and w, the seconds an empty
+	// limiter takes to be full again (rounded up), or for a concurrency
+	// limiter qu="concurrent-requests". It is independent of
+	// RateLimitHeader. The default, false, publishes neither quota nor
+	// window. A partition key (the draft's pk) is never sent.
+	PublishQuota bool
+	// ProblemType, ProblemTitle and ProblemDetail replace the type (a URI
+	// reference), title and detail of the problem body of this policy's
+	// refusals answered with Status (its budget is spent); each "" keeps
+	// the default (for 429, type
+	// "https://www.rfc-editor.org/rfc/rfc6585#section-4", title "Too Many
+	// Requests", detail "The request exceeds the current rate limit.").
+	// A denied identity's 403 and a request costing more than the
+	// capacity keep theirs. A ProblemType that is not a URI reference,
+	// or any of the three set together with Reject, is refused by
+	// NewMiddleware.
+	ProblemType, ProblemTitle, ProblemDetail string
+	// Reject, when set, writes every refusal of this policy (a spent
+	// budget, a denied identity, a request costing more than the
+	// capacity) instead of the problem body: the middleware has set
+	// Cache-Control: no-store, Retry-After (when refusal.RetryAfter > 0)
+	// and the policy's RateLimit fields on w.Header(), and Reject writes
+	// the status and body (it may change those headers). It is called on
+	// the request's goroutine, concurrently for concurrent requests.
+	// Limiter failures (503) and a negative Permits (500) are not
+	// refusals: they keep the default answers.
+	Reject func(w http.ResponseWriter, r *http.Request, refusal Refusal)
+}
+
+// Refusal describes a request a [Policy] refused, for its Reject function.
+type Refusal struct {
+	// Policy is the refusing policy's Name (its index when unnamed).
+	Policy string
+	// Status is the status the default answer has: the policy's Status
+	// (429 or 503), or 403 Forbidden for a denied identity.
+	Status int
+	// RetryAfter is the Retry-After the middleware set, in whole seconds
+	// (after [WithRetryAfter]'s spread and cap); 0 when it set none
+	// (concurrency limiters, denied identities, a cost above the
+	// capacity).
+	RetryAfter time.Duration
+	// Denied reports an identity on the limiter's deny list.
+	Denied bool
+	// TooLarge reports a request costing more permits than the policy
+	// ever grants (see [Policy.Permits]): retrying it will not help.
+	TooLarge bool
 }
 
 // MiddlewareOption configures [NewMiddleware].
 type MiddlewareOption func(*middlewareConfig) error
 
 type middlewareConfig struct {
-	logger    *slog.Logger
-	onError   func(*http.Request, error)
-	noHeaders bool
+	logger     *slog.Logger
+	onError    func(*http.Request, error)
+	spread     time.Duration
+	retryCap   time.Duration
+	randInt64N func(n int64) int64 // [0, n); tests replace it
 }
 
-// WithRateLimitHeaders sets whether the middleware sends the RateLimit and
-// RateLimit-Policy header fields (see [NewMiddleware]). The default is
-// true; WithRateLimitHeaders(false) sends neither.
-func WithRateLimitHeaders(on bool) MiddlewareOption {
+// WithRetryAfter spreads and caps the Retry-After of refusals (and the
+// RateLimit t parameter, which equals it): for a refusal whose limiter
+// says a retry could pass after d, the middleware advertises
+// min(d + j, ceiling) with j drawn uniformly from [0, spread] for each
+// refusal, rounded up to whole seconds (at least 1; RFC 9110
+// delay-seconds): Retry-After is in [ceil(min(d, ceiling)),
+// ceil(min(d+spread, ceiling))] seconds. The spread keeps clients refused
+// until one window boundary from all retrying at that instant; the ceiling
+// bounds how long a client is told to stay away (a capped client that
+// retries early is refused again, with a new Retry-After). spread 0 (the
+// default) adds nothing, ceiling 0 (the default) caps nothing. A negative
+// spread or ceiling is an error naming "spread" or "ceiling". Refusals without a
+// Retry-After (concurrency limiters, denied identities, a cost above the
+// capacity) are unchanged.
+func WithRetryAfter(spread, ceiling time.Duration) MiddlewareOption {
 	return func(c *middlewareConfig) error {
-		c.noHeaders = !on
+		if spread < 0 {
+			return check.InvalidArgument("spread", "must not be negative, got %v", spread)
+		}
+		if ceiling < 0 {
+			return check.InvalidArgument("ceiling", "must not be negative (0: no ceiling), got %v", ceiling)
+		}
+		c.spread, c.retryCap = spread, ceiling
+		return nil
+	}
+}
+
+// withRand replaces the middleware's random source of the Retry-After
+// spread (tests).
+func withRand(f func(n int64) int64) MiddlewareOption {
+	return func(c *middlewareConfig) error {
+		c.randInt64N = f
 		return nil
 	}
 }
@@ -155,10 +242,14 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 //	mux.Handle("GET /catalog", standard(catalog))
 //	mux.Handle("POST /reports", expensive(createReport))
 //
-// Responses, allowed and refused, carry the RateLimit header fields of the
-// IETF httpapi draft "RateLimit header fields for HTTP" (unless
-// [WithRateLimitHeaders](false)), one item per policy that decided, named by
-// the policy's Name:
+// A policy's state is private by default: responses carry no RateLimit
+// header field unless a policy asks for it. A policy with
+// [Policy.RateLimitHeader] adds its item to the RateLimit field, one with
+// [Policy.PublishQuota] its item to the RateLimit-Policy field, of every
+// response, allowed or refused, for which it decided, named by the
+// policy's Name; the syntax is that of the IETF httpapi draft
+// draft-ietf-httpapi-ratelimit-headers-11 ("RateLimit header fields for
+// HTTP", unchanged in this respect since -08):
 //
 //	RateLimit-Policy: "client";q=20;w=2, "tenant";q=600;w=60
 //	RateLimit: "client";r=0;t=1, "tenant";r=587
@@ -167,33 +258,37 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 // empty limiter takes to be full again (rounded up; absent for
 // concurrency limiters, which say qu="concurrent-requests"), r the permits
 // available after the decision, t the seconds until a refused request
-// could pass (rounded up, as Retry-After; only on a refusal that knows
-// it).
+// could pass (the Retry-After sent; only on a refusal that knows it). A
+// partition key (the draft's pk) is never sent.
 //
 // A refused request gets the policy's status (429 or 503; 403 Forbidden
 // for a denied identity, see [WithDenyList]), Cache-Control: no-store, a
-// Retry-After header in whole seconds (rounded up, at least 1) only when
-// the refusal carries a RetryAfter, and an RFC 9457
-// application/problem+json body with type, title, status, detail,
-// instance (the request path), "violated-policies": the refusing
-// policy's name, and "traceId" (the W3C trace id, 32 lower-case hex
-// digits) when the request's context carries a valid OpenTelemetry span
-// context (one an HTTP server instrumentation started); no partition, key
-// or limit is disclosed. A request that
-// costs more permits than the policy's capacity is refused the same way,
-// never with Retry-After, and its detail says that waiting will not help
-// (see [Policy.Permits]). When a limiter
-// fails (its failure mode is ReturnError), the answer is a 503 problem
-// without Retry-After. Every limiter failure is logged (see [WithLogger])
-// and given to the error handler ([WithErrorHandler]). When the request's
-// context ends while waiting, nothing is written.
+// Retry-After header in whole seconds (rounded up, at least 1; spread and
+// capped by [WithRetryAfter]) only when the refusal carries a RetryAfter,
+// and an RFC 9457 application/problem+json body with type, title, status,
+// detail (the policy's own with [Policy.ProblemType], ProblemTitle and
+// ProblemDetail), instance (the request path), "violated-policies": the
+// refusing policy's name, and "traceId" (the W3C trace id, 32 lower-case
+// hex digits) when the request's context carries a valid OpenTelemetry
+// span context (one an HTTP server instrumentation started); no
+// partition, key or limit is disclosed. A policy's [Policy.Reject]
+// writes its refusals instead of the problem body. A request that costs
+// more permits than the policy's capacity is refused the same way, never
+// with Retry-After, and its detail says that waiting will not help (see
+// [Policy.Permits]). When a limiter fails (its failure mode is
+// ReturnError), the answer is a 503 problem without Retry-After. Every
+// limiter failure is logged (see [WithLogger]) and given to the error
+// handler ([WithErrorHandler]). When the request's context ends while
+// waiting, nothing is written.
 //
 // Errors: coordination.ErrInvalidArgument naming "policies" when none is
 // given; naming the policy ("policy NAME" or "policy INDEX") when it sets
 // none or more than one of Limiter, Concurrency, Partitioned and
 // PartitionedConcurrency, lacks Partition, sets Wait
 // on a limiter that never queues (WithQueue(0, ...)), has another Status,
-// or a Name that is not printable ASCII; naming an invalid option.
+// a Name that is not printable ASCII, a ProblemType that is not a URI
+// reference, or Reject together with ProblemType, ProblemTitle or
+// ProblemDetail; naming an invalid option.
 func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handler) http.Handler, error) {
 	cfg := middlewareConfig{}
 	if err := check.Apply(&cfg, opts); err != nil {
@@ -201,6 +296,9 @@ func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handl
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()
+	}
+	if cfg.randInt64N == nil {
+		cfg.randInt64N = rand.Int64N
 	}
 	if len(policies) == 0 {
 		return nil, check.InvalidArgument("policies", "give at least one policy")
@@ -232,6 +330,12 @@ func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handl
 		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		default:
 			return nil, check.InvalidArgument(arg, "status must be 429 or 503, got %d", p.Status)
+		}
+		if p.Reject != nil && p.ProblemType+p.ProblemTitle+p.ProblemDetail != "" {
+			return nil, check.InvalidArgument(arg, "set Reject or ProblemType, ProblemTitle and ProblemDetail, not both (Reject writes the whole answer)")
+		}
+		if _, err := url.Parse(p.ProblemType); err != nil {
+			return nil, check.InvalidArgument(arg, "ProblemType %q is not a URI reference", p.ProblemType)
 		}
 		ps[i] = policy{Policy: p, name: name, quoted: strconv.Quote(name)}
 	}
@@ -285,7 +389,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 				m.refund(r, taken)
 				err := check.InvalidArgument("permits", "the Permits function of policy %s returned %d", p.name, n)
 				m.failed(r, p, err, "500 Internal Server Error")
-				writeProblem(w, r, http.StatusInternalServerError, 0, false, "", "")
+				writeProblem(w, r, http.StatusInternalServerError, 0, nil, "")
 				return
 			}
 			h := oversize
@@ -299,8 +403,8 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 					return // the client is gone: nobody reads an answer
 				}
 				m.failed(r, p, err, "503 Service Unavailable")
-				hdr.set(w, m.cfg.noHeaders)
-				writeProblem(w, r, http.StatusServiceUnavailable, 0, false, "", "")
+				hdr.set(w)
+				writeProblem(w, r, http.StatusServiceUnavailable, 0, nil, "")
 				return
 			}
 			if lease.cause != nil {
@@ -310,21 +414,15 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 				}
 				m.failed(r, p, lease.cause, answer)
 			}
-			hdr.add(p, lease)
+			var retry int64 // the advertised retry, in seconds; 0: none
+			if ra, ok := lease.RetryAfter(); ok {
+				retry = m.retryAfter(ra)
+			}
+			hdr.add(p, lease, retry)
 			if !lease.acquired {
 				m.refund(r, taken)
-				hdr.set(w, m.cfg.noHeaders)
-				status := p.Status
-				if lease.denied {
-					status = http.StatusForbidden
-				}
-				if lease.tooLarge {
-					m.tooLarge(p, n, lease, status)
-					writeProblem(w, r, status, 0, false, p.name, costDetail)
-					return
-				}
-				ra, ok := lease.RetryAfter()
-				writeProblem(w, r, status, ra, ok, p.name, "")
+				hdr.set(w)
+				m.refuse(w, r, p, n, lease, retry)
 				return
 			}
 			switch {
@@ -334,7 +432,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 				taken = append(taken, lease)
 			}
 		}
-		hdr.set(w, m.cfg.noHeaders)
+		hdr.set(w)
 		next.ServeHTTP(w, r)
 	})
 }
@@ -359,6 +457,50 @@ func (p *policy) allow(r *http.Request, n int, h how) (result, error) {
 	return p.Partitioned.p.with(p.Partition(r), f)
 }
 
+// retryAfter returns the Retry-After to advertise for a limiter's retry
+// time d, in whole seconds: d plus the spread's random part, capped (see
+// [WithRetryAfter]).
+func (m *middleware) retryAfter(d time.Duration) int64 {
+	if s := m.cfg.spread; s > 0 {
+		j := time.Duration(m.cfg.randInt64N(int64(s) + 1)) // [0, spread]
+		if d > math.MaxInt64-j {
+			d = math.MaxInt64
+		} else {
+			d += j
+		}
+	}
+	if c := m.cfg.retryCap; c > 0 && d > c {
+		d = c
+	}
+	return RetryAfterSeconds(d)
+}
+
+// refuse answers a request p refused (lease not acquired), costing n
+// permits, with Retry-After retry seconds (0: none): p's Reject, else a
+// problem body.
+func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, p *policy, n int, lease result, retry int64) {
+	status := p.Status
+	if lease.denied {
+		status = http.StatusForbidden
+	}
+	detail := ""
+	if lease.tooLarge {
+		m.tooLarge(p, n, lease, status)
+		retry, detail = 0, costDetail
+	}
+	if p.Reject != nil {
+		h := w.Header()
+		h.Set("Cache-Control", "no-store")
+		if retry > 0 {
+			h.Set("Retry-After", strconv.FormatInt(retry, 10))
+		}
+		p.Reject(w, r, Refusal{Policy: p.name, Status: status, RetryAfter: time.Duration(retry) * time.Second,
+			Denied: lease.denied, TooLarge: lease.tooLarge})
+		return
+	}
+	writeProblem(w, r, status, retry, p, detail)
+}
+
 // refund gives back the window, bucket and GCRA grants of earlier
 // policies when a later one refused the request (bounded by a few
 // seconds, even when the request's context has ended).
@@ -375,14 +517,46 @@ func (m *middleware) refund(r *http.Request, taken []result) {
 	}
 }
 
-// headers collects the RateLimit header items of the policies that
-// decided: the first two in place (the value lives on the request's
-// stack), any more in rest.
+// headers collects the items of the RateLimit-Policy and RateLimit
+// fields of the policies that decided and publish them.
 type headers struct {
-	n      int
-	policy [2]string
-	limit  [2]string
-	rest   []string // policy, limit, policy, limit, ... from the third
+	policy, limit fieldItems
+}
+
+// fieldItems are the items of one field: the first two in place (the
+// value lives on the request's stack), any more in rest.
+type fieldItems struct {
+	n     int
+	first [2]string
+	rest  []string
+}
+
+func (f *fieldItems) add(item string) {
+	if f.n < len(f.first) {
+		f.first[f.n] = item
+	} else {
+		f.rest = append(f.rest, item)
+	}
+	f.n++
+}
+
+// join returns the items as one field value.
+func (f *fieldItems) join() string {
+	if f.n == 1 {
+		return f.first[0]
+	}
+	var sb strings.Builder
+	for i := range f.n {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		if i < len(f.first) {
+			sb.WriteString(f.first[i])
+		} else {
+			sb.WriteString(f.rest[i-len(f.first)])
+		}
+	}
+	return sb.String()
 }
 
 // policyItem is a policy's RateLimit-Policy item for the settings it was
@@ -410,59 +584,44 @@ func (p *policy) item(sp *spec) string {
 	return it.text
 }
 
-func (h *headers) add(p *policy, l result) {
-	if l.lim == nil || l.available < 0 {
-		return // nothing known (a failure mode, a denied identity)
+// add collects the items p publishes (RateLimitHeader, PublishQuota) of
+// its decision l, with t=retry seconds when retry > 0.
+func (h *headers) add(p *policy, l result, retry int64) {
+	if (!p.RateLimitHeader && !p.PublishQuota) || l.lim == nil || l.available < 0 {
+		return // nothing asked for, or nothing known (a failure mode, a denied identity)
 	}
-	var b [96]byte
-	item := append(append(b[:0], p.quoted...), ";r="...)
-	item = strconv.AppendInt(item, l.available, 10)
-	if ra, ok := l.RetryAfter(); ok {
-		item = strconv.AppendInt(append(item, ";t="...), RetryAfterSeconds(ra), 10)
+	if p.PublishQuota {
+		h.policy.add(p.item(l.lim.spec()))
 	}
-	pi, li := p.item(l.lim.spec()), string(item)
-	if h.n < len(h.policy) {
-		h.policy[h.n], h.limit[h.n] = pi, li
-	} else {
-		h.rest = append(h.rest, pi, li)
-	}
-	h.n++
-}
-
-// join returns the items of field (0: policy, 1: limit) as one field
-// value.
-func (h *headers) join(field int) string {
-	items := &h.policy
-	if field == 1 {
-		items = &h.limit
-	}
-	if h.n == 1 {
-		return items[0]
-	}
-	var sb strings.Builder
-	for i := range h.n {
-		if i > 0 {
-			sb.WriteString(", ")
+	if p.RateLimitHeader {
+		var b [96]byte
+		item := append(append(b[:0], p.quoted...), ";r="...)
+		item = strconv.AppendInt(item, l.available, 10)
+		if retry > 0 {
+			item = strconv.AppendInt(append(item, ";t="...), retry, 10)
 		}
-		if i < len(items) {
-			sb.WriteString(items[i])
-		} else {
-			sb.WriteString(h.rest[2*(i-len(items))+field])
-		}
+		h.limit.add(string(item))
 	}
-	return sb.String()
 }
 
 // set writes the collected fields, under their canonical keys (no
-// canonicalisation per request) and with one slice for both values.
-func (h *headers) set(w http.ResponseWriter, off bool) {
-	if off || h.n == 0 {
+// canonicalisation per request) and, when both are sent, with one slice
+// for both values.
+func (h *headers) set(w http.ResponseWriter) {
+	if h.policy.n == 0 && h.limit.n == 0 {
 		return
 	}
-	v := []string{h.join(0), h.join(1)}
 	hd := w.Header()
-	hd["Ratelimit-Policy"] = v[0:1:1]
-	hd["Ratelimit"] = v[1:2:2]
+	switch {
+	case h.policy.n > 0 && h.limit.n > 0:
+		v := []string{h.policy.join(), h.limit.join()}
+		hd["Ratelimit-Policy"] = v[0:1:1]
+		hd["Ratelimit"] = v[1:2:2]
+	case h.policy.n > 0:
+		hd["Ratelimit-Policy"] = []string{h.policy.join()}
+	default:
+		hd["Ratelimit"] = []string{h.limit.join()}
+	}
 }
 
 // failed reports a limiter failure: to the error handler every time, to
@@ -547,42 +706,48 @@ func RetryAfterSeconds(d time.Duration) int64 {
 	return max(s, 1)
 }
 
-// writeProblem answers r with a problem of status, naming policy as the
-// violated one (when not empty), with Retry-After when hasRetry, and the
-// status's detail unless detail is given, and with the trace id of r's
-// span context when it is valid.
-func writeProblem(w http.ResponseWriter, r *http.Request, status int, retry time.Duration, hasRetry bool, policy, detail string) {
-	p := problem{Status: status, Instance: r.URL.Path, TraceID: engine.TraceID(r.Context())}
-	if policy != "" {
-		p.Violated = []string{policy}
-	}
+// writeProblem answers r with a problem of status, naming p as the
+// violated policy (when not nil, with its ProblemType, ProblemTitle and
+// ProblemDetail when status is its Status and detail is ""), with
+// Retry-After when retry > 0 (seconds), the status's detail unless detail
+// is given, and the trace id of r's span context when it is valid.
+func writeProblem(w http.ResponseWriter, r *http.Request, status int, retry int64, p *policy, detail string) {
+	pb := problem{Status: status, Instance: r.URL.Path, TraceID: engine.TraceID(r.Context())}
 	switch status {
 	case http.StatusTooManyRequests:
-		p.Type = "https://www.rfc-editor.org/rfc/rfc6585#section-4"
-		p.Title = "Too Many Requests"
-		p.Detail = "The request exceeds the current rate limit."
+		pb.Type = "https://www.rfc-editor.org/rfc/rfc6585#section-4"
+		pb.Title = "Too Many Requests"
+		pb.Detail = "The request exceeds the current rate limit."
 	case http.StatusForbidden:
-		p.Type = "https://www.rfc-editor.org/rfc/rfc9110#section-15.5.4"
-		p.Title = "Forbidden"
-		p.Detail = "The client is not allowed to make requests."
+		pb.Type = "https://www.rfc-editor.org/rfc/rfc9110#section-15.5.4"
+		pb.Title = "Forbidden"
+		pb.Detail = "The client is not allowed to make requests."
 	case http.StatusInternalServerError:
-		p.Type = "https://www.rfc-editor.org/rfc/rfc9110#section-15.6.1"
-		p.Title = "Internal Server Error"
-		p.Detail = "The rate-limit policy could not be applied."
+		pb.Type = "https://www.rfc-editor.org/rfc/rfc9110#section-15.6.1"
+		pb.Title = "Internal Server Error"
+		pb.Detail = "The rate-limit policy could not be applied."
 	default:
-		p.Type = "https://www.rfc-editor.org/rfc/rfc9110#section-15.6.4"
-		p.Title = "Service Unavailable"
-		p.Detail = "The service cannot accept more work right now."
+		pb.Type = "https://www.rfc-editor.org/rfc/rfc9110#section-15.6.4"
+		pb.Title = "Service Unavailable"
+		pb.Detail = "The service cannot accept more work right now."
+	}
+	if p != nil {
+		pb.Violated = []string{p.name}
+		if status == p.Status && detail == "" {
+			pb.Type = cmp.Or(p.ProblemType, pb.Type)
+			pb.Title = cmp.Or(p.ProblemTitle, pb.Title)
+			pb.Detail = cmp.Or(p.ProblemDetail, pb.Detail)
+		}
 	}
 	if detail != "" {
-		p.Detail = detail
+		pb.Detail = detail
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
-	if hasRetry {
-		h.Set("Retry-After", strconv.FormatInt(RetryAfterSeconds(retry), 10))
+	if retry > 0 {
+		h.Set("Retry-After", strconv.FormatInt(retry, 10))
 	}
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(p)
+	_ = json.NewEncoder(w).Encode(pb)
 }

@@ -15,9 +15,11 @@
 //
 // Every limit lives in Redis, so all instances of the service share the
 // per-client and per-tenant budgets. Layers are all or nothing: a request
-// refused by a later layer gets back what earlier layers took. Every
-// response carries the RateLimit and RateLimit-Policy header fields;
-// refusals carry Retry-After (when the limiter knows it), Cache-Control:
+// refused by a later layer gets back what earlier layers took. Responses
+// carry the RateLimit header field of the client and tenant layers (what
+// is left) and the RateLimit-Policy field of the client layer (its public
+// burst and window); the instance guard's state stays private. Refusals
+// carry Retry-After (when the limiter knows it), Cache-Control:
 // no-store and an application/problem+json body naming the refusing
 // policy. When a limiter cannot reach Redis the middleware logs why
 // (through slog.Default, without keys, addresses or passwords: "NOAUTH
@@ -198,8 +200,8 @@ func newApp(coord *coordination.Coordinator, instance string) (http.Handler, fun
 
 	layers := []ratelimit.Policy{
 		{Name: "instance", Concurrency: guard, Status: http.StatusServiceUnavailable},
-		{Name: "client", Partitioned: perClient, Partition: clientPartition},
-		{Name: "tenant", Partitioned: perTenant, Partition: clientPartition},
+		{Name: "client", Partitioned: perClient, Partition: clientPartition, RateLimitHeader: true, PublishQuota: true},
+		{Name: "tenant", Partitioned: perTenant, Partition: clientPartition, RateLimitHeader: true},
 	}
 	// Limiter failures (Redis unreachable, a refused AUTH ...) are logged
 	// through slog.Default() without keys, addresses or passwords; the

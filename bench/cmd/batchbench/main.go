@@ -253,9 +253,9 @@ func httpRows(addr string) {
 			fail(err.Error())
 		}
 		m, err := ratelimit.NewMiddleware([]ratelimit.Policy{{
-			Name: "client", Partitioned: part,
+			Name: "client", Partitioned: part, RateLimitHeader: headers, PublishQuota: headers,
 			Partition: func(*http.Request) string { return "the-one-hot-client" },
-		}}, ratelimit.WithRateLimitHeaders(headers))
+		}})
 		if err != nil {
 			fail(err.Error())
 		}
