@@ -287,7 +287,7 @@ func (p *Partitioned) Len() int { return p.p.len() }
 // UpdateAll calls are applied one after the other.
 //
 // Errors, with nothing changed: coordination.ErrInvalidArgument naming
-// "limiter" (nil p), "settings" (nil, or another algorithm or composite
+// "limiter" (nil p), "ctx" (nil), "settings" (nil, or another algorithm or composite
 // structure than a live partition's) or the invalid setting ("limit",
 // "window" ...); coordination.ErrClosed after Close. Errors of one
 // partition's Update (ctx ended, a hook's refusal) stop UpdateAll and are
@@ -298,6 +298,9 @@ func (p *Partitioned) Len() int { return p.p.len() }
 func (p *Partitioned) UpdateAll(ctx context.Context, s Settings) error {
 	if p == nil || p.p.factory == nil {
 		return engine.OpError(hooks.RateLimitUpdate, engine.Keys{}, check.InvalidArgument("limiter", "must not be nil; use NewPartitioned"))
+	}
+	if err := check.Context(ctx); err != nil {
+		return engine.OpError(hooks.RateLimitUpdate, engine.Keys{}, err)
 	}
 	next, err := specOf("settings", s)
 	if err != nil {
@@ -336,6 +339,9 @@ func (p *PartitionedConcurrency) Len() int { return p.p.len() }
 func (p *PartitionedConcurrency) UpdateAll(ctx context.Context, limit int) error {
 	if p == nil || p.p.factory == nil {
 		return engine.OpError(hooks.RateLimitUpdate, engine.Keys{}, check.InvalidArgument("limiter", "must not be nil; use NewPartitionedConcurrency"))
+	}
+	if err := check.Context(ctx); err != nil {
+		return engine.OpError(hooks.RateLimitUpdate, engine.Keys{}, err)
 	}
 	if _, err := (concurrency{limit: limit, lease: DefaultLeaseDuration}).spec(); err != nil {
 		return engine.OpError(hooks.RateLimitUpdate, engine.Keys{}, err)
