@@ -198,7 +198,8 @@ const (
 // free (TryAcquire, or Wait and Acquire under WithQueue(0, ...)), the
 // server's retry time is past the context's deadline (PastDeadline), the
 // context ended while the request was queued (Err is its cause), the local
-// queue was full or the request was evicted from it ([WithQueue]), the
+// queue was full ([DefaultQueueWaiters], or the [WithQueue] bound) or the
+// request was evicted from it ([NewestFirst]), the
 // identity is denied (Denied), or Redis could not decide and the failure
 // mode is [FailClosed] (Err is the failure). Its message says which.
 //
