@@ -164,6 +164,8 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 			"ratelimit.(*Limiter).Wait":                      func() error { _, err := f.fixed.Wait(ctx, 1); return err },
 			"ratelimit.(*Partitioned).Allow":                 func() error { _, err := f.part.Allow(ctx, "p", 1); return err },
 			"ratelimit.(*Partitioned).Wait":                  func() error { _, err := f.part.Wait(ctx, "p", 1); return err },
+			"ratelimit.(*Partitioned).UpdateAll":             func() error { return f.part.UpdateAll(ctx, ratelimit.FixedWindow{Limit: 10, Window: time.Minute}) },
+			"ratelimit.(*PartitionedConcurrency).UpdateAll":  func() error { return f.pconc.UpdateAll(ctx, 2) },
 			"ratelimit.(*ConcurrencyLease).Release":          func() error { _, err := f.held.Release(ctx); return err },
 			"ratelimit.(*ConcurrencyLimiter).TryAcquire":     func() error { _, err := f.conc.TryAcquire(ctx, 1); return err },
 			"ratelimit.(*ConcurrencyLimiter).Acquire":        func() error { _, err := f.conc.Acquire(ctx, 1); return err },
@@ -213,9 +215,14 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 				}
 				// A primitive's operation names itself and its key, as its
 				// other errors do; the coordinator's Shutdown is no such
-				// operation.
-				if name != "coordination.(*Coordinator).Shutdown" && (err == nil || !namedCtxError.MatchString(err.Error())) {
+				// operation, and UpdateAll of a partitioned limiter has
+				// no one key (every partition's): it names the operation
+				// alone.
+				if !keyless[name] && (err == nil || !namedCtxError.MatchString(err.Error())) {
 					t.Errorf("with a nil context: %v, want `coordination: OPERATION \"KEY\": invalid argument ctx: ...`", err)
+				}
+				if strings.HasSuffix(name, ".UpdateAll") && (err == nil || !keylessCtxError.MatchString(err.Error())) {
+					t.Errorf("with a nil context: %v, want `coordination: rate limit update: invalid argument ctx: ...`", err)
 				}
 				if n := counter.Count(); n != 0 {
 					t.Errorf("with a nil context it sent %v", counter.Names())
@@ -240,6 +247,17 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 
 // namedCtxError is the error of a primitive's operation given a nil
 // context: it names the operation (lower case) and the key.
+// keyless are the operations whose errors name no key: the coordinator's
+// Shutdown, and UpdateAll of the partitioned limiters (every partition's
+// keys).
+var keyless = map[string]bool{
+	"coordination.(*Coordinator).Shutdown":          true,
+	"ratelimit.(*Partitioned).UpdateAll":            true,
+	"ratelimit.(*PartitionedConcurrency).UpdateAll": true,
+}
+
+var keylessCtxError = regexp.MustCompile(`^coordination: rate limit update: invalid argument ctx: must not be nil; `)
+
 var namedCtxError = regexp.MustCompile(`^coordination: [a-z ]+ "[^"]+"( field "[^"]+")?: invalid argument ctx: must not be nil; `)
 
 func callNoPanic(f func() error) (err error) {

@@ -183,9 +183,10 @@
 // # Waiting and failure
 //
 // [Limiter.Wait] and [ConcurrencyLimiter.Acquire] wait in a local queue,
-// served oldest first and unbounded
-// unless [WithQueue] bounds it (in permits, [OldestFirst] or
-// [NewestFirst]; WithQueue(0, ...) never queues): queued requests sleep
+// served oldest first and bounded: up to [DefaultQueueWaiters] (1,000)
+// requests, or what [WithQueue] sets instead (in permits, [OldestFirst] or
+// [NewestFirst]; WithQueue(0, ...) never queues); a request that does not
+// fit fails at once with a [*WaitError]. Queued requests sleep
 // until the server-computed retry time, or until a concurrency lease is
 // released, instead of polling. Like golang.org/x/time/rate's WaitN, a
 // Wait whose retry time is past the context's deadline fails at once
@@ -214,9 +215,12 @@
 // # Partitions and HTTP
 //
 // [Partitioned] keeps one limiter per partition (client, tenant, user),
-// created on demand and evicted when idle, and [PartitionedConcurrency]
-// one concurrency limiter per partition; [PartitionKey] hashes partition
-// strings into keys. [NewMiddleware] applies layered policies to net/http
+// created on demand and evicted when idle or, past [WithMaxPartitions]
+// ([DefaultMaxPartitions], 10,000, by default), least recently used first
+// (never while in use; the Redis state is kept), and
+// [PartitionedConcurrency] one concurrency limiter per partition;
+// [Partitioned.UpdateAll] changes the settings of every partition at once.
+// [PartitionKey] hashes partition strings into keys. [NewMiddleware] applies layered policies to net/http
 // handlers, all or nothing (a later refusal gives earlier grants back),
 // and answers refusals with 429 (or 503 for a service-wide guard, 403 for
 // a denied identity), Retry-After (spread and capped by

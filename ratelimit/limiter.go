@@ -132,7 +132,7 @@ func newLimiter(coord *coordination.Coordinator, key string, s Settings, opts []
 	if err := check.Key("key", key); err != nil {
 		return nil, err
 	}
-	l := &Limiter{e: e, key: key, keys: e.Key(key), opts: options{queueLimit: unbounded, reserve: DefaultReservationTimeout}}
+	l := &Limiter{e: e, key: key, keys: e.Key(key), opts: options{queueLimit: defaultQueue, reserve: DefaultReservationTimeout}}
 	if err := check.Apply(&l.opts, opts); err != nil {
 		return nil, err
 	}

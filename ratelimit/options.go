@@ -78,7 +78,7 @@ func (m FailureMode) String() string {
 type Option func(*options) error
 
 type options struct {
-	queueLimit int // permits; unbounded (-1) by default
+	queueLimit int // permits; defaultQueue (-1): DefaultQueueWaiters waiters
 	order      QueueOrder
 	failure    FailureMode
 	strict     bool
@@ -94,8 +94,23 @@ type options struct {
 // may stay unsettled when no [WithReservationTimeout] is given.
 const DefaultReservationTimeout = time.Minute
 
-// unbounded is the queue limit of a limiter without [WithQueue].
-const unbounded = -1
+// DefaultQueueWaiters is how many requests may wait in a limiter's local
+// queue ([Limiter.Wait], [ConcurrencyLimiter.Acquire]) when no [WithQueue]
+// is given: 1,000 waiters, served oldest first; one more fails at once
+// with a [*WaitError] ("the local queue is full"). The default bounds the
+// waiters, not the permits: each waiter is a goroutine of the caller's
+// (a few KB of stack) parked in this process, which is what an unbounded
+// queue lets a burst of traffic pile up without end (1,000 parked
+// goroutines are a few MB per limiter); a bound in permits would instead
+// refuse the large requests of a limiter counted in bytes or tokens, which
+// its capacity admits. 1,000 is far above what a queue serves within
+// usual timeouts for a limit of tens of requests per second, and far
+// below what exhausts a process's memory.
+const DefaultQueueWaiters = 1000
+
+// defaultQueue is the queue limit of a limiter without [WithQueue]:
+// DefaultQueueWaiters waiters, whatever their permits.
+const defaultQueue = -1
 
 // WithQueue bounds the local queue of [Limiter.Wait] and
 // [ConcurrencyLimiter.Acquire]: up to limit permits
@@ -105,8 +120,10 @@ const unbounded = -1
 // the oldest waiters instead (each fails with a [*WaitError]). WithQueue(0, order) means Wait never queues:
 // it makes one attempt, like [Limiter.Allow].
 //
-// Without WithQueue the queue is unbounded and served oldest first: Wait
-// (Acquire) waits until it is granted or its context ends.
+// Without WithQueue the queue holds up to [DefaultQueueWaiters] requests
+// (whatever their permits), served oldest first; WithQueue replaces that
+// bound by its own, in permits. There is no unbounded mode: a limit as
+// large as math.MaxInt is one in effect, asked for explicitly.
 //
 // The queue is local: other processes, and Allow calls here, are not
 // ordered with it. A queued request sleeps until the server-computed retry

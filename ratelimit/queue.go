@@ -62,9 +62,10 @@ func (w *waiter) signal() {
 // the capacity after an [Limiter.Update]. A denied identity
 // ([WithDenyList]) gets a [*WaitError] whose Denied is true at once.
 //
-// Without [WithQueue] the queue is unbounded and served oldest first.
-// With a bounded queue, a request that does not fit fails at once with a
-// [*WaitError] or, under [NewestFirst], evicts the oldest waiters (each
+// Without [WithQueue] the queue holds up to [DefaultQueueWaiters]
+// requests, served oldest first. A request that does not fit fails at
+// once with a [*WaitError] ("the local queue is full") or, with WithQueue
+// and under [NewestFirst], evicts the oldest waiters (each
 // fails with a [*WaitError]); WithQueue(0, ...) makes Wait one attempt,
 // like [Limiter.Allow], whose refusal is a [*WaitError] with the server's
 // RetryAfter. A request that finds the queue empty tries Redis at once;
@@ -197,7 +198,8 @@ const (
 // free (TryAcquire, or Wait and Acquire under WithQueue(0, ...)), the
 // server's retry time is past the context's deadline (PastDeadline), the
 // context ended while the request was queued (Err is its cause), the local
-// queue was full or the request was evicted from it ([WithQueue]), the
+// queue was full ([DefaultQueueWaiters], or the [WithQueue] bound) or the
+// request was evicted from it ([NewestFirst]), the
 // identity is denied (Denied), or Redis could not decide and the failure
 // mode is [FailClosed] (Err is the failure). Its message says which.
 //
@@ -323,7 +325,8 @@ func pastDeadline(ctx context.Context, d verdict) bool {
 }
 
 // enqueue adds a waiter for permits, evicting the oldest waiters under
-// NewestFirst. It reports false when the request does not fit, and
+// NewestFirst (a WithQueue bound; the default bound counts waiters and
+// refuses). It reports false when the request does not fit, and
 // coordination.ErrClosed when the limiter was closed meanwhile.
 func (l *Limiter) enqueue(permits int) (*waiter, bool, error) {
 	l.mu.Lock()
@@ -331,20 +334,22 @@ func (l *Limiter) enqueue(permits int) (*waiter, bool, error) {
 	if l.closed {
 		return nil, false, sentinel.ErrClosed
 	}
-	if limit := int64(l.opts.queueLimit); limit != unbounded {
-		if int64(permits) > limit {
+	switch limit := int64(l.opts.queueLimit); {
+	case limit == defaultQueue:
+		if l.queue.Len() >= DefaultQueueWaiters {
 			return nil, false, nil
 		}
-		if l.queued+int64(permits) > limit {
-			if l.opts.order == OldestFirst {
-				return nil, false, nil
-			}
-			for l.queued+int64(permits) > limit {
-				old := l.queue.Front().Value.(*waiter)
-				l.removeLocked(old)
-				old.state = wEvicted
-				old.signal()
-			}
+	case int64(permits) > limit:
+		return nil, false, nil
+	case l.queued+int64(permits) > limit:
+		if l.opts.order == OldestFirst {
+			return nil, false, nil
+		}
+		for l.queued+int64(permits) > limit {
+			old := l.queue.Front().Value.(*waiter)
+			l.removeLocked(old)
+			old.state = wEvicted
+			old.signal()
 		}
 	}
 	oldHead := l.headLocked()

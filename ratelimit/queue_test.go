@@ -94,7 +94,7 @@ func serveOne(t *testing.T, l *tlim, burst int, out <-chan tresult) tresult {
 
 func TestQueueOldestFirstOrder(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
-		// A bounded queue, and the default: unbounded, oldest first.
+		// A bounded queue, and the default: DefaultQueueWaiters waiters, oldest first.
 		for _, opts := range [][]Option{{WithQueue(10, OldestFirst)}, nil} {
 			l, out := exhausted(t, b, opts...)
 			var wg sync.WaitGroup
@@ -199,7 +199,7 @@ func TestQueueLimitInPermitsCancellationAndClose(t *testing.T) {
 	})
 }
 
-// Wait waits by default (an unbounded queue); WithQueue(0, ...) makes it
+// Wait waits by default (DefaultQueueWaiters waiters); WithQueue(0, ...) makes it
 // one attempt; a request larger than the limiter is an argument error at
 // once either way.
 func TestWaitQueuesByDefaultNeverWithQueueZero(t *testing.T) {

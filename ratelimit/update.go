@@ -57,9 +57,8 @@ func (l *Limiter) Update(ctx context.Context, s Settings) error {
 	if err != nil {
 		return engine.OpError(hooks.RateLimitUpdate, l.keys, err)
 	}
-	cur := l.spec()
-	if next.alg != cur.alg || !reflect.DeepEqual(next.kinds, cur.kinds) {
-		return engine.OpError(hooks.RateLimitUpdate, l.keys, check.InvalidArgument("settings", "the algorithm cannot change (nor a composite's components): use a new key"))
+	if err := l.sameAlgorithm(next); err != nil {
+		return engine.OpError(hooks.RateLimitUpdate, l.keys, err)
 	}
 	_, op, err := l.e.Admit(ctx, hooks.RateLimitUpdate, primitive, l.keys)
 	if err != nil {
@@ -100,4 +99,28 @@ func (l *Limiter) requeue(capacity int) {
 	if w := l.headLocked(); w != nil {
 		w.signal()
 	}
+}
+
+// sameAlgorithm refuses settings of another algorithm (or composite
+// structure) than the limiter's, naming "settings".
+func (l *Limiter) sameAlgorithm(next *spec) error {
+	cur := l.spec()
+	if next.alg != cur.alg || !reflect.DeepEqual(next.kinds, cur.kinds) {
+		return check.InvalidArgument("settings", "the algorithm cannot change (nor a composite's components): use a new key")
+	}
+	return nil
+}
+
+// adopt gives a limiter no one has used yet the settings of next, without
+// hooks ([Partitioned.UpdateAll]'s settings for the partitions it creates
+// afterwards); settings of another algorithm are refused as Update refuses
+// them.
+func (l *Limiter) adopt(next *spec) error {
+	if err := l.sameAlgorithm(next); err != nil {
+		return engine.OpError(hooks.RateLimitUpdate, l.keys, err)
+	}
+	l.settingsMu.Lock()
+	l.sp = next
+	l.settingsMu.Unlock()
+	return nil
 }
