@@ -232,9 +232,10 @@ func (e *Env) arm(verb string, count *int, n int) {
 // Pause holds every command of the client before it is sent, until resume
 // is called or the command's context ends; a command whose context ends
 // while held returns the context's error without reaching the server
-// (which [coordination.IsAmbiguous] reports false for: the library counts
-// what it writes of each command, and nothing was; a call cancelled while
-// its command was on the wire is ambiguous). This is a server that stopped answering, seen
+// (which [coordination.IsAmbiguous] reports true for, as for every
+// cancelled call: the library cannot tell a held command from one sent, and
+// undoes an acquisition cancelled so in the background, as for a lost
+// reply). This is a server that stopped answering, seen
 // from the client: calls block, deadlines expire, keep-alive renewals do
 // not arrive while the server's clock runs on.
 //

@@ -307,8 +307,7 @@ func Classify(err error) errorClass {
 // cancellation, and every transient error, since go-redis re-sends after a
 // lost reply and the error the caller sees is the last attempt's, whatever
 // the first attempt did; except an error that proves nothing was sent
-// ([isUnsent]: a failed dial, a connection-pool timeout, a command of the
-// engine none of whose bytes were written). Terminal errors
+// ([isUnsent]: a failed dial, a connection-pool timeout). Terminal errors
 // are not ambiguous: the server refused (or the command was never built).
 func IsAmbiguous(err error) bool {
 	switch Classify(err) {
@@ -332,9 +331,6 @@ func IsAmbiguous(err error) bool {
 // node of a Redlock group) is unsent only when each of them is.
 func isUnsent(err error) bool {
 	for err != nil {
-		if _, ok := err.(*unsentError); ok {
-			return true // the engine counted no write of the command
-		}
 		if op, ok := err.(*net.OpError); ok {
 			return op.Op == "dial"
 		}
