@@ -3,7 +3,6 @@ package engine
 import (
 	"bytes"
 	"context"
-	"errors"
 	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
@@ -155,16 +154,6 @@ type sent struct{ writes int32 }
 // earlier write may have run although its reply was lost.
 func (s sent) resent() bool { return s.writes > 1 }
 
-// unsentError wraps the error of a command that no server received
-// (nothing was written): [IsAmbiguous] reports false for it.
-type unsentError struct{ err error }
-
-// Error returns the wrapped error's message.
-func (e *unsentError) Error() string { return e.err.Error() }
-
-// Unwrap returns the error that ended the unsent command.
-func (e *unsentError) Unwrap() error { return e.err }
-
 // send sends args as o says, and for a command sent once retries what
 // provably did not run ([notRun]) as go-redis would have: at most
 // MaxRetries more times, with its backoff. A Redis nil reply is a nil value
@@ -225,9 +214,6 @@ func (e *Engine) sendOne(ctx context.Context, args []any, o sendOpts) (any, sent
 	}
 	if err != nil {
 		e.reloadOnFailure(ctx, err)
-		if s.writes == 0 && !errors.Is(err, errShutdown) {
-			err = &unsentError{err: err}
-		}
 	}
 	return v, s, err
 }
@@ -295,9 +281,6 @@ func (e *Engine) sendRaw(ctx context.Context, args []any, o sendOpts) (any, sent
 	s := sent{writes: cmd.mark.n.Load()}
 	if err != nil {
 		e.reloadOnFailure(ctx, err)
-		if s.writes == 0 && !errors.Is(err, errShutdown) {
-			err = &unsentError{err: err}
-		}
 		return nil, s, false, err
 	}
 	v, ok := readRaw(b)
