@@ -1,36 +1,17 @@
 package testharness
 
 import (
-	"bytes"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A shared server that dies while tests run (here SIGKILL from outside,
 // as a crash would) is reported once with the end of its log; one stopped
 // by the harness (Stop, Kill) is not.
 func TestSharedServerDeathIsReported(t *testing.T) {
-	var out lockedBuffer
+	var out LogBuffer
 	old := deathReports
 	deathReports = &out
 	t.Cleanup(func() { deathReports = old })
