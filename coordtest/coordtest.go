@@ -309,15 +309,23 @@ type injected struct {
 	cause error
 }
 
-func (e *injected) Error() string        { return "coordtest: injected fault: " + e.msg }
+// Error returns "coordtest: injected fault: " and the fault's message.
+func (e *injected) Error() string { return "coordtest: injected fault: " + e.msg }
+
+// Is reports whether target is [ErrInjected].
 func (e *injected) Is(target error) bool { return target == ErrInjected }
-func (e *injected) Unwrap() error        { return e.cause }
+
+// Unwrap returns the error the fault stands for (nil for a lost reply).
+func (e *injected) Unwrap() error { return e.cause }
 
 // lostReply is the error of a command whose reply was lost: an i/o
 // timeout (a net.Error), as a read deadline gives.
 type lostReply struct{ injected }
 
-func (*lostReply) Timeout() bool   { return true }
+// Timeout reports true: a lost reply reads as a read deadline's timeout.
+func (*lostReply) Timeout() bool { return true }
+
+// Temporary reports true, as net.Error's timeouts do.
 func (*lostReply) Temporary() bool { return true }
 
 func lost() error {

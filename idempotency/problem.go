@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 )
 
 // Problem types: the "type" member of the RFC 9457 problem details the
@@ -49,7 +49,7 @@ type problem struct {
 // trace id of r's span context when it is valid; a positive retryAfter
 // adds Retry-After in whole seconds, rounded up.
 func writeProblem(w http.ResponseWriter, r *http.Request, p problem, retryAfter time.Duration) {
-	p.TraceID = engine.TraceID(r.Context())
+	p.TraceID = instrument.TraceID(r.Context())
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")

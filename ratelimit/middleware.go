@@ -17,6 +17,7 @@ import (
 
 	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/instrument"
 )
 
 // Policy is one rate-limiting layer of an HTTP handler (see
@@ -712,7 +713,7 @@ func RetryAfterSeconds(d time.Duration) int64 {
 // Retry-After when retry > 0 (seconds), the status's detail unless detail
 // is given, and the trace id of r's span context when it is valid.
 func writeProblem(w http.ResponseWriter, r *http.Request, status int, retry int64, p *policy, detail string) {
-	pb := problem{Status: status, Instance: r.URL.Path, TraceID: engine.TraceID(r.Context())}
+	pb := problem{Status: status, Instance: r.URL.Path, TraceID: instrument.TraceID(r.Context())}
 	switch status {
 	case http.StatusTooManyRequests:
 		pb.Type = "https://www.rfc-editor.org/rfc/rfc6585#section-4"

@@ -181,13 +181,3 @@ func errorClassName(err error) string {
 	}
 	return "terminal"
 }
-
-// TraceID returns the W3C trace id (32 lower-case hex digits) of ctx's
-// span, or "" when ctx carries no valid span context.
-func TraceID(ctx context.Context) string {
-	sc := trace.SpanContextFromContext(ctx)
-	if !sc.IsValid() {
-		return ""
-	}
-	return sc.TraceID().String()
-}

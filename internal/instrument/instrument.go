@@ -7,12 +7,14 @@
 package instrument
 
 import (
+	"context"
 	"slices"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Scope is the OpenTelemetry instrumentation scope of every instrument
@@ -135,4 +137,15 @@ func Create(meter metric.Meter, m *Metric) any {
 // by the caller and reused.
 func Attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
 	return metric.WithAttributeSet(attribute.NewSet(kv...))
+}
+
+// TraceID returns the W3C trace id (32 lower-case hex digits) of ctx's
+// span, or "" when ctx carries no valid span context: what the HTTP
+// middlewares put in their problem bodies.
+func TraceID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	return sc.TraceID().String()
 }
