@@ -54,6 +54,7 @@
 //	IDEMPOTENCY BEGIN             idempotency   Store.Begin
 //	IDEMPOTENCY COMPLETE          idempotency   Store.Complete
 //	IDEMPOTENCY ABANDON           idempotency   Store.Abandon
+//	IDEMPOTENCY FORGET            idempotency   Store.Forget
 //	RATE LIMIT ACQUIRE            rate_limit    Limiter.Allow, Limiter.Wait (once, covering queued retries), Limiter.Reserve, ConcurrencyLimiter.TryAcquire, ConcurrencyLimiter.Acquire
 //	RATE LIMIT RELEASE            rate_limit    ConcurrencyLease.Release
 //	RATE LIMIT RENEW              rate_limit    ConcurrencyLease.Refresh (keep-alive renewals are not admitted)

@@ -54,6 +54,7 @@ const (
 	IdempotencyBegin    = "IDEMPOTENCY BEGIN"
 	IdempotencyComplete = "IDEMPOTENCY COMPLETE"
 	IdempotencyAbandon  = "IDEMPOTENCY ABANDON"
+	IdempotencyForget   = "IDEMPOTENCY FORGET"
 
 	// Rate limiters (package ratelimit).
 	RateLimitAcquire       = "RATE LIMIT ACQUIRE"

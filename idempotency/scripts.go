@@ -18,6 +18,7 @@ var (
 	completeScript = engine.NewScript("idempotency_complete", decode.Bool01)
 	abandonScript  = engine.NewScript("idempotency_abandon", decode.Bool01)
 	renewScript    = engine.NewScript("idempotency_renew", decode.Bool01)
+	forgetScript   = engine.NewScript("idempotency_forget", decode.Bool01)
 
 	// claimKind is the lease kind of a pending claim kept alive while its
 	// work runs ([Store.KeepAlive], Do and the middleware): a handle
