@@ -156,10 +156,11 @@ func OnElected(fn func(ctx context.Context, term *Term) error) Option {
 // OnRevoked sets the function run exactly once when a term ends, as soon
 // as its context is cancelled (context.Cause says why: [ErrResigned], an
 // error wrapping coordination.ErrLost, [ErrStopped], or an error wrapping
-// [ErrCallback]), on Run's goroutine. It does not wait for OnElected: when
-// the term ended for another reason than OnElected returning, OnElected
-// may still be returning while OnRevoked runs, so the two must not share
-// unsynchronized state. The lease is released once both have returned. An
+// [ErrCallback]), on Run's goroutine, after OnElected was called. It does
+// not wait for OnElected to return: when the term ended for another
+// reason than OnElected returning, OnElected may still be running (even
+// only starting, for a term that ended at once) while OnRevoked runs, so
+// the two must not share unsynchronized state. The lease is released once both have returned. An
 // error or panic ends Run with an error wrapping [ErrCallback], after the
 // lease is released. The default does nothing.
 func OnRevoked(fn func(term *Term) error) Option {
@@ -355,7 +356,11 @@ func (e *Elector) serve(ctx context.Context, w won) error {
 	h.KeepAliveEvery(2)
 
 	electedDone := make(chan error, 1)
-	go func() { electedDone <- call("OnElected", e.e, func() error { return e.onElected(termCtx, term) }) }()
+	electedCalled := make(chan struct{})
+	go func() {
+		close(electedCalled)
+		electedDone <- call("OnElected", e.e, func() error { return e.onElected(termCtx, term) })
+	}()
 
 	var errs []error
 	electedReturned := false
@@ -388,6 +393,7 @@ func (e *Elector) serve(ctx context.Context, w won) error {
 		e.draining.Store(endedAt.UnixNano()) // for HealthHandler
 		defer e.draining.Store(0)
 	}
+	<-electedCalled // OnRevoked never comes before OnElected was called
 	if err := call("OnRevoked", e.e, func() error { return e.onRevoked(term) }); err != nil {
 		errs = append(errs, err)
 	}
