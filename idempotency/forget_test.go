@@ -51,7 +51,7 @@ func TestForget(t *testing.T) {
 			waited <- c
 		}()
 		time.Sleep(100 * time.Millisecond) // let it wait
-		b.Advance(time.Millisecond)         // a new claim's fence is the server's time
+		b.Advance(time.Millisecond)        // a new claim's fence is the server's time
 		for _, k := range []string{"pay", "pay2"} {
 			if ok, err := s.Forget(ctx, k); !ok || err != nil {
 				t.Fatalf("Forget(%s) = %v, %v; want true", k, ok, err)
