@@ -84,6 +84,7 @@ type config struct {
 	drain        time.Duration // 0: the lease duration
 	onElected    func(context.Context, *Term) error
 	onRevoked    func(*Term) error
+	onNewLeader  func(Info)
 }
 
 var (
@@ -169,6 +170,27 @@ func OnRevoked(fn func(term *Term) error) Option {
 			return check.InvalidArgument("OnRevoked", "must not be nil")
 		}
 		e.onRevoked = fn
+		return nil
+	}
+}
+
+// OnNewLeader sets a function told who leads the election while Run runs:
+// called with the leader when Run starts (the zero [Info] when nobody
+// leads), then each time the leader's identity or fencing token changes,
+// this elector's own terms included (client-go's OnNewLeader). It runs on
+// a goroutine of its own, one call at a time, and should return quickly;
+// it is not called after Run returned. It learns of changes as [Observe]
+// does, with the retry delay as the poll interval: promptly after a
+// release, within the retry delay otherwise; terms shorter than that can
+// be missed (it reports the latest leader, not every term). Read errors
+// are retried (logged at warn); a terminal one stops it for this Run
+// (logged at error) without ending Run.
+func OnNewLeader(fn func(Info)) Option {
+	return func(e *config) error {
+		if fn == nil {
+			return check.InvalidArgument("OnNewLeader", "must not be nil")
+		}
+		e.onNewLeader = fn
 		return nil
 	}
 }
@@ -285,6 +307,17 @@ func (e *Elector) Run(ctx context.Context) error {
 		return engine.OpError(hooks.LeaderCampaign, e.keys, ErrAlreadyRunning)
 	}
 	defer e.running.Store(false)
+	if e.onNewLeader != nil {
+		octx, stop := context.WithCancel(ctx)
+		observed := make(chan struct{})
+		go func() {
+			defer close(observed)
+			if err := observe(octx, e.e, e.keys.First(), e.retry, e.onNewLeader); err != nil && octx.Err() == nil {
+				e.e.Logger().Error("leader: OnNewLeader stopped", "error", engine.Describe(err))
+			}
+		}()
+		defer func() { stop(); <-observed }() // fn is not called after Run returned
+	}
 	var after time.Duration
 	for {
 		won, err := e.campaign(ctx, after)

@@ -147,6 +147,9 @@ func TestInvalidConfiguration(t *testing.T) {
 			{"OnRevoked", func() (*leader.Elector, error) {
 				return leader.New(coord, leaseKey, fenceKey, "a", leader.OnRevoked(nil))
 			}},
+			{"OnNewLeader", func() (*leader.Elector, error) {
+				return leader.New(coord, leaseKey, fenceKey, "a", leader.OnNewLeader(nil))
+			}},
 		}
 		for _, c := range cases {
 			e, err := c.new()
