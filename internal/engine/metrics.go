@@ -94,6 +94,17 @@ func (e *Engine) Histogram(m *instrument.Metric) metric.Float64Histogram {
 	return e.inst.get(m).(metric.Float64Histogram)
 }
 
+// UpDown adds n (negative to subtract) to m (an instrument.UpDownCounter
+// metric) with attrs (nil: none).
+func (e *Engine) UpDown(m *instrument.Metric, n int64, attrs metric.MeasurementOption) {
+	c := e.inst.get(m).(metric.Int64UpDownCounter)
+	if attrs == nil {
+		c.Add(context.Background(), n)
+		return
+	}
+	c.Add(context.Background(), n, attrs)
+}
+
 // Count adds 1 to m with attrs (nil: none).
 func (e *Engine) Count(m *instrument.Metric, attrs metric.MeasurementOption) {
 	if attrs == nil {
