@@ -9,10 +9,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
-	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/ratelimit"
 )
 
@@ -22,17 +18,10 @@ import (
 // most once a minute) and counted in coordination.rate_limit.policy.refused
 // with mode=shadow. "current" (3 per minute) still answers.
 func ExamplePolicy_shadow() {
-	srv, err := miniredis.Run()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer srv.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
-	defer rdb.Close()
-	coord, err := coordination.New(rdb)
-	if err != nil {
-		log.Fatal(err)
-	}
+	coord, done := exampleCoordinator()
+	defer done()
+	logger := exampleLogger()
+
 	current, err := ratelimit.New(coord, "limits:api:v1", ratelimit.FixedWindow{Limit: 3, Window: time.Minute})
 	if err != nil {
 		log.Fatal(err)
@@ -43,15 +32,6 @@ func ExamplePolicy_shadow() {
 		log.Fatal(err)
 	}
 	defer next.Close()
-	// Log lines without their time, so the output is exact.
-	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
-		},
-	}))
 
 	mw, err := ratelimit.NewMiddleware([]ratelimit.Policy{
 		{Name: "current", Limiter: current},
@@ -73,4 +53,17 @@ func ExamplePolicy_shadow() {
 	// level=INFO msg="ratelimit: a shadow policy would have refused a request; admitted" policy=next reason=capacity
 	// request 3 200
 	// request 4 429
+}
+
+// exampleLogger returns a logger to stdout whose lines have no time, so
+// that an example's output is exact.
+func exampleLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
 }

@@ -190,13 +190,7 @@ func WithStrictSettings(on bool) Option {
 // "identity" (empty).
 func WithDenyList(list *DenyList, identity string) Option {
 	return func(o *options) error {
-		if list == nil {
-			return check.InvalidArgument("denyList", "must not be nil")
-		}
-		if identity == "" {
-			return check.InvalidArgument("identity", "must not be empty")
-		}
-		if err := check.Size("identity", len(identity), check.MaxIdentityBytes); err != nil {
+		if err := checkBinding("denyList", list == nil, identity); err != nil {
 			return err
 		}
 		o.deny, o.identity = list, identity
@@ -225,18 +219,24 @@ func WithDenyList(list *DenyList, identity string) Option {
 // "identity" (empty).
 func WithAllowList(list *AllowList, identity string) Option {
 	return func(o *options) error {
-		if list == nil {
-			return check.InvalidArgument("allowList", "must not be nil")
-		}
-		if identity == "" {
-			return check.InvalidArgument("identity", "must not be empty")
-		}
-		if err := check.Size("identity", len(identity), check.MaxIdentityBytes); err != nil {
+		if err := checkBinding("allowList", list == nil, identity); err != nil {
 			return err
 		}
 		o.allow, o.allowID = list, identity
 		return nil
 	}
+}
+
+// checkBinding checks the arguments of WithDenyList and WithAllowList:
+// the list (named arg; nilList when nil) and the identity.
+func checkBinding(arg string, nilList bool, identity string) error {
+	if nilList {
+		return check.InvalidArgument(arg, "must not be nil")
+	}
+	if identity == "" {
+		return check.InvalidArgument("identity", "must not be empty")
+	}
+	return check.Size("identity", len(identity), check.MaxIdentityBytes)
 }
 
 // WithReservationTimeout sets how long a reservation ([Limiter.Reserve])
