@@ -181,7 +181,7 @@ func newHandle(e *Engine, kind *LeaseKind, keys Keys, id []any, sent time.Time, 
 	h.es = h.one[:]
 	if kind.Metrics.Active != nil {
 		kind.init()
-		e.UpDown(kind.Metrics.Active, 1, kind.base)
+		e.UpDown(kind.Metrics.Active, 1, kind.baseAdd...)
 	}
 	if ttl > 0 {
 		h.deadline = sent.Add(ttl - timing.Drift(ttl))
@@ -296,7 +296,7 @@ func NewGroupHandle(es []*Engine, kind *LeaseKind, b Backend, keys Keys, sent ti
 	h.deadline = sent.Add(ttl - b.Drift(ttl))
 	if kind.Metrics.Active != nil {
 		kind.init()
-		h.e.UpDown(kind.Metrics.Active, 1, kind.base)
+		h.e.UpDown(kind.Metrics.Active, 1, kind.baseAdd...)
 	}
 	return h
 }
@@ -533,7 +533,7 @@ func (h *Handle) afterEnd(st state, cancel context.CancelCauseFunc) {
 		h.e.Counter(k.Metrics.Lost).Add(context.Background(), 1, k.baseAdd...)
 	}
 	if k.Metrics.Active != nil { // counted by newHandle, NewGroupHandle
-		h.e.UpDown(k.Metrics.Active, -1, k.base)
+		h.e.UpDown(k.Metrics.Active, -1, k.baseAdd...)
 	}
 	if k.Metrics.Hold != nil {
 		h.e.Histogram(k.Metrics.Hold).Record(context.Background(), time.Since(h.start).Seconds(), k.baseRecord...)

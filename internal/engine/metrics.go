@@ -95,14 +95,10 @@ func (e *Engine) Histogram(m *instrument.Metric) metric.Float64Histogram {
 }
 
 // UpDown adds n (negative to subtract) to m (an instrument.UpDownCounter
-// metric) with attrs (nil: none).
-func (e *Engine) UpDown(m *instrument.Metric, n int64, attrs metric.MeasurementOption) {
-	c := e.inst.get(m).(metric.Int64UpDownCounter)
-	if attrs == nil {
-		c.Add(context.Background(), n)
-		return
-	}
-	c.Add(context.Background(), n, attrs)
+// metric) with opts (a slice built once: passing it with ... allocates
+// nothing).
+func (e *Engine) UpDown(m *instrument.Metric, n int64, opts ...metric.AddOption) {
+	e.inst.get(m).(metric.Int64UpDownCounter).Add(context.Background(), n, opts...)
 }
 
 // Count adds 1 to m with attrs (nil: none).
