@@ -126,8 +126,10 @@ type Policy struct {
 	// Its RateLimit item never says refused: r (the permits available
 	// after the decision) without t; its RateLimit-Policy item is
 	// unchanged. Its grants are given back like an enforced policy's
-	// when a later enforced policy refuses the request. [WithShadow]
-	// makes every policy of a middleware a shadow.
+	// when a later enforced policy refuses the request. A shadow policy
+	// never delays a request: with Wait it decides at once, as Allow does
+	// (a request that would have waited is counted as a capacity
+	// refusal). [WithShadow] makes every policy of a middleware a shadow.
 	Shadow bool
 }
 
@@ -522,7 +524,7 @@ func (p *policy) allow(r *http.Request, n int, h how) (result, error) {
 			le  result
 			err error
 		)
-		if p.Wait {
+		if p.Wait && !p.Shadow { // a shadow never delays a request
 			le, _, err = l.wait(ctx, n, h)
 		} else {
 			le, err = l.allow(ctx, n, h)

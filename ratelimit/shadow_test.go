@@ -179,6 +179,36 @@ func TestMiddlewareShadowMixedRefunds(t *testing.T) {
 	})
 }
 
+// A shadow policy with Wait never delays the request: it decides at once,
+// and a request that would have waited is counted as a capacity refusal.
+func TestMiddlewareShadowNeverWaits(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		c, ms := newSDKMetrics(t, b)
+		slow := build(t, c, kGCRA, "shwait", 1, time.Minute)
+		mw, err := NewMiddleware([]Policy{{Name: "slow", Limiter: slow.lim(), Wait: true, Shadow: true}},
+			WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+		start := time.Now()
+		for i := range 3 {
+			if w := serve(t, h, "/work"); w.Code != http.StatusNoContent {
+				t.Fatalf("request %d: %d", i+1, w.Code)
+			}
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Fatalf("3 requests took %v: the shadow waited", d)
+		}
+		if slow.lim().Statistics().QueuedPermits != 0 {
+			t.Fatal("a shadow request queued")
+		}
+		wantMetrics(t, ms.collect(t), map[string]int64{
+			"coordination.rate_limit.policy.refused{mode=shadow,policy=slow,reason=capacity}": 2,
+		})
+	})
+}
+
 // WithShadow makes every policy a shadow: a held concurrency guard, a
 // denied identity, a cost above the capacity and a failing limiter all
 // let the request through (the handler runs without a lease), without
