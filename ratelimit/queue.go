@@ -103,6 +103,7 @@ func (l *Limiter) waitNone(ctx context.Context) (Decision, error) {
 	}
 	defer l.active.Add(-1)
 	if err := ctxEnded(ctx); err != nil {
+		l.e.Count(rateLimitCanceled, nil)
 		return Decision{}, op.End(err)
 	}
 	_ = op.End(nil)

@@ -322,10 +322,13 @@ func TestLimiterObservability(t *testing.T) {
 		if err := <-done; !isErr(err, context.Canceled) {
 			t.Fatalf("Wait: %v, want canceled", err)
 		}
+		if _, err := g.Wait(wctx, 0); !isErr(err, context.Canceled) { // Wait(ctx, 0) of an ended context: canceled too
+			t.Fatalf("Wait(0): %v, want canceled", err)
+		}
 		after := ms.collect(t)
 		wantMetrics(t, after, map[string]int64{
 			"coordination.rate_limit.queued":                   0,
-			"coordination.rate_limit.canceled":                 1,
+			"coordination.rate_limit.canceled":                 2,
 			"coordination.rate_limit.blocked{reason=capacity}": before["coordination.rate_limit.blocked{reason=capacity}"],
 			"coordination.rate_limit.allowed":                  before["coordination.rate_limit.allowed"],
 		})
