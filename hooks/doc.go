@@ -63,6 +63,8 @@
 //	RATE LIMIT UPDATE             rate_limit    Limiter.Update, ConcurrencyLimiter.Update (also an identical update)
 //	RATE LIMIT DENY LIST READ     rate_limit    DenyList.Denied (a limiter's own checks are not admitted again)
 //	RATE LIMIT DENY LIST WRITE    rate_limit    DenyList.Deny, DenyList.Remove
+//	RATE LIMIT ALLOW LIST READ    rate_limit    AllowList.Allowed (a limiter's own checks are not admitted again)
+//	RATE LIMIT ALLOW LIST WRITE   rate_limit    AllowList.Allow, AllowList.Remove
 //	REDLOCK ACQUIRE               redlock       Group.TryAcquire, Group.Acquire (once per group operation, however long it waits)
 //	REDLOCK RENEW                 redlock       redlock.Lock.Refresh (keep-alive renewals are not admitted)
 //	REDLOCK VERIFY                redlock       redlock.Lock.Verify

@@ -66,6 +66,10 @@ const (
 	RateLimitDenyListRead  = "RATE LIMIT DENY LIST READ"
 	RateLimitDenyListWrite = "RATE LIMIT DENY LIST WRITE"
 
+	// Allow lists (package ratelimit).
+	RateLimitAllowListRead  = "RATE LIMIT ALLOW LIST READ"
+	RateLimitAllowListWrite = "RATE LIMIT ALLOW LIST WRITE"
+
 	// Quorum lock (package redlock).
 	RedlockAcquire = "REDLOCK ACQUIRE"
 	RedlockRenew   = "REDLOCK RENEW"
