@@ -297,6 +297,9 @@ func (l *ConcurrencyLease) Context() context.Context {
 	if l.failedOpen {
 		return context.Background()
 	}
+	if l.held != nil && l.held.loc != nil {
+		return l.held.ctx
+	}
 	return l.Lease.Context()
 }
 
@@ -335,6 +338,14 @@ func (c concurrency) spec() (*spec, error) {
 // acquisition with a fresh member, as part of op (the caller's admitted
 // RATE LIMIT ACQUIRE).
 func (l *Limiter) concTry(ctx context.Context, op engine.Op, sp *spec, permits int) (verdict, error) {
+	if l.alt != nil {
+		return l.decideAlt(ctx, sp, permits, false, func() (verdict, error) { return l.concTryRedis(ctx, op, sp, permits) })
+	}
+	return l.concTryRedis(ctx, op, sp, permits)
+}
+
+// concTryRedis is concTry's script run.
+func (l *Limiter) concTryRedis(ctx context.Context, op engine.Op, sp *spec, permits int) (verdict, error) {
 	strict := "0"
 	if l.opts.strict {
 		strict = "1"

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/coordkit/coordination/internal/decode"
@@ -88,6 +89,7 @@ type result struct {
 	mark    int64
 	permits int
 	res     *reservation
+	loc     bool // decided in this process: refunds and settlements go there
 }
 
 // decision returns r's public form.
@@ -118,9 +120,26 @@ type held struct {
 	l     *Limiter
 	h     *engine.Handle
 	token string
+
+	// A local lease (h nil): its state, permits and the state's
+	// generation, its context, whether it was released.
+	loc    *localState
+	n      int64
+	gen    uint64
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   atomic.Bool
 }
 
 func (h *held) release(ctx context.Context) (decode.Outcome, error) {
+	if h.loc != nil {
+		out := decode.AlreadyReleased
+		if h.loc.releaseLocal(h) {
+			out = decode.Released
+		}
+		h.l.forget(h)
+		return out, nil
+	}
 	out, err := h.h.Release(ctx) // Released or AlreadyReleased (expired): the permits are free
 	h.l.forget(h)                // released locally whatever the answer
 	return out, err
@@ -147,6 +166,14 @@ func (l result) refund(ctx context.Context) (bool, error) {
 	lim.settingsMu.RLock()
 	defer lim.settingsMu.RUnlock()
 	sp := lim.sp
+	if l.loc {
+		r, err := lim.alt.adjust(sp, l.permits, l.mark)
+		if err != nil {
+			return false, err
+		}
+		lim.available.Store(r.Available)
+		return r.Applied, nil
+	}
 	r, err := sp.scripts.adjust.Run(ctx, lim.e, lim.keys, sp.args("r"+strconv.FormatInt(l.mark, 10), l.permits)...)
 	if err != nil {
 		return false, err

@@ -56,6 +56,11 @@ type Limiter struct {
 	heldM  map[*held]struct{}
 
 	batch *batch // WithBatch's block; nil without
+
+	// alt decides in this process: every decision of a local limiter
+	// (NewLocal), a Redis limiter's while Redis is unavailable
+	// (WithLocalFallback); nil without.
+	alt *localState
 }
 
 // Statistics are one limiter instance's counters, not cluster-wide figures.
@@ -88,6 +93,7 @@ type verdict struct {
 	mark      int64 // a refundable grant's mark (see how), -1: none
 	permits   int
 	tooLarge  bool // refused because the permits exceed the capacity (the middleware's form)
+	loc       bool // decided in this process (a local limiter, a fallback)
 }
 
 // refused is a refusal decided without the server: a full queue, an
@@ -146,6 +152,9 @@ func newLimiter(coord *coordination.Coordinator, key string, s Settings, opts []
 		return nil, err
 	}
 	if err := l.initBatch(); err != nil {
+		return nil, err
+	}
+	if err := l.initFallback(); err != nil {
 		return nil, err
 	}
 	l.available.Store(-1)
@@ -273,7 +282,7 @@ func (l *Limiter) deniedFirst(ctx context.Context) (d verdict, done bool, err er
 // changed since begin), else one script run, all under one set of
 // settings.
 func (l *Limiter) attempt(ctx context.Context, op engine.Op, permits int, h how) (verdict, error) {
-	if d, done, err := l.deniedFirst(ctx); done {
+	if d, done, err := l.deniedFirst(ctx); done && (err == nil || l.alt == nil || l.alt.sw == nil || !l.alt.sw.takesOver(ctx, l, err)) {
 		return d, err
 	}
 	l.settingsMu.RLock()
@@ -304,6 +313,14 @@ func (l *Limiter) attempt(ctx context.Context, op engine.Op, permits int, h how)
 // reply lost after the script may have run is an ambiguous error, never a
 // second decision. A refundable decision's grant carries its mark.
 func (l *Limiter) decide(ctx context.Context, sp *spec, permits int, refundable bool) (verdict, error) {
+	if l.alt != nil {
+		return l.decideAlt(ctx, sp, permits, refundable, func() (verdict, error) { return l.decideRedis(ctx, sp, permits, refundable) })
+	}
+	return l.decideRedis(ctx, sp, permits, refundable)
+}
+
+// decideRedis is decide's script run.
+func (l *Limiter) decideRedis(ctx context.Context, sp *spec, permits int, refundable bool) (verdict, error) {
 	var op any = "d" // constants: boxed without an allocation
 	switch {
 	case l.opts.strict && refundable:
@@ -362,7 +379,7 @@ func (l *Limiter) grant(d verdict) result {
 	if d.acquired {
 		l.granted.Add(1)
 		l.e.Count(rateLimitAllowed, nil)
-		return result{acquired: true, available: d.available, held: d.held, lim: l, mark: d.mark, permits: d.permits}
+		return result{acquired: true, available: d.available, held: d.held, lim: l, mark: d.mark, permits: d.permits, loc: d.loc}
 	}
 	l.rejected.Add(1)
 	if d.denied {
@@ -417,7 +434,9 @@ func (l *Limiter) Close() error {
 	l.heldM = nil
 	l.mu.Unlock()
 	for _, h := range hs {
-		h.h.Lose(errClosedLease)
+		if h.loc == nil { // a local lease is not renewed: nothing to stop
+			h.h.Lose(errClosedLease)
+		}
 	}
 	l.closeBatch()
 	return nil
@@ -436,7 +455,7 @@ func (l *Limiter) busy() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for h := range l.heldM {
-		if !h.h.Held() {
+		if h.loc == nil && !h.h.Held() {
 			delete(l.heldM, h) // lost or expired locally
 		}
 	}

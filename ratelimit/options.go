@@ -88,6 +88,8 @@ type options struct {
 	lease      time.Duration // NewConcurrency's lease duration; 0: default
 	batchBlock int           // WithBatch: permits per block; 0: no batch
 	batchHold  time.Duration // WithBatch: how long a block is served
+	fallback   *fallbackSwitch // WithLocalFallback; nil without
+	clock      func() int64    // local decisions' clock (µs; tests); nil: monotonic
 }
 
 // DefaultReservationTimeout is how long a reservation ([Limiter.Reserve])
