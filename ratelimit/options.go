@@ -85,9 +85,9 @@ type options struct {
 	deny       *DenyList
 	identity   string
 	reserve    time.Duration
-	lease      time.Duration // NewConcurrency's lease duration; 0: default
-	batchBlock int           // WithBatch: permits per block; 0: no batch
-	batchHold  time.Duration // WithBatch: how long a block is served
+	lease      time.Duration   // NewConcurrency's lease duration; 0: default
+	batchBlock int             // WithBatch: permits per block; 0: no batch
+	batchHold  time.Duration   // WithBatch: how long a block is served
 	fallback   *fallbackSwitch // WithLocalFallback; nil without
 	clock      func() int64    // local decisions' clock (µs; tests); nil: monotonic
 }
