@@ -372,8 +372,11 @@ func (a *localState) decide(sp *spec, permits int, refundable bool) (verdict, er
 	if r.Wait > 0 {
 		d.retry, d.hasRetry = time.Duration(r.Wait)*time.Microsecond, true
 	}
-	if r.Acquired && permits > 0 && refundable {
-		d.mark, d.permits = r.Mark, permits
+	if r.Acquired && permits > 0 {
+		d.permits = permits
+		if refundable {
+			d.mark = r.Mark
+		}
 	}
 	return d, nil
 }

@@ -8,7 +8,9 @@
 //
 // It follows the composite script for every limiter (a single limiter is
 // a composite of one, which the scripts' agreement test shows gives the
-// same answers), so a grant's mark is always the decision's time. The
+// same answers), so a grant's mark is the decision's time; except that a
+// fixed window alone follows ratelimit_fixed's refund rule (its grant's
+// mark is its window's end, and only that window takes a refund). The
 // state expires, as the key would, at its expiry in whole milliseconds.
 // Settings are the scripts' cfg strings ("f:<limit>:<window_ms>",
 // "s:<limit>:<window_us>:<segments>", "b:<limit>:<per>:<period_us>",
@@ -190,6 +192,9 @@ func (s *State) Do(set []Setting, op Op, permits, mark, now int64) (Reply, error
 	if op == Refund {
 		m = -permits
 	}
+	// A fixed window alone follows ratelimit_fixed: its grant's mark is
+	// its window's end (ms), and a refund gives back only to that window.
+	fe := len(set) == 1 && set[0].alg == 'f'
 	ws := make([]work, len(set))
 	var mav, mwt, mde int64
 	gives := false
@@ -208,7 +213,7 @@ func (s *State) Do(set []Setting, op Op, permits, mark, now int64) (Reply, error
 		switch set[i].alg {
 		case 'f':
 			w.fixedLoad(old, now)
-			w.fixedRefund(op, m, mark, now)
+			w.fixedRefund(op, m, mark, fe)
 			w.fixedWait(want, now)
 			w.fixedSum(now)
 		case 's':
@@ -299,6 +304,9 @@ func (s *State) Do(set []Setting, op Op, permits, mark, now int64) (Reply, error
 	if op == Adjust || op == Refund {
 		return Reply{Applied: true, Available: mav}, nil
 	}
+	if fe {
+		return Reply{Acquired: true, Available: mav, Mark: ws[0].c.e}, nil
+	}
 	return Reply{Acquired: true, Available: mav, Mark: now}, nil
 }
 
@@ -324,9 +332,9 @@ func (w *work) fixedLoad(old *Setting, now int64) {
 	}
 }
 
-func (w *work) fixedRefund(op Op, m, mark, now int64) {
+func (w *work) fixedRefund(op Op, m, mark int64, fe bool) {
 	w.rm = m
-	if op == Refund && (w.c.e == 0 || (w.c.e-w.st.n2)*1000 > mark) {
+	if op == Refund && (w.c.e == 0 || (fe && w.c.e != mark) || (!fe && (w.c.e-w.st.n2)*1000 > mark)) {
 		w.rm = 0
 	}
 }
