@@ -3,10 +3,22 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	coordination "github.com/coordkit/coordination"
 
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
@@ -128,4 +140,179 @@ func TestLocalAgreesWithTheScripts(t *testing.T) {
 func fmtDecision(d Decision) string {
 	ra, ok := d.RetryAfter()
 	return fmt.Sprint(d.Allowed(), d.Available(), ra, ok)
+}
+
+// outage is a go-redis hook that refuses every command, as a stopped
+// server does, while down is set (nothing reaches the server).
+type outage struct {
+	down  atomic.Bool
+	calls atomic.Int64 // commands and pipelines asked for, down or not
+}
+
+var errRefused = &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+
+func (o *outage) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (o *outage) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		o.calls.Add(1)
+		if o.down.Load() {
+			cmd.SetErr(errRefused)
+			return errRefused
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (o *outage) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		o.calls.Add(1)
+		if o.down.Load() {
+			for _, c := range cmds {
+				c.SetErr(errRefused)
+			}
+			return errRefused
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// fakeMicros is a clock a test moves.
+type fakeMicros struct{ us atomic.Int64 }
+
+func (f *fakeMicros) now() int64              { return f.us.Load() }
+func (f *fakeMicros) advance(d time.Duration) { f.us.Add(int64(d / time.Microsecond)) }
+
+// outageCoord returns a coordinator whose client the outage hook can cut
+// off (go-redis retries off: a refused call fails at once), recording
+// metrics to reader and logging to logs.
+func outageCoord(t *testing.T, b *testharness.Backend) (*coordination.Coordinator, *outage, *sdkmetric.ManualReader, *lockedBuffer) {
+	t.Helper()
+	client := b.Client(t, func(o *redis.Options) { o.MaxRetries, o.ContextTimeoutEnabled = -1, true })
+	o := &outage{}
+	client.AddHook(o)
+	reader := sdkmetric.NewManualReader()
+	logs := &lockedBuffer{}
+	coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()),
+		coordination.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
+		coordination.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{ReplaceAttr: noTime}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return coord, o, reader, logs
+}
+
+// counts returns the data points of the counter name, by their attribute
+// set.
+func counts(t *testing.T, reader *sdkmetric.ManualReader, name string) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				out[p.Attributes.Encoded(attribute.DefaultEncoder())] = p.Value
+			}
+		}
+	}
+	return out
+}
+
+// WithLocalFallback: while Redis refuses every command a limiter decides
+// locally with its per-replica share, without asking Redis again before
+// the retry interval; the first call after it that Redis answers switches
+// back; each switch is told to the callback, logged and counted once; a
+// second outage starts from an empty local state.
+func TestLocalFallback(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		coord, out, reader, logs := outageCoord(t, b)
+		clock := &fakeMicros{}
+		clock.us.Store(time.Now().UnixMicro())
+		var told []bool
+		var toldMu sync.Mutex
+		sw := &fallbackSwitch{replicas: 3, now: clock.now, notify: func(local bool) {
+			toldMu.Lock()
+			told = append(told, local)
+			toldMu.Unlock()
+		}}
+		l, err := New(coord, "{fb}:secret-key", FixedWindow{Limit: 10, Window: time.Minute}, withFallback(sw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		allow := func(want bool, avail int64) Decision {
+			t.Helper()
+			d, err := l.Allow(ctx, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed() != want || d.Available() != avail || d.FailedOpen() {
+				t.Fatalf("Allow: allowed %v available %d failed open %v, want %v %d", d.Allowed(), d.Available(), d.FailedOpen(), want, avail)
+			}
+			return d
+		}
+		for i := range 3 { // Redis: 10 per minute
+			allow(true, int64(9-i))
+		}
+		out.down.Store(true)
+		// Local: ceil(10/3) = 4 per minute in this replica.
+		for i := range 4 {
+			allow(true, int64(3-i))
+		}
+		d := allow(false, 0)
+		if ra, ok := d.RetryAfter(); !ok || ra <= 59*time.Second || ra > time.Minute {
+			t.Fatalf("local refusal RetryAfter %v %v, want about a minute", ra, ok)
+		}
+		// Redis is back, but the limiter does not ask it before the retry
+		// interval: still local (and nothing sent).
+		out.down.Store(false)
+		calls := out.calls.Load()
+		allow(false, 0)
+		if n := out.calls.Load() - calls; n != 0 {
+			t.Fatalf("a local decision before the retry interval sent %d commands", n)
+		}
+		// A try after the interval while Redis is still down stays local
+		// and is not told again.
+		out.down.Store(true)
+		clock.advance(fallbackRetry)
+		allow(false, 0)
+		out.down.Store(false)
+		clock.advance(fallbackRetry - time.Microsecond)
+		allow(false, 0) // not yet: the failed try postponed the next
+		clock.advance(time.Microsecond)
+		allow(true, 6) // Redis again: 3 + this one of its 10
+		allow(true, 5)
+		out.down.Store(true)
+		for i := range 4 { // a new outage: an empty local state
+			allow(true, int64(3-i))
+		}
+		toldMu.Lock()
+		if fmt.Sprint(told) != "[true false true]" {
+			t.Errorf("told %v, want [true false true]", told)
+		}
+		toldMu.Unlock()
+		got := counts(t, reader, "coordination.rate_limit.fallback")
+		if got["to=local"] != 2 || got["to=redis"] != 1 || len(got) != 2 {
+			t.Errorf("coordination.rate_limit.fallback = %v, want to=local 2, to=redis 1", got)
+		}
+		if n := counts(t, reader, "coordination.rate_limit.unavailable"); len(n) != 0 {
+			t.Errorf("coordination.rate_limit.unavailable = %v: no failure mode applies", n)
+		}
+		want := "level=WARN msg=\"ratelimit: Redis cannot give decisions; deciding locally with the per-replica share of the limits\" replicas=3 retry_every=1s\n" +
+			"level=INFO msg=\"ratelimit: Redis gives decisions again; local decisions ended\"\n" +
+			"level=WARN msg=\"ratelimit: Redis cannot give decisions; deciding locally with the per-replica share of the limits\" replicas=3 retry_every=1s\n"
+		if logs.String() != want {
+			t.Errorf("logs:\n%s\nwant:\n%s", logs, want)
+		}
+		if strings.Contains(logs.String(), "secret") || strings.Contains(logs.String(), b.Prefix()) {
+			t.Error("a log line names the key")
+		}
+	})
 }
