@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -313,6 +316,110 @@ func TestLocalFallback(t *testing.T) {
 		}
 		if strings.Contains(logs.String(), "secret") || strings.Contains(logs.String(), b.Prefix()) {
 			t.Error("a log line names the key")
+		}
+	})
+}
+
+// wantResponse checks a response's status, its headers (exactly these of
+// Content-Type, Cache-Control, Retry-After, RateLimit and RateLimit-Policy;
+// "" for absent) and its body.
+func wantResponse(t *testing.T, w *httptest.ResponseRecorder, status int, hdr map[string]string, body string) {
+	t.Helper()
+	if w.Code != status {
+		t.Fatalf("status %d, want %d (body %s)", w.Code, status, w.Body)
+	}
+	for _, k := range []string{"Content-Type", "Cache-Control", "Retry-After", "RateLimit", "RateLimit-Policy"} {
+		if got := w.Header().Values(k); strings.Join(got, ",") != hdr[k] || len(got) > 1 {
+			t.Fatalf("header %s %q, want %q", k, got, hdr[k])
+		}
+	}
+	if w.Body.String() != body {
+		t.Fatalf("body %s\nwant %s", w.Body, body)
+	}
+}
+
+// The in-process instance guard of the issue: with Redis down, a policy
+// on a local concurrency limiter keeps guarding the instance and a Redis
+// limiter with a local fallback keeps limiting with its share, while a
+// Redis limiter without one answers "unavailable" (503, no
+// violated-policies, no Retry-After), never as a violated policy, under
+// FailClosed as under ReturnError.
+func TestMiddlewareInstanceGuardWhileRedisIsDown(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		coord, out, _, _ := outageCoord(t, b)
+		guard, err := NewLocalConcurrency(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = guard.Close() })
+		api, err := New(coord, "{mwg}:api", FixedWindow{Limit: 4, Window: time.Minute}, WithLocalFallback(2, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = api.Close() })
+		quiet := WithLogger(slog.New(slog.DiscardHandler))
+		mw, err := NewMiddleware([]Policy{
+			{Name: "instance", Concurrency: guard, Status: http.StatusServiceUnavailable},
+			{Name: "api", Limiter: api},
+		}, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var inside chan struct{}
+		release := make(chan struct{})
+		h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if inside != nil {
+				close(inside)
+				<-release
+			}
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		none := map[string]string{}
+		wantResponse(t, serve(t, h, "/work"), http.StatusNoContent, none, "") // Redis: 3 of 4 left
+		out.down.Store(true)
+		// Redis down: one request in the handler holds the guard; another
+		// is refused by it, as a violated policy of this instance.
+		inside = make(chan struct{})
+		done := make(chan *httptest.ResponseRecorder)
+		go func() { done <- serve(t, h, "/work") }()
+		<-inside
+		problemHdr := map[string]string{"Content-Type": "application/problem+json", "Cache-Control": "no-store"}
+		wantResponse(t, serve(t, h, "/work"), http.StatusServiceUnavailable, problemHdr,
+			`{"type":"https://www.rfc-editor.org/rfc/rfc9110#section-15.6.4","title":"Service Unavailable","status":503,"detail":"The service cannot accept more work right now.","instance":"/work","violated-policies":["instance"]}`+"\n")
+		close(release)
+		wantResponse(t, <-done, http.StatusNoContent, none, "")
+		inside = nil
+		// The api policy decides locally: ceil(4/2) = 2 per minute here,
+		// one of them taken by the request above.
+		wantResponse(t, serve(t, h, "/work"), http.StatusNoContent, none, "")
+		w := serve(t, h, "/work")
+		hdr := map[string]string{"Content-Type": "application/problem+json", "Cache-Control": "no-store", "Retry-After": w.Header().Get("Retry-After")}
+		if ra, _ := strconv.Atoi(hdr["Retry-After"]); ra < 59 || ra > 60 {
+			t.Fatalf("Retry-After %q, want about a minute", hdr["Retry-After"])
+		}
+		wantResponse(t, w, http.StatusTooManyRequests, hdr,
+			`{"type":"https://www.rfc-editor.org/rfc/rfc6585#section-4","title":"Too Many Requests","status":429,"detail":"The request exceeds the current rate limit.","instance":"/work","violated-policies":["api"]}`+"\n")
+
+		// Without a fallback, a Redis limiter answers 503 "unavailable"
+		// under FailClosed and ReturnError: no policy is named.
+		for _, mode := range []FailureMode{FailClosed, ReturnError} {
+			l, err := New(coord, "{mwg}:plain", FixedWindow{Limit: 4, Window: time.Minute}, WithFailureMode(mode))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mw, err := NewMiddleware([]Policy{{Name: "instance", Concurrency: guard, Status: http.StatusServiceUnavailable}, {Name: "plain", Limiter: l}}, quiet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantResponse(t, serve(t, mw(http.NotFoundHandler()), "/work"), http.StatusServiceUnavailable, problemHdr,
+				`{"type":"https://www.rfc-editor.org/rfc/rfc9110#section-15.6.4","title":"Service Unavailable","status":503,"detail":"The service cannot accept more work right now.","instance":"/work"}`+"\n")
+			_ = l.Close()
+		}
+		// The guard's permit came back after every request.
+		if le, err := guard.TryAcquire(context.Background(), 1); err != nil {
+			t.Fatalf("guard permit leaked: %v", err)
+		} else {
+			_, _ = le.Release(context.Background())
 		}
 	})
 }
