@@ -343,6 +343,7 @@ func (a *localState) freshLocked() {
 	if g != a.gen {
 		a.gen = g
 		a.st.Reset()
+		a.held = 0 // the leases of an earlier switch no longer count (releaseLocal)
 	}
 }
 

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -421,5 +422,67 @@ func TestMiddlewareInstanceGuardWhileRedisIsDown(t *testing.T) {
 		} else {
 			_, _ = le.Release(context.Background())
 		}
+	})
+}
+
+// Partitions built with one WithLocalFallback value share its switch:
+// told and counted once for all of them, each partition deciding with its
+// own local state (its share of the partition's limit); concurrency
+// limiters fall back too, with leases that release locally.
+func TestLocalFallbackPartitioned(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		coord, out, reader, _ := outageCoord(t, b)
+		var told atomic.Int64
+		fb := WithLocalFallback(2, func(local bool) { told.Add(1) })
+		p, err := NewPartitioned(func(part string) (*Limiter, error) {
+			return New(coord, PartitionKey("{fbp}", part), GCRA{Burst: 3, Interval: time.Minute}, fb)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		out.down.Store(true)
+		for _, part := range []string{"a", "b"} {
+			for i, want := range []bool{true, true, false} { // ceil(3/2) = 2 each
+				d, err := p.Allow(ctx, part, 1)
+				if err != nil || d.Allowed() != want {
+					t.Fatalf("partition %s request %d: %v %v, want %v", part, i, d.Allowed(), err, want)
+				}
+			}
+		}
+		if n := told.Load(); n != 1 {
+			t.Fatalf("told %d times, want once", n)
+		}
+		if got := counts(t, reader, "coordination.rate_limit.fallback"); got["to=local"] != 1 {
+			t.Fatalf("fallback counter %v, want to=local 1", got)
+		}
+
+		c, err := NewConcurrency(coord, "{fbp}:conc", 3, WithLocalFallback(2, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		le, err := c.TryAcquire(ctx, 2) // ceil(3/2) = 2 here
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.TryAcquire(ctx, 1); !errors.Is(err, coordination.ErrNotAcquired) {
+			t.Fatalf("a third permit: %v, want ErrNotAcquired", err)
+		}
+		if o, err := le.Release(ctx); o != coordination.Released || err != nil {
+			t.Fatalf("Release: %v %v", o, err)
+		}
+		if !errors.Is(context.Cause(le.Context()), coordination.ErrReleased) {
+			t.Fatalf("lease context cause %v, want ErrReleased", context.Cause(le.Context()))
+		}
+		if o, _ := le.Release(ctx); o != coordination.AlreadyReleased {
+			t.Fatalf("second Release: %v", o)
+		}
+		le, err = c.TryAcquire(ctx, 2)
+		if err != nil {
+			t.Fatalf("the permits did not come back: %v", err)
+		}
+		_, _ = le.Release(ctx)
 	})
 }
