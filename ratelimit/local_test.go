@@ -486,3 +486,128 @@ func TestLocalFallbackPartitioned(t *testing.T) {
 		_, _ = le.Release(ctx)
 	})
 }
+
+// A local limiter's verbs, as a Redis limiter's: the options that need
+// Redis refused by name, bad settings by field, Wait sleeping until the
+// local retry time, Reserve and Settle, Update, Statistics, Close; a local
+// concurrency limiter's Acquire woken by a Release. (No server: it runs
+// once, not per backend.)
+func TestLocalLimiterOperations(t *testing.T) {
+	ctx := context.Background()
+	dl := &DenyList{}
+	for name, opt := range map[string]Option{
+		"denyList":       WithDenyList(dl, "x"),
+		"strictSettings": WithStrictSettings(true),
+		"batch":          WithBatch(2, time.Second),
+		"failureMode":    WithFailureMode(FailOpen),
+		"localFallback":  WithLocalFallback(2, nil),
+		"leaseDuration":  WithLeaseDuration(time.Second),
+	} {
+		_, err := NewLocal(FixedWindow{Limit: 1, Window: time.Second}, opt)
+		if !errors.Is(err, coordination.ErrInvalidArgument) || !strings.Contains(err.Error(), "invalid argument "+name+":") {
+			t.Errorf("NewLocal with %s: %v", name, err)
+		}
+		_, err = NewLocalConcurrency(1, opt)
+		if !errors.Is(err, coordination.ErrInvalidArgument) || !strings.Contains(err.Error(), "invalid argument "+name+":") {
+			t.Errorf("NewLocalConcurrency with %s: %v", name, err)
+		}
+	}
+	if _, err := NewLocal(GCRA{Burst: 0, Interval: time.Second}); err == nil || !strings.Contains(err.Error(), "invalid argument burst:") {
+		t.Errorf("NewLocal with Burst 0: %v", err)
+	}
+	if _, err := NewLocal(nil); err == nil || !strings.Contains(err.Error(), "invalid argument settings:") {
+		t.Errorf("NewLocal(nil): %v", err)
+	}
+	if _, err := NewLocalConcurrency(0); err == nil || !strings.Contains(err.Error(), "invalid argument limit:") {
+		t.Errorf("NewLocalConcurrency(0): %v", err)
+	}
+
+	l, err := NewLocal(TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: 40 * time.Millisecond}, WithReservationTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := l.Statistics(); s.AvailablePermits != -1 {
+		t.Fatalf("Statistics before any decision: %+v", s)
+	}
+	res, err := l.Reserve(ctx, 2)
+	if err != nil || !res.Allowed() {
+		t.Fatalf("Reserve: %v %v", res, err)
+	}
+	if back, err := res.Settle(ctx, 1); back != 1 || err != nil {
+		t.Fatalf("Settle: %d %v, want 1 back", back, err)
+	}
+	if d, err := l.Allow(ctx, 1); err != nil || !d.Allowed() || d.Available() != 0 {
+		t.Fatalf("Allow after the settlement: %+v %v", d, err)
+	}
+	start := time.Now()
+	if d, err := l.Wait(ctx, 1); err != nil || !d.Allowed() {
+		t.Fatalf("Wait: %+v %v", d, err)
+	}
+	if e := time.Since(start); e < 30*time.Millisecond || e > 2*time.Second {
+		t.Fatalf("Wait took %v, want about one period (40 ms)", e)
+	}
+	if err := l.Update(ctx, TokenBucket{Limit: 5, TokensPerPeriod: 5, Period: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Update(ctx, GCRA{Burst: 1, Interval: time.Second}); !errors.Is(err, coordination.ErrInvalidArgument) {
+		t.Fatalf("Update to another algorithm: %v", err)
+	}
+	// The new capacity admits 5 at once; the usage is kept (the bucket
+	// is empty), so they are refused, with the retry at the new rate.
+	if d, err := l.Allow(ctx, 5); err != nil || d.Allowed() {
+		t.Fatalf("Allow 5 after Update: %+v %v", d, err)
+	} else if ra, ok := d.RetryAfter(); !ok || ra > time.Hour || ra < 59*time.Minute {
+		t.Fatalf("RetryAfter %v %v, want about an hour", ra, ok)
+	}
+	if s := l.Statistics(); s.Granted != 3 || s.Rejected != 1 || s.AvailablePermits != 0 {
+		t.Fatalf("Statistics: %+v", s)
+	}
+	_ = l.Close()
+	if _, err := l.Allow(ctx, 1); !errors.Is(err, coordination.ErrClosed) {
+		t.Fatalf("Allow after Close: %v", err)
+	}
+
+	c, err := NewLocalConcurrency(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := c.Acquire(ctx, 1)
+	if err != nil || held.N() != 1 || held.Context().Err() != nil {
+		t.Fatalf("Acquire: %v %v", held, err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		le, err := c.Acquire(ctx, 1)
+		if err == nil {
+			_, err = le.Release(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case err := <-got:
+		t.Fatalf("the second Acquire returned while the permit was held: %v", err)
+	default:
+	}
+	if _, err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Second): // the recheck is 5 s: woken by the release
+		t.Fatal("the queued Acquire was not woken by the release")
+	}
+	if err := c.Update(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryAcquire(ctx, 2); err != nil {
+		t.Fatalf("TryAcquire 2 after Update: %v", err)
+	}
+	if s := c.Statistics(); s.Granted != 3 || s.AvailablePermits != 0 {
+		t.Fatalf("Statistics: %+v", s)
+	}
+	_ = c.Close()
+}
