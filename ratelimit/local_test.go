@@ -611,3 +611,30 @@ func TestLocalLimiterOperations(t *testing.T) {
 	}
 	_ = c.Close()
 }
+
+// BenchmarkLocalAllow is a local limiter's Allow (granted, then refused
+// as the bucket empties: both paths):
+//
+//	go test -run '^$' -bench BenchmarkLocalAllow -benchmem ./ratelimit/
+func BenchmarkLocalAllow(b *testing.B) {
+	for _, s := range []Settings{
+		GCRA{Burst: 1000, Interval: time.Microsecond},
+		SlidingWindow{Limit: 1000, Window: time.Millisecond, Segments: 4},
+		Composite{Components: []Settings{TokenBucket{Limit: 1000, TokensPerPeriod: 1, Period: time.Microsecond}, FixedWindow{Limit: 1000, Window: time.Millisecond}}},
+	} {
+		sp, _ := s.spec()
+		b.Run(sp.cfg, func(b *testing.B) {
+			l, err := NewLocal(s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := l.Allow(ctx, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

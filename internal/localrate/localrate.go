@@ -121,6 +121,7 @@ type State struct {
 	set      []Setting // the stored settings; nil: no state
 	comps    []comp
 	expireUs int64 // the key's expiry: gone at or after this time (µs)
+	scratch  []work
 }
 
 // comp is one component's state, under its stored settings.
@@ -140,10 +141,10 @@ type comp struct {
 
 // Empty reports whether the state holds nothing (the key would not exist)
 // at now.
-func (s *State) Empty(now int64) bool { return s.set == nil || now >= s.expireUs }
+func (s *State) Empty(now int64) bool { return len(s.set) == 0 || now >= s.expireUs }
 
 // Reset drops the state.
-func (s *State) Reset() { s.set, s.comps = nil, nil }
+func (s *State) Reset() { s.set, s.comps = s.set[:0], s.comps[:0] }
 
 // fdiv and fmod are Lua's floored division and modulo on integers.
 func fdiv(a, b int64) int64 {
@@ -178,10 +179,10 @@ type work struct {
 // Adjust) and, for Refund, the grant's mark. It returns the reply, or an
 // error with nothing changed.
 func (s *State) Do(set []Setting, op Op, permits, mark, now int64) (Reply, error) {
-	if s.set != nil && now >= s.expireUs {
+	if len(s.set) > 0 && now >= s.expireUs {
 		s.Reset()
 	}
-	stored := s.set != nil
+	stored := len(s.set) > 0
 	if stored && len(s.set) != len(set) {
 		return Reply{}, ErrSettings
 	}
@@ -195,7 +196,11 @@ func (s *State) Do(set []Setting, op Op, permits, mark, now int64) (Reply, error
 	// A fixed window alone follows ratelimit_fixed: its grant's mark is
 	// its window's end (ms), and a refund gives back only to that window.
 	fe := len(set) == 1 && set[0].alg == 'f'
-	ws := make([]work, len(set))
+	if cap(s.scratch) < len(set) {
+		s.scratch = make([]work, len(set))
+	}
+	ws := s.scratch[:len(set)]
+	clear(ws)
 	var mav, mwt, mde int64
 	gives := false
 	for i := range set {
@@ -294,10 +299,10 @@ func (s *State) Do(set []Setting, op Op, permits, mark, now int64) (Reply, error
 	if mde <= now {
 		s.Reset()
 	} else {
-		s.set = append(s.set[:0:0], set...)
-		s.comps = make([]comp, len(ws))
+		s.set = append(s.set[:0], set...)
+		s.comps = s.comps[:0]
 		for i := range ws {
-			s.comps[i] = ws[i].c
+			s.comps = append(s.comps, ws[i].c)
 		}
 		s.expireUs = ceilMs(mde) * 1000
 	}
