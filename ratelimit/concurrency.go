@@ -292,7 +292,9 @@ func (l *ConcurrencyLease) Release(ctx context.Context) (coordination.ReleaseOut
 }
 
 // Context returns [coordination.Lease.Context]; for a lease granted by
-// FailOpen, a context that is never cancelled and has no deadline.
+// FailOpen, a context that is never cancelled and has no deadline; for a
+// local lease ([NewLocalConcurrency], [WithLocalFallback]), a context
+// without deadline cancelled by Release (cause coordination.ErrReleased).
 func (l *ConcurrencyLease) Context() context.Context {
 	if l.failedOpen {
 		return context.Background()

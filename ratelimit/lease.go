@@ -37,7 +37,9 @@ func (d Decision) Allowed() bool { return d.allowed }
 func (d Decision) Denied() bool { return d.denied }
 
 // RetryAfter returns how long to wait before the same request would be
-// admitted, as computed by the server from its own clock, and true; or 0
+// admitted, as computed by the server from its own clock (a local
+// limiter, [NewLocal], or a local fallback: from the local clock), and
+// true; or 0
 // and false when no such time is known. It is present (and at least 1 µs)
 // for a request refused by a fixed window, sliding window, token bucket,
 // GCRA or composite limiter, and covers the whole batch of permits. It is

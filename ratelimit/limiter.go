@@ -76,7 +76,8 @@ type Statistics struct {
 	// QueuedPermits is the number of permits waiting in the local queue now.
 	QueuedPermits int64
 	// AvailablePermits is the number of free permits in the latest reply
-	// from Redis, or -1 before the first. Other processes may have used
+	// from Redis (a local limiter, or a local fallback: the latest local
+	// decision), or -1 before the first. Other processes may have used
 	// them since.
 	AvailablePermits int64
 }
