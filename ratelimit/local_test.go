@@ -638,3 +638,57 @@ func BenchmarkLocalAllow(b *testing.B) {
 		})
 	}
 }
+
+// A real outage: the server is stopped and started again (its data gone).
+// The limiter with a local fallback decides locally from the first call
+// that cannot reach it, and returns to Redis on the first call at least
+// fallbackRetry later once the server is back; each server flavor.
+func TestLocalFallbackAcrossARestart(t *testing.T) {
+	for _, flavor := range testharness.AvailableFlavors(t) {
+		t.Run(flavor, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			srv := testharness.StartStandalone(t, flavor)
+			o := srv.Options()
+			o.MaxRetries, o.ContextTimeoutEnabled, o.DialerRetries = -1, true, 1
+			client := redis.NewClient(o)
+			t.Cleanup(func() { _ = client.Close() })
+			coord, err := coordination.New(client, coordination.WithLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			told := make(chan bool, 4)
+			l, err := New(coord, "{restart}", FixedWindow{Limit: 10, Window: time.Minute}, WithLocalFallback(2, func(local bool) { told <- local }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
+			want := func(what string, avail int64) {
+				t.Helper()
+				d, err := l.Allow(ctx, 1)
+				if err != nil || !d.Allowed() || d.Available() != avail {
+					t.Fatalf("%s: allowed %v available %d (%v), want %d", what, d.Allowed(), d.Available(), err, avail)
+				}
+			}
+			want("Redis", 9)
+			srv.Stop()
+			for srv.Running() {
+				time.Sleep(10 * time.Millisecond)
+			}
+			switched := time.Now()
+			want("local, ceil(10/2) = 5", 4)
+			if local := <-told; !local {
+				t.Fatal("told false, want true")
+			}
+			if err := srv.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			want("local until the retry interval passed", 3)
+			time.Sleep(time.Until(switched.Add(fallbackRetry + 50*time.Millisecond)))
+			want("Redis again (a new window: the data is gone)", 9)
+			if local := <-told; local {
+				t.Fatal("told true, want false")
+			}
+		})
+	}
+}
