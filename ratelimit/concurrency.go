@@ -299,8 +299,8 @@ func (l *ConcurrencyLease) Context() context.Context {
 	if l.failedOpen {
 		return context.Background()
 	}
-	if l.held != nil && l.held.loc != nil {
-		return l.held.ctx
+	if l.held != nil && l.held.h == nil {
+		return l.held.l.alt.leaseContext(l.held)
 	}
 	return l.Lease.Context()
 }

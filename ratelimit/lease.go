@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/coordkit/coordination/internal/decode"
@@ -123,20 +122,16 @@ type held struct {
 	h     *engine.Handle
 	token string
 
-	// A local lease (h nil): its state, permits and the state's
-	// generation, its context, whether it was released.
-	loc    *localState
-	n      int64
-	gen    uint64
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	done   atomic.Bool
 }
 
+// A held lease without a handle (h nil) is a local lease: its state is
+// in its limiter's localState (see localLease), keyed by the *held, so
+// that a Redis lease's held stays as small as it was.
+
 func (h *held) release(ctx context.Context) (decode.Outcome, error) {
-	if h.loc != nil {
+	if h.h == nil {
 		out := decode.AlreadyReleased
-		if h.loc.releaseLocal(h) {
+		if h.l.alt.releaseLocal(h) {
 			out = decode.Released
 		}
 		h.l.forget(h)

@@ -435,7 +435,7 @@ func (l *Limiter) Close() error {
 	l.heldM = nil
 	l.mu.Unlock()
 	for _, h := range hs {
-		if h.loc == nil { // a local lease is not renewed: nothing to stop
+		if h.h != nil { // a local lease is not renewed: nothing to stop
 			h.h.Lose(errClosedLease)
 		}
 	}
@@ -456,7 +456,7 @@ func (l *Limiter) busy() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for h := range l.heldM {
-		if h.loc == nil && !h.h.Held() {
+		if h.h != nil && !h.h.Held() {
 			delete(l.heldM, h) // lost or expired locally
 		}
 	}

@@ -227,10 +227,11 @@ type localState struct {
 	sw  *fallbackSwitch
 	now func() int64 // µs
 
-	mu   sync.Mutex
-	gen  uint64
-	st   localrate.State
-	held int64 // concurrency: permits held by local leases
+	mu     sync.Mutex
+	gen    uint64
+	st     localrate.State
+	held   int64                 // concurrency: permits held by local leases
+	leases map[*held]*localLease // the local leases not released
 	// the settings last decided with: the limiter's spec, its share, and
 	// the share's parsed components
 	from, sp *spec
@@ -414,23 +415,59 @@ func (a *localState) concTry(l *Limiter, sp *spec, permits int) (verdict, error)
 	gen := a.gen
 	a.mu.Unlock()
 	ctx, cancel := context.WithCancelCause(context.Background())
-	hd := &held{l: l, loc: a, n: int64(permits), gen: gen, ctx: ctx, cancel: cancel}
+	hd := &held{l: l}
+	a.mu.Lock()
+	if a.leases == nil {
+		a.leases = map[*held]*localLease{}
+	}
+	a.leases[hd] = &localLease{n: int64(permits), gen: gen, ctx: ctx, cancel: cancel}
+	a.mu.Unlock()
 	l.remember(hd)
 	return verdict{acquired: true, available: free, held: hd, loc: true}, nil
 }
 
-// releaseLocal returns a local lease's permits (once).
+// localLease is a local concurrency lease: its permits, the state's
+// generation it was taken in, its context.
+type localLease struct {
+	n      int64
+	gen    uint64
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// releasedContext is the context of a local lease after its release.
+var releasedContext = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(coordination.ErrReleased)
+	return ctx
+}()
+
+// releaseLocal returns a local lease's permits; it reports false when it
+// was released before.
 func (a *localState) releaseLocal(h *held) bool {
-	if !h.done.CompareAndSwap(false, true) {
-		return false
-	}
 	a.mu.Lock()
-	if h.gen == a.gen { // not from a switch before the state's reset
-		a.held = max(a.held-h.n, 0)
+	ll := a.leases[h]
+	delete(a.leases, h)
+	if ll != nil && ll.gen == a.gen { // not from a switch before the state's reset
+		a.held = max(a.held-ll.n, 0)
 	}
 	a.mu.Unlock()
-	h.cancel(coordination.ErrReleased)
+	if ll == nil {
+		return false
+	}
+	ll.cancel(coordination.ErrReleased)
 	return true
+}
+
+// leaseContext is a local lease's context.
+func (a *localState) leaseContext(h *held) context.Context {
+	a.mu.Lock()
+	ll := a.leases[h]
+	a.mu.Unlock()
+	if ll == nil {
+		return releasedContext
+	}
+	return ll.ctx
 }
 
 // redisTurn reports whether a Redis limiter with a fallback asks Redis
