@@ -121,7 +121,6 @@ type held struct {
 	l     *Limiter
 	h     *engine.Handle
 	token string
-
 }
 
 // A held lease without a handle (h nil) is a local lease: its state is

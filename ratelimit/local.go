@@ -83,9 +83,9 @@ func NewLocalConcurrency(limit int, opts ...Option) (*ConcurrencyLimiter, error)
 // (a network error, a stopped server, an error reply such as LOADING,
 // READONLY or NOAUTH: what the failure mode would answer; that call is
 // then decided locally too) until a call finds Redis answering again.
-// While local, no call waits for Redis: one call at least 1 s after the
-// switch, and 1 s after each failed try, tries Redis once more (the others
-// meanwhile decide locally). A try that is answered switches back. The
+// While local, calls do not ask Redis, except one call at least 1 s
+// after the switch, and 1 s after each failed try, which tries Redis once
+// more (the others meanwhile decide locally). A try that is answered switches back. The
 // caller's cancellation and usage errors are returned as without the
 // option. Each switch is logged once (at warning level to local, info
 // back; the line names no key, identity or endpoint), counted in
