@@ -553,13 +553,15 @@ func TestLocalLimiterOperations(t *testing.T) {
 		t.Fatalf("Update to another algorithm: %v", err)
 	}
 	// The new capacity admits 5 at once; the usage is kept (the bucket
-	// is empty), so they are refused, with the retry at the new rate.
-	if d, err := l.Allow(ctx, 5); err != nil || d.Allowed() {
+	// is empty, or holds a token refilled at the old rate on a slow
+	// machine), so they are refused, with the retry at the new rate.
+	d, err := l.Allow(ctx, 5)
+	if err != nil || d.Allowed() || d.Available() > 1 {
 		t.Fatalf("Allow 5 after Update: %+v %v", d, err)
 	} else if ra, ok := d.RetryAfter(); !ok || ra > time.Hour || ra < 59*time.Minute {
 		t.Fatalf("RetryAfter %v %v, want about an hour", ra, ok)
 	}
-	if s := l.Statistics(); s.Granted != 3 || s.Rejected != 1 || s.AvailablePermits != 0 {
+	if s := l.Statistics(); s.Granted != 3 || s.Rejected != 1 || s.AvailablePermits != d.Available() {
 		t.Fatalf("Statistics: %+v", s)
 	}
 	_ = l.Close()
@@ -683,7 +685,9 @@ func TestLocalFallbackAcrossARestart(t *testing.T) {
 			if err := srv.Restart(); err != nil {
 				t.Fatal(err)
 			}
-			want("local until the retry interval passed", 3)
+			if time.Since(switched) < fallbackRetry*8/10 { // (a slow restart leaves no time to check)
+				want("local until the retry interval passed", 3)
+			}
 			time.Sleep(time.Until(switched.Add(fallbackRetry + 50*time.Millisecond)))
 			want("Redis again (a new window: the data is gone)", 9)
 			if local := <-told; local {
