@@ -31,7 +31,7 @@ import (
 // is shared between processes, nor between two local limiters.
 //
 // Of the options, [WithQueue] and [WithReservationTimeout] apply; the
-// options that need Redis ([WithDenyList], [WithStrictSettings],
+// options that need Redis ([WithDenyList], [WithAllowList], [WithStrictSettings],
 // [WithBatch], [WithFailureMode] other than ReturnError, [WithLocalFallback],
 // [WithLeaseDuration]) are refused with an error naming the option. A
 // local limiter has no hooks; it records the rate-limit metrics
@@ -171,6 +171,8 @@ func newLocal(s Settings, opts []Option) (*Limiter, error) {
 	switch {
 	case o.deny != nil:
 		return nil, refuse("denyList", "WithDenyList")
+	case o.allow != nil:
+		return nil, refuse("allowList", "WithAllowList")
 	case o.strict:
 		return nil, refuse("strictSettings", "WithStrictSettings")
 	case o.batchBlock != 0:

@@ -497,6 +497,7 @@ func TestLocalLimiterOperations(t *testing.T) {
 	dl := &DenyList{}
 	for name, opt := range map[string]Option{
 		"denyList":       WithDenyList(dl, "x"),
+		"allowList":      WithAllowList(&AllowList{}, "x"),
 		"strictSettings": WithStrictSettings(true),
 		"batch":          WithBatch(2, time.Second),
 		"failureMode":    WithFailureMode(FailOpen),
