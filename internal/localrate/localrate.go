@@ -485,11 +485,9 @@ func (w *work) slidingWait(want, now int64) {
 	case lim-c.n >= want:
 		w.wt = 0
 	default:
-		have := lim - c.n
-		if have < 0 {
-			have = 0
-		}
-		need, freed, j := want-have, int64(0), c.o
+		// The window may hold more than lim (moved from a larger limit):
+		// what is over lim must leave too (as rl_sliding.wait).
+		need, freed, j := want-(lim-c.n), int64(0), c.o
 		for _, x := range c.cs {
 			freed, j = freed+x, j+1
 			if freed >= need {
