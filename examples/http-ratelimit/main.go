@@ -337,7 +337,6 @@ func authenticate(next http.Handler) http.Handler {
 	})
 }
 
-
 // quiet discards go-redis' own log lines.
 type quiet struct{}
 
