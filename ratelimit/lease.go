@@ -91,7 +91,8 @@ type result struct {
 	mark    int64
 	permits int
 	res     *reservation
-	loc     bool // decided in this process: refunds and settlements go there
+	loc     bool    // decided in this process: refunds and settlements go there
+	policy  *policy // the middleware's policy that charges it by outcome (Policy.Charge)
 }
 
 // decision returns r's public form.
@@ -177,4 +178,38 @@ func (l result) refund(ctx context.Context) (bool, error) {
 	}
 	lim.available.Store(r.Available)
 	return r.Applied, nil
+}
+
+// settleCost charges a refundable grant of estimate permits its actual
+// cost (the middleware's Policy.Charge): below the estimate, the
+// difference is given back as refund does (what the state still holds of
+// the grant); above it, the excess (at most one capacity) is charged.
+func (l result) settleCost(ctx context.Context, estimate, actual int) error {
+	delta := actual - estimate
+	if delta == 0 || l.lim == nil || l.mark < 0 {
+		return nil
+	}
+	lim := l.lim
+	lim.settingsMu.RLock()
+	defer lim.settingsMu.RUnlock()
+	sp := lim.sp
+	var (
+		r   adjustReply
+		err error
+	)
+	switch {
+	case delta < 0 && l.loc:
+		r, err = lim.alt.adjust(sp, -delta, l.mark)
+	case delta < 0:
+		r, err = sp.scripts.adjust.Run(ctx, lim.e, lim.keys, sp.args("r"+strconv.FormatInt(l.mark, 10), -delta)...)
+	case l.loc:
+		r, err = lim.alt.adjust(sp, min(delta, sp.capacity), -1)
+	default:
+		r, err = sp.scripts.adjust.Run(ctx, lim.e, lim.keys, sp.args("a", min(delta, sp.capacity))...)
+	}
+	if err != nil {
+		return err
+	}
+	lim.available.Store(r.Available)
+	return nil
 }

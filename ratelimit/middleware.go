@@ -131,7 +131,47 @@ type Policy struct {
 	// (a request that would have waited is counted as a capacity
 	// refusal). [WithShadow] makes every policy of a middleware a shadow.
 	Shadow bool
+	// Charge, when set, charges the request by its outcome: the policy
+	// still takes Permits(r) (the estimate; 1 when Permits is nil) before
+	// the handler, refusing as usual, and after the handler Charge returns
+	// what the request really costs, given the response's status (200
+	// when the handler wrote none) and reported, the last cost the handler
+	// gave [ReportCost] (-1 when it gave none). Below the estimate, the
+	// difference is given back (as far as the limiter still holds the
+	// grant: a fixed window only within the grant's window, a token bucket
+	// only before its next refill period, GCRA what has not come back by
+	// itself); above it, the excess is charged, at most the limiter's
+	// capacity more. Examples: count only failed logins (return 0 for a
+	// 2xx), give everything back on a 5xx, charge the tokens or bytes the
+	// handler reported. A negative return charges the estimate (the error
+	// is logged, naming the policy). It is called on the request's
+	// goroutine once the handler returned, also when the client went
+	// away. Charge needs a consumptive limiter (Limiter or Partitioned)
+	// and cannot be combined with Wait; NewMiddleware refuses both with an
+	// error naming the policy.
+	Charge func(r *http.Request, status int, reported int) int
 }
+
+// ReportCost records, for the request whose context ctx is (or derives
+// from), the cost the handler measured (tokens, bytes, rows), in permits:
+// each policy's [Policy.Charge] receives the last value reported. It is
+// safe for concurrent use; outside a request of a middleware with a
+// Charge policy it does nothing.
+//
+// Errors: coordination.ErrInvalidArgument naming "permits" when permits is
+// negative (nothing recorded).
+func ReportCost(ctx context.Context, permits int) error {
+	if permits < 0 {
+		return check.InvalidArgument("permits", "must be >= 0, got %d", permits)
+	}
+	if c, ok := ctx.Value(costKey{}).(*atomic.Int64); ok {
+		c.Store(int64(permits))
+	}
+	return nil
+}
+
+// costKey is the context key of a request's reported cost (ReportCost).
+type costKey struct{}
 
 // Refusal describes a request a [Policy] refused, for its Reject function.
 type Refusal struct {
@@ -381,6 +421,9 @@ func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handl
 		if _, err := url.Parse(p.ProblemType); err != nil {
 			return nil, check.InvalidArgument(arg, "ProblemType %q is not a URI reference", p.ProblemType)
 		}
+		if p.Charge != nil && (p.Wait || p.Concurrency != nil || p.PartitionedConcurrency != nil) {
+			return nil, check.InvalidArgument(arg, "Charge needs a consumptive limiter (Limiter or Partitioned) and no Wait")
+		}
 		p.Shadow = p.Shadow || cfg.shadow
 		ps[i] = policy{Policy: p, name: name, quoted: strconv.Quote(name)}
 		ps[i].initAttrs()
@@ -390,6 +433,9 @@ func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handl
 		ps[i].refundable = ps[i+1].refundable || !ps[i+1].Shadow
 	}
 	m := &middleware{policies: ps, cfg: cfg}
+	for i := range ps {
+		m.charges = m.charges || ps[i].Charge != nil
+	}
 	return m.wrap, nil
 }
 
@@ -429,6 +475,7 @@ type policy struct {
 
 type middleware struct {
 	policies []policy
+	charges  bool // a policy charges by outcome (Policy.Charge)
 	cfg      middlewareConfig
 	seen     engine.FailureLog // by policy and description
 	shadows  engine.FailureLog // shadow refusals, by policy and reason
@@ -436,7 +483,8 @@ type middleware struct {
 
 func (m *middleware) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var held, taken []result
+		var held, taken, charged []result
+		var costs []int // the estimates of charged, by index
 		defer func() { releaseAll(held) }()
 		var hdr headers
 		for i := range m.policies {
@@ -457,8 +505,8 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 				return
 			}
 			h := oversize
-			if p.refundable {
-				h |= refundable // a later policy may refuse: the grant may be refunded
+			if p.refundable || p.Charge != nil {
+				h |= refundable // a later policy may refuse, or the outcome cost less: the grant may be given back
 			}
 			lease, err := p.allow(r, n, h)
 			if err != nil {
@@ -525,11 +573,70 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 			case lease.mark >= 0 && lease.permits > 0:
 				taken = append(taken, lease)
 			}
+			if p.Charge != nil && lease.acquired && lease.lim != nil && !lease.failedOpen {
+				lease.policy = p
+				charged = append(charged, lease)
+				costs = append(costs, n)
+			}
 		}
 		hdr.set(w)
-		next.ServeHTTP(w, r)
+		if !m.charges {
+			next.ServeHTTP(w, r)
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		reported := new(atomic.Int64)
+		reported.Store(-1)
+		r = r.WithContext(context.WithValue(r.Context(), costKey{}, reported))
+		next.ServeHTTP(sw, r)
+		m.charge(r, charged, costs, cmp.Or(sw.status, http.StatusOK), int(reported.Load()))
 	})
 }
+
+// charge settles the grants of the policies with Charge by the outcome.
+func (m *middleware) charge(r *http.Request, charged []result, costs []int, status, reported int) {
+	if len(charged) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	for i, le := range charged {
+		p := le.policy
+		actual := p.Charge(r, status, reported)
+		if actual < 0 {
+			m.failed(r, p, check.InvalidArgument("permits", "the Charge function of policy %s returned %d", p.name, actual), "charged the estimate")
+			continue
+		}
+		if err := le.settleCost(ctx, costs[i], actual); err != nil {
+			m.failed(r, p, err, "not charged by outcome")
+		}
+	}
+}
+
+// statusWriter records the status a handler wrote (for Policy.Charge).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+// WriteHeader records the status and writes it.
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write records an implicit 200 and writes b.
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap returns the writer it wraps, for http.ResponseController.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // allow asks the policy's limiter: a refusal (Wait's included, and a
 // request costing more than the capacity) is an unacquired lease.

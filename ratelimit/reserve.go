@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -39,6 +40,7 @@ type reservation struct {
 	estimate int
 	deadline time.Time // local monotonic deadline
 	loc      bool      // decided in this process: settled there
+	mark     int64     // a window's (or composite's) grant mark: what a give-back names; -1: none
 
 	mu      sync.Mutex
 	settled bool
@@ -56,33 +58,39 @@ type reservation struct {
 // ([WithReservationTimeout], a minute by default) counts as settled at its
 // estimate: nothing more happens on the server.
 //
-// Reserve needs a token-bucket or GCRA limiter: their state can return
-// permits and carry debt. Errors: those of Allow (an estimate above the
-// capacity among them), and
-// coordination.ErrInvalidArgument naming "limiter" for another algorithm
-// (nothing admitted or sent).
+// Every consumptive algorithm supports it (not a [ConcurrencyLimiter]):
+// see [Reservation.Settle] for how each gives permits back and charges
+// an excess. Errors: those of Allow (an estimate above the capacity
+// among them).
 func (l *Limiter) Reserve(ctx context.Context, estimate int) (*Reservation, error) {
-	if l != nil && l.e != nil {
-		if a := l.spec().alg; a != algBucket && a != algGCRA {
-			return nil, engine.OpError(hooks.RateLimitAcquire, l.keys, check.InvalidArgument("limiter", "Reserve needs a token-bucket or GCRA limiter"))
-		}
+	var h how
+	if l != nil && l.e != nil && windowed(l.spec().alg) {
+		h = refundable // a give-back names the grant
 	}
 	ctx, op, err := l.begin(ctx, estimate, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer l.active.Add(-1)
-	d, err := l.attempt(ctx, op, estimate, 0)
+	d, err := l.attempt(ctx, op, estimate, h)
 	le, err := l.settle(ctx, op, d, err)
 	if err != nil {
 		return nil, err
 	}
 	r := &Reservation{Decision: le.decision(), lim: l}
 	if le.acquired && le.permits > 0 && !le.failedOpen {
-		r.res = &reservation{estimate: estimate, deadline: time.Now().Add(l.opts.reserve), loc: le.loc}
+		r.res = &reservation{estimate: estimate, deadline: time.Now().Add(l.opts.reserve), loc: le.loc, mark: -1}
+		if h == refundable {
+			r.res.mark = le.mark
+		}
 	}
 	return r, nil
 }
+
+// windowed reports an algorithm whose state cannot take permits back
+// unconditionally (a window that ended holds nothing of a grant): fixed
+// and sliding windows and composites, whose give-backs name the grant.
+func windowed(alg byte) bool { return alg == algFixed || alg == algSliding || alg == algComp }
 
 // Settle charges a reservation's real cost, actual permits, in one script
 // call (admitted through hooks as RATE LIMIT SETTLE), and returns the
@@ -92,6 +100,17 @@ func (l *Limiter) Reserve(ctx context.Context, estimate int) (*Reservation, erro
 // admissions by exactly that much (for GCRA, excess × the interval; for a
 // token bucket, the periods that refill the excess). actual equal to the
 // estimate sends nothing.
+//
+// Windows give back only what they provably still hold of the
+// reservation's grant, as the middleware's refunds do: a fixed window only
+// while the grant's window lasts (after it, nothing: the grant's permits
+// came back with the new window), a sliding window only from segments no
+// older than the grant's, a composite each component by its rule. Settle
+// then returns estimate - actual when anything was given back (a sliding
+// window or a composite may give back fewer), 0 when nothing could be. An
+// excess is charged to the window current at the settlement (a fixed
+// window's count may pass its limit: later requests are refused until it
+// ends).
 //
 // actual is 0 to estimate + the limiter's capacity, in permits (the
 // capacity of its settings when Settle is called, as for
@@ -163,11 +182,19 @@ func (rv *Reservation) Settle(ctx context.Context, actual int) (int, error) {
 	}
 	lim.settingsMu.RLock()
 	sp := lim.sp
-	var a adjustReply
+	var (
+		a     adjustReply
+		mark  int64 = -1 // a give-back that names the grant
+		opArg       = "a"
+		n           = delta
+	)
+	if delta < 0 && r.mark >= 0 {
+		mark, opArg, n = r.mark, "r"+strconv.FormatInt(r.mark, 10), -delta
+	}
 	if r.loc {
-		a, err = lim.alt.adjust(sp, delta, -1)
+		a, err = lim.alt.adjust(sp, n, mark)
 	} else {
-		a, err = sp.scripts.adjust.Run(ctx, lim.e, lim.keys, sp.args("a", delta)...)
+		a, err = sp.scripts.adjust.Run(ctx, lim.e, lim.keys, sp.args(opArg, n)...)
 	}
 	lim.settingsMu.RUnlock()
 	if err != nil {
@@ -180,5 +207,8 @@ func (rv *Reservation) Settle(ctx context.Context, actual int) (int, error) {
 		return 0, op.End(err)
 	}
 	lim.available.Store(a.Available)
+	if mark >= 0 && !a.Applied {
+		return 0, op.End(nil) // the window holds nothing of the grant any more
+	}
 	return -delta, op.End(nil)
 }

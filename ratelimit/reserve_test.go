@@ -64,9 +64,42 @@ func TestReserveThenSettle(t *testing.T) {
 				}
 			})
 		}
-		fw := build(t, c, kFixed, "res-fixed", 5, time.Minute)
-		if _, err := fw.Reserve(ctx, 1); !errors.Is(err, coordination.ErrInvalidArgument) {
-			t.Fatalf("Reserve on a fixed window: %v", err)
+		// Windows and composites (issue 23 item 7): a give-back names the
+		// grant, so it returns only what the window still holds of it; an
+		// excess is charged to the current window.
+		for _, k := range []kind{kFixed, kSliding, kComp} {
+			t.Run(string(k), func(t *testing.T) {
+				l := build(t, c, k, "res-w:"+string(k), 20, time.Minute)
+				capacity := int64(l.spec().capacity)
+				r := reserve(t, l, 10)
+				if back, err := r.Settle(ctx, 4); err != nil || back != 6 {
+					t.Fatalf("Settle(4) of 10: %d %v, want 6", back, err)
+				}
+				if n := available(t, l); n != capacity-4 {
+					t.Fatalf("after settling at 4: %d available, want %d", n, capacity-4)
+				}
+				r = reserve(t, l, 5)
+				if back, err := r.Settle(ctx, 8); err != nil || back != -3 {
+					t.Fatalf("Settle(8) of 5: %d %v, want -3", back, err)
+				}
+				if n := available(t, l); n != capacity-12 {
+					t.Fatalf("after an excess of 3: %d available, want %d", n, capacity-12)
+				}
+				if k != kFixed || !b.IsMini() {
+					return // the window's end needs the server's clock
+				}
+				// A fixed window's grant whose window ended: its permits
+				// came back with the new window; nothing is given back
+				// to the new one.
+				r = reserve(t, l, 6)
+				b.Advance(time.Minute)
+				if back, err := r.Settle(ctx, 1); err != nil || back != 0 {
+					t.Fatalf("Settle(1) of 6 after its window: %d %v, want 0", back, err)
+				}
+				if n := available(t, l); n != capacity {
+					t.Fatalf("the new window after a late settlement: %d available, want %d", n, capacity)
+				}
+			})
 		}
 		g := build(t, c, kGCRA, "res-bad", 5, time.Minute)
 		le := acquire(t, g, 1)
