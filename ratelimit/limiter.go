@@ -307,8 +307,13 @@ func (l *Limiter) listsFirst(ctx context.Context) (d verdict, done bool, err err
 // changed since begin), else one script run, all under one set of
 // settings.
 func (l *Limiter) attempt(ctx context.Context, op engine.Op, permits int, h how) (verdict, error) {
-	if d, done, err := l.listsFirst(ctx); done && (err == nil || l.alt == nil || l.alt.sw == nil || !l.alt.sw.takesOver(ctx, l, err)) {
-		return d, err
+	// While a local fallback decides, the lists are not read from Redis
+	// (each read would wait for the outage): an identity is neither
+	// denied nor allowed then.
+	if l.alt == nil || l.alt.sw == nil || !l.alt.sw.local.Load() {
+		if d, done, err := l.listsFirst(ctx); done && (err == nil || l.alt == nil || l.alt.sw == nil || !l.alt.sw.takesOver(ctx, l, err)) {
+			return d, err
+		}
 	}
 	l.settingsMu.RLock()
 	defer l.settingsMu.RUnlock()

@@ -96,8 +96,10 @@ func NewLocalConcurrency(limit int, opts ...Option) (*ConcurrencyLimiter, error)
 // Decisions, reservations and leases made locally stay local: a local
 // grant's refund and a local reservation's settlement go to the local
 // state, a local concurrency lease releases its permits locally (it holds
-// nothing in Redis and needs no renewal). A deny list ([WithDenyList])
-// whose read fails answers "not denied" while the fallback decides.
+// nothing in Redis and needs no renewal). While the fallback decides, a
+// deny or allow list ([WithDenyList], [WithAllowList]) is not read (each
+// read would wait for the outage): no identity is denied or allowed then;
+// a read that fails as the switch happens answers "not denied".
 //
 // Limiters built with the same Option value share one switch: build it
 // once for every partition of a [Partitioned] limiter (in the factory's

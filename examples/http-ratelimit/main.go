@@ -48,6 +48,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -88,7 +89,9 @@ func main() {
 	}
 	defer rdb.Close()
 	log.Printf("using the server at %s", rdb.Options().Addr)
-	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("http-ratelimit:"))
+	// The coordinator's log (through slog.Default here) reports background
+	// events: among them the switch to local decisions and back.
+	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("http-ratelimit:"), coordination.WithLogger(slog.Default()))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -153,6 +156,10 @@ func connect(ctx context.Context, rawURL string) (*redis.Client, error) {
 	// A context's deadline then bounds every command, not only the wait
 	// for a connection.
 	opt.ContextTimeoutEnabled = true
+	// While Redis is down, the limits decide locally, and once a second a
+	// request tries Redis again: one dial attempt, not five with backoff,
+	// so that request is not held for seconds.
+	opt.DialerRetries = 1
 	rdb := redis.NewClient(opt)
 	ping, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -247,12 +254,11 @@ func newApp(coord *coordination.Coordinator, cfg config) (http.Handler, func(), 
 	}
 	// 5. A stricter per-tenant limit on trial, on a key of its own, in
 	// shadow mode (below): counted in coordination.rate_limit.policy.refused
-	// with mode=shadow and logged, never refusing. It fails open: a trial
-	// never turns a request away.
+	// with mode=shadow and logged, never refusing (a shadow policy never
+	// turns a request away, whatever its limiter answers).
 	trial, err := ratelimit.NewPartitioned(func(tenant string) (*ratelimit.Limiter, error) {
 		return ratelimit.New(coord, ratelimit.PartitionKey("limits:trial", tenant),
-			ratelimit.GCRA{Burst: 30, Rate: 5, Period: time.Second},
-			ratelimit.WithFailureMode(ratelimit.FailOpen))
+			ratelimit.GCRA{Burst: 30, Rate: 5, Period: time.Second}, fallback)
 	})
 	if err != nil {
 		return nil, nil, err
