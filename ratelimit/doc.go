@@ -81,7 +81,12 @@
 // applied), for tools that decode them; times are server microseconds
 // since the Unix epoch (_ms: milliseconds), numbers are decimal integers:
 //
-//	fixed window     "f:<limit>:<window_ms>|<end_ms>|<used>"; expires at end_ms
+//	fixed window     "f:<limit>:<window_ms>|<end_ms>|<used>"; expires at end_ms;
+//	                 aligned (FixedWindow.Align), the settings end in ":e"
+//	                 (windows at multiples of window_ms since the epoch; also
+//	                 UTC minutes, hours and days) or are
+//	                 "f:<limit>:0:<p>:<zone>" (a calendar period p: m, h, d
+//	                 or M, in the time zone named zone, e.g. Europe/Berlin)
 //	sliding window   "s:<limit>:<window>:<segments>|<n>|<o>|<l>|<c_o>,...,<c_l>":
 //	                 segment i (g = ceil(window / segments) long, aligned to
 //	                 server time) holds c_i permits, charged until

@@ -587,3 +587,54 @@ func ExampleNewClientIP() {
 	// 203.0.113.9
 	// coordination: invalid argument IPv6PrefixBits: must be 1 to 128 (0: 64), got 200
 }
+
+// Quotas by the calendar: 3 exports a day, reset at midnight UTC for every
+// replica at once; a refusal's RetryAfter runs to midnight. A day in a
+// time zone (or a month) follows its daylight-saving changes.
+func ExampleFixedWindow_calendar() {
+	srv, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	srv.SetTime(time.Date(2026, 1, 1, 23, 59, 30, 0, time.UTC)) // 30 s before midnight
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	defer rdb.Close()
+	ctx := context.Background()
+	coord, err := coordination.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	daily, err := ratelimit.New(coord, "quota:exports", ratelimit.FixedWindow{Limit: 3, Align: ratelimit.AlignDay})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer daily.Close()
+	for i := 1; i <= 4; i++ {
+		dec, err := daily.Allow(ctx, 1)
+		if err != nil {
+			log.Fatal(err)
+		}
+		retry, _ := dec.RetryAfter()
+		fmt.Printf("export %d: allowed %v, retry after %v\n", i, dec.Allowed(), retry)
+	}
+
+	// The same quota by the day of Berlin (23 or 25 hours around a
+	// daylight-saving change); every process sharing the key must name the
+	// same zone.
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		log.Fatal(err)
+	}
+	local, err := ratelimit.New(coord, "quota:exports:berlin", ratelimit.FixedWindow{Limit: 3, Align: ratelimit.AlignDay, Location: berlin})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer local.Close()
+	// Output:
+	// export 1: allowed true, retry after 0s
+	// export 2: allowed true, retry after 0s
+	// export 3: allowed true, retry after 0s
+	// export 4: allowed false, retry after 30s
+}

@@ -1,7 +1,8 @@
 // The stored layout of package ratelimit, for coordctl inspect and repair
 // (package layout): the fixed-window, sliding-window, token-bucket and
 // GCRA limiters keep one string "<a>:<settings>|<state>|..." with a
-// TTL (a is f, s, b or g); a composite limiter one hash, "c" naming its
+// TTL (a is f, s, b or g; a fixed window's settings may end in its
+// alignment, ":e" or ":<period>:<zone>"); a composite limiter one hash, "c" naming its
 // components and a field per component's state; a concurrency limiter one
 // sorted set of "<permits>:<token>" leases scored by their expiry in ms
 // and its limit record "#" (scored -limit); a deny list one set of
@@ -71,9 +72,18 @@ func decodeString(s *layout.Snapshot, r *layout.Report) {
 	}
 	switch set[0] {
 	case "f":
+		// f:<limit>:<window_ms>, then :e (aligned to the epoch) or
+		// :<p>:<zone> (a calendar period, window_ms 0).
+		var aligned string
+		switch {
+		case len(set) == 4 && set[3] == "e":
+			aligned, set = "epoch", set[:3]
+		case len(set) == 5 && set[2] == "0" && periodNames[set[3]] != "" && set[4] != "":
+			aligned, set = periodNames[set[3]]+" in "+set[4], set[:3]
+		}
 		cfg, ok := nums(set[1:])
 		if !ok || len(cfg) != 2 || len(parts) != 3 {
-			r.Bad("fixed-window state is not f:<limit>:<window_ms>|<end_ms>|<used>")
+			r.Bad("fixed-window state is not f:<limit>:<window_ms>[:e|:<period>:<zone>]|<end_ms>|<used>")
 			return
 		}
 		st, ok := nums(parts[1:3])
@@ -83,7 +93,12 @@ func decodeString(s *layout.Snapshot, r *layout.Report) {
 		}
 		r.Add("algorithm", "fixed window")
 		r.Add("limit", cfg[0])
-		r.Add("window", time.Duration(cfg[1])*time.Millisecond)
+		if cfg[1] > 0 {
+			r.Add("window", time.Duration(cfg[1])*time.Millisecond)
+		}
+		if aligned != "" {
+			r.Add("aligned", aligned)
+		}
 		r.Add("used", st[1])
 		r.Add("remaining", max(cfg[0]-st[1], 0))
 		r.Add("resets in", time.Duration(st[0]-s.NowMs)*time.Millisecond)
@@ -160,6 +175,9 @@ func decodeString(s *layout.Snapshot, r *layout.Report) {
 		r.Bad("limiter state always expires; this key has no TTL (the next decision restores it)")
 	}
 }
+
+// periodNames are the calendar periods of a fixed window's settings.
+var periodNames = map[string]string{"m": "minute", "h": "hour", "d": "day", "M": "month"}
 
 // CompositeLayout is a composite limiter's hash: its components ("c")
 // and how many component states it holds.
