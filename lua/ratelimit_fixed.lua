@@ -21,7 +21,10 @@
 --#include rl_common.one
 local c, pl, se, su
 if stored then
-  c, pl, se, su = string.match(v, '^(f:(%d+):%d+[:%w/_+.-]*)|([1-9]%d*)|(%d+)$')
+  c, pl, se, su = string.match(v, '^(f:(%d+):%d+)|([1-9]%d*)|(%d+)$')
+  if not c then -- aligned
+    c, pl, se, su = string.match(v, '^(f:(%d+):%d+:[%w:/_+.-]+)|([1-9]%d*)|(%d+)$')
+  end
 end
 --#include rl_common.foreign
 local lim, win, e, u, fe, ax, bs = nil, nil, nil, nil, true, nil, ARGV[4]
