@@ -34,6 +34,10 @@ var (
 	concVerifyScript  = engine.NewScript("ratelimit_conc_verify", decode.Bool01)
 	concReleaseScript = engine.NewScript("ratelimit_conc_release", decode.SoleRelease)
 
+	// resetScript deletes a limiter's key after checking it holds the
+	// caller's algorithm (idempotent: a re-send finds it gone).
+	resetScript = engine.NewScript("ratelimit_reset", decode.Bool01)
+
 	// denyReadScript reads and denyWriteScript changes a deny list's
 	// membership.
 	denyReadScript  = engine.NewScript("ratelimit_deny_read", decode.Bool01)
