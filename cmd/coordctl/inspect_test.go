@@ -246,6 +246,7 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	must(err)
 	must(d.Deny(ctx, "tenant:1"))
 	must(d.Deny(ctx, "tenant:2"))
+	must(d.DenyFor(ctx, "tenant:3", time.Hour))
 	keys["deny-list"] = "denied"
 
 	// An abandoned claim, given a minute (it lasts 5 s, which a loaded

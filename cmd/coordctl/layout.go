@@ -36,7 +36,6 @@ var primitiveLayouts = []layout.Layout{
 	semaphorecore.SemaphoreLayout,
 	rwleasecore.LeaseLayout,
 	ratelimitcore.ConcurrencyLayout,
-	// sets
 	ratelimitcore.DenyListLayout,
 }
 

@@ -5,8 +5,9 @@
 // alignment, ":e" or ":<period>:<zone>"); a composite limiter one hash, "c" naming its
 // components and a field per component's state; a concurrency limiter one
 // sorted set of "<permits>:<token>" leases scored by their expiry in ms
-// and its limit record "#" (scored -limit); a deny list one set of
-// identities that never expires.
+// and its limit record "#" (scored -limit); a deny list one sorted set of
+// identities scored with the end of their denial (ms; +inf: without end)
+// that never expires.
 
 package ratelimitcore
 
@@ -204,7 +205,12 @@ var ConcurrencyLayout = layout.Layout{
 	Kind: kindLimiter,
 	Type: "zset",
 	Match: func(s *layout.Snapshot) bool {
-		return s.AnyMember(func(m string) bool { return m == "#" })
+		for _, m := range s.ZSet {
+			if m.Member == "#" && m.Score < 0 { // the limit record (a deny list's "#" is scored > 0)
+				return true
+			}
+		}
+		return false
 	},
 	Mixes:  "concurrency-limiter",
 	Decode: decodeConcurrency,
@@ -239,15 +245,40 @@ func decodeConcurrency(s *layout.Snapshot, r *layout.Report) {
 	r.Add("leases", leases)
 }
 
-// DenyListLayout is a deny list: a set of identities (its size is
-// reported) that never expires.
+// DenyListLayout is a deny list: a sorted set of identities scored with
+// the end of their denial in ms since the epoch (+inf: without end), that
+// never expires; its size and, of the members read, how many are denied
+// without end, for a time, or no longer (ended, deleted by the next timed
+// denial) are reported. (The layout before timed denials was a plain set.)
 var DenyListLayout = layout.Layout{
 	Kind: "deny list",
-	Type: "set",
+	Type: "zset",
+	Match: func(s *layout.Snapshot) bool {
+		for _, m := range s.ZSet {
+			if !(m.Score >= 1e12) { // an end in ms since the epoch, or +inf
+				return false
+			}
+		}
+		return len(s.ZSet) > 0
+	},
 	Decode: func(s *layout.Snapshot, r *layout.Report) {
-		r.Add("identities", s.SCard)
+		var endless, timed, ended int64
+		for _, m := range s.ZSet {
+			switch {
+			case math.IsInf(m.Score, 1):
+				endless++
+			case m.Score > float64(s.NowMs):
+				timed++
+			default:
+				ended++
+			}
+		}
+		r.Add("identities", s.ZCard)
+		r.Add("without end", endless)
+		r.Add("timed", timed)
+		r.Add("ended", ended)
 		if s.PTTL != -1 {
-			r.Bad("a deny list never expires, this set has a TTL")
+			r.Bad("a deny list never expires, this sorted set has a TTL")
 		}
 	},
 }
