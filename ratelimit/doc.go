@@ -108,6 +108,10 @@
 //	                 in server milliseconds (token: 22 random base64url
 //	                 characters); expires with its latest lease, deleted with
 //	                 its last one
+//	deny list        sorted set: one member per identity, scored with the
+//	                 end of its denial in server milliseconds (inf: without
+//	                 end); never expires (ended entries go with the next
+//	                 DenyFor)
 //
 // MEMORY USAGE of an idle key with a 40-byte name, Redis 7.0 / Valkey
 // 9.1: fixed window, token bucket and GCRA 136 / 104 bytes, sliding window
@@ -210,7 +214,9 @@
 //
 // # Deny lists
 //
-// A [DenyList] is a Redis set of identities. A limiter bound to one and to
+// A [DenyList] is a Redis sorted set of identities, each denied without
+// end ([DenyList.Deny]) or until a time ([DenyList.DenyFor], a lockout
+// judged by the server's clock). A limiter bound to one and to
 // an identity ([WithDenyList]) checks the membership first, through a
 // local cache (1024 identities, 1 s, by default; [WithDenyCache]); a
 // denied identity gets a refused decision whose [Decision.Denied] is true

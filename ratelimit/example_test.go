@@ -638,3 +638,71 @@ func ExampleFixedWindow_calendar() {
 	// export 3: allowed true, retry after 0s
 	// export 4: allowed false, retry after 30s
 }
+
+// The administrative operations: a penalty and a reward out of band, a
+// read that consumes nothing, a reset, and a lockout that ends by itself.
+func Example_admin() {
+	srv, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	srv.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	defer rdb.Close()
+	ctx := context.Background()
+	coord, err := coordination.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	lim, err := ratelimit.New(coord, "limits:login:alice", ratelimit.GCRA{Burst: 5, Rate: 5, Period: time.Minute})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	// A wrong password costs 2 more permits; a solved captcha gives 1 back.
+	left, err := lim.Penalize(ctx, 2)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after the penalty:", left)
+	left, err = lim.Reward(ctx, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after the reward:", left)
+	dec, err := lim.Peek(ctx) // consumes nothing
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("peek:", dec.Allowed(), dec.Available())
+	if err := lim.Reset(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	lockouts, err := ratelimit.NewDenyList(coord, "limits:lockouts")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := lockouts.DenyFor(ctx, "user:alice", 15*time.Minute); err != nil {
+		log.Fatal(err)
+	}
+	locked, err := lockouts.Denied(ctx, "user:alice")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("locked out:", locked)
+
+	dec, err = lim.Peek(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after the reset:", dec.Available())
+	// Output:
+	// after the penalty: 3
+	// after the reward: 4
+	// peek: true 4
+	// locked out: true
+	// after the reset: 5
+}
