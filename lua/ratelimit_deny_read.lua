@@ -5,7 +5,9 @@
 --          identities (exact bytes), each scored with the end of its
 --          denial in server milliseconds since the Unix epoch, or inf for
 --          a denial without end; an entry whose end has passed is not a
---          denial (ratelimit_deny_write deletes such entries)
+--          denial (ratelimit_deny_write deletes such entries); or a
+--          plain set of identities (the layout before timed denials, or
+--          one an operator wrote with SADD), each denied without end
 -- ARGV[1]  the identity (not empty)
 --
 -- Reply    0 when the identity is not denied (also when the list does not
@@ -14,12 +16,15 @@
 -- Writes   nothing.
 -- Errors:
 --   COORD_BADARG  the identity is empty
---   WRONGTYPE     the key is not a sorted set (raised by ZSCORE; also a
---                 plain set, the layout before denials could end)
+--   WRONGTYPE     the key is neither a sorted set nor a set (raised by
+--                 SISMEMBER)
 if ARGV[1] == '' then
   return redis.error_reply('COORD_BADARG the identity must not be empty')
 end
-local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local s = redis.pcall('ZSCORE', KEYS[1], ARGV[1])
+if type(s) == 'table' and s.err then -- not a sorted set: a plain set?
+  return -redis.call('SISMEMBER', KEYS[1], ARGV[1])
+end
 if not s then
   return 0
 end

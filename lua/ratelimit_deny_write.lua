@@ -3,7 +3,9 @@
 --
 -- KEYS[1]  the deny list: a sorted set of identities scored with the end
 --          of their denial in server ms, or inf (see ratelimit_deny_read);
---          it has no expiry
+--          it has no expiry. A plain set (the layout before timed
+--          denials, or written with SADD) takes 1 and 0 (SADD, SREM) and
+--          refuses t.
 -- ARGV[1]  the identity (not empty)
 -- ARGV[2]  1 to deny it without end, 0 to take it off, or t<ms> to deny
 --          it for ms milliseconds (1 to 2^50) from the server's now: a
@@ -14,8 +16,9 @@
 --          denial (t) also deletes the entries whose end has passed.
 -- Errors (raised before anything is written):
 --   COORD_BADARG  the identity is empty, or ARGV[2] is malformed
---   WRONGTYPE     the key is not a sorted set (raised by ZREM, ZSCORE;
---                 also a plain set, the layout before denials could end)
+--   COORD_BADSTATE  a timed denial (t) on a plain set
+--   WRONGTYPE     the key is neither a sorted set nor a set (raised by
+--                 SADD, SREM, SISMEMBER)
 -- Idempotent: a re-send finds the entry already so (a timed denial re-sent
 -- later ends a little later).
 local id, f = ARGV[1], ARGV[2]
@@ -31,10 +34,19 @@ end
 if id == '' then
   return redis.error_reply('COORD_BADARG the identity must not be empty')
 end
+local s = redis.pcall('ZSCORE', KEYS[1], id)
+if type(s) == 'table' and s.err then -- not a sorted set: a plain set?
+  if f == '1' then
+    return redis.call('SADD', KEYS[1], id)
+  elseif f == '0' then
+    return redis.call('SREM', KEYS[1], id)
+  end
+  redis.call('SISMEMBER', KEYS[1], id) -- WRONGTYPE for anything but a set
+  return redis.error_reply('COORD_BADSTATE the deny list is a plain set (the layout before timed denials): delete it and deny again to deny for a time')
+end
 if f == '0' then
   return redis.call('ZREM', KEYS[1], id)
 end
-local s = redis.call('ZSCORE', KEYS[1], id)
 if f == '1' then
   if s == 'inf' then
     return 0

@@ -160,3 +160,59 @@ func TestDenyForRefuses(t *testing.T) {
 		t.Fatalf("bad input sent %d commands %v", n, counter.Names())
 	}
 }
+
+// A deny list in the layout before timed denials (a plain set, as an
+// operator's SADD writes it) still works for reads, Deny and Remove; a
+// timed denial on it is refused with ErrBadState, nothing written.
+func TestDenyListPlainSet(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		if err := raw.SAdd(ctx, b.Key("plain"), "ip:1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		list, err := NewDenyList(b.Coordinator(t), "plain", WithDenyCache(16, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id, want := range map[string]bool{"ip:1": true, "ip:2": false} {
+			if got, err := list.Denied(ctx, id); err != nil || got != want {
+				t.Fatalf("Denied(%s) on a plain set = %v, %v; want %v", id, got, err, want)
+			}
+		}
+		if err := list.Deny(ctx, "ip:2"); err != nil {
+			t.Fatal(err)
+		}
+		if err := list.Remove(ctx, "ip:1"); err != nil {
+			t.Fatal(err)
+		}
+		if m := raw.SMembers(ctx, b.Key("plain")).Val(); len(m) != 1 || m[0] != "ip:2" {
+			t.Fatalf("the plain set holds %v, want [ip:2]", m)
+		}
+		if err := list.DenyFor(ctx, "ip:3", time.Minute); !isErr(err, sentinel.ErrBadState) {
+			t.Fatalf("DenyFor on a plain set: %v, want ErrBadState", err)
+		}
+		if err := raw.Set(ctx, b.Key("plain:string"), "x", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		str, err := NewDenyList(b.Coordinator(t), "plain:string", WithDenyCache(16, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := str.Denied(ctx, "ip:1"); !isErr(err, sentinel.ErrBadState) {
+			t.Fatalf("Denied on a string: %v, want ErrBadState", err)
+		}
+		for _, f := range []func() error{
+			func() error { return str.Deny(ctx, "ip:1") },
+			func() error { return str.Remove(ctx, "ip:1") },
+			func() error { return str.DenyFor(ctx, "ip:1", time.Minute) },
+		} {
+			if err := f(); !isErr(err, sentinel.ErrBadState) {
+				t.Fatalf("a write on a string: %v, want ErrBadState", err)
+			}
+		}
+		if v := raw.Get(ctx, b.Key("plain:string")).Val(); v != "x" {
+			t.Fatalf("the string became %q", v)
+		}
+	})
+}

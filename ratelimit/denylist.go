@@ -124,9 +124,9 @@ func NewDenyList(coord *coordination.Coordinator, key string, opts ...DenyListOp
 // processes within their cache lifetime.
 //
 // Errors: coordination.ErrInvalidArgument naming "identity" (empty);
-// coordination.ErrBadState when the key is not a sorted set (a plain set
-// is the layout before timed denials: delete and rebuild it); Redis and
-// network errors (the write may have been applied: read again to know).
+// coordination.ErrBadState when the key is neither a sorted set nor a
+// plain set (the layout before timed denials, or an operator's SADD: Deny
+// and Remove add and remove its members); Redis and network errors (the write may have been applied: read again to know).
 func (d *DenyList) Deny(ctx context.Context, identity string) error {
 	return d.write(ctx, identity, "1")
 }
@@ -143,8 +143,9 @@ func (d *DenyList) Deny(ctx context.Context, identity string) error {
 // Errors: coordination.ErrInvalidArgument naming "identity" (empty) or
 // "duration" (below 1 ms or above about 35 years), with nothing admitted
 // or sent; coordination.ErrBadState when the key is not a sorted set (a
-// plain set is the layout before timed denials: delete and rebuild it);
-// Redis and network errors (the write may have been applied: read again to
+// plain set, the layout before timed denials or an operator's SADD, takes
+// Deny and Remove but not DenyFor: delete it and deny again); Redis and
+// network errors (the write may have been applied: read again to
 // know).
 func (d *DenyList) DenyFor(ctx context.Context, identity string, duration time.Duration) error {
 	if duration < time.Millisecond || duration > time.Duration(maxSpanUs)*time.Microsecond {
@@ -183,7 +184,8 @@ func (d *DenyList) write(ctx context.Context, identity, flag string) error {
 // coordination.ErrInvalidArgument naming "identity" (empty); the
 // context's error when ctx ends while waiting for a read; Redis and network
 // errors of the read (not cached); coordination.ErrBadState when the key
-// is not a sorted set.
+// is neither a sorted set nor a plain set (whose members are denied
+// without end).
 func (d *DenyList) Denied(ctx context.Context, identity string) (bool, error) {
 	if err := checkIdentity(hooks.RateLimitDenyListRead, d, identity); err != nil {
 		return false, err

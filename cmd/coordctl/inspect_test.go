@@ -248,6 +248,9 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	must(d.Deny(ctx, "tenant:2"))
 	must(d.DenyFor(ctx, "tenant:3", time.Hour))
 	keys["deny-list"] = "denied"
+	// The layout before timed denials: a plain set (as SADD writes it).
+	must(b.Admin(t).SAdd(ctx, b.Key("denied-set"), "tenant:9").Err())
+	keys["deny-list-set"] = "denied-set"
 
 	// An abandoned claim, given a minute (it lasts 5 s, which a loaded
 	// machine's run of the inspections below may outlast; the decoded

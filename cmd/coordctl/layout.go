@@ -37,6 +37,8 @@ var primitiveLayouts = []layout.Layout{
 	rwleasecore.LeaseLayout,
 	ratelimitcore.ConcurrencyLayout,
 	ratelimitcore.DenyListLayout,
+	// sets
+	ratelimitcore.DenyListSetLayout,
 }
 
 // decode says what s holds. It never panics (FuzzDecode).

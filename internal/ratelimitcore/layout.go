@@ -180,6 +180,22 @@ func decodeString(s *layout.Snapshot, r *layout.Report) {
 // periodNames are the calendar periods of a fixed window's settings.
 var periodNames = map[string]string{"m": "minute", "h": "hour", "d": "day", "M": "month"}
 
+// DenyListSetLayout is a deny list in the layout before timed denials
+// (or written by an operator with SADD): a plain set of identities, each
+// denied without end, that never expires. Deny, Remove and reads work on
+// it; DenyFor needs the sorted set.
+var DenyListSetLayout = layout.Layout{
+	Kind: "deny list",
+	Type: "set",
+	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		r.Add("identities", s.SCard)
+		r.Add("without end", s.SCard)
+		if s.PTTL != -1 {
+			r.Bad("a deny list never expires, this set has a TTL")
+		}
+	},
+}
+
 // CompositeLayout is a composite limiter's hash: its components ("c")
 // and how many component states it holds.
 var CompositeLayout = layout.Layout{
