@@ -21,8 +21,13 @@
 if ARGV[1] == '' then
   return redis.error_reply('COORD_BADARG the identity must not be empty')
 end
+-- ZSCORE under pcall only to tell a plain set (WRONGTYPE) apart: any
+-- other error (NOPERM ...) is raised as it came.
 local s = redis.pcall('ZSCORE', KEYS[1], ARGV[1])
-if type(s) == 'table' and s.err then -- not a sorted set: a plain set?
+if type(s) == 'table' and s.err then
+  if not string.find(s.err, 'WRONGTYPE', 1, true) then
+    return redis.error_reply(s.err)
+  end
   return -redis.call('SISMEMBER', KEYS[1], ARGV[1])
 end
 if not s then
