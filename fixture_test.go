@@ -52,6 +52,7 @@ type everything struct {
 	held     *ratelimit.ConcurrencyLease
 	pconc    *ratelimit.PartitionedConcurrency
 	deny     *ratelimit.DenyList
+	allow    *ratelimit.AllowList
 	part     *ratelimit.Partitioned
 	group    *redlock.Group
 	rl       *redlock.Lock
@@ -130,6 +131,8 @@ func newEverything(t *testing.T, b *testharness.Backend, hooks ...hooks.Hook) *e
 	must(err)
 	t.Cleanup(func() { _ = e.pconc.Close() })
 	e.deny, err = ratelimit.NewDenyList(coord, "deny")
+	must(err)
+	e.allow, err = ratelimit.NewAllowList(coord, "allow")
 	must(err)
 	e.part, err = ratelimit.NewPartitioned(func(p string) (*ratelimit.Limiter, error) {
 		return ratelimit.New(coord, "part:"+p, ratelimit.FixedWindow{Limit: 10, Window: time.Minute})

@@ -2,9 +2,12 @@ package coordination
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/sentinel"
 )
 
 // Lease is one held lease: the part every held handle of the library has
@@ -164,3 +167,32 @@ func (l *Lease) Release(ctx context.Context) (ReleaseOutcome, error) {
 // returns at once; calling it again does nothing. Release the lease (or
 // let it be lost) to stop the background goroutine.
 func (l *Lease) KeepAlive() { l.handle().KeepAlive() }
+
+// KeepAliveFor is [Lease.KeepAlive] with a maximum hold: maxHold after the
+// call, if the lease is still held, renewal stops and [Lease.Context] is
+// cancelled with a cause matching [ErrLost] that names the maximum hold;
+// the lease is not released, and ends on the server at its TTL (at most
+// one TTL later), unless [Lease.Release] is called, which still deletes it
+// if this owner holds it. It bounds how long a holder that is alive but
+// stuck (deadlocked, waiting forever on a resource) keeps others out:
+// without it, the keep-alive renews for as long as the process runs.
+// Choose maxHold above the longest legitimate hold. Each call starts its
+// own bound (the earliest ends the lease) and the keep-alive, as
+// KeepAlive. It returns at once.
+//
+// Errors: [ErrInvalidArgument] naming "maxHold" when it is not positive
+// (nothing is started).
+func (l *Lease) KeepAliveFor(maxHold time.Duration) error {
+	if maxHold <= 0 {
+		return check.InvalidArgument("maxHold", "must be positive, got %v", maxHold)
+	}
+	h := l.handle()
+	if h == nil {
+		return nil // the zero Lease holds nothing
+	}
+	h.KeepAlive()
+	cause := &sentinel.LostError{Reason: fmt.Sprintf("the keep-alive's maximum hold (%v) passed; the lease is no longer renewed and ends at its TTL", maxHold)}
+	t := time.AfterFunc(maxHold, func() { h.Lose(cause) })
+	context.AfterFunc(h.Context(), func() { t.Stop() })
+	return nil
+}

@@ -157,6 +157,9 @@ func ExampleWithTracerProvider() {
 	// coordination.operation.duration operation=RATE LIMIT ACQUIRE outcome=succeeded: 3
 	// coordination.rate_limit.allowed: 2
 	// coordination.rate_limit.blocked reason=capacity: 1
+	// coordination.rate_limit.near_limit: 1
+	// coordination.rate_limit.policy.near_limit policy=api: 1
+	// coordination.rate_limit.policy.refused mode=enforce policy=api reason=capacity: 1
 }
 
 // The global providers, set before the coordinator is made (an

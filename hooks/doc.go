@@ -54,6 +54,7 @@
 //	IDEMPOTENCY BEGIN             idempotency   Store.Begin
 //	IDEMPOTENCY COMPLETE          idempotency   Store.Complete
 //	IDEMPOTENCY ABANDON           idempotency   Store.Abandon
+//	IDEMPOTENCY FORGET            idempotency   Store.Forget
 //	RATE LIMIT ACQUIRE            rate_limit    Limiter.Allow, Limiter.Wait (once, covering queued retries), Limiter.Reserve, ConcurrencyLimiter.TryAcquire, ConcurrencyLimiter.Acquire
 //	RATE LIMIT RELEASE            rate_limit    ConcurrencyLease.Release
 //	RATE LIMIT RENEW              rate_limit    ConcurrencyLease.Refresh (keep-alive renewals are not admitted)
@@ -65,6 +66,8 @@
 //	RATE LIMIT RESET              rate_limit    Limiter.Reset
 //	RATE LIMIT PEEK               rate_limit    Limiter.Peek
 //	RATE LIMIT ADJUST             rate_limit    Limiter.Penalize, Limiter.Reward
+//	RATE LIMIT ALLOW LIST READ    rate_limit    AllowList.Allowed (a limiter's own checks are not admitted again)
+//	RATE LIMIT ALLOW LIST WRITE   rate_limit    AllowList.Allow, AllowList.Remove
 //	REDLOCK ACQUIRE               redlock       Group.TryAcquire, Group.Acquire (once per group operation, however long it waits)
 //	REDLOCK RENEW                 redlock       redlock.Lock.Refresh (keep-alive renewals are not admitted)
 //	REDLOCK VERIFY                redlock       redlock.Lock.Verify

@@ -54,6 +54,7 @@ const (
 	IdempotencyBegin    = "IDEMPOTENCY BEGIN"
 	IdempotencyComplete = "IDEMPOTENCY COMPLETE"
 	IdempotencyAbandon  = "IDEMPOTENCY ABANDON"
+	IdempotencyForget   = "IDEMPOTENCY FORGET"
 
 	// Rate limiters (package ratelimit).
 	RateLimitAcquire       = "RATE LIMIT ACQUIRE"
@@ -67,6 +68,10 @@ const (
 	RateLimitReset         = "RATE LIMIT RESET"
 	RateLimitPeek          = "RATE LIMIT PEEK"
 	RateLimitAdjust        = "RATE LIMIT ADJUST"
+
+	// Allow lists (package ratelimit).
+	RateLimitAllowListRead  = "RATE LIMIT ALLOW LIST READ"
+	RateLimitAllowListWrite = "RATE LIMIT ALLOW LIST WRITE"
 
 	// Quorum lock (package redlock).
 	RedlockAcquire = "REDLOCK ACQUIRE"

@@ -10,7 +10,7 @@ import (
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
-// Garbage in a claim's key makes Begin, Complete and Abandon return
+// Garbage in a claim's key makes Begin, Complete, Abandon and Forget return
 // ErrBadState or an answer, never a panic.
 func TestIdempotencyCorruptedStateIsTyped(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
@@ -41,6 +41,9 @@ func TestIdempotencyCorruptedStateIsTyped(t *testing.T) {
 			for _, key := range []string{"done", "pending"} {
 				ops = append(ops, testharness.CorruptOp{Name: "Begin " + key, Fn: func(ctx context.Context) error {
 					_, err := s.Begin(ctx, key, time.Minute, idempotency.WithFingerprint("fp"))
+					return err
+				}}, testharness.CorruptOp{Name: "Forget " + key, Fn: func(ctx context.Context) error {
+					_, err := s.Forget(ctx, key)
 					return err
 				}})
 			}

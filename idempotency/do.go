@@ -91,7 +91,8 @@ func IsRetrySafe(err error) bool {
 // When fn fails, Do returns its error and keeps the pending claim until it
 // expires after ttl: fn may have had side effects before failing, so a
 // retry must not run it again at once. Retries get ErrInProgress until
-// then. When the failure is safe to retry, return [RetrySafe](err) from fn:
+// then, or until [Store.Forget] deletes the claim once the outcome has
+// been checked. When the failure is safe to retry, return [RetrySafe](err) from fn:
 // Do then abandons the claim and the next attempt runs fn again. When fn
 // panics, the claim is kept too and the panic propagates. The Complete or
 // Abandon after fn is sent even if ctx has ended by then (bounded by 5 s).

@@ -47,14 +47,16 @@ func TestDo(t *testing.T) {
 		t.Run("failure keeps the claim", func(t *testing.T) {
 			runs.Store(0)
 			fn := func(context.Context) ([]byte, error) { runs.Add(1); return nil, failing }
-			if _, _, err := f.store.Do(ctx, "fail", 50*time.Millisecond, "fp", fn); !errors.Is(err, failing) {
+			// The claim lasts 2 s: long enough for the retry to come while
+			// it lasts on a loaded machine (50 ms was not).
+			if _, _, err := f.store.Do(ctx, "fail", 2*time.Second, "fp", fn); !errors.Is(err, failing) {
 				t.Fatalf("Do = %v, want fn's error", err)
 			}
-			_, _, err := f.store.Do(ctx, "fail", 50*time.Millisecond, "fp", ok("x"))
+			_, _, err := f.store.Do(ctx, "fail", 2*time.Second, "fp", ok("x"))
 			if !errors.Is(err, idempotency.ErrInProgress) || !errors.Is(err, coordination.ErrNotAcquired) {
 				t.Fatalf("retry while the failed claim lasts = %v, want ErrInProgress", err)
 			}
-			b.Advance(80 * time.Millisecond)
+			b.Advance(2100 * time.Millisecond)
 			if res, _, err := f.store.Do(ctx, "fail", time.Minute, "fp", ok("second try")); err != nil || string(res) != "second try" {
 				t.Fatalf("after expiry Do = %q, %v", res, err)
 			}

@@ -223,8 +223,9 @@
 //
 // # Hooks and metrics
 //
-// Begin, Complete and Abandon are admitted through the coordinator's hooks
-// as IDEMPOTENCY BEGIN, IDEMPOTENCY COMPLETE and IDEMPOTENCY ABANDON, once
+// Begin, Complete, Abandon and Forget are admitted through the coordinator's
+// hooks as IDEMPOTENCY BEGIN, IDEMPOTENCY COMPLETE, IDEMPOTENCY ABANDON and
+// IDEMPOTENCY FORGET, once
 // per call however long a Begin waits (Do and the middleware call them, so
 // they are admitted the same way). Every answer counts as succeeded, the
 // InProgress and FingerprintMismatch states and a false Complete or Abandon

@@ -196,8 +196,9 @@ func TestHooks(t *testing.T) {
 		_, _ = s.Complete(ctx, "k", c.Owner, []byte("r"))
 		c, _ = s.Begin(ctx, "a", time.Minute)
 		_, _ = s.Abandon(ctx, "a", c.Owner)
+		_, _ = s.Forget(ctx, "k")
 		want := []string{hooks.IdempotencyBegin, hooks.IdempotencyBegin, hooks.IdempotencyComplete,
-			hooks.IdempotencyBegin, hooks.IdempotencyAbandon}
+			hooks.IdempotencyBegin, hooks.IdempotencyAbandon, hooks.IdempotencyForget}
 		mu.Lock()
 		if strings.Join(admitted, ",") != strings.Join(want, ",") {
 			t.Errorf("admitted %v, want %v", admitted, want)
@@ -219,6 +220,9 @@ func TestHooks(t *testing.T) {
 		}
 		if _, err := s.Abandon(ctx, "r", "o"); !errors.Is(err, rejectErr) {
 			t.Errorf("Abandon under a rejecting hook: %v", err)
+		}
+		if _, err := s.Forget(ctx, "r"); !errors.Is(err, rejectErr) {
+			t.Errorf("Forget under a rejecting hook: %v", err)
 		}
 		if n := counter.Count(); n != 0 {
 			t.Errorf("rejected operations sent %d commands", n)

@@ -165,7 +165,9 @@ func WithMaxRequestBytes(n int64) MiddlewareOption {
 
 // WithMaxResponseBytes bounds the response body stored for replay. A
 // larger response is passed through to the client unchanged but is not
-// stored: its claim is abandoned, so a retry runs the handler again. Use it
+// stored: its claim is abandoned, so a retry runs the handler again; each
+// is counted in coordination.idempotency.responses_too_large and logged at
+// warn (once, then at most once a minute with the number of repeats). Use it
 // on routes whose large responses are safe to compute twice, or raise the
 // bound. n must be between 0 and 16 MiB - 64 KiB (coordination's bound on
 // a stored value, check.MaxValueBytes, less room for the status and the
@@ -515,6 +517,16 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), settleTimeout)
 	defer cancel()
 	resp := rec.response()
+	if rec.over {
+		m.e.Count(tooLargeMetric, nil)
+		if log, repeats := m.log.seen.Note("response too large", time.Now()); log {
+			args := []any{"max_response_bytes", m.cfg.maxResponseBytes, "status", resp.Status}
+			if repeats > 0 {
+				args = append(args, "repeats", repeats)
+			}
+			m.log.logger.Warn("idempotency: response larger than the bound not stored; its claim is abandoned, so a retry runs the handler again (raise WithMaxResponseBytes)", args...)
+		}
+	}
 	if rec.over || !m.cfg.policy(resp.Status) {
 		m.abandon(ctx, r, skey, owner)
 		return

@@ -18,6 +18,7 @@ var (
 	completeScript = engine.NewScript("idempotency_complete", decode.Bool01)
 	abandonScript  = engine.NewScript("idempotency_abandon", decode.Bool01)
 	renewScript    = engine.NewScript("idempotency_renew", decode.Bool01)
+	forgetScript   = engine.NewScript("idempotency_forget", decode.Bool01)
 
 	// claimKind is the lease kind of a pending claim kept alive while its
 	// work runs ([Store.KeepAlive], Do and the middleware): a handle
@@ -45,6 +46,8 @@ var (
 		"Idempotency Begin answers (one per call, after any wait), by state (started, completed, in_progress, fingerprint_mismatch).")
 	completesMetric = instrument.New(instrument.Counter, "coordination.idempotency.completes", "{complete}", "result",
 		"Idempotency Complete answers, by result (stored; not_owner: the caller holds no pending claim, it expired, was abandoned, taken over or completed).")
+	tooLargeMetric = instrument.New(instrument.Counter, "coordination.idempotency.responses_too_large", "{response}", "",
+		"Responses of the idempotency middleware larger than its bound (WithMaxResponseBytes): passed through, not stored, their claims abandoned, so a retry runs the handler again.")
 	abandonsMetric = instrument.New(instrument.Counter, "coordination.idempotency.abandons", "{abandon}", "result",
 		"Idempotency Abandon answers, by result (abandoned; not_owner: the caller holds no pending claim, it expired, was abandoned, taken over or completed).")
 )

@@ -490,6 +490,36 @@ func (s *Store) Complete(ctx context.Context, key, owner string, result []byte) 
 	return ok, op.End(nil)
 }
 
+// Forget deletes key's idempotency record whatever it holds (a pending
+// claim, a completed result, an abandoned claim's mark), so that the next
+// [Store.Begin] or [Store.Do] on key starts afresh, and wakes callers
+// waiting in Begin. One round trip, admitted as IDEMPOTENCY FORGET. It is
+// the way out for an operator or an application: a stored result that
+// must not be replayed any more, a claim kept pending for its whole TTL
+// after a failure that was not retry-safe (see [Store.Do]) once the
+// outcome has been checked. It breaks the at-most-once guarantee for that
+// key on purpose: work of a pending claim may still be running, and the
+// next Begin starts it again. (For the middleware's records, key is
+// [StoreKey] of the namespace and the request's Idempotency-Key.)
+//
+// It reports whether a record was deleted (false: there was none).
+// Errors: coordination.ErrInvalidArgument naming "key" (nothing sent);
+// coordination.ErrBadState when key holds something that is not an
+// idempotency record (nothing is deleted); the hook's error; Redis and
+// network errors (calling Forget again settles an ambiguous one).
+func (s *Store) Forget(ctx context.Context, key string) (bool, error) {
+	e, k, err := s.checkKey(hooks.IdempotencyForget, key)
+	if err != nil {
+		return false, err
+	}
+	ctx, op, err := e.Admit(ctx, hooks.IdempotencyForget, primitive, k)
+	if err != nil {
+		return false, err
+	}
+	ok, err := forgetScript.Run(ctx, e, k)
+	return ok, op.End(err)
+}
+
 // Abandon deletes the pending claim on key if owner (the token of a Started
 // [Claim]) still owns it, so that the next Begin starts afresh, and wakes
 // callers waiting in Begin. One round trip, admitted as IDEMPOTENCY

@@ -22,11 +22,16 @@
 // release notification). A term also ends when a renewal finds the lease
 // gone or fails with a terminal error, when the local lease deadline passes
 // without a successful renewal (the server may be unreachable), or when
-// Run's context ends. Once OnElected has returned, [OnRevoked] runs exactly
-// once; the lease is released after both have returned, and the elector
-// campaigns again only after that (and one retry delay, so that a follower
-// woken by the release wins first). One elector never has two terms at
-// once, and its callbacks never run concurrently.
+// Run's context ends. When the term ends, [OnRevoked] runs exactly once,
+// at once: it does not wait for OnElected, which may still be returning
+// (a term that OnElected's return ended excepted). The lease is released
+// after both have returned, and the elector campaigns again only after
+// that (and one retry delay, so that a follower woken by the release wins
+// first). One elector never has two terms at once. An OnElected that does
+// not return within the drain timeout ([WithDrainTimeout], by default one
+// lease duration) after its term ended is abandoned: renewal stops, the
+// lease is left to expire at its TTL, and Run returns an error wrapping
+// [ErrCallback] that names the timeout.
 //
 // While elected the lease is renewed every half lease duration, by the
 // keep-alive of every held lease of the library (which renews other

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net/http"
+	"net/http/httptest"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -130,4 +132,58 @@ func runScheduler(ctx context.Context, token int64) error {
 	<-ctx.Done()
 	fmt.Println("scheduler stopped")
 	return nil
+}
+
+// A liveness probe for a process that campaigns: /healthz answers 503
+// until Run runs, then 200 while the elector follows or leads with its
+// renewals on time.
+func ExampleElector_HealthHandler() {
+	srv, err := miniredis.Run() // use your Redis
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	coord, err := coordination.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	elected := make(chan struct{})
+	e, err := leader.New(coord, "{jobs}:leader", "{jobs}:fence", "worker-1",
+		leader.OnElected(func(ctx context.Context, term *leader.Term) error {
+			close(elected)
+			<-ctx.Done()
+			return nil
+		}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	healthz, err := e.HealthHandler(2 * time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", healthz)
+
+	probe := func() {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		fmt.Printf("%d %s", rec.Code, rec.Body.String())
+	}
+	probe()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	<-elected
+	probe()
+	stop()
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	probe()
+	// Output:
+	// 503 not running
+	// 200 ok
+	// 503 not running
 }

@@ -112,6 +112,16 @@ func (j *journal) onRevoked(term *leader.Term) {
 	if term.Context().Err() == nil {
 		j.failf("OnRevoked of token %d ran before its context was cancelled", term.FencingToken())
 	}
+	// OnRevoked may run as soon as OnElected was called, before its first
+	// statement recorded the term.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		j.mu.Lock()
+		seen := j.byTerm[term] != nil
+		j.mu.Unlock()
+		if seen {
+			break
+		}
+	}
 	j.mu.Lock()
 	j.active[term.Identity()]++
 	r := j.byTerm[term]

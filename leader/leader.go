@@ -74,14 +74,17 @@ type Elector struct {
 	identity string
 	config
 
-	running atomic.Bool
-	current atomic.Pointer[Term]
+	running  atomic.Bool
+	current  atomic.Pointer[Term]
+	draining atomic.Int64 // while OnElected outlives its term: when the term ended (Unix ns)
 }
 
 type config struct {
 	lease, retry time.Duration
+	drain        time.Duration // 0: the lease duration
 	onElected    func(context.Context, *Term) error
 	onRevoked    func(*Term) error
+	onNewLeader  func(Info)
 }
 
 var (
@@ -117,6 +120,20 @@ func WithRetryDelay(d time.Duration) Option {
 	return check.AtLeast("retryDelay", d, time.Millisecond, func(e *config) { e.retry = d })
 }
 
+// WithDrainTimeout sets how long the elector waits, after a term ended
+// (its context was cancelled: Run's context ended, the lease was lost,
+// the coordinator was shut down), for OnElected to return. Meanwhile the
+// lease is still renewed, so that no other elector leads while OnElected
+// may still act. When OnElected outlives the timeout, the elector stops
+// renewing (the lease ends at its TTL, one lease duration at most, and is
+// not released: OnElected may still be using it) and Run returns an error
+// wrapping [ErrCallback] that names the timeout; OnElected's goroutine is
+// left running. It must be at least 1 ms; the default is the lease
+// duration. A term that ended because OnElected returned is not affected.
+func WithDrainTimeout(d time.Duration) Option {
+	return check.AtLeast("drainTimeout", d, time.Millisecond, func(e *config) { e.drain = d })
+}
+
 // OnElected sets the function run when the elector wins a term. ctx is the
 // term's context ([Term.Context]), cancelled when the term ends. Returning
 // nil resigns: the lease is released and the elector campaigns again.
@@ -124,9 +141,9 @@ func WithRetryDelay(d time.Duration) Option {
 // [ErrCallback], after the lease is released; an error returned after ctx
 // was cancelled that is ctx's error (or wraps it) counts as a normal
 // return. fn should return promptly once ctx is cancelled and must not
-// leave work running after it returns: the elector waits for it before
-// releasing the lease and campaigning again. The default waits until ctx
-// is cancelled.
+// leave work running after it returns: the elector waits for it, at most
+// the drain timeout ([WithDrainTimeout]), before releasing the lease and
+// campaigning again. The default waits until ctx is cancelled.
 func OnElected(fn func(ctx context.Context, term *Term) error) Option {
 	return func(e *config) error {
 		if fn == nil {
@@ -137,19 +154,43 @@ func OnElected(fn func(ctx context.Context, term *Term) error) Option {
 	}
 }
 
-// OnRevoked sets the function run exactly once when a term ends, after its
-// context was cancelled (context.Cause says why: [ErrResigned], an error
-// wrapping coordination.ErrLost, [ErrStopped], or an error wrapping
-// [ErrCallback]) and after OnElected returned; never concurrently with it.
-// The lease is released once it returns. An error or panic ends Run with
-// an error wrapping [ErrCallback], after the lease is released. The
-// default does nothing.
+// OnRevoked sets the function run exactly once when a term ends, as soon
+// as its context is cancelled (context.Cause says why: [ErrResigned], an
+// error wrapping coordination.ErrLost, [ErrStopped], or an error wrapping
+// [ErrCallback]), on Run's goroutine, after OnElected was called. It does
+// not wait for OnElected to return: when the term ended for another
+// reason than OnElected returning, OnElected may still be running (even
+// only starting, for a term that ended at once) while OnRevoked runs, so
+// the two must not share unsynchronized state. The lease is released once both have returned. An
+// error or panic ends Run with an error wrapping [ErrCallback], after the
+// lease is released. The default does nothing.
 func OnRevoked(fn func(term *Term) error) Option {
 	return func(e *config) error {
 		if fn == nil {
 			return check.InvalidArgument("OnRevoked", "must not be nil")
 		}
 		e.onRevoked = fn
+		return nil
+	}
+}
+
+// OnNewLeader sets a function told who leads the election while Run runs:
+// called with the leader when Run starts (the zero [Info] when nobody
+// leads), then each time the leader's identity or fencing token changes,
+// this elector's own terms included (client-go's OnNewLeader). It runs on
+// a goroutine of its own, one call at a time, and should return quickly;
+// it is not called after Run returned. It learns of changes as [Observe]
+// does, with the retry delay as the poll interval: promptly after a
+// release, within the retry delay otherwise; terms shorter than that can
+// be missed (it reports the latest leader, not every term). Read errors
+// are retried (logged at warn); a terminal one stops it for this Run
+// (logged at error) without ending Run.
+func OnNewLeader(fn func(Info)) Option {
+	return func(e *config) error {
+		if fn == nil {
+			return check.InvalidArgument("OnNewLeader", "must not be nil")
+		}
+		e.onNewLeader = fn
 		return nil
 	}
 }
@@ -266,6 +307,17 @@ func (e *Elector) Run(ctx context.Context) error {
 		return engine.OpError(hooks.LeaderCampaign, e.keys, ErrAlreadyRunning)
 	}
 	defer e.running.Store(false)
+	if e.onNewLeader != nil {
+		octx, stop := context.WithCancel(ctx)
+		observed := make(chan struct{})
+		go func() {
+			defer close(observed)
+			if err := observe(octx, e.e, e.keys.First(), e.retry, e.onNewLeader); err != nil && octx.Err() == nil {
+				e.e.Logger().Error("leader: OnNewLeader stopped", "error", engine.Describe(err))
+			}
+		}()
+		defer func() { stop(); <-observed }() // fn is not called after Run returned
+	}
 	var after time.Duration
 	for {
 		won, err := e.campaign(ctx, after)
@@ -337,7 +389,11 @@ func (e *Elector) serve(ctx context.Context, w won) error {
 	h.KeepAliveEvery(2)
 
 	electedDone := make(chan error, 1)
-	go func() { electedDone <- call("OnElected", e.e, func() error { return e.onElected(termCtx, term) }) }()
+	electedCalled := make(chan struct{})
+	go func() {
+		close(electedCalled)
+		electedDone <- call("OnElected", e.e, func() error { return e.onElected(termCtx, term) })
+	}()
 
 	var errs []error
 	electedReturned := false
@@ -358,17 +414,42 @@ func (e *Elector) serve(ctx context.Context, w won) error {
 	case <-termCtx.Done():
 	}
 
-	// The term is over: no renewal will extend it.
+	// The term is over: no renewal will extend it. OnRevoked runs now,
+	// while OnElected (unless it ended the term) may still be returning;
+	// the lease is renewed until it returns or the drain timeout passes.
 	e.current.CompareAndSwap(term, nil)
 	e.e.Count(leaderChanges, revokedAttrs)
 	e.e.Logger().Info("leader: revoked", "cause_class", causeClass(context.Cause(termCtx)))
+	endedAt := time.Now()
+	drainBy := endedAt.Add(e.drainTimeout())
 	if !electedReturned {
-		if err := <-electedDone; err != nil && !benign(err, termCtx) {
-			errs = append(errs, err)
-		}
+		e.draining.Store(endedAt.UnixNano()) // for HealthHandler
+		defer e.draining.Store(0)
 	}
+	<-electedCalled // OnRevoked never comes before OnElected was called
 	if err := call("OnRevoked", e.e, func() error { return e.onRevoked(term) }); err != nil {
 		errs = append(errs, err)
+	}
+	if !electedReturned {
+		timer := time.NewTimer(time.Until(drainBy))
+		select {
+		case err := <-electedDone:
+			if err != nil && !benign(err, termCtx) {
+				errs = append(errs, err)
+			}
+		case <-timer.C:
+			// Stop renewing; do not release: OnElected may still act on
+			// the lease, which ends at its TTL.
+			err := fmt.Errorf("%w: OnElected did not return within the drain timeout (%v) after the term ended; the lease is no longer renewed and ends at its TTL", ErrCallback, e.drainTimeout())
+			h.Lose(&sentinel.LostError{Reason: "the drain timeout passed: OnElected did not return"})
+			e.e.Logger().Warn("leader: OnElected outlived the drain timeout; renewal stopped", "drain_timeout", e.drainTimeout())
+			errs = append(errs, err)
+			for i, err := range errs {
+				errs[i] = engine.OpError(hooks.LeaderCampaign, e.keys, err)
+			}
+			return errors.Join(errs...)
+		}
+		timer.Stop()
 	}
 	// A renewal that failed terminally (NOPERM, a corrupt key) ends Run; so
 	// does the coordinator's Shutdown, which ends the term's lease
@@ -392,6 +473,14 @@ func (e *Elector) serve(ctx context.Context, w won) error {
 		errs[i] = engine.OpError(hooks.LeaderCampaign, e.keys, err)
 	}
 	return errors.Join(errs...)
+}
+
+// drainTimeout is the drain timeout in effect.
+func (e *Elector) drainTimeout() time.Duration {
+	if e.drain > 0 {
+		return e.drain
+	}
+	return e.lease
 }
 
 // renewalError is the error of a term's renewal that failed terminally:

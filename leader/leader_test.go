@@ -135,11 +135,20 @@ func TestInvalidConfiguration(t *testing.T) {
 			{"retryDelay", func() (*leader.Elector, error) {
 				return leader.New(coord, leaseKey, fenceKey, "a", leader.WithRetryDelay(0))
 			}},
+			{"drainTimeout", func() (*leader.Elector, error) {
+				return leader.New(coord, leaseKey, fenceKey, "a", leader.WithDrainTimeout(0))
+			}},
+			{"drainTimeout", func() (*leader.Elector, error) {
+				return leader.New(coord, leaseKey, fenceKey, "a", leader.WithDrainTimeout(time.Microsecond))
+			}},
 			{"OnElected", func() (*leader.Elector, error) {
 				return leader.New(coord, leaseKey, fenceKey, "a", leader.OnElected(nil))
 			}},
 			{"OnRevoked", func() (*leader.Elector, error) {
 				return leader.New(coord, leaseKey, fenceKey, "a", leader.OnRevoked(nil))
+			}},
+			{"OnNewLeader", func() (*leader.Elector, error) {
+				return leader.New(coord, leaseKey, fenceKey, "a", leader.OnNewLeader(nil))
 			}},
 		}
 		for _, c := range cases {
@@ -341,9 +350,11 @@ func TestCallbackReturningContextErrorIsBenign(t *testing.T) {
 	})
 }
 
-// OnRevoked runs after OnElected returned, never at the same time, and
-// both finish before the next campaign attempt; the lease is released only
-// after both.
+// Both callbacks finish before the next campaign attempt, and the lease is
+// released only after both. OnRevoked runs when the term ends, without
+// waiting for OnElected: a revoked term's OnElected returns only once its
+// OnRevoked has started (issue 24; this test asserted the opposite order,
+// "never at the same time", before).
 func TestCallbacksFinishBeforeNextCampaign(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		var (
@@ -365,15 +376,13 @@ func TestCallbacksFinishBeforeNextCampaign(t *testing.T) {
 			}
 			return ctx, nil, nil
 		})
-		enter := func() {
-			mu.Lock()
-			inside++
-			if inside > 1 {
-				bad = append(bad, "OnElected and OnRevoked ran at the same time")
-			}
-			mu.Unlock()
-		}
+		enter := func() { mu.Lock(); inside++; mu.Unlock() }
 		leave := func() { mu.Lock(); inside--; mu.Unlock() }
+		var revoking sync.Map // *leader.Term -> chan struct{}, closed when its OnRevoked starts
+		revoked := func(term *leader.Term) chan struct{} {
+			c, _ := revoking.LoadOrStore(term, make(chan struct{}))
+			return c.(chan struct{})
+		}
 		coord := b.Coordinator(t, coordination.WithHooks(hook))
 		raw := b.Raw(t)
 		e := must(leader.New(coord, leaseKey, fenceKey, "a", leader.WithRetryDelay(5*time.Millisecond),
@@ -384,6 +393,13 @@ func TestCallbacksFinishBeforeNextCampaign(t *testing.T) {
 				if terms.Add(1)%2 == 0 {
 					waiting.Store(term.FencingToken())
 					<-ctx.Done() // every other term waits to be revoked
+					select {
+					case <-revoked(term):
+					case <-time.After(10 * time.Second):
+						mu.Lock()
+						bad = append(bad, "OnRevoked did not start while a revoked term's OnElected was still running")
+						mu.Unlock()
+					}
 				}
 				time.Sleep(20 * time.Millisecond) // drain slowly
 				return nil
@@ -391,6 +407,7 @@ func TestCallbacksFinishBeforeNextCampaign(t *testing.T) {
 			leader.OnRevoked(func(term *leader.Term) error {
 				enter()
 				defer leave()
+				close(revoked(term))
 				time.Sleep(10 * time.Millisecond)
 				// A resigned or stopped term's lease is still there: it is
 				// released after both callbacks.

@@ -110,13 +110,18 @@ func Observe(ctx context.Context, coord *coordination.Coordinator, leaseKey stri
 	if fn == nil {
 		return engine.OpError(hooks.LeaderRead, k, check.InvalidArgument("fn", "must not be nil"))
 	}
+	return observe(ctx, e, k, poll, fn)
+}
+
+// observe is Observe on checked arguments.
+func observe(ctx context.Context, e *engine.Engine, k engine.Keys, poll time.Duration, fn func(Info)) error {
 	var (
 		last  Info
 		first = true
 	)
 	// The engine's wait loop never ends on its own here: every attempt
 	// reports "not done" with the time until the lease's expiry.
-	err = e.Wait(ctx, engine.WaitConfig{Key: k.Full()[0], Recheck: poll, MinBackoff: poll, MaxBackoff: poll},
+	err := e.Wait(ctx, engine.WaitConfig{Key: k.Full()[0], Recheck: poll, MinBackoff: poll, MaxBackoff: poll},
 		func(ctx context.Context) (engine.Attempt, error) {
 			info, err := get(ctx, e, k)
 			if err != nil && !errors.Is(err, ErrNoLeader) {

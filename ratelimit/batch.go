@@ -136,7 +136,7 @@ func (l *Limiter) take(ctx context.Context, op engine.Op, permits int, h how) (v
 		// (found by a new user's try: the block served it).
 		return verdict{}, engine.Ended(ctx)
 	}
-	if d, done, err := l.deniedFirst(ctx); done {
+	if d, done, err := l.listsFirst(ctx); done {
 		return d, err
 	}
 	for {

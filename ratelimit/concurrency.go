@@ -291,10 +291,11 @@ func (l *ConcurrencyLease) Release(ctx context.Context) (coordination.ReleaseOut
 	return coordination.ReleaseOutcome(out), err
 }
 
-// Context returns [coordination.Lease.Context]; for a lease granted by
-// FailOpen, a context that is never cancelled and has no deadline.
+// Context returns [coordination.Lease.Context]; for a lease that holds
+// nothing (granted by FailOpen or an allow list), a context that is never
+// cancelled and has no deadline.
 func (l *ConcurrencyLease) Context() context.Context {
-	if l.failedOpen {
+	if l.held == nil {
 		return context.Background()
 	}
 	return l.Lease.Context()

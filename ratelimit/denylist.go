@@ -32,7 +32,9 @@ const (
 // expiry: each identity scored with the end of its denial in server
 // milliseconds, or +inf for a denial without end ([DenyList.Deny]); a
 // timed denial ([DenyList.DenyFor], a lockout) ends by itself, judged by
-// the server's clock.
+// the server's clock. (A plain set, the layout before timed denials or an
+// operator's SADD, is read as denials without end; Deny and Remove work
+// on it, DenyFor does not.)
 //
 // Reads go through a local cache: a membership (denied or not) is used
 // for a fixed lifetime counted from the start of the read that fetched it
@@ -52,6 +54,7 @@ const (
 // Share one DenyList per key in a process: each has its own cache. It is
 // safe for concurrent use by multiple goroutines.
 type DenyList struct {
+	kind     *listKind // deny or allow: hook names, errors
 	e        *engine.Engine
 	keys     engine.Keys
 	capacity int
@@ -79,10 +82,24 @@ type denyRead struct {
 	err     error
 }
 
-// DenyListOption configures [NewDenyList].
+// listKind tells a deny list from an allow list ([AllowList] is a
+// DenyList's machinery under other names): the operations it is admitted
+// as, and how errors name it.
+type listKind struct {
+	read, write string // hook operations
+	arg, ctor   string // the argument named for a nil list, its constructor
+}
+
+var (
+	denyKind  = &listKind{read: hooks.RateLimitDenyListRead, write: hooks.RateLimitDenyListWrite, arg: "denyList", ctor: "NewDenyList"}
+	allowKind = &listKind{read: hooks.RateLimitAllowListRead, write: hooks.RateLimitAllowListWrite, arg: "allowList", ctor: "NewAllowList"}
+)
+
+// DenyListOption configures [NewDenyList] and [NewAllowList].
 type DenyListOption func(*DenyList) error
 
-// WithDenyCache sets the local cache: at most capacity identities (1 or
+// WithDenyCache sets the local cache of a deny list (or of an allow
+// list): at most capacity identities (1 or
 // more), each kept for lifetime from the start of its read (0 to
 // [MaxDenyCacheLifetime]; 0 disables the cache and the sharing of reads:
 // every check reads Redis). Errors: coordination.ErrInvalidArgument naming
@@ -104,31 +121,39 @@ func WithDenyCache(capacity int, lifetime time.Duration) DenyListOption {
 // Errors: coordination.ErrInvalidArgument naming "coord", "key" or the
 // invalid option's.
 func NewDenyList(coord *coordination.Coordinator, key string, opts ...DenyListOption) (*DenyList, error) {
-	e, err := engine.Of(coord)
-	if err != nil {
-		return nil, err
-	}
-	if err := check.Key("key", key); err != nil {
-		return nil, err
-	}
-	d := &DenyList{e: e, keys: e.Key(key), capacity: DefaultDenyCacheCapacity, lifetime: DefaultDenyCacheLifetime,
-		entries: map[string]*list.Element{}, inflight: map[string]*denyRead{}}
-	if err := check.Apply(d, opts); err != nil {
+	d := &DenyList{}
+	if err := d.init(denyKind, coord, key, opts); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
+// init makes d a list of kind k at key.
+func (d *DenyList) init(k *listKind, coord *coordination.Coordinator, key string, opts []DenyListOption) error {
+	e, err := engine.Of(coord)
+	if err != nil {
+		return err
+	}
+	if err := check.Key("key", key); err != nil {
+		return err
+	}
+	*d = DenyList{kind: k, e: e, keys: e.Key(key), capacity: DefaultDenyCacheCapacity, lifetime: DefaultDenyCacheLifetime,
+		entries: map[string]*list.Element{}, inflight: map[string]*denyRead{}}
+	return check.Apply(d, opts)
+}
+
 // Deny puts identity on the list without end (one script call, ZADD;
-// admitted as RATE LIMIT DENY LIST WRITE), replacing a timed denial. Limiters in this process see it at once; other
-// processes within their cache lifetime.
+// admitted as RATE LIMIT DENY LIST WRITE), replacing a timed denial.
+// Limiters in this process see it at once; other processes within their
+// cache lifetime.
 //
 // Errors: coordination.ErrInvalidArgument naming "identity" (empty);
 // coordination.ErrBadState when the key is neither a sorted set nor a
 // plain set (the layout before timed denials, or an operator's SADD: Deny
-// and Remove add and remove its members); Redis and network errors (the write may have been applied: read again to know).
+// and Remove add and remove its members); Redis and network errors (the
+// write may have been applied: read again to know).
 func (d *DenyList) Deny(ctx context.Context, identity string) error {
-	return d.write(ctx, identity, "1")
+	return d.write(ctx, denyKind.write, identity, "1")
 }
 
 // DenyFor puts identity on the list for duration d, a lockout that ends
@@ -145,38 +170,40 @@ func (d *DenyList) Deny(ctx context.Context, identity string) error {
 // or sent; coordination.ErrBadState when the key is not a sorted set (a
 // plain set, the layout before timed denials or an operator's SADD, takes
 // Deny and Remove but not DenyFor: delete it and deny again); Redis and
-// network errors (the write may have been applied: read again to
-// know).
+// network errors (the write may have been applied: read again to know).
 func (d *DenyList) DenyFor(ctx context.Context, identity string, duration time.Duration) error {
 	if duration < time.Millisecond || duration > time.Duration(maxSpanUs)*time.Microsecond {
-		if err := checkIdentity(hooks.RateLimitDenyListWrite, d, identity); err != nil {
+		if err := checkIdentity(denyKind.write, d, identity); err != nil {
 			return err
 		}
-		return engine.OpError(hooks.RateLimitDenyListWrite, d.keys, check.InvalidArgument("duration",
+		return engine.OpError(denyKind.write, d.keys, check.InvalidArgument("duration",
 			"must be between 1ms and %v, got %v", time.Duration(maxSpanUs)*time.Microsecond, duration))
 	}
 	ms := (duration + time.Millisecond - 1) / time.Millisecond
-	return d.write(ctx, identity, "t"+strconv.FormatInt(int64(ms), 10))
+	return d.write(ctx, denyKind.write, identity, "t"+strconv.FormatInt(int64(ms), 10))
 }
 
 // Remove takes identity off the list, ending a timed denial too (one
-// script call, ZREM; admitted as RATE LIMIT DENY LIST WRITE). Errors are those of [DenyList.Deny].
+// script call, ZREM; admitted as RATE LIMIT DENY LIST WRITE). Errors are
+// those of [DenyList.Deny].
 func (d *DenyList) Remove(ctx context.Context, identity string) error {
-	return d.write(ctx, identity, "0")
+	return d.write(ctx, denyKind.write, identity, "0")
 }
 
-func (d *DenyList) write(ctx context.Context, identity, flag string) error {
-	if err := checkIdentity(hooks.RateLimitDenyListWrite, d, identity); err != nil {
+// write adds (flag "1") or removes ("0") identity, admitted as d's write
+// operation (op for a nil d).
+func (d *DenyList) write(ctx context.Context, op, identity, flag string) error {
+	if err := checkIdentity(op, d, identity); err != nil {
 		return err
 	}
-	ctx, op, err := d.e.Admit(ctx, hooks.RateLimitDenyListWrite, primitive, d.keys)
+	ctx, adm, err := d.e.Admit(ctx, d.kind.write, primitive, d.keys)
 	if err != nil {
 		return err
 	}
 	d.forget(identity)
 	_, err = denyWriteScript.Run(ctx, d.e, d.keys, identity, flag)
 	d.forget(identity) // also after a failure: the write may have landed
-	return op.End(err)
+	return adm.End(err)
 }
 
 // Denied reports whether identity is on the list, through the local cache
@@ -187,15 +214,21 @@ func (d *DenyList) write(ctx context.Context, identity, flag string) error {
 // is neither a sorted set nor a plain set (whose members are denied
 // without end).
 func (d *DenyList) Denied(ctx context.Context, identity string) (bool, error) {
-	if err := checkIdentity(hooks.RateLimitDenyListRead, d, identity); err != nil {
+	return d.has(ctx, denyKind.read, identity)
+}
+
+// has is Denied (Allowed): membership through the cache, admitted as d's
+// read operation (op for a nil d).
+func (d *DenyList) has(ctx context.Context, op, identity string) (bool, error) {
+	if err := checkIdentity(op, d, identity); err != nil {
 		return false, err
 	}
-	ctx, op, err := d.e.Admit(ctx, hooks.RateLimitDenyListRead, primitive, d.keys)
+	ctx, adm, err := d.e.Admit(ctx, d.kind.read, primitive, d.keys)
 	if err != nil {
 		return false, err
 	}
-	denied, err := d.denied(ctx, identity)
-	return denied, op.End(err)
+	in, err := d.member(ctx, identity)
+	return in, adm.End(err)
 }
 
 // Invalidate empties the local cache and detaches the reads in flight:
@@ -210,11 +243,15 @@ func (d *DenyList) Invalidate() {
 	d.mu.Unlock()
 }
 
-// checkIdentity refuses a nil or zero deny list and a bad identity, with
-// an error naming the operation op and the key.
+// checkIdentity refuses a nil or zero list and a bad identity, with an
+// error naming the operation op and the key.
 func checkIdentity(op string, d *DenyList, identity string) error {
 	if d == nil || d.e == nil {
-		return engine.OpError(op, engine.Keys{}, check.InvalidArgument("denyList", "must not be nil; use NewDenyList"))
+		k := denyKind
+		if op == allowKind.read || op == allowKind.write {
+			k = allowKind
+		}
+		return engine.OpError(op, engine.Keys{}, check.InvalidArgument(k.arg, "must not be nil; use %s", k.ctor))
 	}
 	if identity == "" {
 		return engine.OpError(op, d.keys, check.InvalidArgument("identity", "must not be empty"))
@@ -233,9 +270,10 @@ func (d *DenyList) forget(identity string) {
 	d.mu.Unlock()
 }
 
-// denied answers from the cache, joins a read in flight, or reads Redis.
-// It is not admitted (a limiter's own check).
-func (d *DenyList) denied(ctx context.Context, identity string) (bool, error) {
+// member answers whether identity is in the list: from the cache, by
+// joining a read in flight, or by reading Redis. It is not admitted (a
+// limiter's own check).
+func (d *DenyList) member(ctx context.Context, identity string) (bool, error) {
 	if d.lifetime == 0 {
 		left, err := denyReadScript.Run(ctx, d.e, d.keys, identity)
 		return left != 0, err
@@ -320,4 +358,70 @@ func (d *DenyList) storeLocked(identity string, denied bool, expires time.Time) 
 		}
 	}
 	d.entries[identity] = d.lru.PushFront(&denyEntry{identity: identity, denied: denied, expires: expires})
+}
+
+// AllowList is a set of identities (clients, tenants, users: exact bytes)
+// that no limiter bound to it with [WithAllowList] ever limits: their
+// requests are granted without a decision and without consuming anything.
+// It is a [DenyList]'s machinery under other names: a Redis sorted set
+// at its own key (any Cluster slot; members scored +inf, as a deny list's
+// denials without end; a plain set is read too), without expiry, read
+// through the same local
+// cache (see DenyList for its lifetime, capacity, shared reads and
+// bounded staleness; [WithDenyCache] sets it), admitted as RATE LIMIT
+// ALLOW LIST READ and WRITE.
+//
+// Share one AllowList per key in a process: each has its own cache. It is
+// safe for concurrent use by multiple goroutines.
+type AllowList struct {
+	set DenyList
+}
+
+// NewAllowList returns the allow list at key. It sends nothing to Redis.
+// Errors: coordination.ErrInvalidArgument naming "coord", "key" or the
+// invalid option's.
+func NewAllowList(coord *coordination.Coordinator, key string, opts ...DenyListOption) (*AllowList, error) {
+	a := &AllowList{}
+	if err := a.set.init(allowKind, coord, key, opts); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// list returns a's set, or nil for a nil a.
+func (a *AllowList) list() *DenyList {
+	if a == nil {
+		return nil
+	}
+	return &a.set
+}
+
+// Allow puts identity on the list (one script call, ZADD; admitted as
+// RATE LIMIT ALLOW LIST WRITE). Limiters in this process see it at once;
+// other processes within their cache lifetime. Errors are those of
+// [DenyList.Deny].
+func (a *AllowList) Allow(ctx context.Context, identity string) error {
+	return a.list().write(ctx, allowKind.write, identity, "1")
+}
+
+// Remove takes identity off the list (one script call, ZREM; admitted as
+// RATE LIMIT ALLOW LIST WRITE). Errors are those of [DenyList.Deny].
+func (a *AllowList) Remove(ctx context.Context, identity string) error {
+	return a.list().write(ctx, allowKind.write, identity, "0")
+}
+
+// Allowed reports whether identity is on the list, through the local
+// cache (admitted as RATE LIMIT ALLOW LIST READ, also for a cache hit).
+// Errors are those of [DenyList.Denied].
+func (a *AllowList) Allowed(ctx context.Context, identity string) (bool, error) {
+	return a.list().has(ctx, allowKind.read, identity)
+}
+
+// Invalidate empties the local cache and detaches the reads in flight,
+// as [DenyList.Invalidate]. It does no I/O; it does nothing on a nil
+// list.
+func (a *AllowList) Invalidate() {
+	if a != nil {
+		a.set.Invalidate()
+	}
 }

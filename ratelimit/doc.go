@@ -223,6 +223,11 @@
 // (from Wait, TryAcquire and Acquire, a [*WaitError] whose Denied is
 // true), without touching the limiter's key or queue.
 //
+// An [AllowList] is the same machinery for identities never limited: a
+// limiter bound to one ([WithAllowList]) checks it after the deny list,
+// and grants an allowed identity at once, without a decision, consuming
+// nothing (Available -1; a concurrency lease that holds nothing).
+//
 // # Partitions and HTTP
 //
 // [Partitioned] keeps one limiter per partition (client, tenant, user),
@@ -245,7 +250,9 @@
 // draft-ietf-httpapi-ratelimit-headers-11 ([Policy.RateLimitHeader],
 // [Policy.PublishQuota]); a partition key is never sent. It logs limiter failures
 // without keys, addresses or passwords ([WithLogger]) and hands them to
-// an optional error handler ([WithErrorHandler]).
+// an optional error handler ([WithErrorHandler]). A shadow policy
+// ([Policy.Shadow], [WithShadow]) decides and consumes but never refuses:
+// to try a limit on real traffic before enforcing it.
 //
 // # Hooks and metrics
 //
@@ -256,12 +263,24 @@
 // that gave up when its context ended is Canceled. A concurrency lease's
 // Refresh, Verify and Release are RATE LIMIT RENEW, VERIFY and RELEASE,
 // settlements RATE LIMIT SETTLE, updates RATE LIMIT UPDATE, deny-list
-// calls RATE LIMIT DENY LIST READ and WRITE (a limiter's own checks are
+// calls RATE LIMIT DENY LIST READ and WRITE, allow-list calls RATE LIMIT
+// ALLOW LIST READ and WRITE (a limiter's own checks are
 // not admitted again); background renewals and the middleware's refunds
 // are not admitted. Counters:
-// coordination.rate_limit.allowed, coordination.rate_limit.blocked
-// (attribute reason = capacity | deny_list | unavailable) and
-// coordination.rate_limit.unavailable (attribute failure_mode).
+// coordination.rate_limit.allowed (reason = allow_list for allowed
+// identities), coordination.rate_limit.blocked
+// (attribute reason = capacity | deny_list | unavailable),
+// coordination.rate_limit.unavailable (attribute failure_mode),
+// coordination.rate_limit.near_limit (grants leaving at most a fifth of
+// the capacity free) and coordination.rate_limit.canceled (calls whose
+// context ended before an answer); up-down counters
+// coordination.rate_limit.queued (local queue depth) and
+// coordination.rate_limit.concurrency.active (leases held). The
+// middleware counts coordination.rate_limit.policy.refused (attributes
+// policy, mode = enforce | shadow, reason) and
+// coordination.rate_limit.policy.near_limit (policy): a limiter does not
+// know the policies it serves, so only the middleware's instruments carry
+// the policy's Name.
 // Concurrency leases also record coordination.rate_limit.concurrency.*:
 // contention (each refused attempt), hold_time, renewal_failures, lost,
 // and acquire_wait (the time an Acquire spent queued, by result). Keys,

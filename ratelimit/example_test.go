@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -306,15 +304,7 @@ func ExampleWithErrorHandler() {
 		log.Fatal(err)
 	}
 	defer lim.Close()
-	// A log line without its time, so the output is exact.
-	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
-		},
-	}))
+	logger := exampleLogger() // lines without their time, so the output is exact
 	failures := 0
 	mw, err := ratelimit.NewMiddleware([]ratelimit.Policy{{Name: "api", Limiter: lim}},
 		ratelimit.WithLogger(logger),

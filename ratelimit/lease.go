@@ -80,6 +80,7 @@ type result struct {
 	held       *held
 	cause      error // the failure a FailureMode answered
 	tooLarge   bool  // refused: more permits than the capacity (the middleware's form)
+	near       bool  // granted, leaving at most a fifth of the capacity free
 	// A consumptive grant: its limiter, and for a refundable grant its
 	// mark (0 or more: see the decision scripts' D operation; a grant
 	// without one cannot be refunded) and permits; for a reservation its

@@ -88,6 +88,8 @@ type verdict struct {
 	mark      int64 // a refundable grant's mark (see how), -1: none
 	permits   int
 	tooLarge  bool // refused because the permits exceed the capacity (the middleware's form)
+	listed    bool // granted without a decision: the identity is on the allow list
+	near      bool // granted by Redis, leaving at most a fifth of the capacity free
 }
 
 // refused is a refusal decided without the server: a full queue, an
@@ -118,6 +120,7 @@ var deniedDecision = verdict{available: -1, mark: -1, denied: true}
 var (
 	capacityAttrs    = instrument.Attrs(attribute.String("reason", "capacity"))
 	denyListAttrs    = instrument.Attrs(attribute.String("reason", "deny_list"))
+	allowListAttrs   = instrument.Attrs(attribute.String("reason", "allow_list"))
 	unavailableAttrs = instrument.Attrs(attribute.String("reason", "unavailable"))
 	failOpenAttrs    = instrument.Attrs(attribute.String("failure_mode", "fail_open"))
 	failClosedAttrs  = instrument.Attrs(attribute.String("failure_mode", "fail_closed"))
@@ -257,12 +260,33 @@ func (l *Limiter) deniedFirst(ctx context.Context) (d verdict, done bool, err er
 	if l.opts.deny == nil {
 		return verdict{}, false, nil
 	}
-	denied, err := l.opts.deny.denied(ctx, l.opts.identity)
+	denied, err := l.opts.deny.member(ctx, l.opts.identity)
 	if err != nil {
 		return verdict{}, true, err
 	}
 	if denied {
 		return deniedDecision, true, nil
+	}
+	return verdict{}, false, nil
+}
+
+// allowListed is the grant of an identity on the allow list.
+var allowListed = verdict{acquired: true, available: -1, mark: -1, listed: true}
+
+// listsFirst asks the deny list, then the allow list, when the limiter
+// has them, before any decision: done reports that one answered (denied:
+// deniedDecision; allowed: allowListed) or failed (err), and the
+// decision is not to be made.
+func (l *Limiter) listsFirst(ctx context.Context) (d verdict, done bool, err error) {
+	if d, done, err := l.deniedFirst(ctx); done || l.opts.allow == nil {
+		return d, done, err
+	}
+	allowed, err := l.opts.allow.set.member(ctx, l.opts.allowID)
+	if err != nil {
+		return verdict{}, true, err
+	}
+	if allowed {
+		return allowListed, true, nil
 	}
 	return verdict{}, false, nil
 }
@@ -273,7 +297,7 @@ func (l *Limiter) deniedFirst(ctx context.Context) (d verdict, done bool, err er
 // changed since begin), else one script run, all under one set of
 // settings.
 func (l *Limiter) attempt(ctx context.Context, op engine.Op, permits int, h how) (verdict, error) {
-	if d, done, err := l.deniedFirst(ctx); done {
+	if d, done, err := l.listsFirst(ctx); done {
 		return d, err
 	}
 	l.settingsMu.RLock()
@@ -296,6 +320,8 @@ func (l *Limiter) attempt(ctx context.Context, op engine.Op, permits int, h how)
 	}
 	if err == nil {
 		l.available.Store(d.available)
+		// Near the limit: at most a fifth of the capacity left free.
+		d.near = d.acquired && permits > 0 && d.available >= 0 && d.available*5 <= int64(sp.capacity)
 	}
 	return d, err
 }
@@ -334,7 +360,11 @@ func (l *Limiter) settle(ctx context.Context, op engine.Op, d verdict, err error
 			// i/o timeout; it is the caller's cancellation all the same.
 			err = fmt.Errorf("%w: %w", cerr, err)
 		}
-		if engine.Classify(err) == engine.Canceled || !redisUnavailable(err) {
+		if engine.Classify(err) == engine.Canceled {
+			l.e.Count(rateLimitCanceled, nil)
+			return result{}, op.End(err)
+		}
+		if !redisUnavailable(err) {
 			return result{}, op.End(err)
 		}
 		err = op.End(err) // hooks see the failure whatever the mode; the error names the operation
@@ -342,12 +372,12 @@ func (l *Limiter) settle(ctx context.Context, op engine.Op, d verdict, err error
 		case FailOpen:
 			l.e.Count(rateLimitUnavailable, failOpenAttrs)
 			l.granted.Add(1)
-			return result{acquired: true, failedOpen: true, available: -1, cause: err}, nil
+			return result{acquired: true, failedOpen: true, available: -1, cause: err, lim: l}, nil
 		case FailClosed:
 			l.e.Count(rateLimitUnavailable, failClosedAttrs)
 			l.e.Count(rateLimitBlocked, unavailableAttrs)
 			l.rejected.Add(1)
-			return result{available: -1, cause: err}, nil
+			return result{available: -1, cause: err, lim: l}, nil
 		default:
 			l.e.Count(rateLimitUnavailable, failErrorAttrs)
 			return result{}, err
@@ -361,13 +391,20 @@ func (l *Limiter) settle(ctx context.Context, op engine.Op, d verdict, err error
 func (l *Limiter) grant(d verdict) result {
 	if d.acquired {
 		l.granted.Add(1)
+		if d.listed {
+			l.e.Count(rateLimitAllowed, allowListAttrs)
+			return result{acquired: true, available: -1, lim: l, mark: -1}
+		}
 		l.e.Count(rateLimitAllowed, nil)
-		return result{acquired: true, available: d.available, held: d.held, lim: l, mark: d.mark, permits: d.permits}
+		if d.near {
+			l.e.Count(rateLimitNearLimit, nil)
+		}
+		return result{acquired: true, available: d.available, held: d.held, lim: l, mark: d.mark, permits: d.permits, near: d.near}
 	}
 	l.rejected.Add(1)
 	if d.denied {
 		l.e.Count(rateLimitBlocked, denyListAttrs)
-		return result{available: -1, denied: true}
+		return result{available: -1, denied: true, lim: l}
 	}
 	l.e.Count(rateLimitBlocked, capacityAttrs)
 	return result{available: d.available, hasRetry: d.hasRetry, retry: d.retry, lim: l, tooLarge: d.tooLarge}
@@ -407,6 +444,9 @@ func (l *Limiter) Close() error {
 		w.state = wClosed
 		w.elem = nil
 		w.signal()
+	}
+	if n := l.queue.Len(); n > 0 {
+		l.e.UpDown(rateLimitQueued, -int64(n))
 	}
 	l.queue.Init()
 	l.queued = 0

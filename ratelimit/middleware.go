@@ -15,6 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/instrument"
@@ -109,6 +112,25 @@ type Policy struct {
 	// Limiter failures (503) and a negative Permits (500) are not
 	// refusals: they keep the default answers.
 	Reject func(w http.ResponseWriter, r *http.Request, refusal Refusal)
+	// Shadow runs the policy without enforcing it (a dry run, to try a
+	// new limit on real traffic): it decides and consumes as usual, but a
+	// request it refuses (its budget spent, a denied identity, a cost
+	// above the capacity, a limiter failure, a negative Permits) goes on
+	// to the next policy and the handler as if granted; a concurrency
+	// policy's handler then runs without a lease. What it would have
+	// refused is counted in coordination.rate_limit.policy.refused with
+	// mode=shadow and the reason, and logged at info: the first refusal
+	// of each reason, then at most one line a minute per policy and
+	// reason with the number of refusals since the last line (the
+	// policy's name and the reason, never a partition, key or address).
+	// Its RateLimit item never says refused: r (the permits available
+	// after the decision) without t; its RateLimit-Policy item is
+	// unchanged. Its grants are given back like an enforced policy's
+	// when a later enforced policy refuses the request. A shadow policy
+	// never delays a request: with Wait it decides at once, as Allow does
+	// (a request that would have waited is counted as a capacity
+	// refusal). [WithShadow] makes every policy of a middleware a shadow.
+	Shadow bool
 }
 
 // Refusal describes a request a [Policy] refused, for its Reject function.
@@ -134,6 +156,7 @@ type Refusal struct {
 type MiddlewareOption func(*middlewareConfig) error
 
 type middlewareConfig struct {
+	shadow     bool
 	logger     *slog.Logger
 	onError    func(*http.Request, error)
 	spread     time.Duration
@@ -164,6 +187,17 @@ func WithRetryAfter(spread, ceiling time.Duration) MiddlewareOption {
 			return check.InvalidArgument("ceiling", "must not be negative (0: no ceiling), got %v", ceiling)
 		}
 		c.spread, c.retryCap = spread, ceiling
+		return nil
+	}
+}
+
+// WithShadow runs every policy of the middleware in shadow mode (see
+// [Policy.Shadow]): each decides, consumes, counts and logs as usual, and
+// no request is ever refused or answered by the middleware, except that
+// nothing is written when the request's context ends while waiting.
+func WithShadow() MiddlewareOption {
+	return func(c *middlewareConfig) error {
+		c.shadow = true
 		return nil
 	}
 }
@@ -282,6 +316,10 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 // handler ([WithErrorHandler]). When the request's context ends while
 // waiting, nothing is written.
 //
+// A shadow policy ([Policy.Shadow], [WithShadow]) decides and consumes
+// but never answers: what it would have refused is counted and logged,
+// and the request goes on.
+//
 // Errors: coordination.ErrInvalidArgument naming "policies" when none is
 // given; naming the policy ("policy NAME" or "policy INDEX") when it sets
 // none or more than one of Limiter, Concurrency, Partitioned and
@@ -338,7 +376,13 @@ func NewMiddleware(policies []Policy, opts ...MiddlewareOption) (func(http.Handl
 		if _, err := url.Parse(p.ProblemType); err != nil {
 			return nil, check.InvalidArgument(arg, "ProblemType %q is not a URI reference", p.ProblemType)
 		}
+		p.Shadow = p.Shadow || cfg.shadow
 		ps[i] = policy{Policy: p, name: name, quoted: strconv.Quote(name)}
+		ps[i].initAttrs()
+	}
+	for i := len(ps) - 2; i >= 0; i-- {
+		// A grant is refundable when a later enforced policy may refuse.
+		ps[i].refundable = ps[i+1].refundable || !ps[i+1].Shadow
 	}
 	m := &middleware{policies: ps, cfg: cfg}
 	return m.wrap, nil
@@ -367,12 +411,22 @@ type policy struct {
 	name   string
 	quoted string // as a structured-field string
 	items  atomic.Pointer[policyItem]
+	// refundable: a later enforced policy may refuse the request, so a
+	// grant of this one may be given back.
+	refundable bool
+	// attrs are the policy's instrument attributes: refused[mode][reason]
+	// (mode 0 enforce, 1 shadow) and nearLimit.
+	refused   [2][numReasons]metric.MeasurementOption
+	nearLimit metric.MeasurementOption
+	// shadowKeys are the shadow log's keys, by reason.
+	shadowKeys [numReasons]string
 }
 
 type middleware struct {
 	policies []policy
 	cfg      middlewareConfig
 	seen     engine.FailureLog // by policy and description
+	shadows  engine.FailureLog // shadow refusals, by policy and reason
 }
 
 func (m *middleware) wrap(next http.Handler) http.Handler {
@@ -387,22 +441,32 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 				n = p.Permits(r)
 			}
 			if n < 0 {
-				m.refund(r, taken)
 				err := check.InvalidArgument("permits", "the Permits function of policy %s returned %d", p.name, n)
+				if p.Shadow {
+					m.failed(r, p, err, "admitted (shadow)")
+					continue
+				}
+				m.refund(r, taken)
 				m.failed(r, p, err, "500 Internal Server Error")
 				writeProblem(w, r, http.StatusInternalServerError, 0, nil, "")
 				return
 			}
 			h := oversize
-			if i < len(m.policies)-1 {
+			if p.refundable {
 				h |= refundable // a later policy may refuse: the grant may be refunded
 			}
 			lease, err := p.allow(r, n, h)
 			if err != nil {
-				m.refund(r, taken)
 				if r.Context().Err() != nil {
+					m.refund(r, taken)
 					return // the client is gone: nobody reads an answer
 				}
+				if p.Shadow {
+					m.failed(r, p, err, "admitted (shadow)")
+					m.shadow(p, lease.lim, reasonUnavailable)
+					continue
+				}
+				m.refund(r, taken)
 				m.failed(r, p, err, "503 Service Unavailable")
 				hdr.set(w)
 				writeProblem(w, r, http.StatusServiceUnavailable, 0, nil, "")
@@ -410,17 +474,30 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 			}
 			if lease.cause != nil {
 				answer := "refused (fail closed)"
-				if lease.failedOpen {
+				switch {
+				case lease.failedOpen:
 					answer = "admitted (fail open)"
+				case p.Shadow:
+					answer = "admitted (shadow; fail closed)"
 				}
 				m.failed(r, p, lease.cause, answer)
 			}
 			var retry int64 // the advertised retry, in seconds; 0: none
-			if ra, ok := lease.RetryAfter(); ok {
+			if ra, ok := lease.RetryAfter(); ok && !p.Shadow {
 				retry = m.retryAfter(ra)
 			}
 			hdr.add(p, lease, retry)
+			if lease.near && lease.lim != nil {
+				lease.lim.e.Count(policyNearLimit, p.nearLimit)
+			}
 			if !lease.acquired {
+				if p.Shadow {
+					m.shadow(p, lease.lim, reasonOf(lease))
+					continue
+				}
+				if lease.lim != nil {
+					lease.lim.e.Count(policyRefused, p.refused[0][reasonOf(lease)])
+				}
 				m.refund(r, taken)
 				hdr.set(w)
 				m.refuse(w, r, p, n, lease, retry)
@@ -443,11 +520,19 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 func (p *policy) allow(r *http.Request, n int, h how) (result, error) {
 	ctx := r.Context()
 	f := func(l *Limiter) (result, error) {
-		if p.Wait {
-			le, _, err := l.wait(ctx, n, h)
-			return le, err
+		var (
+			le  result
+			err error
+		)
+		if p.Wait && !p.Shadow { // a shadow never delays a request
+			le, _, err = l.wait(ctx, n, h)
+		} else {
+			le, err = l.allow(ctx, n, h)
 		}
-		return l.allow(ctx, n, h)
+		if err != nil {
+			le.lim = l // the engine that counts the failure
+		}
+		return le, err
 	}
 	if l := p.limiter(); l != nil {
 		return f(l)
@@ -645,6 +730,64 @@ func (m *middleware) failed(r *http.Request, p *policy, err error, answer string
 		args = append(args, "repeated", repeated)
 	}
 	m.cfg.logger.Log(context.Background(), level, "ratelimit: a limiter could not decide", args...)
+}
+
+// The reasons of the policy.refused instrument.
+const (
+	reasonCapacity = iota
+	reasonDenyList
+	reasonTooLarge
+	reasonUnavailable
+	numReasons
+)
+
+var reasonNames = [numReasons]string{"capacity", "deny_list", "too_large", "unavailable"}
+
+// reasonOf returns the reason of a refusal.
+func reasonOf(l result) int {
+	switch {
+	case l.denied:
+		return reasonDenyList
+	case l.tooLarge:
+		return reasonTooLarge
+	case l.cause != nil:
+		return reasonUnavailable
+	}
+	return reasonCapacity
+}
+
+// initAttrs builds the policy's instrument attributes and shadow log keys.
+func (p *policy) initAttrs() {
+	pa := attribute.String("policy", p.name)
+	for mode, mv := range [2]string{"enforce", "shadow"} {
+		for r, rv := range reasonNames {
+			p.refused[mode][r] = instrument.Attrs(pa, attribute.String("mode", mv), attribute.String("reason", rv))
+		}
+	}
+	for r, rv := range reasonNames {
+		p.shadowKeys[r] = p.name + "\x00" + rv
+	}
+	p.nearLimit = instrument.Attrs(pa)
+}
+
+// shadow records a request the shadow policy p would have refused for
+// reason (lim: the limiter that decided or failed, nil when unknown): the
+// policy.refused counter with mode=shadow, and a log line the first time,
+// then at most once a minute per policy and reason, with the number of
+// refusals not logged since.
+func (m *middleware) shadow(p *policy, lim *Limiter, reason int) {
+	if lim != nil {
+		lim.e.Count(policyRefused, p.refused[1][reason])
+	}
+	log, repeated := m.shadows.Note(p.shadowKeys[reason], time.Now())
+	if !log {
+		return
+	}
+	args := []any{"policy", p.name, "reason", reasonNames[reason]}
+	if repeated > 0 {
+		args = append(args, "repeated", repeated)
+	}
+	m.cfg.logger.Info("ratelimit: a shadow policy would have refused a request; admitted", args...)
 }
 
 // costDetail is the problem detail of a request refused because it costs

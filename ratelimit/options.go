@@ -84,6 +84,8 @@ type options struct {
 	strict     bool
 	deny       *DenyList
 	identity   string
+	allow      *AllowList
+	allowID    string // the identity WithAllowList checks
 	reserve    time.Duration
 	lease      time.Duration // NewConcurrency's lease duration; 0: default
 	batchBlock int           // WithBatch: permits per block; 0: no batch
@@ -188,18 +190,53 @@ func WithStrictSettings(on bool) Option {
 // "identity" (empty).
 func WithDenyList(list *DenyList, identity string) Option {
 	return func(o *options) error {
-		if list == nil {
-			return check.InvalidArgument("denyList", "must not be nil")
-		}
-		if identity == "" {
-			return check.InvalidArgument("identity", "must not be empty")
-		}
-		if err := check.Size("identity", len(identity), check.MaxIdentityBytes); err != nil {
+		if err := checkBinding("denyList", list == nil, identity); err != nil {
 			return err
 		}
 		o.deny, o.identity = list, identity
 		return nil
 	}
+}
+
+// WithAllowList binds the limiter to an allow list and the identity its
+// requests belong to (a client, tenant or user; with [NewPartitioned],
+// the partition the factory is given): every [Limiter.Allow],
+// [Limiter.Wait], [Limiter.Reserve], [ConcurrencyLimiter.TryAcquire] and
+// [ConcurrencyLimiter.Acquire] checks the identity's membership (through
+// the list's local cache: at most one Redis read, shared) before any
+// decision, and an allowed identity is granted at once, whatever the
+// permits: without the decision script, consuming nothing, without
+// queuing behind other waiters. Such a grant is like [FailOpen]'s without
+// its FailedOpen: a Decision whose Available is -1, a Reservation with
+// nothing to settle, a [*ConcurrencyLease] that holds nothing (its
+// Context is never cancelled, Release asks nothing of Redis). The deny
+// list ([WithDenyList]) is checked first: an identity on both is denied.
+// An allowed grant is counted in coordination.rate_limit.allowed with
+// reason=allow_list. A failing read of the list is the limiter's failure
+// (its [FailureMode] applies).
+//
+// Errors: coordination.ErrInvalidArgument naming "allowList" (nil) or
+// "identity" (empty).
+func WithAllowList(list *AllowList, identity string) Option {
+	return func(o *options) error {
+		if err := checkBinding("allowList", list == nil, identity); err != nil {
+			return err
+		}
+		o.allow, o.allowID = list, identity
+		return nil
+	}
+}
+
+// checkBinding checks the arguments of WithDenyList and WithAllowList:
+// the list (named arg; nilList when nil) and the identity.
+func checkBinding(arg string, nilList bool, identity string) error {
+	if nilList {
+		return check.InvalidArgument(arg, "must not be nil")
+	}
+	if identity == "" {
+		return check.InvalidArgument("identity", "must not be empty")
+	}
+	return check.Size("identity", len(identity), check.MaxIdentityBytes)
 }
 
 // WithReservationTimeout sets how long a reservation ([Limiter.Reserve])

@@ -103,6 +103,7 @@ func (l *Limiter) waitNone(ctx context.Context) (Decision, error) {
 	}
 	defer l.active.Add(-1)
 	if err := ctxEnded(ctx); err != nil {
+		l.e.Count(rateLimitCanceled, nil)
 		return Decision{}, op.End(err)
 	}
 	_ = op.End(nil)
@@ -132,6 +133,12 @@ func (l *Limiter) wait(ctx context.Context, permits int, h how) (result, waitWhy
 	empty := l.queue.Len() == 0
 	l.mu.Unlock()
 	first, tried := refused, false
+	if !empty && l.opts.allow != nil {
+		// An allowed identity does not queue behind others.
+		if d, done, err := l.listsFirst(ctx); done {
+			return l.settleWhy(ctx, op, d, err, whyOf(d, whyNone))
+		}
+	}
 	if empty {
 		// Nobody local is ahead: try at once.
 		d, err := l.take(ctx, op, permits, h)
@@ -355,6 +362,7 @@ func (l *Limiter) enqueue(permits int) (*waiter, bool, error) {
 	oldHead := l.headLocked()
 	w := &waiter{permits: permits, sig: make(chan struct{}, 1)}
 	w.elem = l.queue.PushBack(w)
+	l.e.UpDown(rateLimitQueued, 1)
 	l.queued += int64(permits)
 	if oldHead != nil && l.headLocked() != oldHead {
 		oldHead.signal() // it is no longer the head
@@ -383,6 +391,7 @@ func (l *Limiter) removeLocked(w *waiter) {
 	}
 	wasHead := l.headLocked() == w
 	l.queue.Remove(w.elem)
+	l.e.UpDown(rateLimitQueued, -1)
 	w.elem = nil
 	l.queued -= int64(w.permits)
 	if wasHead {

@@ -389,7 +389,16 @@ func (m *bucketModel) gridBefore(y stamp) stamp {
 		return y
 	}
 	k := time.Duration(floorDiv(int64(y.lo.Sub(m.phase.lo)), int64(m.period)))
-	return stamp{m.phase.lo.Add(k * m.period), m.phase.hi.Add(k * m.period)}
+	s := stamp{m.phase.lo.Add(k * m.period), m.phase.hi.Add(k * m.period)}
+	if s.hi.After(y.lo) {
+		// The phases late in the range started their last period before y
+		// one period earlier: the start is in (y.lo - period, y.lo]. (A
+		// stamp ending after y.lo would let a period start be counted as
+		// the phase, before it: TestRollingDeploySettlesEachMoveOnce found
+		// it on a loaded machine.)
+		s = stamp{y.lo.Add(-m.period + time.Microsecond), y.lo}
+	}
+	return s
 }
 
 // update moves the bucket to s (the same period) at the first decision

@@ -37,7 +37,16 @@ var kind = &engine.LeaseKind{
 // coordination.ErrClosed; nothing is sent, the token ends at its TTL).
 //
 // Refresh resets the TTL on every node in parallel (each bounded by the
-// node timeout; admitted as REDLOCK RENEW) and returns true when a quorum
+// node timeout; admitted as REDLOCK RENEW), and takes the lock again on a
+// node where its key is free (the node restarted without its data, or the
+// key expired there), never on a node another owner holds: so the lock
+// heals back onto every node after each restart instead of living on a
+// shrinking majority (redsync's WithSetNXOnExtend, here always on). The
+// fencing node ([WithFencing]) is only extended: a restart there loses
+// its counter, and the lock with it. A refresh request that reaches a node
+// after this lock's release there (delayed on the network past its node
+// timeout) can take that node's key again until its TTL: one node, which
+// delays nobody while a quorum of the others is free. It returns true when a quorum
 // (with fencing, the fencing node among them) extended it and the new
 // validity, ttl minus the round's time minus the drift allowance, is
 // positive; the validity then restarts from before the round. Otherwise

@@ -214,7 +214,7 @@ func New(nodes []*coordination.Coordinator, opts ...Option) (*Group, error) {
 				addrs[a] = i
 			}
 		}
-		nd := &node{i: i, e: e, acquire: lockcore.Acquire, refresh: lockcore.Refresh, verify: lockcore.Verify, release: lockcore.Release}
+		nd := &node{i: i, e: e, acquire: lockcore.Acquire, refresh: lockcore.RedlockRefresh, verify: lockcore.Verify, release: lockcore.Release}
 		if i == cfg.fencing {
 			nd.fencing = true
 			nd.acquire, nd.refresh, nd.verify, nd.release = fencingcore.Acquire, fencingcore.Refresh, fencingcore.Verify, fencingcore.Release

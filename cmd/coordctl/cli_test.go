@@ -21,6 +21,7 @@ var minimalArgs = map[string][]string{
 	"semaphore run":      {"--key", "k", "--capacity", "1", "--", "true"},
 	"leader run":         {"--key", "k", "--", "true"},
 	"leader status":      {"--key", "k"},
+	"leader resign":      {"--key", "k"},
 	"latch create":       {"--key", "k", "--count", "1"},
 	"latch countdown":    {"--key", "k"},
 	"latch wait":         {"--key", "k"},
@@ -34,6 +35,7 @@ var minimalArgs = map[string][]string{
 	"repair claim":       {"--key", "k"},
 	"repair latch":       {"--key", "k", "--delete"},
 	"repair semaphore":   {"--key", "k", "--list"},
+	"repair lock":        {"--key", "k", "--owner", "abcdefgh"},
 }
 
 func commandNames() []string {

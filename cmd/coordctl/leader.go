@@ -12,7 +12,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/layout"
+	"github.com/coordkit/coordination/internal/leadercore"
 	"github.com/coordkit/coordination/leader"
 )
 
@@ -233,3 +237,60 @@ coordctl leader status --key nightly --watch   # $COORD_REDIS_URL`)
 // shown quotes an identity when it holds characters that would garble a
 // terminal line (layout.Shown).
 func shown(id string) string { return layout.Shown(id) }
+
+func init() {
+	register(command{
+		name:  "leader resign",
+		usage: "leader resign --key K [--id NAME]             end the current term of election K",
+		run:   runLeaderResign,
+	})
+}
+
+// runLeaderResign deletes an election's lease, after checking under WATCH
+// that it is a leader's lease (and, with --id, whose).
+func runLeaderResign(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("leader resign", stdout, stderr, `usage: coordctl leader resign --key K [--id NAME]
+
+Ends the current term of election K by deleting its lease ({K}:leader): a
+contender is elected at its next attempt (within its retry delay). The leader,
+if alive, finds its lease gone at its next renewal: its term ends (the term's
+context is cancelled, cause: lost) and it campaigns again. Use it to move
+leadership away from a leader that hangs or must drain. With --id, only when
+NAME leads. The fencing counter is kept: the next term's token is higher.
+Exit status: 0 the term was ended; 1 nobody leads, or another identity leads;
+2 bad usage; 3 the server cannot be reached.`, `coordctl leader resign --redis redis://127.0.0.1:6379/0 --key nightly --id worker-7`)
+	name := fs.String("key", "", "election name (as given to leader run); required")
+	id := fs.String("id", "", "resign only when this identity leads")
+	leaseKey := new(string)
+	return oneShot(fs, args, name, 0, func() int {
+		if code := fs.checkKey(*name, "{K}:leader"); code != 0 {
+			return code
+		}
+		*leaseKey, _ = fencedKeys(*name, "leader")
+		return 0
+	}, func(ctx context.Context, coord *coordination.Coordinator) int {
+		full := coord.Prefix() + *leaseKey
+		c := coord.Client()
+		var holder, fence string
+		_, err := guarded(ctx, c, full, []string{leadercore.LeaseLayout.Kind}, func(*layout.Report) error {
+			v, err := c.HMGet(ctx, full, "holder", "fence").Result()
+			if err != nil {
+				return err
+			}
+			holder, _ = v[0].(string)
+			fence, _ = v[1].(string)
+			if *id != "" && holder != *id {
+				return fmt.Errorf("%w: %s leads election %q, not %s", errRefused, shown(holder), *name, shown(*id))
+			}
+			return nil
+		}, func(p redis.Pipeliner, _ *layout.Report) { p.Del(ctx, full) })
+		if err != nil {
+			if errors.Is(err, errNoKey) {
+				err = fmt.Errorf("%w: nobody leads election %q", errRefused, *name)
+			}
+			return refusal(stderr, fs.name, err)
+		}
+		fmt.Fprintf(stdout, "ended the term of leader %s (fencing token %s) of election %q\n", shown(holder), fence, *name)
+		return exitOK
+	})
+}

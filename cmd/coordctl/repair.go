@@ -21,10 +21,12 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/internal/httpreplay"
 	"github.com/coordkit/coordination/internal/idempotencycore"
 	"github.com/coordkit/coordination/internal/latchcore"
 	"github.com/coordkit/coordination/internal/layout"
+	"github.com/coordkit/coordination/internal/lockcore"
 	"github.com/coordkit/coordination/internal/semaphorecore"
 	"github.com/coordkit/coordination/latch"
 )
@@ -495,4 +497,60 @@ func claimResult(ctx context.Context, c redis.UniversalClient, key string) (stri
 		return "", fmt.Errorf("%w: the claim at %q is pending: no result yet", errRefused, key)
 	}
 	return "", fmt.Errorf("%w: the claim at %q has a bad fingerprint", errRefused, key)
+}
+
+func init() {
+	register(command{name: "repair lock", usage: "repair lock --key K --owner TOKEN                   force-release a lock whose holder hangs", run: runRepairLock})
+}
+
+// runRepairLock force-releases a lock (package lock's Mutex) or a fencing
+// lock held by the owner whose token starts with --owner: the key is
+// deleted in a transaction that first checks, under WATCH, that it still
+// holds that owner's lock.
+func runRepairLock(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("repair lock", stdout, stderr, `usage: coordctl repair lock --key K --owner TOKEN
+
+Force-releases the lock at K (a lock.Mutex's, or a fencing lock's) held by the
+owner whose token starts with TOKEN (coordctl inspect K shows it), so that the
+next acquisition succeeds now instead of when the lock expires. Use it when the
+holder hangs or its keep-alive renews forever. The holder, if alive, finds its
+lock gone at its next renewal or verify (its context is cancelled); blocked
+waiters are not notified and take it at their next re-check. The owner check
+keeps a lock taken meanwhile by someone else. A fencing lock's counter is kept:
+the next holder's token is still higher.
+Exit status: 0 released; 1 not a lock, or held by another owner; 2 bad usage;
+3 the server cannot be reached.`, `coordctl repair lock --redis redis://127.0.0.1:6379/0 --key jobs:nightly --owner 3f2a9c1e`)
+	key := fs.String("key", "", "lock key (for a fencing lock: its lease key, e.g. {K}:lock); required")
+	owner := fs.String("owner", "", "the holder's owner token, or a prefix of it (at least 8 characters); required")
+	return oneShot(fs, args, key, 0, func() int {
+		if len(*owner) < 8 {
+			return fs.usagef("give --owner with at least the first 8 characters of the holder's token (coordctl inspect shows it), got %q", *owner)
+		}
+		return 0
+	}, func(ctx context.Context, coord *coordination.Coordinator) int {
+		full := coord.Prefix() + *key
+		c := coord.Client()
+		var held string
+		r, err := guarded(ctx, c, full, []string{lockcore.LockLayout.Kind, fencingcore.LeaseLayout.Kind}, func(r *layout.Report) error {
+			var err error
+			if r.Kind == lockcore.LockLayout.Kind {
+				held, err = c.Get(ctx, full).Result()
+			} else {
+				held, err = c.HGet(ctx, full, "owner").Result()
+			}
+			if err != nil {
+				return err
+			}
+			held = strings.TrimSuffix(held, "+")
+			if !strings.HasPrefix(held, *owner) {
+				return fmt.Errorf("%w: the lock at %q is held by %s, not by %s...", errRefused, full, layout.Tok(held), *owner)
+			}
+			return nil
+		}, func(p redis.Pipeliner, _ *layout.Report) { p.Del(ctx, full) })
+		if err != nil {
+			return refusal(stderr, fs.name, err)
+		}
+		fmt.Fprintf(stdout, "released the %s at %q held by %s\n", r.Kind, full, held)
+		return exitOK
+	})
 }

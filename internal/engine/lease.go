@@ -179,6 +179,10 @@ func newHandle(e *Engine, kind *LeaseKind, keys Keys, id []any, sent time.Time, 
 	h := &Handle{e: e, b: kindBackend{}, kind: kind, keys: keys, id: id, start: sent, ttl: ttl}
 	h.one[0] = e
 	h.es = h.one[:]
+	if kind.Metrics.Active != nil {
+		kind.init()
+		e.UpDown(kind.Metrics.Active, 1, kind.baseAdd...)
+	}
 	if ttl > 0 {
 		h.deadline = sent.Add(ttl - timing.Drift(ttl))
 	}
@@ -290,6 +294,10 @@ func (kindBackend) Expired(*Handle) {}
 func NewGroupHandle(es []*Engine, kind *LeaseKind, b Backend, keys Keys, sent time.Time, ttl time.Duration) *Handle {
 	h := &Handle{e: es[0], es: es, b: b, kind: kind, keys: keys.First(), start: sent, ttl: ttl}
 	h.deadline = sent.Add(ttl - b.Drift(ttl))
+	if kind.Metrics.Active != nil {
+		kind.init()
+		h.e.UpDown(kind.Metrics.Active, 1, kind.baseAdd...)
+	}
 	return h
 }
 
@@ -523,6 +531,9 @@ func (h *Handle) afterEnd(st state, cancel context.CancelCauseFunc) {
 	k.init()
 	if st == lost && k.Metrics.Lost != nil {
 		h.e.Counter(k.Metrics.Lost).Add(context.Background(), 1, k.baseAdd...)
+	}
+	if k.Metrics.Active != nil { // counted by newHandle, NewGroupHandle
+		h.e.UpDown(k.Metrics.Active, -1, k.baseAdd...)
 	}
 	if k.Metrics.Hold != nil {
 		h.e.Histogram(k.Metrics.Hold).Record(context.Background(), time.Since(h.start).Seconds(), k.baseRecord...)

@@ -94,6 +94,13 @@ func (e *Engine) Histogram(m *instrument.Metric) metric.Float64Histogram {
 	return e.inst.get(m).(metric.Float64Histogram)
 }
 
+// UpDown adds n (negative to subtract) to m (an instrument.UpDownCounter
+// metric) with opts (a slice built once: passing it with ... allocates
+// nothing).
+func (e *Engine) UpDown(m *instrument.Metric, n int64, opts ...metric.AddOption) {
+	e.inst.get(m).(metric.Int64UpDownCounter).Add(context.Background(), n, opts...)
+}
+
 // Count adds 1 to m with attrs (nil: none).
 func (e *Engine) Count(m *instrument.Metric, attrs metric.MeasurementOption) {
 	if attrs == nil {

@@ -71,9 +71,12 @@ func def(kind Kind, name, unit, attrs, desc string) *Metric {
 // library's wait-time and hold-time histograms: 100 µs to 10 minutes.
 var durationBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600}
 
-// Lease holds the instruments of one family of held leases.
+// Lease holds the instruments of one family of held leases. Active, an
+// UpDownCounter of the leases held now, is optional: nil unless the
+// family's package declares it with [New].
 type Lease struct {
 	Wait, Contention, Hold, RenewalFailures, Lost *Metric
+	Active                                        *Metric
 }
 
 // NewLease declares, with [New], the five instruments of a

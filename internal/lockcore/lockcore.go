@@ -42,6 +42,10 @@ var (
 	// Refresh (lock_refresh.lua) extends the owner's TTL: true, or false
 	// when the caller no longer holds the lock.
 	Refresh = engine.NewScript("lock_refresh", decode.Bool01)
+	// RedlockRefresh (redlock_refresh.lua) is a Redlock node's refresh:
+	// it extends the owner's TTL, or takes the key again when it is free
+	// on that node (true), and leaves another owner's lock (false).
+	RedlockRefresh = engine.NewScript("redlock_refresh", decode.Bool01)
 	// Verify (lock_verify.lua) reports whether the caller holds the lock.
 	Verify = engine.NewScript("lock_verify", decode.Bool01)
 	// Release (lock_release.lua) deletes the key if the caller holds it.

@@ -139,11 +139,9 @@ if want > lim then
 elseif lim - n >= want then
   wt = 0
 else
-  local have = lim - n
-  if have < 0 then
-    have = 0
-  end
-  local need, freed, j = want - have, 0, o
+  -- The window may hold more than lim (moved from a larger limit): what
+  -- is over lim must leave too (need <= n, as want <= lim).
+  local need, freed, j = want - (lim - n), 0, o
   for x in string.gmatch(cs, '%d+') do
     freed, j = freed + x, j + 1
     if freed >= need then
