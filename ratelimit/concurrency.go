@@ -293,10 +293,15 @@ func (l *ConcurrencyLease) Release(ctx context.Context) (coordination.ReleaseOut
 
 // Context returns [coordination.Lease.Context]; for a lease that holds
 // nothing (granted by FailOpen or an allow list), a context that is never
-// cancelled and has no deadline.
+// cancelled and has no deadline; for a local lease ([NewLocalConcurrency],
+// [WithLocalFallback]), a context without deadline cancelled by Release
+// (cause coordination.ErrReleased).
 func (l *ConcurrencyLease) Context() context.Context {
 	if l.held == nil {
 		return context.Background()
+	}
+	if l.held != nil && l.held.h == nil {
+		return l.held.l.alt.leaseContext(l.held)
 	}
 	return l.Lease.Context()
 }
@@ -336,6 +341,14 @@ func (c concurrency) spec() (*spec, error) {
 // acquisition with a fresh member, as part of op (the caller's admitted
 // RATE LIMIT ACQUIRE).
 func (l *Limiter) concTry(ctx context.Context, op engine.Op, sp *spec, permits int) (verdict, error) {
+	if l.alt != nil {
+		return l.decideAlt(ctx, sp, permits, false, func() (verdict, error) { return l.concTryRedis(ctx, op, sp, permits) })
+	}
+	return l.concTryRedis(ctx, op, sp, permits)
+}
+
+// concTryRedis is concTry's script run.
+func (l *Limiter) concTryRedis(ctx context.Context, op engine.Op, sp *spec, permits int) (verdict, error) {
 	strict := "0"
 	if l.opts.strict {
 		strict = "1"

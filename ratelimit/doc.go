@@ -18,6 +18,13 @@
 // lease that embeds coordination.Lease, renews itself in the background
 // and returns its permits on Release.
 //
+// [NewLocal] and [NewLocalConcurrency] return the same types deciding in
+// this process's memory, without Redis (the same algorithms and answers,
+// a local monotonic clock): an instance guard that keeps working while
+// Redis is down. [WithLocalFallback] makes a Redis limiter decide locally,
+// with a per-replica share of its limits, while Redis cannot give
+// decisions.
+//
 // # Decisions
 //
 // Every decision is one Lua script on one key, run atomically with the

@@ -36,7 +36,9 @@ func (d Decision) Allowed() bool { return d.allowed }
 func (d Decision) Denied() bool { return d.denied }
 
 // RetryAfter returns how long to wait before the same request would be
-// admitted, as computed by the server from its own clock, and true; or 0
+// admitted, as computed by the server from its own clock (a local
+// limiter, [NewLocal], or a local fallback: from the local clock), and
+// true; or 0
 // and false when no such time is known. It is present (and at least 1 µs)
 // for a request refused by a fixed window, sliding window, token bucket,
 // GCRA or composite limiter, and covers the whole batch of permits. It is
@@ -89,6 +91,7 @@ type result struct {
 	mark    int64
 	permits int
 	res     *reservation
+	loc     bool // decided in this process: refunds and settlements go there
 }
 
 // decision returns r's public form.
@@ -121,7 +124,19 @@ type held struct {
 	token string
 }
 
+// A held lease without a handle (h nil) is a local lease: its state is
+// in its limiter's localState (see localLease), keyed by the *held, so
+// that a Redis lease's held stays as small as it was.
+
 func (h *held) release(ctx context.Context) (decode.Outcome, error) {
+	if h.h == nil {
+		out := decode.AlreadyReleased
+		if h.l.alt.releaseLocal(h) {
+			out = decode.Released
+		}
+		h.l.forget(h)
+		return out, nil
+	}
 	out, err := h.h.Release(ctx) // Released or AlreadyReleased (expired): the permits are free
 	h.l.forget(h)                // released locally whatever the answer
 	return out, err
@@ -148,6 +163,14 @@ func (l result) refund(ctx context.Context) (bool, error) {
 	lim.settingsMu.RLock()
 	defer lim.settingsMu.RUnlock()
 	sp := lim.sp
+	if l.loc {
+		r, err := lim.alt.adjust(sp, l.permits, l.mark)
+		if err != nil {
+			return false, err
+		}
+		lim.available.Store(r.Available)
+		return r.Applied, nil
+	}
 	r, err := sp.scripts.adjust.Run(ctx, lim.e, lim.keys, sp.args("r"+strconv.FormatInt(l.mark, 10), l.permits)...)
 	if err != nil {
 		return false, err

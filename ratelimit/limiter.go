@@ -56,6 +56,11 @@ type Limiter struct {
 	heldM  map[*held]struct{}
 
 	batch *batch // WithBatch's block; nil without
+
+	// alt decides in this process: every decision of a local limiter
+	// (NewLocal), a Redis limiter's while Redis is unavailable
+	// (WithLocalFallback); nil without.
+	alt *localState
 }
 
 // Statistics are one limiter instance's counters, not cluster-wide figures.
@@ -71,7 +76,8 @@ type Statistics struct {
 	// QueuedPermits is the number of permits waiting in the local queue now.
 	QueuedPermits int64
 	// AvailablePermits is the number of free permits in the latest reply
-	// from Redis, or -1 before the first. Other processes may have used
+	// from Redis (a local limiter, or a local fallback: the latest local
+	// decision), or -1 before the first. Other processes may have used
 	// them since.
 	AvailablePermits int64
 }
@@ -90,6 +96,7 @@ type verdict struct {
 	tooLarge  bool // refused because the permits exceed the capacity (the middleware's form)
 	listed    bool // granted without a decision: the identity is on the allow list
 	near      bool // granted by Redis, leaving at most a fifth of the capacity free
+	loc       bool // decided in this process (a local limiter, a fallback)
 }
 
 // refused is a refusal decided without the server: a full queue, an
@@ -149,6 +156,9 @@ func newLimiter(coord *coordination.Coordinator, key string, s Settings, opts []
 		return nil, err
 	}
 	if err := l.initBatch(); err != nil {
+		return nil, err
+	}
+	if err := l.initFallback(); err != nil {
 		return nil, err
 	}
 	l.available.Store(-1)
@@ -297,7 +307,7 @@ func (l *Limiter) listsFirst(ctx context.Context) (d verdict, done bool, err err
 // changed since begin), else one script run, all under one set of
 // settings.
 func (l *Limiter) attempt(ctx context.Context, op engine.Op, permits int, h how) (verdict, error) {
-	if d, done, err := l.listsFirst(ctx); done {
+	if d, done, err := l.listsFirst(ctx); done && (err == nil || l.alt == nil || l.alt.sw == nil || !l.alt.sw.takesOver(ctx, l, err)) {
 		return d, err
 	}
 	l.settingsMu.RLock()
@@ -330,6 +340,14 @@ func (l *Limiter) attempt(ctx context.Context, op engine.Op, permits int, h how)
 // reply lost after the script may have run is an ambiguous error, never a
 // second decision. A refundable decision's grant carries its mark.
 func (l *Limiter) decide(ctx context.Context, sp *spec, permits int, refundable bool) (verdict, error) {
+	if l.alt != nil {
+		return l.decideAlt(ctx, sp, permits, refundable, func() (verdict, error) { return l.decideRedis(ctx, sp, permits, refundable) })
+	}
+	return l.decideRedis(ctx, sp, permits, refundable)
+}
+
+// decideRedis is decide's script run.
+func (l *Limiter) decideRedis(ctx context.Context, sp *spec, permits int, refundable bool) (verdict, error) {
 	var op any = "d" // constants: boxed without an allocation
 	switch {
 	case l.opts.strict && refundable:
@@ -399,7 +417,7 @@ func (l *Limiter) grant(d verdict) result {
 		if d.near {
 			l.e.Count(rateLimitNearLimit, nil)
 		}
-		return result{acquired: true, available: d.available, held: d.held, lim: l, mark: d.mark, permits: d.permits, near: d.near}
+		return result{acquired: true, available: d.available, held: d.held, lim: l, mark: d.mark, permits: d.permits, near: d.near, loc: d.loc}
 	}
 	l.rejected.Add(1)
 	if d.denied {
@@ -457,7 +475,9 @@ func (l *Limiter) Close() error {
 	l.heldM = nil
 	l.mu.Unlock()
 	for _, h := range hs {
-		h.h.Lose(errClosedLease)
+		if h.h != nil { // a local lease is not renewed: nothing to stop
+			h.h.Lose(errClosedLease)
+		}
 	}
 	l.closeBatch()
 	return nil
@@ -476,7 +496,7 @@ func (l *Limiter) busy() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for h := range l.heldM {
-		if !h.h.Held() {
+		if h.h != nil && !h.h.Held() {
 			delete(l.heldM, h) // lost or expired locally
 		}
 	}

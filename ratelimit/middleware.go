@@ -218,7 +218,7 @@ func withRand(f func(n int64) int64) MiddlewareOption {
 // Each distinct failure (per policy, by its description) is logged once,
 // then at most once a minute while it repeats, with the number of requests
 // it affected meanwhile. A line carries the policy's name, the answer given
-// (503, admitted by FailOpen, refused by FailClosed) and the error as
+// (503, admitted by FailOpen, 503 by FailClosed) and the error as
 // described by its class and the server's reply (NOAUTH, WRONGPASS,
 // NOPERM, LOADING ...) or the failing network operation: never keys,
 // partitions, addresses or passwords. A nil logger is an error naming
@@ -236,8 +236,8 @@ func WithLogger(l *slog.Logger) MiddlewareOption {
 // WithErrorHandler sets a function the middleware calls, on the request's
 // goroutine and before it answers, for every request whose limiter could
 // not decide, including failures a [FailureMode] answered (the request
-// then goes on under FailOpen, or is refused under FailClosed; with
-// ReturnError the middleware answers 503). err wraps the limiter's error
+// then goes on under FailOpen; under FailClosed and ReturnError the
+// middleware answers 503). err wraps the limiter's error
 // with the policy's name; unlike the log lines it is the error as go-redis
 // returned it, which may name the server's address. A request whose
 // client went away (its context ended) is not reported. A nil fn is an
@@ -311,7 +311,12 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 // more permits than the policy's capacity is refused the same way, never
 // with Retry-After, and its detail says that waiting will not help (see
 // [Policy.Permits]). When a limiter fails (its failure mode is
-// ReturnError), the answer is a 503 problem without Retry-After. Every
+// ReturnError or FailClosed), the answer is a 503 problem without
+// Retry-After and without "violated-policies" (the store failed, the
+// client broke no limit; [Policy.Reject] is not called), whatever the
+// policy's Status. A limiter with [WithLocalFallback], or an in-process
+// instance guard ([NewLocal], [NewLocalConcurrency]), keeps deciding
+// while Redis is down instead. Every
 // limiter failure is logged (see [WithLogger]) and given to the error
 // handler ([WithErrorHandler]). When the request's context ends while
 // waiting, nothing is written.
@@ -473,7 +478,7 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 				return
 			}
 			if lease.cause != nil {
-				answer := "refused (fail closed)"
+				answer := "503 Service Unavailable (fail closed)"
 				switch {
 				case lease.failedOpen:
 					answer = "admitted (fail open)"
@@ -481,6 +486,17 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 					answer = "admitted (shadow; fail closed)"
 				}
 				m.failed(r, p, lease.cause, answer)
+				if !lease.acquired && !p.Shadow {
+					// Refused by FailClosed: the store failed, the client
+					// broke no limit: unavailable, naming no policy.
+					if lease.lim != nil {
+						lease.lim.e.Count(policyRefused, p.refused[0][reasonOf(lease)])
+					}
+					m.refund(r, taken)
+					hdr.set(w)
+					writeProblem(w, r, http.StatusServiceUnavailable, 0, nil, "")
+					return
+				}
 			}
 			var retry int64 // the advertised retry, in seconds; 0: none
 			if ra, ok := lease.RetryAfter(); ok && !p.Shadow {

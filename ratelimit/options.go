@@ -87,9 +87,11 @@ type options struct {
 	allow      *AllowList
 	allowID    string // the identity WithAllowList checks
 	reserve    time.Duration
-	lease      time.Duration // NewConcurrency's lease duration; 0: default
-	batchBlock int           // WithBatch: permits per block; 0: no batch
-	batchHold  time.Duration // WithBatch: how long a block is served
+	lease      time.Duration   // NewConcurrency's lease duration; 0: default
+	batchBlock int             // WithBatch: permits per block; 0: no batch
+	batchHold  time.Duration   // WithBatch: how long a block is served
+	fallback   *fallbackSwitch // WithLocalFallback; nil without
+	clock      func() int64    // local decisions' clock (µs; tests); nil: monotonic
 }
 
 // DefaultReservationTimeout is how long a reservation ([Limiter.Reserve])

@@ -420,7 +420,7 @@ func (l *Limiter) serve(ctx context.Context, op engine.Op, w *waiter, first verd
 	// the loop's first unsuccessful attempt and tries again at once: the
 	// refusal already in hand stands for that first attempt.
 	reuse := false
-	if l.spec().alg == algConc {
+	if l.spec().alg == algConc && (l.alt == nil || l.alt.sw != nil) {
 		cfg.Key = l.keys.Full()[0]
 		reuse = tried
 	} else if first.hasRetry {

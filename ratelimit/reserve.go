@@ -38,6 +38,7 @@ type Reservation struct {
 type reservation struct {
 	estimate int
 	deadline time.Time // local monotonic deadline
+	loc      bool      // decided in this process: settled there
 
 	mu      sync.Mutex
 	settled bool
@@ -78,7 +79,7 @@ func (l *Limiter) Reserve(ctx context.Context, estimate int) (*Reservation, erro
 	}
 	r := &Reservation{Decision: le.decision(), lim: l}
 	if le.acquired && le.permits > 0 && !le.failedOpen {
-		r.res = &reservation{estimate: estimate, deadline: time.Now().Add(l.opts.reserve)}
+		r.res = &reservation{estimate: estimate, deadline: time.Now().Add(l.opts.reserve), loc: le.loc}
 	}
 	return r, nil
 }
@@ -162,7 +163,12 @@ func (rv *Reservation) Settle(ctx context.Context, actual int) (int, error) {
 	}
 	lim.settingsMu.RLock()
 	sp := lim.sp
-	a, err := sp.scripts.adjust.Run(ctx, lim.e, lim.keys, sp.args("a", delta)...)
+	var a adjustReply
+	if r.loc {
+		a, err = lim.alt.adjust(sp, delta, -1)
+	} else {
+		a, err = sp.scripts.adjust.Run(ctx, lim.e, lim.keys, sp.args("a", delta)...)
+	}
 	lim.settingsMu.RUnlock()
 	if err != nil {
 		if !lim.e.Ambiguous(err) {

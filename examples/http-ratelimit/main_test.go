@@ -24,7 +24,7 @@ func TestLayeredPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, closeApp, err := newApp(coord, "test-instance")
+	app, closeApp, err := newApp(coord, testConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,29 +125,103 @@ func TestLayeredPolicy(t *testing.T) {
 	}
 }
 
-// With Redis unreachable the instance guard fails closed (503), and the
-// failure reaches the error handler (counted on /health/limits).
-func TestRedisDown(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
+// Redis stops mid-run: the shared limits switch to this replica's share
+// (the per-client bucket: ceil(20/2) = 10, refilled at 5 per second), so
+// an anonymous client is still limited (200s, then 429 with Retry-After),
+// and /health/limits says so; when Redis is back, the next try (at least
+// 1 s after the switch) returns the decisions to Redis.
+func TestRedisStoppedMidRun(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, DialerRetries: 1})
 	defer rdb.Close()
 	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("test:"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, closeApp, err := newApp(coord, "test-instance")
+	app, closeApp, err := newApp(coord, testConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeApp()
-	w := httptest.NewRecorder()
-	app.ServeHTTP(w, httptest.NewRequest("GET", "/catalog", nil))
-	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "" {
-		t.Fatalf("Redis down: %d %v, want 503 without Retry-After", w.Code, w.Header())
+	get := func(path string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", path, nil)
+		r.RemoteAddr = "198.51.100.9:1234"
+		w := httptest.NewRecorder()
+		app.ServeHTTP(w, r)
+		return w
 	}
-	w = httptest.NewRecorder()
-	app.ServeHTTP(w, httptest.NewRequest("GET", "/health/limits", nil))
-	if got := strings.TrimSpace(w.Body.String()); got != "limiter failures: 1" {
-		t.Fatalf("/health/limits: %q", got)
+	health := func() string { return strings.TrimSpace(get("/health/limits").Body.String()) }
+	if w := get("/catalog"); w.Code != http.StatusOK {
+		t.Fatalf("with Redis: %d %s", w.Code, w.Body)
+	}
+	if h := health(); h != "limits decided by: redis\nswitches: 0" {
+		t.Fatalf("/health/limits with Redis: %q", h)
+	}
+	m.Close() // Redis stops
+	ok, limited := 0, 0
+	start := time.Now()
+	for ok < 100 && limited == 0 {
+		switch w := get("/catalog"); w.Code {
+		case http.StatusOK:
+			ok++
+		case http.StatusTooManyRequests:
+			limited++
+			if w.Header().Get("Retry-After") == "" {
+				t.Fatalf("a local refusal without Retry-After: %v", w.Header())
+			}
+		default:
+			t.Fatalf("Redis down: %d %s, want 200s then 429", w.Code, w.Body)
+		}
+	}
+	refilled := int(time.Since(start).Seconds()*5) + 1
+	if limited != 1 || ok < 10 || ok > 10+refilled {
+		t.Fatalf("Redis down: %d ok before %d limited, want this replica's 10 plus at most %d refilled, then a 429", ok, limited, refilled)
+	}
+	if h := health(); !strings.HasPrefix(h, "limits decided by: local") || !strings.HasSuffix(h, "switches: 1") {
+		t.Fatalf("/health/limits with Redis down: %q", h)
+	}
+	if err := m.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for health() != "limits decided by: redis\nswitches: 2" {
+		if time.Now().After(deadline) {
+			t.Fatalf("not back on Redis: %q", health())
+		}
+		get("/catalog") // a try, at least 1 s after the switch, goes to Redis
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// testConfig is the configuration of the tests: two replicas, no trusted
+// proxy.
+func testConfig() config {
+	ip, err := clientAddress("")
+	if err != nil {
+		panic(err)
+	}
+	return config{replicas: 2, clientIP: ip}
+}
+
+// Behind a trusted proxy the client is the address it forwarded; from any
+// other peer the header is ignored; a bad network is refused.
+func TestTrustedProxies(t *testing.T) {
+	ip, err := clientAddress("10.0.0.0/8, 192.168.0.0/16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/catalog", nil)
+	r.RemoteAddr = "10.1.2.3:5555"
+	r.Header.Set("X-Forwarded-For", "203.0.113.50, 198.51.100.7")
+	if got := ip(r); got != "198.51.100.7" {
+		t.Fatalf("through a trusted proxy: %q, want the right-most untrusted address", got)
+	}
+	r.RemoteAddr = "203.0.113.9:5555"
+	if got := ip(r); got != "203.0.113.9" {
+		t.Fatalf("from an untrusted peer: %q, want the peer", got)
+	}
+	if _, err := clientAddress("10.0.0.0/8,nonsense"); err == nil || !strings.Contains(err.Error(), `"nonsense"`) {
+		t.Fatalf("a bad network: %v", err)
 	}
 }
 
