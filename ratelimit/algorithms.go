@@ -10,6 +10,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/localrate"
 )
 
 // maxSpanUs bounds every time span a limiter keeps in Redis (a window, the
@@ -299,7 +300,7 @@ func (c FixedWindow) spec() (*spec, error) {
 		window: time.Duration(w) * time.Millisecond}
 	if p != nil {
 		s.window = c.Align.nominal()
-		s.cal = &calendar{periods: []*period{p}, clock: time.Now}
+		s.cal = &calendar{periods: []*localrate.Period{p}, clock: time.Now}
 	}
 	return standalone(s, fixedScripts), nil
 }

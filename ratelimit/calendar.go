@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/localrate"
 )
 
 // Alignment says where a [FixedWindow]'s windows start. The zero value
@@ -40,7 +41,7 @@ var periodLetter = [...]byte{AlignMinute: 'm', AlignHour: 'h', AlignDay: 'd', Al
 // settings ("", ":e" or ":<p>:<zone>") and, for a calendar period in a
 // zone other than UTC or a month, the calendar that computes its
 // boundaries (nil otherwise).
-func (c FixedWindow) alignment() (winMs int64, suffix string, cal *period, err error) {
+func (c FixedWindow) alignment() (winMs int64, suffix string, cal *localrate.Period, err error) {
 	switch {
 	case c.Align < 0 || c.Align > AlignMonth:
 		return 0, "", nil, check.InvalidArgument("align", "must be AlignEpoch, AlignMinute, AlignHour, AlignDay, AlignMonth or zero, got %d", c.Align)
@@ -78,7 +79,7 @@ func (c FixedWindow) alignment() (winMs int64, suffix string, cal *period, err e
 		w := map[Alignment]int64{AlignMinute: 60_000, AlignHour: 3_600_000, AlignDay: 86_400_000}[c.Align]
 		return w, ":e", nil, nil
 	}
-	return 0, ":" + string(periodLetter[c.Align]) + ":" + name, &period{align: c.Align, loc: loc}, nil
+	return 0, ":" + string(periodLetter[c.Align]) + ":" + name, localrate.NewPeriod(periodLetter[c.Align], loc), nil
 }
 
 // nominal is the length of a calendar period (the RateLimit-Policy w of a
@@ -95,68 +96,6 @@ func (a Alignment) nominal() time.Duration {
 	return 31 * 24 * time.Hour
 }
 
-// period computes the boundaries of one calendar alignment in a zone.
-type period struct {
-	align Alignment
-	loc   *time.Location
-}
-
-// start returns the start of the period holding t.
-func (p *period) start(t time.Time) time.Time {
-	t = t.In(p.loc)
-	y, mo, d := t.Date()
-	switch p.align {
-	case AlignMinute:
-		return t.Add(-time.Duration(t.Second())*time.Second - time.Duration(t.Nanosecond()))
-	case AlignHour:
-		return t.Add(-time.Duration(t.Minute())*time.Minute - time.Duration(t.Second())*time.Second - time.Duration(t.Nanosecond()))
-	case AlignDay:
-		s := time.Date(y, mo, d, 0, 0, 0, 0, p.loc)
-		if s.After(t) { // a midnight that does not exist: the day started before
-			s = time.Date(y, mo, d-1, 0, 0, 0, 0, p.loc)
-		}
-		return s
-	}
-	s := time.Date(y, mo, 1, 0, 0, 0, 0, p.loc)
-	if s.After(t) {
-		s = time.Date(y, mo-1, 1, 0, 0, 0, 0, p.loc)
-	}
-	return s
-}
-
-// next returns the start of the period after the one starting at s.
-func (p *period) next(s time.Time) time.Time {
-	var n time.Time
-	s = s.In(p.loc)
-	y, mo, d := s.Date()
-	switch p.align {
-	case AlignMinute:
-		n = p.start(s.Add(time.Minute))
-	case AlignHour:
-		n = p.start(s.Add(time.Hour))
-	case AlignDay:
-		n = time.Date(y, mo, d+1, 0, 0, 0, 0, p.loc)
-	default:
-		n = time.Date(y, mo+1, 1, 0, 0, 0, 0, p.loc)
-	}
-	if !n.After(s) { // a zone's offset moved back across the boundary
-		n = s.Add(p.align.nominal())
-	}
-	return n
-}
-
-// bounds returns four consecutive period starts in Unix ms: the previous
-// period's, the current one's (holding now), the next one's and the one
-// after, and how long they serve as the argument ([from, until): the
-// current period).
-func (p *period) bounds(now time.Time) (b [4]int64, from, until time.Time) {
-	cur := p.start(now)
-	prev := p.start(cur.Add(-time.Nanosecond))
-	nx := p.next(cur)
-	b = [4]int64{prev.UnixMilli(), cur.UnixMilli(), nx.UnixMilli(), p.next(nx).UnixMilli()}
-	return b, cur, nx
-}
-
 // calendar is the boundary argument of a limiter with calendar windows
 // in a zone (a fixed window's, or a composite's fixed components'),
 // computed from this process's clock and cached for the current period.
@@ -165,7 +104,7 @@ func (p *period) bounds(now time.Time) (b [4]int64, from, until time.Time) {
 type calendar struct {
 	// periods: the fixed window's (index 0), or each calendar component's
 	// by its index (1 the first) in a composite.
-	periods []*period
+	periods []*localrate.Period
 	index   []int
 	comp    bool
 	// clock is this process's clock (tests set it before first use).
@@ -180,7 +119,7 @@ type calArg struct {
 }
 
 // value returns the argument for now: a fixed window's
-// "<b0>,<b1>,<b2>,<b3>" (see [period.bounds]); a composite's
+// "<b0>,<b1>,<b2>,<b3>" (see [localrate.Period.Bounds]); a composite's
 // "@;<i>=<b0>,<b1>,<b2>,<b3>;..." for each calendar component i.
 func (c *calendar) value() any {
 	now := c.clock()
@@ -193,7 +132,7 @@ func (c *calendar) value() any {
 		sb.WriteByte('@')
 	}
 	for i, p := range c.periods {
-		b, from, until := p.bounds(now)
+		b, from, until := p.Bounds(now)
 		if i == 0 || from.After(a.from) {
 			a.from = from
 		}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	_ "time/tzdata" // the zones below, on any machine
 
 	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/localrate"
 	"github.com/coordkit/coordination/internal/sentinel"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
@@ -321,8 +323,8 @@ func TestFixedWindowAlignedEndsAtBoundary(t *testing.T) {
 				if loc == nil {
 					loc = time.UTC
 				}
-				p := &period{align: s.Align, loc: loc}
-				return p.next(p.start(at))
+				p := localrate.NewPeriod(periodLetter[s.Align], loc)
+				return p.Next(p.Start(at))
 			}
 			for try := 0; ; try++ {
 				key := "al" + strconv.Itoa(i) + "-" + strconv.Itoa(try)
@@ -350,4 +352,53 @@ func TestFixedWindowAlignedEndsAtBoundary(t *testing.T) {
 			}
 		}
 	})
+}
+
+// An in-process limiter (NewLocal) aligns its windows as the scripts do,
+// with its own clock: an epoch-aligned window and a Berlin day end at
+// their boundaries across the spring change; RetryAfter runs to them.
+func TestLocalFixedWindowAligned(t *testing.T) {
+	berlin := zone(t, "Europe/Berlin")
+	spring := lastSunday(2027, time.March, berlin)
+	var now atomic.Int64
+	clock := func() int64 { return now.Load() }
+	at := func(tm time.Time) { now.Store(tm.UnixMicro()) }
+	ctx := context.Background()
+
+	at(spring.Add(-500 * time.Millisecond))
+	day, err := NewLocal(FixedWindow{Limit: 2, Align: AlignDay, Location: berlin}, withLocalClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer day.Close()
+	ep, err := NewLocal(FixedWindow{Limit: 2, Window: 7 * time.Second, Align: AlignEpoch}, withLocalClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	refusal := func(l *Limiter, what string) time.Duration {
+		t.Helper()
+		for i := range 2 {
+			if d, err := l.Allow(ctx, 1); err != nil || !d.Allowed() {
+				t.Fatalf("%s: request %d: %+v, %v; want granted", what, i+1, d, err)
+			}
+		}
+		d, err := l.Allow(ctx, 1)
+		ra, ok := d.RetryAfter()
+		if err != nil || d.Allowed() || !ok {
+			t.Fatalf("%s: request 3: %+v, %v; want refused with RetryAfter", what, d, err)
+		}
+		return ra
+	}
+	if ra := refusal(day, "before midnight"); ra != 500*time.Millisecond {
+		t.Fatalf("before midnight: RetryAfter %v, want 500ms", ra)
+	}
+	nowMs := now.Load() / 1000
+	if ra, want := refusal(ep, "epoch"), time.Duration((nowMs-nowMs%7000+7000)*1000-now.Load())*time.Microsecond; ra != want {
+		t.Fatalf("epoch: RetryAfter %v, want %v", ra, want)
+	}
+	at(spring)
+	if ra := refusal(day, "the spring day"); ra != 23*time.Hour {
+		t.Fatalf("the spring day: RetryAfter %v, want 23h", ra)
+	}
 }
