@@ -27,7 +27,7 @@ if stored then
   end
 end
 --#include rl_common.foreign
-local lim, win, e, u, fe, ax, bs = nil, nil, nil, nil, true, nil, ARGV[4]
+local lim, win, e, u, fe, ax, bs = nil, nil, nil, nil, true -- bs: ARGV[4], read where needed
 --#include rl_fixed.load
 --#include rl_fixed.refund
 --#include rl_fixed.wait

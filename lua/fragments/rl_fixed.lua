@@ -112,7 +112,8 @@ de = now and e * 1000
 -- empty); a charge with no window starts one (by its alignment: now plus
 -- win; the next multiple of win; the boundary in bs after now, raising
 -- COORD_BADARG for malformed boundaries and COORD_CLOCK when now is
--- outside them); sv. (A count past 10^14 is kept just below it: the window
+-- outside them; ratelimit_fixed, fe, reads bs from ARGV[4] only here);
+-- sv. (A count past 10^14 is kept just below it: the window
 -- refuses until it ends either way.)
 if m < 0 then
   u = u + rm
@@ -131,6 +132,9 @@ else
     elseif ax == ':e' then
       e = e - e % win + win
     else
+      if fe then
+        bs = ARGV[4]
+      end
       local b1, b2, b3, b4 = string.match(bs or '', '^(%d+),(%d+),(%d+),(%d+)$')
       b1, b2, b3, b4 = tonumber(b1), tonumber(b2), tonumber(b3), tonumber(b4)
       if not b1 or b1 >= b2 or b2 >= b3 or b3 >= b4 or b4 >= 9007199254740 then
