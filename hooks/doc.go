@@ -62,7 +62,10 @@
 //	RATE LIMIT SETTLE             rate_limit    Reservation.Settle
 //	RATE LIMIT UPDATE             rate_limit    Limiter.Update, ConcurrencyLimiter.Update (also an identical update)
 //	RATE LIMIT DENY LIST READ     rate_limit    DenyList.Denied (a limiter's own checks are not admitted again)
-//	RATE LIMIT DENY LIST WRITE    rate_limit    DenyList.Deny, DenyList.Remove
+//	RATE LIMIT DENY LIST WRITE    rate_limit    DenyList.Deny, DenyList.DenyFor, DenyList.Remove
+//	RATE LIMIT RESET              rate_limit    Limiter.Reset
+//	RATE LIMIT PEEK               rate_limit    Limiter.Peek
+//	RATE LIMIT ADJUST             rate_limit    Limiter.Penalize, Limiter.Reward
 //	RATE LIMIT ALLOW LIST READ    rate_limit    AllowList.Allowed (a limiter's own checks are not admitted again)
 //	RATE LIMIT ALLOW LIST WRITE   rate_limit    AllowList.Allow, AllowList.Remove
 //	REDLOCK ACQUIRE               redlock       Group.TryAcquire, Group.Acquire (once per group operation, however long it waits)

@@ -65,6 +65,9 @@ const (
 	RateLimitUpdate        = "RATE LIMIT UPDATE"
 	RateLimitDenyListRead  = "RATE LIMIT DENY LIST READ"
 	RateLimitDenyListWrite = "RATE LIMIT DENY LIST WRITE"
+	RateLimitReset         = "RATE LIMIT RESET"
+	RateLimitPeek          = "RATE LIMIT PEEK"
+	RateLimitAdjust        = "RATE LIMIT ADJUST"
 
 	// Allow lists (package ratelimit).
 	RateLimitAllowListRead  = "RATE LIMIT ALLOW LIST READ"

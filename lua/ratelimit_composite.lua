@@ -14,8 +14,11 @@
 -- available, its wait the longest any component needs.
 --#include rl_common.header
 --#include rl_common.args
-local nc = #ARGV - 3
-if nc < 1 or nc > 32 or table.concat(ARGV, ';', 4) ~= ARGV[3] then
+local nc, cal = #ARGV - 3, nil
+if string.byte(ARGV[#ARGV]) == 64 then -- '@': calendar boundaries
+  nc, cal = nc - 1, ARGV[#ARGV]
+end
+if nc < 1 or nc > 32 or table.concat(ARGV, ';', 4, 3 + nc) ~= ARGV[3] then
   return redis.error_reply('COORD_BADARG a composite needs 1 to 32 components and their signature')
 end
 local fields = {'c'}
@@ -55,15 +58,16 @@ for i = 1, nc do
   end
   local al = string.byte(cfg)
   if c and string.byte(c) ~= al then
-    if string.find(c, '^%a:[%d:]+$') then
+    if string.find(c, '^%a:%d') then
       return redis.error_reply('COORD_CONFIG_MISMATCH key holds another algorithm')
     end
     return redis.error_reply('COORD_BADSTATE limiter settings are malformed')
   end
   if al == 102 then -- f
-    local pl, se, su, lim, win, e, u
+    local pl, se, su, lim, win, e, u, ax
+    local bs = cal and string.match(cal, ';' .. i .. '=([%d,]+)')
     if c then
-      pl = string.match(c, '^f:(%d+):%d+$')
+      pl = string.match(c, '^f:(%d+):%d+[:%w/_+.-]*$')
       se, su = string.match(raw, '^(%d+)|(%d+)$')
       if not (pl and se) then
         return redis.error_reply('COORD_BADSTATE limiter state is malformed')
@@ -73,7 +77,7 @@ for i = 1, nc do
 --#include rl_fixed.refund
 --#include rl_fixed.wait
 --#include rl_fixed.sum
-    comps[i] = {al, lim, win, e, u, rm}
+    comps[i] = {al, lim, win, e, u, rm, ax, bs}
     gives = gives or rm ~= 0
   elseif al == 115 then -- s
     local p1, p2, p3, sn, so, sl, scs, lim, win, segs, g, n, o, l, cs
@@ -152,7 +156,7 @@ for i = 1, nc do
   local p = comps[i]
   local al = p[1]
   if al == 102 then
-    local cfg, lim, win, e, u, rm = ARGV[3 + i], p[2], p[3], p[4], p[5], p[6]
+    local cfg, lim, win, e, u, rm, ax, bs = ARGV[3 + i], p[2], p[3], p[4], p[5], p[6], p[7], p[8]
 --#include rl_fixed.take
 --#include rl_fixed.sum
   elseif al == 115 then

@@ -10,6 +10,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/localrate"
 )
 
 // maxSpanUs bounds every time span a limiter keeps in Redis (a window, the
@@ -31,23 +32,53 @@ type Settings interface {
 
 // FixedWindow configures a fixed-window limiter ([New]).
 //
-// The window starts at the first acquisition that finds no live window for
-// the key, not at a clock-aligned boundary, and lasts Window; up to Limit
-// permits are granted in it, then the count resets when it ends. Requests on
-// both sides of a window's end can use two windows' budgets close together.
+// By default a window starts at the first acquisition that finds no live
+// window for the key, not at a clock-aligned boundary, and lasts Window; up
+// to Limit permits are granted in it, then the count resets when it ends.
+// With Align, windows start at fixed instants instead, the same for every
+// key and replica: multiples of Window since the Unix epoch (AlignEpoch),
+// or the start of each minute, hour, day or month in Location
+// (AlignMinute ... AlignMonth; "100 a day, reset at midnight in
+// Europe/Berlin"). A refusal's RetryAfter then runs to the next boundary.
+// Requests on both sides of a window's end can use two windows' budgets
+// close together.
 //
-// State: one string with the settings, the window's end and the count; it
-// expires when the window ends.
+// The decision still uses the server's clock. For a calendar period in a
+// zone other than UTC, and for months, this process computes the period
+// boundaries around its own clock (caching them for the current period)
+// and sends them with each decision, and the script picks the window that
+// holds the server's time: the two clocks may differ by up to one period.
+// Beyond that a decision that would start a window fails with a Redis
+// error reply starting with COORD_CLOCK, which the failure mode answers
+// (the server is treated as unable to decide). Minutes, hours and days of
+// UTC and AlignEpoch need no boundaries: they are arithmetic in the script.
+//
+// State: one string with the settings (alignment included), the window's
+// end and the count; it expires when the window ends.
 //
 // [New] fails with coordination.ErrInvalidArgument naming "limit" (below
-// 1) or "window" (below 1 ms or not whole milliseconds).
+// 1), "window" (below 1 ms or not whole milliseconds; not zero with a
+// calendar alignment), "align" (not one of the constants) or "location"
+// (given without a calendar alignment; time.Local, whose name says no
+// zone; a name other than 1 to 64 letters, digits and /_+-.).
 type FixedWindow struct {
 	// Limit is the number of permits per window (1 or more).
 	Limit int
 	// Window is the window length: a whole number of milliseconds, at least
 	// 1 ms (the window ends with the key's expiry, which Redis keeps in
-	// milliseconds).
+	// milliseconds). Zero with a calendar alignment (AlignMinute ...
+	// AlignMonth), whose period sets it.
 	Window time.Duration
+	// Align says where windows start: zero (at the first acquisition),
+	// AlignEpoch, or a calendar period (AlignMinute, AlignHour, AlignDay,
+	// AlignMonth). It is part of the stored settings: processes sharing
+	// the key must agree on it (see [Limiter.Update]).
+	Align Alignment
+	// Location is the time zone of a calendar alignment (nil: UTC), named
+	// in the stored settings by its name (time.LoadLocation's): every
+	// process sharing the key must load the same zone. Daylight-saving
+	// changes are followed (a day may last 23 or 25 hours).
+	Location *time.Location
 }
 
 // SlidingWindow configures a segmented sliding-window limiter
@@ -202,6 +233,9 @@ type spec struct {
 	window time.Duration
 	// Concurrency: the limit and the lease duration.
 	leaseMs int64
+	// cal computes the boundary argument of calendar windows in a zone
+	// (sent after the tail); nil without.
+	cal *calendar
 }
 
 func limitCheck(name string, n int) error {
@@ -247,21 +281,27 @@ func (s *spec) args(op string, permits int) []any {
 // argsTo is args appended to dst (a buffer on the caller's stack on the
 // hot path: no allocation when they fit).
 func (s *spec) argsTo(dst []any, op any, permits int) []any {
-	return append(append(dst, op, permits), s.tail...)
+	dst = append(append(dst, op, permits), s.tail...)
+	if s.cal != nil {
+		dst = append(dst, s.cal.value())
+	}
+	return dst
 }
 
 func (c FixedWindow) spec() (*spec, error) {
 	if err := limitCheck("limit", c.Limit); err != nil {
 		return nil, err
 	}
-	if c.Window < time.Millisecond || c.Window%time.Millisecond != 0 {
-		return nil, check.InvalidArgument("window", "must be a whole number of milliseconds, at least 1 ms, got %v", c.Window)
-	}
-	if _, err := micros("window", c.Window, time.Millisecond); err != nil {
+	w, suffix, p, err := c.alignment()
+	if err != nil {
 		return nil, err
 	}
-	w := int64(c.Window / time.Millisecond)
-	s := &spec{settings: c, alg: algFixed, capacity: c.Limit, cfg: fmt.Sprintf("f:%d:%d", c.Limit, w), window: c.Window}
+	s := &spec{settings: c, alg: algFixed, capacity: c.Limit, cfg: fmt.Sprintf("f:%d:%d%s", c.Limit, w, suffix),
+		window: time.Duration(w) * time.Millisecond}
+	if p != nil {
+		s.window = c.Align.nominal()
+		s.cal = &calendar{periods: []*localrate.Period{p}, clock: time.Now}
+	}
 	return standalone(s, fixedScripts), nil
 }
 
@@ -381,6 +421,13 @@ func (c Composite) spec() (*spec, error) {
 		}
 		cfgs[i] = one.cfg
 		s.kinds = append(s.kinds, one.alg)
+		if one.cal != nil {
+			if s.cal == nil {
+				s.cal = &calendar{comp: true, clock: time.Now}
+			}
+			s.cal.periods = append(s.cal.periods, one.cal.periods[0])
+			s.cal.index = append(s.cal.index, i+1)
+		}
 		if one.capacity < s.capacity {
 			s.capacity = one.capacity
 			s.window = one.window

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"container/list"
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -26,9 +27,14 @@ const (
 
 // DenyList is a set of identities (clients, tenants, users: exact bytes)
 // refused by every limiter bound to it with [WithDenyList], before they
-// use any capacity. It lives in Redis as a set at its own key (any
+// use any capacity. It lives in Redis as a sorted set at its own key (any
 // Cluster slot: it is read separately from the limiters' keys), without
-// expiry; membership persists until removed.
+// expiry: each identity scored with the end of its denial in server
+// milliseconds, or +inf for a denial without end ([DenyList.Deny]); a
+// timed denial ([DenyList.DenyFor], a lockout) ends by itself, judged by
+// the server's clock. (A plain set, the layout before timed denials or an
+// operator's SADD, is read as denials without end; Deny and Remove work
+// on it, DenyFor does not.)
 //
 // Reads go through a local cache: a membership (denied or not) is used
 // for a fixed lifetime counted from the start of the read that fetched it
@@ -41,7 +47,9 @@ const (
 // [DenyList.Remove] clear the identity's entry here before and after
 // writing. Other processes see a change when their entry expires (there is
 // no invalidation channel), so the list is an admission filter with
-// bounded staleness, not an instant revocation.
+// bounded staleness, not an instant revocation. A cached denial is never
+// used past the end of a timed denial (as the read that fetched it saw
+// it).
 //
 // Share one DenyList per key in a process: each has its own cache. It is
 // safe for concurrent use by multiple goroutines.
@@ -70,7 +78,7 @@ type denyRead struct {
 	done    chan struct{}
 	started time.Time
 	gen     uint64
-	denied  bool
+	left    int64 // the read's answer: 0, -1 or ms left (decodeDenial)
 	err     error
 }
 
@@ -134,19 +142,50 @@ func (d *DenyList) init(k *listKind, coord *coordination.Coordinator, key string
 	return check.Apply(d, opts)
 }
 
-// Deny puts identity on the list (one script call, SADD; admitted as RATE
-// LIMIT DENY LIST WRITE). Limiters in this process see it at once; other
-// processes within their cache lifetime.
+// Deny puts identity on the list without end (one script call, ZADD;
+// admitted as RATE LIMIT DENY LIST WRITE), replacing a timed denial.
+// Limiters in this process see it at once; other processes within their
+// cache lifetime.
 //
 // Errors: coordination.ErrInvalidArgument naming "identity" (empty);
-// coordination.ErrBadState when the key is not a set; Redis and network
-// errors (the write may have been applied: read again to know).
+// coordination.ErrBadState when the key is neither a sorted set nor a
+// plain set (the layout before timed denials, or an operator's SADD: Deny
+// and Remove add and remove its members); Redis and network errors (the
+// write may have been applied: read again to know).
 func (d *DenyList) Deny(ctx context.Context, identity string) error {
 	return d.write(ctx, denyKind.write, identity, "1")
 }
 
-// Remove takes identity off the list (one script call, SREM; admitted as
-// RATE LIMIT DENY LIST WRITE). Errors are those of [DenyList.Deny].
+// DenyFor puts identity on the list for duration d, a lockout that ends
+// by itself at the server's now plus d (one script call; admitted as RATE
+// LIMIT DENY LIST WRITE). A denial that already ends later, or never, is
+// kept (DenyFor never shortens one: [DenyList.Remove] first to). Each
+// DenyFor also deletes the list's entries whose denial has ended. d is
+// rounded up to whole milliseconds. Limiters in this process see it at
+// once; other processes within their cache lifetime, and none uses it
+// past its end.
+//
+// Errors: coordination.ErrInvalidArgument naming "identity" (empty) or
+// "duration" (below 1 ms or above about 35 years), with nothing admitted
+// or sent; coordination.ErrBadState when the key is not a sorted set (a
+// plain set, the layout before timed denials or an operator's SADD, takes
+// Deny and Remove but not DenyFor: delete it and deny again); Redis and
+// network errors (the write may have been applied: read again to know).
+func (d *DenyList) DenyFor(ctx context.Context, identity string, duration time.Duration) error {
+	if duration < time.Millisecond || duration > time.Duration(maxSpanUs)*time.Microsecond {
+		if err := checkIdentity(denyKind.write, d, identity); err != nil {
+			return err
+		}
+		return engine.OpError(denyKind.write, d.keys, check.InvalidArgument("duration",
+			"must be between 1ms and %v, got %v", time.Duration(maxSpanUs)*time.Microsecond, duration))
+	}
+	ms := (duration + time.Millisecond - 1) / time.Millisecond
+	return d.write(ctx, denyKind.write, identity, "t"+strconv.FormatInt(int64(ms), 10))
+}
+
+// Remove takes identity off the list, ending a timed denial too (one
+// script call, ZREM; admitted as RATE LIMIT DENY LIST WRITE). Errors are
+// those of [DenyList.Deny].
 func (d *DenyList) Remove(ctx context.Context, identity string) error {
 	return d.write(ctx, denyKind.write, identity, "0")
 }
@@ -172,7 +211,8 @@ func (d *DenyList) write(ctx context.Context, op, identity, flag string) error {
 // coordination.ErrInvalidArgument naming "identity" (empty); the
 // context's error when ctx ends while waiting for a read; Redis and network
 // errors of the read (not cached); coordination.ErrBadState when the key
-// is not a set.
+// is neither a sorted set nor a plain set (whose members are denied
+// without end).
 func (d *DenyList) Denied(ctx context.Context, identity string) (bool, error) {
 	return d.has(ctx, denyKind.read, identity)
 }
@@ -235,7 +275,8 @@ func (d *DenyList) forget(identity string) {
 // limiter's own check).
 func (d *DenyList) member(ctx context.Context, identity string) (bool, error) {
 	if d.lifetime == 0 {
-		return denyReadScript.Run(ctx, d.e, d.keys, identity)
+		left, err := denyReadScript.Run(ctx, d.e, d.keys, identity)
+		return left != 0, err
 	}
 	now := time.Now()
 	d.mu.Lock()
@@ -255,7 +296,8 @@ func (d *DenyList) member(ctx context.Context, identity string) (bool, error) {
 			// Too many distinct reads in flight: this one is the
 			// caller's own, neither shared nor cached.
 			d.mu.Unlock()
-			return denyReadScript.Run(ctx, d.e, d.keys, identity)
+			left, err := denyReadScript.Run(ctx, d.e, d.keys, identity)
+			return left != 0, err
 		}
 		r = &denyRead{done: make(chan struct{}), started: now, gen: d.gen}
 		d.inflight[identity] = r
@@ -264,7 +306,7 @@ func (d *DenyList) member(ctx context.Context, identity string) (bool, error) {
 	d.mu.Unlock()
 	select {
 	case <-r.done:
-		return r.denied, r.err
+		return r.left != 0, r.err
 	case <-ctx.Done():
 		return false, context.Cause(ctx)
 	}
@@ -273,13 +315,19 @@ func (d *DenyList) member(ctx context.Context, identity string) (bool, error) {
 // read runs one shared read (not cancelled by any one caller) and caches
 // its answer unless it failed or the cache was invalidated meanwhile.
 func (d *DenyList) read(ctx context.Context, identity string, r *denyRead) {
-	r.denied, r.err = denyReadScript.Run(ctx, d.e, d.keys, identity)
+	r.left, r.err = denyReadScript.Run(ctx, d.e, d.keys, identity)
 	d.mu.Lock()
 	if d.inflight[identity] == r {
 		delete(d.inflight, identity)
 	}
 	if r.err == nil && r.gen == d.gen {
-		d.storeLocked(identity, r.denied, r.started.Add(d.lifetime))
+		// A timed denial is cached no longer than it lasts, counted from
+		// the read's start (so never past its end).
+		life := d.lifetime
+		if r.left > 0 {
+			life = min(life, time.Duration(r.left)*time.Millisecond)
+		}
+		d.storeLocked(identity, r.left != 0, r.started.Add(life))
 	}
 	d.mu.Unlock()
 	close(r.done)
@@ -315,8 +363,10 @@ func (d *DenyList) storeLocked(identity string, denied bool, expires time.Time) 
 // AllowList is a set of identities (clients, tenants, users: exact bytes)
 // that no limiter bound to it with [WithAllowList] ever limits: their
 // requests are granted without a decision and without consuming anything.
-// It is a [DenyList]'s machinery under other names: a Redis set at its
-// own key (any Cluster slot), without expiry, read through the same local
+// It is a [DenyList]'s machinery under other names: a Redis sorted set
+// at its own key (any Cluster slot; members scored +inf, as a deny list's
+// denials without end; a plain set is read too), without expiry, read
+// through the same local
 // cache (see DenyList for its lifetime, capacity, shared reads and
 // bounded staleness; [WithDenyCache] sets it), admitted as RATE LIMIT
 // ALLOW LIST READ and WRITE.
@@ -346,7 +396,7 @@ func (a *AllowList) list() *DenyList {
 	return &a.set
 }
 
-// Allow puts identity on the list (one script call, SADD; admitted as
+// Allow puts identity on the list (one script call, ZADD; admitted as
 // RATE LIMIT ALLOW LIST WRITE). Limiters in this process see it at once;
 // other processes within their cache lifetime. Errors are those of
 // [DenyList.Deny].
@@ -354,7 +404,7 @@ func (a *AllowList) Allow(ctx context.Context, identity string) error {
 	return a.list().write(ctx, allowKind.write, identity, "1")
 }
 
-// Remove takes identity off the list (one script call, SREM; admitted as
+// Remove takes identity off the list (one script call, ZREM; admitted as
 // RATE LIMIT ALLOW LIST WRITE). Errors are those of [DenyList.Deny].
 func (a *AllowList) Remove(ctx context.Context, identity string) error {
 	return a.list().write(ctx, allowKind.write, identity, "0")

@@ -88,7 +88,12 @@
 // applied), for tools that decode them; times are server microseconds
 // since the Unix epoch (_ms: milliseconds), numbers are decimal integers:
 //
-//	fixed window     "f:<limit>:<window_ms>|<end_ms>|<used>"; expires at end_ms
+//	fixed window     "f:<limit>:<window_ms>|<end_ms>|<used>"; expires at end_ms;
+//	                 aligned (FixedWindow.Align), the settings end in ":e"
+//	                 (windows at multiples of window_ms since the epoch; also
+//	                 UTC minutes, hours and days) or are
+//	                 "f:<limit>:0:<p>:<zone>" (a calendar period p: m, h, d
+//	                 or M, in the time zone named zone, e.g. Europe/Berlin)
 //	sliding window   "s:<limit>:<window>:<segments>|<n>|<o>|<l>|<c_o>,...,<c_l>":
 //	                 segment i (g = ceil(window / segments) long, aligned to
 //	                 server time) holds c_i permits, charged until
@@ -110,6 +115,10 @@
 //	                 in server milliseconds (token: 22 random base64url
 //	                 characters); expires with its latest lease, deleted with
 //	                 its last one
+//	deny list        sorted set: one member per identity, scored with the
+//	                 end of its denial in server milliseconds (inf: without
+//	                 end); never expires (ended entries go with the next
+//	                 DenyFor)
 //
 // MEMORY USAGE of an idle key with a 40-byte name, Redis 7.0 / Valkey
 // 9.1: fixed window, token bucket and GCRA 136 / 104 bytes, sliding window
@@ -212,7 +221,9 @@
 //
 // # Deny lists
 //
-// A [DenyList] is a Redis set of identities. A limiter bound to one and to
+// A [DenyList] is a Redis sorted set of identities, each denied without
+// end ([DenyList.Deny]) or until a time ([DenyList.DenyFor], a lockout
+// judged by the server's clock). A limiter bound to one and to
 // an identity ([WithDenyList]) checks the membership first, through a
 // local cache (1024 identities, 1 s, by default; [WithDenyCache]); a
 // denied identity gets a refused decision whose [Decision.Denied] is true

@@ -577,3 +577,122 @@ func ExampleNewClientIP() {
 	// 203.0.113.9
 	// coordination: invalid argument IPv6PrefixBits: must be 1 to 128 (0: 64), got 200
 }
+
+// Quotas by the calendar: 3 exports a day, reset at midnight UTC for every
+// replica at once; a refusal's RetryAfter runs to midnight. A day in a
+// time zone (or a month) follows its daylight-saving changes.
+func ExampleFixedWindow_calendar() {
+	srv, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	srv.SetTime(time.Date(2026, 1, 1, 23, 59, 30, 0, time.UTC)) // 30 s before midnight
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	defer rdb.Close()
+	ctx := context.Background()
+	coord, err := coordination.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	daily, err := ratelimit.New(coord, "quota:exports", ratelimit.FixedWindow{Limit: 3, Align: ratelimit.AlignDay})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer daily.Close()
+	for i := 1; i <= 4; i++ {
+		dec, err := daily.Allow(ctx, 1)
+		if err != nil {
+			log.Fatal(err)
+		}
+		retry, _ := dec.RetryAfter()
+		fmt.Printf("export %d: allowed %v, retry after %v\n", i, dec.Allowed(), retry)
+	}
+
+	// The same quota by the day of Berlin (23 or 25 hours around a
+	// daylight-saving change); every process sharing the key must name the
+	// same zone.
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		log.Fatal(err)
+	}
+	local, err := ratelimit.New(coord, "quota:exports:berlin", ratelimit.FixedWindow{Limit: 3, Align: ratelimit.AlignDay, Location: berlin})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer local.Close()
+	// Output:
+	// export 1: allowed true, retry after 0s
+	// export 2: allowed true, retry after 0s
+	// export 3: allowed true, retry after 0s
+	// export 4: allowed false, retry after 30s
+}
+
+// The administrative operations: a penalty and a reward out of band, a
+// read that consumes nothing, a reset, and a lockout that ends by itself.
+func Example_admin() {
+	srv, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	srv.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	defer rdb.Close()
+	ctx := context.Background()
+	coord, err := coordination.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	lim, err := ratelimit.New(coord, "limits:login:alice", ratelimit.GCRA{Burst: 5, Rate: 5, Period: time.Minute})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	// A wrong password costs 2 more permits; a solved captcha gives 1 back.
+	left, err := lim.Penalize(ctx, 2)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after the penalty:", left)
+	left, err = lim.Reward(ctx, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after the reward:", left)
+	dec, err := lim.Peek(ctx) // consumes nothing
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("peek:", dec.Allowed(), dec.Available())
+	if err := lim.Reset(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	lockouts, err := ratelimit.NewDenyList(coord, "limits:lockouts")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := lockouts.DenyFor(ctx, "user:alice", 15*time.Minute); err != nil {
+		log.Fatal(err)
+	}
+	locked, err := lockouts.Denied(ctx, "user:alice")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("locked out:", locked)
+
+	dec, err = lim.Peek(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after the reset:", dec.Available())
+	// Output:
+	// after the penalty: 3
+	// after the reward: 4
+	// peek: true 4
+	// locked out: true
+	// after the reset: 5
+}

@@ -34,9 +34,13 @@ var (
 	concVerifyScript  = engine.NewScript("ratelimit_conc_verify", decode.Bool01)
 	concReleaseScript = engine.NewScript("ratelimit_conc_release", decode.SoleRelease)
 
+	// resetScript deletes a limiter's key after checking it holds the
+	// caller's algorithm (idempotent: a re-send finds it gone).
+	resetScript = engine.NewScript("ratelimit_reset", decode.Bool01)
+
 	// denyReadScript reads and denyWriteScript changes a deny list's
 	// membership.
-	denyReadScript  = engine.NewScript("ratelimit_deny_read", decode.Bool01)
+	denyReadScript  = engine.NewScript("ratelimit_deny_read", decodeDenial)
 	denyWriteScript = engine.NewScript("ratelimit_deny_write", decode.Bool01)
 )
 
@@ -148,4 +152,11 @@ func concAvailable(g decode.Grant) int64 {
 		return -1
 	}
 	return n
+}
+
+// decodeDenial reads a deny-list read: 0 (not denied), -1 (denied without
+// end) or the milliseconds left of a denial (>= 1).
+func decodeDenial(v any) (int64, bool) {
+	n, ok := v.(int64)
+	return n, ok && n >= -1
 }

@@ -197,6 +197,16 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 		"limiter-fixed-window": func(k string) (*ratelimit.Limiter, error) {
 			return ratelimit.New(coord, k, ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
 		},
+		"limiter-fixed-epoch": func(k string) (*ratelimit.Limiter, error) {
+			return ratelimit.New(coord, k, ratelimit.FixedWindow{Limit: 10, Window: time.Minute, Align: ratelimit.AlignEpoch})
+		},
+		"limiter-fixed-calendar": func(k string) (*ratelimit.Limiter, error) {
+			loc, err := time.LoadLocation("Europe/Berlin")
+			if err != nil {
+				return nil, err
+			}
+			return ratelimit.New(coord, k, ratelimit.FixedWindow{Limit: 10, Align: ratelimit.AlignMonth, Location: loc})
+		},
 		"limiter-sliding-window": func(k string) (*ratelimit.Limiter, error) {
 			return ratelimit.New(coord, k, ratelimit.SlidingWindow{Limit: 10, Window: time.Minute, Segments: 6})
 		},
@@ -236,7 +246,11 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	must(err)
 	must(d.Deny(ctx, "tenant:1"))
 	must(d.Deny(ctx, "tenant:2"))
+	must(d.DenyFor(ctx, "tenant:3", time.Hour))
 	keys["deny-list"] = "denied"
+	// The layout before timed denials: a plain set (as SADD writes it).
+	must(b.Admin(t).SAdd(ctx, b.Key("denied-set"), "tenant:9").Err())
+	keys["deny-list-set"] = "denied-set"
 
 	// An abandoned claim, given a minute (it lasts 5 s, which a loaded
 	// machine's run of the inspections below may outlast; the decoded
@@ -435,7 +449,7 @@ func TestInspectUnknownAndCorrupt(t *testing.T) {
 // decode never panics, whatever a key holds (corrupt layouts, hostile
 // values), and always names a kind.
 func FuzzDecode(f *testing.F) {
-	for _, s := range []string{"", "f:1:2|3|4|", "s:1:2:3|4|", "b:1:1:1|1|1|", "g:1:1:1|1|1|", "g:1:0:0|1|1|", "P1:a:-:", "C" + strings.Repeat("a", 36) + ":3:abc{\"status\":200}",
+	for _, s := range []string{"", "f:1:2|3|4|", "f:1:2:e|3|4", "f:1:0:d:Europe/Berlin|3|4", "f:1:0:x:|3|4", "f:1:0:d:|3|4", "s:1:2:3|4|", "b:1:1:1|1|1|", "g:1:1:1|1|1|", "g:1:0:0|1|1|", "P1:a:-:", "C" + strings.Repeat("a", 36) + ":3:abc{\"status\":200}",
 		"01234567-89ab-cdef-0123-456789abcdef+", "9223372036854775808", "-1", "{",
 		"P60000:1712345678901234:tok:-:", "P60000:1712345678901234:tok:3:abc", "P60000:0:tok:-:", "P1:2:", "P1:2:3",
 		"A1712345678901234:0b9e3c1e-52f1-4a3c-9d6e-2b1f5c7e8a90", "A0:", "A:", "A12",

@@ -36,8 +36,9 @@ var primitiveLayouts = []layout.Layout{
 	semaphorecore.SemaphoreLayout,
 	rwleasecore.LeaseLayout,
 	ratelimitcore.ConcurrencyLayout,
-	// sets
 	ratelimitcore.DenyListLayout,
+	// sets
+	ratelimitcore.DenyListSetLayout,
 }
 
 // decode says what s holds. It never panics (FuzzDecode).

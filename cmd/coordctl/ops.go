@@ -302,7 +302,7 @@ func runDenylist(verb string) func(args []string, stdout, stderr io.Writer) int 
 		nargs := -1
 		switch verb {
 		case "add":
-			desc = "Adds identities to the deny list at K: every limiter bound to it refuses them.\nOther processes see the change within their cache lifetime."
+			desc = "Adds identities to the deny list at K: every limiter bound to it refuses them\n(with --for D, until D has passed: a lockout that ends by itself).\nOther processes see the change within their cache lifetime."
 			example = "coordctl denylist add --redis redis://127.0.0.1:6379/0 --key api:denied tenant:42 tenant:43"
 		case "remove":
 			desc = "Removes identities from the deny list at K."
@@ -314,7 +314,11 @@ func runDenylist(verb string) func(args []string, stdout, stderr io.Writer) int 
 		}
 		fs := newFlags("denylist "+verb, stdout, stderr, "usage: coordctl denylist "+verb+" --key K ID...\n\n"+desc+
 			"\nExit status: 0 done; 1 denied (check) or a key of another kind; 2 bad usage; 3 the server cannot be reached.", example)
-		key := fs.String("key", "", "deny list key (a set); required")
+		key := fs.String("key", "", "deny list key (a sorted set); required")
+		var lockout *time.Duration
+		if verb == "add" {
+			lockout = fs.Duration("for", 0, "deny for this long only (at least 1ms); default: without end")
+		}
 		return oneShot(fs, args, key, nargs, nil, func(ctx context.Context, coord *coordination.Coordinator) int {
 			d, err := ratelimit.NewDenyList(coord, *key, ratelimit.WithDenyCache(1, time.Nanosecond))
 			if err != nil {
@@ -323,7 +327,11 @@ func runDenylist(verb string) func(args []string, stdout, stderr io.Writer) int 
 			for _, id := range fs.Args() {
 				switch verb {
 				case "add":
-					err = d.Deny(ctx, id)
+					if *lockout != 0 {
+						err = d.DenyFor(ctx, id, *lockout)
+					} else {
+						err = d.Deny(ctx, id)
+					}
 				case "remove":
 					err = d.Remove(ctx, id)
 				case "check":

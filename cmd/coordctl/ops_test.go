@@ -116,9 +116,16 @@ func TestDenylist(t *testing.T) {
 		expect(t, exitOK, "tenant:1: allowed", cmdline(b, "denylist remove", "--key", "deny", "tenant:1")...)
 		expect(t, exitOK, "tenant:1: allowed", cmdline(b, "denylist check", "--key", "deny", "tenant:1")...)
 		expect(t, exitRefused, "tenant:2: denied", cmdline(b, "denylist check", "--key", "deny", "tenant:2")...)
-		if n := b.Admin(t).SCard(context.Background(), b.Key("deny")).Val(); n != 1 {
-			t.Fatalf("SCARD = %d, want 1", n)
+		// A deny list is a sorted set (it was a set before timed denials).
+		if n := b.Admin(t).ZCard(context.Background(), b.Key("deny")).Val(); n != 1 {
+			t.Fatalf("ZCARD = %d, want 1", n)
 		}
+		expect(t, exitOK, "tenant:3: denied", cmdline(b, "denylist add", "--key", "deny", "--for", "1h", "tenant:3")...)
+		expect(t, exitRefused, "tenant:3: denied", cmdline(b, "denylist check", "--key", "deny", "tenant:3")...)
+		if ttl := b.Admin(t).ZScore(context.Background(), b.Key("deny"), "tenant:3").Val() - float64(b.Now().UnixMilli()); ttl < float64(59*time.Minute/time.Millisecond) || ttl > float64(time.Hour/time.Millisecond) {
+			t.Fatalf("--for 1h: the denial ends %v ms from now, want about 1h", ttl)
+		}
+		expect(t, exitUsage, "invalid argument duration", cmdline(b, "denylist add", "--key", "deny", "--for", "1us", "tenant:4")...)
 		expect(t, exitUsage, "exactly 1", cmdline(b, "denylist check", "--key", "deny", "a", "b")...)
 		expect(t, exitUsage, "one or more", cmdline(b, "denylist add", "--key", "deny")...)
 	})

@@ -12,7 +12,8 @@
 // fixed window alone follows ratelimit_fixed's refund rule (its grant's
 // mark is its window's end, and only that window takes a refund). The
 // state expires, as the key would, at its expiry in whole milliseconds.
-// Settings are the scripts' cfg strings ("f:<limit>:<window_ms>",
+// Settings are the scripts' cfg strings ("f:<limit>:<window_ms>", aligned
+// "f:<limit>:<window_ms>:e" or "f:<limit>:0:<p>:<zone>",
 // "s:<limit>:<window_us>:<segments>", "b:<limit>:<per>:<period_us>",
 // "g:<burst>:<q>:<d>"), validated by package ratelimit before they get
 // here. Nothing here is public API. A State is not safe for concurrent
@@ -23,6 +24,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // maxN is 2^53: every number a script stores stays below it.
@@ -72,6 +74,10 @@ type Setting struct {
 	cfg        string
 	alg        byte
 	n1, n2, n3 int64
+	// A fixed window's alignment: 0 none, 'e' multiples of n2 since the
+	// epoch, 'c' the calendar period per (n2 0).
+	align byte
+	per   *Period
 }
 
 // Parse reads one cfg string.
@@ -85,6 +91,16 @@ func Parse(cfg string) (Setting, error) {
 	want := 4
 	if s.alg == 'f' {
 		want = 3
+		switch {
+		case len(parts) == 4 && parts[3] == "e":
+			s.align, parts = 'e', parts[:3]
+		case len(parts) == 5 && parts[2] == "0":
+			p, err := ParsePeriod(parts[3], parts[4])
+			if err != nil {
+				return s, ErrSettings
+			}
+			s.align, s.per, parts = 'c', p, parts[:3]
+		}
 	}
 	if len(parts) != want || len(parts[0]) != 1 || !strings.ContainsRune("fsbg", rune(s.alg)) {
 		return s, ErrSettings
@@ -92,7 +108,7 @@ func Parse(cfg string) (Setting, error) {
 	var ns [3]int64
 	for i, p := range parts[1:] {
 		n, err := strconv.ParseInt(p, 10, 64)
-		if err != nil || n < 1 || n >= maxN {
+		if err != nil || (n < 1 && !(s.align == 'c' && i == 1 && n == 0)) || n >= maxN {
 			return s, ErrSettings
 		}
 		ns[i] = n
@@ -339,9 +355,18 @@ func (w *work) fixedLoad(old *Setting, now int64) {
 
 func (w *work) fixedRefund(op Op, m, mark int64, fe bool) {
 	w.rm = m
-	if op == Refund && (w.c.e == 0 || (fe && w.c.e != mark) || (!fe && (w.c.e-w.st.n2)*1000 > mark)) {
+	if op == Refund && (w.c.e == 0 || (fe && w.c.e != mark) || (!fe && w.fixedStart()*1000 > mark)) {
 		w.rm = 0
 	}
+}
+
+// fixedStart is the start (ms) of the window ending at e: e less the
+// window; a calendar window's, the start of the period before e.
+func (w *work) fixedStart() int64 {
+	if w.st.align == 'c' {
+		return w.st.per.Start(time.UnixMilli(w.c.e - 1)).UnixMilli()
+	}
+	return w.c.e - w.st.n2
 }
 
 func (w *work) fixedWait(want, now int64) {
@@ -369,7 +394,15 @@ func (w *work) fixedTake(m, now int64) {
 		return
 	}
 	if w.c.e == 0 {
-		w.c.e = fdiv(now, 1000) + w.st.n2
+		ms := fdiv(now, 1000)
+		switch w.st.align {
+		case 'e':
+			w.c.e = ms - ms%w.st.n2 + w.st.n2
+		case 'c':
+			w.c.e = w.st.per.Next(w.st.per.Start(time.UnixMilli(ms))).UnixMilli()
+		default:
+			w.c.e = ms + w.st.n2
+		}
 	}
 	w.c.u += m
 	if w.c.u >= 1e14 {

@@ -1,11 +1,13 @@
 // The stored layout of package ratelimit, for coordctl inspect and repair
 // (package layout): the fixed-window, sliding-window, token-bucket and
 // GCRA limiters keep one string "<a>:<settings>|<state>|..." with a
-// TTL (a is f, s, b or g); a composite limiter one hash, "c" naming its
+// TTL (a is f, s, b or g; a fixed window's settings may end in its
+// alignment, ":e" or ":<period>:<zone>"); a composite limiter one hash, "c" naming its
 // components and a field per component's state; a concurrency limiter one
 // sorted set of "<permits>:<token>" leases scored by their expiry in ms
-// and its limit record "#" (scored -limit); a deny list one set of
-// identities that never expires.
+// and its limit record "#" (scored -limit); a deny list one sorted set of
+// identities scored with the end of their denial (ms; +inf: without end)
+// that never expires.
 
 package ratelimitcore
 
@@ -71,9 +73,18 @@ func decodeString(s *layout.Snapshot, r *layout.Report) {
 	}
 	switch set[0] {
 	case "f":
+		// f:<limit>:<window_ms>, then :e (aligned to the epoch) or
+		// :<p>:<zone> (a calendar period, window_ms 0).
+		var aligned string
+		switch {
+		case len(set) == 4 && set[3] == "e":
+			aligned, set = "epoch", set[:3]
+		case len(set) == 5 && set[2] == "0" && periodNames[set[3]] != "" && set[4] != "":
+			aligned, set = periodNames[set[3]]+" in "+set[4], set[:3]
+		}
 		cfg, ok := nums(set[1:])
 		if !ok || len(cfg) != 2 || len(parts) != 3 {
-			r.Bad("fixed-window state is not f:<limit>:<window_ms>|<end_ms>|<used>")
+			r.Bad("fixed-window state is not f:<limit>:<window_ms>[:e|:<period>:<zone>]|<end_ms>|<used>")
 			return
 		}
 		st, ok := nums(parts[1:3])
@@ -83,7 +94,12 @@ func decodeString(s *layout.Snapshot, r *layout.Report) {
 		}
 		r.Add("algorithm", "fixed window")
 		r.Add("limit", cfg[0])
-		r.Add("window", time.Duration(cfg[1])*time.Millisecond)
+		if cfg[1] > 0 {
+			r.Add("window", time.Duration(cfg[1])*time.Millisecond)
+		}
+		if aligned != "" {
+			r.Add("aligned", aligned)
+		}
 		r.Add("used", st[1])
 		r.Add("remaining", max(cfg[0]-st[1], 0))
 		r.Add("resets in", time.Duration(st[0]-s.NowMs)*time.Millisecond)
@@ -161,6 +177,25 @@ func decodeString(s *layout.Snapshot, r *layout.Report) {
 	}
 }
 
+// periodNames are the calendar periods of a fixed window's settings.
+var periodNames = map[string]string{"m": "minute", "h": "hour", "d": "day", "M": "month"}
+
+// DenyListSetLayout is a deny list in the layout before timed denials
+// (or written by an operator with SADD): a plain set of identities, each
+// denied without end, that never expires. Deny, Remove and reads work on
+// it; DenyFor needs the sorted set.
+var DenyListSetLayout = layout.Layout{
+	Kind: "deny list",
+	Type: "set",
+	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		r.Add("identities", s.SCard)
+		r.Add("without end", s.SCard)
+		if s.PTTL != -1 {
+			r.Bad("a deny list never expires, this set has a TTL")
+		}
+	},
+}
+
 // CompositeLayout is a composite limiter's hash: its components ("c")
 // and how many component states it holds.
 var CompositeLayout = layout.Layout{
@@ -186,7 +221,12 @@ var ConcurrencyLayout = layout.Layout{
 	Kind: kindLimiter,
 	Type: "zset",
 	Match: func(s *layout.Snapshot) bool {
-		return s.AnyMember(func(m string) bool { return m == "#" })
+		for _, m := range s.ZSet {
+			if m.Member == "#" && m.Score < 0 { // the limit record (a deny list's "#" is scored > 0)
+				return true
+			}
+		}
+		return false
 	},
 	Mixes:  "concurrency-limiter",
 	Decode: decodeConcurrency,
@@ -221,15 +261,40 @@ func decodeConcurrency(s *layout.Snapshot, r *layout.Report) {
 	r.Add("leases", leases)
 }
 
-// DenyListLayout is a deny list: a set of identities (its size is
-// reported) that never expires.
+// DenyListLayout is a deny list: a sorted set of identities scored with
+// the end of their denial in ms since the epoch (+inf: without end), that
+// never expires; its size and, of the members read, how many are denied
+// without end, for a time, or no longer (ended, deleted by the next timed
+// denial) are reported. (The layout before timed denials was a plain set.)
 var DenyListLayout = layout.Layout{
 	Kind: "deny list",
-	Type: "set",
+	Type: "zset",
+	Match: func(s *layout.Snapshot) bool {
+		for _, m := range s.ZSet {
+			if !(m.Score >= 1e12) { // an end in ms since the epoch, or +inf
+				return false
+			}
+		}
+		return len(s.ZSet) > 0
+	},
 	Decode: func(s *layout.Snapshot, r *layout.Report) {
-		r.Add("identities", s.SCard)
+		var endless, timed, ended int64
+		for _, m := range s.ZSet {
+			switch {
+			case math.IsInf(m.Score, 1):
+				endless++
+			case m.Score > float64(s.NowMs):
+				timed++
+			default:
+				ended++
+			}
+		}
+		r.Add("identities", s.ZCard)
+		r.Add("without end", endless)
+		r.Add("timed", timed)
+		r.Add("ended", ended)
 		if s.PTTL != -1 {
-			r.Bad("a deny list never expires, this set has a TTL")
+			r.Bad("a deny list never expires, this sorted set has a TTL")
 		}
 	},
 }

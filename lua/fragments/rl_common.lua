@@ -34,7 +34,10 @@
 --          probes without consuming
 -- ARGV[3]  the settings (cfg; a composite: its signature, every
 --          component's cfg joined with ';', and each component's cfg in
---          ARGV[4], ARGV[5], ... in order, 1 to 32)
+--          ARGV[4], ARGV[5], ... in order, 1 to 32, then, when a fixed
+--          component has a calendar period, "@;<i>=<b0>,<b1>,<b2>,<b3>..."
+--          with the boundaries of each such component i (ratelimit_fixed
+--          takes its own in ARGV[4]))
 -- Times are server microseconds (TIME's seconds * 1000000 +
 -- microseconds) unless named _ms; every value is an integer below 2^53.
 -- Reply    a decision:
@@ -67,6 +70,9 @@
 --                           hash) (raised by GET, HMGET)
 --   COORD_CONFIG_MISMATCH   the key holds another algorithm, another
 --                           composite structure, or (s) other settings
+--   COORD_CLOCK             a fixed window of a calendar period would
+--                           start, and the server's time is outside the
+--                           boundaries sent
 --   COORD_BADSTATE          the stored state is malformed
 -- Not idempotent: a second run consumes again. The library sends every
 -- call at most once (it never re-sends one that may have run; a lost
@@ -109,7 +115,7 @@ local stored, cfg = v ~= false, ARGV[3]
 -- rl_common.foreign: a stored value v that this script's pattern did not
 -- read (c: nil) is another limiter's, or garbage.
 if stored and not c then
-  if string.find(v, '^%a:[%d:]+|') and string.byte(v) ~= string.byte(cfg) then
+  if string.find(v, '^%a:%d[^|]*|') and string.byte(v) ~= string.byte(cfg) then
     return redis.error_reply('COORD_CONFIG_MISMATCH key holds another algorithm')
   end
   return redis.error_reply('COORD_BADSTATE limiter state is malformed')
