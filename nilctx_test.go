@@ -123,6 +123,8 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 			"fencing.(*Guarded).Get":               func() error { _, _, _, err := f.guarded.Get(ctx); return err },
 			"fencing.(*Guarded).Set":               func() error { _, _, err := f.guarded.Set(ctx, 1, []byte("v"), 0); return err },
 			"idempotency.(*Store).Abandon":         func() error { _, err := f.store.Abandon(ctx, "k", owner); return err },
+			"idempotency.(*Store).Forget":          func() error { _, err := f.store.Forget(ctx, "k"); return err },
+			"ratelimit.ReportCost":                 func() error { return ratelimit.ReportCost(ctx, 1) },
 			"idempotency.(*Store).Begin":           func() error { _, err := f.store.Begin(ctx, "k", time.Minute); return err },
 			"idempotency.(*Store).Complete":        func() error { _, err := f.store.Complete(ctx, "k", owner, nil); return err },
 			"idempotency.(*Store).Do": func() error {
@@ -262,6 +264,7 @@ var keyless = map[string]bool{
 	"coordination.(*Coordinator).Shutdown":          true,
 	"ratelimit.(*Partitioned).UpdateAll":            true,
 	"ratelimit.(*PartitionedConcurrency).UpdateAll": true,
+	"ratelimit.ReportCost":                          true, // no operation, no key: a request's note
 }
 
 var keylessCtxError = regexp.MustCompile(`^coordination: rate limit update: invalid argument ctx: must not be nil; `)

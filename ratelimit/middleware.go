@@ -158,9 +158,12 @@ type Policy struct {
 // safe for concurrent use; outside a request of a middleware with a
 // Charge policy it does nothing.
 //
-// Errors: coordination.ErrInvalidArgument naming "permits" when permits is
-// negative (nothing recorded).
+// Errors: coordination.ErrInvalidArgument naming "ctx" (nil) or
+// "permits" (negative), nothing recorded.
 func ReportCost(ctx context.Context, permits int) error {
+	if err := check.Context(ctx); err != nil {
+		return err
+	}
 	if permits < 0 {
 		return check.InvalidArgument("permits", "must be >= 0, got %d", permits)
 	}

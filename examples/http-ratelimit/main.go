@@ -351,4 +351,4 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 // dailyQuota is 20,000 requests per UTC day: its window is the calendar
 // day, so every replica's quota resets at midnight UTC.
-var dailyQuota = ratelimit.FixedWindow{Limit: 20000, Window: 24 * time.Hour}
+var dailyQuota = ratelimit.FixedWindow{Limit: 20000, Align: ratelimit.AlignDay}
