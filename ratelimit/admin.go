@@ -26,17 +26,7 @@ func (l *Limiter) admin(ctx context.Context, name string, permits int, checkN bo
 	if l.spec().alg == algConc {
 		return ctx, engine.Op{}, engine.OpError(name, l.keys, check.InvalidArgument("limiter", "a concurrency limiter has no %s", name))
 	}
-	ctx, op, err := l.e.Admit(ctx, name, primitive, l.keys)
-	if err != nil {
-		return ctx, engine.Op{}, err
-	}
-	l.mu.Lock()
-	closed := l.closed
-	l.mu.Unlock()
-	if closed {
-		return ctx, engine.Op{}, op.End(errLimiterClosed)
-	}
-	return ctx, op, nil
+	return l.admitOpen(ctx, name)
 }
 
 // Reset puts the limiter's key back to empty (one script call, admitted

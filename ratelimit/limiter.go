@@ -249,7 +249,18 @@ func (l *Limiter) begin(ctx context.Context, permits int, h how) (context.Contex
 	if c := l.spec().capacity; permits > c && h&oversize == 0 {
 		return ctx, engine.Op{}, engine.OpError(hooks.RateLimitAcquire, l.keys, tooLarge(permits, c))
 	}
-	ctx, op, err := l.e.Admit(ctx, hooks.RateLimitAcquire, primitive, l.keys)
+	ctx, op, err := l.admitOpen(ctx, hooks.RateLimitAcquire)
+	if err != nil {
+		return ctx, op, err
+	}
+	l.active.Add(1)
+	return ctx, op, nil
+}
+
+// admitOpen admits the operation name through hooks and refuses it on a
+// closed limiter (the operation then ends with coordination.ErrClosed).
+func (l *Limiter) admitOpen(ctx context.Context, name string) (context.Context, engine.Op, error) {
+	ctx, op, err := l.e.Admit(ctx, name, primitive, l.keys)
 	if err != nil {
 		return ctx, engine.Op{}, err
 	}
@@ -259,7 +270,6 @@ func (l *Limiter) begin(ctx context.Context, permits int, h how) (context.Contex
 	if closed {
 		return ctx, engine.Op{}, op.End(errLimiterClosed)
 	}
-	l.active.Add(1)
 	return ctx, op, nil
 }
 
