@@ -434,6 +434,7 @@ func (e *Elector) serve(ctx context.Context, w won) error {
 		timer := time.NewTimer(time.Until(drainBy))
 		select {
 		case err := <-electedDone:
+			e.draining.Store(0) // returned: no longer outliving its term
 			if err != nil && !benign(err, termCtx) {
 				errs = append(errs, err)
 			}

@@ -85,9 +85,13 @@ func NewLocalConcurrency(limit int, opts ...Option) (*ConcurrencyLimiter, error)
 // then decided locally too) until a call finds Redis answering again.
 // While local, calls do not ask Redis, except one call at least 1 s
 // after the switch, and 1 s after each failed try, which tries Redis once
-// more (the others meanwhile decide locally). A try that is answered switches back. The
-// caller's cancellation and usage errors are returned as without the
-// option. Each switch is logged once (at warning level to local, info
+// more (the others meanwhile decide locally). A try that is answered switches back. A
+// call whose deadline passes while it waits for Redis (a frozen or
+// unreachable server seen by a caller with a deadline) returns its error,
+// and the calls after it decide locally. The call that tries Redis waits
+// as long as the client takes to fail (its dial retries and timeouts:
+// keep them short, or give calls deadlines). The caller's cancellation
+// and usage errors are returned as without the option. Each switch is logged once (at warning level to local, info
 // back; the line names no key, identity or endpoint), counted in
 // coordination.rate_limit.fallback (attribute to: local or redis), and
 // told to notify (when not nil) with local true, then false: called
@@ -495,9 +499,20 @@ func (sw *fallbackSwitch) redisTurn() bool {
 // is an outage and the caller's context is alive. It switches to local
 // decisions (or, when local already, postpones the next try).
 func (sw *fallbackSwitch) takesOver(ctx context.Context, l *Limiter, err error) bool {
-	if ctxEnded(ctx) != nil || engine.Classify(err) == engine.Canceled || !redisUnavailable(err) {
+	// A deadline that passed while waiting for Redis is what a hung
+	// server looks like to a caller with a deadline: this call has ended
+	// (its error is returned), but the calls after it decide locally.
+	timedOut := errors.Is(ctxEnded(ctx), context.DeadlineExceeded) && !errors.Is(ctx.Err(), context.Canceled)
+	if !timedOut && (ctxEnded(ctx) != nil || engine.Classify(err) == engine.Canceled || !redisUnavailable(err)) {
 		return false
 	}
+	sw.switchLocal(l)
+	return !timedOut
+}
+
+// switchLocal moves the switch to local decisions (or, when local
+// already, postpones the next try of Redis).
+func (sw *fallbackSwitch) switchLocal(l *Limiter) {
 	now := sw.now()
 	sw.mu.Lock()
 	sw.retryAt = now + int64(fallbackRetry/time.Microsecond)
@@ -515,7 +530,6 @@ func (sw *fallbackSwitch) takesOver(ctx context.Context, l *Limiter, err error) 
 			sw.notify(true)
 		}
 	}
-	return true
 }
 
 // answered notes a Redis answer: a limiter deciding locally switches

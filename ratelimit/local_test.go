@@ -150,6 +150,7 @@ func fmtDecision(d Decision) string {
 // server does, while down is set (nothing reaches the server).
 type outage struct {
 	down  atomic.Bool
+	hung  atomic.Bool  // commands wait until their context ends, as on a frozen server
 	calls atomic.Int64 // commands and pipelines asked for, down or not
 }
 
@@ -160,6 +161,11 @@ func (o *outage) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (o *outage) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		o.calls.Add(1)
+		if o.hung.Load() {
+			<-ctx.Done()
+			cmd.SetErr(ctx.Err())
+			return ctx.Err()
+		}
 		if o.down.Load() {
 			cmd.SetErr(errRefused)
 			return errRefused
@@ -696,4 +702,52 @@ func TestLocalFallbackAcrossARestart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A frozen server (commands hang) and callers with deadlines: the first
+// call ends with its deadline, and the calls after it decide locally
+// (before, every call timed out for the whole outage: a deadline that
+// passed was never taken for an outage). Once the server answers again,
+// the next try switches back.
+func TestLocalFallbackHungServer(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		coord, out, _, logs := outageCoord(t, b)
+		clock := &fakeMicros{}
+		clock.us.Store(time.Now().UnixMicro())
+		sw := &fallbackSwitch{replicas: 2, now: clock.now}
+		l, err := New(coord, "{fb}:hung", FixedWindow{Limit: 10, Window: time.Minute}, withFallback(sw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		call := func() (Decision, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			return l.Allow(ctx, 1)
+		}
+		if d, err := call(); err != nil || !d.Allowed() {
+			t.Fatalf("before: %v %v", d.Allowed(), err)
+		}
+		out.hung.Store(true)
+		if _, err := call(); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the call that met the frozen server: %v, want its deadline", err)
+		}
+		for i := range 5 { // local: ceil(10/2) = 5 per minute
+			d, err := call()
+			if err != nil || !d.Allowed() || d.Available() != int64(4-i) {
+				t.Fatalf("local call %d: allowed %v available %d %v", i, d.Allowed(), d.Available(), err)
+			}
+		}
+		if d, err := call(); err != nil || d.Allowed() {
+			t.Fatalf("the sixth local call: allowed %v %v, want refused", d.Allowed(), err)
+		}
+		if !strings.Contains(logs.String(), "deciding locally") {
+			t.Fatalf("the switch was not logged:\n%s", logs.String())
+		}
+		out.hung.Store(false)
+		clock.advance(2 * time.Second) // past the retry interval
+		if d, err := call(); err != nil || !d.Allowed() || d.Available() != 8 {
+			t.Fatalf("back on Redis: allowed %v available %d %v, want 8 left of Redis' 10", d.Allowed(), d.Available(), err)
+		}
+	})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -264,6 +265,14 @@ Exit status: 0 the term was ended; 1 nobody leads, or another identity leads;
 	leaseKey := new(string)
 	return oneShot(fs, args, name, 0, func() int {
 		if code := fs.checkKey(*name, "{K}:leader"); code != 0 {
+			return code
+		}
+		given := false
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "id" })
+		if given && *id == "" {
+			return fs.usagef("--id is empty: give the identity that must lead, or leave --id out to end any leader's term")
+		}
+		if code := fs.checkIdentity("--id", *id); code != 0 {
 			return code
 		}
 		*leaseKey, _ = fencedKeys(*name, "leader")

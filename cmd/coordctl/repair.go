@@ -550,7 +550,7 @@ Exit status: 0 released; 1 not a lock, or held by another owner; 2 bad usage;
 		if err != nil {
 			return refusal(stderr, fs.name, err)
 		}
-		fmt.Fprintf(stdout, "released the %s at %q held by %s\n", r.Kind, full, held)
+		fmt.Fprintf(stdout, "released the %s at %q held by %s\n", r.Kind, full, layout.Tok(held))
 		return exitOK
 	})
 }

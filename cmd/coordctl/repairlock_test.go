@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,5 +109,7 @@ func TestLeaderResign(t *testing.T) {
 			t.Fatal(err)
 		}
 		expect(t, exitRefused, "nobody leads election", cmdline(b, "leader resign", "--key", "nightly")...)
+		expect(t, exitUsage, "--id is empty", cmdline(b, "leader resign", "--key", "nightly", "--id", "")...)
+		expect(t, exitUsage, "at most 256 are allowed", cmdline(b, "leader resign", "--key", "nightly", "--id", strings.Repeat("x", 300))...)
 	})
 }

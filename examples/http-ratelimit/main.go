@@ -75,6 +75,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, "http-ratelimit: unexpected argument %q (this program takes flags only; see -h)\n", flag.Arg(0))
 		os.Exit(2)
 	}
+	if *replicas < 1 {
+		fmt.Fprintf(os.Stderr, "http-ratelimit: -replicas must be at least 1, got %d\n", *replicas)
+		os.Exit(2)
+	}
 	clientIP, err := clientAddress(*proxies)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "http-ratelimit: -trusted-proxies: %v\n", err)
