@@ -110,8 +110,10 @@ func TestVerbArgumentErrorsNameOperationAndKey(t *testing.T) {
 				func() error { _, err := f.fixed.Allow(bg, -1); return err }},
 			{"ratelimit.Limiter.Wait", `coordination: rate limit acquire "rl": invalid argument permits: 11 permits can never be granted: the limiter's capacity is 10`,
 				func() error { _, err := f.fixed.Wait(bg, 11); return err }},
-			{"ratelimit.Limiter.Reserve", `coordination: rate limit acquire "rl": invalid argument limiter: Reserve needs a token-bucket or GCRA limiter`,
-				func() error { _, err := f.fixed.Reserve(bg, 1); return err }},
+			// (Reserve on a fixed window was refused until every
+			// consumptive algorithm supported it: a negative estimate is.)
+			{"ratelimit.Limiter.Reserve", `coordination: rate limit acquire "rl": invalid argument permits: must be >= 0, got -1`,
+				func() error { _, err := f.fixed.Reserve(bg, -1); return err }},
 			{"ratelimit.Limiter.Update", `coordination: rate limit update "rl": invalid argument settings: the algorithm cannot change (nor a composite's components): use a new key`,
 				func() error { return f.fixed.Update(bg, ratelimit.GCRA{Burst: 1, Interval: time.Second}) }},
 			{"ratelimit.Reservation.Settle", `coordination: rate limit settle "tb": invalid argument actual: must be >= 0, got -1`,
