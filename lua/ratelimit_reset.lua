@@ -7,6 +7,9 @@
 --          _sliding, _bucket, _gcra) or a composite's hash (field c: its
 --          signature; ratelimit_composite)
 -- ARGV[1]  the caller's algorithm: f, s, b, g, or c (a composite)
+-- ARGV[2]  (a composite) its components' algorithms in order, e.g. "bsf":
+--          the stored signature (its cfgs joined with ';') must have the
+--          same
 --
 -- Reply    1 when the key held a limiter's state (deleted), 0 when there
 --          was no key
@@ -14,17 +17,32 @@
 -- Errors (raised before anything is written):
 --   COORD_BADARG            ARGV[1] is not one of the letters
 --   WRONGTYPE               the key is not a string (a composite: not a
---                           hash) (raised by GET, HEXISTS)
+--                           hash) (raised by GET, HGET)
 --   COORD_CONFIG_MISMATCH   the key holds another algorithm's limiter
 --   COORD_BADSTATE          the key holds something that is no limiter's
 -- Idempotent: a re-send finds the key gone.
 local al = ARGV[1]
 if al == 'c' then
-  if redis.call('HEXISTS', KEYS[1], 'c') == 0 then
+  local sig = redis.call('HGET', KEYS[1], 'c')
+  if not sig then
     if redis.call('EXISTS', KEYS[1]) == 1 then
       return redis.error_reply('COORD_BADSTATE composite hash lacks its signature')
     end
     return 0
+  end
+  local kinds = ''
+  for part in string.gmatch(sig, '[^;]+') do
+    local k = string.match(part, '^([fsbg]):%d')
+    if not k then
+      return redis.error_reply('COORD_BADSTATE composite signature is malformed')
+    end
+    kinds = kinds .. k
+  end
+  if kinds == '' then
+    return redis.error_reply('COORD_BADSTATE composite signature is malformed')
+  end
+  if kinds ~= ARGV[2] then
+    return redis.error_reply('COORD_CONFIG_MISMATCH key holds another composite')
   end
 elseif al == 'f' or al == 's' or al == 'b' or al == 'g' then
   local v = redis.call('GET', KEYS[1])

@@ -9,7 +9,8 @@ import (
 )
 
 // The administrative operations of a consumptive [Limiter]: each one
-// script call on the limiter's key, admitted through hooks under its own
+// script call on the limiter's key (on an in-process limiter, or while a
+// local fallback decides, on the local state: no Redis), admitted through hooks under its own
 // operation name (and so timed by the operation-duration metric), never
 // counted in [Statistics] or the allowed / blocked counters, and never
 // asking the deny list.
@@ -46,7 +47,14 @@ func (l *Limiter) Reset(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = resetScript.Run(ctx, l.e, l.keys, string(rune(l.spec().alg)))
+	if l.decidesLocally() {
+		l.alt.mu.Lock()
+		l.alt.st.Reset() // a local limiter's state (a fallback's: this replica's)
+		l.alt.mu.Unlock()
+	} else {
+		sp := l.spec()
+		_, err = resetScript.Run(ctx, l.e, l.keys, string(rune(sp.alg)), string(sp.kinds))
+	}
 	if err == nil {
 		l.available.Store(int64(l.spec().capacity))
 	}
@@ -128,11 +136,23 @@ func (l *Limiter) adjust(ctx context.Context, permits, delta int) (int64, error)
 	}
 	l.settingsMu.RLock()
 	sp := l.sp
-	a, err := sp.scripts.adjust.Run(ctx, l.e, l.keys, sp.args("a", delta)...)
+	var a adjustReply
+	if l.decidesLocally() {
+		a, err = l.alt.adjust(sp, delta, -1)
+	} else {
+		a, err = sp.scripts.adjust.Run(ctx, l.e, l.keys, sp.args("a", delta)...)
+	}
 	l.settingsMu.RUnlock()
 	if err != nil {
 		return 0, op.End(err)
 	}
 	l.available.Store(a.Available)
 	return a.Available, op.End(nil)
+}
+
+// decidesLocally reports a limiter whose state is in this process now: an
+// in-process limiter ([NewLocal]), or one whose local fallback decides.
+// Its administrative operations then act on the local state.
+func (l *Limiter) decidesLocally() bool {
+	return l.alt != nil && (l.alt.sw == nil || l.alt.sw.local.Load())
 }

@@ -145,6 +145,36 @@ func TestAdminOperationsRefuse(t *testing.T) {
 		if err := comp.Reset(ctx); !isErr(err, sentinel.ErrBadState) {
 			t.Fatalf("Reset of a string by a composite: %v, want ErrBadState", err)
 		}
+		// A composite's Reset checks the stored structure, as its
+		// decisions do: another composite's key, or a hash with a field c
+		// that is no signature, is left alone (it deleted both).
+		raw := b.Raw(t)
+		if err := raw.HSet(ctx, b.Key("admin:hash"), "c", "zzz").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := build(t, c, kComp, "admin:hash", 3, time.Hour).Reset(ctx); !isErr(err, sentinel.ErrBadState) {
+			t.Fatalf("Reset of a hash whose c is no signature: %v, want ErrBadState", err)
+		}
+		two, err := newT(c, "admin:two", Composite{Components: []Settings{GCRA{Burst: 3, Interval: time.Hour}, FixedWindow{Limit: 5, Window: time.Hour}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantBurst(t, two, 1, 1, "two components")
+		three, err := newT(c, "admin:two", Composite{Components: []Settings{FixedWindow{Limit: 5, Window: time.Hour}, GCRA{Burst: 3, Interval: time.Hour}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := three.Reset(ctx); !isErr(err, sentinel.ErrConfigMismatch) {
+			t.Fatalf("Reset of another composite's key: %v, want ErrConfigMismatch", err)
+		}
+		for _, k := range []string{"admin:two", "admin:hash"} {
+			if n := raw.Exists(ctx, b.Key(k)).Val(); n != 1 {
+				t.Fatalf("a refused composite Reset deleted %s", k)
+			}
+		}
+		if err := two.Reset(ctx); err != nil {
+			t.Fatalf("Reset by the key's own composite: %v", err)
+		}
 		_ = l.Close()
 		if err := l.Reset(ctx); !isErr(err, sentinel.ErrClosed) {
 			t.Fatalf("Reset after Close: %v, want ErrClosed", err)

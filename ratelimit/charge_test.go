@@ -119,6 +119,27 @@ func TestMiddlewareChargeByOutcome(t *testing.T) {
 			}
 		}
 
+		// An estimate of 0 (a probe before the handler) is charged the
+		// reported cost after it (it was silently not charged).
+		metered := newLim("charge:metered", TokenBucket{Limit: 100, TokensPerPeriod: 1, Period: time.Hour})
+		mw, err = NewMiddleware([]Policy{{Name: "metered", Limiter: metered,
+			Permits: func(*http.Request) int { return 0 },
+			Charge:  func(_ *http.Request, _ int, reported int) int { return max(reported, 0) }}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		meter := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := ReportCost(r.Context(), 7); err != nil {
+				t.Error(err)
+			}
+		}))
+		if w := serve(meter, "POST", "/complete"); w.Code != http.StatusOK {
+			t.Fatalf("metered: %d", w.Code)
+		}
+		if n := left(metered); n != 93 {
+			t.Fatalf("after a request of estimate 0 reporting 7: %d left, want 93", n)
+		}
+
 		// A 5xx gives everything back (GCRA: the whole charge, at once).
 		api := newLim("charge:api", GCRA{Burst: 5, Interval: time.Minute})
 		mw, err = NewMiddleware([]Policy{{Name: "api", Limiter: api,

@@ -161,7 +161,7 @@
 // permits than the limiter's capacity (they can never be granted), are an
 // error wrapping coordination.ErrInvalidArgument naming "permits", without
 // touching Redis. Window, bucket, GCRA and composite grants are
-// consumptive. A reservation ([Limiter.Reserve], token bucket and GCRA) is
+// consumptive. A reservation ([Limiter.Reserve], every consumptive algorithm) is
 // settled once with [Reservation.Settle], or at its estimate when it times
 // out. A settlement's actual cost is at most the estimate plus the
 // capacity (a debt of at most one whole capacity); a negative or greater

@@ -186,8 +186,8 @@ func (l result) refund(ctx context.Context) (bool, error) {
 // the grant); above it, the excess (at most one capacity) is charged.
 func (l result) settleCost(ctx context.Context, estimate, actual int) error {
 	delta := actual - estimate
-	if delta == 0 || l.lim == nil || l.mark < 0 {
-		return nil
+	if delta == 0 || l.lim == nil || (delta < 0 && l.mark < 0) {
+		return nil // a give-back needs the grant's mark (an estimate of 0 has none: nothing to give back)
 	}
 	lim := l.lim
 	lim.settingsMu.RLock()

@@ -751,3 +751,34 @@ func TestLocalFallbackHungServer(t *testing.T) {
 		}
 	})
 }
+
+// The administrative operations act on an in-process limiter's local
+// state (they panicked: they sent a script without a server).
+func TestLocalAdminOperations(t *testing.T) {
+	ctx := context.Background()
+	for _, s := range []Settings{
+		FixedWindow{Limit: 5, Window: time.Minute},
+		SlidingWindow{Limit: 5, Window: time.Minute, Segments: 4},
+		TokenBucket{Limit: 5, TokensPerPeriod: 1, Period: time.Minute},
+		GCRA{Burst: 5, Interval: time.Minute},
+		Composite{Components: []Settings{GCRA{Burst: 5, Interval: time.Minute}, FixedWindow{Limit: 9, Window: time.Hour}}},
+	} {
+		l, err := NewLocal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := l.Penalize(ctx, 3); err != nil || n != 2 {
+			t.Fatalf("%T Penalize(3): %d %v, want 2 left", s, n, err)
+		}
+		if n, err := l.Reward(ctx, 1); err != nil || n != 3 {
+			t.Fatalf("%T Reward(1): %d %v, want 3 left", s, n, err)
+		}
+		if err := l.Reset(ctx); err != nil {
+			t.Fatalf("%T Reset: %v", s, err)
+		}
+		if d, err := l.Peek(ctx); err != nil || d.Available() != 5 {
+			t.Fatalf("%T after Reset: %d available, %v; want 5", s, d.Available(), err)
+		}
+		_ = l.Close()
+	}
+}

@@ -154,9 +154,10 @@ type Policy struct {
 
 // ReportCost records, for the request whose context ctx is (or derives
 // from), the cost the handler measured (tokens, bytes, rows), in permits:
-// each policy's [Policy.Charge] receives the last value reported. It is
-// safe for concurrent use; outside a request of a middleware with a
-// Charge policy it does nothing.
+// each policy's [Policy.Charge] receives the last value reported (of
+// nested middlewares with Charge policies, the innermost). It is safe for
+// concurrent use; outside a request of a middleware with a Charge policy
+// it does nothing.
 //
 // Errors: coordination.ErrInvalidArgument naming "ctx" (nil) or
 // "permits" (negative), nothing recorded.

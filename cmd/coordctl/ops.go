@@ -21,7 +21,7 @@ func init() {
 	register(command{name: "latch countdown", usage: "latch countdown --key K                                   count a latch down by one", run: runLatchCountdown})
 	register(command{name: "latch wait", usage: "latch wait --key K [--timeout 0]                          wait until a latch reaches zero", run: runLatchWait})
 	register(command{name: "ratelimit try", usage: "ratelimit try --key K --algorithm A --limit N ...         take permits from a rate limiter", run: runRatelimitTry})
-	register(command{name: "denylist add", usage: "denylist add --key K ID...                                deny identities", run: runDenylist("add")})
+	register(command{name: "denylist add", usage: "denylist add --key K [--for D] ID...                        deny identities (for D: a lockout that ends)", run: runDenylist("add")})
 	register(command{name: "denylist remove", usage: "denylist remove --key K ID...                             allow identities again", run: runDenylist("remove")})
 	register(command{name: "denylist check", usage: "denylist check --key K ID                                 exit 0 when ID is allowed, 1 when denied", run: runDenylist("check")})
 }
@@ -51,6 +51,9 @@ func oneShot(fs *cmdFlags, args []string, key *string, nargs int, pre func() int
 	}
 	if nargs != 0 {
 		for i, id := range fs.Args() {
+			if id == "" {
+				return fs.usagef("identity %d is empty", i+1)
+			}
 			if code := fs.checkIdentity(fmt.Sprintf("identity %d", i+1), id); code != 0 {
 				return code
 			}

@@ -112,6 +112,12 @@ func TestDenylist(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		expect(t, exitOK, "tenant:1: allowed", cmdline(b, "denylist check", "--key", "deny", "tenant:1")...)
 		expect(t, exitOK, "tenant:2: denied", cmdline(b, "denylist add", "--key", "deny", "tenant:1", "tenant:2")...)
+		// An empty identity is a usage error before anything is written.
+		expect(t, exitUsage, "identity 2 is empty", cmdline(b, "denylist add", "--key", "deny", "tenant:7", "", "tenant:8")...)
+		if n := b.Raw(t).Exists(context.Background(), b.Key("deny")).Val(); n != 1 {
+			t.Fatal("the deny list disappeared")
+		}
+		expect(t, exitOK, "tenant:7: allowed", cmdline(b, "denylist check", "--key", "deny", "tenant:7")...)
 		expect(t, exitRefused, "tenant:1: denied", cmdline(b, "denylist check", "--key", "deny", "tenant:1")...)
 		expect(t, exitOK, "tenant:1: allowed", cmdline(b, "denylist remove", "--key", "deny", "tenant:1")...)
 		expect(t, exitOK, "tenant:1: allowed", cmdline(b, "denylist check", "--key", "deny", "tenant:1")...)
