@@ -60,7 +60,9 @@ type Settings interface {
 // 1), "window" (below 1 ms or not whole milliseconds; not zero with a
 // calendar alignment), "align" (not one of the constants) or "location"
 // (given without a calendar alignment; time.Local, whose name says no
-// zone; a name other than 1 to 64 letters, digits and /_+-.).
+// zone; a name other than 1 to 64 letters, digits and /_+-.; a zone that
+// is not the tz database's zone of its name, such as a time.FixedZone:
+// replicas and the local fallback load the zone by its name).
 type FixedWindow struct {
 	// Limit is the number of permits per window (1 or more).
 	Limit int

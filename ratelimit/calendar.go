@@ -74,6 +74,9 @@ func (c FixedWindow) alignment() (winMs int64, suffix string, cal *localrate.Per
 	if name == "" || len(name) > 64 || strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/_+-.") != "" {
 		return 0, "", nil, check.InvalidArgument("location", "its name must be 1 to 64 letters, digits and /_+-. (an IANA zone name), got %q", name)
 	}
+	if !sameZone(loc, name) {
+		return 0, "", nil, check.InvalidArgument("location", "%q is not the tz database's zone of that name (a time.FixedZone?): every replica and the local fallback load the zone by its name; give time.LoadLocation(%q)", name, name)
+	}
 	if name == "UTC" && c.Align != AlignMonth {
 		// Minutes, hours and days of UTC are multiples since the epoch.
 		w := map[Alignment]int64{AlignMinute: 60_000, AlignHour: 3_600_000, AlignDay: 86_400_000}[c.Align]
@@ -154,4 +157,23 @@ func (c *calendar) value() any {
 	a.v = sb.String()
 	c.arg.Store(a)
 	return a.v
+}
+
+// sameZone reports whether loc is the zone the tz database gives for name
+// (compared by their offsets around the year: a zone is stored, and
+// loaded by every replica, by its name).
+func sameZone(loc *time.Location, name string) bool {
+	db, err := time.LoadLocation(name)
+	if err != nil {
+		return false
+	}
+	for m := time.January; m <= time.December; m++ {
+		t := time.Date(2026, m, 15, 12, 0, 0, 0, time.UTC)
+		_, a := t.In(loc).Zone()
+		_, b := t.In(db).Zone()
+		if a != b {
+			return false
+		}
+	}
+	return true
 }

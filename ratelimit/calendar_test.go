@@ -102,6 +102,11 @@ func TestFixedWindowAlignmentBadInput(t *testing.T) {
 		{FixedWindow{Limit: 1, Align: AlignDay, Location: time.Local}, "location"},
 		{FixedWindow{Limit: 1, Align: AlignDay, Location: time.FixedZone("a|b", 3600)}, "location"},
 		{FixedWindow{Limit: 1, Align: AlignDay, Location: time.FixedZone("", 3600)}, "location"},
+		// A zone is stored and loaded by name: a FixedZone named as a tz
+		// zone with other offsets would be another zone on every replica.
+		{FixedWindow{Limit: 1, Align: AlignDay, Location: time.FixedZone("UTC", 5*3600)}, "location"},
+		{FixedWindow{Limit: 1, Align: AlignDay, Location: time.FixedZone("Europe/Berlin", 0)}, "location"},
+		{FixedWindow{Limit: 1, Align: AlignDay, Location: time.FixedZone("Mars/Olympus", 0)}, "location"},
 		{FixedWindow{Limit: 0, Align: AlignDay}, "limit"},
 		{Composite{Components: []Settings{GCRA{Burst: 1, Interval: time.Second}, FixedWindow{Limit: 1, Window: time.Hour, Align: AlignHour}}}, "window"},
 	} {
