@@ -59,23 +59,50 @@ func (p *Period) nominal() time.Duration {
 func (p *Period) Start(t time.Time) time.Time {
 	t = t.In(p.loc)
 	y, mo, d := t.Date()
+	var s time.Time
 	switch p.letter {
 	case 'm':
 		return t.Add(-time.Duration(t.Second())*time.Second - time.Duration(t.Nanosecond()))
 	case 'h':
-		return t.Add(-time.Duration(t.Minute())*time.Minute - time.Duration(t.Second())*time.Second - time.Duration(t.Nanosecond()))
+		s = t.Add(-time.Duration(t.Minute())*time.Minute - time.Duration(t.Second())*time.Second - time.Duration(t.Nanosecond()))
 	case 'd':
-		s := time.Date(y, mo, d, 0, 0, 0, 0, p.loc)
+		s = time.Date(y, mo, d, 0, 0, 0, 0, p.loc)
 		if s.After(t) {
 			s = time.Date(y, mo, d-1, 0, 0, 0, 0, p.loc)
 		}
-		return s
+	default:
+		s = time.Date(y, mo, 1, 0, 0, 0, 0, p.loc)
+		if s.After(t) {
+			s = time.Date(y, mo-1, 1, 0, 0, 0, 0, p.loc)
+		}
 	}
-	s := time.Date(y, mo, 1, 0, 0, 0, 0, p.loc)
-	if s.After(t) {
-		s = time.Date(y, mo-1, 1, 0, 0, 0, 0, p.loc)
+	// A boundary a daylight-saving change skips (a midnight, or an hour
+	// start moved by half an hour): the naive start lies in the period
+	// before; the period starts at the first minute whose local fields
+	// are t's (the change's instant).
+	k := p.key(t)
+	for i := 0; p.key(s) != k && s.Before(t) && i < maxSteps; i++ {
+		s = s.Add(time.Minute)
 	}
 	return s
+}
+
+// maxSteps bounds the minute steps over a daylight-saving change (the
+// largest is a day, in a zone that moved across the date line).
+const maxSteps = 26 * 60
+
+// key is what the instants of one period share: their local date, and
+// for an hour the local hour.
+func (p *Period) key(t time.Time) [4]int {
+	t = t.In(p.loc)
+	y, mo, d := t.Date()
+	switch p.letter {
+	case 'h':
+		return [4]int{y, int(mo), d, t.Hour()}
+	case 'd':
+		return [4]int{y, int(mo), d, 0}
+	}
+	return [4]int{y, int(mo), 0, 0}
 }
 
 // Next returns the start of the period after the one starting at s.
@@ -92,6 +119,17 @@ func (p *Period) Next(s time.Time) time.Time {
 		n = time.Date(y, mo, d+1, 0, 0, 0, 0, p.loc)
 	default:
 		n = time.Date(y, mo+1, 1, 0, 0, 0, 0, p.loc)
+	}
+	if p.letter != 'm' {
+		// A skipped boundary: the naive start lies in s's period; the
+		// next period starts at the first minute of another period.
+		k := p.key(s)
+		for i := 0; (p.key(n) == k || !n.After(s)) && i < maxSteps; i++ {
+			n = n.Add(time.Minute)
+		}
+		if p.key(n) != k {
+			n = p.Start(n)
+		}
 	}
 	if !n.After(s) { // a zone's offset moved back across the boundary
 		n = s.Add(p.nominal())
