@@ -355,6 +355,15 @@ func (e *Elector) campaign(ctx context.Context, after time.Duration) (won, error
 			h, _, fence, err := fencelock.Attempt(actx, e.e, op, fencelock.Request{Keys: e.keys, TTL: e.lease, Holder: e.identity})
 			err = op.End(err)
 			switch {
+			case err == nil && h.Remaining() == 0:
+				// The reply came after the lease's local deadline (a server
+				// frozen or a link stalled longer than the lease): no term
+				// can be served on it. Give it back and campaign again,
+				// rather than start OnElected on a term already over.
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(e.lease, 5*time.Second))
+				_, _ = fencelock.Release(rctx, h)
+				cancel()
+				return engine.Attempt{}, nil
 			case err == nil:
 				w = won{h: h, fence: fence}
 				return engine.Attempt{Done: true}, nil
