@@ -84,7 +84,12 @@ func (g *Guarded) Key() string { return g.key }
 // coordination.ErrBadState when it is a hash that Set did not write (other
 // fields, no or a malformed fence): nothing is changed then; the hook's
 // error when a hook rejects; Redis and network errors as go-redis returns
-// them. The write is idempotent under a re-send.
+// them. It is sent at most once, whatever the client's retry setting: a
+// reply lost after the write was sent is an error for which
+// coordination.IsAmbiguous reports true (the write may have been applied:
+// read the resource with Get), never a rejection it cannot vouch for (a
+// re-send that found a newer token could not tell whether its first send
+// had written).
 func (g *Guarded) Set(ctx context.Context, token int64, value []byte, ttl time.Duration) (accepted bool, current int64, err error) {
 	if err := g.check(); err != nil {
 		return false, 0, engine.OpError(hooks.FencedWrite, engine.Keys{}, err)

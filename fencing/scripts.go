@@ -9,7 +9,10 @@ import (
 // lock's are in internal/fencingcore, which leader and redlock run too).
 // The layout is documented in fencing_guarded_set.lua.
 var (
-	guardedSet = engine.NewScript("fencing_guarded_set", decodeGuardedSet)
+	// guardedSet is sent at most once (Once): a re-send that found a newer
+	// token could not tell whether its first send had written, and would
+	// report a rejection for a write that took place.
+	guardedSet = engine.NewScript("fencing_guarded_set", decodeGuardedSet).Once()
 	guardedGet = engine.NewScript("fencing_guarded_get", decodeGuardedGet)
 )
 
