@@ -339,7 +339,7 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return Claim{}, op.End(err)
 	}
-	e.Counter(beginsMetric).Add(context.Background(), 1, beginOpts[claim.State]...)
+	e.Add(beginsMetric, 1, beginOpts[claim.State]...)
 	return claim, op.End(nil)
 }
 

@@ -479,7 +479,7 @@ func (l *Limiter) Close() error {
 		w.signal()
 	}
 	if n := l.queue.Len(); n > 0 {
-		l.e.UpDown(rateLimitQueued, -int64(n))
+		l.e.Add(rateLimitQueued, -int64(n))
 	}
 	l.queue.Init()
 	l.queued = 0

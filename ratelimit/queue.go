@@ -362,7 +362,7 @@ func (l *Limiter) enqueue(permits int) (*waiter, bool, error) {
 	oldHead := l.headLocked()
 	w := &waiter{permits: permits, sig: make(chan struct{}, 1)}
 	w.elem = l.queue.PushBack(w)
-	l.e.UpDown(rateLimitQueued, 1)
+	l.e.Add(rateLimitQueued, 1)
 	l.queued += int64(permits)
 	if oldHead != nil && l.headLocked() != oldHead {
 		oldHead.signal() // it is no longer the head
@@ -391,7 +391,7 @@ func (l *Limiter) removeLocked(w *waiter) {
 	}
 	wasHead := l.headLocked() == w
 	l.queue.Remove(w.elem)
-	l.e.UpDown(rateLimitQueued, -1)
+	l.e.Add(rateLimitQueued, -1)
 	w.elem = nil
 	l.queued -= int64(w.permits)
 	if wasHead {

@@ -194,7 +194,7 @@ func (g *Group) nodeFailure(op string, err error) {
 		reason = "timeout"
 	}
 	set := nodeFailureAttrs[[2]string{op, reason}]
-	g.first.Counter(redlockNodeFailures).Add(context.Background(), 1, instrument.Attrs(set.ToSlice()...))
+	g.first.Add(redlockNodeFailures, 1, instrument.Attrs(set.ToSlice()...))
 }
 
 // watches are the release-notification subscriptions of a blocking

@@ -119,7 +119,7 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decode.Gra
 		if err != nil {
 			ambiguous = e.Ambiguous(err)
 		} else if !g.Acquired {
-			e.Counter(k.Metrics.Contention).Add(context.Background(), 1, k.baseAdd...)
+			e.Add(k.Metrics.Contention, 1, k.baseAdd...)
 			err = sentinel.ErrNotAcquired
 		}
 	} else {
@@ -132,7 +132,7 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decode.Gra
 		err = e.Wait(ctx, WaitConfig{Key: wk, Part: r.WaitPart, Recheck: r.Recheck, OnContended: func() {
 			if !counted {
 				counted = true
-				e.Counter(k.Metrics.Contention).Add(context.Background(), 1, k.baseAdd...)
+				e.Add(k.Metrics.Contention, 1, k.baseAdd...)
 			}
 		}}, func(ctx context.Context) (Attempt, error) {
 			var aerr error

@@ -181,7 +181,7 @@ func newHandle(e *Engine, kind *LeaseKind, keys Keys, id []any, sent time.Time, 
 	h.es = h.one[:]
 	if kind.Metrics.Active != nil {
 		kind.init()
-		e.UpDown(kind.Metrics.Active, 1, kind.baseAdd...)
+		e.Add(kind.Metrics.Active, 1, kind.baseAdd...)
 	}
 	if ttl > 0 {
 		h.deadline = sent.Add(ttl - timing.Drift(ttl))
@@ -296,7 +296,7 @@ func NewGroupHandle(es []*Engine, kind *LeaseKind, b Backend, keys Keys, sent ti
 	h.deadline = sent.Add(ttl - b.Drift(ttl))
 	if kind.Metrics.Active != nil {
 		kind.init()
-		h.e.UpDown(kind.Metrics.Active, 1, kind.baseAdd...)
+		h.e.Add(kind.Metrics.Active, 1, kind.baseAdd...)
 	}
 	return h
 }
@@ -530,10 +530,10 @@ func (h *Handle) afterEnd(st state, cancel context.CancelCauseFunc) {
 	k := h.kind
 	k.init()
 	if st == lost && k.Metrics.Lost != nil {
-		h.e.Counter(k.Metrics.Lost).Add(context.Background(), 1, k.baseAdd...)
+		h.e.Add(k.Metrics.Lost, 1, k.baseAdd...)
 	}
 	if k.Metrics.Active != nil { // counted by newHandle, NewGroupHandle
-		h.e.UpDown(k.Metrics.Active, -1, k.baseAdd...)
+		h.e.Add(k.Metrics.Active, -1, k.baseAdd...)
 	}
 	if k.Metrics.Hold != nil {
 		h.e.Histogram(k.Metrics.Hold).Record(context.Background(), time.Since(h.start).Seconds(), k.baseRecord...)
@@ -884,7 +884,7 @@ func (h *Handle) countRenewalFailure() {
 	if h.kind.Metrics.RenewalFailures == nil {
 		return
 	}
-	h.e.Counter(h.kind.Metrics.RenewalFailures).Add(context.Background(), 1, h.kind.baseAdd...)
+	h.e.Add(h.kind.Metrics.RenewalFailures, 1, h.kind.baseAdd...)
 }
 
 var leaseInit func(dst any, key, token string, h *Handle) // see [Install]

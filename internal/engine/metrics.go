@@ -84,9 +84,16 @@ func (c *cowMap[K, V]) put(k K, v V) {
 	c.p.Store(&m)
 }
 
-// Counter returns the engine's counter for m (an instrument.Counter metric).
-func (e *Engine) Counter(m *instrument.Metric) metric.Int64Counter {
-	return e.inst.get(m).(metric.Int64Counter)
+// Add adds n to m, an instrument.Counter (n >= 0) or an
+// instrument.UpDownCounter metric (negative to subtract), with opts (a
+// slice built once: passing it with ... allocates nothing).
+func (e *Engine) Add(m *instrument.Metric, n int64, opts ...metric.AddOption) {
+	switch c := e.inst.get(m).(type) {
+	case metric.Int64Counter:
+		c.Add(context.Background(), n, opts...)
+	case metric.Int64UpDownCounter:
+		c.Add(context.Background(), n, opts...)
+	}
 }
 
 // Histogram returns the engine's histogram for m (an instrument.Histogram metric).
@@ -94,20 +101,14 @@ func (e *Engine) Histogram(m *instrument.Metric) metric.Float64Histogram {
 	return e.inst.get(m).(metric.Float64Histogram)
 }
 
-// UpDown adds n (negative to subtract) to m (an instrument.UpDownCounter
-// metric) with opts (a slice built once: passing it with ... allocates
-// nothing).
-func (e *Engine) UpDown(m *instrument.Metric, n int64, opts ...metric.AddOption) {
-	e.inst.get(m).(metric.Int64UpDownCounter).Add(context.Background(), n, opts...)
-}
-
 // Count adds 1 to m with attrs (nil: none).
 func (e *Engine) Count(m *instrument.Metric, attrs metric.MeasurementOption) {
+	c := e.inst.get(m).(metric.Int64Counter)
 	if attrs == nil {
-		e.Counter(m).Add(context.Background(), 1)
+		c.Add(context.Background(), 1)
 		return
 	}
-	e.Counter(m).Add(context.Background(), 1, attrs)
+	c.Add(context.Background(), 1, attrs)
 }
 
 // durationRecorder records coordination.operation.duration with cached
