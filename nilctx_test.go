@@ -124,9 +124,15 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 			"fencing.(*Guarded).Set":               func() error { _, _, err := f.guarded.Set(ctx, 1, []byte("v"), 0); return err },
 			"idempotency.(*Store).Abandon":         func() error { _, err := f.store.Abandon(ctx, "k", owner); return err },
 			"idempotency.(*Store).Forget":          func() error { _, err := f.store.Forget(ctx, "k"); return err },
-			"ratelimit.ReportCost":                 func() error { return ratelimit.ReportCost(ctx, 1) },
-			"idempotency.(*Store).Begin":           func() error { _, err := f.store.Begin(ctx, "k", time.Minute); return err },
-			"idempotency.(*Store).Complete":        func() error { _, err := f.store.Complete(ctx, "k", owner, nil); return err },
+			"idempotency.(*Store).Fail":            func() error { _, err := f.store.Fail(ctx, "k", owner); return err },
+			"idempotency.DoValue": func() error {
+				_, _, err := idempotency.DoValue(ctx, f.store, "k", time.Minute, "", idempotency.JSONCodec[int](),
+					func(context.Context) (int, error) { return 1, nil })
+				return err
+			},
+			"ratelimit.ReportCost":          func() error { return ratelimit.ReportCost(ctx, 1) },
+			"idempotency.(*Store).Begin":    func() error { _, err := f.store.Begin(ctx, "k", time.Minute); return err },
+			"idempotency.(*Store).Complete": func() error { _, err := f.store.Complete(ctx, "k", owner, nil); return err },
 			"idempotency.(*Store).Do": func() error {
 				_, _, err := f.store.Do(ctx, "k", time.Minute, "", func(context.Context) ([]byte, error) { return nil, nil })
 				return err

@@ -55,6 +55,7 @@
 //	IDEMPOTENCY COMPLETE          idempotency   Store.Complete
 //	IDEMPOTENCY ABANDON           idempotency   Store.Abandon
 //	IDEMPOTENCY FORGET            idempotency   Store.Forget
+//	IDEMPOTENCY FAIL              idempotency   Store.Fail
 //	RATE LIMIT ACQUIRE            rate_limit    Limiter.Allow, Limiter.Wait (once, covering queued retries), Limiter.Reserve, ConcurrencyLimiter.TryAcquire, ConcurrencyLimiter.Acquire
 //	RATE LIMIT RELEASE            rate_limit    ConcurrencyLease.Release
 //	RATE LIMIT RENEW              rate_limit    ConcurrencyLease.Refresh (keep-alive renewals are not admitted)

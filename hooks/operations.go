@@ -55,6 +55,7 @@ const (
 	IdempotencyComplete = "IDEMPOTENCY COMPLETE"
 	IdempotencyAbandon  = "IDEMPOTENCY ABANDON"
 	IdempotencyForget   = "IDEMPOTENCY FORGET"
+	IdempotencyFail     = "IDEMPOTENCY FAIL"
 
 	// Rate limiters (package ratelimit).
 	RateLimitAcquire       = "RATE LIMIT ACQUIRE"

@@ -32,6 +32,14 @@ var (
 	// run again elsewhere. It matches coordination.ErrLost, as every
 	// lease lost while held does.
 	ErrClaimLost = fmt.Errorf("idempotency: claim expired before completion: %w", coordination.ErrLost)
+
+	// ErrOutcomeUnknown is returned by Do when an earlier attempt under
+	// the key failed in a way that was not safe to retry (its fn returned
+	// an error not marked [RetrySafe], or [Store.Fail] was called): that
+	// attempt may or may not have had its effects, so Do does not run fn
+	// again until the failed claim expires (see [Failed]) or is deleted
+	// with [Store.Forget]. It is an answer, not a failure of the store.
+	ErrOutcomeUnknown = errors.New("idempotency: an earlier attempt failed, outcome unknown")
 )
 
 func init() {
@@ -87,21 +95,31 @@ func IsRetrySafe(err error) bool {
 //   - InProgress: it returns (nil, false, ErrInProgress) without running fn.
 //     Use [WithWait] in opts to wait for the original instead.
 //   - FingerprintMismatch: (nil, false, ErrFingerprintMismatch).
+//   - Failed: it returns (nil, false, ErrOutcomeUnknown) without running
+//     fn (an earlier attempt failed, see below).
 //
-// When fn fails, Do returns its error and keeps the pending claim until it
-// expires after ttl: fn may have had side effects before failing, so a
-// retry must not run it again at once. Retries get ErrInProgress until
-// then, or until [Store.Forget] deletes the claim once the outcome has
-// been checked. When the failure is safe to retry, return [RetrySafe](err) from fn:
-// Do then abandons the claim and the next attempt runs fn again. When fn
-// panics, the claim is kept too and the panic propagates. The Complete or
-// Abandon after fn is sent even if ctx has ended by then (bounded by 5 s).
+// When fn fails, Do returns its error and marks the claim failed
+// ([Store.Fail]): fn may have had side effects before failing, so a retry
+// must not run it again at once. Until the claim's TTL ends (at most ttl
+// after the failure) every retry with the same key gets
+// ErrOutcomeUnknown at once, and callers waiting with [WithWait] are
+// woken with it; afterwards the next Do runs fn again. To retry sooner,
+// check the outcome, then delete the record with [Store.Forget]. When the
+// failure is safe to retry, return [RetrySafe](err) from fn: Do then
+// abandons the claim and the next attempt runs fn again. When fn panics,
+// the claim is marked failed too and the panic propagates. The Complete,
+// Fail or Abandon after fn is sent even if ctx has ended by then (bounded
+// by 5 s).
+//
+// A result over 16 MiB (the bound of [Store.Complete]) is not stored: Do
+// marks the claim failed and returns the result with an error wrapping
+// coordination.ErrInvalidArgument naming "result".
 //
 // fingerprint is always sent, so an empty string is an empty fingerprint,
 // which a claim made by [Store.Begin] without [WithFingerprint] does not
 // match. Other errors are those of Begin and Complete (a Complete error
 // comes with fn's result: the result may or may not be stored, see
-// [Store.Complete]); an Abandon error is joined to fn's error.
+// [Store.Complete]); an Abandon or Fail error is joined to fn's error.
 func (s *Store) Do(ctx context.Context, key string, ttl time.Duration, fingerprint string,
 	fn func(ctx context.Context) ([]byte, error), opts ...BeginOption) (result []byte, replayed bool, err error) {
 	if fn == nil {
@@ -123,6 +141,8 @@ func (s *Store) Do(ctx context.Context, key string, ttl time.Duration, fingerpri
 		return nil, false, s.named(hooks.IdempotencyBegin, key, ErrInProgress)
 	case FingerprintMismatch:
 		return nil, false, s.named(hooks.IdempotencyBegin, key, ErrFingerprintMismatch)
+	case Failed:
+		return nil, false, s.named(hooks.IdempotencyBegin, key, ErrOutcomeUnknown)
 	}
 	work := context.WithValue(ctx, fenceKey{}, claim.Fence)
 	if !cfgOf(opts).noKeepAlive {
@@ -133,16 +153,34 @@ func (s *Store) Do(ctx context.Context, key string, ttl time.Duration, fingerpri
 		defer stop()
 		work = kctx
 	}
+	settled := false
+	defer func() {
+		if !settled {
+			// fn panicked: it may have had effects.
+			s.failAfter(ctx, key, claim.Owner)
+		}
+	}()
 	res, ferr := fn(work)
+	settled = true
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	if ferr != nil {
+		end := s.Fail
 		if IsRetrySafe(ferr) {
-			if _, aerr := s.Abandon(sctx, key, claim.Owner); aerr != nil {
-				return nil, false, errors.Join(ferr, aerr) // aerr names IDEMPOTENCY ABANDON and the key
-			}
+			end = s.Abandon
+		}
+		if _, serr := end(sctx, key, claim.Owner); serr != nil {
+			return nil, false, errors.Join(ferr, serr) // serr names IDEMPOTENCY ABANDON or FAIL and the key
 		}
 		return nil, false, ferr
+	}
+	if err := check.Size("result", len(res), check.MaxValueBytes); err != nil {
+		// fn ran, but its result cannot be stored: as for a failure.
+		err = s.named(hooks.IdempotencyComplete, key, err)
+		if _, ferr := s.Fail(sctx, key, claim.Owner); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+		return res, false, err
 	}
 	ok, err := s.Complete(sctx, key, claim.Owner, res)
 	if err != nil {
@@ -152,6 +190,15 @@ func (s *Store) Do(ctx context.Context, key string, ttl time.Duration, fingerpri
 		return res, false, s.named(hooks.IdempotencyComplete, key, ErrClaimLost)
 	}
 	return res, false, nil
+}
+
+// failAfter marks the claim failed after its work panicked, sent even if
+// ctx has ended (bounded by settleTimeout); an error is left to the
+// claim's TTL (the claim then stays pending until it expires).
+func (s *Store) failAfter(ctx context.Context, key, owner string) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	_, _ = s.Fail(sctx, key, owner)
 }
 
 // named returns err naming the operation op and key as the caller gave it,

@@ -44,7 +44,11 @@ func TestDo(t *testing.T) {
 			}
 		})
 
-		t.Run("failure keeps the claim", func(t *testing.T) {
+		// Changed by issue 24 item 9: a retry after a failure that was
+		// not retry-safe is answered ErrOutcomeUnknown at once (it was
+		// ErrInProgress while nothing ran); fn still does not run again
+		// until the claim's TTL ends.
+		t.Run("failure marks the claim failed", func(t *testing.T) {
 			runs.Store(0)
 			fn := func(context.Context) ([]byte, error) { runs.Add(1); return nil, failing }
 			// The claim lasts 2 s: long enough for the retry to come while
@@ -53,9 +57,15 @@ func TestDo(t *testing.T) {
 				t.Fatalf("Do = %v, want fn's error", err)
 			}
 			_, _, err := f.store.Do(ctx, "fail", 2*time.Second, "fp", ok("x"))
-			if !errors.Is(err, idempotency.ErrInProgress) || !errors.Is(err, coordination.ErrNotAcquired) {
-				t.Fatalf("retry while the failed claim lasts = %v, want ErrInProgress", err)
+			if !errors.Is(err, idempotency.ErrOutcomeUnknown) || errors.Is(err, idempotency.ErrInProgress) {
+				t.Fatalf("retry while the failed claim lasts = %v, want ErrOutcomeUnknown", err)
 			}
+			c := f.begin(t, "fail", time.Minute, idempotency.WithFingerprint("fp"))
+			wantState(t, c, idempotency.Failed)
+			if c.Remaining <= 0 || c.Remaining > 2*time.Second || c.Owner != "" || c.Fence != 0 || c.Result != nil {
+				t.Fatalf("failed claim = %+v; want only Remaining in (0, 2s]", c)
+			}
+			wantState(t, f.begin(t, "fail", time.Minute, idempotency.WithFingerprint("other")), idempotency.FingerprintMismatch)
 			b.Advance(2100 * time.Millisecond)
 			if res, _, err := f.store.Do(ctx, "fail", time.Minute, "fp", ok("second try")); err != nil || string(res) != "second try" {
 				t.Fatalf("after expiry Do = %q, %v", res, err)
@@ -86,7 +96,7 @@ func TestDo(t *testing.T) {
 			}
 		})
 
-		t.Run("panic keeps the claim", func(t *testing.T) {
+		t.Run("panic marks the claim failed", func(t *testing.T) {
 			func() {
 				defer func() {
 					if recover() == nil {
@@ -95,7 +105,7 @@ func TestDo(t *testing.T) {
 				}()
 				_, _, _ = f.store.Do(ctx, "panic", time.Minute, "fp", func(context.Context) ([]byte, error) { panic("boom") })
 			}()
-			wantState(t, f.begin(t, "panic", time.Minute, idempotency.WithFingerprint("fp")), idempotency.InProgress)
+			wantState(t, f.begin(t, "panic", time.Minute, idempotency.WithFingerprint("fp")), idempotency.Failed)
 		})
 
 		t.Run("claim lost", func(t *testing.T) {

@@ -26,6 +26,8 @@
 //		return claim.Result, nil
 //	case idempotency.InProgress: // someone else is doing it now
 //		return nil, errRetryLater
+//	case idempotency.Failed: // an earlier attempt failed, outcome unknown
+//		return nil, errCheckFirst
 //	default: // idempotency.FingerprintMismatch: the key belongs to another request
 //		return nil, errKeyReused
 //	}
@@ -38,17 +40,19 @@
 //
 // A claim lives at the key given to Begin (for [NewMiddleware], at
 // [StoreKey](namespace, key)), after the coordinator's key prefix: a Redis
-// string that always has a TTL, in one of three forms:
+// string that always has a TTL, in one of four forms:
 //
 //	pending    "P" <result ttl> ":" <fence> ":" <owner> ":" <fp>
 //	completed  "C" <completion id> ":" <fp> <result>
 //	abandoned  "A" <fence> ":" <abandon id>   (for 5 s after an Abandon)
+//	failed     "F" <fence> ":" <fail id> ":" <fp>   (after a Fail, for the rest of the claim's TTL)
 //
 // where result ttl is the result TTL in milliseconds (decimal, applied by
 // Complete), fence the claim's fencing token ([Claim.Fence], decimal),
 // owner the owner token of the claim's caller, completion id that of the
-// Complete that stored the result and abandon id that of the Abandon that
-// ended the claim (22 characters each, base64url: never a ":"), result the stored bytes (to the end of the string), and fp the
+// Complete that stored the result, abandon id that of the Abandon that
+// ended the claim and fail id that of the Fail that marked it failed (22
+// characters each, base64url: never a ":"), result the stored bytes (to the end of the string), and fp the
 // request fingerprint: "-:" when none was given, otherwise its length in
 // decimal, ":" and its bytes (so "3:abc"). For example, a claim completed
 // with the result "ok" and no fingerprint reads
@@ -128,6 +132,35 @@
 // claim leaves nothing to compare with). Choose a ttl longer than the
 // work anyway, and make the work's side effects safe to repeat where a
 // repeat would hurt.
+//
+// # Failures whose outcome is unknown
+//
+// When the work fails in a way that may have left effects (a payment
+// gateway timed out: did it charge?), running it again at once could do
+// it twice, and the library cannot know. [Store.Fail] (and [Store.Do]
+// when fn returns an error not marked [RetrySafe], and the middleware when
+// its handler panics) marks the claim failed for the rest of its TTL:
+// every retry is answered [Failed] at once ([ErrOutcomeUnknown] from Do,
+// 409 [ProblemOutcomeUnknown] from the middleware) with the time left in
+// [Claim.Remaining] (Retry-After), instead of waiting on a claim nobody
+// will finish. The ways out: wait until the record expires (the next
+// attempt then runs the work, with a larger fencing token), or check the
+// outcome and delete the record with [Store.Forget] (`coordctl
+// idempotency forget` for an operator). A failure that is safe to retry is returned as
+// [RetrySafe](err) (Do abandons the claim) or ended with [Store.Abandon].
+//
+// # Distributed single-flight
+//
+// [Store.Do] and [DoValue] with [WithWait] make one expensive computation
+// shared by many processes: the first caller with a key runs fn, the
+// others with the same key and fingerprint wait (woken by the
+// completion's notification, not by polling) and get its result, and
+// callers arriving afterwards get the stored result while it lasts
+// (WithResultTTL). Unlike golang.org/x/sync/singleflight the result is
+// shared across processes and kept after fn returns; a caller whose wait
+// ends first gets [ErrInProgress]. If fn fails, the waiters get
+// [ErrOutcomeUnknown], or run fn themselves when the failure was
+// [RetrySafe]. [DoValue] with [JSONCodec] stores a typed result.
 //
 // # What holds, and what does not
 //
@@ -223,21 +256,23 @@
 //
 // # Hooks and metrics
 //
-// Begin, Complete, Abandon and Forget are admitted through the coordinator's
-// hooks as IDEMPOTENCY BEGIN, IDEMPOTENCY COMPLETE, IDEMPOTENCY ABANDON and
-// IDEMPOTENCY FORGET, once
+// Begin, Complete, Abandon, Fail and Forget are admitted through the
+// coordinator's hooks as IDEMPOTENCY BEGIN, IDEMPOTENCY COMPLETE, IDEMPOTENCY
+// ABANDON, IDEMPOTENCY FAIL and IDEMPOTENCY FORGET, once
 // per call however long a Begin waits (Do and the middleware call them, so
 // they are admitted the same way). Every answer counts as succeeded, the
-// InProgress and FingerprintMismatch states and a false Complete or Abandon
+// InProgress, Failed and FingerprintMismatch states and a false Complete,
+// Abandon or Fail
 // included; a Begin that gave up waiting because its context ended counts
 // as canceled; errors count as failed. Each admitted call records
 // coordination.operation.duration, and these counters (in the library's
 // metrics table):
 //
 //	coordination.idempotency.begins     Begin answers, by state: started, completed,
-//	                                    in_progress, fingerprint_mismatch
+//	                                    in_progress, fingerprint_mismatch, failed
 //	coordination.idempotency.completes  Complete answers, by result: stored, not_owner
 //	coordination.idempotency.abandons   Abandon answers, by result: abandoned, not_owner
+//	coordination.idempotency.fails      Fail answers, by result: failed, not_owner
 //
 // Keep-alive renewals are not admitted; a kept-alive claim records
 // coordination.idempotency.claim_hold_time, claim_renewal_failures and

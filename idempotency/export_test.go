@@ -6,4 +6,5 @@ var (
 	BeginScript    = beginScript
 	CompleteScript = completeScript
 	AbandonScript  = abandonScript
+	FailScript     = failScript
 )

@@ -91,7 +91,7 @@ func warmScripts(t *testing.T, coord *coordination.Coordinator) {
 		t.Fatal(err)
 	}
 	for _, load := range []func(context.Context, *engine.Engine) error{
-		idempotency.BeginScript.Load, idempotency.CompleteScript.Load, idempotency.AbandonScript.Load,
+		idempotency.BeginScript.Load, idempotency.CompleteScript.Load, idempotency.AbandonScript.Load, idempotency.FailScript.Load,
 	} {
 		if err := load(t.Context(), e); err != nil {
 			t.Fatalf("SCRIPT LOAD: %v", err)
@@ -197,8 +197,11 @@ func TestHooks(t *testing.T) {
 		c, _ = s.Begin(ctx, "a", time.Minute)
 		_, _ = s.Abandon(ctx, "a", c.Owner)
 		_, _ = s.Forget(ctx, "k")
+		c, _ = s.Begin(ctx, "f", time.Minute)
+		_, _ = s.Fail(ctx, "f", c.Owner)
 		want := []string{hooks.IdempotencyBegin, hooks.IdempotencyBegin, hooks.IdempotencyComplete,
-			hooks.IdempotencyBegin, hooks.IdempotencyAbandon, hooks.IdempotencyForget}
+			hooks.IdempotencyBegin, hooks.IdempotencyAbandon, hooks.IdempotencyForget,
+			hooks.IdempotencyBegin, hooks.IdempotencyFail}
 		mu.Lock()
 		if strings.Join(admitted, ",") != strings.Join(want, ",") {
 			t.Errorf("admitted %v, want %v", admitted, want)

@@ -26,16 +26,16 @@ func TestForget(t *testing.T) {
 			t.Fatalf("Forget of a missing key = %v, %v; want false, nil", ok, err)
 		}
 
-		// A pending claim after a failure that was not retry-safe: retries
-		// are told "in progress" until Forget.
+		// A failed claim after a failure that was not retry-safe: retries
+		// are told "outcome unknown" until Forget.
 		_, _, err := s.Do(ctx, "pay", time.Minute, "fp", func(ctx context.Context) ([]byte, error) {
 			return nil, errors.New("the payment gateway timed out")
 		})
 		if err == nil {
 			t.Fatal("Do returned no error")
 		}
-		if _, _, err := s.Do(ctx, "pay", time.Minute, "fp", func(ctx context.Context) ([]byte, error) { return []byte("again"), nil }); !errors.Is(err, idempotency.ErrInProgress) {
-			t.Fatalf("a retry before Forget = %v, want ErrInProgress", err)
+		if _, _, err := s.Do(ctx, "pay", time.Minute, "fp", func(ctx context.Context) ([]byte, error) { return []byte("again"), nil }); !errors.Is(err, idempotency.ErrOutcomeUnknown) {
+			t.Fatalf("a retry before Forget = %v, want ErrOutcomeUnknown", err)
 		}
 		first, err := s.Begin(ctx, "pay2", time.Minute)
 		if err != nil || first.State != idempotency.Started {

@@ -21,8 +21,8 @@ const keepAliveOp = "IDEMPOTENCY KEEP ALIVE"
 // the claim is lost (a renewal found it gone or taken over, a renewal
 // failed terminally, or the local deadline passed while renewals failed),
 // with a cause matching coordination.ErrLost, and when stop is called.
-// Call stop once the work is over, after [Store.Complete] or
-// [Store.Abandon]; it sends nothing and may be called more than once.
+// Call stop once the work is over, after [Store.Complete], [Store.Abandon]
+// or [Store.Fail]; it sends nothing and may be called more than once.
 //
 // [Store.Do] and the middleware keep their claims alive this way unless
 // told otherwise ([WithKeepAlive](false), [WithClaimKeepAlive]). Keep-alive

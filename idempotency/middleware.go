@@ -322,6 +322,8 @@ func WithErrorHandler(fn func(r *http.Request, stage string, err error)) Middlew
 //     [WithRequestFingerprint]): 422, [ProblemKeyReused];
 //   - the original is still running: 409 with Retry-After,
 //     [ProblemInProgress] (or a wait, see [WithWaitForOriginal]);
+//   - the original failed (its handler panicked): 409 with Retry-After,
+//     [ProblemOutcomeUnknown];
 //   - the original's response was stored: it is replayed;
 //   - the store cannot be reached, or holds an unreadable record: 503
 //     with Retry-After, [ProblemUnavailable]; the handler does not run;
@@ -329,11 +331,13 @@ func WithErrorHandler(fn func(r *http.Request, stage string, err error)) Middlew
 //     as it is written and is stored if [WithReplayPolicy] accepts its
 //     status and it fits [WithMaxResponseBytes]; otherwise the claim is
 //     abandoned and a retry runs the handler again. If the handler panics,
-//     the claim is kept until its TTL ([WithClaimTTL]), as [Store.Do]
-//     keeps it: the handler may have had effects before it panicked, and
-//     net/http clients re-send requests that carry an Idempotency-Key
-//     after a broken connection (which is what a panic leaves them), so
-//     retries get 409 until the claim expires. The panic goes on.
+//     the claim is marked failed ([Store.Fail]) for the rest of its TTL
+//     ([WithClaimTTL]), as [Store.Do] marks it: the handler may have had
+//     effects before it panicked, and net/http clients re-send requests
+//     that carry an Idempotency-Key after a broken connection (which is
+//     what a panic leaves them), so retries get 409 with
+//     [ProblemOutcomeUnknown] and a Retry-After until the record
+//     expires. The panic goes on.
 //
 // A request without a key gets 400 ([ProblemKeyMissing]) when keys are
 // required ([WithKeyRequired]) and goes straight to the handler otherwise.
@@ -467,6 +471,11 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			Status: http.StatusConflict,
 			Detail: "A request with this Idempotency-Key is still being processed; retry later."},
 			min(m.cfg.retryAfter, max(claim.Remaining, time.Millisecond)))
+	case Failed:
+		writeProblem(w, r, problem{Type: ProblemOutcomeUnknown, Title: "Outcome of the original request unknown",
+			Status: http.StatusConflict,
+			Detail: "The request with this Idempotency-Key failed while being processed and may have had effects; it is not run again until Retry-After has passed."},
+			max(claim.Remaining, time.Millisecond))
 	case FingerprintMismatch:
 		writeProblem(w, r, problem{Type: ProblemKeyReused, Title: "Idempotency-Key reused",
 			Status: http.StatusUnprocessableEntity,
@@ -502,16 +511,22 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		if err != nil {
 			m.failed(r, "keep-alive", err, "idempotency: claim not kept alive; it lasts the claim TTL")
 		} else {
-			// After the settle below, or on a panic (the claim then stays
-			// pending until its TTL, see NewMiddleware).
+			// After the settle below, or on a panic after the claim is
+			// marked failed (see NewMiddleware).
 			defer stop()
 			work = kctx
 		}
 	}
-	// If the handler panics, the claim is kept until its TTL (see
-	// NewMiddleware):
-	// nothing to settle.
+	// If the handler panics, the claim is marked failed (see NewMiddleware)
+	// before the panic goes on.
+	settled := false
+	defer func() {
+		if !settled {
+			m.store.failAfter(r.Context(), skey, owner)
+		}
+	}()
 	next.ServeHTTP(rec, r.WithContext(work))
+	settled = true
 	// The claim is settled even when the client has gone away: the handler
 	// ran, and a retry must see its response.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), settleTimeout)

@@ -10,6 +10,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -644,10 +645,12 @@ func TestMiddlewareBodyLimitAndTTLs(t *testing.T) {
 	})
 }
 
-// A panicking handler may have had effects: its claim is kept (as Do
-// keeps it), so a retry, such as net/http's automatic re-send after the
-// broken connection, gets 409 instead of running the handler again.
-func TestMiddlewarePanicKeepsClaim(t *testing.T) {
+// A panicking handler may have had effects: its claim is marked failed
+// (as Do marks it), so a retry, such as net/http's automatic re-send after
+// the broken connection, gets 409 "outcome unknown" with a Retry-After
+// instead of running the handler again; once the record is forgotten the
+// handler runs.
+func TestMiddlewarePanicMarksClaimFailed(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		var calls atomic.Int32
 		hf := newHTTP(t, b, func(w http.ResponseWriter, r *http.Request) {
@@ -655,18 +658,30 @@ func TestMiddlewarePanicKeepsClaim(t *testing.T) {
 				panic(http.ErrAbortHandler)
 			}
 			w.WriteHeader(http.StatusCreated)
-		})
+		}, idempotency.WithClaimTTL(time.Minute))
 		if _, err := hf.trySend("POST", "/p", key("k"), ""); err == nil {
 			t.Fatal("the aborted request got a response")
 		}
 		if !hf.exists(t, idempotency.StoreKey("", "k")) {
 			t.Fatal("claim abandoned after the handler panicked")
 		}
-		if r := hf.send(t, "POST", "/p", key("k"), ""); r.status != http.StatusConflict {
-			t.Fatalf("retry after a panic: %d, want 409 while the claim lives", r.status)
+		r := hf.send(t, "POST", "/p", key("k"), "")
+		p := wantProblem(t, r, http.StatusConflict, idempotency.ProblemOutcomeUnknown)
+		if p.Title != "Outcome of the original request unknown" {
+			t.Fatalf("title %q", p.Title)
+		}
+		ra, err := strconv.Atoi(r.header.Get("Retry-After"))
+		if err != nil || ra < 58 || ra > 60 {
+			t.Fatalf("Retry-After %q, want the record's remaining minute", r.header.Get("Retry-After"))
 		}
 		if n := calls.Load(); n != 1 {
 			t.Fatalf("handler ran %d times, want once", n)
+		}
+		if ok, err := hf.store.Forget(t.Context(), idempotency.StoreKey("", "k")); !ok || err != nil {
+			t.Fatalf("Forget = %v, %v", ok, err)
+		}
+		if r := hf.send(t, "POST", "/p", key("k"), ""); r.status != http.StatusCreated {
+			t.Fatalf("after Forget: %d, want 201", r.status)
 		}
 	})
 }

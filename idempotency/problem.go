@@ -26,6 +26,13 @@ const (
 	// ProblemInProgress (409 Conflict, with Retry-After): the first request
 	// with this key is still being processed. Retry the same request later.
 	ProblemInProgress = "https://pkg.go.dev/github.com/coordkit/coordination/idempotency#ProblemInProgress"
+	// ProblemOutcomeUnknown (409 Conflict, with Retry-After): the first
+	// request with this key failed while being processed (its handler
+	// panicked) and may or may not have had its effects, so it is not run
+	// again until the record expires ([WithClaimTTL] after the failure at
+	// most; Retry-After says when) or an operator deletes it
+	// ([Store.Forget] of [StoreKey]) after checking the outcome.
+	ProblemOutcomeUnknown = "https://pkg.go.dev/github.com/coordkit/coordination/idempotency#ProblemOutcomeUnknown"
 	// ProblemRequestTooLarge (413 Content Too Large): the body is larger
 	// than the middleware reads to fingerprint it ([WithMaxRequestBytes]).
 	ProblemRequestTooLarge = "https://pkg.go.dev/github.com/coordkit/coordination/idempotency#ProblemRequestTooLarge"

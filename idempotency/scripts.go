@@ -19,6 +19,7 @@ var (
 	abandonScript  = engine.NewScript("idempotency_abandon", decode.Bool01)
 	renewScript    = engine.NewScript("idempotency_renew", decode.Bool01)
 	forgetScript   = engine.NewScript("idempotency_forget", decode.Bool01)
+	failScript     = engine.NewScript("idempotency_fail", decode.Bool01)
 
 	// claimKind is the lease kind of a pending claim kept alive while its
 	// work runs ([Store.KeepAlive], Do and the middleware): a handle
@@ -43,11 +44,13 @@ var (
 			"Idempotency claims lost while their work ran: expired or taken over."),
 	}
 	beginsMetric = instrument.New(instrument.Counter, "coordination.idempotency.begins", "{begin}", "state",
-		"Idempotency Begin answers (one per call, after any wait), by state (started, completed, in_progress, fingerprint_mismatch).")
+		"Idempotency Begin answers (one per call, after any wait), by state (started, completed, in_progress, fingerprint_mismatch, failed).")
 	completesMetric = instrument.New(instrument.Counter, "coordination.idempotency.completes", "{complete}", "result",
 		"Idempotency Complete answers, by result (stored; not_owner: the caller holds no pending claim, it expired, was abandoned, taken over or completed).")
 	tooLargeMetric = instrument.New(instrument.Counter, "coordination.idempotency.responses_too_large", "{response}", "",
 		"Responses of the idempotency middleware larger than its bound (WithMaxResponseBytes): passed through, not stored, their claims abandoned, so a retry runs the handler again.")
+	failsMetric = instrument.New(instrument.Counter, "coordination.idempotency.fails", "{fail}", "result",
+		"Idempotency Fail answers, by result (failed: the claim now answers Failed; not_owner: the caller holds no pending claim, it expired, was abandoned, taken over or completed).")
 	abandonsMetric = instrument.New(instrument.Counter, "coordination.idempotency.abandons", "{abandon}", "result",
 		"Idempotency Abandon answers, by result (abandoned; not_owner: the caller holds no pending claim, it expired, was abandoned, taken over or completed).")
 )
@@ -59,7 +62,7 @@ type beginReply struct {
 	Fence     int64         // Started: the claim's fencing token (>= 3)
 	Owner     string        // Started: the claim's owner token
 	Result    string        // Completed: the stored result bytes
-	Remaining time.Duration // InProgress: the claim's PTTL (>= 0)
+	Remaining time.Duration // InProgress, Failed: the key's PTTL (>= 0)
 }
 
 // maxMillis is the largest millisecond count a time.Duration holds.
@@ -67,13 +70,17 @@ const maxMillis = int64(math.MaxInt64 / time.Millisecond)
 
 // decodeBegin reads a pending claim as stored (started: its fence, at
 // least 3, and owner), a completed claim as stored (completed: its result),
-// an integer >= 0 (in progress: the claim's PTTL in ms) or -2 (fingerprint
-// mismatch); anything else (a claim of another shape, a PTTL beyond a
+// an integer >= 0 (in progress: the claim's PTTL in ms), 'F' and the key's
+// PTTL in ms (failed) or -2 (fingerprint mismatch); anything else (a claim of another shape, a PTTL beyond a
 // time.Duration) is unrecognised. Claims are laid out as the package
 // documentation says.
 func decodeBegin(v any) (beginReply, bool) {
 	switch r := v.(type) {
 	case string:
+		if ms, ok := strings.CutPrefix(r, "F"); ok {
+			d, ok := pttl(ms)
+			return beginReply{State: Failed, Remaining: d}, ok
+		}
 		if strings.HasPrefix(r, "C") {
 			result, ok := completedResult(r)
 			return beginReply{State: Completed, Result: result}, ok
@@ -89,6 +96,19 @@ func decodeBegin(v any) (beginReply, bool) {
 		}
 	}
 	return beginReply{}, false
+}
+
+// pttl reads a remaining TTL in milliseconds as the begin script writes
+// it after 'F': a decimal >= 0 that fits a time.Duration.
+func pttl(ms string) (time.Duration, bool) {
+	if ms != "0" && !positive(ms) {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil || n > maxMillis {
+		return 0, false
+	}
+	return time.Duration(n) * time.Millisecond, true
 }
 
 // pendingClaim returns the fence and the owner of a pending claim as

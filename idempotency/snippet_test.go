@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -18,6 +20,7 @@ import (
 var (
 	errRetryLater = errors.New("the first request is still running; retry later")
 	errKeyReused  = errors.New("the key was used for another request")
+	errCheckFirst = errors.New("an earlier attempt failed; check its outcome, then forget the key")
 	errTakenOver  = errors.New("a later claim of this key wrote first")
 )
 
@@ -69,6 +72,8 @@ func snippetCharge(ctx context.Context, store *idempotency.Store, key, digest st
 		return claim.Result, nil
 	case idempotency.InProgress: // someone else is doing it now
 		return nil, errRetryLater
+	case idempotency.Failed: // an earlier attempt failed, outcome unknown
+		return nil, errCheckFirst
 	default: // idempotency.FingerprintMismatch: the key belongs to another request
 		return nil, errKeyReused
 	}
@@ -139,4 +144,52 @@ func snippetBook(ctx context.Context, coord *coordination.Coordinator, store *id
 		return []byte("booked"), nil
 	})
 	return res, err
+}
+
+// Report is what buildReport computes.
+type Report struct {
+	Month string `json:"month"`
+	Sales int    `json:"sales"`
+}
+
+// buildReport stands for an expensive computation.
+func buildReport(ctx context.Context) (Report, error) {
+	time.Sleep(50 * time.Millisecond)
+	return Report{Month: "2026-12", Sales: 1234}, nil
+}
+
+// A distributed single-flight: three callers (standing for three
+// processes) ask for the same report at once; one builds it, the others
+// wait for its stored result.
+func ExampleDoValue() {
+	store, stop, err := exampleStore()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var builds, shares atomic.Int32
+	for range 3 {
+		wg.Go(func() {
+			report, shared, err := idempotency.DoValue(ctx, store, "report:2026-12", time.Hour, "",
+				idempotency.JSONCodec[Report](), buildReport, idempotency.WithWait(2*time.Minute))
+			if err != nil {
+				log.Print(err)
+				return
+			}
+			if shared {
+				shares.Add(1)
+			} else {
+				builds.Add(1)
+			}
+			if report.Sales != 1234 {
+				log.Printf("unexpected report %+v", report)
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Printf("built %d time(s), shared %d time(s)\n", builds.Load(), shares.Load())
+	// Output:
+	// built 1 time(s), shared 2 time(s)
 }

@@ -34,14 +34,22 @@ const (
 	// has neither completed nor abandoned it yet. [Claim.Remaining] says how
 	// long the claim lasts at most.
 	InProgress
-	// FingerprintMismatch means the key is claimed (pending or completed)
-	// by a request with a different fingerprint. Nothing about that claim
-	// is revealed.
+	// FingerprintMismatch means the key is claimed (pending, completed or
+	// failed) by a request with a different fingerprint. Nothing about that
+	// claim is revealed.
 	FingerprintMismatch
+	// Failed means an earlier caller's work on the key failed in a way
+	// that was not safe to retry ([Store.Fail], or [Store.Do] when fn
+	// returned an error not marked [RetrySafe]): it may or may not have had
+	// its effects, so the library will not run it again on its own.
+	// [Claim.Remaining] says how long the key stays failed; after that
+	// the next Begin starts a new claim. To retry sooner, once the outcome
+	// has been checked, delete the record with [Store.Forget].
+	Failed
 )
 
-// String returns "started", "completed", "in progress" or
-// "fingerprint mismatch".
+// String returns "started", "completed", "in progress", "fingerprint
+// mismatch" or "failed".
 func (s State) String() string {
 	switch s {
 	case Started:
@@ -52,6 +60,8 @@ func (s State) String() string {
 		return "in progress"
 	case FingerprintMismatch:
 		return "fingerprint mismatch"
+	case Failed:
+		return "failed"
 	default:
 		return fmt.Sprintf("State(%d)", int(s))
 	}
@@ -64,11 +74,14 @@ var (
 		Completed:           instrument.Attrs(attribute.String("state", "completed")),
 		InProgress:          instrument.Attrs(attribute.String("state", "in_progress")),
 		FingerprintMismatch: instrument.Attrs(attribute.String("state", "fingerprint_mismatch")),
+		Failed:              instrument.Attrs(attribute.String("state", "failed")),
 	}
 	completeStored   = instrument.Attrs(attribute.String("result", "stored"))
 	completeNotOwner = instrument.Attrs(attribute.String("result", "not_owner"))
 	abandonAbandoned = instrument.Attrs(attribute.String("result", "abandoned"))
 	abandonNotOwner  = instrument.Attrs(attribute.String("result", "not_owner"))
+	failFailed       = instrument.Attrs(attribute.String("result", "failed"))
+	failNotOwner     = instrument.Attrs(attribute.String("result", "not_owner"))
 )
 
 // beginOpts are beginAttrs as option lists, built once: a fresh variadic
@@ -96,7 +109,9 @@ type Claim struct {
 	Result []byte
 	// Remaining is, for InProgress, the pending claim's remaining TTL as the
 	// server reported it: the longest the key can stay in progress before
-	// another caller may take it over. Zero for every other state.
+	// another caller may take it over; for Failed, how long the key stays
+	// failed (the failed claim's remaining TTL) before a Begin can start a
+	// new claim. Zero for every other state.
 	Remaining time.Duration
 	// Fence is the fencing token of a Started claim: a positive integer
 	// strictly greater than the token of every earlier claim lifetime on
@@ -129,6 +144,8 @@ func claimOf(r beginReply, token string, sent time.Time) (Claim, error) {
 		return Claim{State: InProgress, Remaining: r.Remaining}, nil
 	case FingerprintMismatch:
 		return Claim{State: FingerprintMismatch}, nil
+	case Failed:
+		return Claim{State: Failed, Remaining: r.Remaining}, nil
 	}
 	return Claim{}, decode.Unexpected(beginScript.Name(), nil)
 }
@@ -491,13 +508,13 @@ func (s *Store) Complete(ctx context.Context, key, owner string, result []byte) 
 }
 
 // Forget deletes key's idempotency record whatever it holds (a pending
-// claim, a completed result, an abandoned claim's mark), so that the next
+// claim, a completed result, an abandoned claim's mark, a failed claim), so that the next
 // [Store.Begin] or [Store.Do] on key starts afresh, and wakes callers
 // waiting in Begin. One round trip, admitted as IDEMPOTENCY FORGET. It is
 // the way out for an operator or an application: a stored result that
-// must not be replayed any more, a claim kept pending for its whole TTL
-// after a failure that was not retry-safe (see [Store.Do]) once the
-// outcome has been checked. It breaks the at-most-once guarantee for that
+// must not be replayed any more, a [Failed] claim once the outcome of its
+// work has been checked (and undone or found absent), a claim left pending
+// by a process that died. It breaks the at-most-once guarantee for that
 // key on purpose: work of a pending claim may still be running, and the
 // next Begin starts it again. (For the middleware's records, key is
 // [StoreKey] of the namespace and the request's Idempotency-Key.)
@@ -525,39 +542,71 @@ func (s *Store) Forget(ctx context.Context, key string) (bool, error) {
 // callers waiting in Begin. One round trip, admitted as IDEMPOTENCY
 // ABANDON. Use it when the work failed in a way that is safe to run again
 // (nothing happened yet, or the failure was rolled back). Do not abandon
-// after a failure that may have left side effects: let the claim expire
-// instead, or complete it with a result that describes the failure.
+// after a failure that may have left side effects: use [Store.Fail]
+// instead, or complete the claim with a result that describes the failure.
 //
 // It reports whether this call deleted the claim. It returns false, and
 // changes nothing, when there is no claim (it expired or was abandoned
 // before), when another caller owns it (the caller's expired and was taken
-// over), or when it is completed: a stored result is never removed.
+// over), or when it is completed or failed: a stored result or a failure
+// is never removed by Abandon.
 //
 // Errors: those of [Store.Complete]. An ambiguous error is settled by
 // calling Abandon again: afterwards no pending claim of owner remains,
 // whatever the first call did (the second then reports false if the first
 // deleted the claim).
 func (s *Store) Abandon(ctx context.Context, key, owner string) (bool, error) {
-	e, k, err := s.checkOwned(hooks.IdempotencyAbandon, key, owner)
+	return s.end(ctx, hooks.IdempotencyAbandon, abandonScript, key, owner, abandonsMetric, abandonAbandoned, abandonNotOwner)
+}
+
+// end runs script (abandon or fail: KEYS claim key, ARGV owner and a fresh
+// call id) as the admitted operation op, counting its answer in m.
+func (s *Store) end(ctx context.Context, op string, script *engine.Script[bool], key, owner string,
+	m *instrument.Metric, done, notOwner metric.MeasurementOption) (bool, error) {
+	e, k, err := s.checkOwned(op, key, owner)
 	if err != nil {
 		return false, err
 	}
-	ctx, op, err := e.Admit(ctx, hooks.IdempotencyAbandon, primitive, k)
+	ctx, adm, err := e.Admit(ctx, op, primitive, k)
 	if err != nil {
 		return false, err
 	}
 	id, err := engine.NewToken()
 	if err != nil {
-		return false, op.End(err)
+		return false, adm.End(err)
 	}
-	ok, err := abandonScript.Run(ctx, e, k, owner, id)
+	ok, err := script.Run(ctx, e, k, owner, id)
 	if err != nil {
-		return false, op.End(err)
+		return false, adm.End(err)
 	}
 	if ok {
-		e.Count(abandonsMetric, abandonAbandoned)
+		e.Count(m, done)
 	} else {
-		e.Count(abandonsMetric, abandonNotOwner)
+		e.Count(m, notOwner)
 	}
-	return ok, op.End(nil)
+	return ok, adm.End(nil)
+}
+
+// Fail records that the work of the pending claim on key owned by owner
+// (the token of a Started [Claim]) failed in a way that is not safe to run
+// again: it may or may not have had its effects. The claim becomes
+// [Failed] for the rest of its TTL (the pending claim's remaining TTL is
+// kept: at most the ttl given to Begin, or the last keep-alive's), and
+// callers waiting in Begin are woken. Until then every Begin with the same
+// fingerprint answers Failed at once, with [Claim.Remaining], instead of
+// InProgress for a claim nobody will finish; [Store.Do] returns
+// [ErrOutcomeUnknown]. Afterwards the next Begin starts a new claim (with a
+// larger fencing token). To let a retry run sooner, check the outcome and
+// then call [Store.Forget]. One round trip, admitted as IDEMPOTENCY FAIL.
+//
+// It reports whether this call recorded the failure. It returns false, and
+// changes nothing, when the claim is no longer the caller's: it expired
+// (and may have been taken over), was abandoned, completed, or failed by
+// another call.
+//
+// Errors: those of [Store.Complete]. An ambiguous error is settled by
+// [Store.Begin] with the same fingerprint (Failed, or InProgress while the
+// claim is still pending: calling Fail again then records it).
+func (s *Store) Fail(ctx context.Context, key, owner string) (bool, error) {
+	return s.end(ctx, hooks.IdempotencyFail, failScript, key, owner, failsMetric, failFailed, failNotOwner)
 }

@@ -64,6 +64,15 @@ func (f *fixture) abandon(t *testing.T, key, owner string) bool {
 	return ok
 }
 
+func (f *fixture) fail(t *testing.T, key, owner string) bool {
+	t.Helper()
+	ok, err := f.store.Fail(t.Context(), key, owner)
+	if err != nil {
+		t.Fatalf("Fail(%q): %v", key, err)
+	}
+	return ok
+}
+
 // wantResult checks that Begin finds key completed with result want.
 func (f *fixture) wantResult(t *testing.T, key, want string, opts ...idempotency.BeginOption) {
 	t.Helper()
@@ -113,6 +122,10 @@ func wantState(t *testing.T, c idempotency.Claim, want idempotency.State) {
 	case idempotency.InProgress:
 		if c.Owner != "" || c.Fence != 0 || c.Result != nil || c.Remaining <= 0 {
 			t.Fatalf("in-progress claim = %+v, want a positive Remaining and nothing else", c)
+		}
+	case idempotency.Failed:
+		if c.Owner != "" || c.Fence != 0 || c.Result != nil || c.Remaining <= 0 {
+			t.Fatalf("failed claim = %+v, want a positive Remaining and nothing else", c)
 		}
 	case idempotency.FingerprintMismatch:
 		if c.Owner != "" || c.Fence != 0 || c.Result != nil || c.Remaining != 0 {
@@ -487,6 +500,10 @@ func TestOneCommandPerOperation(t *testing.T) {
 		c = f.begin(t, "a", time.Minute)
 		expectOne("Abandon", func() { f.abandon(t, "a", c.Owner) })
 		expectOne("Abandon (nothing)", func() { f.abandon(t, "a", c.Owner) })
+		c = f.begin(t, "f", time.Minute)
+		expectOne("Fail", func() { f.fail(t, "f", c.Owner) })
+		expectOne("Begin (failed)", func() { f.begin(t, "f", time.Minute) })
+		expectOne("Fail (nothing)", func() { f.fail(t, "f", c.Owner) })
 	})
 }
 
@@ -514,6 +531,9 @@ func TestInvalidArgumentsSendNothing(t *testing.T) {
 			{"key", second(f.store.Abandon(ctx, "", "owner"))},
 			{"owner", second(f.store.Abandon(ctx, "k", ""))},
 			{"store", second(nilStore.Abandon(ctx, "k", "owner"))},
+			{"key", second(f.store.Fail(ctx, "", "owner"))},
+			{"owner", second(f.store.Fail(ctx, "k", ""))},
+			{"store", second(nilStore.Fail(ctx, "k", "owner"))},
 			{"fn", third(f.store.Do(ctx, "k", time.Minute, "", nil))},
 			{"ttl", third(f.store.Do(ctx, "k", 0, "", fn))},
 			{"key", third(f.store.Do(ctx, "", time.Minute, "", fn))},

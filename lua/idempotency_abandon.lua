@@ -15,8 +15,9 @@
 --             the claim gets 1 again without any change (within the 5 s
 --             the mark lasts).
 --          0  nothing changed: no claim (expired, or abandoned before),
---             a claim of another owner, or a completed claim (a stored
---             result is never removed by Abandon)
+--             a claim of another owner, a completed claim (a stored
+--             result is never removed by Abandon) or a failed one (its
+--             outcome is unknown: only idempotency_forget removes it)
 -- Errors (raised before anything is written):
 --   WRONGTYPE        the key holds something other than a string (raised by
 --                    GET; a claim of an earlier version is a hash)
@@ -47,6 +48,8 @@ elseif state == 65 then -- 'A': abandoned; by this call when a re-send
   if string.match(v, '^A[^:]*:(.*)$') == ARGV[2] then
     return 1
   end
+  return 0
+elseif state == 70 then -- 'F': failed (kept: its outcome is unknown)
   return 0
 end
 return redis.error_reply('COORD_BADSTATE idempotency key holds no claim')

@@ -1,7 +1,7 @@
 -- idempotency_begin: claim an idempotency key, or report what already holds
 -- it. A lookup never changes the key or its TTL.
 --
--- KEYS[1]  claim key: a string that always has a TTL, in one of three forms
+-- KEYS[1]  claim key: a string that always has a TTL, in one of four forms
 --          (fp is the fingerprint part: '-:' for none, or its length in
 --          decimal, ':' and its bytes):
 --            pending    'P' <result ttl ms> ':' <fence> ':' <owner> ':' <fp>
@@ -9,6 +9,9 @@
 --            abandoned  'A' <fence> ':' <abandon id>  (for 5 s after an
 --                       Abandon: a free key that remembers the last fence
 --                       and the call that abandoned it)
+--            failed     'F' <fence> ':' <fail id> ':' <fp>  (written by
+--                       idempotency_fail: the work failed and may have had
+--                       effects; kept with the pending claim's TTL)
 --          (owner and completion id never contain ':'; fence is a positive
 --          decimal)
 -- ARGV[1]  pending TTL in milliseconds (integer >= 1): how long a new claim
@@ -42,6 +45,10 @@
 --                    fingerprint part
 --          pttl_ms   in progress (an integer >= 0): pending, owned by
 --                    another token; its remaining TTL
+--          'F' pttl  failed (a string starting with 'F', then the key's
+--                    remaining TTL in ms, an integer >= 0): the work of the
+--                    claim failed, its outcome unknown; not claimable until
+--                    the key expires or is forgotten
 --          -2        the key holds a claim with a different fingerprint
 --                    (nothing about it is revealed)
 -- (The started and completed replies are the stored claim itself, so that a
@@ -102,6 +109,11 @@ elseif state == 65 then -- 'A': abandoned, free; the new fence follows the old
   end
   redis.call('SET', KEYS[1], claim, 'PX', ARGV[1])
   return claim
+elseif state == 70 then -- 'F'
+  at = string.match(v, '^F[1-9]%d*:[^:]+:()')
+  if not at then
+    return redis.error_reply('COORD_BADSTATE failed idempotency claim lacks its fence or fail id')
+  end
 else
   return redis.error_reply('COORD_BADSTATE idempotency key holds no claim')
 end
@@ -116,5 +128,8 @@ end
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then
   return redis.error_reply('COORD_BADSTATE pending idempotency claim has no TTL')
+end
+if state == 70 then
+  return 'F' .. pttl
 end
 return pttl

@@ -15,7 +15,7 @@
 --             waiters are notified on the channel 'coordination:' .. KEYS[1]
 --             (best effort). A re-sent request (same completion id) whose
 --             first run stored the result gets 1 again without any change.
---          0  nothing changed: no claim (or an abandoned one), a claim of another owner (the
+--          0  nothing changed: no claim (or an abandoned or failed one), a claim of another owner (the
 --             caller's expired and was taken over), or a claim completed
 --             before by another Complete call
 -- Errors (raised before anything is written):
@@ -48,7 +48,7 @@ elseif state == 67 then -- 'C'
     return 1
   end
   return 0
-elseif state == 65 then -- 'A': abandoned
+elseif state == 65 or state == 70 then -- 'A': abandoned; 'F': failed
   return 0
 end
 return redis.error_reply('COORD_BADSTATE idempotency key holds no claim')

@@ -1,5 +1,6 @@
 -- idempotency_forget: delete an idempotency key whatever it holds (a
--- pending claim, a completed result, an abandoned claim's mark), so that
+-- pending claim, a completed result, an abandoned claim's mark, a failed
+-- claim), so that
 -- the next Begin starts afresh, and wake callers waiting on it. An
 -- operator's or an application's way out, never part of a request's own
 -- life: a pending claim's work may still be running, and a retry after
@@ -21,7 +22,7 @@ if v == false then
   return 0
 end
 local first = string.sub(v, 1, 1)
-if first ~= 'P' and first ~= 'C' and first ~= 'A' then
+if first ~= 'P' and first ~= 'C' and first ~= 'A' and first ~= 'F' then
   return redis.error_reply('COORD_BADSTATE idempotency key holds no claim')
 end
 redis.call('DEL', KEYS[1])

@@ -493,6 +493,8 @@ func claimResult(ctx context.Context, c redis.UniversalClient, key string) (stri
 		return res, nil
 	case "abandoned":
 		return "", fmt.Errorf("%w: the claim at %q is abandoned: no result (the next Begin claims it afresh)", errRefused, key)
+	case "failed":
+		return "", fmt.Errorf("%w: the claim at %q is failed (its work failed, outcome unknown): no result", errRefused, key)
 	case "pending":
 		return "", fmt.Errorf("%w: the claim at %q is pending: no result yet", errRefused, key)
 	}

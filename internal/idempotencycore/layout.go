@@ -4,6 +4,7 @@
 //	pending    "P" <result ttl> ":" <fence> ":" <owner> ":" <fp>
 //	completed  "C" <completion id> ":" <fp> <result>
 //	abandoned  "A" <fence> ":" <abandon id>   (kept 5 s: a free key)
+//	failed     "F" <fence> ":" <fail id> ":" <fp>  (the work failed, outcome unknown)
 //
 // fp is "-:" or <len> ":" <bytes>. Claims of earlier releases are hashes
 // {state, owner, ttl, fp, result, done}: the library no longer reads them.
@@ -24,11 +25,13 @@ import (
 var (
 	// reAbandoned is the start of an abandoned claim: "A" <fence> ":".
 	reAbandoned = regexp.MustCompile(`^A[0-9]+:`)
+	// reFailed is the start of a failed claim: "F" <fence> ":" <fail id> ":".
+	reFailed = regexp.MustCompile(`^F[1-9][0-9]{0,15}:[^:]+:`)
 	// reFence is a claim's fence as the scripts accept it.
 	reFence = regexp.MustCompile(`^[1-9][0-9]{0,15}$`)
 )
 
-// ClaimLayout is a claim: its state (pending, completed or abandoned),
+// ClaimLayout is a claim: its state (pending, completed, abandoned or failed),
 // fencing token, owner, fingerprint and, once completed, the result's
 // size and HTTP status (a middleware's result).
 var ClaimLayout = layout.Layout{
@@ -43,7 +46,7 @@ var ClaimLayout = layout.Layout{
 			_, _, ok := completion(v)
 			return ok
 		}
-		return reAbandoned.MatchString(v)
+		return reAbandoned.MatchString(v) || reFailed.MatchString(v)
 	},
 	Decode: decodeClaim,
 }
@@ -67,6 +70,18 @@ func decodeClaim(s *layout.Snapshot, r *layout.Report) {
 		r.Add("owner", layout.Tok(parts[2]))
 		r.Add("result ttl", time.Duration(ttl)*time.Millisecond)
 		fp, _, ok := fingerprint(parts[3])
+		if !ok {
+			r.Bad("a bad fingerprint")
+			return
+		}
+		r.Add("fingerprint", fp)
+	case 'F':
+		parts := strings.SplitN(v[1:], ":", 3) // Match took "F<fence>:<id>:"
+		r.Add("state", "failed")
+		r.Add("fencing token", parts[0])
+		r.Add("fail id", layout.Tok(parts[1]))
+		r.Add("next claim", "none until it expires or is forgotten (the work's outcome is unknown)")
+		fp, _, ok := fingerprint(parts[2])
 		if !ok {
 			r.Bad("a bad fingerprint")
 			return
@@ -131,12 +146,14 @@ func fingerprint(s string) (shown string, rest string, ok bool) {
 
 // ClaimResult returns the result stored in the claim value v. When v is
 // not a completed claim, or its fingerprint is malformed, result is "" and
-// instead says what v is: "abandoned", "pending" (anything else that
-// is not completed) or "bad fingerprint".
+// instead says what v is: "abandoned", "failed", "pending" (anything
+// else that is not completed) or "bad fingerprint".
 func ClaimResult(v string) (result, instead string) {
 	switch {
 	case strings.HasPrefix(v, "A"):
 		return "", "abandoned"
+	case strings.HasPrefix(v, "F"):
+		return "", "failed"
 	}
 	_, rest, ok := completion(v)
 	if !ok {

@@ -41,6 +41,9 @@ func TestClaimStates(t *testing.T) {
 		{"C" + tok + ":-:\x01\xc8\x01body", 5000, "state:         completed\ncompletion:    0b9e3c1e…\nfingerprint:   none\nresult bytes:  7\nstatus:        200\n", ""},
 		{"A17:" + tok, 5000, "state:          abandoned\nfencing token:  17\nabandon id:     0b9e3c1e…\n", ""},
 		{"A17:" + tok, -1, "", "an abandoned claim lasts 5 s; this one has no TTL"},
+		{"F17:" + tok + ":3:abc", 5000, "state:          failed\nfencing token:  17\nfail id:        0b9e3c1e…\nnext claim:     none until it expires or is forgotten (the work's outcome is unknown)\nfingerprint:    present (3 bytes)\n", ""},
+		{"F17:" + tok + ":9:abc", 5000, "", "a bad fingerprint"},
+		{"F17:" + tok + ":-:", -1, "", "a claim always has a TTL; this one has none"},
 		{"P60000:0:" + tok + ":-:", 5000, "state:  pending\n", "a pending claim without a valid fence"},
 		{"C" + tok + ":-:r", -1, "", "a claim always has a TTL; this one has none"},
 	} {
@@ -54,6 +57,9 @@ func TestClaimStates(t *testing.T) {
 	}
 	if _, instead := ClaimResult("P60000:17:" + tok + ":-:"); instead != "pending" {
 		t.Errorf("ClaimResult of a pending claim: %q", instead)
+	}
+	if _, instead := ClaimResult("F17:" + tok + ":-:"); instead != "failed" {
+		t.Errorf("ClaimResult of a failed claim: %q", instead)
 	}
 	if _, instead := ClaimResult("A17:" + tok); instead != "abandoned" {
 		t.Errorf("ClaimResult of an abandoned claim: %q", instead)
