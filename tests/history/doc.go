@@ -2,16 +2,18 @@
 // only; see CONTRIBUTING.md, "Checked histories").
 //
 // TestHistories runs, on every real backend at once, many small histories
-// of every primitive (lock, fenced lock with a fenced resource, semaphore,
-// read-write lease, latch, idempotency store, and the fixed-window,
-// sliding-window, token-bucket, GCRA, concurrency and composite rate
-// limiters): a few clients with their own go-redis clients, behind fault
+// of every primitive (lock, field lease, fenced lock with a fenced
+// resource, semaphore, read-write lease, latch, idempotency store, deny
+// list, and the fixed-window, sliding-window, token-bucket, GCRA,
+// concurrency and composite rate limiters): a few clients with their own go-redis clients, behind fault
 // proxies (internal/testkit/faultproxy) that drop, delay and replace replies (so
 // that go-redis re-sends), while connections are cut (CutAll, CLIENT KILL)
 // and short TTLs expire mid-run. Each history is recorded with
 // lincheck.Do, ambiguous operations included as unknown outcomes, and
 // checked with porcupine against the primitive's model in
-// tests/lincheck. TestSoak runs a mixed workload of every primitive
+// tests/lincheck. TestLeaderHistories runs electors that resign and
+// campaign again under the same faults and checks that every fencing
+// token goes to one term only and that later terms carry larger tokens. TestSoak runs a mixed workload of every primitive
 // for a while under faults and checks the models, goroutines, heap and the
 // keys left behind.
 //

@@ -38,6 +38,9 @@ type workload struct {
 	// keys are the history's keys that outlive it (fence counters, latch
 	// keys, fenced resources), deleted after it.
 	keys func(key string) []string
+	// needs says whether a backend has what the workload needs (nil:
+	// every backend does).
+	needs func(b *testharness.Backend) bool
 }
 
 // hctx is one client's part of one history.
@@ -181,7 +184,7 @@ func TestHistories(t *testing.T) {
 				b := testharness.Get(t, name)
 				var streams sync.WaitGroup
 				for _, w := range workloads() {
-					if only != "" && w.name != only {
+					if (only != "" && w.name != only) || (w.needs != nil && !w.needs(b)) {
 						continue
 					}
 					streams.Go(func() {

@@ -99,7 +99,7 @@ func soakOn(t *testing.T, b *testharness.Backend, d time.Duration) (stats, int, 
 	var total stats
 	var wg sync.WaitGroup
 	rigs := map[string]*rig{}
-	ws := workloads()
+	ws := slices.DeleteFunc(workloads(), func(w workload) bool { return w.needs != nil && !w.needs(b) })
 	for _, w := range ws {
 		r := newRig(t, b, w.name)
 		rigs[w.name] = r

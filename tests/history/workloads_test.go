@@ -11,6 +11,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/internal/timing"
 	"github.com/coordkit/coordination/latch"
 	"github.com/coordkit/coordination/lock"
@@ -30,6 +31,15 @@ func workloads() []workload {
 			}
 			return m.TryAcquire(ctx, a.TTL)
 		}),
+		// Hash field expiry: Redis 7.4+ and Valkey 9.0+ only.
+		needs((*testharness.Backend).HasHashFieldTTL, leaseWorkload("field", 3, lincheck.LeaseRules{Capacity: 1},
+			func(w *hctx, ctx context.Context, a lincheck.Acquire) (handle, error) {
+				s, err := lock.NewFieldSet(w.coord, w.key)
+				if err != nil {
+					return nil, err
+				}
+				return s.TryAcquire(ctx, "job", a.TTL)
+			})),
 		leaseWorkload("semaphore", 4, lincheck.LeaseRules{Capacity: 3}, func(w *hctx, ctx context.Context, a lincheck.Acquire) (handle, error) {
 			s, err := semaphore.New(w.coord, w.key, 3)
 			if err != nil {
@@ -51,6 +61,7 @@ func workloads() []workload {
 		latchWorkload(),
 		idempotencyWorkload(),
 		concurrencyWorkload(),
+		denyWorkload(),
 	}
 	for _, l := range []struct {
 		name string
@@ -78,6 +89,12 @@ func workloads() []workload {
 		ws = append(ws, rateWorkload(l.name, l.cfg, l.alg))
 	}
 	return ws
+}
+
+// needs returns w run only on the backends for which has is true.
+func needs(has func(*testharness.Backend) bool, w workload) workload {
+	w.needs = has
+	return w
 }
 
 // handle is a held lease of any lease-shaped primitive.
@@ -202,6 +219,8 @@ func leaseWorkload(name string, clients int, rules lincheck.LeaseRules,
 func isNil(h handle) bool {
 	switch x := h.(type) {
 	case *lock.Lock:
+		return x == nil
+	case *lock.FieldLease:
 		return x == nil
 	case *semaphore.Permit:
 		return x == nil
@@ -566,6 +585,49 @@ func rateWorkload(name string, cfg []ratelimit.Settings, algs []any) workload {
 				})
 				cancel()
 				w.pause(20 * time.Millisecond)
+			}
+		},
+	}
+}
+
+// denyWorkload: clients deny one identity (without end, or for 100-300
+// ms), remove it and check it, through deny lists with the cache off
+// (every check reads Redis; the cache's staleness is documented, not
+// linearizable).
+func denyWorkload() workload {
+	return workload{
+		name: "denylist", clients: 3, longest: 100 * time.Millisecond,
+		model: func() porcupine.Model { return lincheck.DenySpec().Model() },
+		keys:  func(key string) []string { return []string{key} },
+		run: func(w *hctx) {
+			dl, err := ratelimit.NewDenyList(w.coord, w.key, ratelimit.WithDenyCache(1, 0))
+			if err != nil {
+				w.t.Error(err)
+				return
+			}
+			for range 8 {
+				ctx, cancel := w.op()
+				switch k := w.rng.IntN(10); {
+				case k < 4:
+					_, _ = lincheck.Do(w.h, w.c, lincheck.DenyRead{}, func() (bool, error) {
+						return dl.Denied(ctx, "tenant-7")
+					})
+				case k < 5:
+					_, _ = lincheck.Do(w.h, w.c, lincheck.DenyWrite{}, func() (bool, error) {
+						return true, dl.Deny(ctx, "tenant-7")
+					})
+				case k < 8:
+					d := time.Duration(100+w.rng.IntN(200)) * time.Millisecond
+					_, _ = lincheck.Do(w.h, w.c, lincheck.DenyWrite{For: d}, func() (bool, error) {
+						return true, dl.DenyFor(ctx, "tenant-7", d)
+					})
+				default:
+					_, _ = lincheck.Do(w.h, w.c, lincheck.DenyWrite{Remove: true}, func() (bool, error) {
+						return true, dl.Remove(ctx, "tenant-7")
+					})
+				}
+				cancel()
+				w.pause(30 * time.Millisecond)
 			}
 		},
 	}

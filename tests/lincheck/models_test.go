@@ -295,3 +295,29 @@ func TestRateModels(t *testing.T) {
 			"a refusal with room in both": {g(0, 0), r(1, 10)},
 		})
 }
+
+func TestDenyModel(t *testing.T) {
+	ms := time.Millisecond
+	valid := []porcupine.Operation{
+		at(0, DenyRead{}, false, 0, 1),
+		at(0, DenyWrite{For: 100 * ms}, true, 2, 3),
+		at(1, DenyRead{}, true, 10, 11),
+		at(1, DenyWrite{For: 20 * ms}, true, 12, 13), // never shortens the denial
+		at(0, DenyRead{}, true, 50, 51),
+		at(0, DenyRead{}, false, 120, 121), // ended by itself
+		at(1, DenyWrite{}, true, 130, 131), // without end
+		at(0, DenyRead{}, true, 400, 401),
+		lost(1, DenyWrite{Remove: true}, 402, 403), // took effect or not
+		at(0, DenyRead{}, false, 450, 451),
+		at(0, DenyWrite{For: 10 * ms}, true, 452, 453),
+		at(1, DenyWrite{Remove: true}, true, 454, 455),
+		at(0, DenyRead{}, false, 456, 457),
+	}
+	check(t, "deny", DenySpec(), valid, map[string][]porcupine.Operation{
+		"a denial seen before any":        with(valid, 0, at(0, DenyRead{}, true, 0, 1)),
+		"a denial shortened by DenyFor":   with(valid, 4, at(0, DenyRead{}, false, 50, 51)),
+		"a timed denial that never ended": with(valid, 5, at(0, DenyRead{}, true, 120, 121)),
+		"a denial without end that ended": with(valid, 7, at(0, DenyRead{}, false, 400, 401)),
+		"a denial seen after Remove":      with(valid, 12, at(0, DenyRead{}, true, 456, 457)),
+	})
+}
