@@ -108,6 +108,7 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 
 		owner := must(engine.NewToken())(t)
 		var ctx context.Context // nil
+		term := endedTerm(t, coord)
 		calls := map[string]func() error{
 			// The lease methods every held lease embeds (each handle's
 			// promoted method is called below too).
@@ -150,6 +151,7 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 			"leader.(*Elector).Leader":      func() error { _, err := f.el.Leader(ctx); return err },
 			"leader.(*Elector).Run":         func() error { return f.el.Run(ctx) },
 			"leader.Get":                    func() error { _, err := leader.Get(ctx, coord, "{nil}:leader"); return err },
+			"leader.(*Term).Proclaim":       func() error { return term.Proclaim(ctx, "x") },
 			"leader.Observe": func() error {
 				return leader.Observe(ctx, coord, "{nil}:leader", time.Second, func(leader.Info) {})
 			},
@@ -294,4 +296,28 @@ func errString(r any) string {
 		return s
 	}
 	return "non-error panic"
+}
+
+// endedTerm returns a term of an election on coord, ended (its elector
+// resigned at once), for the nil-context case of Term.Proclaim.
+func endedTerm(t *testing.T, coord *coordination.Coordinator) *leader.Term {
+	t.Helper()
+	terms := make(chan *leader.Term, 1)
+	el, err := leader.New(coord, "{nilterm}:leader", "{nilterm}:fence", "me",
+		leader.OnElected(func(_ context.Context, term *leader.Term) error {
+			terms <- term
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- el.Run(ctx) }()
+	term := <-terms
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return term
 }

@@ -51,6 +51,7 @@
 //	LATCH READ                    latch         Generation.Count
 //	LEADER CAMPAIGN               leader        each campaign attempt of Elector.Run (its renewals and release are not admitted)
 //	LEADER READ                   leader        leader.Get, Elector.Leader, each read of leader.Observe
+//	LEADER PROCLAIM               leader        Term.Proclaim (the announcement of a won term is not admitted)
 //	IDEMPOTENCY BEGIN             idempotency   Store.Begin
 //	IDEMPOTENCY COMPLETE          idempotency   Store.Complete
 //	IDEMPOTENCY ABANDON           idempotency   Store.Abandon

@@ -49,6 +49,7 @@ const (
 	// Leader election (package leader).
 	LeaderCampaign = "LEADER CAMPAIGN"
 	LeaderRead     = "LEADER READ"
+	LeaderProclaim = "LEADER PROCLAIM"
 
 	// Idempotency claims (package idempotency).
 	IdempotencyBegin    = "IDEMPOTENCY BEGIN"

@@ -187,3 +187,42 @@ func ExampleElector_HealthHandler() {
 	// 200 ok
 	// 503 not running
 }
+
+// A leader advertises the address it serves on, and proclaims the new one
+// after moving its listener, without a new election.
+func ExampleTerm_Proclaim() {
+	srv, err := miniredis.Run() // use your Redis
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	coord, err := coordination.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e, err := leader.New(coord, "{api}:leader", "{api}:fence", "10.0.0.7:8080",
+		leader.OnElected(func(ctx context.Context, term *leader.Term) error {
+			defer cancel() // end the example after one term
+			if err := term.Proclaim(ctx, "10.0.0.7:9090"); err != nil {
+				return err
+			}
+			info, err := leader.Get(ctx, coord, "{api}:leader")
+			if err != nil {
+				return err
+			}
+			fmt.Println("clients now reach the leader at", info.Identity, "token", info.FencingToken)
+			return nil
+		}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := e.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// clients now reach the leader at 10.0.0.7:9090 token 1
+}

@@ -336,6 +336,7 @@ func (e *Elector) Run(ctx context.Context) error {
 // won is a lease won by a campaign.
 type won struct {
 	h     *engine.Handle
+	owner string
 	fence int64
 }
 
@@ -352,7 +353,7 @@ func (e *Elector) campaign(ctx context.Context, after time.Duration) (won, error
 			if err != nil {
 				return engine.Attempt{}, err
 			}
-			h, _, fence, err := fencelock.Attempt(actx, e.e, op, fencelock.Request{Keys: e.keys, TTL: e.lease, Holder: e.identity})
+			h, owner, fence, err := fencelock.Attempt(actx, e.e, op, fencelock.Request{Keys: e.keys, TTL: e.lease, Holder: e.identity})
 			err = op.End(err)
 			switch {
 			case err == nil && h.Remaining() == 0:
@@ -365,7 +366,7 @@ func (e *Elector) campaign(ctx context.Context, after time.Duration) (won, error
 				cancel()
 				return engine.Attempt{}, nil
 			case err == nil:
-				w = won{h: h, fence: fence}
+				w = won{h: h, owner: owner, fence: fence}
 				return engine.Attempt{Done: true}, nil
 			case errors.Is(err, coordination.ErrNotAcquired):
 				return engine.Attempt{}, nil
@@ -391,11 +392,12 @@ func (e *Elector) serve(ctx context.Context, w won) error {
 	h := w.h
 	termCtx, end := context.WithCancelCause(h.Context())
 	defer end(nil)
-	term := &Term{identity: e.identity, token: w.fence, start: time.Now(), ctx: termCtx, h: h}
+	term := &Term{identity: e.identity, token: w.fence, start: time.Now(), ctx: termCtx, h: h, e: e.e, keys: e.keys, owner: w.owner}
 	e.current.Store(term)
 	e.e.Count(leaderChanges, electedAttrs)
 	e.e.Logger().Info("leader: elected")
 	h.KeepAliveEvery(2)
+	e.announce(termCtx, term)
 
 	electedDone := make(chan error, 1)
 	electedCalled := make(chan struct{})
@@ -547,14 +549,32 @@ func causeClass(cause error) string {
 	}
 }
 
-// Term is one tenure of leadership of one elector. It is immutable and
-// safe for concurrent use; its context is cancelled when the term ends.
+// announce tells the election's observers ([Observe], [Get] callers
+// waiting on it, OnNewLeader) that term began, by publishing on the lease
+// key's channel with the owner-checked proclaim script (the elector's own
+// identity, already in the lease): they re-read at once instead of at
+// their next poll. Best effort and bounded by a quarter of the lease: an
+// error is logged at debug, and observers then learn of the term by
+// polling.
+func (e *Elector) announce(ctx context.Context, t *Term) {
+	actx, cancel := context.WithTimeout(ctx, e.lease/4)
+	defer cancel()
+	if _, err := proclaimScript.Run(actx, e.e, t.keys, t.owner, e.identity); err != nil {
+		e.e.Logger().Debug("leader: the new term was not announced; observers learn of it by polling", "error", engine.Describe(err))
+	}
+}
+
+// Term is one tenure of leadership of one elector. It is safe for
+// concurrent use; its context is cancelled when the term ends.
 type Term struct {
 	identity string
 	token    int64
 	start    time.Time
 	ctx      context.Context
 	h        *engine.Handle
+	e        *engine.Engine
+	keys     engine.Keys
+	owner    string
 }
 
 // FencingToken returns the term's fencing token: a positive int64 strictly
@@ -563,8 +583,52 @@ type Term struct {
 // every write the leader makes and let the resource reject older tokens.
 func (t *Term) FencingToken() int64 { return t.token }
 
-// Identity returns the identity of the elector that won the term.
+// Identity returns the identity of the elector that won the term, as
+// given to [New] (a [Term.Proclaim] changes what readers see, not this).
 func (t *Term) Identity() string { return t.identity }
+
+// Proclaim sets the identity the term's lease advertises to identity,
+// without a new election: the fencing token, the lease's TTL and the term
+// are unchanged, and [Get], [Elector.Leader], [Observe] and OnNewLeader
+// report identity from now on (observers are notified at once). Use it to
+// publish a value that changes during a term, such as the address the
+// leader serves on after a restart of its listener (etcd's
+// Election.Proclaim). The next term of this elector advertises the
+// elector's own identity again. One round trip, owner-checked, admitted
+// as LEADER PROCLAIM; safe for concurrent use.
+//
+// Errors: coordination.ErrInvalidArgument naming "identity" (empty or over
+// 256 bytes), "ctx" (nil) or "term" (nil), with nothing sent; an error wrapping
+// coordination.ErrLost when the term has ended (locally, or the lease was
+// found expired or taken over: nothing is written, and the term's context
+// ends at its next renewal at the latest); the hook's error; Redis and
+// network errors (a re-send writes the same value again).
+func (t *Term) Proclaim(ctx context.Context, identity string) error {
+	if t == nil || t.e == nil {
+		return engine.OpError(hooks.LeaderProclaim, engine.Keys{}, check.InvalidArgument("term", "must be a term given to OnElected"))
+	}
+	if err := check.Context(ctx); err != nil {
+		return engine.OpError(hooks.LeaderProclaim, t.keys, err)
+	}
+	if identity == "" {
+		return engine.OpError(hooks.LeaderProclaim, t.keys, check.InvalidArgument("identity", "must not be empty"))
+	}
+	if err := check.Size("identity", len(identity), check.MaxIdentityBytes); err != nil {
+		return engine.OpError(hooks.LeaderProclaim, t.keys, err)
+	}
+	if t.ctx.Err() != nil {
+		return engine.OpError(hooks.LeaderProclaim, t.keys, fmt.Errorf("%w: the term has ended (%w)", coordination.ErrLost, context.Cause(t.ctx)))
+	}
+	ctx, op, err := t.e.Admit(ctx, hooks.LeaderProclaim, primitive, t.keys)
+	if err != nil {
+		return err
+	}
+	ok, err := proclaimScript.Run(ctx, t.e, t.keys, t.owner, identity)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: the term's lease has expired or was taken over", coordination.ErrLost)
+	}
+	return op.End(err)
+}
 
 // Start returns the local time at which the term began (after the winning
 // acquire's reply arrived).

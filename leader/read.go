@@ -15,8 +15,9 @@ import (
 // Info is who leads an election, as read from Redis at one instant. The
 // zero Info (FencingToken 0) means nobody leads.
 type Info struct {
-	// Identity is the leader's identity as given to [New] (empty when the
-	// lease was taken by a plain fencing lock without a holder).
+	// Identity is the leader's identity as given to [New], or as its term
+	// last proclaimed it ([Term.Proclaim]); empty when the lease was taken
+	// by a plain fencing lock without a holder.
 	Identity string
 	// FencingToken is the leader's term's fencing token (positive), or 0
 	// when nobody leads.
@@ -83,12 +84,16 @@ func get(ctx context.Context, e *engine.Engine, k engine.Keys) (Info, error) {
 // token changes, until ctx ends. It blocks; fn runs on the caller's
 // goroutine, one call at a time, and should return quickly.
 //
-// It wakes when a leader releases a lease that a campaigning elector found
-// held (Pub/Sub notification: a release notifies only when a contended
-// attempt marked the lease; an Observe read does not mark), when the
-// lease's TTL runs out, and otherwise every poll interval, which bounds
-// how late a newly elected leader is reported; changes between two reads
-// can be missed (observers see the latest state, not every term). Each
+// It wakes (Pub/Sub notification) when an elector of this library wins a
+// term (each won term is announced) or its leader proclaims a new
+// identity ([Term.Proclaim]), when a leader releases a lease that a
+// campaigning elector found held (a release notifies only when a
+// contended attempt marked the lease; an Observe read does not mark),
+// when the lease's TTL runs out, and otherwise every poll interval, the
+// fallback when a notification is lost (a reconnect, an ACL without the
+// channel, an announcement that failed). So every term is reported once
+// it lasts longer than a read; a term that ends before the observer's
+// read is answered can still be missed (observers see the latest state). Each
 // read is admitted as LEADER READ. Transient errors are retried after the
 // poll interval.
 //
