@@ -303,7 +303,7 @@ func (g *Group) check(key string, ttl time.Duration) (int64, []engine.Keys, erro
 	keys := make([]engine.Keys, len(g.nodes))
 	for i, n := range g.nodes {
 		if n.fencing {
-			if keys[i], err = n.e.Keys(key, key+FenceSuffix); err != nil {
+			if keys[i], err = fencingcore.Keys(n.e, nil, key, key+FenceSuffix); err != nil {
 				return bad(named, check.InvalidArgument("key", "with a fencing node the key needs a {hash tag} (e.g. \"{invoice:42}\"), so that the lease and its counter (key+%q) share a Cluster slot", FenceSuffix))
 			}
 			continue
