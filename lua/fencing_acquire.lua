@@ -75,47 +75,17 @@ if redis.call('HLEN', KEYS[1]) > 0 then
   end
   return pttl
 end
--- read(msg, ...) runs a read on a counter key. A WRONGTYPE there is
--- the counter's (COORD_BADCOUNTER msg) (the lease key, read above, is a hash or absent), and
--- reported as such; the Lua pcall catches only to tell that error apart:
--- every other error is raised again as it came, so a NOPERM or OOM stays
--- what it is.
-local function read(what, ...)
-  local ok, v = pcall(redis.call, ...)
-  if not ok then
-    local msg = type(v) == 'table' and v.err or tostring(v)
-    if string.find(msg, 'WRONGTYPE', 1, true) then
-      return nil, redis.error_reply('COORD_BADCOUNTER ' .. what)
-    end
-    error(v)
+-- The counter. A WRONGTYPE on a counter key is the counter's (the lease
+-- key, read above, is a hash or absent), and reported as such; the Lua
+-- pcall catches only to tell that error apart: every other error is raised
+-- again as it came, so a NOPERM or OOM stays what it is.
+local ok, c = pcall(redis.call, 'HGET', KEYS[3], KEYS[2])
+if not ok then
+  local msg = type(c) == 'table' and c.err or tostring(c)
+  if string.find(msg, 'WRONGTYPE', 1, true) then
+    return redis.error_reply('COORD_BADCOUNTER shared counter hash holds the wrong Redis type, not a hash')
   end
-  return v
-end
--- bad(c) returns the error of a counter value that is not a canonical
--- integer in 0..9223372036854775806, or nil. One pattern accepts every
--- canonical positive integer of up to 18 digits (below the int64 limit);
--- the rest is told apart only here.
-local function bad(c)
-  if (#c < 19 and string.find(c, '^[1-9]%d*$')) or c == '0' then
-    return nil
-  end
-  if string.match(c, '^%-%d+$') then
-    return redis.error_reply('COORD_BADCOUNTER counter is negative')
-  end
-  if not string.match(c, '^[1-9]%d*$') then
-    return redis.error_reply('COORD_BADCOUNTER counter is not a canonical integer')
-  end
-  if #c > 19 or c > '9223372036854775807' then
-    return redis.error_reply('COORD_BADCOUNTER counter is beyond the int64 range')
-  end
-  if c == '9223372036854775807' then
-    return redis.error_reply('COORD_OVERFLOW counter is at 9223372036854775807')
-  end
-  return nil
-end
-local c, err = read('shared counter hash holds the wrong Redis type, not a hash', 'HGET', KEYS[3], KEYS[2])
-if err then
-  return err
+  error(c)
 end
 local old
 if c then
@@ -125,9 +95,13 @@ if c then
 else
   -- No field: the name's first acquisition in this layout (or the first
   -- after a retirement). An earlier version's counter key is folded in.
-  c, err = read('counter key holds the wrong Redis type, not a string', 'GET', KEYS[2])
-  if err then
-    return err
+  ok, c = pcall(redis.call, 'GET', KEYS[2])
+  if not ok then
+    local msg = type(c) == 'table' and c.err or tostring(c)
+    if string.find(msg, 'WRONGTYPE', 1, true) then
+      return redis.error_reply('COORD_BADCOUNTER counter key holds the wrong Redis type, not a string')
+    end
+    error(c)
   end
   if c == 'moved' then
     c = nil -- folded before, then retired: the sequence starts again
@@ -141,10 +115,20 @@ else
     return redis.error_reply('COORD_BADCOUNTER shared counter hash has a TTL; it must never expire')
   end
 end
-if c then
-  err = bad(c)
-  if err then
-    return err
+-- One pattern accepts every canonical positive integer of up to 18 digits
+-- (below the int64 limit); the rest is told apart only here.
+if c and not (#c < 19 and string.find(c, '^[1-9]%d*$')) and c ~= '0' then
+  if string.match(c, '^%-%d+$') then
+    return redis.error_reply('COORD_BADCOUNTER counter is negative')
+  end
+  if not string.match(c, '^[1-9]%d*$') then
+    return redis.error_reply('COORD_BADCOUNTER counter is not a canonical integer')
+  end
+  if #c > 19 or c > '9223372036854775807' then
+    return redis.error_reply('COORD_BADCOUNTER counter is beyond the int64 range')
+  end
+  if c == '9223372036854775807' then
+    return redis.error_reply('COORD_OVERFLOW counter is at 9223372036854775807')
   end
 end
 if old then
