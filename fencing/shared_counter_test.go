@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -186,6 +187,41 @@ func TestSharedCounterFieldIsValidated(t *testing.T) {
 			if now := state(); now != snap {
 				t.Errorf("%s: the refused acquisition changed the shared hash", c.name)
 			}
+		}
+	})
+}
+
+// A key prefix with a hash tag of its own puts every key of the prefix in
+// one slot: the names' counters are then spread over the hashes of that
+// slot by the slot each counter key would have without the prefix (one
+// hash of a million fields would cost more per name than keys of their
+// own), each still in the prefix's slot.
+func TestTaggedPrefixSpreadsCountersOverHashes(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		prefix := "{" + b.Prefix() + "}"
+		coord := must(coordination.New(b.Admin(t), coordination.WithKeyPrefix(prefix)))(t)
+		var hashes []string
+		for _, n := range []string{"{a}", "{b}"} {
+			m := must(fencing.New(coord, n+":lease", n+":fence"))(t)
+			l := must(m.TryAcquire(ctx, time.Minute))(t)
+			must(l.Release(ctx))(t)
+			h := fencingcore.SharedKeyOf(prefix, prefix+n+":fence")
+			want := fencingcore.SharedKey(prefix, slot.Of(prefix)) + ":" + strconv.Itoa(slot.Of(n))
+			if h != want {
+				t.Fatalf("%s: shared hash %q, want %q", n, h, want)
+			}
+			if v := must(raw.HGet(ctx, h, prefix+n+":fence").Result())(t); v != "1" {
+				t.Fatalf("%s: counter %q, want 1", n, v)
+			}
+			if slot.Of(h) != slot.Of(prefix+n+":lease") {
+				t.Fatalf("%s: shared hash in slot %d, lease in %d", n, slot.Of(h), slot.Of(prefix+n+":lease"))
+			}
+			hashes = append(hashes, h)
+		}
+		if hashes[0] == hashes[1] {
+			t.Fatalf("both names in one hash %q", hashes[0])
 		}
 	})
 }

@@ -10,6 +10,8 @@ package fencingcore
 
 import (
 	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,22 +60,32 @@ func SharedKey(prefix string, s int) string { return slot.KeyIn(prefix+SharedBas
 // SharedKeyOf returns the full name of the shared counter hash that holds
 // the counter of the fenced name whose full (prefixed) counter key is
 // counterKey, under the key prefix prefix: its field there is counterKey.
+// It is [SharedKey] of counterKey's slot, followed, when the prefix holds a
+// hash tag of its own (every key of the prefix then lies in one slot), by
+// ":" and the slot the counter key would have without the prefix, so that
+// the names are spread over up to 16384 hashes of that slot instead of one
+// (a hash of up to 128 short fields is stored compactly; one of a million
+// fields costs more per field than a key of its own).
 func SharedKeyOf(prefix, counterKey string) string {
-	return SharedKey(prefix, slot.Of(counterKey))
+	k := SharedKey(prefix, slot.Of(counterKey))
+	if k != "" && slot.HasTag(prefix) && strings.HasPrefix(counterKey, prefix) {
+		k += ":" + strconv.Itoa(slot.Of(counterKey[len(prefix):]))
+	}
+	return k
 }
 
 // Keys validates a fencing lock's lease and counter keys (without the
 // prefix; names are their argument names for the errors, nil for "key 1",
 // "key 2") and returns them, prefixed and slot-checked, followed by the
-// shared counter hash of their slot ([SharedKey]): the three keys of
+// shared counter hash of their slot ([SharedKeyOf]): the three keys of
 // [Acquire]. Nothing is sent. The counter key names the counter: it is the
 // field of the shared hash (its full, prefixed name), and a key only for an
 // earlier version's counter, which the first acquisition folds in.
 func Keys(e *engine.Engine, names []string, leaseKey, fenceKey string) (engine.Keys, error) {
 	prefix := e.Prefix()
-	shared := SharedKey(prefix, slot.Of(prefix+leaseKey))
+	shared := SharedKeyOf(prefix, prefix+fenceKey)
 	if shared == "" {
-		return engine.Keys{}, check.InvalidArgument("leaseKey", "no shared fence-counter key lies in its Cluster slot under the key prefix")
+		return engine.Keys{}, check.InvalidArgument("fenceKey", "no shared fence-counter key lies in its Cluster slot under the key prefix")
 	}
 	if names != nil {
 		names = append(names[:len(names):len(names)], "fence counters")

@@ -98,3 +98,13 @@ func KeyIn(base string, s int) string {
 	}
 	return ""
 }
+
+// HasTag reports whether key holds a hash tag: a '{' followed, after at
+// least one byte, by a '}'. Then the tag alone decides the key's slot,
+// whatever follows it.
+func HasTag(key string) bool {
+	if i := indexByte(key, '{'); i >= 0 {
+		return indexByte(key[i+1:], '}') > 0
+	}
+	return false
+}
