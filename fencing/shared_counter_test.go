@@ -225,3 +225,36 @@ func TestTaggedPrefixSpreadsCountersOverHashes(t *testing.T) {
 		}
 	})
 }
+
+// One round trip per acquisition in the shared layout, on the hot path (a
+// name with its field) and when an earlier counter key is folded in: the
+// counting hook sees one command (EVALSHA) for each.
+func TestSharedLayoutAcquireIsOneRoundTrip(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		c := b.Client(t)
+		coord := must(coordination.New(c, coordination.WithKeyPrefix(b.Prefix())))(t)
+		m := must(fencing.New(coord, "{rt}:lease", "{rt}:fence"))(t)
+		l := must(m.TryAcquire(ctx, time.Minute))(t) // loads the script
+		must(l.Release(ctx))(t)
+		// Load the script on the node of {rt2} too (a Cluster's other
+		// shard), on another name of that slot.
+		l = must(must(fencing.New(coord, "{rt2}:warm:lease", "{rt2}:warm:fence"))(t).TryAcquire(ctx, time.Minute))(t)
+		must(l.Release(ctx))(t)
+		must(b.Raw(t).Set(ctx, b.Key("{rt2}:fence"), "1000", 0).Result())(t)
+		folded := must(fencing.New(coord, "{rt2}:lease", "{rt2}:fence"))(t)
+		counter := testharness.CountCommands(c)
+		for _, tc := range []struct {
+			name string
+			m    *fencing.Mutex
+			want int64
+		}{{"hot path", m, 2}, {"fold", folded, 1001}} {
+			counter.Reset()
+			l := must(tc.m.TryAcquire(ctx, time.Minute))(t)
+			if n := counter.Count(); n != 1 || l.FencingToken() != tc.want {
+				t.Errorf("%s: %d commands %v, token %d; want 1 command, token %d", tc.name, n, counter.Names(), l.FencingToken(), tc.want)
+			}
+			must(l.Release(ctx))(t)
+		}
+	})
+}
