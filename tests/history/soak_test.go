@@ -166,7 +166,7 @@ func soakOn(t *testing.T, b *testharness.Backend, d time.Duration) (stats, int, 
 		if what == "deny" {
 			return key == "list"
 		}
-		if what == "fencing" && strings.HasPrefix(key, fencingcore.SharedBase) {
+		if strings.HasPrefix(key, fencingcore.SharedBase) {
 			return true // a shared fence counter hash (issue 24)
 		}
 		for _, w := range ws {
