@@ -41,10 +41,21 @@
 //
 // Two keys that must share one Cluster slot (one {hash tag}): the lease key
 // (a hash {owner, fence} with a TTL, plus a holder field when acquired
-// with [WithHolder]) and the counter key (an integer string
-// that must never expire). [New] checks the slot of the prefixed keys
-// before anything is sent. The acquire script validates the counter before
-// writing: a counter of another Redis type, with a TTL, not a canonical
+// with [WithHolder]) and the counter key, which names the counter. The
+// counter itself (since issue 24) is a field, named after the prefixed
+// counter key, of the shared counter hash of that slot
+// ("<prefix>coordination:fences:{N}", never expiring): the counters of
+// all the fenced names of a slot share it, so the number of persistent
+// keys does not grow with the number of names (about 28 bytes a name
+// instead of about 56 for a key of its own; docs/locks.md has the
+// figures). A counter key written by an earlier version (an integer
+// string) is folded in by the first acquisition (its next token is that
+// value + 1) and left holding "moved" for 7 days, which earlier versions
+// refuse. coordctl fence retire deletes the counter of a name no longer
+// used (its sequence then starts again at 1). [New] checks the slot of the
+// prefixed keys before anything is sent. The acquire script validates the
+// counter before
+// writing: a counter (or its shared hash) of another Redis type, with a TTL, not a canonical
 // integer, negative, beyond int64, or at 9223372036854775807 fails the
 // acquisition without creating a lease (coordination.ErrBadState naming
 // the counter key; the message says which). Tokens

@@ -51,7 +51,7 @@ func TestFencingLeaseWithoutTTLIsBadState(t *testing.T) {
 			if herr != nil || terr != nil || len(after) != len(before) || after["fence"] != before["fence"] || after["owner"] != before["owner"] || ttl != -1 {
 				t.Errorf("after %s the lease is %v (TTL %v; %v %v), want %v unchanged without a TTL", what, after, ttl, herr, terr, before)
 			}
-			if v, err := raw.Get(ctx, b.Key("{p}:fence")).Result(); err != nil || v != "1" {
+			if v, err := counterOf(ctx, raw, b, "{p}:fence").Result(); err != nil || v != "1" {
 				t.Errorf("after %s the counter is %q (%v), want 1", what, v, err)
 			}
 		}

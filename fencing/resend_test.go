@@ -40,7 +40,7 @@ func TestReSentOperationsReportTheFirstOutcome(t *testing.T) {
 				t.Fatal(err)
 			}
 			resent("TryAcquire")
-			if c, err := raw.Get(ctx, b.Key("{r}:fence")).Int64(); err != nil || c != int64(i+1) || l.FencingToken() != c {
+			if c, err := counterOf(ctx, raw, b, "{r}:fence").Int64(); err != nil || c != int64(i+1) || l.FencingToken() != c {
 				t.Fatalf("token %d, counter %d (%v); want both %d", l.FencingToken(), c, err, i+1)
 			}
 			hook.Arm()

@@ -32,7 +32,8 @@ func TestCounterThatWentBackIsReported(t *testing.T) {
 			l := must(m.TryAcquire(ctx, time.Minute))(t)
 			must(l.Release(ctx))(t)
 		}
-		must(b.Client(t).Del(ctx, b.Key("{r}:fence")).Result())(t) // the counter is lost
+		hash, field := sharedOf(b, "{r}:fence")
+		must(b.Client(t).HDel(ctx, hash, field).Result())(t) // the counter is lost
 		l := must(m.TryAcquire(ctx, time.Minute))(t)
 		if l.FencingToken() != 1 {
 			t.Fatalf("token after the counter was lost: %d, want 1 (handed out again)", l.FencingToken())

@@ -328,7 +328,7 @@ func TestPrimaryFailover(t *testing.T) {
 		admin := redis.NewClient(replica.Options())
 		t.Cleanup(func() { _ = admin.Close() })
 		waitFor(t, 5*time.Second, "the counter to replicate", func() bool {
-			return admin.Get(context.Background(), fenceKey).Val() == "1"
+			return counterOf(context.Background(), admin, "", fenceKey).Val() == "1"
 		})
 		primary.Kill()
 		select {

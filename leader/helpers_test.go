@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/leader"
 )
@@ -418,4 +419,11 @@ func isErr(err, target error) bool { return errors.Is(err, target) }
 func isScript(cmd redis.Cmder, sha string) bool {
 	args := cmd.Args()
 	return len(args) > 1 && cmd.Name() == "evalsha" && fmt.Sprint(args[1]) == sha // the engine sends the SHA as a fmt.Stringer
+}
+
+// counterOf reads the fence counter whose full (prefixed) counter key is
+// fk, under the key prefix prefix: a field of its slot's shared counter
+// hash (the layout of issue 24; before, a string at fk).
+func counterOf(ctx context.Context, c redis.Cmdable, prefix, fk string) *redis.StringCmd {
+	return c.HGet(ctx, fencingcore.SharedKeyOf(prefix, fk), fk)
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/leader"
@@ -86,6 +88,9 @@ func TestReadingALeaseWithoutTTLIsBadState(t *testing.T) {
 		}
 		if n := raw.Exists(ctx, b.Key("{pr}:fence")).Val(); n != 0 {
 			t.Fatalf("the fence key was written")
+		}
+		if err := counterOf(ctx, raw, b.Prefix(), b.Key("{pr}:fence")).Err(); !errors.Is(err, redis.Nil) {
+			t.Fatalf("the fence counter was written (%v)", err)
 		}
 	})
 }

@@ -30,8 +30,8 @@ func TestReSentCampaignRenewalAndResignation(t *testing.T) {
 		if n, cmd := hook.Sent(); n != 2 || (cmd != "evalsha" && cmd != "eval") {
 			t.Fatalf("the campaign's script was sent %d times (%s), want 2", n, cmd)
 		}
-		if first.token != 1 || must(raw.Get(ctx, b.Key(fenceKey)).Int64())(t) != 1 {
-			t.Fatalf("term token %d, counter %v; want 1 and 1 (one increment)", first.token, raw.Get(ctx, b.Key(fenceKey)).Val())
+		if first.token != 1 || must(counterOf(ctx, raw, b.Prefix(), b.Key(fenceKey)).Int64())(t) != 1 {
+			t.Fatalf("term token %d, counter %v; want 1 and 1 (one increment)", first.token, counterOf(ctx, raw, b.Prefix(), b.Key(fenceKey)).Val())
 		}
 
 		hook.ArmScript(fencingcore.Refresh.Hash()) // the next keep-alive renewal
@@ -54,7 +54,7 @@ func TestReSentCampaignRenewalAndResignation(t *testing.T) {
 		if n := must(raw.Exists(ctx, b.Key(leaseKey)).Result())(t); n != 0 {
 			t.Fatal("the lease still exists after a re-sent resignation")
 		}
-		if must(raw.Get(ctx, b.Key(fenceKey)).Int64())(t) != 1 {
+		if must(counterOf(ctx, raw, b.Prefix(), b.Key(fenceKey)).Int64())(t) != 1 {
 			t.Fatal("the counter moved after the resignation")
 		}
 		// The release was decided by the engine (two writes counted, the

@@ -522,7 +522,10 @@ func fencingTokens(t *testing.T, c *cluster) {
 			t.Fatalf("release: %v, %v; want released", out, err)
 		}
 	}
-	if v, err := c.direct[2].Get(ctx, c.prefix+"{fenced}"+redlock.FenceSuffix).Int64(); err != nil || v != last {
+	// The counter: a field of the shared counter hash of its slot (issue
+	// 24), named after the counter key.
+	fk := c.prefix + "{fenced}" + redlock.FenceSuffix
+	if v, err := c.direct[2].HGet(ctx, fencingcore.SharedKeyOf(c.prefix, fk), fk).Int64(); err != nil || v != last {
 		t.Fatalf("counter %d, %v; want %d", v, err, last)
 	}
 	// Four nodes reachable but not the fencing node: not acquired.

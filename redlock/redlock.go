@@ -36,7 +36,8 @@ const (
 )
 
 // FenceSuffix is appended to the lock's key to name the fencing counter on
-// the fencing node (see [WithFencing]).
+// the fencing node (see [WithFencing]): the counter key of package
+// fencing's layout, a field of the shared counter hash of its slot.
 const FenceSuffix = ":fence"
 
 // ErrNodeTimeout is the error of a node that gave no answer within the
@@ -93,8 +94,9 @@ func WithDriftFactor(f float64) Option {
 
 // WithFencing makes node (an index into the group's coordinators) the
 // fencing node: there, the lock is a fencing-token lease (package fencing's
-// layout: the lease hash at the key, a counter that never expires at
-// key+[FenceSuffix]; both must share a Cluster slot, whatever the client,
+// layout: the lease hash at the key, a counter that never expires named
+// key+[FenceSuffix], a field of the shared counter hash of the key's slot;
+// both must share a Cluster slot, whatever the client,
 // so the key (or the coordinator's prefix) needs a {hash tag}), and
 // each acquisition draws its token from the counter in the same script.
 // An acquisition then succeeds only when the fencing node is among the
@@ -303,7 +305,7 @@ func (g *Group) check(key string, ttl time.Duration) (int64, []engine.Keys, erro
 	keys := make([]engine.Keys, len(g.nodes))
 	for i, n := range g.nodes {
 		if n.fencing {
-			if keys[i], err = n.e.Keys(key, key+FenceSuffix); err != nil {
+			if keys[i], err = fencingcore.Keys(n.e, nil, key, key+FenceSuffix); err != nil {
 				return bad(named, check.InvalidArgument("key", "with a fencing node the key needs a {hash tag} (e.g. \"{invoice:42}\"), so that the lease and its counter (key+%q) share a Cluster slot", FenceSuffix))
 			}
 			continue

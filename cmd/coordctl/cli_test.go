@@ -36,6 +36,7 @@ var minimalArgs = map[string][]string{
 	"repair latch":       {"--key", "k", "--delete"},
 	"repair semaphore":   {"--key", "k", "--list"},
 	"repair lock":        {"--key", "k", "--owner", "abcdefgh"},
+	"fence retire":       {"--key", "k"},
 }
 
 func commandNames() []string {

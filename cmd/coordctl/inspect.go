@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/internal/layout"
 )
 
@@ -70,7 +72,7 @@ coordctl inspect --prefix myapp: --scan 'limits:*' --json`)
 		return inspectScan(ctx, client, prefix, *scan, *limit, *asJSON, stdout, stderr)
 	}
 	key := prefix + fs.Arg(0)
-	s, err := fetch(ctx, client, key)
+	s, err := fetch(ctx, client, prefix, key)
 	if err != nil {
 		return fail(stderr, fs.name, err)
 	}
@@ -105,7 +107,7 @@ func inspectScan(ctx context.Context, client redis.UniversalClient, prefix, patt
 		iter := node.Scan(ctx, 0, escapeGlob(prefix)+pattern, 500).Iterator()
 		for n < limit && iter.Next(ctx) {
 			key := iter.Val()
-			s, err := fetch(ctx, client, key)
+			s, err := fetch(ctx, client, prefix, key)
 			if err != nil {
 				return err
 			}
@@ -203,9 +205,12 @@ func tagOf(key string) (string, bool) {
 // fetch reads a snapshot of key (already prefixed): its type, TTL and
 // contents (bounded by maxValue and maxMembers), the server's time, and
 // for a fencing lease or counter the key next to it.
-func fetch(ctx context.Context, c redis.UniversalClient, key string) (*layout.Snapshot, error) {
+func fetch(ctx context.Context, c redis.UniversalClient, prefix, key string) (*layout.Snapshot, error) {
 	s, err := fetchOne(ctx, c, key)
 	if err != nil {
+		return nil, err
+	}
+	if err := sharedCounter(ctx, c, prefix, s); err != nil {
 		return nil, err
 	}
 	tag, ok := tagOf(key)
@@ -227,6 +232,11 @@ func fetch(ctx context.Context, c redis.UniversalClient, key string) (*layout.Sn
 		if err != nil {
 			return nil, err
 		}
+		if s.SiblingRole == "fence counter" {
+			if err := sharedCounter(ctx, c, prefix, o); err != nil {
+				return nil, err
+			}
+		}
 		if o.Type != "none" || k == sib[len(sib)-1] {
 			s.Sibling = o
 			break
@@ -244,6 +254,39 @@ func fetch(ctx context.Context, c redis.UniversalClient, key string) (*layout.Sn
 		}
 	}
 	return s, nil
+}
+
+// sharedCounter reads, for s, a key that does not exist or holds the
+// earlier fencing layout's tombstone "moved", the fence counter that the
+// shared counter hash of its slot holds in the field named after it (the
+// layout of issue 24): a missing key then reads as that counter (a string
+// whose TTL is the hash's), and a tombstone learns the counter's value. A
+// hash that is missing, lacks the field or is of another type leaves s
+// as it is.
+func sharedCounter(ctx context.Context, c redis.Cmdable, prefix string, s *layout.Snapshot) error {
+	if s.Type != "none" && (s.Type != "string" || s.Str != "moved") {
+		return nil
+	}
+	h := fencingcore.SharedKeyOf(prefix, s.Key)
+	if h == "" {
+		return nil
+	}
+	v, err := c.HGet(ctx, h, s.Key).Result()
+	switch {
+	case errors.Is(err, redis.Nil) || (err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE")):
+		return nil
+	case err != nil:
+		return err
+	}
+	s.Shared, s.SharedValue = h, v
+	if s.Type == "none" {
+		pttl, err := c.PTTL(ctx, h).Result()
+		if err != nil {
+			return err
+		}
+		s.Type, s.Str, s.StrLen, s.PTTL = "string", v, int64(len(v)), pttlMs(pttl)
+	}
+	return nil
 }
 
 // leaseScanBudget bounds the SCAN findFencingLease runs: this many calls

@@ -18,6 +18,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/internal/layout"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/latch"
@@ -100,6 +101,20 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	_, err = gl.Release(ctx)
 	must(err)
 	keys["fence-counter-unheld"] = "{inv:1}:fence"
+	// The counters of one slot's names share one hash (issue 24); an
+	// earlier layout's counter key, folded in by the next acquisition, is
+	// left as a tombstone; one not yet folded is a string of its own.
+	keys["fence-counters"] = fencingcore.SharedKeyOf(b.Prefix(), b.Key("{job}:fence"))[len(b.Prefix()):]
+	must(b.Raw(t).Set(ctx, b.Key("{old:3}:fence"), "1000", 0).Err())
+	olm, err := fencing.New(coord, "{old:3}:lease", "{old:3}:fence")
+	must(err)
+	ol, err := olm.TryAcquire(ctx, time.Minute)
+	must(err)
+	_, err = ol.Release(ctx)
+	must(err)
+	keys["fence-counter-moved"] = "{old:3}:fence"
+	must(b.Raw(t).Set(ctx, b.Key("{old:4}:fence"), "41", 0).Err())
+	keys["fence-counter-earlier-layout"] = "{old:4}:fence"
 
 	elected := make(chan struct{})
 	lctx, stopLeader := context.WithCancel(ctx)
@@ -345,6 +360,11 @@ func TestInspectGolden(t *testing.T) {
 			t.Fatalf("inspect --scan = %d %s", code, errOut)
 		}
 		for name, key := range keys {
+			// A fence counter is a field of its slot's shared counter hash
+			// since issue 24, not a key: --scan lists the hash instead.
+			if n, err := b.Raw(t).Exists(context.Background(), b.Key(key)).Result(); err == nil && n == 0 && strings.HasSuffix(key, ":fence") {
+				key = fencingcore.SharedKeyOf(b.Prefix(), b.Key(key))[len(b.Prefix()):]
+			}
 			if !strings.Contains(out, shown(b.Prefix()+key)) {
 				t.Errorf("--scan lacks %s (%s):\n%s", key, name, out)
 			}

@@ -23,8 +23,10 @@ var primitiveLayouts = []layout.Layout{
 	ratelimitcore.LimiterLayout,
 	idempotencycore.ClaimLayout,
 	lockcore.LockLayout,
+	fencingcore.MovedLayout,
 	fencingcore.CounterLayout,
 	// hashes
+	fencingcore.SharedLayout,
 	idempotencycore.LegacyClaimLayout,
 	leadercore.LeaseLayout,
 	fencingcore.LeaseLayout,

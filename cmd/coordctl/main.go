@@ -9,6 +9,7 @@
 //	coordctl latch create|countdown|wait --key K        operate a countdown latch
 //	coordctl ratelimit try --key K --algorithm ...      take permits from a limiter
 //	coordctl denylist add|remove|check --key K ID       edit or query a deny list
+//	coordctl fence retire --key K [--lease L]           delete a fenced name's counter (tokens restart at 1)
 //	coordctl version                                    print the module version
 //
 // Every command takes --redis URL (default $COORD_REDIS_URL; rediss:// for

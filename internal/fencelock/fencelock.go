@@ -7,8 +7,11 @@
 // its own (a campaign attempt as LEADER CAMPAIGN).
 //
 // Layout: the lease key is a hash {owner, fence[, holder]} with a TTL; the
-// counter key is a string holding a non-negative integer with no TTL. Both
-// keys are in one Cluster slot.
+// counter is a field named after the counter key (prefixed) in the shared
+// counter hash of the keys' Cluster slot (fencingcore.SharedKey), holding a
+// non-negative integer, with no TTL. An earlier version's counter (a string
+// at the counter key) is folded in by the first acquisition. All three keys
+// are in one Cluster slot.
 package fencelock
 
 import (
@@ -37,7 +40,8 @@ var Kind = &engine.LeaseKind{
 	Attrs:      []attribute.KeyValue{attribute.String("kind", "fencing")},
 }
 
-// Keys validates a fencing lock's keys, without sending anything: errors
+// Keys validates a fencing lock's keys, without sending anything, and
+// returns them with the shared counter hash of their slot: errors
 // wrap ErrInvalidArgument for an empty key or the same key twice, and
 // ErrInvalidArgument naming the slots when the prefixed keys are in
 // different Cluster slots.
@@ -51,7 +55,7 @@ func Keys(e *engine.Engine, leaseKey, fenceKey string) (engine.Keys, error) {
 	if leaseKey == fenceKey {
 		return engine.Keys{}, check.InvalidArgument("fenceKey", "must differ from leaseKey")
 	}
-	return e.NamedKeys([]string{"leaseKey", "fenceKey"}, leaseKey, fenceKey)
+	return fencingcore.Keys(e, []string{"leaseKey", "fenceKey"}, leaseKey, fenceKey)
 }
 
 // Request is one acquisition.

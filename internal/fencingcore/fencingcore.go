@@ -10,16 +10,20 @@ package fencingcore
 
 import (
 	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/instrument"
+	"github.com/coordkit/coordination/internal/slot"
 )
 
-// The fencing lock's scripts, on the lease key and the counter key (one
-// Cluster slot). Each is immutable and safe for concurrent use.
+// The fencing lock's scripts, on the lease key, the counter key and the
+// slot's shared counter hash (one Cluster slot; see [Keys]). Each is immutable and safe for concurrent use.
 var (
 	// Acquire (fencing_acquire.lua) takes the lease and hands out the next
 	// token of the counter (Grant.Value, a positive decimal; the same
@@ -38,6 +42,56 @@ var (
 	// writing.
 	Read = engine.NewScript("fencing_read", decodeRead)
 )
+
+// SharedBase starts the name of every shared counter hash, after the key
+// prefix: the hash of one Cluster slot is the prefix, SharedBase and a hash
+// tag of the slot ([SharedKey]).
+const SharedBase = "coordination:fences:"
+
+// SharedKey returns the full name of the shared counter hash that holds
+// the counters of the fenced names in Cluster slot s (0..16383) under the
+// key prefix prefix: prefix + [SharedBase] + "{<n>}" with a hash tag of the
+// slot, or prefix + SharedBase + a number when the prefix holds a '{' that
+// no '}' closes (see [slot.KeyIn]); "" when no such key lies in s (a prefix
+// whose own hash tag is in another slot: then no key of the prefix is in
+// s).
+func SharedKey(prefix string, s int) string { return slot.KeyIn(prefix+SharedBase, s) }
+
+// SharedKeyOf returns the full name of the shared counter hash that holds
+// the counter of the fenced name whose full (prefixed) counter key is
+// counterKey, under the key prefix prefix: its field there is counterKey.
+// It is [SharedKey] of counterKey's slot, followed, when the prefix holds a
+// hash tag of its own (every key of the prefix then lies in one slot), by
+// ":" and the slot the counter key would have without the prefix, so that
+// the names are spread over up to 16384 hashes of that slot instead of one
+// (a hash of up to 128 short fields is stored compactly; one of a million
+// fields costs more per field than a key of its own).
+func SharedKeyOf(prefix, counterKey string) string {
+	k := SharedKey(prefix, slot.Of(counterKey))
+	if k != "" && slot.HasTag(prefix) && strings.HasPrefix(counterKey, prefix) {
+		k += ":" + strconv.Itoa(slot.Of(counterKey[len(prefix):]))
+	}
+	return k
+}
+
+// Keys validates a fencing lock's lease and counter keys (without the
+// prefix; names are their argument names for the errors, nil for "key 1",
+// "key 2") and returns them, prefixed and slot-checked, followed by the
+// shared counter hash of their slot ([SharedKeyOf]): the three keys of
+// [Acquire]. Nothing is sent. The counter key names the counter: it is the
+// field of the shared hash (its full, prefixed name), and a key only for an
+// earlier version's counter, which the first acquisition folds in.
+func Keys(e *engine.Engine, names []string, leaseKey, fenceKey string) (engine.Keys, error) {
+	prefix := e.Prefix()
+	shared := SharedKeyOf(prefix, prefix+fenceKey)
+	if shared == "" {
+		return engine.Keys{}, check.InvalidArgument("fenceKey", "no shared fence-counter key lies in its Cluster slot under the key prefix")
+	}
+	if names != nil {
+		names = append(names[:len(names):len(names)], "fence counters")
+	}
+	return e.NamedKeys(names, leaseKey, fenceKey, shared[len(prefix):])
+}
 
 // CounterResets counts tokens that were not above the highest one the
 // coordinator had seen from the same counter (see [NoteFence]).

@@ -1,14 +1,19 @@
 // The stored layout of package fencing, for coordctl inspect and repair
 // (package layout): a fencing lease is a hash {owner, fence} (and holder,
 // for a leader) with the lease's TTL, its owner token followed by "+" once
-// a contended attempt found it held (its release then notifies waiters); its fence counter a string holding
-// the last fencing token (a canonical integer, never expiring) in the same
-// hash tag; a fenced value (fencing.Guarded) a hash {fence, value}.
+// a contended attempt found it held (its release then notifies waiters).
+// Its fence counter (since issue 24) is a field of the shared counter hash
+// of its Cluster slot (SharedKeyOf; fields: the full counter key names,
+// values: the last fencing tokens, canonical integers; the hash never
+// expires); before, a string at the counter key, which the first
+// acquisition folds in and replaces by the tombstone "moved" for 7 days.
+// A fenced value (fencing.Guarded) is a hash {fence, value}.
 
 package fencingcore
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/coordkit/coordination/internal/layout"
@@ -66,6 +71,60 @@ var ValueLayout = layout.Layout{
 
 var reSignInt = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 
+// SharedLayout is a shared counter hash: one field per fenced name of a
+// Cluster slot (the full counter key), holding its last fencing token; it
+// never expires. It goes before the other hash layouts in a table.
+var SharedLayout = layout.Layout{
+	Kind:  "fence counters",
+	Type:  "hash",
+	Match: func(s *layout.Snapshot) bool { return strings.Contains(s.Key, SharedBase) && !s.Has("owner") },
+	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		r.Add("fenced names", s.HashLen)
+		names := make([]string, 0, len(s.Hash))
+		for f := range s.Hash {
+			names = append(names, f)
+		}
+		slices.Sort(names)
+		for _, f := range names {
+			v := s.Hash[f]
+			if !validCounter(v) {
+				r.Bad("the counter of %q is not a canonical integer in the int64 range", f)
+			}
+			r.Entries = append(r.Entries, layout.Entry{{K: "counter key", V: f}, {K: "last fencing token", V: v}})
+		}
+		if s.PTTL != -1 {
+			r.Bad("the shared counter hash has a TTL: it must never expire (PERSIST it)")
+		}
+	},
+}
+
+// validCounter reports whether v is a canonical integer in 0..MaxInt64.
+func validCounter(v string) bool {
+	return reSignInt.MatchString(v) && !strings.HasPrefix(v, "-") &&
+		(len(v) < 19 || (len(v) == 19 && v <= "9223372036854775807"))
+}
+
+// MovedLayout is an earlier layout's counter key after the first
+// acquisition of this layout folded it into the shared counter hash: the
+// string "moved" with a TTL (7 days), which earlier versions refuse.
+var MovedLayout = layout.Layout{
+	Kind:  "moved fence counter",
+	Type:  "string",
+	Match: func(s *layout.Snapshot) bool { return s.Str == "moved" },
+	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		shared := SharedKeyOf(s.Prefix, s.Key)
+		r.Add("moved to", "field "+s.Key+" of "+shared)
+		if s.Shared != "" {
+			r.Add("last fencing token", s.SharedValue)
+		} else {
+			r.Add("last fencing token", "none (retired, or the hash is missing): the next acquisition draws 1")
+		}
+		if s.PTTL == -1 {
+			r.Bad("the tombstone has no TTL: it would stay forever (earlier versions are refused while it stays)")
+		}
+	},
+}
+
 // CounterLayout is a fence counter: a string holding the last fencing
 // token, a non-negative int64 that never expires, reported with the lease
 // next to it.
@@ -76,11 +135,18 @@ var CounterLayout = layout.Layout{
 	Decode: func(s *layout.Snapshot, r *layout.Report) {
 		v := s.Str
 		r.Add("last fencing token", v)
+		if s.Shared != "" {
+			r.Add("stored in", "field of "+s.Shared)
+		} else {
+			r.Add("stored in", "a key of its own (the earlier layout): the next acquisition folds it into "+SharedKeyOf(s.Prefix, s.Key))
+		}
 		switch {
 		case strings.HasPrefix(v, "-"):
 			r.Bad("the counter is negative")
 		case len(v) > 19 || (len(v) == 19 && v > "9223372036854775807"):
 			r.Bad("the counter is beyond the int64 range")
+		case s.PTTL != -1 && s.Shared != "":
+			r.Bad("the shared counter hash %s has a TTL: it must never expire (PERSIST it)", s.Shared)
 		case s.PTTL != -1:
 			r.Bad("the counter has a TTL: it must never expire (PERSIST it)")
 		}

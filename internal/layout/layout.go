@@ -55,6 +55,13 @@ type Snapshot struct {
 	// SiblingTried are the keys the lease was looked for at, next to a
 	// fence counter (said when none holds one).
 	SiblingTried []string
+	// Shared is the shared counter hash (the fencing layout of issue 24)
+	// whose field named Key holds a fence counter, when the reader found
+	// one there: then a Key that does not exist reads as that counter (a
+	// string: Str its value, PTTL the hash's), and a Key holding the
+	// earlier layout's tombstone keeps its own type and sets SharedValue.
+	Shared      string
+	SharedValue string
 }
 
 // Member is one sorted-set member and its score.

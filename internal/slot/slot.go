@@ -71,3 +71,40 @@ var slotTags = sync.OnceValue(func() *[16384]uint32 {
 	}
 	return &tags
 })
+
+// KeyIn returns a key in Cluster slot s (0..16383) that starts with base:
+// base followed by the hash tag "{<n>}" of slot s when that lands there
+// (base has no complete hash tag of its own), otherwise base followed by
+// the smallest decimal integer that makes the key hash to s (base holds a
+// '{' that no '}' closes, so the whole key is hashed), or "" when neither
+// does (base holds a complete hash tag of another slot).
+func KeyIn(base string, s int) string {
+	if s < 0 || s >= len(slotTags()) {
+		return ""
+	}
+	k := base + "{" + strconv.FormatUint(uint64(slotTags()[s]), 10) + "}"
+	if Of(k) == s {
+		return k
+	}
+	if Of(base+"0") == Of(base+"1") && Of(base+"1") == Of(base+"2") {
+		return "" // base's own hash tag decides the slot
+	}
+	var buf []byte
+	for n := uint64(0); n < 1<<22; n++ {
+		buf = strconv.AppendUint(append(buf[:0], base...), n, 10)
+		if Of(string(buf)) == s {
+			return string(buf)
+		}
+	}
+	return ""
+}
+
+// HasTag reports whether key holds a hash tag: a '{' followed, after at
+// least one byte, by a '}'. Then the tag alone decides the key's slot,
+// whatever follows it.
+func HasTag(key string) bool {
+	if i := indexByte(key, '{'); i >= 0 {
+		return indexByte(key[i+1:], '}') > 0
+	}
+	return false
+}

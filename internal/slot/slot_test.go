@@ -1,6 +1,7 @@
 package slot
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -65,4 +66,31 @@ func FuzzSlot(f *testing.F) {
 			t.Fatalf("tag {%q} does not decide the slot", b)
 		}
 	})
+}
+
+// TestKeyIn checks that KeyIn's key starts with base and lies in the slot
+// asked for, with the "{<n>}" tag where base has no tag of its own, a
+// plain number where base has a '{' that nothing closes, and "" where
+// base's own complete tag decides the slot.
+func TestKeyIn(t *testing.T) {
+	for _, s := range []int{0, 1, 866, 12182, 16383} {
+		for _, base := range []string{"", "p:coordination:fences:", "a}b:", "{unclosed:", "{}:"} {
+			k := KeyIn(base, s)
+			if !strings.HasPrefix(k, base) || Of(k) != s || refSlot(k) != s {
+				t.Fatalf("KeyIn(%q, %d) = %q (slot %d)", base, s, k, Of(k))
+			}
+		}
+	}
+	if k := KeyIn("x:", Of("{0}")); k != "x:{0}" {
+		t.Fatalf("KeyIn(x:, slot of {0}) = %q, want x:{0}", k)
+	}
+	if k := KeyIn("{tag}:", Of("tag")); k != "{tag}:{"+strconv.Itoa(int(slotTags()[Of("tag")]))+"}" {
+		t.Fatalf("KeyIn in the tag's own slot = %q", k)
+	}
+	if k := KeyIn("{tag}:", (Of("tag")+1)%16384); k != "" {
+		t.Fatalf("KeyIn outside the base's own tag = %q, want \"\"", k)
+	}
+	if k := KeyIn("x", 16384); k != "" {
+		t.Fatalf("KeyIn(x, 16384) = %q, want \"\"", k)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/ratelimit"
 )
@@ -164,6 +165,9 @@ func soakOn(t *testing.T, b *testharness.Backend, d time.Duration) (stats, int, 
 	persistent := func(what, key string) bool {
 		if what == "deny" {
 			return key == "list"
+		}
+		if strings.HasPrefix(key, fencingcore.SharedBase) {
+			return true // a shared fence counter hash (issue 24)
 		}
 		for _, w := range ws {
 			if w.name != what || w.keys == nil {

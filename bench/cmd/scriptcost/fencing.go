@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/coordkit/coordination/internal/fencingcore"
 )
 
 // fencingArgs are the acquire arguments after the owner token and the TTL,
@@ -25,10 +27,16 @@ var fencingArgs = []any{}
 func fencingMain(ctx context.Context, c *redis.Client, pid, dir string, n int, oldDir string) {
 	lockRel := load(ctx, c, newScript("lock_release"))
 	noop := load(ctx, c, "return 1")
-	type side struct{ name, acq, rel string }
+	// shared: the acquire script takes the slot's shared counter hash as
+	// KEYS[3] (the layout of issue 24; earlier scripts take two keys).
+	type side struct {
+		name, acq, rel string
+		shared         bool
+	}
+	oldAcq, newAcq := readFile(filepath.Join(oldDir, "fencing_acquire.lua")), newScript("fencing_acquire")
 	sides := []side{
-		{"old", load(ctx, c, readFile(filepath.Join(oldDir, "fencing_acquire.lua"))), load(ctx, c, readFile(filepath.Join(oldDir, "fencing_release.lua")))},
-		{"new", load(ctx, c, newScript("fencing_acquire")), load(ctx, c, newScript("fencing_release"))},
+		{"old", load(ctx, c, oldAcq), load(ctx, c, readFile(filepath.Join(oldDir, "fencing_release.lua"))), strings.Contains(oldAcq, "KEYS[3]")},
+		{"new", load(ctx, c, newAcq), load(ctx, c, newScript("fencing_release")), strings.Contains(newAcq, "KEYS[3]")},
 	}
 	const ttl = "60000"
 	tok := token()
@@ -39,8 +47,14 @@ func fencingMain(ctx context.Context, c *redis.Client, pid, dir string, n int, o
 		return ignoreNil(c.Do(ctx, "set", lockKey(i), tok, "nx", "get", "px", ttl).Err())
 	}
 	lockRelease := func(i int) error { return c.EvalSha(ctx, lockRel, []string{lockKey(i)}, tok).Err() }
+	acqKeys := func(s side, l, f string) []string {
+		if s.shared {
+			return []string{l, f, fencingcore.SharedKeyOf("", f)}
+		}
+		return []string{l, f}
+	}
 	fAcq := func(s side, i int) error {
-		return c.EvalSha(ctx, s.acq, []string{lease(s.name, i), fence(s.name, i)}, append([]any{tok, ttl}, fencingArgs...)...).Err()
+		return c.EvalSha(ctx, s.acq, acqKeys(s, lease(s.name, i), fence(s.name, i)), append([]any{tok, ttl}, fencingArgs...)...).Err()
 	}
 	fRel := func(s side, i int) error { return c.EvalSha(ctx, s.rel, []string{lease(s.name, i)}, tok).Err() }
 
@@ -122,8 +136,13 @@ func fencingMain(ctx context.Context, c *redis.Client, pid, dir string, n int, o
 	fmt.Printf("| lock | %d |\n", usage(lk))
 	for _, s := range sides {
 		l, f := name("{"+s.name+"}lease"), name("{"+s.name+"}fence")
-		if err := c.EvalSha(ctx, s.acq, []string{l, f}, append([]any{tok, ttl}, fencingArgs...)...).Err(); err != nil {
+		if err := c.EvalSha(ctx, s.acq, acqKeys(s, l, f), append([]any{tok, ttl}, fencingArgs...)...).Err(); err != nil {
 			fail(err.Error())
+		}
+		if s.shared {
+			h := fencingcore.SharedKeyOf("", f)
+			fmt.Printf("| %s fencing lease | %d |\n| %s shared counter hash (this name's field alone) | %d |\n", s.name, usage(l), s.name, usage(h))
+			continue
 		}
 		fmt.Printf("| %s fencing lease | %d |\n| %s fencing counter | %d |\n", s.name, usage(l), s.name, usage(f))
 	}

@@ -1,0 +1,107 @@
+-- fencing_acquire: take a fencing-token lock if it is free, drawing the next
+-- fencing token from a persistent counter, atomically.
+--
+-- KEYS[1]  lease key (a hash {owner, fence[, holder]}; expires). The owner
+--          field holds the holder's owner token, followed by '+' once a
+--          contended attempt has found it held (the release then notifies
+--          waiters, as the lock's key does: lock_acquire.lua)
+-- KEYS[2]  counter key (a string holding a non-negative integer; never
+--          expires). Both keys must be in one Cluster slot.
+-- ARGV[1]  owner token of the caller (never ends with '+')
+-- ARGV[2]  TTL in milliseconds (integer >= 1)
+-- ARGV[3]  optional holder description (any bytes; absent or empty: none),
+--          stored in the lease's holder field for observers. Callers that
+--          omit it get the two-field lease of earlier versions.
+--
+-- Reply    fence     acquired (a string): the fencing token in decimal
+--                    (exact up to 9223372036854775807). A re-sent request
+--                    with the same owner token finds its own lease and
+--                    returns the same fence without touching the counter
+--                    (the TTL is set again).
+--          pttl_ms   held by another owner (an integer >= 0): its
+--                    remaining TTL (a holder without one is COORD_BADSTATE);
+--                    the owner field is marked with a trailing '+' so that
+--                    its release notifies waiters (every contended attempt
+--                    marks: a blocked Acquire's, a leader follower's, a
+--                    TryAcquire's)
+-- Errors (all raised before anything is written):
+--   COORD_BADARG      the lease key and the counter key are the same key
+--   WRONGTYPE         the lease key is not a hash
+--   COORD_BADSTATE    the lease hash lacks its owner or fence field, or
+--                     another holder's hash has no TTL (it would never leave)
+--   COORD_BADCOUNTER  the counter is not a string, has a TTL, is not a
+--                     canonical integer, is negative, or is beyond the int64
+--                     range
+--   COORD_OVERFLOW    the counter is at 9223372036854775807
+if KEYS[1] == KEYS[2] then
+  return redis.error_reply('COORD_BADARG lease key and counter key are the same key')
+end
+-- A free lease is an absent key (HLEN 0); anything else is read in full.
+if redis.call('HLEN', KEYS[1]) > 0 then
+  local cur = redis.call('HMGET', KEYS[1], 'owner', 'fence')
+  local o = cur[1]
+  if not (o and cur[2]) then
+    return redis.error_reply('COORD_BADSTATE lease hash lacks its owner or fence field')
+  end
+  if o == ARGV[1] or o == ARGV[1] .. '+' then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return cur[2]
+  end
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl < 0 then
+    return redis.error_reply('COORD_BADSTATE lease hash has no TTL: its holder would never leave')
+  end
+  if string.byte(o, -1) ~= 43 then -- 43 is '+'
+    redis.call('HSET', KEYS[1], 'owner', o .. '+')
+  end
+  return pttl
+end
+-- The counter: a WRONGTYPE here is the counter's (the lease key, read
+-- above, is a hash or absent), and reported as such. The Lua pcall catches
+-- only to tell that error apart: every other error is raised again as it
+-- came, so a NOPERM or OOM stays what it is.
+local ok, c = pcall(redis.call, 'GET', KEYS[2])
+if not ok then
+  local msg = type(c) == 'table' and c.err or tostring(c)
+  if string.find(msg, 'WRONGTYPE', 1, true) then
+    return redis.error_reply('COORD_BADCOUNTER counter key holds the wrong Redis type, not a string')
+  end
+  error(c)
+end
+if c then
+  if redis.call('PTTL', KEYS[2]) ~= -1 then
+    return redis.error_reply('COORD_BADCOUNTER counter key has a TTL; it must never expire')
+  end
+  -- One pattern accepts every canonical positive integer of up to 18
+  -- digits (below the int64 limit); the rest is told apart only here.
+  if not (#c < 19 and string.find(c, '^[1-9]%d*$')) and c ~= '0' then
+    if string.match(c, '^%-%d+$') then
+      return redis.error_reply('COORD_BADCOUNTER counter is negative')
+    end
+    if not string.match(c, '^[1-9]%d*$') then
+      return redis.error_reply('COORD_BADCOUNTER counter is not a canonical integer')
+    end
+    if #c > 19 or c > '9223372036854775807' then
+      return redis.error_reply('COORD_BADCOUNTER counter is beyond the int64 range')
+    end
+    if c == '9223372036854775807' then
+      return redis.error_reply('COORD_OVERFLOW counter is at 9223372036854775807')
+    end
+  end
+end
+local n = redis.call('INCR', KEYS[2])
+-- INCR's reply is a Lua number, exact below 2^53 (and '%d' prints it
+-- exactly, cheaper than '%.0f'); read the exact string beyond.
+local fence
+if n < 9007199254740992 then
+  fence = string.format('%d', n)
+else
+  fence = redis.call('GET', KEYS[2])
+end
+if ARGV[3] and ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fence, 'holder', ARGV[3])
+else
+  redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fence)
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return fence
