@@ -414,7 +414,7 @@ func latchCount(n int64, err error) (lincheck.LatchCount, error) {
 const idempotencyTTL = 250 * time.Millisecond
 
 // idempotencyWorkload: clients begin work on one key (now and then with
-// another request's fingerprint), complete or abandon what they started,
+// another request's fingerprint), complete, abandon or fail what they started,
 // sometimes after stalling past the claim's TTL, and replay results.
 func idempotencyWorkload() workload {
 	return workload{
@@ -448,6 +448,8 @@ func idempotencyWorkload() workload {
 							b.State = "in_progress"
 						case idempotency.FingerprintMismatch:
 							b.State = "mismatch"
+						case idempotency.Failed:
+							b.State = "failed"
 						}
 						return b, nil
 					})
@@ -459,9 +461,14 @@ func idempotencyWorkload() workload {
 						return st.Complete(ctx, w.key, owner, []byte(result))
 					})
 					owner = ""
-				default:
+				case k < 8:
 					_, _ = lincheck.Do(w.h, w.c, lincheck.Abandon{Owner: owner}, func() (bool, error) {
 						return st.Abandon(ctx, w.key, owner)
+					})
+					owner = ""
+				default:
+					_, _ = lincheck.Do(w.h, w.c, lincheck.Fail{Owner: owner}, func() (bool, error) {
+						return st.Fail(ctx, w.key, owner)
 					})
 					owner = ""
 				}

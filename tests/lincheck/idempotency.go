@@ -15,7 +15,7 @@ type Begin struct {
 // owner token of a Started claim, the result of a Completed one, and the
 // remaining TTL of an InProgress one.
 type Begun struct {
-	State     string // "started", "completed", "in_progress", "mismatch"
+	State     string // "started", "completed", "in_progress", "mismatch", "failed"
 	Owner     string
 	Result    string
 	Remaining time.Duration
@@ -32,10 +32,15 @@ type Complete struct {
 // bool, deleted.
 type Abandon struct{ Owner string }
 
+// Fail marks the pending claim of Owner failed (input); the output is a
+// bool, marked.
+type Fail struct{ Owner string }
+
 // ClaimState is the state of the idempotency model for one key.
 type ClaimState struct {
 	Present   bool
 	Completed bool
+	Failed    bool   // marked by Fail: kept until its expiry, never claimable
 	Owner     string // "" for a claim whose owner nobody learnt (an unknown Begin)
 	FP        string
 	Result    string
@@ -49,9 +54,12 @@ func (s ClaimState) key() string { return fmt.Sprintf("%+v", s) }
 // one Begin is Started per claim lifetime; one that finds a claim with
 // another fingerprint answers mismatch, a completed claim its stored
 // result (replays equal the stored result), a pending one InProgress with
-// its remaining TTL. Complete stores the result only for the live pending
+// its remaining TTL, a failed one "failed" with its remaining TTL.
+// Complete stores the result only for the live pending
 // claim's owner (a re-send answers true again); Abandon deletes only that
-// claim (a re-send answers false with the claim deleted). A Begin with an
+// claim (a re-send answers false with the claim deleted); Fail marks only
+// that claim failed, keeping its expiry (a re-send answers true again).
+// A Begin with an
 // unknown outcome may have left a claim nobody owns, until its TTL or the
 // background abandon; a Complete or Abandon with an unknown outcome took
 // effect or not.
@@ -97,16 +105,20 @@ func claimStep(s ClaimState, at Interval, c Call, r Result) []Next[ClaimState] {
 					out = append(out, Next[ClaimState]{S: cur, At: k.At})
 				}
 			default:
-				// In progress: the remaining TTL is the claim's expiry seen
-				// from the instant, in whole milliseconds.
+				// In progress (or failed): the remaining TTL is the claim's
+				// expiry seen from the instant, in whole milliseconds.
+				want := "in_progress"
+				if cur.Failed {
+					want = "failed"
+				}
 				rem := Micros(b.Remaining)
 				n := Interval{max(k.At.Lo, cur.Exp.Lo-rem-1000), min(k.At.Hi, cur.Exp.Hi-rem+1000)}
-				if b.State == "in_progress" && !n.Empty() {
+				if b.State == want && !n.Empty() {
 					out = append(out, Next[ClaimState]{S: cur, At: n})
 				}
 			}
 		case Complete:
-			mine := live && !cur.Completed && cur.Owner == in.Owner
+			mine := live && !cur.Completed && !cur.Failed && cur.Owner == in.Owner
 			done := ClaimState{Present: true, Completed: true, Owner: cur.Owner, FP: cur.FP, Result: in.Result,
 				Exp: expiry(c.At.Lo, c.At.Hi, in.TTL)}
 			switch {
@@ -122,8 +134,25 @@ func claimStep(s ClaimState, at Interval, c Call, r Result) []Next[ClaimState] {
 			case !mine:
 				out = append(out, Next[ClaimState]{S: cur, At: k.At})
 			}
+		case Fail:
+			mine := live && !cur.Completed && !cur.Failed && cur.Owner == in.Owner
+			failed := cur
+			failed.Failed = true
+			switch {
+			case r.Unknown:
+				out = append(out, Next[ClaimState]{S: cur, At: k.At})
+				if mine {
+					out = append(out, Next[ClaimState]{S: failed, At: k.At})
+				}
+			case r.Out.(bool):
+				if mine || (live && cur.Failed && cur.Owner == in.Owner) { // or a re-send
+					out = append(out, Next[ClaimState]{S: failed, At: k.At})
+				}
+			case !mine:
+				out = append(out, Next[ClaimState]{S: cur, At: k.At})
+			}
 		case Abandon:
-			mine := live && !cur.Completed && cur.Owner == in.Owner
+			mine := live && !cur.Completed && !cur.Failed && cur.Owner == in.Owner
 			switch {
 			case !r.Unknown && r.Out.(bool):
 				if mine {

@@ -232,6 +232,27 @@ func TestIdempotencyModel(t *testing.T) {
 	})
 }
 
+// Fail keeps the claim until its expiry and answers Begin "failed".
+func TestIdempotencyFailModel(t *testing.T) {
+	ttl := 100 * time.Millisecond
+	b := Begin{FP: "f", TTL: ttl}
+	valid := []porcupine.Operation{
+		at(0, b, Begun{State: "started", Owner: "o1"}, 0, 1),
+		at(0, Fail{Owner: "o1"}, true, 10, 11),
+		at(1, b, Begun{State: "failed", Remaining: 85 * time.Millisecond}, 15, 16),
+		at(0, Complete{Owner: "o1", Result: "r", TTL: ttl}, false, 17, 18),
+		at(0, Abandon{Owner: "o1"}, false, 19, 20),
+		at(2, Begin{FP: "g", TTL: ttl}, Begun{State: "mismatch"}, 21, 22),
+		at(1, b, Begun{State: "started", Owner: "o2"}, 200, 201), // expired
+	}
+	check(t, "idempotency fail", IdempotencySpec(), valid, map[string][]porcupine.Operation{
+		"in progress after Fail":     with(valid, 2, at(1, b, Begun{State: "in_progress", Remaining: 85 * time.Millisecond}, 15, 16)),
+		"a completion after Fail":    with(valid, 3, at(0, Complete{Owner: "o1", Result: "r", TTL: ttl}, true, 17, 18)),
+		"a Fail by a stranger":       with(valid, 1, at(0, Fail{Owner: "zz"}, true, 10, 11)),
+		"started while still failed": with(valid, 6, at(1, b, Begun{State: "started", Owner: "o2"}, 30, 31)),
+	})
+}
+
 func TestRateModels(t *testing.T) {
 	g := func(c int, ms int64) porcupine.Operation { return at(c, Allow{N: 1}, true, ms, ms+1) }
 	r := func(c int, ms int64) porcupine.Operation { return at(c, Allow{N: 1}, false, ms, ms+1) }
