@@ -552,14 +552,14 @@ func causeClass(cause error) string {
 // announce tells the election's observers ([Observe], [Get] callers
 // waiting on it, OnNewLeader) that term began, by publishing on the lease
 // key's channel with the owner-checked proclaim script (the elector's own
-// identity, already in the lease): they re-read at once instead of at
-// their next poll. Best effort and bounded by a quarter of the lease: an
+// identity, already in the lease), which also records the term's start
+// ([Info.Start]): observers re-read at once instead of at their next poll. Best effort and bounded by a quarter of the lease: an
 // error is logged at debug, and observers then learn of the term by
 // polling.
 func (e *Elector) announce(ctx context.Context, t *Term) {
 	actx, cancel := context.WithTimeout(ctx, e.lease/4)
 	defer cancel()
-	if _, err := proclaimScript.Run(actx, e.e, t.keys, t.owner, e.identity); err != nil {
+	if _, err := proclaimScript.Run(actx, e.e, t.keys, t.owner, e.identity, "1"); err != nil {
 		e.e.Logger().Debug("leader: the new term was not announced; observers learn of it by polling", "error", engine.Describe(err))
 	}
 }

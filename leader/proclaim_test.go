@@ -54,6 +54,12 @@ func TestProclaim(t *testing.T) {
 			return seen[len(seen)-1]
 		}
 		waitFor(t, 10*time.Second, "the observer's first read", func() bool { return last().FencingToken == term.FencingToken() })
+		// The term's start, recorded by its announcement on the server's
+		// clock (this host's; miniredis uses the real time too).
+		start := last().Start
+		if d := time.Since(start); start.IsZero() || d < -2*time.Second || d > 30*time.Second || !start.Equal(start.Truncate(time.Millisecond)) {
+			t.Fatalf("Info.Start = %v (%v ago), want the term's start in whole milliseconds", start, d)
+		}
 
 		counter := testharness.CountCommands(coord.Client())
 		if err := term.Proclaim(context.Background(), "10.0.0.7:9090"); err != nil {
@@ -63,8 +69,8 @@ func TestProclaim(t *testing.T) {
 			t.Fatalf("Proclaim sent %d commands (%v), want 1", n, counter.Names())
 		}
 		info := must(leader.Get(context.Background(), coord, leaseKey))(t)
-		if info.Identity != "10.0.0.7:9090" || info.FencingToken != term.FencingToken() || info.TTL <= 0 {
-			t.Fatalf("after Proclaim, Get = %+v; want the new identity, the same token and a live lease", info)
+		if info.Identity != "10.0.0.7:9090" || info.FencingToken != term.FencingToken() || info.TTL <= 0 || !info.Start.Equal(start) {
+			t.Fatalf("after Proclaim, Get = %+v; want the new identity, the same token, a live lease and the term's start %v", info, start)
 		}
 		if term.Identity() != "10.0.0.7:8080" {
 			t.Fatalf("Term.Identity = %q, want the elector's", term.Identity())

@@ -26,6 +26,12 @@ type Info struct {
 	// was read: the leader renews it every half lease duration, and a
 	// crashed leader is replaced soon after it runs out.
 	TTL time.Duration
+	// Start is when the term began, by the server's clock (to the
+	// millisecond): the instant the elector announced its won term, one
+	// round trip after the win. Zero when unknown: the announcement
+	// failed, or the lease was taken by a plain fencing lock or an earlier
+	// version of the library.
+	Start time.Time
 }
 
 // Get reads who leads the election whose lease is at leaseKey (unprefixed),
@@ -75,7 +81,7 @@ func get(ctx context.Context, e *engine.Engine, k engine.Keys) (Info, error) {
 	if err != nil {
 		return Info{}, op.End(err)
 	}
-	return Info{Identity: r.Holder, FencingToken: r.Fence, TTL: r.TTL}, op.End(nil)
+	return Info{Identity: r.Holder, FencingToken: r.Fence, TTL: r.TTL, Start: r.Since}, op.End(nil)
 }
 
 // Observe follows the leadership of the election whose lease is at

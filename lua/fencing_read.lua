@@ -5,17 +5,21 @@
 --          fencing_acquire; expires)
 --
 -- Reply    false                       no leader (the lease is free)
---          {fence, holder, pttl_ms}    fence is the holder's fencing token
+--          {fence, holder, pttl_ms, since}
+--                                      fence is the holder's fencing token
 --                                      as a decimal string (exact over
 --                                      int64); holder is the holder field
 --                                      ('' when the lease was taken without
 --                                      one);
 --                                      pttl_ms is the lease's remaining TTL
---                                      in milliseconds (>= 0)
+--                                      in milliseconds (>= 0); since is the
+--                                      term's start a leader recorded
+--                                      (server ms since the epoch, decimal;
+--                                      '' when absent)
 -- Errors   WRONGTYPE        the lease key is not a hash
 --          COORD_BADSTATE   the lease hash lacks its owner or fence field,
 --                           or has no TTL (its holder would never leave)
-local cur = redis.call('HMGET', KEYS[1], 'owner', 'fence', 'holder')
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'fence', 'holder', 'since')
 if not cur[1] and not cur[2] then
   if redis.call('EXISTS', KEYS[1]) == 1 then
     return redis.error_reply('COORD_BADSTATE lease hash lacks its owner or fence field')
@@ -29,4 +33,4 @@ local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then
   return redis.error_reply('COORD_BADSTATE lease hash has no TTL: its holder would never leave')
 end
-return {cur[2], cur[3] or '', pttl}
+return {cur[2], cur[3] or '', pttl, cur[4] or ''}

@@ -296,6 +296,7 @@ var (
 	reTok     = regexp.MustCompile(`[0-9a-zA-Z_-]{8}…`) // base64url tokens may start with "-"
 	reJSONN   = regexp.MustCompile(`"((ttl|expires_in|deadline_in|resets_in|next_refill_in|next_permit_in|full_again_in)_ms)":-?\d+`)
 	reFenceUs = regexp.MustCompile(`\b[0-9]{13,}\b`) // an idempotency claim's fence: the server's clock in µs
+	reInstant = regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z\b`) // a leader term's start
 )
 
 // normalize masks what changes from run to run: the test's key prefix,
@@ -303,6 +304,7 @@ var (
 // readings).
 func normalize(s, prefix string) string {
 	s = strings.ReplaceAll(s, prefix, "<prefix>")
+	s = reInstant.ReplaceAllString(s, "<instant>")
 	s = reFenceUs.ReplaceAllString(s, "<fence>")
 	s = reTok.ReplaceAllString(s, "<token>…")
 	s = reJSONN.ReplaceAllString(s, `"$1":<ms>`)

@@ -121,23 +121,33 @@ type Holder struct {
 	Fence  int64         // the holder's token; >= 1 when Held
 	Holder string        // the holder's owner token
 	TTL    time.Duration // the lease's remaining TTL (a lease without one is refused)
+	Since  time.Time     // the term's start a leader recorded (server clock); zero when none
 }
 
 func decodeRead(v any) (Holder, bool) {
 	if v == nil {
 		return Holder{}, true
 	}
-	a, ok := decode.Array(v, 3)
+	a, ok := decode.Array(v, 4)
 	if !ok {
 		return Holder{}, false
 	}
 	fence, ok1 := decode.PositiveDecimal(a[0])
 	holder, ok2 := a[1].(string)
 	pttl, ok3 := a[2].(int64)
-	if !ok1 || !ok2 || !ok3 || pttl < 0 || pttl > maxMillis {
+	since, ok4 := a[3].(string)
+	if !ok1 || !ok2 || !ok3 || !ok4 || pttl < 0 || pttl > maxMillis {
 		return Holder{}, false
 	}
-	return Holder{Held: true, Fence: fence, Holder: holder, TTL: time.Duration(pttl) * time.Millisecond}, true
+	h := Holder{Held: true, Fence: fence, Holder: holder, TTL: time.Duration(pttl) * time.Millisecond}
+	if since != "" {
+		// Written by leader_proclaim from the server's TIME; anything
+		// else in the field (an operator's write) is shown as no start.
+		if ms, err := strconv.ParseInt(since, 10, 64); err == nil && ms > 0 && ms < maxMillis {
+			h.Since = time.UnixMilli(ms)
+		}
+	}
+	return h, true
 }
 
 // MaxWatchedCounters bounds how many fencing counters one coordinator

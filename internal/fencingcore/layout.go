@@ -14,7 +14,9 @@ package fencingcore
 import (
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/coordkit/coordination/internal/layout"
 )
@@ -50,6 +52,14 @@ func leaseFields(s *layout.Snapshot, r *layout.Report) {
 	r.Add("notifies on release", strings.HasSuffix(h["owner"], "+")) // a contended attempt marked it
 	if holder, ok := h["holder"]; ok {
 		r.Add("holder", holder)
+	}
+	if since, ok := h["since"]; ok {
+		if ms, err := strconv.ParseInt(since, 10, 64); err == nil && ms > 0 {
+			r.Add("term start", time.UnixMilli(ms).UTC().Format(time.RFC3339Nano))
+		} else {
+			r.Add("term start", since)
+			r.Bad("the since field is not a time in milliseconds")
+		}
 	}
 	r.Add("fencing token", h["fence"])
 	if !layout.IsInt(h["fence"]) {
