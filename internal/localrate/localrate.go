@@ -89,6 +89,9 @@ func Parse(cfg string) (Setting, error) {
 	}
 	s.alg = cfg[0]
 	want := 4
+	if s.alg == 't' {
+		want = 3
+	}
 	if s.alg == 'f' {
 		want = 3
 		switch {
@@ -102,7 +105,7 @@ func Parse(cfg string) (Setting, error) {
 			s.align, s.per, parts = 'c', p, parts[:3]
 		}
 	}
-	if len(parts) != want || len(parts[0]) != 1 || !strings.ContainsRune("fsbg", rune(s.alg)) {
+	if len(parts) != want || len(parts[0]) != 1 || !strings.ContainsRune("fsbgt", rune(s.alg)) {
 		return s, ErrSettings
 	}
 	var ns [3]int64
@@ -114,6 +117,9 @@ func Parse(cfg string) (Setting, error) {
 		ns[i] = n
 	}
 	s.n1, s.n2, s.n3 = ns[0], ns[1], ns[2]
+	if s.alg == 't' && s.n2 >= maxN/1000 {
+		return s, ErrSettings
+	}
 	if s.alg == 's' && s.n3 > 1024 {
 		return s, ErrSettings
 	}
@@ -147,6 +153,7 @@ type comp struct {
 	// nil: none)
 	// bucket: tk (tokens), r (refill period start)
 	// gcra: a, b (arrival time a + b/d µs)
+	// throttle: n (count), o (the run's first attempt), l (its latest)
 	e, u  int64
 	n     int64
 	o, l  int64
@@ -201,6 +208,14 @@ func (s *State) Do(set []Setting, op Op, permits, mark, now int64) (Reply, error
 	stored := len(s.set) > 0
 	if stored && len(s.set) != len(set) {
 		return Reply{}, ErrSettings
+	}
+	if len(set) == 1 && set[0].alg == 't' {
+		return s.throttle(set[0], op, permits, mark, now)
+	}
+	for i := range set {
+		if set[i].alg == 't' {
+			return Reply{}, ErrSettings
+		}
 	}
 	want, m := permits, permits
 	if want < 1 {
@@ -748,4 +763,77 @@ func (w *work) gcraTake(op Op, m, now int64) error {
 	}
 	c.a, c.b = now+fdiv(v, d), fmod(v, d)
 	return nil
+}
+
+// --- throttle (ratelimit_throttle): lim, q ms; n, o (run start), l (latest attempt).
+
+// throttle is Do for a throttle (alone: never a composite's component).
+func (s *State) throttle(set Setting, op Op, permits, mark, now int64) (Reply, error) {
+	var c comp
+	if len(s.set) > 0 {
+		if s.set[0].alg != 't' || len(s.set) != 1 {
+			return Reply{}, ErrSettings
+		}
+		c = s.comps[0]
+	}
+	lim, qu := set.n1, set.n2*1000
+	want, m := max(permits, 1), permits
+	if op == Refund {
+		m = -permits
+	}
+	if len(s.set) == 0 || c.l+qu <= now || c.n == 0 {
+		c.n, c.o, c.l = 0, now, now
+	}
+	rm := m
+	if op == Refund && (c.n == 0 || c.o > mark) {
+		rm = 0
+	}
+	var wt int64
+	switch {
+	case want > lim:
+		wt = -1
+	case c.n+want <= lim:
+		wt = 0
+	default:
+		wt = c.l + qu - now
+	}
+	av := max(lim-c.n, 0)
+	store := func() {
+		if c.n == 0 {
+			s.Reset()
+			return
+		}
+		s.set = append(s.set[:0], set)
+		s.comps = append(s.comps[:0], c)
+		s.expireUs = ceilMs(c.l+qu) * 1000
+	}
+	if op == Decide && wt > 0 && permits > 0 {
+		c.l = max(c.l, now)
+		store()
+		return Reply{Available: av, Wait: c.l + qu - now}, nil
+	}
+	if (op == Decide && (wt != 0 || permits == 0)) || (op == Refund && rm == 0) {
+		if c.n == 0 {
+			s.Reset()
+		}
+		switch {
+		case op == Refund:
+			return Reply{Available: av}, nil
+		case wt != 0:
+			return Reply{Available: av, Wait: wt}, nil
+		}
+		return Reply{Acquired: true, Available: av}, nil
+	}
+	if m > 0 {
+		c.n = min(c.n+m, 1e14-1)
+		c.l = max(c.l, now)
+	} else {
+		c.n = max(c.n+rm, 0)
+	}
+	av = max(lim-c.n, 0)
+	store()
+	if op == Adjust || op == Refund {
+		return Reply{Applied: true, Available: av}, nil
+	}
+	return Reply{Acquired: true, Available: av, Mark: now}, nil
 }
