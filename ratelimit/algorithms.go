@@ -23,7 +23,8 @@ const maxSpanUs = int64(1) << 50
 const maxLimit = math.MaxInt32
 
 // Settings are the settings of one limiter: [FixedWindow], [SlidingWindow],
-// [TokenBucket], [GCRA], [Throttle] or [Composite] (values or pointers). They are what [New] takes and what [Limiter.Update] changes.
+// [TokenBucket], [GCRA], [Throttle], [SlidingLog] or [Composite] (values
+// or pointers). They are what [New] takes and what [Limiter.Update] changes.
 // The interface is sealed: only this package's types implement it.
 type Settings interface {
 	// spec validates the settings into a limiter's decision parameters.
@@ -222,6 +223,49 @@ type Throttle struct {
 	Quiet time.Duration
 }
 
+// maxLogLimit bounds a [SlidingLog]'s Limit: its state grows with it.
+const maxLogLimit = 1000
+
+// SlidingLog configures an exact sliding-log limiter ([New]) for small
+// limits: "5 per 15 minutes" with no segment rounding.
+//
+// The key keeps the server time (in microseconds) of every grant still in
+// the window, with its permits. A request is granted when the permits
+// granted in the last Window, plus its own, are at most Limit; each
+// permit leaves exactly Window after it was granted. A refusal's
+// RetryAfter is the time until enough of the oldest counted grants leave
+// (for one permit: until the oldest leaves). Unlike [SlidingWindow] no
+// permit comes back late and none is counted twice, at the price of a
+// state that grows with the grants in the window: so Limit is at most
+// 1000.
+//
+// A charge out of band ([Limiter.Penalize], a settlement above its
+// estimate) is one more entry at the server's time; a give-back
+// ([Limiter.Reward], a settlement below its estimate) takes permits from
+// the newest entries first; a reservation's give-back only from its own
+// grant's entry and newer ones. [Limiter.Update] keeps the entries: the
+// new Limit and Window apply to them at once. [WithBatch] works as for
+// the other algorithms. It is not (yet) a [Composite]'s component.
+//
+// State: one string with the settings and one entry per grant still in
+// the window ("<µs>:<permits>", about 19 bytes; grants of the same
+// microsecond share one), at most Limit entries: at most about 19 KB at
+// Limit 1000. A charge that would leave more than Limit entries (only
+// penalties and excess settlements can) merges the two oldest into the
+// later one's time, so those permits leave later, never earlier. The key
+// expires when the newest entry leaves the window.
+//
+// [New] fails with coordination.ErrInvalidArgument naming "limit"
+// (outside 1..1000) or "window" (below 1 ms, not whole microseconds, or
+// beyond about 35 years).
+type SlidingLog struct {
+	// Limit is the number of permits per window, 1 to 1000.
+	Limit int
+	// Window is the window length: a whole number of microseconds, at
+	// least 1 ms.
+	Window time.Duration
+}
+
 // Composite configures a composite limiter ([New]): several
 // limits on one key, all of which must admit a request.
 //
@@ -261,6 +305,7 @@ const (
 	algComp    = 'c'
 	algConc    = 'x'
 	algThrot   = 't'
+	algLog     = 'l'
 )
 
 // spec is a validated settings value: what a decision sends, and what the
@@ -468,6 +513,18 @@ func (c Throttle) spec() (*spec, error) {
 	return standalone(s, throttleScripts), nil
 }
 
+func (c SlidingLog) spec() (*spec, error) {
+	if c.Limit < 1 || c.Limit > maxLogLimit {
+		return nil, check.InvalidArgument("limit", "must be between 1 and %d (a sliding log keeps every grant), got %d", maxLogLimit, c.Limit)
+	}
+	w, err := micros("window", c.Window, time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	s := &spec{settings: c, alg: algLog, capacity: c.Limit, cfg: fmt.Sprintf("l:%d:%d", c.Limit, w), window: c.Window}
+	return standalone(s, logScripts), nil
+}
+
 func (c Composite) spec() (*spec, error) {
 	n := len(c.Components)
 	if n < 1 || n > 32 {
@@ -483,7 +540,7 @@ func (c Composite) spec() (*spec, error) {
 			return nil, check.InvalidArgument("components", "component %d is a nil %T", i, cs)
 		}
 		switch cs.(type) {
-		case concurrency, Composite, *Composite, Throttle, *Throttle:
+		case concurrency, Composite, *Composite, Throttle, *Throttle, SlidingLog, *SlidingLog:
 			return nil, check.InvalidArgument("components", "component %d: a composite takes fixed windows, sliding windows, token buckets and GCRA", i)
 		}
 		one, err := cs.spec()
@@ -518,8 +575,8 @@ func (c Composite) spec() (*spec, error) {
 }
 
 // New returns a consumptive limiter on key with settings: a
-// [FixedWindow], [SlidingWindow], [TokenBucket], [GCRA], [Throttle] or
-// [Composite] (a value or a pointer). Each settings type documents its
+// [FixedWindow], [SlidingWindow], [TokenBucket], [GCRA], [Throttle],
+// [SlidingLog] or [Composite] (a value or a pointer). Each settings type documents its
 // algorithm, its state in Redis and the fields it checks. New sends nothing to Redis. A
 // concurrency limiter is [NewConcurrency]'s.
 //

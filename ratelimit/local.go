@@ -284,6 +284,11 @@ func (a *localState) share(sp *spec) (*spec, error) {
 		case Throttle:
 			c.Limit = part(c.Limit)
 			return c
+		case *SlidingLog:
+			return one(*c)
+		case SlidingLog:
+			c.Limit = part(c.Limit)
+			return c
 		case FixedWindow:
 			c.Limit = part(c.Limit)
 			return c

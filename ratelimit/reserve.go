@@ -89,10 +89,10 @@ func (l *Limiter) Reserve(ctx context.Context, estimate int) (*Reservation, erro
 
 // windowed reports an algorithm whose state cannot take permits back
 // unconditionally (a window that ended holds nothing of a grant): fixed
-// and sliding windows, throttles and composites, whose give-backs name
-// the grant.
+// and sliding windows, sliding logs, throttles and composites, whose
+// give-backs name the grant.
 func windowed(alg byte) bool {
-	return alg == algFixed || alg == algSliding || alg == algComp || alg == algThrot
+	return alg == algFixed || alg == algSliding || alg == algComp || alg == algThrot || alg == algLog
 }
 
 // Settle charges a reservation's real cost, actual permits, in one script

@@ -89,7 +89,7 @@ func Parse(cfg string) (Setting, error) {
 	}
 	s.alg = cfg[0]
 	want := 4
-	if s.alg == 't' {
+	if s.alg == 't' || s.alg == 'l' {
 		want = 3
 	}
 	if s.alg == 'f' {
@@ -105,7 +105,7 @@ func Parse(cfg string) (Setting, error) {
 			s.align, s.per, parts = 'c', p, parts[:3]
 		}
 	}
-	if len(parts) != want || len(parts[0]) != 1 || !strings.ContainsRune("fsbgt", rune(s.alg)) {
+	if len(parts) != want || len(parts[0]) != 1 || !strings.ContainsRune("fsbgtl", rune(s.alg)) {
 		return s, ErrSettings
 	}
 	var ns [3]int64
@@ -117,6 +117,9 @@ func Parse(cfg string) (Setting, error) {
 		ns[i] = n
 	}
 	s.n1, s.n2, s.n3 = ns[0], ns[1], ns[2]
+	if s.alg == 'l' && s.n1 > 1000 {
+		return s, ErrSettings
+	}
 	if s.alg == 't' && s.n2 >= maxN/1000 {
 		return s, ErrSettings
 	}
@@ -154,6 +157,8 @@ type comp struct {
 	// bucket: tk (tokens), r (refill period start)
 	// gcra: a, b (arrival time a + b/d µs)
 	// throttle: n (count), o (the run's first attempt), l (its latest)
+	// sliding log: lg (the entries, oldest first)
+	lg    []logEntry
 	e, u  int64
 	n     int64
 	o, l  int64
@@ -212,8 +217,11 @@ func (s *State) Do(set []Setting, op Op, permits, mark, now int64) (Reply, error
 	if len(set) == 1 && set[0].alg == 't' {
 		return s.throttle(set[0], op, permits, mark, now)
 	}
+	if len(set) == 1 && set[0].alg == 'l' {
+		return s.log(set[0], op, permits, mark, now)
+	}
 	for i := range set {
-		if set[i].alg == 't' {
+		if set[i].alg == 't' || set[i].alg == 'l' {
 			return Reply{}, ErrSettings
 		}
 	}
@@ -832,6 +840,121 @@ func (s *State) throttle(set Setting, op Op, permits, mark, now int64) (Reply, e
 	}
 	av = max(lim-c.n, 0)
 	store()
+	if op == Adjust || op == Refund {
+		return Reply{Applied: true, Available: av}, nil
+	}
+	return Reply{Acquired: true, Available: av, Mark: now}, nil
+}
+
+// --- sliding log (ratelimit_log): lim, win µs; lg.
+
+// logEntry is a sliding log's entry: k permits charged at t (µs).
+type logEntry struct{ t, k int64 }
+
+// log is Do for a sliding log (alone: never a composite's component).
+func (s *State) log(set Setting, op Op, permits, mark, now int64) (Reply, error) {
+	var lg []logEntry
+	if len(s.set) > 0 {
+		if s.set[0].alg != 'l' || len(s.set) != 1 {
+			return Reply{}, ErrSettings
+		}
+		lg = s.comps[0].lg
+	}
+	lim, win := set.n1, set.n2
+	want, m := max(permits, 1), permits
+	if op == Refund {
+		m = -permits
+	}
+	live := make([]logEntry, 0, len(lg)+1)
+	var n int64
+	for _, e := range lg {
+		if e.t+win > now {
+			live = append(live, e)
+			n += e.k
+		}
+	}
+	rm, rj := m, -1
+	if op == Refund {
+		var have int64
+		for i, e := range live {
+			if e.t >= mark {
+				if rj < 0 {
+					rj = i
+				}
+				have += e.k
+			}
+		}
+		if have < -rm {
+			rm = -have
+		}
+	}
+	var wt int64
+	switch {
+	case want > lim:
+		wt = -1
+	case n+want <= lim:
+		wt = 0
+	default:
+		need, acc, j := n+want-lim, int64(0), -1
+		for acc < need && j < len(live)-1 {
+			j++
+			acc += live[j].k
+		}
+		wt = live[j].t + win - now
+	}
+	av := max(lim-n, 0)
+	if (op == Decide && (wt != 0 || permits == 0)) || (op == Refund && rm == 0) {
+		if len(live) == 0 {
+			s.Reset()
+		}
+		switch {
+		case op == Refund:
+			return Reply{Available: av}, nil
+		case wt != 0:
+			return Reply{Available: av, Wait: wt}, nil
+		}
+		return Reply{Acquired: true, Available: av}, nil
+	}
+	if m > 0 {
+		if k := len(live); k > 0 && live[k-1].t >= now {
+			live[k-1].k += m
+		} else {
+			live = append(live, logEntry{now, m})
+		}
+		if k := len(live); live[k-1].k >= 1e14 {
+			live[k-1].k = 1e14 - 1
+		}
+		for int64(len(live)) > lim {
+			live[1].k += live[0].k
+			live = live[1:]
+		}
+	} else {
+		left, i, step := -rm, len(live)-1, -1
+		if rj >= 0 {
+			i, step = rj, 1
+		}
+		for left > 0 && i >= 0 && i < len(live) {
+			x := min(live[i].k, left)
+			live[i].k, left = live[i].k-x, left-x
+			i += step
+		}
+	}
+	out := live[:0]
+	n = 0
+	for _, e := range live {
+		if e.k > 0 {
+			out = append(out, e)
+			n += e.k
+		}
+	}
+	av = max(lim-n, 0)
+	if len(out) == 0 {
+		s.Reset()
+	} else {
+		s.set = append(s.set[:0], set)
+		s.comps = append(s.comps[:0], comp{lg: out})
+		s.expireUs = ceilMs(out[len(out)-1].t+win) * 1000
+	}
 	if op == Adjust || op == Refund {
 		return Reply{Applied: true, Available: av}, nil
 	}
