@@ -1,7 +1,7 @@
 // The stored layout of package ratelimit, for coordctl inspect and repair
 // (package layout): the fixed-window, sliding-window, token-bucket and
-// GCRA limiters and throttles keep one string "<a>:<settings>|<state>|..."
-// with a TTL (a is f, s, b, g or t; a fixed window's settings may end in its
+// GCRA limiters, throttles and sliding logs keep one string
+// "<a>:<settings>|<state>|..." with a TTL (a is f, s, b, g, t or l; a fixed window's settings may end in its
 // alignment, ":e" or ":<period>:<zone>"); a composite limiter one hash, "c" naming its
 // components and a field per component's state; a concurrency limiter one
 // sorted set of "<permits>:<token>" leases scored by their expiry in ms
@@ -24,15 +24,15 @@ import (
 // kindLimiter is the kind of every limiter's state.
 const kindLimiter = "rate limiter"
 
-// LimiterLayout is a fixed-window, sliding-window, token-bucket, GCRA or
-// throttle limiter's string: its algorithm, settings and what is left now (for a
+// LimiterLayout is a fixed-window, sliding-window, token-bucket, GCRA,
+// throttle or sliding-log limiter's string: its algorithm, settings and what is left now (for a
 // token bucket and GCRA, computed at the snapshot's server time).
 var LimiterLayout = layout.Layout{
 	Kind: kindLimiter,
 	Type: "string",
 	Match: func(s *layout.Snapshot) bool {
 		v := s.Str
-		return len(v) > 2 && v[1] == ':' && strings.ContainsRune("fsbgt", rune(v[0]))
+		return len(v) > 2 && v[1] == ':' && strings.ContainsRune("fsbgtl", rune(v[0]))
 	},
 	Decode: decodeString,
 }
@@ -130,6 +130,53 @@ func decodeString(s *layout.Snapshot, r *layout.Report) {
 			r.Add("run ends in", us(end-s.NowUs))
 		} else {
 			r.Add("run ends in", layout.None)
+		}
+	case "l":
+		// l:<limit>:<window_us>|<t>:<k>,...: entries oldest first, each
+		// leaving window_us after t.
+		cfg, ok := nums(set[1:])
+		if !ok || len(cfg) != 2 || len(parts) != 2 || cfg[0] < 1 || cfg[0] > 1000 || cfg[1] < 1 {
+			r.Bad("sliding-log state is not l:<limit>:<window_us>|<t_us>:<permits>,...")
+			return
+		}
+		var used, entries, prev, oldest, newest int64
+		for _, e := range strings.Split(parts[1], ",") {
+			tk := strings.Split(e, ":")
+			if len(tk) != 2 {
+				r.Bad("sliding-log entry %q is not <t_us>:<permits>", e)
+				return
+			}
+			st, ok := nums(tk)
+			if !ok || st[0] < prev || st[0] >= 1<<53 || st[1] < 1 {
+				r.Bad("sliding-log entry %q has a bad number or is out of order", e)
+				return
+			}
+			entries++
+			prev = st[0]
+			if st[0]+cfg[1] > s.NowUs {
+				used += st[1]
+				if oldest == 0 {
+					oldest = st[0]
+				}
+				newest = st[0]
+			}
+		}
+		if entries > cfg[0] {
+			r.Bad("sliding log holds %d entries, more than its limit %d", entries, cfg[0])
+			return
+		}
+		r.Add("algorithm", "sliding log")
+		r.Add("limit", cfg[0])
+		r.Add("window", us(cfg[1]))
+		r.Add("entries", entries)
+		r.Add("used", used)
+		r.Add("remaining", max(cfg[0]-used, 0))
+		if used > 0 {
+			r.Add("oldest leaves in", us(oldest+cfg[1]-s.NowUs))
+			r.Add("empty in", us(newest+cfg[1]-s.NowUs))
+		} else {
+			r.Add("oldest leaves in", layout.None)
+			r.Add("empty in", layout.None)
 		}
 	case "s":
 		cfg, ok := nums(set[1:])
