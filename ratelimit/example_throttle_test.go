@@ -69,3 +69,48 @@ func snippetThrottleLogin(ctx context.Context, coord *coordination.Coordinator, 
 		}
 	}
 }
+
+// A sliding log: exactly 5 password resets in any 15 minutes, each grant
+// leaving the window 15 minutes after it was made.
+func ExampleSlidingLog() {
+	srv, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	srv.SetTime(now)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	coord, err := coordination.New(rdb, coordination.WithKeyPrefix("example:"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	resets, err := ratelimit.New(coord, "reset:alice@example.com", ratelimit.SlidingLog{Limit: 5, Window: 15 * time.Minute})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resets.Close()
+	for i := 1; i <= 6; i++ {
+		dec, err := resets.Allow(ctx, 1)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if dec.Allowed() {
+			fmt.Printf("minute %d: reset allowed, %d left\n", 2*(i-1), dec.Available())
+		} else {
+			retry, _ := dec.RetryAfter()
+			fmt.Printf("minute %d: refused, retry after %v\n", 2*(i-1), retry)
+		}
+		now = now.Add(2 * time.Minute)
+		srv.SetTime(now)
+	}
+	// Output:
+	// minute 0: reset allowed, 4 left
+	// minute 2: reset allowed, 3 left
+	// minute 4: reset allowed, 2 left
+	// minute 6: reset allowed, 1 left
+	// minute 8: reset allowed, 0 left
+	// minute 10: refused, retry after 5m0s
+}
