@@ -108,7 +108,9 @@ func windowed(alg byte) bool {
 // reservation's grant, as the middleware's refunds do: a fixed window only
 // while the grant's window lasts (after it, nothing: the grant's permits
 // came back with the new window), a sliding window only from segments no
-// older than the grant's, a composite each component by its rule. Settle
+// older than the grant's, a throttle only to the run of attempts that
+// holds the grant, a sliding log only from the grant's entry and newer
+// ones, a composite each component by its rule. Settle
 // then returns estimate - actual when anything was given back (a sliding
 // window or a composite may give back fewer), 0 when nothing could be. An
 // excess is charged to the window current at the settlement (a fixed
