@@ -145,7 +145,8 @@ func ParseAll(cfgs []string) ([]Setting, error) {
 type State struct {
 	set      []Setting // the stored settings; nil: no state
 	comps    []comp
-	expireUs int64 // the key's expiry: gone at or after this time (µs)
+	expireUs int64      // the key's expiry: gone at or after this time (µs)
+	lg       []logEntry // a sliding log's entries, oldest first
 	scratch  []work
 }
 
@@ -157,8 +158,6 @@ type comp struct {
 	// bucket: tk (tokens), r (refill period start)
 	// gcra: a, b (arrival time a + b/d µs)
 	// throttle: n (count), o (the run's first attempt), l (its latest)
-	// sliding log: lg (the entries, oldest first)
-	lg    []logEntry
 	e, u  int64
 	n     int64
 	o, l  int64
@@ -858,7 +857,7 @@ func (s *State) log(set Setting, op Op, permits, mark, now int64) (Reply, error)
 		if s.set[0].alg != 'l' || len(s.set) != 1 {
 			return Reply{}, ErrSettings
 		}
-		lg = s.comps[0].lg
+		lg = s.lg
 	}
 	lim, win := set.n1, set.n2
 	want, m := max(permits, 1), permits
@@ -952,7 +951,8 @@ func (s *State) log(set Setting, op Op, permits, mark, now int64) (Reply, error)
 		s.Reset()
 	} else {
 		s.set = append(s.set[:0], set)
-		s.comps = append(s.comps[:0], comp{lg: out})
+		s.comps = append(s.comps[:0], comp{})
+		s.lg = out
 		s.expireUs = ceilMs(out[len(out)-1].t+win) * 1000
 	}
 	if op == Adjust || op == Refund {
