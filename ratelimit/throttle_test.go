@@ -242,3 +242,23 @@ func isInvalid(err error, arg string) bool {
 	name, _ := check.ArgumentName(err)
 	return errors.Is(err, coordination.ErrInvalidArgument) && name == arg
 }
+
+// The per-replica share of WithLocalFallback divides a throttle's and a
+// sliding log's Limit (rounded up), keeping Quiet and Window.
+func TestLocalShareOfThrottleAndSlidingLog(t *testing.T) {
+	a := newLocalState(nil, &fallbackSwitch{replicas: 3})
+	for s, want := range map[Settings]string{
+		Throttle{Limit: 5, Quiet: time.Minute}:              "t:2:60000",
+		&SlidingLog{Limit: 7, Window: 15 * time.Minute}:     "l:3:900000000",
+		SlidingLog{Limit: 1, Window: 15 * time.Millisecond}: "l:1:15000",
+	} {
+		sp, err := s.spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh, err := a.share(sp)
+		if err != nil || sh.cfg != want {
+			t.Fatalf("share of %+v = %v, %v; want %s", s, sh, err, want)
+		}
+	}
+}
