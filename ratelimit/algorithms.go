@@ -247,10 +247,12 @@ const maxLogLimit = 1000
 // new Limit and Window apply to them at once. [WithBatch] works as for
 // the other algorithms. It is not (yet) a [Composite]'s component.
 //
-// State: one string with the settings and one entry per grant still in
-// the window ("<µs>:<permits>", about 19 bytes; grants of the same
-// microsecond share one), at most Limit entries: at most about 19 KB at
-// Limit 1000. A charge that would leave more than Limit entries (only
+// State: one string with the settings, the total, the number of entries
+// and the newest entry's time, then one entry per grant still in the
+// window ("<µs>:<permits>", about 19 bytes), at most Limit entries: at
+// most about 19 KB at Limit 1000. A decision reads only the entries that
+// left the window and, to refuse, the oldest ones until enough would
+// leave; a grant appends one; give-backs read them all. A charge that would leave more than Limit entries (only
 // penalties and excess settlements can) merges the two oldest into the
 // later one's time, so those permits leave later, never earlier. The key
 // expires when the newest entry leaves the window.

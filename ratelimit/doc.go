@@ -116,10 +116,11 @@
 //	                 counted in the run of attempts that began at first;
 //	                 the run ends, and the key expires, at latest +
 //	                 quiet_ms
-//	sliding log      "l:<limit>:<window>|<t>:<k>,<t>:<k>,...": k permits
-//	                 granted at t, oldest first, at most limit entries
-//	                 (about 19 bytes each); expires when the newest entry
-//	                 leaves the window
+//	sliding log      "l:<limit>:<window>|<n>|<e>|<last>|<t>:<k>,<t>:<k>,...":
+//	                 k permits granted at t, oldest first, at most limit
+//	                 entries (about 19 bytes each); n their sum, e their
+//	                 number, last the newest t; expires when the newest
+//	                 entry leaves the window
 //	composite        hash: c = the components' settings joined with ";",
 //	                 and fields 1..n = each component's state as above
 //	                 (without settings); expires when every

@@ -23,13 +23,22 @@ func logEntries(t testing.TB, b *testharness.Backend, key, cfg string) []int64 {
 		t.Fatal(err)
 	}
 	body, ok := strings.CutPrefix(v, cfg+"|")
-	if !ok || !regexp.MustCompile(`^\d{16}:\d+(,\d{16}:\d+)*$`).MatchString(body) {
-		t.Fatalf("stored %q, want %s|<µs>:<permits>,...", v, cfg)
+	m := regexp.MustCompile(`^(\d+)\|(\d+)\|(\d{16})\|(\d{16}:\d+(?:,\d{16}:\d+)*)$`).FindStringSubmatch(body)
+	if !ok || m == nil {
+		t.Fatalf("stored %q, want %s|<n>|<entries>|<newest µs>|<µs>:<permits>,...", v, cfg)
 	}
 	var ks []int64
-	for _, e := range strings.Split(body, ",") {
-		k, _ := strconv.ParseInt(e[strings.IndexByte(e, ':')+1:], 10, 64)
+	var sum int64
+	var newest string
+	for _, e := range strings.Split(m[4], ",") {
+		i := strings.IndexByte(e, ':')
+		k, _ := strconv.ParseInt(e[i+1:], 10, 64)
 		ks = append(ks, k)
+		sum += k
+		newest = e[:i]
+	}
+	if m[1] != strconv.FormatInt(sum, 10) || m[2] != strconv.Itoa(len(ks)) || m[3] != newest {
+		t.Fatalf("stored %q: the header does not match the entries", v)
 	}
 	return ks
 }
@@ -165,7 +174,11 @@ func TestSlidingLogAdmin(t *testing.T) {
 		if _, err := strict.Allow(ctx, 1); !errors.Is(err, coordination.ErrConfigMismatch) {
 			t.Fatalf("strict other limit: %v", err)
 		}
-		for _, bad := range []string{cfg + "|5:1,4:1", cfg + "|1:0", cfg + "|1:1;", cfg + "|x"} {
+		// A decision reads the entries it needs: these are malformed in
+		// them (out of order, 0 permits, a bad form, a newest time past
+		// 2^53, an entry newer than the newest, a total below an entry).
+		for _, bad := range []string{cfg + "|2|2|5|5:1,4:1", cfg + "|1|1|1|1:0", cfg + "|1|1|1|1:1;", cfg + "|x", cfg + "|1|1|9999999999999999|1:1",
+			cfg + "|1|1|8999999999999998|8999999999999999:1", cfg + "|1|1|8999999999999999|8999999999999999:2"} {
 			if err := raw.Set(ctx, b.Key("log:bad"), bad, 0).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -178,6 +191,17 @@ func TestSlidingLogAdmin(t *testing.T) {
 				t.Fatalf("state %q changed to %q", bad, v)
 			}
 		}
+		// A give-back reads every entry: a header counting fewer entries
+		// than the key holds is found.
+		bad := cfg + "|2|1|8999999999999999|8999999999999998:1,8999999999999999:1"
+		if err := raw.Set(ctx, b.Key("log:bad"), bad, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		lb, _ := New(c, "log:bad", SlidingLog{Limit: 4, Window: time.Hour})
+		if _, err := lb.Reward(ctx, 1); !errors.Is(err, coordination.ErrBadState) {
+			t.Fatalf("Reward on %q: %v, want ErrBadState", bad, err)
+		}
+		lb.Close()
 		if after, _ := raw.Get(ctx, b.Key("log:admin")).Result(); after != before {
 			t.Fatalf("refusals wrote: %q, was %q", after, before)
 		}

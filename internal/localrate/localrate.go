@@ -914,20 +914,27 @@ func (s *State) log(set Setting, op Op, permits, mark, now int64) (Reply, error)
 		}
 		return Reply{Acquired: true, Available: av}, nil
 	}
-	if m > 0 {
-		if k := len(live); k > 0 && live[k-1].t >= now {
-			live[k-1].k += m
-		} else {
-			live = append(live, logEntry{now, m})
+	full := m < 0 || (m > 0 && len(live) > 0 && live[len(live)-1].t >= now)
+	switch {
+	case !full:
+		// Append one entry at now; past lim entries the two oldest merge
+		// into the later one's time.
+		if n+m >= 1e15 {
+			m = 1e15 - 1 - n
 		}
-		if k := len(live); live[k-1].k >= 1e14 {
-			live[k-1].k = 1e14 - 1
+		if m > 0 {
+			live = append(live, logEntry{now, m})
 		}
 		for int64(len(live)) > lim {
 			live[1].k += live[0].k
 			live = live[1:]
 		}
-	} else {
+	case m > 0:
+		if n+m >= 1e15 {
+			m = 1e15 - 1 - n
+		}
+		live[len(live)-1].k += m
+	default:
 		left, i, step := -rm, len(live)-1, -1
 		if rj >= 0 {
 			i, step = rj, 1

@@ -132,26 +132,33 @@ func decodeString(s *layout.Snapshot, r *layout.Report) {
 			r.Add("run ends in", layout.None)
 		}
 	case "l":
-		// l:<limit>:<window_us>|<t>:<k>,...: entries oldest first, each
-		// leaving window_us after t.
+		// l:<limit>:<window_us>|<n>|<e>|<last>|<t>:<k>,...: entries
+		// oldest first, each leaving window_us after t; n their sum, e
+		// their number, last the newest t.
 		cfg, ok := nums(set[1:])
-		if !ok || len(cfg) != 2 || len(parts) != 2 || cfg[0] < 1 || cfg[0] > 1000 || cfg[1] < 1 {
-			r.Bad("sliding-log state is not l:<limit>:<window_us>|<t_us>:<permits>,...")
+		if !ok || len(cfg) != 2 || len(parts) != 5 || cfg[0] < 1 || cfg[0] > 1000 || cfg[1] < 1 {
+			r.Bad("sliding-log state is not l:<limit>:<window_us>|<n>|<entries>|<newest_us>|<t_us>:<permits>,...")
 			return
 		}
-		var used, entries, prev, oldest, newest int64
-		for _, e := range strings.Split(parts[1], ",") {
+		hdr, ok := nums(parts[1:4])
+		if !ok {
+			r.Bad("sliding-log state has a non-numeric header")
+			return
+		}
+		var used, entries, prev, oldest, newest, sum int64
+		for _, e := range strings.Split(parts[4], ",") {
 			tk := strings.Split(e, ":")
 			if len(tk) != 2 {
 				r.Bad("sliding-log entry %q is not <t_us>:<permits>", e)
 				return
 			}
 			st, ok := nums(tk)
-			if !ok || st[0] < prev || st[0] >= 1<<53 || st[1] < 1 {
+			if !ok || st[0] < prev || st[0] >= 1<<53 || st[1] < 1 || st[1] >= 1e15 {
 				r.Bad("sliding-log entry %q has a bad number or is out of order", e)
 				return
 			}
 			entries++
+			sum += st[1]
 			prev = st[0]
 			if st[0]+cfg[1] > s.NowUs {
 				used += st[1]
@@ -163,6 +170,10 @@ func decodeString(s *layout.Snapshot, r *layout.Report) {
 		}
 		if entries > cfg[0] {
 			r.Bad("sliding log holds %d entries, more than its limit %d", entries, cfg[0])
+			return
+		}
+		if hdr[0] != sum || hdr[1] != entries || hdr[2] != prev {
+			r.Bad("sliding-log header %d|%d|%d does not match its entries (%d permits in %d entries, the newest at %d)", hdr[0], hdr[1], hdr[2], sum, entries, prev)
 			return
 		}
 		r.Add("algorithm", "sliding log")
