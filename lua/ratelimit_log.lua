@@ -25,9 +25,11 @@
 --#include rl_common.header
 --#include rl_common.args
 --#include rl_common.one
-local c, p1, p2, sn, se, sz, sl
+-- (The entries are read in place, from position at of v: the header is
+-- matched, never the whole value.)
+local c, p1, p2, sn, se, sz, at
 if stored then
-  c, p1, p2, sn, se, sz, sl = string.match(v, '^(l:(%d+):(%d+))|(%d+)|(%d+)|(%d+)|([%d:,]+)$')
+  c, p1, p2, sn, se, sz, at = string.match(v, '^(l:(%d+):(%d+))|(%d+)|(%d+)|(%d+)|()%d')
 end
 --#include rl_common.foreign
 --#include rl_common.clock
@@ -51,11 +53,11 @@ if c ~= cfg then
     return redis.error_reply('COORD_BADARG malformed limiter settings')
   end
 end
--- n, e, last: the header (no state: 0, 0, 0); rest: the entries not
--- read yet, from position pos of sl.
-local n, e, last, pos = 0, 0, 0, 1
+-- n, e, last: the header (no state: 0, 0, 0); the entries not read yet
+-- are those from position pos of sl.
+local n, e, last, pos, sl = 0, 0, 0, 1, ''
 if c then
-  n, e, last = tonumber(sn), tonumber(se), tonumber(sz)
+  n, e, last, pos, sl = tonumber(sn), tonumber(se), tonumber(sz), at, v
   if e < 1 or e > 1000 or n < e or last >= MAXN then
     return redis.error_reply('COORD_BADSTATE limiter state is malformed')
   end
@@ -159,7 +161,7 @@ if not full then
   if n + m >= 1e15 then
     m = 1e15 - 1 - n
   end
-  body = string.sub(sl or '', pos)
+  body = string.sub(sl, pos)
   if m > 0 then
     local x = string.format('%d:%d', now, m)
     if e > 0 then
