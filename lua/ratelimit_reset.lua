@@ -4,9 +4,9 @@
 -- GCRA burst back).
 --
 -- KEYS[1]  the limiter: a string "<cfg>|<state>" (ratelimit_fixed,
---          _sliding, _bucket, _gcra) or a composite's hash (field c: its
+--          _sliding, _bucket, _gcra, _throttle, _log) or a composite's hash (field c: its
 --          signature; ratelimit_composite)
--- ARGV[1]  the caller's algorithm: f, s, b, g, or c (a composite)
+-- ARGV[1]  the caller's algorithm: f, s, b, g, t, l, or c (a composite)
 -- ARGV[2]  (a composite) its components' algorithms in order, e.g. "bsf":
 --          the stored signature (its cfgs joined with ';') must have the
 --          same
@@ -44,7 +44,7 @@ if al == 'c' then
   if kinds ~= ARGV[2] then
     return redis.error_reply('COORD_CONFIG_MISMATCH key holds another composite')
   end
-elseif al == 'f' or al == 's' or al == 'b' or al == 'g' then
+elseif al == 'f' or al == 's' or al == 'b' or al == 'g' or al == 't' or al == 'l' then
   local v = redis.call('GET', KEYS[1])
   if not v then
     return 0

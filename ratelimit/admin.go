@@ -101,6 +101,10 @@ func (l *Limiter) Peek(ctx context.Context) (Decision, error) {
 //	                refills before any token is free
 //	GCRA            the theoretical arrival time moves permits × interval
 //	                forward
+//	throttle        the run's count goes up, and the penalty is an attempt:
+//	                the run ends Quiet after it
+//	sliding log     one more entry at the server's time, leaving one window
+//	                after it
 //	composite       every component by its rule
 //
 // Like a settlement, a penalty the key cannot hold (a debt ending past
@@ -122,8 +126,9 @@ func (l *Limiter) Penalize(ctx context.Context, permits int) (int64, error) {
 // hooks as RATE LIMIT ADJUST), never beyond full: a fixed or sliding
 // window's count goes down (a sliding window's newest segments first) to
 // no less than zero, a bucket's tokens (or debt) up to its limit, a GCRA
-// arrival time back to no earlier than now; a composite's every component
-// so. It returns the permits available after it. Like [Limiter.Penalize]
+// arrival time back to no earlier than now, a throttle's count down to no
+// less than zero (the end of its run stays), a sliding log's newest
+// entries first; a composite's every component so. It returns the permits available after it. Like [Limiter.Penalize]
 // it is sent at most once, and its errors are the same.
 func (l *Limiter) Reward(ctx context.Context, permits int) (int64, error) {
 	return l.adjust(ctx, permits, -permits)

@@ -23,7 +23,8 @@ const maxSpanUs = int64(1) << 50
 const maxLimit = math.MaxInt32
 
 // Settings are the settings of one limiter: [FixedWindow], [SlidingWindow],
-// [TokenBucket], [GCRA] or [Composite] (values or pointers). They are what [New] takes and what [Limiter.Update] changes.
+// [TokenBucket], [GCRA], [Throttle], [SlidingLog] or [Composite] (values
+// or pointers). They are what [New] takes and what [Limiter.Update] changes.
 // The interface is sealed: only this package's types implement it.
 type Settings interface {
 	// spec validates the settings into a limiter's decision parameters.
@@ -173,6 +174,104 @@ type GCRA struct {
 	Period time.Duration
 }
 
+// Throttle configures a sliding-expiration throttle ([New]): "Limit
+// attempts, then blocked until the caller stays quiet for Quiet", for
+// logins, password resets and abuse.
+//
+// Attempts form runs: a run lasts while no two of its attempts are Quiet
+// or more apart. A run grants up to Limit permits (attempts of one permit
+// each, or larger requests); once they are used, every further attempt is
+// refused and moves the end of the block to Quiet after itself, so a
+// caller that keeps trying stays blocked however long it keeps at it. A
+// refusal's RetryAfter is the time until the run ends (after a refused
+// attempt: Quiet). When Quiet has passed since the run's latest attempt,
+// the count starts over at zero. Granted attempts move the end too: Limit
+// attempts spread over any length of time are refused after the Limit-th
+// unless one gap between them lasted Quiet.
+//
+// Precisely, with server time: a call for 1 to Limit permits is an
+// attempt, and so is a [Limiter.Penalize] and a settlement charging more
+// than its estimate; a probe (Allow with 0 permits, [Limiter.Peek]) is
+// not, nor is a give-back ([Limiter.Reward], a settlement below its
+// estimate). Available is Limit less the permits counted in the run (0
+// while blocked).
+//
+// Unlike the other algorithms, a refusal writes (the new end of the
+// block), so refused requests are as costly on the server as grants. A
+// [Reservation.Settle] below the estimate gives permits back only to the
+// run that holds the reservation's grant (a run that ended holds nothing
+// of it), the way to "count only failed logins": reserve 1, settle 0 on
+// success. [Limiter.Update] keeps the count and the run's latest attempt;
+// the new Limit and Quiet apply at once.
+//
+// It cannot be a [Composite]'s component (a composite writes nothing on a
+// refusal, and this throttle must), and refuses [WithBatch] (permits
+// granted from a local block would not move the end on the server).
+//
+// State: one string with the settings, the count and the run's first and
+// latest attempt times (about 60 bytes); it expires when the run ends.
+//
+// [New] fails with coordination.ErrInvalidArgument naming "limit" (below
+// 1) or "quiet" (below 1 ms, not whole milliseconds, or beyond about 35
+// years).
+type Throttle struct {
+	// Limit is the number of permits one run of attempts grants (1 or
+	// more).
+	Limit int
+	// Quiet is how long a caller must make no attempt for its count to
+	// start over: a whole number of milliseconds, at least 1 ms.
+	Quiet time.Duration
+}
+
+// maxLogLimit bounds a [SlidingLog]'s Limit: its state grows with it.
+const maxLogLimit = 1000
+
+// SlidingLog configures an exact sliding-log limiter ([New]) for small
+// limits: "5 per 15 minutes" with no segment rounding.
+//
+// The key keeps the server time (in microseconds) of every grant still in
+// the window, with its permits. A request is granted when the permits
+// granted in the last Window, plus its own, are at most Limit; each
+// permit leaves exactly Window after it was granted. A refusal's
+// RetryAfter is the time until enough of the oldest counted grants leave
+// (for one permit: until the oldest leaves). Unlike [SlidingWindow] no
+// permit comes back late and none is counted twice, at the price of a
+// state that grows with the grants in the window: so Limit is at most
+// 1000.
+//
+// A charge out of band ([Limiter.Penalize], a settlement above its
+// estimate) is one more entry at the server's time; a give-back
+// ([Limiter.Reward], a settlement below its estimate) takes permits from
+// the newest entries first; a reservation's give-back only from its own
+// grant's entry and newer ones. [Limiter.Update] keeps the entries: the
+// new Limit and Window apply to them at once. [WithBatch] works as for
+// the other algorithms. It is not (yet) a [Composite]'s component.
+//
+// State: one string with the settings, the total, the number of entries
+// and the newest entry's time, then one entry per grant still in the
+// window ("<µs>:<permits>", about 19 bytes), at most Limit entries: at
+// most about 19 KB at Limit 1000. A decision reads only the entries that
+// left the window and, to refuse, the oldest ones until enough would
+// leave; a grant appends one; give-backs read them all. The server's
+// cost still grows with the state (it reads and, on a grant, writes the
+// whole string): on Redis 8, a refusal on a full log of 1000 entries
+// takes about 5 times the instructions of a GCRA decision, a grant on a
+// nearly empty log about 1.5 times. A charge that would leave more than Limit entries (only
+// penalties and excess settlements can) merges the two oldest into the
+// later one's time, so those permits leave later, never earlier. The key
+// expires when the newest entry leaves the window.
+//
+// [New] fails with coordination.ErrInvalidArgument naming "limit"
+// (outside 1..1000) or "window" (below 1 ms, not whole microseconds, or
+// beyond about 35 years).
+type SlidingLog struct {
+	// Limit is the number of permits per window, 1 to 1000.
+	Limit int
+	// Window is the window length: a whole number of microseconds, at
+	// least 1 ms.
+	Window time.Duration
+}
+
 // Composite configures a composite limiter ([New]): several
 // limits on one key, all of which must admit a request.
 //
@@ -211,6 +310,8 @@ const (
 	algGCRA    = 'g'
 	algComp    = 'c'
 	algConc    = 'x'
+	algThrot   = 't'
+	algLog     = 'l'
 )
 
 // spec is a validated settings value: what a decision sends, and what the
@@ -396,6 +497,40 @@ func (c GCRA) spec() (*spec, error) {
 	return standalone(s, gcraScripts), nil
 }
 
+// millis returns d in whole milliseconds, between 1 ms and maxSpanUs µs,
+// or an error naming name.
+func millis(name string, d time.Duration) (int64, error) {
+	if d%time.Millisecond != 0 {
+		return 0, check.InvalidArgument(name, "must be a whole number of milliseconds (it is never rounded), got %v", d)
+	}
+	us, err := micros(name, d, time.Millisecond)
+	return us / 1000, err
+}
+
+func (c Throttle) spec() (*spec, error) {
+	if err := limitCheck("limit", c.Limit); err != nil {
+		return nil, err
+	}
+	q, err := millis("quiet", c.Quiet)
+	if err != nil {
+		return nil, err
+	}
+	s := &spec{settings: c, alg: algThrot, capacity: c.Limit, cfg: fmt.Sprintf("t:%d:%d", c.Limit, q), window: c.Quiet}
+	return standalone(s, throttleScripts), nil
+}
+
+func (c SlidingLog) spec() (*spec, error) {
+	if c.Limit < 1 || c.Limit > maxLogLimit {
+		return nil, check.InvalidArgument("limit", "must be between 1 and %d (a sliding log keeps every grant), got %d", maxLogLimit, c.Limit)
+	}
+	w, err := micros("window", c.Window, time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	s := &spec{settings: c, alg: algLog, capacity: c.Limit, cfg: fmt.Sprintf("l:%d:%d", c.Limit, w), window: c.Window}
+	return standalone(s, logScripts), nil
+}
+
 func (c Composite) spec() (*spec, error) {
 	n := len(c.Components)
 	if n < 1 || n > 32 {
@@ -411,14 +546,14 @@ func (c Composite) spec() (*spec, error) {
 			return nil, check.InvalidArgument("components", "component %d is a nil %T", i, cs)
 		}
 		switch cs.(type) {
-		case concurrency, Composite, *Composite:
+		case concurrency, Composite, *Composite, Throttle, *Throttle, SlidingLog, *SlidingLog:
 			return nil, check.InvalidArgument("components", "component %d: a composite takes fixed windows, sliding windows, token buckets and GCRA", i)
 		}
 		one, err := cs.spec()
 		if err != nil {
 			return nil, fmt.Errorf("ratelimit: component %d: %w", i, err)
 		}
-		if one.alg == algConc || one.alg == algComp {
+		if one.alg != algFixed && one.alg != algSliding && one.alg != algBucket && one.alg != algGCRA {
 			return nil, check.InvalidArgument("components", "component %d: a composite takes fixed windows, sliding windows, token buckets and GCRA", i)
 		}
 		cfgs[i] = one.cfg
@@ -446,9 +581,9 @@ func (c Composite) spec() (*spec, error) {
 }
 
 // New returns a consumptive limiter on key with settings: a
-// [FixedWindow], [SlidingWindow], [TokenBucket], [GCRA] or [Composite] (a
-// value or a pointer). Each settings type documents its algorithm, its
-// state in Redis and the fields it checks. New sends nothing to Redis. A
+// [FixedWindow], [SlidingWindow], [TokenBucket], [GCRA], [Throttle],
+// [SlidingLog] or [Composite] (a value or a pointer). Each settings type documents its
+// algorithm, its state in Redis and the fields it checks. New sends nothing to Redis. A
 // concurrency limiter is [NewConcurrency]'s.
 //
 // Errors: coordination.ErrInvalidArgument naming the argument: "coord"

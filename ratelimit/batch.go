@@ -71,7 +71,9 @@ import (
 //
 // Errors (from [New]): coordination.ErrInvalidArgument naming "block"
 // (below 1 or above the capacity) or "hold" (below 1 ms); [NewConcurrency]
-// refuses WithBatch (naming "block"): its leases are not consumptive.
+// refuses WithBatch (naming "block"): its leases are not consumptive; so
+// does a [Throttle], every attempt of which moves the end of its block
+// on the server.
 func WithBatch(block int, hold time.Duration) Option {
 	return func(o *options) error {
 		if block < 1 {
@@ -113,6 +115,9 @@ func (l *Limiter) initBatch() error {
 	}
 	if l.sp.alg == algConc {
 		return check.InvalidArgument("block", "WithBatch applies to New only: a concurrency limiter's leases are not consumptive")
+	}
+	if l.sp.alg == algThrot {
+		return check.InvalidArgument("block", "WithBatch does not apply to a Throttle: every attempt moves the end of its block on the server")
 	}
 	if c := l.sp.capacity; o.batchBlock > c {
 		return check.InvalidArgument("block", "must be at most the limiter's capacity, %d, got %d", c, o.batchBlock)

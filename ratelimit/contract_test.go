@@ -103,6 +103,30 @@ var algorithms = []algorithm{
 				return constructorErr(ratelimit.New(c, "k", ratelimit.GCRA{Burst: 1}))
 			},
 		}},
+	{name: "throttle",
+		new: func(c *coordination.Coordinator, key string, opts ...ratelimit.Option) (*ratelimit.Limiter, error) {
+			return ratelimit.New(c, key, ratelimit.Throttle{Limit: 2, Quiet: time.Minute}, opts...)
+		},
+		bad: map[string]func(c *coordination.Coordinator) error{
+			"limit": func(c *coordination.Coordinator) error {
+				return constructorErr(ratelimit.New(c, "k", ratelimit.Throttle{Quiet: time.Minute}))
+			},
+			"quiet": func(c *coordination.Coordinator) error {
+				return constructorErr(ratelimit.New(c, "k", ratelimit.Throttle{Limit: 1, Quiet: 1500 * time.Microsecond}))
+			},
+		}},
+	{name: "sliding log",
+		new: func(c *coordination.Coordinator, key string, opts ...ratelimit.Option) (*ratelimit.Limiter, error) {
+			return ratelimit.New(c, key, ratelimit.SlidingLog{Limit: 2, Window: time.Minute}, opts...)
+		},
+		bad: map[string]func(c *coordination.Coordinator) error{
+			"limit": func(c *coordination.Coordinator) error {
+				return constructorErr(ratelimit.New(c, "k", ratelimit.SlidingLog{Limit: 1001, Window: time.Minute}))
+			},
+			"window": func(c *coordination.Coordinator) error {
+				return constructorErr(ratelimit.New(c, "k", ratelimit.SlidingLog{Limit: 1, Window: time.Millisecond - time.Microsecond}))
+			},
+		}},
 	{name: "composite",
 		new: func(c *coordination.Coordinator, key string, opts ...ratelimit.Option) (*ratelimit.Limiter, error) {
 			return ratelimit.New(c, key, ratelimit.Composite{Components: []ratelimit.Settings{

@@ -1,11 +1,12 @@
 // Package ratelimit provides distributed rate limiters on Redis, Valkey and
 // Redis Cluster: fixed window, segmented sliding window, token bucket,
-// GCRA, a composite of several of them on one key, and concurrency.
+// GCRA, a composite of several of them on one key, a sliding-expiration
+// throttle, an exact sliding log for small limits, and concurrency.
 // Processes whose limiters use the same key share one budget.
 //
 // [New] returns a consumptive [*Limiter] for the settings of one
-// algorithm: [FixedWindow], [SlidingWindow], [TokenBucket], [GCRA] or
-// [Composite]. Its verbs follow golang.org/x/time/rate: [Limiter.Allow]
+// algorithm: [FixedWindow], [SlidingWindow], [TokenBucket], [GCRA],
+// [Throttle], [SlidingLog] or [Composite]. Its verbs follow golang.org/x/time/rate: [Limiter.Allow]
 // decides at once, [Limiter.Wait] waits, both returning a [Decision] (a
 // small value: nothing to release). [Limiter.Reserve] holds an estimate
 // until [Reservation.Settle] charges the real cost; [Limiter.Update]
@@ -31,7 +32,8 @@
 // server's clock (redis.call('TIME'), in microseconds): one EVALSHA round
 // trip per [Limiter.Allow] once the script is cached. The scripts, one per
 // algorithm, are package lua's ratelimit_fixed, ratelimit_sliding,
-// ratelimit_bucket, ratelimit_gcra and ratelimit_composite; each
+// ratelimit_bucket, ratelimit_gcra, ratelimit_throttle, ratelimit_log and
+// ratelimit_composite; each
 // algorithm's arithmetic is written once and shared by its script and the
 // composite's. A fixed window reads the clock only to start a window or to
 // refuse: a grant inside a live window needs none, since the key expires
@@ -47,6 +49,8 @@
 //	sliding window   string: total, permits per live segment  until enough segments return
 //	token bucket     string: tokens, refill start             until enough whole periods pass
 //	GCRA             string: one timestamp (TAT)              until the whole batch conforms
+//	throttle         string: count, first and latest attempt  until the run ends (Quiet after the latest attempt)
+//	sliding log      string: one entry per grant in the window until enough of the oldest grants leave
 //	composite        hash: one field per component            the longest of the components'
 //	concurrency      sorted set: one entry per lease          never
 //
@@ -79,7 +83,9 @@
 // a token bucket only when no refill period began since the grant; GCRA
 // the grant's charge less the time since the grant (what has not come
 // back by itself); a sliding window only from segments no older than the
-// grant's, oldest first. A refund after its window rolled over does
+// grant's, oldest first; a throttle only to the run that holds the
+// grant; a sliding log only from the grant's entry and newer ones. A
+// refund after its window rolled over does
 // nothing, and a refund is itself sent at most once.
 //
 // # Key layouts
@@ -106,6 +112,15 @@
 //	GCRA             "g:<burst>:<q>:<d>|<tat>|<rem>": one permit every
 //	                 q/d µs; the theoretical arrival time is tat + rem/d;
 //	                 expires once the full burst is back
+//	throttle         "t:<limit>:<quiet_ms>|<n>|<first>|<latest>": n permits
+//	                 counted in the run of attempts that began at first;
+//	                 the run ends, and the key expires, at latest +
+//	                 quiet_ms
+//	sliding log      "l:<limit>:<window>|<n>|<e>|<last>|<t>:<k>,<t>:<k>,...":
+//	                 k permits granted at t, oldest first, at most limit
+//	                 entries (about 19 bytes each); n their sum, e their
+//	                 number, last the newest t; expires when the newest
+//	                 entry leaves the window
 //	composite        hash: c = the components' settings joined with ";",
 //	                 and fields 1..n = each component's state as above
 //	                 (without settings); expires when every

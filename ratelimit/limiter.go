@@ -22,7 +22,8 @@ import (
 const primitive = "rate_limit"
 
 // Limiter is a consumptive distributed rate limiter on one Redis key
-// (fixed window, sliding window, token bucket, GCRA or composite), built
+// (fixed window, sliding window, token bucket, GCRA, throttle, sliding log
+// or composite), built
 // by [New] with the settings of its algorithm. Every process whose limiter
 // uses the same key and algorithm shares one budget; each decision is one
 // Lua script run atomically on the server with the server's clock.

@@ -279,6 +279,16 @@ func (a *localState) share(sp *spec) (*spec, error) {
 			return one(*c)
 		case *Composite:
 			return one(*c)
+		case *Throttle:
+			return one(*c)
+		case Throttle:
+			c.Limit = part(c.Limit)
+			return c
+		case *SlidingLog:
+			return one(*c)
+		case SlidingLog:
+			c.Limit = part(c.Limit)
+			return c
 		case FixedWindow:
 			c.Limit = part(c.Limit)
 			return c

@@ -44,6 +44,8 @@ func TestLocalAgreesWithTheScripts(t *testing.T) {
 			{SlidingWindow{Limit: 7, Window: 700 * time.Millisecond, Segments: 4}, SlidingWindow{Limit: 9, Window: 500 * time.Millisecond, Segments: 3}},
 			{TokenBucket{Limit: 7, TokensPerPeriod: 2, Period: 90 * time.Millisecond}, TokenBucket{Limit: 5, TokensPerPeriod: 1, Period: 50 * time.Millisecond}},
 			{GCRA{Burst: 7, Rate: 10, Period: time.Second}, GCRA{Burst: 4, Interval: time.Second / 3}},
+			{Throttle{Limit: 4, Quiet: 25 * time.Millisecond}, Throttle{Limit: 3, Quiet: 20 * time.Millisecond}},
+			{SlidingLog{Limit: 7, Window: 150 * time.Millisecond}, SlidingLog{Limit: 4, Window: 90 * time.Millisecond}},
 			{Composite{Components: []Settings{
 				TokenBucket{Limit: 6, TokensPerPeriod: 1, Period: 60 * time.Millisecond},
 				SlidingWindow{Limit: 9, Window: 400 * time.Millisecond, Segments: 4},
@@ -70,7 +72,7 @@ func TestLocalAgreesWithTheScripts(t *testing.T) {
 				t.Fatal(err)
 			}
 			lims := [2]*Limiter{rl, ll}
-			reserves := sp.alg == algBucket || sp.alg == algGCRA
+			reserves := sp.alg == algBucket || sp.alg == algGCRA || sp.alg == algThrot || sp.alg == algLog
 			var grants [2][]result
 			var resv [2][]*Reservation
 			rng := rand.New(rand.NewPCG(11, uint64(sp.alg)))

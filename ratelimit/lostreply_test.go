@@ -83,7 +83,8 @@ func TestLostReplyConsumesAtMostOnce(t *testing.T) {
 		for _, k := range consumptive {
 			cases = append(cases, tcase{k, ReturnError, false}, tcase{k, ReturnError, true})
 		}
-		cases = append(cases, tcase{kGCRA, FailOpen, false}, tcase{kFixed, FailClosed, false}, tcase{kConc, ReturnError, true})
+		cases = append(cases, tcase{kGCRA, FailOpen, false}, tcase{kFixed, FailClosed, false}, tcase{kConc, ReturnError, true},
+			tcase{kThrot, ReturnError, false}, tcase{kThrot, ReturnError, true})
 		for _, c := range cases {
 			name := string(c.k) + "/" + c.mode.String() + "/delayed reply"
 			if c.drop {
@@ -191,7 +192,7 @@ func TestLostReplyAdjustsAtMostOnce(t *testing.T) {
 		client := redis.NewClient(opt)
 		defer client.Close()
 		coord := withClient(t, b, client)
-		for _, k := range []kind{kBucket, kGCRA} {
+		for _, k := range []kind{kBucket, kGCRA, kThrot, kLog} {
 			key := "lost-settle:" + string(k)
 			l := build(t, coord, k, key, 20, time.Hour)
 			direct := build(t, b.Coordinator(t), k, key, 20, time.Hour)
@@ -208,7 +209,7 @@ func TestLostReplyAdjustsAtMostOnce(t *testing.T) {
 				t.Fatalf("%s: a second Settle after an ambiguous one: %v, want ErrSettled", k, err)
 			}
 		}
-		for _, k := range consumptive {
+		for _, k := range append(consumptive, kThrot, kLog) {
 			key := "lost-refund:" + string(k)
 			l := build(t, coord, k, key, 20, time.Hour)
 			direct := build(t, b.Coordinator(t), k, key, 20, time.Hour)

@@ -25,6 +25,8 @@ const (
 	kGCRA    kind = "gcra"
 	kConc    kind = "concurrency"
 	kComp    kind = "composite"
+	kThrot   kind = "throttle"
+	kLog     kind = "sliding log"
 )
 
 var kinds = []kind{kFixed, kSliding, kBucket, kGCRA, kConc}
@@ -49,6 +51,10 @@ func build(t testing.TB, coord *coordination.Coordinator, k kind, key string, n 
 		l, err = newT(coord, key, TokenBucket{Limit: n, TokensPerPeriod: 1, Period: d}, opts...)
 	case kGCRA:
 		l, err = newT(coord, key, GCRA{Burst: n, Interval: d}, opts...)
+	case kThrot:
+		l, err = newT(coord, key, Throttle{Limit: n, Quiet: d.Round(time.Millisecond)}, opts...)
+	case kLog:
+		l, err = newT(coord, key, SlidingLog{Limit: n, Window: d}, opts...)
 	case kConc:
 		l, err = newT(coord, key, Concurrency{Limit: n, LeaseDuration: max(d, minLeaseDuration)}, opts...)
 	case kComp:

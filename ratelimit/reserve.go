@@ -89,8 +89,11 @@ func (l *Limiter) Reserve(ctx context.Context, estimate int) (*Reservation, erro
 
 // windowed reports an algorithm whose state cannot take permits back
 // unconditionally (a window that ended holds nothing of a grant): fixed
-// and sliding windows and composites, whose give-backs name the grant.
-func windowed(alg byte) bool { return alg == algFixed || alg == algSliding || alg == algComp }
+// and sliding windows, sliding logs, throttles and composites, whose
+// give-backs name the grant.
+func windowed(alg byte) bool {
+	return alg == algFixed || alg == algSliding || alg == algComp || alg == algThrot || alg == algLog
+}
 
 // Settle charges a reservation's real cost, actual permits, in one script
 // call (admitted through hooks as RATE LIMIT SETTLE), and returns the
@@ -105,7 +108,9 @@ func windowed(alg byte) bool { return alg == algFixed || alg == algSliding || al
 // reservation's grant, as the middleware's refunds do: a fixed window only
 // while the grant's window lasts (after it, nothing: the grant's permits
 // came back with the new window), a sliding window only from segments no
-// older than the grant's, a composite each component by its rule. Settle
+// older than the grant's, a throttle only to the run of attempts that
+// holds the grant, a sliding log only from the grant's entry and newer
+// ones, a composite each component by its rule. Settle
 // then returns estimate - actual when anything was given back (a sliding
 // window or a composite may give back fewer), 0 when nothing could be. An
 // excess is charged to the window current at the settlement (a fixed

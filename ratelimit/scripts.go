@@ -13,7 +13,8 @@ import (
 // concurrent use.
 var (
 	// The decision scripts, one per algorithm and one for a composite
-	// (ratelimit_fixed, _sliding, _bucket, _gcra, _composite), each under
+	// (ratelimit_fixed, _sliding, _bucket, _gcra, _throttle, _log,
+	// _composite), each under
 	// both its decoders: a decision (operations d, s), and a settlement or
 	// a refund (a, r). A spec holds its algorithm's pair. Every one is
 	// consumptive (a second run consumes again), so each is sent at most
@@ -24,6 +25,8 @@ var (
 	bucketScripts    = decisionScripts("ratelimit_bucket")
 	gcraScripts      = decisionScripts("ratelimit_gcra")
 	compositeScripts = decisionScripts("ratelimit_composite")
+	throttleScripts  = decisionScripts("ratelimit_throttle")
+	logScripts       = decisionScripts("ratelimit_log")
 
 	// The concurrency limiter's lease scripts follow the lease argument
 	// convention (ARGV = member, TTL ms, limit, permits, strict for the

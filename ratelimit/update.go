@@ -26,6 +26,10 @@ import (
 //	                period in progress carries on at the new rate
 //	GCRA            the debt (permits not yet back) is kept in permits and
 //	                rescaled to the new interval, rounding up
+//	throttle        the count and the run's attempt times stay; the new limit
+//	                and quiet period apply at once
+//	sliding log     the entries stay; the new limit and window apply to them
+//	                at once
 //	composite       each component by its rule
 //	concurrency     the new limit applies to the leases held ([ConcurrencyLimiter.Update])
 //

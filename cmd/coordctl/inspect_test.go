@@ -231,6 +231,12 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 		"limiter-gcra": func(k string) (*ratelimit.Limiter, error) {
 			return ratelimit.New(coord, k, ratelimit.GCRA{Burst: 10, Rate: 1, Period: time.Hour})
 		},
+		"limiter-throttle": func(k string) (*ratelimit.Limiter, error) {
+			return ratelimit.New(coord, k, ratelimit.Throttle{Limit: 3, Quiet: time.Hour})
+		},
+		"limiter-sliding-log": func(k string) (*ratelimit.Limiter, error) {
+			return ratelimit.New(coord, k, ratelimit.SlidingLog{Limit: 5, Window: time.Hour})
+		},
 		"limiter-composite": func(k string) (*ratelimit.Limiter, error) {
 			return ratelimit.New(coord, k, ratelimit.Composite{Components: []ratelimit.Settings{
 				ratelimit.FixedWindow{Limit: 10, Window: time.Minute}, ratelimit.GCRA{Burst: 5, Rate: 1, Period: time.Hour}}})
@@ -294,8 +300,8 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 var (
 	reDur     = regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|ms|s|m|h)\b`)
 	reTok     = regexp.MustCompile(`[0-9a-zA-Z_-]{8}…`) // base64url tokens may start with "-"
-	reJSONN   = regexp.MustCompile(`"((ttl|expires_in|deadline_in|resets_in|next_refill_in|next_permit_in|full_again_in)_ms)":-?\d+`)
-	reFenceUs = regexp.MustCompile(`\b[0-9]{13,}\b`) // an idempotency claim's fence: the server's clock in µs
+	reJSONN   = regexp.MustCompile(`"((ttl|expires_in|deadline_in|resets_in|next_refill_in|next_permit_in|full_again_in|run_ends_in|oldest_leaves_in|empty_in)_ms)":-?\d+`)
+	reFenceUs = regexp.MustCompile(`\b[0-9]{13,}\b`)                              // an idempotency claim's fence: the server's clock in µs
 	reInstant = regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z\b`) // a leader term's start
 )
 
@@ -436,6 +442,11 @@ func TestInspectUnknownAndCorrupt(t *testing.T) {
 				return raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity"}, redis.Z{Score: 5, Member: "multi"}).Err()
 			}), "multi record scored 5: records score below 0"},
 			{set("rl", func(k string) error { return raw.Set(ctx, k, "g:1:x|2", time.Hour).Err() }), "GCRA state is not"},
+			{set("rl-throttle", func(k string) error { return raw.Set(ctx, k, "t:3:1000|1|9", time.Hour).Err() }), "throttle state is not"},
+			{set("rl-log", func(k string) error { return raw.Set(ctx, k, "l:3:1000|2|2|9|9:1,8:1", time.Hour).Err() }), "out of order"},
+			{set("rl-log-many", func(k string) error { return raw.Set(ctx, k, "l:1:1000|2|2|9|8:1,9:1", time.Hour).Err() }), "more than its limit"},
+			{set("rl-log-header", func(k string) error { return raw.Set(ctx, k, "l:3:1000|3|2|9|8:1,9:1", time.Hour).Err() }), "does not match its entries"},
+			{set("rl-throttle-order", func(k string) error { return raw.Set(ctx, k, "t:3:1000|1|9|8", time.Hour).Err() }), "throttle state has a bad number"},
 			// An arrival time past 2^53 µs, as a Settle of 2^31 permits
 			// once stored (the limiter refuses it: before, inspect showed a
 			// negative "next permit in" and exited 0).
@@ -471,7 +482,7 @@ func TestInspectUnknownAndCorrupt(t *testing.T) {
 // decode never panics, whatever a key holds (corrupt layouts, hostile
 // values), and always names a kind.
 func FuzzDecode(f *testing.F) {
-	for _, s := range []string{"", "f:1:2|3|4|", "f:1:2:e|3|4", "f:1:0:d:Europe/Berlin|3|4", "f:1:0:x:|3|4", "f:1:0:d:|3|4", "s:1:2:3|4|", "b:1:1:1|1|1|", "g:1:1:1|1|1|", "g:1:0:0|1|1|", "P1:a:-:", "C" + strings.Repeat("a", 36) + ":3:abc{\"status\":200}",
+	for _, s := range []string{"", "f:1:2|3|4|", "f:1:2:e|3|4", "f:1:0:d:Europe/Berlin|3|4", "f:1:0:x:|3|4", "f:1:0:d:|3|4", "s:1:2:3|4|", "b:1:1:1|1|1|", "g:1:1:1|1|1|", "g:1:0:0|1|1|", "t:1:1|1|1", "t:3:1000|3|9|8", "t:1:9223372036854775807|1|1|1", "l:1:1|", "l:2:5|2|2|1|1:1,0:1", "l:1:1|1|1|1|1:1:1,", "l:1:1|x|1|1|1:1", "P1:a:-:", "C" + strings.Repeat("a", 36) + ":3:abc{\"status\":200}",
 		"01234567-89ab-cdef-0123-456789abcdef+", "9223372036854775808", "-1", "{",
 		"P60000:1712345678901234:tok:-:", "P60000:1712345678901234:tok:3:abc", "P60000:0:tok:-:", "P1:2:", "P1:2:3",
 		"A1712345678901234:0b9e3c1e-52f1-4a3c-9d6e-2b1f5c7e8a90", "A0:", "A:", "A12",

@@ -89,6 +89,9 @@ func Parse(cfg string) (Setting, error) {
 	}
 	s.alg = cfg[0]
 	want := 4
+	if s.alg == 't' || s.alg == 'l' {
+		want = 3
+	}
 	if s.alg == 'f' {
 		want = 3
 		switch {
@@ -102,7 +105,7 @@ func Parse(cfg string) (Setting, error) {
 			s.align, s.per, parts = 'c', p, parts[:3]
 		}
 	}
-	if len(parts) != want || len(parts[0]) != 1 || !strings.ContainsRune("fsbg", rune(s.alg)) {
+	if len(parts) != want || len(parts[0]) != 1 || !strings.ContainsRune("fsbgtl", rune(s.alg)) {
 		return s, ErrSettings
 	}
 	var ns [3]int64
@@ -114,6 +117,12 @@ func Parse(cfg string) (Setting, error) {
 		ns[i] = n
 	}
 	s.n1, s.n2, s.n3 = ns[0], ns[1], ns[2]
+	if s.alg == 'l' && s.n1 > 1000 {
+		return s, ErrSettings
+	}
+	if s.alg == 't' && s.n2 >= maxN/1000 {
+		return s, ErrSettings
+	}
 	if s.alg == 's' && s.n3 > 1024 {
 		return s, ErrSettings
 	}
@@ -136,7 +145,8 @@ func ParseAll(cfgs []string) ([]Setting, error) {
 type State struct {
 	set      []Setting // the stored settings; nil: no state
 	comps    []comp
-	expireUs int64 // the key's expiry: gone at or after this time (µs)
+	expireUs int64      // the key's expiry: gone at or after this time (µs)
+	lg       []logEntry // a sliding log's entries, oldest first
 	scratch  []work
 }
 
@@ -147,6 +157,7 @@ type comp struct {
 	// nil: none)
 	// bucket: tk (tokens), r (refill period start)
 	// gcra: a, b (arrival time a + b/d µs)
+	// throttle: n (count), o (the run's first attempt), l (its latest)
 	e, u  int64
 	n     int64
 	o, l  int64
@@ -201,6 +212,17 @@ func (s *State) Do(set []Setting, op Op, permits, mark, now int64) (Reply, error
 	stored := len(s.set) > 0
 	if stored && len(s.set) != len(set) {
 		return Reply{}, ErrSettings
+	}
+	if len(set) == 1 && set[0].alg == 't' {
+		return s.throttle(set[0], op, permits, mark, now)
+	}
+	if len(set) == 1 && set[0].alg == 'l' {
+		return s.log(set[0], op, permits, mark, now)
+	}
+	for i := range set {
+		if set[i].alg == 't' || set[i].alg == 'l' {
+			return Reply{}, ErrSettings
+		}
 	}
 	want, m := permits, permits
 	if want < 1 {
@@ -748,4 +770,200 @@ func (w *work) gcraTake(op Op, m, now int64) error {
 	}
 	c.a, c.b = now+fdiv(v, d), fmod(v, d)
 	return nil
+}
+
+// --- throttle (ratelimit_throttle): lim, q ms; n, o (run start), l (latest attempt).
+
+// throttle is Do for a throttle (alone: never a composite's component).
+func (s *State) throttle(set Setting, op Op, permits, mark, now int64) (Reply, error) {
+	var c comp
+	if len(s.set) > 0 {
+		if s.set[0].alg != 't' || len(s.set) != 1 {
+			return Reply{}, ErrSettings
+		}
+		c = s.comps[0]
+	}
+	lim, qu := set.n1, set.n2*1000
+	want, m := max(permits, 1), permits
+	if op == Refund {
+		m = -permits
+	}
+	if len(s.set) == 0 || c.l+qu <= now || c.n == 0 {
+		c.n, c.o, c.l = 0, now, now
+	}
+	rm := m
+	if op == Refund && (c.n == 0 || c.o > mark) {
+		rm = 0
+	}
+	var wt int64
+	switch {
+	case want > lim:
+		wt = -1
+	case c.n+want <= lim:
+		wt = 0
+	default:
+		wt = c.l + qu - now
+	}
+	av := max(lim-c.n, 0)
+	store := func() {
+		if c.n == 0 {
+			s.Reset()
+			return
+		}
+		s.set = append(s.set[:0], set)
+		s.comps = append(s.comps[:0], c)
+		s.expireUs = ceilMs(c.l+qu) * 1000
+	}
+	if op == Decide && wt > 0 && permits > 0 {
+		c.l = max(c.l, now)
+		store()
+		return Reply{Available: av, Wait: c.l + qu - now}, nil
+	}
+	if (op == Decide && (wt != 0 || permits == 0)) || (op == Refund && rm == 0) {
+		if c.n == 0 {
+			s.Reset()
+		}
+		switch {
+		case op == Refund:
+			return Reply{Available: av}, nil
+		case wt != 0:
+			return Reply{Available: av, Wait: wt}, nil
+		}
+		return Reply{Acquired: true, Available: av}, nil
+	}
+	if m > 0 {
+		c.n = min(c.n+m, 1e14-1)
+		c.l = max(c.l, now)
+	} else {
+		c.n = max(c.n+rm, 0)
+	}
+	av = max(lim-c.n, 0)
+	store()
+	if op == Adjust || op == Refund {
+		return Reply{Applied: true, Available: av}, nil
+	}
+	return Reply{Acquired: true, Available: av, Mark: now}, nil
+}
+
+// --- sliding log (ratelimit_log): lim, win µs; lg.
+
+// logEntry is a sliding log's entry: k permits charged at t (µs).
+type logEntry struct{ t, k int64 }
+
+// log is Do for a sliding log (alone: never a composite's component).
+func (s *State) log(set Setting, op Op, permits, mark, now int64) (Reply, error) {
+	var lg []logEntry
+	if len(s.set) > 0 {
+		if s.set[0].alg != 'l' || len(s.set) != 1 {
+			return Reply{}, ErrSettings
+		}
+		lg = s.lg
+	}
+	lim, win := set.n1, set.n2
+	want, m := max(permits, 1), permits
+	if op == Refund {
+		m = -permits
+	}
+	live := make([]logEntry, 0, len(lg)+1)
+	var n int64
+	for _, e := range lg {
+		if e.t+win > now {
+			live = append(live, e)
+			n += e.k
+		}
+	}
+	rm, rj := m, -1
+	if op == Refund {
+		var have int64
+		for i, e := range live {
+			if e.t >= mark {
+				if rj < 0 {
+					rj = i
+				}
+				have += e.k
+			}
+		}
+		if have < -rm {
+			rm = -have
+		}
+	}
+	var wt int64
+	switch {
+	case want > lim:
+		wt = -1
+	case n+want <= lim:
+		wt = 0
+	default:
+		need, acc, j := n+want-lim, int64(0), -1
+		for acc < need && j < len(live)-1 {
+			j++
+			acc += live[j].k
+		}
+		wt = live[j].t + win - now
+	}
+	av := max(lim-n, 0)
+	if (op == Decide && (wt != 0 || permits == 0)) || (op == Refund && rm == 0) {
+		if len(live) == 0 {
+			s.Reset()
+		}
+		switch {
+		case op == Refund:
+			return Reply{Available: av}, nil
+		case wt != 0:
+			return Reply{Available: av, Wait: wt}, nil
+		}
+		return Reply{Acquired: true, Available: av}, nil
+	}
+	full := m < 0 || (m > 0 && len(live) > 0 && live[len(live)-1].t >= now)
+	switch {
+	case !full:
+		// Append one entry at now; past lim entries the two oldest merge
+		// into the later one's time.
+		if n+m >= 1e15 {
+			m = 1e15 - 1 - n
+		}
+		if m > 0 {
+			live = append(live, logEntry{now, m})
+		}
+		for int64(len(live)) > lim {
+			live[1].k += live[0].k
+			live = live[1:]
+		}
+	case m > 0:
+		if n+m >= 1e15 {
+			m = 1e15 - 1 - n
+		}
+		live[len(live)-1].k += m
+	default:
+		left, i, step := -rm, len(live)-1, -1
+		if rj >= 0 {
+			i, step = rj, 1
+		}
+		for left > 0 && i >= 0 && i < len(live) {
+			x := min(live[i].k, left)
+			live[i].k, left = live[i].k-x, left-x
+			i += step
+		}
+	}
+	out := live[:0]
+	n = 0
+	for _, e := range live {
+		if e.k > 0 {
+			out = append(out, e)
+			n += e.k
+		}
+	}
+	av = max(lim-n, 0)
+	if len(out) == 0 {
+		s.Reset()
+	} else {
+		s.set = append(s.set[:0], set)
+		s.comps = append(s.comps[:0], comp{})
+		s.lg = out
+		s.expireUs = ceilMs(out[len(out)-1].t+win) * 1000
+	}
+	if op == Adjust || op == Refund {
+		return Reply{Applied: true, Available: av}, nil
+	}
+	return Reply{Acquired: true, Available: av, Mark: now}, nil
 }

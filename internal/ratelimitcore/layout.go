@@ -1,7 +1,7 @@
 // The stored layout of package ratelimit, for coordctl inspect and repair
 // (package layout): the fixed-window, sliding-window, token-bucket and
-// GCRA limiters keep one string "<a>:<settings>|<state>|..." with a
-// TTL (a is f, s, b or g; a fixed window's settings may end in its
+// GCRA limiters, throttles and sliding logs keep one string
+// "<a>:<settings>|<state>|..." with a TTL (a is f, s, b, g, t or l; a fixed window's settings may end in its
 // alignment, ":e" or ":<period>:<zone>"); a composite limiter one hash, "c" naming its
 // components and a field per component's state; a concurrency limiter one
 // sorted set of "<permits>:<token>" leases scored by their expiry in ms
@@ -24,15 +24,15 @@ import (
 // kindLimiter is the kind of every limiter's state.
 const kindLimiter = "rate limiter"
 
-// LimiterLayout is a fixed-window, sliding-window, token-bucket or GCRA
-// limiter's string: its algorithm, settings and what is left now (for a
+// LimiterLayout is a fixed-window, sliding-window, token-bucket, GCRA,
+// throttle or sliding-log limiter's string: its algorithm, settings and what is left now (for a
 // token bucket and GCRA, computed at the snapshot's server time).
 var LimiterLayout = layout.Layout{
 	Kind: kindLimiter,
 	Type: "string",
 	Match: func(s *layout.Snapshot) bool {
 		v := s.Str
-		return len(v) > 2 && v[1] == ':' && strings.ContainsRune("fsbg", rune(v[0]))
+		return len(v) > 2 && v[1] == ':' && strings.ContainsRune("fsbgtl", rune(v[0]))
 	},
 	Decode: decodeString,
 }
@@ -103,6 +103,92 @@ func decodeString(s *layout.Snapshot, r *layout.Report) {
 		r.Add("used", st[1])
 		r.Add("remaining", max(cfg[0]-st[1], 0))
 		r.Add("resets in", time.Duration(st[0]-s.NowMs)*time.Millisecond)
+	case "t":
+		// t:<limit>:<quiet_ms>|<n>|<first_us>|<latest_us>: the run ends
+		// quiet_ms after its latest attempt.
+		cfg, ok := nums(set[1:])
+		if !ok || len(cfg) != 2 || len(parts) != 4 {
+			r.Bad("throttle state is not t:<limit>:<quiet_ms>|<count>|<first_us>|<latest_us>")
+			return
+		}
+		st, ok := nums(parts[1:4])
+		if !ok || cfg[0] < 1 || cfg[1] < 1 || cfg[1] >= 1<<43 || st[0] < 0 || st[1] > st[2] || st[2] >= 1<<53 {
+			r.Bad("throttle state has a bad number (as ratelimit_throttle refuses it)")
+			return
+		}
+		n, end := st[0], st[2]+cfg[1]*1000
+		if end <= s.NowUs {
+			n = 0 // the run is over: the next decision starts over
+		}
+		r.Add("algorithm", "throttle")
+		r.Add("limit", cfg[0])
+		r.Add("quiet", time.Duration(cfg[1])*time.Millisecond)
+		r.Add("used", n)
+		r.Add("remaining", max(cfg[0]-n, 0))
+		r.Add("blocked", n >= cfg[0])
+		if n > 0 {
+			r.Add("run ends in", us(end-s.NowUs))
+		} else {
+			r.Add("run ends in", layout.None)
+		}
+	case "l":
+		// l:<limit>:<window_us>|<n>|<e>|<last>|<t>:<k>,...: entries
+		// oldest first, each leaving window_us after t; n their sum, e
+		// their number, last the newest t.
+		cfg, ok := nums(set[1:])
+		if !ok || len(cfg) != 2 || len(parts) != 5 || cfg[0] < 1 || cfg[0] > 1000 || cfg[1] < 1 {
+			r.Bad("sliding-log state is not l:<limit>:<window_us>|<n>|<entries>|<newest_us>|<t_us>:<permits>,...")
+			return
+		}
+		hdr, ok := nums(parts[1:4])
+		if !ok {
+			r.Bad("sliding-log state has a non-numeric header")
+			return
+		}
+		var used, entries, prev, oldest, newest, sum int64
+		for _, e := range strings.Split(parts[4], ",") {
+			tk := strings.Split(e, ":")
+			if len(tk) != 2 {
+				r.Bad("sliding-log entry %q is not <t_us>:<permits>", e)
+				return
+			}
+			st, ok := nums(tk)
+			if !ok || st[0] < prev || st[0] >= 1<<53 || st[1] < 1 || st[1] >= 1e15 {
+				r.Bad("sliding-log entry %q has a bad number or is out of order", e)
+				return
+			}
+			entries++
+			sum += st[1]
+			prev = st[0]
+			if st[0]+cfg[1] > s.NowUs {
+				used += st[1]
+				if oldest == 0 {
+					oldest = st[0]
+				}
+				newest = st[0]
+			}
+		}
+		if entries > cfg[0] {
+			r.Bad("sliding log holds %d entries, more than its limit %d", entries, cfg[0])
+			return
+		}
+		if hdr[0] != sum || hdr[1] != entries || hdr[2] != prev {
+			r.Bad("sliding-log header %d|%d|%d does not match its entries (%d permits in %d entries, the newest at %d)", hdr[0], hdr[1], hdr[2], sum, entries, prev)
+			return
+		}
+		r.Add("algorithm", "sliding log")
+		r.Add("limit", cfg[0])
+		r.Add("window", us(cfg[1]))
+		r.Add("entries", entries)
+		r.Add("used", used)
+		r.Add("remaining", max(cfg[0]-used, 0))
+		if used > 0 {
+			r.Add("oldest leaves in", us(oldest+cfg[1]-s.NowUs))
+			r.Add("empty in", us(newest+cfg[1]-s.NowUs))
+		} else {
+			r.Add("oldest leaves in", layout.None)
+			r.Add("empty in", layout.None)
+		}
 	case "s":
 		cfg, ok := nums(set[1:])
 		if !ok || len(cfg) != 3 || len(parts) != 5 {

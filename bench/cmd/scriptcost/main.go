@@ -236,6 +236,17 @@ func cases(old bool) []step {
 	comp := func(cfgs ...string) []string {
 		return append([]string{"d", "1", strings.Join(cfgs, ";")}, cfgs...)
 	}
+	if !old {
+		// The throttle (a refusal writes: the new end of the block) and the
+		// sliding log, whose cost grows with its entries: a grant on a log
+		// that stays nearly empty (a 1 ms window), a refusal on 5 entries
+		// and one on a full log of 1000 (the largest Limit).
+		add(step{name: "throttle grant", script: "ratelimit_throttle", key: "throttle:grant", args: []string{"d", "1", "t:" + huge + ":3600000"}, warm: 10})
+		add(step{name: "throttle refusal", script: "ratelimit_throttle", key: "throttle:refuse", args: []string{"d", "1", "t:5:3600000"}, warm: 10})
+		add(step{name: "log grant", script: "ratelimit_log", key: "log:grant", args: []string{"d", "1", "l:1000:1000"}, warm: 10})
+		add(step{name: "log-5 refusal", script: "ratelimit_log", key: "log:refuse", args: []string{"d", "1", "l:5:3600000000"}, warm: 10})
+		add(step{name: "log-1000 refusal", script: "ratelimit_log", key: "log:full", args: []string{"d", "1", "l:1000:3600000000"}, warm: 1010})
+	}
 	add(step{name: "composite-3 grant", script: "ratelimit_composite", key: "comp:grant", warm: 10,
 		args: comp("b:"+huge+":2:1000000", "s:"+huge+":60000000:10", "f:"+huge+":3600000")})
 	add(step{name: "composite-3 refusal", script: "ratelimit_composite", key: "comp:refuse", warm: 10,
