@@ -6,15 +6,17 @@
 -- no TTL puts past now + 9223372036855 (the longest time.Duration in ms,
 -- rounded up), or +inf (no expiry). The records are the members
 -- "capacity" (score -capacity, an integer with 1 <= capacity <= 2^53-1),
--- "multi" and "waiting" (below 0 and above -inf). Any other score a script
+-- "multi" and "waiting" (below 0 and above -inf), and "mode" (-1 or -2). Any other score a script
 -- goes by (the earliest live permit for a retry time, the next latest for
 -- the key's TTL) is checked with expiry where it is read. Scores a script
 -- does not read are not checked: that would cost every call two more
 -- commands (coordctl inspect reports them).
--- Uses key, now (time_ms), r (a ZMSCORE reply: 'capacity' first, then the
--- two other records in either order) and mine (the caller's member's
--- score, false when it has none). Defines latest, outside, expiry, cap
--- (the recorded capacity), records (how many records the key holds) and
+-- Uses key, now (time_ms), r (a ZMSCORE reply: 'capacity' first, then
+-- 'multi' and 'waiting' in either order, then 'mode') and mine (the
+-- caller's member's score, false when it has none). Defines latest,
+-- outside, expiry, cap (the recorded capacity), records (how many records
+-- the key holds), fixed (the "mode" record is there: the capacity was set
+-- in the key and the key has no TTL), draining (its score is -2) and
 -- mine_at (mine's expiry, nil when mine is false). Returns the
 -- COORD_BADSTATE error reply from the script when one is outside.
 local latest = now + 9223372036855
@@ -48,6 +50,14 @@ for i = 2, 3 do
     end
     records = records + 1
   end
+end
+local fixed, draining = false, false
+if r[4] then
+  local x = tonumber(r[4])
+  if x ~= -1 and x ~= -2 then
+    return redis.error_reply(outside)
+  end
+  fixed, draining, records = true, x == -2, records + 1
 end
 local mine_at = nil
 if mine then
