@@ -1,8 +1,9 @@
 // The stored layout of package semaphore, for coordctl inspect and repair
 // (package layout): a semaphore is one sorted set of "P:<n>:<token>"
 // permits scored by their expiry in ms (+inf: no expiry), its capacity
-// record "capacity" (scored -capacity) and the "multi" and "waiting"
-// records.
+// record "capacity" (scored -capacity) and the "multi", "waiting" and
+// "mode" records ("mode" -1: the capacity was set in the key, which then
+// has no TTL; -2: besides, draining).
 
 package semaphorecore
 
@@ -32,7 +33,7 @@ var SemaphoreLayout = layout.Layout{
 	Type: "zset",
 	Match: func(s *layout.Snapshot) bool {
 		return s.AnyMember(func(m string) bool {
-			return m == "capacity" || m == "multi" || m == "waiting" || strings.HasPrefix(m, "P:")
+			return m == "capacity" || m == "multi" || m == "waiting" || m == "mode" || strings.HasPrefix(m, "P:")
 		})
 	},
 	Mixes:  "semaphore",
@@ -43,6 +44,7 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 	now := float64(s.NowMs)
 	var capacity, used int64
 	holders, noExpiry, waiters := 0, 0, false
+	mode := 0.0 // the "mode" record's score; 0 when absent
 	// Every problem is reported, in one line: a verb checks only the
 	// scores it reads, so a key may hold several that none has refused.
 	var problems []string
@@ -60,6 +62,12 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 				bad("%s record scored %s: records score below 0 (and above -inf)", m.Member, score(m.Score))
 			}
 			waiters = waiters || m.Member == "waiting"
+		case m.Member == "mode":
+			if m.Score != -1 && m.Score != -2 {
+				bad("mode record scored %s: not -1 (capacity set) or -2 (draining)", score(m.Score))
+				continue
+			}
+			mode = m.Score
 		case strings.HasPrefix(m.Member, "P:"):
 			n, token, ok := permit(m.Member)
 			if !ok {
@@ -85,16 +93,29 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 	}
 	r.Add("capacity", capacity)
 	r.Add("used", used)
-	r.Add("free", max(capacity-used, 0))
+	free := max(capacity-used, 0)
+	if mode == -2 {
+		free = 0 // draining: nothing is granted
+	}
+	r.Add("free", free)
 	r.Add("holders", holders)
 	r.Add("without expiry", noExpiry)
 	r.Add("notifies on release", waiters) // a contended attempt marked it
+	if mode != 0 {
+		// Only when set (SetCapacity, Drain): the report of a semaphore
+		// that never had one reads as before.
+		r.Add("capacity set", true)
+		r.Add("draining", mode == -2)
+	}
 	if capacity < 1 {
 		bad("no capacity record")
 	}
 	// The key's TTL follows its latest permit: none while a permit without
-	// expiry is held.
+	// expiry is held; none at all while a capacity is set in the key.
 	switch {
+	case mode != 0 && s.PTTL >= 0:
+		bad("a capacity set in the key (the mode record) on a key with a TTL: the key's expiry will delete the setting")
+	case mode != 0:
 	case noExpiry > 0 && s.PTTL >= 0:
 		bad("a permit without expiry on a key with a TTL: the key's expiry will delete it")
 	case noExpiry == 0 && s.PTTL == -1:
