@@ -20,14 +20,18 @@
 --                            notified; absent otherwise. A release of a live
 --                            permit publishes only while it is there, and
 --                            removes it.
---   member "mode"            score -1: the capacity was set in the key
+--   member "capacity-set"    score = -capacity, in place of "capacity": the
+--                            capacity was set in the key
 --                            (semaphore_configure: SetCapacity, Drain); it
 --                            holds for every contender whatever capacity it
---                            passes (no COORD_CAPACITY_MISMATCH) and the
+--                            passes (no COORD_CAPACITY_MISMATCH), and the
 --                            key has no TTL and is never deleted by the
---                            scripts. Score -2: the same, and draining:
---                            nothing is granted. Absent otherwise.
--- Without "mode", the key's TTL follows the latest permit expiry (none
+--                            scripts. Read only when "capacity" is missing
+--                            (fragment semaphore_set), so a key without it
+--                            costs nothing more.
+--   member "draining"        score -1, with "capacity-set" only: nothing
+--                            is granted (Drain, until Resume).
+-- With "capacity", the key's TTL follows the latest permit expiry (none
 -- while a permit without expiry is held), so an abandoned semaphore
 -- disappears; the last release deletes it. Expired permits are pruned by acquisitions. Every
 -- script checks the records, the caller's member and each other score it
@@ -49,8 +53,8 @@
 --                    expiry set from now (and the key's TTL extended to
 --                    it), as a new permit's would be
 --          retry_ms  fewer than n permits free under the capacity in
---                    force (ARGV[3], or the recorded one with "mode"; none
---                    while draining) (an integer >= 1): the time until
+--                    force (ARGV[3], or "capacity-set"'s; none while
+--                    draining) (an integer >= 1): the time until
 --                    the earliest live permit expires; -1 when none of
 --                    them expires or none is live. Expired permits are
 --                    pruned; nothing else changes (besides the "waiting"
@@ -59,15 +63,16 @@
 --   WRONGTYPE                the key is not a sorted set
 --   COORD_BADARG             ARGV[1] is not a member "P:<n>:<token>" with
 --                            1 <= n <= ARGV[3]
---   COORD_BADSTATE           the sorted set lacks a valid capacity record,
+--   COORD_BADSTATE           the sorted set lacks a valid capacity record
+--                            ("capacity" or "capacity-set"),
 --                            or a score the script goes by is outside the
 --                            layout: a record's, the caller's member's, the
 --                            earliest live permit's on a refusal, the latest
 --                            permit's when the key's TTL needs it
 --                            (fragment semaphore_state)
---   COORD_CAPACITY_MISMATCH  a live permit exists, the recorded capacity
---                            differs from ARGV[3] and no "mode" record is
---                            there
+--   COORD_CAPACITY_MISMATCH  a live permit exists and the "capacity"
+--                            record differs from ARGV[3] (never with
+--                            "capacity-set")
 local key = KEYS[1]
 local member = ARGV[1]
 local ttl = tonumber(ARGV[2])
@@ -79,11 +84,9 @@ if n == nil or n < 1 or n > want then
 end
 
 -- The records and the caller's own member, in one call.
-local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting', 'mode', member)
+local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting', member)
+--#include semaphore_set
 local fresh = not r[1]
-if fresh and redis.call('EXISTS', key) == 1 then
-  return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
-end
 
 --#include time_ms
 local nows = string.format('%d', now)
@@ -91,13 +94,13 @@ local score = '+inf'
 if ttl > 0 then
   score = string.format('%d', now + ttl)
 end
-local recorded, hadMulti, multi, kept = nil, r[2] ~= false, false, false
+local recorded, hadMulti, multi = nil, r[2] ~= false, false
 if not fresh then
   -- A key in use: its records, the caller's member and every other score
   -- read below are checked before anything is written.
-  local mine = r[5]
+  local mine = r[4]
 --#include semaphore_state
-  recorded, kept = cap, fixed
+  recorded = cap
   local used = redis.call('ZCOUNT', key, '(' .. nows, '+inf')
   local limit = want
   if fixed then
@@ -155,7 +158,7 @@ if not fresh then
   redis.call('ZREMRANGEBYSCORE', key, 0, nows)
 end
 
-if recorded ~= want and not kept then
+if recorded ~= want and not fixed then
   redis.call('ZADD', key, -want, 'capacity', score, member)
 else
   redis.call('ZADD', key, score, member)

@@ -7,23 +7,25 @@
 --          the new capacity; with 'drain' the capacity recorded when the
 --          key does not exist (the caller's); unused with 'resume'
 --
--- 'capacity'  records ARGV[2] as the capacity and adds the "mode" record
---             (score -1; -2 stays while draining): from now on every
---             contender grants by it, whatever capacity it passes, and
---             the key loses its TTL and stays (creating it when absent).
---             Live permits stay even above the new capacity; no new one is
---             granted until the permits in use fall below it. When the
---             capacity rose and a blocked acquisition waits (the
---             "waiting" record, removed), waiters are notified on the
---             key's channel (fragment notify), unless draining.
--- 'drain'     sets "mode" to -2 (nothing is granted; the key loses its
---             TTL and stays, creating it with ARGV[2] as capacity when
---             absent), prunes expired permits and reports whether any is
---             live; when one is, adds the "waiting" record so that a
---             release notifies. Re-run it to wait.
--- 'resume'    sets "mode" back to -1 when it is -2 and notifies waiters
---             when the "waiting" record is there (removed); otherwise
---             writes nothing.
+-- 'capacity'  records ARGV[2] as "capacity-set" (replacing the
+--             "capacity" record): from now on every contender grants by
+--             it, whatever capacity it passes, and the key loses its TTL
+--             and stays (created when absent). Live permits stay, even
+--             above the new capacity; no new one is granted until the
+--             permits in use fall below it. When the capacity rose, the
+--             semaphore is not draining and a blocked acquisition waits
+--             (the "waiting" record, removed), waiters are notified on
+--             the key's channel (fragment notify).
+-- 'drain'     adds the "draining" record (nothing is granted) and, when
+--             the key has "capacity", replaces it with "capacity-set"
+--             (the key loses its TTL and stays; created with ARGV[2] as
+--             its capacity when absent); prunes expired permits and
+--             reports whether any is live; when one is, adds the
+--             "waiting" record so that a release notifies. Re-run it to
+--             wait.
+-- 'resume'    removes the "draining" record and notifies waiters when
+--             the "waiting" record is there (removed); writes nothing
+--             when the semaphore is not draining.
 --
 -- Reply    0         done ('drain': no permit is live)
 --          retry_ms  'drain' only, a permit is live (an integer >= 1): the
@@ -35,8 +37,8 @@
 --                   integer capacity in 1..2^53-1
 --   COORD_BADSTATE  the sorted set lacks a valid capacity record, or a
 --                   record's score or the earliest live permit's (a
---                   drain's retry time) is outside the layout (fragment
---                   semaphore_state)
+--                   drain's retry time) is outside the layout (fragments
+--                   semaphore_set, semaphore_state)
 --#include notify
 local key = KEYS[1]
 local verb = ARGV[1]
@@ -48,15 +50,13 @@ if verb ~= 'resume' and (want == nil or want < 1 or want > 9007199254740991 or w
   return redis.error_reply('COORD_BADARG capacity is not an integer in 1..2^53-1')
 end
 
-local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting', 'mode')
+local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting')
+--#include semaphore_set
 if not r[1] then
-  if redis.call('EXISTS', key) == 1 then
-    return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
-  end
   if verb == 'capacity' then
-    redis.call('ZADD', key, -want, 'capacity', -1, 'mode')
+    redis.call('ZADD', key, -want, 'capacity-set')
   elseif verb == 'drain' then
-    redis.call('ZADD', key, -want, 'capacity', -2, 'mode')
+    redis.call('ZADD', key, -want, 'capacity-set', -1, 'draining')
   end
   return 0
 end
@@ -66,14 +66,16 @@ local mine = false
 --#include semaphore_state
 
 if verb == 'capacity' then
-  local raised = want > cap
   if not fixed then
-    redis.call('ZADD', key, -want, 'capacity', -1, 'mode')
+    -- ZADD first: a server out of memory refuses it as the first write,
+    -- leaving the key as it was.
+    redis.call('ZADD', key, -want, 'capacity-set')
+    redis.call('ZREM', key, 'capacity')
     redis.call('PERSIST', key)
   elseif want ~= cap then
-    redis.call('ZADD', key, -want, 'capacity')
+    redis.call('ZADD', key, -want, 'capacity-set')
   end
-  if raised and not draining and r[3] then
+  if want > cap and not draining and r[3] then
     redis.call('ZREM', key, 'waiting')
     wake('capacity')
   end
@@ -82,10 +84,11 @@ end
 
 if verb == 'resume' then
   if draining then
-    redis.call('ZADD', key, -1, 'mode')
     if r[3] then
-      redis.call('ZREM', key, 'waiting')
+      redis.call('ZREM', key, 'draining', 'waiting')
       wake('resumed')
+    else
+      redis.call('ZREM', key, 'draining')
     end
   end
   return 0
@@ -101,11 +104,12 @@ if first[1] then
     return redis.error_reply(outside)
   end
 end
-if not draining then
-  redis.call('ZADD', key, -2, 'mode')
-  if not fixed then
-    redis.call('PERSIST', key)
-  end
+if not fixed then
+  redis.call('ZADD', key, -cap, 'capacity-set', -1, 'draining')
+  redis.call('ZREM', key, 'capacity')
+  redis.call('PERSIST', key)
+elseif not draining then
+  redis.call('ZADD', key, -1, 'draining')
 end
 redis.call('ZREMRANGEBYSCORE', key, 0, nows)
 if v == nil then

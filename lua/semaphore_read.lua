@@ -7,8 +7,9 @@
 --          capacity is the recorded capacity (0 when the key does not
 --          exist); used is the sum of the live holders' permits; holders
 --          counts live holders, no_expiry_holders those without expiry;
---          mode is 0 without the "mode" record, 1 when the capacity was
---          set in the key, 2 when it was and the semaphore is draining.
+--          mode is 0 with the "capacity" record, 1 with "capacity-set"
+--          (the capacity was set in the key), 2 when besides the
+--          semaphore is draining.
 -- Errors   WRONGTYPE       the key is not a sorted set (raised by ZMSCORE)
 --          COORD_BADSTATE  the capacity record is missing or malformed, a
 --                          record's score is outside the layout (fragment
@@ -18,11 +19,9 @@ local key = KEYS[1]
 
 --#include time_ms
 
-local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting', 'mode')
+local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting')
+--#include semaphore_set
 if not r[1] then
-  if redis.call('EXISTS', key) == 1 then
-    return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
-  end
   return {0, 0, 0, 0, now, 0}
 end
 local mine = false

@@ -10,9 +10,8 @@
 --             expiry
 --          0  the member is gone or expired (an expired member is removed:
 --             an expired holder never revives its permit; the key is
---             deleted when no permit is left, unless it holds the "mode"
---             record: a key with a capacity set in it has no TTL and
---             stays)
+--             deleted when no permit is left, unless a capacity was set
+--             in it ("capacity-set"): such a key has no TTL and stays)
 -- Errors (raised before anything is written):
 --   WRONGTYPE       the key is not a sorted set
 --   COORD_BADSTATE  the sorted set lacks a valid capacity record, or a
@@ -25,16 +24,14 @@ local member = ARGV[1]
 local ttl = tonumber(ARGV[2])
 
 -- The records and the caller's member, in one call.
-local r = redis.call('ZMSCORE', key, 'capacity', 'waiting', 'multi', 'mode', member)
+local r = redis.call('ZMSCORE', key, 'capacity', 'waiting', 'multi', member)
+--#include semaphore_set
 if not r[1] then
-  if redis.call('EXISTS', key) == 1 then
-    return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
-  end
   return 0
 end
 
 --#include time_ms
-local mine = r[5]
+local mine = r[4]
 --#include semaphore_state
 if not mine then
   return 0

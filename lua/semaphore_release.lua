@@ -14,9 +14,9 @@
 --             engine reports what the first did (engine's
 --             Handle.RunRelease); nothing is kept on the server.
 --          The key's TTL follows the latest expiry left; the key is deleted
---          when no permit is left. A key with the "mode" record (a capacity
---          set in it) keeps no TTL and stays. A permit belongs to its holder alone:
---          there is no "held by another owner" reply.
+--          when no permit is left. A key with a capacity set in it (the
+--          "capacity-set" record) keeps no TTL and stays. A permit belongs
+--          to its holder alone: there is no "held by another owner" reply.
 -- Errors (raised before anything is written):
 --   WRONGTYPE       the key is not a sorted set
 --   COORD_BADSTATE  the sorted set lacks a valid capacity record, or a
@@ -29,14 +29,16 @@ local key = KEYS[1]
 local member = ARGV[1]
 
 -- The records and the caller's member, in one call.
-local r = redis.call('ZMSCORE', key, 'capacity', 'waiting', 'multi', 'mode', member)
-local mine = r[5]
+local r = redis.call('ZMSCORE', key, 'capacity', 'waiting', 'multi', member)
+local mine = r[4]
 if not mine then
-  if not r[1] and redis.call('EXISTS', key) == 1 then
+  if not r[1] and redis.call('EXISTS', key) == 1 and
+      redis.call('ZMSCORE', key, 'capacity-set')[1] == false then
     return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
   end
   return 0
 end
+--#include semaphore_set
 
 --#include time_ms
 --#include semaphore_state

@@ -15,14 +15,12 @@ local key = KEYS[1]
 
 --#include time_ms
 
-local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting', 'mode', ARGV[1])
+local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting', ARGV[1])
+--#include semaphore_set
 if not r[1] then
-  if redis.call('EXISTS', key) == 1 then
-    return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
-  end
   return {0, 0, now}
 end
-local mine = r[5]
+local mine = r[4]
 --#include semaphore_state
 if not mine then
   return {0, 0, now}

@@ -99,8 +99,8 @@ func TestSetCapacityRaiseWakesBlockedWaiter(t *testing.T) {
 			}
 		}
 		// The key stays with its capacity set (and the records only).
-		if got := snapshot(t, b, raw); got != "capacity=-3,mode=-1 expires=-1ns" {
-			t.Fatalf("key after the last release = %s; want capacity=-3,mode=-1 expires=-1ns (no TTL)", got)
+		if got := snapshot(t, b, raw); got != "capacity-set=-3 expires=-1ns" {
+			t.Fatalf("key after the last release = %s; want capacity-set=-3 expires=-1ns (no TTL)", got)
 		}
 		wantState(t, admin, semaphore.State{Capacity: 3, CapacitySet: true})
 	})
@@ -348,8 +348,11 @@ func TestSetCapacityRefusesForeignKey(t *testing.T) {
 		}{
 			{"a string", func() error { return raw.Set(ctx, b.Key(key), "x", 0).Err() }, nil},
 			{"no capacity record", func() error { return raw.ZAdd(ctx, b.Key(key), redis.Z{Score: -1, Member: "multi"}).Err() }, coordination.ErrBadState},
-			{"a bad mode record", func() error {
-				return raw.ZAdd(ctx, b.Key(key), redis.Z{Score: -2, Member: "capacity"}, redis.Z{Score: -3, Member: "mode"}).Err()
+			{"a bad draining record", func() error {
+				return raw.ZAdd(ctx, b.Key(key), redis.Z{Score: -2, Member: "capacity-set"}, redis.Z{Score: 3, Member: "draining"}).Err()
+			}, coordination.ErrBadState},
+			{"a bad capacity-set record", func() error {
+				return raw.ZAdd(ctx, b.Key(key), redis.Z{Score: -2.5, Member: "capacity-set"}).Err()
 			}, coordination.ErrBadState},
 		} {
 			raw.Del(ctx, b.Key(key))

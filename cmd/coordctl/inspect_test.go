@@ -427,14 +427,15 @@ func TestInspectUnknownAndCorrupt(t *testing.T) {
 			}), "capacity record scored -2.5"},
 			// A capacity set in the key: no TTL, and a mode of -1 or -2.
 			{set("sem-mode-ttl", func(k string) error {
-				if err := raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity"}, redis.Z{Score: -1, Member: "mode"}).Err(); err != nil {
+				if err := raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity-set"}).Err(); err != nil {
 					return err
 				}
 				return raw.Expire(ctx, k, time.Hour).Err()
-			}), "a capacity set in the key (the mode record) on a key with a TTL"},
+			}), "a capacity set in the key on a key with a TTL"},
 			{set("sem-mode", func(k string) error {
-				return raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity"}, redis.Z{Score: -3, Member: "mode"}).Err()
-			}), "mode record scored -3: not -1 (capacity set) or -2 (draining)"},
+				return raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity"}, redis.Z{Score: -3, Member: "capacity-set"},
+					redis.Z{Score: 2, Member: "draining"}).Err()
+			}), "draining record scored 2: records score below 0 (and above -inf); both a capacity and a capacity-set record"},
 			{set("sem-multi", func(k string) error {
 				return raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity"}, redis.Z{Score: 5, Member: "multi"}).Err()
 			}), "multi record scored 5: records score below 0"},

@@ -376,7 +376,7 @@ coordctl repair semaphore --key encoders --permit 3f2a9c1e`)
 			// records alone would stay forever, the key having no TTL
 			// while a permit without expiry was there); with permits left
 			// that all expire, the key expires with the latest of them.
-			// A key with a capacity set in it (the "mode" record) keeps no
+			// A key with a capacity set in it ("capacity-set") keeps no
 			// TTL and stays, as a release leaves it.
 			var left []redis.Z
 			forever, kept := false, false
@@ -386,7 +386,7 @@ coordctl repair semaphore --key encoders --permit 3f2a9c1e`)
 					left = append(left, z)
 					forever = forever || math.IsInf(z.Score, 1)
 				}
-				kept = kept || m == "mode"
+				kept = kept || m == "capacity-set"
 			}
 			switch {
 			case kept:

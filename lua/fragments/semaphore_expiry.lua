@@ -18,7 +18,7 @@ if top[i] == member then
   i = i - 2
 end
 local m = top[i]
-if m == nil or m == 'capacity' or m == 'multi' or m == 'waiting' or m == 'mode' then
+if m == nil or m == 'capacity' or m == 'multi' or m == 'waiting' then
   after = false -- records score below 0 (checked): no other permit
 else
   after_score = top[i + 1]
@@ -39,8 +39,7 @@ if redis.call('PEXPIREAT', key, score, 'GT') == 0 and redis.call('PEXPIRETIME', 
     redis.call('ZCOUNT', key, '+inf', '+inf') == 0 then
   local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   local at = tonumber(score)
-  if top[1] ~= member and top[1] ~= 'capacity' and top[1] ~= 'multi' and top[1] ~= 'waiting' and
-      top[1] ~= 'mode' then
+  if top[1] ~= member and top[1] ~= 'capacity' and top[1] ~= 'multi' and top[1] ~= 'waiting' then
     local e = expiry(top[2])
     if e == nil then
       return redis.error_reply(outside)
