@@ -161,7 +161,9 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (*Permit, er
 // reported it) or the re-check period passes, and tries again. Transient
 // Redis errors (see coordination.IsTransient) are retried with jittered
 // backoff. A waiter for many permits may wait while smaller requests keep
-// succeeding: there is no queue.
+// succeeding: there is no queue. While the semaphore is draining
+// ([Semaphore.Drain]) it waits for [Semaphore.Resume]; a capacity raised
+// by [Semaphore.SetCapacity] wakes it at once.
 //
 // AcquireN is admitted through hooks once, as SEMAPHORE ACQUIRE, however
 // long it waits. When ctx ends first it returns an error matching both
@@ -232,8 +234,14 @@ type State struct {
 }
 
 // Free returns the number of permits free for a caller of capacity
-// capacity: capacity - Used, and never negative.
-func (st State) Free(capacity int64) int64 { return max(capacity-st.Used, 0) }
+// capacity: capacity - Used, never negative, and 0 while Draining. Pass
+// st.Capacity when CapacitySet (it is then in force for every caller).
+func (st State) Free(capacity int64) int64 {
+	if st.Draining {
+		return 0
+	}
+	return max(capacity-st.Used, 0)
+}
 
 // State reads the semaphore's live permits in one round trip (admitted as
 // SEMAPHORE READ). It writes nothing: expired permits are left out, not
