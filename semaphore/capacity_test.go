@@ -248,6 +248,9 @@ func TestDrainGivesUpAndExpiryEndsIt(t *testing.T) {
 			t.Fatalf("Drain with a permit held past ctx = %v; want ErrNotAcquired and DeadlineExceeded", err)
 		}
 		wantState(t, s, semaphore.State{Capacity: 2, Used: 1, Holders: 1, CapacitySet: true, Draining: true})
+		if st, _ := s.State(ctx); st.Free(st.Capacity) != 0 {
+			t.Fatalf("Free while draining = %d; want 0", st.Free(st.Capacity))
+		}
 		q, err := s.TryAcquire(ctx, time.Minute)
 		wantNotAcquired(t, q, err)
 		release(t, p)
