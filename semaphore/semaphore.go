@@ -33,10 +33,11 @@ const MaxCapacity = 1<<53 - 1
 // [Semaphore.Acquire]; see [WithRecheck].
 const DefaultRecheck = 5 * time.Second
 
-// Semaphore is a counting semaphore of a fixed capacity on one Redis key.
-// Create it with [New]; it holds no state besides its settings, so any
-// number of Semaphore values (in any number of processes) may share a key,
-// provided they use the same capacity. It is safe for concurrent use by
+// Semaphore is a counting semaphore on one Redis key. Create it with
+// [New]; it holds no state besides its settings, so any number of
+// Semaphore values (in any number of processes) may share a key, provided
+// they use the same capacity or a capacity was set in the key
+// ([Semaphore.SetCapacity]). It is safe for concurrent use by
 // multiple goroutines. The zero value is not usable.
 type Semaphore struct {
 	e        *engine.Engine
@@ -66,7 +67,9 @@ func WithRecheck(d time.Duration) Option {
 // coordinator's prefix; any non-empty bytes). It sends nothing to Redis.
 //
 // capacity must be between 1 and [MaxCapacity], and every process using key
-// must pass the same capacity (see the package documentation).
+// must pass the same capacity, until one sets a capacity in the key with
+// [Semaphore.SetCapacity], which then wins for everyone (see the package
+// documentation, Capacity).
 //
 // It returns an error wrapping coordination.ErrInvalidArgument, naming the
 // argument, when coord is nil, key is empty, capacity is out of range or an
