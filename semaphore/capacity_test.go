@@ -486,10 +486,15 @@ func TestCapacityMovesUnderLoad(t *testing.T) {
 				for range rounds {
 					n := 1 + rng.Int64N(2)
 					from := bound()
-					actx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+					actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 					p, err := s.AcquireN(actx, n, time.Minute)
 					cancel()
-					if errors.Is(err, coordination.ErrNotAcquired) {
+					if errors.Is(err, context.DeadlineExceeded) {
+						// Refused until ctx ended, or (a loaded machine) no
+						// attempt answered in time: no grant. A permit an
+						// unanswered attempt took is given back in the
+						// background; uncounted here, it only makes the
+						// server's count higher than the workers'.
 						continue
 					}
 					if err != nil {
