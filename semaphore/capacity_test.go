@@ -415,7 +415,7 @@ func TestCapacityMovesUnderLoad(t *testing.T) {
 			inUse   atomic.Int64
 			grants  atomic.Int64
 			stop    = make(chan struct{})
-			errs    = make(chan error, workers+1)
+			errs    = make(chan error, workers*rounds+1) // never blocks a worker
 		)
 		bound := func() int {
 			mu.Lock()
