@@ -209,6 +209,9 @@ func TestNilContextIsInvalidArgument(t *testing.T) {
 			"semaphore.(*Semaphore).Acquire":                 func() error { _, err := f.sem.Acquire(ctx, time.Minute); return err },
 			"semaphore.(*Semaphore).AcquireN":                func() error { _, err := f.sem.AcquireN(ctx, 1, time.Minute); return err },
 			"semaphore.(*Semaphore).State":                   func() error { _, err := f.sem.State(ctx); return err },
+			"semaphore.(*Semaphore).SetCapacity":             func() error { return f.sem.SetCapacity(ctx, 3) },
+			"semaphore.(*Semaphore).Drain":                   func() error { return f.sem.Drain(ctx) },
+			"semaphore.(*Semaphore).Resume":                  func() error { return f.sem.Resume(ctx) },
 			"semaphore.(*Semaphore).TryAcquire":              func() error { _, err := f.sem.TryAcquire(ctx, time.Minute); return err },
 			"semaphore.(*Semaphore).TryAcquireN":             func() error { _, err := f.sem.TryAcquireN(ctx, 1, time.Minute); return err },
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/coordkit/coordination/leader"
 	"github.com/coordkit/coordination/lock"
 	"github.com/coordkit/coordination/ratelimit"
+	"github.com/coordkit/coordination/semaphore"
 )
 
 // A bad argument of a verb (not of a constructor) names the operation and
@@ -69,6 +70,10 @@ func TestVerbArgumentErrorsNameOperationAndKey(t *testing.T) {
 				func() error { _, err := f.rw.Refresh(bg, 0); return err }},
 			{"semaphore.Semaphore.TryAcquireN", `coordination: semaphore acquire "sem": invalid argument n: must be between 1 and the capacity 2, got 3`,
 				func() error { _, err := f.sem.TryAcquireN(bg, 3, time.Second); return err }},
+			{"semaphore.Semaphore.SetCapacity", `coordination: semaphore update "sem": invalid argument capacity: must be between 1 and 9007199254740991, got 0 (Drain grants none)`,
+				func() error { return f.sem.SetCapacity(bg, 0) }},
+			{"semaphore.Semaphore(nil).Drain", `coordination: semaphore drain: invalid argument semaphore: must not be nil; use semaphore.New`,
+				func() error { return (*semaphore.Semaphore)(nil).Drain(bg) }},
 			{"semaphore.Semaphore.Acquire", `coordination: semaphore acquire "sem": ` + ttl0,
 				func() error { _, err := f.sem.Acquire(bg, 0); return err }},
 			{"semaphore.Permit.Refresh", `coordination: semaphore renew "sem": ` + ttl0,

@@ -43,6 +43,8 @@
 //	SEMAPHORE VERIFY              semaphore     Permit.Verify
 //	SEMAPHORE RELEASE             semaphore     Permit.Release
 //	SEMAPHORE READ                semaphore     Semaphore.State
+//	SEMAPHORE UPDATE              semaphore     Semaphore.SetCapacity, Semaphore.Resume
+//	SEMAPHORE DRAIN               semaphore     Semaphore.Drain (once, however long it waits)
 //	LATCH CREATE                  latch         Latch.Create
 //	LATCH JOIN                    latch         Latch.Join
 //	LATCH RESET                   latch         Latch.Reset

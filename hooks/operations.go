@@ -37,6 +37,8 @@ const (
 	SemaphoreVerify  = "SEMAPHORE VERIFY"
 	SemaphoreRelease = "SEMAPHORE RELEASE"
 	SemaphoreRead    = "SEMAPHORE READ"
+	SemaphoreUpdate  = "SEMAPHORE UPDATE"
+	SemaphoreDrain   = "SEMAPHORE DRAIN"
 
 	// Countdown latch (package latch).
 	LatchCreate    = "LATCH CREATE"

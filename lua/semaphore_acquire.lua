@@ -15,13 +15,25 @@
 --                            in O(log N); with it, the live holders are
 --                            read and their permits summed (and the record
 --                            is dropped once none holds more than one).
---   member "waiting"         score -1: a blocked acquisition was refused
---                            since the last release that notified; absent
---                            otherwise. A release of a live permit publishes
---                            only while it is there, and removes it.
--- The key's TTL follows the latest permit expiry (none while a permit
--- without expiry is held), so an abandoned semaphore disappears; the last
--- release deletes it. Expired permits are pruned by acquisitions. Every
+--   member "waiting"         score -1: a blocked acquisition (or a drain)
+--                            was refused since the last release that
+--                            notified; absent otherwise. A release of a live
+--                            permit publishes only while it is there, and
+--                            removes it.
+--   member "capacity-set"    score = -capacity, in place of "capacity": the
+--                            capacity was set in the key
+--                            (semaphore_configure: SetCapacity, Drain); it
+--                            holds for every contender whatever capacity it
+--                            passes (no COORD_CAPACITY_MISMATCH), and the
+--                            key has no TTL and is never deleted by the
+--                            scripts. Read only when "capacity" is missing
+--                            (fragment semaphore_set), so a key without it
+--                            costs nothing more.
+--   member "draining"        score -1, with "capacity-set" only: nothing
+--                            is granted (Drain, until Resume).
+-- With "capacity", the key's TTL follows the latest permit expiry (none
+-- while a permit without expiry is held), so an abandoned semaphore
+-- disappears; the last release deletes it. Expired permits are pruned by acquisitions. Every
 -- script checks the records, the caller's member and each other score it
 -- goes by against this layout before it writes anything (fragment
 -- semaphore_state).
@@ -36,25 +48,31 @@
 --          adds the "waiting" record), '0' or absent when it does not
 --
 -- Reply    0         acquired; also when the caller's own member is already
---                    live (a re-sent request): it is granted again, its
+--                    live (a re-sent request), whatever the capacity now
+--                    and even while draining: it is granted again, its
 --                    expiry set from now (and the key's TTL extended to
 --                    it), as a new permit's would be
---          retry_ms  fewer than n permits free (an integer >= 1): the time
---                    until the earliest live permit expires; -1 when none of
---                    them expires. Expired permits are pruned; nothing else
---                    changes (besides the "waiting" record, see ARGV[4]).
+--          retry_ms  fewer than n permits free under the capacity in
+--                    force (ARGV[3], or "capacity-set"'s; none while
+--                    draining) (an integer >= 1): the time until
+--                    the earliest live permit expires; -1 when none of
+--                    them expires or none is live. Expired permits are
+--                    pruned; nothing else changes (besides the "waiting"
+--                    record, see ARGV[4]).
 -- Errors (all raised before anything is written):
 --   WRONGTYPE                the key is not a sorted set
 --   COORD_BADARG             ARGV[1] is not a member "P:<n>:<token>" with
 --                            1 <= n <= ARGV[3]
---   COORD_BADSTATE           the sorted set lacks a valid capacity record,
+--   COORD_BADSTATE           the sorted set lacks a valid capacity record
+--                            ("capacity" or "capacity-set"),
 --                            or a score the script goes by is outside the
 --                            layout: a record's, the caller's member's, the
 --                            earliest live permit's on a refusal, the latest
 --                            permit's when the key's TTL needs it
 --                            (fragment semaphore_state)
---   COORD_CAPACITY_MISMATCH  a live permit exists and the recorded capacity
---                            differs from ARGV[3]
+--   COORD_CAPACITY_MISMATCH  a live permit exists and the "capacity"
+--                            record differs from ARGV[3] (never with
+--                            "capacity-set")
 local key = KEYS[1]
 local member = ARGV[1]
 local ttl = tonumber(ARGV[2])
@@ -67,10 +85,8 @@ end
 
 -- The records and the caller's own member, in one call.
 local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting', member)
+--#include semaphore_set
 local fresh = not r[1]
-if fresh and redis.call('EXISTS', key) == 1 then
-  return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
-end
 
 --#include time_ms
 local nows = string.format('%d', now)
@@ -86,7 +102,14 @@ if not fresh then
 --#include semaphore_state
   recorded = cap
   local used = redis.call('ZCOUNT', key, '(' .. nows, '+inf')
-  if cap ~= want and used > 0 then
+  local limit = want
+  if fixed then
+    -- The capacity set in the key wins over the caller's.
+    limit = cap
+    if draining then
+      limit = 0
+    end
+  elseif cap ~= want and used > 0 then
     return redis.error_reply(string.format(
       'COORD_CAPACITY_MISMATCH semaphore has capacity %d with live permits; the caller uses %d', cap, want))
   end
@@ -105,26 +128,29 @@ if not fresh then
     end
     multi = heavy
   end
-  if mine_at ~= nil and mine_at > now then
-    -- The caller's own live permit (a re-sent request): granted again.
-    used = used - n
-  end
-  if used + n > want then
+  -- The caller's own live permit (a re-sent request) is granted again,
+  -- whatever the limit now: it was granted once.
+  if (mine_at == nil or mine_at <= now) and used + n > limit then
     local first = redis.call('ZRANGEBYSCORE', key, '(' .. nows, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-    local v = expiry(first[2])
-    if v == nil then
-      return redis.error_reply(outside)
+    local v = -1
+    if first[1] then
+      v = expiry(first[2])
+      if v == nil then
+        return redis.error_reply(outside)
+      end
     end
     redis.call('ZREMRANGEBYSCORE', key, 0, nows)
     if ARGV[4] == '1' and r[3] == false then
       redis.call('ZADD', key, -1, 'waiting')
     end
-    if v == math.huge then
+    if v == -1 or v == math.huge then
       return -1
     end
     return v - now -- >= 1: a live permit's whole ms
   end
-  if score == '+inf' then
+  if fixed then
+    -- No TTL: the key holds the capacity set in it.
+  elseif score == '+inf' then
     redis.call('PERSIST', key)
   else
 --#include semaphore_expiry.extend
@@ -132,7 +158,7 @@ if not fresh then
   redis.call('ZREMRANGEBYSCORE', key, 0, nows)
 end
 
-if recorded ~= want then
+if recorded ~= want and not fixed then
   redis.call('ZADD', key, -want, 'capacity', score, member)
 else
   redis.call('ZADD', key, score, member)

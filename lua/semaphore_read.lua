@@ -3,10 +3,13 @@
 --
 -- KEYS[1]  semaphore key (layout in semaphore_acquire.lua)
 --
--- Reply    {capacity, used, holders, no_expiry_holders, now_ms}
+-- Reply    {capacity, used, holders, no_expiry_holders, now_ms, mode}
 --          capacity is the recorded capacity (0 when the key does not
 --          exist); used is the sum of the live holders' permits; holders
---          counts live holders, no_expiry_holders those without expiry.
+--          counts live holders, no_expiry_holders those without expiry;
+--          mode is 0 with the "capacity" record, 1 with "capacity-set"
+--          (the capacity was set in the key), 2 when besides the
+--          semaphore is draining.
 -- Errors   WRONGTYPE       the key is not a sorted set (raised by ZMSCORE)
 --          COORD_BADSTATE  the capacity record is missing or malformed, a
 --                          record's score is outside the layout (fragment
@@ -17,11 +20,9 @@ local key = KEYS[1]
 --#include time_ms
 
 local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting')
+--#include semaphore_set
 if not r[1] then
-  if redis.call('EXISTS', key) == 1 then
-    return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
-  end
-  return {0, 0, 0, 0, now}
+  return {0, 0, 0, 0, now, 0}
 end
 local mine = false
 --#include semaphore_state
@@ -36,4 +37,10 @@ for _, m in ipairs(live) do
   used = used + w
 end
 local forever = redis.call('ZCOUNT', key, '+inf', '+inf')
-return {cap, used, #live, forever, now}
+local mode = 0
+if draining then
+  mode = 2
+elseif fixed then
+  mode = 1
+end
+return {cap, used, #live, forever, now, mode}

@@ -10,7 +10,8 @@
 --             expiry
 --          0  the member is gone or expired (an expired member is removed:
 --             an expired holder never revives its permit; the key is
---             deleted when no permit is left)
+--             deleted when no permit is left, unless a capacity was set
+--             in it ("capacity-set"): such a key has no TTL and stays)
 -- Errors (raised before anything is written):
 --   WRONGTYPE       the key is not a sorted set
 --   COORD_BADSTATE  the sorted set lacks a valid capacity record, or a
@@ -24,10 +25,8 @@ local ttl = tonumber(ARGV[2])
 
 -- The records and the caller's member, in one call.
 local r = redis.call('ZMSCORE', key, 'capacity', 'waiting', 'multi', member)
+--#include semaphore_set
 if not r[1] then
-  if redis.call('EXISTS', key) == 1 then
-    return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
-  end
   return 0
 end
 
@@ -41,7 +40,7 @@ end
 if mine_at ~= math.huge and mine_at <= now then
   -- Expired: remove it, never revive it.
   redis.call('ZREM', key, member)
-  if redis.call('ZCARD', key) <= records then
+  if not fixed and redis.call('ZCARD', key) <= records then
     redis.call('DEL', key)
   end
   return 0
@@ -56,6 +55,11 @@ if ttl == 0 then
   return 1
 end
 local score = string.format('%d', now + ttl)
+if fixed then
+  -- A key with a capacity set in it has no TTL and stays.
+  redis.call('ZADD', key, 'XX', score, member)
+  return 1
+end
 local at = redis.call('PEXPIRETIME', key)
 if (mine_at == math.huge and redis.call('ZCOUNT', key, '+inf', '+inf') == 1) or
     (mine_at ~= math.huge and ((at == mine_at and now + ttl < mine_at) or

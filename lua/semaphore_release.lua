@@ -14,8 +14,9 @@
 --             engine reports what the first did (engine's
 --             Handle.RunRelease); nothing is kept on the server.
 --          The key's TTL follows the latest expiry left; the key is deleted
---          when no permit is left. A permit belongs to its holder alone:
---          there is no "held by another owner" reply.
+--          when no permit is left. A key with a capacity set in it (the
+--          "capacity-set" record) keeps no TTL and stays. A permit belongs
+--          to its holder alone: there is no "held by another owner" reply.
 -- Errors (raised before anything is written):
 --   WRONGTYPE       the key is not a sorted set
 --   COORD_BADSTATE  the sorted set lacks a valid capacity record, or a
@@ -31,11 +32,13 @@ local member = ARGV[1]
 local r = redis.call('ZMSCORE', key, 'capacity', 'waiting', 'multi', member)
 local mine = r[4]
 if not mine then
-  if not r[1] and redis.call('EXISTS', key) == 1 then
+  if not r[1] and redis.call('EXISTS', key) == 1 and
+      redis.call('ZMSCORE', key, 'capacity-set')[1] == false then
     return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
   end
   return 0
 end
+--#include semaphore_set
 
 --#include time_ms
 --#include semaphore_state
@@ -44,8 +47,11 @@ local notify = live and r[2] ~= false
 -- When the key expires with this permit (its only one without expiry, or
 -- the one whose expiry is the key's; or the key lost its TTL by hand), it
 -- will expire with the next one, or go when only records would be left.
-local moves
-if mine_at == math.huge then
+-- A key with a capacity set in it has no TTL and stays.
+local moves = false
+if fixed then
+  -- moves stays false
+elseif mine_at == math.huge then
   moves = redis.call('ZCOUNT', key, '+inf', '+inf') == 1
 else
   local at = redis.call('PEXPIRETIME', key)

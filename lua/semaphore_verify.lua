@@ -16,10 +16,8 @@ local key = KEYS[1]
 --#include time_ms
 
 local r = redis.call('ZMSCORE', key, 'capacity', 'multi', 'waiting', ARGV[1])
+--#include semaphore_set
 if not r[1] then
-  if redis.call('EXISTS', key) == 1 then
-    return redis.error_reply('COORD_BADSTATE semaphore key has no valid capacity record')
-  end
   return {0, 0, now}
 end
 local mine = r[4]

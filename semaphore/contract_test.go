@@ -114,6 +114,38 @@ func TestContract(t *testing.T) {
 					}
 					return err
 				}},
+				{Name: "SetCapacity", Op: hooks.SemaphoreUpdate, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
+					s, err := sem(c)
+					if err == nil {
+						err = s.SetCapacity(ctx, 3)
+					}
+					return err
+				}},
+				{Name: "Drain with no permit held", Op: hooks.SemaphoreDrain, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
+					s, err := sem(c)
+					if err == nil {
+						err = s.Drain(ctx)
+					}
+					return err
+				}},
+				{Name: "Resume", Op: hooks.SemaphoreUpdate, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
+					s, err := sem(c)
+					if err != nil {
+						return err
+					}
+					return s.Resume(ctx)
+				}},
+				{Name: "State of a capacity set", Op: hooks.SemaphoreRead, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
+					s, err := sem(c)
+					if err != nil {
+						return err
+					}
+					st, err := s.State(ctx)
+					if err == nil {
+						err = contract.Expect("State", st, semaphore.State{Capacity: 3, CapacitySet: true})
+					}
+					return err
+				}},
 			}
 		},
 		// An acquisition whose reply is lost took its permits on the server:
@@ -190,6 +222,38 @@ func TestContract(t *testing.T) {
 				var s *semaphore.Semaphore
 				_, err := s.State(ctx)
 				return err
+			}},
+			{Arg: "capacity", Op: hooks.SemaphoreUpdate, Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				s, err := semaphore.New(c, "k", 2)
+				if err == nil {
+					err = s.SetCapacity(ctx, 0)
+				}
+				return err
+			}},
+			{Arg: "capacity", Op: hooks.SemaphoreUpdate, Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				s, err := semaphore.New(c, "k", 2)
+				if err == nil {
+					err = s.SetCapacity(ctx, -1)
+				}
+				return err
+			}},
+			{Arg: "capacity", Op: hooks.SemaphoreUpdate, Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				s, err := semaphore.New(c, "k", 2)
+				if err == nil {
+					err = s.SetCapacity(ctx, semaphore.MaxCapacity+1)
+				}
+				return err
+			}},
+			{Arg: "semaphore", Op: hooks.SemaphoreUpdate, Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				var s *semaphore.Semaphore
+				return s.SetCapacity(ctx, 2)
+			}},
+			{Arg: "semaphore", Op: hooks.SemaphoreDrain, Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				return new(semaphore.Semaphore).Drain(ctx)
+			}},
+			{Arg: "semaphore", Op: hooks.SemaphoreUpdate, Call: func(ctx context.Context, c *coordination.Coordinator) error {
+				var s *semaphore.Semaphore
+				return s.Resume(ctx)
 			}},
 		},
 	})

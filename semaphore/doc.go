@@ -31,9 +31,14 @@
 // zero, are records: "capacity", scored by the negated capacity, records the
 // capacity the contenders agreed on; "multi" (score -1) is there while a
 // holder of more than one permit may be live; "waiting" (score -1) while a
-// blocked [Semaphore.Acquire] was refused and no release has notified yet.
-// The key's TTL follows the latest expiry, and the key is deleted when the
-// last permit is released, so an abandoned semaphore disappears by itself.
+// blocked [Semaphore.Acquire] (or [Semaphore.Drain]) was refused and no
+// release has notified yet. The key's TTL follows the latest expiry, and
+// the key is deleted when the last permit is released, so an abandoned
+// semaphore disappears by itself. A capacity set in the key
+// ([Semaphore.SetCapacity], [Semaphore.Drain]) is the record
+// "capacity-set" (the negated capacity) in place of "capacity", with
+// "draining" (score -1) while draining; such a key has no TTL and stays
+// when no permit is held (see Capacity).
 // Inspect it with
 //
 //	ZRANGE <key> 0 -1 WITHSCORES
@@ -68,12 +73,38 @@
 //
 // # Capacity
 //
-// Every contender must use the same capacity. While any permit is live, an
-// acquisition with a different capacity fails with an error matching
-// coordination.ErrConfigMismatch and writes nothing; once no permit is
-// live, the next acquisition records its own capacity. Changing the
-// capacity therefore never revokes a live permit: lower it by letting the
-// holders drain, or by using a new key.
+// Until a capacity is set in the key, every contender must use the same
+// capacity. While any permit is live, an acquisition with a different
+// capacity fails with an error matching coordination.ErrConfigMismatch and
+// writes nothing; once no permit is live, the next acquisition records its
+// own capacity.
+//
+// [Semaphore.SetCapacity] sets the capacity in the key instead, in one
+// round trip, while permits are live: from then on it is in force for
+// every Semaphore on the key, in every process, whatever capacity [New]
+// was given (no ErrConfigMismatch), until the next SetCapacity. Raising it
+// wakes the blocked [Semaphore.Acquire] callers at once, and they are
+// granted as the new capacity allows. Lowering it revokes nothing: held
+// permits stay valid (refresh, verify and release work as before) until
+// released or expired, and nothing is granted until the permits in use
+// fall below the new capacity. [Semaphore.Capacity] still reports the
+// capacity given to New, which bounds the permits one caller takes at
+// once; [Semaphore.State] reads the capacity in force. A key with a
+// capacity set keeps no TTL and is not deleted with its last permit, so
+// the setting survives an idle period; DEL the key (with no permit held)
+// to return to the contenders' capacity.
+//
+// [Semaphore.Drain] stops every grant on the key (for every process) and
+// waits, bounded by its context, until no permit is held: released, or
+// expired for a holder that crashed. The drain lasts until
+// [Semaphore.Resume], which grants again and wakes the blocked
+// acquisitions; the capacity may be changed meanwhile. Drain sets the
+// capacity in force in the key as SetCapacity does.
+//
+// The capacity in force at a grant is what the acquisition compares with,
+// atomically: at most that many permits are held right after any grant. A
+// grant never exceeds the capacity in force at that instant, but permits
+// granted before a lowering stay until released.
 //
 // # Permits without expiry
 //
@@ -167,7 +198,8 @@
 // # Scripts
 //
 // The scripts are semaphore_acquire, semaphore_refresh, semaphore_verify,
-// semaphore_release and semaphore_read in package lua. A permit's id in
+// semaphore_release, semaphore_read and semaphore_configure (SetCapacity,
+// Drain, Resume) in package lua. A permit's id in
 // every script is its member "P:<n>:<token>"; acquire takes the member,
 // the TTL in milliseconds and the capacity; refresh the member and the
 // TTL; verify and release the member only. A release notifies on the
@@ -181,7 +213,9 @@
 //
 // Operations are admitted through the coordinator's hooks as SEMAPHORE
 // ACQUIRE (once per TryAcquire/Acquire call, however long it waits),
-// SEMAPHORE RENEW, SEMAPHORE VERIFY, SEMAPHORE RELEASE and SEMAPHORE READ.
+// SEMAPHORE RENEW, SEMAPHORE VERIFY, SEMAPHORE RELEASE, SEMAPHORE READ,
+// SEMAPHORE UPDATE (SetCapacity, Resume) and SEMAPHORE DRAIN (once per
+// Drain call, however long it waits).
 // A refused acquisition is Succeeded (the answer was no); a blocking one
 // that gave up is Canceled. Keep-alive renewals and background cleanups are
 // not admitted. The instruments are coordination.semaphore.acquire_wait

@@ -170,3 +170,77 @@ func ExampleSemaphore_Acquire() {
 	// Output:
 	// waiter holds 1 permit
 }
+
+// An operator changes the capacity of a semaphore that every worker
+// created with its own capacity, and drains it for maintenance: held
+// permits are never revoked, Drain waits for them, Resume grants again.
+func ExampleSemaphore_SetCapacity() {
+	coord, stop := exampleCoordinator()
+	defer stop()
+	ctx := context.Background()
+
+	worker, err := semaphore.New(coord, "encoders", 2) // every worker's own setting
+	if err != nil {
+		panic(err)
+	}
+	ops, err := semaphore.New(coord, "encoders", 2)
+	if err != nil {
+		panic(err)
+	}
+	held, err := worker.TryAcquire(ctx, time.Minute)
+	if err != nil {
+		panic(err)
+	}
+
+	// Raise it for every worker at once, whatever New was given.
+	if err := ops.SetCapacity(ctx, 3); err != nil {
+		panic(err)
+	}
+	more, err := worker.TryAcquireN(ctx, 2, time.Minute)
+	if err != nil {
+		panic(err)
+	}
+	st, err := ops.State(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("capacity %d, used %d, set in the key: %v\n", st.Capacity, st.Used, st.CapacitySet)
+
+	// Drain: nothing more is granted; wait (bounded) for the holders.
+	go func() {
+		time.Sleep(10 * time.Millisecond) // the holders finish their work
+		for _, p := range []*semaphore.Permit{held, more} {
+			if _, err := p.Release(ctx); err != nil {
+				panic(err)
+			}
+		}
+	}()
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := ops.Drain(dctx); err != nil {
+		panic(err)
+	}
+	_, err = worker.TryAcquire(ctx, time.Minute)
+	fmt.Println("drained, refused:", errors.Is(err, coordination.ErrNotAcquired))
+
+	// Lower it and resume: at most 1 holder from now on.
+	if err := ops.SetCapacity(ctx, 1); err != nil {
+		panic(err)
+	}
+	if err := ops.Resume(ctx); err != nil {
+		panic(err)
+	}
+	p, err := worker.TryAcquire(ctx, time.Minute)
+	if err != nil {
+		panic(err)
+	}
+	_, err = worker.TryAcquire(ctx, time.Minute)
+	fmt.Println("resumed at capacity 1, second refused:", errors.Is(err, coordination.ErrNotAcquired))
+	if _, err := p.Release(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// capacity 3, used 3, set in the key: true
+	// drained, refused: true
+	// resumed at capacity 1, second refused: true
+}

@@ -17,7 +17,11 @@ func decoders() []fuzzseed.Decoder {
 		decoderfuzz.Of(refreshScript, decode.Bool01, []any{1}, []any{0}),
 		decoderfuzz.Of(verifyScript, decode.VerifyNow(true), []any{[]any{1, 900, 1700000000000}}, []any{[]any{0, 0, 1700000000000}}, []any{[]any{1, -1, 1700000000000}}),
 		decoderfuzz.Of(releaseScript, decode.SoleRelease, []any{1}, []any{0}),
-		decoderfuzz.Of(readScript, decodeRead, []any{[]any{3, 2, 1, 0, 1700000000000}}, []any{[]any{0, 0, 0, 0, 1700000000000}}),
+		// semaphore_read's reply gained its sixth element, the mode (the
+		// capacity set in the key, draining) with SetCapacity and Drain.
+		decoderfuzz.Of(readScript, decodeRead, []any{[]any{3, 2, 1, 0, 1700000000000, 0}}, []any{[]any{0, 0, 0, 0, 1700000000000, 0}},
+			[]any{[]any{3, 2, 1, 0, 1700000000000, 1}}, []any{[]any{3, 0, 0, 0, 1700000000000, 2}}),
+		decoderfuzz.Of(configureScript, decodeGrant, []any{0}, []any{700}, []any{-1}),
 	}
 }
 
@@ -33,7 +37,8 @@ func checkDecoded(r any) error {
 			return fmt.Errorf("outcome %d", x)
 		}
 	case readReply:
-		if x.Capacity < 0 || x.Used < x.Holders || x.Holders < x.NoExpiry || x.NoExpiry < 0 {
+		if x.Capacity < 0 || x.Used < x.Holders || x.Holders < x.NoExpiry || x.NoExpiry < 0 || x.Mode < 0 || x.Mode > 2 ||
+			(x.Capacity == 0 && x.Mode != 0) {
 			return fmt.Errorf("semaphore state %+v", x)
 		}
 	case bool:

@@ -16,6 +16,9 @@ var (
 	verifyScript  = engine.NewScript("semaphore_verify", decode.VerifyNow(true))
 	releaseScript = engine.NewScript("semaphore_release", decode.SoleRelease)
 	readScript    = engine.NewScript("semaphore_read", decodeRead)
+	// configureScript sets the capacity in the key, drains or resumes; its
+	// reply is read as an acquisition's (0: done; a drain's retry time).
+	configureScript = engine.NewScript("semaphore_configure", decodeGrant)
 
 	// leaseMetrics are the permits' instruments (coordination.semaphore.*),
 	// recorded by the engine's lease handles.
@@ -42,19 +45,20 @@ type readReply struct {
 	Used     int64 // permits held by live holders
 	Holders  int64 // live holders
 	NoExpiry int64 // live holders without expiry
+	Mode     int64 // 0: no "mode" record; 1: the capacity set in the key; 2: draining too
 }
 
-// decodeRead reads {capacity, used, holders, no_expiry, now}.
+// decodeRead reads {capacity, used, holders, no_expiry, now, mode}.
 func decodeRead(v any) (readReply, bool) {
-	a, ok := decode.Ints(v, 5)
+	a, ok := decode.Ints(v, 6)
 	if !ok || a[4] <= 0 {
 		return readReply{}, false
 	}
-	s := readReply{Capacity: a[0], Used: a[1], Holders: a[2], NoExpiry: a[3]}
+	s := readReply{Capacity: a[0], Used: a[1], Holders: a[2], NoExpiry: a[3], Mode: a[5]}
 	switch {
-	case s.Capacity < 0, s.NoExpiry < 0, s.NoExpiry > s.Holders, s.Holders > s.Used:
+	case s.Capacity < 0, s.NoExpiry < 0, s.NoExpiry > s.Holders, s.Holders > s.Used, s.Mode < 0, s.Mode > 2:
 		return readReply{}, false
-	case s.Capacity == 0 && s.Used != 0:
+	case s.Capacity == 0 && (s.Used != 0 || s.Mode != 0):
 		return readReply{}, false
 	}
 	return s, true

@@ -33,10 +33,11 @@ const MaxCapacity = 1<<53 - 1
 // [Semaphore.Acquire]; see [WithRecheck].
 const DefaultRecheck = 5 * time.Second
 
-// Semaphore is a counting semaphore of a fixed capacity on one Redis key.
-// Create it with [New]; it holds no state besides its settings, so any
-// number of Semaphore values (in any number of processes) may share a key,
-// provided they use the same capacity. It is safe for concurrent use by
+// Semaphore is a counting semaphore on one Redis key. Create it with
+// [New]; it holds no state besides its settings, so any number of
+// Semaphore values (in any number of processes) may share a key, provided
+// they use the same capacity or a capacity was set in the key
+// ([Semaphore.SetCapacity]). It is safe for concurrent use by
 // multiple goroutines. The zero value is not usable.
 type Semaphore struct {
 	e        *engine.Engine
@@ -66,7 +67,9 @@ func WithRecheck(d time.Duration) Option {
 // coordinator's prefix; any non-empty bytes). It sends nothing to Redis.
 //
 // capacity must be between 1 and [MaxCapacity], and every process using key
-// must pass the same capacity (see the package documentation).
+// must pass the same capacity, until one sets a capacity in the key with
+// [Semaphore.SetCapacity], which then wins for everyone (see the package
+// documentation, Capacity).
 //
 // It returns an error wrapping coordination.ErrInvalidArgument, naming the
 // argument, when coord is nil, key is empty, capacity is out of range or an
@@ -102,7 +105,9 @@ func (s *Semaphore) check() error {
 // coordinator's prefix).
 func (s *Semaphore) Key() string { return s.key }
 
-// Capacity returns the capacity given to [New].
+// Capacity returns the capacity given to [New]. Once a capacity was set
+// in the key ([Semaphore.SetCapacity], [Semaphore.Drain]), that one is in
+// force instead: [Semaphore.State] reads it.
 func (s *Semaphore) Capacity() int64 { return s.capacity }
 
 // TryAcquire takes one permit for ttl if one is free, in one round trip,
@@ -122,13 +127,16 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit,
 // the script ran unless refreshed ([coordination.Lease.Refresh],
 // [coordination.Lease.KeepAlive]).
 //
-// Errors: coordination.ErrNotAcquired when fewer than n permits are free;
-// coordination.ErrInvalidArgument naming n (below 1 or above the capacity)
+// Errors: coordination.ErrNotAcquired when fewer than n permits are free
+// (none is while draining);
+// coordination.ErrInvalidArgument naming n (below 1 or above the capacity
+// given to New, whatever capacity is set in the key)
 // or ttl (below 1 ms, 0 included, or above 2562047h47m16.854s: the whole
 // milliseconds a time.Duration holds), with nothing sent;
 // coordination.ErrConfigMismatch when a live permit exists and the
-// capacity recorded in the key differs from [Semaphore.Capacity], with
-// nothing written; an error matching coordination.ErrBadState, with
+// capacity recorded in the key differs from [Semaphore.Capacity] while no
+// capacity was set in the key (see the package documentation, Capacity),
+// with nothing written; an error matching coordination.ErrBadState, with
 // nothing written, when the key holds something else or a score the
 // acquisition goes by is outside the layout (a capacity record outside
 // 1..[MaxCapacity], another record not below 0, or a permit's expiry that
@@ -156,7 +164,9 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (*Permit, er
 // reported it) or the re-check period passes, and tries again. Transient
 // Redis errors (see coordination.IsTransient) are retried with jittered
 // backoff. A waiter for many permits may wait while smaller requests keep
-// succeeding: there is no queue.
+// succeeding: there is no queue. While the semaphore is draining
+// ([Semaphore.Drain]) it waits for [Semaphore.Resume]; a capacity raised
+// by [Semaphore.SetCapacity] wakes it at once.
 //
 // AcquireN is admitted through hooks once, as SEMAPHORE ACQUIRE, however
 // long it waits. When ctx ends first it returns an error matching both
@@ -216,11 +226,25 @@ type State struct {
 	// has a TTL) but a key edited by hand may hold (see the package
 	// documentation, Permits without expiry).
 	NoExpiry int
+	// CapacitySet is true when the capacity was set in the key
+	// ([Semaphore.SetCapacity], [Semaphore.Drain]): Capacity is then in
+	// force for every Semaphore on the key, whatever capacity [New] was
+	// given, and the key stays while no permit is held.
+	CapacitySet bool
+	// Draining is true from [Semaphore.Drain] until [Semaphore.Resume]:
+	// no permit is granted.
+	Draining bool
 }
 
 // Free returns the number of permits free for a caller of capacity
-// capacity: capacity - Used, and never negative.
-func (st State) Free(capacity int64) int64 { return max(capacity-st.Used, 0) }
+// capacity: capacity - Used, never negative, and 0 while Draining. Pass
+// st.Capacity when CapacitySet (it is then in force for every caller).
+func (st State) Free(capacity int64) int64 {
+	if st.Draining {
+		return 0
+	}
+	return max(capacity-st.Used, 0)
+}
 
 // State reads the semaphore's live permits in one round trip (admitted as
 // SEMAPHORE READ). It writes nothing: expired permits are left out, not
@@ -242,5 +266,115 @@ func (s *Semaphore) State(ctx context.Context) (State, error) {
 	if err != nil {
 		return State{}, op.End(err)
 	}
-	return State{Capacity: r.Capacity, Used: r.Used, Holders: int(r.Holders), NoExpiry: int(r.NoExpiry)}, op.End(nil)
+	return State{Capacity: r.Capacity, Used: r.Used, Holders: int(r.Holders), NoExpiry: int(r.NoExpiry),
+		CapacitySet: r.Mode > 0, Draining: r.Mode == 2}, op.End(nil)
+}
+
+// SetCapacity sets the semaphore's capacity to capacity permits in its
+// key, for every Semaphore on the key in every process, in one round trip
+// (admitted as SEMAPHORE UPDATE). From then on the capacity set in the key
+// is in force for every acquisition, whatever capacity [New] was given
+// (no coordination.ErrConfigMismatch), until another SetCapacity; the key
+// stays (without a TTL) while no permit is held, so that the setting is
+// kept, and goes only when deleted by hand.
+//
+// Held permits are never revoked. Raising the capacity takes effect at
+// once: blocked [Semaphore.Acquire] callers on the key, in every process,
+// are woken and granted as the new capacity allows. Lowering it keeps
+// every held permit valid until released or expired; no permit is
+// granted until the permits in use fall below the new capacity. While
+// draining ([Semaphore.Drain]) the new capacity is recorded and applies
+// after [Semaphore.Resume].
+//
+// A caller takes at most the capacity given to its own [New] in one
+// acquisition ([Semaphore.TryAcquireN]), whatever is set in the key; a
+// request for more permits than the capacity set is refused (Acquire
+// waits) until the capacity is raised.
+//
+// It is safe for concurrent use, and safe to re-run (a re-send after a
+// lost reply sets the same capacity). Errors:
+// coordination.ErrInvalidArgument naming capacity (below 1 or above
+// [MaxCapacity]; use Drain to grant none) or semaphore (nil), with
+// nothing sent; an error matching coordination.ErrBadState when the key
+// holds something else or a record outside the layout, nothing written;
+// the hook's error when a hook rejects; Redis and network errors.
+func (s *Semaphore) SetCapacity(ctx context.Context, capacity int64) error {
+	if err := s.check(); err != nil {
+		return engine.OpError(hooks.SemaphoreUpdate, engine.Keys{}, err)
+	}
+	if capacity < 1 || capacity > MaxCapacity {
+		return engine.OpError(hooks.SemaphoreUpdate, s.keys,
+			check.InvalidArgument("capacity", "must be between 1 and %d, got %d (Drain grants none)", int64(MaxCapacity), capacity))
+	}
+	return s.configure(ctx, hooks.SemaphoreUpdate, verbCapacity, capacity)
+}
+
+// Drain stops granting permits on the key, for every Semaphore on it in
+// every process, and waits until no permit is held (released or expired),
+// as long as ctx allows; it is admitted through hooks once, as SEMAPHORE
+// DRAIN, however long it waits. Held permits are not revoked: their
+// holders keep working, refresh and release them as usual. The drain
+// lasts until [Semaphore.Resume], also when Drain returns an error:
+// acquisitions meanwhile are refused ([Semaphore.TryAcquire] returns
+// coordination.ErrNotAcquired) or wait ([Semaphore.Acquire]). Drain sets
+// the capacity in force in the key as [Semaphore.SetCapacity] does (the
+// capacity given to [New] when the key does not exist).
+//
+// Each attempt is one round trip; between attempts Drain waits on the
+// key's release notifications, the earliest permit's expiry (as the
+// server reported it) or the re-check period ([WithRecheck]), and retries
+// transient errors with jittered backoff. It returns nil once no permit
+// is live. It is safe for concurrent use; several drains may wait at once.
+//
+// When ctx ends first it returns an error matching both
+// coordination.ErrNotAcquired and context.Cause(ctx) when Redis answered
+// its last attempt (permits were still held), as every blocking
+// operation that gave up does (see coordination.ErrNotAcquired); other
+// errors as [Semaphore.SetCapacity] has them (semaphore for a nil one).
+func (s *Semaphore) Drain(ctx context.Context) error {
+	if err := s.check(); err != nil {
+		return engine.OpError(hooks.SemaphoreDrain, engine.Keys{}, err)
+	}
+	ctx, op, err := s.e.Admit(ctx, hooks.SemaphoreDrain, primitive, s.keys)
+	if err != nil {
+		return err
+	}
+	err = s.e.Wait(ctx, engine.WaitConfig{Key: s.keys.Full()[0], Recheck: s.recheck}, func(ctx context.Context) (engine.Attempt, error) {
+		g, err := configureScript.Run(ctx, s.e, s.keys, verbDrain, s.capacity)
+		if err != nil {
+			return engine.Attempt{}, err
+		}
+		return engine.Attempt{Done: g.Acquired, RetryIn: g.RetryIn}, nil
+	})
+	return op.End(err)
+}
+
+// Resume ends a drain ([Semaphore.Drain]) in one round trip (admitted as
+// SEMAPHORE UPDATE): permits are granted again under the capacity set in
+// the key, and blocked [Semaphore.Acquire] callers on the key, in every
+// process, are woken. It changes nothing when the semaphore is not
+// draining. It is safe for concurrent use and to re-run. Errors: as
+// [Semaphore.SetCapacity]'s (semaphore for a nil one).
+func (s *Semaphore) Resume(ctx context.Context) error {
+	if err := s.check(); err != nil {
+		return engine.OpError(hooks.SemaphoreUpdate, engine.Keys{}, err)
+	}
+	return s.configure(ctx, hooks.SemaphoreUpdate, verbResume, s.capacity)
+}
+
+// The verbs of semaphore_configure.
+const (
+	verbCapacity = "capacity"
+	verbDrain    = "drain"
+	verbResume   = "resume"
+)
+
+// configure runs semaphore_configure's verb once, admitted as name.
+func (s *Semaphore) configure(ctx context.Context, name, verb string, capacity int64) error {
+	ctx, op, err := s.e.Admit(ctx, name, primitive, s.keys)
+	if err != nil {
+		return err
+	}
+	_, err = configureScript.Run(ctx, s.e, s.keys, verb, capacity)
+	return op.End(err)
 }

@@ -50,3 +50,39 @@ func export(ctx context.Context) error {
 	fmt.Println("exporting under a permit")
 	return nil
 }
+
+// docs/semaphore-latch.md's snippet: an operator sets the capacity for
+// every worker, drains, and resumes.
+func ExampleSemaphore_Drain() {
+	coord, stop := exampleCoordinator()
+	defer stop()
+	sem, err := semaphore.New(coord, "encoders", 4)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := snippetDrain(context.Background(), sem); err != nil {
+		log.Fatal(err)
+	}
+	st, err := sem.State(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("capacity %d, draining %v\n", st.Capacity, st.Draining)
+	// Output: capacity 8, draining false
+}
+
+func snippetDrain(ctx context.Context, sem *semaphore.Semaphore) error {
+	if err := sem.SetCapacity(ctx, 8); err != nil { // every worker, at once
+		return err
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := sem.Drain(dctx); err != nil { // nothing granted from here on
+		return err // some holders still working after 5 minutes
+	}
+	// ... maintenance with no permit held ...
+	if err := sem.Resume(ctx); err != nil {
+		return err
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"flag"
 	"math"
 	"os"
@@ -181,6 +182,20 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 		}
 	}()
 	keys["semaphore-waited"] = "sem-full"
+	// A capacity set in the key and a drain that gave up with a permit
+	// held: the key has no TTL, and the drain stays.
+	drained, err := semaphore.New(coord, "sem-drain", 4)
+	must(err)
+	kept, err := drained.TryAcquire(ctx, time.Minute)
+	must(err)
+	t.Cleanup(func() { _, _ = kept.Release(context.Background()) })
+	must(drained.SetCapacity(ctx, 3))
+	dctx, dcancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	if err := drained.Drain(dctx); !errors.Is(err, coordination.ErrNotAcquired) {
+		t.Fatalf("Drain with a permit held = %v; want ErrNotAcquired", err)
+	}
+	dcancel()
+	keys["semaphore-draining"] = "sem-drain"
 
 	lt, err := latch.New(coord, "latch", latch.WithDeadline(time.Hour))
 	must(err)
@@ -438,6 +453,17 @@ func TestInspectUnknownAndCorrupt(t *testing.T) {
 			{set("sem-cap", func(k string) error {
 				return raw.ZAdd(ctx, k, redis.Z{Score: -2.5, Member: "capacity"}).Err()
 			}), "capacity record scored -2.5"},
+			// A capacity set in the key: no TTL, and a mode of -1 or -2.
+			{set("sem-mode-ttl", func(k string) error {
+				if err := raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity-set"}).Err(); err != nil {
+					return err
+				}
+				return raw.Expire(ctx, k, time.Hour).Err()
+			}), "a capacity set in the key on a key with a TTL"},
+			{set("sem-mode", func(k string) error {
+				return raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity"}, redis.Z{Score: -3, Member: "capacity-set"},
+					redis.Z{Score: 2, Member: "draining"}).Err()
+			}), "draining record scored 2: records score below 0 (and above -inf); both a capacity and a capacity-set record"},
 			{set("sem-multi", func(k string) error {
 				return raw.ZAdd(ctx, k, redis.Z{Score: -3, Member: "capacity"}, redis.Z{Score: 5, Member: "multi"}).Err()
 			}), "multi record scored 5: records score below 0"},

@@ -376,15 +376,21 @@ coordctl repair semaphore --key encoders --permit 3f2a9c1e`)
 			// records alone would stay forever, the key having no TTL
 			// while a permit without expiry was there); with permits left
 			// that all expire, the key expires with the latest of them.
+			// A key with a capacity set in it ("capacity-set") keeps no
+			// TTL and stays, as a release leaves it.
 			var left []redis.Z
-			forever := false
+			forever, kept := false, false
 			for _, z := range ms {
-				if m, _ := z.Member.(string); strings.HasPrefix(m, "P:") && m != member {
+				m, _ := z.Member.(string)
+				if strings.HasPrefix(m, "P:") && m != member {
 					left = append(left, z)
 					forever = forever || math.IsInf(z.Score, 1)
 				}
+				kept = kept || m == "capacity-set"
 			}
 			switch {
+			case kept:
+				p.ZRem(ctx, full, member)
 			case len(left) == 0:
 				p.Del(ctx, full)
 			case !forever:
@@ -394,7 +400,7 @@ coordctl repair semaphore --key encoders --permit 3f2a9c1e`)
 			default:
 				p.ZRem(ctx, full, member)
 			}
-			deleted = len(left) == 0
+			deleted = !kept && len(left) == 0
 		})
 		if err != nil {
 			return refusal(stderr, fs.name, err)

@@ -172,6 +172,27 @@ func TestRepairSemaphore(t *testing.T) {
 		if n := b.Client(t).Exists(ctx, b.Key("solo")).Val(); n != 0 {
 			t.Fatal("the key of a semaphore without permits is still there")
 		}
+		// A key with a capacity set in it stays, without a TTL, as after a
+		// release.
+		kept, _ := semaphore.New(b.Coordinator(t), "kept", 1)
+		if err := kept.SetCapacity(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		held, err := kept.TryAcquire(ctx, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testharness.PermitWithoutExpiry(t, b.Raw(t), b.Key("kept"), "P:1:"+held.Token())
+		out = expect(t, exitOK, "removed P:1:"+held.Token(), cmdline(b, "repair semaphore", "--key", "kept", "--permit", held.Token()[:12])...)
+		if strings.Contains(out, "deleted the key") {
+			t.Fatalf("the repair deleted a key with a capacity set:\n%s", out)
+		}
+		if st, err := kept.State(ctx); err != nil || st != (semaphore.State{Capacity: 2, CapacitySet: true}) {
+			t.Fatalf("after the repair: State = %+v, %v; want capacity 2 set, nothing held", st, err)
+		}
+		if ttl := b.Client(t).PTTL(ctx, b.Key("kept")).Val(); ttl != -1 {
+			t.Fatalf("after the repair the key's TTL is %v, want none (-1)", ttl)
+		}
 	})
 }
 

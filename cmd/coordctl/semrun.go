@@ -31,7 +31,8 @@ operator removed them), cmd gets SIGTERM, then SIGKILL after --grace, and coordc
 exits 75. On SIGINT/SIGTERM coordctl stops cmd the same way and releases the permits.
 cmd and everything it starts never outlive the permits: if coordctl dies (kill -9
 included) they are killed at once (see coordctl lock run --help).
-Every user of K must give the same --capacity.
+Every user of K must give the same --capacity, unless a capacity was set in the
+key (semaphore.SetCapacity): that one is then in force for every user.
 
 Exit status: cmd's own (128+N when killed by signal N); 1 when --no-wait or --timeout
 found no free permit (or the capacity differs from the one in use); 75 when the

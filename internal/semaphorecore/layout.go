@@ -1,8 +1,9 @@
 // The stored layout of package semaphore, for coordctl inspect and repair
 // (package layout): a semaphore is one sorted set of "P:<n>:<token>"
 // permits scored by their expiry in ms (+inf: no expiry), its capacity
-// record "capacity" (scored -capacity) and the "multi" and "waiting"
-// records.
+// record "capacity" (scored -capacity), or "capacity-set" in its place
+// when the capacity was set in the key (which then has no TTL), and the
+// "multi", "waiting" and "draining" records.
 
 package semaphorecore
 
@@ -32,7 +33,7 @@ var SemaphoreLayout = layout.Layout{
 	Type: "zset",
 	Match: func(s *layout.Snapshot) bool {
 		return s.AnyMember(func(m string) bool {
-			return m == "capacity" || m == "multi" || m == "waiting" || strings.HasPrefix(m, "P:")
+			return m == "capacity" || m == "capacity-set" || m == "multi" || m == "waiting" || strings.HasPrefix(m, "P:")
 		})
 	},
 	Mixes:  "semaphore",
@@ -43,23 +44,26 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 	now := float64(s.NowMs)
 	var capacity, used int64
 	holders, noExpiry, waiters := 0, 0, false
+	var set, plain, draining bool // "capacity-set", "capacity" and "draining" are there
 	// Every problem is reported, in one line: a verb checks only the
 	// scores it reads, so a key may hold several that none has refused.
 	var problems []string
 	bad := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
 	for _, m := range s.ZSet {
 		switch {
-		case m.Member == "capacity":
+		case m.Member == "capacity" || m.Member == "capacity-set":
 			if m.Score >= 0 || m.Score < -maxCapacity || m.Score != math.Trunc(m.Score) {
-				bad("capacity record scored %s: not minus a capacity in 1..2^53-1", score(m.Score))
+				bad("%s record scored %s: not minus a capacity in 1..2^53-1", m.Member, score(m.Score))
 				continue
 			}
 			capacity = int64(-m.Score)
-		case m.Member == "waiting" || m.Member == "multi":
+			set, plain = set || m.Member == "capacity-set", plain || m.Member == "capacity"
+		case m.Member == "waiting" || m.Member == "multi" || m.Member == "draining":
 			if m.Score >= 0 || math.IsInf(m.Score, -1) {
 				bad("%s record scored %s: records score below 0 (and above -inf)", m.Member, score(m.Score))
 			}
 			waiters = waiters || m.Member == "waiting"
+			draining = draining || m.Member == "draining"
 		case strings.HasPrefix(m.Member, "P:"):
 			n, token, ok := permit(m.Member)
 			if !ok {
@@ -85,16 +89,34 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 	}
 	r.Add("capacity", capacity)
 	r.Add("used", used)
-	r.Add("free", max(capacity-used, 0))
+	free := max(capacity-used, 0)
+	if draining {
+		free = 0 // draining: nothing is granted
+	}
+	r.Add("free", free)
 	r.Add("holders", holders)
 	r.Add("without expiry", noExpiry)
 	r.Add("notifies on release", waiters) // a contended attempt marked it
-	if capacity < 1 {
+	if set || draining {
+		// Only when set (SetCapacity, Drain): the report of a semaphore
+		// that never had one reads as before.
+		r.Add("capacity set", set)
+		r.Add("draining", draining)
+	}
+	switch {
+	case set && plain:
+		bad("both a capacity and a capacity-set record")
+	case draining && !set:
+		bad("a draining record without a capacity-set record")
+	case capacity < 1:
 		bad("no capacity record")
 	}
 	// The key's TTL follows its latest permit: none while a permit without
-	// expiry is held.
+	// expiry is held; none at all while a capacity is set in the key.
 	switch {
+	case set && s.PTTL >= 0:
+		bad("a capacity set in the key on a key with a TTL: the key's expiry will delete the setting")
+	case set:
 	case noExpiry > 0 && s.PTTL >= 0:
 		bad("a permit without expiry on a key with a TTL: the key's expiry will delete it")
 	case noExpiry == 0 && s.PTTL == -1:

@@ -5,18 +5,22 @@
 -- A permit's score is its expiry in server-time ms: an integer >= 0 that
 -- no TTL puts past now + 9223372036855 (the longest time.Duration in ms,
 -- rounded up), or +inf (no expiry). The records are the members
--- "capacity" (score -capacity, an integer with 1 <= capacity <= 2^53-1),
--- "multi" and "waiting" (below 0 and above -inf). Any other score a script
+-- "capacity" or "capacity-set" (score -capacity, an integer with 1 <=
+-- capacity <= 2^53-1), "multi", "waiting" and "draining" (below 0 and
+-- above -inf). Any other score a script
 -- goes by (the earliest live permit for a retry time, the next latest for
 -- the key's TTL) is checked with expiry where it is read. Scores a script
 -- does not read are not checked: that would cost every call two more
 -- commands (coordctl inspect reports them).
--- Uses key, now (time_ms), r (a ZMSCORE reply: 'capacity' first, then the
--- two other records in either order) and mine (the caller's member's
--- score, false when it has none). Defines latest, outside, expiry, cap
--- (the recorded capacity), records (how many records the key holds) and
--- mine_at (mine's expiry, nil when mine is false). Returns the
--- COORD_BADSTATE error reply from the script when one is outside.
+-- Uses key, now (time_ms), r (a ZMSCORE reply: 'capacity' first, then
+-- 'multi' and 'waiting' in either order; with fixed, r[1] is the
+-- "capacity-set" record's: fragment semaphore_set, which also gives
+-- drain_rec) and mine (the caller's member's score, false when it has
+-- none). Defines latest, outside, expiry, cap (the recorded capacity),
+-- records (how many records the key holds), draining (the "draining"
+-- record is there) and mine_at (mine's expiry, nil when mine is false).
+-- Returns the COORD_BADSTATE error reply from the script when one is
+-- outside.
 local latest = now + 9223372036855
 local outside = 'COORD_BADSTATE semaphore key holds a score outside its layout'
 -- expiry returns the expiry a permit's score s (as a reply gives it)
@@ -48,6 +52,14 @@ for i = 2, 3 do
     end
     records = records + 1
   end
+end
+local draining = false
+if drain_rec then
+  local x = tonumber(drain_rec)
+  if x == nil or x >= 0 or x == -math.huge then
+    return redis.error_reply(outside)
+  end
+  draining, records = true, records + 1
 end
 local mine_at = nil
 if mine then
