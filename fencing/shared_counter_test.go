@@ -147,8 +147,10 @@ func TestSharedCounterFieldIsValidated(t *testing.T) {
 		}{
 			{"not a hash", "shared counter hash holds the wrong Redis type, not a hash (COORD_BADCOUNTER)",
 				func(c redis.UniversalClient) error { return c.Set(ctx, hash, "x", 0).Err() }},
-			// (A TTL on the hash is checked only when a name's field is
-			// created: the hot path does not pay for it; see the script.)
+			{"hash with a TTL", "shared counter hash has a TTL; it must never expire (COORD_BADCOUNTER)",
+				func(c redis.UniversalClient) error {
+					return errors.Join(c.HSet(ctx, hash, field, "4").Err(), c.Expire(ctx, hash, time.Hour).Err())
+				}},
 			{"new name, hash with a TTL", "shared counter hash has a TTL; it must never expire (COORD_BADCOUNTER)",
 				func(c redis.UniversalClient) error {
 					return errors.Join(c.HSet(ctx, hash, "other", "4").Err(), c.Expire(ctx, hash, time.Hour).Err())

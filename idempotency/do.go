@@ -38,8 +38,11 @@ var (
 	// an error not marked [RetrySafe], or [Store.Fail] was called): that
 	// attempt may or may not have had its effects, so Do does not run fn
 	// again until the failed claim expires (see [Failed]) or is deleted
-	// with [Store.Forget]. It is an answer, not a failure of the store.
-	ErrOutcomeUnknown = errors.New("idempotency: an earlier attempt failed, outcome unknown")
+	// with [Store.Forget]. It matches coordination.ErrNotAcquired (the
+	// claim was not given to the caller), as ErrInProgress does. It is an
+	// answer, not a failure of the store; [Store.Begin] tells how long the
+	// key stays failed ([Claim.Remaining]).
+	ErrOutcomeUnknown = fmt.Errorf("idempotency: an earlier attempt failed, outcome unknown: %w", coordination.ErrNotAcquired)
 )
 
 func init() {

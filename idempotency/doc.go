@@ -5,8 +5,8 @@
 //
 // # Claims
 //
-// A [Store] keeps one Redis string per key: its state (pending or
-// completed), the owner token of the caller that claimed it, an optional
+// A [Store] keeps one Redis string per key: its state (pending,
+// completed, abandoned or failed), the owner token of the caller that claimed it, an optional
 // request fingerprint and, once completed, the result bytes. Each
 // transition is one Lua script on that one key, one round trip, so it works
 // the same on a standalone server, behind Sentinel, and on Redis Cluster:
@@ -71,14 +71,16 @@
 // remembers the last fence (so the next claim's is larger) and the Abandon
 // call (so that its re-send is recognised), and the next Begin replaces it.
 // Complete and Abandon publish
-// "completed" or "abandoned" on the key's release channel (sharded
+// "completed", "abandoned", "failed" or "forgotten" on the key's release channel (sharded
 // Pub/Sub where the server has it; see package coordination), which
 // waiting Begins subscribe to
 // ([WithWait]); the publish is best effort, so a user whose ACL forbids the
 // channel still completes and abandons, and waiters fall back to the
 // claim's expiry and periodic re-checks. The scripts (idempotency_begin,
-// idempotency_complete, idempotency_abandon, idempotency_renew in package
-// lua) need GET, SET, PTTL, PEXPIRE and TIME, besides EVALSHA and EVAL.
+// idempotency_complete, idempotency_abandon, idempotency_fail,
+// idempotency_forget, idempotency_renew in package lua) need GET, SET, DEL,
+// PTTL, PEXPIRE and TIME, besides EVALSHA and EVAL (and SPUBLISH or
+// PUBLISH for the notifications).
 //
 // # Time
 //
@@ -160,7 +162,10 @@
 // shared across processes and kept after fn returns; a caller whose wait
 // ends first gets [ErrInProgress]. If fn fails, the waiters get
 // [ErrOutcomeUnknown], or run fn themselves when the failure was
-// [RetrySafe]. [DoValue] with [JSONCodec] stores a typed result.
+// [RetrySafe]. A computation without side effects should return its
+// errors as [RetrySafe](err): otherwise one failure (a timeout of the
+// caller's own context included) leaves the key failed for the rest of its
+// TTL. [DoValue] with [JSONCodec] stores a typed result.
 //
 // # What holds, and what does not
 //

@@ -82,14 +82,18 @@ func TestForget(t *testing.T) {
 		}
 
 		// Foreign data is not deleted; bad input sends nothing.
-		if err := raw.Set(ctx, b.Key("foreign"), "hello", time.Minute).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Forget(ctx, "foreign"); !errors.Is(err, coordination.ErrBadState) {
-			t.Fatalf("Forget of a foreign string = %v, want ErrBadState", err)
-		}
-		if raw.Get(ctx, b.Key("foreign")).Val() != "hello" {
-			t.Fatal("Forget changed a foreign value")
+		// Values starting with a claim's letter included (a new user's
+		// finding: "Carol" and "PONG" were deleted).
+		for _, v := range []string{"hello", "Carol", "Alice", "PONG", "Fxyz", "Pgarbage", "F12:x"} {
+			if err := raw.Set(ctx, b.Key("foreign"), v, time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Forget(ctx, "foreign"); !errors.Is(err, coordination.ErrBadState) {
+				t.Fatalf("Forget of the foreign string %q = %v, want ErrBadState", v, err)
+			}
+			if raw.Get(ctx, b.Key("foreign")).Val() != v {
+				t.Fatalf("Forget changed the foreign value %q", v)
+			}
 		}
 		counter := testharness.CountCommands(f.coord.Client())
 		_, err = s.Forget(ctx, "")

@@ -14,15 +14,18 @@
 -- Errors (raised before anything is written):
 --   WRONGTYPE        the key holds something other than a string (raised by
 --                    GET)
---   COORD_BADSTATE   the string is not a claim (see idempotency_begin):
---                    nothing is deleted
+--   COORD_BADSTATE   the string does not start as a claim of one of the
+--                    four forms does (see idempotency_begin): nothing is
+--                    deleted
 --#include notify
 local v = redis.call('GET', KEYS[1])
 if v == false then
   return 0
 end
-local first = string.sub(v, 1, 1)
-if first ~= 'P' and first ~= 'C' and first ~= 'A' and first ~= 'F' then
+-- A claim of one of the four forms (layout in idempotency_begin), told
+-- by its start; anything else is not deleted.
+if not (string.find(v, '^P[1-9]%d*:[1-9]%d*:[^:]+:') or string.find(v, '^C[^:]+:')
+    or string.find(v, '^A[1-9]%d*:') or string.find(v, '^F[1-9]%d*:[^:]+:')) then
   return redis.error_reply('COORD_BADSTATE idempotency key holds no claim')
 end
 redis.call('DEL', KEYS[1])

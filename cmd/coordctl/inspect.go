@@ -32,10 +32,11 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 
 Reads KEY (after --prefix) and prints what it holds, decoded by the layouts the
 packages document: a lock's owner (truncated token) and TTL; a fencing lease's
-owner, holder, token and fence counter; hash-field leases per field; rwlease
+owner, holder, token, term start and fence counter; a fence counter (in the
+shared counter hash of its slot, read by its counter key) and that hash; hash-field leases per field; rwlease
 readers and writer; semaphore capacity and permits with time left; latch
 generation, count and deadline; an idempotency claim's state (pending, completed,
-abandoned), fencing token, fingerprint and result; a limiter's algorithm,
+abandoned, failed), fencing token, fingerprint and result; a limiter's algorithm,
 remaining permits and next refill or reset; a deny list's size. It only reads.
 Unknown or corrupt layouts are said plainly.
 --scan lists the keys matching PATTERN (a SCAN glob, after --prefix) with their
@@ -213,9 +214,14 @@ func fetch(ctx context.Context, c redis.UniversalClient, prefix, key string) (*l
 	if err := sharedCounter(ctx, c, prefix, s); err != nil {
 		return nil, err
 	}
-	tag, ok := tagOf(key)
+	// The key's own hash tag, after the prefix (which may hold one too).
+	rest, prefixed := strings.CutPrefix(key, prefix)
+	tag, ok := tagOf(rest)
 	if !ok {
 		return s, nil
+	}
+	if prefixed {
+		tag = prefix + tag
 	}
 	var sib []string
 	switch {

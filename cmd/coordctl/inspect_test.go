@@ -228,7 +228,8 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 			return ratelimit.New(coord, k, ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
 		},
 		"limiter-fixed-epoch": func(k string) (*ratelimit.Limiter, error) {
-			return ratelimit.New(coord, k, ratelimit.FixedWindow{Limit: 10, Window: time.Minute, Align: ratelimit.AlignEpoch})
+			// A week: a one-minute window ended mid-test (CI, 1 run in 4).
+			return ratelimit.New(coord, k, ratelimit.FixedWindow{Limit: 10, Window: 7 * 24 * time.Hour, Align: ratelimit.AlignEpoch})
 		},
 		"limiter-fixed-calendar": func(k string) (*ratelimit.Limiter, error) {
 			loc, err := time.LoadLocation("Europe/Berlin")
@@ -648,4 +649,31 @@ func TestInspectScanOneLinePerKey(t *testing.T) {
 	if strings.Count(out, "CORRUPT: ") != 1 {
 		t.Errorf("want one corrupt key:\n%s", out)
 	}
+}
+
+// With a key prefix that holds a hash tag of its own, inspect finds a
+// fencing lease's counter and a counter's lease by the key's own tag, not
+// the prefix's (a new user's finding: it printed "{app}:fence (none)").
+func TestInspectTaggedPrefixFindsTheSibling(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		prefix := b.Prefix() + "{app}:"
+		coord, err := coordination.New(b.Client(t), coordination.WithKeyPrefix(prefix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := fencing.New(coord, "{h1}:lease", "{h1}:fence")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := m.TryAcquire(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _, _ = l.Release(ctx) }()
+		out := expect(t, exitOK, "fence counter:", cmdline(b, "inspect", "--prefix", prefix, "{h1}:lease")...)
+		if !strings.Contains(out, prefix+"{h1}:fence = 1") {
+			t.Errorf("inspect of the lease:\n%s\nwant its counter %s{h1}:fence = 1", out, prefix)
+		}
+	})
 }

@@ -234,7 +234,8 @@ func runIdemForget(orphan bool) func(args []string, stdout, stderr io.Writer) in
 		name, usage, example := "idempotency forget", `usage: coordctl idempotency forget --key K [--namespace NS] [--pending]
 
 Deletes the idempotency claim at K, so that the next request with that key runs
-the work again. A completed claim is deleted; a pending one only with --pending
+the work again. A completed, abandoned or failed claim is deleted (a failed one
+once its outcome is checked); a pending one only with --pending
 (its owner may still be working: see coordctl repair claim).`, `coordctl idempotency forget --redis redis://127.0.0.1:6379/0 --key pay:8f14e45f`
 		if orphan {
 			name, usage, example = "repair claim", `usage: coordctl repair claim --key K [--namespace NS]
