@@ -9,6 +9,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/rwlease"
 	"github.com/coordkit/coordination/semaphore"
 )
@@ -64,8 +65,9 @@ func TestRenewAndReleaseUnderOOM(t *testing.T) {
 					t.Errorf("%s: Release under OOM = %v, %v", name, out, err)
 				}
 			}
-			// Left: the fencing counter only (a release leaves no key).
-			if left := a.Keys(ctx, "*").Val(); len(left) != 1 || !strings.HasSuffix(left[0], "{f}:fence") {
+			// Left: the fencing counter's shared hash only (a release
+			// leaves no key).
+			if left := a.Keys(ctx, "*").Val(); len(left) != 1 || !strings.HasSuffix(left[0], fencingcore.SharedKeyOf("", "{f}:fence")) {
 				t.Errorf("keys left after the releases %q, want the fencing counter only", left)
 			}
 		})

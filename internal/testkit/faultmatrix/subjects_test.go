@@ -13,6 +13,7 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/latch"
 	"github.com/coordkit/coordination/leader"
 	"github.com/coordkit/coordination/lock"
@@ -158,7 +159,7 @@ func subjects() []subject {
 			restart: "forgotten: holder's Verify false, a second holder", evict: "evicted: holder's Verify false, a second holder",
 		},
 		{
-			name: "fencing", kind: leaseKind, key: "{m}:lease", keys: []string{"{m}:lease", "{m}:fence"},
+			name: "fencing", kind: leaseKind, key: "{m}:lease", keys: []string{"{m}:lease", mFences},
 			take: func(ctx context.Context, w *world) (string, error) {
 				m, err := fencing.New(w.coord[0], "{m}:lease", "{m}:fence")
 				if err != nil {
@@ -180,7 +181,7 @@ func subjects() []subject {
 				// A second holder, through the coordinator that saw token 1.
 				next := must(must(fencing.New(w.coord[0], "{m}:lease", "{m}:fence"))(t).TryAcquire(bg, time.Minute))(t)
 				want, resets := l.FencingToken()+1, int64(0)
-				if lost["{m}:fence"] {
+				if lost[mFences] {
 					// The counter restarted: token 1 is handed out again,
 					// and the coordinator that saw it says so.
 					want, resets = 1, 1
@@ -299,7 +300,7 @@ func subjects() []subject {
 			restart: "forgotten: count-downs fail with ErrNotFound", evict: "kept (no TTL unless WithKeyTTL)",
 		},
 		{
-			name: "leader", kind: electionKind, key: "{m}:lease", keys: []string{"{m}:lease", "{m}:fence"},
+			name: "leader", kind: electionKind, key: "{m}:lease", keys: []string{"{m}:lease", mFences},
 			take: func(ctx context.Context, w *world) (string, error) {
 				terms := make(chan *leader.Term, 8)
 				el := must(leader.New(w.coord[0], "{m}:lease", "{m}:fence", "a", leader.WithLeaseDuration(time.Second),
@@ -336,7 +337,7 @@ func subjects() []subject {
 			forgotten: func(t *testing.T, w *world, lost map[string]bool) {
 				terms := w.held.(chan *leader.Term)
 				want := int64(2) // the counter was kept
-				if lost["{m}:fence"] {
+				if lost[mFences] {
 					want = 1
 				}
 				select {
@@ -486,3 +487,9 @@ func lockTryAcquireField(ctx context.Context, coord *coordination.Coordinator, k
 	}
 	return s.TryAcquire(ctx, field, ttl)
 }
+
+// mFences is the shared counter hash that holds the counter of the fenced
+// name "{m}:fence" (without the key prefix, which the matrix's prefixes do
+// not tag): the key an eviction or a restart must lose for its tokens to
+// start again.
+var mFences = fencingcore.SharedKeyOf("", "{m}:fence")
