@@ -20,8 +20,9 @@
 -- window apply to them at once. A charge (a, permits > 0) is one entry at
 -- the server's time (merged into the newest when that is not older); a
 -- give-back (a < 0) takes permits from the newest entries first; a
--- refund (r) from the oldest entry no older than its mark (the grant's
--- time) on.
+-- refund (r) only from the grant's own entry, the one at its mark (the
+-- grant's time): once that entry has left the window (or was merged into
+-- a later one) nothing is given back, never another grant's permits.
 --#include rl_common.header
 --#include rl_common.args
 --#include rl_common.one
@@ -112,12 +113,12 @@ if full then
     ts[i], ks[i], p, pv = t, k, x, t
   end
 end
--- A refund gives back only what entries no older than its grant hold.
+-- A refund gives back only what the grant's own entry holds.
 local rm, rj = m, nil
 if op == 'r' then
   local have = 0
   for i = 1, #ts do
-    if ts[i] >= mk then
+    if ts[i] == mk then
       rj = rj or i
       have = have + ks[i]
     end

@@ -202,7 +202,8 @@ type GCRA struct {
 // run that holds the reservation's grant (a run that ended holds nothing
 // of it), the way to "count only failed logins": reserve 1, settle 0 on
 // success. [Limiter.Update] keeps the count and the run's latest attempt;
-// the new Limit and Quiet apply at once.
+// the new Limit and Quiet apply from the next decision on the key (until
+// then the key expires as the old Quiet set it).
 //
 // It cannot be a [Composite]'s component (a composite writes nothing on a
 // refusal, and this throttle must), and refuses [WithBatch] (permits
@@ -243,8 +244,11 @@ const maxLogLimit = 1000
 // estimate) is one more entry at the server's time; a give-back
 // ([Limiter.Reward], a settlement below its estimate) takes permits from
 // the newest entries first; a reservation's give-back only from its own
-// grant's entry and newer ones. [Limiter.Update] keeps the entries: the
-// new Limit and Window apply to them at once. [WithBatch] works as for
+// grant's entry while it is in the log (after it left the window,
+// nothing: the permits came back by themselves). [Limiter.Update] keeps
+// the entries: the new Limit and Window apply to them from the next
+// decision on the key (until then the key expires as the old Window set
+// it). [WithBatch] works as for
 // the other algorithms. It is not (yet) a [Composite]'s component.
 //
 // State: one string with the settings, the total, the number of entries

@@ -82,9 +82,8 @@
 // (a composite's fixed window: one that started at or before the grant);
 // a token bucket only when no refill period began since the grant; GCRA
 // the grant's charge less the time since the grant (what has not come
-// back by itself); a sliding window only from segments no older than the
-// grant's, oldest first; a throttle only to the run that holds the
-// grant; a sliding log only from the grant's entry and newer ones. A
+// back by itself); a sliding window only from the grant's own segment while it is in the window; a throttle only to the run that holds the
+// grant; a sliding log only from the grant's own entry while it is in the log. A
 // refund after its window rolled over does
 // nothing, and a refund is itself sent at most once.
 //

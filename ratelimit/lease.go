@@ -152,8 +152,8 @@ func (h *held) release(ctx context.Context) (decode.Outcome, error) {
 // provably still holds of the grant: a fixed window only in the same
 // window; a token bucket only when no refill period began since the
 // grant; GCRA the grant's charge less the time since the grant (what has
-// not come back by itself); a sliding window only from segments no older
-// than the grant's; a composite each component by its rule (its fixed
+// not come back by itself); a sliding window only from the grant's own
+// segment while it is in the window; a composite each component by its rule (its fixed
 // windows when they started at or before the grant). It reports whether
 // anything was given back.
 func (l result) refund(ctx context.Context) (bool, error) {

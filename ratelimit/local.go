@@ -71,13 +71,15 @@ func NewLocalConcurrency(limit int, opts ...Option) (*ConcurrencyLimiter, error)
 // decide in this process while Redis cannot give decisions, instead of
 // applying its [FailureMode]: each replica then enforces its share of the
 // limit, computed for replicas replicas (the number of processes sharing
-// the key): every capacity (FixedWindow and SlidingWindow Limit,
-// TokenBucket Limit, GCRA Burst, the concurrency limit; each component of
-// a Composite) becomes ceil(capacity / replicas), and every sustained
-// rate is divided by replicas (a TokenBucket's Period and a GCRA's
-// Interval, or its Period, multiplied by replicas); windows keep their
-// length. replicas = 1 keeps the settings as they are. The local state
-// starts empty at each switch to local decisions.
+// the key): every capacity (FixedWindow, SlidingWindow, Throttle and
+// SlidingLog Limit, TokenBucket Limit, GCRA Burst, the concurrency limit;
+// each component of a Composite) becomes ceil(capacity / replicas), and
+// every sustained rate is divided by replicas (a TokenBucket's Period and
+// a GCRA's Interval, or its Period, multiplied by replicas); windows and a
+// Throttle's Quiet keep their length. replicas = 1 keeps the settings as
+// they are. The local state starts empty at each switch to local
+// decisions: a caller a Throttle blocked in Redis starts a new run of
+// attempts on each replica.
 //
 // A decision is local from the first call that finds Redis unavailable
 // (a network error, a stopped server, an error reply such as LOADING,

@@ -107,10 +107,9 @@ func windowed(alg byte) bool {
 // Windows give back only what they provably still hold of the
 // reservation's grant, as the middleware's refunds do: a fixed window only
 // while the grant's window lasts (after it, nothing: the grant's permits
-// came back with the new window), a sliding window only from segments no
-// older than the grant's, a throttle only to the run of attempts that
-// holds the grant, a sliding log only from the grant's entry and newer
-// ones, a composite each component by its rule. Settle
+// came back with the new window), a sliding window only from the grant's own segment while it is in the window, a throttle only to the run of attempts that
+// holds the grant, a sliding log only from the grant's own entry
+// while it is in the log, a composite each component by its rule. Settle
 // then returns estimate - actual when anything was given back (a sliding
 // window or a composite may give back fewer), 0 when nothing could be. An
 // excess is charged to the window current at the settlement (a fixed

@@ -33,6 +33,14 @@ import (
 //	composite       each component by its rule
 //	concurrency     the new limit applies to the leases held ([ConcurrencyLimiter.Update])
 //
+// Until that next decision the key keeps the expiry the old settings gave
+// it: after an update to a longer window or quiet period (sliding window,
+// throttle, sliding log), state that the new settings would still count
+// expires under the old ones when no decision on the key comes before the
+// old expiry (a Peek or a probe writes nothing and does not extend it);
+// the next decision then starts afresh. A block by a throttle is extended
+// only by the next attempt, which it refuses.
+//
 // An absent key stays absent (the next grant starts from the new
 // settings); an identical update changes nothing. Processes that still run
 // the old settings keep deciding with them (each decision migrates the

@@ -523,7 +523,7 @@ func (w *work) slidingRefund(op Op, m, mark int64) {
 	w.rj, w.hasRJ = fdiv(mark, w.g), true
 	var have int64
 	for i, x := range w.c.cs {
-		if w.c.o+int64(i) >= w.rj {
+		if w.c.o+int64(i) == w.rj { // the grant's own segment only (as rl_sliding.lua)
 			have += x
 		}
 	}
@@ -876,7 +876,7 @@ func (s *State) log(set Setting, op Op, permits, mark, now int64) (Reply, error)
 	if op == Refund {
 		var have int64
 		for i, e := range live {
-			if e.t >= mark {
+			if e.t == mark { // the grant's own entry only (as ratelimit_log.lua)
 				if rj < 0 {
 					rj = i
 				}

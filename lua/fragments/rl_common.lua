@@ -27,8 +27,8 @@
 --                   grant); a token bucket only when no refill period
 --                   began since the grant; GCRA only what has not come
 --                   back by itself (the grant's charge less the time
---                   since); a sliding window only from segments no older
---                   than the grant's (oldest first); a composite each
+--                   since); a sliding window only from the grant's own
+--                   segment while it is in the window; a composite each
 --                   component by its rule
 -- ARGV[2]  permits (integer; >= 0 for decisions, >= 1 for refunds); 0
 --          probes without consuming

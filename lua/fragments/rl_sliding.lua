@@ -112,16 +112,18 @@ if not o then
 end
 --#section refund
 -- rl_sliding.refund: rm, the charge to apply when m < 0 (m, or less): a
--- refund (r) gives back only permits of segments no older than the
--- grant's (rj: the segment of its time mk), oldest first, at most what
--- they hold.
+-- refund (r) gives back only permits of the grant's own segment (rj: the
+-- segment of its time mk), at most what it holds: once that segment has
+-- left the window nothing is given back, never the permits of later
+-- grants (a new user's finding on the sliding log, which had the same
+-- rule).
 local rm, rj = m, nil
 if op == 'r' then
   rj = (mk - mk % g) / g
   local have, j = 0, o
   if o then
     for x in string.gmatch(cs, '%d+') do
-      if j >= rj then
+      if j == rj then
         have = have + x
       end
       j = j + 1
