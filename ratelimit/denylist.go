@@ -151,7 +151,9 @@ func (d *DenyList) init(k *listKind, coord *coordination.Coordinator, key string
 // coordination.ErrBadState when the key is neither a sorted set nor a
 // plain set (the layout before timed denials, or an operator's SADD: Deny
 // and Remove add and remove its members); Redis and network errors (the
-// write may have been applied: read again to know).
+// write may have been applied: read again to know; a write is sent at
+// most once, so a lost reply is such an error, never a re-send that could
+// undo another client's later write).
 func (d *DenyList) Deny(ctx context.Context, identity string) error {
 	return d.write(ctx, denyKind.write, identity, "1")
 }

@@ -42,9 +42,13 @@ var (
 	resetScript = engine.NewScript("ratelimit_reset", decode.Bool01)
 
 	// denyReadScript reads and denyWriteScript changes a deny list's
-	// membership.
+	// membership. A write is sent at most once (Once): re-sent after a
+	// lost reply, it could run after another client's later write and
+	// undo it (a Remove re-sent after a DenyFor lifted the new denial: the
+	// deny list's checked histories caught it); a lost reply is an
+	// ambiguous error instead.
 	denyReadScript  = engine.NewScript("ratelimit_deny_read", decodeDenial)
-	denyWriteScript = engine.NewScript("ratelimit_deny_write", decode.Bool01)
+	denyWriteScript = engine.NewScript("ratelimit_deny_write", decode.Bool01).Once()
 )
 
 // scriptPair is a decision script under its two decoders.
