@@ -122,8 +122,10 @@ func decoders() []fuzzseed.Decoder {
 		// The started and completed replies are the claims as stored (the
 		// script's replies changed with its cost, not the decoded answers).
 		decoderfuzz.Of(beginScript, decodeBegin, []any{"P60000:1700000000000000:owner:-:"}, []any{-2}, []any{1200},
-			[]any{"Cid:-:result"}, []any{"Cid:3:fp:result"}),
+			[]any{"Cid:-:result"}, []any{"Cid:3:fp:result"}, []any{"F0"}, []any{"F1500"}),
 		decoderfuzz.Of(completeScript, decode.Bool01, []any{1}, []any{0}),
+		decoderfuzz.Of(failScript, decode.Bool01, []any{1}, []any{0}),
+		decoderfuzz.Of(forgetScript, decode.Bool01, []any{1}, []any{0}),
 		decoderfuzz.Of(abandonScript, decode.Bool01, []any{1}, []any{0}),
 		decoderfuzz.Of(renewScript, decode.Bool01, []any{1}, []any{0}),
 	}
@@ -133,8 +135,11 @@ func decoders() []fuzzseed.Decoder {
 func checkDecoded(r any) error {
 	switch x := r.(type) {
 	case beginReply:
-		if x.State < Started || x.State > FingerprintMismatch || x.Remaining < 0 ||
-			(x.State != Completed && x.Result != "") || (x.State == Started) != (x.Fence >= 3) || (x.State != InProgress && x.Remaining != 0) {
+		// Remaining is the key's PTTL for InProgress and Failed (0 when
+		// the key is about to expire), zero otherwise.
+		if x.State < Started || x.State > Failed || x.Remaining < 0 ||
+			(x.State != Completed && x.Result != "") || (x.State == Started) != (x.Fence >= 3) ||
+			(x.State != InProgress && x.State != Failed && x.Remaining != 0) {
 			return fmt.Errorf("claim %+v", x)
 		}
 	case bool:
