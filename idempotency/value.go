@@ -31,8 +31,12 @@ func JSONCodec[T any]() Codec[T] { return jsonCodec[T]{} }
 
 type jsonCodec[T any] struct{}
 
+// Encode returns json.Marshal(v): its errors are json's (an unsupported
+// type or value, such as a func or a NaN).
 func (jsonCodec[T]) Encode(v T) ([]byte, error) { return json.Marshal(v) }
 
+// Decode returns the T that json.Unmarshal makes of data; its errors are
+// json's (a syntax error, a type mismatch).
 func (jsonCodec[T]) Decode(data []byte) (T, error) {
 	var v T
 	err := json.Unmarshal(data, &v)
