@@ -1,7 +1,7 @@
 -- rwlease_acquire: take a shared read lease if no writer holds the key
--- (and, with writer preference, none waits), or the exclusive write lease
--- if no live reader or writer holds it; a refused blocking writer records
--- that it waits.
+-- (and, with writer preference or phase-fair, none waits), or the
+-- exclusive write lease if no live reader or writer holds it; a refused
+-- blocking writer (and, phase-fair, reader) records that it waits.
 --
 -- Layout of the read-write lease key (a sorted set; one key, no hash tag
 -- needed). Scores are expiries in server-time milliseconds:
@@ -9,8 +9,17 @@
 --   member "W:<token>"  the write lease; score = its expiry (> 0). Never
 --                       live together with a live read lease.
 --   member "Q:<token>"  a writer waiting in a blocking Write (writer
---                       preference); score = -(its expiry) (< 0), so that
---                       holders and waiting writers are two score ranges
+--                       preference or phase-fair); score = -(its expiry)
+--                       (< 0), so that holders and waiting entries are two
+--                       score ranges
+--   member "P:<token>"  a reader waiting in a blocking Read (phase-fair)
+--                       because a writer holds or waits; score = -(its
+--                       expiry) (< 0). The release of a live write lease
+--                       turns every live P:<token> into the read lease
+--                       "R:<token>", expiring when the marker would have
+--                       (rwlease_release.lua): the readers that waited
+--                       through a write phase hold the next read phase,
+--                       ahead of writers still waiting
 -- An entry is live while its expiry is after now; expired entries are
 -- pruned by the next script that writes. The key's TTL follows the latest
 -- expiry, and the key is deleted with its last entry. Releases publish on
@@ -20,11 +29,15 @@
 -- ARGV[1]  lease id: the member "R:<token>" (read) or "W:<token>" (write),
 --          token the caller's random owner token
 -- ARGV[2]  TTL in milliseconds (integer >= 1)
--- ARGV[3]  read: 1 to refuse while a writer waits (writer preference), 0
---          to ignore waiting writers. Write: the waiting marker's lifetime
---          in milliseconds: when > 0 and the lease is refused, the member
---          "Q:<token>" is set to expire ARGV[3] ms from now; 0 records
---          nothing.
+-- ARGV[3]  read: 1 to refuse while a writer waits (writer preference and
+--          phase-fair), 0 to ignore waiting writers. Write: the waiting
+--          marker's lifetime in milliseconds: when > 0 and the lease is
+--          refused, the member "Q:<token>" is set to expire ARGV[3] ms from
+--          now; 0 records nothing.
+-- ARGV[4]  read only, optional (phase-fair blocking Read): the waiting
+--          marker's lifetime in milliseconds: when > 0 and the lease is
+--          refused, the member "P:<token>" is set to expire ARGV[4] ms from
+--          now, and a grant removes it; 0 or absent records nothing.
 --
 -- Reply    {1, 0, now_ms}         acquired (a writer's own Q:<token> is
 --                                 removed); also when the caller's own
@@ -35,19 +48,27 @@
 --                                 writer's lease or (ARGV[3] = 1) the
 --                                 latest waiting writer's marker; for a
 --                                 writer, the earliest live holder
+--          A reader whose marker a writer's release turned into a read
+--          lease is acquired by its next attempt (its own entry is live).
 --          now_ms is the server time the script ran at.
 -- Errors (all raised before anything is written):
 --   WRONGTYPE       the key is not a sorted set (raised by ZSCORE)
 --   COORD_BADARG    ARGV[1] is not "R:<token>" or "W:<token>"
 --   COORD_BADSTATE  a live entry in the holders' (or the waiting
---                   writers') score range is not R:/W: (or Q:), or the
+--                   entries') score range is not R:/W: (or Q:/P:), or the
 --                   key's lowest or highest score is not an integer
 --                   within the longest TTL of 0 (fragment rwlease_prune)
 local key, member = KEYS[1], ARGV[1]
 local ttl = tonumber(ARGV[2])
 local arg = tonumber(ARGV[3])
+local rmark = tonumber(ARGV[4] or '0')
 --#include rwlease_member
 local queue = 'Q:' .. string.sub(member, 3)
+if kind == 'R:' then
+  queue = 'P:' .. string.sub(member, 3)
+else
+  rmark = 0
+end
 
 --#include time_ms
 local nows = string.format('%d', now)
@@ -56,8 +77,24 @@ local mine = redis.call('ZSCORE', key, member)
 local holder = redis.call('ZRANGEBYSCORE', key, '(' .. nows, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
 local waiting = redis.call('ZRANGEBYSCORE', key, '-inf', '(-' .. nows, 'WITHSCORES', 'LIMIT', 0, 1)
 local hk = holder[1] and string.sub(holder[1], 1, 2)
-if (hk and hk ~= 'R:' and hk ~= 'W:') or (waiting[1] and string.sub(waiting[1], 1, 2) ~= 'Q:') then
-  return redis.error_reply('COORD_BADSTATE read-write lease key holds an entry that is not R:, W: or Q:<token> in its score range')
+local wk = waiting[1] and string.sub(waiting[1], 1, 2)
+if (hk and hk ~= 'R:' and hk ~= 'W:') or (wk and wk ~= 'Q:' and wk ~= 'P:') then
+  return redis.error_reply('COORD_BADSTATE read-write lease key holds an entry that is not R:, W:, Q: or P:<token> in its score range')
+end
+-- writerWaits returns the score of the latest live waiting writer's marker
+-- (< 0), or nil: the first waiting entry unless waiting readers (P:, only
+-- under phase-fair) come first.
+local function writerWaits()
+  if wk ~= 'P:' then
+    return wk and tonumber(waiting[2])
+  end
+  local all = redis.call('ZRANGEBYSCORE', key, '-inf', '(-' .. nows, 'WITHSCORES')
+  for i = 1, #all, 2 do
+    if string.sub(all[i], 1, 2) == 'Q:' then
+      return tonumber(all[i + 1])
+    end
+  end
+  return nil
 end
 
 --#include rwlease_prune
@@ -66,6 +103,8 @@ local function refuse(retry)
   prune()
   if kind == 'W:' and arg > 0 then
     redis.call('ZADD', key, string.format('%d', -(now + arg)), queue)
+  elseif rmark > 0 then
+    redis.call('ZADD', key, string.format('%d', -(now + rmark)), queue)
   end
   settle()
   return {0, retry, now}
@@ -78,11 +117,14 @@ if not (mine and tonumber(mine) > now) then
   if kind == 'R:' and hk == 'W:' then
     return refuse(tonumber(holder[2]) - now)
   end
-  if kind == 'R:' and arg == 1 and waiting[1] then
-    return refuse(-tonumber(waiting[2]) - now)
+  if kind == 'R:' and arg == 1 then
+    local w = writerWaits()
+    if w then
+      return refuse(-w - now)
+    end
   end
 end
-if kind == 'W:' then
+if kind == 'W:' or rmark > 0 then
   redis.call('ZREM', key, queue)
 end
 prune()

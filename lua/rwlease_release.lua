@@ -5,6 +5,8 @@
 -- ARGV[1]  lease id: the holder's member, "R:<token>" or "W:<token>"; for
 --          "W:<token>" the marker "Q:<token>" of the same writer is removed
 --          too (a blocking Write that gave up)
+-- ARGV[2]  optional, read only: "1" removes the marker "P:<token>" of the
+--          same reader too (a phase-fair blocking Read that gave up)
 --
 -- Reply    {1, now_ms}  released: the entry was live and is removed
 --          {0, now_ms}  already gone: released before, or expired (an
@@ -14,7 +16,11 @@
 --                       the first did (engine's Handle.RunRelease)
 --          Waiters are notified on the channel "coordination:" followed by
 --          KEYS[1] (best effort) when a live entry or a live marker was
---          removed. Expired entries of others are pruned; the key's TTL
+--          removed. The release of a live write lease turns every live
+--          waiting reader's marker "P:<token>" into the read lease
+--          "R:<token>" expiring when the marker would have (phase-fair:
+--          those readers hold the next read phase; each is acquired by its
+--          next attempt). Expired entries of others are pruned; the key's TTL
 --          follows the latest expiry and the key is deleted with its last
 --          entry. An entry belongs to its holder alone: there is no "held
 --          by another owner" reply.
@@ -36,6 +42,9 @@ local queue = 'Q:' .. string.sub(member, 3)
 local marker = false
 if kind == 'W:' then
   marker = redis.call('ZSCORE', key, queue)
+elseif ARGV[2] == '1' then
+  queue = 'P:' .. string.sub(member, 3)
+  marker = redis.call('ZSCORE', key, queue)
 end
 local live = mine ~= false and tonumber(mine) > now
 local notify = live
@@ -44,9 +53,20 @@ if mine then
 end
 if marker then
   redis.call('ZREM', key, queue)
-  notify = notify or tonumber(marker) < -now
+  notify = notify or (kind == 'W:' and tonumber(marker) < -now)
 end
 prune()
+if live and kind == 'W:' then
+  -- The write phase ends: the readers that waited through it hold the next
+  -- read phase (phase-fair).
+  local waiting = redis.call('ZRANGEBYSCORE', key, '-inf', '(-' .. nows, 'WITHSCORES')
+  for i = 1, #waiting, 2 do
+    if string.sub(waiting[i], 1, 2) == 'P:' then
+      redis.call('ZADD', key, string.format('%d', -tonumber(waiting[i + 1])), 'R:' .. string.sub(waiting[i], 3))
+      redis.call('ZREM', key, waiting[i])
+    end
+  end
+end
 settle()
 --#include released
 if live then

@@ -103,7 +103,7 @@ func readCatalog(ctx context.Context) error {
 }
 
 // Write waits for the readers to leave; while it waits, new readers queue
-// behind it (writer preference), so a stream of readers cannot starve it.
+// behind it (phase-fair, the default), so a stream of readers cannot starve it.
 func ExampleRWMutex_Write() {
 	coord, done := newCoordinator()
 	defer done()
@@ -158,4 +158,50 @@ func rebuildCatalog(ctx context.Context) error {
 	}
 	fmt.Println("catalog rebuilt")
 	return nil
+}
+
+// Under the default policy, PhaseFair, a reader that waited behind a
+// writer is handed the next read phase when that writer releases, before
+// a second writer that was waiting too; WithPolicy(rwlease.WriterPreference)
+// would let the second writer go first.
+func ExampleWithPolicy() {
+	coord, done := newCoordinator()
+	defer done()
+	ctx := context.Background()
+
+	catalog, err := rwlease.New(coord, "catalog:rw", rwlease.WithPolicy(rwlease.PhaseFair))
+	if err != nil {
+		log.Fatal(err)
+	}
+	first, err := catalog.TryWrite(ctx, time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	order := make(chan string, 2)
+	acquire := func(mode string, take func(context.Context, time.Duration) (*rwlease.Lease, error)) {
+		l, err := take(ctx, time.Minute)
+		if err != nil {
+			log.Print(err)
+			order <- mode + " failed"
+			return
+		}
+		order <- mode
+		time.Sleep(50 * time.Millisecond) // work
+		if _, err := l.Release(ctx); err != nil {
+			log.Print(err)
+		}
+	}
+	go acquire("reader", catalog.Read)
+	time.Sleep(500 * time.Millisecond) // the reader waits behind the writer
+	go acquire("second writer", catalog.Write)
+	time.Sleep(500 * time.Millisecond) // and so does a second writer
+
+	if _, err := first.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(<-order)
+	fmt.Println(<-order)
+	// Output:
+	// reader
+	// second writer
 }

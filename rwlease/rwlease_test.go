@@ -282,8 +282,8 @@ func TestReadersCoexistWriterExcluded(t *testing.T) {
 		if _, err := newRW(t, b.Coordinator(t), "rw").TryRead(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
 			t.Fatalf("TryRead while the writer holds: %v, want ErrNotAcquired", err)
 		}
-		if _, err := newRW(t, b.Coordinator(t), "rw", rwlease.WithWriterPreference(false)).TryRead(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
-			t.Fatalf("TryRead without writer preference while the writer holds: %v, want ErrNotAcquired", err)
+		if _, err := newRW(t, b.Coordinator(t), "rw", rwlease.WithPolicy(rwlease.ReaderPreference)).TryRead(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
+			t.Fatalf("TryRead under reader preference while the writer holds: %v, want ErrNotAcquired", err)
 		}
 		if _, err := newRW(t, b.Coordinator(t), "rw").TryWrite(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
 			t.Fatalf("second writer: %v, want ErrNotAcquired", err)
@@ -492,8 +492,8 @@ func TestWaitingWriterQueuesReaders(t *testing.T) {
 		if _, err := newRW(t, b.Coordinator(t), "q").TryRead(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
 			t.Fatalf("TryRead while a writer waits: %v, want ErrNotAcquired", err)
 		}
-		if l, err := newRW(t, b.Coordinator(t), "q", rwlease.WithWriterPreference(false)).TryRead(ctx, time.Minute); err != nil {
-			t.Fatalf("TryRead without writer preference while a writer waits: %v", err)
+		if l, err := newRW(t, b.Coordinator(t), "q", rwlease.WithPolicy(rwlease.ReaderPreference)).TryRead(ctx, time.Minute); err != nil {
+			t.Fatalf("TryRead under reader preference while a writer waits: %v", err)
 		} else {
 			must(l.Release(ctx))(t)
 		}
@@ -528,8 +528,18 @@ func TestWaitingWriterQueuesReaders(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("the writer did not get in after the last reader left")
 		}
-		if got := entries(t, raw, key); len(got) != 1 || got["W:"+w.Token()] <= 0 {
-			t.Fatalf("the key holds %v, want the writer alone (its marker removed)", got)
+		// Phase-fair (the default): the queued reader recorded itself as a
+		// waiting reader (P:, a negative score); nothing else is there.
+		got := entries(t, raw, key)
+		waitingReaders := 0
+		for m, sc := range got {
+			if strings.HasPrefix(m, "P:") && sc < 0 {
+				waitingReaders++
+				delete(got, m)
+			}
+		}
+		if len(got) != 1 || got["W:"+w.Token()] <= 0 || waitingReaders != 1 {
+			t.Fatalf("the key holds %v and %d waiting readers, want the writer alone (its marker removed) and one waiting reader", got, waitingReaders)
 		}
 		time.Sleep(50 * time.Millisecond)
 		select {
@@ -964,38 +974,40 @@ func stream(t *testing.T, b *testharness.Backend, key string, chain bool, opts .
 	return run
 }
 
-// Writer preference: with readers arriving every 10 ms, each holding 100
+// Phase-fair and writer preference: with readers arriving every 10 ms, each holding 100
 // ms, a waiting writer gets in once the readers present when it started
-// have left, and no new reader gets in meanwhile. Without it, readers keep
+// have left, and no new reader gets in meanwhile. Under reader preference, readers keep
 // getting in while the writer waits.
 func TestWriterPreference(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
-		r := stream(t, b, "pref", false)
-		t.Logf("%s: with writer preference the writer waited %v (%d attempts); %d readers got in meanwhile", b.Name, r.wait().Round(time.Millisecond), len(r.writer), r.during())
-		if n := r.during(); n != 0 {
-			t.Errorf("with writer preference %d readers got in while the writer waited, want none", n)
-		}
-		// The readers that may have held when the writer succeeded: those
-		// whose successful attempt was sent before the writer's. Every
-		// refused attempt of the writer was sent before the last of them
-		// left: it got in at its first attempt after they had.
-		var left time.Time
-		for _, rd := range r.readers {
-			if rd.attempts[len(rd.attempts)-1].sent.Before(r.got()) && rd.released.After(left) {
-				left = rd.released
+		for _, p := range []rwlease.Policy{rwlease.PhaseFair, rwlease.WriterPreference} {
+			r := stream(t, b, "pref-"+p.String(), false, rwlease.WithPolicy(p))
+			t.Logf("%s: %v: the writer waited %v (%d attempts); %d readers got in meanwhile", b.Name, p, r.wait().Round(time.Millisecond), len(r.writer), r.during())
+			if n := r.during(); n != 0 {
+				t.Errorf("%v: %d readers got in while the writer waited, want none", p, n)
 			}
-		}
-		for i, a := range r.writer[:len(r.writer)-1] {
-			if a.sent.After(left) {
-				t.Errorf("the writer's attempt %d was refused though every reader that got in before it had left", i+1)
+			// The readers that may have held when the writer succeeded: those
+			// whose successful attempt was sent before the writer's. Every
+			// refused attempt of the writer was sent before the last of them
+			// left: it got in at its first attempt after they had.
+			var left time.Time
+			for _, rd := range r.readers {
+				if rd.attempts[len(rd.attempts)-1].sent.Before(r.got()) && rd.released.After(left) {
+					left = rd.released
+				}
 			}
-		}
-		// And that attempt was woken by a reader's release, not the re-check.
-		if last := r.writer[len(r.writer)-2:]; last[1].sent.Sub(last[0].returned) >= rwlease.DefaultRecheck {
-			t.Errorf("the writer's successful attempt came %v after its previous one: its re-check, not a release's notification", last[1].sent.Sub(last[0].returned))
+			for i, a := range r.writer[:len(r.writer)-1] {
+				if a.sent.After(left) {
+					t.Errorf("the writer's attempt %d was refused though every reader that got in before it had left", i+1)
+				}
+			}
+			// And that attempt was woken by a reader's release, not the re-check.
+			if last := r.writer[len(r.writer)-2:]; last[1].sent.Sub(last[0].returned) >= rwlease.DefaultRecheck {
+				t.Errorf("the writer's successful attempt came %v after its previous one: its re-check, not a release's notification", last[1].sent.Sub(last[0].returned))
+			}
 		}
 
-		r = stream(t, b, "nopref", true, rwlease.WithWriterPreference(false))
+		r := stream(t, b, "nopref", true, rwlease.WithPolicy(rwlease.ReaderPreference))
 		t.Logf("%s: without writer preference the writer waited %v (%d attempts); %d readers got in meanwhile", b.Name, r.wait().Round(time.Millisecond), len(r.writer), r.during())
 		if n := r.during(); n < 10 {
 			t.Errorf("without writer preference only %d readers got in while the writer waited %v, want them to keep getting in", n, r.wait())

@@ -1,7 +1,8 @@
 // The stored layout of package rwlease, for coordctl inspect and repair
 // (package layout): a read-write lease is one sorted set of "R:<token>"
 // readers and "W:<token>" writers scored by their expiry in ms, and
-// "Q:<token>" waiting writers scored by minus their expiry.
+// "Q:<token>" waiting writers and "P:<token>" waiting readers (phase-fair)
+// scored by minus their expiry.
 
 package rwleasecore
 
@@ -18,7 +19,7 @@ var LeaseLayout = layout.Layout{
 	Type: "zset",
 	Match: func(s *layout.Snapshot) bool {
 		return s.AnyMember(func(m string) bool {
-			return strings.HasPrefix(m, "R:") || strings.HasPrefix(m, "W:") || strings.HasPrefix(m, "Q:")
+			return strings.HasPrefix(m, "R:") || strings.HasPrefix(m, "W:") || strings.HasPrefix(m, "Q:") || strings.HasPrefix(m, "P:")
 		})
 	},
 	Mixes:  "rwlease",
@@ -27,10 +28,10 @@ var LeaseLayout = layout.Layout{
 
 func decode(s *layout.Snapshot, r *layout.Report) {
 	now := float64(s.NowMs)
-	readers, writer, waiting := 0, 0, 0
+	readers, writer, waiting, waitingReaders := 0, 0, 0, 0
 	for _, m := range s.ZSet {
 		if len(m.Member) < 2 || m.Member[1] != ':' {
-			r.Bad("member %q is not an rwlease member (R:, W: or Q: and a token)", m.Member)
+			r.Bad("member %q is not an rwlease member (R:, W:, Q: or P: and a token)", m.Member)
 			continue
 		}
 		kind, token := m.Member[:1], m.Member[2:]
@@ -47,19 +48,28 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 				writer++
 			}
 			r.Entries = append(r.Entries, layout.Entry{{K: "role", V: role}, {K: "owner", V: layout.Tok(token)}, {K: "expires in", V: layout.ExpiresIn(s, m.Score)}})
-		case "Q":
+		case "Q", "P":
 			if -m.Score <= now {
 				continue
 			}
-			waiting++
-			r.Entries = append(r.Entries, layout.Entry{{K: "role", V: "waiting writer"}, {K: "owner", V: layout.Tok(token)}, {K: "expires in", V: layout.ExpiresIn(s, -m.Score)}})
+			role := "waiting writer"
+			if kind == "P" {
+				role = "waiting reader"
+				waitingReaders++
+			} else {
+				waiting++
+			}
+			r.Entries = append(r.Entries, layout.Entry{{K: "role", V: role}, {K: "owner", V: layout.Tok(token)}, {K: "expires in", V: layout.ExpiresIn(s, -m.Score)}})
 		default:
-			r.Bad("member %q is not an rwlease member (R:, W: or Q: and a token)", m.Member)
+			r.Bad("member %q is not an rwlease member (R:, W:, Q: or P: and a token)", m.Member)
 		}
 	}
 	r.Add("readers", readers)
 	r.Add("writer", writer)
 	r.Add("waiting writers", waiting)
+	if waitingReaders > 0 {
+		r.Add("waiting readers", waitingReaders)
+	}
 	if writer > 1 || (writer == 1 && readers > 0) {
 		r.Bad("a live writer with other live holders")
 	}

@@ -68,7 +68,8 @@ type linInput struct {
 	token  string       //
 	ttl    int64        // ms
 	prefer bool         // read: honour waiting writers
-	mark   int64        // write: marker lifetime in ms when refused (0: none)
+	mark   int64        // write (and phase-fair read): marker lifetime in ms when refused (0: none)
+	drop   bool         // release of a read: remove the reader's marker too (a Read that gave up)
 }
 
 type linOutput struct {
@@ -85,7 +86,7 @@ type linEntry struct {
 type linState struct {
 	now     int64
 	entries []linEntry // live at now, sorted by token
-	markers []linEntry // waiting writers' markers live at now, sorted by token
+	markers []linEntry // waiting writers' (mode write) and readers' (mode read) markers live at now, sorted by token
 }
 
 func live(es []linEntry, now int64) []linEntry {
@@ -120,14 +121,20 @@ func linModel() porcupine.Model {
 			next := linState{now: o.now, entries: live(s.entries, o.now), markers: live(s.markers, o.now)}
 			mine := slices.IndexFunc(next.entries, func(e linEntry) bool { return e.token == i.token && e.mode == i.mode })
 			writer := slices.ContainsFunc(next.entries, func(e linEntry) bool { return e.mode == rwlease.WriteMode })
+			writerWaits := slices.ContainsFunc(next.markers, func(e linEntry) bool { return e.mode == rwlease.WriteMode })
 			switch i.kind {
 			case linRead:
-				want := mine >= 0 || (!writer && !(i.prefer && len(next.markers) > 0))
+				want := mine >= 0 || (!writer && !(i.prefer && writerWaits))
 				if o.ok != want {
 					return false, nil
 				}
 				if want {
 					next.entries = put(next.entries, linEntry{i.token, rwlease.ReadMode, o.now + i.ttl})
+					if i.mark > 0 {
+						next.markers = drop(next.markers, i.token)
+					}
+				} else if i.mark > 0 {
+					next.markers = put(next.markers, linEntry{i.token, rwlease.ReadMode, o.now + i.mark})
 				}
 			case linWrite:
 				want := mine >= 0 || len(next.entries) == 0
@@ -156,8 +163,19 @@ func linModel() porcupine.Model {
 					return false, nil
 				}
 				next.entries = slices.DeleteFunc(next.entries, func(e linEntry) bool { return e.token == i.token && e.mode == i.mode })
-				if i.mode == rwlease.WriteMode {
+				if i.mode == rwlease.WriteMode || i.drop {
 					next.markers = drop(next.markers, i.token)
+				}
+				if i.mode == rwlease.WriteMode && mine >= 0 {
+					// Phase-fair: the write phase ends; every waiting
+					// reader is handed its read lease, expiring with its
+					// marker.
+					for _, m := range next.markers {
+						if m.mode == rwlease.ReadMode {
+							next.entries = put(next.entries, m)
+						}
+					}
+					next.markers = slices.DeleteFunc(next.markers, func(e linEntry) bool { return e.mode == rwlease.ReadMode })
 				}
 			}
 			return true, next
@@ -168,7 +186,7 @@ func linModel() porcupine.Model {
 		},
 		DescribeOperation: func(in, out any) string {
 			i, o := in.(linInput), out.(linOutput)
-			return fmt.Sprintf("%v(%v %.8s, ttl=%d, prefer=%v, mark=%d) -> %v @%d", i.kind, i.mode, i.token, i.ttl, i.prefer, i.mark, o.ok, o.now)
+			return fmt.Sprintf("%v(%v %.8s, ttl=%d, prefer=%v, mark=%d, drop=%v) -> %v @%d", i.kind, i.mode, i.token, i.ttl, i.prefer, i.mark, i.drop, o.ok, o.now)
 		},
 	}
 }
@@ -209,7 +227,7 @@ func TestLinearizability(t *testing.T) {
 						if in.prefer {
 							prefer = 1
 						}
-						return linAcquireScript.Run(ctx, e, keys, m, in.ttl, prefer)
+						return linAcquireScript.Run(ctx, e, keys, m, in.ttl, prefer, in.mark)
 					case linWrite:
 						return linAcquireScript.Run(ctx, e, keys, m, in.ttl, in.mark)
 					case linRefresh:
@@ -217,6 +235,9 @@ func TestLinearizability(t *testing.T) {
 					case linVerify:
 						return linVerifyScript.Run(ctx, e, keys, m)
 					default:
+						if in.drop {
+							return linReleaseScript.Run(ctx, e, keys, m, "1")
+						}
 						return linReleaseScript.Run(ctx, e, keys, m)
 					}
 				})
@@ -234,16 +255,20 @@ func TestLinearizability(t *testing.T) {
 						in = *held
 						in.kind, in.ttl = kind, ttl
 					case waiting != nil && rng.IntN(3) > 0:
-						in = *waiting // a blocked writer tries again
+						in = *waiting // a blocked writer (or phase-fair reader) tries again
 						in.ttl = ttl
 					case waiting != nil:
-						in = linInput{kind: linRelease, mode: rwlease.WriteMode, token: waiting.token} // it gives up
+						// It gives up.
+						in = linInput{kind: linRelease, mode: waiting.mode, token: waiting.token, drop: waiting.mode == rwlease.ReadMode}
 					default:
 						tok, _ := engine.NewToken()
 						if rng.IntN(3) == 0 {
 							in = linInput{kind: linWrite, mode: rwlease.WriteMode, token: tok, ttl: ttl, mark: []int64{0, 40}[rng.IntN(2)]}
 						} else {
 							in = linInput{kind: linRead, mode: rwlease.ReadMode, token: tok, ttl: ttl, prefer: rng.IntN(4) > 0}
+							if in.prefer && rng.IntN(2) == 0 {
+								in.mark = 40 // a phase-fair blocking Read
+							}
 						}
 					}
 					out, ok := do(in)
@@ -254,10 +279,10 @@ func TestLinearizability(t *testing.T) {
 					case (in.kind == linRead || in.kind == linWrite) && out.ok:
 						cp := in
 						held, waiting = &cp, nil
-					case in.kind == linWrite && in.mark > 0:
+					case (in.kind == linWrite || in.kind == linRead) && in.mark > 0:
 						cp := in
 						waiting = &cp
-					case in.kind == linWrite:
+					case in.kind == linWrite || in.kind == linRead:
 						waiting = nil
 					case in.kind == linRelease:
 						held, waiting = nil, nil
@@ -318,6 +343,21 @@ func TestLinearizabilityModelRejectsViolations(t *testing.T) {
 	w := func(tok string, mark int64) linInput {
 		return linInput{kind: linWrite, mode: rwlease.WriteMode, token: tok, ttl: 100, mark: mark}
 	}
+	pr := func(tok string) linInput { // a phase-fair blocking Read
+		return linInput{kind: linRead, mode: rwlease.ReadMode, token: tok, ttl: 100, prefer: true, mark: 50}
+	}
+	handed := []porcupine.Operation{
+		op(0, w("c", 0), true, 1000, 0, 1),
+		op(1, pr("a"), false, 1001, 2, 3), // marker until 1051
+		op(2, w("d", 40), false, 1002, 4, 5),
+		op(0, linInput{kind: linRelease, mode: rwlease.WriteMode, token: "c"}, true, 1003, 6, 7), // hands "a" its lease
+		op(2, w("d", 40), false, 1004, 8, 9),                                                     // the handed reader holds
+		op(1, pr("a"), true, 1005, 10, 11),                                                       // takes it up
+		op(3, r("e", true), false, 1006, 12, 13),                                                 // a new reader waits for the writer
+	}
+	if !porcupine.CheckOperations(linModel(), handed) {
+		t.Fatal("a valid phase-fair history was rejected")
+	}
 	valid := []porcupine.Operation{
 		op(0, r("a", true), true, 1000, 0, 1),
 		op(1, r("b", true), true, 1001, 2, 3),     // readers share
@@ -338,6 +378,12 @@ func TestLinearizabilityModelRejectsViolations(t *testing.T) {
 		"refresh of an expired reader": {op(0, r("a", true), true, 1000, 0, 1),
 			op(0, linInput{kind: linRefresh, mode: rwlease.ReadMode, token: "a", ttl: 100}, true, 1100, 2, 3)},
 		"two writers": {op(0, w("c", 0), true, 1000, 0, 1), op(1, w("d", 0), true, 1001, 2, 3)},
+		"waiting reader not handed the next phase": {op(0, w("c", 0), true, 1000, 0, 1), op(1, pr("a"), false, 1001, 2, 3),
+			op(0, linInput{kind: linRelease, mode: rwlease.WriteMode, token: "c"}, true, 1002, 4, 5),
+			op(2, linInput{kind: linVerify, mode: rwlease.ReadMode, token: "a"}, false, 1003, 6, 7)},
+		"writer past a handed read phase": {op(0, w("c", 0), true, 1000, 0, 1), op(1, pr("a"), false, 1001, 2, 3),
+			op(0, linInput{kind: linRelease, mode: rwlease.WriteMode, token: "c"}, true, 1002, 4, 5),
+			op(2, w("d", 0), true, 1003, 6, 7)},
 	} {
 		if porcupine.CheckOperations(linModel(), bad) {
 			t.Errorf("a history with a %s was accepted", name)
