@@ -12,14 +12,15 @@
 --                       preference or phase-fair); score = -(its expiry)
 --                       (< 0), so that holders and waiting entries are two
 --                       score ranges
---   member "P:<token>"  a reader waiting in a blocking Read (phase-fair)
---                       because a writer holds or waits; score = -(its
---                       expiry) (< 0). The release of a live write lease
---                       turns every live P:<token> into the read lease
---                       "R:<token>", expiring when the marker would have
---                       (rwlease_release.lua): the readers that waited
---                       through a write phase hold the next read phase,
---                       ahead of writers still waiting
+--   member "R:<token>"  scored -(its expiry) (< 0): a reader waiting in a
+--                       blocking Read (phase-fair) because a writer holds
+--                       or waits. The release of a live write lease turns
+--                       every such marker into the reader's read lease
+--                       (the score's sign flipped: it expires when the
+--                       marker would have; rwlease_release.lua), so the
+--                       readers that waited through a write phase hold the
+--                       next read phase, ahead of writers still waiting;
+--                       the reader's next attempt finds its own entry live
 -- An entry is live while its expiry is after now; expired entries are
 -- pruned by the next script that writes. The key's TTL follows the latest
 -- expiry, and the key is deleted with its last entry. Releases publish on
@@ -34,10 +35,11 @@
 --          marker's lifetime in milliseconds: when > 0 and the lease is
 --          refused, the member "Q:<token>" is set to expire ARGV[3] ms from
 --          now; 0 records nothing.
--- ARGV[4]  read only, optional (phase-fair blocking Read): the waiting
+-- ARGV[4]  read only, optional (a phase-fair blocking Read): the waiting
 --          marker's lifetime in milliseconds: when > 0 and the lease is
---          refused, the member "P:<token>" is set to expire ARGV[4] ms from
---          now, and a grant removes it; 0 or absent records nothing.
+--          refused, the member "R:<token>" is scored -(now + ARGV[4]); a
+--          grant overwrites it with the lease's expiry. 0 or absent
+--          records nothing.
 --
 -- Reply    {1, 0, now_ms}         acquired (a writer's own Q:<token> is
 --                                 removed); also when the caller's own
@@ -48,27 +50,19 @@
 --                                 writer's lease or (ARGV[3] = 1) the
 --                                 latest waiting writer's marker; for a
 --                                 writer, the earliest live holder
---          A reader whose marker a writer's release turned into a read
---          lease is acquired by its next attempt (its own entry is live).
 --          now_ms is the server time the script ran at.
 -- Errors (all raised before anything is written):
 --   WRONGTYPE       the key is not a sorted set (raised by ZSCORE)
 --   COORD_BADARG    ARGV[1] is not "R:<token>" or "W:<token>"
 --   COORD_BADSTATE  a live entry in the holders' (or the waiting
---                   entries') score range is not R:/W: (or Q:/P:), or the
+--                   entries') score range is not R:/W: (or Q:/R:), or the
 --                   key's lowest or highest score is not an integer
 --                   within the longest TTL of 0 (fragment rwlease_prune)
 local key, member = KEYS[1], ARGV[1]
 local ttl = tonumber(ARGV[2])
 local arg = tonumber(ARGV[3])
-local rmark = tonumber(ARGV[4] or '0')
 --#include rwlease_member
 local queue = 'Q:' .. string.sub(member, 3)
-if kind == 'R:' then
-  queue = 'P:' .. string.sub(member, 3)
-else
-  rmark = 0
-end
 
 --#include time_ms
 local nows = string.format('%d', now)
@@ -78,33 +72,19 @@ local holder = redis.call('ZRANGEBYSCORE', key, '(' .. nows, '+inf', 'WITHSCORES
 local waiting = redis.call('ZRANGEBYSCORE', key, '-inf', '(-' .. nows, 'WITHSCORES', 'LIMIT', 0, 1)
 local hk = holder[1] and string.sub(holder[1], 1, 2)
 local wk = waiting[1] and string.sub(waiting[1], 1, 2)
-if (hk and hk ~= 'R:' and hk ~= 'W:') or (wk and wk ~= 'Q:' and wk ~= 'P:') then
-  return redis.error_reply('COORD_BADSTATE read-write lease key holds an entry that is not R:, W:, Q: or P:<token> in its score range')
-end
--- writerWaits returns the score of the latest live waiting writer's marker
--- (< 0), or nil: the first waiting entry unless waiting readers (P:, only
--- under phase-fair) come first.
-local function writerWaits()
-  if wk ~= 'P:' then
-    return wk and tonumber(waiting[2])
-  end
-  local all = redis.call('ZRANGEBYSCORE', key, '-inf', '(-' .. nows, 'WITHSCORES')
-  for i = 1, #all, 2 do
-    if string.sub(all[i], 1, 2) == 'Q:' then
-      return tonumber(all[i + 1])
-    end
-  end
-  return nil
+if (hk and hk ~= 'R:' and hk ~= 'W:') or (wk and wk ~= 'Q:' and wk ~= 'R:') then
+  return redis.error_reply('COORD_BADSTATE read-write lease key holds an entry that is not R:, W: or Q:<token> in its score range')
 end
 
 --#include rwlease_prune
--- refuse prunes, and for a blocking writer records its marker.
+-- refuse prunes, and for a blocking writer (or phase-fair reader) records
+-- its marker.
 local function refuse(retry)
   prune()
   if kind == 'W:' and arg > 0 then
     redis.call('ZADD', key, string.format('%d', -(now + arg)), queue)
-  elseif rmark > 0 then
-    redis.call('ZADD', key, string.format('%d', -(now + rmark)), queue)
+  elseif kind == 'R:' and ARGV[4] and tonumber(ARGV[4]) > 0 then
+    redis.call('ZADD', key, string.format('%d', -(now + tonumber(ARGV[4]))), member)
   end
   settle()
   return {0, retry, now}
@@ -117,14 +97,25 @@ if not (mine and tonumber(mine) > now) then
   if kind == 'R:' and hk == 'W:' then
     return refuse(tonumber(holder[2]) - now)
   end
-  if kind == 'R:' and arg == 1 then
-    local w = writerWaits()
+  if kind == 'R:' and arg == 1 and wk then
+    -- The latest live waiting writer's marker: the first waiting entry,
+    -- unless waiting readers (phase-fair) come first.
+    local w = wk == 'Q:' and tonumber(waiting[2])
+    if not w then
+      local all = redis.call('ZRANGEBYSCORE', key, '-inf', '(-' .. nows, 'WITHSCORES')
+      for i = 1, #all, 2 do
+        if string.sub(all[i], 1, 2) == 'Q:' then
+          w = tonumber(all[i + 1])
+          break
+        end
+      end
+    end
     if w then
       return refuse(-w - now)
     end
   end
 end
-if kind == 'W:' or rmark > 0 then
+if kind == 'W:' then
   redis.call('ZREM', key, queue)
 end
 prune()

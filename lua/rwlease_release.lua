@@ -4,9 +4,9 @@
 -- KEYS[1]  read-write lease key (layout in rwlease_acquire.lua)
 -- ARGV[1]  lease id: the holder's member, "R:<token>" or "W:<token>"; for
 --          "W:<token>" the marker "Q:<token>" of the same writer is removed
---          too (a blocking Write that gave up)
--- ARGV[2]  optional, read only: "1" removes the marker "P:<token>" of the
---          same reader too (a phase-fair blocking Read that gave up)
+--          too (a blocking Write that gave up); "R:<token>" is removed
+--          whether a lease or a waiting reader's marker (a phase-fair
+--          blocking Read that gave up)
 --
 -- Reply    {1, now_ms}  released: the entry was live and is removed
 --          {0, now_ms}  already gone: released before, or expired (an
@@ -15,12 +15,13 @@
 --                       its first send released: the engine reports what
 --                       the first did (engine's Handle.RunRelease)
 --          Waiters are notified on the channel "coordination:" followed by
---          KEYS[1] (best effort) when a live entry or a live marker was
---          removed. The release of a live write lease turns every live
---          waiting reader's marker "P:<token>" into the read lease
---          "R:<token>" expiring when the marker would have (phase-fair:
---          those readers hold the next read phase; each is acquired by its
---          next attempt). Expired entries of others are pruned; the key's TTL
+--          KEYS[1] (best effort) when a live entry or a live writer's
+--          marker was removed. The release of a live write lease turns
+--          every live waiting reader's marker (an "R:<token>" scored below
+--          -now) into that reader's read lease, expiring when the marker
+--          would have (phase-fair: the readers that waited through the
+--          write phase hold the next read phase; each reader's next
+--          attempt finds its lease). Expired entries of others are pruned; the key's TTL
 --          follows the latest expiry and the key is deleted with its last
 --          entry. An entry belongs to its holder alone: there is no "held
 --          by another owner" reply.
@@ -42,9 +43,6 @@ local queue = 'Q:' .. string.sub(member, 3)
 local marker = false
 if kind == 'W:' then
   marker = redis.call('ZSCORE', key, queue)
-elseif ARGV[2] == '1' then
-  queue = 'P:' .. string.sub(member, 3)
-  marker = redis.call('ZSCORE', key, queue)
 end
 local live = mine ~= false and tonumber(mine) > now
 local notify = live
@@ -53,21 +51,21 @@ if mine then
 end
 if marker then
   redis.call('ZREM', key, queue)
-  notify = notify or (kind == 'W:' and tonumber(marker) < -now)
+  notify = notify or tonumber(marker) < -now
 end
 prune()
-if live and kind == 'W:' then
+local bottom = settle()
+if live and kind == 'W:' and bottom and bottom < -now then
   -- The write phase ends: the readers that waited through it hold the next
-  -- read phase (phase-fair).
+  -- read phase (phase-fair). Their expiries are the markers', which the
+  -- key's TTL already covers.
   local waiting = redis.call('ZRANGEBYSCORE', key, '-inf', '(-' .. nows, 'WITHSCORES')
   for i = 1, #waiting, 2 do
-    if string.sub(waiting[i], 1, 2) == 'P:' then
-      redis.call('ZADD', key, string.format('%d', -tonumber(waiting[i + 1])), 'R:' .. string.sub(waiting[i], 3))
-      redis.call('ZREM', key, waiting[i])
+    if string.sub(waiting[i], 1, 2) == 'R:' then
+      redis.call('ZADD', key, string.format('%d', -tonumber(waiting[i + 1])), waiting[i])
     end
   end
 end
-settle()
 --#include released
 if live then
   return {1, now}

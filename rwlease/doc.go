@@ -98,9 +98,10 @@
 //	                    live together with a live read lease
 //	member "Q:<token>"  a writer waiting in Write (phase-fair or writer
 //	                    preference); score = -(its expiry) (< 0)
-//	member "P:<token>"  a reader waiting in Read (phase-fair); score =
-//	                    -(its expiry) (< 0); the release of a write lease
-//	                    turns it into "R:<token>" with the same expiry
+//	member "R:<token>"  scored -(its expiry) (< 0): a reader waiting in
+//	                    Read (phase-fair); the release of a write lease
+//	                    flips its score's sign: the reader's read lease,
+//	                    expiring when the marker would have
 //
 // An entry is live while its expiry is after the server's now: live
 // holders are the members scored above now, live waiting writers and

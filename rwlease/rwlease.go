@@ -216,7 +216,7 @@ type Lease struct {
 // RWMutex) with nothing sent; an error matching coordination.ErrBadState
 // when the key holds something other than a sorted set, or
 // coordination.ErrBadState when it holds a sorted set of another layout
-// (a member that is not R:, W:, Q: or P:<token> where one is looked for, or a
+// (a member that is not R:, W: or Q:<token> where one is looked for, or a
 // lowest or highest score that no TTL gives, such as +inf; Refresh and
 // Release refuse that too), both with nothing written; the hook's error when a hook rejects; Redis
 // and network errors as go-redis returns them. When the outcome is
@@ -333,12 +333,8 @@ func (m *RWMutex) acquire(ctx context.Context, ttl time.Duration, mode Mode, blo
 // background until the marker would have expired anyway. Not admitted: the
 // Write or Read was.
 func dropMarker(ctx context.Context, e *engine.Engine, keys engine.Keys, member string, life time.Duration) {
-	args := []any{member}
-	if member[0] == 'R' {
-		args = append(args, "1")
-	}
 	release := func(ctx context.Context) error {
-		_, err := scriptRelease.Run(ctx, e, keys, args...)
+		_, err := scriptRelease.Run(ctx, e, keys, member)
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)

@@ -529,11 +529,11 @@ func TestWaitingWriterQueuesReaders(t *testing.T) {
 			t.Fatal("the writer did not get in after the last reader left")
 		}
 		// Phase-fair (the default): the queued reader recorded itself as a
-		// waiting reader (P:, a negative score); nothing else is there.
+		// waiting reader (its R: member with a negative score); nothing else is there.
 		got := entries(t, raw, key)
 		waitingReaders := 0
 		for m, sc := range got {
-			if strings.HasPrefix(m, "P:") && sc < 0 {
+			if strings.HasPrefix(m, "R:") && sc < 0 {
 				waitingReaders++
 				delete(got, m)
 			}

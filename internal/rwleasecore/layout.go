@@ -1,7 +1,7 @@
 // The stored layout of package rwlease, for coordctl inspect and repair
 // (package layout): a read-write lease is one sorted set of "R:<token>"
 // readers and "W:<token>" writers scored by their expiry in ms, and
-// "Q:<token>" waiting writers and "P:<token>" waiting readers (phase-fair)
+// "Q:<token>" waiting writers and "R:<token>" waiting readers (phase-fair)
 // scored by minus their expiry.
 
 package rwleasecore
@@ -19,7 +19,7 @@ var LeaseLayout = layout.Layout{
 	Type: "zset",
 	Match: func(s *layout.Snapshot) bool {
 		return s.AnyMember(func(m string) bool {
-			return strings.HasPrefix(m, "R:") || strings.HasPrefix(m, "W:") || strings.HasPrefix(m, "Q:") || strings.HasPrefix(m, "P:")
+			return strings.HasPrefix(m, "R:") || strings.HasPrefix(m, "W:") || strings.HasPrefix(m, "Q:")
 		})
 	},
 	Mixes:  "rwlease",
@@ -31,12 +31,20 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 	readers, writer, waiting, waitingReaders := 0, 0, 0, 0
 	for _, m := range s.ZSet {
 		if len(m.Member) < 2 || m.Member[1] != ':' {
-			r.Bad("member %q is not an rwlease member (R:, W:, Q: or P: and a token)", m.Member)
+			r.Bad("member %q is not an rwlease member (R:, W: or Q: and a token)", m.Member)
 			continue
 		}
 		kind, token := m.Member[:1], m.Member[2:]
 		switch kind {
 		case "R", "W":
+			if kind == "R" && m.Score < 0 {
+				if -m.Score <= now {
+					continue
+				}
+				waitingReaders++
+				r.Entries = append(r.Entries, layout.Entry{{K: "role", V: "waiting reader"}, {K: "owner", V: layout.Tok(token)}, {K: "expires in", V: layout.ExpiresIn(s, -m.Score)}})
+				continue
+			}
 			if m.Score <= now {
 				continue
 			}
@@ -48,20 +56,14 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 				writer++
 			}
 			r.Entries = append(r.Entries, layout.Entry{{K: "role", V: role}, {K: "owner", V: layout.Tok(token)}, {K: "expires in", V: layout.ExpiresIn(s, m.Score)}})
-		case "Q", "P":
+		case "Q":
 			if -m.Score <= now {
 				continue
 			}
-			role := "waiting writer"
-			if kind == "P" {
-				role = "waiting reader"
-				waitingReaders++
-			} else {
-				waiting++
-			}
-			r.Entries = append(r.Entries, layout.Entry{{K: "role", V: role}, {K: "owner", V: layout.Tok(token)}, {K: "expires in", V: layout.ExpiresIn(s, -m.Score)}})
+			waiting++
+			r.Entries = append(r.Entries, layout.Entry{{K: "role", V: "waiting writer"}, {K: "owner", V: layout.Tok(token)}, {K: "expires in", V: layout.ExpiresIn(s, -m.Score)}})
 		default:
-			r.Bad("member %q is not an rwlease member (R:, W:, Q: or P: and a token)", m.Member)
+			r.Bad("member %q is not an rwlease member (R:, W: or Q: and a token)", m.Member)
 		}
 	}
 	r.Add("readers", readers)

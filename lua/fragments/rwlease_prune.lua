@@ -7,11 +7,12 @@ local function prune()
   redis.call('ZREMRANGEBYSCORE', key, '(0', nows)
   redis.call('ZREMRANGEBYSCORE', key, '-' .. nows, '(0')
 end
--- settle sets the key's TTL to the latest expiry of any entry.
+-- settle sets the key's TTL to the latest expiry of any entry, and
+-- returns the key's lowest score (nil when the key is empty).
 local function settle()
   local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if #top == 0 then
-    return
+    return nil
   end
   local last = math.max(tonumber(top[2]), 0)
   local bottom = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
@@ -21,6 +22,7 @@ local function settle()
   if last > 0 then
     redis.call('PEXPIREAT', key, string.format('%d', last))
   end
+  return bottom
 end
 -- The key checked, before anything is written: the COORD_BADSTATE error
 -- reply is returned from the script when the key's lowest or highest score

@@ -69,7 +69,6 @@ type linInput struct {
 	ttl    int64        // ms
 	prefer bool         // read: honour waiting writers
 	mark   int64        // write (and phase-fair read): marker lifetime in ms when refused (0: none)
-	drop   bool         // release of a read: remove the reader's marker too (a Read that gave up)
 }
 
 type linOutput struct {
@@ -130,9 +129,7 @@ func linModel() porcupine.Model {
 				}
 				if want {
 					next.entries = put(next.entries, linEntry{i.token, rwlease.ReadMode, o.now + i.ttl})
-					if i.mark > 0 {
-						next.markers = drop(next.markers, i.token)
-					}
+					next.markers = drop(next.markers, i.token) // the lease overwrites its marker
 				} else if i.mark > 0 {
 					next.markers = put(next.markers, linEntry{i.token, rwlease.ReadMode, o.now + i.mark})
 				}
@@ -163,9 +160,9 @@ func linModel() porcupine.Model {
 					return false, nil
 				}
 				next.entries = slices.DeleteFunc(next.entries, func(e linEntry) bool { return e.token == i.token && e.mode == i.mode })
-				if i.mode == rwlease.WriteMode || i.drop {
-					next.markers = drop(next.markers, i.token)
-				}
+				// A read release removes the reader's member, lease or
+				// waiting marker; a write release the writer's marker too.
+				next.markers = drop(next.markers, i.token)
 				if i.mode == rwlease.WriteMode && mine >= 0 {
 					// Phase-fair: the write phase ends; every waiting
 					// reader is handed its read lease, expiring with its
@@ -186,7 +183,7 @@ func linModel() porcupine.Model {
 		},
 		DescribeOperation: func(in, out any) string {
 			i, o := in.(linInput), out.(linOutput)
-			return fmt.Sprintf("%v(%v %.8s, ttl=%d, prefer=%v, mark=%d, drop=%v) -> %v @%d", i.kind, i.mode, i.token, i.ttl, i.prefer, i.mark, i.drop, o.ok, o.now)
+			return fmt.Sprintf("%v(%v %.8s, ttl=%d, prefer=%v, mark=%d) -> %v @%d", i.kind, i.mode, i.token, i.ttl, i.prefer, i.mark, o.ok, o.now)
 		},
 	}
 }
@@ -235,9 +232,6 @@ func TestLinearizability(t *testing.T) {
 					case linVerify:
 						return linVerifyScript.Run(ctx, e, keys, m)
 					default:
-						if in.drop {
-							return linReleaseScript.Run(ctx, e, keys, m, "1")
-						}
 						return linReleaseScript.Run(ctx, e, keys, m)
 					}
 				})
@@ -259,7 +253,7 @@ func TestLinearizability(t *testing.T) {
 						in.ttl = ttl
 					case waiting != nil:
 						// It gives up.
-						in = linInput{kind: linRelease, mode: waiting.mode, token: waiting.token, drop: waiting.mode == rwlease.ReadMode}
+						in = linInput{kind: linRelease, mode: waiting.mode, token: waiting.token}
 					default:
 						tok, _ := engine.NewToken()
 						if rng.IntN(3) == 0 {

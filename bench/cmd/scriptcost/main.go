@@ -49,6 +49,7 @@
 //	cd bench && go run ./cmd/scriptcost -old /tmp/old.lua -usec -n 2000 -chunks 21
 //	(earlier checkout) cd bench && go run ./cmd/scriptcost -dump /tmp/sem
 //	cd bench && go run ./cmd/scriptcost -semaphore /tmp/sem   # lock pair, then old and new semaphore pairs
+//	cd bench && go run ./cmd/scriptcost -rwlease /tmp/rw      # old and new read-write lease pairs
 //	cd bench && go run ./cmd/scriptcost -begin -n 500   # Begin against the floor script
 //
 // Needs valgrind (Debian package valgrind) and a redis-server with its
@@ -264,11 +265,12 @@ func main() {
 	fenceOld := flag.String("fencing", "", "instead of the rate limiters: fencing lock acquire + release pairs and the plain lock's pair, the scripts of this checkout beside those in this directory (fencing_acquire.lua and fencing_release.lua of an earlier commit)")
 	begin := flag.Bool("begin", false, "instead of the rate limiters: idempotency Begin on a fresh key beside the floor script and the no-op script (with -old: an earlier idempotency_begin.lua too, one taking the arguments of the script before b009713)")
 	semOld := flag.String("semaphore", "", "instead of the rate limiters: semaphore acquire + release pairs, the scripts of this checkout beside those in this directory (semaphore_acquire.lua and semaphore_release.lua of an earlier commit)")
-	dump := flag.String("dump", "", "write this checkout's assembled semaphore_acquire.lua and semaphore_release.lua (the text the library runs) into this directory and exit: the -semaphore directory of a later comparison")
+	rwOld := flag.String("rwlease", "", "instead of the rate limiters: read-write lease acquire + release pairs (read and write), the scripts of this checkout beside those in this directory (rwlease_acquire.lua and rwlease_release.lua of an earlier commit, as -dump writes them)")
+	dump := flag.String("dump", "", "write this checkout's assembled semaphore_acquire.lua, semaphore_release.lua, rwlease_acquire.lua and rwlease_release.lua (the text the library runs) into this directory and exit: the -semaphore or -rwlease directory of a later comparison")
 	keep := flag.String("keep", "", "keep callgrind's dumps in this directory (cg.out.<i>: case i, from 1; and <case>.out per rate-limit case; for callgrind_annotate)")
 	flag.Parse()
 	if *dump != "" {
-		for _, n := range []string{"semaphore_acquire", "semaphore_release"} {
+		for _, n := range []string{"semaphore_acquire", "semaphore_release", "rwlease_acquire", "rwlease_release"} {
 			if err := os.WriteFile(filepath.Join(*dump, n+".lua"), []byte(newScript(n)), 0o644); err != nil {
 				fail(err.Error())
 			}
@@ -346,6 +348,8 @@ func main() {
 		todo, runs = beginCases(ctx, c, oldSrc)
 	case *semOld != "":
 		todo, runs = semaphoreCases(ctx, c, *semOld)
+	case *rwOld != "":
+		todo, runs = rwleaseCases(ctx, c, *rwOld)
 	default:
 		for _, s := range append(refs(), cases(oldSrc != "")...) {
 			if !*grantsOnly || strings.HasSuffix(s.name, "grant") {
@@ -558,6 +562,57 @@ func semaphoreCases(ctx context.Context, c *redis.Client, oldDir string) ([]step
 					return err
 				}
 				return c.EvalSha(ctx, relSHA, []string{key, key + ":mark"}, member).Err()
+			})
+		}
+	}
+	return todo, runs
+}
+
+// rwleaseCases returns, for the scripts in oldDir and then this
+// checkout's, one acquire + release of a read lease on a key it holds
+// alone, of a read lease beside 10 live readers, and of the write lease
+// (TTL 1 min; the readers' 1 h), as a blocking phase-fair Read or Write
+// sends them (a reader honouring waiting writers; the write lease with a
+// 10 s waiting marker).
+func rwleaseCases(ctx context.Context, c *redis.Client, oldDir string) ([]step, []func() error) {
+	var (
+		todo []step
+		runs []func() error
+	)
+	for _, side := range []string{"old", "new"} {
+		acq, rel := newScript("rwlease_acquire"), newScript("rwlease_release")
+		if side == "old" {
+			acq, rel = readFile(filepath.Join(oldDir, "rwlease_acquire.lua")), readFile(filepath.Join(oldDir, "rwlease_release.lua"))
+		}
+		acqSHA, relSHA := load(ctx, c, acq), load(ctx, c, rel)
+		for _, cs := range []struct {
+			mode   string
+			others int
+			name   string
+		}{
+			{"R:", 0, "read pair, alone"},
+			{"R:", 10, "read pair, 10 other readers"},
+			{"W:", 0, "write pair"},
+		} {
+			key := fmt.Sprintf("%s:rw:%s:%d", side, cs.mode, cs.others)
+			for i := range cs.others {
+				if err := c.EvalSha(ctx, acqSHA, []string{key}, fmt.Sprintf("R:other-%03d", i), "3600000", "1").Err(); err != nil {
+					fail(err.Error())
+				}
+			}
+			extra := []any{"1", "10000"}
+			if cs.mode == "W:" {
+				extra = []any{"10000"}
+			}
+			todo = append(todo, step{name: fmt.Sprintf("%s rwlease %s", side, cs.name), warm: 10})
+			runs = append(runs, func() error {
+				id := make([]byte, 16)
+				_, _ = rand.Read(id)
+				member := fmt.Sprintf("%s%x", cs.mode, id)
+				if err := c.EvalSha(ctx, acqSHA, []string{key}, append([]any{member, "60000"}, extra...)...).Err(); err != nil {
+					return err
+				}
+				return c.EvalSha(ctx, relSHA, []string{key}, member).Err()
 			})
 		}
 	}
