@@ -22,3 +22,6 @@ func WithFIFOTiming(recheck, live time.Duration) Option {
 		return nil
 	}
 }
+
+// FIFOAcquireSHA is the SHA1 of the first-in first-out acquire script.
+var FIFOAcquireSHA = fifoAcquire.Hash()

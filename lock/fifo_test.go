@@ -160,11 +160,12 @@ func TestFIFODeadWaiterLeavesTheQueue(t *testing.T) {
 		const dead = "DDDDDDDDDDDDDDDDDDDDDD"
 		enqueueDead(t, coord, m, dead, live)
 		got := make(chan time.Time, 1)
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
 		go func() {
-			l, err := m.Acquire(ctx, time.Minute)
+			l, err := m.Acquire(wctx, time.Minute)
 			if err != nil {
-				t.Error(err)
-				close(got)
+				close(got) // the test failed first, or the Acquire did: see below
 				return
 			}
 			got <- time.Now()
@@ -187,7 +188,7 @@ func TestFIFODeadWaiterLeavesTheQueue(t *testing.T) {
 		select {
 		case at, ok := <-got:
 			if !ok {
-				return
+				t.Fatal("the waiter's Acquire failed")
 			}
 			if d := at.Sub(released); d > live+2*time.Second {
 				t.Fatalf("the waiter behind a dead head waited %v; want at most %v and a few re-checks", d, live)
