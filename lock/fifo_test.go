@@ -346,3 +346,56 @@ func TestFIFOHandoffCostIsConstant(t *testing.T) {
 		}
 	})
 }
+
+// The head's acquisition wakes the next head, which learns the new
+// holder's TTL: when that holder expires without releasing, the next
+// waiter takes the lock at the expiry, without waiting for a re-check (a
+// minute here).
+func TestFIFONextHeadTakesAnExpiredLock(t *testing.T) {
+	const ttl = 300 * time.Millisecond
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		raw := b.Raw(t)
+		m := newFIFO(t, b.Coordinator(t), "fifo-expiry", lock.WithFIFOTiming(time.Minute, 10*time.Minute))
+		holder := must(m.TryAcquire(ctx, time.Minute))(t)
+		first := make(chan *lock.Lock, 1)
+		go func() {
+			l, err := m.Acquire(ctx, ttl) // never released: it expires
+			if err != nil {
+				t.Error(err)
+			}
+			first <- l
+		}()
+		waitQueued(t, raw, m, 1)
+		second := make(chan error, 1)
+		go func() {
+			l, err := m.Acquire(ctx, time.Minute)
+			if err == nil {
+				_, err = l.Release(ctx)
+			}
+			second <- err
+		}()
+		waitQueued(t, raw, m, 2)
+		if _, err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if l := <-first; l == nil {
+			t.Fatal("the first waiter did not get the lock")
+		}
+		granted := time.Now()
+		time.Sleep(50 * time.Millisecond) // the next head's attempt after its wake-up
+		b.Advance(ttl)                    // miniredis: the server's clock; real servers: a sleep
+		select {
+		case err := <-second:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(granted); d > ttl+2*time.Second {
+				t.Fatalf("the next waiter took the expired lock %v after it was granted (TTL %v)", d, ttl)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the next waiter still waits after the holder expired; queue %q", queued(t, raw, m))
+		}
+	})
+}
