@@ -9,6 +9,7 @@ import (
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/lockcore"
 	"github.com/coordkit/coordination/internal/testkit/locktest"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/lock"
 )
 
@@ -39,5 +40,9 @@ func TestLockFIFO(t *testing.T) {
 		LeaseKey: func(name string) string { return name },
 		// The handle is the default Mutex's (TestLock runs these).
 		Skip: []string{"KeepAliveHoldsAndDetectsLoss", "KeepAliveStartedLateRenewsAtOnce", "RenewalInFlightDuringRelease", "LocalExpiryCancelsContext"},
+		// The scripts run alike on every server version: miniredis, the
+		// least-privilege user's server and the cluster (the FIFO tests run
+		// on every backend).
+		Backends: []testharness.Option{testharness.Only("miniredis", "redis8", "cluster")},
 	})
 }
