@@ -57,6 +57,35 @@
 // should run under that context. [coordination.Lease.KeepAlive] renews every third of the
 // TTL, counted from the acquisition: at once when it is called later than that.
 //
+// # First-in first-out order
+//
+// By default a release wakes every blocked waiter and the first attempt
+// to arrive wins: a hand-off then costs about one command per waiter, and
+// a waiter may lose any number of races. [WithFIFO] grants the lock to
+// blocked waiters in the order they arrived instead:
+//
+//	mu, err := lock.New(coord, "reports:nightly", lock.WithFIFO(true))
+//
+// A waiter that finds the lock held joins a queue kept in two keys beside
+// the lock key (in its Cluster slot: the lock key followed by "\x00fifo"
+// or "\x00fifo-alive" and a hash tag), and a release wakes only the
+// queue's head, by publishing its owner token: a hand-off costs about
+// three commands whatever the queue's length (the release, the head's
+// acquisition, one attempt of the next head). [Mutex.TryAcquire] does not
+// jump the queue: while any live waiter is queued it is refused with
+// coordination.ErrNotAcquired, even when the lock is free at that
+// instant. A waiter whose context ends leaves the queue (a background
+// owner-checked release, which also wakes the next head when the lock is
+// free). A queued waiter tries again at least every second, and each
+// attempt keeps it in the queue for 3 s: a waiter that dies without
+// leaving (its process killed) is removed once that passes, by the next
+// attempt or release that finds it at the head, so it holds up the
+// waiters behind it for about 4 s at most. Every Mutex of a key must use
+// the same order: a default-order acquisition does not look at the
+// queue. Every acquisition attempt and release is one script
+// (lock_fifo_acquire, lock_fifo_release; refresh and verify are the
+// default order's).
+//
 // # What holds and what does not
 //
 // Expiry is decided by the server's clock (PX on the key); clients' clocks

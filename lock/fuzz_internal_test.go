@@ -9,13 +9,17 @@ import (
 	"github.com/coordkit/coordination/internal/testkit/fuzzseed"
 )
 
-// decoders are the decoders of the field leases' scripts (the key lock's are fuzzed in internal/lockcore), each with replies it accepts.
+// decoders are the decoders of the field leases' and the first-in first-out
+// order's scripts (the key lock's are fuzzed in internal/lockcore), each
+// with replies it accepts.
 func decoders() []fuzzseed.Decoder {
 	return []fuzzseed.Decoder{
 		decoderfuzz.Of(fieldAcquire, decodeFieldGrant, []any{1, 10000}, []any{0, 2500}, []any{0, -1}),
 		decoderfuzz.Of(fieldRefresh, decode.Bool01, []any{1}, []any{0}),
 		decoderfuzz.Of(fieldVerify, decode.Bool01, []any{1}, []any{0}),
 		decoderfuzz.Of(fieldRelease, decode.Release, []any{1}, []any{0}, []any{-1}),
+		decoderfuzz.Of(fifoAcquire, decodeFIFOGrant, []any{"OK"}, []any{1500}, []any{0}, []any{-2}),
+		decoderfuzz.Of(fifoRelease, decode.Release, []any{1}, []any{0}, []any{-1}),
 	}
 }
 

@@ -33,21 +33,34 @@ type Mutex struct {
 	e    *engine.Engine
 	key  string      // as given to New, without the prefix
 	keys engine.Keys // key, prefixed once
+	fifo *config     // WithFIFO(true)'s settings; nil in the default order
 }
 
 // New returns the lock on key (without the coordinator's prefix; any
-// non-empty bytes, at most 1 KiB). It sends nothing to Redis.
+// non-empty bytes, at most 1 KiB), configured by opts ([WithFIFO]). It
+// sends nothing to Redis.
 //
 // It returns an error wrapping coordination.ErrInvalidArgument, naming the
 // argument, when coord is nil (or not made by coordination.New) or key is
 // empty or too long.
-func New(coord *coordination.Coordinator, key string) (*Mutex, error) {
+func New(coord *coordination.Coordinator, key string, opts ...Option) (*Mutex, error) {
 	e, err := engine.Of(coord)
 	if err != nil {
 		return nil, err
 	}
 	if err := check.Key("key", key); err != nil {
 		return nil, err
+	}
+	c := config{recheck: fifoRecheck, live: fifoLive}
+	if err := check.Apply(&c, opts); err != nil {
+		return nil, err
+	}
+	if c.fifo {
+		keys, err := fifoKeys(e, key)
+		if err != nil {
+			return nil, err
+		}
+		return &Mutex{e: e, key: key, keys: keys, fifo: &c}, nil
 	}
 	return &Mutex{e: e, key: key, keys: e.Key(key)}, nil
 }
@@ -138,7 +151,11 @@ func (m *Mutex) acquire(ctx context.Context, ttl time.Duration, block bool) (*Lo
 		return nil, err
 	}
 	l := &Lock{id: [1]any{token}}
-	h, _, err := m.e.Acquire(ctx, &engine.AcquireRequest{Kind: kind, Keys: m.keys, ID: l.id[:], TTL: ttl, Block: block})
+	r := &engine.AcquireRequest{Kind: kind, Keys: m.keys, ID: l.id[:], TTL: ttl, Block: block}
+	if m.fifo != nil {
+		r.Kind, r.Recheck, r.Extra = fifoKind, m.fifo.recheck, []any{m.fifo.live.Milliseconds()}
+	}
+	h, _, err := m.e.Acquire(ctx, r)
 	if err != nil {
 		return nil, err
 	}

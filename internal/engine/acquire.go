@@ -129,7 +129,11 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decode.Gra
 		if wk == "" {
 			wk = keys.firstKey()
 		}
-		err = e.Wait(ctx, WaitConfig{Key: wk, Part: r.WaitPart, Recheck: r.Recheck, OnContended: func() {
+		var only string
+		if k.Queued {
+			only, _ = id[0].(string)
+		}
+		err = e.Wait(ctx, WaitConfig{Key: wk, Part: r.WaitPart, Only: only, Recheck: r.Recheck, OnContended: func() {
 			if !counted {
 				counted = true
 				e.Add(k.Metrics.Contention, 1, k.baseAdd...)
@@ -151,7 +155,7 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decode.Gra
 	}
 	hk := keys.head(k.HandleKeys)
 	if err != nil {
-		if ambiguous {
+		if ambiguous || (k.Queued && r.Block && attempts > 0) {
 			e.Cleanup("acquire", r.TTL, func(ctx context.Context) error {
 				_, err := k.Release.Run(ctx, e, hk, id...)
 				return err

@@ -34,6 +34,11 @@ type Watch struct {
 	ch string
 	st *chanState
 	c  chan struct{}
+	// only, when not empty, is the one message payload that wakes the
+	// watch (a queued waiter's owner token: a first-in first-out release
+	// publishes the token of the waiter it wakes); other messages are
+	// ignored. A re-subscription still wakes it.
+	only string
 }
 
 // Confirmed reports whether the server has confirmed the subscription, so
@@ -97,8 +102,14 @@ func (e *Engine) Watch(ctx context.Context, full string) (*Watch, error) {
 // command (a permission error when the ACL forbids the channel), or an
 // error wrapping [sentinel.ErrClosed] once [Engine.Shutdown] has begun.
 func (e *Engine) watchPart(ctx context.Context, full, part string) (*Watch, error) {
+	return e.watchFor(ctx, full, part, "")
+}
+
+// watchFor is [Engine.watchPart] for a waiter that only the messages whose
+// payload is only wake (any message when only is empty); see [Watch].
+func (e *Engine) watchFor(ctx context.Context, full, part, only string) (*Watch, error) {
 	classic, shard := slot.Channels(full, part)
-	return e.hub.watch(ctx, classic, shard)
+	return e.hub.watch(ctx, classic, shard, only)
 }
 
 type chanState struct {
@@ -150,7 +161,7 @@ func newHub(e *Engine) *hub {
 	return &hub{e: e, conns: map[string]*subConn{}, chans: map[string]*chanState{}}
 }
 
-func (h *hub) watch(ctx context.Context, classic, shard string) (*Watch, error) {
+func (h *hub) watch(ctx context.Context, classic, shard, only string) (*Watch, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -171,7 +182,7 @@ func (h *hub) watch(ctx context.Context, classic, shard string) (*Watch, error) 
 			ch, sharded = shard, true
 		}
 	}
-	w := &Watch{h: h, ch: ch, c: make(chan struct{}, 1)}
+	w := &Watch{h: h, ch: ch, c: make(chan struct{}, 1), only: only}
 	h.mu.Lock()
 	st := h.chans[ch]
 	fresh := st == nil
@@ -425,7 +436,7 @@ func (h *hub) dispatch(c *subConn) {
 		}
 		switch m := m.(type) {
 		case *redis.Message:
-			h.wake(m.Channel)
+			h.wake(m.Channel, m.Payload)
 		case *redis.Subscription:
 			switch m.Kind {
 			case "subscribe", "ssubscribe":
@@ -582,10 +593,21 @@ func ping(ps *redis.PubSub, heard, stop <-chan struct{}) {
 	}
 }
 
-func (h *hub) wake(ch string) {
+// wake wakes the waiters of ch for a message with payload: every waiter
+// without a payload of its own ([Watch] only), and those whose is
+// payload.
+func (h *hub) wake(ch, payload string) {
 	h.mu.Lock()
 	if st := h.chans[ch]; st != nil {
-		h.signal(st)
+		for w := range st.waiters {
+			if w.only != "" && w.only != payload {
+				continue
+			}
+			select {
+			case w.c <- struct{}{}:
+			default:
+			}
+		}
 	}
 	h.mu.Unlock()
 }

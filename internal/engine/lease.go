@@ -47,6 +47,15 @@ type LeaseKind struct {
 	// sleep after a refusal: the script then marks the lease so that its
 	// release notifies waiters), "0" on a non-blocking one.
 	WaitFlag bool
+	// Queued says that the Acquire script queues a refused blocking
+	// caller, first in first out, and that the releases wake only the
+	// queue's head, publishing its id (the first, a string) as the
+	// message: a blocking acquisition then wakes only on its own id
+	// ([WaitConfig] Only), and when one that sent an attempt fails, its
+	// Release script is run in the background ([Engine.Cleanup], owner-checked
+	// with its id, as after an ambiguous failure), which takes it out of
+	// the queue (and wakes the next head when the lease is free).
+	Queued bool
 	// HandleKeys is how many of the acquire keys the refresh, verify and
 	// release scripts take (the first ones); 0 means all.
 	HandleKeys int

@@ -37,6 +37,11 @@ type WaitConfig struct {
 	// Part, when not empty, narrows the subscription to one part of Key
 	// (a hash field's lease: "\x00" + the field), as [Engine.watchPart].
 	Part string
+	// Only, when not empty, makes the loop wake only on notifications
+	// whose message is Only (a queued waiter's owner token, which a
+	// first-in first-out release publishes for the one waiter it wakes);
+	// other notifications on Key are ignored.
+	Only string
 	// Recheck caps every sleep, so a lost notification delays a waiter by at
 	// most this long. Default 5 s; 250 ms while no subscription is
 	// confirmed.
@@ -202,7 +207,7 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 			// Subscribe first, then try again at once.
 			watched = true
 			var werr error
-			if w, werr = e.watchPart(ctx, cfg.Key, cfg.Part); werr != nil {
+			if w, werr = e.watchFor(ctx, cfg.Key, cfg.Part, cfg.Only); werr != nil {
 				if ctx.Err() != nil {
 					return gaveUp()
 				}

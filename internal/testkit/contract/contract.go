@@ -188,7 +188,19 @@ func oneCommand(t *testing.T, b *testharness.Backend, s Spec) {
 	runSteps(t, ctx, coord, s.Scenario(name("one", "warm")), nil) // cache the scripts on the slot's node
 	k := testharness.CountCommands(client)
 	steps := s.Scenario(name("one", "counted"))
+	e, err := engine.Of(coord)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, st := range steps {
+		// The background work of the step before (a queued waiter that
+		// gave up leaves its queue) is not this step's.
+		testharness.WaitFor(t, 5*time.Second, "the background cleanups of the step before", func() string {
+			if n := e.Cleanups(); n > 0 {
+				return fmt.Sprintf("%d running", n)
+			}
+			return ""
+		})
 		k.Reset()
 		if err := st.Run(ctx, coord); err != nil {
 			t.Fatalf("step %d (%s): %v", i+1, st.Name, err)
