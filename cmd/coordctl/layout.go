@@ -26,6 +26,7 @@ var primitiveLayouts = []layout.Layout{
 	fencingcore.MovedLayout,
 	fencingcore.CounterLayout,
 	// hashes
+	lockcore.FIFOAliveLayout,
 	fencingcore.SharedLayout,
 	idempotencycore.LegacyClaimLayout,
 	leadercore.LeaseLayout,
@@ -35,6 +36,7 @@ var primitiveLayouts = []layout.Layout{
 	ratelimitcore.CompositeLayout,
 	lockcore.FieldLeasesLayout,
 	// sorted sets
+	lockcore.FIFOQueueLayout,
 	semaphorecore.SemaphoreLayout,
 	rwleasecore.LeaseLayout,
 	ratelimitcore.ConcurrencyLayout,

@@ -9,6 +9,7 @@ package lockcore
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -106,4 +107,62 @@ func fieldTTLs(s *layout.Snapshot, names []string) string {
 		parts = append(parts, fmt.Sprintf("%d fields not read", n))
 	}
 	return "per field (HPTTL): " + strings.Join(parts, ", ")
+}
+
+// FIFOQueueLayout is the queue of a first-in first-out lock's blocked
+// waiters (lock.WithFIFO): a sorted set next to the lock key, named the
+// lock key followed by "\x00fifo" and a slot suffix, of owner tokens
+// scored by their arrival number.
+var FIFOQueueLayout = layout.Layout{
+	Kind: "lock waiter queue",
+	Type: "zset",
+	Match: func(s *layout.Snapshot) bool {
+		return strings.Contains(s.Key, "\x00fifo") && !strings.Contains(s.Key, "\x00fifo-alive")
+	},
+	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		r.Add("waiters", s.ZCard)
+		for i, m := range s.ZSet {
+			r.Entries = append(r.Entries, layout.Entry{{K: "position", V: i + 1}, {K: "owner", V: layout.Tok(m.Member)}, {K: "arrival", V: int64(m.Score)}})
+			if !layout.IsToken(m.Member) {
+				r.Bad("member %q is not an owner token", m.Member)
+			}
+		}
+		if s.PTTL == -1 {
+			r.Bad("a waiter queue expires with its longest-lived waiter; this one has no TTL")
+		}
+	},
+}
+
+// FIFOAliveLayout is the hash of a first-in first-out lock's waiters'
+// alive-until times (lock.WithFIFO): named the lock key followed by
+// "\x00fifo-alive" and a slot suffix; field an owner token, value the
+// server time in ms until which that waiter counts as alive.
+var FIFOAliveLayout = layout.Layout{
+	Kind:  "lock waiter times",
+	Type:  "hash",
+	Match: func(s *layout.Snapshot) bool { return strings.Contains(s.Key, "\x00fifo-alive") },
+	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		r.Add("waiters", s.HashLen)
+		names := make([]string, 0, len(s.Hash))
+		for k := range s.Hash {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, f := range names {
+			until, err := strconv.ParseInt(s.Hash[f], 10, 64)
+			e := layout.Entry{{K: "owner", V: layout.Tok(f)}}
+			switch {
+			case err != nil:
+				r.Bad("waiter %q has no alive-until time (%q)", layout.Tok(f), s.Hash[f])
+			case until > s.NowMs:
+				e = append(e, layout.Field{K: "alive for", V: time.Duration(until-s.NowMs) * time.Millisecond})
+			default:
+				e = append(e, layout.Field{K: "alive for", V: "gone (removed when it reaches the head)"})
+			}
+			r.Entries = append(r.Entries, e)
+		}
+		if s.PTTL == -1 {
+			r.Bad("a waiter-times hash expires with its longest-lived waiter; this one has no TTL")
+		}
+	},
 }
