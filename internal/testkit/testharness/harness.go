@@ -434,7 +434,7 @@ func StandaloneOnly() Option {
 
 // HashFieldTTLOnly runs only on the backends whose server has hash-field
 // expiration ([Backend.HasHashFieldTTL]: redis8, valkey9, and the cluster
-// when its flavor has it).
+// and the Sentinel deployment when their flavor has it).
 func HashFieldTTLOnly() Option { return func(f *forEach) { f.hashFieldTTL = true } }
 
 // ForEach runs fn as a subtest per backend (named after it), in parallel by
