@@ -1,6 +1,8 @@
 # make test: provision the real servers (cached after the first run), then run
 # every test with the race detector on every backend: miniredis, Redis 7.0,
-# Redis 8.0, Valkey 8.1, Valkey 9.1 and a 6-node Redis Cluster.
+# Redis 8.0, Valkey 8.1, Valkey 9.1, a 6-node Redis Cluster and a Sentinel
+# deployment (Redis 8.0: a primary, a replica, three Sentinels, reached
+# through go-redis' failover client).
 SERVERS_CACHE ?= $(if $(REDIS_SERVERS_CACHE),$(REDIS_SERVERS_CACHE),$(if $(XDG_CACHE_HOME),$(XDG_CACHE_HOME),$(HOME)/.cache)/redis-servers)
 GO ?= go
 TESTFLAGS ?= -race -count=1 -timeout 20m

@@ -202,3 +202,32 @@ func TestReplicaAcksCluster(t *testing.T) {
 		}
 	}, testharness.Only("cluster"))
 }
+
+// Through a Sentinel failover client the pipeline goes to the primary the
+// Sentinels name, whose replica acknowledges it: the acknowledged lock is
+// on the replica, and its release too.
+func TestReplicaAcksSentinel(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		coord := b.Coordinator(t, coordination.WithReplicaAcks(1, time.Second))
+		replica := redis.NewClient(b.Sentinel.Replica.Options())
+		t.Cleanup(func() { _ = replica.Close() })
+		ctx := context.Background()
+		counter := testharness.CountCommands(coord.Client())
+		l, err := lockTryAcquire(ctx, coord, "k", time.Minute)
+		if err != nil {
+			t.Fatalf("TryAcquire: %v", err)
+		}
+		if got := counter.Names(); !slices.Equal(got, []string{"SET", "WAIT"}) {
+			t.Fatalf("TryAcquire sent %v, want SET and WAIT", got)
+		}
+		if n := replica.Exists(ctx, b.Key("k")).Val(); n != 1 {
+			t.Fatal("the acknowledged lock is not on the replica")
+		}
+		if out, err := l.Release(ctx); out != coordination.Released || err != nil {
+			t.Fatalf("Release = %v, %v", out, err)
+		}
+		if n := replica.Exists(ctx, b.Key("k")).Val(); n != 0 {
+			t.Fatal("the acknowledged release did not reach the replica")
+		}
+	}, testharness.Only("sentinel"))
+}

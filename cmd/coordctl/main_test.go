@@ -23,8 +23,8 @@ func runCmd(t *testing.T, args ...string) (int, string, string) {
 }
 
 // serverArgs returns the connection flags for a backend: nothing for
-// miniredis (demo starts its own embedded server), --redis or --cluster
-// for real servers; on the least-privilege backend, as the user of
+// miniredis (demo starts its own embedded server), --redis, --cluster or
+// --sentinel for real servers; on the least-privilege backend, as the user of
 // docs/acl.md's two lines.
 func serverArgs(b *testharness.Backend) []string {
 	switch {
@@ -32,6 +32,8 @@ func serverArgs(b *testharness.Backend) []string {
 		return nil
 	case b.IsCluster():
 		return []string{"--cluster", strings.Join(b.Cluster.Addrs(), ",")}
+	case b.IsSentinel():
+		return []string{"--sentinel", b.Sentinel.Master + "@" + strings.Join(b.Sentinel.Addrs(), ",")}
 	case b.LeastPrivilege():
 		// docs/acl.md's two lines, and nothing else (testharness.CoordctlUser).
 		return []string{"--redis", "redis://" + testharness.CoordctlUser + ":" + testharness.CoordctlPassword + "@" + b.Server.Addr + "/0"}

@@ -82,6 +82,11 @@ func newRig(t testing.TB, b *testharness.Backend, what string) *rig {
 	switch {
 	case b.IsCluster():
 		addrs = b.Cluster.Addrs()
+	case b.IsSentinel():
+		// The shared deployment's primary is never failed over: the proxy
+		// stands in front of it, and the failover client dials the proxy
+		// for the address the Sentinels give (see client).
+		addrs = []string{b.Sentinel.Primary.Addr}
 	default:
 		addrs = []string{b.Server.Addr}
 	}
@@ -116,6 +121,21 @@ func (r *rig) client() redis.UniversalClient {
 				return d.DialContext(ctx, network, addr)
 			},
 		})
+	} else if r.b.IsSentinel() {
+		primary, proxy := r.direct[0].Options().Addr, r.proxies[0].Addr()
+		o := r.b.Sentinel.FailoverOptions()
+		o.ClientName, o.ContextTimeoutEnabled = r.name, true
+		o.MinRetryBackoff, o.MaxRetryBackoff, o.PoolSize = time.Millisecond, 4*time.Millisecond, 4
+		// The Dialer dials the Sentinels too: only the primary's address
+		// goes through the proxy.
+		o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr == primary {
+				addr = proxy
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}
+		c = redis.NewFailoverClient(o)
 	} else {
 		c = redis.NewClient(&redis.Options{
 			Addr: r.proxies[0].Addr(), ClientName: r.name, ContextTimeoutEnabled: true,

@@ -128,7 +128,8 @@ func createACLUser(s *Server) error {
 	return nil
 }
 
-// AdminOf returns a new client to the same server (or cluster) as c that
+// AdminOf returns a new client to the same server (or cluster, or Sentinel
+// deployment for a failover client of [Backend.Client]) as c that
 // connects as the default user, closed when the test ends: for a test
 // helper that gets only the library's client and must send what the
 // least-privilege user may not (SCRIPT LOAD, CONFIG ...).
@@ -137,6 +138,12 @@ func AdminOf(t testing.TB, c redis.UniversalClient) redis.UniversalClient {
 	var admin redis.UniversalClient
 	switch v := c.(type) {
 	case *redis.Client:
+		if fo, ok := failoverClients.Load(v); ok {
+			o := *fo.(*redis.FailoverOptions)
+			admin = redis.NewFailoverClient(&redis.FailoverOptions{MasterName: o.MasterName, SentinelAddrs: o.SentinelAddrs,
+				DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, Protocol: o.Protocol})
+			break
+		}
 		o := v.Options()
 		admin = redis.NewClient(&redis.Options{Addr: o.Addr, DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout,
 			WriteTimeout: o.WriteTimeout, Protocol: o.Protocol})

@@ -1,9 +1,10 @@
 // Package testharness runs the library's behavioural tests once per backend:
 // an embedded miniredis, real Redis 7.0 and 8.0 and Valkey 8.1 and 9.1
-// servers, and a local 6-node Redis Cluster, all on 127.0.0.1 with free
-// ports. Real servers are started on first use by the test binary and
-// stopped by [Main]; tests isolate themselves with a unique key prefix per
-// test (never FLUSHDB).
+// servers, a local 6-node Redis Cluster, and a Sentinel deployment (a
+// primary, a replica and three Sentinels, reached through go-redis'
+// failover client), all on 127.0.0.1 with free ports. Real servers are
+// started on first use by the test binary and stopped by [Main]; tests
+// isolate themselves with a unique key prefix per test (never FLUSHDB).
 //
 // Server binaries come from the environment (REDIS7_SERVER, REDIS7_CLI, ...
 // as written by scripts/get-servers.sh to its env.sh), from PATH
@@ -13,13 +14,15 @@
 //
 // COORD_BACKENDS (comma-separated names, e.g. "miniredis,redis7") restricts
 // the backends, for quick local runs; it is ignored when CI=true. The
-// cluster's flavor is COORD_CLUSTER_FLAVOR (default redis8).
+// cluster's flavor is COORD_CLUSTER_FLAVOR (default redis8), the Sentinel
+// deployment's COORD_SENTINEL_FLAVOR (default redis8).
 package testharness
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -45,12 +48,15 @@ const (
 	Standalone
 	// ClusterKind is a real 6-node Redis Cluster.
 	ClusterKind
+	// SentinelKind is a real Sentinel deployment (a primary, a replica and
+	// three Sentinels), reached through redis.NewFailoverClient.
+	SentinelKind
 )
 
 // Backend is one place the behavioural tests run.
 type Backend struct {
 	// Name is "miniredis", a flavor ("redis7", "redis8", "valkey8",
-	// "valkey9") or "cluster".
+	// "valkey9"), "cluster" or "sentinel".
 	Name string
 	Kind Kind
 	// Flavor is the server build ("redis7", ...; "miniredis" for Embedded).
@@ -64,6 +70,13 @@ type Backend struct {
 	Server *Server
 	// Cluster is the shared cluster (ClusterKind only).
 	Cluster *Cluster
+	// Sentinel is the shared Sentinel deployment (SentinelKind only). Do
+	// not stop, kill, fail over or reconfigure any of its processes: every
+	// test of the binary shares it. Its Sentinels never fail the primary
+	// over on their own (down-after-milliseconds of [sharedDownAfter]).
+	// Tests that fail a deployment over start their own with
+	// [StartSentinel].
+	Sentinel *Sentinel
 
 	t      testing.TB
 	prefix string
@@ -78,6 +91,10 @@ func (b *Backend) IsMini() bool { return b.Kind == Embedded }
 // IsCluster reports whether b is the Redis Cluster.
 func (b *Backend) IsCluster() bool { return b.Kind == ClusterKind }
 
+// IsSentinel reports whether b is the Sentinel deployment (clients are
+// go-redis failover clients; there is no [Backend.Server]).
+func (b *Backend) IsSentinel() bool { return b.Kind == SentinelKind }
+
 // HasHashFieldTTL reports whether the server has HPEXPIRE from Lua (Redis
 // 7.4+ and Valkey 9+; not Redis 7.0, Valkey 8.1 or miniredis).
 func (b *Backend) HasHashFieldTTL() bool { return hasHashFieldTTL(b.Flavor) }
@@ -85,10 +102,13 @@ func (b *Backend) HasHashFieldTTL() bool { return hasHashFieldTTL(b.Flavor) }
 func hasHashFieldTTL(flavor string) bool { return flavor == "redis8" || flavor == "valkey9" }
 
 // flavorOf returns the server build a backend name runs: the name itself,
-// or the cluster's flavor.
+// or the cluster's or the Sentinel deployment's flavor.
 func flavorOf(name string) string {
-	if name == "cluster" {
+	switch name {
+	case "cluster":
 		return ClusterFlavor()
+	case "sentinel":
+		return SentinelFlavor()
 	}
 	return name
 }
@@ -104,8 +124,10 @@ func (b *Backend) Prefix() string { return b.prefix }
 // Client returns a new go-redis client for the backend, closed when the
 // test ends. Each call gives a separate client: use two to act as two
 // processes. modify may adjust the options (go-redis Options for
-// standalone and miniredis; for the cluster, the fields shared by
-// ClusterOptions are copied from it). On the [ACLFlavor] backend it
+// standalone and miniredis; for the cluster and the Sentinel deployment,
+// the fields shared by ClusterOptions or FailoverOptions are copied from
+// it; on the Sentinel deployment a Dialer dials the primary's address, and
+// setting Addr fails the test: it has no one address). On the [ACLFlavor] backend it
 // connects as the least-privilege user ([Backend.LeastPrivilege]): use
 // [Backend.Admin] for anything but the library's own commands on keys
 // under [Backend.Prefix].
@@ -160,9 +182,46 @@ func (b *Backend) client(t testing.TB, modify ...func(*redis.Options)) redis.Uni
 			co.ContextTimeoutEnabled = o.ContextTimeoutEnabled
 		}
 		c = redis.NewClusterClient(co)
+	case SentinelKind:
+		fo := b.failoverOptions(t, modify...)
+		fc := redis.NewFailoverClient(fo)
+		failoverClients.Store(fc, fo)
+		t.Cleanup(func() { failoverClients.Delete(fc) })
+		c = fc
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// failoverClients maps the failover clients of the sentinel backend to
+// their options (a failover client's Options() has no address of the
+// deployment), for [AdminOf].
+var failoverClients sync.Map // *redis.Client -> *redis.FailoverOptions
+
+// failoverOptions returns the options of a failover client of the Sentinel
+// deployment, with the fields of redis.Options that modify set copied.
+func (b *Backend) failoverOptions(t testing.TB, modify ...func(*redis.Options)) *redis.FailoverOptions {
+	t.Helper()
+	fo := b.Sentinel.FailoverOptions()
+	if len(modify) == 0 {
+		return fo
+	}
+	o := &redis.Options{Addr: "sentinel", DialTimeout: fo.DialTimeout, ReadTimeout: fo.ReadTimeout, WriteTimeout: fo.WriteTimeout}
+	for _, m := range modify {
+		m(o)
+	}
+	if o.Addr != "sentinel" {
+		t.Fatalf("testharness: a client of the sentinel backend has no one address (modify set Addr %q): run the test with StandaloneOnly", o.Addr)
+	}
+	fo.Dialer, fo.OnConnect, fo.ClientName = o.Dialer, o.OnConnect, o.ClientName
+	fo.Protocol, fo.Username, fo.Password, fo.DB = o.Protocol, o.Username, o.Password, o.DB
+	fo.MaxRetries, fo.MinRetryBackoff, fo.MaxRetryBackoff = o.MaxRetries, o.MinRetryBackoff, o.MaxRetryBackoff
+	fo.DialTimeout, fo.DialerRetries, fo.DialerRetryTimeout = o.DialTimeout, o.DialerRetries, o.DialerRetryTimeout
+	fo.ReadTimeout, fo.WriteTimeout, fo.ContextTimeoutEnabled = o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled
+	fo.PoolFIFO, fo.PoolSize, fo.PoolTimeout = o.PoolFIFO, o.PoolSize, o.PoolTimeout
+	fo.MinIdleConns, fo.MaxIdleConns, fo.MaxActiveConns = o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns
+	fo.ConnMaxIdleTime, fo.ConnMaxLifetime = o.ConnMaxIdleTime, o.ConnMaxLifetime
+	return fo
 }
 
 // Coordinator returns a coordinator over a new client (see [Backend.Client])
@@ -223,11 +282,13 @@ func (b *Backend) Key(key string) string { return b.prefix + key }
 func (b *Backend) Raw(t testing.TB) redis.UniversalClient { return b.Admin(t) }
 
 var (
-	mu       sync.Mutex
-	shared   = map[string]*Server{}
-	failed   = map[string]error{}
-	clusterS *Cluster
-	clusterE error
+	mu        sync.Mutex
+	shared    = map[string]*Server{}
+	failed    = map[string]error{}
+	clusterS  *Cluster
+	clusterE  error
+	sentinelS *Sentinel
+	sentinelE error
 )
 
 func sharedServer(flavor string) (*Server, error) {
@@ -283,9 +344,52 @@ func sharedCluster() (*Cluster, error) {
 	return clusterS, clusterE
 }
 
+// SentinelFlavor is the server build used for the sentinel backend
+// (COORD_SENTINEL_FLAVOR, default redis8: the newest Redis, whose
+// hash-field expiration lets every test run on it, HashFieldTTLOnly ones
+// included; its binary also runs the Sentinels).
+func SentinelFlavor() string {
+	if f := os.Getenv("COORD_SENTINEL_FLAVOR"); f != "" {
+		return f
+	}
+	return "redis8"
+}
+
+// sharedDownAfter is the shared Sentinel deployment's
+// down-after-milliseconds: longer than any test stalls the primary (DEBUG
+// SLEEP, CLIENT PAUSE, a starved machine), so that its Sentinels never fail
+// it over under the tests.
+const sharedDownAfter = 10 * time.Minute
+
+func sharedSentinel() (*Sentinel, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if sentinelS != nil || sentinelE != nil {
+		return sentinelS, sentinelE
+	}
+	cfg := SentinelConfig{DownAfter: sharedDownAfter, FailoverTimeout: 2 * sharedDownAfter}
+	sentinelS, sentinelE = startSentinel(SentinelFlavor(), cfg)
+	var m errMissing
+	if sentinelE != nil && !errors.As(sentinelE, &m) {
+		// Once more, on new ports: a deployment that did not form on a
+		// loaded machine fails every test of the binary.
+		fmt.Fprintf(os.Stderr, "testharness: starting the shared Sentinel deployment again after: %v\n", sentinelE)
+		sentinelS, sentinelE = startSentinel(SentinelFlavor(), cfg)
+	}
+	if sentinelS != nil {
+		sentinelS.relax()
+		sentinelS.Primary.markShared()
+		sentinelS.Replica.markShared()
+		for _, sn := range sentinelS.Sentinels {
+			sn.markShared()
+		}
+	}
+	return sentinelS, sentinelE
+}
+
 // BackendNames lists every backend, in the order tests run them.
 func BackendNames() []string {
-	return append(append([]string{"miniredis"}, Flavors...), "cluster")
+	return append(append([]string{"miniredis"}, Flavors...), "cluster", "sentinel")
 }
 
 func enabled(name string) bool {
@@ -321,12 +425,16 @@ func Only(names ...string) Option { return func(f *forEach) { f.only = names } }
 func RealOnly() Option { return func(f *forEach) { f.skip = append(f.skip, "miniredis") } }
 
 // StandaloneOnly runs on miniredis and the standalone servers, not the
-// cluster.
-func StandaloneOnly() Option { return func(f *forEach) { f.skip = append(f.skip, "cluster") } }
+// cluster nor the Sentinel deployment: for a test that needs
+// [Backend.Server] (its one address, for a fault proxy in front of it or a
+// plain client of its own) or a server of its own to stop.
+func StandaloneOnly() Option {
+	return func(f *forEach) { f.skip = append(f.skip, "cluster", "sentinel") }
+}
 
 // HashFieldTTLOnly runs only on the backends whose server has hash-field
 // expiration ([Backend.HasHashFieldTTL]: redis8, valkey9, and the cluster
-// when its flavor has it).
+// and the Sentinel deployment when their flavor has it).
 func HashFieldTTLOnly() Option { return func(f *forEach) { f.hashFieldTTL = true } }
 
 // ForEach runs fn as a subtest per backend (named after it), in parallel by
@@ -380,6 +488,12 @@ func Get(t testing.TB, name string) *Backend {
 			missing(t, "cluster", err)
 		}
 		b.Kind, b.Flavor, b.Cluster = ClusterKind, c.Flavor, c
+	case "sentinel":
+		s, err := sharedSentinel()
+		if err != nil {
+			missing(t, "sentinel", err)
+		}
+		b.Kind, b.Flavor, b.Sentinel = SentinelKind, s.Flavor, s
 	default:
 		s, err := sharedServer(name)
 		if err != nil {
@@ -503,6 +617,9 @@ func Main(m *testing.M, ignoreFuncs ...string) {
 	}
 	if clusterS != nil {
 		clusterS.close()
+	}
+	if sentinelS != nil {
+		sentinelS.Stop()
 	}
 	mu.Unlock()
 	if code == 0 {

@@ -2,6 +2,7 @@ package testharness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -68,6 +69,23 @@ type SentinelConfig struct {
 // (fails it when CI=true).
 func StartSentinel(t testing.TB, flavor string, cfg SentinelConfig) *Sentinel {
 	t.Helper()
+	s, err := startSentinel(flavor, cfg)
+	if err != nil {
+		var m errMissing
+		if errors.As(err, &m) {
+			missing(t, flavor+" sentinel", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// startSentinel is [StartSentinel] returning an error instead of failing a
+// test (an [errMissing] when the binary is missing), for the shared
+// deployment of the sentinel backend too. Nothing of a deployment that
+// failed to start is left running.
+func startSentinel(flavor string, cfg SentinelConfig) (_ *Sentinel, err error) {
 	if cfg.DownAfter == 0 {
 		cfg.DownAfter = 500 * time.Millisecond
 	}
@@ -75,9 +93,17 @@ func StartSentinel(t testing.TB, flavor string, cfg SentinelConfig) *Sentinel {
 		cfg.FailoverTimeout = 4 * time.Second
 	}
 	s := &Sentinel{Flavor: flavor, Master: fmt.Sprintf("coord-%d-%d", os.Getpid(), sentinelDeployments.Add(1))}
-	s.Primary = StartStandalone(t, flavor)
-	s.Replica = StartStandalone(t, flavor)
-	t.Cleanup(s.Stop)
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	if s.Primary, err = startServer(flavor, false); err != nil {
+		return nil, err
+	}
+	if s.Replica, err = startServer(flavor, false); err != nil {
+		return nil, err
+	}
 	link := s.Primary.Addr
 	if cfg.ReplicaLink != nil {
 		link = cfg.ReplicaLink(s.Primary)
@@ -87,15 +113,17 @@ func StartSentinel(t testing.TB, flavor string, cfg SentinelConfig) *Sentinel {
 	rc := redis.NewClient(s.Replica.Options())
 	defer rc.Close()
 	if err := rc.Do(ctx, "REPLICAOF", host, port).Err(); err != nil {
-		t.Fatalf("REPLICAOF: %v", err)
+		return nil, fmt.Errorf("testharness: REPLICAOF: %w", err)
 	}
-	WaitFor(t, 15*time.Second, "the replica to sync", func() string {
+	if err := waitUntil(15*time.Second, "the replica to sync", func() string {
 		info, err := rc.Info(ctx, "replication").Result()
 		if err != nil || !strings.Contains(info, "master_link_status:up") {
 			return fmt.Sprint(err)
 		}
 		return ""
-	})
+	}); err != nil {
+		return nil, err
+	}
 	for i := range 3 {
 		sn, err := startProcess(flavor, false, func(port int, dir string) ([]string, error) {
 			conf := filepath.Join(dir, "sentinel.conf")
@@ -113,7 +141,7 @@ func StartSentinel(t testing.TB, flavor string, cfg SentinelConfig) *Sentinel {
 			return []string{conf, "--sentinel"}, nil
 		})
 		if err != nil {
-			missing(t, flavor+" sentinel "+strconv.Itoa(i), err)
+			return nil, fmt.Errorf("testharness: sentinel %d: %w", i, err)
 		}
 		s.Sentinels = append(s.Sentinels, sn)
 		c := redis.NewClient(&redis.Options{Addr: sn.Addr})
@@ -127,10 +155,10 @@ func StartSentinel(t testing.TB, flavor string, cfg SentinelConfig) *Sentinel {
 			"tilt-period", 3000).Err()
 		_ = c.Close()
 		if err != nil {
-			t.Fatalf("SENTINEL DEBUG: %v", err)
+			return nil, fmt.Errorf("testharness: SENTINEL DEBUG: %w", err)
 		}
 	}
-	s.waitFor(t, 20*time.Second, "the Sentinels to know the replica and each other", func() string {
+	if err := s.waitUntil(20*time.Second, "the Sentinels to know the replica and each other", func() string {
 		for _, sn := range s.Sentinels {
 			m, err := s.sentinelMaster(ctx, sn)
 			if err != nil {
@@ -141,7 +169,9 @@ func StartSentinel(t testing.TB, flavor string, cfg SentinelConfig) *Sentinel {
 			}
 		}
 		return ""
-	})
+	}); err != nil {
+		return nil, err
+	}
 	// The primary must still be one, streaming to the replica: nothing else
 	// (a Sentinel left over by another test on a reused port) repointed it,
 	// and the replica has acknowledged its stream (WAIT 1). A replica whose
@@ -154,12 +184,29 @@ func StartSentinel(t testing.TB, flavor string, cfg SentinelConfig) *Sentinel {
 	pc := redis.NewClient(popt)
 	defer pc.Close()
 	if n, err := InfoInt(ctx, pc, "replication", "connected_slaves"); err != nil || n != 1 {
-		t.Fatalf("the primary %s has %d connected replicas (%v), want 1\n%s", s.Primary.Addr, n, err, s.Diagnose(ctx))
+		return nil, fmt.Errorf("testharness: the primary %s has %d connected replicas (%v), want 1\n%s", s.Primary.Addr, n, err, s.Diagnose(ctx))
 	}
 	if n, err := pc.Do(ctx, "WAIT", 1, 10000).Int(); err != nil || n != 1 {
-		t.Fatalf("WAIT 1 on the primary %s: %d replicas acknowledged (%v)\n%s", s.Primary.Addr, n, err, s.Diagnose(ctx))
+		return nil, fmt.Errorf("testharness: WAIT 1 on the primary %s: %d replicas acknowledged (%v)\n%s", s.Primary.Addr, n, err, s.Diagnose(ctx))
 	}
-	return s
+	return s, nil
+}
+
+// relax sets the Sentinels' periods back to their defaults (INFO every
+// 10 s, hello every 2 s, ask every second, TILT for 30 s) once the
+// deployment formed: the shared deployment of the sentinel backend is never
+// failed over, and its Sentinels then add little traffic to the primary the
+// tests share.
+func (s *Sentinel) relax() {
+	ctx := context.Background()
+	for _, sn := range s.Sentinels {
+		c := redis.NewClient(&redis.Options{Addr: sn.Addr})
+		if err := c.Do(ctx, "SENTINEL", "DEBUG", "info-period", 10000, "publish-period", 2000, "ask-period", 1000,
+			"tilt-period", 30000).Err(); err != nil {
+			fmt.Fprintf(os.Stderr, "testharness: SENTINEL DEBUG on %s: %v\n", sn.Addr, err)
+		}
+		_ = c.Close()
+	}
 }
 
 // Stop kills the Sentinels, then the primary and the replica, and removes
@@ -172,8 +219,11 @@ func (s *Sentinel) Stop() {
 	for _, sn := range s.Sentinels {
 		sn.close()
 	}
-	s.Primary.close()
-	s.Replica.close()
+	for _, d := range []*Server{s.Primary, s.Replica} {
+		if d != nil {
+			d.close()
+		}
+	}
 }
 
 // sentinelMaster returns SENTINEL MASTER's fields as one Sentinel reports
@@ -239,17 +289,17 @@ func (s *Sentinel) WaitPromoted(t testing.TB, addr string, limit time.Duration) 
 // waitFor is [WaitFor] failing t with [Sentinel.Diagnose] as well.
 func (s *Sentinel) waitFor(t testing.TB, limit time.Duration, what string, cond func() string) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		why := cond()
-		if why == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s: %s\n%s", limit, what, why, s.Diagnose(context.Background()))
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := s.waitUntil(limit, what, cond); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// waitUntil is [waitUntil] with [Sentinel.Diagnose] in its error.
+func (s *Sentinel) waitUntil(limit time.Duration, what string, cond func() string) error {
+	if err := waitUntil(limit, what, cond); err != nil {
+		return fmt.Errorf("%w\n%s", err, s.Diagnose(context.Background()))
+	}
+	return nil
 }
 
 // promoted returns "" once every Sentinel reports addr as the primary and
@@ -357,14 +407,22 @@ func (s *Server) logEvents(n int) []string {
 // what and cond's last answer (why it is not there yet) after limit.
 func WaitFor(t testing.TB, limit time.Duration, what string, cond func() string) {
 	t.Helper()
+	if err := waitUntil(limit, what, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitUntil polls cond every 20 ms until it returns "", or returns an
+// error with what and cond's last answer after limit.
+func waitUntil(limit time.Duration, what string, cond func() string) error {
 	deadline := time.Now().Add(limit)
 	for {
 		why := cond()
 		if why == "" {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s: %s", limit, what, why)
+			return fmt.Errorf("waited %v for %s: %s", limit, what, why)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
