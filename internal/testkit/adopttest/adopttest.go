@@ -89,6 +89,9 @@ func Run(t *testing.T, s Subject) {
 
 func dump(ctx context.Context, t testing.TB, admin redis.UniversalClient, b *testharness.Backend, keys []string) []string {
 	t.Helper()
+	if b.IsMini() {
+		return nil // miniredis' DUMP takes strings only
+	}
 	var out []string
 	for _, k := range keys {
 		v, err := admin.Dump(ctx, b.Prefix()+k).Result()
