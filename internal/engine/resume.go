@@ -53,6 +53,11 @@ func CheckToken(token string) error {
 type ReadTTL struct {
 	Held bool
 	TTL  time.Duration
+	// Kind and ID, when set, replace the kind and the id AdoptHeld was
+	// given (a lease whose mode or member only the read tells: a
+	// read-write lease's, a semaphore permit's).
+	Kind *LeaseKind
+	ID   []any
 }
 
 // AdoptHeld returns the handle of a lease that id holds already (the owner
@@ -76,6 +81,12 @@ func (e *Engine) AdoptHeld(ctx context.Context, op string, kind *LeaseKind, keys
 	}
 	if !r.Held {
 		return nil, o.End(NotHeld)
+	}
+	if r.Kind != nil {
+		kind = r.Kind
+	}
+	if r.ID != nil {
+		id = r.ID
 	}
 	ttl := r.TTL
 	if ttl == NoExpiry {
