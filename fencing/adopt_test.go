@@ -8,6 +8,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
+	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/testkit/adopttest"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
@@ -20,40 +21,53 @@ func fencedHandle(l *fencing.Lock, err error) (adopttest.Handle, error) {
 }
 
 // Adopt, Holder and ForceRelease of a fencing lock (package adopttest).
-func TestAdoptHolderForceRelease(t *testing.T) {
-	adopttest.Run(t, adopttest.Subject{
-		New: func(t testing.TB, c *coordination.Coordinator, name string) adopttest.Ops {
-			m, err := fencing.New(c, leaseKey("{"+name+"}"), fenceKey("{"+name+"}"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return adopttest.Ops{
-				TryAcquire: func(ctx context.Context, ttl time.Duration) (adopttest.Handle, error) {
-					return fencedHandle(m.TryAcquire(ctx, ttl))
-				},
-				Acquire: func(ctx context.Context, ttl time.Duration) (adopttest.Handle, error) {
-					return fencedHandle(m.Acquire(ctx, ttl))
-				},
-				Adopt: func(ctx context.Context, token string) (adopttest.Handle, error) {
-					return fencedHandle(m.Adopt(ctx, token))
-				},
-				Holders: func(ctx context.Context) ([]coordination.Holder, error) {
-					h, err := m.Holder(ctx)
-					if errors.Is(err, coordination.ErrNotHeld) {
-						return nil, nil
-					}
-					if err != nil {
-						return nil, err
-					}
-					return []coordination.Holder{h}, nil
-				},
-				ForceRelease: m.ForceRelease,
-			}
-		},
-		Keys: func(name string) []string { return []string{leaseKey("{" + name + "}")} },
-		Expect: func(h adopttest.Handle) coordination.Holder {
-			return coordination.Holder{Token: h.Token(), FencingToken: h.(*fencing.Lock).FencingToken()}
-		},
+var subject = adopttest.Subject{
+	New: func(t testing.TB, c *coordination.Coordinator, name string) adopttest.Ops {
+		m, err := fencing.New(c, leaseKey("{"+name+"}"), fenceKey("{"+name+"}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return adopttest.Ops{
+			TryAcquire: func(ctx context.Context, ttl time.Duration) (adopttest.Handle, error) {
+				return fencedHandle(m.TryAcquire(ctx, ttl))
+			},
+			Acquire: func(ctx context.Context, ttl time.Duration) (adopttest.Handle, error) {
+				return fencedHandle(m.Acquire(ctx, ttl))
+			},
+			Adopt: func(ctx context.Context, token string) (adopttest.Handle, error) {
+				return fencedHandle(m.Adopt(ctx, token))
+			},
+			Holders: func(ctx context.Context) ([]coordination.Holder, error) {
+				h, err := m.Holder(ctx)
+				if errors.Is(err, coordination.ErrNotHeld) {
+					return nil, nil
+				}
+				if err != nil {
+					return nil, err
+				}
+				return []coordination.Holder{h}, nil
+			},
+			ForceRelease: m.ForceRelease,
+		}
+	},
+	Keys: func(name string) []string { return []string{leaseKey("{" + name + "}")} },
+	Expect: func(h adopttest.Handle) coordination.Holder {
+		return coordination.Holder{Token: h.Token(), FencingToken: h.(*fencing.Lock).FencingToken()}
+	},
+}
+
+func TestAdoptHolderForceRelease(t *testing.T) { adopttest.Run(t, subject) }
+
+// The contract suite on Adopt, Holder(s) and ForceRelease.
+func TestAdoptContract(t *testing.T) {
+	adopttest.Contract(t, adopttest.Names{
+		Primitive:       "fencing",
+		AcquireOp:       hooks.FencedLockAcquire,
+		AdoptOp:         hooks.FencedLockAdopt,
+		ReadOp:          hooks.FencedLockRead,
+		ForceOp:         hooks.FencedLockForceRelease,
+		ForceOneCommand: true,
+		New:             subject.New, KeysOf: subject.Keys, Expect: subject.Expect,
 	})
 }
 

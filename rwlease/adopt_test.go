@@ -7,6 +7,7 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/testkit/adopttest"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/rwlease"
@@ -20,29 +21,41 @@ func leaseHandle(l *rwlease.Lease, err error) (adopttest.Handle, error) {
 }
 
 // Adopt, Holders and ForceRelease of a write lease (package adopttest).
-func TestAdoptHoldersForceRelease(t *testing.T) {
-	adopttest.Run(t, adopttest.Subject{
-		New: func(t testing.TB, c *coordination.Coordinator, name string) adopttest.Ops {
-			m, err := rwlease.New(c, name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return adopttest.Ops{
-				TryAcquire: func(ctx context.Context, ttl time.Duration) (adopttest.Handle, error) {
-					return leaseHandle(m.TryWrite(ctx, ttl))
-				},
-				Acquire: func(ctx context.Context, ttl time.Duration) (adopttest.Handle, error) {
-					return leaseHandle(m.Write(ctx, ttl))
-				},
-				Adopt: func(ctx context.Context, token string) (adopttest.Handle, error) {
-					return leaseHandle(m.Adopt(ctx, token))
-				},
-				Holders:      m.Holders,
-				ForceRelease: m.ForceRelease,
-			}
-		},
-		Keys:   func(name string) []string { return []string{name} },
-		Expect: func(h adopttest.Handle) coordination.Holder { return coordination.Holder{Token: h.Token()} },
+var subject = adopttest.Subject{
+	New: func(t testing.TB, c *coordination.Coordinator, name string) adopttest.Ops {
+		m, err := rwlease.New(c, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return adopttest.Ops{
+			TryAcquire: func(ctx context.Context, ttl time.Duration) (adopttest.Handle, error) {
+				return leaseHandle(m.TryWrite(ctx, ttl))
+			},
+			Acquire: func(ctx context.Context, ttl time.Duration) (adopttest.Handle, error) {
+				return leaseHandle(m.Write(ctx, ttl))
+			},
+			Adopt: func(ctx context.Context, token string) (adopttest.Handle, error) {
+				return leaseHandle(m.Adopt(ctx, token))
+			},
+			Holders:      m.Holders,
+			ForceRelease: m.ForceRelease,
+		}
+	},
+	Keys:   func(name string) []string { return []string{name} },
+	Expect: func(h adopttest.Handle) coordination.Holder { return coordination.Holder{Token: h.Token()} },
+}
+
+func TestAdoptHoldersForceRelease(t *testing.T) { adopttest.Run(t, subject) }
+
+// The contract suite on Adopt, Holder(s) and ForceRelease.
+func TestAdoptContract(t *testing.T) {
+	adopttest.Contract(t, adopttest.Names{
+		Primitive: "rwlease",
+		AcquireOp: hooks.RWLeaseWriteAcquire,
+		AdoptOp:   hooks.RWLeaseAdopt,
+		ReadOp:    hooks.RWLeaseRead,
+		ForceOp:   hooks.RWLeaseForceRelease,
+		New:       subject.New, KeysOf: subject.Keys, Expect: subject.Expect,
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/testkit/adopttest"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/semaphore"
@@ -20,31 +21,43 @@ func permitHandle(p *semaphore.Permit, err error) (adopttest.Handle, error) {
 
 // Adopt, Holders and ForceRelease of a permit of 2 on a semaphore of
 // capacity 2 (package adopttest).
-func TestAdoptHoldersForceRelease(t *testing.T) {
-	adopttest.Run(t, adopttest.Subject{
-		New: func(t testing.TB, c *coordination.Coordinator, name string) adopttest.Ops {
-			s, err := semaphore.New(c, name, 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return adopttest.Ops{
-				TryAcquire: func(ctx context.Context, ttl time.Duration) (adopttest.Handle, error) {
-					return permitHandle(s.TryAcquireN(ctx, 2, ttl))
-				},
-				Acquire: func(ctx context.Context, ttl time.Duration) (adopttest.Handle, error) {
-					return permitHandle(s.AcquireN(ctx, 2, ttl))
-				},
-				Adopt: func(ctx context.Context, token string) (adopttest.Handle, error) {
-					return permitHandle(s.Adopt(ctx, token))
-				},
-				Holders:      s.Holders,
-				ForceRelease: s.ForceRelease,
-			}
-		},
-		Keys: func(name string) []string { return []string{name} },
-		Expect: func(h adopttest.Handle) coordination.Holder {
-			return coordination.Holder{Token: h.Token(), Permits: h.(*semaphore.Permit).N()}
-		},
+var subject = adopttest.Subject{
+	New: func(t testing.TB, c *coordination.Coordinator, name string) adopttest.Ops {
+		s, err := semaphore.New(c, name, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return adopttest.Ops{
+			TryAcquire: func(ctx context.Context, ttl time.Duration) (adopttest.Handle, error) {
+				return permitHandle(s.TryAcquireN(ctx, 2, ttl))
+			},
+			Acquire: func(ctx context.Context, ttl time.Duration) (adopttest.Handle, error) {
+				return permitHandle(s.AcquireN(ctx, 2, ttl))
+			},
+			Adopt: func(ctx context.Context, token string) (adopttest.Handle, error) {
+				return permitHandle(s.Adopt(ctx, token))
+			},
+			Holders:      s.Holders,
+			ForceRelease: s.ForceRelease,
+		}
+	},
+	Keys: func(name string) []string { return []string{name} },
+	Expect: func(h adopttest.Handle) coordination.Holder {
+		return coordination.Holder{Token: h.Token(), Permits: h.(*semaphore.Permit).N()}
+	},
+}
+
+func TestAdoptHoldersForceRelease(t *testing.T) { adopttest.Run(t, subject) }
+
+// The contract suite on Adopt, Holder(s) and ForceRelease.
+func TestAdoptContract(t *testing.T) {
+	adopttest.Contract(t, adopttest.Names{
+		Primitive: "semaphore",
+		AcquireOp: hooks.SemaphoreAcquire,
+		AdoptOp:   hooks.SemaphoreAdopt,
+		ReadOp:    hooks.SemaphoreRead,
+		ForceOp:   hooks.SemaphoreForceRelease,
+		New:       subject.New, KeysOf: subject.Keys, Expect: subject.Expect,
 	})
 }
 

@@ -13,6 +13,7 @@ package adopttest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -22,6 +23,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/testkit/contract"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
@@ -276,4 +278,84 @@ func force(t *testing.T, b *testharness.Backend, s Subject) {
 	if _, err := r.h.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Names are a kind's hook operation names for the contract suite.
+type Names struct {
+	Primitive                string
+	AcquireOp                string
+	AcquireCommand           string // the acquisition's one command when not a script ("SET")
+	AdoptOp, ReadOp, ForceOp string
+	ForceOneCommand          bool // the force release is one script (not a read, then the release)
+	Backends                 []testharness.Option
+	KeysOf                   func(name string) []string
+	Expect                   func(h Handle) coordination.Holder
+	New                      func(t testing.TB, c *coordination.Coordinator, name string) Ops
+}
+
+// Contract runs the contract suite (package contract) on a scenario of
+// the kind's new operations: acquire, read the holders, adopt by token,
+// adopt with another token (not held), force-release, force-release again
+// (false).
+func Contract(t *testing.T, n Names) {
+	contract.Run(t, contract.Spec{
+		Primitive:   n.Primitive,
+		Keys:        n.KeysOf,
+		NoLostReply: "Adopt and Holder(s) write nothing; ForceRelease is sent at most once, its lost reply ambiguous for the administrator to read again",
+		Backends:    n.Backends,
+		Scenario: func(name string) []contract.Step {
+			var ops Ops
+			var l Handle
+			get := func(c *coordination.Coordinator) Ops {
+				ops = n.New(t, c, name)
+				return ops
+			}
+			return []contract.Step{
+				{Name: "TryAcquire", Op: n.AcquireOp, OneCommand: true, Command: n.AcquireCommand, Run: func(ctx context.Context, c *coordination.Coordinator) (err error) {
+					l, err = get(c).TryAcquire(ctx, time.Minute)
+					return err
+				}},
+				{Name: "Holders", Op: n.ReadOp, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
+					hs, err := get(c).Holders(ctx)
+					if err != nil {
+						return err
+					}
+					if len(hs) != 1 {
+						return fmt.Errorf("Holders = %+v, want one", hs)
+					}
+					h := hs[0]
+					h.Remaining = 0
+					return contract.Expect("Holder", h, n.Expect(l))
+				}},
+				{Name: "Adopt", Op: n.AdoptOp, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
+					a, err := get(c).Adopt(ctx, l.Token())
+					if err == nil && a.Token() != l.Token() {
+						err = fmt.Errorf("adopted token %q, want %q", a.Token(), l.Token())
+					}
+					return err
+				}},
+				{Name: "Adopt by another token", Op: n.AdoptOp, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
+					other, _ := engine.NewToken()
+					if _, err := get(c).Adopt(ctx, other); !errors.Is(err, coordination.ErrNotHeld) {
+						return fmt.Errorf("want ErrNotHeld, got %v", err)
+					}
+					return nil
+				}},
+				{Name: "ForceRelease", Op: n.ForceOp, OneCommand: n.ForceOneCommand, SentOnce: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
+					ok, err := get(c).ForceRelease(ctx, l.Token())
+					if err == nil {
+						err = contract.Expect("ForceRelease", ok, true)
+					}
+					return err
+				}},
+				{Name: "ForceRelease again", Op: n.ForceOp, SentOnce: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
+					ok, err := get(c).ForceRelease(ctx, l.Token())
+					if err == nil {
+						err = contract.Expect("ForceRelease", ok, false)
+					}
+					return err
+				}},
+			}
+		},
+	})
 }
