@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -118,5 +119,39 @@ func TestFieldSetAdoptContract(t *testing.T) {
 		ForceOneCommand: true,
 		Backends:        []testharness.Option{testharness.HashFieldTTLOnly()},
 		New:             fieldSubject.New, KeysOf: fieldSubject.Keys, Expect: fieldSubject.Expect,
+	})
+}
+
+// A lock whose owner token lost its TTL (PERSISTed by hand) is read with
+// the largest Remaining and cannot be adopted (ErrBadState); a key holding
+// something else than an owner token is ErrBadState for both.
+func TestAdoptBadState(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		m := must(lock.New(b.Coordinator(t), "bad"))(t)
+		l := must(m.TryAcquire(ctx, time.Minute))(t)
+		admin := b.Admin(t)
+		if err := admin.Persist(ctx, b.Key("bad")).Err(); err != nil {
+			t.Fatal(err)
+		}
+		h, err := m.Holder(ctx)
+		if err != nil || h.Token != l.Token() || h.Remaining != time.Duration(math.MaxInt64) {
+			t.Fatalf("Holder = %+v, %v; want the token without expiry", h, err)
+		}
+		if _, err := m.Adopt(ctx, l.Token()); !errors.Is(err, coordination.ErrBadState) {
+			t.Fatalf("Adopt without TTL = %v, want ErrBadState", err)
+		}
+		if err := admin.Set(ctx, b.Key("bad"), "someone else's value", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Holder(ctx); !errors.Is(err, coordination.ErrBadState) {
+			t.Fatalf("Holder of a foreign value = %v, want ErrBadState", err)
+		}
+		if _, err := m.Adopt(ctx, l.Token()); !errors.Is(err, coordination.ErrBadState) {
+			t.Fatalf("Adopt of a foreign value = %v, want ErrBadState", err)
+		}
+		if ok, err := m.ForceRelease(ctx, l.Token()); err != nil || ok {
+			t.Fatalf("ForceRelease of a foreign value = %v, %v; want false", ok, err)
+		}
 	})
 }

@@ -2,6 +2,9 @@ package semaphore_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -101,6 +104,37 @@ func TestAdoptPermits(t *testing.T) {
 		}
 		if _, err := p2.Release(ctx); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// A permit without expiry (written by hand) is listed with the largest
+// Remaining and cannot be adopted (ErrBadState); a forced release removes
+// it and frees its permits.
+func TestAdoptPermitWithoutExpiry(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		s, _ := semaphore.New(b.Coordinator(t), "forever", 2)
+		p, err := s.TryAcquireN(ctx, 2, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testharness.PermitWithoutExpiry(t, b.Admin(t), b.Key("forever"), fmt.Sprintf("P:2:%s", p.Token()))
+		hs, err := s.Holders(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hs) != 1 || hs[0].Remaining != time.Duration(math.MaxInt64) || hs[0].Permits != 2 {
+			t.Fatalf("Holders = %+v, want the permit without expiry", hs)
+		}
+		if _, err := s.Adopt(ctx, p.Token()); !errors.Is(err, coordination.ErrBadState) {
+			t.Fatalf("Adopt of a permit without expiry = %v, want ErrBadState", err)
+		}
+		if ok, err := s.ForceRelease(ctx, p.Token()); err != nil || !ok {
+			t.Fatalf("ForceRelease = %v, %v", ok, err)
+		}
+		if _, err := s.TryAcquireN(ctx, 2, time.Minute); err != nil {
+			t.Fatalf("TryAcquireN(2) after the forced release: %v", err)
 		}
 	})
 }
