@@ -210,13 +210,13 @@ func keepAlive(t *testing.T, b *testharness.Backend, s Subject) {
 	}
 	ctx := context.Background()
 	name := "keepalive"
-	l := must(s.New(t, b.Coordinator(t), name).TryAcquire(ctx, 300*time.Millisecond))(t)
+	l := must(s.New(t, b.Coordinator(t), name).TryAcquire(ctx, time.Second))(t)
 	ops := s.New(t, b.Coordinator(t), name)
 	a := must(ops.Adopt(ctx, l.Token()))(t)
 	a.KeepAlive()
-	time.Sleep(900 * time.Millisecond)
+	time.Sleep(2500 * time.Millisecond)
 	if ok, err := a.Verify(ctx); err != nil || !ok {
-		t.Fatalf("adopted lease kept alive: Verify = %v, %v after 3 TTLs", ok, err)
+		t.Fatalf("adopted lease kept alive: Verify = %v, %v after 2.5 TTLs", ok, err)
 	}
 	if _, err := a.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -262,9 +262,11 @@ func force(t *testing.T, b *testharness.Backend, s Subject) {
 	if r.err != nil {
 		t.Fatalf("the waiter after the forced release: %v", r.err)
 	}
-	if d := r.at.Sub(start); d > 3*time.Second {
+	d := r.at.Sub(start)
+	if d > 3*time.Second {
 		t.Fatalf("the waiter took %v after the forced release, want at once", d)
 	}
+	t.Logf("the waiter held the lease %v after the forced release was sent", d)
 	if ok, err := admin.ForceRelease(ctx, l.Token()); err != nil || ok {
 		t.Fatalf("second ForceRelease = %v, %v; want false", ok, err)
 	}
