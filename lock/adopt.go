@@ -21,6 +21,7 @@ import (
 var (
 	holderScript       = engine.NewScript("lock_holder", decodeHolder(true))
 	forceReleaseScript = engine.NewScript("lock_release", decode.Release).Once()
+	fifoForceRelease   = engine.NewScript("lock_fifo_release", decode.Release).Once()
 	fieldHolderScript  = engine.NewScript("lease_holder", decodeHolder(false)).Requires(engine.HashFieldExpiration)
 	fieldForceRelease  = engine.NewScript("lease_release", decode.Release).Once().Requires(engine.HashFieldExpiration)
 )
@@ -74,6 +75,9 @@ func decodeHolder(mark bool) func(v any) (holding, bool) {
 // processes adopting one token both hold handles to one lock: adopt a
 // token in one process only.
 //
+// A lock made [WithFIFO] is adopted with its order: its release hands the
+// lock to the queue's head, as an acquired one's does.
+//
 // Errors name the operation and the key (`coordination: lock adopt "KEY":
 // ...`) and wrap: coordination.ErrNotHeld when the lock is free or held by
 // another token (an answer: hooks learn Succeeded);
@@ -93,8 +97,12 @@ func (m *Mutex) Adopt(ctx context.Context, token string) (*Lock, error) {
 		return nil, engine.OpError(hooks.LockAdopt, m.keys, err)
 	}
 	l := &Lock{id: [1]any{token}}
-	h, err := m.e.AdoptHeld(ctx, hooks.LockAdopt, kind, m.keys, l.id[:], func(ctx context.Context) (engine.ReadTTL, error) {
-		r, err := holderScript.Run(ctx, m.e, m.keys)
+	k := kind
+	if m.fifo != nil {
+		k = fifoKind // its release hands the lock to the queue's head
+	}
+	h, err := m.e.AdoptHeld(ctx, hooks.LockAdopt, k, m.keys, l.id[:], func(ctx context.Context) (engine.ReadTTL, error) {
+		r, err := holderScript.Run(ctx, m.e, m.keys.First())
 		return engine.ReadTTL{Held: r.Held && r.Token == token, TTL: r.TTL}, err
 	})
 	if err != nil {
@@ -122,7 +130,7 @@ func (m *Mutex) Holder(ctx context.Context) (coordination.Holder, error) {
 	if err := m.check(); err != nil {
 		return coordination.Holder{}, engine.OpError(hooks.LockRead, engine.Keys{}, err)
 	}
-	return readHolder(ctx, m.e, hooks.LockRead, m.keys, holderScript)
+	return readHolder(ctx, m.e, hooks.LockRead, m.keys.First(), holderScript)
 }
 
 // readHolder runs a holder script (args after the keys), admitted as op.
@@ -152,7 +160,9 @@ func readHolder(ctx context.Context, e *engine.Engine, op string, keys engine.Ke
 // for which coordination.IsAmbiguous reports true) it is not sent again,
 // and the lock may or may not have been deleted; read the holder again.
 // The holder's process learns of it at its next Refresh, Verify or
-// keep-alive renewal (its lease is then lost) or its deadline.
+// keep-alive renewal (its lease is then lost) or its deadline. On a lock
+// made [WithFIFO] it is that order's release: the queue's head is woken,
+// alone, and token is removed from the queue of waiters.
 //
 // Errors name the operation and the key and wrap:
 // coordination.ErrInvalidArgument naming token (not an owner token), ctx
@@ -166,6 +176,9 @@ func (m *Mutex) ForceRelease(ctx context.Context, token string) (bool, error) {
 	}
 	if err := engine.CheckToken(token); err != nil {
 		return false, engine.OpError(hooks.LockForceRelease, m.keys, err)
+	}
+	if m.fifo != nil {
+		return m.e.ForceRelease(ctx, hooks.LockForceRelease, kind.Primitive, m.keys, fifoForceRelease, token)
 	}
 	return m.e.ForceRelease(ctx, hooks.LockForceRelease, kind.Primitive, m.keys, forceReleaseScript, token)
 }

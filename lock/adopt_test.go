@@ -155,3 +155,26 @@ func TestAdoptBadState(t *testing.T) {
 		}
 	})
 }
+
+// Adopt, Holder and ForceRelease of a Mutex made WithFIFO: the adopted
+// lock's release and the forced release hand the lock to the queue's head.
+func TestFIFOMutexAdoptHolderForceRelease(t *testing.T) {
+	s := mutexSubject
+	s.New = func(t testing.TB, c *coordination.Coordinator, name string) adopttest.Ops {
+		m := must(lock.New(c, name, lock.WithFIFO(true)))(t)
+		return adopttest.Ops{
+			TryAcquire: func(ctx context.Context, ttl time.Duration) (adopttest.Handle, error) {
+				return lockHandle(m.TryAcquire(ctx, ttl))
+			},
+			Acquire: func(ctx context.Context, ttl time.Duration) (adopttest.Handle, error) {
+				return lockHandle(m.Acquire(ctx, ttl))
+			},
+			Adopt: func(ctx context.Context, token string) (adopttest.Handle, error) {
+				return lockHandle(m.Adopt(ctx, token))
+			},
+			Holders:      func(ctx context.Context) ([]coordination.Holder, error) { return one(m.Holder(ctx)) },
+			ForceRelease: m.ForceRelease,
+		}
+	}
+	adopttest.Run(t, s)
+}
