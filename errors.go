@@ -23,7 +23,10 @@ var (
 	ErrNotAcquired = sentinel.ErrNotAcquired
 
 	// ErrNotHeld is the cause of the context of the zero [Lease], which
-	// holds nothing.
+	// holds nothing. It is also returned, wrapped, by a primitive's Adopt
+	// when the lease is not held by the token given, and by its Holder when
+	// the lease is free: an answer, not a failure (hooks learn the
+	// operation as Succeeded).
 	ErrNotHeld = sentinel.ErrNotHeld
 
 	// ErrLost is matched by the cause of a handle's context when ownership

@@ -42,12 +42,21 @@ func TestZeroAndNilPrimitivesRefuse(t *testing.T) {
 	for _, m := range []*lock.Mutex{new(lock.Mutex), nil} {
 		add("lock.Mutex.TryAcquire", func() error { _, err := m.TryAcquire(ctx, ttl); return err })
 		add("lock.Mutex.Acquire", func() error { _, err := m.Acquire(ctx, ttl); return err })
+		add("lock.Mutex.Adopt", func() error { _, err := m.Adopt(ctx, "tok"); return err })
+		add("lock.Mutex.Holder", func() error { _, err := m.Holder(ctx); return err })
+		add("lock.Mutex.ForceRelease", func() error { _, err := m.ForceRelease(ctx, "tok"); return err })
 	}
 	for _, s := range []*lock.FieldSet{new(lock.FieldSet), nil} {
 		add("lock.FieldSet.TryAcquire", func() error { _, err := s.TryAcquire(ctx, "f", ttl); return err })
+		add("lock.FieldSet.Adopt", func() error { _, err := s.Adopt(ctx, "f", "tok"); return err })
+		add("lock.FieldSet.Holder", func() error { _, err := s.Holder(ctx, "f"); return err })
+		add("lock.FieldSet.ForceRelease", func() error { _, err := s.ForceRelease(ctx, "f", "tok"); return err })
 	}
 	for _, m := range []*fencing.Mutex{new(fencing.Mutex), nil} {
 		add("fencing.Mutex.TryAcquire", func() error { _, err := m.TryAcquire(ctx, ttl); return err })
+		add("fencing.Mutex.Adopt", func() error { _, err := m.Adopt(ctx, "tok"); return err })
+		add("fencing.Mutex.Holder", func() error { _, err := m.Holder(ctx); return err })
+		add("fencing.Mutex.ForceRelease", func() error { _, err := m.ForceRelease(ctx, "tok"); return err })
 	}
 	for _, g := range []*fencing.Guarded{new(fencing.Guarded), nil} {
 		add("fencing.Guarded.Get", func() error { _, _, _, err := g.Get(ctx); return err })
@@ -56,10 +65,16 @@ func TestZeroAndNilPrimitivesRefuse(t *testing.T) {
 	for _, m := range []*rwlease.RWMutex{new(rwlease.RWMutex), nil} {
 		add("rwlease.RWMutex.TryRead", func() error { _, err := m.TryRead(ctx, ttl); return err })
 		add("rwlease.RWMutex.TryWrite", func() error { _, err := m.TryWrite(ctx, ttl); return err })
+		add("rwlease.RWMutex.Adopt", func() error { _, err := m.Adopt(ctx, "tok"); return err })
+		add("rwlease.RWMutex.Holders", func() error { _, err := m.Holders(ctx); return err })
+		add("rwlease.RWMutex.ForceRelease", func() error { _, err := m.ForceRelease(ctx, "tok"); return err })
 	}
 	for _, s := range []*semaphore.Semaphore{new(semaphore.Semaphore), nil} {
 		add("semaphore.TryAcquire", func() error { _, err := s.TryAcquire(ctx, ttl); return err })
 		add("semaphore.State", func() error { _, err := s.State(ctx); return err })
+		add("semaphore.Adopt", func() error { _, err := s.Adopt(ctx, "tok"); return err })
+		add("semaphore.Holders", func() error { _, err := s.Holders(ctx); return err })
+		add("semaphore.ForceRelease", func() error { _, err := s.ForceRelease(ctx, "tok"); return err })
 	}
 	for _, l := range []*latch.Latch{new(latch.Latch), nil} {
 		add("latch.Create", func() error { _, err := l.Create(ctx, 1); return err })

@@ -75,6 +75,19 @@
 // a holder paused past its lease writes after its successor, and the
 // database refuses the late write.
 //
+// # Adopting, reading and forcing
+//
+// [Mutex.Adopt] takes a held lock back by its owner token after a restart,
+// with its fencing token, its local deadline the lease key's remaining TTL
+// (not extended: Refresh, then KeepAlive). [Mutex.Holder] reads the
+// holder's owner token, fencing token and remaining TTL, writing nothing.
+// [Mutex.ForceRelease] deletes the lease if a named token holds it,
+// whoever calls, waking blocked acquirers; the counter stays, so the next
+// holder's fencing token is larger and the resource keeps rejecting the
+// forced holder's writes after the next holder's. Hooks see FENCED LOCK
+// ADOPT, FENCED LOCK READ and FENCED LOCK FORCE RELEASE; the script is
+// fencing_holder (and fencing_release).
+//
 // # What holds and what does not
 //
 // Tokens strictly increase within one retained Redis history. They are not

@@ -23,26 +23,40 @@
 //	LOCK RENEW                    lock          Lock.Refresh (keep-alive renewals are not admitted)
 //	LOCK VERIFY                   lock          Lock.Verify
 //	LOCK RELEASE                  lock          Lock.Release
+//	LOCK ADOPT                    lock          Mutex.Adopt
+//	LOCK READ                     lock          Mutex.Holder
+//	LOCK FORCE RELEASE            lock          Mutex.ForceRelease
 //	FENCED LOCK ACQUIRE           fencing       fencing.Mutex.TryAcquire, fencing.Mutex.Acquire (once, however long it waits)
 //	FENCED LOCK RENEW             fencing       fencing.Lock.Refresh
 //	FENCED LOCK VERIFY            fencing       fencing.Lock.Verify
 //	FENCED LOCK RELEASE           fencing       fencing.Lock.Release
+//	FENCED LOCK ADOPT             fencing       fencing.Mutex.Adopt
+//	FENCED LOCK READ              fencing       fencing.Mutex.Holder
+//	FENCED LOCK FORCE RELEASE     fencing       fencing.Mutex.ForceRelease
 //	FENCED WRITE                  fencing       fencing.Guarded.Set
 //	FENCED READ                   fencing       fencing.Guarded.Get
 //	LEASE ACQUIRE                 lock          FieldSet.TryAcquire, FieldSet.Acquire (once, however long it waits)
 //	LEASE RENEW                   lock          FieldLease.Refresh (keep-alive renewals are not admitted)
 //	LEASE VERIFY                  lock          FieldLease.Verify
 //	LEASE RELEASE                 lock          FieldLease.Release
+//	LEASE ADOPT                   lock          FieldSet.Adopt
+//	LEASE READ                    lock          FieldSet.Holder
+//	LEASE FORCE RELEASE           lock          FieldSet.ForceRelease
 //	RWLEASE READ ACQUIRE          rwlease       rwlease.RWMutex.TryRead, rwlease.RWMutex.Read (once, however long it waits)
 //	RWLEASE WRITE ACQUIRE         rwlease       rwlease.RWMutex.TryWrite, rwlease.RWMutex.Write (once; removing a given-up writer's marker is not admitted)
 //	RWLEASE RENEW                 rwlease       rwlease.Lease.Refresh (keep-alive renewals are not admitted)
 //	RWLEASE VERIFY                rwlease       rwlease.Lease.Verify
 //	RWLEASE RELEASE               rwlease       rwlease.Lease.Release
+//	RWLEASE ADOPT                 rwlease       rwlease.RWMutex.Adopt
+//	RWLEASE READ                  rwlease       rwlease.RWMutex.Holders
+//	RWLEASE FORCE RELEASE         rwlease       rwlease.RWMutex.ForceRelease
 //	SEMAPHORE ACQUIRE             semaphore     TryAcquire, TryAcquireN, Acquire, AcquireN
 //	SEMAPHORE RENEW               semaphore     Permit.Refresh
 //	SEMAPHORE VERIFY              semaphore     Permit.Verify
 //	SEMAPHORE RELEASE             semaphore     Permit.Release
-//	SEMAPHORE READ                semaphore     Semaphore.State
+//	SEMAPHORE ADOPT               semaphore     Semaphore.Adopt
+//	SEMAPHORE FORCE RELEASE       semaphore     Semaphore.ForceRelease
+//	SEMAPHORE READ                semaphore     Semaphore.State, Semaphore.Holders
 //	SEMAPHORE UPDATE              semaphore     Semaphore.SetCapacity, Semaphore.Resume
 //	SEMAPHORE DRAIN               semaphore     Semaphore.Drain (once, however long it waits)
 //	LATCH CREATE                  latch         Latch.Create

@@ -83,3 +83,23 @@ const (
 	RedlockVerify  = "REDLOCK VERIFY"
 	RedlockRelease = "REDLOCK RELEASE"
 )
+
+// Operation names of adopting, reading and force-releasing a held lease
+// (Adopt, Holder or Holders, ForceRelease); a semaphore's Holders is
+// admitted as [SemaphoreRead], as its State is.
+const (
+	LockAdopt              = "LOCK ADOPT"
+	LockRead               = "LOCK READ"
+	LockForceRelease       = "LOCK FORCE RELEASE"
+	FencedLockAdopt        = "FENCED LOCK ADOPT"
+	FencedLockRead         = "FENCED LOCK READ"
+	FencedLockForceRelease = "FENCED LOCK FORCE RELEASE"
+	LeaseAdopt             = "LEASE ADOPT"
+	LeaseRead              = "LEASE READ"
+	LeaseForceRelease      = "LEASE FORCE RELEASE"
+	RWLeaseAdopt           = "RWLEASE ADOPT"
+	RWLeaseRead            = "RWLEASE READ"
+	RWLeaseForceRelease    = "RWLEASE FORCE RELEASE"
+	SemaphoreAdopt         = "SEMAPHORE ADOPT"
+	SemaphoreForceRelease  = "SEMAPHORE FORCE RELEASE"
+)

@@ -129,6 +129,21 @@
 // when the client has ContextTimeoutEnabled: true; otherwise go-redis'
 // ReadTimeout and WriteTimeout apply.
 //
+// # Adopting, reading and forcing
+//
+// [Mutex.Adopt] takes a held lock back by its owner token, for a process
+// that restarted and kept [coordination.Lease.Token]: one script reads the
+// key's owner and PTTL; the Lock returned is an acquired one whose local
+// deadline is that remaining TTL (the TTL is not extended: Refresh, then
+// KeepAlive). [Mutex.Holder] reads the holder's token and remaining TTL
+// ([coordination.Holder]), writing nothing. [Mutex.ForceRelease] deletes
+// the lock if a named token holds it, whoever calls, with the holder's own
+// release script (so blocked acquirers are woken at once), sent at most
+// once. [FieldSet.Adopt], [FieldSet.Holder] and [FieldSet.ForceRelease] do
+// the same for one field. Hooks see LOCK ADOPT, LOCK READ and LOCK FORCE
+// RELEASE (LEASE ... for a field); the scripts are lock_holder and
+// lease_holder (and the release scripts).
+//
 // # Named leases in hash fields
 //
 // A [FieldSet] ([NewFieldSet], no I/O) holds many named leases in one hash:

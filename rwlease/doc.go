@@ -88,6 +88,18 @@
 // waiting, when the readers present then have left; under reader
 // preference it waits until the stream of readers ends.
 //
+// # Adopting, reading and forcing
+//
+// [RWMutex.Adopt] takes a held read or write lease back by its owner
+// token after a restart (with its mode; its local deadline the entry's
+// remaining TTL, not extended). [RWMutex.Holders] lists the live holders
+// ([coordination.Holder], Shared for readers), writing nothing; waiting
+// writers are not holders. [RWMutex.ForceRelease] removes a named token's
+// lease, whoever calls, waking the waiters: two round trips (the holders'
+// read finds the token's member, then its release, sent at most once).
+// Hooks see RWLEASE ADOPT, RWLEASE READ and RWLEASE FORCE RELEASE; the
+// script is rwlease_holders, whose cost grows with the live holders.
+//
 // # Storage
 //
 // One sorted set per key, so Redis Cluster needs no hash tag. Scores are

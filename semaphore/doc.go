@@ -195,11 +195,25 @@
 // recreates the permit until its TTL. Per-call context deadlines bound
 // network I/O only with go-redis' ContextTimeoutEnabled option.
 //
+// # Adopting, reading and forcing
+//
+// [Semaphore.Adopt] takes a held permit back by its owner token after a
+// restart (with its N; its local deadline the permit's remaining TTL, not
+// extended: Refresh, then KeepAlive). [Semaphore.Holders] lists the live
+// holders ([coordination.Holder] with Permits), writing nothing.
+// [Semaphore.ForceRelease] gives back a named token's permits, whoever
+// calls, waking the waiters: two round trips (the holders' read finds the
+// token's member, then its release, sent at most once). Hooks see
+// SEMAPHORE ADOPT, SEMAPHORE READ (Holders, as State) and SEMAPHORE FORCE
+// RELEASE; the script is semaphore_holders, whose cost grows with the live
+// holders.
+//
 // # Scripts
 //
 // The scripts are semaphore_acquire, semaphore_refresh, semaphore_verify,
-// semaphore_release, semaphore_read and semaphore_configure (SetCapacity,
-// Drain, Resume) in package lua. A permit's id in
+// semaphore_release, semaphore_read, semaphore_configure (SetCapacity,
+// Drain, Resume) and semaphore_holders (Holders, Adopt, ForceRelease) in
+// package lua. A permit's id in
 // every script is its member "P:<n>:<token>"; acquire takes the member,
 // the TTL in milliseconds and the capacity; refresh the member and the
 // TTL; verify and release the member only. A release notifies on the
@@ -213,9 +227,10 @@
 //
 // Operations are admitted through the coordinator's hooks as SEMAPHORE
 // ACQUIRE (once per TryAcquire/Acquire call, however long it waits),
-// SEMAPHORE RENEW, SEMAPHORE VERIFY, SEMAPHORE RELEASE, SEMAPHORE READ,
-// SEMAPHORE UPDATE (SetCapacity, Resume) and SEMAPHORE DRAIN (once per
-// Drain call, however long it waits).
+// SEMAPHORE RENEW, SEMAPHORE VERIFY, SEMAPHORE RELEASE, SEMAPHORE READ
+// (State, Holders), SEMAPHORE UPDATE (SetCapacity, Resume), SEMAPHORE
+// DRAIN (once per Drain call, however long it waits), SEMAPHORE ADOPT and
+// SEMAPHORE FORCE RELEASE.
 // A refused acquisition is Succeeded (the answer was no); a blocking one
 // that gave up is Canceled. Keep-alive renewals and background cleanups are
 // not admitted. The instruments are coordination.semaphore.acquire_wait

@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/coordkit/coordination/internal/check"
+	"github.com/coordkit/coordination/internal/decode"
+	"github.com/coordkit/coordination/internal/layout"
+	"github.com/coordkit/coordination/internal/sentinel"
+)
+
+// ErrNotHeld (the lease is not held by the token given, or is free) is an
+// answer of Adopt and Holder: the operation worked and the answer was no.
+func init() { sentinel.RegisterAnswers(sentinel.ErrNotHeld) }
+
+// NoExpiry is the Remaining of a holder without expiry: the largest
+// time.Duration, as a held handle's Remaining for a lease without expiry.
+const NoExpiry = forever
+
+// NotHeld is the error of an Adopt that found the lease not held by the
+// token given, wrapping sentinel.ErrNotHeld.
+var NotHeld error = &notHeldError{}
+
+type notHeldError struct{}
+
+func (*notHeldError) Error() string { return "coordination: not held by this owner token" }
+func (*notHeldError) Unwrap() error { return sentinel.ErrNotHeld }
+
+// Free is the error of a Holder read that found the lease free, wrapping
+// sentinel.ErrNotHeld.
+var Free error = &freeError{}
+
+type freeError struct{}
+
+func (*freeError) Error() string { return "coordination: not held (the lease is free)" }
+func (*freeError) Unwrap() error { return sentinel.ErrNotHeld }
+
+// CheckToken returns an error wrapping sentinel.ErrInvalidArgument naming
+// "token" unless token has the shape of an owner token (22 characters of
+// base64url, [NewToken]).
+func CheckToken(token string) error {
+	if !layout.IsToken(token) {
+		return check.InvalidArgument("token", "must be an owner token (22 characters of base64url, as Lease.Token returns), got %q", token)
+	}
+	return nil
+}
+
+// ReadTTL is what an Adopt's read learnt, in one command: whether the
+// lease is held by the token, and then its remaining TTL on the server
+// (NoExpiry for none).
+type ReadTTL struct {
+	Held bool
+	TTL  time.Duration
+	// Kind and ID, when set, replace the kind and the id AdoptHeld was
+	// given (a lease whose mode or member only the read tells: a
+	// read-write lease's, a semaphore permit's).
+	Kind *LeaseKind
+	ID   []any
+}
+
+// AdoptHeld returns the handle of a lease that id holds already (the owner
+// token of a process that restarted), admitted once as op under kind's
+// primitive: read runs one command that reports whether id holds the
+// lease and its remaining TTL on the server. The handle's local deadline
+// is that TTL from the instant before the read was sent (less the drift
+// allowance), and its TTL (what KeepAlive renews to) is that remaining
+// TTL; nothing is written, the TTL is not extended. A lease not held by id
+// is an error wrapping [NotHeld]; one without expiry (written by hand) for
+// a kind without NoExpiry, an error wrapping sentinel.ErrBadState.
+func (e *Engine) AdoptHeld(ctx context.Context, op string, kind *LeaseKind, keys Keys, id []any, read func(ctx context.Context) (ReadTTL, error)) (*Handle, error) {
+	ctx, o, err := e.Admit(ctx, op, kind.Primitive, keys)
+	if err != nil {
+		return nil, err
+	}
+	sent := time.Now()
+	r, err := read(ctx)
+	if err != nil {
+		return nil, o.End(err)
+	}
+	if !r.Held {
+		return nil, o.End(NotHeld)
+	}
+	if r.Kind != nil {
+		kind = r.Kind
+	}
+	if r.ID != nil {
+		id = r.ID
+	}
+	ttl := r.TTL
+	if ttl == NoExpiry {
+		if !kind.NoExpiry {
+			return nil, o.End(fmt.Errorf("%w: the lease has no TTL (written by hand); it cannot be adopted", sentinel.ErrBadState))
+		}
+		ttl = 0
+	}
+	return newHandle(e, kind, keys.head(kind.HandleKeys), id, sent, ttl), o.End(nil)
+}
+
+// ForceRelease runs release, an owner-checked release script marked
+// [Script.Once] (sent at most once), with args on keys, admitted once as
+// op under primitive, and reports whether it removed a live holding
+// (decode.Released). Waiters are woken by the script as by the holder's
+// own release.
+func (e *Engine) ForceRelease(ctx context.Context, op, primitive string, keys Keys, release *Script[decode.Outcome], args ...any) (bool, error) {
+	ctx, o, err := e.Admit(ctx, op, primitive, keys)
+	if err != nil {
+		return false, err
+	}
+	out, err := release.Run(ctx, e, keys, args...)
+	if err != nil {
+		return false, o.End(err)
+	}
+	return out == decode.Released, o.End(nil)
+}

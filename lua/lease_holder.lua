@@ -1,0 +1,22 @@
+-- lease_holder: report who holds a named lease in a hash field and for how
+-- long (FieldSet.Holder reads it; FieldSet.Adopt compares the token).
+-- Writes nothing. Needs hash-field expiration (Redis >= 7.4, Valkey >= 9.0).
+--
+-- KEYS[1]  hash key (layout in lease_acquire.lua)
+-- ARGV[1]  field
+--
+-- Reply    false            free (the field does not exist)
+--          {token, pttl_ms} token is the field's value (the holder's owner
+--                           token; the client checks its shape); pttl_ms
+--                           is the field's remaining TTL in ms (>= 1), -1
+--                           when it has none (written by hand)
+-- Errors   ERR unknown command  the server lacks hash-field expiration
+--                               (ErrUnsupportedServer)
+--          WRONGTYPE            the key is not a hash
+local key, field = KEYS[1], ARGV[1]
+redis.call('HPEXPIRETIME', key, 'FIELDS', 1, field)
+local v = redis.call('HGET', key, field)
+if not v then
+  return false
+end
+return {v, redis.call('HPTTL', key, 'FIELDS', 1, field)[1]}

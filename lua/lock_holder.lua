@@ -1,0 +1,19 @@
+-- lock_holder: report who holds an owner-token lock and for how long
+-- (Mutex.Holder reads it; Mutex.Adopt compares the token). Writes nothing.
+--
+-- KEYS[1]  lock key (the owner token, with a trailing '+' once a waiter
+--          found it held; see lock_acquire)
+--
+-- Reply    false            free (the key does not exist)
+--          {value, pttl_ms} value is the key's value as stored (the
+--                           holder's owner token, with the waiter mark
+--                           '+' when a waiter found it held: the client
+--                           strips it and checks the token's shape);
+--                           pttl_ms is the key's remaining TTL in ms
+--                           (>= 1), -1 when it has none (PERSISTed by hand)
+-- Errors   WRONGTYPE  the key holds a non-string value
+local v = redis.call('GET', KEYS[1])
+if not v then
+  return false
+end
+return {v, redis.call('PTTL', KEYS[1])}
