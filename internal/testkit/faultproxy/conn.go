@@ -117,10 +117,10 @@ type conn struct {
 
 func newConn(p *Proxy, client, server *net.TCPConn) *conn {
 	return &conn{
-		p:        p,
-		client:   client,
-		server:   server,
-		toServer: &pipe{dir: ToServer, dst: server, wake: make(chan struct{}, 1)},
+		p:         p,
+		client:    client,
+		server:    server,
+		toServer:  &pipe{dir: ToServer, dst: server, wake: make(chan struct{}, 1)},
 		toClient:  &pipe{dir: ToClient, dst: client, wake: make(chan struct{}, 1)},
 		done:      make(chan struct{}),
 		repliesIn: make(chan struct{}),

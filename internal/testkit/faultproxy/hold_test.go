@@ -3,8 +3,8 @@ package faultproxy_test
 import (
 	"context"
 	"net"
-	"testing"
 	"strconv"
+	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
