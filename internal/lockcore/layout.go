@@ -16,12 +16,21 @@ import (
 )
 
 // LockLayout is a lock: a string holding the owner token, "+" after it
-// while a waiter is blocked. A lock without a TTL is corrupt.
+// while a waiter is blocked, or the tombstone of an abandoned acquisition
+// (the token, then "!": free to take). A lock without a TTL is corrupt.
 var LockLayout = layout.Layout{
 	Kind:  "lock",
 	Type:  "string",
 	Match: isLock,
 	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		if IsTombstone(s.Str) {
+			r.Add("owner", "none (free): the tombstone of an abandoned acquisition")
+			r.Add("abandoned token", layout.Tok(strings.TrimSuffix(s.Str, Tombstone)))
+			if s.PTTL == -1 {
+				r.Bad("the tombstone has no TTL: DEL it")
+			}
+			return
+		}
 		r.Add("owner", layout.Tok(strings.TrimSuffix(s.Str, "+")))
 		r.Add("notifies on release", strings.HasSuffix(s.Str, "+")) // a contended attempt marked it
 		if s.PTTL == -1 {
@@ -30,7 +39,9 @@ var LockLayout = layout.Layout{
 	},
 }
 
-func isLock(s *layout.Snapshot) bool { return layout.IsToken(strings.TrimSuffix(s.Str, "+")) }
+func isLock(s *layout.Snapshot) bool {
+	return layout.IsToken(strings.TrimSuffix(s.Str, "+")) || IsTombstone(s.Str)
+}
 
 // FieldLeasesLayout is a hash of field leases: each field a lease, its
 // value an owner token, its own expiry (HPTTL). It matches every hash:
