@@ -189,3 +189,69 @@ func TestTombstoneScripts(t *testing.T) {
 		}
 	})
 }
+
+// hgetOrEmpty returns the field's value, "" when it does not exist.
+func hgetOrEmpty(t *testing.T, c redis.UniversalClient, key, field string) string {
+	t.Helper()
+	v, err := c.HGet(context.Background(), key, field).Result()
+	if errors.Is(err, redis.Nil) {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("HGET %s %s: %v", key, field, err)
+	}
+	return v
+}
+
+// The same for a named lease in a hash field: the late lease_acquire
+// meets the cleanup's tombstone in its field and takes nothing; another
+// client takes the field at once, and the hash's other fields are not
+// touched.
+func TestLateFieldAcquireAfterCleanupTakesNothing(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		key := b.Key("late-fields")
+		p, client := b.Proxied(t, key, lateClient)
+		coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
+		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
+		e := must(engine.Of(coord))(t)
+		admin := b.Admin(t)
+		// Warm: the scripts cached on the server (one EVALSHA per send).
+		warm := must(tryAcquireField(ctx, coord, "late-fields", "warm", time.Minute))(t)
+		if _, err := warm.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		neighbour := must(tryAcquireField(ctx, b.Coordinator(t), "late-fields", "other", time.Minute))(t)
+
+		held := p.Apply(faultproxy.HoldCommand(faultproxy.ScriptSHA(lock.FieldAcquire.Hash()), 1))
+		_, err := tryAcquireField(ctx, coord, "late-fields", "f", time.Minute)
+		if err == nil || !coordination.IsAmbiguous(err) {
+			t.Fatalf("TryAcquire = %v, want an ambiguous error", err)
+		}
+		waitCleanups(t, e)
+		letThrough(t, held)
+
+		v := hgetOrEmpty(t, admin, key, "f")
+		if !lockcore.IsTombstone(v) {
+			t.Fatalf("after the late request the field holds %q; want the cleanup's tombstone (the late request took the lease)", v)
+		}
+		if ttl := must(admin.HPTTL(ctx, key, "f").Result())(t); len(ttl) != 1 || ttl[0] <= 0 || time.Duration(ttl[0])*time.Millisecond > engine.AbandonFor(time.Minute) {
+			t.Fatalf("tombstone HPTTL = %v", ttl)
+		}
+		l, err := tryAcquireField(ctx, b.Coordinator(t), "late-fields", "f", time.Minute)
+		if err != nil {
+			t.Fatalf("another client's TryAcquire = %v; want the lease", err)
+		}
+		if v := hgetOrEmpty(t, admin, key, "f"); v != l.Token() {
+			t.Fatalf("the field holds %q, want the new holder's token", v)
+		}
+		if v := hgetOrEmpty(t, admin, key, "other"); v != neighbour.Token() {
+			t.Fatalf("the neighbour field holds %q, want its holder's token", v)
+		}
+		for _, h := range []*lock.FieldLease{l, neighbour} {
+			if out := must(h.Release(ctx))(t); out != coordination.Released {
+				t.Fatalf("Release = %v", out)
+			}
+		}
+	}, testharness.HashFieldTTLOnly())
+}

@@ -74,7 +74,12 @@ func fieldLeases(s *layout.Snapshot, r *layout.Report, count, why string) {
 	sort.Strings(names)
 	r.FieldTTLs = fieldTTLs(s, names)
 	for _, f := range names {
+		stone := IsTombstone(h[f])
 		e := layout.Entry{{K: "field", V: f}, {K: "owner", V: layout.Tok(h[f])}}
+		if stone {
+			e = layout.Entry{{K: "field", V: f}, {K: "owner", V: "none (free): the tombstone of an abandoned acquisition"},
+				{K: "abandoned token", V: layout.Tok(strings.TrimSuffix(h[f], Tombstone))}}
+		}
 		if ttl, ok := s.HashTTL[f]; ok {
 			if ttl >= 0 {
 				e = append(e, layout.Field{K: "ttl", V: time.Duration(ttl) * time.Millisecond})
@@ -83,7 +88,7 @@ func fieldLeases(s *layout.Snapshot, r *layout.Report, count, why string) {
 				r.Bad("field %q has no expiry: "+why, f)
 			}
 		}
-		if !layout.IsToken(h[f]) {
+		if !stone && !layout.IsToken(h[f]) {
 			r.Bad("field %q does not hold an owner token", f)
 		}
 		r.Entries = append(r.Entries, e)

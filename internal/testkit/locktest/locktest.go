@@ -615,14 +615,25 @@ func waitGone(t *testing.T, raw redis.UniversalClient, key, what string) {
 
 // vacant reports whether the lease key holds no lease: it does not exist,
 // or it holds the tombstone an abandoned acquisition's cleanup left
-// (lockcore.IsTombstone), which holds nothing.
+// (lockcore.IsTombstone), which holds nothing, or it is a hash whose every
+// field is one.
 func vacant(ctx context.Context, raw redis.UniversalClient, key string) (bool, error) {
 	v, err := raw.Get(ctx, key).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return true, nil
 	case err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE"):
-		return false, nil
+		// A hash of field leases: vacant when every field is a tombstone.
+		h, err := raw.HGetAll(ctx, key).Result()
+		if err != nil {
+			return false, nil // another type: a lease
+		}
+		for _, v := range h {
+			if !lockcore.IsTombstone(v) {
+				return false, nil
+			}
+		}
+		return true, nil
 	case err != nil:
 		return false, err
 	}
