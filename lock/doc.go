@@ -104,8 +104,9 @@
 // after it), and refresh, verify and release of other tokens never match
 // it. What remains: a request delayed longer than the tombstone's life, or
 // past another holder's whole hold and release, can still take the lock,
-// for at most its TTL. Mutex only; a FieldSet's field leases are cleaned
-// up by a plain owner-checked release. Release marks the handle
+// for at most its TTL. A FieldSet's field lease is cleaned up the same
+// way, the tombstone in its field (with the field's own expiry). Release
+// marks the handle
 // released at once and retries a failed release in the background until the
 // lock's TTL has passed. Per-call context deadlines bound network I/O only
 // when the client has ContextTimeoutEnabled: true; otherwise go-redis'
