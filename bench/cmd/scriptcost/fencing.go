@@ -94,6 +94,26 @@ func fencingMain(ctx context.Context, c *redis.Client, pid, dir string, n int, o
 				}})
 		}
 	}
+	// lease_acquire (a FieldSet's named lease in a hash field), likewise
+	// when oldDir holds an earlier lease_acquire.lua.
+	if old := readFileIfAny(filepath.Join(oldDir, "lease_acquire.lua")); old != "" {
+		other := token()
+		for _, la := range []struct{ name, sha string }{{"old", load(ctx, c, old)}, {"new", load(ctx, c, newScript("lease_acquire"))}} {
+			key := func(i int) string { return fmt.Sprintf("fl:%s:%d", la.name, i) }
+			cases = append(cases,
+				fcase{name: la.name + " lease_acquire grant (free field)", run: func(i int) error {
+					return c.EvalSha(ctx, la.sha, []string{key(i)}, "f", tok, ttl).Err()
+				}},
+				fcase{name: la.name + " lease_acquire refusal (field held)", prep: func(i int) error {
+					if err := c.HSet(ctx, key(i), "f", other).Err(); err != nil {
+						return err
+					}
+					return c.HPExpire(ctx, key(i), time.Hour, "f").Err()
+				}, run: func(i int) error {
+					return c.EvalSha(ctx, la.sha, []string{key(i)}, "f", tok, ttl).Err()
+				}})
+		}
+	}
 	for _, s := range sides {
 		cases = append(cases,
 			fcase{name: s.name + " fencing pair", run: func(int) error {
