@@ -123,7 +123,19 @@
 // know", says how, and its one edge). When an acquire's outcome is unknown
 // to the caller (a timeout, a cancelled context, or an error reply after a
 // re-send: see coordination.IsAmbiguous), the lock may exist on the server:
-// a background owner-checked release removes it. Release marks the handle
+// a background owner-checked cleanup removes it and leaves in its place a
+// tombstone of the abandoned token (the token followed by '!', for the
+// lock's TTL, at least 5 s and at most a minute), so that the acquisition's
+// request, if it is still on its way (a retransmission, a stalled link) and
+// reaches the server after the cleanup, takes nothing: the lock is never
+// re-created for nobody. A tombstone holds nothing: any other acquisition
+// takes it over (at the cost of one more round trip for the first attempt
+// after it), and refresh, verify and release of other tokens never match
+// it. What remains: a request delayed longer than the tombstone's life, or
+// past another holder's whole hold and release, can still take the lock,
+// for at most its TTL. A FieldSet's field lease is cleaned up the same
+// way, the tombstone in its field (with the field's own expiry). Release
+// marks the handle
 // released at once and retries a failed release in the background until the
 // lock's TTL has passed. Per-call context deadlines bound network I/O only
 // when the client has ContextTimeoutEnabled: true; otherwise go-redis'

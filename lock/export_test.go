@@ -6,4 +6,5 @@ var (
 	FieldRefresh = fieldRefresh
 	FieldVerify  = fieldVerify
 	FieldRelease = fieldRelease
+	FieldAbandon = fieldAbandon
 )

@@ -20,6 +20,7 @@ var fieldKind = &engine.LeaseKind{
 	Primitive: "lock",
 	AcquireOp: hooks.LeaseAcquire, RenewOp: hooks.LeaseRenew, VerifyOp: hooks.LeaseVerify, ReleaseOp: hooks.LeaseRelease,
 	Acquire: fieldAcquire, Refresh: fieldRefresh, Verify: fieldVerify, Release: fieldRelease,
+	Abandon: fieldAbandon,
 	Metrics: lockcore.Metrics,
 	Attrs:   []attribute.KeyValue{attribute.String("kind", "lease")},
 }

@@ -19,6 +19,7 @@ var kind = &engine.LeaseKind{
 	Primitive: "lock",
 	AcquireOp: hooks.LockAcquire, RenewOp: hooks.LockRenew, VerifyOp: hooks.LockVerify, ReleaseOp: hooks.LockRelease,
 	First: lockcore.Try, Acquire: lockcore.Acquire, Refresh: lockcore.Refresh, Verify: lockcore.Verify, Release: lockcore.Release,
+	Abandon: lockcore.Abandon,
 	Metrics: lockcore.Metrics,
 	Attrs:   []attribute.KeyValue{attribute.String("kind", "lock")},
 }

@@ -18,6 +18,10 @@ var (
 	fieldRefresh = engine.NewScript("lease_refresh", decode.Bool01).Requires(engine.HashFieldExpiration)
 	fieldVerify  = engine.NewScript("lease_verify", decode.Bool01).Requires(engine.HashFieldExpiration)
 	fieldRelease = engine.NewScript("lease_release", decode.Release).Requires(engine.HashFieldExpiration)
+	// fieldAbandon is the cleanup of an ambiguous acquisition: it
+	// releases the field if the token holds it and leaves the token's
+	// tombstone (token + "!") there (engine.LeaseKind.Abandon).
+	fieldAbandon = engine.NewScript("lease_abandon", decode.Release).Requires(engine.HashFieldExpiration)
 )
 
 // decodeFieldGrant reads lease_acquire's two-integer reply: {1, ttl}

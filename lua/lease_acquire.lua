@@ -17,8 +17,13 @@
 --                        ARGV[3] ms from now; also when it holds the
 --                        caller's token already (a re-sent request): its
 --                        expiry is set again and nothing else changes
+--                        Also when the field holds another token's
+--                        tombstone (that token followed by '!', left by
+--                        lease_abandon): it is overwritten
 --          {0, pttl_ms}  held by another owner; pttl_ms (>= 1) is the
---                        field's remaining TTL
+--                        field's remaining TTL. Also for the caller's own
+--                        tombstone (its acquisition was abandoned: a late
+--                        request takes nothing)
 -- Errors (all raised before anything is written):
 --   ERR unknown command (HPEXPIRETIME, the first command; worded
 --                   differently by each server): the server lacks
@@ -39,6 +44,15 @@ if v == token then
   return {1, tonumber(ARGV[3])}
 end
 if v then
+  if string.byte(v, -1) == 33 then -- '!': a tombstone (lease_abandon)
+    if v ~= token .. '!' then
+      -- Another token's: free to take.
+      redis.call('HSET', key, field, token)
+      redis.call('HPEXPIRE', key, ARGV[3], 'FIELDS', 1, field)
+      return {1, tonumber(ARGV[3])}
+    end
+    -- The caller's own: its acquisition was abandoned (a late request).
+  end
   local pttl = redis.call('HPTTL', key, 'FIELDS', 1, field)[1]
   if pttl == -1 then
     return redis.error_reply('COORD_BADSTATE the field has no TTL: its holder would never leave')

@@ -122,6 +122,16 @@
 // left is released after its answer. Set the clients' ReadTimeout close to
 // the node timeout so that such calls end soon.
 //
+// On a plain node whose acquisition failed ambiguously (a timeout, a lost
+// reply), that background release leaves a tombstone of the round's token
+// in the key (as lock.Mutex's cleanup does: the token followed by '!', for
+// the TTL, at least 5 s and at most a minute), so that the round's
+// request, still on its way and reaching the node after the cleanup, takes
+// nothing there; any other acquisition takes a tombstone over. A request
+// delayed longer than the tombstone lives can still take the node for at
+// most the TTL. The fencing node (WithFencing) has no tombstone yet: it is
+// released.
+//
 // A node that refuses connections (a stopped server, a closed port) keeps
 // go-redis dialing longer than the default node timeout: it retries the
 // dial (DialerRetries, 5 attempts with a backoff) and then the command

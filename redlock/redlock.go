@@ -151,6 +151,10 @@ type node struct {
 	refresh *engine.Script[bool]
 	verify  *engine.Script[bool]
 	release *engine.Script[decode.Outcome]
+	// abandon is the cleanup of an ambiguous acquisition on the node
+	// (lockcore.Abandon: it leaves a tombstone a late request of it
+	// cannot pass); nil on the fencing node, which is released.
+	abandon *engine.Script[decode.Outcome]
 }
 
 // New returns a Redlock group over nodes: one coordinator per independent
@@ -216,10 +220,12 @@ func New(nodes []*coordination.Coordinator, opts ...Option) (*Group, error) {
 				addrs[a] = i
 			}
 		}
-		nd := &node{i: i, e: e, acquire: lockcore.Acquire, refresh: lockcore.RedlockRefresh, verify: lockcore.Verify, release: lockcore.Release}
+		nd := &node{i: i, e: e, acquire: lockcore.Acquire, refresh: lockcore.RedlockRefresh, verify: lockcore.Verify, release: lockcore.Release,
+			abandon: lockcore.Abandon}
 		if i == cfg.fencing {
 			nd.fencing = true
 			nd.acquire, nd.refresh, nd.verify, nd.release = fencingcore.Acquire, fencingcore.Refresh, fencingcore.Verify, fencingcore.Release
+			nd.abandon = nil
 		}
 		g.nodes = append(g.nodes, nd)
 		g.ids = append(g.ids, e)
@@ -579,7 +585,12 @@ func (g *Group) round(ctx context.Context, key string, ttl time.Duration, ms int
 		})
 	}
 	r.after(func(n *node, res result) {
-		if res.state == yes && (r.canceled || !slices.Contains(granters, n.i)) || res.state == failed && res.ambiguous {
+		switch {
+		case res.state == failed && res.ambiguous:
+			// Its request may still reach the node after the cleanup:
+			// the cleanup leaves a tombstone there (plain nodes).
+			g.abandon(n, ttl, keys[n.i], token)
+		case res.state == yes && (r.canceled || !slices.Contains(granters, n.i)):
 			g.cleanup(n, "acquire", ttl, keys[n.i], token, nil)
 		}
 	})
@@ -676,6 +687,23 @@ func (g *Group) cleanup(n *node, stage string, limit time.Duration, k engine.Key
 			return err
 		}
 		_, err := n.release.Run(ctx, n.e, hk, token)
+		return err
+	})
+}
+
+// abandon is cleanup for a node whose acquisition failed ambiguously: on a
+// plain node, lockcore.Abandon releases token if it holds the key and
+// leaves its tombstone (for engine.AbandonFor(ttl)), so that the request,
+// still on its way and reaching the node later, takes nothing; the fencing
+// node is released as by cleanup.
+func (g *Group) abandon(n *node, ttl time.Duration, k engine.Keys, token string) {
+	if n.abandon == nil {
+		g.cleanup(n, "acquire", ttl, k, token, nil)
+		return
+	}
+	hk, life := k.First(), engine.AbandonFor(ttl).Milliseconds()
+	n.e.Cleanup("acquire", ttl, func(ctx context.Context) error {
+		_, err := n.abandon.Run(ctx, n.e, hk, token, life)
 		return err
 	})
 }

@@ -192,7 +192,10 @@
 // AlreadyReleased without asking Redis.
 //
 // A delayed acquisition that reaches the server after its cleanup
-// recreates the permit until its TTL. Per-call context deadlines bound
+// recreates the permit until its TTL, and for good for a permit without
+// expiry (TTL 0: nobody holds it, nobody releases it); the lock.Mutex
+// guards against this with a tombstone, the semaphore not yet. Where
+// requests may be delayed, prefer a TTL with a keep-alive. Per-call context deadlines bound
 // network I/O only with go-redis' ContextTimeoutEnabled option.
 //
 // # Adopting, reading and forcing

@@ -19,8 +19,10 @@ import (
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/idempotency"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/internal/layout"
+	"github.com/coordkit/coordination/internal/lockcore"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/latch"
 	"github.com/coordkit/coordination/leader"
@@ -67,6 +69,16 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	}()
 	t.Cleanup(func() { stopWaiting(); <-waiting })
 	keys["lock-waited"] = "waited-lock"
+	// The tombstone an abandoned acquisition's cleanup leaves: a free lock.
+	abandoned, err := lock.New(coord, "abandoned-lock")
+	must(err)
+	al, err := abandoned.TryAcquire(ctx, time.Minute)
+	must(err)
+	eng, err := engine.Of(coord)
+	must(err)
+	_, err = lockcore.Abandon.Run(ctx, eng, eng.Key("abandoned-lock"), al.Token(), int64(time.Minute/time.Millisecond))
+	must(err)
+	keys["lock-tombstone"] = "abandoned-lock"
 
 	flm, err := fencing.New(coord, "{job}:lock", "{job}:fence", fencing.WithHolder("worker-7"))
 	must(err)

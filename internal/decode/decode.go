@@ -138,6 +138,11 @@ type Grant struct {
 	Acquired bool
 	RetryIn  time.Duration // 0: unknown (no expiry)
 	Value    string
+	// Again, on a refusal of a kind's First command, says that what it
+	// found only the Acquire script can decide (a tombstone a cleanup left,
+	// which the script takes over): the engine sends the script at once,
+	// in the same attempt.
+	Again bool
 }
 
 // RetryIn converts a PTTL-like reply in milliseconds into a wait: 0 for no

@@ -42,6 +42,23 @@ type AcquireRequest struct {
 	WaitKey, WaitPart string
 }
 
+// AbandonFor is how long the record of an abandoned acquisition
+// ([LeaseKind.Abandon]) lasts for a lease of the given TTL: the TTL, at
+// least [MinAbandon] and at most [CleanupLimit] (CleanupLimit for a lease
+// without expiry). A request of the acquisition delayed longer than that
+// (or past another holder's whole hold and release) can still take the
+// lease, for at most its TTL.
+func AbandonFor(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		return CleanupLimit
+	}
+	return min(max(ttl, MinAbandon), CleanupLimit)
+}
+
+// MinAbandon is the shortest life of an abandoned acquisition's record
+// ([AbandonFor]).
+const MinAbandon = 5 * time.Second
+
 // Acquire acquires a lease as r describes, admitted once as the kind's
 // AcquireOp however long it waits; see [Op.Acquire] for the semantics. A
 // bad TTL is refused before admission, naming the operation and the key
@@ -70,7 +87,9 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decod
 // operation may have run on the server without the caller learning it
 // ([Engine.Ambiguous], sticky across attempts: a later LOADING does not
 // make an earlier lost reply harmless) and the operation fails, the lease
-// is released in the background, owner-checked, with the same id.
+// is released in the background, owner-checked, with the same id: by the
+// kind's Abandon script when it has one, which also leaves a record that
+// makes a late request of this acquisition take nothing.
 //
 // On failure the decode.Grant is the last attempt's answer: with a non-blocking
 // refusal (sentinel.ErrNotAcquired) its RetryIn and Value, what the server reported
@@ -105,7 +124,11 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decode.Gra
 		attempts++
 		if k.First != nil && attempts == 1 {
 			g, _, err := k.First.run(ctx, e, keys, id, ttl[:], extra)
-			return g, err
+			if err != nil || !g.Again {
+				return g, err
+			}
+			// What First found is for the script to decide (a cleanup's
+			// tombstone): one more round trip, rare.
 		}
 		return k.Acquire.run(ctx, e, keys, id, ttl[:], extra, flag)
 	}
@@ -156,10 +179,21 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decode.Gra
 	hk := keys.head(k.HandleKeys)
 	if err != nil {
 		if ambiguous || (k.Queued && r.Block && attempts > 0) {
-			e.Cleanup("acquire", r.TTL, func(ctx context.Context) error {
+			// The kind's release: for a queued waiter that gave up, it
+			// leaves the queue. An ambiguous acquisition of a kind with an
+			// Abandon script leaves a tombstone instead.
+			abandon := func(ctx context.Context) error {
 				_, err := k.Release.Run(ctx, e, hk, id...)
 				return err
-			})
+			}
+			if ambiguous && k.Abandon != nil {
+				args := append(id[:len(id):len(id)], AbandonFor(r.TTL).Milliseconds())
+				abandon = func(ctx context.Context) error {
+					_, err := k.Abandon.Run(ctx, e, hk, args...)
+					return err
+				}
+			}
+			e.Cleanup("acquire", r.TTL, abandon)
 		}
 		// g is the last attempt's answer: with sentinel.ErrNotAcquired, the refusal
 		// (RetryIn, Value); zero when that attempt failed.

@@ -41,6 +41,14 @@ type LeaseKind struct {
 	Refresh *Script[bool]
 	Verify  *Script[bool]
 	Release *Script[decode.Outcome]
+	// Abandon, when set, is run instead of Release by the background
+	// cleanup of an ambiguous acquisition, with the release's keys and id
+	// and one more argument, a record's TTL in ms ([AbandonFor]): it
+	// releases the id if held and leaves a record of it that the kind's
+	// Acquire (and First) refuse for that id, so that the acquisition's
+	// request, still on its way and reaching the server after the cleanup,
+	// takes nothing. Its reply reads as Release's.
+	Abandon *Script[decode.Outcome]
 
 	// WaitFlag makes the Acquire script take one more argument after the
 	// extra ones: "1" on the attempts of a blocking acquisition (which may

@@ -17,12 +17,21 @@ import (
 )
 
 // LockLayout is a lock: a string holding the owner token, "+" after it
-// while a waiter is blocked. A lock without a TTL is corrupt.
+// while a waiter is blocked, or the tombstone of an abandoned acquisition
+// (the token, then "!": free to take). A lock without a TTL is corrupt.
 var LockLayout = layout.Layout{
 	Kind:  "lock",
 	Type:  "string",
 	Match: isLock,
 	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		if IsTombstone(s.Str) {
+			r.Add("owner", "none (free): the tombstone of an abandoned acquisition")
+			r.Add("abandoned token", layout.Tok(strings.TrimSuffix(s.Str, Tombstone)))
+			if s.PTTL == -1 {
+				r.Bad("the tombstone has no TTL: DEL it")
+			}
+			return
+		}
 		r.Add("owner", layout.Tok(strings.TrimSuffix(s.Str, "+")))
 		r.Add("notifies on release", strings.HasSuffix(s.Str, "+")) // a contended attempt marked it
 		if s.PTTL == -1 {
@@ -31,7 +40,9 @@ var LockLayout = layout.Layout{
 	},
 }
 
-func isLock(s *layout.Snapshot) bool { return layout.IsToken(strings.TrimSuffix(s.Str, "+")) }
+func isLock(s *layout.Snapshot) bool {
+	return layout.IsToken(strings.TrimSuffix(s.Str, "+")) || IsTombstone(s.Str)
+}
 
 // FieldLeasesLayout is a hash of field leases: each field a lease, its
 // value an owner token, its own expiry (HPTTL). It matches every hash:
@@ -64,7 +75,12 @@ func fieldLeases(s *layout.Snapshot, r *layout.Report, count, why string) {
 	sort.Strings(names)
 	r.FieldTTLs = fieldTTLs(s, names)
 	for _, f := range names {
+		stone := IsTombstone(h[f])
 		e := layout.Entry{{K: "field", V: f}, {K: "owner", V: layout.Tok(h[f])}}
+		if stone {
+			e = layout.Entry{{K: "field", V: f}, {K: "owner", V: "none (free): the tombstone of an abandoned acquisition"},
+				{K: "abandoned token", V: layout.Tok(strings.TrimSuffix(h[f], Tombstone))}}
+		}
 		if ttl, ok := s.HashTTL[f]; ok {
 			if ttl >= 0 {
 				e = append(e, layout.Field{K: "ttl", V: time.Duration(ttl) * time.Millisecond})
@@ -73,7 +89,7 @@ func fieldLeases(s *layout.Snapshot, r *layout.Report, count, why string) {
 				r.Bad("field %q has no expiry: "+why, f)
 			}
 		}
-		if !layout.IsToken(h[f]) {
+		if !stone && !layout.IsToken(h[f]) {
 			r.Bad("field %q does not hold an owner token", f)
 		}
 		r.Entries = append(r.Entries, e)

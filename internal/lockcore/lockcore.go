@@ -13,6 +13,15 @@
 // [Acquire] before sleeping), so a release that does not publish can only
 // come before that marking attempt, which then finds the lock free. The
 // reply shapes are documented in the .lua files.
+//
+// The background cleanup of an ambiguous acquisition ([Abandon]) leaves
+// the abandoned token followed by '!' (a tombstone) with a bounded TTL
+// (engine.AbandonFor): the acquisition's request, if it reaches the server
+// after the cleanup, finds the key occupied ([Try]'s SET NX fails;
+// [Acquire] refuses the caller's own tombstone) and takes nothing. Any
+// other acquirer takes a tombstone over: [Try] reports it with
+// decode.Grant.Again and the engine sends [Acquire] at once, which
+// overwrites it; refresh, verify and release of any token never match it.
 package lockcore
 
 import (
@@ -50,7 +59,22 @@ var (
 	Verify = engine.NewScript("lock_verify", decode.Bool01)
 	// Release (lock_release.lua) deletes the key if the caller holds it.
 	Release = engine.NewScript("lock_release", decode.Release)
+	// Abandon (lock_abandon.lua) is the cleanup of an ambiguous
+	// acquisition: it releases the token if it holds the lock and leaves
+	// its tombstone (engine.LeaseKind.Abandon).
+	Abandon = engine.NewScript("lock_abandon", decode.Release)
 )
+
+// Tombstone is the mark that follows an abandoned token in the lock key
+// (lock_abandon.lua).
+const Tombstone = "!"
+
+// IsTombstone reports whether the lock value v is a tombstone: an owner
+// token followed by [Tombstone].
+func IsTombstone(v string) bool {
+	t, ok := strings.CutSuffix(v, Tombstone)
+	return ok && layout.IsToken(t)
+}
 
 // Metrics are the instruments of the lock-shaped leases
 // (coordination.lock.*), told apart by the attribute kind: lock (package
@@ -70,12 +94,13 @@ func foreignValue(v, id any) bool {
 	if tok, ok := id.(string); ok && ownValue(s, tok) {
 		return false
 	}
-	return !layout.IsToken(strings.TrimSuffix(s, "+"))
+	return !layout.IsToken(strings.TrimSuffix(s, "+")) && !IsTombstone(s)
 }
 
 // decodeTry reads the reply of SET NX GET: nil (acquired), the caller's
 // own token id, possibly marked (acquired by an earlier send of the same
-// request: the TTL it set runs from before this call was sent), or another
+// request: the TTL it set runs from before this call was sent), a
+// tombstone (not acquired, Again: lock_acquire decides), or another
 // owner's value (held; the retry time is unknown).
 func decodeTry(v, id any) (decode.Grant, bool) {
 	if v == nil {
@@ -87,6 +112,9 @@ func decodeTry(v, id any) (decode.Grant, bool) {
 	}
 	if tok, ok := id.(string); ok && ownValue(s, tok) {
 		return decode.Grant{Acquired: true}, true
+	}
+	if strings.HasSuffix(s, Tombstone) {
+		return decode.Grant{Again: true}, true
 	}
 	return decode.Grant{}, true
 }

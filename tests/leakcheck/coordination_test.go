@@ -63,7 +63,7 @@ func TestShutdownEndsEverything(t *testing.T) {
 		// reply is lost; the cleanup's release then fails with LOADING
 		// until the faults are cleared.
 		faults.Add(testharness.Fault{Command: "set", Forward: true, Err: testharness.ErrLostReply})
-		faults.Add(testharness.Fault{SHA: lockcore.Release.Hash(), Times: -1, Err: testharness.LoadingError})
+		faults.Add(testharness.Fault{SHA: lockcore.Abandon.Hash(), Times: -1, Err: testharness.LoadingError}) // the cleanup of an ambiguous acquisition
 		if _, err := lockTryAcquire(ctx, coord, "ambiguous", time.Minute); !coordination.IsAmbiguous(err) {
 			t.Fatalf("TryAcquire through a lost reply: %v, want an ambiguous error", err)
 		}
@@ -158,8 +158,9 @@ func TestShutdownEndsEverything(t *testing.T) {
 		}
 		t.Logf("Shutdown took %v", took)
 
-		// The cleanup had its last try: the ambiguous lock is gone.
-		if n := raw.Exists(ctx, b.Key("ambiguous")).Val(); n != 0 {
+		// The cleanup had its last try: the ambiguous lock is gone (its
+		// tombstone left: a free lock).
+		if v := raw.Get(ctx, b.Key("ambiguous")).Val(); v != "" && !lockcore.IsTombstone(v) {
 			t.Error("the pending cleanup did not remove the ambiguous lock during Shutdown")
 		}
 		if n := e.Cleanups(); n != 0 {
@@ -255,7 +256,7 @@ func TestShutdownAbandonsCleanupsWhenItsContextEnds(t *testing.T) {
 		}
 		e, _ := engine.Of(coord)
 		faults.Add(testharness.Fault{Command: "set", Forward: true, Err: testharness.ErrLostReply})
-		faults.Add(testharness.Fault{SHA: lockcore.Release.Hash(), Times: -1, Err: testharness.LoadingError})
+		faults.Add(testharness.Fault{SHA: lockcore.Abandon.Hash(), Times: -1, Err: testharness.LoadingError}) // the cleanup of an ambiguous acquisition
 		if _, err := lockTryAcquire(ctx, coord, "ambiguous", time.Minute); !coordination.IsAmbiguous(err) {
 			t.Fatalf("TryAcquire through a lost reply: %v, want an ambiguous error", err)
 		}

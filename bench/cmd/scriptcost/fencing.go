@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -73,6 +75,44 @@ func fencingMain(ctx context.Context, c *redis.Client, pid, dir string, n int, o
 		}},
 		{name: "lock acquire: SET NX GET PX", run: lockAcq},
 		{name: "lock release: lock_release", prep: lockAcq, run: lockRelease},
+	}
+	// lock_acquire (a blocked waiter's attempt; the library's first attempt
+	// is the SET above): when oldDir holds an earlier lock_acquire.lua, both,
+	// on a free key (grant) and on a key another token holds (refusal).
+	if old := readFileIfAny(filepath.Join(oldDir, "lock_acquire.lua")); old != "" {
+		other := token()
+		for _, la := range []struct{ name, sha string }{{"old", load(ctx, c, old)}, {"new", load(ctx, c, newScript("lock_acquire"))}} {
+			key := func(i int) string { return fmt.Sprintf("la:%s:%d", la.name, i) }
+			cases = append(cases,
+				fcase{name: la.name + " lock_acquire grant (free key)", run: func(i int) error {
+					return c.EvalSha(ctx, la.sha, []string{key(i)}, tok, ttl).Err()
+				}},
+				fcase{name: la.name + " lock_acquire refusal (held, marked)", prep: func(i int) error {
+					return c.Set(ctx, key(i), other+"+", time.Hour).Err()
+				}, run: func(i int) error {
+					return c.EvalSha(ctx, la.sha, []string{key(i)}, tok, ttl).Err()
+				}})
+		}
+	}
+	// lease_acquire (a FieldSet's named lease in a hash field), likewise
+	// when oldDir holds an earlier lease_acquire.lua.
+	if old := readFileIfAny(filepath.Join(oldDir, "lease_acquire.lua")); old != "" {
+		other := token()
+		for _, la := range []struct{ name, sha string }{{"old", load(ctx, c, old)}, {"new", load(ctx, c, newScript("lease_acquire"))}} {
+			key := func(i int) string { return fmt.Sprintf("fl:%s:%d", la.name, i) }
+			cases = append(cases,
+				fcase{name: la.name + " lease_acquire grant (free field)", run: func(i int) error {
+					return c.EvalSha(ctx, la.sha, []string{key(i)}, "f", tok, ttl).Err()
+				}},
+				fcase{name: la.name + " lease_acquire refusal (field held)", prep: func(i int) error {
+					if err := c.HSet(ctx, key(i), "f", other).Err(); err != nil {
+						return err
+					}
+					return c.HPExpire(ctx, key(i), time.Hour, "f").Err()
+				}, run: func(i int) error {
+					return c.EvalSha(ctx, la.sha, []string{key(i)}, "f", tok, ttl).Err()
+				}})
+		}
 	}
 	for _, s := range sides {
 		cases = append(cases,
@@ -154,6 +194,15 @@ func token() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// readFileIfAny returns the file's text, "" when it does not exist.
+func readFileIfAny(name string) string {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 func ignoreNil(err error) error {

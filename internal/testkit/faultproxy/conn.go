@@ -21,11 +21,14 @@ const (
 	itemClose                     // close the whole connection (after a dropped reply)
 )
 
-// item is one thing queued for a writer, not to be done before at.
+// item is one thing queued for a writer, not to be done before at (nor
+// before gate is closed, when it has one).
 type item struct {
 	kind itemKind
 	data []byte
 	at   time.Time
+	gate <-chan struct{} // HoldCommand: closed by Applied.Let
+	kept bool            // a held or delayed command: delivered even after the client left
 }
 
 // pipe is the queue of one direction of one connection, drained in order by
@@ -65,7 +68,7 @@ func (pp *pipe) pop() (item, bool) {
 func (pp *pipe) popReady(now time.Time) (item, bool) {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
-	if len(pp.q) == 0 || pp.q[0].kind != itemData || pp.q[0].at.After(now) {
+	if len(pp.q) == 0 || pp.q[0].kind != itemData || pp.q[0].at.After(now) || pp.q[0].gate != nil || pp.q[0].kept {
 		return item{}, false
 	}
 	it := pp.q[0]
@@ -82,6 +85,7 @@ type pending struct {
 	reply     []byte        // error frame for KindErrorAfter and KindErrorInstead
 	synthetic bool          // KindErrorInstead: no server reply will come
 	switches  bool          // the connection stops being paired after this reply
+	held      *Applied      // KindHoldCommand, KindDelayCommand: counts the reply
 }
 
 // conn is one proxied client connection and its server connection.
@@ -96,6 +100,14 @@ type conn struct {
 	once     sync.Once
 	halves   atomic.Int32 // directions that ended normally
 
+	// kept counts the held or delayed commands queued toward the server and
+	// not written yet; lingering is set when the client side was closed
+	// while some were: the server side then stays open until the toServer
+	// writer has delivered them (see [HoldCommand]).
+	kept      atomic.Int32
+	lingering atomic.Bool
+	repliesIn chan struct{} // closed when readReplies returns
+
 	// pmu guards the pairing state. Lock order: pmu, then p.mu.
 	pmu      sync.Mutex
 	pending  []pending
@@ -105,27 +117,41 @@ type conn struct {
 
 func newConn(p *Proxy, client, server *net.TCPConn) *conn {
 	return &conn{
-		p:        p,
-		client:   client,
-		server:   server,
-		toServer: &pipe{dir: ToServer, dst: server, wake: make(chan struct{}, 1)},
-		toClient: &pipe{dir: ToClient, dst: client, wake: make(chan struct{}, 1)},
-		done:     make(chan struct{}),
+		p:         p,
+		client:    client,
+		server:    server,
+		toServer:  &pipe{dir: ToServer, dst: server, wake: make(chan struct{}, 1)},
+		toClient:  &pipe{dir: ToClient, dst: client, wake: make(chan struct{}, 1)},
+		done:      make(chan struct{}),
+		repliesIn: make(chan struct{}),
 	}
 }
 
 // close closes both sides (with RST if rst) and reports whether this call
-// did it.
-func (c *conn) close(rst bool) bool {
+// did it. When held or delayed commands are still queued toward the
+// server, the server side stays open until they are delivered (the
+// toServer writer closes it).
+func (c *conn) close(rst bool) bool { return c.closeAll(rst, false) }
+
+// closeAll is close; with discard, what is held is dropped too (CutAll,
+// Close).
+func (c *conn) closeAll(rst, discard bool) bool {
 	first := false
 	c.once.Do(func() {
 		first = true
+		linger := !discard && c.kept.Load() > 0 && c.p.ctx.Err() == nil
 		if rst {
 			_ = c.client.SetLinger(0)
-			_ = c.server.SetLinger(0)
+			if !linger {
+				_ = c.server.SetLinger(0)
+			}
 		}
 		_ = c.client.Close()
-		_ = c.server.Close()
+		if linger {
+			c.lingering.Store(true)
+		} else {
+			_ = c.server.Close()
+		}
 		close(c.done)
 		c.p.mu.Lock()
 		delete(c.p.conns, c)
@@ -142,33 +168,72 @@ func (c *conn) halfDone() {
 	}
 }
 
-// write drains pp in order: it waits for each item's time and for its
-// direction not to be black-holed, then writes (coalescing the data items
-// that are due).
+// write drains pp in order: it waits for each item's time (and gate) and
+// for its direction not to be black-holed, then writes (coalescing the data
+// items that are due). Once the connection is closed it stops, unless it is
+// the toServer writer of a lingering connection: it then goes on
+// delivering what was queued until no held command is left (see linger).
 func (c *conn) write(pp *pipe) {
 	defer c.p.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var stop <-chan struct{} = c.done
+	lingered := false
+	defer func() {
+		if lingered { // the proxy closed meanwhile, or a write failed
+			_ = c.server.Close()
+		}
+	}()
+	// closed reports whether the connection is closed for good for this
+	// writer; a lingering toServer writer switches to the proxy's
+	// lifetime instead.
+	closed := func() bool {
+		if !lingered && pp.dir == ToServer && c.lingering.Load() {
+			stop, lingered = c.p.ctx.Done(), true
+			return false
+		}
+		return true
+	}
 	for {
+		if lingered && c.kept.Load() == 0 {
+			c.linger()
+			return
+		}
 		it, ok := pp.pop()
 		if !ok {
 			select {
 			case <-pp.wake:
-				continue
-			case <-c.done:
-				return
+			case <-stop:
+				if closed() {
+					return
+				}
 			}
+			continue
 		}
-		if d := time.Until(it.at); d > 0 {
+		for d := time.Until(it.at); d > 0; d = time.Until(it.at) {
 			timer.Reset(d)
 			select {
 			case <-timer.C:
-			case <-c.done:
-				return
+			case <-stop:
+				if closed() {
+					return
+				}
 			}
 		}
-		if !c.p.waitOpen(pp.dir, c.done) {
-			return
+		for it.gate != nil {
+			select {
+			case <-it.gate:
+				it.gate = nil
+			case <-stop:
+				if closed() {
+					return
+				}
+			}
+		}
+		for !c.p.waitOpen(pp.dir, stop) {
+			if closed() {
+				return
+			}
 		}
 		switch it.kind {
 		case itemData:
@@ -180,11 +245,23 @@ func (c *conn) write(pp *pipe) {
 				}
 				bufs = append(bufs, more.data)
 			}
-			if _, err := bufs.WriteTo(pp.dst); err != nil {
-				c.close(true)
+			_, err := bufs.WriteTo(pp.dst)
+			if it.kept {
+				c.kept.Add(-1)
+			}
+			if err != nil {
+				if lingered {
+					_ = c.server.Close()
+				} else {
+					c.close(true)
+				}
 				return
 			}
 		case itemHalfClose:
+			if lingered { // nothing after the client's end
+				c.linger()
+				return
+			}
 			_ = pp.dst.CloseWrite()
 			c.halfDone()
 			return
@@ -193,6 +270,22 @@ func (c *conn) write(pp *pipe) {
 			return
 		}
 	}
+}
+
+// linger ends a lingering connection once its held commands are
+// delivered: it closes the server connection's write side, waits (at most
+// 5 s, or until the proxy closes) for the server to answer and close, and
+// closes it.
+func (c *conn) linger() {
+	_ = c.server.CloseWrite()
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-c.repliesIn:
+	case <-t.C:
+	case <-c.p.ctx.Done():
+	}
+	_ = c.server.Close()
 }
 
 // readLoop reads src, splitting it into frames passed to frame (which must
@@ -281,6 +374,7 @@ func (c *conn) readCommands() {
 
 func (c *conn) readReplies() {
 	defer c.p.wg.Done()
+	defer close(c.repliesIn)
 	sp := newSplitter(false)
 	err := readLoop(c.server, sp,
 		func(frame []byte) { c.onReply(frame, sp.kind) },
@@ -312,7 +406,7 @@ func (c *conn) onCommand(frame []byte, offs [][2]int) {
 		c.toServer.push(item{data: data, at: p.release(ToServer, now)})
 		return
 	}
-	kind, r := p.decide(cmd)
+	kind, r, a := p.decide(cmd)
 	if kind == KindErrorInstead {
 		if len(c.pending) == 0 {
 			c.sendError(r.reply, now)
@@ -327,12 +421,20 @@ func (c *conn) onCommand(frame []byte, offs [][2]int) {
 	}
 	c.pending = append(c.pending, e)
 	c.switched = e.switches
-	at := p.release(ToServer, now)
-	if kind == KindDelayCommand {
-		at = at.Add(r.delay)
+	it := item{data: data, at: p.release(ToServer, now)}
+	switch kind {
+	case KindDelayCommand, KindHoldCommand:
+		if kind == KindDelayCommand {
+			it.at = it.at.Add(r.delay)
+		} else {
+			it.gate = a.gate
+		}
+		it.kept = true
+		c.kept.Add(1)
+		c.pending[len(c.pending)-1].held = a
 		p.bump(func(s *Stats) { s.DelayedCommands++ })
 	}
-	c.toServer.push(item{data: data, at: at})
+	c.toServer.push(it)
 }
 
 // sendError sends an injected error reply for a command not forwarded.
@@ -359,6 +461,9 @@ func (c *conn) onReply(frame []byte, kind byte) {
 	e := c.pending[0]
 	c.pending[0] = pending{}
 	c.pending = c.pending[1:]
+	if e.held != nil {
+		p.bump(func(*Stats) { e.held.answered++ })
+	}
 	switch e.kind {
 	case KindDropReply:
 		c.toClient.push(item{kind: itemClose, at: at})

@@ -11,6 +11,10 @@
 //     either instead of forwarding the command or after the server ran it;
 //   - delays: [DelayReply] and [DelayCommand] hold one frame,
 //     [Proxy.Latency] delays every frame (fixed, or fixed plus jitter);
+//   - late requests: [HoldCommand] holds a command until the test lets it
+//     through ([Applied.Let]); a held or delayed command reaches the server
+//     even after its client closed or reset the connection, as a request
+//     still in the network would ([Applied.Answered] counts its replies);
 //   - partitions: [Proxy.BlackHole] holds everything going one way or both
 //     until [Proxy.Restore], [Proxy.CutAll] resets (RST) or closes (FIN)
 //     every connection, [Proxy.Refuse] resets new connections for a while;

@@ -65,7 +65,8 @@ type Stats struct {
 	InjectedErrors int
 	// DelayedReplies counts replies held by [KindDelayReply] faults.
 	DelayedReplies int
-	// DelayedCommands counts commands held by [KindDelayCommand] faults.
+	// DelayedCommands counts commands held by [KindDelayCommand] and
+	// [KindHoldCommand] faults.
 	DelayedCommands int
 	// ParseErrors counts connections on which a stream could not be parsed
 	// as RESP; such a connection is forwarded byte for byte from then on,
@@ -185,7 +186,7 @@ func (p *Proxy) Close() error {
 	p.cancel()
 	_ = p.ln.Close()
 	for _, c := range conns {
-		c.close(false)
+		c.closeAll(false, true)
 	}
 	p.wg.Wait()
 	return nil
@@ -204,6 +205,9 @@ func (p *Proxy) Apply(r Rule) *Applied {
 		panic("faultproxy: Apply: use the rule constructors (DropReply, ErrorReply ...)")
 	}
 	a := &Applied{p: p, rule: r, done: make(chan struct{})}
+	if r.kind == KindHoldCommand {
+		a.gate = make(chan struct{})
+	}
 	if r.random {
 		a.rng = rand.New(rand.NewPCG(r.seed, 0x9e3779b97f4a7c15))
 	}
@@ -307,7 +311,7 @@ func (p *Proxy) CutAll(mode CutMode) int {
 	p.mu.Unlock()
 	n := 0
 	for _, c := range conns {
-		if c.close(mode == RST) {
+		if c.closeAll(mode == RST, true) {
 			n++
 		}
 	}
@@ -381,8 +385,8 @@ func (p *Proxy) bump(f func(s *Stats)) {
 }
 
 // decide counts a command of a paired connection and returns the fault the
-// rules give it (Kind 0 for none).
-func (p *Proxy) decide(cmd Command) (Kind, *Rule) {
+// rules give it (Kind 0 for none), and the applied rule that gave it.
+func (p *Proxy) decide(cmd Command) (Kind, *Rule, *Applied) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.seq++
@@ -407,9 +411,9 @@ func (p *Proxy) decide(cmd Command) (Kind, *Rule) {
 		if a.fired >= a.rule.times {
 			p.removeRuleLocked(a)
 		}
-		return k, r
+		return k, r, a
 	}
-	return 0, nil
+	return 0, nil, nil
 }
 
 // count counts a command that rules do not see.

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -108,6 +109,9 @@ const (
 	// KindErrorAfter is an error reply sent in place of the server's reply:
 	// the server ran the command, the client sees the error.
 	KindErrorAfter
+	// KindHoldCommand is a command held until the test lets it through
+	// ([Applied.Let]) before it is forwarded to the server.
+	KindHoldCommand
 )
 
 // String returns the kind's name, e.g. "drop-reply".
@@ -123,6 +127,8 @@ func (k Kind) String() string {
 		return "error-instead"
 	case KindErrorAfter:
 		return "error-after"
+	case KindHoldCommand:
+		return "hold-command"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -206,7 +212,10 @@ func DelayReply(m Match, d time.Duration, n int) Rule {
 
 // DelayCommand holds each of the next n commands matching m for d (on top
 // of any [Proxy.Latency]) before forwarding it to the server; commands
-// behind it on the same connection wait too. It panics if n < 1 or d <= 0.
+// behind it on the same connection wait too. A delayed command is a request
+// already on its way: it reaches the server even when the client closes
+// (or resets) its connection meanwhile, as [HoldCommand]'s. It panics if
+// n < 1 or d <= 0.
 func DelayCommand(m Match, d time.Duration, n int) Rule {
 	if d <= 0 {
 		panic("faultproxy: DelayCommand: duration must be positive")
@@ -215,6 +224,20 @@ func DelayCommand(m Match, d time.Duration, n int) Rule {
 	r.delay = d
 	return r
 }
+
+// HoldCommand holds each of the next n commands matching m, and the
+// commands behind it on the same connection, until the test lets them
+// through with [Applied.Let] (on top of any [Proxy.Latency]), then
+// forwards them to the server: a request delayed in the network (a
+// retransmission, a stalled link) that arrives after its client gave up.
+// A held command is forwarded even when the client closed or reset its
+// connection meanwhile: the proxy keeps the server connection open until
+// the held commands have been written, their replies read (and discarded)
+// or the server closed it; only [Proxy.CutAll] and [Proxy.Close] discard
+// what is held. [Applied.Fired] counts the commands held, and
+// [Applied.Answered] those the server has answered since. It panics if
+// n < 1.
+func HoldCommand(m Match, n int) Rule { return fixed(m, KindHoldCommand, n, "HoldCommand") }
 
 // ErrorReply answers the next n commands matching m with the error reply msg
 // (its text without the leading '-', e.g. [Loading] or "ERR injected").
@@ -311,11 +334,34 @@ type Applied struct {
 	rule Rule
 	rng  *rand.Rand // random rules only
 
+	gate    chan struct{} // HoldCommand: closed by Let
+	letOnce sync.Once
+
 	// Guarded by p.mu.
-	seen   int // matching commands seen (skipped ones included)
-	fired  int
-	active bool
-	done   chan struct{}
+	seen     int // matching commands seen (skipped ones included)
+	fired    int
+	answered int // HoldCommand and DelayCommand: replies read for its commands
+	active   bool
+	done     chan struct{}
+}
+
+// Let lets the commands a [HoldCommand] rule holds, and every one it will
+// hold from now on, through to the server (after any latency). It does
+// nothing for other rules, and nothing when called again.
+func (a *Applied) Let() {
+	if a.gate != nil {
+		a.letOnce.Do(func() { close(a.gate) })
+	}
+}
+
+// Answered returns how many of the commands a [HoldCommand] or
+// [DelayCommand] rule held the server has answered so far (the reply read
+// by the proxy, whether or not the client was still there to get it): once
+// it equals [Applied.Fired], every held command has run on the server.
+func (a *Applied) Answered() int {
+	a.p.mu.Lock()
+	defer a.p.mu.Unlock()
+	return a.answered
 }
 
 // Fired returns how many commands the rule has injected a fault into so

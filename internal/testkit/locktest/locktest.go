@@ -26,6 +26,7 @@ import (
 	"github.com/coordkit/coordination/hooks"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/layout"
+	"github.com/coordkit/coordination/internal/lockcore"
 	"github.com/coordkit/coordination/internal/testkit/contract"
 	"github.com/coordkit/coordination/internal/testkit/faultproxy"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
@@ -217,8 +218,7 @@ func (s Subject) contract() contract.Spec {
 				return err
 			},
 			Clean: func(ctx context.Context, raw redis.UniversalClient, key func(string) string, name string) (bool, error) {
-				n, err := raw.Exists(ctx, key(s.LeaseKey(name))).Result()
-				return n == 0, err
+				return vacant(ctx, raw, key(s.LeaseKey(name)))
 			},
 			Commands: s.firstCommands(),
 		},
@@ -615,12 +615,39 @@ func waitGone(t *testing.T, raw redis.UniversalClient, key, what string) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(5 * time.Second)
-	for must(raw.Exists(ctx, key).Result())(t) == 1 {
+	for !must(vacant(ctx, raw, key))(t) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: the lease is still there after 5 s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// vacant reports whether the lease key holds no lease: it does not exist,
+// or it holds the tombstone an abandoned acquisition's cleanup left
+// (lockcore.IsTombstone), which holds nothing, or it is a hash whose every
+// field is one.
+func vacant(ctx context.Context, raw redis.UniversalClient, key string) (bool, error) {
+	v, err := raw.Get(ctx, key).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return true, nil
+	case err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE"):
+		// A hash of field leases: vacant when every field is a tombstone.
+		h, err := raw.HGetAll(ctx, key).Result()
+		if err != nil {
+			return false, nil // another type: a lease
+		}
+		for _, v := range h {
+			if !lockcore.IsTombstone(v) {
+				return false, nil
+			}
+		}
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	return lockcore.IsTombstone(v), nil
 }
 
 // failedRelease: a release that fails before it reaches the server marks

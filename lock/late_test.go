@@ -1,0 +1,257 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/decode"
+	"github.com/coordkit/coordination/internal/engine"
+	"github.com/coordkit/coordination/internal/lockcore"
+	"github.com/coordkit/coordination/internal/testkit/faultproxy"
+	"github.com/coordkit/coordination/internal/testkit/testharness"
+	"github.com/coordkit/coordination/lock"
+)
+
+// lateClient makes the client of a late-request test: 200 ms read
+// timeout, no go-redis re-send (the held request is the only one).
+func lateClient(o *redis.Options) { o.ReadTimeout, o.MaxRetries = 200*time.Millisecond, -1 }
+
+// waitCleanups waits until e runs no background cleanup.
+func waitCleanups(t *testing.T, e *engine.Engine) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); e.Cleanups() > 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("cleanups still running: %d", e.Cleanups())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// letThrough lets a held request through and waits until the server ran
+// it.
+func letThrough(t *testing.T, held *faultproxy.Applied) {
+	t.Helper()
+	if held.Fired() != 1 {
+		t.Fatalf("held %d requests, want 1", held.Fired())
+	}
+	held.Let()
+	for deadline := time.Now().Add(5 * time.Second); held.Answered() < 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("the held request was never answered")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// getOrEmpty returns key's value, "" when it does not exist.
+func getOrEmpty(t *testing.T, c redis.UniversalClient, key string) string {
+	t.Helper()
+	v, err := c.Get(context.Background(), key).Result()
+	if errors.Is(err, redis.Nil) {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("GET %s: %v", key, err)
+	}
+	return v
+}
+
+// An acquisition whose request is held in the network until after its
+// client gave up (ambiguous) and its background cleanup finished takes
+// nothing when the request finally reaches the server: the cleanup left a
+// tombstone that the late SET NX cannot pass, and another client takes the
+// lock at once. (Before the fix the late request took the lock for a whole
+// TTL, held by nobody.)
+func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		key := b.Key("late")
+		p, client := b.Proxied(t, key, lateClient)
+		coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
+		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
+		e := must(engine.Of(coord))(t)
+		admin := b.Admin(t)
+
+		m := must(lock.New(coord, "late"))(t)
+		held := p.Apply(faultproxy.HoldCommand(faultproxy.All(faultproxy.Named("SET"), faultproxy.Arg(key)), 1))
+		_, err := m.TryAcquire(ctx, time.Minute)
+		if err == nil || !coordination.IsAmbiguous(err) {
+			t.Fatalf("TryAcquire = %v, want an ambiguous error", err)
+		}
+		waitCleanups(t, e)
+		if v := getOrEmpty(t, admin, key); v != "" && !lockcore.IsTombstone(v) {
+			t.Fatalf("after the cleanup the key holds %q; want no owner", v)
+		}
+		letThrough(t, held)
+
+		// The late request took nothing: the key holds the tombstone.
+		v := getOrEmpty(t, admin, key)
+		if !lockcore.IsTombstone(v) {
+			t.Fatalf("after the late request the key holds %q; want the cleanup's tombstone (the late request took the lock)", v)
+		}
+		if pttl := must(admin.PTTL(ctx, key).Result())(t); pttl <= 0 || pttl > engine.AbandonFor(time.Minute) {
+			t.Fatalf("tombstone PTTL = %v", pttl)
+		}
+		// Another client takes the lock at once (over the tombstone), with
+		// its first attempt and its script.
+		other := must(lock.New(b.Coordinator(t), "late"))(t)
+		l, err := other.TryAcquire(ctx, time.Minute)
+		if err != nil {
+			t.Fatalf("another client's TryAcquire = %v; want the lock", err)
+		}
+		if v := must(admin.Get(ctx, key).Result())(t); v != l.Token() {
+			t.Fatalf("the key holds %q, want the new holder's token", v)
+		}
+		if out := must(l.Release(ctx))(t); out != coordination.Released {
+			t.Fatalf("Release = %v", out)
+		}
+	})
+}
+
+// A blocked waiter's attempt (lock_acquire) delivered late meets its own
+// tombstone: refused, nothing written; a tombstone of another token is
+// taken over by lock_acquire, and release, refresh and verify of other
+// tokens never match a tombstone. The cleanup's re-send changes nothing.
+func TestTombstoneScripts(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		coord := b.Coordinator(t)
+		e := must(engine.Of(coord))(t)
+		admin := b.Admin(t)
+		keys := e.Key("stone")
+		key := b.Key("stone")
+		mine, theirs := must(engine.NewToken())(t), must(engine.NewToken())(t)
+
+		// mine held, marked by a waiter: abandoned, tombstone, waiters woken.
+		if err := admin.Set(ctx, key, mine+"+", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if out := must(lockcore.Abandon.Run(ctx, e, keys, mine, int64(10_000)))(t); out != decode.Released {
+			t.Fatalf("Abandon of the holder = %v", out)
+		}
+		if v := must(admin.Get(ctx, key).Result())(t); v != mine+"!" {
+			t.Fatalf("key = %q, want the tombstone", v)
+		}
+		if pttl := must(admin.PTTL(ctx, key).Result())(t); pttl <= 0 || pttl > 10*time.Second {
+			t.Fatalf("tombstone PTTL = %v", pttl)
+		}
+		// A re-sent cleanup: nothing changes.
+		if out := must(lockcore.Abandon.Run(ctx, e, keys, mine, int64(10_000)))(t); out != decode.AlreadyReleased {
+			t.Fatalf("Abandon re-sent = %v", out)
+		}
+		// The late requests of mine: the first attempt and a waiter's.
+		if g := must(lockcore.Try.Run(ctx, e, keys, mine, int64(60_000)))(t); g.Acquired || !g.Again {
+			t.Fatalf("late SET NX = %+v, want refused (Again)", g)
+		}
+		if g := must(lockcore.Acquire.Run(ctx, e, keys, mine, int64(60_000)))(t); g.Acquired {
+			t.Fatalf("late lock_acquire = %+v, want refused", g)
+		}
+		// Others' scripts do not match it.
+		if ok := must(lockcore.Verify.Run(ctx, e, keys, theirs))(t); ok {
+			t.Fatal("Verify matched a tombstone")
+		}
+		if ok := must(lockcore.Refresh.Run(ctx, e, keys, mine, int64(60_000)))(t); ok {
+			t.Fatal("Refresh of the abandoned token matched its tombstone")
+		}
+		if v := must(admin.Get(ctx, key).Result())(t); v != mine+"!" {
+			t.Fatalf("key = %q after the late requests, want the tombstone", v)
+		}
+		// Another token takes it over.
+		if g := must(lockcore.Acquire.Run(ctx, e, keys, theirs, int64(60_000)))(t); !g.Acquired {
+			t.Fatalf("lock_acquire over a tombstone = %+v, want acquired", g)
+		}
+		if v := must(admin.Get(ctx, key).Result())(t); v != theirs {
+			t.Fatalf("key = %q, want the new holder", v)
+		}
+		// Abandoning while another holds: nothing changes.
+		if out := must(lockcore.Abandon.Run(ctx, e, keys, mine, int64(10_000)))(t); out != decode.NotOwned {
+			t.Fatalf("Abandon under another holder = %v", out)
+		}
+		// Abandoning a free lock leaves the tombstone too.
+		admin.Del(ctx, key)
+		if out := must(lockcore.Abandon.Run(ctx, e, keys, mine, int64(10_000)))(t); out != decode.AlreadyReleased {
+			t.Fatalf("Abandon of a free lock = %v", out)
+		}
+		if v := must(admin.Get(ctx, key).Result())(t); v != mine+"!" {
+			t.Fatalf("key = %q, want the tombstone", v)
+		}
+		// A garbage value ending with '!' is still refused as not a token.
+		if err := admin.Set(ctx, key, "garbage!", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lockcore.Acquire.Run(ctx, e, keys, theirs, int64(60_000)); !errors.Is(err, coordination.ErrBadState) {
+			t.Fatalf("lock_acquire over garbage = %v, want ErrBadState", err)
+		}
+	})
+}
+
+// hgetOrEmpty returns the field's value, "" when it does not exist.
+func hgetOrEmpty(t *testing.T, c redis.UniversalClient, key, field string) string {
+	t.Helper()
+	v, err := c.HGet(context.Background(), key, field).Result()
+	if errors.Is(err, redis.Nil) {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("HGET %s %s: %v", key, field, err)
+	}
+	return v
+}
+
+// The same for a named lease in a hash field: the late lease_acquire
+// meets the cleanup's tombstone in its field and takes nothing; another
+// client takes the field at once, and the hash's other fields are not
+// touched.
+func TestLateFieldAcquireAfterCleanupTakesNothing(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		key := b.Key("late-fields")
+		p, client := b.Proxied(t, key, lateClient)
+		coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
+		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
+		e := must(engine.Of(coord))(t)
+		admin := b.Admin(t)
+		// Warm: the scripts cached on the server (one EVALSHA per send).
+		warm := must(tryAcquireField(ctx, coord, "late-fields", "warm", time.Minute))(t)
+		if _, err := warm.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		neighbour := must(tryAcquireField(ctx, b.Coordinator(t), "late-fields", "other", time.Minute))(t)
+
+		held := p.Apply(faultproxy.HoldCommand(faultproxy.ScriptSHA(lock.FieldAcquire.Hash()), 1))
+		_, err := tryAcquireField(ctx, coord, "late-fields", "f", time.Minute)
+		if err == nil || !coordination.IsAmbiguous(err) {
+			t.Fatalf("TryAcquire = %v, want an ambiguous error", err)
+		}
+		waitCleanups(t, e)
+		letThrough(t, held)
+
+		v := hgetOrEmpty(t, admin, key, "f")
+		if !lockcore.IsTombstone(v) {
+			t.Fatalf("after the late request the field holds %q; want the cleanup's tombstone (the late request took the lease)", v)
+		}
+		if ttl := must(admin.HPTTL(ctx, key, "f").Result())(t); len(ttl) != 1 || ttl[0] <= 0 || time.Duration(ttl[0])*time.Millisecond > engine.AbandonFor(time.Minute) {
+			t.Fatalf("tombstone HPTTL = %v", ttl)
+		}
+		l, err := tryAcquireField(ctx, b.Coordinator(t), "late-fields", "f", time.Minute)
+		if err != nil {
+			t.Fatalf("another client's TryAcquire = %v; want the lease", err)
+		}
+		if v := hgetOrEmpty(t, admin, key, "f"); v != l.Token() {
+			t.Fatalf("the field holds %q, want the new holder's token", v)
+		}
+		if v := hgetOrEmpty(t, admin, key, "other"); v != neighbour.Token() {
+			t.Fatalf("the neighbour field holds %q, want its holder's token", v)
+		}
+		for _, h := range []*lock.FieldLease{l, neighbour} {
+			if out := must(h.Release(ctx))(t); out != coordination.Released {
+				t.Fatalf("Release = %v", out)
+			}
+		}
+	}, testharness.HashFieldTTLOnly())
+}
