@@ -11,6 +11,7 @@ import (
 	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/layout"
+	"github.com/coordkit/coordination/internal/lockcore"
 )
 
 // The scripts of adopting, reading and force-releasing a held lock or
@@ -34,7 +35,9 @@ type holding struct {
 }
 
 // decodeHolder reads false (free) or {value, pttl_ms}: value an owner
-// token (with the waiter mark '+' when mark), pttl_ms >= 1 or -1 (none).
+// token (with the waiter mark '+' when mark) or an abandoned
+// acquisition's tombstone (free: lock_abandon, lease_abandon), pttl_ms >= 1
+// or -1 (none).
 func decodeHolder(mark bool) func(v any) (holding, bool) {
 	return func(v any) (holding, bool) {
 		if v == nil {
@@ -46,6 +49,10 @@ func decodeHolder(mark bool) func(v any) (holding, bool) {
 		}
 		s, ok1 := a[0].(string)
 		p, ok2 := a[1].(int64)
+		if ok1 && ok2 && lockcore.IsTombstone(s) && (p >= 1 || p == -1) {
+			// An abandoned acquisition's tombstone: the lease is free.
+			return holding{}, true
+		}
 		if mark {
 			s = strings.TrimSuffix(s, "+")
 		}

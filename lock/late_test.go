@@ -161,6 +161,14 @@ func TestTombstoneScripts(t *testing.T) {
 		if v := must(admin.Get(ctx, key).Result())(t); v != mine+"!" {
 			t.Fatalf("key = %q after the late requests, want the tombstone", v)
 		}
+		// A tombstone reads as free: no holder, nothing to adopt.
+		m := must(lock.New(coord, "stone"))(t)
+		if h, err := m.Holder(ctx); !errors.Is(err, coordination.ErrNotHeld) {
+			t.Fatalf("Holder over a tombstone = %+v, %v, want ErrNotHeld", h, err)
+		}
+		if _, err := m.Adopt(ctx, mine); !errors.Is(err, coordination.ErrNotHeld) {
+			t.Fatalf("Adopt of the abandoned token = %v, want ErrNotHeld", err)
+		}
 		// Another token takes it over.
 		if g := must(lockcore.Acquire.Run(ctx, e, keys, theirs, int64(60_000)))(t); !g.Acquired {
 			t.Fatalf("lock_acquire over a tombstone = %+v, want acquired", g)

@@ -2,6 +2,7 @@ package testharness
 
 import (
 	"context"
+	"net"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -13,7 +14,10 @@ import (
 // prefixed key, as [Backend.Key] returns) and a new client that reaches it
 // through the proxy, both closed when the test ends; modify adjusts the
 // client's options as for [Backend.Client]. On miniredis and a standalone
-// server the proxy fronts the server; on the cluster it fronts the primary
+// server the proxy fronts the server; on the Sentinel deployment it fronts
+// the primary, and the client is a failover client whose Dialer sends the
+// primary's address to the proxy (the Sentinels' go straight); on the
+// cluster it fronts the primary
 // that owns key's slot, and the client is a cluster client whose slot map
 // (ClusterSlots) sends every slot there: use it for key (and keys of its
 // slot) only. MaxRetries -1 also turns the cluster client's redirects off
@@ -41,6 +45,22 @@ func (b *Backend) Proxied(t testing.TB, key string, modify ...func(*redis.Option
 		c = redis.NewClient(o)
 		t.Cleanup(func() { _ = c.Close() })
 		return p, c
+	case SentinelKind:
+		primary, err := b.Sentinel.MasterAddr(context.Background())
+		if err != nil {
+			t.Fatalf("testharness: the Sentinel deployment's primary: %v", err)
+		}
+		p := faultproxy.Start(t, primary)
+		var d net.Dialer
+		redirect := func(o *redis.Options) {
+			o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if addr == primary {
+					addr = p.Addr()
+				}
+				return d.DialContext(ctx, network, addr)
+			}
+		}
+		return p, b.client(t, append(modify, redirect)...)
 	}
 	admin := b.Admin(t).(*redis.ClusterClient)
 	node, err := admin.MasterForKey(context.Background(), key)
