@@ -7,6 +7,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/fencelock"
@@ -82,7 +83,7 @@ func (m *Mutex) Adopt(ctx context.Context, token string) (*Lock, error) {
 	if err := m.check(); err != nil {
 		return nil, engine.OpError(hooks.FencedLockAdopt, engine.Keys{}, err)
 	}
-	if err := engine.CheckToken(token); err != nil {
+	if err := check.Token(token, layout.IsToken); err != nil {
 		return nil, engine.OpError(hooks.FencedLockAdopt, m.keys, err)
 	}
 	l := &Lock{}
@@ -151,8 +152,8 @@ func (m *Mutex) ForceRelease(ctx context.Context, token string) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, engine.OpError(hooks.FencedLockForceRelease, engine.Keys{}, err)
 	}
-	if err := engine.CheckToken(token); err != nil {
+	if err := check.Token(token, layout.IsToken); err != nil {
 		return false, engine.OpError(hooks.FencedLockForceRelease, m.keys, err)
 	}
-	return m.e.ForceRelease(ctx, hooks.FencedLockForceRelease, fencelock.Kind.Primitive, m.keys.First(), forceReleaseScript, token)
+	return m.e.ForceRelease(ctx, hooks.FencedLockForceRelease, fencelock.Kind.Primitive, m.keys.First(), forceReleaseScript, func(context.Context) ([]any, error) { return []any{token}, nil })
 }

@@ -100,7 +100,7 @@ func (m *Mutex) Adopt(ctx context.Context, token string) (*Lock, error) {
 	if err := m.check(); err != nil {
 		return nil, engine.OpError(hooks.LockAdopt, engine.Keys{}, err)
 	}
-	if err := engine.CheckToken(token); err != nil {
+	if err := check.Token(token, layout.IsToken); err != nil {
 		return nil, engine.OpError(hooks.LockAdopt, m.keys, err)
 	}
 	l := &Lock{id: [1]any{token}}
@@ -181,13 +181,13 @@ func (m *Mutex) ForceRelease(ctx context.Context, token string) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, engine.OpError(hooks.LockForceRelease, engine.Keys{}, err)
 	}
-	if err := engine.CheckToken(token); err != nil {
+	if err := check.Token(token, layout.IsToken); err != nil {
 		return false, engine.OpError(hooks.LockForceRelease, m.keys, err)
 	}
 	if m.fifo != nil {
-		return m.e.ForceRelease(ctx, hooks.LockForceRelease, kind.Primitive, m.keys, fifoForceRelease, token)
+		return m.e.ForceRelease(ctx, hooks.LockForceRelease, kind.Primitive, m.keys, fifoForceRelease, func(context.Context) ([]any, error) { return []any{token}, nil })
 	}
-	return m.e.ForceRelease(ctx, hooks.LockForceRelease, kind.Primitive, m.keys, forceReleaseScript, token)
+	return m.e.ForceRelease(ctx, hooks.LockForceRelease, kind.Primitive, m.keys, forceReleaseScript, func(context.Context) ([]any, error) { return []any{token}, nil })
 }
 
 // Adopt returns the [FieldLease] that token holds on field, for a process
@@ -214,7 +214,7 @@ func (s *FieldSet) Adopt(ctx context.Context, field, token string) (*FieldLease,
 	if err := check.Key("field", field); err != nil {
 		return nil, engine.OpError(hooks.LeaseAdopt, s.keys, err)
 	}
-	if err := engine.CheckToken(token); err != nil {
+	if err := check.Token(token, layout.IsToken); err != nil {
 		return nil, engine.OpError(hooks.LeaseAdopt, keys, err)
 	}
 	h, err := s.e.AdoptHeld(ctx, hooks.LeaseAdopt, fieldKind, keys, []any{field, token}, func(ctx context.Context) (engine.ReadTTL, error) {
@@ -264,8 +264,8 @@ func (s *FieldSet) ForceRelease(ctx context.Context, field, token string) (bool,
 	if err := check.Key("field", field); err != nil {
 		return false, engine.OpError(hooks.LeaseForceRelease, s.keys, err)
 	}
-	if err := engine.CheckToken(token); err != nil {
+	if err := check.Token(token, layout.IsToken); err != nil {
 		return false, engine.OpError(hooks.LeaseForceRelease, keys, err)
 	}
-	return s.e.ForceRelease(ctx, hooks.LeaseForceRelease, fieldKind.Primitive, keys, fieldForceRelease, field, token)
+	return s.e.ForceRelease(ctx, hooks.LeaseForceRelease, fieldKind.Primitive, keys, fieldForceRelease, func(context.Context) ([]any, error) { return []any{field, token}, nil })
 }

@@ -6,6 +6,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/layout"
@@ -70,7 +71,7 @@ func (m *RWMutex) Adopt(ctx context.Context, token string) (*Lease, error) {
 	if err := m.check(); err != nil {
 		return nil, engine.OpError(hooks.RWLeaseAdopt, engine.Keys{}, err)
 	}
-	if err := engine.CheckToken(token); err != nil {
+	if err := check.Token(token, layout.IsToken); err != nil {
 		return nil, engine.OpError(hooks.RWLeaseAdopt, m.keys, err)
 	}
 	l := &Lease{}
@@ -147,24 +148,14 @@ func (m *RWMutex) ForceRelease(ctx context.Context, token string) (bool, error) 
 	if err := m.check(); err != nil {
 		return false, engine.OpError(hooks.RWLeaseForceRelease, engine.Keys{}, err)
 	}
-	if err := engine.CheckToken(token); err != nil {
+	if err := check.Token(token, layout.IsToken); err != nil {
 		return false, engine.OpError(hooks.RWLeaseForceRelease, m.keys, err)
 	}
-	ctx, op, err := m.e.Admit(ctx, hooks.RWLeaseForceRelease, primitive, m.keys)
-	if err != nil {
-		return false, err
-	}
-	es, err := holdersScript.Run(ctx, m.e, m.keys)
-	if err != nil {
-		return false, op.End(err)
-	}
-	e, ok := find(es, token)
-	if !ok {
-		return false, op.End(nil)
-	}
-	out, err := forceReleaseScript.Run(ctx, m.e, m.keys, e.Member)
-	if err != nil {
-		return false, op.End(err)
-	}
-	return out == decode.Released, op.End(nil)
+	return m.e.ForceRelease(ctx, hooks.RWLeaseForceRelease, primitive, m.keys, forceReleaseScript, func(ctx context.Context) ([]any, error) {
+		es, err := holdersScript.Run(ctx, m.e, m.keys)
+		if e, ok := find(es, token); err == nil && ok {
+			return []any{e.Member}, nil
+		}
+		return nil, err
+	})
 }

@@ -7,6 +7,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/layout"
@@ -84,7 +85,7 @@ func (s *Semaphore) Adopt(ctx context.Context, token string) (*Permit, error) {
 	if err := s.check(); err != nil {
 		return nil, engine.OpError(hooks.SemaphoreAdopt, engine.Keys{}, err)
 	}
-	if err := engine.CheckToken(token); err != nil {
+	if err := check.Token(token, layout.IsToken); err != nil {
 		return nil, engine.OpError(hooks.SemaphoreAdopt, s.keys, err)
 	}
 	p := &Permit{sem: s}
@@ -158,24 +159,14 @@ func (s *Semaphore) ForceRelease(ctx context.Context, token string) (bool, error
 	if err := s.check(); err != nil {
 		return false, engine.OpError(hooks.SemaphoreForceRelease, engine.Keys{}, err)
 	}
-	if err := engine.CheckToken(token); err != nil {
+	if err := check.Token(token, layout.IsToken); err != nil {
 		return false, engine.OpError(hooks.SemaphoreForceRelease, s.keys, err)
 	}
-	ctx, op, err := s.e.Admit(ctx, hooks.SemaphoreForceRelease, primitive, s.keys)
-	if err != nil {
-		return false, err
-	}
-	hs, err := holdersScript.Run(ctx, s.e, s.keys)
-	if err != nil {
-		return false, op.End(err)
-	}
-	h, ok := find(hs, token)
-	if !ok {
-		return false, op.End(nil)
-	}
-	out, err := forceReleaseScript.Run(ctx, s.e, s.keys, h.Member)
-	if err != nil {
-		return false, op.End(err)
-	}
-	return out == decode.Released, op.End(nil)
+	return s.e.ForceRelease(ctx, hooks.SemaphoreForceRelease, primitive, s.keys, forceReleaseScript, func(ctx context.Context) ([]any, error) {
+		hs, err := holdersScript.Run(ctx, s.e, s.keys)
+		if h, ok := find(hs, token); err == nil && ok {
+			return []any{h.Member}, nil
+		}
+		return nil, err
+	})
 }

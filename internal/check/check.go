@@ -194,3 +194,13 @@ func AtLeast[T any, N ~int | ~int64](name string, v, least N, set func(*T)) func
 		}
 	}
 }
+
+// Token returns an error wrapping sentinel.ErrInvalidArgument naming
+// "token" unless token has the shape of an owner token (22 characters of
+// base64url, as the engine's NewToken makes them; isToken tells).
+func Token(token string, isToken func(string) bool) error {
+	if !isToken(token) {
+		return InvalidArgument("token", "must be an owner token (22 characters of base64url, as Lease.Token returns), got %q", token)
+	}
+	return nil
+}

@@ -6,12 +6,12 @@ import (
 )
 
 // The record of an abandoned acquisition lives for the lease's TTL, at
-// least MinAbandon and at most CleanupLimit (CleanupLimit without expiry).
+// least minAbandon and at most CleanupLimit (CleanupLimit without expiry).
 func TestAbandonFor(t *testing.T) {
 	for _, c := range []struct{ ttl, want time.Duration }{
 		{0, CleanupLimit},
-		{time.Millisecond, MinAbandon},
-		{time.Second, MinAbandon},
+		{time.Millisecond, minAbandon},
+		{time.Second, minAbandon},
 		{30 * time.Second, 30 * time.Second},
 		{time.Minute, time.Minute},
 		{time.Hour, CleanupLimit},

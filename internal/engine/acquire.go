@@ -44,7 +44,7 @@ type AcquireRequest struct {
 
 // AbandonFor is how long the record of an abandoned acquisition
 // ([LeaseKind.Abandon]) lasts for a lease of the given TTL: the TTL, at
-// least [MinAbandon] and at most [CleanupLimit] (CleanupLimit for a lease
+// least [minAbandon] and at most [CleanupLimit] (CleanupLimit for a lease
 // without expiry). A request of the acquisition delayed longer than that
 // (or past another holder's whole hold and release) can still take the
 // lease, for at most its TTL.
@@ -52,12 +52,12 @@ func AbandonFor(ttl time.Duration) time.Duration {
 	if ttl <= 0 {
 		return CleanupLimit
 	}
-	return min(max(ttl, MinAbandon), CleanupLimit)
+	return min(max(ttl, minAbandon), CleanupLimit)
 }
 
-// MinAbandon is the shortest life of an abandoned acquisition's record
+// minAbandon is the shortest life of an abandoned acquisition's record
 // ([AbandonFor]).
-const MinAbandon = 5 * time.Second
+const minAbandon = 5 * time.Second
 
 // Acquire acquires a lease as r describes, admitted once as the kind's
 // AcquireOp however long it waits; see [Op.Acquire] for the semantics. A

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/decode"
-	"github.com/coordkit/coordination/internal/layout"
 	"github.com/coordkit/coordination/internal/sentinel"
 )
 
@@ -19,9 +17,9 @@ func init() { sentinel.RegisterAnswers(sentinel.ErrNotHeld) }
 // time.Duration, as a held handle's Remaining for a lease without expiry.
 const NoExpiry = forever
 
-// NotHeld is the error of an Adopt that found the lease not held by the
+// notHeld is the error of an Adopt that found the lease not held by the
 // token given, wrapping sentinel.ErrNotHeld.
-var NotHeld error = &notHeldError{}
+var notHeld error = &notHeldError{}
 
 type notHeldError struct{}
 
@@ -36,16 +34,6 @@ type freeError struct{}
 
 func (*freeError) Error() string { return "coordination: not held (the lease is free)" }
 func (*freeError) Unwrap() error { return sentinel.ErrNotHeld }
-
-// CheckToken returns an error wrapping sentinel.ErrInvalidArgument naming
-// "token" unless token has the shape of an owner token (22 characters of
-// base64url, [NewToken]).
-func CheckToken(token string) error {
-	if !layout.IsToken(token) {
-		return check.InvalidArgument("token", "must be an owner token (22 characters of base64url, as Lease.Token returns), got %q", token)
-	}
-	return nil
-}
 
 // ReadTTL is what an Adopt's read learnt, in one command: whether the
 // lease is held by the token, and then its remaining TTL on the server
@@ -67,7 +55,7 @@ type ReadTTL struct {
 // is that TTL from the instant before the read was sent (less the drift
 // allowance), and its TTL (what KeepAlive renews to) is that remaining
 // TTL; nothing is written, the TTL is not extended. A lease not held by id
-// is an error wrapping [NotHeld]; one without expiry (written by hand) for
+// is an error wrapping sentinel.ErrNotHeld; one without expiry (written by hand) for
 // a kind without NoExpiry, an error wrapping sentinel.ErrBadState.
 func (e *Engine) AdoptHeld(ctx context.Context, op string, kind *LeaseKind, keys Keys, id []any, read func(ctx context.Context) (ReadTTL, error)) (*Handle, error) {
 	ctx, o, err := e.Admit(ctx, op, kind.Primitive, keys)
@@ -80,7 +68,7 @@ func (e *Engine) AdoptHeld(ctx context.Context, op string, kind *LeaseKind, keys
 		return nil, o.End(err)
 	}
 	if !r.Held {
-		return nil, o.End(NotHeld)
+		return nil, o.End(notHeld)
 	}
 	if r.Kind != nil {
 		kind = r.Kind
@@ -99,16 +87,23 @@ func (e *Engine) AdoptHeld(ctx context.Context, op string, kind *LeaseKind, keys
 }
 
 // ForceRelease runs release, an owner-checked release script marked
-// [Script.Once] (sent at most once), with args on keys, admitted once as
-// op under primitive, and reports whether it removed a live holding
-// (decode.Released). Waiters are woken by the script as by the holder's
-// own release.
-func (e *Engine) ForceRelease(ctx context.Context, op, primitive string, keys Keys, release *Script[decode.Outcome], args ...any) (bool, error) {
+// [Script.Once] (sent at most once), with the arguments args returns on
+// keys, admitted once as op under primitive, and reports whether it
+// removed a live holding (decode.Released). args runs inside the
+// admitted operation (a read that finds the holding's member costs a round
+// trip of its own); nil arguments mean the token holds nothing: nothing is
+// sent, and the answer is false. Waiters are woken by the script as by the
+// holder's own release.
+func (e *Engine) ForceRelease(ctx context.Context, op, primitive string, keys Keys, release *Script[decode.Outcome], args func(context.Context) ([]any, error)) (bool, error) {
 	ctx, o, err := e.Admit(ctx, op, primitive, keys)
 	if err != nil {
 		return false, err
 	}
-	out, err := release.Run(ctx, e, keys, args...)
+	a, err := args(ctx)
+	if err != nil || a == nil {
+		return false, o.End(err)
+	}
+	out, err := release.Run(ctx, e, keys, a...)
 	if err != nil {
 		return false, o.End(err)
 	}
