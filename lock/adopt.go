@@ -250,10 +250,13 @@ func (s *FieldSet) Holder(ctx context.Context, field string) (coordination.Holde
 }
 
 // ForceRelease deletes the named lease field if token holds it, whoever
-// calls, in one script (the holder's own release, admitted as LEASE FORCE
-// RELEASE), waking the field's blocked acquirers as the holder's release
-// does; see [Mutex.ForceRelease] for the semantics (true: deleted; false:
-// token did not hold it; sent at most once). Errors are those of
+// calls, admitted once as LEASE FORCE RELEASE, in two round trips: the
+// holder's read (as [FieldSet.Holder]: a hash with a key-level TTL, not a
+// field-lease hash, is refused with coordination.ErrBadState and left as
+// it was), then the holder's own release, waking the field's blocked
+// acquirers as the holder's release does; see [Mutex.ForceRelease] for
+// the semantics (true: deleted; false: token did not hold it, nothing
+// sent after the read; the release is sent at most once). Errors are those of
 // [FieldSet.Holder], with coordination.ErrInvalidArgument naming token for
 // a malformed one.
 func (s *FieldSet) ForceRelease(ctx context.Context, field, token string) (bool, error) {
@@ -267,5 +270,14 @@ func (s *FieldSet) ForceRelease(ctx context.Context, field, token string) (bool,
 	if err := check.Token(token, layout.IsToken); err != nil {
 		return false, engine.OpError(hooks.LeaseForceRelease, keys, err)
 	}
-	return s.e.ForceRelease(ctx, hooks.LeaseForceRelease, fieldKind.Primitive, keys, fieldForceRelease, func(context.Context) ([]any, error) { return []any{field, token}, nil })
+	// The holder read first: it refuses a hash that is not a field-lease
+	// hash (a key-level TTL), as an acquisition does, before anything is
+	// deleted.
+	return s.e.ForceRelease(ctx, hooks.LeaseForceRelease, fieldKind.Primitive, keys, fieldForceRelease, func(ctx context.Context) ([]any, error) {
+		h, err := fieldHolderScript.Run(ctx, s.e, keys, field)
+		if err != nil || !h.Held || h.Token != token {
+			return nil, err
+		}
+		return []any{field, token}, nil
+	})
 }

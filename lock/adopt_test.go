@@ -9,6 +9,7 @@ import (
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/adopttest"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/lock"
@@ -111,14 +112,13 @@ func TestFieldSetAdoptHolderForceRelease(t *testing.T) { adopttest.Run(t, fieldS
 // The contract suite on Adopt, Holder(s) and ForceRelease.
 func TestFieldSetAdoptContract(t *testing.T) {
 	adopttest.Contract(t, adopttest.Names{
-		Primitive:       "lock",
-		AcquireOp:       hooks.LeaseAcquire,
-		AdoptOp:         hooks.LeaseAdopt,
-		ReadOp:          hooks.LeaseRead,
-		ForceOp:         hooks.LeaseForceRelease,
-		ForceOneCommand: true,
-		Backends:        []testharness.Option{testharness.HashFieldTTLOnly()},
-		New:             fieldSubject.New, KeysOf: fieldSubject.Keys, Expect: fieldSubject.Expect,
+		Primitive: "lock",
+		AcquireOp: hooks.LeaseAcquire,
+		AdoptOp:   hooks.LeaseAdopt,
+		ReadOp:    hooks.LeaseRead,
+		ForceOp:   hooks.LeaseForceRelease,
+		Backends:  []testharness.Option{testharness.HashFieldTTLOnly()},
+		New:       fieldSubject.New, KeysOf: fieldSubject.Keys, Expect: fieldSubject.Expect,
 	})
 }
 
@@ -177,4 +177,32 @@ func TestFIFOMutexAdoptHolderForceRelease(t *testing.T) {
 		}
 	}
 	adopttest.Run(t, s)
+}
+
+// A hash with a key-level TTL is not a field-lease hash: Holder and
+// ForceRelease refuse it with ErrBadState, as an acquisition does, and
+// leave it as it was (a new user's finding: ForceRelease emptied such a
+// hash, a fencing lease's among them).
+func TestFieldSetRefusesAHashWithAKeyTTL(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		admin, key := b.Admin(t), b.Key("ttlhash")
+		tok, _ := engine.NewToken()
+		if err := admin.HSet(ctx, key, "f", tok).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.PExpire(ctx, key, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		s := must(lock.NewFieldSet(b.Coordinator(t), "ttlhash"))(t)
+		if h, err := s.Holder(ctx, "f"); !errors.Is(err, coordination.ErrBadState) {
+			t.Fatalf("Holder = %+v, %v; want ErrBadState", h, err)
+		}
+		if ok, err := s.ForceRelease(ctx, "f", tok); ok || !errors.Is(err, coordination.ErrBadState) {
+			t.Fatalf("ForceRelease = %v, %v; want ErrBadState", ok, err)
+		}
+		if v := must(admin.HGet(ctx, key, "f").Result())(t); v != tok {
+			t.Fatalf("the field holds %q after the refusals, want it unchanged", v)
+		}
+	}, testharness.HashFieldTTLOnly())
 }

@@ -80,6 +80,7 @@ var fifoKind = &engine.LeaseKind{
 	Primitive: "lock",
 	AcquireOp: hooks.LockAcquire, RenewOp: hooks.LockRenew, VerifyOp: hooks.LockVerify, ReleaseOp: hooks.LockRelease,
 	Acquire: fifoAcquire, Refresh: lockcore.Refresh, Verify: lockcore.Verify, Release: fifoRelease,
+	Abandon:  fifoAbandon,
 	WaitFlag: true, Queued: true,
 	Metrics: lockcore.Metrics,
 	Attrs:   []attribute.KeyValue{attribute.String("kind", "lock")},
@@ -89,6 +90,10 @@ var fifoKind = &engine.LeaseKind{
 var (
 	fifoAcquire = engine.NewScript("lock_fifo_acquire", decodeFIFOGrant)
 	fifoRelease = engine.NewScript("lock_fifo_release", decode.Release)
+	// fifoAbandon is the cleanup of an ambiguous acquisition: the token
+	// leaves the queue and leaves a tombstone in the lock key
+	// (engine.LeaseKind.Abandon).
+	fifoAbandon = engine.NewScript("lock_fifo_abandon", decode.Release)
 )
 
 // decodeFIFOGrant reads lock_fifo_acquire's reply: 'OK' (acquired), the

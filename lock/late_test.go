@@ -67,48 +67,67 @@ func getOrEmpty(t *testing.T, c redis.UniversalClient, key string) string {
 // tombstone that the late SET NX cannot pass, and another client takes the
 // lock at once. (Before the fix the late request took the lock for a whole
 // TTL, held by nobody.)
+//
+// The same holds for a Mutex made WithFIFO (its acquisition is a script;
+// its cleanup also leaves the queue), and a tombstone left by either
+// order is a free lock to the other order (a new user's finding: a FIFO
+// Mutex answered ErrBadState to a tombstone, and a FIFO Mutex's cleanup
+// left none).
 func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
-		ctx := context.Background()
-		key := b.Key("late")
-		p, client := b.Proxied(t, key, lateClient)
-		coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
-		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
-		e := must(engine.Of(coord))(t)
-		admin := b.Admin(t)
+		for _, fifo := range []bool{false, true} {
+			name := map[bool]string{false: "default", true: "fifo"}[fifo]
+			t.Run(name, func(t *testing.T) {
+				ctx := context.Background()
+				key := b.Key("late-" + name)
+				p, client := b.Proxied(t, key, lateClient)
+				coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
+				t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
+				e := must(engine.Of(coord))(t)
+				admin := b.Admin(t)
 
-		m := must(lock.New(coord, "late"))(t)
-		held := p.Apply(faultproxy.HoldCommand(faultproxy.All(faultproxy.Named("SET"), faultproxy.Arg(key)), 1))
-		_, err := m.TryAcquire(ctx, time.Minute)
-		if err == nil || !coordination.IsAmbiguous(err) {
-			t.Fatalf("TryAcquire = %v, want an ambiguous error", err)
-		}
-		waitCleanups(t, e)
-		if v := getOrEmpty(t, admin, key); v != "" && !lockcore.IsTombstone(v) {
-			t.Fatalf("after the cleanup the key holds %q; want no owner", v)
-		}
-		letThrough(t, held)
+				m := must(lock.New(coord, "late-"+name, lock.WithFIFO(fifo)))(t)
+				cmd := "SET"
+				if fifo {
+					cmd = "EVALSHA"
+					// The script loaded on the key's server first, so that the
+					// held request is the acquisition itself.
+					warm := must(m.TryAcquire(ctx, time.Minute))(t)
+					must(warm.Release(ctx))(t)
+				}
+				held := p.Apply(faultproxy.HoldCommand(faultproxy.All(faultproxy.Named(cmd), faultproxy.Arg(key)), 1))
+				_, err := m.TryAcquire(ctx, time.Minute)
+				if err == nil || !coordination.IsAmbiguous(err) {
+					t.Fatalf("TryAcquire = %v, want an ambiguous error", err)
+				}
+				waitCleanups(t, e)
+				if v := getOrEmpty(t, admin, key); v != "" && !lockcore.IsTombstone(v) {
+					t.Fatalf("after the cleanup the key holds %q; want no owner", v)
+				}
+				letThrough(t, held)
 
-		// The late request took nothing: the key holds the tombstone.
-		v := getOrEmpty(t, admin, key)
-		if !lockcore.IsTombstone(v) {
-			t.Fatalf("after the late request the key holds %q; want the cleanup's tombstone (the late request took the lock)", v)
-		}
-		if pttl := must(admin.PTTL(ctx, key).Result())(t); pttl <= 0 || pttl > engine.AbandonFor(time.Minute) {
-			t.Fatalf("tombstone PTTL = %v", pttl)
-		}
-		// Another client takes the lock at once (over the tombstone), with
-		// its first attempt and its script.
-		other := must(lock.New(b.Coordinator(t), "late"))(t)
-		l, err := other.TryAcquire(ctx, time.Minute)
-		if err != nil {
-			t.Fatalf("another client's TryAcquire = %v; want the lock", err)
-		}
-		if v := must(admin.Get(ctx, key).Result())(t); v != l.Token() {
-			t.Fatalf("the key holds %q, want the new holder's token", v)
-		}
-		if out := must(l.Release(ctx))(t); out != coordination.Released {
-			t.Fatalf("Release = %v", out)
+				// The late request took nothing: the key holds the tombstone.
+				v := getOrEmpty(t, admin, key)
+				if !lockcore.IsTombstone(v) {
+					t.Fatalf("after the late request the key holds %q; want the cleanup's tombstone (the late request took the lock)", v)
+				}
+				if pttl := must(admin.PTTL(ctx, key).Result())(t); pttl <= 0 || pttl > engine.AbandonFor(time.Minute) {
+					t.Fatalf("tombstone PTTL = %v", pttl)
+				}
+				// Another client of the other order takes the lock at once,
+				// over the tombstone.
+				other := must(lock.New(b.Coordinator(t), "late-"+name, lock.WithFIFO(!fifo)))(t)
+				l, err := other.TryAcquire(ctx, time.Minute)
+				if err != nil {
+					t.Fatalf("another client's TryAcquire (fifo=%v) = %v; want the lock", !fifo, err)
+				}
+				if v := must(admin.Get(ctx, key).Result())(t); v != l.Token() {
+					t.Fatalf("the key holds %q, want the new holder's token", v)
+				}
+				if out := must(l.Release(ctx))(t); out != coordination.Released {
+					t.Fatalf("Release = %v", out)
+				}
+			})
 		}
 	})
 }

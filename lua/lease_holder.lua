@@ -13,8 +13,14 @@
 -- Errors   ERR unknown command  the server lacks hash-field expiration
 --                               (ErrUnsupportedServer)
 --          WRONGTYPE            the key is not a hash
+--          COORD_BADSTATE       the hash has a key-level TTL (not a
+--                               field-lease hash, as lease_acquire
+--                               refuses it)
 local key, field = KEYS[1], ARGV[1]
 redis.call('HPEXPIRETIME', key, 'FIELDS', 1, field)
+if redis.call('PTTL', key) >= 0 then
+  return redis.error_reply('COORD_BADSTATE the hash has a key-level TTL, which would end every lease in it (PERSIST it, or use another key)')
+end
 local v = redis.call('HGET', key, field)
 if not v then
   return false

@@ -34,6 +34,10 @@
 --                   woken again (its notification may have been lost)
 -- Errors   WRONGTYPE      a key holds a value of the wrong Redis type
 --                         (nothing is written)
+--          A tombstone in the lock key (an abandoned acquisition's
+--          token followed by '!', lock_abandon) is a free lock, except
+--          that the caller's own is refused (its remaining TTL, and the
+--          caller is not queued): a late request of that acquisition.
 --          COORD_BADSTATE the lock key holds a string that is not an
 --                         owner token (22 bytes of base64url, or the 36
 --                         bytes of lower-case hex and '-' of earlier
@@ -50,7 +54,8 @@ end
 local pttl = 0
 if v then
   local t = v
-  if string.byte(v, -1) == 43 then -- 43 is '+'
+  local last = string.byte(v, -1)
+  if last == 43 or last == 33 then -- 43 is '+'; 33 is '!', a tombstone
     t = string.sub(v, 1, -2)
   end
   local token = (#t == 22 and not string.find(t, '[^%w_%-]'))
@@ -59,6 +64,17 @@ if v then
   if not token then
     return redis.error_reply('COORD_BADSTATE the lock key holds a value that is not an owner token')
   end
+  if last == 33 then
+    -- The tombstone of an abandoned acquisition (lock_abandon): the
+    -- caller's own is refused (a late request of that acquisition; it
+    -- does not join the queue), another token's is a free lock.
+    if t == ARGV[1] then
+      return math.max(redis.call('PTTL', KEYS[1]), 0)
+    end
+    v = false
+  end
+end
+if v then
   pttl = redis.call('PTTL', KEYS[1])
   if pttl < 0 then
     return redis.error_reply('COORD_BADSTATE the lock key holds an owner token without a TTL')
