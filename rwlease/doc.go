@@ -77,6 +77,12 @@
 //   - When a write lease expires instead of being released (its holder
 //     crashed), no hand-off happens: the readers that waited behind it wait
 //     for the next write phase too.
+//   - Leases are not re-entrant, and a lease is never upgraded or
+//     downgraded: each Read or Write is a lease of its own. A read holder
+//     that calls Read again while a writer waits waits behind that writer
+//     (under PhaseFair and WriterPreference), and a write holder that
+//     calls Read or Write waits until its own write lease ends: release
+//     the lease first, or pass it down the call chain.
 //
 // Measured (TestPhaseFairStarvesNobody: 50 readers and 10 writers
 // acquiring in loops, each holding about 2 ms, for 1 s; Redis 8.0, -race,

@@ -108,7 +108,9 @@ const (
 	// when a write lease is released, every reader that waited through it
 	// is given a read lease before the next writer, and new readers wait
 	// for the writer after them. Neither side starves: a reader waits for
-	// at most the writers that were ahead of it plus one write phase
+	// at most the read phase in progress and one write phase (two when a
+	// write lease expires instead of being released: see the package
+	// documentation), and the writers, together, get every other phase
 	// (Brandenburg and Anderson, "Spin-Based Reader-Writer Synchronization
 	// for Multiprocessor Real-Time Systems", Real-Time Systems 46(1), 2010,
 	// phase-fair reader-writer locks).

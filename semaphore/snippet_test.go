@@ -78,7 +78,9 @@ func snippetDrain(ctx context.Context, sem *semaphore.Semaphore) error {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	if err := sem.Drain(dctx); err != nil { // nothing granted from here on
-		return err // some holders still working after 5 minutes
+		// Some holders still working after 5 minutes: the drain stays until
+		// Resume, so grant again before giving up.
+		return errors.Join(err, sem.Resume(context.WithoutCancel(ctx)))
 	}
 	// ... maintenance with no permit held ...
 	if err := sem.Resume(ctx); err != nil {
