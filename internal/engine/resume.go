@@ -23,7 +23,9 @@ var notHeld error = &notHeldError{}
 
 type notHeldError struct{}
 
+// Error says the lease is not held by the owner token Adopt was given.
 func (*notHeldError) Error() string { return "coordination: not held by this owner token" }
+// Unwrap returns sentinel.ErrNotHeld, which errors.Is matches.
 func (*notHeldError) Unwrap() error { return sentinel.ErrNotHeld }
 
 // Free is the error of a Holder read that found the lease free, wrapping
@@ -32,7 +34,9 @@ var Free error = &freeError{}
 
 type freeError struct{}
 
+// Error says the lease is free (no holder at all).
 func (*freeError) Error() string { return "coordination: not held (the lease is free)" }
+// Unwrap returns sentinel.ErrNotHeld, which errors.Is matches.
 func (*freeError) Unwrap() error { return sentinel.ErrNotHeld }
 
 // ReadTTL is what an Adopt's read learnt, in one command: whether the
