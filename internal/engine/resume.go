@@ -25,6 +25,7 @@ type notHeldError struct{}
 
 // Error says the lease is not held by the owner token Adopt was given.
 func (*notHeldError) Error() string { return "coordination: not held by this owner token" }
+
 // Unwrap returns sentinel.ErrNotHeld, which errors.Is matches.
 func (*notHeldError) Unwrap() error { return sentinel.ErrNotHeld }
 
@@ -36,6 +37,7 @@ type freeError struct{}
 
 // Error says the lease is free (no holder at all).
 func (*freeError) Error() string { return "coordination: not held (the lease is free)" }
+
 // Unwrap returns sentinel.ErrNotHeld, which errors.Is matches.
 func (*freeError) Unwrap() error { return sentinel.ErrNotHeld }
 
