@@ -105,10 +105,6 @@ func (l *Lease) Remaining() time.Duration { return l.handle().Remaining() }
 // context already cancelled (cause [ErrNotHeld]).
 func (l *Lease) Context() context.Context { return l.handle().Context() }
 
-// Done returns Context().Done(): a channel closed when the lease is
-// released, lost, or expires locally.
-func (l *Lease) Done() <-chan struct{} { return l.Context().Done() }
-
 // Refresh resets the lease's TTL to ttl if this owner still holds it, in
 // one round trip. It returns false when the lease was lost (expired, or
 // taken by another owner); the lease is then lost and its context

@@ -241,7 +241,7 @@ func ExampleEnv_Pause() {
 	_, err = l.Verify(callCtx)
 	cancel()
 	fmt.Println("verify while paused:", errors.Is(err, context.DeadlineExceeded))
-	<-l.Done()
+	<-l.Context().Done()
 	fmt.Println("lease lost:", errors.Is(context.Cause(l.Context()), coordination.ErrLost))
 	resume()
 

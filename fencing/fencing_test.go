@@ -277,7 +277,7 @@ func TestCrossSlotAndSameKey(t *testing.T) {
 		// The script itself refuses the same key twice.
 		token, _ := engine.NewToken()
 		e, _ := engine.Of(coord)
-		_, err = fencingcore.Acquire.Run(ctx, e, must(e.Keys("{s}:k", "{s}:k"))(t), token, 1000)
+		_, err = fencingcore.Acquire.Run(ctx, e, must(e.NamedKeys(nil, "{s}:k", "{s}:k"))(t), token, 1000)
 		if !errors.Is(err, coordination.ErrInvalidArgument) {
 			t.Fatalf("script with the same key twice: %v", err)
 		}

@@ -332,7 +332,7 @@ func TestPrimaryFailover(t *testing.T) {
 		})
 		primary.Kill()
 		select {
-		case <-first.term.Done():
+		case <-first.term.Context().Done():
 		case <-time.After(2 * faultLease):
 			t.Fatal("the leader's term survived its primary's death")
 		}

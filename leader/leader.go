@@ -643,9 +643,6 @@ func (t *Term) Start() time.Time { return t.start }
 // so a client given the context bounds its own request by the term.
 func (t *Term) Context() context.Context { return t.ctx }
 
-// Done returns Context().Done().
-func (t *Term) Done() <-chan struct{} { return t.ctx.Done() }
-
 // Remaining returns the local estimate of how long the term is still
 // certain to hold the lease without another successful renewal: 0 once the
 // term has ended. It never asks Redis.

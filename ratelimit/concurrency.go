@@ -306,9 +306,6 @@ func (l *ConcurrencyLease) Context() context.Context {
 	return l.Lease.Context()
 }
 
-// Done returns Context().Done().
-func (l *ConcurrencyLease) Done() <-chan struct{} { return l.Context().Done() }
-
 // Attributes of the concurrency wait histogram, built once.
 var (
 	waitAcquired = instrument.Attrs(attribute.String("result", "acquired"))

@@ -568,7 +568,7 @@ func TestKeepAliveStartedLateRenewsAtOnce(t *testing.T) {
 			t.Fatalf("the permit's expiry on the server = %v (%v), want at least a TTL after %v", exp, err, since)
 		}
 		select {
-		case <-p.Done():
+		case <-p.Context().Done():
 			t.Fatalf("lost while kept alive: %v", context.Cause(p.Context()))
 		case <-time.After(3 * ttl):
 		}

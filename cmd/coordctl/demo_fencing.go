@@ -136,7 +136,7 @@ func demoFencing(ctx context.Context, d *demo) error {
 		lk, err := lock2.Acquire(ctx, ttl)
 		next <- taken{lk, err}
 	}()
-	<-old.Done() // the handle's local deadline passes while worker-1 "sleeps"
+	<-old.Context().Done() // the handle's local deadline passes while worker-1 "sleeps"
 	oldEnd := time.Now()
 	record(hold{"worker-1", old.FencingToken(), oldStart, oldEnd})
 	d.logf("worker-1", "(paused) its lease ran out; its context says: %v", context.Cause(old.Context()))

@@ -173,7 +173,6 @@ func (h *holdFlags) outcome(sigCtx context.Context, err error, logf func(string,
 // held is what lock run and semaphore run hold while their command runs:
 // a *fencing.Lock or a *semaphore.Permit, kept alive.
 type held interface {
-	Done() <-chan struct{}
 	Context() context.Context
 	Remaining() time.Duration
 	Release(ctx context.Context) (coordination.ReleaseOutcome, error)
@@ -215,7 +214,7 @@ func runHolding(h held, what string, cmdArgs, env []string, grace time.Duration,
 		logf("command exited with status %d", code)
 		release()
 		return code
-	case <-h.Done():
+	case <-h.Context().Done():
 		code := stopFor(fmt.Sprintf("%s lost (%v)", what, context.Cause(h.Context())), syscall.SIGTERM)
 		// The command's work was cut short: never report its status, which
 		// may be success.

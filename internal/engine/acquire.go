@@ -81,7 +81,7 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decod
 //
 // A non-blocking attempt that finds the lease held returns an error
 // matching sentinel.ErrNotAcquired; a blocking one whose ctx ends returns
-// the wait loop's give-up error ([Engine.Wait]: [GaveUp](ctx) when Redis
+// the wait loop's give-up error ([Engine.Wait]: [gaveUp](ctx) when Redis
 // answered its last attempt). When ctx has ended before anything was sent
 // either returns ctx's cause ([Ended]), sending nothing. When any attempt of the
 // operation may have run on the server without the caller learning it

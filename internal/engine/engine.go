@@ -65,7 +65,7 @@ type Config struct {
 	Logger         *slog.Logger
 	// ReplicaAcks, when above 0, makes every script call wait (WAIT in the
 	// same pipeline) until that many replicas acknowledged its writes, for
-	// at most ReplicaAckTimeout; see [CheckReplicaAcks].
+	// at most ReplicaAckTimeout; the root package validates it.
 	ReplicaAcks       int
 	ReplicaAckTimeout time.Duration
 }
@@ -155,7 +155,7 @@ func (e *Engine) Ambiguous(err error) bool {
 }
 
 // Keys are a primitive's keys with the prefix applied and their Cluster
-// slot checked, built once per operation (or per handle) by [Engine.Keys]
+// slot checked, built once per operation (or per handle) by [Engine.NamedKeys]
 // or [Engine.Key]. The zero value has no keys.
 type Keys struct {
 	full []string
@@ -180,12 +180,11 @@ func (k Keys) Field(field string) Keys { k.field = field; return k }
 
 // Name returns the first key as the caller gave it, without the prefix,
 // and false for keys built without one.
-func (k Keys) Name() (string, bool) { return k.name, k.named }
 
 func (k Keys) single() bool { return k.full == nil && k.oneArg != nil }
 
 // Len returns the number of keys.
-func (k Keys) Len() int {
+func (k Keys) size() int {
 	if k.single() {
 		return 1
 	}
@@ -214,7 +213,7 @@ func (k Keys) First() Keys { return k.head(1) }
 // head returns the first n keys (all of them when n is 0 or more than
 // there are).
 func (k Keys) head(n int) Keys {
-	if n <= 0 || n >= k.Len() {
+	if n <= 0 || n >= k.size() {
 		return k
 	}
 	h := Keys{full: k.full[:n:n], name: k.name, named: k.named, field: k.field}
@@ -255,14 +254,11 @@ func (e *Engine) Key(key string) Keys {
 	return Keys{one: full, oneArg: full, name: key, named: true}
 }
 
-// Keys applies the prefix to keys and, with more than one key, checks that
-// they hash to one Cluster slot, returning an error wrapping
-// [sentinel.ErrInvalidArgument] naming the slots (and sending nothing) when they do not.
-func (e *Engine) Keys(keys ...string) (Keys, error) { return e.NamedKeys(nil, keys...) }
-
-// NamedKeys is [Engine.Keys] with the keys' argument names (names[i] for
-// keys[i], e.g. "leaseKey", "fenceKey"), which that error names
-// instead of "key 1", "key 2".
+// NamedKeys applies the prefix to keys and, with more than one key, checks
+// that they hash to one Cluster slot, returning an error wrapping
+// [sentinel.ErrInvalidArgument] naming the slots (and sending nothing) when
+// they do not. names[i] is keys[i]'s argument name (e.g. "leaseKey",
+// "fenceKey"), which that error names; nil names them "key 1", "key 2".
 func (e *Engine) NamedKeys(names []string, keys ...string) (Keys, error) {
 	full := make([]string, len(keys))
 	boxed := make([]any, len(keys))

@@ -101,11 +101,11 @@ func TestKeysPrefixAndCrossSlot(t *testing.T) {
 	if got := e.Key("k").Full(); len(got) != 1 || got[0] != "p:k" {
 		t.Fatalf("Key = %v", got)
 	}
-	if _, err := e.Keys("{a}1", "{b}2"); !errors.Is(err, coordination.ErrInvalidArgument) {
+	if _, err := e.NamedKeys(nil, "{a}1", "{b}2"); !errors.Is(err, coordination.ErrInvalidArgument) {
 		t.Fatalf("cross-slot Keys: %v", err)
 	}
 	tagged, _ := coordination.New(c, coordination.WithKeyPrefix("{p}:"))
-	if _, err := eng(t, tagged).Keys("{a}1", "{b}2"); err != nil {
+	if _, err := eng(t, tagged).NamedKeys(nil, "{a}1", "{b}2"); err != nil {
 		t.Fatalf("a prefix with a hash tag puts every key in one slot: %v", err)
 	}
 	if k.Count() != 0 {

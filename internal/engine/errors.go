@@ -361,10 +361,10 @@ func neverSent(err error) bool {
 	return isUnsent(err) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
-// GaveUp returns the error of a blocking operation that gave up because ctx
+// gaveUp returns the error of a blocking operation that gave up because ctx
 // ended: it matches both [sentinel.ErrNotAcquired] and context.Cause(ctx) with
 // errors.Is, and reads as one line.
-func GaveUp(ctx context.Context) error {
+func gaveUp(ctx context.Context) error {
 	return &gaveUpError{cause: context.Cause(ctx)}
 }
 

@@ -6,6 +6,7 @@ import "github.com/coordkit/coordination/internal/slot"
 // package no longer exports.
 var (
 	CleanupAbandoned = cleanupAbandoned
+	GaveUp           = gaveUp
 	MapError         = mapErr
 	OutcomeOf        = outcomeOf
 	SameSlot         = sameSlotKeys
@@ -30,3 +31,6 @@ var ReadRaw = readRaw
 
 // ErrorClass is the type of Classify's answer, for tables of them.
 type ErrorClass = errorClass
+
+// Confirmed reports whether w's subscription is confirmed.
+func Confirmed(w *Watch) bool { return w.confirmed() }

@@ -41,11 +41,11 @@ type Watch struct {
 	only string
 }
 
-// Confirmed reports whether the server has confirmed the subscription, so
+// confirmed reports whether the server has confirmed the subscription, so
 // that notifications can arrive. It can turn true after Watch returned; it
 // stays false when the server refuses the channel (an ACL without the
 // coordination:* channels), and waiters should then re-check more often.
-func (w *Watch) Confirmed() bool {
+func (w *Watch) confirmed() bool {
 	select {
 	case <-w.st.ready:
 		return true

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/lua"
 )
@@ -61,7 +62,7 @@ func TestReleaseIsDeliveredByTheShard(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !w.Confirmed() {
+			if !engine.Confirmed(w) {
 				t.Fatalf("%s: subscription not confirmed within Watch's bound", key)
 			}
 			classic, shard := subscriptions(t, ctx, b, admin, full)

@@ -28,38 +28,6 @@ type noAcks struct{}
 
 func withoutAcks(ctx context.Context) context.Context { return context.WithValue(ctx, noAcks{}, true) }
 
-// CheckReplicaAcks validates the replica acknowledgement setting for
-// client: at least one replica, a timeout of at least 1 ms that is below
-// the client's read timeout (go-redis reads the pipelined WAIT reply within
-// ReadTimeout), and a client whose commands for one key go to one
-// connection of one server: a *redis.Client (standalone, or the
-// Sentinel-backed client of redis.NewFailoverClient) or a
-// *redis.ClusterClient. Errors wrap [sentinel.ErrInvalidArgument] and name the
-// argument.
-func CheckReplicaAcks(client redis.UniversalClient, replicas int, timeout time.Duration) error {
-	if replicas < 1 {
-		return check.InvalidArgument("replicas", "must be at least 1, got %d", replicas)
-	}
-	if _, err := check.Millis("timeout", timeout); err != nil {
-		return err
-	}
-	var read time.Duration
-	switch c := client.(type) {
-	case *redis.Client:
-		read = c.Options().ReadTimeout
-	case *redis.ClusterClient:
-		read = c.Options().ReadTimeout
-	default:
-		return check.InvalidArgument("client", "replica acknowledgements need a *redis.Client or *redis.ClusterClient, got %T", client)
-	}
-	// Options() holds the initialised timeout: positive, or 0 or -1 for
-	// none.
-	if read > 0 && timeout >= read {
-		return check.InvalidArgument("timeout", "must be below the client's ReadTimeout (%v), got %v", read, timeout)
-	}
-	return nil
-}
-
 // notReplicatedError is a script call that ran on the primary but whose
 // writes fewer than the required replicas acknowledged in time.
 type notReplicatedError struct {

@@ -109,7 +109,7 @@ func (s *Script[R]) run(ctx context.Context, e *Engine, k Keys, parts ...[]any) 
 // (whether go-redis re-sent the script after a write).
 func (s *Script[R]) runSent(ctx context.Context, e *Engine, k Keys, parts ...[]any) (R, sent, error) {
 	var zero R
-	nk := k.Len()
+	nk := k.size()
 	n := 3 + nk
 	for _, p := range parts {
 		n += len(p)
@@ -140,7 +140,7 @@ func (s *Script[R]) runSent(ctx context.Context, e *Engine, k Keys, parts ...[]a
 	}
 	if err != nil {
 		err = s.mapError(err)
-		if i, ok := s.errKey[codeOf(err)]; ok && i < k.Len() && k.named {
+		if i, ok := s.errKey[codeOf(err)]; ok && i < k.size() && k.named {
 			k = e.Key(strings.TrimPrefix(k.Full()[i], e.prefix))
 		}
 		return zero, st, k.keyed(err)

@@ -74,7 +74,7 @@ const unconfirmedRecheck = 250 * time.Millisecond
 // retried with jittered exponential backoff. It never polls at a fixed
 // short period.
 //
-// When ctx ends it returns [GaveUp](ctx) if Redis answered the last
+// When ctx ends it returns [gaveUp](ctx) if Redis answered the last
 // attempt that ended (the lease was held, the permits were taken).
 // Otherwise, when that attempt failed with a transient error (Redis
 // unreachable, a failover in progress) or Redis answered no attempt at all
@@ -118,7 +118,7 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 		case last != nil || !answered:
 			return &outageError{cause: Ended(ctx), last: last}
 		}
-		return GaveUp(ctx)
+		return gaveUp(ctx)
 	}
 	defer func() {
 		w.Close()
@@ -220,7 +220,7 @@ func (e *Engine) Wait(ctx context.Context, cfg WaitConfig, try func(context.Cont
 			continue
 		}
 		d := cfg.Recheck
-		if cfg.Key != "" && (w == nil || !w.Confirmed()) {
+		if cfg.Key != "" && (w == nil || !w.confirmed()) {
 			d = min(d, unconfirmedRecheck)
 		}
 		if a.RetryIn > 0 && a.RetryIn < d {

@@ -153,7 +153,7 @@ func (b *before) check(t *testing.T, coord *coordination.Coordinator) {
 		t.Error("the limiter refused the 2 permits left after the failover")
 	}
 	select {
-	case <-b.term.Done():
+	case <-b.term.Context().Done():
 		t.Errorf("the leader's term ended in the failover (its lease outlasts it): %v", context.Cause(b.term.Context()))
 	default:
 	}
