@@ -20,6 +20,7 @@ var kind = &engine.LeaseKind{
 	Primitive: primitive,
 	AcquireOp: hooks.SemaphoreAcquire, RenewOp: hooks.SemaphoreRenew, VerifyOp: hooks.SemaphoreVerify, ReleaseOp: hooks.SemaphoreRelease,
 	Acquire: acquireScript, Refresh: refreshScript, Verify: verifyScript, Release: releaseScript,
+	Abandon:  abandonScript,
 	WaitFlag: true,
 	Metrics:  leaseMetrics,
 }
