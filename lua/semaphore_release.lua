@@ -24,8 +24,10 @@
 --   COORD_BADSTATE  the sorted set lacks a valid capacity record, or a
 --                   score the script goes by is outside the layout: a
 --                   record's or the caller's member's (when the member is
---                   there), the next permit's when the key expires with
---                   the caller's (fragment semaphore_state)
+--                   there), the next permit's and the latest tombstone's
+--                   when the key expires with the caller's (fragment
+--                   semaphore_state; a tombstone expiring over an hour
+--                   from now is outside too)
 --#include notify
 local key = KEYS[1]
 local member = ARGV[1]

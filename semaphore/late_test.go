@@ -306,3 +306,43 @@ func snapshotOf(t *testing.T, c redis.UniversalClient, key string) string {
 	at := must(c.PExpireTime(context.Background(), key).Result())(t)
 	return fmt.Sprintf("%v expires=%v", zs, at)
 }
+
+// A tombstone keeps the key of a semaphore alive until it expires when
+// the release of the latest permit moves the key's TTL to an earlier
+// permit's; once expired it no longer does, and the next acquisition
+// prunes it.
+func TestTombstoneKeepsTheKey(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		coord := b.Coordinator(t)
+		e := must(engine.Of(coord))(t)
+		admin := b.Admin(t)
+		keys := e.Key("kept")
+		full := b.Key("kept")
+		sem := must(semaphore.New(coord, "kept", 3))(t)
+		mustAcquireN(t, sem, 1, time.Second) // expires before the tombstone
+		late := mustAcquireN(t, sem, 1, time.Hour)
+		mine := "P:1:" + must(engine.NewToken())(t)
+		must(semaphore.AbandonScript.Run(ctx, e, keys, mine, int64(3_000)))(t)
+		// The latest permit's release: the key lives until the tombstone
+		// expires (3 s), not the earlier permit (1 s).
+		release(t, late)
+		if pttl := must(admin.PTTL(ctx, full).Result())(t); pttl <= 2*time.Second || pttl > 3*time.Second {
+			t.Fatalf("key PTTL = %v, want the tombstone's 3 s", pttl)
+		}
+		tombstoneUntil(t, admin, full, mine)
+		// Once the tombstone expired, the key's TTL follows the permits
+		// again.
+		b.Advance(3100 * time.Millisecond)
+		other := mustAcquireN(t, sem, 1, time.Hour)
+		if _, err := admin.ZScore(ctx, full, mine).Result(); !errors.Is(err, redis.Nil) {
+			t.Fatalf("the expired tombstone was not pruned: %v", err)
+		}
+		last := mustAcquireN(t, sem, 1, 2*time.Hour)
+		release(t, last)
+		if at, want := must(admin.PExpireTime(ctx, full).Result())(t), must(admin.ZScore(ctx, full, memberOf(other)).Result())(t); at.Milliseconds() != int64(want) {
+			t.Fatalf("key expires at %v, want the remaining permit's %v", at.Milliseconds(), int64(want))
+		}
+		release(t, other)
+	})
+}

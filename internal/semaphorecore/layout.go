@@ -80,6 +80,10 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 				// The tombstone of an abandoned acquisition (semaphore_abandon):
 				// no permit, in force until its expiry.
 				until := math.Round(-m.Score * TombstoneScale)
+				if until > now+3600e3 {
+					bad("tombstone %q scored %s: its expiry is over an hour from now", m.Member, score(m.Score))
+					continue
+				}
 				if until <= now {
 					continue // expired, pruned by the next acquisition
 				}

@@ -38,6 +38,9 @@ end
 local stones = redis.call('ZRANGEBYSCORE', key, '(-1', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
 if stones[1] then
   local gone = math.floor(-tonumber(stones[2]) * 8796093022208 + 0.5)
+  if gone > now + 3600000 then
+    return redis.error_reply(outside) -- no tombstone lasts over an hour
+  end
   if gone > now and (after == false or after < gone) then
     after, after_score = gone, string.format('%d', gone)
   end
@@ -65,6 +68,9 @@ if redis.call('PEXPIREAT', key, score, 'GT') == 0 and redis.call('PEXPIRETIME', 
       -- Tombstones only: the latest one (the lowest score).
       local stones = redis.call('ZRANGEBYSCORE', key, '(-1', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
       e = math.floor(-tonumber(stones[2]) * 8796093022208 + 0.5)
+      if e > now + 3600000 then
+        return redis.error_reply(outside) -- no tombstone lasts over an hour
+      end
     end
     at = math.max(at, e)
   end

@@ -21,7 +21,8 @@
 -- record is there), mine_at (mine's expiry, nil when mine is false or a
 -- tombstone) and stone (when mine is a tombstone of the caller's member,
 -- left by semaphore_abandon and scored -(its expiry in ms) / 2^43, in
--- (-1, 0): that expiry in ms, which may have passed (an expired tombstone
+-- (-1, 0), an expiry at most an hour from now (a later one is outside the
+-- layout): that expiry in ms, which may have passed (an expired tombstone
 -- is no longer in force: it is absent); false otherwise).
 -- Returns the COORD_BADSTATE error reply from the script when one is
 -- outside.
@@ -69,12 +70,15 @@ local mine_at, stone = nil, false
 if mine then
   mine_at = expiry(mine)
   if mine_at == nil then
-    -- Not a permit's score: a tombstone's (semaphore_abandon), in (-1, 0),
-    -- or outside the layout.
+    -- Not a permit's score: a tombstone's (semaphore_abandon), in (-1, 0)
+    -- and expiring within an hour, or outside the layout.
     local x = tonumber(mine)
     if x == nil or x <= -1 or x >= 0 then
       return redis.error_reply(outside)
     end
     stone = math.floor(-x * 8796093022208 + 0.5)
+    if stone > now + 3600000 then
+      return redis.error_reply(outside)
+    end
   end
 end
