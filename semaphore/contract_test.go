@@ -26,8 +26,15 @@ import (
 // The contract suite on a semaphore of capacity 2: two holders fill it, a
 // third is refused (at once, and after waiting), the first renews,
 // verifies, reads the state and both release.
-func TestContract(t *testing.T) {
-	contract.Run(t, contract.Spec{
+func TestContract(t *testing.T) { contract.Run(t, contractSpec()) }
+
+// The same on a first-in first-out semaphore (WithFIFO): every acquisition
+// is semaphore_fifo_acquire, every release semaphore_fifo_release.
+func TestContractFIFO(t *testing.T) { contract.Run(t, contractSpec(semaphore.WithFIFO(true))) }
+
+// contractSpec is the contract suite's semaphore, made with opts.
+func contractSpec(opts ...semaphore.Option) contract.Spec {
+	return contract.Spec{
 		Primitive: "semaphore",
 		Keys:      func(name string) []string { return []string{name} },
 		Metrics: []string{
@@ -37,7 +44,9 @@ func TestContract(t *testing.T) {
 		},
 		Scenario: func(name string) []contract.Step {
 			var p, q *semaphore.Permit
-			sem := func(c *coordination.Coordinator) (*semaphore.Semaphore, error) { return semaphore.New(c, name, 2) }
+			sem := func(c *coordination.Coordinator) (*semaphore.Semaphore, error) {
+				return semaphore.New(c, name, 2, opts...)
+			}
 			return []contract.Step{
 				{Name: "TryAcquireN", Op: hooks.SemaphoreAcquire, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
 					s, err := sem(c)
@@ -153,7 +162,7 @@ func TestContract(t *testing.T) {
 		// tombstone (no permit).
 		LostReply: &contract.LostReply{
 			Op: func(ctx context.Context, c *coordination.Coordinator, name string) error {
-				s, err := semaphore.New(c, name, 2)
+				s, err := semaphore.New(c, name, 2, opts...)
 				if err == nil {
 					_, err = s.TryAcquireN(ctx, 2, time.Minute)
 				}
@@ -255,7 +264,7 @@ func TestContract(t *testing.T) {
 				return s.Resume(ctx)
 			}},
 		},
-	})
+	}
 }
 
 // faultCoord returns a coordinator over a fresh client with a fault
