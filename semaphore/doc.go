@@ -134,7 +134,20 @@
 // connection per coordinator, shared by every waiter) and try again when a
 // release is announced, when the earliest live permit expires, or at the
 // re-check period ([WithRecheck]) in case a message was lost. Every waiter
-// wakes on every release and retries; there is no fairness and no queue.
+// wakes on every release and retries; in this, the default order, there
+// is no fairness and no queue: a waiter for many permits may wait while
+// smaller requests keep succeeding.
+//
+// [WithFIFO] (true) grants permits to blocked waiters in the order they
+// arrived instead: a refused waiter joins a queue kept beside the key (two
+// keys in its Cluster slot), a release wakes only the queue's head, and
+// the head is granted only when all the permits it asks for are free, with
+// nobody behind it (nor TryAcquire) taking permits before it, so a large
+// request is not starved. A hand-off costs about three commands whatever
+// the number of waiters (the default order: about one per waiter). A
+// waiter whose context ends leaves the queue at once; one that dies leaves
+// it within about 4 s (queued waiters try again every second). Every
+// Semaphore of a key must use the same order.
 //
 // # What holds, and what does not
 //

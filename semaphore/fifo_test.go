@@ -416,3 +416,47 @@ func TestFIFOHandoffCostIsConstant(t *testing.T) {
 		}
 	}, testharness.Only("miniredis", "redis8", "cluster"))
 }
+
+// A FIFO semaphore's Adopt and ForceRelease use its order's release: a
+// forced release, and the release of an adopted permit, wake the queue's
+// head at once (the default release would leave it to its re-check, a
+// minute here).
+func TestFIFOAdoptAndForceReleaseWakeTheHead(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		s := newFIFO(t, b.Coordinator(t), "fifo-force", 1, semaphore.WithRecheck(time.Minute), semaphore.WithFIFOTiming(time.Minute, 10*time.Minute))
+		for _, how := range []string{"ForceRelease", "adopted Release"} {
+			holder := mustAcquireN(t, s, 1, time.Minute)
+			got := make(chan error, 1)
+			go func() {
+				p, err := s.Acquire(ctx, time.Minute)
+				if err == nil {
+					_, err = p.Release(ctx)
+				}
+				got <- err
+			}()
+			waitQueued(t, raw, s, 1)
+			start := time.Now()
+			if how == "ForceRelease" {
+				if ok, err := s.ForceRelease(ctx, holder.Token()); err != nil || !ok {
+					t.Fatalf("ForceRelease = %v, %v", ok, err)
+				}
+			} else {
+				a := must(s.Adopt(ctx, holder.Token()))(t)
+				release(t, a)
+			}
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := time.Since(start); d > 500*time.Millisecond {
+					t.Fatalf("%s: the head got the permit after %v; want it woken at once", how, d)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s: the queue's head was not woken", how)
+			}
+		}
+	})
+}

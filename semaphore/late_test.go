@@ -85,13 +85,15 @@ func tombstoneUntil(t *testing.T, c redis.UniversalClient, key, member string) i
 // capacity). The tombstone expires by itself, within engine.AbandonFor of
 // the TTL, also for a permit without expiry (TTL 0, through the engine: the
 // Semaphore refuses it), whose late request before the fix took its
-// permits for good.
+// permits for good. The same on a first-in first-out semaphore
+// (semaphore_fifo_abandon).
 func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		for _, tc := range []struct {
 			name string
 			ttl  time.Duration
-		}{{"ttl", time.Minute}, {"no-expiry", 0}} {
+			fifo bool
+		}{{"ttl", time.Minute, false}, {"no-expiry", 0, false}, {"fifo", time.Minute, true}} {
 			t.Run(tc.name, func(t *testing.T) {
 				ctx := context.Background()
 				name := "late-" + tc.name
@@ -101,13 +103,17 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 				t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
 				e := must(engine.Of(coord))(t)
 				admin := b.Admin(t)
-				sem := must(semaphore.New(coord, name, 3))(t)
+				sem := must(semaphore.New(coord, name, 3, semaphore.WithFIFO(tc.fifo)))(t)
 				// Warm: the script cached on the key's server, so that the
 				// held request is the acquisition itself.
 				warm := must(sem.TryAcquire(ctx, time.Minute))(t)
 				must(warm.Release(ctx))(t)
 
-				held := p.Apply(faultproxy.HoldCommand(faultproxy.ScriptSHA(semaphore.AcquireScript.Hash()), 1))
+				sha := semaphore.AcquireScript.Hash()
+				if tc.fifo {
+					sha = semaphore.FIFOAcquire.Hash()
+				}
+				held := p.Apply(faultproxy.HoldCommand(faultproxy.ScriptSHA(sha), 1))
 				token := must(engine.NewToken())(t)
 				member := "P:2:" + token
 				start := time.Now()
@@ -146,7 +152,7 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 					t.Fatalf("key PTTL = %v, want within %v (the tombstone's life)", pttl, engine.AbandonFor(tc.ttl))
 				}
 				// Another client takes the whole capacity at once.
-				other := must(semaphore.New(b.Coordinator(t), name, 3))(t)
+				other := must(semaphore.New(b.Coordinator(t), name, 3, semaphore.WithFIFO(tc.fifo)))(t)
 				q, err := other.TryAcquireN(ctx, 3, time.Minute)
 				if err != nil {
 					t.Fatalf("another client's TryAcquireN(3) = %v; want the whole capacity", err)

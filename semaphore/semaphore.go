@@ -178,7 +178,9 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (*Permit, er
 // reported it) or the re-check period passes, and tries again. Transient
 // Redis errors (see coordination.IsTransient) are retried with jittered
 // backoff. A waiter for many permits may wait while smaller requests keep
-// succeeding: there is no queue. While the semaphore is draining
+// succeeding: there is no queue, unless the Semaphore was made [WithFIFO]
+// (then blocked waiters are granted in arrival order, a waiter for many
+// permits included). While the semaphore is draining
 // ([Semaphore.Drain]) it waits for [Semaphore.Resume]; a capacity raised
 // by [Semaphore.SetCapacity] wakes it at once.
 //
