@@ -245,7 +245,9 @@
 // semaphore_release, semaphore_read, semaphore_configure (SetCapacity,
 // Drain, Resume), semaphore_holders (Holders, Adopt, ForceRelease) and
 // semaphore_abandon (the cleanup of an ambiguous acquisition) in
-// package lua. A permit's id in
+// package lua; a Semaphore made [WithFIFO] acquires with
+// semaphore_fifo_acquire, releases with semaphore_fifo_release and cleans
+// up with semaphore_fifo_abandon (each also takes the queue's two keys). A permit's id in
 // every script is its member "P:<n>:<token>"; acquire takes the member,
 // the TTL in milliseconds and the capacity; refresh the member and the
 // TTL; verify and release the member only. A release notifies on the
