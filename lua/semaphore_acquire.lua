@@ -31,9 +31,22 @@
 --                            costs nothing more.
 --   member "draining"        score -1, with "capacity-set" only: nothing
 --                            is granted (Drain, until Resume).
+--   tombstones, the only members scored in (-1, 0):
+--   member "P:<n>:<token>"   scored -(e / 2^43), e its expiry in server-time
+--                            ms (at most an hour from now): the tombstone semaphore_abandon leaves of an
+--                            abandoned acquisition's permit id, in force
+--                            until e. It is no permit: the permits in use,
+--                            the holders and every verb but this one (for
+--                            that id) leave it out, so it costs no
+--                            capacity; this script refuses its own id while
+--                            it is in force (a late request of the abandoned
+--                            acquisition takes nothing) and prunes it once
+--                            expired. The key lives at least until e (not
+--                            deleted by a release while one is in force).
 -- With "capacity", the key's TTL follows the latest permit expiry (none
 -- while a permit without expiry is held), so an abandoned semaphore
--- disappears; the last release deletes it. Expired permits are pruned by acquisitions. Every
+-- disappears; the last release deletes it (unless a tombstone is in
+-- force). Expired permits and tombstones are pruned by acquisitions. Every
 -- script checks the records, the caller's member and each other score it
 -- goes by against this layout before it writes anything (fragment
 -- semaphore_state).
@@ -52,13 +65,15 @@
 --                    and even while draining: it is granted again, its
 --                    expiry set from now (and the key's TTL extended to
 --                    it), as a new permit's would be
---          retry_ms  fewer than n permits free under the capacity in
+--          retry_ms  the caller's own tombstone is in force: the ms until
+--                    it expires (>= 1), nothing written; or
+--                    fewer than n permits free under the capacity in
 --                    force (ARGV[3], or "capacity-set"'s; none while
 --                    draining) (an integer >= 1): the time until
 --                    the earliest live permit expires; -1 when none of
 --                    them expires or none is live. Expired permits are
---                    pruned; nothing else changes (besides the "waiting"
---                    record, see ARGV[4]).
+--                    pruned (and expired tombstones); nothing else
+--                    changes (besides the "waiting" record, see ARGV[4]).
 -- Errors (all raised before anything is written):
 --   WRONGTYPE                the key is not a sorted set
 --   COORD_BADARG             ARGV[1] is not a member "P:<n>:<token>" with
@@ -100,6 +115,11 @@ if not fresh then
   -- read below are checked before anything is written.
   local mine = r[4]
 --#include semaphore_state
+  if stone and stone > now then
+    -- The caller's own tombstone (semaphore_abandon): a late request of
+    -- an abandoned acquisition takes nothing.
+    return stone - now
+  end
   recorded = cap
   local used = redis.call('ZCOUNT', key, '(' .. nows, '+inf')
   local limit = want
@@ -139,7 +159,7 @@ if not fresh then
         return redis.error_reply(outside)
       end
     end
-    redis.call('ZREMRANGEBYSCORE', key, 0, nows)
+    redis.call('ZREMRANGEBYSCORE', key, -now / 8796093022208, nows)
     if ARGV[4] == '1' and r[3] == false then
       redis.call('ZADD', key, -1, 'waiting')
     end
@@ -155,7 +175,8 @@ if not fresh then
   else
 --#include semaphore_expiry.extend
   end
-  redis.call('ZREMRANGEBYSCORE', key, 0, nows)
+  -- Expired permits, [0, now], and expired tombstones, [-now / 2^43, 0).
+  redis.call('ZREMRANGEBYSCORE', key, -now / 8796093022208, nows)
 end
 
 if recorded ~= want and not fixed then

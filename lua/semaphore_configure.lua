@@ -19,7 +19,8 @@
 -- 'drain'     adds the "draining" record (nothing is granted) and, when
 --             the key has "capacity", replaces it with "capacity-set"
 --             (the key loses its TTL and stays; created with ARGV[2] as
---             its capacity when absent); prunes expired permits and
+--             its capacity when absent); prunes expired permits (and
+--             expired tombstones) and
 --             reports whether any is live; when one is, adds the
 --             "waiting" record so that a release notifies. Re-run it to
 --             wait.
@@ -111,7 +112,8 @@ if not fixed then
 elseif not draining then
   redis.call('ZADD', key, -1, 'draining')
 end
-redis.call('ZREMRANGEBYSCORE', key, 0, nows)
+-- Expired permits and tombstones (semaphore_abandon).
+redis.call('ZREMRANGEBYSCORE', key, -now / 8796093022208, nows)
 if v == nil then
   return 0
 end

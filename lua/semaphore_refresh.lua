@@ -8,7 +8,8 @@
 -- Reply    1  the member was live; it now expires ARGV[2] ms after the
 --             server's TIME (or never); the key's TTL follows the latest
 --             expiry
---          0  the member is gone or expired (an expired member is removed:
+--          0  the member is gone or expired, or a tombstone
+--             (semaphore_abandon; left as it is) (an expired member is removed:
 --             an expired holder never revives its permit; the key is
 --             deleted when no permit is left, unless a capacity was set
 --             in it ("capacity-set"): such a key has no TTL and stays)
@@ -17,8 +18,8 @@
 --   COORD_BADSTATE  the sorted set lacks a valid capacity record, or a
 --                   score the script goes by is outside the layout: a
 --                   record's, the caller's member's, the next or the
---                   latest permit's when the key's TTL follows it (fragment
---                   semaphore_state)
+--                   latest permit's (and the latest tombstone's) when the
+--                   key's TTL follows it (fragment semaphore_state)
 local key = KEYS[1]
 local member = ARGV[1]
 local ttl = tonumber(ARGV[2])
@@ -33,8 +34,8 @@ end
 --#include time_ms
 local mine = r[4]
 --#include semaphore_state
-if not mine then
-  return 0
+if not mine or stone then
+  return 0 -- (a tombstone, semaphore_abandon, is no permit)
 end
 
 if mine_at ~= math.huge and mine_at <= now then

@@ -13,8 +13,10 @@
 --             after a lost reply gets 0 when its first send released: the
 --             engine reports what the first did (engine's
 --             Handle.RunRelease); nothing is kept on the server.
---          The key's TTL follows the latest expiry left; the key is deleted
---          when no permit is left. A key with a capacity set in it (the
+--          A tombstone of the member (semaphore_abandon) gets 0 and stays.
+--          The key's TTL follows the latest expiry left (a tombstone's
+--          included); the key is deleted when no permit (and no tombstone)
+--          is left. A key with a capacity set in it (the
 --          "capacity-set" record) keeps no TTL and stays. A permit belongs
 --          to its holder alone: there is no "held by another owner" reply.
 -- Errors (raised before anything is written):
@@ -22,8 +24,10 @@
 --   COORD_BADSTATE  the sorted set lacks a valid capacity record, or a
 --                   score the script goes by is outside the layout: a
 --                   record's or the caller's member's (when the member is
---                   there), the next permit's when the key expires with
---                   the caller's (fragment semaphore_state)
+--                   there), the next permit's and the latest tombstone's
+--                   when the key expires with the caller's (fragment
+--                   semaphore_state; a tombstone expiring over an hour
+--                   from now is outside too)
 --#include notify
 local key = KEYS[1]
 local member = ARGV[1]
@@ -42,6 +46,9 @@ end
 
 --#include time_ms
 --#include semaphore_state
+if stone then
+  return 0 -- a tombstone (semaphore_abandon) is no permit: left as it is
+end
 local live = mine_at > now
 local notify = live and r[2] ~= false
 -- When the key expires with this permit (its only one without expiry, or

@@ -6,7 +6,8 @@
 --
 -- Reply    {1, remaining_ms, now_ms}  live; remaining_ms (>= 1) until it
 --                                     expires, -1 when it has no expiry
---          {0, 0, now_ms}             gone or expired
+--          {0, 0, now_ms}             gone or expired (or a tombstone,
+--                                     semaphore_abandon)
 -- Errors   WRONGTYPE       the key is not a sorted set (raised by ZMSCORE)
 --          COORD_BADSTATE  the sorted set lacks a valid capacity record, or
 --                          a record's or the caller's member's score is
@@ -22,8 +23,8 @@ if not r[1] then
 end
 local mine = r[4]
 --#include semaphore_state
-if not mine then
-  return {0, 0, now}
+if not mine or stone then
+  return {0, 0, now} -- (a tombstone, semaphore_abandon, is no permit)
 end
 if mine_at == math.huge then
   return {1, -1, now}

@@ -89,7 +89,11 @@ func (s *Semaphore) Adopt(ctx context.Context, token string) (*Permit, error) {
 		return nil, engine.OpError(hooks.SemaphoreAdopt, s.keys, err)
 	}
 	p := &Permit{sem: s}
-	h, err := s.e.AdoptHeld(ctx, hooks.SemaphoreAdopt, kind, s.keys, nil, func(ctx context.Context) (engine.ReadTTL, error) {
+	k, keys := kind, s.keys
+	if s.fifo != nil {
+		k, keys = fifoKind, s.fifo.keys // its release wakes the queue's head
+	}
+	h, err := s.e.AdoptHeld(ctx, hooks.SemaphoreAdopt, k, keys, nil, func(ctx context.Context) (engine.ReadTTL, error) {
 		hs, err := holdersScript.Run(ctx, s.e, s.keys)
 		e, ok := find(hs, token)
 		if err != nil || !ok {
@@ -162,7 +166,11 @@ func (s *Semaphore) ForceRelease(ctx context.Context, token string) (bool, error
 	if err := check.Token(token, layout.IsToken); err != nil {
 		return false, engine.OpError(hooks.SemaphoreForceRelease, s.keys, err)
 	}
-	return s.e.ForceRelease(ctx, hooks.SemaphoreForceRelease, primitive, s.keys, forceReleaseScript, func(ctx context.Context) ([]any, error) {
+	keys, script := s.keys, forceReleaseScript
+	if s.fifo != nil {
+		keys, script = s.fifo.keys, fifoForceRelease // wakes the queue's head
+	}
+	return s.e.ForceRelease(ctx, hooks.SemaphoreForceRelease, primitive, keys, script, func(ctx context.Context) ([]any, error) {
 		hs, err := holdersScript.Run(ctx, s.e, s.keys)
 		if h, ok := find(hs, token); err == nil && ok {
 			return []any{h.Member}, nil

@@ -26,8 +26,15 @@ import (
 // The contract suite on a semaphore of capacity 2: two holders fill it, a
 // third is refused (at once, and after waiting), the first renews,
 // verifies, reads the state and both release.
-func TestContract(t *testing.T) {
-	contract.Run(t, contract.Spec{
+func TestContract(t *testing.T) { contract.Run(t, contractSpec()) }
+
+// The same on a first-in first-out semaphore (WithFIFO): every acquisition
+// is semaphore_fifo_acquire, every release semaphore_fifo_release.
+func TestContractFIFO(t *testing.T) { contract.Run(t, contractSpec(semaphore.WithFIFO(true))) }
+
+// contractSpec is the contract suite's semaphore, made with opts.
+func contractSpec(opts ...semaphore.Option) contract.Spec {
+	return contract.Spec{
 		Primitive: "semaphore",
 		Keys:      func(name string) []string { return []string{name} },
 		Metrics: []string{
@@ -37,7 +44,9 @@ func TestContract(t *testing.T) {
 		},
 		Scenario: func(name string) []contract.Step {
 			var p, q *semaphore.Permit
-			sem := func(c *coordination.Coordinator) (*semaphore.Semaphore, error) { return semaphore.New(c, name, 2) }
+			sem := func(c *coordination.Coordinator) (*semaphore.Semaphore, error) {
+				return semaphore.New(c, name, 2, opts...)
+			}
 			return []contract.Step{
 				{Name: "TryAcquireN", Op: hooks.SemaphoreAcquire, OneCommand: true, Run: func(ctx context.Context, c *coordination.Coordinator) error {
 					s, err := sem(c)
@@ -149,19 +158,18 @@ func TestContract(t *testing.T) {
 			}
 		},
 		// An acquisition whose reply is lost took its permits on the server:
-		// the owner-checked background release gives them back, and with
-		// the last permit the key goes.
+		// the owner-checked background cleanup gives them back, leaving a
+		// tombstone (no permit).
 		LostReply: &contract.LostReply{
 			Op: func(ctx context.Context, c *coordination.Coordinator, name string) error {
-				s, err := semaphore.New(c, name, 2)
+				s, err := semaphore.New(c, name, 2, opts...)
 				if err == nil {
 					_, err = s.TryAcquireN(ctx, 2, time.Minute)
 				}
 				return err
 			},
 			Clean: func(ctx context.Context, raw redis.UniversalClient, key func(string) string, name string) (bool, error) {
-				n, err := raw.Exists(ctx, key(name)).Result()
-				return n == 0, err
+				return noPermit(ctx, raw, key(name))
 			},
 		},
 		BadInputs: []contract.BadInput{
@@ -256,7 +264,7 @@ func TestContract(t *testing.T) {
 				return s.Resume(ctx)
 			}},
 		},
-	})
+	}
 }
 
 // faultCoord returns a coordinator over a fresh client with a fault
@@ -294,14 +302,23 @@ func warm(t *testing.T, coord *coordination.Coordinator, name string) {
 	release(t, p)
 }
 
-// waitGone waits up to 5 s for the prefixed key to disappear.
+// waitGone waits up to 5 s for the prefixed key to hold no permit (the
+// cleanup of an ambiguous acquisition leaves a tombstone, no permit).
 func waitGone(t *testing.T, b *testharness.Backend, name, what string) {
 	t.Helper()
 	raw := b.Raw(t)
 	eventually(t, 5*time.Second, what, func() bool {
-		n, err := raw.Exists(context.Background(), b.Key(name)).Result()
-		return err == nil && n == 0
+		ok, err := noPermit(context.Background(), raw, b.Key(name))
+		return err == nil && ok
 	})
+}
+
+// noPermit reports whether the semaphore key full holds no permit, live or
+// expired: it does not exist, or holds only records and tombstones (scored
+// below 0).
+func noPermit(ctx context.Context, raw redis.UniversalClient, full string) (bool, error) {
+	n, err := raw.ZCount(ctx, full, "0", "+inf").Result()
+	return n == 0, err
 }
 
 // A keep-alive renewal in flight while Release runs (its reply delayed, or

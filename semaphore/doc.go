@@ -38,7 +38,9 @@
 // ([Semaphore.SetCapacity], [Semaphore.Drain]) is the record
 // "capacity-set" (the negated capacity) in place of "capacity", with
 // "draining" (score -1) while draining; such a key has no TTL and stays
-// when no permit is held (see Capacity).
+// when no permit is held (see Capacity). A holder's member scored between
+// -1 and 0 is no permit but the tombstone of an abandoned acquisition (see
+// "Lost replies and failed releases").
 // Inspect it with
 //
 //	ZRANGE <key> 0 -1 WITHSCORES
@@ -132,7 +134,20 @@
 // connection per coordinator, shared by every waiter) and try again when a
 // release is announced, when the earliest live permit expires, or at the
 // re-check period ([WithRecheck]) in case a message was lost. Every waiter
-// wakes on every release and retries; there is no fairness and no queue.
+// wakes on every release and retries; in this, the default order, there
+// is no fairness and no queue: a waiter for many permits may wait while
+// smaller requests keep succeeding.
+//
+// [WithFIFO] (true) grants permits to blocked waiters in the order they
+// arrived instead: a refused waiter joins a queue kept beside the key (two
+// keys in its Cluster slot), a release wakes only the queue's head, and
+// the head is granted only when all the permits it asks for are free, with
+// nobody behind it (nor TryAcquire) taking permits before it, so a large
+// request is not starved. A hand-off costs about three commands whatever
+// the number of waiters (the default order: about one per waiter). A
+// waiter whose context ends leaves the queue at once; one that dies leaves
+// it within about 4 s (queued waiters try again every second). Every
+// Semaphore of a key must use the same order.
 //
 // # What holds, and what does not
 //
@@ -176,7 +191,24 @@
 // When an acquisition's outcome is ambiguous (a timeout, a cancelled
 // context, a broken connection, or a lost reply followed by a LOADING or
 // READONLY reply to the re-send; see coordination.IsAmbiguous), the permits
-// may exist on the server: a background owner-checked release removes them.
+// may exist on the server: a background owner-checked cleanup gives them
+// back and leaves in their place a tombstone of the acquisition's member
+// (the same member, scored -(its expiry in ms)/2^43, between -1 and 0), for
+// the permits' TTL, at least 5 s and at most a minute (a minute for a
+// permit without expiry), so that the acquisition's request, if it is
+// still on its way (a retransmission, a stalled link) and reaches the
+// server after the cleanup, takes nothing: no permit is re-created for
+// nobody. A tombstone is no permit and costs no capacity: the permits in
+// use, [Semaphore.State], [Semaphore.Holders] and [Semaphore.Adopt] leave
+// it out, and every other acquisition goes on at once. Once expired it is
+// absent, and the next acquisition prunes it. The key lives at least as
+// long as its tombstones (the release of the last permit leaves it until
+// they expire), also when the abandoned permit had no expiry. What
+// remains: a request delayed longer than the tombstone's life can still
+// take its permits, for at most their TTL. Costs: no command is added to
+// the grant path; a release (or a shortening refresh) of the permit the
+// key expires with, while other members are there, reads the latest
+// tombstone (one more Redis call inside its script).
 //
 // Release follows the one release semantics of every handle of the
 // library: the permit counts as released from the moment [coordination.Lease.Release]
@@ -191,12 +223,8 @@
 // is not retried: the permit ends at its expiry. A second Release answers
 // AlreadyReleased without asking Redis.
 //
-// A delayed acquisition that reaches the server after its cleanup
-// recreates the permit until its TTL, and for good for a permit without
-// expiry (TTL 0: nobody holds it, nobody releases it); the lock.Mutex
-// guards against this with a tombstone, the semaphore not yet. Where
-// requests may be delayed, prefer a TTL with a keep-alive. Per-call context deadlines bound
-// network I/O only with go-redis' ContextTimeoutEnabled option.
+// Per-call context deadlines bound network I/O only with go-redis'
+// ContextTimeoutEnabled option.
 //
 // # Adopting, reading and forcing
 //
@@ -215,8 +243,11 @@
 //
 // The scripts are semaphore_acquire, semaphore_refresh, semaphore_verify,
 // semaphore_release, semaphore_read, semaphore_configure (SetCapacity,
-// Drain, Resume) and semaphore_holders (Holders, Adopt, ForceRelease) in
-// package lua. A permit's id in
+// Drain, Resume), semaphore_holders (Holders, Adopt, ForceRelease) and
+// semaphore_abandon (the cleanup of an ambiguous acquisition) in
+// package lua; a Semaphore made [WithFIFO] acquires with
+// semaphore_fifo_acquire, releases with semaphore_fifo_release and cleans
+// up with semaphore_fifo_abandon (each also takes the queue's two keys). A permit's id in
 // every script is its member "P:<n>:<token>"; acquire takes the member,
 // the TTL in milliseconds and the capacity; refresh the member and the
 // TTL; verify and release the member only. A release notifies on the

@@ -22,6 +22,10 @@ func decoders() []fuzzseed.Decoder {
 		decoderfuzz.Of(readScript, decodeRead, []any{[]any{3, 2, 1, 0, 1700000000000, 0}}, []any{[]any{0, 0, 0, 0, 1700000000000, 0}},
 			[]any{[]any{3, 2, 1, 0, 1700000000000, 1}}, []any{[]any{3, 0, 0, 0, 1700000000000, 2}}),
 		decoderfuzz.Of(configureScript, decodeGrant, []any{0}, []any{700}, []any{-1}),
+		decoderfuzz.Of(abandonScript, decode.SoleRelease, []any{1}, []any{0}),
+		decoderfuzz.Of(fifoAcquireScript, decodeFIFOGrant, []any{0}, []any{700}, []any{-1}, []any{-2}),
+		decoderfuzz.Of(fifoReleaseScript, decode.SoleRelease, []any{1}, []any{0}),
+		decoderfuzz.Of(fifoAbandonScript, decode.SoleRelease, []any{1}, []any{0}),
 	}
 }
 

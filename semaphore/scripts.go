@@ -15,6 +15,10 @@ var (
 	refreshScript = engine.NewScript("semaphore_refresh", decode.Bool01)
 	verifyScript  = engine.NewScript("semaphore_verify", decode.VerifyNow(true))
 	releaseScript = engine.NewScript("semaphore_release", decode.SoleRelease)
+	// abandonScript is the cleanup of an ambiguous acquisition: the
+	// permits given back and a tombstone of the member left, which the
+	// acquisition's late request cannot pass (engine.LeaseKind.Abandon).
+	abandonScript = engine.NewScript("semaphore_abandon", decode.SoleRelease)
 	readScript    = engine.NewScript("semaphore_read", decodeRead)
 	// configureScript sets the capacity in the key, drains or resumes; its
 	// reply is read as an acquisition's (0: done; a drain's retry time).

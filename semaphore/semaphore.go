@@ -20,6 +20,7 @@ var kind = &engine.LeaseKind{
 	Primitive: primitive,
 	AcquireOp: hooks.SemaphoreAcquire, RenewOp: hooks.SemaphoreRenew, VerifyOp: hooks.SemaphoreVerify, ReleaseOp: hooks.SemaphoreRelease,
 	Acquire: acquireScript, Refresh: refreshScript, Verify: verifyScript, Release: releaseScript,
+	Abandon:  abandonScript,
 	WaitFlag: true,
 	Metrics:  leaseMetrics,
 }
@@ -46,6 +47,7 @@ type Semaphore struct {
 	capacity int64
 	capArg   []any // the capacity as the acquire script's extra argument
 	recheck  time.Duration
+	fifo     *fifoConfig // WithFIFO(true)'s acquisition; nil in the default order
 }
 
 // Option configures a [Semaphore].
@@ -53,6 +55,12 @@ type Option func(*config) error
 
 type config struct {
 	recheck time.Duration
+	fifo    bool
+	// fifoRecheck and fifoLive are the first-in first-out waiters'
+	// longest re-check period and how long a queued waiter counts as alive
+	// after each of its attempts (fifoRecheck and fifoLive; tests shorten
+	// them).
+	fifoRecheck, fifoLive time.Duration
 }
 
 // WithRecheck sets how often a blocked [Semaphore.Acquire] re-reads the
@@ -85,11 +93,17 @@ func New(coord *coordination.Coordinator, key string, capacity int64, opts ...Op
 	if capacity < 1 || capacity > MaxCapacity {
 		return nil, check.InvalidArgument("capacity", "must be between 1 and %d, got %d", int64(MaxCapacity), capacity)
 	}
-	cfg := config{recheck: DefaultRecheck}
+	cfg := config{recheck: DefaultRecheck, fifoRecheck: fifoRecheck, fifoLive: fifoLive}
 	if err := check.Apply(&cfg, opts); err != nil {
 		return nil, err
 	}
-	return &Semaphore{e: e, key: key, keys: e.Key(key), capacity: capacity, capArg: []any{capacity}, recheck: cfg.recheck}, nil
+	s := &Semaphore{e: e, key: key, keys: e.Key(key), capacity: capacity, capArg: []any{capacity}, recheck: cfg.recheck}
+	if cfg.fifo {
+		if s.fifo, err = newFIFO(e, key, capacity, min(cfg.recheck, cfg.fifoRecheck), cfg.fifoLive); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 // check returns an error wrapping coordination.ErrInvalidArgument for a nil
@@ -164,7 +178,9 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (*Permit, er
 // reported it) or the re-check period passes, and tries again. Transient
 // Redis errors (see coordination.IsTransient) are retried with jittered
 // backoff. A waiter for many permits may wait while smaller requests keep
-// succeeding: there is no queue. While the semaphore is draining
+// succeeding: there is no queue, unless the Semaphore was made [WithFIFO]
+// (then blocked waiters are granted in arrival order, a waiter for many
+// permits included). While the semaphore is draining
 // ([Semaphore.Drain]) it waits for [Semaphore.Resume]; a capacity raised
 // by [Semaphore.SetCapacity] wakes it at once.
 //
@@ -193,10 +209,14 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, ttl time.Duration, blo
 	}
 	p := &Permit{sem: s, n: n}
 	p.id[0] = member(n, token)
-	h, _, err := s.e.Acquire(ctx, &engine.AcquireRequest{
+	r := &engine.AcquireRequest{
 		Kind: kind, Keys: s.keys, ID: p.id[:], TTL: ttl, Extra: s.capArg,
 		Block: block, Recheck: s.recheck,
-	})
+	}
+	if s.fifo != nil {
+		r.Kind, r.Keys, r.Extra, r.Recheck = fifoKind, s.fifo.keys, s.fifo.extra, s.fifo.recheck
+	}
+	h, _, err := s.e.Acquire(ctx, r)
 	if err != nil {
 		return nil, err
 	}

@@ -1064,7 +1064,8 @@ func TestAbandonedCleanupIsCounted(t *testing.T) {
 }
 
 // An acquisition whose reply was lost (the script ran, the caller saw a
-// timeout) is released in the background by an owner-checked release.
+// timeout) is released in the background by an owner-checked cleanup,
+// which leaves a tombstone of its member (no permit).
 func TestLostAcquireReplyIsCleanedUp(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
@@ -1079,8 +1080,8 @@ func TestLostAcquireReplyIsCleanedUp(t *testing.T) {
 			t.Fatalf("TryAcquireN with a lost reply = %v, %v; want the ambiguous error", p, err)
 		}
 		eventually(t, 5*time.Second, "background release of the acquisition", func() bool {
-			n, _ := raw.Exists(ctx, b.Key(key)).Result()
-			return n == 0
+			ok, err := noPermit(ctx, raw, b.Key(key))
+			return err == nil && ok
 		})
 		p = mustAcquireN(t, s, 2, time.Minute)
 		release(t, p)

@@ -128,7 +128,9 @@ func fieldTTLs(s *layout.Snapshot, names []string) string {
 // FIFOQueueLayout is the queue of a first-in first-out lock's blocked
 // waiters (lock.WithFIFO): a sorted set next to the lock key, named the
 // lock key followed by "\x00fifo" and a slot suffix, of owner tokens
-// scored by their arrival number.
+// scored by their arrival number. A first-in first-out semaphore's queue
+// (semaphore.WithFIFO) has the same shape, its members the waiters'
+// permit ids "P:<n>:<token>"; it is decoded by this layout too.
 var FIFOQueueLayout = layout.Layout{
 	Kind: "lock waiter queue",
 	Type: "zset",
@@ -139,7 +141,7 @@ var FIFOQueueLayout = layout.Layout{
 		r.Add("waiters", s.ZCard)
 		for i, m := range s.ZSet {
 			r.Entries = append(r.Entries, layout.Entry{{K: "position", V: i + 1}, {K: "owner", V: layout.Tok(m.Member)}, {K: "arrival", V: int64(m.Score)}})
-			if !layout.IsToken(m.Member) {
+			if !layout.IsToken(m.Member) && !isPermitID(m.Member) {
 				r.Bad("member %q is not an owner token", m.Member)
 			}
 		}
@@ -147,6 +149,18 @@ var FIFOQueueLayout = layout.Layout{
 			r.Bad("a waiter queue expires with its longest-lived waiter; this one has no TTL")
 		}
 	},
+}
+
+// isPermitID reports whether m is a semaphore waiter's permit id
+// "P:<n>:<token>" (n >= 1).
+func isPermitID(m string) bool {
+	rest, ok := strings.CutPrefix(m, "P:")
+	if !ok {
+		return false
+	}
+	n, token, ok := strings.Cut(rest, ":")
+	v, err := strconv.ParseInt(n, 10, 64)
+	return ok && err == nil && v >= 1 && layout.IsToken(token)
 }
 
 // FIFOAliveLayout is the hash of a first-in first-out lock's waiters'

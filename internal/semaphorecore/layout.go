@@ -2,8 +2,9 @@
 // (package layout): a semaphore is one sorted set of "P:<n>:<token>"
 // permits scored by their expiry in ms (+inf: no expiry), its capacity
 // record "capacity" (scored -capacity), or "capacity-set" in its place
-// when the capacity was set in the key (which then has no TTL), and the
-// "multi", "waiting" and "draining" records.
+// when the capacity was set in the key (which then has no TTL), the
+// "multi", "waiting" and "draining" records, and the tombstones of
+// abandoned acquisitions (a permit's member scored in (-1, 0)).
 
 package semaphorecore
 
@@ -15,6 +16,11 @@ import (
 
 	"github.com/coordkit/coordination/internal/layout"
 )
+
+// TombstoneScale is 2^43: the tombstone semaphore_abandon leaves of an
+// abandoned acquisition's member is scored -(its expiry in ms) /
+// TombstoneScale, in (-1, 0) (lua/semaphore_acquire.lua).
+const TombstoneScale = 1 << 43
 
 // maxCapacity is semaphore.MaxCapacity, and latestMs the longest TTL a
 // permit takes, in ms, rounded up (the scripts' bound on a permit's
@@ -43,7 +49,7 @@ var SemaphoreLayout = layout.Layout{
 func decode(s *layout.Snapshot, r *layout.Report) {
 	now := float64(s.NowMs)
 	var capacity, used int64
-	holders, noExpiry, waiters := 0, 0, false
+	holders, noExpiry, tombstones, waiters := 0, 0, 0, false
 	var set, plain, draining bool // "capacity-set", "capacity" and "draining" are there
 	// Every problem is reported, in one line: a verb checks only the
 	// scores it reads, so a key may hold several that none has refused.
@@ -68,6 +74,21 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 			n, token, ok := permit(m.Member)
 			if !ok {
 				bad("member %q is not P:<n>:<token>", m.Member)
+				continue
+			}
+			if m.Score > -1 && m.Score < 0 {
+				// The tombstone of an abandoned acquisition (semaphore_abandon):
+				// no permit, in force until its expiry.
+				until := math.Round(-m.Score * TombstoneScale)
+				if until > now+3600e3 {
+					bad("tombstone %q scored %s: its expiry is over an hour from now", m.Member, score(m.Score))
+					continue
+				}
+				if until <= now {
+					continue // expired, pruned by the next acquisition
+				}
+				tombstones++
+				r.Entries = append(r.Entries, layout.Entry{{K: "permits", V: 0}, {K: "abandoned", V: layout.Tok(token)}, {K: "expires in", V: layout.ExpiresIn(s, until)}})
 				continue
 			}
 			if !math.IsInf(m.Score, 1) && (m.Score < 0 || m.Score != math.Trunc(m.Score) || m.Score > now+latestMs) {
@@ -97,6 +118,10 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 	r.Add("holders", holders)
 	r.Add("without expiry", noExpiry)
 	r.Add("notifies on release", waiters) // a contended attempt marked it
+	if tombstones > 0 {
+		// Only then: the report of a key without one reads as before.
+		r.Add("tombstones", tombstones)
+	}
 	if set || draining {
 		// Only when set (SetCapacity, Drain): the report of a semaphore
 		// that never had one reads as before.

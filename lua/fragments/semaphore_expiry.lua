@@ -9,9 +9,13 @@
 -- when the key may expire with it. Sets after (declared by the script) to
 -- the expiry of the highest permit other than member (ms, or math.huge)
 -- and after_score (declared too) to its score as the reply gives it, or
--- after to false when no other permit ranks above the records. One call:
--- the two highest members, read by rank (a read by member scans a small
--- sorted set, a listpack).
+-- after to false when no other permit ranks above the records. Then,
+-- when a live tombstone (semaphore_abandon) expires later, after is its
+-- expiry (and after_score the same in whole ms): the key lives until no
+-- tombstone is in force. Two calls: the two highest members, read by rank
+-- (a read by member scans a small sorted set, a listpack), and the latest
+-- tombstone (the lowest score in (-1, 0); tombstones rank below every
+-- permit).
 local top = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')
 local i = #top - 1
 if top[i] == member then
@@ -24,7 +28,21 @@ else
   after_score = top[i + 1]
   after = expiry(after_score)
   if after == nil then
-    return redis.error_reply(outside)
+    local x = tonumber(after_score)
+    if x == nil or x <= -1 or x >= 0 then
+      return redis.error_reply(outside)
+    end
+    after = false -- a tombstone: no other permit
+  end
+end
+local stones = redis.call('ZRANGEBYSCORE', key, '(-1', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
+if stones[1] then
+  local gone = math.floor(-tonumber(stones[2]) * 8796093022208 + 0.5)
+  if gone > now + 3600000 then
+    return redis.error_reply(outside) -- no tombstone lasts over an hour
+  end
+  if gone > now and (after == false or after < gone) then
+    after, after_score = gone, string.format('%d', gone)
   end
 end
 --#section extend
@@ -34,7 +52,8 @@ end
 -- permit without expiry: GT keeps it so. When GT changed nothing, a key
 -- left without a TTL by an operator (PERSIST, a RESTORE without TTL)
 -- while no permit lacks an expiry gets its TTL back: the latest permit's
--- (member's old score, at or below its new one, left out).
+-- (member's old score, at or below its new one, left out), or the
+-- latest tombstone's when no other permit is there.
 if redis.call('PEXPIREAT', key, score, 'GT') == 0 and redis.call('PEXPIRETIME', key) == -1 and
     redis.call('ZCOUNT', key, '+inf', '+inf') == 0 then
   local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
@@ -42,7 +61,16 @@ if redis.call('PEXPIREAT', key, score, 'GT') == 0 and redis.call('PEXPIRETIME', 
   if top[1] ~= member and top[1] ~= 'capacity' and top[1] ~= 'multi' and top[1] ~= 'waiting' then
     local e = expiry(top[2])
     if e == nil then
-      return redis.error_reply(outside)
+      local x = tonumber(top[2])
+      if x == nil or x <= -1 or x >= 0 then
+        return redis.error_reply(outside)
+      end
+      -- Tombstones only: the latest one (the lowest score).
+      local stones = redis.call('ZRANGEBYSCORE', key, '(-1', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
+      e = math.floor(-tonumber(stones[2]) * 8796093022208 + 0.5)
+      if e > now + 3600000 then
+        return redis.error_reply(outside) -- no tombstone lasts over an hour
+      end
     end
     at = math.max(at, e)
   end

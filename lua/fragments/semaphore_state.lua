@@ -18,7 +18,12 @@
 -- drain_rec) and mine (the caller's member's score, false when it has
 -- none). Defines latest, outside, expiry, cap (the recorded capacity),
 -- records (how many records the key holds), draining (the "draining"
--- record is there) and mine_at (mine's expiry, nil when mine is false).
+-- record is there), mine_at (mine's expiry, nil when mine is false or a
+-- tombstone) and stone (when mine is a tombstone of the caller's member,
+-- left by semaphore_abandon and scored -(its expiry in ms) / 2^43, in
+-- (-1, 0), an expiry at most an hour from now (a later one is outside the
+-- layout): that expiry in ms, which may have passed (an expired tombstone
+-- is no longer in force: it is absent); false otherwise).
 -- Returns the COORD_BADSTATE error reply from the script when one is
 -- outside.
 local latest = now + 9223372036855
@@ -61,10 +66,19 @@ if drain_rec then
   end
   draining, records = true, records + 1
 end
-local mine_at = nil
+local mine_at, stone = nil, false
 if mine then
   mine_at = expiry(mine)
   if mine_at == nil then
-    return redis.error_reply(outside)
+    -- Not a permit's score: a tombstone's (semaphore_abandon), in (-1, 0)
+    -- and expiring within an hour, or outside the layout.
+    local x = tonumber(mine)
+    if x == nil or x <= -1 or x >= 0 then
+      return redis.error_reply(outside)
+    end
+    stone = math.floor(-x * 8796093022208 + 0.5)
+    if stone > now + 3600000 then
+      return redis.error_reply(outside)
+    end
   end
 end
