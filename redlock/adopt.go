@@ -116,9 +116,11 @@ func (g *Group) quorumTTL(rs []result, token string) (ttl time.Duration, fence i
 	return ttl, fence, n, true
 }
 
-// read runs the holder read on every node and returns once a quorum holds
-// one token (want, when not empty), none can any more, every node
-// answered, or the node timeout passed.
+// read runs the holder read on every node and returns once every node
+// answered, the node timeout passed, or no token (want, when not empty)
+// can be held by a quorum any more. It waits for the nodes after a quorum
+// answered, so that the quorum's TTL is the longest any quorum holds (see
+// quorumTTL), the same whichever nodes answer first.
 func (g *Group) read(ctx context.Context, op string, keys []engine.Keys, want string) *fanned {
 	return g.fanOut(ctx, op, allNodes(len(g.nodes)), func(ctx context.Context, n *node) result {
 		h, err := n.holder(ctx, keys[n.i])
@@ -130,14 +132,10 @@ func (g *Group) read(ctx context.Context, op string, keys []engine.Keys, want st
 		best := 0
 		for i := range rs {
 			t := rs[i].held.Token
-			if rs[i].state != yes || !rs[i].held.Held || want != "" && t != want {
-				continue
+			if rs[i].state == yes && rs[i].held.Held && (want == "" || t == want) {
+				_, _, n, _ := g.quorumTTL(rs, t)
+				best = max(best, n)
 			}
-			_, _, n, ok := g.quorumTTL(rs, t)
-			if ok {
-				return true
-			}
-			best = max(best, n)
 		}
 		return best+pend < g.quorum
 	})
@@ -173,7 +171,9 @@ func (g *Group) unread(ctx context.Context, op string, f *fanned, token, what st
 // owner token ([coordination.Lease.Token]): one script per node, in
 // parallel and bounded by the node timeout as every round, reads the
 // node's owner and remaining TTL at one server instant (admitted once as
-// REDLOCK ADOPT); nothing is written and no TTL is extended.
+// REDLOCK ADOPT); nothing is written and no TTL is extended. It waits for
+// every node's answer (so a node that does not answer delays it by the
+// node timeout), unless no quorum can hold token any more.
 //
 // The lock is held when a quorum of nodes (with [WithFencing], the fencing
 // node among them) hold token, and the validity is computed as an
@@ -236,9 +236,11 @@ func (g *Group) Adopt(ctx context.Context, key, token string) (*Lock, error) {
 
 // Holder reads who holds the lock at key: the holder read on every node,
 // in parallel and bounded by the node timeout (one script per node,
-// admitted once as REDLOCK READ), writing nothing; it returns once a
-// quorum of nodes agree on one owner token (with [WithFencing], the
-// fencing node among them). It returns that token, its validity as
+// admitted once as REDLOCK READ), writing nothing, waiting for every
+// node's answer (at most the node timeout) unless no quorum can hold one
+// token any more. When a quorum of nodes agree on one owner token (with
+// [WithFencing], the fencing node among them), it returns that token, its
+// validity as
 // Remaining (the quorum's TTL, computed as [Group.Adopt] does from the
 // nodes' remaining TTLs, minus the drift allowance for it; at least 1 ms;
 // the largest time.Duration when the quorum's keys have no TTL) and, with
