@@ -163,7 +163,7 @@ func (g *Group) unread(ctx context.Context, op string, f *fanned, token, what st
 	if best+count(rs, failed)+count(rs, pending) >= g.quorum && !fencingAnswered {
 		return g.quorumError(op, rs, best)
 	}
-	return fmt.Errorf("redlock: %w: %s by %d of %d nodes, %d needed", sentinel.ErrNotHeld, what, best, len(g.nodes), g.quorum)
+	return fmt.Errorf("redlock: %w: %s %d of %d nodes (a quorum)", sentinel.ErrNotHeld, what, g.quorum, len(g.nodes))
 }
 
 // Adopt returns the [Lock] that token holds at key on a quorum of the
@@ -220,7 +220,7 @@ func (g *Group) Adopt(ctx context.Context, key, token string) (*Lock, error) {
 	ttl, fence, _, ok := g.quorumTTL(f.rs, token)
 	switch {
 	case !ok || f.canceled:
-		return nil, op.End(g.unread(ctx, "adopt", f, token, "held"))
+		return nil, op.End(g.unread(ctx, "adopt", f, token, "the token is on fewer than"))
 	case ttl == engine.NoExpiry:
 		return nil, op.End(fmt.Errorf("redlock: %w: the quorum's keys have no TTL (written by hand); the lock cannot be adopted", sentinel.ErrBadState))
 	}
@@ -279,7 +279,7 @@ func (g *Group) Holder(ctx context.Context, key string) (coordination.Holder, er
 			}
 		}
 	}
-	return coordination.Holder{}, op.End(g.unread(ctx, "read", f, "", "no owner token is held"))
+	return coordination.Holder{}, op.End(g.unread(ctx, "read", f, "", "no owner token is on"))
 }
 
 // ForceRelease removes token's lock at key from every node, whoever calls,
