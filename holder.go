@@ -8,7 +8,8 @@ import "time"
 // [github.com/coordkit/coordination/lock.FieldSet.Holder],
 // [github.com/coordkit/coordination/fencing.Mutex.Holder],
 // [github.com/coordkit/coordination/rwlease.RWMutex.Holders],
-// [github.com/coordkit/coordination/semaphore.Semaphore.Holders]), which
+// [github.com/coordkit/coordination/semaphore.Semaphore.Holders],
+// [github.com/coordkit/coordination/redlock.Group.Holder]), which
 // write nothing. It is a snapshot: by the time it is returned the holder
 // may have released, expired or been replaced. An administrator passes
 // its Token to the primitive's ForceRelease (naming the token never
@@ -23,7 +24,9 @@ type Holder struct {
 	// Remaining is the lease's remaining TTL on the server at the instant
 	// the read ran, in whole milliseconds (at least 1 ms); the largest
 	// time.Duration for a lease without expiry (written by hand: the
-	// library's acquisitions always set a TTL).
+	// library's acquisitions always set a TTL). For a Redlock, the
+	// validity a quorum of its nodes gives the holder (see
+	// [github.com/coordkit/coordination/redlock.Group.Holder]).
 	Remaining time.Duration
 	// FencingToken is a fencing lock holder's fencing token (positive);
 	// 0 for the other kinds.

@@ -163,6 +163,12 @@ func TestVerbArgumentErrorsNameOperationAndKey(t *testing.T) {
 				func() error { _, err := f.group.Acquire(bg, "", time.Second); return err }},
 			{"redlock.Lock.Refresh", `coordination: redlock renew "rk": invalid argument ttl: must be longer than the clock-drift allowance (2.02ms), got 2ms`,
 				func() error { _, err := f.rl.Refresh(bg, 2*time.Millisecond); return err }},
+			{"redlock.Group.Adopt", `coordination: redlock adopt "rk": invalid argument token: must be an owner token (22 characters of base64url, as Lease.Token returns), got "x"`,
+				func() error { _, err := f.group.Adopt(bg, "rk", "x"); return err }},
+			{"redlock.Group.Holder", `coordination: redlock read: invalid argument key: must not be empty`,
+				func() error { _, err := f.group.Holder(bg, ""); return err }},
+			{"redlock.Group.ForceRelease", `coordination: redlock force release "rk": invalid argument token: must be an owner token (22 characters of base64url, as Lease.Token returns), got "x"`,
+				func() error { _, err := f.group.ForceRelease(bg, "rk", "x"); return err }},
 		}
 		if f.field != nil {
 			verbs = append(verbs, verb{"lock.FieldLease.Refresh", `coordination: lease renew "fs" field "a": ` + ttl0,

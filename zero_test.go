@@ -38,6 +38,9 @@ func TestZeroAndNilPrimitivesRefuse(t *testing.T) {
 	for _, g := range []*redlock.Group{new(redlock.Group), nil} {
 		add(fmt.Sprintf("redlock.Group(%v).TryAcquire", g == nil), func() error { _, err := g.TryAcquire(ctx, "k", ttl); return err })
 		add(fmt.Sprintf("redlock.Group(%v).Acquire", g == nil), func() error { _, err := g.Acquire(ctx, "k", ttl); return err })
+		add(fmt.Sprintf("redlock.Group(%v).Adopt", g == nil), func() error { _, err := g.Adopt(ctx, "k", "tok"); return err })
+		add(fmt.Sprintf("redlock.Group(%v).Holder", g == nil), func() error { _, err := g.Holder(ctx, "k"); return err })
+		add(fmt.Sprintf("redlock.Group(%v).ForceRelease", g == nil), func() error { _, err := g.ForceRelease(ctx, "k", "tok"); return err })
 	}
 	for _, m := range []*lock.Mutex{new(lock.Mutex), nil} {
 		add("lock.Mutex.TryAcquire", func() error { _, err := m.TryAcquire(ctx, ttl); return err })

@@ -90,6 +90,9 @@
 //	REDLOCK RENEW                 redlock       redlock.Lock.Refresh (keep-alive renewals are not admitted)
 //	REDLOCK VERIFY                redlock       redlock.Lock.Verify
 //	REDLOCK RELEASE               redlock       redlock.Lock.Release
+//	REDLOCK ADOPT                 redlock       Group.Adopt
+//	REDLOCK READ                  redlock       Group.Holder
+//	REDLOCK FORCE RELEASE         redlock       Group.ForceRelease
 //
 // A Redlock group spans several coordinators: each group operation is
 // admitted once through every node's coordinator hooks, in the group's

@@ -102,4 +102,7 @@ const (
 	RWLeaseForceRelease    = "RWLEASE FORCE RELEASE"
 	SemaphoreAdopt         = "SEMAPHORE ADOPT"
 	SemaphoreForceRelease  = "SEMAPHORE FORCE RELEASE"
+	RedlockAdopt           = "REDLOCK ADOPT"
+	RedlockRead            = "REDLOCK READ"
+	RedlockForceRelease    = "REDLOCK FORCE RELEASE"
 )

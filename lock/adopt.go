@@ -2,8 +2,6 @@ package lock
 
 import (
 	"context"
-	"strings"
-	"time"
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
@@ -20,52 +18,15 @@ import (
 // a re-send after a lost reply could not tell its own release from a
 // release by the holder.
 var (
-	holderScript       = engine.NewScript("lock_holder", decodeHolder(true))
+	holderScript       = lockcore.Holder
 	forceReleaseScript = engine.NewScript("lock_release", decode.Release).Once()
 	fifoForceRelease   = engine.NewScript("lock_fifo_release", decode.Release).Once()
-	fieldHolderScript  = engine.NewScript("lease_holder", decodeHolder(false)).Requires(engine.HashFieldExpiration)
+	fieldHolderScript  = engine.NewScript("lease_holder", lockcore.DecodeHolder(false)).Requires(engine.HashFieldExpiration)
 	fieldForceRelease  = engine.NewScript("lease_release", decode.Release).Once().Requires(engine.HashFieldExpiration)
 )
 
 // holding is the decoded reply of lock_holder and lease_holder.
-type holding struct {
-	Held  bool // false: free
-	Token string
-	TTL   time.Duration // engine.NoExpiry for none
-}
-
-// decodeHolder reads false (free) or {value, pttl_ms}: value an owner
-// token (with the waiter mark '+' when mark) or an abandoned
-// acquisition's tombstone (free: lock_abandon, lease_abandon), pttl_ms >= 1
-// or -1 (none).
-func decodeHolder(mark bool) func(v any) (holding, bool) {
-	return func(v any) (holding, bool) {
-		if v == nil {
-			return holding{}, true
-		}
-		a, ok := decode.Array(v, 2)
-		if !ok {
-			return holding{}, false
-		}
-		s, ok1 := a[0].(string)
-		p, ok2 := a[1].(int64)
-		if ok1 && ok2 && lockcore.IsTombstone(s) && (p >= 1 || p == -1) {
-			// An abandoned acquisition's tombstone: the lease is free.
-			return holding{}, true
-		}
-		if mark {
-			s = strings.TrimSuffix(s, "+")
-		}
-		if !ok1 || !ok2 || !layout.IsToken(s) || (p < 1 && p != -1) {
-			return holding{}, false
-		}
-		ttl := engine.NoExpiry
-		if p != -1 {
-			ttl = time.Duration(p) * time.Millisecond
-		}
-		return holding{Held: true, Token: s, TTL: ttl}, true
-	}
-}
+type holding = lockcore.Holding
 
 // Adopt returns the [Lock] that token holds on the key, for a process that
 // restarted (or any other) and kept its lock's owner token

@@ -64,6 +64,19 @@
 // coordination.redlock.node_failures through its first coordinator's meter
 // provider.
 //
+// # Adopting, reading and force-releasing
+//
+// [Group.Adopt] takes back, after a restart, the lock an owner token
+// holds on a quorum, with a validity computed as an acquisition's from the
+// TTLs the nodes report (the quorum-th longest remaining TTL of the nodes
+// that hold it, less the read's time and the drift allowance);
+// [Group.Holder] reads the token a quorum agrees on and its validity,
+// writing nothing (a tombstone reads as free); [Group.ForceRelease] runs
+// the holder's own owner-checked release on every node, waking blocked
+// acquirers as a release does, for an administrator whose holder hangs.
+// They are admitted as REDLOCK ADOPT, REDLOCK READ and REDLOCK FORCE
+// RELEASE.
+//
 // # What it does not guarantee
 //
 // Redlock is not a consensus protocol, and Martin Kleppmann's analysis

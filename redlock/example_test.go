@@ -139,3 +139,74 @@ func ExampleWithFencing() {
 	// fencing token 1
 	// fencing token 2
 }
+
+// A process that restarts adopts the Redlock it held by its owner token,
+// saved before the restart; an administrator reads the holder and forces
+// a hung holder out, waking a blocked acquirer at once.
+func ExampleGroup_Adopt() {
+	coords, done := threeNodes()
+	defer done()
+	ctx := context.Background()
+	g, err := redlock.New(coords)
+	if err != nil {
+		log.Fatal(err)
+	}
+	l, err := g.TryAcquire(ctx, "reports:nightly", 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	saved := l.Token() // e.g. written to a local file before the process restarts
+
+	// After the restart: a new group over the same deployments.
+	if err := snippetAdopt(ctx, coords, saved); err != nil {
+		log.Fatal(err)
+	}
+
+	// An administrator frees a lock whose holder hangs.
+	if _, err := g.TryAcquire(ctx, "reports:nightly", time.Hour); err != nil {
+		log.Fatal(err)
+	}
+	acquired := make(chan error)
+	go func() {
+		l, err := g.Acquire(ctx, "reports:nightly", time.Minute) // blocks
+		if err == nil {
+			_, err = l.Release(ctx)
+		}
+		acquired <- err
+	}()
+	h, err := g.Holder(ctx, "reports:nightly")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("held for about %v more\n", h.Remaining.Round(time.Hour))
+	released, err := g.ForceRelease(ctx, "reports:nightly", h.Token)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("forced:", released, "waiter:", <-acquired)
+	// Output:
+	// adopted with 30s validity left
+	// held for about 1h0m0s more
+	// forced: true waiter: <nil>
+}
+
+func snippetAdopt(ctx context.Context, coords []*coordination.Coordinator, saved string) error {
+	g, err := redlock.New(coords)
+	if err != nil {
+		return err
+	}
+	l, err := g.Adopt(ctx, "reports:nightly", saved)
+	if errors.Is(err, coordination.ErrNotHeld) {
+		return nil // expired or taken over meanwhile: acquire it again
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Printf("adopted with %v validity left\n", l.Remaining().Round(time.Second))
+	if _, err := l.Refresh(ctx, 30*time.Second); err != nil { // Adopt does not extend the TTL
+		return err
+	}
+	l.KeepAlive()
+	_, err = l.Release(ctx) // when the work is done
+	return err
+}

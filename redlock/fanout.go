@@ -180,7 +180,7 @@ func (f *fanned) after(fn func(n *node, r result)) {
 
 var nodeFailureAttrs = func() map[[2]string]attribute.Set {
 	m := map[[2]string]attribute.Set{}
-	for _, op := range []string{"acquire", "refresh", "verify", "release"} {
+	for _, op := range []string{"acquire", "refresh", "verify", "release", "adopt", "read", "force release"} {
 		for _, reason := range []string{"timeout", "error"} {
 			m[[2]string{op, reason}] = attribute.NewSet(attribute.String("operation", op), attribute.String("reason", reason))
 		}

@@ -294,8 +294,23 @@ func (g *Group) drift(ttl time.Duration) time.Duration {
 // ACQUIRE and the key (when the key is valid), as every error of the
 // acquisition does.
 func (g *Group) check(key string, ttl time.Duration) (int64, []engine.Keys, error) {
-	bad := func(k engine.Keys, err error) (int64, []engine.Keys, error) {
-		return 0, nil, engine.OpError(hooks.RedlockAcquire, k, err)
+	keys, err := g.keysFor(hooks.RedlockAcquire, key)
+	if err != nil {
+		return 0, nil, err
+	}
+	ms, err := g.checkTTL(ttl)
+	if err != nil {
+		return 0, nil, engine.OpError(hooks.RedlockAcquire, g.first.Key(key), err)
+	}
+	return ms, keys, nil
+}
+
+// keysFor validates a key (nothing admitted, nothing sent) and returns
+// every node's keys. Its errors name op and the key (when the key is
+// valid).
+func (g *Group) keysFor(op, key string) ([]engine.Keys, error) {
+	bad := func(k engine.Keys, err error) ([]engine.Keys, error) {
+		return nil, engine.OpError(op, k, err)
 	}
 	if g == nil || len(g.nodes) == 0 {
 		return bad(engine.Keys{}, check.InvalidArgument("group", "has no nodes: a zero or nil Group is not usable; create one with redlock.New"))
@@ -304,13 +319,10 @@ func (g *Group) check(key string, ttl time.Duration) (int64, []engine.Keys, erro
 		return bad(engine.Keys{}, err)
 	}
 	named := g.first.Key(key) // names the key in the errors below
-	ms, err := g.checkTTL(ttl)
-	if err != nil {
-		return bad(named, err)
-	}
 	keys := make([]engine.Keys, len(g.nodes))
 	for i, n := range g.nodes {
 		if n.fencing {
+			var err error
 			if keys[i], err = fencingcore.Keys(n.e, nil, key, key+FenceSuffix); err != nil {
 				return bad(named, check.InvalidArgument("key", "with a fencing node the key needs a {hash tag} (e.g. \"{invoice:42}\"), so that the lease and its counter (key+%q) share a Cluster slot", FenceSuffix))
 			}
@@ -318,7 +330,7 @@ func (g *Group) check(key string, ttl time.Duration) (int64, []engine.Keys, erro
 		}
 		keys[i] = n.e.Key(key)
 	}
-	return ms, keys, nil
+	return keys, nil
 }
 
 // checkTTL validates a TTL and returns it in milliseconds.
@@ -500,6 +512,7 @@ type result struct {
 	grant     decode.Grant
 	ok        bool           // refresh: still held and extended
 	out       decode.Outcome // release
+	held      holding        // holder read
 	err       error
 	ambiguous bool // a failed call may have run on the node
 	cut       bool // failed because the caller's context ended, not the node
@@ -728,7 +741,7 @@ func wait(ctx context.Context, settled <-chan struct{}) error {
 // ones, so coordination.IsTransient judges it by its nodes' errors (a
 // [ErrNodeTimeout] or a network error is transient).
 type QuorumError struct {
-	Op        string  // "acquire", "refresh", "verify" or "release"
+	Op        string  // "acquire", "refresh", "verify", "release", "adopt", "read" or "force release"
 	Confirmed int     // nodes that granted, extended or confirmed
 	Quorum    int     // nodes needed
 	Errs      []error // per node; nil where the node answered

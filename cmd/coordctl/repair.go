@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	coordination "github.com/coordkit/coordination"
+	"github.com/coordkit/coordination/fencing"
 	"github.com/coordkit/coordination/idempotency"
 	"github.com/coordkit/coordination/internal/fencingcore"
 	"github.com/coordkit/coordination/internal/httpreplay"
@@ -27,8 +28,13 @@ import (
 	"github.com/coordkit/coordination/internal/latchcore"
 	"github.com/coordkit/coordination/internal/layout"
 	"github.com/coordkit/coordination/internal/lockcore"
+	"github.com/coordkit/coordination/internal/rwleasecore"
 	"github.com/coordkit/coordination/internal/semaphorecore"
+	"github.com/coordkit/coordination/internal/slot"
 	"github.com/coordkit/coordination/latch"
+	"github.com/coordkit/coordination/lock"
+	"github.com/coordkit/coordination/rwlease"
+	"github.com/coordkit/coordination/semaphore"
 )
 
 // The commands that read or change a key only when it holds the kind they
@@ -509,27 +515,104 @@ func claimResult(ctx context.Context, c redis.UniversalClient, key string) (stri
 }
 
 func init() {
-	register(command{name: "repair lock", usage: "repair lock --key K --owner TOKEN                   force-release a lock whose holder hangs", run: runRepairLock})
+	register(command{name: "repair lock", usage: "repair lock --key K --owner TOKEN                   force-release a lock or lease whose holder hangs", run: runRepairLock})
 }
 
-// runRepairLock force-releases a lock (package lock's Mutex) or a fencing
-// lock held by the owner whose token starts with --owner: the key is
-// deleted in a transaction that first checks, under WATCH, that it still
-// holds that owner's lock.
+// leaseKinds are the kinds repair lock force-releases.
+var leaseKinds = []string{lockcore.LockLayout.Kind, fencingcore.LeaseLayout.Kind, rwleasecore.LeaseLayout.Kind, semaphorecore.SemaphoreLayout.Kind}
+
+// forcer is one lease kind's holder read and force release, through the
+// library (so that the release wakes blocked acquirers as the holder's
+// own release does).
+type forcer struct {
+	holders func(ctx context.Context) ([]coordination.Holder, error)
+	release func(ctx context.Context, token string) (bool, error)
+}
+
+// forcerFor returns the force release of the lease of kind at key (without
+// the prefix; full with it).
+func forcerFor(ctx context.Context, coord *coordination.Coordinator, kind, key, full string) (forcer, error) {
+	one := func(read func(context.Context) (coordination.Holder, error)) func(context.Context) ([]coordination.Holder, error) {
+		return func(ctx context.Context) ([]coordination.Holder, error) {
+			h, err := read(ctx)
+			if errors.Is(err, coordination.ErrNotHeld) {
+				return nil, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			return []coordination.Holder{h}, nil
+		}
+	}
+	switch kind {
+	case lockcore.LockLayout.Kind:
+		// A lock made WithFIFO has its waiters' queue beside the key
+		// while any wait: its release wakes the queue's head.
+		fifo := false
+		if q := slot.KeyIn(full+"\x00fifo", slot.Of(full)); q != "" {
+			n, err := coord.Client().Exists(ctx, q).Result()
+			if err != nil {
+				return forcer{}, err
+			}
+			fifo = n > 0
+		}
+		m, err := lock.New(coord, key, lock.WithFIFO(fifo))
+		if err != nil {
+			return forcer{}, err
+		}
+		return forcer{one(m.Holder), m.ForceRelease}, nil
+	case fencingcore.LeaseLayout.Kind:
+		// The force release runs on the lease key alone; the counter key
+		// is only named (one in the lease key's slot), never touched.
+		fence := slot.KeyIn(full+"\x00fence", slot.Of(full))
+		if fence == "" {
+			return forcer{}, fmt.Errorf("%w: no counter key name lies in the slot of %q", errRefused, full)
+		}
+		m, err := fencing.New(coord, key, fence[len(coord.Prefix()):])
+		if err != nil {
+			return forcer{}, err
+		}
+		return forcer{one(m.Holder), m.ForceRelease}, nil
+	case rwleasecore.LeaseLayout.Kind:
+		m, err := rwlease.New(coord, key)
+		if err != nil {
+			return forcer{}, err
+		}
+		return forcer{m.Holders, m.ForceRelease}, nil
+	default:
+		// The capacity passed here is not used: a semaphore's key holds
+		// its capacity record.
+		s, err := semaphore.New(coord, key, 1)
+		if err != nil {
+			return forcer{}, err
+		}
+		return forcer{s.Holders, s.ForceRelease}, nil
+	}
+}
+
+// runRepairLock force-releases the lease held by the owner whose token
+// starts with --owner on a lock (package lock's Mutex, plain or FIFO), a
+// fencing lock, a read-write lease or a semaphore, with the library's
+// ForceRelease: the holder's own owner-checked release, which wakes
+// blocked acquirers at once.
 func runRepairLock(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("repair lock", stdout, stderr, `usage: coordctl repair lock --key K --owner TOKEN
 
-Force-releases the lock at K (a lock.Mutex's, or a fencing lock's) held by the
-owner whose token starts with TOKEN (coordctl inspect K shows it), so that the
-next acquisition succeeds now instead of when the lock expires. Use it when the
-holder hangs or its keep-alive renews forever. The holder, if alive, finds its
-lock gone at its next renewal or verify (its context is cancelled); blocked
-waiters are not notified and take it at their next re-check. The owner check
-keeps a lock taken meanwhile by someone else. A fencing lock's counter is kept:
-the next holder's token is still higher.
-Exit status: 0 released; 1 not a lock, or held by another owner; 2 bad usage;
-3 the server cannot be reached.`, `coordctl repair lock --redis redis://127.0.0.1:6379/0 --key jobs:nightly --owner 3f2a9c1e`)
-	key := fs.String("key", "", "lock key (for a fencing lock: its lease key, e.g. {K}:lock); required")
+Force-releases the lease at K held by the owner whose token starts with TOKEN
+(coordctl inspect K shows it), so that the next acquisition succeeds now
+instead of when the lease expires: a lock.Mutex's lock (plain or FIFO), a
+fencing lock, or one holder's read or write lease of an rwlease or permits of
+a semaphore. Use it when the holder hangs or its keep-alive renews forever.
+It runs the library's ForceRelease (the holder's own release, owner-checked),
+so acquirers blocked in Acquire (another process) are woken at once and take
+it within milliseconds; a FIFO lock wakes its queue's head. The holder, if
+alive, finds its lease gone at its next renewal or verify (its context is
+cancelled). A lease taken meanwhile by someone else is kept. A fencing lock's
+counter is kept: the next holder's token is still higher.
+Exit status: 0 released; 1 not such a key, held by no owner whose token starts
+with TOKEN (or by several), or released meanwhile; 2 bad usage; 3 the server
+cannot be reached.`, `coordctl repair lock --redis redis://127.0.0.1:6379/0 --key jobs:nightly --owner 3f2a9c1e`)
+	key := fs.String("key", "", "lock or lease key (for a fencing lock: its lease key, e.g. {K}:lock); required")
 	owner := fs.String("owner", "", "the holder's owner token, or a prefix of it (at least 8 characters); required")
 	return oneShot(fs, args, key, 0, func() int {
 		if len(*owner) < 8 {
@@ -538,28 +621,41 @@ Exit status: 0 released; 1 not a lock, or held by another owner; 2 bad usage;
 		return 0
 	}, func(ctx context.Context, coord *coordination.Coordinator) int {
 		full := coord.Prefix() + *key
-		c := coord.Client()
-		var held string
-		r, err := guarded(ctx, c, full, []string{lockcore.LockLayout.Kind, fencingcore.LeaseLayout.Kind}, func(r *layout.Report) error {
-			var err error
-			if r.Kind == lockcore.LockLayout.Kind {
-				held, err = c.Get(ctx, full).Result()
-			} else {
-				held, err = c.HGet(ctx, full, "owner").Result()
-			}
-			if err != nil {
-				return err
-			}
-			held = strings.TrimSuffix(held, "+")
-			if !strings.HasPrefix(held, *owner) {
-				return fmt.Errorf("%w: the lock at %q is held by %s, not by %s...", errRefused, full, layout.Tok(held), *owner)
-			}
-			return nil
-		}, func(p redis.Pipeliner, _ *layout.Report) { p.Del(ctx, full) })
+		r, err := expectKind(ctx, coord.Client(), full, leaseKinds...)
 		if err != nil {
 			return refusal(stderr, fs.name, err)
 		}
-		fmt.Fprintf(stdout, "released the %s at %q held by %s\n", r.Kind, full, layout.Tok(held))
+		f, err := forcerFor(ctx, coord, r.Kind, *key, full)
+		if err != nil {
+			return refusal(stderr, fs.name, err)
+		}
+		hs, err := f.holders(ctx)
+		if err != nil {
+			return refusal(stderr, fs.name, err)
+		}
+		var match, all []string
+		for _, h := range hs {
+			all = append(all, layout.Tok(h.Token))
+			if strings.HasPrefix(h.Token, *owner) {
+				match = append(match, h.Token)
+			}
+		}
+		switch {
+		case len(hs) == 0:
+			return refusal(stderr, fs.name, fmt.Errorf("%w: the %s at %q is free", errRefused, r.Kind, full))
+		case len(match) == 0:
+			return refusal(stderr, fs.name, fmt.Errorf("%w: the %s at %q is held by %s, not by %s...", errRefused, r.Kind, full, strings.Join(all, ", "), *owner))
+		case len(match) > 1:
+			return refusal(stderr, fs.name, fmt.Errorf("%w: %d holders of the %s at %q have a token starting with %s: give more of it", errRefused, len(match), r.Kind, full, *owner))
+		}
+		ok, err := f.release(ctx, match[0])
+		if err != nil {
+			return refusal(stderr, fs.name, err)
+		}
+		if !ok {
+			return refusal(stderr, fs.name, fmt.Errorf("%w: %s no longer held the %s at %q (released or expired meanwhile)", errRefused, layout.Tok(match[0]), r.Kind, full))
+		}
+		fmt.Fprintf(stdout, "released the %s at %q held by %s\n", r.Kind, full, layout.Tok(match[0]))
 		return exitOK
 	})
 }

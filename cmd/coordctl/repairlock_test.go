@@ -12,6 +12,8 @@ import (
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 	"github.com/coordkit/coordination/leader"
 	"github.com/coordkit/coordination/lock"
+	"github.com/coordkit/coordination/rwlease"
+	"github.com/coordkit/coordination/semaphore"
 )
 
 // repair lock force-releases a lock or a fencing lock held by the owner
@@ -118,5 +120,96 @@ func TestLeaderResign(t *testing.T) {
 		expect(t, exitRefused, "nobody leads election", cmdline(b, "leader resign", "--key", "nightly")...)
 		expect(t, exitUsage, "--id is empty", cmdline(b, "leader resign", "--key", "nightly", "--id", "")...)
 		expect(t, exitUsage, "at most 256 are allowed", cmdline(b, "leader resign", "--key", "nightly", "--id", strings.Repeat("x", 300))...)
+	})
+}
+
+// repair lock runs the library's force release: an acquirer blocked in
+// Acquire (another client) takes the lease at once, not at its next
+// re-check (5 s by default; the key was deleted without waking anyone
+// before), for a plain and a FIFO lock, a fencing lock, a read-write
+// lease's writer and a semaphore's permit.
+func TestRepairLockWakesWaiter(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		type lease interface {
+			Token() string
+		}
+		type kind struct {
+			name, key string
+			// take returns the blocking acquisition on a new coordinator
+			// (another client: another process).
+			take func() func(ctx context.Context) (lease, error)
+		}
+		mutex := func(key string, opts ...lock.Option) func() func(ctx context.Context) (lease, error) {
+			return func() func(ctx context.Context) (lease, error) {
+				m, err := lock.New(b.Coordinator(t), key, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return func(ctx context.Context) (lease, error) { return m.Acquire(ctx, time.Hour) }
+			}
+		}
+		kinds := []kind{
+			{"lock", "jobs", mutex("jobs")},
+			{"lock", "fifo", mutex("fifo", lock.WithFIFO(true))},
+			{"fencing lease", "{f}:lock", func() func(ctx context.Context) (lease, error) {
+				m, err := fencing.New(b.Coordinator(t), "{f}:lock", "{f}:fence")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return func(ctx context.Context) (lease, error) { return m.Acquire(ctx, time.Hour) }
+			}},
+			{"rwlease", "rw", func() func(ctx context.Context) (lease, error) {
+				m, err := rwlease.New(b.Coordinator(t), "rw")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return func(ctx context.Context) (lease, error) { return m.Write(ctx, time.Hour) }
+			}},
+			{"semaphore", "sem", func() func(ctx context.Context) (lease, error) {
+				s, err := semaphore.New(b.Coordinator(t), "sem", 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return func(ctx context.Context) (lease, error) { return s.Acquire(ctx, time.Hour) }
+			}},
+		}
+		for _, k := range kinds {
+			held, err := k.take()(ctx)
+			if err != nil {
+				t.Fatalf("%s: %v", k.key, err)
+			}
+			type got struct {
+				l   lease
+				err error
+				at  time.Time
+			}
+			done := make(chan got, 1)
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			acquire := k.take()
+			go func() {
+				l, err := acquire(wctx)
+				done <- got{l, err, time.Now()}
+			}()
+			time.Sleep(300 * time.Millisecond) // the waiter is blocked
+			select {
+			case r := <-done:
+				t.Fatalf("%s: the waiter did not block: %v", k.key, r.err)
+			default:
+			}
+			start := time.Now()
+			expect(t, exitOK, "released the "+k.name+" at", cmdline(b, "repair lock", "--key", k.key, "--owner", held.Token()[:8])...)
+			r := <-done
+			cancel()
+			if r.err != nil {
+				t.Fatalf("%s: the waiter: %v", k.key, r.err)
+			}
+			d := r.at.Sub(start)
+			t.Logf("%s (%s): the waiter held it %v after coordctl repair lock started", k.key, k.name, d)
+			if d > time.Second {
+				t.Fatalf("%s: the waiter took %v after the repair; want at once (well under the 5 s re-check)", k.key, d)
+			}
+			expect(t, exitRefused, "not by "+held.Token()[:8], cmdline(b, "repair lock", "--key", k.key, "--owner", held.Token()[:8])...)
+		}
 	})
 }

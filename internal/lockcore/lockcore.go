@@ -26,6 +26,7 @@ package lockcore
 
 import (
 	"strings"
+	"time"
 
 	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/engine"
@@ -63,7 +64,50 @@ var (
 	// acquisition: it releases the token if it holds the lock and leaves
 	// its tombstone (engine.LeaseKind.Abandon).
 	Abandon = engine.NewScript("lock_abandon", decode.Release)
+	// Holder (lock_holder.lua) reads the lock's owner and PTTL, writing
+	// nothing (lock.Mutex.Holder and Adopt, a Redlock node's read).
+	Holder = engine.NewScript("lock_holder", DecodeHolder(true))
 )
+
+// Holding is the decoded reply of lock_holder and lease_holder.
+type Holding struct {
+	Held  bool // false: free (no key, or an abandoned acquisition's tombstone)
+	Token string
+	TTL   time.Duration // engine.NoExpiry for none
+}
+
+// DecodeHolder reads false (free) or {value, pttl_ms}: value an owner
+// token (with the waiter mark '+' when mark) or an abandoned
+// acquisition's tombstone (free: lock_abandon, lease_abandon), pttl_ms >= 1
+// or -1 (none).
+func DecodeHolder(mark bool) func(v any) (Holding, bool) {
+	return func(v any) (Holding, bool) {
+		if v == nil {
+			return Holding{}, true
+		}
+		a, ok := decode.Array(v, 2)
+		if !ok {
+			return Holding{}, false
+		}
+		s, ok1 := a[0].(string)
+		p, ok2 := a[1].(int64)
+		if ok1 && ok2 && IsTombstone(s) && (p >= 1 || p == -1) {
+			// An abandoned acquisition's tombstone: the lease is free.
+			return Holding{}, true
+		}
+		if mark {
+			s = strings.TrimSuffix(s, "+")
+		}
+		if !ok1 || !ok2 || !layout.IsToken(s) || (p < 1 && p != -1) {
+			return Holding{}, false
+		}
+		ttl := engine.NoExpiry
+		if p != -1 {
+			ttl = time.Duration(p) * time.Millisecond
+		}
+		return Holding{Held: true, Token: s, TTL: ttl}, true
+	}
+}
 
 // Tombstone is the mark that follows an abandoned token in the lock key
 // (lock_abandon.lua).

@@ -1,7 +1,7 @@
 // Package adopttest is the test suite of adopting, reading and
 // force-releasing a held lease, shared by every lease kind that has them
 // (lock.Mutex, lock.FieldSet, fencing.Mutex, rwlease.RWMutex,
-// semaphore.Semaphore): a new coordinator (a restarted process) adopts a
+// semaphore.Semaphore, redlock.Group on a key): a new coordinator (a restarted process) adopts a
 // lease by its token and holds it exactly like the acquirer (Remaining
 // from the server's TTL, Refresh, Verify, KeepAlive, Release); a wrong
 // token is not held; a malformed one is refused with nothing sent; the
