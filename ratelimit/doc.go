@@ -313,7 +313,10 @@
 // consumed its permits without returning a grant. Per-call context
 // deadlines bound network I/O only with go-redis' ContextTimeoutEnabled:
 // true. A concurrency attempt whose reply was lost is released in the
-// background.
+// background, leaving a tombstone of its member (0 permits, expiring
+// after the lease duration clamped to 5 s..1 min) that the attempt's own
+// request refuses if it reaches the server later: a late request takes
+// nothing, and nobody else is held up by the tombstone.
 //
 // State lives in one Redis primary: asynchronous replication can lose
 // recent consumption on failover (budgets reset a little), and eviction or a
