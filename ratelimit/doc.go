@@ -17,7 +17,10 @@
 // permits held at once. [ConcurrencyLimiter.TryAcquire] (never waits) and
 // [ConcurrencyLimiter.Acquire] (waits) return a [*ConcurrencyLease], a held
 // lease that embeds coordination.Lease, renews itself in the background
-// and returns its permits on Release.
+// and returns its permits on Release. [ConcurrencyLimiter.Adopt] takes a
+// lease back by its token after a restart, [ConcurrencyLimiter.Holders]
+// lists the live leases and [ConcurrencyLimiter.ForceRelease] gives back
+// one lease's permits, as the other lease kinds do.
 //
 // [NewLocal] and [NewLocalConcurrency] return the same types deciding in
 // this process's memory, without Redis (the same algorithms and answers,
