@@ -247,7 +247,9 @@ func (c *ConcurrencyLimiter) Close() error {
 // taken together, released together. Its lease methods are those of the
 // embedded [coordination.Lease], admitted through hooks as RATE LIMIT
 // RENEW, VERIFY and RELEASE: it renews itself in the background (its
-// keep-alive runs from the acquisition; KeepAlive does nothing more),
+// keep-alive runs from the acquisition; KeepAlive does nothing more; a
+// lease returned by [ConcurrencyLimiter.Adopt] renews once KeepAlive is
+// called),
 // Release never returns NotOwned (a lease belongs to its holder alone),
 // Key is the limiter's key, and Token is 22 random base64url characters
 // (128 bits). Its member in the sorted set is "<N>:<Token>". It adds
