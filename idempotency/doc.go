@@ -197,7 +197,9 @@
 // re-sent Complete carries the same random completion id and answers true
 // again without storing anything new; a re-sent Abandon carries the same
 // random abandon id, finds it in the abandoned key and answers true again
-// (within the 5 s the abandoned key lasts; after that it answers false);
+// (within the 5 s the abandoned key lasts, unless the cleanup of another
+// call's ambiguous Begin replaced the abandon id meanwhile; after that it
+// answers false);
 // a re-sent Begin answers Started with the same fencing token. Outside such
 // a re-send (a new call), a second Complete or Abandon returns false and
 // changes nothing.
