@@ -9,7 +9,8 @@ import "time"
 // [github.com/coordkit/coordination/fencing.Mutex.Holder],
 // [github.com/coordkit/coordination/rwlease.RWMutex.Holders],
 // [github.com/coordkit/coordination/semaphore.Semaphore.Holders],
-// [github.com/coordkit/coordination/redlock.Group.Holder]), which
+// [github.com/coordkit/coordination/redlock.Group.Holder],
+// [github.com/coordkit/coordination/ratelimit.ConcurrencyLimiter.Holders]), which
 // write nothing. It is a snapshot: by the time it is returned the holder
 // may have released, expired or been replaced. An administrator passes
 // its Token to the primitive's ForceRelease (naming the token never
@@ -31,8 +32,9 @@ type Holder struct {
 	// FencingToken is a fencing lock holder's fencing token (positive);
 	// 0 for the other kinds.
 	FencingToken int64
-	// Permits is the number of permits a semaphore holder holds (at least
-	// 1); 0 for the other kinds.
+	// Permits is the number of permits a semaphore holder or a
+	// concurrency limiter's lease holds (at least 1); 0 for the other
+	// kinds.
 	Permits int64
 	// Shared is true for a read-write lease's read (shared) lease; false
 	// for its write lease and for the other kinds.

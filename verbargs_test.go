@@ -145,6 +145,8 @@ func TestVerbArgumentErrorsNameOperationAndKey(t *testing.T) {
 				func() error { _, err := f.conc.TryAcquire(bg, 0); return err }},
 			{"ratelimit.ConcurrencyLimiter.Update", `coordination: rate limit update "conc": invalid argument limit: must be between 1 and 2147483647, got 0`,
 				func() error { return f.conc.Update(bg, 0) }},
+			{"ratelimit.ConcurrencyLimiter.Adopt", "coordination: rate limit adopt \"conc\": invalid argument token: must be an owner token (22 characters of base64url, as Lease.Token returns), got \"x\"",
+				func() error { _, err := f.conc.Adopt(bg, "x"); return err }},
 			{"ratelimit.ConcurrencyLease.Refresh", `coordination: rate limit renew "conc": ` + ttl0,
 				func() error { _, err := f.held.Refresh(bg, 0); return err }},
 			{"ratelimit.DenyList.Deny", `coordination: rate limit deny list write "deny": invalid argument identity: must not be empty`,

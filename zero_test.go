@@ -98,6 +98,11 @@ func TestZeroAndNilPrimitivesRefuse(t *testing.T) {
 		add("ratelimit.Allow", func() error { _, err := l.Allow(ctx, 1); return err })
 		add("ratelimit.Wait", func() error { _, err := l.Wait(ctx, 1); return err })
 	}
+	for _, c := range []*ratelimit.ConcurrencyLimiter{new(ratelimit.ConcurrencyLimiter), nil} {
+		add("ratelimit.ConcurrencyLimiter.Adopt", func() error { _, err := c.Adopt(ctx, "tok"); return err })
+		add("ratelimit.ConcurrencyLimiter.Holders", func() error { _, err := c.Holders(ctx); return err })
+		add("ratelimit.ConcurrencyLimiter.ForceRelease", func() error { _, err := c.ForceRelease(ctx, "tok"); return err })
+	}
 	for _, c := range calls {
 		var err error
 		func() {

@@ -82,7 +82,9 @@
 //	RATE LIMIT DENY LIST READ     rate_limit    DenyList.Denied (a limiter's own checks are not admitted again)
 //	RATE LIMIT DENY LIST WRITE    rate_limit    DenyList.Deny, DenyList.DenyFor, DenyList.Remove
 //	RATE LIMIT RESET              rate_limit    Limiter.Reset
-//	RATE LIMIT PEEK               rate_limit    Limiter.Peek
+//	RATE LIMIT PEEK               rate_limit    Limiter.Peek, ConcurrencyLimiter.Holders
+//	RATE LIMIT ADOPT              rate_limit    ConcurrencyLimiter.Adopt
+//	RATE LIMIT FORCE RELEASE      rate_limit    ConcurrencyLimiter.ForceRelease
 //	RATE LIMIT ADJUST             rate_limit    Limiter.Penalize, Limiter.Reward
 //	RATE LIMIT ALLOW LIST READ    rate_limit    AllowList.Allowed (a limiter's own checks are not admitted again)
 //	RATE LIMIT ALLOW LIST WRITE   rate_limit    AllowList.Allow, AllowList.Remove

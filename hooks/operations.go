@@ -86,7 +86,8 @@ const (
 
 // Operation names of adopting, reading and force-releasing a held lease
 // (Adopt, Holder or Holders, ForceRelease); a semaphore's Holders is
-// admitted as [SemaphoreRead], as its State is.
+// admitted as [SemaphoreRead], as its State is, and a concurrency
+// limiter's as [RateLimitPeek].
 const (
 	LockAdopt              = "LOCK ADOPT"
 	LockRead               = "LOCK READ"
@@ -105,4 +106,6 @@ const (
 	RedlockAdopt           = "REDLOCK ADOPT"
 	RedlockRead            = "REDLOCK READ"
 	RedlockForceRelease    = "REDLOCK FORCE RELEASE"
+	RateLimitAdopt         = "RATE LIMIT ADOPT"
+	RateLimitForceRelease  = "RATE LIMIT FORCE RELEASE"
 )

@@ -44,7 +44,7 @@
 //
 //	pending    "P" <result ttl> ":" <fence> ":" <owner> ":" <fp>
 //	completed  "C" <completion id> ":" <fp> <result>
-//	abandoned  "A" <fence> ":" <abandon id>   (for 5 s after an Abandon)
+//	abandoned  "A" <fence> ":" <abandon id>   (for 5 s after an Abandon; see below for a Begin's cleanup)
 //	failed     "F" <fence> ":" <fail id> ":" <fp>   (after a Fail, for the rest of the claim's TTL)
 //
 // where result ttl is the result TTL in milliseconds (decimal, applied by
@@ -197,7 +197,9 @@
 // re-sent Complete carries the same random completion id and answers true
 // again without storing anything new; a re-sent Abandon carries the same
 // random abandon id, finds it in the abandoned key and answers true again
-// (within the 5 s the abandoned key lasts; after that it answers false);
+// (within the 5 s the abandoned key lasts, unless the cleanup of another
+// call's ambiguous Begin replaced the abandon id meanwhile; after that it
+// answers false);
 // a re-sent Begin answers Started with the same fencing token. Outside such
 // a re-send (a new call), a second Complete or Abandon returns false and
 // changes nothing.
@@ -212,7 +214,15 @@
 // owner-checked Abandon with the call's token removes any claim it may have
 // created: bounded by the claim's ttl and a minute, retried on transient
 // errors, and counted in coordination.cleanup.abandoned when given up (the
-// claim then ends at its TTL). After an ambiguous Complete, a Begin with
+// claim then ends at its TTL). That cleanup leaves the key abandoned with
+// the call's owner token as the abandon id, for the claim's ttl clamped to
+// 5 s..1 min, also when the key held no claim yet (the fence is then the
+// server's time) or another call's abandoned claim (its fence kept): the
+// call's own request, if it reaches the server only after the cleanup (a
+// retransmission, a stalled link), finds it, creates nothing and is
+// answered InProgress (nobody reads that answer), while every other Begin
+// takes the key over at once. A request delayed longer than that, or past
+// another claim's whole life, can still create a claim that lasts its TTL. After an ambiguous Complete, a Begin with
 // the same fingerprint tells whether the result was stored (Completed) or
 // not (InProgress until the claim expires). Per-call context deadlines
 // bound network I/O only when the go-redis client is created with

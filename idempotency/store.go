@@ -401,8 +401,13 @@ func begin(ctx context.Context, e *engine.Engine, k engine.Keys, token string, t
 		// token that nobody will finish: remove it, owner-checked. (When the
 		// answer is Started, a later attempt found that claim: it is the
 		// caller's.)
+		// The owner token is this abandon's id too, and the abandoned
+		// claim a tombstone that the attempt's request, if it reaches the
+		// server after this cleanup, cannot pass (idempotency_begin
+		// refuses an abandon id equal to its owner token).
+		life := engine.AbandonFor(ttl).Milliseconds()
 		e.Cleanup("begin", ttl, func(ctx context.Context) error {
-			_, err := abandonScript.Run(ctx, e, k, token, token) // the owner token is this abandon's id too
+			_, err := abandonScript.Run(ctx, e, k, token, token, life)
 			return err
 		})
 	}

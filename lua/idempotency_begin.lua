@@ -8,7 +8,9 @@
 --            completed  'C' <completion id> ':' <fp> <result bytes>
 --            abandoned  'A' <fence> ':' <abandon id>  (for 5 s after an
 --                       Abandon: a free key that remembers the last fence
---                       and the call that abandoned it)
+--                       and the call that abandoned it; the cleanup of an
+--                       ambiguous Begin writes it with the Begin's owner
+--                       token as the abandon id, for up to a minute)
 --            failed     'F' <fence> ':' <fail id> ':' <fp>  (written by
 --                       idempotency_fail: the work failed and may have had
 --                       effects; kept with the pending claim's TTL)
@@ -51,6 +53,12 @@
 --                    the key expires or is forgotten
 --          -2        the key holds a claim with a different fingerprint
 --                    (nothing about it is revealed)
+--          An abandoned claim whose abandon id is the caller's owner token
+--          (left by the cleanup of this very call, which was ambiguous:
+--          idempotency_abandon with ARGV[3]) answers in progress with its
+--          remaining TTL and nothing is written: a request reaching the
+--          server after its call's cleanup creates no claim. Every other
+--          caller takes an abandoned key over at once.
 -- (The started and completed replies are the stored claim itself, so that a
 -- new claim, the hot path, costs no number conversion: Go reads them.)
 -- Errors (raised before anything is written):
@@ -97,9 +105,13 @@ elseif state == 67 then -- 'C'
     return redis.error_reply('COORD_BADSTATE completed idempotency claim lacks its completion id')
   end
 elseif state == 65 then -- 'A': abandoned, free; the new fence follows the old
-  local a = string.match(v, '^A([1-9]%d*):')
+  local a, id = string.match(v, '^A([1-9]%d*):()')
   if not a or #a > 16 then
     return redis.error_reply('COORD_BADSTATE abandoned idempotency claim lacks its fence')
+  end
+  if string.sub(v, id) == token then
+    -- This call's own cleanup ran first: a late request takes nothing.
+    return math.max(redis.call('PTTL', KEYS[1]), 0)
   end
   local fence = tonumber(t[1] .. us)
   local prev = tonumber(a)

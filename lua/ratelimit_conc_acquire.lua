@@ -16,7 +16,10 @@
 -- Reply    {acquired, available, next_ms}
 --          acquired   1 when the lease was recorded (probe: a permit is
 --                     free); a re-sent call whose member is already live
---                     returns 1 again without a second entry
+--                     returns 1 again without a second entry. 0, nothing
+--                     written, when the member's tombstone is live (its
+--                     acquisition was abandoned: ratelimit_conc_abandon;
+--                     a late request takes nothing)
 --          available  permits free after this call
 --          next_ms    when not acquired: milliseconds until the earliest
 --                     live lease expires (a hint for waiters, not a retry
@@ -33,6 +36,9 @@
 --   COORD_CONFIG_MISMATCH   the key records another limit (ARGV[5] = 1)
 --   COORD_BADSTATE          a member is malformed, or leases exist without
 --                           the settings member
+-- Tombstones: members "0:<permits>:<token>!" (ratelimit_conc_abandon) hold
+-- 0 permits; every caller but the abandoned member ignores them, and a key
+-- holding only tombstones (no settings member) reads as empty.
 -- Idempotent: a re-send with the same member finds its live entry.
 local lease, limit, permits = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 if not (limit and lease and permits) or limit < 1 or lease < 1 or permits < 0
@@ -49,10 +55,16 @@ if s then
     return redis.error_reply('COORD_CONFIG_MISMATCH key records another limit')
   end
 elseif redis.call('EXISTS', KEYS[1]) == 1 then
-  return redis.error_reply('COORD_BADSTATE concurrency set lacks its settings member')
+  -- A set without its settings member is foreign, unless it holds only
+  -- tombstones (a cleanup on a key without leases): then it is empty.
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+    if not string.match(m, '^0:.*!$') then
+      return redis.error_reply('COORD_BADSTATE concurrency set lacks its settings member')
+    end
+  end
 end
 local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'WITHSCORES')
-local used, first, last, mine = 0, -1, now, false
+local used, first, last, mine, abandoned = 0, -1, now, false, false
 for i = 1, #live, 2 do
   local m = live[i]
   local p = string.match(m, '^(%d+):')
@@ -62,7 +74,7 @@ for i = 1, #live, 2 do
   end
   used = used + p
   local e = tonumber(live[i + 1])
-  if first < 0 then
+  if first < 0 and p > 0 then
     first = e - now
   end
   if e > last then
@@ -70,13 +82,15 @@ for i = 1, #live, 2 do
   end
   if m == ARGV[1] then
     mine = true
+  elseif p == 0 and string.sub(m, 3, -2) == ARGV[1] then
+    abandoned = true -- this member's tombstone: a late request
   end
 end
 local available = limit - used
 if available < 0 then
   available = 0
 end
-if s and (permits == 0 or mine or permits > available) then
+if s and (permits == 0 or mine or abandoned or permits > available) then
   -- nothing to write: a key without an expiry gets the one its leases call for
   redis.call('PEXPIRE', KEYS[1], last - now, 'NX')
 end
@@ -89,7 +103,7 @@ end
 if mine then
   return {1, available, -1}
 end
-if permits > limit then
+if permits > limit or abandoned then
   return {0, available, -1}
 end
 if permits > available then

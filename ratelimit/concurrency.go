@@ -39,6 +39,7 @@ var concKind = &engine.LeaseKind{
 	Primitive: primitive,
 	AcquireOp: hooks.RateLimitAcquire, RenewOp: hooks.RateLimitRenew, VerifyOp: hooks.RateLimitVerify, ReleaseOp: hooks.RateLimitRelease,
 	Acquire: concAcquireScript, Refresh: concRenewScript, Verify: concVerifyScript, Release: concReleaseScript,
+	Abandon: concAbandonScript,
 	Metrics: concurrencyMetrics,
 }
 
@@ -62,7 +63,10 @@ var concKind = &engine.LeaseKind{
 // re-send of one attempt finds its own entry instead of adding a second. An
 // attempt whose outcome is unknown (a lost reply, a timeout, a
 // cancellation) is released in the background, owner-checked, however later
-// attempts fare.
+// attempts fare; the cleanup leaves a tombstone of the attempt's member
+// (0 permits, expiring by itself after the lease duration clamped to
+// 5 s..1 min) so that the attempt's request, if it reaches the server
+// after the cleanup, takes nothing. Other callers ignore tombstones.
 //
 // State: one sorted set with a member per live lease plus one settings
 // member; it is deleted when the last lease is released and otherwise
@@ -243,7 +247,9 @@ func (c *ConcurrencyLimiter) Close() error {
 // taken together, released together. Its lease methods are those of the
 // embedded [coordination.Lease], admitted through hooks as RATE LIMIT
 // RENEW, VERIFY and RELEASE: it renews itself in the background (its
-// keep-alive runs from the acquisition; KeepAlive does nothing more),
+// keep-alive runs from the acquisition; KeepAlive does nothing more; a
+// lease returned by [ConcurrencyLimiter.Adopt] renews once KeepAlive is
+// called),
 // Release never returns NotOwned (a lease belongs to its holder alone),
 // Key is the limiter's key, and Token is 22 random base64url characters
 // (128 bits). Its member in the sorted set is "<N>:<Token>". It adds

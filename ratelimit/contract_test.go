@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -258,8 +259,15 @@ func (a algorithm) spec() contract.Spec {
 				return errors.New("TryAcquire with a lost reply returned a lease")
 			},
 			Clean: func(ctx context.Context, raw redis.UniversalClient, key func(string) string, name string) (bool, error) {
-				n, err := raw.Exists(ctx, key(name)).Result()
-				return n == 0, err
+				// Clean: no lease left; the cleanup's tombstones ("0:...!")
+				// and the settings member hold nothing.
+				ms, err := raw.ZRange(ctx, key(name), 0, -1).Result()
+				for _, m := range ms {
+					if m != "#" && !(strings.HasPrefix(m, "0:") && strings.HasSuffix(m, "!")) {
+						return false, err
+					}
+				}
+				return err == nil, err
 			},
 		}
 	}

@@ -17,7 +17,10 @@
 // permits held at once. [ConcurrencyLimiter.TryAcquire] (never waits) and
 // [ConcurrencyLimiter.Acquire] (waits) return a [*ConcurrencyLease], a held
 // lease that embeds coordination.Lease, renews itself in the background
-// and returns its permits on Release.
+// and returns its permits on Release. [ConcurrencyLimiter.Adopt] takes a
+// lease back by its token after a restart, [ConcurrencyLimiter.Holders]
+// lists the live leases and [ConcurrencyLimiter.ForceRelease] gives back
+// one lease's permits, as the other lease kinds do.
 //
 // [NewLocal] and [NewLocalConcurrency] return the same types deciding in
 // this process's memory, without Redis (the same algorithms and answers,
@@ -313,7 +316,10 @@
 // consumed its permits without returning a grant. Per-call context
 // deadlines bound network I/O only with go-redis' ContextTimeoutEnabled:
 // true. A concurrency attempt whose reply was lost is released in the
-// background.
+// background, leaving a tombstone of its member (0 permits, expiring
+// after the lease duration clamped to 5 s..1 min) that the attempt's own
+// request refuses if it reaches the server later: a late request takes
+// nothing, and nobody else is held up by the tombstone.
 //
 // State lives in one Redis primary: asynchronous replication can lose
 // recent consumption on failover (budgets reset a little), and eviction or a

@@ -696,3 +696,65 @@ func Example_admin() {
 	// locked out: true
 	// after the reset: 5
 }
+
+// A process that restarts adopts its concurrency lease by its token; an
+// administrator lists the holders and force-releases one.
+func ExampleConcurrencyLimiter_Adopt() {
+	srv, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	coord, err := coordination.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	lim, err := ratelimit.NewConcurrency(coord, "limits:exports", 4, ratelimit.WithLeaseDuration(30*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	lease, err := lim.TryAcquire(ctx, 3)
+	if err != nil {
+		log.Fatal(err)
+	}
+	saved := lease.Token()
+	lim.Close() // the process stops: its lease stays until its TTL
+
+	// After the restart: a new coordinator (here on the same client).
+	coord, err = coordination.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	lim, err = ratelimit.NewConcurrency(coord, "limits:exports", 4, ratelimit.WithLeaseDuration(30*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lim.Close()
+	adopted, err := lim.Adopt(ctx, saved)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("adopted permits:", adopted.N(), adopted.Remaining().Round(time.Second))
+	if _, err := adopted.Refresh(ctx, 30*time.Second); err != nil { // then renew it
+		log.Fatal(err)
+	}
+	adopted.KeepAlive()
+
+	hs, err := lim.Holders(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("holders:", len(hs), "permits:", hs[0].Permits)
+	ok, err := lim.ForceRelease(ctx, hs[0].Token)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("force released:", ok)
+	// Output:
+	// adopted permits: 3 30s
+	// holders: 1 permits: 3
+	// force released: true
+}

@@ -545,6 +545,23 @@ func (l *Limiter) forget(h *held) {
 	l.mu.Unlock()
 }
 
+// wakeHead wakes the queue's head: permits were returned on the key by
+// something else than a lease of this limiter (ForceRelease).
+func (l *Limiter) wakeHead() {
+	l.mu.Lock()
+	if w := l.headLocked(); w != nil {
+		w.signal()
+	}
+	l.mu.Unlock()
+}
+
+// isClosed reports whether Close was called.
+func (l *Limiter) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
 // ctxEnded returns ctx's error, or context.DeadlineExceeded when its
 // deadline has passed but its timer has not fired yet (a read cut short by
 // the deadline can return first).

@@ -36,6 +36,11 @@ var (
 	concRenewScript   = engine.NewScript("ratelimit_conc_renew", decode.Bool01)
 	concVerifyScript  = engine.NewScript("ratelimit_conc_verify", decode.Bool01)
 	concReleaseScript = engine.NewScript("ratelimit_conc_release", decode.SoleRelease)
+	// concAbandonScript is the cleanup of an ambiguous acquisition
+	// (engine.LeaseKind.Abandon: member, tombstone TTL ms): it returns the
+	// member's permits if held and leaves a tombstone that the acquire
+	// script refuses to that member alone.
+	concAbandonScript = engine.NewScript("ratelimit_conc_abandon", decode.SoleRelease)
 
 	// resetScript deletes a limiter's key after checking it holds the
 	// caller's algorithm (idempotent: a re-send finds it gone).

@@ -289,6 +289,19 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 		must(err)
 		t.Cleanup(func() { _, _ = lease.Release(context.Background()) })
 		keys[name] = name
+		// The tombstone an abandoned acquisition's cleanup leaves beside a
+		// lease (ratelimit_conc_abandon): it holds nothing.
+		name = "limiter-concurrency-tombstone"
+		lim2, err := ratelimit.NewConcurrency(coord, name, 4, ratelimit.WithLeaseDuration(time.Minute))
+		must(err)
+		t.Cleanup(func() { _ = lim2.Close() })
+		lease2, err := lim2.TryAcquire(ctx, 1)
+		must(err)
+		t.Cleanup(func() { _, _ = lease2.Release(context.Background()) })
+		now, err := b.Admin(t).Time(ctx).Result()
+		must(err)
+		must(b.Admin(t).ZAdd(ctx, b.Key(name), redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "0:2:" + lease2.Token() + "x!"}).Err())
+		keys[name] = name
 	}
 
 	d, err := ratelimit.NewDenyList(coord, "denied")

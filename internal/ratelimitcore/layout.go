@@ -307,12 +307,18 @@ var ConcurrencyLayout = layout.Layout{
 	Kind: kindLimiter,
 	Type: "zset",
 	Match: func(s *layout.Snapshot) bool {
+		stones := 0
 		for _, m := range s.ZSet {
 			if m.Member == "#" && m.Score < 0 { // the limit record (a deny list's "#" is scored > 0)
 				return true
 			}
+			if isConcTombstone(m.Member) {
+				stones++
+			}
 		}
-		return false
+		// A cleanup's tombstones alone (ratelimit_conc_abandon on a key
+		// without leases).
+		return stones > 0 && stones == len(s.ZSet)
 	},
 	Mixes:  "concurrency-limiter",
 	Decode: decodeConcurrency,
@@ -321,7 +327,7 @@ var ConcurrencyLayout = layout.Layout{
 func decodeConcurrency(s *layout.Snapshot, r *layout.Report) {
 	now := float64(s.NowMs)
 	var limit, used int64
-	leases := 0
+	leases, stones := 0, 0
 	for _, m := range s.ZSet {
 		if m.Member == "#" {
 			limit = int64(-m.Score)
@@ -336,6 +342,10 @@ func decodeConcurrency(s *layout.Snapshot, r *layout.Report) {
 		if m.Score <= now {
 			continue
 		}
+		if k == 0 && isConcTombstone(m.Member) {
+			stones++
+			continue
+		}
 		leases++
 		used += k
 		r.Entries = append(r.Entries, layout.Entry{{K: "permits", V: k}, {K: "owner", V: layout.Tok(token)}, {K: "expires in", V: layout.ExpiresIn(s, m.Score)}})
@@ -345,6 +355,16 @@ func decodeConcurrency(s *layout.Snapshot, r *layout.Report) {
 	r.Add("held", used)
 	r.Add("remaining", max(limit-used, 0))
 	r.Add("leases", leases)
+	if stones > 0 {
+		r.Add("abandoned", stones) // live tombstones: they hold nothing
+	}
+}
+
+// isConcTombstone reports whether a concurrency set's member is the
+// tombstone of an abandoned acquisition: "0:" <member> "!"
+// (ratelimit_conc_abandon), holding no permit.
+func isConcTombstone(m string) bool {
+	return len(m) > 3 && strings.HasPrefix(m, "0:") && strings.HasSuffix(m, "!")
 }
 
 // DenyListLayout is a deny list: a sorted set of identities scored with

@@ -23,6 +23,11 @@
 // with -old, an earlier idempotency_begin.lua (one taking the arguments
 // of the script before b009713: owner, TTL, claim start, fingerprint part,
 // claim middle).
+// With -conc DIR it runs concurrency-limiter lease acquire + release
+// pairs (a 1-permit lease, limit 200, alone and beside 100 live leases),
+// the scripts of this checkout beside those in DIR (an earlier
+// ratelimit_conc_acquire.lua and ratelimit_conc_release.lua, as -dump
+// writes them).
 // With -usec it measures server time instead, finely interleaved: a plain
 // redis-server, every case run -n times in turn, -chunks rounds, each
 // case's µs per call from the growth of INFO commandstats over its own
@@ -51,6 +56,7 @@
 //	cd bench && go run ./cmd/scriptcost -semaphore /tmp/sem   # lock pair, then old and new semaphore pairs
 //	cd bench && go run ./cmd/scriptcost -rwlease /tmp/rw      # old and new read-write lease pairs
 //	cd bench && go run ./cmd/scriptcost -begin -n 500   # Begin against the floor script
+//	cd bench && go run ./cmd/scriptcost -conc /tmp/conc  # old and new concurrency lease pairs
 //
 // Needs valgrind (Debian package valgrind) and a redis-server with its
 // symbols (get-servers.sh builds Redis 8 with them; Debian's Redis 7.0 is
@@ -265,12 +271,13 @@ func main() {
 	fenceOld := flag.String("fencing", "", "instead of the rate limiters: fencing lock acquire + release pairs and the plain lock's pair, the scripts of this checkout beside those in this directory (fencing_acquire.lua and fencing_release.lua of an earlier commit)")
 	begin := flag.Bool("begin", false, "instead of the rate limiters: idempotency Begin on a fresh key beside the floor script and the no-op script (with -old: an earlier idempotency_begin.lua too, one taking the arguments of the script before b009713)")
 	semOld := flag.String("semaphore", "", "instead of the rate limiters: semaphore acquire + release pairs, the scripts of this checkout beside those in this directory (semaphore_acquire.lua and semaphore_release.lua of an earlier commit)")
+	concOld := flag.String("conc", "", "instead of the rate limiters: concurrency lease acquire + release pairs, the scripts of this checkout beside those in this directory (ratelimit_conc_acquire.lua and ratelimit_conc_release.lua of an earlier commit, as -dump writes them)")
 	rwOld := flag.String("rwlease", "", "instead of the rate limiters: read-write lease acquire + release pairs (read and write), the scripts of this checkout beside those in this directory (rwlease_acquire.lua and rwlease_release.lua of an earlier commit, as -dump writes them)")
-	dump := flag.String("dump", "", "write this checkout's assembled semaphore_acquire.lua, semaphore_release.lua, rwlease_acquire.lua and rwlease_release.lua (the text the library runs) into this directory and exit: the -semaphore or -rwlease directory of a later comparison")
+	dump := flag.String("dump", "", "write this checkout's assembled semaphore_acquire.lua, semaphore_release.lua, rwlease_acquire.lua, rwlease_release.lua, ratelimit_conc_acquire.lua and ratelimit_conc_release.lua (the text the library runs) into this directory and exit: the -semaphore, -rwlease or -conc directory of a later comparison")
 	keep := flag.String("keep", "", "keep callgrind's dumps in this directory (cg.out.<i>: case i, from 1; and <case>.out per rate-limit case; for callgrind_annotate)")
 	flag.Parse()
 	if *dump != "" {
-		for _, n := range []string{"semaphore_acquire", "semaphore_release", "rwlease_acquire", "rwlease_release"} {
+		for _, n := range []string{"semaphore_acquire", "semaphore_release", "rwlease_acquire", "rwlease_release", "ratelimit_conc_acquire", "ratelimit_conc_release"} {
 			if err := os.WriteFile(filepath.Join(*dump, n+".lua"), []byte(newScript(n)), 0o644); err != nil {
 				fail(err.Error())
 			}
@@ -350,6 +357,8 @@ func main() {
 		todo, runs = semaphoreCases(ctx, c, *semOld)
 	case *rwOld != "":
 		todo, runs = rwleaseCases(ctx, c, *rwOld)
+	case *concOld != "":
+		todo, runs = concCases(ctx, c, *concOld)
 	default:
 		for _, s := range append(refs(), cases(oldSrc != "")...) {
 			if !*grantsOnly || strings.HasSuffix(s.name, "grant") {
@@ -610,6 +619,44 @@ func rwleaseCases(ctx context.Context, c *redis.Client, oldDir string) ([]step, 
 				_, _ = rand.Read(id)
 				member := fmt.Sprintf("%s%x", cs.mode, id)
 				if err := c.EvalSha(ctx, acqSHA, []string{key}, append([]any{member, "60000"}, extra...)...).Err(); err != nil {
+					return err
+				}
+				return c.EvalSha(ctx, relSHA, []string{key}, member).Err()
+			})
+		}
+	}
+	return todo, runs
+}
+
+// concCases returns, for the scripts in oldDir and then this checkout's,
+// one acquire + release of a 1-permit concurrency lease (limit 200, lease
+// 30 s, as ratelimit.ConcurrencyLimiter.TryAcquire and
+// ConcurrencyLease.Release send them) on a key where it is the only lease,
+// and on a key where 100 others are live (lease 1 h).
+func concCases(ctx context.Context, c *redis.Client, oldDir string) ([]step, []func() error) {
+	var (
+		todo []step
+		runs []func() error
+	)
+	for _, side := range []string{"old", "new"} {
+		acq, rel := newScript("ratelimit_conc_acquire"), newScript("ratelimit_conc_release")
+		if side == "old" {
+			acq, rel = readFile(filepath.Join(oldDir, "ratelimit_conc_acquire.lua")), readFile(filepath.Join(oldDir, "ratelimit_conc_release.lua"))
+		}
+		acqSHA, relSHA := load(ctx, c, acq), load(ctx, c, rel)
+		for _, others := range []int{0, 100} {
+			key := fmt.Sprintf("%s:conc:%d", side, others)
+			for i := range others {
+				if err := c.EvalSha(ctx, acqSHA, []string{key}, fmt.Sprintf("1:other-%03d", i), "3600000", "200", "1", "0").Err(); err != nil {
+					fail(err.Error())
+				}
+			}
+			todo = append(todo, step{name: fmt.Sprintf("%s concurrency pair, %d other leases", side, others), warm: 10})
+			runs = append(runs, func() error {
+				id := make([]byte, 16)
+				_, _ = rand.Read(id)
+				member := fmt.Sprintf("1:%x", id)[:24]
+				if err := c.EvalSha(ctx, acqSHA, []string{key}, member, "30000", "200", "1", "0").Err(); err != nil {
 					return err
 				}
 				return c.EvalSha(ctx, relSHA, []string{key}, member).Err()
