@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -150,8 +151,14 @@ func Example_readmeLatch() {
 	coord, stop := exampleCoordinator()
 	defer stop()
 	ctx := context.Background()
+	// The workers end before the coordinator's client closes: Wait can
+	// see the count reach zero before the last worker reads its reply.
+	var workers sync.WaitGroup
+	defer workers.Wait()
 	for range 3 {
+		workers.Add(1)
 		go func() {
+			defer workers.Done()
 			l, err := latch.New(coord, "batch:42:done")
 			if err != nil {
 				log.Fatal(err)
