@@ -36,7 +36,8 @@ func soakDuration(t *testing.T) time.Duration {
 // into the scripts (lost replies with go-redis re-sends, LOADING instead of
 // or after the command, delayed replies) and a random node is partitioned
 // away now and then. Each holder checks a shared counter inside its
-// critical section (never two inside at once), and the holders' validity
+// critical section (never two inside at once while the one already inside
+// is within its validity), and the holders' validity
 // intervals, from the quorum's answer to the end of validity or the
 // release, never overlap.
 func TestMutualExclusionUnderFaults(t *testing.T) {
@@ -59,6 +60,7 @@ func TestMutualExclusionUnderFaults(t *testing.T) {
 	}
 	var (
 		inside, checks, violations atomic.Int64
+		holderUntil                atomic.Int64 // the validity end of the last holder in, in Unix ns
 		acquired, notAcquired      atomic.Int64
 		failedRounds               atomic.Int64
 		mu                         sync.Mutex
@@ -110,24 +112,36 @@ func TestMutualExclusionUnderFaults(t *testing.T) {
 				}
 				acquired.Add(1)
 				start := time.Now()
+				// validUntil is the end of the lock's validity (the local
+				// deadline, later after each successful refresh). A holder
+				// that outlives it (a sleep overrun on a loaded machine)
+				// holds nothing any more: its time past it is no violation.
+				validUntil := func() time.Time { d, _ := l.Context().Deadline(); return d }
+				if d, ok := l.Context().Deadline(); !ok || !d.After(start) {
+					t.Errorf("a lock just acquired has deadline %v (set: %v), not after %v", d, ok, start)
+					return
+				}
 				work := time.Duration(r.IntN(30)) * time.Millisecond
 				if l.Remaining() > work+5*time.Millisecond {
-					if inside.Add(1) != 1 {
+					if inside.Add(1) != 1 && time.Now().UnixNano() < holderUntil.Load() {
 						violations.Add(1)
 					}
+					holderUntil.Store(validUntil().UnixNano())
 					checks.Add(1)
 					time.Sleep(work)
 					if r.IntN(3) == 0 && l.Remaining() > 0 {
-						_, _ = l.Refresh(context.Background(), ttl)
+						if ok, _ := l.Refresh(context.Background(), ttl); ok {
+							holderUntil.Store(validUntil().UnixNano())
+						}
 					}
 					inside.Add(-1)
 				}
-				end := time.Now().Add(l.Remaining())
+				end := time.Now() // released from here on
+				if d := validUntil(); d.Before(end) {
+					end = d
+				}
 				if end.Before(start) {
 					end = start
-				}
-				if now := time.Now(); now.Before(end) {
-					end = now // released from here on
 				}
 				_, _ = l.Release(context.Background())
 				mu.Lock()
