@@ -285,14 +285,6 @@ func (c *Coordinator) Client() redis.UniversalClient {
 	return c.e.Client()
 }
 
-// Prefix returns the key prefix (empty when none was set, and for a nil or
-// zero Coordinator).
-func (c *Coordinator) Prefix() string {
-	if c == nil || c.e == nil {
-		return ""
-	}
-	return c.e.Prefix()
-}
 
 // Shutdown ends the coordinator: every primitive created over it stops
 // working, its background work ends, and no goroutine of it is left when

@@ -36,7 +36,7 @@ func TestNewValidatesAndNeverTouchesRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if coord.Prefix() != "p:" || coord.Client() != c {
+	if coord.Client() != c {
 		t.Fatal("accessors")
 	}
 	if k.Count() != 0 {

@@ -42,7 +42,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("stored under the prefix:", srv.Exists(coord.Prefix()+"nightly-report"))
+	fmt.Println("stored under the prefix:", srv.Exists("billing:nightly-report"))
 
 	_, err = mu.TryAcquire(ctx, 30*time.Second)
 	fmt.Println("second acquire:", errors.Is(err, coordination.ErrNotAcquired))

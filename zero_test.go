@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/coordkit/coordination/internal/engine"
 	"strings"
 	"testing"
 	"time"
@@ -134,9 +135,6 @@ func TestZeroCoordinatorRefused(t *testing.T) {
 		if c := zero.Client(); c != nil {
 			t.Errorf("zero Coordinator's Client() = %v, want nil", c)
 		}
-		if p := zero.Prefix(); p != "" {
-			t.Errorf("zero Coordinator's Prefix() = %q, want empty", p)
-		}
 	}()
 	const want = `invalid argument coord: must not be nil or a zero Coordinator; use coordination.New`
 	_, err := lock.New(&zero, "k")
@@ -161,8 +159,12 @@ func TestKeyPrefixBounded(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New(WithKeyPrefix(256 bytes)) = %v, want a coordinator", err)
 	}
-	if got := len(c.Prefix()); got != 256 {
-		t.Errorf("Prefix() is %d bytes, want 256", got)
+	e, err := engine.Of(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(e.Prefix()); got != 256 {
+		t.Errorf("the prefix is %d bytes, want 256", got)
 	}
 	if err := c.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)

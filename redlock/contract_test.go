@@ -77,7 +77,7 @@ func (x *extraNodes) coords(c *coordination.Coordinator) ([]*coordination.Coordi
 		if i == 2 {
 			cl.AddHook(slow{100 * time.Millisecond})
 		}
-		n, err := coordination.New(cl, coordination.WithKeyPrefix(fmt.Sprintf("%sn%d:", c.Prefix(), i)))
+		n, err := coordination.New(cl, coordination.WithKeyPrefix(fmt.Sprintf("%sn%d:", prefixOf(c), i)))
 		if err != nil {
 			return nil, err
 		}
@@ -195,7 +195,7 @@ func TestContract(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				return coords[2].Client().Set(ctx, coords[2].Prefix()+name, other, time.Minute).Err()
+				return coords[2].Client().Set(ctx, prefixOf(coords[2])+name, other, time.Minute).Err()
 			},
 			Op: func(ctx context.Context, c *coordination.Coordinator, name string) error {
 				g, err := group(c)
@@ -218,4 +218,13 @@ func TestContract(t *testing.T) {
 			},
 		},
 	})
+}
+
+// prefixOf returns c's key prefix.
+func prefixOf(c *coordination.Coordinator) string {
+	e, err := engine.Of(c)
+	if err != nil {
+		panic(err)
+	}
+	return e.Prefix()
 }

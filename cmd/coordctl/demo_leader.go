@@ -120,7 +120,7 @@ func demoLeader(ctx context.Context, d *demo) error {
 		}
 		defer client.Close()
 		client.AddHook(cutHook{w})
-		coord, err := coordination.New(client, coordination.WithKeyPrefix(base.Prefix()))
+		coord, err := coordination.New(client, coordination.WithKeyPrefix(d.prefix))
 		if err != nil {
 			return err
 		}

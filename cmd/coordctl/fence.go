@@ -48,7 +48,7 @@ is held; 2 bad usage; 3 the server cannot be reached.`, `coordctl fence retire -
 		}
 		return 0
 	}, func(ctx context.Context, coord *coordination.Coordinator) int {
-		prefix := coord.Prefix()
+		prefix := fs.cf.prefix
 		full := prefix + *key
 		shared := fencingcore.SharedKeyOf(prefix, full)
 		if shared == "" {

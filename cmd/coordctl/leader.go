@@ -278,7 +278,7 @@ Exit status: 0 the term was ended; 1 nobody leads, or another identity leads;
 		*leaseKey, _ = fencedKeys(*name, "leader")
 		return 0
 	}, func(ctx context.Context, coord *coordination.Coordinator) int {
-		full := coord.Prefix() + *leaseKey
+		full := fs.cf.prefix + *leaseKey
 		c := coord.Client()
 		var holder, fence string
 		_, err := guarded(ctx, c, full, []string{leadercore.LeaseLayout.Kind}, func(*layout.Report) error {

@@ -199,7 +199,7 @@ coordctl idempotency show --key 8f14e45f --namespace tenant:42 --result | jq .`)
 		}
 		return 0
 	}, func(ctx context.Context, coord *coordination.Coordinator) int {
-		full := claimKey(fs, coord.Prefix(), *ns, *key)
+		full := claimKey(fs, fs.cf.prefix, *ns, *key)
 		middleware := *ns != "" || fs.given("namespace")
 		r, err := expectKind(ctx, coord.Client(), full, idempotencycore.ClaimLayout.Kind)
 		if err != nil {
@@ -262,7 +262,7 @@ other state; 2 bad usage; 3 the server cannot be reached.`, example)
 			fs.BoolVar(&pending, "pending", false, "also delete a pending claim (its owner may still be working)")
 		}
 		return oneShot(fs, args, key, 0, nil, func(ctx context.Context, coord *coordination.Coordinator) int {
-			full := claimKey(fs, coord.Prefix(), *ns, *key)
+			full := claimKey(fs, fs.cf.prefix, *ns, *key)
 			r, err := guarded(ctx, coord.Client(), full, []string{idempotencycore.ClaimLayout.Kind}, func(r *layout.Report) error {
 				state := fieldOf(r, "state")
 				legacy := r.Problem != "" && fieldOf(r, "layout") == idempotencycore.LegacyClaimForm
@@ -331,7 +331,7 @@ coordctl repair semaphore --key encoders --permit 3f2a9c1e`)
 		}
 		return 0
 	}, func(ctx context.Context, coord *coordination.Coordinator) int {
-		full := coord.Prefix() + *key
+		full := fs.cf.prefix + *key
 		c := coord.Client()
 		if *list {
 			if _, err := expectKind(ctx, c, full, semaphorecore.SemaphoreLayout.Kind); err != nil {
@@ -445,7 +445,7 @@ coordctl repair latch --key batch:42:done --delete`)
 		}
 		return 0
 	}, func(ctx context.Context, coord *coordination.Coordinator) int {
-		full := coord.Prefix() + *key
+		full := fs.cf.prefix + *key
 		if *del {
 			r, err := guarded(ctx, coord.Client(), full, []string{latchcore.LatchLayout.Kind}, func(r *layout.Report) error {
 				if live(r) && !*force {
@@ -568,7 +568,7 @@ func forcerFor(ctx context.Context, coord *coordination.Coordinator, kind, key, 
 		if fence == "" {
 			return forcer{}, fmt.Errorf("%w: no counter key name lies in the slot of %q", errRefused, full)
 		}
-		m, err := fencing.New(coord, key, fence[len(coord.Prefix()):])
+		m, err := fencing.New(coord, key, fence[len(full)-len(key):])
 		if err != nil {
 			return forcer{}, err
 		}
@@ -620,7 +620,7 @@ cannot be reached.`, `coordctl repair lock --redis redis://127.0.0.1:6379/0 --ke
 		}
 		return 0
 	}, func(ctx context.Context, coord *coordination.Coordinator) int {
-		full := coord.Prefix() + *key
+		full := fs.cf.prefix + *key
 		r, err := expectKind(ctx, coord.Client(), full, leaseKinds...)
 		if err != nil {
 			return refusal(stderr, fs.name, err)
