@@ -2,8 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"strconv"
-	"strings"
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
@@ -21,40 +19,10 @@ var (
 	concForceReleaseScript = engine.NewScript("ratelimit_conc_release", decode.SoleRelease).Once()
 )
 
-// concHolder is one live lease as ratelimit_conc_holders reports it.
-type concHolder struct {
-	decode.Entry
-	N     int64
-	Token string
-}
-
 // decodeConcHolders reads ratelimit_conc_holders' reply: every member
 // <n>:<token> (1 <= n <= maxLimit) with a TTL >= 1 ms or none.
-func decodeConcHolders(v any) ([]concHolder, bool) {
-	es, ok := decode.Entries(v, true)
-	if !ok {
-		return nil, false
-	}
-	out := make([]concHolder, len(es))
-	for i, e := range es {
-		ns, token, ok := strings.Cut(e.Member, ":")
-		n, err := strconv.ParseInt(ns, 10, 64)
-		if !ok || err != nil || n < 1 || n > maxLimit || !layout.IsToken(token) {
-			return nil, false
-		}
-		out[i] = concHolder{Entry: e, N: n, Token: token}
-	}
-	return out, true
-}
-
-// findConc returns the lease of token among hs.
-func findConc(hs []concHolder, token string) (concHolder, bool) {
-	for _, h := range hs {
-		if h.Token == token {
-			return h, true
-		}
-	}
-	return concHolder{}, false
+func decodeConcHolders(v any) ([]decode.Permits, bool) {
+	return decode.PermitHolders(v, "", maxLimit, layout.IsToken)
 }
 
 // checkServer refuses what cannot hold a lease in Redis: a nil or zero
@@ -107,7 +75,7 @@ func (c *ConcurrencyLimiter) Adopt(ctx context.Context, token string) (*Concurre
 			return engine.ReadTTL{}, errLimiterClosed
 		}
 		hs, err := concHoldersScript.Run(ctx, l.e, l.keys)
-		e, ok := findConc(hs, token)
+		e, ok := decode.FindPermits(hs, token)
 		if err != nil || !ok {
 			return engine.ReadTTL{}, err
 		}
@@ -190,7 +158,7 @@ func (c *ConcurrencyLimiter) ForceRelease(ctx context.Context, token string) (bo
 			return nil, errLimiterClosed
 		}
 		hs, err := concHoldersScript.Run(ctx, l.e, l.keys)
-		if h, ok := findConc(hs, token); err == nil && ok {
+		if h, ok := decode.FindPermits(hs, token); err == nil && ok {
 			return []any{h.Member}, nil
 		}
 		return nil, err

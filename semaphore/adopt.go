@@ -2,8 +2,6 @@ package semaphore
 
 import (
 	"context"
-	"strconv"
-	"strings"
 
 	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/hooks"
@@ -21,41 +19,10 @@ var (
 	forceReleaseScript = engine.NewScript("semaphore_release", decode.SoleRelease).Once()
 )
 
-// holder is one live permit holder as semaphore_holders reports it.
-type holder struct {
-	decode.Entry
-	N     int64
-	Token string
-}
-
 // decodeHolders reads semaphore_holders' reply: every member
 // P:<n>:<token> (1 <= n <= MaxCapacity) with a TTL >= 1 ms or none.
-func decodeHolders(v any) ([]holder, bool) {
-	es, ok := decode.Entries(v, true)
-	if !ok {
-		return nil, false
-	}
-	out := make([]holder, len(es))
-	for i, e := range es {
-		rest, ok := strings.CutPrefix(e.Member, "P:")
-		ns, token, ok2 := strings.Cut(rest, ":")
-		n, err := strconv.ParseInt(ns, 10, 64)
-		if !ok || !ok2 || err != nil || n < 1 || n > MaxCapacity || !layout.IsToken(token) {
-			return nil, false
-		}
-		out[i] = holder{Entry: e, N: n, Token: token}
-	}
-	return out, true
-}
-
-// find returns the permit of token among hs.
-func find(hs []holder, token string) (holder, bool) {
-	for _, h := range hs {
-		if h.Token == token {
-			return h, true
-		}
-	}
-	return holder{}, false
+func decodeHolders(v any) ([]decode.Permits, bool) {
+	return decode.PermitHolders(v, "P:", MaxCapacity, layout.IsToken)
 }
 
 // Adopt returns the [Permit] that token holds on the semaphore, for a
@@ -95,7 +62,7 @@ func (s *Semaphore) Adopt(ctx context.Context, token string) (*Permit, error) {
 	}
 	h, err := s.e.AdoptHeld(ctx, hooks.SemaphoreAdopt, k, keys, nil, func(ctx context.Context) (engine.ReadTTL, error) {
 		hs, err := holdersScript.Run(ctx, s.e, s.keys)
-		e, ok := find(hs, token)
+		e, ok := decode.FindPermits(hs, token)
 		if err != nil || !ok {
 			return engine.ReadTTL{}, err
 		}
@@ -172,7 +139,7 @@ func (s *Semaphore) ForceRelease(ctx context.Context, token string) (bool, error
 	}
 	return s.e.ForceRelease(ctx, hooks.SemaphoreForceRelease, primitive, keys, script, func(ctx context.Context) ([]any, error) {
 		hs, err := holdersScript.Run(ctx, s.e, s.keys)
-		if h, ok := find(hs, token); err == nil && ok {
+		if h, ok := decode.FindPermits(hs, token); err == nil && ok {
 			return []any{h.Member}, nil
 		}
 		return nil, err

@@ -1,6 +1,10 @@
 package decode
 
-import "time"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Entry is one live holder of a multi-holder lease key (a read-write
 // lease's, a semaphore's): its member and its remaining TTL (None: no
@@ -39,4 +43,44 @@ func Entries(v any, noExpiry bool) ([]Entry, bool) {
 		out = append(out, Entry{Member: m, TTL: ttl})
 	}
 	return out, true
+}
+
+// Permits is one live holder of n permits (a semaphore's, a concurrency
+// limiter's): its Entry, whose member is "<prefix><n>:<token>", its n and
+// its owner token.
+type Permits struct {
+	Entry
+	N     int64
+	Token string
+}
+
+// PermitHolders reads a holders script's reply as [Entries] (members
+// without expiry allowed) whose every member is prefix "<n>:<token>" with
+// 1 <= n <= maxN and a token isToken accepts.
+func PermitHolders(v any, prefix string, maxN int64, isToken func(string) bool) ([]Permits, bool) {
+	es, ok := Entries(v, true)
+	if !ok {
+		return nil, false
+	}
+	out := make([]Permits, len(es))
+	for i, e := range es {
+		rest, ok := strings.CutPrefix(e.Member, prefix)
+		ns, token, ok2 := strings.Cut(rest, ":")
+		n, err := strconv.ParseInt(ns, 10, 64)
+		if !ok || !ok2 || err != nil || n < 1 || n > maxN || !isToken(token) {
+			return nil, false
+		}
+		out[i] = Permits{Entry: e, N: n, Token: token}
+	}
+	return out, true
+}
+
+// FindPermits returns the holder of token among hs.
+func FindPermits(hs []Permits, token string) (Permits, bool) {
+	for _, h := range hs {
+		if h.Token == token {
+			return h, true
+		}
+	}
+	return Permits{}, false
 }
