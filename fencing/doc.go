@@ -117,7 +117,15 @@
 // Renewal keeps the token. Release and renewal are owner-checked by the
 // holder's random owner token. The handle's lifecycle (Remaining, Context
 // cancelled on loss, KeepAlive, lost-reply cleanup, re-send safety) is that
-// of package lock. A re-sent acquire with the same owner token finds its own
+// of package lock. The cleanup of an ambiguous acquire leaves a tombstone
+// (the lease hash {owner: token!} alone, for the TTL, at least 5 s and at
+// most a minute), so that the acquire's request, if it reaches the server
+// after the cleanup, takes nothing: it sets no TTL and draws no fencing
+// token. Any other acquire takes a tombstone over as a free lease, with the
+// next token, in its one script; Holder and Adopt read it as free; coordctl
+// inspect shows its abandoned token. A request delayed longer than the
+// tombstone lives, or past another holder's whole hold and release, can
+// still take the lease for at most its TTL. A re-sent acquire with the same owner token finds its own
 // lease and returns the same fencing token without touching the counter; a
 // release deletes the lease key, and a re-sent release whose first send
 // released reports Released (as package lock's does).

@@ -15,7 +15,9 @@
 -- KEYS[1]  lease key (a hash {owner, fence[, holder]}; expires). The owner
 --          field holds the holder's owner token, followed by '+' once a
 --          contended attempt has found it held (the release then notifies
---          waiters, as the lock's key does: lock_acquire.lua)
+--          waiters, as the lock's key does: lock_acquire.lua). Or a
+--          tombstone: {owner} alone, an abandoned token followed by '!'
+--          (fencing_abandon.lua), with a TTL
 -- KEYS[2]  the fenced name's counter key: the field of KEYS[3] that holds
 --          its counter; as a key, read only while that field is absent (an
 --          earlier version's counter: a string holding a non-negative
@@ -34,16 +36,23 @@
 --                    with the same owner token finds its own lease and
 --                    returns the same fence without touching the counter
 --                    (the TTL is set again).
+--                    A tombstone of another token (fencing_abandon) is
+--                    a free lease: it is overwritten.
 --          pttl_ms   held by another owner (an integer >= 0): its
 --                    remaining TTL (a holder without one is COORD_BADSTATE);
 --                    the owner field is marked with a trailing '+' so that
 --                    its release notifies waiters (every contended attempt
 --                    marks: a blocked Acquire's, a leader follower's, a
---                    TryAcquire's)
+--                    TryAcquire's). Also the remaining TTL (0 when none)
+--                    of the caller's own tombstone (fencing_abandon: its
+--                    acquisition was abandoned, this is a late request):
+--                    nothing is written, no TTL is set, the counter is
+--                    not read
 -- Errors (all raised before anything is written):
 --   COORD_BADARG      two of the three keys are the same key
 --   WRONGTYPE         the lease key is not a hash
---   COORD_BADSTATE    the lease hash lacks its owner or fence field, or
+--   COORD_BADSTATE    the lease hash lacks its owner or fence field (and
+--                     is not a tombstone), or
 --                     another holder's hash has no TTL (it would never leave)
 --   COORD_BADCOUNTER  the shared counter hash is not a hash or has a TTL;
 --                     the counter (its field, or the earlier version's key
@@ -56,24 +65,35 @@ if KEYS[1] == KEYS[2] or KEYS[3] == KEYS[1] or KEYS[3] == KEYS[2] then
   return redis.error_reply('COORD_BADARG lease key, counter key and shared counter hash must be three keys')
 end
 -- A free lease is an absent key (HLEN 0); anything else is read in full.
-if redis.call('HLEN', KEYS[1]) > 0 then
+-- A tombstone (fencing_abandon: the owner field alone, a token followed by
+-- '!') is free to every other token: it falls through to the free path,
+-- whose HSET overwrites its owner field.
+local len = redis.call('HLEN', KEYS[1])
+if len > 0 then
   local cur = redis.call('HMGET', KEYS[1], 'owner', 'fence')
   local o = cur[1]
-  if not (o and cur[2]) then
+  if o and cur[2] then
+    if o == ARGV[1] or o == ARGV[1] .. '+' then
+      redis.call('PEXPIRE', KEYS[1], ARGV[2])
+      return cur[2]
+    end
+    local pttl = redis.call('PTTL', KEYS[1])
+    if pttl < 0 then
+      return redis.error_reply('COORD_BADSTATE lease hash has no TTL: its holder would never leave')
+    end
+    if string.byte(o, -1) ~= 43 then -- 43 is '+'
+      redis.call('HSET', KEYS[1], 'owner', o .. '+')
+    end
+    return pttl
+  end
+  if not (o and string.byte(o, -1) == 33 and len == 1) then -- 33 is '!'
     return redis.error_reply('COORD_BADSTATE lease hash lacks its owner or fence field')
   end
-  if o == ARGV[1] or o == ARGV[1] .. '+' then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return cur[2]
+  if o == ARGV[1] .. '!' then
+    -- This request's own acquisition was abandoned (a late request):
+    -- refused, nothing written, no TTL restarted, the counter untouched.
+    return math.max(redis.call('PTTL', KEYS[1]), 0)
   end
-  local pttl = redis.call('PTTL', KEYS[1])
-  if pttl < 0 then
-    return redis.error_reply('COORD_BADSTATE lease hash has no TTL: its holder would never leave')
-  end
-  if string.byte(o, -1) ~= 43 then -- 43 is '+'
-    redis.call('HSET', KEYS[1], 'owner', o .. '+')
-  end
-  return pttl
 end
 -- The counter. A WRONGTYPE on a counter key is the counter's (the lease
 -- key, read above, is a hash or absent), and reported as such; the Lua

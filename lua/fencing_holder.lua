@@ -6,7 +6,9 @@
 -- KEYS[1]  lease key (a hash {owner, fence[, holder]} written by
 --          fencing_acquire; expires)
 --
--- Reply    false                   free (the key does not exist)
+-- Reply    false                   free: the key does not exist, or holds
+--                                  a tombstone (fencing_abandon: {owner}
+--                                  alone, a token followed by '!')
 --          {owner, fence, pttl_ms} owner is the owner field as stored (the
 --                                  owner token, with the waiter mark '+'
 --                                  when a contended attempt found it held:
@@ -20,6 +22,9 @@
 local cur = redis.call('HMGET', KEYS[1], 'owner', 'fence')
 if not cur[1] and not cur[2] and redis.call('EXISTS', KEYS[1]) == 0 then
   return false
+end
+if not cur[2] and cur[1] and string.byte(cur[1], -1) == 33 then -- 33 is '!'
+  return false -- a tombstone (fencing_abandon): free
 end
 if not (cur[1] and cur[2]) then
   return redis.error_reply('COORD_BADSTATE lease hash lacks its owner or fence field')

@@ -4,7 +4,9 @@
 -- KEYS[1]  lease key (a hash {owner, fence[, holder]} written by
 --          fencing_acquire; expires)
 --
--- Reply    false                       no leader (the lease is free)
+-- Reply    false                       no leader (the lease is free: no key,
+--                                      or a tombstone of fencing_abandon,
+--                                      {owner} alone ending with '!')
 --          {fence, holder, pttl_ms, since}
 --                                      fence is the holder's fencing token
 --                                      as a decimal string (exact over
@@ -25,6 +27,9 @@ if not cur[1] and not cur[2] then
     return redis.error_reply('COORD_BADSTATE lease hash lacks its owner or fence field')
   end
   return false
+end
+if not cur[2] and cur[1] and string.byte(cur[1], -1) == 33 then -- 33 is '!'
+  return false -- a tombstone (fencing_abandon): free
 end
 if not (cur[1] and cur[2]) then
   return redis.error_reply('COORD_BADSTATE lease hash lacks its owner or fence field')

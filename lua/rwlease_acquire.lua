@@ -21,6 +21,13 @@
 --                       readers that waited through a write phase hold the
 --                       next read phase, ahead of writers still waiting;
 --                       the reader's next attempt finds its own entry live
+--   member "R:<token>" or "W:<token>" scored -(expiry) - 0.5 (an integer
+--                       and a half, below 0): the tombstone of an
+--                       abandoned acquisition (rwlease_abandon.lua). While
+--                       it lives its member is refused (the acquisition's
+--                       late request takes nothing and records nothing);
+--                       it is neither a holder nor a waiting writer to
+--                       anyone else, and is never turned into a read lease
 -- An entry is live while its expiry is after now; expired entries are
 -- pruned by the next script that writes. The key's TTL follows the latest
 -- expiry, and the key is deleted with its last entry. Releases publish on
@@ -50,12 +57,17 @@
 --                                 writer's lease or (ARGV[3] = 1) the
 --                                 latest waiting writer's marker; for a
 --                                 writer, the earliest live holder
+--          {0, retry_ms, now_ms}  also, with nothing written, when the
+--                                 caller's member is a live tombstone
+--                                 (rwlease_abandon): retry_ms until it
+--                                 expires
 --          now_ms is the server time the script ran at.
 -- Errors (all raised before anything is written):
 --   WRONGTYPE       the key is not a sorted set (raised by ZSCORE)
 --   COORD_BADARG    ARGV[1] is not "R:<token>" or "W:<token>"
 --   COORD_BADSTATE  a live entry in the holders' (or the waiting
---                   entries') score range is not R:/W: (or Q:/R:), or the
+--                   entries') score range is not R:/W: (or Q:/R:, or a
+--                   W: tombstone), or the
 --                   key's lowest or highest score is not an integer
 --                   within the longest TTL of 0 (fragment rwlease_prune)
 local key, member = KEYS[1], ARGV[1]
@@ -72,7 +84,7 @@ local holder = redis.call('ZRANGEBYSCORE', key, '(' .. nows, '+inf', 'WITHSCORES
 local waiting = redis.call('ZRANGEBYSCORE', key, '-inf', '(-' .. nows, 'WITHSCORES', 'LIMIT', 0, 1)
 local hk = holder[1] and string.sub(holder[1], 1, 2)
 local wk = waiting[1] and string.sub(waiting[1], 1, 2)
-if (hk and hk ~= 'R:' and hk ~= 'W:') or (wk and wk ~= 'Q:' and wk ~= 'R:') then
+if (hk and hk ~= 'R:' and hk ~= 'W:') or (wk and wk ~= 'Q:' and wk ~= 'R:' and not (wk == 'W:' and tonumber(waiting[2]) % 1 ~= 0)) then
   return redis.error_reply('COORD_BADSTATE read-write lease key holds an entry that is not R:, W: or Q:<token> in its score range')
 end
 
@@ -90,6 +102,11 @@ local function refuse(retry)
   return {0, retry, now}
 end
 
+if mine and tonumber(mine) % 1 ~= 0 and tonumber(mine) < -now then
+  -- The member's own tombstone (rwlease_abandon): its acquisition was
+  -- abandoned and this is a late request. Refused, nothing written.
+  return {0, math.max(math.floor(-tonumber(mine) - now), 1), now}
+end
 if not (mine and tonumber(mine) > now) then
   if kind == 'W:' and holder[1] then
     return refuse(tonumber(holder[2]) - now)

@@ -11,6 +11,8 @@
 -- Reply    {1, now_ms}  released: the entry was live and is removed
 --          {0, now_ms}  already gone: released before, or expired (an
 --                       expired entry is pruned); nothing else changed.
+--                       Also for the member's tombstone (rwlease_abandon),
+--                       which stays.
 --                       A release re-sent after a lost reply gets it when
 --                       its first send released: the engine reports what
 --                       the first did (engine's Handle.RunRelease)
@@ -21,7 +23,8 @@
 --          -now) into that reader's read lease, expiring when the marker
 --          would have (phase-fair: the readers that waited through the
 --          write phase hold the next read phase; each reader's next
---          attempt finds its lease). Expired entries of others are pruned; the key's TTL
+--          attempt finds its lease); an abandoned acquisition's tombstone
+--          (rwlease_abandon: a fractional score) is left as it is. Expired entries of others are pruned; the key's TTL
 --          follows the latest expiry and the key is deleted with its last
 --          entry. An entry belongs to its holder alone: there is no "held
 --          by another owner" reply.
@@ -46,7 +49,10 @@ if kind == 'W:' then
 end
 local live = mine ~= false and tonumber(mine) > now
 local notify = live
-if mine then
+-- A tombstone (rwlease_abandon: a fractional score) stays: a blocking
+-- acquisition that gave up drops its waiting record with this script, and
+-- must not undo the cleanup of its ambiguous attempt.
+if live or (mine and tonumber(mine) % 1 == 0) then
   redis.call('ZREM', key, member)
 end
 if marker then
@@ -61,8 +67,10 @@ if live and kind == 'W:' and bottom and bottom < -now then
   -- key's TTL already covers.
   local waiting = redis.call('ZRANGEBYSCORE', key, '-inf', '(-' .. nows, 'WITHSCORES')
   for i = 1, #waiting, 2 do
-    if string.sub(waiting[i], 1, 2) == 'R:' then
-      redis.call('ZADD', key, string.format('%d', -tonumber(waiting[i + 1])), waiting[i])
+    local s = tonumber(waiting[i + 1])
+    -- A fractional score is a tombstone (rwlease_abandon): it stays.
+    if string.sub(waiting[i], 1, 2) == 'R:' and s % 1 == 0 then
+      redis.call('ZADD', key, string.format('%d', -s), waiting[i])
     end
   end
 end

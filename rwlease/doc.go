@@ -172,8 +172,16 @@
 // nothing left on the server (package coordination, "go-redis behaviour to
 // know", says how, and its one edge).
 // When an acquire's outcome is unknown to the caller (see
-// coordination.IsAmbiguous) a background owner-checked release removes
-// what it may have left. Per-call context deadlines bound network I/O only
+// coordination.IsAmbiguous) a background owner-checked cleanup removes
+// what it may have left and leaves a tombstone of its member (the member
+// scored minus its expiry minus one half, for the lease's TTL, at least
+// 5 s and at most a minute), so that the acquire's request, if it reaches
+// the server after the cleanup, takes nothing and records nothing: no
+// lease, and for a phase-fair blocking Read no waiting record that a write
+// release would turn into a read lease. A tombstone is no holder and no
+// waiting writer to anyone else; Holders and Adopt do not see it. A
+// request delayed longer than the tombstone lives can still take its
+// lease, for at most its TTL. Per-call context deadlines bound network I/O only
 // when the client has ContextTimeoutEnabled: true.
 //
 // All functions and methods are safe for concurrent use.

@@ -6,4 +6,5 @@ var (
 	ScriptRefresh = scriptRefresh
 	ScriptVerify  = scriptVerify
 	ScriptRelease = scriptRelease
+	ScriptAbandon = scriptAbandon
 )

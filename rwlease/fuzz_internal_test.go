@@ -16,6 +16,7 @@ func decoders() []fuzzseed.Decoder {
 		decoderfuzz.Of(scriptRefresh, decodeRefresh, []any{[]any{1, 1700000000000}}, []any{[]any{0, 1700000000000}}),
 		decoderfuzz.Of(scriptVerify, decode.VerifyNow(false), []any{[]any{1, 900, 1700000000000}}, []any{[]any{0, 0, 1700000000000}}),
 		decoderfuzz.Of(scriptRelease, decodeRelease, []any{[]any{1, 1700000000000}}, []any{[]any{0, 1700000000000}}),
+		decoderfuzz.Of(scriptAbandon, decodeRelease, []any{[]any{1, 1700000000000}}, []any{[]any{0, 1700000000000}}),
 	}
 }
 

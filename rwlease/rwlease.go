@@ -24,6 +24,7 @@ var (
 		Primitive: primitive,
 		AcquireOp: hooks.RWLeaseReadAcquire, RenewOp: hooks.RWLeaseRenew, VerifyOp: hooks.RWLeaseVerify, ReleaseOp: hooks.RWLeaseRelease,
 		Acquire: scriptAcquire, Refresh: scriptRefresh, Verify: scriptVerify, Release: scriptRelease,
+		Abandon: scriptAbandon,
 		Metrics: metrics,
 		Attrs:   []attribute.KeyValue{attribute.String("mode", "read")},
 	}
@@ -31,6 +32,7 @@ var (
 		Primitive: primitive,
 		AcquireOp: hooks.RWLeaseWriteAcquire, RenewOp: hooks.RWLeaseRenew, VerifyOp: hooks.RWLeaseVerify, ReleaseOp: hooks.RWLeaseRelease,
 		Acquire: scriptAcquire, Refresh: scriptRefresh, Verify: scriptVerify, Release: scriptRelease,
+		Abandon: scriptAbandon,
 		Metrics: metrics,
 		Attrs:   []attribute.KeyValue{attribute.String("mode", "write")},
 	}

@@ -217,9 +217,15 @@ func TestReadContract(t *testing.T) {
 				_, err := on(ctx, c, name, verbTryRead, time.Minute)
 				return err
 			},
+			// Clean: the key is gone, or holds only the cleanup's tombstone.
 			Clean: func(ctx context.Context, raw redis.UniversalClient, key func(string) string, name string) (bool, error) {
-				n, err := raw.Exists(ctx, key(name)).Result()
-				return n == 0, err
+				zs, err := raw.ZRangeWithScores(ctx, key(name), 0, -1).Result()
+				for _, z := range zs {
+					if !isTombstone(z.Score) {
+						return false, err
+					}
+				}
+				return true, err
 			},
 		},
 	})

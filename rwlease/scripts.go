@@ -18,6 +18,11 @@ var (
 	scriptRefresh = engine.NewScript("rwlease_refresh", decodeRefresh)
 	scriptVerify  = engine.NewScript("rwlease_verify", decode.VerifyNow(false))
 	scriptRelease = engine.NewScript("rwlease_release", decodeRelease)
+	// scriptAbandon is the cleanup of an ambiguous acquisition
+	// (engine.LeaseKind.Abandon): the release, then the member's tombstone
+	// (a score of -(expiry) - 0.5), which scriptAcquire refuses to that
+	// member and everything else ignores. Its reply reads as the release's.
+	scriptAbandon = engine.NewScript("rwlease_abandon", decodeRelease)
 )
 
 // metrics are the instruments of read-write leases

@@ -86,6 +86,15 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	must(err)
 	t.Cleanup(func() { _, _ = fl.Release(context.Background()) })
 	keys["fencing-lease"] = "{job}:lock"
+	// The tombstone an abandoned fencing acquisition's cleanup leaves: a
+	// free lease.
+	fab, err := fencing.New(coord, "{gone}:lock", "{gone}:fence")
+	must(err)
+	fal, err := fab.TryAcquire(ctx, time.Minute)
+	must(err)
+	_, err = fencingcore.Abandon.Run(ctx, eng, eng.Key("{gone}:lock"), fal.Token(), int64(time.Minute/time.Millisecond))
+	must(err)
+	keys["fencing-tombstone"] = "{gone}:lock"
 	keys["fence-counter"] = "{job}:fence"
 	result, err := fencing.NewGuarded(coord, "{job}:result")
 	must(err)
@@ -173,6 +182,19 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	must(err)
 	t.Cleanup(func() { _, _ = w.Release(context.Background()) })
 	keys["rwlease-writer"] = "rw-w"
+	// The tombstones an abandoned read and write acquisition's cleanup
+	// leave beside a live reader: neither is a holder.
+	rwa, err := rwlease.New(coord, "rw-abandoned")
+	must(err)
+	ra, err := rwa.TryRead(ctx, time.Minute)
+	must(err)
+	t.Cleanup(func() { _, _ = ra.Release(context.Background()) })
+	for _, m := range []string{"R:", "W:"} { // as rwlease_abandon writes them
+		tok, err := engine.NewToken()
+		must(err)
+		must(b.Raw(t).ZAdd(ctx, b.Key("rw-abandoned"), redis.Z{Score: -float64(time.Now().Add(time.Minute).UnixMilli()) - 0.5, Member: m + tok}).Err())
+	}
+	keys["rwlease-tombstone"] = "rw-abandoned"
 
 	sem, err := semaphore.New(coord, "sem", 5)
 	must(err)

@@ -35,6 +35,7 @@ var Kind = &engine.LeaseKind{
 	Primitive: "fencing",
 	AcquireOp: hooks.FencedLockAcquire, RenewOp: hooks.FencedLockRenew, VerifyOp: hooks.FencedLockVerify, ReleaseOp: hooks.FencedLockRelease,
 	Acquire: fencingcore.Acquire, Refresh: fencingcore.Refresh, Verify: fencingcore.Verify, Release: fencingcore.Release,
+	Abandon:    fencingcore.Abandon,
 	HandleKeys: 1,
 	Metrics:    lockcore.Metrics,
 	Attrs:      []attribute.KeyValue{attribute.String("kind", "fencing")},

@@ -41,6 +41,13 @@ var (
 	// Read (fencing_read.lua) reports who holds the lease, without
 	// writing.
 	Read = engine.NewScript("fencing_read", decodeRead)
+	// Abandon (fencing_abandon.lua) is the cleanup of an ambiguous
+	// acquisition (engine.LeaseKind.Abandon): it releases the token if it
+	// holds the lease and leaves its tombstone, {owner: token + "!"} for
+	// the given TTL, which Acquire refuses to that token (nothing written,
+	// the counter untouched) and takes over for any other, and Read reads
+	// as free. The counter is never touched.
+	Abandon = engine.NewScript("fencing_abandon", decode.Release)
 )
 
 // SharedBase starts the name of every shared counter hash, after the key

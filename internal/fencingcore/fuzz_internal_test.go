@@ -16,6 +16,7 @@ func decoders() []fuzzseed.Decoder {
 		decoderfuzz.Of(Refresh, decode.Bool01, []any{1}, []any{0}),
 		decoderfuzz.Of(Verify, decode.Bool01, []any{1}, []any{0}),
 		decoderfuzz.Of(Release, decode.Release, []any{1}, []any{0}, []any{-1}),
+		decoderfuzz.Of(Abandon, decode.Release, []any{1}, []any{0}, []any{-1}),
 		decoderfuzz.Of(Read, decodeRead, []any{nil}, []any{[]any{"7", "holder", 900, ""}}, []any{[]any{"3", "h", 0, "1796535184027"}}),
 	}
 }

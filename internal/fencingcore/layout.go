@@ -7,6 +7,8 @@
 // values: the last fencing tokens, canonical integers; the hash never
 // expires); before, a string at the counter key, which the first
 // acquisition folds in and replaces by the tombstone "moved" for 7 days.
+// The cleanup of an ambiguous acquisition leaves a tombstone: the hash
+// {owner: token + "!"} alone, with a TTL (fencing_abandon.lua).
 // A fenced value (fencing.Guarded) is a hash {fence, value}.
 
 package fencingcore
@@ -31,6 +33,15 @@ var LeaseLayout = layout.Layout{
 		return s.Has("owner") || (s.Has("fence") && !s.Has("value"))
 	},
 	Decode: func(s *layout.Snapshot, r *layout.Report) {
+		if isTombstone(s.Hash) {
+			r.Add("owner", "none (free): the tombstone of an abandoned acquisition")
+			r.Add("abandoned token", layout.Tok(strings.TrimSuffix(s.Hash["owner"], "!")))
+			if s.PTTL == -1 {
+				r.Bad("the tombstone has no TTL: DEL it")
+			}
+			addSibling(s, r)
+			return
+		}
 		if !s.Has("owner", "fence") {
 			r.Bad("a fencing lease hash lacks its owner or fence field")
 			return
@@ -41,6 +52,14 @@ var LeaseLayout = layout.Layout{
 		}
 		addSibling(s, r)
 	},
+}
+
+// isTombstone reports whether the lease hash h is the tombstone of an
+// abandoned acquisition (fencing_abandon.lua): an owner field alone,
+// holding an owner token followed by "!".
+func isTombstone(h map[string]string) bool {
+	t, ok := strings.CutSuffix(h["owner"], "!")
+	return len(h) == 1 && ok && layout.IsToken(t)
 }
 
 // leaseFields adds a lease hash's owner (truncated, without the waiter
@@ -175,6 +194,10 @@ func addSibling(s *layout.Snapshot, r *layout.Report) {
 	case "string":
 		r.Add(s.SiblingRole, sib.Key+" = "+sib.Str)
 	case "hash":
+		if isTombstone(sib.Hash) {
+			r.Add(s.SiblingRole, sib.Key+" (free: the tombstone of an abandoned acquisition)")
+			break
+		}
 		r.Add(s.SiblingRole, sib.Key+" (held, token "+sib.Hash["fence"]+")")
 	default:
 		if len(s.SiblingTried) > 0 {

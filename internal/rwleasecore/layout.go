@@ -2,11 +2,13 @@
 // (package layout): a read-write lease is one sorted set of "R:<token>"
 // readers and "W:<token>" writers scored by their expiry in ms, and
 // "Q:<token>" waiting writers and "R:<token>" waiting readers (phase-fair)
-// scored by minus their expiry.
+// scored by minus their expiry; an abandoned acquisition's tombstone is its
+// member "R:<token>" or "W:<token>" scored -(expiry) - 0.5.
 
 package rwleasecore
 
 import (
+	"math"
 	"strings"
 
 	"github.com/coordkit/coordination/internal/layout"
@@ -28,7 +30,7 @@ var LeaseLayout = layout.Layout{
 
 func decode(s *layout.Snapshot, r *layout.Report) {
 	now := float64(s.NowMs)
-	readers, writer, waiting, waitingReaders := 0, 0, 0, 0
+	readers, writer, waiting, waitingReaders, abandoned := 0, 0, 0, 0, 0
 	for _, m := range s.ZSet {
 		if len(m.Member) < 2 || m.Member[1] != ':' {
 			r.Bad("member %q is not an rwlease member (R:, W: or Q: and a token)", m.Member)
@@ -37,6 +39,16 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 		kind, token := m.Member[:1], m.Member[2:]
 		switch kind {
 		case "R", "W":
+			if m.Score < 0 && m.Score != math.Floor(m.Score) {
+				// An abandoned acquisition's tombstone (rwlease_abandon):
+				// scored -(expiry) - 0.5.
+				if -m.Score <= now {
+					continue
+				}
+				abandoned++
+				r.Entries = append(r.Entries, layout.Entry{{K: "role", V: "tombstone of an abandoned acquisition"}, {K: "owner", V: layout.Tok(token)}, {K: "expires in", V: layout.ExpiresIn(s, math.Floor(-m.Score))}})
+				continue
+			}
 			if kind == "R" && m.Score < 0 {
 				if -m.Score <= now {
 					continue
@@ -71,6 +83,9 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 	r.Add("waiting writers", waiting)
 	if waitingReaders > 0 {
 		r.Add("waiting readers", waitingReaders)
+	}
+	if abandoned > 0 {
+		r.Add("abandoned acquisitions", abandoned)
 	}
 	if writer > 1 || (writer == 1 && readers > 0) {
 		r.Bad("a live writer with other live holders")

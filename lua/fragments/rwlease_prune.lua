@@ -26,14 +26,15 @@ local function settle()
 end
 -- The key checked, before anything is written: the COORD_BADSTATE error
 -- reply is returned from the script when the key's lowest or highest score
--- is not an integer within now + 9223372036855 ms (the longest
+-- is not an integer (or, below 0, an integer and a half: an abandoned
+-- acquisition's tombstone, rwlease_abandon) within now + 9223372036855 ms (the longest
 -- time.Duration, rounded up) of 0: no TTL gives such a score, and settle
 -- would turn it into an expiry in the past (deleting every live lease).
 local latest = now + 9223372036855
 for _, i in ipairs({0, -1}) do
   local e = redis.call('ZRANGE', key, i, i, 'WITHSCORES')
   local v = e[2] and tonumber(e[2])
-  if e[2] and not (v and v >= -latest and v <= latest and v == math.floor(v)) then
+  if e[2] and not (v and v >= -latest and v <= latest and (v == math.floor(v) or (v < 0 and v * 2 == math.floor(v * 2)))) then
     return redis.error_reply('COORD_BADSTATE read-write lease key holds a score outside its layout')
   end
 end

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -626,7 +627,7 @@ func waitGone(t *testing.T, raw redis.UniversalClient, key, what string) {
 // vacant reports whether the lease key holds no lease: it does not exist,
 // or it holds the tombstone an abandoned acquisition's cleanup left
 // (lockcore.IsTombstone), which holds nothing, or it is a hash whose every
-// field is one.
+// field is one, or a sorted set of rwlease tombstones alone ([vacantSet]).
 func vacant(ctx context.Context, raw redis.UniversalClient, key string) (bool, error) {
 	v, err := raw.Get(ctx, key).Result()
 	switch {
@@ -636,7 +637,7 @@ func vacant(ctx context.Context, raw redis.UniversalClient, key string) (bool, e
 		// A hash of field leases: vacant when every field is a tombstone.
 		h, err := raw.HGetAll(ctx, key).Result()
 		if err != nil {
-			return false, nil // another type: a lease
+			return vacantSet(ctx, raw, key), nil
 		}
 		for _, v := range h {
 			if !lockcore.IsTombstone(v) {
@@ -648,6 +649,22 @@ func vacant(ctx context.Context, raw redis.UniversalClient, key string) (bool, e
 		return false, err
 	}
 	return lockcore.IsTombstone(v), nil
+}
+
+// vacantSet reports whether the sorted set at key (a read-write lease)
+// holds tombstones alone (rwlease_abandon: members scored below 0 with a
+// fraction); false for any other type or member.
+func vacantSet(ctx context.Context, raw redis.UniversalClient, key string) bool {
+	zs, err := raw.ZRangeWithScores(ctx, key, 0, -1).Result()
+	if err != nil {
+		return false // another type: a lease
+	}
+	for _, z := range zs {
+		if z.Score >= 0 || z.Score == math.Floor(z.Score) {
+			return false
+		}
+	}
+	return true
 }
 
 // failedRelease: a release that fails before it reaches the server marks
