@@ -285,7 +285,6 @@ func (c *Coordinator) Client() redis.UniversalClient {
 	return c.e.Client()
 }
 
-
 // Shutdown ends the coordinator: every primitive created over it stops
 // working, its background work ends, and no goroutine of it is left when
 // Shutdown returns. Call it once the application no longer needs the
