@@ -225,7 +225,7 @@ func New(nodes []*coordination.Coordinator, opts ...Option) (*Group, error) {
 		if i == cfg.fencing {
 			nd.fencing = true
 			nd.acquire, nd.refresh, nd.verify, nd.release = fencingcore.Acquire, fencingcore.Refresh, fencingcore.Verify, fencingcore.Release
-			nd.abandon = nil
+			nd.abandon = fencingcore.Abandon
 		}
 		g.nodes = append(g.nodes, nd)
 		g.ids = append(g.ids, e)
@@ -704,11 +704,12 @@ func (g *Group) cleanup(n *node, stage string, limit time.Duration, k engine.Key
 	})
 }
 
-// abandon is cleanup for a node whose acquisition failed ambiguously: on a
-// plain node, lockcore.Abandon releases token if it holds the key and
-// leaves its tombstone (for engine.AbandonFor(ttl)), so that the request,
-// still on its way and reaching the node later, takes nothing; the fencing
-// node is released as by cleanup.
+// abandon is cleanup for a node whose acquisition failed ambiguously:
+// lockcore.Abandon (fencingcore.Abandon on the fencing node) releases
+// token if it holds the key and leaves its tombstone (for
+// engine.AbandonFor(ttl)), so that the request, still on its way and
+// reaching the node later, takes nothing (on the fencing node: draws no
+// fencing token).
 func (g *Group) abandon(n *node, ttl time.Duration, k engine.Keys, token string) {
 	if n.abandon == nil {
 		g.cleanup(n, "acquire", ttl, k, token, nil)
