@@ -162,7 +162,7 @@ func (m *Mutex) acquire(ctx context.Context, ttl time.Duration, block bool) (*Lo
 // Lock is a held fencing-token lock. It is returned by [Mutex.TryAcquire]
 // and [Mutex.Acquire] and is safe for concurrent use by multiple
 // goroutines. Its lease methods (Release, Refresh, Verify, KeepAlive,
-// Context, Done, Remaining, Key: the lease key, Token: the owner token) are
+// Context, Remaining, Key: the lease key, Token: the owner token) are
 // those of the embedded [coordination.Lease], admitted through hooks as
 // FENCED LOCK RENEW, VERIFY and RELEASE; it adds [Lock.FencingToken].
 type Lock struct {

@@ -87,7 +87,7 @@ func (m *Mutex) Key() string {
 // Lock is a held owner-token lock. It is returned by [Mutex.TryAcquire]
 // and [Mutex.Acquire] and is safe for concurrent use by multiple
 // goroutines. Its lease methods (Release, Refresh, Verify, KeepAlive,
-// Context, Done, Remaining, Key, Token) are those of the embedded
+// Context, Remaining, Key, Token) are those of the embedded
 // [coordination.Lease], admitted through hooks as LOCK RENEW, LOCK VERIFY
 // and LOCK RELEASE; the key holds [coordination.Lease.Token].
 type Lock struct {

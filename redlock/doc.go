@@ -43,7 +43,7 @@
 // sum of the nodes' latencies.
 //
 // A [Lock] is a coordination.Lease, the held lease of every primitive of
-// the library (Context, Done, Remaining, Refresh, Verify, Release,
+// the library (Context, Remaining, Refresh, Verify, Release,
 // KeepAlive, Key, Token), whose server side is the quorum; it adds
 // [Lock.FencingToken], [Lock.Validity] and [Lock.TTL]. Refresh (and
 // KeepAlive, every TTL/3) renews on a quorum before the validity ends; a

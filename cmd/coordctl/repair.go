@@ -544,17 +544,21 @@ func forcerFor(ctx context.Context, coord *coordination.Coordinator, kind, key, 
 			return []coordination.Holder{h}, nil
 		}
 	}
+	// A lock or semaphore made WithFIFO has its waiters' queue beside the
+	// key while any wait: its release wakes the queue's head.
+	queued := func() (bool, error) {
+		q := slot.KeyIn(full+"\x00fifo", slot.Of(full))
+		if q == "" {
+			return false, nil
+		}
+		n, err := coord.Client().Exists(ctx, q).Result()
+		return n > 0, err
+	}
 	switch kind {
 	case lockcore.LockLayout.Kind:
-		// A lock made WithFIFO has its waiters' queue beside the key
-		// while any wait: its release wakes the queue's head.
-		fifo := false
-		if q := slot.KeyIn(full+"\x00fifo", slot.Of(full)); q != "" {
-			n, err := coord.Client().Exists(ctx, q).Result()
-			if err != nil {
-				return forcer{}, err
-			}
-			fifo = n > 0
+		fifo, err := queued()
+		if err != nil {
+			return forcer{}, err
 		}
 		m, err := lock.New(coord, key, lock.WithFIFO(fifo))
 		if err != nil {
@@ -582,7 +586,11 @@ func forcerFor(ctx context.Context, coord *coordination.Coordinator, kind, key, 
 	default:
 		// The capacity passed here is not used: a semaphore's key holds
 		// its capacity record.
-		s, err := semaphore.New(coord, key, 1)
+		fifo, err := queued()
+		if err != nil {
+			return forcer{}, err
+		}
+		s, err := semaphore.New(coord, key, 1, semaphore.WithFIFO(fifo))
 		if err != nil {
 			return forcer{}, err
 		}
@@ -609,7 +617,7 @@ it within milliseconds; a FIFO lock wakes its queue's head. The holder, if
 alive, finds its lease gone at its next renewal or verify (its context is
 cancelled). A lease taken meanwhile by someone else is kept. A fencing lock's
 counter is kept: the next holder's token is still higher.
-Exit status: 0 released; 1 not such a key, held by no owner whose token starts
+Exit status: 0 released; 1 no such key, held by no owner whose token starts
 with TOKEN (or by several), or released meanwhile; 2 bad usage; 3 the server
 cannot be reached.`, `coordctl repair lock --redis redis://127.0.0.1:6379/0 --key jobs:nightly --owner 3f2a9c1e`)
 	key := fs.String("key", "", "lock or lease key (for a fencing lock: its lease key, e.g. {K}:lock); required")

@@ -127,7 +127,9 @@ func TestLeaderResign(t *testing.T) {
 // Acquire (another client) takes the lease at once, not at its next
 // re-check (5 s by default; the key was deleted without waking anyone
 // before), for a plain and a FIFO lock, a fencing lock, a read-write
-// lease's writer and a semaphore's permit.
+// lease's writer and a plain and a FIFO semaphore's permit (whose queue's
+// head only the FIFO release wakes at once; a default-order release left
+// it to its re-check, within a second).
 func TestRepairLockWakesWaiter(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
@@ -168,6 +170,13 @@ func TestRepairLockWakesWaiter(t *testing.T) {
 			}},
 			{"semaphore", "sem", func() func(ctx context.Context) (lease, error) {
 				s, err := semaphore.New(b.Coordinator(t), "sem", 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return func(ctx context.Context) (lease, error) { return s.Acquire(ctx, time.Hour) }
+			}},
+			{"semaphore", "fifo-sem", func() func(ctx context.Context) (lease, error) {
+				s, err := semaphore.New(b.Coordinator(t), "fifo-sem", 1, semaphore.WithFIFO(true))
 				if err != nil {
 					t.Fatal(err)
 				}
