@@ -216,3 +216,30 @@ func mustToken(t *testing.T) string {
 	}
 	return tok
 }
+
+// A Begin whose context has already ended sends nothing, so it leaves
+// nothing to clean up: no claim and no abandoned record (before, the
+// context's error counted as an ambiguous attempt and the cleanup wrote
+// an abandoned record on the fresh key for a minute).
+func TestBeginWithEndedContextWritesNothing(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		coord := b.Coordinator(t)
+		e, err := engine.Of(coord)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := idempotency.New(coord)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := s.Begin(ctx, "ended", time.Minute); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Begin with a cancelled context = %v; want context.Canceled", err)
+		}
+		waitCleanups(t, e)
+		if n := b.Client(t).Exists(context.Background(), b.Prefix()+"ended").Val(); n != 0 {
+			t.Fatalf("the key exists after a Begin with a cancelled context (%d); want nothing written", n)
+		}
+	})
+}

@@ -384,6 +384,9 @@ func fingerprintPart(fingerprint *string) string {
 func begin(ctx context.Context, e *engine.Engine, k engine.Keys, token string, ttl, wait time.Duration, args []any) (Claim, error) {
 	ambiguous := false // sticky: some attempt of this call may have run unseen
 	try := func(ctx context.Context) (Claim, error) {
+		if err := ctx.Err(); err != nil {
+			return Claim{}, err // ended before the attempt: nothing sent
+		}
 		sent := time.Now()
 		r, err := beginScript.Run(ctx, e, k, args...)
 		if err != nil {
