@@ -282,3 +282,64 @@ func TestLateFieldAcquireAfterCleanupTakesNothing(t *testing.T) {
 		}
 	}, testharness.HashFieldTTLOnly())
 }
+
+// A blocked Acquire of a FIFO Mutex whose first attempt is held in the
+// network while another owner holds the lock, until after the Acquire gave
+// up and its cleanup ran, does not join the waiters' queue when that
+// attempt finally arrives: the cleanup recorded the abandoned token beside
+// the queue. (Before the fix the late attempt queued a waiter that never
+// tried again, and the next waiter behind it was served only once that
+// dead waiter's alive time passed, about 3 s after the release.)
+func TestLateFIFOWaiterAfterCleanupDoesNotQueue(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		key := b.Key("late-queue")
+		p, client := b.Proxied(t, key, lateClient)
+		coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
+		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
+		e := must(engine.Of(coord))(t)
+		admin := b.Admin(t)
+
+		holder := must(lock.New(b.Coordinator(t), "late-queue", lock.WithFIFO(true)))(t)
+		h := must(holder.TryAcquire(ctx, time.Minute))(t)
+		m := must(lock.New(coord, "late-queue", lock.WithFIFO(true)))(t)
+		if _, err := m.TryAcquire(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) { // loads the script on the key's server
+			t.Fatalf("TryAcquire of a held lock = %v", err)
+		}
+		held := p.Apply(faultproxy.HoldCommand(faultproxy.All(faultproxy.Named("EVALSHA"), faultproxy.Arg(key)), 1))
+		actx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
+		_, err := m.Acquire(actx, time.Minute)
+		cancel()
+		if err == nil {
+			t.Fatal("Acquire of a held lock succeeded")
+		}
+		waitCleanups(t, e)
+		letThrough(t, held)
+
+		queue := lock.FIFOKeys(m).Full()[1]
+		if n := must(admin.ZCard(ctx, queue).Result())(t); n != 0 {
+			t.Fatalf("the queue holds %d waiters after the late attempt (%q); want none", n, must(admin.ZRange(ctx, queue, 0, -1).Result())(t))
+		}
+		// A waiter blocked now is served at once by the release.
+		w := must(lock.New(b.Coordinator(t), "late-queue", lock.WithFIFO(true)))(t)
+		got := make(chan error, 1)
+		var at time.Time
+		go func() {
+			l, err := w.Acquire(ctx, time.Minute)
+			at = time.Now()
+			if err == nil {
+				_, err = l.Release(ctx)
+			}
+			got <- err
+		}()
+		time.Sleep(200 * time.Millisecond)
+		start := time.Now()
+		must(h.Release(ctx))(t)
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		if d := at.Sub(start); d > time.Second {
+			t.Fatalf("the waiter was served %v after the release; want at once", d)
+		}
+	})
+}

@@ -6,7 +6,15 @@
 -- refuses the caller's own tombstone, and treats another token's as a free
 -- lock); and take the token out of the waiters' queue, as
 -- lock_fifo_release does, waking the queue's head when the lock is free
--- for it. Run only on that rare path, never by an acquisition.
+-- for it; and record the token among the alive times as abandoned (the
+-- field the token, the value '!' and the server time in ms until which
+-- the record holds, now + ARGV[2]), which lock_fifo_acquire reads before
+-- it queues a blocked caller: a late attempt of the acquisition, reaching
+-- the server while another owner holds the lock, does not join the queue
+-- as a waiter that never tries again (which would hold up the waiters
+-- behind it until its alive time passed). The record is dropped by that
+-- token's next attempt or with the alive times' key, which expires once no
+-- waiter is queued. Run only on that rare path, never by an acquisition.
 --
 -- KEYS[1]  lock key (layout in lock_fifo_acquire)
 -- KEYS[2]  the waiters' queue (fragment fifo_queue)
@@ -17,9 +25,9 @@
 -- Reply     1  the abandoned token held the lock: released, tombstone
 --              written, the queue's head woken
 --           0  the lock was free (the tombstone is written), or already
---              this token's tombstone (a re-send: nothing else changed)
+--              this token's tombstone (a re-send: the record rewritten)
 --          -1  held by another owner, or another token's tombstone: the
---              token only left the queue
+--              token left the queue and is recorded as abandoned
 -- Errors   WRONGTYPE  a key holds a value of the wrong Redis type
 --#include notify
 --#include fifo_queue
@@ -35,8 +43,13 @@ if r >= 0 and v ~= stone then
   redis.call('SET', KEYS[1], stone, 'PX', ARGV[2])
 end
 fifo_leave(ARGV[1])
-if r >= 0 then
 --#include time_ms
+local life = tonumber(ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[1], '!' .. (now + life))
+if redis.call('PTTL', KEYS[3]) < life then
+  redis.call('PEXPIRE', KEYS[3], life)
+end
+if r >= 0 then
   local head = fifo_head(now)
   if head then
     wake(head)

@@ -38,6 +38,9 @@
 --          token followed by '!', lock_abandon) is a free lock, except
 --          that the caller's own is refused (its remaining TTL, and the
 --          caller is not queued): a late request of that acquisition.
+--          So is a blocked caller whose token lock_fifo_abandon recorded
+--          as abandoned among the alive times (ms left of the record,
+--          not queued; an expired record is dropped).
 --          COORD_BADSTATE the lock key holds a string that is not an
 --                         owner token (22 bytes of base64url, or the 36
 --                         bytes of lower-case hex and '-' of earlier
@@ -94,6 +97,16 @@ if not v and (not head or head == ARGV[1]) then
   return 'OK'
 end
 if ARGV[4] == '1' then
+  -- A record of this token's abandonment (lock_fifo_abandon, '!' and its
+  -- end): a late attempt of an abandoned acquisition, not queued.
+  local a = redis.call('HGET', KEYS[3], ARGV[1])
+  if a and string.byte(a, 1) == 33 then
+    local left = (tonumber(string.sub(a, 2)) or 0) - now
+    if left > 0 then
+      return left
+    end
+    redis.call('HDEL', KEYS[3], ARGV[1])
+  end
   fifo_join(ARGV[1], now, tonumber(ARGV[3]))
   if not head then
     head = ARGV[1]

@@ -135,15 +135,15 @@
 // left is released after its answer. Set the clients' ReadTimeout close to
 // the node timeout so that such calls end soon.
 //
-// On a plain node whose acquisition failed ambiguously (a timeout, a lost
+// On a node whose acquisition failed ambiguously (a timeout, a lost
 // reply), that background release leaves a tombstone of the round's token
 // in the key (as lock.Mutex's cleanup does: the token followed by '!', for
-// the TTL, at least 5 s and at most a minute), so that the round's
-// request, still on its way and reaching the node after the cleanup, takes
-// nothing there; any other acquisition takes a tombstone over. A request
-// delayed longer than the tombstone lives can still take the node for at
-// most the TTL. The fencing node (WithFencing) has no tombstone yet: it is
-// released.
+// the TTL, at least 5 s and at most a minute; on the fencing node
+// (WithFencing) the fencing lease's, as fencing.Mutex's cleanup does), so
+// that the round's request, still on its way and reaching the node after
+// the cleanup, takes nothing there (and draws no fencing token); any other
+// acquisition takes a tombstone over. A request delayed longer than the
+// tombstone lives can still take the node for at most the TTL.
 //
 // A node that refuses connections (a stopped server, a closed port) keeps
 // go-redis dialing longer than the default node timeout: it retries the
