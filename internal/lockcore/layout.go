@@ -166,22 +166,38 @@ func isPermitID(m string) bool {
 // FIFOAliveLayout is the hash of a first-in first-out lock's waiters'
 // alive-until times (lock.WithFIFO): named the lock key followed by
 // "\x00fifo-alive" and a slot suffix; field an owner token, value the
-// server time in ms until which that waiter counts as alive.
+// server time in ms until which that waiter counts as alive, or '!' and
+// the time until which an abandoned acquisition's token is not queued
+// (lock_fifo_abandon's record).
 var FIFOAliveLayout = layout.Layout{
 	Kind:  "lock waiter times",
 	Type:  "hash",
 	Match: func(s *layout.Snapshot) bool { return strings.Contains(s.Key, "\x00fifo-alive") },
 	Decode: func(s *layout.Snapshot, r *layout.Report) {
-		r.Add("waiters", s.HashLen)
 		names := make([]string, 0, len(s.Hash))
-		for k := range s.Hash {
+		abandoned := 0
+		for k, v := range s.Hash {
 			names = append(names, k)
+			if strings.HasPrefix(v, "!") {
+				abandoned++
+			}
+		}
+		r.Add("waiters", s.HashLen-int64(abandoned))
+		if abandoned > 0 {
+			r.Add("abandoned acquisitions (not queued)", abandoned)
 		}
 		sort.Strings(names)
 		for _, f := range names {
-			until, err := strconv.ParseInt(s.Hash[f], 10, 64)
+			v, gone := strings.CutPrefix(s.Hash[f], "!")
+			until, err := strconv.ParseInt(v, 10, 64)
 			e := layout.Entry{{K: "owner", V: layout.Tok(f)}}
 			switch {
+			case gone && err == nil:
+				left := any("expired")
+				if until > s.NowMs {
+					left = time.Duration(until-s.NowMs) * time.Millisecond
+				}
+				e = append(e, layout.Field{K: "abandoned, not queued for", V: left})
 			case err != nil:
 				r.Bad("waiter %q has no alive-until time (%q)", layout.Tok(f), s.Hash[f])
 			case until > s.NowMs:
