@@ -40,12 +40,12 @@ func TestInspectFIFOQueueKeys(t *testing.T) {
 				t.Fatalf("inspect --scan = %d %s", code, errOut)
 			}
 			out = o
-			if strings.Contains(out, "lock waiter queue") && strings.Contains(out, "lock waiter times") || time.Now().After(deadline) {
+			if strings.Contains(out, "FIFO waiter queue") && strings.Contains(out, "FIFO waiter times") || time.Now().After(deadline) {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		if !strings.Contains(out, "lock waiter queue") || !strings.Contains(out, "lock waiter times") || strings.Contains(out, "CORRUPT") || strings.Contains(out, "field leases") {
+		if !strings.Contains(out, "FIFO waiter queue") || !strings.Contains(out, "FIFO waiter times") || strings.Contains(out, "CORRUPT") || strings.Contains(out, "field leases") {
 			t.Fatalf("inspect --scan of a FIFO lock with a waiter:\n%s", out)
 		}
 		cancel()

@@ -132,7 +132,7 @@ func fieldTTLs(s *layout.Snapshot, names []string) string {
 // (semaphore.WithFIFO) has the same shape, its members the waiters'
 // permit ids "P:<n>:<token>"; it is decoded by this layout too.
 var FIFOQueueLayout = layout.Layout{
-	Kind: "lock waiter queue",
+	Kind: "FIFO waiter queue",
 	Type: "zset",
 	Match: func(s *layout.Snapshot) bool {
 		return strings.Contains(s.Key, "\x00fifo") && !strings.Contains(s.Key, "\x00fifo-alive")
@@ -170,7 +170,7 @@ func isPermitID(m string) bool {
 // the time until which an abandoned acquisition's token is not queued
 // (lock_fifo_abandon's record).
 var FIFOAliveLayout = layout.Layout{
-	Kind:  "lock waiter times",
+	Kind:  "FIFO waiter times",
 	Type:  "hash",
 	Match: func(s *layout.Snapshot) bool { return strings.Contains(s.Key, "\x00fifo-alive") },
 	Decode: func(s *layout.Snapshot, r *layout.Report) {
