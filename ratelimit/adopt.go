@@ -168,3 +168,42 @@ func (c *ConcurrencyLimiter) ForceRelease(ctx context.Context, token string) (bo
 	}
 	return ok, err
 }
+
+// Adopt calls [ConcurrencyLimiter.Adopt] on partition's limiter, creating
+// it first when needed; the adopted lease keeps the partition from being
+// evicted while it is held, as an acquired one does. Errors are those of
+// Adopt, the factory's error, or coordination.ErrClosed after Close.
+func (p *PartitionedConcurrency) Adopt(ctx context.Context, partition, token string) (*ConcurrencyLease, error) {
+	e, err := p.p.get(partition)
+	if err != nil {
+		return nil, err
+	}
+	defer p.p.put(e)
+	return e.lim.Adopt(ctx, token)
+}
+
+// Holders calls [ConcurrencyLimiter.Holders] on partition's limiter,
+// creating it first when needed (a limiter does no I/O when created).
+// Errors are those of Holders, the factory's error, or
+// coordination.ErrClosed after Close.
+func (p *PartitionedConcurrency) Holders(ctx context.Context, partition string) ([]coordination.Holder, error) {
+	e, err := p.p.get(partition)
+	if err != nil {
+		return nil, err
+	}
+	defer p.p.put(e)
+	return e.lim.Holders(ctx)
+}
+
+// ForceRelease calls [ConcurrencyLimiter.ForceRelease] on partition's
+// limiter, creating it first when needed. Errors are those of
+// ForceRelease, the factory's error, or coordination.ErrClosed after
+// Close.
+func (p *PartitionedConcurrency) ForceRelease(ctx context.Context, partition, token string) (bool, error) {
+	e, err := p.p.get(partition)
+	if err != nil {
+		return false, err
+	}
+	defer p.p.put(e)
+	return e.lim.ForceRelease(ctx, token)
+}

@@ -155,3 +155,75 @@ func TestConcurrencyAdoptPermits(t *testing.T) {
 		}
 	})
 }
+
+// A partitioned concurrency limiter adopts, reads and force-releases a
+// partition's leases through that partition's limiter: a lease taken by
+// one process (its limiter closed) is listed, adopted by its token and
+// released by another process; an adopted lease keeps its partition from
+// eviction; ForceRelease frees a permit for another caller at once.
+func TestPartitionedConcurrencyAdopt(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		coord := b.Coordinator(t)
+		factory := func(part string) (*ratelimit.ConcurrencyLimiter, error) {
+			return ratelimit.NewConcurrency(coord, ratelimit.PartitionKey("pc", part), 1, ratelimit.WithLeaseDuration(time.Minute))
+		}
+		first, err := ratelimit.NewPartitionedConcurrency(factory)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := first.TryAcquire(ctx, "tenant-a", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		token := l.Token()
+		_ = first.Close() // the first process stops renewing; the lease stays
+
+		second, err := ratelimit.NewPartitionedConcurrency(factory, ratelimit.WithMaxPartitions(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = second.Close() })
+		hs, err := second.Holders(ctx, "tenant-a")
+		if err != nil || len(hs) != 1 || hs[0].Token != token || hs[0].Permits != 1 {
+			t.Fatalf("Holders = %+v, %v; want the one lease of %s", hs, err, token)
+		}
+		if hs, err := second.Holders(ctx, "tenant-b"); err != nil || len(hs) != 0 {
+			t.Fatalf("Holders of another partition = %+v, %v; want none", hs, err)
+		}
+		adopted, err := second.Adopt(ctx, "tenant-a", token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if adopted.Token() != token || adopted.N() != 1 || adopted.Remaining() <= 0 {
+			t.Fatalf("adopted lease %s n=%d remaining %v", adopted.Token(), adopted.N(), adopted.Remaining())
+		}
+		if _, err := second.Adopt(ctx, "tenant-b", token); !errors.Is(err, coordination.ErrNotHeld) {
+			t.Fatalf("Adopt in another partition = %v; want ErrNotHeld", err)
+		}
+		// New partitions under the cap of 1 evict idle limiters, never
+		// tenant-a's, which holds the adopted lease (an evicted limiter
+		// is closed, ending its leases).
+		for _, part := range []string{"tenant-c", "tenant-d"} {
+			if _, err := second.Holders(ctx, part); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := context.Cause(adopted.Context()); err != nil {
+			t.Fatalf("the adopted lease ended after the churn: %v", err)
+		}
+		if _, err := second.TryAcquire(ctx, "tenant-a", 1); !errors.Is(err, coordination.ErrNotAcquired) {
+			t.Fatalf("TryAcquire while adopted = %v; want refused", err)
+		}
+		if ok, err := second.ForceRelease(ctx, "tenant-a", token); !ok || err != nil {
+			t.Fatalf("ForceRelease = %v, %v; want true", ok, err)
+		}
+		l2, err := second.TryAcquire(ctx, "tenant-a", 1)
+		if err != nil {
+			t.Fatalf("TryAcquire after the force release = %v", err)
+		}
+		if _, err := l2.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
