@@ -69,13 +69,6 @@ func (s subject) nodeCount() int { return max(s.nodes, 1) }
 
 var bg = context.Background()
 
-func exists(key string) func(ctx context.Context, w *world) (int, error) {
-	return func(ctx context.Context, w *world) (int, error) {
-		n, err := w.admin[0].Exists(ctx, key).Result()
-		return int(n), err
-	}
-}
-
 // heldLock counts the lock at key: 1 when it holds an owner token; the
 // tombstone an abandoned acquisition's cleanup leaves (lockcore) holds
 // nothing: it counts 0.
@@ -95,6 +88,34 @@ func heldLockOn(ctx context.Context, c redis.UniversalClient, key string) (int, 
 		return 0, nil
 	}
 	return 1, nil
+}
+
+// heldFencing counts the fencing lease at key: 1 when its hash names an
+// owner; the tombstone an abandoned acquisition's cleanup leaves (owner
+// token!) holds nothing: it counts 0.
+func heldFencing(key string) func(ctx context.Context, w *world) (int, error) {
+	return func(ctx context.Context, w *world) (int, error) {
+		v, err := w.admin[0].HGet(ctx, key, "owner").Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			return 0, nil
+		case err != nil:
+			return 0, err
+		case lockcore.IsTombstone(v):
+			return 0, nil
+		}
+		return 1, nil
+	}
+}
+
+// heldRW counts the read-write lease holders at key: its members scored
+// above 0 (a lease's expiry); waiting records and the tombstones an
+// abandoned acquisition's cleanup leaves score below 0 and hold nothing.
+func heldRW(key string) func(ctx context.Context, w *world) (int, error) {
+	return func(ctx context.Context, w *world) (int, error) {
+		n, err := w.admin[0].ZCount(ctx, key, "(0", "+inf").Result()
+		return int(n), err
+	}
 }
 
 // liveClaim counts the idempotency claim at key: pending or completed. An
@@ -194,7 +215,7 @@ func subjects() []subject {
 				w.held = l
 				return fmt.Sprintf("token %d", l.FencingToken()), nil
 			},
-			want: "token 1", count: exists("{m}:lease"),
+			want: "token 1", count: heldFencing("{m}:lease"),
 			forgotten: func(t *testing.T, w *world, lost map[string]bool) {
 				l := w.held.(*fencing.Lock)
 				if ok, err := l.Verify(bg); ok || err != nil {
@@ -252,7 +273,7 @@ func subjects() []subject {
 				w.held = l
 				return "held", err
 			},
-			want: "held", count: exists("m"),
+			want: "held", count: heldRW("m"),
 			forgotten: func(t *testing.T, w *world, lost map[string]bool) {
 				leaseForgotten(t, lost["m"], func() (bool, error) { return w.held.(*rwlease.Lease).Verify(bg) },
 					func() error {
