@@ -18,37 +18,6 @@ import (
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
-// lateClient makes the client of a late-request test: 200 ms read
-// timeout, no go-redis re-send (the held request is the only one).
-func lateClient(o *redis.Options) { o.ReadTimeout, o.MaxRetries = 200*time.Millisecond, -1 }
-
-// waitCleanups waits until e runs no background cleanup.
-func waitCleanups(t *testing.T, e *engine.Engine) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); e.Cleanups() > 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("cleanups still running: %d", e.Cleanups())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// letThrough lets a held request through and waits until the server ran
-// it.
-func letThrough(t *testing.T, held *faultproxy.Applied) {
-	t.Helper()
-	if held.Fired() != 1 {
-		t.Fatalf("held %d requests, want 1", held.Fired())
-	}
-	held.Let()
-	for deadline := time.Now().Add(5 * time.Second); held.Answered() < 1; {
-		if time.Now().After(deadline) {
-			t.Fatal("the held request was never answered")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // tombstoneOf returns the abandoned token of the tombstone the lease key
 // holds ({owner: token + "!"} alone), failing the test for anything else.
 func tombstoneOf(t *testing.T, admin redis.UniversalClient, key, when string) string {
@@ -74,7 +43,7 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 		ctx := context.Background()
 		name := "{late}"
 		key := b.Key(leaseKey(name))
-		p, client := b.Proxied(t, key, lateClient)
+		p, client := b.Proxied(t, key, testharness.LateClient)
 		coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
 		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
 		e := must(engine.Of(coord))(t)
@@ -94,13 +63,13 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 		if err == nil || !coordination.IsAmbiguous(err) {
 			t.Fatalf("TryAcquire = %v, want an ambiguous error", err)
 		}
-		waitCleanups(t, e)
+		testharness.WaitCleanups(t, e)
 		if h := must(admin.HGetAll(ctx, key).Result())(t); h["fence"] != "" {
 			t.Fatalf("after the cleanup the lease key holds %v; want no holder", h)
 		}
 		before := must(admin.PTTL(ctx, key).Result())(t)
 		time.Sleep(20 * time.Millisecond) // a restarted TTL would show
-		letThrough(t, held)
+		testharness.LetThrough(t, held)
 
 		// The late request took nothing, drew no token and restarted no TTL.
 		token := tombstoneOf(t, admin, key, "after the late request")

@@ -17,21 +17,6 @@ import (
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
-// lateClient makes the client of a late-request test: 200 ms read
-// timeout, no go-redis re-send (the held request is the only one).
-func lateClient(o *redis.Options) { o.ReadTimeout, o.MaxRetries = 200*time.Millisecond, -1 }
-
-// waitCleanups waits until e runs no background cleanup.
-func waitCleanups(t *testing.T, e *engine.Engine) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); e.Cleanups() > 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("cleanups still running: %d", e.Cleanups())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // A Begin whose request is held in the network until after its client
 // gave up (ambiguous) and its background cleanup finished creates no
 // claim when the request finally reaches the server: the cleanup left an
@@ -45,7 +30,7 @@ func TestLateBeginAfterCleanupClaimsNothing(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		key := b.Key("late")
-		p, client := b.Proxied(t, key, lateClient)
+		p, client := b.Proxied(t, key, testharness.LateClient)
 		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
 		if err != nil {
 			t.Fatal(err)
@@ -65,7 +50,7 @@ func TestLateBeginAfterCleanupClaimsNothing(t *testing.T) {
 		if _, err := s.Begin(ctx, "late", time.Hour); err == nil || !coordination.IsAmbiguous(err) {
 			t.Fatalf("Begin = %v, want an ambiguous error", err)
 		}
-		waitCleanups(t, e)
+		testharness.WaitCleanups(t, e)
 		if held.Fired() != 1 {
 			t.Fatalf("held %d requests, want 1", held.Fired())
 		}
@@ -237,7 +222,7 @@ func TestBeginWithEndedContextWritesNothing(t *testing.T) {
 		if _, err := s.Begin(ctx, "ended", time.Minute); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Begin with a cancelled context = %v; want context.Canceled", err)
 		}
-		waitCleanups(t, e)
+		testharness.WaitCleanups(t, e)
 		if n := b.Client(t).Exists(context.Background(), b.Prefix()+"ended").Val(); n != 0 {
 			t.Fatalf("the key exists after a Begin with a cancelled context (%d); want nothing written", n)
 		}

@@ -17,37 +17,6 @@ import (
 	"github.com/coordkit/coordination/lock"
 )
 
-// lateClient makes the client of a late-request test: 200 ms read
-// timeout, no go-redis re-send (the held request is the only one).
-func lateClient(o *redis.Options) { o.ReadTimeout, o.MaxRetries = 200*time.Millisecond, -1 }
-
-// waitCleanups waits until e runs no background cleanup.
-func waitCleanups(t *testing.T, e *engine.Engine) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); e.Cleanups() > 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("cleanups still running: %d", e.Cleanups())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// letThrough lets a held request through and waits until the server ran
-// it.
-func letThrough(t *testing.T, held *faultproxy.Applied) {
-	t.Helper()
-	if held.Fired() != 1 {
-		t.Fatalf("held %d requests, want 1", held.Fired())
-	}
-	held.Let()
-	for deadline := time.Now().Add(5 * time.Second); held.Answered() < 1; {
-		if time.Now().After(deadline) {
-			t.Fatal("the held request was never answered")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // getOrEmpty returns key's value, "" when it does not exist.
 func getOrEmpty(t *testing.T, c redis.UniversalClient, key string) string {
 	t.Helper()
@@ -80,7 +49,7 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				ctx := context.Background()
 				key := b.Key("late-" + name)
-				p, client := b.Proxied(t, key, lateClient)
+				p, client := b.Proxied(t, key, testharness.LateClient)
 				coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
 				t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
 				e := must(engine.Of(coord))(t)
@@ -100,11 +69,11 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 				if err == nil || !coordination.IsAmbiguous(err) {
 					t.Fatalf("TryAcquire = %v, want an ambiguous error", err)
 				}
-				waitCleanups(t, e)
+				testharness.WaitCleanups(t, e)
 				if v := getOrEmpty(t, admin, key); v != "" && !lockcore.IsTombstone(v) {
 					t.Fatalf("after the cleanup the key holds %q; want no owner", v)
 				}
-				letThrough(t, held)
+				testharness.LetThrough(t, held)
 
 				// The late request took nothing: the key holds the tombstone.
 				v := getOrEmpty(t, admin, key)
@@ -238,7 +207,7 @@ func TestLateFieldAcquireAfterCleanupTakesNothing(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		key := b.Key("late-fields")
-		p, client := b.Proxied(t, key, lateClient)
+		p, client := b.Proxied(t, key, testharness.LateClient)
 		coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
 		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
 		e := must(engine.Of(coord))(t)
@@ -255,8 +224,8 @@ func TestLateFieldAcquireAfterCleanupTakesNothing(t *testing.T) {
 		if err == nil || !coordination.IsAmbiguous(err) {
 			t.Fatalf("TryAcquire = %v, want an ambiguous error", err)
 		}
-		waitCleanups(t, e)
-		letThrough(t, held)
+		testharness.WaitCleanups(t, e)
+		testharness.LetThrough(t, held)
 
 		v := hgetOrEmpty(t, admin, key, "f")
 		if !lockcore.IsTombstone(v) {
@@ -294,7 +263,7 @@ func TestLateFIFOWaiterAfterCleanupDoesNotQueue(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		key := b.Key("late-queue")
-		p, client := b.Proxied(t, key, lateClient)
+		p, client := b.Proxied(t, key, testharness.LateClient)
 		coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
 		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
 		e := must(engine.Of(coord))(t)
@@ -313,8 +282,8 @@ func TestLateFIFOWaiterAfterCleanupDoesNotQueue(t *testing.T) {
 		if err == nil {
 			t.Fatal("Acquire of a held lock succeeded")
 		}
-		waitCleanups(t, e)
-		letThrough(t, held)
+		testharness.WaitCleanups(t, e)
+		testharness.LetThrough(t, held)
 
 		queue := lock.FIFOKeys(m).Full()[1]
 		if n := must(admin.ZCard(ctx, queue).Result())(t); n != 0 {

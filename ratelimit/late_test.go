@@ -17,37 +17,6 @@ import (
 	"github.com/coordkit/coordination/internal/testkit/testharness"
 )
 
-// lateClient makes the client of a late-request test: 200 ms read
-// timeout, no go-redis re-send (the held request is the only one).
-func lateClient(o *redis.Options) { o.ReadTimeout, o.MaxRetries = 200*time.Millisecond, -1 }
-
-// waitCleanups waits until e runs no background cleanup.
-func waitCleanups(t *testing.T, e *engine.Engine) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); e.Cleanups() > 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("cleanups still running: %d", e.Cleanups())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// letThrough lets a held request through and waits until the server ran
-// it.
-func letThrough(t *testing.T, held *faultproxy.Applied) {
-	t.Helper()
-	if held.Fired() != 1 {
-		t.Fatalf("held %d requests, want 1", held.Fired())
-	}
-	held.Let()
-	for deadline := time.Now().Add(5 * time.Second); held.Answered() < 1; {
-		if time.Now().After(deadline) {
-			t.Fatal("the held request was never answered")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // concMembers returns the members of a concurrency key whose score is
 // after now (server time), settings member excluded.
 func concMembers(t *testing.T, b *testharness.Backend, key string) []string {
@@ -80,7 +49,7 @@ func TestLateConcurrencyAcquireAfterCleanupTakesNothing(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		key := b.Key("late-conc")
-		p, client := b.Proxied(t, key, lateClient)
+		p, client := b.Proxied(t, key, testharness.LateClient)
 		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
 		if err != nil {
 			t.Fatal(err)
@@ -108,8 +77,8 @@ func TestLateConcurrencyAcquireAfterCleanupTakesNothing(t *testing.T) {
 		if _, err := l.TryAcquire(ctx, 1); err == nil || !coordination.IsAmbiguous(err) {
 			t.Fatalf("TryAcquire = %v, want an ambiguous error", err)
 		}
-		waitCleanups(t, e)
-		letThrough(t, held)
+		testharness.WaitCleanups(t, e)
+		testharness.LetThrough(t, held)
 
 		// The late request took nothing: the key holds the tombstone only.
 		live := concMembers(t, b, key)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -534,6 +535,9 @@ func fencingTokens(t *testing.T, c *cluster) {
 	var qe *redlock.QuorumError
 	if !errors.As(err, &qe) {
 		t.Fatalf("without the fencing node: %v, want a QuorumError", err)
+	}
+	if !strings.Contains(err.Error(), "4 of 5 nodes confirmed, 3 needed (the fencing node among them); 1 failed") {
+		t.Fatalf("without the fencing node: %q; want it to say the fencing node is needed", err)
 	}
 	defer func() { t.Logf("holders %q", c.holders("{fenced}")) }()
 	waitFor(t, "the other nodes' grants to be released", func() bool {

@@ -749,7 +749,9 @@ type QuorumError struct {
 }
 
 // Error reads "redlock: acquire: 2 of 5 nodes confirmed, 3 needed; 3 failed:
-// <the first failure, described without addresses>".
+// <the first failure, described without addresses>"; when the nodes that
+// confirmed are enough but the fencing node failed (WithFencing), "3
+// needed (the fencing node among them)".
 func (e *QuorumError) Error() string {
 	var first error
 	failed := 0
@@ -762,7 +764,13 @@ func (e *QuorumError) Error() string {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "redlock: %s: %d of %d nodes confirmed, %d needed; %d failed", e.Op, e.Confirmed, len(e.Errs), e.Quorum, failed)
+	fmt.Fprintf(&b, "redlock: %s: %d of %d nodes confirmed, %d needed", e.Op, e.Confirmed, len(e.Errs), e.Quorum)
+	if e.Confirmed >= e.Quorum {
+		// Enough nodes, so the one that had to be among them (the fencing
+		// node) was not.
+		b.WriteString(" (the fencing node among them)")
+	}
+	fmt.Fprintf(&b, "; %d failed", failed)
 	if first != nil {
 		b.WriteString(": ")
 		if errors.Is(first, ErrNodeTimeout) {

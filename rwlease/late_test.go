@@ -17,37 +17,6 @@ import (
 	"github.com/coordkit/coordination/rwlease"
 )
 
-// lateClient makes the client of a late-request test: 200 ms read
-// timeout, no go-redis re-send (the held request is the only one).
-func lateClient(o *redis.Options) { o.ReadTimeout, o.MaxRetries = 200*time.Millisecond, -1 }
-
-// waitCleanups waits until e runs no background cleanup.
-func waitCleanups(t *testing.T, e *engine.Engine) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); e.Cleanups() > 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("cleanups still running: %d", e.Cleanups())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// letThrough lets a held request through and waits until the server ran
-// it.
-func letThrough(t *testing.T, held *faultproxy.Applied) {
-	t.Helper()
-	if held.Fired() != 1 {
-		t.Fatalf("held %d requests, want 1", held.Fired())
-	}
-	held.Let()
-	for deadline := time.Now().Add(5 * time.Second); held.Answered() < 1; {
-		if time.Now().After(deadline) {
-			t.Fatal("the held request was never answered")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // isTombstone reports whether score is an abandoned acquisition's
 // tombstone: below 0, an integer and a half.
 func isTombstone(score float64) bool { return score < 0 && score != math.Floor(score) }
@@ -79,7 +48,7 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 				ctx := context.Background()
 				name := "late-" + c.name
 				key := b.Key(name)
-				p, client := b.Proxied(t, key, lateClient)
+				p, client := b.Proxied(t, key, testharness.LateClient)
 				coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
 				t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
 				e := must(engine.Of(coord))(t)
@@ -110,8 +79,8 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 				if err == nil || !coordination.IsAmbiguous(err) {
 					t.Fatalf("acquire = %v, %v, want an ambiguous error", l, err)
 				}
-				waitCleanups(t, e)
-				letThrough(t, held)
+				testharness.WaitCleanups(t, e)
+				testharness.LetThrough(t, held)
 
 				// The late request took nothing and recorded nothing: its
 				// member is the cleanup's tombstone.

@@ -29,37 +29,6 @@ func must[T any](v T, err error) func(t testing.TB) T {
 	}
 }
 
-// lateClient makes the client of a late-request test: 200 ms read
-// timeout, no go-redis re-send (the held request is the only one).
-func lateClient(o *redis.Options) { o.ReadTimeout, o.MaxRetries = 200*time.Millisecond, -1 }
-
-// waitCleanups waits until e runs no background cleanup.
-func waitCleanups(t *testing.T, e *engine.Engine) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); e.Cleanups() > 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("cleanups still running: %d", e.Cleanups())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// letThrough lets a held request through and waits until the server ran
-// it.
-func letThrough(t *testing.T, held *faultproxy.Applied) {
-	t.Helper()
-	if held.Fired() != 1 {
-		t.Fatalf("held %d requests, want 1", held.Fired())
-	}
-	held.Let()
-	for deadline := time.Now().Add(5 * time.Second); held.Answered() < 1; {
-		if time.Now().After(deadline) {
-			t.Fatal("the held request was never answered")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // tombScale is 2^43: a tombstone of expiry e (ms) is scored -e/2^43.
 const tombScale = 8796093022208
 
@@ -98,7 +67,7 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 				ctx := context.Background()
 				name := "late-" + tc.name
 				full := b.Key(name)
-				p, client := b.Proxied(t, full, lateClient)
+				p, client := b.Proxied(t, full, testharness.LateClient)
 				coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
 				t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
 				e := must(engine.Of(coord))(t)
@@ -128,8 +97,8 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 				if err == nil || !coordination.IsAmbiguous(err) {
 					t.Fatalf("acquisition = %v, want an ambiguous error", err)
 				}
-				waitCleanups(t, e)
-				letThrough(t, held)
+				testharness.WaitCleanups(t, e)
+				testharness.LetThrough(t, held)
 
 				// The late request took nothing (read through another
 				// client: the proxied one times out after 200 ms).
