@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -248,7 +249,16 @@ func runStream(t *testing.T, b *testharness.Backend, w workload, target int, unt
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(b.Name + "/" + w.name))
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("%s on %s: seed %d", w.name, b.Name, seed)
+	if v := os.Getenv("COORD_HISTORY_SEED"); v != "" {
+		// Replays a logged run's random choices (the workload's calls and
+		// the faults' schedule; timing still differs from run to run).
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("COORD_HISTORY_SEED=%q: not an unsigned integer", v)
+		}
+		seed = n
+	}
+	t.Logf("%s on %s: seed %d (COORD_HISTORY_SEED replays it)", w.name, b.Name, seed)
 	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
 	var s stats
 	budget := envDuration(t, "COORD_HISTORY_BUDGET", 4*time.Minute)
