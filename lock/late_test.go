@@ -3,6 +3,8 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -282,7 +284,22 @@ func TestLateFIFOWaiterAfterCleanupDoesNotQueue(t *testing.T) {
 		if err == nil {
 			t.Fatal("Acquire of a held lock succeeded")
 		}
-		testharness.WaitCleanups(t, e)
+		// The cleanup's first try records the abandoned token beside the
+		// queue; with the lock held by another owner it keeps trying
+		// (engine.Engine.Abandon), so it does not end here.
+		alive := lock.FIFOKeys(m).Full()[2]
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			vals := must(admin.HVals(ctx, alive).Result())(t)
+			if slices.ContainsFunc(vals, func(v string) bool { return strings.HasPrefix(v, "!") }) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no abandonment recorded beside the queue: %q", vals)
+			}
+		}
+		if e.Cleanups() != 1 {
+			t.Fatalf("cleanups running: %d, want 1 (waiting for the holder to let go)", e.Cleanups())
+		}
 		testharness.LetThrough(t, held)
 
 		queue := lock.FIFOKeys(m).Full()[1]
@@ -309,6 +326,226 @@ func TestLateFIFOWaiterAfterCleanupDoesNotQueue(t *testing.T) {
 		}
 		if d := at.Sub(start); d > time.Second {
 			t.Fatalf("the waiter was served %v after the release; want at once", d)
+		}
+	})
+}
+
+// Two acquisitions of one lock abandoned while a third owner holds it (one
+// a TryAcquire, one a blocked Acquire whose script attempt is held), each
+// with its request held in the network until after its cleanup: the
+// cleanups wait for the holder to let go (engine.Engine.Abandon), then
+// each leaves its tombstone beside the other's, and neither late request
+// takes the lock; another client then takes it at once. (Before: a cleanup
+// that found the lock held gave up at once, so a late request landing
+// after the holder's release took the lock for a whole TTL; and one that
+// found another token's tombstone wrote nothing, so a late script attempt
+// took the lock over that tombstone.)
+func TestLateAcquiresWhileHeldTakeNothing(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		for _, fifo := range []bool{false, true} {
+			name := map[bool]string{false: "default", true: "fifo"}[fifo]
+			t.Run(name, func(t *testing.T) {
+				ctx := context.Background()
+				key := b.Key("late-held-" + name)
+				admin := b.Admin(t)
+				holder := must(lock.New(b.Coordinator(t), "late-held-"+name, lock.WithFIFO(fifo)))(t)
+				h := must(holder.TryAcquire(ctx, time.Minute))(t)
+
+				type late struct {
+					e    *engine.Engine
+					held *faultproxy.Applied
+				}
+				var lates []late
+				for i, block := range []bool{false, true} {
+					p, client := b.Proxied(t, key, testharness.LateClient)
+					coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
+					t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
+					e := must(engine.Of(coord))(t)
+					m := must(lock.New(coord, "late-held-"+name, lock.WithFIFO(fifo)))(t)
+					// Every script loaded first, so that each held request is
+					// the acquisition's own.
+					if _, err := m.TryAcquire(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
+						t.Fatalf("TryAcquire of a held lock = %v", err)
+					}
+					if g := must(lockcore.Acquire.Run(ctx, e, e.Key("late-held-"+name), must(engine.NewToken())(t), int64(60_000)))(t); g.Acquired {
+						t.Fatal("lock_acquire took a held lock")
+					}
+					cmd := "SET"
+					if fifo || block {
+						cmd = "EVALSHA"
+					}
+					held := p.Apply(faultproxy.HoldCommand(faultproxy.All(faultproxy.Named(cmd), faultproxy.Arg(key)), 1))
+					var err error
+					if block {
+						actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+						_, err = m.Acquire(actx, time.Minute)
+						cancel()
+					} else {
+						_, err = m.TryAcquire(ctx, time.Minute)
+					}
+					if !coordination.IsAmbiguous(err) {
+						t.Fatalf("acquisition %d = %v, want an ambiguous error", i, err)
+					}
+					if held.Fired() != 1 {
+						t.Fatalf("acquisition %d: held %d requests, want 1", i, held.Fired())
+					}
+					lates = append(lates, late{e, held})
+				}
+				// While the holder holds the lock, no tombstone fits: the
+				// cleanups keep trying.
+				time.Sleep(300 * time.Millisecond)
+				if v := must(admin.Get(ctx, key).Result())(t); !strings.HasPrefix(v, h.Token()) {
+					t.Fatalf("the key holds %q while the holder holds the lock", v)
+				}
+				for i, l := range lates {
+					if n := l.e.Cleanups(); n != 1 {
+						t.Fatalf("acquisition %d: %d cleanups running, want 1", i, n)
+					}
+				}
+				must(h.Release(ctx))(t)
+				for _, l := range lates {
+					testharness.WaitCleanups(t, l.e)
+				}
+				stones := lockcore.Abandoned(getOrEmpty(t, admin, key))
+				if len(stones) != 2 {
+					t.Fatalf("after the cleanups the key holds %q; want both tombstones", getOrEmpty(t, admin, key))
+				}
+				for _, l := range lates {
+					testharness.LetThrough(t, l.held)
+				}
+				if got := lockcore.Abandoned(getOrEmpty(t, admin, key)); !slices.Equal(got, stones) {
+					t.Fatalf("after the late requests the key holds %q; want the tombstones %q (a late request took the lock)", getOrEmpty(t, admin, key), stones)
+				}
+				other := must(lock.New(b.Coordinator(t), "late-held-"+name, lock.WithFIFO(fifo)))(t)
+				l, err := other.TryAcquire(ctx, time.Minute)
+				if err != nil {
+					t.Fatalf("another client's TryAcquire = %v; want the lock", err)
+				}
+				if out := must(l.Release(ctx))(t); out != coordination.Released {
+					t.Fatalf("Release = %v", out)
+				}
+			})
+		}
+	})
+}
+
+// The tombstones of several abandoned acquisitions share the lock key
+// (lock_abandon, fragment lock_value): each late request is refused, any
+// other token takes them over, at most eight are kept (the oldest goes),
+// the key keeps the longest life, and a malformed list is refused with
+// nothing written.
+func TestTombstoneListScripts(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		coord := b.Coordinator(t)
+		e := must(engine.Of(coord))(t)
+		admin := b.Admin(t)
+		keys := e.Key("stones")
+		key := b.Key("stones")
+		var tok []string
+		for range 10 {
+			tok = append(tok, must(engine.NewToken())(t))
+		}
+		abandon := func(i int, life int64, want decode.Outcome) {
+			t.Helper()
+			if out := must(lockcore.Abandon.Run(ctx, e, keys, tok[i], life))(t); out != want {
+				t.Fatalf("Abandon of token %d = %v, want %v", i, out, want)
+			}
+		}
+		abandon(0, 60_000, decode.AlreadyReleased)
+		abandon(1, 1_000, decode.AlreadyReleased)
+		if v := must(admin.Get(ctx, key).Result())(t); v != tok[0]+"!"+tok[1]+"!" {
+			t.Fatalf("key = %q, want both tombstones in order", v)
+		}
+		if pttl := must(admin.PTTL(ctx, key).Result())(t); pttl < 50*time.Second {
+			t.Fatalf("PTTL = %v: the shorter life replaced the longer", pttl)
+		}
+		abandon(1, 1_000, decode.AlreadyReleased) // a re-send: nothing changes
+		if got := lockcore.Abandoned(must(admin.Get(ctx, key).Result())(t)); len(got) != 2 {
+			t.Fatalf("after a re-sent abandon: %q", got)
+		}
+		for i := range 2 {
+			if g := must(lockcore.Try.Run(ctx, e, keys, tok[i], int64(60_000)))(t); g.Acquired {
+				t.Fatalf("late SET NX of token %d acquired", i)
+			}
+			if g := must(lockcore.Acquire.Run(ctx, e, keys, tok[i], int64(60_000)))(t); g.Acquired {
+				t.Fatalf("late lock_acquire of token %d acquired over its tombstone", i)
+			}
+		}
+		m := must(lock.New(coord, "stones"))(t)
+		if _, err := m.Holder(ctx); !errors.Is(err, coordination.ErrNotHeld) {
+			t.Fatalf("Holder over tombstones = %v, want ErrNotHeld", err)
+		}
+		// Up to eight: the ninth drops the oldest, whose token may then
+		// take the lock.
+		for i := 2; i < 9; i++ {
+			abandon(i, 60_000, decode.AlreadyReleased)
+		}
+		if got := lockcore.Abandoned(must(admin.Get(ctx, key).Result())(t)); !slices.Equal(got, tok[1:9]) {
+			t.Fatalf("after nine abandons: %q, want tokens 1..8", got)
+		}
+		if g := must(lockcore.Acquire.Run(ctx, e, keys, tok[8], int64(60_000)))(t); g.Acquired {
+			t.Fatal("the newest tombstone's token acquired")
+		}
+		if g := must(lockcore.Acquire.Run(ctx, e, keys, tok[0], int64(60_000)))(t); !g.Acquired {
+			t.Fatalf("the dropped tombstone's token: %+v, want acquired", g)
+		}
+		if v := must(admin.Get(ctx, key).Result())(t); v != tok[0] {
+			t.Fatalf("key = %q, want the new holder", v)
+		}
+		// A malformed list: refused by both, nothing written.
+		bad := tok[1] + "!garbage!"
+		if err := admin.Set(ctx, key, bad, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lockcore.Acquire.Run(ctx, e, keys, tok[9], int64(60_000)); !errors.Is(err, coordination.ErrBadState) {
+			t.Fatalf("lock_acquire over a malformed list = %v, want ErrBadState", err)
+		}
+		if _, err := lockcore.Abandon.Run(ctx, e, keys, tok[9], int64(60_000)); !errors.Is(err, coordination.ErrBadState) {
+			t.Fatalf("lock_abandon over a malformed list = %v, want ErrBadState", err)
+		}
+		if v := must(admin.Get(ctx, key).Result())(t); v != bad {
+			t.Fatalf("key = %q after the refusals, want it unchanged", v)
+		}
+	})
+}
+
+// A cleanup waiting for another owner to let go (engine.Engine.Abandon)
+// does not hold up Shutdown: its last try finds the lock still held and it
+// ends, not counted as abandoned.
+func TestShutdownEndsACleanupWaitingForTheHolder(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		key := b.Key("late-shutdown")
+		holder := must(lock.New(b.Coordinator(t), "late-shutdown"))(t)
+		h := must(holder.TryAcquire(ctx, time.Minute))(t)
+		p, client := b.Proxied(t, key, testharness.LateClient)
+		coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
+		e := must(engine.Of(coord))(t)
+		m := must(lock.New(coord, "late-shutdown"))(t)
+		held := p.Apply(faultproxy.HoldCommand(faultproxy.All(faultproxy.Named("SET"), faultproxy.Arg(key)), 1))
+		if _, err := m.TryAcquire(ctx, time.Minute); !coordination.IsAmbiguous(err) {
+			t.Fatalf("TryAcquire = %v, want an ambiguous error", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if n := e.Cleanups(); n != 1 {
+			t.Fatalf("%d cleanups running, want 1 (waiting for the holder)", n)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		if err := coord.Shutdown(sctx); err != nil {
+			t.Fatalf("Shutdown = %v, want nil", err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("Shutdown took %v", d)
+		}
+		if n := e.Cleanups(); n != 0 {
+			t.Fatalf("%d cleanups running after Shutdown", n)
+		}
+		held.Let()
+		if out := must(h.Release(ctx))(t); out != coordination.Released {
+			t.Fatalf("the holder's Release = %v", out)
 		}
 	})
 }

@@ -1,10 +1,11 @@
 -- lock_fifo_abandon: the background cleanup of an ambiguous acquisition of
 -- a first-in first-out lock (package lock's WithFIFO): as lock_abandon,
 -- give the lock back if the abandoned token holds it and leave in its
--- place a tombstone, the token followed by '!', expiring after ARGV[2] ms,
--- which the acquisition's late request cannot pass (lock_fifo_acquire
--- refuses the caller's own tombstone, and treats another token's as a free
--- lock); and take the token out of the waiters' queue, as
+-- place a tombstone, the token followed by '!', expiring after ARGV[2] ms
+-- (added to the tombstones already there, as lock_abandon does: fragment
+-- lock_value), which the acquisition's late request cannot pass
+-- (lock_fifo_acquire refuses tombstones among which is the caller's own,
+-- and treats others as a free lock); and take the token out of the waiters' queue, as
 -- lock_fifo_release does, waking the queue's head when the lock is free
 -- for it; and record the token among the alive times as abandoned (the
 -- field the token, the value '!' and the server time in ms until which
@@ -24,23 +25,32 @@
 --
 -- Reply     1  the abandoned token held the lock: released, tombstone
 --              written, the queue's head woken
---           0  the lock was free (the tombstone is written), or already
---              this token's tombstone (a re-send: the record rewritten)
---          -1  held by another owner, or another token's tombstone: the
+--           0  the lock was free (the tombstone is written), or held
+--              tombstones only (the token's added when not among them; a
+--              re-send finds it there: only the record rewritten)
+--          -1  held by another owner (the engine runs this again until the
+--              lock is free: engine.Engine.Abandon): the
 --              token left the queue and is recorded as abandoned
--- Errors   WRONGTYPE  a key holds a value of the wrong Redis type
+-- Errors   WRONGTYPE       a key holds a value of the wrong Redis type
+--          COORD_BADSTATE  the lock key holds a string that is neither
+--                          an owner token (possibly marked '+') nor
+--                          tombstones (nothing written)
 --#include notify
 --#include fifo_queue
 local v = redis.call('GET', KEYS[1])
-local stone = ARGV[1] .. '!'
 local r = -1
 if v == ARGV[1] or v == ARGV[1] .. '+' then
   r = 1
-elseif v == false or v == stone then
+  redis.call('SET', KEYS[1], ARGV[1] .. '!', 'PX', ARGV[2])
+elseif v == false then
   r = 0
-end
-if r >= 0 and v ~= stone then
-  redis.call('SET', KEYS[1], stone, 'PX', ARGV[2])
+  redis.call('SET', KEYS[1], ARGV[1] .. '!', 'PX', ARGV[2])
+else
+--#include lock_value.read
+  if stone then
+    r = 0
+--#include lock_value.add
+  end
 end
 fifo_leave(ARGV[1])
 --#include time_ms

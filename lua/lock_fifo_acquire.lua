@@ -34,18 +34,20 @@
 --                   woken again (its notification may have been lost)
 -- Errors   WRONGTYPE      a key holds a value of the wrong Redis type
 --                         (nothing is written)
---          A tombstone in the lock key (an abandoned acquisition's
---          token followed by '!', lock_abandon) is a free lock, except
---          that the caller's own is refused (its remaining TTL, and the
---          caller is not queued): a late request of that acquisition.
+--          Tombstones in the lock key (abandoned acquisitions' tokens,
+--          each followed by '!', lock_abandon; fragment lock_value) are a
+--          free lock, except that when the caller's own is among them it
+--          is refused (their remaining TTL, and the caller is not queued):
+--          a late request of that acquisition.
 --          So is a blocked caller whose token lock_fifo_abandon recorded
 --          as abandoned among the alive times (ms left of the record,
 --          not queued; an expired record is dropped).
 --          COORD_BADSTATE the lock key holds a string that is not an
 --                         owner token (22 bytes of base64url, or the 36
 --                         bytes of lower-case hex and '-' of earlier
---                         versions, possibly followed by '+'), or a token
---                         without a TTL (PERSISTed): nothing is written
+--                         versions, possibly followed by '+'), nor
+--                         tombstones of them, or a token without a TTL
+--                         (PERSISTed): nothing is written
 --#include notify
 --#include fifo_queue
 local v = redis.call('GET', KEYS[1])
@@ -56,22 +58,12 @@ if v == ARGV[1] or v == ARGV[1] .. '+' then
 end
 local pttl = 0
 if v then
-  local t = v
-  local last = string.byte(v, -1)
-  if last == 43 or last == 33 then -- 43 is '+'; 33 is '!', a tombstone
-    t = string.sub(v, 1, -2)
-  end
-  local token = (#t == 22 and not string.find(t, '[^%w_%-]'))
-    or (#t == 36 and string.match(t, '^[0-9a-f]+%-[0-9a-f]+%-[0-9a-f]+%-[0-9a-f]+%-[0-9a-f]+$')
-      and string.byte(t, 9) == 45 and string.byte(t, 14) == 45 and string.byte(t, 19) == 45 and string.byte(t, 24) == 45)
-  if not token then
-    return redis.error_reply('COORD_BADSTATE the lock key holds a value that is not an owner token')
-  end
-  if last == 33 then
-    -- The tombstone of an abandoned acquisition (lock_abandon): the
-    -- caller's own is refused (a late request of that acquisition; it
-    -- does not join the queue), another token's is a free lock.
-    if t == ARGV[1] then
+--#include lock_value.read
+  if stone then
+    -- Tombstones of abandoned acquisitions (lock_abandon): the caller's
+    -- own is refused (a late request of that acquisition; it does not
+    -- join the queue), others are a free lock.
+    if mine then
       return math.max(redis.call('PTTL', KEYS[1]), 0)
     end
     v = false

@@ -709,17 +709,14 @@ func (g *Group) cleanup(n *node, stage string, limit time.Duration, k engine.Key
 // token if it holds the key and leaves its tombstone (for
 // engine.AbandonFor(ttl)), so that the request, still on its way and
 // reaching the node later, takes nothing (on the fencing node: draws no
-// fencing token).
+// fencing token); while another owner holds the node's key, it is tried
+// again until the key is free (engine.Engine.Abandon).
 func (g *Group) abandon(n *node, ttl time.Duration, k engine.Keys, token string) {
 	if n.abandon == nil {
 		g.cleanup(n, "acquire", ttl, k, token, nil)
 		return
 	}
-	hk, life := k.First(), engine.AbandonFor(ttl).Milliseconds()
-	n.e.Cleanup("acquire", ttl, func(ctx context.Context) error {
-		_, err := n.abandon.Run(ctx, n.e, hk, token, life)
-		return err
-	})
+	n.e.Abandon(n.abandon, k.First(), ttl, token)
 }
 
 // wait waits until settled is closed (at once for nil) or ctx ends.

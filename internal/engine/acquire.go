@@ -46,8 +46,12 @@ type AcquireRequest struct {
 // ([LeaseKind.Abandon]) lasts for a lease of the given TTL: the TTL, at
 // least [minAbandon] and at most [CleanupLimit] (CleanupLimit for a lease
 // without expiry). A request of the acquisition delayed longer than that
-// (or past another holder's whole hold and release) can still take the
-// lease, for at most its TTL.
+// can still take the lease, for at most its TTL (and one landing between
+// another holder's release and [Engine.Abandon]'s next try holds it until
+// that try).
+//
+// The same bound limits how long [Engine.Abandon] waits for another owner
+// to let go of a single-holder kind's lease.
 func AbandonFor(ttl time.Duration) time.Duration {
 	if ttl <= 0 {
 		return CleanupLimit
@@ -179,21 +183,17 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decode.Gra
 	hk := keys.head(k.HandleKeys)
 	if err != nil {
 		if ambiguous || (k.Queued && r.Block && attempts > 0) {
-			// The kind's release: for a queued waiter that gave up, it
-			// leaves the queue. An ambiguous acquisition of a kind with an
-			// Abandon script leaves a tombstone instead.
-			abandon := func(ctx context.Context) error {
-				_, err := k.Release.Run(ctx, e, hk, id...)
-				return err
-			}
 			if ambiguous && k.Abandon != nil {
-				args := append(id[:len(id):len(id)], AbandonFor(r.TTL).Milliseconds())
-				abandon = func(ctx context.Context) error {
-					_, err := k.Abandon.Run(ctx, e, hk, args...)
+				// It leaves a tombstone.
+				e.Abandon(k.Abandon, hk, r.TTL, id...)
+			} else {
+				// The kind's release: for a queued waiter that gave up, it
+				// leaves the queue.
+				e.Cleanup("acquire", r.TTL, func(ctx context.Context) error {
+					_, err := k.Release.Run(ctx, e, hk, id...)
 					return err
-				}
+				})
 			}
-			e.Cleanup("acquire", r.TTL, abandon)
 		}
 		// g is the last attempt's answer: with sentinel.ErrNotAcquired, the refusal
 		// (RetryIn, Value); zero when that attempt failed.

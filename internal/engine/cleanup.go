@@ -2,11 +2,13 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/coordkit/coordination/internal/decode"
 	"github.com/coordkit/coordination/internal/instrument"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -96,18 +98,27 @@ func (e *Engine) Cleanup(stage string, limit time.Duration, fn func(context.Cont
 			if err == nil {
 				return
 			}
-			class := Classify(err)
-			if e.life.abortCtx.Err() != nil {
-				e.abandonAtShutdown(stage, err)
-				return
-			}
-			if class == Terminal {
-				e.abandon(stage, "terminal_error", err)
-				return
-			}
-			if time.Now().Add(delay).After(deadline) {
-				e.abandon(stage, "deadline", err)
-				return
+			if err == errHeld {
+				// Another owner holds the lease ([Engine.Abandon]): not a
+				// failure; tried again soon, but not past the deadline nor
+				// once Shutdown began.
+				if closing == nil || e.life.abortCtx.Err() != nil || time.Now().Add(delay).After(deadline) {
+					return
+				}
+			} else {
+				class := Classify(err)
+				if e.life.abortCtx.Err() != nil {
+					e.abandonAtShutdown(stage, err)
+					return
+				}
+				if class == Terminal {
+					e.abandon(stage, "terminal_error", err)
+					return
+				}
+				if time.Now().Add(delay).After(deadline) {
+					e.abandon(stage, "deadline", err)
+					return
+				}
 			}
 			d := delay/2 + rand.N(delay/2+1)
 			if timer == nil {
@@ -125,9 +136,44 @@ func (e *Engine) Cleanup(stage string, limit time.Duration, fn func(context.Cont
 				e.abandonAtShutdown(stage, err)
 				return
 			}
-			delay = min(delay*2, 5*time.Second)
+			if err == errHeld {
+				delay = min(delay*2, time.Second)
+			} else {
+				delay = min(delay*2, 5*time.Second)
+			}
 		}
 	}()
+}
+
+// errHeld is a try of [Engine.Abandon]'s cleanup that found the lease
+// held by another owner: no tombstone fits beside it yet.
+var errHeld = errors.New("engine: the lease is held by another owner")
+
+// Abandon undoes in the background what an ambiguous acquisition may have
+// left, with its kind's Abandon script s ([LeaseKind.Abandon]) run on k
+// with args (the acquisition's id) and the tombstone's life in ms,
+// [AbandonFor](ttl); as [Engine.Cleanup] ("acquire"), retrying transient
+// errors for that life. A single-holder kind's script answers
+// decode.NotOwned while another owner holds the lease: its key has room
+// for no tombstone beside a holder, and the acquisition's request, if it
+// is still on its way, would take the lease once that owner lets go. So
+// s runs again, after 50 ms and then at most a second apart, until the
+// lease is free (the tombstone is written) or the life has passed: a late
+// request that lands before the next try is ended by it (the token, then
+// holding the lease, is released), and one that lands after is refused.
+// Giving up while another owner still holds the lease is neither counted
+// nor logged (nothing of the acquisition is known to be there), and
+// [Engine.Shutdown]'s last chance does not wait for it.
+func (e *Engine) Abandon(s *Script[decode.Outcome], k Keys, ttl time.Duration, args ...any) {
+	life := AbandonFor(ttl)
+	args = append(args[:len(args):len(args)], life.Milliseconds())
+	e.Cleanup("acquire", life, func(ctx context.Context) error {
+		out, err := s.Run(ctx, e, k, args...)
+		if err == nil && out == decode.NotOwned {
+			return errHeld
+		}
+		return err
+	})
 }
 
 // abandonAtShutdown gives up a cleanup because Shutdown's context ended,

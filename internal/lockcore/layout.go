@@ -17,16 +17,18 @@ import (
 )
 
 // LockLayout is a lock: a string holding the owner token, "+" after it
-// while a waiter is blocked, or the tombstone of an abandoned acquisition
-// (the token, then "!": free to take). A lock without a TTL is corrupt.
+// while a waiter is blocked, or the tombstones of abandoned acquisitions
+// (each token, then "!": free to take). A lock without a TTL is corrupt.
 var LockLayout = layout.Layout{
 	Kind:  "lock",
 	Type:  "string",
 	Match: isLock,
 	Decode: func(s *layout.Snapshot, r *layout.Report) {
-		if IsTombstone(s.Str) {
-			r.Add("owner", "none (free): the tombstone of an abandoned acquisition")
-			r.Add("abandoned token", layout.Tok(strings.TrimSuffix(s.Str, Tombstone)))
+		if ts := Abandoned(s.Str); ts != nil {
+			r.Add("owner", "none (free): "+stones(ts))
+			for _, t := range ts {
+				r.Add("abandoned token", layout.Tok(t))
+			}
 			if s.PTTL == -1 {
 				r.Bad("the tombstone has no TTL: DEL it")
 			}
@@ -38,6 +40,14 @@ var LockLayout = layout.Layout{
 			r.Bad("the lock has no TTL: it is held until deleted (DEL it if its holder is gone)")
 		}
 	},
+}
+
+// stones says what the tombstones of ts are.
+func stones(ts []string) string {
+	if len(ts) == 1 {
+		return "the tombstone of an abandoned acquisition"
+	}
+	return fmt.Sprintf("the tombstones of %d abandoned acquisitions", len(ts))
 }
 
 func isLock(s *layout.Snapshot) bool {
@@ -75,11 +85,14 @@ func fieldLeases(s *layout.Snapshot, r *layout.Report, count, why string) {
 	sort.Strings(names)
 	r.FieldTTLs = fieldTTLs(s, names)
 	for _, f := range names {
-		stone := IsTombstone(h[f])
+		ts := Abandoned(h[f])
+		stone := ts != nil
 		e := layout.Entry{{K: "field", V: f}, {K: "owner", V: layout.Tok(h[f])}}
 		if stone {
-			e = layout.Entry{{K: "field", V: f}, {K: "owner", V: "none (free): the tombstone of an abandoned acquisition"},
-				{K: "abandoned token", V: layout.Tok(strings.TrimSuffix(h[f], Tombstone))}}
+			e = layout.Entry{{K: "field", V: f}, {K: "owner", V: "none (free): " + stones(ts)}}
+			for _, t := range ts {
+				e = append(e, layout.Field{K: "abandoned token", V: layout.Tok(t)})
+			}
 		}
 		if ttl, ok := s.HashTTL[f]; ok {
 			if ttl >= 0 {

@@ -16,12 +16,15 @@
 //
 // The background cleanup of an ambiguous acquisition ([Abandon]) leaves
 // the abandoned token followed by '!' (a tombstone) with a bounded TTL
-// (engine.AbandonFor): the acquisition's request, if it reaches the server
+// (engine.AbandonFor), beside those of other abandoned acquisitions
+// ([Abandoned]): the acquisition's request, if it reaches the server
 // after the cleanup, finds the key occupied ([Try]'s SET NX fails;
-// [Acquire] refuses the caller's own tombstone) and takes nothing. Any
-// other acquirer takes a tombstone over: [Try] reports it with
+// [Acquire] refuses tombstones among which is the caller's own) and takes
+// nothing. When another owner holds the lock at the cleanup, the engine
+// runs it again until the lock is free (engine.Engine.Abandon). Any
+// other acquirer takes tombstones over: [Try] reports them with
 // decode.Grant.Again and the engine sends [Acquire] at once, which
-// overwrites it; refresh, verify and release of any token never match it.
+// overwrites them; refresh, verify and release of any token never match them.
 package lockcore
 
 import (
@@ -113,11 +116,25 @@ func DecodeHolder(mark bool) func(v any) (Holding, bool) {
 // (lock_abandon.lua).
 const Tombstone = "!"
 
-// IsTombstone reports whether the lock value v is a tombstone: an owner
-// token followed by [Tombstone].
-func IsTombstone(v string) bool {
-	t, ok := strings.CutSuffix(v, Tombstone)
-	return ok && layout.IsToken(t)
+// IsTombstone reports whether the lock value v is tombstones: one or more
+// owner tokens, each followed by [Tombstone] (lock_abandon.lua; fragment
+// lock_value.lua).
+func IsTombstone(v string) bool { return Abandoned(v) != nil }
+
+// Abandoned returns the owner tokens whose tombstones the lock value v
+// holds, oldest first, or nil when v is not tombstones ([IsTombstone]).
+func Abandoned(v string) []string {
+	body, ok := strings.CutSuffix(v, Tombstone)
+	if !ok {
+		return nil
+	}
+	ts := strings.Split(body, Tombstone)
+	for _, t := range ts {
+		if !layout.IsToken(t) {
+			return nil
+		}
+	}
+	return ts
 }
 
 // Metrics are the instruments of the lock-shaped leases
