@@ -18,8 +18,8 @@
 -- KEYS[1]  semaphore key (layout in semaphore_acquire.lua)
 -- ARGV[1]  the abandoned permit id: the member "P:<n>:<token>"
 -- ARGV[2]  the tombstone's TTL in milliseconds (integer, 1 <= ARGV[2] <=
---          3600000: a tombstone expiring later than an hour from now is
---          outside the layout; engine.AbandonFor gives at most a minute)
+--          60000, what engine.AbandonFor gives at most: a tombstone
+--          expiring later than two minutes from now is outside the layout)
 --
 -- Reply    1  the member was live: released (its permits are free at once;
 --             when the "waiting" record is there, it is removed and
@@ -35,7 +35,7 @@
 --   WRONGTYPE       the key is not a sorted set
 --   COORD_BADARG    ARGV[1] is not a member "P:<n>:<token>" with
 --                   1 <= n <= 2^53-1, or ARGV[2] is not an integer in
---                   1..3600000
+--                   1..60000
 --   COORD_BADSTATE  the sorted set lacks a valid capacity record, or a
 --                   score the script goes by is outside the layout (as
 --                   semaphore_release's, fragment semaphore_state)
@@ -48,8 +48,8 @@ n = n and tonumber(n)
 if n == nil or n < 1 or n > 9007199254740991 then
   return redis.error_reply('COORD_BADARG permit id is not P:<n>:<token> with 1 <= n <= 2^53-1')
 end
-if life == nil or life < 1 or life > 3600000 or life % 1 ~= 0 then
-  return redis.error_reply('COORD_BADARG tombstone TTL is not an integer in 1..3600000 ms')
+if life == nil or life < 1 or life > 60000 or life % 1 ~= 0 then
+  return redis.error_reply('COORD_BADARG tombstone TTL is not an integer in 1..60000 ms')
 end
 
 local r = redis.call('ZMSCORE', key, 'capacity', 'waiting', 'multi', member)

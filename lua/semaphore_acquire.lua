@@ -33,7 +33,7 @@
 --                            is granted (Drain, until Resume).
 --   tombstones, the only members scored in (-1, 0):
 --   member "P:<n>:<token>"   scored -(e / 2^43), e its expiry in server-time
---                            ms (at most an hour from now): the tombstone semaphore_abandon leaves of an
+--                            ms (at most two minutes from now): the tombstone semaphore_abandon leaves of an
 --                            abandoned acquisition's permit id, in force
 --                            until e. It is no permit: the permits in use,
 --                            the holders and every verb but this one (for

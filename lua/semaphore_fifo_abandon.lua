@@ -29,8 +29,8 @@ n = n and tonumber(n)
 if n == nil or n < 1 or n > 9007199254740991 then
   return redis.error_reply('COORD_BADARG permit id is not P:<n>:<token> with 1 <= n <= 2^53-1')
 end
-if life == nil or life < 1 or life > 3600000 or life % 1 ~= 0 then
-  return redis.error_reply('COORD_BADARG tombstone TTL is not an integer in 1..3600000 ms')
+if life == nil or life < 1 or life > 60000 or life % 1 ~= 0 then
+  return redis.error_reply('COORD_BADARG tombstone TTL is not an integer in 1..60000 ms')
 end
 
 local r = redis.call('ZMSCORE', key, 'capacity', 'waiting', 'multi', member)

@@ -18,8 +18,10 @@
 --   COORD_BADSTATE  the sorted set lacks a valid capacity record, or a
 --                   score the script goes by is outside the layout: a
 --                   record's, the caller's member's, the next or the
---                   latest permit's (and the latest tombstone's) when the
---                   key's TTL follows it (fragment semaphore_state)
+--                   latest permit's (and the latest tombstone's, unless
+--                   that permit expires two minutes from now or later)
+--                   when the key's TTL follows it (fragment
+--                   semaphore_state)
 local key = KEYS[1]
 local member = ARGV[1]
 local ttl = tonumber(ARGV[2])

@@ -24,11 +24,11 @@
 --   COORD_BADSTATE  the sorted set lacks a valid capacity record, or a
 --                   score the script goes by is outside the layout: a
 --                   record's or the caller's member's (when the member is
---                   there), the next permit's and the latest tombstone's
---                   when the key expires with the caller's (fragment
---                   semaphore_state; a tombstone expiring over an hour
---                   from now is outside too)
---#include notify
+--                   there), the next permit's when the key expires with
+--                   the caller's, and then the latest tombstone's unless
+--                   that permit expires two minutes from now or later
+--                   (fragment semaphore_state; a tombstone expiring over
+--                   two minutes from now is outside too)
 local key = KEYS[1]
 local member = ARGV[1]
 
@@ -86,7 +86,12 @@ else
     redis.call('PEXPIREAT', key, after_score)
   end
 end
---#include released
+-- What the fragment released does, with notify's wake built only when it
+-- is called (a function is a closure built on each run).
+if notify then
+--#include notify
+  wake('released')
+end
 if live then
   return 1
 end

@@ -208,7 +208,11 @@
 // take its permits, for at most their TTL. Costs: no command is added to
 // the grant path; a release (or a shortening refresh) of the permit the
 // key expires with, while other members are there, reads the latest
-// tombstone (one more Redis call inside its script).
+// tombstone (one more Redis call inside its script) only when the next
+// permit expires within two minutes: a tombstone expiring later than two
+// minutes from the server's time is outside the key's layout
+// (coordination.ErrBadState from a verb that reads it), so a later permit
+// outlives any.
 //
 // Release follows the one release semantics of every handle of the
 // library: the permit counts as released from the moment [coordination.Lease.Release]

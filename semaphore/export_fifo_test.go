@@ -10,6 +10,9 @@ import (
 // external tests of this package.
 var FIFOAcquire = fifoAcquireScript
 
+// FIFOAbandon is the FIFO semaphore's cleanup script, for tests.
+var FIFOAbandon = fifoAbandonScript
+
 // FIFOKeys returns the keys of a Semaphore made WithFIFO(true): the
 // semaphore key, its queue and its alive times, prefixed.
 func FIFOKeys(s *Semaphore) engine.Keys { return s.fifo.keys }

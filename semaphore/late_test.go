@@ -322,3 +322,122 @@ func TestTombstoneKeepsTheKey(t *testing.T) {
 		release(t, other)
 	})
 }
+
+// A tombstone expires at most two minutes from now (the abandon scripts
+// write one at most a minute ahead, what engine.AbandonFor gives). So the
+// release of the key's latest permit, whose key then expires with the
+// next permit, reads the latest tombstone only when that permit expires
+// within two minutes: a tombstone beside a later permit is still in force
+// (the late request is refused) while the key follows the permit; a
+// tombstone expiring later than two minutes from now is outside the
+// layout (ErrBadState, nothing written) wherever a script reads it, and
+// left unread beside a permit expiring later. The abandon scripts refuse
+// a TTL over a minute.
+func TestTombstoneBound(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		coord := b.Coordinator(t)
+		e := must(engine.Of(coord))(t)
+		admin := b.Admin(t)
+		keys := e.Key("bound")
+		full := b.Key("bound")
+		sem := must(semaphore.New(coord, "bound", 3))(t)
+		abandon := func(member string, life int64) (decode.Outcome, error) {
+			return semaphore.AbandonScript.Run(ctx, e, keys, member, life)
+		}
+		// stone writes member's tombstone by hand, expiring in ms from
+		// the server's time.
+		stone := func(member string, in int64) {
+			t.Helper()
+			now := must(admin.Time(ctx).Result())(t).UnixMilli()
+			must(admin.ZAdd(ctx, full, redis.Z{Score: -float64(now+in) / tombScale, Member: member}).Result())(t)
+		}
+
+		t.Run("abandon TTL", func(t *testing.T) {
+			admin.Del(ctx, full)
+			mine := "P:1:" + must(engine.NewToken())(t)
+			if _, err := abandon(mine, 60_001); !errors.Is(err, coordination.ErrInvalidArgument) {
+				t.Fatalf("abandon for 60001 ms: %v, want ErrInvalidArgument", err)
+			}
+			fifo := must(semaphore.New(coord, "bound", 3, semaphore.WithFIFO(true)))(t)
+			if _, err := semaphore.FIFOAbandon.Run(ctx, e, semaphore.FIFOKeys(fifo), mine, int64(60_001)); !errors.Is(err, coordination.ErrInvalidArgument) {
+				t.Fatalf("FIFO abandon for 60001 ms: %v, want ErrInvalidArgument", err)
+			}
+			if n := must(admin.Exists(ctx, full).Result())(t); n != 0 {
+				t.Fatal("a refused abandon wrote the key")
+			}
+			if out, err := abandon(mine, 60_000); err != nil || out != decode.AlreadyReleased {
+				t.Fatalf("abandon for 60000 ms = %v, %v", out, err)
+			}
+			if left := tombstoneUntil(t, admin, full, mine) - must(admin.Time(ctx).Result())(t).UnixMilli(); left <= 50_000 || left > 60_000 {
+				t.Fatalf("tombstone expires in %d ms, want a minute", left)
+			}
+		})
+
+		t.Run("next permit beyond the bound", func(t *testing.T) {
+			admin.Del(ctx, full)
+			next := mustAcquireN(t, sem, 1, 3*time.Minute)
+			latest := mustAcquireN(t, sem, 1, time.Hour)
+			mine := "P:1:" + must(engine.NewToken())(t)
+			if out, err := abandon(mine, 60_000); err != nil || out != decode.AlreadyReleased {
+				t.Fatalf("abandon = %v, %v", out, err)
+			}
+			release(t, latest)
+			if at, want := must(admin.PExpireTime(ctx, full).Result())(t).Milliseconds(), int64(must(admin.ZScore(ctx, full, memberOf(next)).Result())(t)); at != want {
+				t.Fatalf("key expires at %d, want the next permit's %d", at, want)
+			}
+			// The tombstone is still in force: the late request is refused.
+			tombstoneUntil(t, admin, full, mine)
+			if g := must(semaphore.AcquireScript.Run(ctx, e, keys, mine, int64(60_000), int64(3), "0"))(t); g.Acquired || g.RetryIn <= 0 || g.RetryIn > time.Minute {
+				t.Fatalf("late acquire = %+v, want refused until the tombstone expires", g)
+			}
+			release(t, next)
+			// The last permit gone, the key lives until the tombstone expires.
+			if pttl := must(admin.PTTL(ctx, full).Result())(t); pttl <= 50*time.Second || pttl > time.Minute {
+				t.Fatalf("key PTTL after the last release = %v, want the tombstone's (about a minute)", pttl)
+			}
+		})
+
+		t.Run("over the bound", func(t *testing.T) {
+			// Read: the release reads the tombstone (the next permit
+			// expires within two minutes): outside, nothing written.
+			admin.Del(ctx, full)
+			mustAcquireN(t, sem, 1, time.Minute)
+			latest := mustAcquireN(t, sem, 1, time.Hour)
+			far := "P:1:" + must(engine.NewToken())(t)
+			stone(far, 10*60_000)
+			before := snapshotOf(t, admin, full)
+			if _, err := latest.Release(ctx); !errors.Is(err, coordination.ErrBadState) {
+				t.Fatalf("release next to a tombstone of 10 min: %v, want ErrBadState", err)
+			}
+			if after := snapshotOf(t, admin, full); after != before {
+				t.Fatalf("the refused release wrote the key: %s -> %s", before, after)
+			}
+			// The tombstone's own member: outside (fragment semaphore_state).
+			if _, err := semaphore.AcquireScript.Run(ctx, e, keys, far, int64(60_000), int64(3), "0"); !errors.Is(err, coordination.ErrBadState) {
+				t.Fatalf("acquire of the tombstone's member: %v, want ErrBadState", err)
+			}
+			// At the bound: in force, the key lives until it expires.
+			admin.Del(ctx, full)
+			mustAcquireN(t, sem, 1, time.Minute)
+			latest = mustAcquireN(t, sem, 1, time.Hour)
+			near := "P:1:" + must(engine.NewToken())(t)
+			stone(near, 110_000)
+			release(t, latest)
+			if pttl := must(admin.PTTL(ctx, full).Result())(t); pttl <= 100*time.Second || pttl > 110*time.Second {
+				t.Fatalf("key PTTL = %v, want the tombstone's (about 110 s)", pttl)
+			}
+			// Unread: beside a next permit expiring later than two minutes,
+			// the release does not read the tombstones, and the key follows
+			// the permit.
+			admin.Del(ctx, full)
+			next := mustAcquireN(t, sem, 1, 3*time.Minute)
+			latest = mustAcquireN(t, sem, 1, time.Hour)
+			stone(far, 10*60_000)
+			release(t, latest)
+			if at, want := must(admin.PExpireTime(ctx, full).Result())(t).Milliseconds(), int64(must(admin.ZScore(ctx, full, memberOf(next)).Result())(t)); at != want {
+				t.Fatalf("key expires at %d, want the next permit's %d", at, want)
+			}
+		})
+	})
+}

@@ -22,6 +22,13 @@ import (
 // TombstoneScale, in (-1, 0) (lua/semaphore_acquire.lua).
 const TombstoneScale = 1 << 43
 
+// TombstoneMaxMs bounds a tombstone's expiry: one expiring more than
+// TombstoneMaxMs ms after the server's time is outside the layout (the
+// scripts' fragment semaphore_state). semaphore_abandon writes one at most
+// a minute (engine.CleanupLimit) ahead; the second minute is a margin for
+// a server clock set back, or a replica's after a failover.
+const TombstoneMaxMs = 120_000
+
 // maxCapacity is semaphore.MaxCapacity, and latestMs the longest TTL a
 // permit takes, in ms, rounded up (the scripts' bound on a permit's
 // expiry: lua/fragments/semaphore_state.lua).
@@ -80,8 +87,8 @@ func decode(s *layout.Snapshot, r *layout.Report) {
 				// The tombstone of an abandoned acquisition (semaphore_abandon):
 				// no permit, in force until its expiry.
 				until := math.Round(-m.Score * TombstoneScale)
-				if until > now+3600e3 {
-					bad("tombstone %q scored %s: its expiry is over an hour from now", m.Member, score(m.Score))
+				if until > now+TombstoneMaxMs {
+					bad("tombstone %q scored %s: its expiry is over two minutes from now", m.Member, score(m.Score))
 					continue
 				}
 				if until <= now {

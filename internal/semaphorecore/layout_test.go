@@ -36,3 +36,28 @@ func TestDecodeTombstones(t *testing.T) {
 		t.Fatalf("tombstone entry %v", e)
 	}
 }
+
+// A tombstone expiring more than TombstoneMaxMs (two minutes) after the
+// server's time is outside the layout, as the scripts say; one at the
+// bound is in force.
+func TestDecodeTombstoneBound(t *testing.T) {
+	const now = 1_700_000_000_000
+	for _, c := range []struct {
+		until   float64
+		problem bool
+	}{
+		{now + 60_000, false},
+		{now + TombstoneMaxMs, false},
+		{now + TombstoneMaxMs + 1, true},
+		{now + 3_600_000, true},
+	} {
+		s := &layout.Snapshot{Key: "sem", Type: "zset", PTTL: 3_600_000, NowMs: now, ZSet: []layout.Member{
+			{Member: "capacity", Score: -3},
+			{Member: "P:1:AAAAAAAAAAAAAAAAAAAAAA", Score: -c.until / TombstoneScale},
+		}}
+		r := layout.Decode(s, []layout.Layout{SemaphoreLayout})
+		if got := strings.Contains(r.Problem, "over two minutes from now"); got != c.problem {
+			t.Errorf("tombstone until now+%v: problem %q, want one: %v", c.until-now, r.Problem, c.problem)
+		}
+	}
+}

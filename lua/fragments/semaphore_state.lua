@@ -21,9 +21,12 @@
 -- record is there), mine_at (mine's expiry, nil when mine is false or a
 -- tombstone) and stone (when mine is a tombstone of the caller's member,
 -- left by semaphore_abandon and scored -(its expiry in ms) / 2^43, in
--- (-1, 0), an expiry at most an hour from now (a later one is outside the
--- layout): that expiry in ms, which may have passed (an expired tombstone
--- is no longer in force: it is absent); false otherwise).
+-- (-1, 0), an expiry at most two minutes from now (semaphore_abandon
+-- writes one at most a minute ahead; the second minute is a margin for a
+-- server clock set back, or a replica's after a failover; a later one is
+-- outside the layout): that expiry in ms, which may have passed (an
+-- expired tombstone is no longer in force: it is absent); false
+-- otherwise).
 -- Returns the COORD_BADSTATE error reply from the script when one is
 -- outside.
 local latest = now + 9223372036855
@@ -68,16 +71,19 @@ if drain_rec then
 end
 local mine_at, stone = nil, false
 if mine then
-  mine_at = expiry(mine)
-  if mine_at == nil then
-    -- Not a permit's score: a tombstone's (semaphore_abandon), in (-1, 0)
-    -- and expiring within an hour, or outside the layout.
-    local x = tonumber(mine)
-    if x == nil or x <= -1 or x >= 0 then
-      return redis.error_reply(outside)
-    end
+  -- expiry(mine), inline (a call costs more), then a tombstone's score
+  -- (semaphore_abandon): in (-1, 0) and expiring within two minutes; or
+  -- outside the layout.
+  local x = tonumber(mine)
+  if x ~= nil and x >= 0 and (x == math.huge or (x <= latest and x % 1 == 0)) then
+    mine_at = x
+  elseif x == nil and (mine == 'inf' or mine == '+inf') then
+    mine_at = math.huge
+  elseif x == nil or x <= -1 or x >= 0 then
+    return redis.error_reply(outside)
+  else
     stone = math.floor(-x * 8796093022208 + 0.5)
-    if stone > now + 3600000 then
+    if stone > now + 120000 then
       return redis.error_reply(outside)
     end
   end
