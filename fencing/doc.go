@@ -121,9 +121,13 @@
 // (the lease hash {owner: token!} alone, for the TTL, at least 5 s and at
 // most a minute), so that the acquire's request, if it reaches the server
 // after the cleanup, takes nothing: it sets no TTL and draws no fencing
-// token. Any other acquire takes a tombstone over as a free lease, with the
+// token. Acquisitions abandoned close together (a network blip hitting
+// several clients) share one tombstone, a list of their tokens
+// ({owner: tokA!tokB!}, at most 8, the oldest dropped for a ninth; its TTL
+// the longest of theirs), whose every token's late request is refused.
+// Any other acquire takes a tombstone over as a free lease, with the
 // next token, in its one script; Holder and Adopt read it as free; coordctl
-// inspect shows its abandoned token. A request delayed longer than the
+// inspect shows its abandoned tokens. A request delayed longer than the
 // tombstone lives, or past another holder's whole hold and release, can
 // still take the lease for at most its TTL. A re-sent acquire with the same owner token finds its own
 // lease and returns the same fencing token without touching the counter; a

@@ -134,7 +134,10 @@
 // it. What remains: a request delayed longer than the tombstone's life, or
 // past another holder's whole hold and release, can still take the lock,
 // for at most its TTL. A FieldSet's field lease is cleaned up the same
-// way, the tombstone in its field (with the field's own expiry). Release
+// way, the tombstone in its field (with the field's own expiry); field
+// leases abandoned close together share it, a list of their tokens
+// (tokA!tokB!, at most 8, the oldest dropped for a ninth), whose every
+// token's late request is refused. Release
 // marks the handle
 // released at once and retries a failed release in the background until the
 // lock's TTL has passed. Per-call context deadlines bound network I/O only

@@ -20,7 +20,8 @@ var (
 	fieldRelease = engine.NewScript("lease_release", decode.Release).Requires(engine.HashFieldExpiration)
 	// fieldAbandon is the cleanup of an ambiguous acquisition: it
 	// releases the field if the token holds it and leaves the token's
-	// tombstone (token + "!") there (engine.LeaseKind.Abandon).
+	// tombstone (token + "!") there, appended to another token's tombstone
+	// (a list of up to 8) (engine.LeaseKind.Abandon).
 	fieldAbandon = engine.NewScript("lease_abandon", decode.Release).Requires(engine.HashFieldExpiration)
 )
 

@@ -16,8 +16,10 @@
 --          field holds the holder's owner token, followed by '+' once a
 --          contended attempt has found it held (the release then notifies
 --          waiters, as the lock's key does: lock_acquire.lua). Or a
---          tombstone: {owner} alone, an abandoned token followed by '!'
---          (fencing_abandon.lua), with a TTL
+--          tombstone: {owner} alone, holding a tombstone list
+--          (fencing_abandon.lua: one to 8 entries, oldest first, each an
+--          abandoned owner token followed by '!', e.g. 'tokA!' or
+--          'tokA!tokB!'), with a TTL
 -- KEYS[2]  the fenced name's counter key: the field of KEYS[3] that holds
 --          its counter; as a key, read only while that field is absent (an
 --          earlier version's counter: a string holding a non-negative
@@ -36,23 +38,28 @@
 --                    with the same owner token finds its own lease and
 --                    returns the same fence without touching the counter
 --                    (the TTL is set again).
---                    A tombstone of another token (fencing_abandon) is
---                    a free lease: it is overwritten.
+--                    A tombstone whose list lacks the caller's token
+--                    (fencing_abandon) is a free lease: it is
+--                    overwritten.
 --          pttl_ms   held by another owner (an integer >= 0): its
 --                    remaining TTL (a holder without one is COORD_BADSTATE);
 --                    the owner field is marked with a trailing '+' so that
 --                    its release notifies waiters (every contended attempt
 --                    marks: a blocked Acquire's, a leader follower's, a
 --                    TryAcquire's). Also the remaining TTL (0 when none)
---                    of the caller's own tombstone (fencing_abandon: its
---                    acquisition was abandoned, this is a late request):
+--                    of a tombstone whose list holds the caller's own
+--                    token (fencing_abandon: its acquisition was
+--                    abandoned, this is a late request):
 --                    nothing is written, no TTL is set, the counter is
 --                    not read
 -- Errors (all raised before anything is written):
 --   COORD_BADARG      two of the three keys are the same key
 --   WRONGTYPE         the lease key is not a hash
 --   COORD_BADSTATE    the lease hash lacks its owner or fence field (and
---                     is not a tombstone), or
+--                     is not a tombstone, whose every entry is checked: an
+--                     owner token is 22 bytes of base64url, or the 36
+--                     bytes of lower-case hex and '-' of earlier versions;
+--                     at most 8 entries), or
 --                     another holder's hash has no TTL (it would never leave)
 --   COORD_BADCOUNTER  the shared counter hash is not a hash or has a TTL;
 --                     the counter (its field, or the earlier version's key
@@ -65,9 +72,9 @@ if KEYS[1] == KEYS[2] or KEYS[3] == KEYS[1] or KEYS[3] == KEYS[2] then
   return redis.error_reply('COORD_BADARG lease key, counter key and shared counter hash must be three keys')
 end
 -- A free lease is an absent key (HLEN 0); anything else is read in full.
--- A tombstone (fencing_abandon: the owner field alone, a token followed by
--- '!') is free to every other token: it falls through to the free path,
--- whose HSET overwrites its owner field.
+-- A tombstone (fencing_abandon: the owner field alone, a list of tokens
+-- each followed by '!') is free to every token not in it: it falls through
+-- to the free path, whose HSET overwrites its owner field.
 local len = redis.call('HLEN', KEYS[1])
 if len > 0 then
   local cur = redis.call('HMGET', KEYS[1], 'owner', 'fence')
@@ -89,7 +96,12 @@ if len > 0 then
   if not (o and string.byte(o, -1) == 33 and len == 1) then -- 33 is '!'
     return redis.error_reply('COORD_BADSTATE lease hash lacks its owner or fence field')
   end
-  if o == ARGV[1] .. '!' then
+--#include stone_list
+  local n, mine = stones(o, ARGV[1])
+  if n == 0 then
+    return redis.error_reply('COORD_BADSTATE lease hash holds a tombstone that is not a list of owner tokens')
+  end
+  if mine then
     -- This request's own acquisition was abandoned (a late request):
     -- refused, nothing written, no TTL restarted, the counter untouched.
     return math.max(redis.call('PTTL', KEYS[1]), 0)

@@ -8,7 +8,9 @@
 --
 -- Reply    false                   free: the key does not exist, or holds
 --                                  a tombstone (fencing_abandon: {owner}
---                                  alone, a token followed by '!')
+--                                  alone, ending with '!': a list of one
+--                                  to 8 abandoned tokens, each followed
+--                                  by '!'; read as free unchecked)
 --          {owner, fence, pttl_ms} owner is the owner field as stored (the
 --                                  owner token, with the waiter mark '+'
 --                                  when a contended attempt found it held:

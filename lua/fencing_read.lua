@@ -6,7 +6,10 @@
 --
 -- Reply    false                       no leader (the lease is free: no key,
 --                                      or a tombstone of fencing_abandon,
---                                      {owner} alone ending with '!')
+--                                      {owner} alone ending with '!': a
+--                                      list of one to 8 abandoned tokens,
+--                                      each followed by '!'; read as free
+--                                      unchecked)
 --          {fence, holder, pttl_ms, since}
 --                                      fence is the holder's fencing token
 --                                      as a decimal string (exact over

@@ -17,13 +17,16 @@
 --                        ARGV[3] ms from now; also when it holds the
 --                        caller's token already (a re-sent request): its
 --                        expiry is set again and nothing else changes
---                        Also when the field holds another token's
---                        tombstone (that token followed by '!', left by
---                        lease_abandon): it is overwritten
+--                        Also when the field holds a tombstone list
+--                        (left by lease_abandon: one to 8 entries, each
+--                        an abandoned owner token followed by '!', e.g.
+--                        'tokA!' or 'tokA!tokB!') without the caller's
+--                        token: it is overwritten
 --          {0, pttl_ms}  held by another owner; pttl_ms (>= 1) is the
---                        field's remaining TTL. Also for the caller's own
---                        tombstone (its acquisition was abandoned: a late
---                        request takes nothing)
+--                        field's remaining TTL. Also for a tombstone list
+--                        holding the caller's own token (its acquisition
+--                        was abandoned: a late request takes nothing;
+--                        nothing is written)
 -- Errors (all raised before anything is written):
 --   ERR unknown command (HPEXPIRETIME, the first command; worded
 --                   differently by each server): the server lacks
@@ -32,7 +35,11 @@
 --   WRONGTYPE       the key is not a hash (raised by HPEXPIRETIME)
 --   COORD_BADSTATE  the hash has a key-level TTL, or the field is held
 --                   by another owner without a TTL (a field the library
---                   did not write: its holder would never leave)
+--                   did not write: its holder would never leave), or
+--                   the field holds a value ending with '!' that is not a
+--                   tombstone list (an entry that is not an owner token:
+--                   22 bytes of base64url, or the 36 bytes of lower-case
+--                   hex and '-' of earlier versions; or more than 8)
 local key, field, token = KEYS[1], ARGV[1], ARGV[2]
 redis.call('HPEXPIRETIME', key, 'FIELDS', 1, field)
 if redis.call('PTTL', key) >= 0 then
@@ -44,14 +51,20 @@ if v == token then
   return {1, tonumber(ARGV[3])}
 end
 if v then
-  if string.byte(v, -1) == 33 then -- '!': a tombstone (lease_abandon)
-    if v ~= token .. '!' then
-      -- Another token's: free to take.
+  if string.byte(v, -1) == 33 then -- '!': a tombstone list (lease_abandon)
+--#include stone_list
+    local n, mine = stones(v, token)
+    if n == 0 then
+      return redis.error_reply('COORD_BADSTATE the field holds a value ending with \'!\' that is not a tombstone list of owner tokens')
+    end
+    if not mine then
+      -- Other tokens' only: free to take.
       redis.call('HSET', key, field, token)
       redis.call('HPEXPIRE', key, ARGV[3], 'FIELDS', 1, field)
       return {1, tonumber(ARGV[3])}
     end
-    -- The caller's own: its acquisition was abandoned (a late request).
+    -- The caller's own is in it: its acquisition was abandoned (a late
+    -- request).
   end
   local pttl = redis.call('HPTTL', key, 'FIELDS', 1, field)[1]
   if pttl == -1 then

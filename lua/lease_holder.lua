@@ -5,9 +5,13 @@
 -- KEYS[1]  hash key (layout in lease_acquire.lua)
 -- ARGV[1]  field
 --
--- Reply    false            free (the field does not exist)
+-- Reply    false            free: the field does not exist, or holds a
+--                           tombstone list (lease_abandon: one to 8
+--                           abandoned owner tokens, each followed by '!')
 --          {token, pttl_ms} token is the field's value (the holder's owner
---                           token; the client checks its shape); pttl_ms
+--                           token; the client checks its shape, and a
+--                           value ending with '!' that is not a tombstone
+--                           list is returned as it is); pttl_ms
 --                           is the field's remaining TTL in ms (>= 1), -1
 --                           when it has none (written by hand)
 -- Errors   ERR unknown command  the server lacks hash-field expiration
@@ -24,5 +28,11 @@ end
 local v = redis.call('HGET', key, field)
 if not v then
   return false
+end
+if string.byte(v, -1) == 33 then -- '!': a tombstone list (lease_abandon)
+--#include stone_list
+  if stones(v) > 0 then
+    return false
+  end
 end
 return {v, redis.call('HPTTL', key, 'FIELDS', 1, field)[1]}

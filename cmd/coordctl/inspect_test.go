@@ -95,6 +95,14 @@ func layouts(t *testing.T, b *testharness.Backend, coord *coordination.Coordinat
 	_, err = fencingcore.Abandon.Run(ctx, eng, eng.Key("{gone}:lock"), fal.Token(), int64(time.Minute/time.Millisecond))
 	must(err)
 	keys["fencing-tombstone"] = "{gone}:lock"
+	// Two acquisitions abandoned close together: a tombstone list.
+	for range 2 {
+		tok, err := engine.NewToken()
+		must(err)
+		_, err = fencingcore.Abandon.Run(ctx, eng, eng.Key("{gone2}:lock"), tok, int64(time.Minute/time.Millisecond))
+		must(err)
+	}
+	keys["fencing-tombstones"] = "{gone2}:lock"
 	keys["fence-counter"] = "{job}:fence"
 	result, err := fencing.NewGuarded(coord, "{job}:result")
 	must(err)

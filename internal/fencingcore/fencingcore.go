@@ -44,9 +44,10 @@ var (
 	// Abandon (fencing_abandon.lua) is the cleanup of an ambiguous
 	// acquisition (engine.LeaseKind.Abandon): it releases the token if it
 	// holds the lease and leaves its tombstone, {owner: token + "!"} for
-	// the given TTL, which Acquire refuses to that token (nothing written,
-	// the counter untouched) and takes over for any other, and Read reads
-	// as free. The counter is never touched.
+	// the given TTL (appended to another token's tombstone, a list of up
+	// to 8, the TTL the longer of the two), which Acquire refuses to every
+	// token in it (nothing written, the counter untouched) and takes over
+	// for any other, and Read reads as free. The counter is never touched.
 	Abandon = engine.NewScript("fencing_abandon", decode.Release)
 )
 

@@ -8,7 +8,10 @@
 // expires); before, a string at the counter key, which the first
 // acquisition folds in and replaces by the tombstone "moved" for 7 days.
 // The cleanup of an ambiguous acquisition leaves a tombstone: the hash
-// {owner: token + "!"} alone, with a TTL (fencing_abandon.lua).
+// {owner: a tombstone list} alone, with a TTL (fencing_abandon.lua); the
+// list is one to 8 abandoned owner tokens, oldest first, each followed by
+// "!" ("tokA!", or "tokA!tokB!" when two acquisitions were abandoned close
+// together).
 // A fenced value (fencing.Guarded) is a hash {fence, value}.
 
 package fencingcore
@@ -33,9 +36,16 @@ var LeaseLayout = layout.Layout{
 		return s.Has("owner") || (s.Has("fence") && !s.Has("value"))
 	},
 	Decode: func(s *layout.Snapshot, r *layout.Report) {
-		if isTombstone(s.Hash) {
+		if toks := tombstone(s.Hash); toks != nil {
 			r.Add("owner", "none (free): the tombstone of an abandoned acquisition")
-			r.Add("abandoned token", layout.Tok(strings.TrimSuffix(s.Hash["owner"], "!")))
+			if len(toks) == 1 {
+				r.Add("abandoned token", layout.Tok(toks[0]))
+			} else {
+				for i, t := range toks {
+					toks[i] = layout.Tok(t)
+				}
+				r.Add("abandoned tokens", strings.Join(toks, " "))
+			}
 			if s.PTTL == -1 {
 				r.Bad("the tombstone has no TTL: DEL it")
 			}
@@ -54,12 +64,30 @@ var LeaseLayout = layout.Layout{
 	},
 }
 
-// isTombstone reports whether the lease hash h is the tombstone of an
-// abandoned acquisition (fencing_abandon.lua): an owner field alone,
-// holding an owner token followed by "!".
-func isTombstone(h map[string]string) bool {
-	t, ok := strings.CutSuffix(h["owner"], "!")
-	return len(h) == 1 && ok && layout.IsToken(t)
+// maxStones is the most entries a tombstone list holds
+// (fencing_abandon.lua drops the oldest to add a ninth).
+const maxStones = 8
+
+// tombstone returns the abandoned owner tokens, oldest first, when the
+// lease hash h is the tombstone of abandoned acquisitions
+// (fencing_abandon.lua): an owner field alone, holding a list of one to
+// [maxStones] owner tokens each followed by "!". It returns nil for
+// anything else.
+func tombstone(h map[string]string) []string {
+	v, ok := strings.CutSuffix(h["owner"], "!")
+	if len(h) != 1 || !ok {
+		return nil
+	}
+	toks := strings.Split(v, "!")
+	if len(toks) > maxStones {
+		return nil
+	}
+	for _, t := range toks {
+		if !layout.IsToken(t) {
+			return nil
+		}
+	}
+	return toks
 }
 
 // leaseFields adds a lease hash's owner (truncated, without the waiter
@@ -194,7 +222,7 @@ func addSibling(s *layout.Snapshot, r *layout.Report) {
 	case "string":
 		r.Add(s.SiblingRole, sib.Key+" = "+sib.Str)
 	case "hash":
-		if isTombstone(sib.Hash) {
+		if tombstone(sib.Hash) != nil {
 			r.Add(s.SiblingRole, sib.Key+" (free: the tombstone of an abandoned acquisition)")
 			break
 		}
