@@ -46,6 +46,8 @@ if v == false then
 end
 --#include lock_value.read
 if stone then
+--#include stone_list
+--#include lock_value.stones
 --#include lock_value.add
   return 0
 end

@@ -40,6 +40,8 @@ if v == ARGV[1] or v == ARGV[1] .. '+' then
 end
 --#include lock_value.read
 if stone then
+--#include stone_list
+--#include lock_value.stones
   -- Tombstones of abandoned acquisitions (lock_abandon): the caller's own
   -- is refused (a late request of that acquisition), others are free.
   if mine then

@@ -48,6 +48,8 @@ elseif v == false then
 else
 --#include lock_value.read
   if stone then
+--#include stone_list
+--#include lock_value.stones
     r = 0
 --#include lock_value.add
   end

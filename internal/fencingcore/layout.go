@@ -64,30 +64,15 @@ var LeaseLayout = layout.Layout{
 	},
 }
 
-// maxStones is the most entries a tombstone list holds
-// (fencing_abandon.lua drops the oldest to add a ninth).
-const maxStones = 8
-
 // tombstone returns the abandoned owner tokens, oldest first, when the
 // lease hash h is the tombstone of abandoned acquisitions
-// (fencing_abandon.lua): an owner field alone, holding a list of one to
-// [maxStones] owner tokens each followed by "!". It returns nil for
-// anything else.
+// (fencing_abandon.lua): an owner field alone, holding a tombstone list
+// (layout.Tombstones). It returns nil for anything else.
 func tombstone(h map[string]string) []string {
-	v, ok := strings.CutSuffix(h["owner"], "!")
-	if len(h) != 1 || !ok {
+	if len(h) != 1 {
 		return nil
 	}
-	toks := strings.Split(v, "!")
-	if len(toks) > maxStones {
-		return nil
-	}
-	for _, t := range toks {
-		if !layout.IsToken(t) {
-			return nil
-		}
-	}
-	return toks
+	return layout.Tombstones(h["owner"])
 }
 
 // leaseFields adds a lease hash's owner (truncated, without the waiter

@@ -287,6 +287,28 @@ func ShellQuote(s string) string {
 // JSON.
 const None = time.Duration(math.MinInt64)
 
+// Tombstones returns the owner tokens of a tombstone list v, oldest
+// first: one to eight tokens, each followed by '!', the value the cleanup
+// of an abandoned acquisition leaves in a single-holder lease (a lock
+// key, a field lease's field, a fencing lease's owner; fragment
+// lua/fragments/stone_list.lua); nil when v is not one.
+func Tombstones(v string) []string {
+	body, ok := strings.CutSuffix(v, "!")
+	if !ok {
+		return nil
+	}
+	ts := strings.Split(body, "!")
+	if len(ts) > 8 {
+		return nil
+	}
+	for _, t := range ts {
+		if !IsToken(t) {
+			return nil
+		}
+	}
+	return ts
+}
+
 // Tok shows an owner token truncated to 8 characters: enough to tell
 // holders apart, not enough to act as one.
 func Tok(t string) string {

@@ -116,26 +116,15 @@ func DecodeHolder(mark bool) func(v any) (Holding, bool) {
 // (lock_abandon.lua).
 const Tombstone = "!"
 
-// IsTombstone reports whether the lock value v is tombstones: one or more
-// owner tokens, each followed by [Tombstone] (lock_abandon.lua; fragment
-// lock_value.lua).
+// IsTombstone reports whether the lock value v is tombstones: one to
+// eight owner tokens, each followed by [Tombstone] (lock_abandon.lua;
+// layout.Tombstones).
 func IsTombstone(v string) bool { return Abandoned(v) != nil }
 
 // Abandoned returns the owner tokens whose tombstones the lock value v
-// holds, oldest first, or nil when v is not tombstones ([IsTombstone]).
-func Abandoned(v string) []string {
-	body, ok := strings.CutSuffix(v, Tombstone)
-	if !ok {
-		return nil
-	}
-	ts := strings.Split(body, Tombstone)
-	for _, t := range ts {
-		if !layout.IsToken(t) {
-			return nil
-		}
-	}
-	return ts
-}
+// holds, oldest first, or nil when v is not tombstones
+// (layout.Tombstones).
+func Abandoned(v string) []string { return layout.Tombstones(v) }
 
 // Metrics are the instruments of the lock-shaped leases
 // (coordination.lock.*), told apart by the attribute kind: lock (package
