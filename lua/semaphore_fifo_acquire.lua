@@ -72,11 +72,15 @@ if ttl > 0 then
 end
 local recorded, hadMulti, multi = nil, r[2] ~= false, false
 local free, again, v = true, false, -1
+-- semaphore_state's expiry and outside, for the grant's
+-- semaphore_expiry.extend (a key in use only)
+local expiry_of, outside_of
 if not fresh then
   -- A key in use: its records, the caller's member and every other score
   -- read below are checked before anything is written.
   local mine = r[4]
 --#include semaphore_state
+  expiry_of, outside_of = expiry, outside
   if stone and stone > now then
     -- The caller's own tombstone (semaphore_abandon): a late request of
     -- an abandoned acquisition takes nothing, and is not queued.
@@ -132,6 +136,7 @@ if again or (free and (not head or head == member)) then
     elseif score == '+inf' then
       redis.call('PERSIST', key)
     else
+      local expiry, outside = expiry_of, outside_of
 --#include semaphore_expiry.extend
     end
     -- Expired permits, [0, now], and expired tombstones, [-now / 2^43, 0).

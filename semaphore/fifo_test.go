@@ -463,3 +463,45 @@ func TestFIFOAdoptAndForceReleaseWakeTheHead(t *testing.T) {
 		}
 	})
 }
+
+// A FIFO semaphore's key left without a TTL by an operator (PERSIST) gets
+// it back from the next grant, as the default order's does, and a permit
+// scored outside the layout there is refused with ErrBadState and nothing
+// written. (A new user's finding: the grant failed with a Lua runtime
+// error, "nonexistent global variable 'expiry'", and the key kept no TTL.)
+func TestFIFOPersistedKeyGetsItsTTLBack(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		raw := b.Raw(t)
+		s := newSem(t, b.Coordinator(t), 3, semaphore.WithFIFO(true))
+		p1 := mustAcquireN(t, s, 1, 10*time.Second)
+		if err := raw.Persist(ctx, b.Key(key)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		p2, err := s.TryAcquire(ctx, 5*time.Second)
+		if err != nil {
+			t.Fatalf("TryAcquire on a key without a TTL: %v", err)
+		}
+		if d := must(raw.PTTL(ctx, b.Key(key)).Result())(t); d <= 5*time.Second || d > 10*time.Second {
+			t.Fatalf("PTTL = %v after the grant; want the latest permit's (10 s)", d)
+		}
+		for _, p := range []*semaphore.Permit{p1, p2} {
+			if out := release(t, p); out != coordination.Released {
+				t.Fatalf("Release = %v", out)
+			}
+		}
+		corrupted(t, b, s, func(float64) []redis.Z {
+			return []redis.Z{{Score: 1e300, Member: "P:1:0f0e0d0c-0b0a-4909-8807-060504030201"}}
+		})
+		if err := raw.Persist(ctx, b.Key(key)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		before := snapshot(t, b, raw)
+		if _, err := s.TryAcquire(ctx, time.Second); !errors.Is(err, coordination.ErrBadState) {
+			t.Fatalf("TryAcquire beside a permit scored 1e300: %v, want ErrBadState", err)
+		}
+		if after := snapshot(t, b, raw); after != before {
+			t.Fatalf("the refused grant wrote:\n before %s\n after  %s", before, after)
+		}
+	})
+}
