@@ -296,9 +296,16 @@ func (c *Coordinator) Client() redis.UniversalClient {
 //     wrapping [ErrClosed] and sends nothing to Redis.
 //   - Every blocked call (a lock.Mutex's Acquire, a semaphore's Acquire, a latch's
 //     Wait, a leader campaign, a rate limiter's queued Wait, a Redlock
-//     Acquire ...) returns promptly with an error wrapping ErrClosed; a
+//     Acquire ...) returns promptly with an error wrapping ErrClosed (a
+//     call whose command is in flight returns when its reply comes); a
 //     leader elector's Run returns such an error once its callbacks have
-//     returned.
+//     returned. An acquisition whose command was in flight returns that
+//     error even when the reply grants it: no handle is handed out after
+//     Shutdown began, and the grant is released by that call before it
+//     returns (at most a second), else it ends at its TTL. (A Redlock
+//     group's round in flight is the exception: a quorum granted then is
+//     returned as a lock whose handle has already ended, and its nodes'
+//     keys end at their TTL.)
 //   - Leases still held are not released: their keep-alives stop and each
 //     lease ends on the server at its TTL (a waiter elsewhere gets it
 //     then). Their handles end locally: the handle's Context is cancelled

@@ -549,3 +549,55 @@ func TestShutdownEndsACleanupWaitingForTheHolder(t *testing.T) {
 		}
 	})
 }
+
+// An acquisition whose command is in flight when Shutdown begins returns
+// an error wrapping ErrClosed once its reply comes, not a handle that can
+// no longer be released, and the grant it got is released: another
+// client takes the lock at once. (A new user's finding: the Acquire
+// returned a dead lock after Shutdown, and the key stayed held for its
+// whole TTL.)
+func TestAcquireInFlightAtShutdownReleasesTheGrant(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		for _, fifo := range []bool{false, true} {
+			name := map[bool]string{false: "default", true: "fifo"}[fifo]
+			t.Run(name, func(t *testing.T) {
+				ctx := context.Background()
+				key := b.Key("inflight-" + name)
+				p, client := b.Proxied(t, key)
+				coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
+				m := must(lock.New(coord, "inflight-"+name, lock.WithFIFO(fifo)))(t)
+				cmd := "SET"
+				if fifo {
+					cmd = "EVALSHA"
+					warm := must(m.TryAcquire(ctx, time.Minute))(t)
+					must(warm.Release(ctx))(t)
+				}
+				p.Apply(faultproxy.DelayReply(faultproxy.All(faultproxy.Named(cmd), faultproxy.Arg(key)), 600*time.Millisecond, 1))
+				got := make(chan error, 1)
+				go func() {
+					l, err := m.Acquire(ctx, time.Minute)
+					if l != nil {
+						err = errors.New("Acquire returned a lock after Shutdown")
+					}
+					got <- err
+				}()
+				time.Sleep(150 * time.Millisecond)
+				if err := coord.Shutdown(ctx); err != nil {
+					t.Fatalf("Shutdown = %v", err)
+				}
+				if err := <-got; !errors.Is(err, coordination.ErrClosed) {
+					t.Fatalf("Acquire in flight at Shutdown = %v, want ErrClosed", err)
+				}
+				if v := getOrEmpty(t, b.Admin(t), key); v != "" {
+					t.Fatalf("the key holds %q after the acquisition returned; want the grant released", v)
+				}
+				other := must(lock.New(b.Coordinator(t), "inflight-"+name, lock.WithFIFO(fifo)))(t)
+				l, err := other.TryAcquire(ctx, time.Minute)
+				if err != nil {
+					t.Fatalf("another client's TryAcquire = %v; want the lock", err)
+				}
+				must(l.Release(ctx))(t)
+			})
+		}
+	})
+}

@@ -95,6 +95,11 @@ func (e *Engine) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decod
 // kind's Abandon script when it has one, which also leaves a record that
 // makes a late request of this acquisition take nothing.
 //
+// An acquisition granted once [Engine.Shutdown] has begun (its command
+// was in flight) returns the shutdown's error, wrapping
+// sentinel.ErrClosed, and releases the grant before returning (at most a
+// second; else the lease ends at its TTL).
+//
 // On failure the decode.Grant is the last attempt's answer: with a non-blocking
 // refusal (sentinel.ErrNotAcquired) its RetryIn and Value, what the server reported
 // (a primitive's count of what is free); zero when the last attempt failed.
@@ -198,6 +203,16 @@ func (o Op) Acquire(ctx context.Context, r *AcquireRequest) (*Handle, decode.Gra
 		// g is the last attempt's answer: with sentinel.ErrNotAcquired, the refusal
 		// (RetryIn, Value); zero when that attempt failed.
 		return nil, g, err
+	}
+	if e.life.closed.Load() {
+		// Shutdown began while the acquisition was in flight: no handle
+		// is handed out after it (the caller could not release it), and
+		// the grant is released now, on the caller's goroutine, at most
+		// a second; otherwise it ends at its TTL.
+		rctx, cancel := context.WithTimeout(withoutAcks(context.WithoutCancel(ctx)), time.Second)
+		_, _ = k.Release.Run(rctx, e, hk, id...)
+		cancel()
+		return nil, decode.Grant{}, errShutdown
 	}
 	return newHandle(e, k, hk, id, sent, r.TTL), g, nil
 }
