@@ -127,8 +127,21 @@ func TestTombstoneScripts(t *testing.T) {
 		if v := must(admin.Get(ctx, key).Result())(t); v != mine+"!" {
 			t.Fatalf("key = %q, want the tombstone", v)
 		}
-		if pttl := must(admin.PTTL(ctx, key).Result())(t); pttl <= 0 || pttl > 10*time.Second {
-			t.Fatalf("tombstone PTTL = %v", pttl)
+		// It lives as long as the lock it replaces would have (longer than
+		// the 10 s asked), so that the token cannot take the key back
+		// meanwhile (a Redlock node's refresh re-takes a free key).
+		if pttl := must(admin.PTTL(ctx, key).Result())(t); pttl <= 50*time.Second || pttl > time.Minute {
+			t.Fatalf("tombstone PTTL = %v, want the lock's remaining minute", pttl)
+		}
+		// A short lock: the tombstone's own life.
+		if err := admin.Set(ctx, key, mine, time.Second).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if out := must(lockcore.Abandon.Run(ctx, e, keys, mine, int64(10_000)))(t); out != decode.Released {
+			t.Fatalf("Abandon of the holder = %v", out)
+		}
+		if pttl := must(admin.PTTL(ctx, key).Result())(t); pttl <= 5*time.Second || pttl > 10*time.Second {
+			t.Fatalf("tombstone PTTL = %v, want 10 s", pttl)
 		}
 		// A re-sent cleanup: nothing changes.
 		if out := must(lockcore.Abandon.Run(ctx, e, keys, mine, int64(10_000)))(t); out != decode.AlreadyReleased {

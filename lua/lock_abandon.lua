@@ -16,8 +16,12 @@
 --
 -- KEYS[1]  lock key (layout in lock_acquire)
 -- ARGV[1]  the abandoned owner token (never ends with '+' or '!')
--- ARGV[2]  the tombstone's TTL in milliseconds (integer >= 1); added to
---          others, the key keeps its remaining TTL when that is longer
+-- ARGV[2]  the tombstone's TTL in milliseconds (integer >= 1); the
+--          key's remaining TTL when that is longer (the token's lock it
+--          replaces, or others' tombstones it is added to), so that the
+--          token cannot take the key again while its lock would have
+--          lived (a Redlock node's refresh re-takes a free key:
+--          redlock_refresh; redlock's ForceRelease passes 1)
 --
 -- Reply     1  the abandoned token held the lock: released, its
 --              tombstone alone written; when the value carried the waiter
@@ -34,7 +38,8 @@
 --#include notify
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] or v == ARGV[1] .. '+' then
-  redis.call('SET', KEYS[1], ARGV[1] .. '!', 'PX', ARGV[2])
+  redis.call('SET', KEYS[1], ARGV[1] .. '!', 'PX',
+    math.max(tonumber(ARGV[2]), redis.call('PTTL', KEYS[1])))
   if v ~= ARGV[1] then
     wake('released')
   end

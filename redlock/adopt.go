@@ -18,14 +18,18 @@ import (
 )
 
 // The scripts of adopting, reading and force-releasing a Redlock, per
-// node: a plain node's are package lock's (lock_holder, lock_release), the
-// fencing node's package fencing's (fencing_holder, fencing_release). A
-// force release is the holder's own release, so it wakes waiters as the
-// holder's release does; it is sent at most once (a re-send after a lost
-// reply could not tell its own release from the holder's).
+// node: a plain node's are package lock's (lock_holder; lock_abandon, the
+// cleanup of an abandoned acquisition, which releases the token and
+// leaves its tombstone for the lock's remaining TTL, so that the holder's
+// next refresh, which re-takes a free node (redlock_refresh), finds the
+// node taken and loses the lock), the fencing node's package fencing's
+// (fencing_holder, fencing_release: a fencing node's refresh never
+// re-takes it). Either wakes waiters as the holder's release does; it is
+// sent at most once (a re-send after a lost reply could not tell its own
+// release from the holder's).
 var (
 	fencingHolder = engine.NewScript("fencing_holder", decodeFencingHolder)
-	forceLock     = engine.NewScript("lock_release", decode.Release).Once()
+	forceLock     = engine.NewScript("lock_abandon", decode.Release).Once()
 	forceFencing  = engine.NewScript("fencing_release", decode.Release).Once()
 )
 
@@ -285,17 +289,21 @@ func (g *Group) Holder(ctx context.Context, key string) (coordination.Holder, er
 // ForceRelease removes token's lock at key from every node, whoever calls,
 // for an administrator who read the holder with [Group.Holder] first:
 // naming the token never removes a newer holder that took over meanwhile.
-// On each node, in parallel and bounded by the node timeout, it runs the
-// holder's own owner-checked release script (admitted once as REDLOCK
-// FORCE RELEASE), which wakes the blocked acquirers of [Group.Acquire] as
-// the holder's release does. It waits for every node (at most the node
+// On each node, in parallel and bounded by the node timeout, it runs an
+// owner-checked release (admitted once as REDLOCK FORCE RELEASE), which
+// wakes the blocked acquirers of [Group.Acquire] as the holder's release
+// does. It waits for every node (at most the node
 // timeout) and reports true when at least one node deleted token's lock,
 // false when no node held it (nothing changed). Each node's release is sent
 // at most once: a node whose reply was lost may or may not have released;
 // read the holder again.
 //
 // The holder's process learns of it at its next Refresh, Verify or
-// keep-alive renewal (its lock is then lost) or at its validity's end.
+// keep-alive renewal (its lock is then lost) or at its validity's end:
+// each plain node keeps the token's tombstone for the lock's remaining
+// TTL, so that the renewal, which re-takes a node where the key is free
+// ([Lock]'s refresh heals a restarted node), cannot take it back; any
+// other acquirer takes a tombstone over at once.
 //
 // Errors name REDLOCK FORCE RELEASE and the key and wrap:
 // coordination.ErrInvalidArgument naming key, token, ctx or group, with
@@ -320,11 +328,15 @@ func (g *Group) ForceRelease(ctx context.Context, key, token string) (bool, erro
 		return false, err
 	}
 	f := g.fanOut(ctx, "force release", allNodes(len(g.nodes)), func(ctx context.Context, n *node) result {
-		s := forceLock
+		var out decode.Outcome
+		var err error
 		if n.fencing {
-			s = forceFencing
+			out, err = forceFencing.Run(ctx, n.e, keys[n.i].First(), token)
+		} else {
+			// The tombstone lives the lock's remaining TTL (lock_abandon
+			// keeps the longer of it and this 1 ms).
+			out, err = forceLock.Run(ctx, n.e, keys[n.i].First(), token, int64(1))
 		}
-		out, err := s.Run(ctx, n.e, keys[n.i].First(), token)
 		if err != nil {
 			return result{state: failed, err: err}
 		}

@@ -185,8 +185,9 @@ func TestAdoptQuorumValidity(t *testing.T) {
 			if ok, err := b.ForceRelease(ctx, "job", l.Token()); err != nil || !ok {
 				t.Fatalf("ForceRelease = %v, %v", ok, err)
 			}
-			if got := c.holders("job"); got[0] != "" || got[1] != "" || got[2] != other {
-				t.Fatalf("after ForceRelease the nodes hold %q; want only the other owner's token on node 2", got)
+			// A forced node keeps the token's tombstone (free to others).
+			if got := c.holders("job"); got[0] != l.Token()+"!" || got[1] != l.Token()+"!" || got[2] != other {
+				t.Fatalf("after ForceRelease the nodes hold %q; want the forced token's tombstone on nodes 0 and 1, the other owner's token on node 2", got)
 			}
 		})
 	}
@@ -306,8 +307,8 @@ func TestForceReleaseNodesDown(t *testing.T) {
 	if ok, err := g.ForceRelease(ctx, "down", l.Token()); err != nil || !ok {
 		t.Fatalf("ForceRelease with one node down = %v, %v; want true", ok, err)
 	}
-	if got := c.holders("down"); got[0] != "" || got[1] != "" || got[2] == "" {
-		t.Fatalf("nodes hold %q; want the unreachable node only", got)
+	if got := c.holders("down"); got[0] != l.Token()+"!" || got[1] != l.Token()+"!" || got[2] != l.Token() {
+		t.Fatalf("nodes hold %q; want the token on the unreachable node only (tombstones elsewhere)", got)
 	}
 	c.proxies[2].Restore()
 	l2, err := g.TryAcquire(ctx, "down2", time.Minute)
@@ -324,5 +325,52 @@ func TestForceReleaseNodesDown(t *testing.T) {
 	}
 	if !strings.HasPrefix(err.Error(), `coordination: redlock force release "down2": force release: 1 of 3 nodes confirmed, 2 needed; 2 failed`) {
 		t.Fatalf("error %q", err)
+	}
+}
+
+// A forced release evicts a holder that keeps its lock alive: its next
+// renewal, which re-takes a node where the key is free, finds the token's
+// tombstone there, so the holder loses the lock and nobody holds it. (A
+// new user's finding: without fencing, the renewal took all three nodes
+// back after ForceRelease reported true.)
+func TestForceReleaseEvictsAKeptAliveHolder(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		nodes func(t *testing.T) *cluster
+	}{
+		{"miniredis", func(t *testing.T) *cluster { return miniNodes(t, 3) }},
+		{"real", func(t *testing.T) *cluster { return realNodes(t, 3) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := tc.nodes(t)
+			holder, admin := c.group(redlock.WithNodeTimeout(nodeTimeout)), c.group(redlock.WithNodeTimeout(nodeTimeout))
+			l, err := holder.TryAcquire(ctx, "evict", 3*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.KeepAlive()
+			if ok, err := admin.ForceRelease(ctx, "evict", l.Token()); err != nil || !ok {
+				t.Fatalf("ForceRelease = %v, %v; want true", ok, err)
+			}
+			select {
+			case <-l.Context().Done():
+			case <-time.After(5 * time.Second):
+				t.Fatal("the forced holder still holds its lock 5 s after the forced release (its renewals took the nodes back)")
+			}
+			if !errors.Is(context.Cause(l.Context()), coordination.ErrLost) {
+				t.Fatalf("the holder's context ended with %v, want ErrLost", context.Cause(l.Context()))
+			}
+			if h, err := admin.Holder(ctx, "evict"); !errors.Is(err, coordination.ErrNotHeld) {
+				t.Fatalf("Holder after the eviction = %+v, %v; want ErrNotHeld", h, err)
+			}
+			other, err := admin.TryAcquire(ctx, "evict", time.Minute)
+			if err != nil {
+				t.Fatalf("another TryAcquire after the eviction = %v", err)
+			}
+			if _, err := other.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
