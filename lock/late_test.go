@@ -614,3 +614,25 @@ func TestAcquireInFlightAtShutdownReleasesTheGrant(t *testing.T) {
 		}
 	})
 }
+
+// Holder and Adopt over a value that is not an owner token say so, as an
+// acquisition does, instead of "unexpected reply" (a new user's finding).
+func TestHolderOverGarbageSaysNotAnOwnerToken(t *testing.T) {
+	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
+		ctx := context.Background()
+		admin := b.Admin(t)
+		m := must(lock.New(b.Coordinator(t), "garbage"))(t)
+		tok := must(engine.NewToken())(t)
+		for _, v := range []string{"hello world", tok + "!garbage!"} {
+			if err := admin.Set(ctx, b.Key("garbage"), v, time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Holder(ctx); !errors.Is(err, coordination.ErrBadState) || !strings.Contains(err.Error(), "not an owner token") {
+				t.Fatalf("Holder over %q = %v, want ErrBadState saying not an owner token", v, err)
+			}
+			if _, err := m.Adopt(ctx, tok); !errors.Is(err, coordination.ErrBadState) || !strings.Contains(err.Error(), "not an owner token") {
+				t.Fatalf("Adopt over %q = %v, want ErrBadState saying not an owner token", v, err)
+			}
+		}
+	})
+}

@@ -11,9 +11,20 @@
 --                           strips it and checks the token's shape);
 --                           pttl_ms is the key's remaining TTL in ms
 --                           (>= 1), -1 when it has none (PERSISTed by hand)
--- Errors   WRONGTYPE  the key holds a non-string value
+--                           Tombstones (fragment lock_value) are returned
+--                           as stored: the client reads them as free
+-- Errors   WRONGTYPE       the key holds a non-string value
+--          COORD_BADSTATE  the key holds a string that is neither an owner
+--                          token (possibly marked '+') nor tombstones
 local v = redis.call('GET', KEYS[1])
 if not v then
   return false
+end
+--#include lock_value.read
+if stone then
+--#include stone_list
+  if stones(v, '') == 0 then
+    return redis.error_reply('COORD_BADSTATE the lock key holds a value that is not an owner token')
+  end
 end
 return {v, redis.call('PTTL', KEYS[1])}
