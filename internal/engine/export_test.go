@@ -34,3 +34,6 @@ type ErrorClass = errorClass
 
 // Confirmed reports whether w's subscription is confirmed.
 func Confirmed(w *Watch) bool { return w.confirmed() }
+
+// OperationDuration is the engine's operation histogram.
+var OperationDuration = operationDuration

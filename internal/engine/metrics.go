@@ -17,7 +17,7 @@ import (
 
 // The engine's own instruments, one declaration each.
 var (
-	OperationDuration = instrument.New(instrument.Histogram, "coordination.operation.duration", "s", "operation, outcome",
+	operationDuration = instrument.New(instrument.Histogram, "coordination.operation.duration", "s", "operation, outcome",
 		"Time from admission to outcome of a coordination operation, including any waiting.")
 	cleanupAbandoned = instrument.New(instrument.Counter, "coordination.cleanup.abandoned", "{cleanup}", "stage, reason",
 		"Background owner-checked cleanups given up (the lease then ends at its TTL).")
@@ -125,11 +125,11 @@ type durKey struct {
 }
 
 func newDurationRecorder(meter metric.Meter) *durationRecorder {
-	h, err := meter.Float64Histogram(OperationDuration.Name,
-		metric.WithDescription(OperationDuration.Description), metric.WithUnit("s"),
+	h, err := meter.Float64Histogram(operationDuration.Name,
+		metric.WithDescription(operationDuration.Description), metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
 	if err != nil {
-		h, _ = noop.NewMeterProvider().Meter(instrument.Scope).Float64Histogram(OperationDuration.Name)
+		h, _ = noop.NewMeterProvider().Meter(instrument.Scope).Float64Histogram(operationDuration.Name)
 	}
 	return &durationRecorder{h: h}
 }
