@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -40,7 +41,9 @@ abandoned, failed), fencing token, fingerprint and result; a limiter's algorithm
 remaining permits and next refill or reset; a deny list's size. It only reads.
 Unknown or corrupt layouts are said plainly.
 --scan lists the keys matching PATTERN (a SCAN glob, after --prefix) with their
-kind, on every primary of a Cluster.
+kind, on every primary of a Cluster. A KEY in double quotes is read as a Go
+string literal, as --scan shows names with control characters (a FIFO lock's
+queue keys hold a NUL byte).
 
 Exit status: 0 decoded; 1 no such key, or a layout that is unknown or corrupt (--scan:
 no key matched); 2 bad usage; 3 the server cannot be reached.`, `coordctl inspect --redis redis://127.0.0.1:6379/0 '{nightly}:lock'
@@ -72,7 +75,15 @@ coordctl inspect --prefix myapp: --scan 'limits:*' --json`)
 	if *scan != "" {
 		return inspectScan(ctx, client, prefix, *scan, *limit, *asJSON, stdout, stderr)
 	}
-	key := prefix + fs.Arg(0)
+	name := fs.Arg(0)
+	if len(name) >= 2 && name[0] == '"' {
+		// Go-quoted, as --scan shows a name with control characters (a
+		// FIFO lock's queue keys hold a NUL byte, which no argument can).
+		if u, err := strconv.Unquote(name); err == nil {
+			name = u
+		}
+	}
+	key := prefix + name
 	s, err := fetch(ctx, client, prefix, key)
 	if err != nil {
 		return fail(stderr, fs.name, err)

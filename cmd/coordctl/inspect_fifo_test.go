@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,23 @@ func TestInspectFIFOQueueKeys(t *testing.T) {
 		}
 		if !strings.Contains(out, "FIFO waiter queue") || !strings.Contains(out, "FIFO waiter times") || strings.Contains(out, "CORRUPT") || strings.Contains(out, "field leases") {
 			t.Fatalf("inspect --scan of a FIFO lock with a waiter:\n%s", out)
+		}
+		// Each queue key can be inspected by the name --scan shows: Go-quoted
+		// (it holds a NUL byte), without the prefix.
+		for _, line := range strings.Split(out, "\n") {
+			if !strings.Contains(line, "FIFO waiter") {
+				continue
+			}
+			i := strings.Index(line, `"`)
+			full, err := strconv.Unquote(strings.TrimSpace(line[i:]))
+			if i < 0 || err != nil {
+				t.Fatalf("no quoted key in %q: %v", line, err)
+			}
+			name := strconv.Quote(strings.TrimPrefix(full, b.Prefix()))
+			code, o, errOut := runCmd(t, cmdline(b, "inspect", name)...)
+			if code != exitOK || !strings.Contains(o, "FIFO waiter") {
+				t.Fatalf("inspect %s = %d\n%s%s", name, code, o, errOut)
+			}
 		}
 		cancel()
 		if err := <-waited; !errors.Is(err, coordination.ErrNotAcquired) {
