@@ -127,8 +127,16 @@ func demoRedlock(ctx context.Context, d *demo) error {
 				time.Sleep(20 * time.Millisecond)
 				inside.Add(-1)
 				if _, err := l.Release(ctx); err != nil {
-					errs <- fmt.Errorf("%s release: %w", name, err)
-					return
+					var qe *redlock.QuorumError
+					if !errors.As(err, &qe) {
+						errs <- fmt.Errorf("%s release: %w", name, err)
+						return
+					}
+					// Nodes slower than the node timeout (a loaded machine):
+					// the release is unconfirmed, not wrong; the token ends
+					// at its TTL where it was not released, and the next
+					// worker waits for it.
+					d.logf(name, "release not confirmed by a quorum (%v): the lock ends at its TTL where it is left", err)
 				}
 				done.Add(1)
 			})
