@@ -44,6 +44,7 @@ type demo struct {
 	passed int
 	late   []string // held, but later than the bound a quiet machine keeps
 	prefix string
+	coords []*coordination.Coordinator // every one d.coord made (under mu)
 }
 
 // logf prints one timeline line: elapsed time, actor, message.
@@ -148,6 +149,9 @@ coordctl demo --cluster 127.0.0.1:7000,127.0.0.1:7001 --only semaphore`)
 		if err != nil {
 			panic(err) // client is non-nil and the options are valid
 		}
+		d.mu.Lock()
+		d.coords = append(d.coords, c)
+		d.mu.Unlock()
 		return c
 	}
 	// Ctrl-C (or SIGTERM) stops the scenario under way; the demo's keys
@@ -168,6 +172,15 @@ coordctl demo --cluster 127.0.0.1:7000,127.0.0.1:7001 --only semaphore`)
 	stopSignals() // a second Ctrl-C now ends the process at once
 	cleanCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// Every coordinator ends first, so that no background cleanup (the
+	// undo of an acquisition the interruption left ambiguous, which may
+	// leave a tombstone) writes after the keys are removed.
+	d.mu.Lock()
+	coords := d.coords
+	d.mu.Unlock()
+	for _, c := range coords {
+		_ = c.Shutdown(cleanCtx)
+	}
 	if n, err := removeKeys(cleanCtx, client, prefix); err != nil {
 		fmt.Fprintf(stderr, "coordctl demo: could not remove the demo's keys (prefix %q): %v\n", prefix, err)
 	} else if cf.Given() {
