@@ -722,12 +722,17 @@ func TestLocalFallbackHungServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = l.Close() })
-		call := func() (Decision, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		// Calls that reach Redis get a deadline a loaded machine keeps (the
+		// first one on a Cluster dials and discovers the slots: it failed
+		// at 100 ms under two CI runs); the one meeting the frozen server
+		// and the local ones a short one.
+		callWithin := func(d time.Duration) (Decision, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), d)
 			defer cancel()
 			return l.Allow(ctx, 1)
 		}
-		if d, err := call(); err != nil || !d.Allowed() {
+		call := func() (Decision, error) { return callWithin(100 * time.Millisecond) }
+		if d, err := callWithin(10 * time.Second); err != nil || !d.Allowed() {
 			t.Fatalf("before: %v %v", d.Allowed(), err)
 		}
 		out.hung.Store(true)
@@ -748,7 +753,7 @@ func TestLocalFallbackHungServer(t *testing.T) {
 		}
 		out.hung.Store(false)
 		clock.advance(2 * time.Second) // past the retry interval
-		if d, err := call(); err != nil || !d.Allowed() || d.Available() != 8 {
+		if d, err := callWithin(10 * time.Second); err != nil || !d.Allowed() || d.Available() != 8 {
 			t.Fatalf("back on Redis: allowed %v available %d %v, want 8 left of Redis' 10", d.Allowed(), d.Available(), err)
 		}
 	})
