@@ -57,6 +57,9 @@ var concKind = &engine.LeaseKind{
 // Context is cancelled with a cause matching coordination.ErrLost.
 // Renewal bounds how long a crashed holder keeps its permits; it does not
 // fence work that continues after a pause (there is no fencing token).
+// Release every lease: one that a live process drops without Release
+// keeps renewing, and holds its permits, for as long as the process lives
+// (the renewal keeps it from being collected).
 // Refusals carry no RetryAfter: nobody knows when a holder finishes.
 //
 // Acquisition is idempotent: each attempt has its own random member, and a

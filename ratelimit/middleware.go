@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -18,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/internal/check"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/instrument"
@@ -284,7 +286,9 @@ func WithLogger(l *slog.Logger) MiddlewareOption {
 // middleware answers 503). err wraps the limiter's error
 // with the policy's name; unlike the log lines it is the error as go-redis
 // returned it, which may name the server's address. A request whose
-// client went away (its context ended) is not reported. A nil fn is an
+// client went away (its context canceled) is not reported; one whose
+// context's deadline passed while the limiter decided is (and answered
+// 503). A nil fn is an
 // error naming "handler".
 func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 	return func(c *middlewareConfig) error {
@@ -362,8 +366,15 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 // instance guard ([NewLocal], [NewLocalConcurrency]), keeps deciding
 // while Redis is down instead. Every
 // limiter failure is logged (see [WithLogger]) and given to the error
-// handler ([WithErrorHandler]). When the request's context ends while
-// waiting, nothing is written.
+// handler ([WithErrorHandler]). When the request's context is canceled
+// while the limiter decides (the client went away), nothing is written.
+// When its deadline passes instead (a server-side timeout, such as
+// [http.TimeoutHandler] or a context.WithTimeout around the middleware:
+// the client still waits), the request is answered: a [Policy.Wait] that
+// found the limit full until then is refused as above (without
+// Retry-After), and a limiter that could not decide in time gets the 503
+// of a failing limiter in every failure mode (a deadline is not an outage
+// FailOpen admits: see [FailureMode]).
 //
 // A shadow policy ([Policy.Shadow], [WithShadow]) decides and consumes
 // but never answers: what it would have refused is counted and logged,
@@ -514,9 +525,23 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 			}
 			lease, err := p.allow(r, n, h)
 			if err != nil {
-				if r.Context().Err() != nil {
+				if errors.Is(r.Context().Err(), context.Canceled) {
 					m.refund(r, taken)
 					return // the client is gone: nobody reads an answer
+				}
+				// A deadline of the request's context (http.TimeoutHandler,
+				// a server-side timeout) is not a client gone: the client
+				// waits for an answer. A Wait that Redis kept answering
+				// "full" until then is the limit's refusal; anything else
+				// is a limiter that could not decide in time.
+				if p.Wait && !p.Shadow && errors.Is(err, coordination.ErrNotAcquired) {
+					if lease.lim != nil {
+						lease.lim.e.Count(policyRefused, p.refused[0][reasonOf(lease)])
+					}
+					m.refund(r, taken)
+					hdr.set(w)
+					m.refuse(w, r, p, n, lease, 0)
+					return
 				}
 				if p.Shadow {
 					m.failed(r, p, err, "admitted (shadow)")

@@ -40,6 +40,14 @@ func (o QueueOrder) String() string {
 // (coordination.ErrConfigMismatch) or foreign data
 // (coordination.ErrBadState). The hooks see the failure (outcome Failed)
 // in every mode, and [NewMiddleware] logs it.
+//
+// So a frozen server (one that accepts a command and never answers) is
+// an outage for a mode only when go-redis gives up first (its read
+// timeout, 3 s by default): a call whose own deadline passes first
+// returns the context's error in every mode, and FailOpen admits nothing.
+// Where a hung server must be admitted, give the calls a deadline longer
+// than the client's read timeout, or use [WithLocalFallback], which
+// counts a passed deadline as a failure of Redis and decides locally.
 type FailureMode int
 
 const (

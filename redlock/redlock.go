@@ -167,7 +167,10 @@ type node struct {
 // same coordinator or client twice, or two *redis.Client (or Cluster
 // clients) with the same address are errors wrapping
 // coordination.ErrInvalidArgument naming "nodes"; invalid options name
-// their argument. Each coordinator's key prefix, hooks and logger apply on
+// their argument. Addresses are compared as written: New sends nothing,
+// so two names of one server ("localhost:6379" and "127.0.0.1:6379", a
+// DNS alias) are not told apart, and the group then has fewer independent
+// nodes than it counts. Keeping the nodes distinct is the caller's part. Each coordinator's key prefix, hooks and logger apply on
 // its node; the group's instruments are recorded through the first
 // coordinator's meter provider.
 //
