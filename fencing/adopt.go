@@ -33,7 +33,8 @@ type holding struct {
 
 // decodeHolder reads false (free) or {owner, fence, pttl_ms}: owner an
 // owner token (possibly with the waiter mark '+'), fence a positive
-// decimal, pttl_ms >= 1 or -1 (none).
+// decimal, pttl_ms >= 0 or -1 (none); 0, the lease's last millisecond
+// (PTTL rounds down), reads as free.
 func decodeHolder(v any) (holding, bool) {
 	if v == nil {
 		return holding{}, true
@@ -46,8 +47,11 @@ func decodeHolder(v any) (holding, bool) {
 	fence, ok2 := decode.PositiveDecimal(a[1])
 	p, ok3 := a[2].(int64)
 	s = strings.TrimSuffix(s, "+")
-	if !ok1 || !ok2 || !ok3 || !layout.IsToken(s) || (p < 1 && p != -1) {
+	if !ok1 || !ok2 || !ok3 || !layout.IsToken(s) || (p < 0 && p != -1) {
 		return holding{}, false
+	}
+	if p == 0 {
+		return holding{}, true // the lease's last millisecond: ending now, read as free
 	}
 	ttl := engine.NoExpiry
 	if p != -1 {
@@ -102,8 +106,9 @@ func (m *Mutex) Adopt(ctx context.Context, token string) (*Lock, error) {
 // Holder reads who holds the lock, in one round trip (one script on the
 // lease key, admitted as FENCED LOCK READ), writing nothing: the holder's
 // Token, FencingToken and Remaining (the lease key's PTTL, whole
-// milliseconds; the largest time.Duration for a lease without TTL, written
-// by hand). The answer may be stale by the time it returns.
+// milliseconds, at least 1: a lease in its last millisecond reads as
+// free; the largest time.Duration for a lease without TTL, written by
+// hand). The answer may be stale by the time it returns.
 //
 // Errors name the operation and the lease key and wrap:
 // coordination.ErrNotHeld when the lease is free (an answer);

@@ -83,8 +83,9 @@ func (m *Mutex) Adopt(ctx context.Context, token string) (*Lock, error) {
 // Holder reads who holds the lock and its remaining TTL on the server, in
 // one round trip (one script, admitted as LOCK READ), writing nothing. It
 // returns the holder's Token and Remaining (the key's PTTL, whole
-// milliseconds; the largest time.Duration for an owner token without TTL,
-// PERSISTed by hand); the other fields of coordination.Holder are zero.
+// milliseconds, at least 1: a lock in its last millisecond reads as free;
+// the largest time.Duration for an owner token without TTL, PERSISTed by
+// hand); the other fields of coordination.Holder are zero.
 // The answer may be stale by the time it returns.
 //
 // Errors name the operation and the key and wrap:

@@ -18,7 +18,9 @@
 --                                  token's shape); fence is the fencing
 --                                  token as a decimal string (exact over
 --                                  int64); pttl_ms is the key's remaining
---                                  TTL in ms (>= 1), -1 when it has none
+--                                  TTL in ms (>= 0: 0 in its last
+--                                  millisecond, read as free by the
+--                                  client), -1 when it has none
 -- Errors   WRONGTYPE        the lease key is not a hash
 --          COORD_BADSTATE   the lease hash lacks its owner or fence field
 local cur = redis.call('HMGET', KEYS[1], 'owner', 'fence')

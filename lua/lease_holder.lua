@@ -12,8 +12,9 @@
 --                           token; the client checks its shape, and a
 --                           value ending with '!' that is not a tombstone
 --                           list is returned as it is); pttl_ms
---                           is the field's remaining TTL in ms (>= 1), -1
---                           when it has none (written by hand)
+--                           is the field's remaining TTL in ms (>= 0: 0 in
+--                           its last millisecond, read as free by the
+--                           client), -1 when it has none (written by hand)
 -- Errors   ERR unknown command  the server lacks hash-field expiration
 --                               (ErrUnsupportedServer)
 --          WRONGTYPE            the key is not a hash

@@ -10,7 +10,9 @@
 --                           '+' when a waiter found it held: the client
 --                           strips it and checks the token's shape);
 --                           pttl_ms is the key's remaining TTL in ms
---                           (>= 1), -1 when it has none (PERSISTed by hand)
+--                           (>= 0: 0 in its last millisecond, which PTTL
+--                           rounds down; the client reads 0 as free), -1
+--                           when it has none (PERSISTed by hand)
 --                           Tombstones (fragment lock_value) are returned
 --                           as stored: the client reads them as free
 -- Errors   WRONGTYPE       the key holds a non-string value

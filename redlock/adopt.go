@@ -44,7 +44,8 @@ type holding struct {
 
 // decodeFencingHolder reads fencing_holder's reply: false (free) or
 // {owner, fence, pttl_ms}, owner an owner token (possibly with the waiter
-// mark '+'), fence a positive decimal, pttl_ms >= 1 or -1 (none). An owner
+// mark '+'), fence a positive decimal, pttl_ms >= 0 or -1 (none; 0, the
+// lease's last millisecond, reads as free). An owner
 // that is a tombstone (token!) reads as free.
 func decodeFencingHolder(v any) (holding, bool) {
 	if v == nil {
@@ -61,8 +62,11 @@ func decodeFencingHolder(v any) (holding, bool) {
 		return holding{}, true
 	}
 	s = strings.TrimSuffix(s, "+")
-	if !ok1 || !ok2 || !ok3 || !layout.IsToken(s) || (p < 1 && p != -1) {
+	if !ok1 || !ok2 || !ok3 || !layout.IsToken(s) || (p < 0 && p != -1) {
 		return holding{}, false
+	}
+	if p == 0 {
+		return holding{}, true // the lease's last millisecond: ending now, read as free
 	}
 	ttl := engine.NoExpiry
 	if p != -1 {

@@ -81,8 +81,8 @@ type Holding struct {
 
 // DecodeHolder reads false (free) or {value, pttl_ms}: value an owner
 // token (with the waiter mark '+' when mark) or an abandoned
-// acquisition's tombstone (free: lock_abandon, lease_abandon), pttl_ms >= 1
-// or -1 (none).
+// acquisition's tombstone (free: lock_abandon, lease_abandon), pttl_ms >= 0
+// or -1 (none); 0, the lease's last millisecond, reads as free.
 func DecodeHolder(mark bool) func(v any) (Holding, bool) {
 	return func(v any) (Holding, bool) {
 		if v == nil {
@@ -94,15 +94,20 @@ func DecodeHolder(mark bool) func(v any) (Holding, bool) {
 		}
 		s, ok1 := a[0].(string)
 		p, ok2 := a[1].(int64)
-		if ok1 && ok2 && IsTombstone(s) && (p >= 1 || p == -1) {
+		if ok1 && ok2 && IsTombstone(s) && (p >= 0 || p == -1) {
 			// An abandoned acquisition's tombstone: the lease is free.
 			return Holding{}, true
 		}
 		if mark {
 			s = strings.TrimSuffix(s, "+")
 		}
-		if !ok1 || !ok2 || !layout.IsToken(s) || (p < 1 && p != -1) {
+		if !ok1 || !ok2 || !layout.IsToken(s) || (p < 0 && p != -1) {
 			return Holding{}, false
+		}
+		if p == 0 {
+			// The lease's last millisecond (PTTL rounds down): ending now,
+			// read as free.
+			return Holding{}, true
 		}
 		ttl := engine.NoExpiry
 		if p != -1 {
