@@ -44,13 +44,10 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 		ctx := context.Background()
 		name := "{late}"
 		key := b.Key(leaseKey(name))
-		p, client := b.Proxied(t, key, testharness.LateClient)
-		coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
-		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
-		e := must(engine.Of(coord))(t)
+		late := b.Late(t, key)
 		admin := b.Admin(t)
 
-		m := must(fencing.New(coord, leaseKey(name), fenceKey(name)))(t)
+		m := must(fencing.New(late.Coord, leaseKey(name), fenceKey(name)))(t)
 		// A first holder, so that the script is loaded (the held request
 		// is the acquisition itself) and the counter stands at 1.
 		first := must(m.TryAcquire(ctx, time.Minute))(t)
@@ -59,18 +56,17 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 		}
 		must(first.Release(ctx))(t)
 
-		held := p.Apply(faultproxy.HoldCommand(faultproxy.All(faultproxy.Named("EVALSHA"), faultproxy.Arg(key)), 1))
-		_, err := m.TryAcquire(ctx, time.Minute)
-		if err == nil || !coordination.IsAmbiguous(err) {
-			t.Fatalf("TryAcquire = %v, want an ambiguous error", err)
-		}
-		testharness.WaitCleanups(t, e)
+		late.Hold(t, faultproxy.All(faultproxy.Named("EVALSHA"), faultproxy.Arg(key)), func() error {
+			_, err := m.TryAcquire(ctx, time.Minute)
+			return err
+		})
+		late.WaitCleanups(t)
 		if h := must(admin.HGetAll(ctx, key).Result())(t); h["fence"] != "" {
 			t.Fatalf("after the cleanup the lease key holds %v; want no holder", h)
 		}
 		before := must(admin.PTTL(ctx, key).Result())(t)
 		time.Sleep(20 * time.Millisecond) // a restarted TTL would show
-		testharness.LetThrough(t, held)
+		late.LetThrough(t)
 
 		// The late request took nothing, drew no token and restarted no TTL.
 		token := tombstoneOf(t, admin, key, "after the late request")
@@ -230,17 +226,13 @@ func TestTwoLateAcquiresAfterCleanupsTakeNothing(t *testing.T) {
 		key := b.Key(leaseKey(name))
 		admin := b.Admin(t)
 		type client struct {
-			p    *faultproxy.Proxy
-			e    *engine.Engine
-			m    *fencing.Mutex
-			held *faultproxy.Applied
+			*testharness.Late
+			m *fencing.Mutex
 		}
 		clients := make([]*client, 2)
 		for i := range clients {
-			p, rc := b.Proxied(t, key, testharness.LateClient)
-			coord := must(coordination.New(rc, coordination.WithKeyPrefix(b.Prefix())))(t)
-			t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
-			c := &client{p: p, e: must(engine.Of(coord))(t), m: must(fencing.New(coord, leaseKey(name), fenceKey(name)))(t)}
+			late := b.Late(t, key)
+			c := &client{Late: late, m: must(fencing.New(late.Coord, leaseKey(name), fenceKey(name)))(t)}
 			// Warm (the script loaded on the server, so that the held
 			// request is the acquisition itself), and the counter moves.
 			l := must(c.m.TryAcquire(ctx, time.Minute))(t)
@@ -248,12 +240,12 @@ func TestTwoLateAcquiresAfterCleanupsTakeNothing(t *testing.T) {
 			clients[i] = c
 		}
 		// Both acquisitions held, both ambiguous, both cleaned up.
-		for i, c := range clients {
-			c.held = c.p.Apply(faultproxy.HoldCommand(faultproxy.All(faultproxy.Named("EVALSHA"), faultproxy.Arg(key)), 1))
-			if _, err := c.m.TryAcquire(ctx, time.Minute); err == nil || !coordination.IsAmbiguous(err) {
-				t.Fatalf("client %d: TryAcquire = %v, want an ambiguous error", i, err)
-			}
-			testharness.WaitCleanups(t, c.e)
+		for _, c := range clients {
+			c.Hold(t, faultproxy.All(faultproxy.Named("EVALSHA"), faultproxy.Arg(key)), func() error {
+				_, err := c.m.TryAcquire(ctx, time.Minute)
+				return err
+			})
+			c.WaitCleanups(t)
 		}
 		cleaned := must(admin.HGetAll(ctx, key).Result())(t)
 		before := must(admin.PTTL(ctx, key).Result())(t)
@@ -262,7 +254,7 @@ func TestTwoLateAcquiresAfterCleanupsTakeNothing(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // a restarted TTL would show
 		for _, c := range clients {
-			testharness.LetThrough(t, c.held)
+			c.LetThrough(t)
 		}
 
 		// Neither late request took anything, drew a token or restarted
