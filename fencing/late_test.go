@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,24 +88,35 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 		}
 
 		// Another client takes the lock at once, with the next token.
-		other := must(fencing.New(b.Coordinator(t), leaseKey(name), fenceKey(name)))(t)
-		l, err := other.TryAcquire(ctx, time.Minute)
-		if err != nil {
-			t.Fatalf("another client's TryAcquire = %v; want the lock", err)
-		}
-		if l.FencingToken() != 2 {
-			t.Fatalf("the next holder's token = %d, want 2", l.FencingToken())
-		}
-		if h := must(admin.HGetAll(ctx, key).Result())(t); h["owner"] != l.Token() || h["fence"] != "2" || len(h) != 2 {
-			t.Fatalf("the lease key holds %v, want the new holder's {owner, fence: 2}", h)
-		}
-		if hd := must(other.Holder(ctx))(t); hd.Token != l.Token() || hd.FencingToken != 2 {
-			t.Fatalf("Holder = %+v", hd)
-		}
-		if out := must(l.Release(ctx))(t); out != coordination.Released {
-			t.Fatalf("Release = %v", out)
-		}
+		takeAtOnce(t, b, name, 2, "another client")
 	})
+}
+
+// takeAtOnce checks that who, a client of its own, takes the fencing lock
+// name at once after a late request, with fencing token next: the lease
+// key then holds its {owner, fence} alone and Holder says so; the lock is
+// released.
+func takeAtOnce(t *testing.T, b *testharness.Backend, name string, next int64, who string) {
+	t.Helper()
+	ctx := context.Background()
+	admin, key := b.Admin(t), b.Key(leaseKey(name))
+	other := must(fencing.New(b.Coordinator(t), leaseKey(name), fenceKey(name)))(t)
+	l, err := other.TryAcquire(ctx, time.Minute)
+	if err != nil {
+		t.Fatalf("%s's TryAcquire = %v; want the lock", who, err)
+	}
+	if l.FencingToken() != next {
+		t.Fatalf("the next holder's token = %d, want %d", l.FencingToken(), next)
+	}
+	if h := must(admin.HGetAll(ctx, key).Result())(t); h["owner"] != l.Token() || h["fence"] != strconv.FormatInt(next, 10) || len(h) != 2 {
+		t.Fatalf("the lease key holds %v, want the new holder's {owner, fence: %d}", h, next)
+	}
+	if hd := must(other.Holder(ctx))(t); hd.Token != l.Token() || hd.FencingToken != next {
+		t.Fatalf("Holder = %+v", hd)
+	}
+	if out := must(l.Release(ctx))(t); out != coordination.Released {
+		t.Fatalf("Release = %v", out)
+	}
 }
 
 // The scripts on a tombstone: the cleanup releases the abandoned holder
@@ -283,20 +295,7 @@ func TestTwoLateAcquiresAfterCleanupsTakeNothing(t *testing.T) {
 		}
 
 		// A third client takes the lock at once, with the next token.
-		other := must(fencing.New(b.Coordinator(t), leaseKey(name), fenceKey(name)))(t)
-		l, err := other.TryAcquire(ctx, time.Minute)
-		if err != nil {
-			t.Fatalf("a third client's TryAcquire = %v; want the lock", err)
-		}
-		if l.FencingToken() != 3 {
-			t.Fatalf("the next holder's token = %d, want 3", l.FencingToken())
-		}
-		if h := must(admin.HGetAll(ctx, key).Result())(t); h["owner"] != l.Token() || h["fence"] != "3" || len(h) != 2 {
-			t.Fatalf("the lease key holds %v, want the new holder's {owner, fence: 3}", h)
-		}
-		if out := must(l.Release(ctx))(t); out != coordination.Released {
-			t.Fatalf("Release = %v", out)
-		}
+		takeAtOnce(t, b, name, 3, "a third client")
 	})
 }
 

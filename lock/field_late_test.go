@@ -77,22 +77,33 @@ func TestTwoLateFieldAcquiresAfterCleanupsTakeNothing(t *testing.T) {
 			}
 		}
 		// A third client takes the field at once.
-		l, err := s.TryAcquire(ctx, "f", time.Minute)
-		if err != nil {
-			t.Fatalf("a third client's TryAcquire = %v; want the lease", err)
-		}
-		if v := hgetOrEmpty(t, admin, key, "f"); v != l.Token() {
-			t.Fatalf("the field holds %q, want the new holder's token", v)
-		}
-		if v := hgetOrEmpty(t, admin, key, "other"); v != neighbour.Token() {
-			t.Fatalf("the neighbour field holds %q, want its holder's token", v)
-		}
-		for _, h := range []*lock.FieldLease{l, neighbour} {
-			if out := must(h.Release(ctx))(t); out != coordination.Released {
-				t.Fatalf("Release = %v", out)
-			}
-		}
+		takeFieldAtOnce(t, b, "late2-fields", neighbour, "a third client")
 	}, testharness.HashFieldTTLOnly())
+}
+
+// takeFieldAtOnce checks that who, a client of its own, takes the field
+// "f" of the field set name at once after a late request: the field then
+// holds its token and the field "other" still neighbour's; both leases
+// are released.
+func takeFieldAtOnce(t *testing.T, b *testharness.Backend, name string, neighbour *lock.FieldLease, who string) {
+	t.Helper()
+	ctx := context.Background()
+	admin, key := b.Admin(t), b.Key(name)
+	l, err := tryAcquireField(ctx, b.Coordinator(t), name, "f", time.Minute)
+	if err != nil {
+		t.Fatalf("%s's TryAcquire = %v; want the lease", who, err)
+	}
+	if v := hgetOrEmpty(t, admin, key, "f"); v != l.Token() {
+		t.Fatalf("the field holds %q, want the new holder's token", v)
+	}
+	if v := hgetOrEmpty(t, admin, key, "other"); v != neighbour.Token() {
+		t.Fatalf("the neighbour field holds %q, want its holder's token", v)
+	}
+	for _, h := range []*lock.FieldLease{l, neighbour} {
+		if out := must(h.Release(ctx))(t); out != coordination.Released {
+			t.Fatalf("Release = %v", out)
+		}
+	}
 }
 
 // The field-lease scripts on a tombstone list in a field: the cleanup of

@@ -241,21 +241,7 @@ func TestLateFieldAcquireAfterCleanupTakesNothing(t *testing.T) {
 		if ttl := must(admin.HPTTL(ctx, key, "f").Result())(t); len(ttl) != 1 || ttl[0] <= 0 || time.Duration(ttl[0])*time.Millisecond > engine.AbandonFor(time.Minute) {
 			t.Fatalf("tombstone HPTTL = %v", ttl)
 		}
-		l, err := tryAcquireField(ctx, b.Coordinator(t), "late-fields", "f", time.Minute)
-		if err != nil {
-			t.Fatalf("another client's TryAcquire = %v; want the lease", err)
-		}
-		if v := hgetOrEmpty(t, admin, key, "f"); v != l.Token() {
-			t.Fatalf("the field holds %q, want the new holder's token", v)
-		}
-		if v := hgetOrEmpty(t, admin, key, "other"); v != neighbour.Token() {
-			t.Fatalf("the neighbour field holds %q, want its holder's token", v)
-		}
-		for _, h := range []*lock.FieldLease{l, neighbour} {
-			if out := must(h.Release(ctx))(t); out != coordination.Released {
-				t.Fatalf("Release = %v", out)
-			}
-		}
+		takeFieldAtOnce(t, b, "late-fields", neighbour, "another client")
 	}, testharness.HashFieldTTLOnly())
 }
 
