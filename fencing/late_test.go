@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,13 +45,10 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 		ctx := context.Background()
 		name := "{late}"
 		key := b.Key(leaseKey(name))
-		p, client := b.Proxied(t, key, testharness.LateClient)
-		coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
-		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
-		e := must(engine.Of(coord))(t)
+		late := b.Late(t, key)
 		admin := b.Admin(t)
 
-		m := must(fencing.New(coord, leaseKey(name), fenceKey(name)))(t)
+		m := must(fencing.New(late.Coord, leaseKey(name), fenceKey(name)))(t)
 		// A first holder, so that the script is loaded (the held request
 		// is the acquisition itself) and the counter stands at 1.
 		first := must(m.TryAcquire(ctx, time.Minute))(t)
@@ -59,18 +57,17 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 		}
 		must(first.Release(ctx))(t)
 
-		held := p.Apply(faultproxy.HoldCommand(faultproxy.All(faultproxy.Named("EVALSHA"), faultproxy.Arg(key)), 1))
-		_, err := m.TryAcquire(ctx, time.Minute)
-		if err == nil || !coordination.IsAmbiguous(err) {
-			t.Fatalf("TryAcquire = %v, want an ambiguous error", err)
-		}
-		testharness.WaitCleanups(t, e)
+		late.Hold(t, faultproxy.All(faultproxy.Named("EVALSHA"), faultproxy.Arg(key)), func() error {
+			_, err := m.TryAcquire(ctx, time.Minute)
+			return err
+		})
+		late.WaitCleanups(t)
 		if h := must(admin.HGetAll(ctx, key).Result())(t); h["fence"] != "" {
 			t.Fatalf("after the cleanup the lease key holds %v; want no holder", h)
 		}
 		before := must(admin.PTTL(ctx, key).Result())(t)
 		time.Sleep(20 * time.Millisecond) // a restarted TTL would show
-		testharness.LetThrough(t, held)
+		late.LetThrough(t)
 
 		// The late request took nothing, drew no token and restarted no TTL.
 		token := tombstoneOf(t, admin, key, "after the late request")
@@ -91,24 +88,35 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 		}
 
 		// Another client takes the lock at once, with the next token.
-		other := must(fencing.New(b.Coordinator(t), leaseKey(name), fenceKey(name)))(t)
-		l, err := other.TryAcquire(ctx, time.Minute)
-		if err != nil {
-			t.Fatalf("another client's TryAcquire = %v; want the lock", err)
-		}
-		if l.FencingToken() != 2 {
-			t.Fatalf("the next holder's token = %d, want 2", l.FencingToken())
-		}
-		if h := must(admin.HGetAll(ctx, key).Result())(t); h["owner"] != l.Token() || h["fence"] != "2" || len(h) != 2 {
-			t.Fatalf("the lease key holds %v, want the new holder's {owner, fence: 2}", h)
-		}
-		if hd := must(other.Holder(ctx))(t); hd.Token != l.Token() || hd.FencingToken != 2 {
-			t.Fatalf("Holder = %+v", hd)
-		}
-		if out := must(l.Release(ctx))(t); out != coordination.Released {
-			t.Fatalf("Release = %v", out)
-		}
+		takeAtOnce(t, b, name, 2, "another client")
 	})
+}
+
+// takeAtOnce checks that who, a client of its own, takes the fencing lock
+// name at once after a late request, with fencing token next: the lease
+// key then holds its {owner, fence} alone and Holder says so; the lock is
+// released.
+func takeAtOnce(t *testing.T, b *testharness.Backend, name string, next int64, who string) {
+	t.Helper()
+	ctx := context.Background()
+	admin, key := b.Admin(t), b.Key(leaseKey(name))
+	other := must(fencing.New(b.Coordinator(t), leaseKey(name), fenceKey(name)))(t)
+	l, err := other.TryAcquire(ctx, time.Minute)
+	if err != nil {
+		t.Fatalf("%s's TryAcquire = %v; want the lock", who, err)
+	}
+	if l.FencingToken() != next {
+		t.Fatalf("the next holder's token = %d, want %d", l.FencingToken(), next)
+	}
+	if h := must(admin.HGetAll(ctx, key).Result())(t); h["owner"] != l.Token() || h["fence"] != strconv.FormatInt(next, 10) || len(h) != 2 {
+		t.Fatalf("the lease key holds %v, want the new holder's {owner, fence: %d}", h, next)
+	}
+	if hd := must(other.Holder(ctx))(t); hd.Token != l.Token() || hd.FencingToken != next {
+		t.Fatalf("Holder = %+v", hd)
+	}
+	if out := must(l.Release(ctx))(t); out != coordination.Released {
+		t.Fatalf("Release = %v", out)
+	}
 }
 
 // The scripts on a tombstone: the cleanup releases the abandoned holder
@@ -230,17 +238,13 @@ func TestTwoLateAcquiresAfterCleanupsTakeNothing(t *testing.T) {
 		key := b.Key(leaseKey(name))
 		admin := b.Admin(t)
 		type client struct {
-			p    *faultproxy.Proxy
-			e    *engine.Engine
-			m    *fencing.Mutex
-			held *faultproxy.Applied
+			*testharness.Late
+			m *fencing.Mutex
 		}
 		clients := make([]*client, 2)
 		for i := range clients {
-			p, rc := b.Proxied(t, key, testharness.LateClient)
-			coord := must(coordination.New(rc, coordination.WithKeyPrefix(b.Prefix())))(t)
-			t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
-			c := &client{p: p, e: must(engine.Of(coord))(t), m: must(fencing.New(coord, leaseKey(name), fenceKey(name)))(t)}
+			late := b.Late(t, key)
+			c := &client{Late: late, m: must(fencing.New(late.Coord, leaseKey(name), fenceKey(name)))(t)}
 			// Warm (the script loaded on the server, so that the held
 			// request is the acquisition itself), and the counter moves.
 			l := must(c.m.TryAcquire(ctx, time.Minute))(t)
@@ -248,12 +252,12 @@ func TestTwoLateAcquiresAfterCleanupsTakeNothing(t *testing.T) {
 			clients[i] = c
 		}
 		// Both acquisitions held, both ambiguous, both cleaned up.
-		for i, c := range clients {
-			c.held = c.p.Apply(faultproxy.HoldCommand(faultproxy.All(faultproxy.Named("EVALSHA"), faultproxy.Arg(key)), 1))
-			if _, err := c.m.TryAcquire(ctx, time.Minute); err == nil || !coordination.IsAmbiguous(err) {
-				t.Fatalf("client %d: TryAcquire = %v, want an ambiguous error", i, err)
-			}
-			testharness.WaitCleanups(t, c.e)
+		for _, c := range clients {
+			c.Hold(t, faultproxy.All(faultproxy.Named("EVALSHA"), faultproxy.Arg(key)), func() error {
+				_, err := c.m.TryAcquire(ctx, time.Minute)
+				return err
+			})
+			c.WaitCleanups(t)
 		}
 		cleaned := must(admin.HGetAll(ctx, key).Result())(t)
 		before := must(admin.PTTL(ctx, key).Result())(t)
@@ -262,7 +266,7 @@ func TestTwoLateAcquiresAfterCleanupsTakeNothing(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // a restarted TTL would show
 		for _, c := range clients {
-			testharness.LetThrough(t, c.held)
+			c.LetThrough(t)
 		}
 
 		// Neither late request took anything, drew a token or restarted
@@ -291,20 +295,7 @@ func TestTwoLateAcquiresAfterCleanupsTakeNothing(t *testing.T) {
 		}
 
 		// A third client takes the lock at once, with the next token.
-		other := must(fencing.New(b.Coordinator(t), leaseKey(name), fenceKey(name)))(t)
-		l, err := other.TryAcquire(ctx, time.Minute)
-		if err != nil {
-			t.Fatalf("a third client's TryAcquire = %v; want the lock", err)
-		}
-		if l.FencingToken() != 3 {
-			t.Fatalf("the next holder's token = %d, want 3", l.FencingToken())
-		}
-		if h := must(admin.HGetAll(ctx, key).Result())(t); h["owner"] != l.Token() || h["fence"] != "3" || len(h) != 2 {
-			t.Fatalf("the lease key holds %v, want the new holder's {owner, fence: 3}", h)
-		}
-		if out := must(l.Release(ctx))(t); out != coordination.Released {
-			t.Fatalf("Release = %v", out)
-		}
+		takeAtOnce(t, b, name, 3, "a third client")
 	})
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	coordination "github.com/coordkit/coordination"
 	"github.com/coordkit/coordination/idempotency"
 	"github.com/coordkit/coordination/internal/engine"
 	"github.com/coordkit/coordination/internal/testkit/faultproxy"
@@ -30,37 +29,19 @@ func TestLateBeginAfterCleanupClaimsNothing(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		key := b.Key("late")
-		p, client := b.Proxied(t, key, testharness.LateClient)
-		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
-		e, err := engine.Of(coord)
-		if err != nil {
-			t.Fatal(err)
-		}
-		warmScripts(t, coord)
-		s, err := idempotency.New(coord)
+		late := b.Late(t, key)
+		warmScripts(t, late.Coord)
+		s, err := idempotency.New(late.Coord)
 		if err != nil {
 			t.Fatal(err)
 		}
 
-		held := p.Apply(faultproxy.HoldCommand(faultproxy.ScriptSHA(idempotency.BeginScript.Hash()), 1))
-		if _, err := s.Begin(ctx, "late", time.Hour); err == nil || !coordination.IsAmbiguous(err) {
-			t.Fatalf("Begin = %v, want an ambiguous error", err)
-		}
-		testharness.WaitCleanups(t, e)
-		if held.Fired() != 1 {
-			t.Fatalf("held %d requests, want 1", held.Fired())
-		}
-		held.Let()
-		for deadline := time.Now().Add(5 * time.Second); held.Answered() < 1; {
-			if time.Now().After(deadline) {
-				t.Fatal("the held request was never answered")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		late.Hold(t, faultproxy.ScriptSHA(idempotency.BeginScript.Hash()), func() error {
+			_, err := s.Begin(ctx, "late", time.Hour)
+			return err
+		})
+		late.WaitCleanups(t)
+		late.LetThrough(t)
 
 		// The late request created nothing: the key holds the cleanup's
 		// abandoned claim, which expires by itself.

@@ -31,35 +31,27 @@ func TestTwoLateFieldAcquiresAfterCleanupsTakeNothing(t *testing.T) {
 		key := b.Key("late2-fields")
 		admin := b.Admin(t)
 		neighbour := must(tryAcquireField(ctx, b.Coordinator(t), "late2-fields", "other", time.Minute))(t)
-		type client struct {
-			p     *faultproxy.Proxy
-			coord *coordination.Coordinator
-			e     *engine.Engine
-			held  *faultproxy.Applied
-		}
-		clients := make([]*client, 2)
+		clients := make([]*testharness.Late, 2)
 		for i := range clients {
-			p, rc := b.Proxied(t, key, testharness.LateClient)
-			coord := must(coordination.New(rc, coordination.WithKeyPrefix(b.Prefix())))(t)
-			t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
+			c := b.Late(t, key)
 			// Warm: the scripts cached on the server (one EVALSHA per send).
-			warm := must(tryAcquireField(ctx, coord, "late2-fields", "warm", time.Minute))(t)
+			warm := must(tryAcquireField(ctx, c.Coord, "late2-fields", "warm", time.Minute))(t)
 			if _, err := warm.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
-			clients[i] = &client{p: p, coord: coord, e: must(engine.Of(coord))(t)}
+			clients[i] = c
 		}
 		// Both acquisitions held, both ambiguous, both cleaned up.
-		for i, c := range clients {
-			c.held = c.p.Apply(faultproxy.HoldCommand(faultproxy.ScriptSHA(lock.FieldAcquire.Hash()), 1))
-			if _, err := tryAcquireField(ctx, c.coord, "late2-fields", "f", time.Minute); err == nil || !coordination.IsAmbiguous(err) {
-				t.Fatalf("client %d: TryAcquire = %v, want an ambiguous error", i, err)
-			}
-			testharness.WaitCleanups(t, c.e)
+		for _, c := range clients {
+			c.Hold(t, faultproxy.ScriptSHA(lock.FieldAcquire.Hash()), func() error {
+				_, err := tryAcquireField(ctx, c.Coord, "late2-fields", "f", time.Minute)
+				return err
+			})
+			c.WaitCleanups(t)
 		}
 		cleaned := hgetOrEmpty(t, admin, key, "f")
 		for _, c := range clients {
-			testharness.LetThrough(t, c.held)
+			c.LetThrough(t)
 		}
 
 		// Neither late request took the field; it holds both abandoned
@@ -85,22 +77,33 @@ func TestTwoLateFieldAcquiresAfterCleanupsTakeNothing(t *testing.T) {
 			}
 		}
 		// A third client takes the field at once.
-		l, err := s.TryAcquire(ctx, "f", time.Minute)
-		if err != nil {
-			t.Fatalf("a third client's TryAcquire = %v; want the lease", err)
-		}
-		if v := hgetOrEmpty(t, admin, key, "f"); v != l.Token() {
-			t.Fatalf("the field holds %q, want the new holder's token", v)
-		}
-		if v := hgetOrEmpty(t, admin, key, "other"); v != neighbour.Token() {
-			t.Fatalf("the neighbour field holds %q, want its holder's token", v)
-		}
-		for _, h := range []*lock.FieldLease{l, neighbour} {
-			if out := must(h.Release(ctx))(t); out != coordination.Released {
-				t.Fatalf("Release = %v", out)
-			}
-		}
+		takeFieldAtOnce(t, b, "late2-fields", neighbour, "a third client")
 	}, testharness.HashFieldTTLOnly())
+}
+
+// takeFieldAtOnce checks that who, a client of its own, takes the field
+// "f" of the field set name at once after a late request: the field then
+// holds its token and the field "other" still neighbour's; both leases
+// are released.
+func takeFieldAtOnce(t *testing.T, b *testharness.Backend, name string, neighbour *lock.FieldLease, who string) {
+	t.Helper()
+	ctx := context.Background()
+	admin, key := b.Admin(t), b.Key(name)
+	l, err := tryAcquireField(ctx, b.Coordinator(t), name, "f", time.Minute)
+	if err != nil {
+		t.Fatalf("%s's TryAcquire = %v; want the lease", who, err)
+	}
+	if v := hgetOrEmpty(t, admin, key, "f"); v != l.Token() {
+		t.Fatalf("the field holds %q, want the new holder's token", v)
+	}
+	if v := hgetOrEmpty(t, admin, key, "other"); v != neighbour.Token() {
+		t.Fatalf("the neighbour field holds %q, want its holder's token", v)
+	}
+	for _, h := range []*lock.FieldLease{l, neighbour} {
+		if out := must(h.Release(ctx))(t); out != coordination.Released {
+			t.Fatalf("Release = %v", out)
+		}
+	}
 }
 
 // The field-lease scripts on a tombstone list in a field: the cleanup of

@@ -51,13 +51,10 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				ctx := context.Background()
 				key := b.Key("late-" + name)
-				p, client := b.Proxied(t, key, testharness.LateClient)
-				coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
-				t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
-				e := must(engine.Of(coord))(t)
+				late := b.Late(t, key)
 				admin := b.Admin(t)
 
-				m := must(lock.New(coord, "late-"+name, lock.WithFIFO(fifo)))(t)
+				m := must(lock.New(late.Coord, "late-"+name, lock.WithFIFO(fifo)))(t)
 				cmd := "SET"
 				if fifo {
 					cmd = "EVALSHA"
@@ -66,16 +63,15 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 					warm := must(m.TryAcquire(ctx, time.Minute))(t)
 					must(warm.Release(ctx))(t)
 				}
-				held := p.Apply(faultproxy.HoldCommand(faultproxy.All(faultproxy.Named(cmd), faultproxy.Arg(key)), 1))
-				_, err := m.TryAcquire(ctx, time.Minute)
-				if err == nil || !coordination.IsAmbiguous(err) {
-					t.Fatalf("TryAcquire = %v, want an ambiguous error", err)
-				}
-				testharness.WaitCleanups(t, e)
+				late.Hold(t, faultproxy.All(faultproxy.Named(cmd), faultproxy.Arg(key)), func() error {
+					_, err := m.TryAcquire(ctx, time.Minute)
+					return err
+				})
+				late.WaitCleanups(t)
 				if v := getOrEmpty(t, admin, key); v != "" && !lockcore.IsTombstone(v) {
 					t.Fatalf("after the cleanup the key holds %q; want no owner", v)
 				}
-				testharness.LetThrough(t, held)
+				late.LetThrough(t)
 
 				// The late request took nothing: the key holds the tombstone.
 				v := getOrEmpty(t, admin, key)
@@ -222,25 +218,21 @@ func TestLateFieldAcquireAfterCleanupTakesNothing(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		key := b.Key("late-fields")
-		p, client := b.Proxied(t, key, testharness.LateClient)
-		coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
-		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
-		e := must(engine.Of(coord))(t)
+		late := b.Late(t, key)
 		admin := b.Admin(t)
 		// Warm: the scripts cached on the server (one EVALSHA per send).
-		warm := must(tryAcquireField(ctx, coord, "late-fields", "warm", time.Minute))(t)
+		warm := must(tryAcquireField(ctx, late.Coord, "late-fields", "warm", time.Minute))(t)
 		if _, err := warm.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 		neighbour := must(tryAcquireField(ctx, b.Coordinator(t), "late-fields", "other", time.Minute))(t)
 
-		held := p.Apply(faultproxy.HoldCommand(faultproxy.ScriptSHA(lock.FieldAcquire.Hash()), 1))
-		_, err := tryAcquireField(ctx, coord, "late-fields", "f", time.Minute)
-		if err == nil || !coordination.IsAmbiguous(err) {
-			t.Fatalf("TryAcquire = %v, want an ambiguous error", err)
-		}
-		testharness.WaitCleanups(t, e)
-		testharness.LetThrough(t, held)
+		late.Hold(t, faultproxy.ScriptSHA(lock.FieldAcquire.Hash()), func() error {
+			_, err := tryAcquireField(ctx, late.Coord, "late-fields", "f", time.Minute)
+			return err
+		})
+		late.WaitCleanups(t)
+		late.LetThrough(t)
 
 		v := hgetOrEmpty(t, admin, key, "f")
 		if !lockcore.IsTombstone(v) {
@@ -249,21 +241,7 @@ func TestLateFieldAcquireAfterCleanupTakesNothing(t *testing.T) {
 		if ttl := must(admin.HPTTL(ctx, key, "f").Result())(t); len(ttl) != 1 || ttl[0] <= 0 || time.Duration(ttl[0])*time.Millisecond > engine.AbandonFor(time.Minute) {
 			t.Fatalf("tombstone HPTTL = %v", ttl)
 		}
-		l, err := tryAcquireField(ctx, b.Coordinator(t), "late-fields", "f", time.Minute)
-		if err != nil {
-			t.Fatalf("another client's TryAcquire = %v; want the lease", err)
-		}
-		if v := hgetOrEmpty(t, admin, key, "f"); v != l.Token() {
-			t.Fatalf("the field holds %q, want the new holder's token", v)
-		}
-		if v := hgetOrEmpty(t, admin, key, "other"); v != neighbour.Token() {
-			t.Fatalf("the neighbour field holds %q, want its holder's token", v)
-		}
-		for _, h := range []*lock.FieldLease{l, neighbour} {
-			if out := must(h.Release(ctx))(t); out != coordination.Released {
-				t.Fatalf("Release = %v", out)
-			}
-		}
+		takeFieldAtOnce(t, b, "late-fields", neighbour, "another client")
 	}, testharness.HashFieldTTLOnly())
 }
 
@@ -278,25 +256,21 @@ func TestLateFIFOWaiterAfterCleanupDoesNotQueue(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		key := b.Key("late-queue")
-		p, client := b.Proxied(t, key, testharness.LateClient)
-		coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
-		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
-		e := must(engine.Of(coord))(t)
+		late := b.Late(t, key)
 		admin := b.Admin(t)
 
 		holder := must(lock.New(b.Coordinator(t), "late-queue", lock.WithFIFO(true)))(t)
 		h := must(holder.TryAcquire(ctx, time.Minute))(t)
-		m := must(lock.New(coord, "late-queue", lock.WithFIFO(true)))(t)
+		m := must(lock.New(late.Coord, "late-queue", lock.WithFIFO(true)))(t)
 		if _, err := m.TryAcquire(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) { // loads the script on the key's server
 			t.Fatalf("TryAcquire of a held lock = %v", err)
 		}
-		held := p.Apply(faultproxy.HoldCommand(faultproxy.All(faultproxy.Named("EVALSHA"), faultproxy.Arg(key)), 1))
-		actx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
-		_, err := m.Acquire(actx, time.Minute)
-		cancel()
-		if err == nil {
-			t.Fatal("Acquire of a held lock succeeded")
-		}
+		late.Hold(t, faultproxy.All(faultproxy.Named("EVALSHA"), faultproxy.Arg(key)), func() error {
+			actx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
+			defer cancel()
+			_, err := m.Acquire(actx, time.Minute)
+			return err
+		})
 		// The cleanup's first try records the abandoned token beside the
 		// queue; with the lock held by another owner it keeps trying
 		// (engine.Engine.Abandon), so it does not end here.
@@ -310,10 +284,10 @@ func TestLateFIFOWaiterAfterCleanupDoesNotQueue(t *testing.T) {
 				t.Fatalf("no abandonment recorded beside the queue: %q", vals)
 			}
 		}
-		if e.Cleanups() != 1 {
-			t.Fatalf("cleanups running: %d, want 1 (waiting for the holder to let go)", e.Cleanups())
+		if n := late.Engine.Cleanups(); n != 1 {
+			t.Fatalf("cleanups running: %d, want 1 (waiting for the holder to let go)", n)
 		}
-		testharness.LetThrough(t, held)
+		late.LetThrough(t)
 
 		queue := lock.FIFOKeys(m).Full()[1]
 		if n := must(admin.ZCard(ctx, queue).Result())(t); n != 0 {
@@ -364,17 +338,11 @@ func TestLateAcquiresWhileHeldTakeNothing(t *testing.T) {
 				holder := must(lock.New(b.Coordinator(t), "late-held-"+name, lock.WithFIFO(fifo)))(t)
 				h := must(holder.TryAcquire(ctx, time.Minute))(t)
 
-				type late struct {
-					e    *engine.Engine
-					held *faultproxy.Applied
-				}
-				var lates []late
-				for i, block := range []bool{false, true} {
-					p, client := b.Proxied(t, key, testharness.LateClient)
-					coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
-					t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
-					e := must(engine.Of(coord))(t)
-					m := must(lock.New(coord, "late-held-"+name, lock.WithFIFO(fifo)))(t)
+				var lates []*testharness.Late
+				for _, block := range []bool{false, true} {
+					late := b.Late(t, key)
+					e := late.Engine
+					m := must(lock.New(late.Coord, "late-held-"+name, lock.WithFIFO(fifo)))(t)
 					// Every script loaded first, so that each held request is
 					// the acquisition's own.
 					if _, err := m.TryAcquire(ctx, time.Minute); !errors.Is(err, coordination.ErrNotAcquired) {
@@ -387,22 +355,17 @@ func TestLateAcquiresWhileHeldTakeNothing(t *testing.T) {
 					if fifo || block {
 						cmd = "EVALSHA"
 					}
-					held := p.Apply(faultproxy.HoldCommand(faultproxy.All(faultproxy.Named(cmd), faultproxy.Arg(key)), 1))
-					var err error
-					if block {
-						actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-						_, err = m.Acquire(actx, time.Minute)
-						cancel()
-					} else {
-						_, err = m.TryAcquire(ctx, time.Minute)
-					}
-					if !coordination.IsAmbiguous(err) {
-						t.Fatalf("acquisition %d = %v, want an ambiguous error", i, err)
-					}
-					if held.Fired() != 1 {
-						t.Fatalf("acquisition %d: held %d requests, want 1", i, held.Fired())
-					}
-					lates = append(lates, late{e, held})
+					late.Hold(t, faultproxy.All(faultproxy.Named(cmd), faultproxy.Arg(key)), func() error {
+						if block {
+							actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+							defer cancel()
+							_, err := m.Acquire(actx, time.Minute)
+							return err
+						}
+						_, err := m.TryAcquire(ctx, time.Minute)
+						return err
+					})
+					lates = append(lates, late)
 				}
 				// While the holder holds the lock, no tombstone fits: the
 				// cleanups keep trying.
@@ -411,20 +374,20 @@ func TestLateAcquiresWhileHeldTakeNothing(t *testing.T) {
 					t.Fatalf("the key holds %q while the holder holds the lock", v)
 				}
 				for i, l := range lates {
-					if n := l.e.Cleanups(); n != 1 {
+					if n := l.Engine.Cleanups(); n != 1 {
 						t.Fatalf("acquisition %d: %d cleanups running, want 1", i, n)
 					}
 				}
 				must(h.Release(ctx))(t)
 				for _, l := range lates {
-					testharness.WaitCleanups(t, l.e)
+					l.WaitCleanups(t)
 				}
 				stones := lockcore.Abandoned(getOrEmpty(t, admin, key))
 				if len(stones) != 2 {
 					t.Fatalf("after the cleanups the key holds %q; want both tombstones", getOrEmpty(t, admin, key))
 				}
 				for _, l := range lates {
-					testharness.LetThrough(t, l.held)
+					l.LetThrough(t)
 				}
 				if got := lockcore.Abandoned(getOrEmpty(t, admin, key)); !slices.Equal(got, stones) {
 					t.Fatalf("after the late requests the key holds %q; want the tombstones %q (a late request took the lock)", getOrEmpty(t, admin, key), stones)
@@ -532,14 +495,13 @@ func TestShutdownEndsACleanupWaitingForTheHolder(t *testing.T) {
 		key := b.Key("late-shutdown")
 		holder := must(lock.New(b.Coordinator(t), "late-shutdown"))(t)
 		h := must(holder.TryAcquire(ctx, time.Minute))(t)
-		p, client := b.Proxied(t, key, testharness.LateClient)
-		coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
-		e := must(engine.Of(coord))(t)
+		late := b.Late(t, key)
+		coord, e := late.Coord, late.Engine
 		m := must(lock.New(coord, "late-shutdown"))(t)
-		held := p.Apply(faultproxy.HoldCommand(faultproxy.All(faultproxy.Named("SET"), faultproxy.Arg(key)), 1))
-		if _, err := m.TryAcquire(ctx, time.Minute); !coordination.IsAmbiguous(err) {
-			t.Fatalf("TryAcquire = %v, want an ambiguous error", err)
-		}
+		late.Hold(t, faultproxy.All(faultproxy.Named("SET"), faultproxy.Arg(key)), func() error {
+			_, err := m.TryAcquire(ctx, time.Minute)
+			return err
+		})
 		time.Sleep(200 * time.Millisecond)
 		if n := e.Cleanups(); n != 1 {
 			t.Fatalf("%d cleanups running, want 1 (waiting for the holder)", n)
@@ -556,7 +518,7 @@ func TestShutdownEndsACleanupWaitingForTheHolder(t *testing.T) {
 		if n := e.Cleanups(); n != 0 {
 			t.Fatalf("%d cleanups running after Shutdown", n)
 		}
-		held.Let()
+		late.LetThrough(t)
 		if out := must(h.Release(ctx))(t); out != coordination.Released {
 			t.Fatalf("the holder's Release = %v", out)
 		}

@@ -10,8 +10,9 @@
 -- token), so a tombstone blocks nobody. A tombstone list is one to 8
 -- entries, oldest first, each an abandoned owner token followed by '!'
 -- ('tokA!', or 'tokA!tokB!' when two acquisitions were abandoned close
--- together); adding a ninth entry drops the first. The counter is never
--- touched here. Run only on that rare path, never by an acquisition.
+-- together); adding a ninth entry drops the first (fragment stone_list,
+-- as every tombstone list). The counter is never touched here. Run only
+-- on that rare path, never by an acquisition.
 --
 -- KEYS[1]  lease key (layout in fencing_acquire.lua)
 -- ARGV[1]  the abandoned owner token (never ends with '+' or '!')
@@ -36,7 +37,8 @@
 --                   tombstone list: an entry that is not an owner token,
 --                   or more than 8)
 --#include notify
---#include stone_list
+--#include stone_list.read
+--#include stone_list.add
 local o = redis.call('HGET', KEYS[1], 'owner')
 local stone = ARGV[1] .. '!'
 if o == ARGV[1] or o == ARGV[1] .. '+' then
@@ -69,10 +71,7 @@ end
 if mine then
   return 0
 end
-if n == 8 then
-  o = string.sub(o, string.find(o, '!', 1, true) + 1)
-end
 local life = math.max(tonumber(ARGV[2]), redis.call('PTTL', KEYS[1]))
-redis.call('HSET', KEYS[1], 'owner', o .. stone)
+redis.call('HSET', KEYS[1], 'owner', stone_add(o, ARGV[1]))
 redis.call('PEXPIRE', KEYS[1], life)
 return 0

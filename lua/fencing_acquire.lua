@@ -96,7 +96,7 @@ if len > 0 then
   if not (o and string.byte(o, -1) == 33 and len == 1) then -- 33 is '!'
     return redis.error_reply('COORD_BADSTATE lease hash lacks its owner or fence field')
   end
---#include stone_list
+--#include stone_list.read
   local n, mine = stones(o, ARGV[1])
   if n == 0 then
     return redis.error_reply('COORD_BADSTATE lease hash holds a tombstone that is not a list of owner tokens')

@@ -9,8 +9,9 @@
 -- entries, oldest first, each an abandoned owner token followed by '!'
 -- ('tokA!', or 'tokA!tokB!' when two acquisitions were abandoned close
 -- together), with a field TTL (HPEXPIRE); adding a ninth entry drops the
--- first. Run only on that rare path, never by an acquisition. Needs
--- hash-field expiration (Redis >= 7.4, Valkey >= 9.0).
+-- first (fragment stone_list, as every tombstone list). Run only on that
+-- rare path, never by an acquisition. Needs hash-field expiration (Redis
+-- >= 7.4, Valkey >= 9.0).
 --
 -- KEYS[1]  hash key (layout in lease_acquire.lua)
 -- ARGV[1]  field
@@ -35,7 +36,8 @@
 --                        not a tombstone list (an entry that is not an
 --                        owner token, or more than 8)
 --#include notify
---#include stone_list
+--#include stone_list.read
+--#include stone_list.add
 local key, field = KEYS[1], ARGV[1]
 redis.call('HPEXPIRETIME', key, 'FIELDS', 1, field)
 local v = redis.call('HGET', key, field)
@@ -52,10 +54,7 @@ if v and v ~= ARGV[2] then
   if mine then
     return 0
   end
-  if n == 8 then
-    v = string.sub(v, string.find(v, '!', 1, true) + 1)
-  end
-  stone = v .. stone
+  stone = stone_add(v, ARGV[2])
   life = math.max(life, redis.call('HPTTL', key, 'FIELDS', 1, field)[1])
 end
 redis.call('HSET', key, field, stone)

@@ -52,7 +52,7 @@ if v == token then
 end
 if v then
   if string.byte(v, -1) == 33 then -- '!': a tombstone list (lease_abandon)
---#include stone_list
+--#include stone_list.read
     local n, mine = stones(v, token)
     if n == 0 then
       return redis.error_reply('COORD_BADSTATE the field holds a value ending with \'!\' that is not a tombstone list of owner tokens')

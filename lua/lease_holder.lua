@@ -31,7 +31,7 @@ if not v then
   return false
 end
 if string.byte(v, -1) == 33 then -- '!': a tombstone list (lease_abandon)
---#include stone_list
+--#include stone_list.read
   if stones(v) > 0 then
     return false
   end

@@ -6,8 +6,9 @@
 -- and reaches the server after this cleanup, finds the key occupied and
 -- takes nothing: its SET NX fails and lock_acquire refuses tombstones
 -- among which is the caller's own token. Tombstones of several abandoned
--- acquisitions share the key (up to eight, fragment lock_value: the
--- oldest is dropped for a ninth), so that each late request is refused.
+-- acquisitions share the key (up to eight, fragments lock_value and
+-- stone_list: the oldest is dropped for a ninth), so that each late
+-- request is refused.
 -- Any other acquirer takes tombstones over at once (lockcore.Try hands
 -- them to lock_acquire, which overwrites them), so they block nobody.
 -- Run only on that rare path, never by an acquisition. When another owner
@@ -51,8 +52,9 @@ if v == false then
 end
 --#include lock_value.read
 if stone then
---#include stone_list
+--#include stone_list.read
 --#include lock_value.stones
+--#include stone_list.add
 --#include lock_value.add
   return 0
 end

@@ -40,7 +40,7 @@ if v == ARGV[1] or v == ARGV[1] .. '+' then
 end
 --#include lock_value.read
 if stone then
---#include stone_list
+--#include stone_list.read
 --#include lock_value.stones
   -- Tombstones of abandoned acquisitions (lock_abandon): the caller's own
   -- is refused (a late request of that acquisition), others are free.

@@ -2,9 +2,9 @@
 -- a first-in first-out lock (package lock's WithFIFO): as lock_abandon,
 -- give the lock back if the abandoned token holds it and leave in its
 -- place a tombstone, the token followed by '!', expiring after ARGV[2] ms
--- (added to the tombstones already there, as lock_abandon does: fragment
--- lock_value), which the acquisition's late request cannot pass
--- (lock_fifo_acquire refuses tombstones among which is the caller's own,
+-- (added to the tombstones already there, as lock_abandon does: fragments
+-- lock_value and stone_list), which the acquisition's late request cannot
+-- pass (lock_fifo_acquire refuses tombstones among which is the caller's own,
 -- and treats others as a free lock); and take the token out of the waiters' queue, as
 -- lock_fifo_release does, waking the queue's head when the lock is free
 -- for it; and record the token among the alive times as abandoned (the
@@ -48,9 +48,10 @@ elseif v == false then
 else
 --#include lock_value.read
   if stone then
---#include stone_list
+--#include stone_list.read
 --#include lock_value.stones
     r = 0
+--#include stone_list.add
 --#include lock_value.add
   end
 end

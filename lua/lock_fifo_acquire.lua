@@ -60,7 +60,7 @@ local pttl = 0
 if v then
 --#include lock_value.read
   if stone then
---#include stone_list
+--#include stone_list.read
 --#include lock_value.stones
     -- Tombstones of abandoned acquisitions (lock_abandon): the caller's
     -- own is refused (a late request of that acquisition; it does not

@@ -24,7 +24,7 @@ if not v then
 end
 --#include lock_value.read
 if stone then
---#include stone_list
+--#include stone_list.read
   if stones(v, '') == 0 then
     return redis.error_reply('COORD_BADSTATE the lock key holds a value that is not an owner token')
   end

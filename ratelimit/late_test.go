@@ -49,17 +49,8 @@ func TestLateConcurrencyAcquireAfterCleanupTakesNothing(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
 		key := b.Key("late-conc")
-		p, client := b.Proxied(t, key, testharness.LateClient)
-		coord, err := coordination.New(client, coordination.WithKeyPrefix(b.Prefix()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
-		e, err := engine.Of(coord)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := NewConcurrency(coord, "late-conc", 1, WithLeaseDuration(time.Minute))
+		late := b.Late(t, key)
+		l, err := NewConcurrency(late.Coord, "late-conc", 1, WithLeaseDuration(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,12 +64,12 @@ func TestLateConcurrencyAcquireAfterCleanupTakesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		held := p.Apply(faultproxy.HoldCommand(faultproxy.ScriptSHA(concAcquireScript.Hash()), 1))
-		if _, err := l.TryAcquire(ctx, 1); err == nil || !coordination.IsAmbiguous(err) {
-			t.Fatalf("TryAcquire = %v, want an ambiguous error", err)
-		}
-		testharness.WaitCleanups(t, e)
-		testharness.LetThrough(t, held)
+		late.Hold(t, faultproxy.ScriptSHA(concAcquireScript.Hash()), func() error {
+			_, err := l.TryAcquire(ctx, 1)
+			return err
+		})
+		late.WaitCleanups(t)
+		late.LetThrough(t)
 
 		// The late request took nothing: the key holds the tombstone only.
 		live := concMembers(t, b, key)

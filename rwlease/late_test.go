@@ -48,14 +48,11 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 				ctx := context.Background()
 				name := "late-" + c.name
 				key := b.Key(name)
-				p, client := b.Proxied(t, key, testharness.LateClient)
-				coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
-				t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
-				e := must(engine.Of(coord))(t)
+				late := b.Late(t, key)
 				admin := b.Admin(t)
 				other := newRW(t, b.Coordinator(t), name)
 
-				m := newRW(t, coord, name)
+				m := newRW(t, late.Coord, name)
 				// The script loaded first, so that the held request is the
 				// acquisition itself.
 				warm := must(m.TryRead(ctx, time.Minute))(t)
@@ -65,22 +62,21 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 					w = must(other.TryWrite(ctx, time.Minute))(t)
 				}
 
-				held := p.Apply(faultproxy.HoldCommand(faultproxy.All(faultproxy.Named("EVALSHA"), faultproxy.Arg(key)), 1))
-				actx := ctx
-				if c.writer {
-					// The blocking Read tries again after the held attempt's
-					// timeout (refused: it waits, recorded) until its
-					// context ends; the held attempt keeps it ambiguous.
-					var cancel context.CancelFunc
-					actx, cancel = context.WithTimeout(ctx, 600*time.Millisecond)
-					defer cancel()
-				}
-				l, err := c.v(m, actx, time.Minute)
-				if err == nil || !coordination.IsAmbiguous(err) {
-					t.Fatalf("acquire = %v, %v, want an ambiguous error", l, err)
-				}
-				testharness.WaitCleanups(t, e)
-				testharness.LetThrough(t, held)
+				late.Hold(t, faultproxy.All(faultproxy.Named("EVALSHA"), faultproxy.Arg(key)), func() error {
+					actx := ctx
+					if c.writer {
+						// The blocking Read tries again after the held attempt's
+						// timeout (refused: it waits, recorded) until its
+						// context ends; the held attempt keeps it ambiguous.
+						var cancel context.CancelFunc
+						actx, cancel = context.WithTimeout(ctx, 600*time.Millisecond)
+						defer cancel()
+					}
+					_, err := c.v(m, actx, time.Minute)
+					return err
+				})
+				late.WaitCleanups(t)
+				late.LetThrough(t)
 
 				// The late request took nothing and recorded nothing: its
 				// member is the cleanup's tombstone.
@@ -114,7 +110,7 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 					t.Fatalf("Adopt of the abandoned token = %v, want ErrNotHeld", err)
 				}
 				// Another client takes the write lease at once.
-				l, err = other.TryWrite(ctx, time.Minute)
+				l, err := other.TryWrite(ctx, time.Minute)
 				if err != nil {
 					t.Fatalf("another client's TryWrite = %v; want the lease", err)
 				}

@@ -67,12 +67,10 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 				ctx := context.Background()
 				name := "late-" + tc.name
 				full := b.Key(name)
-				p, client := b.Proxied(t, full, testharness.LateClient)
-				coord := must(coordination.New(client, coordination.WithKeyPrefix(b.Prefix())))(t)
-				t.Cleanup(func() { _ = coord.Shutdown(context.Background()) })
-				e := must(engine.Of(coord))(t)
+				late := b.Late(t, full)
+				e := late.Engine
 				admin := b.Admin(t)
-				sem := must(semaphore.New(coord, name, 3, semaphore.WithFIFO(tc.fifo)))(t)
+				sem := must(semaphore.New(late.Coord, name, 3, semaphore.WithFIFO(tc.fifo)))(t)
 				// Warm: the script cached on the key's server, so that the
 				// held request is the acquisition itself.
 				warm := must(sem.TryAcquire(ctx, time.Minute))(t)
@@ -82,23 +80,21 @@ func TestLateAcquireAfterCleanupTakesNothing(t *testing.T) {
 				if tc.fifo {
 					sha = semaphore.FIFOAcquire.Hash()
 				}
-				held := p.Apply(faultproxy.HoldCommand(faultproxy.ScriptSHA(sha), 1))
 				token := must(engine.NewToken())(t)
 				member := "P:2:" + token
 				start := time.Now()
-				var err error
-				if tc.ttl > 0 {
-					_, err = sem.TryAcquireN(ctx, 2, tc.ttl)
-				} else {
-					_, _, err = e.Acquire(ctx, &engine.AcquireRequest{
+				late.Hold(t, faultproxy.ScriptSHA(sha), func() error {
+					if tc.ttl > 0 {
+						_, err := sem.TryAcquireN(ctx, 2, tc.ttl)
+						return err
+					}
+					_, _, err := e.Acquire(ctx, &engine.AcquireRequest{
 						Kind: semaphore.NoExpiryKind, Keys: e.Key(name), ID: []any{member}, TTL: 0, Extra: []any{int64(3)},
 					})
-				}
-				if err == nil || !coordination.IsAmbiguous(err) {
-					t.Fatalf("acquisition = %v, want an ambiguous error", err)
-				}
-				testharness.WaitCleanups(t, e)
-				testharness.LetThrough(t, held)
+					return err
+				})
+				late.WaitCleanups(t)
+				late.LetThrough(t)
 
 				// The late request took nothing (read through another
 				// client: the proxied one times out after 200 ms).

@@ -26,24 +26,23 @@ if not stone then
 end
 --#section stones
 -- lock_value.stones: with stone (lock_value.read), inside the branch that
--- takes it and after the function stones (fragment stone_list, included
--- there, so that no other path builds it). Defines n (how many tombstones
--- v holds) and mine (ARGV[1], the caller's token, is one of them);
--- returns the COORD_BADSTATE error reply from the script when v is not a
--- tombstone list.
+-- takes it and after the function stones (fragment stone_list, its section
+-- read, included there, so that no other path builds it). Defines n (how
+-- many tombstones v holds) and mine (ARGV[1], the caller's token, is one
+-- of them); returns the COORD_BADSTATE error reply from the script when
+-- v is not a tombstone list.
 local n, mine = stones(v, ARGV[1])
 if n == 0 then
   return redis.error_reply('COORD_BADSTATE the lock key holds a value that is not an owner token')
 end
 --#section add
--- lock_value.add: after lock_value.stones, adds the tombstone of
--- ARGV[1] (the abandoned token) unless mine: after the others, dropping
--- the oldest (the first) when eight are there; the key then expires after
--- ARGV[2] ms (the new tombstone's life) or its remaining TTL, the longer.
+-- lock_value.add: after lock_value.stones and the function stone_add
+-- (fragment stone_list, its section add, included there), adds the
+-- tombstone of ARGV[1] (the abandoned token) unless mine: after the
+-- others, dropping the oldest (the first) when eight are there; the key
+-- then expires after ARGV[2] ms (the new tombstone's life) or its
+-- remaining TTL, the longer.
 if not mine then
-  if n >= 8 then
-    v = string.sub(v, string.find(v, '!', 1, true) + 1)
-  end
-  redis.call('SET', KEYS[1], v .. ARGV[1] .. '!', 'PX',
+  redis.call('SET', KEYS[1], stone_add(v, ARGV[1]), 'PX',
     math.max(redis.call('PTTL', KEYS[1]), tonumber(ARGV[2])))
 end
