@@ -349,7 +349,7 @@ func Example_readmeMiddleware() {
 // server (Example_readmeMiddleware sets it).
 var serve func(http.Handler) error
 
-func snippetReadmeMiddleware(coord *coordination.Coordinator, store *idempotency.Store, mux *http.ServeMux, catalog, payments http.Handler) error {
+func snippetReadmeMiddleware(coord *coordination.Coordinator, store *idempotency.Store, mux *http.ServeMux, catalogPage, payments http.Handler) error {
 	perClient, err := ratelimit.NewPartitioned(func(client string) (*ratelimit.Limiter, error) {
 		return ratelimit.New(coord, ratelimit.PartitionKey("limits:client", client),
 			ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 1, Period: time.Second})
@@ -368,7 +368,7 @@ func snippetReadmeMiddleware(coord *coordination.Coordinator, store *idempotency
 	if err != nil {
 		return err
 	}
-	mux.Handle("GET /catalog", limited(catalog))
+	mux.Handle("GET /catalog", limited(catalogPage))
 	mux.Handle("POST /payments", limited(once(payments)))
 	return serve(mux) // your http.Server's ListenAndServe
 }

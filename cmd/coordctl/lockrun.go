@@ -30,12 +30,15 @@ func runLockRun(args []string, stdout, stderr io.Writer) int {
 Runs cmd while holding the fenced lock K (a distributed flock): it waits for the
 lock (without polling), starts cmd with COORD_FENCING_TOKEN (the lock's fencing
 token) and COORD_LOCK_KEY in its environment, renews the lock every TTL/3, and
-releases it when cmd exits. If the lock is lost (renewals fail until its local
-deadline, or it was taken over), cmd gets SIGTERM, then SIGKILL after --grace, and
-coordctl exits 75. On SIGINT/SIGTERM coordctl stops cmd the same way and releases
-the lock. A release is bounded by what is left of the lease: after a loss on a
-stopped server it gives up at once.
-cmd and everything it starts never outlive the lock: if coordctl dies (kill -9
+releases it when cmd exits. If renewals fail, cmd gets SIGTERM when what is left
+of the lock falls to --grace (at most TTL/4), and SIGKILL when the lock's local
+deadline passes, before the lock expires on the server; coordctl exits 75. If the
+lock is taken over instead (deleted by hand, lost by the server), cmd gets SIGTERM,
+then SIGKILL after --grace, and may overlap the next holder meanwhile: fence its
+writes with COORD_FENCING_TOKEN. On SIGINT/SIGTERM coordctl stops cmd the same way
+and releases the lock. A release is bounded by what is left of the lease: after a
+loss on a stopped server it gives up at once.
+cmd and everything it starts never outlive coordctl: if coordctl dies (kill -9
 included) they are killed at once (on Linux even those that left cmd's process
 group; elsewhere on Unix its process group), and processes cmd leaves running
 when it exits get SIGTERM, then SIGKILL after --grace, before the release.
@@ -92,7 +95,7 @@ coordctl lock run --key nightly-report --no-wait -- ./report.sh   # $COORD_REDIS
 	}
 	lk.KeepAlive()
 	logf("acquired lock %q with fencing token %d; starting %s", *key, lk.FencingToken(), shown(cmdArgs[0]))
-	return runHolding(lk, "lock", cmdArgs, []string{
+	return runHolding(lk, "lock", *hf.ttl, cmdArgs, []string{
 		"COORD_FENCING_TOKEN=" + strconv.FormatInt(lk.FencingToken(), 10),
 		"COORD_LOCK_KEY=" + *key,
 	}, *hf.grace, sigCtx, logf, stdout, stderr, "lock run")
@@ -178,12 +181,17 @@ type held interface {
 	Release(ctx context.Context) (coordination.ReleaseOutcome, error)
 }
 
-// runHolding starts cmdArgs (with env added) while h is held, and returns
-// the exit status: the command's when it exits on its own or is stopped
-// by a signal to coordctl (sigCtx), exitLost when h is lost first (the
-// command is then stopped: SIGTERM, SIGKILL after grace). h is released
-// in every case, within releaseTimeout of what is left of it.
-func runHolding(h held, what string, cmdArgs, env []string, grace time.Duration, sigCtx context.Context,
+// runHolding starts cmdArgs (with env added) while h, taken with ttl and
+// renewed every ttl/3, is held, and returns the exit status: the
+// command's when it exits on its own or is stopped by a signal to
+// coordctl (sigCtx); exitLost when h is lost first (the command is then
+// stopped: SIGTERM, SIGKILL after grace) or is about to be. What is left
+// of h never falls below two thirds of ttl while renewals succeed; when
+// it falls to stopAhead(ttl, grace) unrenewed, the command gets SIGTERM,
+// and SIGKILL when h's local deadline passes (before the server's
+// expiry), so that it does not outlive h by grace. h is released in every
+// case, within releaseTimeout of what is left of it.
+func runHolding(h held, what string, ttl time.Duration, cmdArgs, env []string, grace time.Duration, sigCtx context.Context,
 	logf func(string, ...any), stdout, stderr io.Writer, name string) int {
 	release := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout(h.Remaining()))
@@ -208,23 +216,48 @@ func runHolding(h held, what string, cmdArgs, env []string, grace time.Duration,
 		release()
 		return code
 	}
-	select {
-	case <-c.exited():
-		code := c.wait()
-		logf("command exited with status %d", code)
-		release()
-		return code
-	case <-h.Context().Done():
-		code := stopFor(fmt.Sprintf("%s lost (%v)", what, context.Cause(h.Context())), syscall.SIGTERM)
-		// The command's work was cut short: never report its status, which
-		// may be success.
-		logf("exiting 75 (lost while running; the command's status was %d)", code)
-		return exitLost
-	case <-sigCtx.Done():
-		sig := receivedSignal(sigCtx)
-		return stopFor(signalName(sig)+" received", sig)
+	ahead := stopAhead(ttl, grace)
+	early := time.NewTimer(max(h.Remaining()-ahead, 0))
+	defer early.Stop()
+	for {
+		select {
+		case <-c.exited():
+			code := c.wait()
+			logf("command exited with status %d", code)
+			release()
+			return code
+		case <-h.Context().Done():
+			code := stopFor(fmt.Sprintf("%s lost (%v)", what, context.Cause(h.Context())), syscall.SIGTERM)
+			// The command's work was cut short: never report its status, which
+			// may be success.
+			logf("exiting 75 (lost while running; the command's status was %d)", code)
+			return exitLost
+		case <-sigCtx.Done():
+			sig := receivedSignal(sigCtx)
+			return stopFor(signalName(sig)+" received", sig)
+		case <-early.C:
+			left := h.Remaining()
+			if left > ahead {
+				early.Reset(left - ahead) // renewed meanwhile
+				continue
+			}
+			left = max(left, 0)
+			logf("%s not renewed, %v left; stopping the command before it ends (SIGTERM, SIGKILL after %v)",
+				what, left.Round(time.Millisecond), left.Round(time.Millisecond))
+			code := c.stopWith(syscall.SIGTERM, left)
+			logf("command stopped with status %d", code)
+			release()
+			logf("exiting 75 (the %s was about to be lost; the command's status was %d)", what, code)
+			return exitLost
+		}
 	}
 }
+
+// stopAhead is how much of a lease taken with ttl (renewed every ttl/3)
+// may be left, unrenewed, before runHolding stops the command: grace (the
+// time between SIGTERM and SIGKILL), at most ttl/4, so that renewals late
+// by up to 5/12 of ttl stop nothing.
+func stopAhead(ttl, grace time.Duration) time.Duration { return min(grace, ttl/4) }
 
 // signalCause is the cause of a notifySignals context: the signal.
 type signalCause struct{ sig os.Signal }

@@ -210,3 +210,31 @@ func stampAt(t *testing.T, stamp string) time.Time {
 	}
 	return at
 }
+
+// When renewals fail (a black-holed server), a command that ignores
+// SIGTERM is killed when the lock's local deadline passes, before the lock
+// can expire on the server and pass to a successor: SIGTERM comes when
+// what is left falls to --grace capped at TTL/4 (500ms of a 2s TTL), not
+// after the loss, and SIGKILL follows within what was left, not --grace
+// (5s) after it. Before, the command got SIGTERM at the loss and ran on,
+// beside the next holder, for the whole --grace.
+func TestLockRunStopsTheCommandBeforeTheLockEnds(t *testing.T) {
+	srv := testharness.StartStandalone(t, testharness.FirstFlavor(t))
+	p := faultproxy.Start(t, srv.Addr)
+	c := startCoordctl(t, "lock", "run", "--redis", "redis://"+p.Addr()+"/0", "--key", "ahead", "--ttl", "2s", "--grace", "5s",
+		"--", "sh", "-c", `trap '' TERM; echo started; while :; do sleep 0.05; done`)
+	c.waitOutput(t, "started", 5*time.Second)
+	p.BlackHole(faultproxy.Both)
+	if code := c.waitExit(t, 10*time.Second); code != exitLost {
+		t.Fatalf("exit %d, want 75; output:\n%s", code, c.out.String())
+	}
+	out := c.out.String()
+	if !strings.Contains(out, "lock not renewed") || strings.Contains(out, "lock lost") || !strings.Contains(out, "command stopped with status 137") {
+		t.Fatalf("want the command killed (137) ahead of the loss, no loss logged; output:\n%s", out)
+	}
+	term := stampAt(t, stampOf(t, out, "lock not renewed"))
+	killed := stampAt(t, stampOf(t, out, "command stopped"))
+	if took := killed.Sub(term); took > 2*time.Second {
+		t.Fatalf("SIGKILL came %v after SIGTERM, want within what was left of the 2s lock; output:\n%s", took, out)
+	}
+}

@@ -26,10 +26,11 @@ Runs cmd while holding --permits permits of the counting semaphore K of capacity
 (a distributed sem: at most N permits are held at once by every process using K).
 It waits for the permits (without polling), starts cmd with COORD_SEMAPHORE_KEY and
 COORD_PERMITS in its environment, renews the permits every TTL/3 and releases them
-when cmd exits. If they are lost (renewals fail until their local deadline, or an
-operator removed them), cmd gets SIGTERM, then SIGKILL after --grace, and coordctl
+when cmd exits. If renewals fail, cmd gets SIGTERM when what is left of the permits
+falls to --grace (at most TTL/4), and SIGKILL when their local deadline passes; if
+an operator removed them, SIGTERM, then SIGKILL after --grace. Either way coordctl
 exits 75. On SIGINT/SIGTERM coordctl stops cmd the same way and releases the permits.
-cmd and everything it starts never outlive the permits: if coordctl dies (kill -9
+cmd and everything it starts never outlive coordctl: if coordctl dies (kill -9
 included) they are killed at once (see coordctl lock run --help).
 Every user of K must give the same --capacity, unless a capacity was set in the
 key (semaphore.SetCapacity): that one is then in force for every user.
@@ -97,7 +98,7 @@ coordctl semaphore run --key encoders --capacity 4 --no-wait -- ./encode.sh   # 
 	}
 	p.KeepAlive()
 	logf("acquired %d permit(s) of %q; starting %s", *permits, *key, shown(cmdArgs[0]))
-	return runHolding(p, "permit", cmdArgs, []string{
+	return runHolding(p, "permit", *hf.ttl, cmdArgs, []string{
 		"COORD_SEMAPHORE_KEY=" + *key,
 		"COORD_PERMITS=" + strconv.FormatInt(*permits, 10),
 	}, *hf.grace, sigCtx, logf, stdout, stderr, fs.name)
