@@ -90,7 +90,7 @@ func TestErrorsNameOperationAndKeyOnce(t *testing.T) {
 		{"latch count down, completed", countErr, latch.ErrCompleted, `coordination: latch count down "lt": the latch already reached zero`},
 		{"leader read, none", leaderErr, leader.ErrNoLeader, `coordination: leader read "ll": no leader`},
 		{"idempotency Do, other fingerprint", mismatchErr, idempotency.ErrFingerprintMismatch, `coordination: idempotency begin "ik": key already used for a different request`},
-		{"idempotency Do, in progress", inProgressErr, idempotency.ErrInProgress, `coordination: idempotency begin "ik2": request in progress: coordination: not acquired`},
+		{"idempotency Do, in progress", inProgressErr, idempotency.ErrInProgress, `coordination: idempotency begin "ik2": request in progress`},
 		{"semaphore after Shutdown", semErr, coordination.ErrClosed, `coordination: semaphore acquire "sm": closed: the coordinator was shut down`},
 		{"leader Run after Shutdown", runErr, coordination.ErrClosed, `coordination: leader campaign "{e}:lease": closed: the coordinator was shut down`},
 		{"latch join after Shutdown", joinClosedErr, coordination.ErrClosed, `coordination: latch join "lt": closed: the coordinator was shut down`},

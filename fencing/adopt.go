@@ -143,15 +143,18 @@ func (m *Mutex) Holder(ctx context.Context) (coordination.Holder, error) {
 // The counter stays: the next holder gets a larger fencing token, so the
 // resource keeps rejecting the forced holder's writes once the next
 // holder wrote. It reports true when it deleted the lease, false when
-// token did not hold it (nothing changed). It is sent at most once: after
+// token did not hold it (nothing changed; the holder is then read, a
+// second round trip on this path only, to refuse a lease hash outside the
+// layout). It is sent at most once: after
 // a lost reply (coordination.IsAmbiguous) it is not sent again; read the
 // holder again. The forced holder's process learns of it at its next
 // Refresh, Verify or renewal.
 //
 // Errors name the operation and the lease key and wrap:
 // coordination.ErrInvalidArgument naming token, ctx or mutex, nothing
-// sent; coordination.ErrBadState when the lease key is not a hash; the
-// hook's error; coordination.ErrClosed after Shutdown; Redis and network
+// sent; coordination.ErrBadState when the lease key is not a hash or is
+// a hash outside the lease's layout (an owner that is not an owner token,
+// no fencing token), left as it was; the hook's error; coordination.ErrClosed after Shutdown; Redis and network
 // errors. It is safe for concurrent use.
 func (m *Mutex) ForceRelease(ctx context.Context, token string) (bool, error) {
 	if err := m.check(); err != nil {
@@ -160,5 +163,13 @@ func (m *Mutex) ForceRelease(ctx context.Context, token string) (bool, error) {
 	if err := check.Token(token, layout.IsToken); err != nil {
 		return false, engine.OpError(hooks.FencedLockForceRelease, m.keys, err)
 	}
-	return m.e.ForceRelease(ctx, hooks.FencedLockForceRelease, fencelock.Kind.Primitive, m.keys.First(), forceReleaseScript, func(context.Context) ([]any, error) { return []any{token}, nil })
+	keys := m.keys.First()
+	return m.e.ForceRelease(ctx, hooks.FencedLockForceRelease, fencelock.Kind.Primitive, keys, forceReleaseScript,
+		func(context.Context) ([]any, error) { return []any{token}, nil },
+		func(ctx context.Context) error {
+			// The release removed nothing: the holder read tells a lease
+			// hash outside the layout (ErrBadState) from another owner's.
+			_, err := holderScript.Run(ctx, m.e, keys)
+			return err
+		})
 }

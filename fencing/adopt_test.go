@@ -1,6 +1,8 @@
 package fencing_test
 
 import (
+	"github.com/redis/go-redis/v9"
+
 	"context"
 	"errors"
 	"testing"
@@ -51,6 +53,13 @@ var subject = adopttest.Subject{
 		}
 	},
 	Keys: func(name string) []string { return []string{leaseKey("{" + name + "}")} },
+	Garbage: func(ctx context.Context, admin redis.UniversalClient, prefix, name string) error {
+		k := prefix + leaseKey("{"+name+"}")
+		if err := admin.HSet(ctx, k, "owner", "hello world", "fence", "7").Err(); err != nil {
+			return err
+		}
+		return admin.PExpire(ctx, k, time.Minute).Err()
+	},
 	Expect: func(h adopttest.Handle) coordination.Holder {
 		return coordination.Holder{Token: h.Token(), FencingToken: h.(*fencing.Lock).FencingToken()}
 	},

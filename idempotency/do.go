@@ -3,7 +3,6 @@ package idempotency
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	coordination "github.com/coordkit/coordination"
@@ -14,12 +13,13 @@ import (
 )
 
 // Errors returned by [Store.Do]. They match the sentinels of package
-// coordination noted below with errors.Is.
+// coordination noted below with errors.Is; their messages are their own
+// (they do not quote the sentinel's).
 var (
 	// ErrInProgress is returned by Do when another caller owns a pending
 	// claim on the key. It matches coordination.ErrNotAcquired. It is an
 	// answer, not a failure.
-	ErrInProgress = fmt.Errorf("idempotency: request in progress: %w", coordination.ErrNotAcquired)
+	ErrInProgress error = &sentinelError{msg: "idempotency: request in progress", is: coordination.ErrNotAcquired}
 
 	// ErrFingerprintMismatch is returned by Do when the key was claimed by
 	// a request with a different fingerprint. It is an answer, not a
@@ -28,10 +28,11 @@ var (
 
 	// ErrClaimLost is returned by Do when fn succeeded but its result could
 	// not be stored because the claim was no longer the caller's: it
-	// expired before fn returned (and may have been taken over). fn may then
-	// run again elsewhere. It matches coordination.ErrLost, as every
-	// lease lost while held does.
-	ErrClaimLost = fmt.Errorf("idempotency: claim expired before completion: %w", coordination.ErrLost)
+	// expired before fn returned, or was deleted with [Store.Forget] (and
+	// may since have been taken over by another caller); the server's
+	// answer does not tell which. fn may then run again elsewhere. It
+	// matches coordination.ErrLost, as every lease lost while held does.
+	ErrClaimLost error = &sentinelError{msg: "idempotency: claim no longer held at completion (expired or forgotten)", is: coordination.ErrLost}
 
 	// ErrOutcomeUnknown is returned by Do when an earlier attempt under
 	// the key failed in a way that was not safe to retry (its fn returned
@@ -42,8 +43,22 @@ var (
 	// claim was not given to the caller), as ErrInProgress does. It is an
 	// answer, not a failure of the store; [Store.Begin] tells how long the
 	// key stays failed ([Claim.Remaining]).
-	ErrOutcomeUnknown = fmt.Errorf("idempotency: an earlier attempt failed, outcome unknown: %w", coordination.ErrNotAcquired)
+	ErrOutcomeUnknown error = &sentinelError{msg: "idempotency: an earlier attempt failed, outcome unknown", is: coordination.ErrNotAcquired}
 )
+
+// sentinelError is one of this package's sentinel errors that matches a
+// sentinel of package coordination: it reads as its own message alone,
+// and errors.Is sees the coordination sentinel through Unwrap.
+type sentinelError struct {
+	msg string
+	is  error
+}
+
+// Error returns the error's own message.
+func (e *sentinelError) Error() string { return e.msg }
+
+// Unwrap returns the coordination sentinel the error matches.
+func (e *sentinelError) Unwrap() error { return e.is }
 
 func init() {
 	// Answers, not failures: hooks see these operations as Succeeded.

@@ -552,7 +552,7 @@ func (m *middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 		m.failed(r, "complete", err,
 			"idempotency: response not stored; a retry may run the handler again once the claim expires")
 	case !ok:
-		m.e.Logger().Warn("idempotency: claim expired before the response was stored; a retry may run the handler again (raise the claim TTL)")
+		m.e.Logger().Warn("idempotency: claim no longer held (expired or forgotten) before the response was stored; a retry may run the handler again (raise the claim TTL if it expired)")
 	}
 }
 

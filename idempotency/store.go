@@ -471,8 +471,9 @@ func waitFor(ctx context.Context, e *engine.Engine, k engine.Keys, d time.Durati
 //
 // It reports whether this call stored the result. It returns false, and
 // changes nothing, when the claim is no longer the caller's: it expired
-// (and may have been taken over by another caller, whose claim is left
-// alone), was abandoned, or was already completed by an earlier Complete
+// or was deleted with [Store.Forget] (and may have been taken over by
+// another caller, whose claim is left alone; the answer does not tell
+// which), was abandoned, or was already completed by an earlier Complete
 // (whose result is kept). A false answer after the work ran means the work
 // may run again elsewhere.
 //

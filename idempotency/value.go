@@ -58,8 +58,10 @@ func (jsonCodec[T]) Decode(data []byte) (T, error) {
 // it decoded (see the package documentation).
 //
 // When codec.Encode fails after fn succeeded, fn's effects happened but
-// no result can be stored: DoValue returns the encoding error and marks
-// the claim failed, as for an error of fn that is not retry-safe. When a
+// no result can be stored: DoValue returns an error wrapping Encode's,
+// naming IDEMPOTENCY COMPLETE and the key (`coordination: idempotency
+// complete "KEY": result not encoded: ...`), and marks the claim failed,
+// as for an error of fn that is not retry-safe. When a
 // stored result does not decode, it returns an error wrapping Decode's,
 // naming IDEMPOTENCY BEGIN and the key, and the zero T.
 //
@@ -89,7 +91,8 @@ func DoValue[T any](ctx context.Context, s *Store, key string, ttl time.Duration
 		}
 		data, err := codec.Encode(v)
 		if err != nil {
-			return nil, fmt.Errorf("idempotency: result not encoded: %w", err)
+			// Named as Do names a result it cannot store (the key, not the value).
+			return nil, s.named(hooks.IdempotencyComplete, key, fmt.Errorf("idempotency: result not encoded: %w", err))
 		}
 		ran = v
 		return data, nil

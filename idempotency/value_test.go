@@ -65,8 +65,10 @@ func TestDoValue(t *testing.T) {
 		bad := idempotency.JSONCodec[func()]()
 		_, _, err = idempotency.DoValue(ctx, f.store, "enc", time.Minute, "fp", bad, func(context.Context) (func(), error) { return func() {}, nil })
 		var unsupported *json.UnsupportedTypeError
-		if !errors.As(err, &unsupported) {
-			t.Fatalf("encode failure = %v", err)
+		// It names the operation that could not store the result and the key,
+		// as every other error of Do does.
+		if want := `coordination: idempotency complete "enc": result not encoded: json: unsupported type: func()`; !errors.As(err, &unsupported) || err.Error() != want {
+			t.Fatalf("encode failure = %v, want %q wrapping json's error", err, want)
 		}
 		wantState(t, f.begin(t, "enc", time.Minute, idempotency.WithFingerprint("fp")), idempotency.Failed)
 

@@ -125,7 +125,9 @@ func readHolder(ctx context.Context, e *engine.Engine, op string, keys engine.Ke
 // RELEASE) wakes blocked acquirers exactly as the holder's release does:
 // they take the lock at once. It reports true when it deleted the lock,
 // false when token did not hold it (free, expired, or another owner's;
-// nothing changed). It is sent at most once: after a lost reply (an error
+// nothing changed); the release then reads the holder (a second round
+// trip, on this path only) to refuse a value that is not an owner token
+// with coordination.ErrBadState, left as it was. It is sent at most once: after a lost reply (an error
 // for which coordination.IsAmbiguous reports true) it is not sent again,
 // and the lock may or may not have been deleted; read the holder again.
 // The holder's process learns of it at its next Refresh, Verify or
@@ -136,7 +138,8 @@ func readHolder(ctx context.Context, e *engine.Engine, op string, keys engine.Ke
 // Errors name the operation and the key and wrap:
 // coordination.ErrInvalidArgument naming token (not an owner token), ctx
 // (nil) or mutex (nil Mutex), with nothing sent; coordination.ErrBadState
-// (wrong Redis type); the hook's error; an error wrapping
+// (wrong Redis type, or a value that is not an owner token: nothing
+// written to the lock key); the hook's error; an error wrapping
 // coordination.ErrClosed after Shutdown; Redis and network errors. It is
 // safe for concurrent use.
 func (m *Mutex) ForceRelease(ctx context.Context, token string) (bool, error) {
@@ -146,10 +149,17 @@ func (m *Mutex) ForceRelease(ctx context.Context, token string) (bool, error) {
 	if err := check.Token(token, layout.IsToken); err != nil {
 		return false, engine.OpError(hooks.LockForceRelease, m.keys, err)
 	}
-	if m.fifo != nil {
-		return m.e.ForceRelease(ctx, hooks.LockForceRelease, kind.Primitive, m.keys, fifoForceRelease, func(context.Context) ([]any, error) { return []any{token}, nil })
+	args := func(context.Context) ([]any, error) { return []any{token}, nil }
+	// When the release removed nothing, the holder read tells a value that
+	// is not an owner token (ErrBadState) from another owner's.
+	refused := func(ctx context.Context) error {
+		_, err := holderScript.Run(ctx, m.e, m.keys.First())
+		return err
 	}
-	return m.e.ForceRelease(ctx, hooks.LockForceRelease, kind.Primitive, m.keys, forceReleaseScript, func(context.Context) ([]any, error) { return []any{token}, nil })
+	if m.fifo != nil {
+		return m.e.ForceRelease(ctx, hooks.LockForceRelease, kind.Primitive, m.keys, fifoForceRelease, args, refused)
+	}
+	return m.e.ForceRelease(ctx, hooks.LockForceRelease, kind.Primitive, m.keys, forceReleaseScript, args, refused)
 }
 
 // Adopt returns the [FieldLease] that token holds on field, for a process
@@ -241,5 +251,5 @@ func (s *FieldSet) ForceRelease(ctx context.Context, field, token string) (bool,
 			return nil, err
 		}
 		return []any{field, token}, nil
-	})
+	}, nil)
 }

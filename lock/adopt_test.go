@@ -1,6 +1,8 @@
 package lock_test
 
 import (
+	"github.com/redis/go-redis/v9"
+
 	"context"
 	"errors"
 	"math"
@@ -59,6 +61,9 @@ var mutexSubject = adopttest.Subject{
 	},
 	Keys:   func(name string) []string { return []string{name} },
 	Expect: func(h adopttest.Handle) coordination.Holder { return coordination.Holder{Token: h.Token()} },
+	Garbage: func(ctx context.Context, admin redis.UniversalClient, prefix, name string) error {
+		return admin.Set(ctx, prefix+name, "hello world", time.Minute).Err()
+	},
 }
 
 func TestMutexAdoptHolderForceRelease(t *testing.T) { adopttest.Run(t, mutexSubject) }
@@ -105,6 +110,12 @@ var fieldSubject = adopttest.Subject{
 	},
 	Keys:   func(string) []string { return []string{"fields"} },
 	Expect: func(h adopttest.Handle) coordination.Holder { return coordination.Holder{Token: h.Token()} },
+	Garbage: func(ctx context.Context, admin redis.UniversalClient, prefix, name string) error {
+		if err := admin.HSet(ctx, prefix+"fields", name, "hello world").Err(); err != nil {
+			return err
+		}
+		return admin.HPExpire(ctx, prefix+"fields", time.Minute, name).Err()
+	},
 }
 
 func TestFieldSetAdoptHolderForceRelease(t *testing.T) { adopttest.Run(t, fieldSubject) }
@@ -124,7 +135,8 @@ func TestFieldSetAdoptContract(t *testing.T) {
 
 // A lock whose owner token lost its TTL (PERSISTed by hand) is read with
 // the largest Remaining and cannot be adopted (ErrBadState); a key holding
-// something else than an owner token is ErrBadState for both.
+// something else than an owner token is ErrBadState for the three (and
+// ForceRelease leaves it as it was).
 func TestAdoptBadState(t *testing.T) {
 	testharness.ForEach(t, func(t *testing.T, b *testharness.Backend) {
 		ctx := context.Background()
@@ -150,8 +162,11 @@ func TestAdoptBadState(t *testing.T) {
 		if _, err := m.Adopt(ctx, l.Token()); !errors.Is(err, coordination.ErrBadState) {
 			t.Fatalf("Adopt of a foreign value = %v, want ErrBadState", err)
 		}
-		if ok, err := m.ForceRelease(ctx, l.Token()); err != nil || ok {
-			t.Fatalf("ForceRelease of a foreign value = %v, %v; want false", ok, err)
+		if ok, err := m.ForceRelease(ctx, l.Token()); !errors.Is(err, coordination.ErrBadState) || ok {
+			t.Fatalf("ForceRelease of a foreign value = %v, %v; want false and ErrBadState", ok, err)
+		}
+		if v, err := admin.Get(ctx, b.Key("bad")).Result(); err != nil || v != "someone else's value" {
+			t.Fatalf("the foreign value after ForceRelease = %q, %v; want it left as it was", v, err)
 		}
 	})
 }

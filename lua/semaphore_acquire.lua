@@ -74,6 +74,10 @@
 --                    them expires or none is live. Expired permits are
 --                    pruned (and expired tombstones); nothing else
 --                    changes (besides the "waiting" record, see ARGV[4]).
+--          -3        refused because the semaphore is draining (the
+--                    "draining" record): no permit's expiry frees one,
+--                    only Resume does (which notifies when the "waiting"
+--                    record is there); pruned and marked as for retry_ms
 -- Errors (all raised before anything is written):
 --   WRONGTYPE                the key is not a sorted set
 --   COORD_BADARG             ARGV[1] is not a member "P:<n>:<token>" with
@@ -82,7 +86,8 @@
 --                            ("capacity" or "capacity-set"),
 --                            or a score the script goes by is outside the
 --                            layout: a record's, the caller's member's, the
---                            earliest live permit's on a refusal, the latest
+--                            earliest live permit's on a refusal (but
+--                            while draining), the latest
 --                            permit's when the key's TTL needs it
 --                            (fragment semaphore_state)
 --   COORD_CAPACITY_MISMATCH  a live permit exists and the "capacity"
@@ -151,17 +156,22 @@ if not fresh then
   -- The caller's own live permit (a re-sent request) is granted again,
   -- whatever the limit now: it was granted once.
   if (mine_at == nil or mine_at <= now) and used + n > limit then
-    local first = redis.call('ZRANGEBYSCORE', key, '(' .. nows, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
     local v = -1
-    if first[1] then
-      v = expiry(first[2])
-      if v == nil then
-        return redis.error_reply(outside)
+    if not draining then
+      local first = redis.call('ZRANGEBYSCORE', key, '(' .. nows, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+      if first[1] then
+        v = expiry(first[2])
+        if v == nil then
+          return redis.error_reply(outside)
+        end
       end
     end
     redis.call('ZREMRANGEBYSCORE', key, -now / 8796093022208, nows)
     if ARGV[4] == '1' and r[3] == false then
       redis.call('ZADD', key, -1, 'waiting')
+    end
+    if draining then
+      return -3 -- no permit's expiry frees one: only Resume does
     end
     if v == -1 or v == math.huge then
       return -1

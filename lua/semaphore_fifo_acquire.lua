@@ -35,6 +35,9 @@
 --                    -1 when none expires or none is live), or the time
 --                    until the caller's own tombstone expires (a late
 --                    request of an abandoned acquisition: not queued)
+--          -3        refused because the semaphore is draining, whatever
+--                    the queue (as semaphore_acquire's -3); queued as any
+--                    refused waiter
 --          -2        refused behind live waiters queued before the caller:
 --                    only a notification (or a periodic re-check) tells
 --                    when to try again. When the caller's n permits are
@@ -72,6 +75,7 @@ if ttl > 0 then
 end
 local recorded, hadMulti, multi = nil, r[2] ~= false, false
 local free, again, v = true, false, -1
+local drained = false -- the "draining" record: nothing is granted
 -- semaphore_state's expiry and outside, for the grant's
 -- semaphore_expiry.extend (a key in use only)
 local expiry_of, outside_of
@@ -113,9 +117,10 @@ if not fresh then
     multi = heavy
   end
   free = used + n <= limit
+  drained = draining
   -- The caller's own live permit (a re-sent request) is granted again.
   again = mine_at ~= nil and mine_at > now
-  if not free and not again then
+  if not free and not again and not draining then
     -- Refused: the retry time, read (and checked) before anything is
     -- written (fifo_head may remove dead waiters).
     local first = redis.call('ZRANGEBYSCORE', key, '(' .. nows, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
@@ -175,6 +180,9 @@ if not fresh then
 end
 if ARGV[5] == '1' then
   fifo_join(member, now, live)
+end
+if drained then
+  return -3 -- no permit's expiry frees one: only Resume does
 end
 if behind then
   if free then

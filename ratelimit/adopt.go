@@ -162,7 +162,7 @@ func (c *ConcurrencyLimiter) ForceRelease(ctx context.Context, token string) (bo
 			return []any{h.Member}, nil
 		}
 		return nil, err
-	})
+	}, nil)
 	if ok {
 		l.wakeHead() // permits were returned: this process's queue too
 	}

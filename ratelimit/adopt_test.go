@@ -1,6 +1,8 @@
 package ratelimit_test
 
 import (
+	"github.com/redis/go-redis/v9"
+
 	"context"
 	"errors"
 	"testing"
@@ -50,6 +52,9 @@ var concSubject = adopttest.Subject{
 		}
 	},
 	Keys: func(name string) []string { return []string{name} },
+	Garbage: func(ctx context.Context, admin redis.UniversalClient, prefix, name string) error {
+		return admin.ZAdd(ctx, prefix+name, redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "hello world"}).Err()
+	},
 	Expect: func(h adopttest.Handle) coordination.Holder {
 		return coordination.Holder{Token: h.Token(), Permits: int64(h.(*ratelimit.ConcurrencyLease).N())}
 	},

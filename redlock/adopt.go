@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -317,7 +318,10 @@ func (g *Group) Holder(ctx context.Context, key string) (coordination.Holder, er
 // still hold a quorum; the hook's error; an error wrapping
 // coordination.ErrClosed after Shutdown; ctx's error when it ends first.
 // When a quorum (and the fencing node) answered, token holds no quorum any
-// more: nodes that failed keep it until its TTL, without error. It is safe
+// more: nodes that failed keep it until its TTL, without error, unless a
+// node's key holds a value that is not an owner token: then an error
+// naming the node (its index in the nodes given to [New]) wraps
+// coordination.ErrBadState, and that key is left as it was. It is safe
 // for concurrent use.
 func (g *Group) ForceRelease(ctx context.Context, key, token string) (bool, error) {
 	keys, err := g.keysFor(hooks.RedlockForceRelease, key)
@@ -356,6 +360,14 @@ func (g *Group) ForceRelease(ctx context.Context, key, token string) (bool, erro
 		return released, op.End(fmt.Errorf("redlock: force release: %w", context.Cause(ctx)))
 	case count(f.rs, yes) < g.quorum || fi >= 0 && f.rs[fi].state != yes:
 		return released, op.End(g.quorumError("force release", f.rs, count(f.rs, yes)))
+	}
+	for i, r := range f.rs {
+		if r.state == failed && errors.Is(r.err, sentinel.ErrBadState) {
+			// The node's key holds a value outside the lock's layout,
+			// left as it was: not an answer about token, whatever the
+			// quorum said.
+			return released, op.End(fmt.Errorf("redlock: node %d: %w", i, r.err))
+		}
 	}
 	return released, op.End(nil)
 }

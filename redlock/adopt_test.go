@@ -1,6 +1,8 @@
 package redlock_test
 
 import (
+	"github.com/redis/go-redis/v9"
+
 	"context"
 	"errors"
 	"strings"
@@ -71,7 +73,11 @@ var subject = adopttest.Subject{
 			ForceRelease: func(ctx context.Context, token string) (bool, error) { return g.ForceRelease(ctx, name, token) },
 		}
 	},
-	Keys:   func(name string) []string { return []string{name} },
+	Keys: func(name string) []string { return []string{name} },
+	// On node 0, the suite's coordinator's.
+	Garbage: func(ctx context.Context, admin redis.UniversalClient, prefix, name string) error {
+		return admin.Set(ctx, prefix+name, "hello world", time.Minute).Err()
+	},
 	Expect: func(h adopttest.Handle) coordination.Holder { return coordination.Holder{Token: h.Token()} },
 }
 

@@ -157,5 +157,5 @@ func (m *RWMutex) ForceRelease(ctx context.Context, token string) (bool, error) 
 			return []any{e.Member}, nil
 		}
 		return nil, err
-	})
+	}, nil)
 }

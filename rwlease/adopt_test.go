@@ -1,6 +1,8 @@
 package rwlease_test
 
 import (
+	"github.com/redis/go-redis/v9"
+
 	"context"
 	"errors"
 	"testing"
@@ -43,6 +45,9 @@ var subject = adopttest.Subject{
 	},
 	Keys:   func(name string) []string { return []string{name} },
 	Expect: func(h adopttest.Handle) coordination.Holder { return coordination.Holder{Token: h.Token()} },
+	Garbage: func(ctx context.Context, admin redis.UniversalClient, prefix, name string) error {
+		return admin.ZAdd(ctx, prefix+name, redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "hello world"}).Err()
+	},
 }
 
 func TestAdoptHoldersForceRelease(t *testing.T) { adopttest.Run(t, subject) }

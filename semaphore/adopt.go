@@ -143,5 +143,5 @@ func (s *Semaphore) ForceRelease(ctx context.Context, token string) (bool, error
 			return []any{h.Member}, nil
 		}
 		return nil, err
-	})
+	}, nil)
 }

@@ -1,6 +1,8 @@
 package semaphore_test
 
 import (
+	"github.com/redis/go-redis/v9"
+
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +49,9 @@ var subject = adopttest.Subject{
 	Keys: func(name string) []string { return []string{name} },
 	Expect: func(h adopttest.Handle) coordination.Holder {
 		return coordination.Holder{Token: h.Token(), Permits: h.(*semaphore.Permit).N()}
+	},
+	Garbage: func(ctx context.Context, admin redis.UniversalClient, prefix, name string) error {
+		return admin.ZAdd(ctx, prefix+name, redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "hello world"}).Err()
 	},
 }
 

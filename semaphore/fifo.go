@@ -103,8 +103,8 @@ var (
 
 // decodeFIFOGrant reads semaphore_fifo_acquire's reply: 0 (acquired),
 // retry_ms (too few permits free: >= 1 until the earliest live permit
-// expires, -1 when none does) or -2 (refused behind earlier waiters: no
-// retry time).
+// expires, -1 when none does), -2 (refused behind earlier waiters: no
+// retry time) or -3 (refused while draining, as decodeGrant reads it).
 func decodeFIFOGrant(v any) (decode.Grant, bool) {
 	if r, ok := v.(int64); ok && r == -2 {
 		return decode.Grant{}, true

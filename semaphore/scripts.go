@@ -30,11 +30,14 @@ var (
 		"Semaphore acquisitions (TryAcquire, Acquire and their N forms) that found too few free permits, counted once per call.")
 )
 
-// decodeGrant reads 0 (acquired) or retry_ms (too few permits free: >= 1
-// until the earliest live permit expires, -1 when none does).
+// decodeGrant reads 0 (acquired), retry_ms (too few permits free: >= 1
+// until the earliest live permit expires, -1 when none does) or -3
+// (refused while draining: no retry time, Value [draining]).
 func decodeGrant(v any) (decode.Grant, bool) {
 	r, ok := v.(int64)
 	switch {
+	case ok && r == -3:
+		return decode.Grant{Value: draining}, true
 	case !ok || r < -1:
 		return decode.Grant{}, false
 	case r == 0:
@@ -42,6 +45,9 @@ func decodeGrant(v any) (decode.Grant, bool) {
 	}
 	return decode.Grant{RetryIn: decode.RetryIn(r)}, true
 }
+
+// draining is the Value of a refusal while the semaphore drains.
+const draining = "draining"
 
 // readReply is the decoded reply of semaphore_read.
 type readReply struct {

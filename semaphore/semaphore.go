@@ -2,6 +2,8 @@ package semaphore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -142,7 +144,9 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit,
 // [coordination.Lease.KeepAlive]).
 //
 // Errors: coordination.ErrNotAcquired when fewer than n permits are free
-// (none is while draining);
+// (none is while draining: the error then reads `coordination: semaphore
+// acquire "KEY": not acquired: the semaphore is draining (nothing is
+// granted until Resume)`, from the same one round trip);
 // coordination.ErrInvalidArgument naming n (below 1 or above the capacity
 // given to New, whatever capacity is set in the key)
 // or ttl (below 1 ms, 0 included, or above 2562047h47m16.854s: the whole
@@ -216,13 +220,20 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, ttl time.Duration, blo
 	if s.fifo != nil {
 		r.Kind, r.Keys, r.Extra, r.Recheck = fifoKind, s.fifo.keys, s.fifo.extra, s.fifo.recheck
 	}
-	h, _, err := s.e.Acquire(ctx, r)
+	h, g, err := s.e.Acquire(ctx, r)
 	if err != nil {
+		if !block && g.Value == draining && errors.Is(err, coordination.ErrNotAcquired) {
+			// Said, as the refusal it is: not a want of free permits.
+			return nil, engine.NameOp(kind.AcquireOp, s.keys, errDraining)
+		}
 		return nil, err
 	}
 	engine.InitLease(&p.Lease, s.key, token, h)
 	return p, nil
 }
+
+// errDraining is a TryAcquire's refusal while the semaphore is draining.
+var errDraining = fmt.Errorf("%w: the semaphore is draining (nothing is granted until Resume)", coordination.ErrNotAcquired)
 
 // member is the sorted-set member of a holder of n permits: the permit's
 // id in every script.
@@ -336,7 +347,9 @@ func (s *Semaphore) SetCapacity(ctx context.Context, capacity int64) error {
 // holders keep working, refresh and release them as usual. The drain
 // lasts until [Semaphore.Resume], also when Drain returns an error:
 // acquisitions meanwhile are refused ([Semaphore.TryAcquire] returns
-// coordination.ErrNotAcquired) or wait ([Semaphore.Acquire]). Drain sets
+// an error matching coordination.ErrNotAcquired that says the semaphore
+// is draining) or wait ([Semaphore.Acquire]: until Resume, not until a
+// permit expires). Drain sets
 // the capacity in force in the key as [Semaphore.SetCapacity] does (the
 // capacity given to [New] when the key does not exist).
 //

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -100,7 +101,16 @@ func (e *Engine) AdoptHeld(ctx context.Context, op string, kind *LeaseKind, keys
 // trip of its own); nil arguments mean the token holds nothing: nothing is
 // sent, and the answer is false. Waiters are woken by the script as by the
 // holder's own release.
-func (e *Engine) ForceRelease(ctx context.Context, op, primitive string, keys Keys, release *Script[decode.Outcome], args func(context.Context) ([]any, error)) (bool, error) {
+//
+// refused, when not nil, runs when the release answered anything but
+// Released (it wrote nothing to the lease key): a release that only
+// compares the stored owner with the token cannot tell a value outside
+// the kind's layout from another owner's, so refused reads the key (a
+// holder read) and returns its error: one wrapping sentinel.ErrBadState
+// (such a value) is the operation's; any other answer or error of the
+// read is ignored (the release's answer stands). Kinds whose
+// args read the holders first pass nil (the read refuses it already).
+func (e *Engine) ForceRelease(ctx context.Context, op, primitive string, keys Keys, release *Script[decode.Outcome], args func(context.Context) ([]any, error), refused func(context.Context) error) (bool, error) {
 	ctx, o, err := e.Admit(ctx, op, primitive, keys)
 	if err != nil {
 		return false, err
@@ -112,6 +122,11 @@ func (e *Engine) ForceRelease(ctx context.Context, op, primitive string, keys Ke
 	out, err := release.Run(ctx, e, keys, a...)
 	if err != nil {
 		return false, o.End(err)
+	}
+	if out != decode.Released && refused != nil {
+		if err := refused(ctx); errors.Is(err, sentinel.ErrBadState) {
+			return false, o.End(err)
+		}
 	}
 	return out == decode.Released, o.End(nil)
 }

@@ -37,15 +37,19 @@ var LeaseLayout = layout.Layout{
 	},
 	Decode: func(s *layout.Snapshot, r *layout.Report) {
 		if toks := tombstone(s.Hash); toks != nil {
-			r.Add("owner", "none (free): the tombstone of an abandoned acquisition")
-			if len(toks) == 1 {
-				r.Add("abandoned token", layout.Tok(toks[0]))
-			} else {
-				for i, t := range toks {
-					toks[i] = layout.Tok(t)
-				}
-				r.Add("abandoned tokens", strings.Join(toks, " "))
+			// Prose in the text; in JSON (machine values) an empty owner,
+			// state "tombstone" and the tokens as a list.
+			for i, t := range toks {
+				toks[i] = layout.Tok(t)
 			}
+			r.Add("owner", layout.Split{Text: "none (free): the tombstone of an abandoned acquisition", JSON: ""})
+			r.Add("state", layout.Split{Text: layout.Omitted, JSON: "tombstone"})
+			if len(toks) == 1 {
+				r.Add("abandoned token", layout.Split{Text: toks[0], JSON: layout.Omitted})
+			} else {
+				r.Add("abandoned tokens", layout.Split{Text: strings.Join(toks, " "), JSON: layout.Omitted})
+			}
+			r.Add("abandoned tokens", layout.Split{Text: layout.Omitted, JSON: toks})
 			if s.PTTL == -1 {
 				r.Bad("the tombstone has no TTL: DEL it")
 			}

@@ -95,6 +95,43 @@ type Field struct {
 // Entry is one item of a report's list: a holder, a lease, a reader.
 type Entry []Field
 
+// Split is a field value said one way in a report's text and another in
+// its JSON: prose for a reader (Text), a machine value for a program
+// (JSON). A side that is [Omitted] leaves the field out of that form.
+type Split struct{ Text, JSON any }
+
+// String returns the text side, as Report.Text prints it ("" when
+// Omitted).
+func (s Split) String() string {
+	if s.Text == Omitted {
+		return ""
+	}
+	return ValueText(s.Text)
+}
+
+// Omitted, as a side of a [Split], leaves the field out of that form.
+var Omitted any = omitted{}
+
+type omitted struct{}
+
+// textSide returns the value Report.Text prints for v, false when the
+// field is left out of the text.
+func textSide(v any) (any, bool) {
+	if s, ok := v.(Split); ok {
+		return s.Text, s.Text != Omitted
+	}
+	return v, true
+}
+
+// jsonSide returns the value the JSON holds for v, false when the field
+// is left out of the JSON.
+func jsonSide(v any) (any, bool) {
+	if s, ok := v.(Split); ok {
+		return s.JSON, s.JSON != Omitted
+	}
+	return v, true
+}
+
 // Add appends the field k = v.
 func (r *Report) Add(k string, v any) { r.Fields = append(r.Fields, Field{k, v}) }
 
@@ -129,19 +166,25 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 	write("kind", r.Kind)
 	write("ttl_ms", r.TTL)
 	for _, f := range r.Fields {
-		write(jsonName(f.K, f.V), jsonValue(f.V))
+		if v, ok := jsonSide(f.V); ok {
+			write(jsonName(f.K, v), jsonValue(v))
+		}
 	}
 	if r.Entries != nil {
 		var es []json.RawMessage
 		for _, e := range r.Entries {
 			var eb strings.Builder
 			eb.WriteString("{")
-			for i, f := range e {
-				if i > 0 {
+			for _, f := range e {
+				v, ok := jsonSide(f.V)
+				if !ok {
+					continue
+				}
+				if eb.Len() > 1 {
 					eb.WriteString(",")
 				}
-				kb, _ := json.Marshal(jsonName(f.K, f.V))
-				vb, _ := json.Marshal(jsonValue(f.V))
+				kb, _ := json.Marshal(jsonName(f.K, v))
+				vb, _ := json.Marshal(jsonValue(v))
 				eb.Write(kb)
 				eb.WriteString(":")
 				eb.Write(vb)
@@ -192,15 +235,21 @@ func (r *Report) Text() string {
 	fmt.Fprintf(&b, "key:   %s\nkind:  %s\nttl:   %s\n", Shown(r.Key), r.Kind, ttl)
 	w := 0
 	for _, f := range r.Fields {
-		w = max(w, len(f.K))
+		if _, ok := textSide(f.V); ok {
+			w = max(w, len(f.K))
+		}
 	}
 	for _, f := range r.Fields {
-		fmt.Fprintf(&b, "%-*s  %s\n", w+1, f.K+":", ValueText(f.V))
+		if v, ok := textSide(f.V); ok {
+			fmt.Fprintf(&b, "%-*s  %s\n", w+1, f.K+":", ValueText(v))
+		}
 	}
 	for _, e := range r.Entries {
 		var parts []string
 		for _, f := range e {
-			parts = append(parts, f.K+"="+ValueText(f.V))
+			if v, ok := textSide(f.V); ok {
+				parts = append(parts, f.K+"="+ValueText(v))
+			}
 		}
 		fmt.Fprintf(&b, "  - %s\n", strings.Join(parts, "  "))
 	}

@@ -25,9 +25,8 @@ var LockLayout = layout.Layout{
 	Match: isLock,
 	Decode: func(s *layout.Snapshot, r *layout.Report) {
 		if ts := Abandoned(s.Str); ts != nil {
-			r.Add("owner", "none (free): "+stones(ts))
-			for _, t := range ts {
-				r.Add("abandoned token", layout.Tok(t))
+			for _, f := range tombstoneFields(ts) {
+				r.Add(f.K, f.V)
 			}
 			if s.PTTL == -1 {
 				r.Bad("the tombstone has no TTL: DEL it")
@@ -40,6 +39,27 @@ var LockLayout = layout.Layout{
 			r.Bad("the lock has no TTL: it is held until deleted (DEL it if its holder is gone)")
 		}
 	},
+}
+
+// tombstoneFields are the fields of a free lock (or lease field) holding
+// the tombstones of abandoned acquisitions ts: in text, the owner line
+// says so in prose and a line per token follows; in JSON (machine
+// values), owner is empty, state is "tombstone" and abandoned_tokens
+// lists the tokens.
+func tombstoneFields(ts []string) []layout.Field {
+	toks := make([]string, len(ts))
+	for i, t := range ts {
+		toks[i] = layout.Tok(t)
+	}
+	fs := []layout.Field{
+		{K: "owner", V: layout.Split{Text: "none (free): " + stones(ts), JSON: ""}},
+		{K: "state", V: layout.Split{Text: layout.Omitted, JSON: "tombstone"}},
+		{K: "abandoned tokens", V: layout.Split{Text: layout.Omitted, JSON: toks}},
+	}
+	for _, t := range toks {
+		fs = append(fs, layout.Field{K: "abandoned token", V: layout.Split{Text: t, JSON: layout.Omitted}})
+	}
+	return fs
 }
 
 // stones says what the tombstones of ts are.
@@ -89,10 +109,7 @@ func fieldLeases(s *layout.Snapshot, r *layout.Report, count, why string) {
 		stone := ts != nil
 		e := layout.Entry{{K: "field", V: f}, {K: "owner", V: layout.Tok(h[f])}}
 		if stone {
-			e = layout.Entry{{K: "field", V: f}, {K: "owner", V: "none (free): " + stones(ts)}}
-			for _, t := range ts {
-				e = append(e, layout.Field{K: "abandoned token", V: layout.Tok(t)})
-			}
+			e = append(layout.Entry{{K: "field", V: f}}, tombstoneFields(ts)...)
 		}
 		if ttl, ok := s.HashTTL[f]; ok {
 			if ttl >= 0 {

@@ -1,6 +1,8 @@
 package lockcore
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/coordkit/coordination/internal/layout"
@@ -51,5 +53,48 @@ func TestFIFOAliveRecords(t *testing.T) {
 		if rec, ok := got["abandoned acquisitions (not queued)"]; (c.record > 0) != ok || ok && rec != int(c.record) {
 			t.Errorf("%q: abandoned records %v (%v), want %d", c.value, rec, ok, c.record)
 		}
+	}
+}
+
+// A tombstone (a lock's, a lease field's) reads as prose in the text and
+// as machine values in JSON: an empty owner, state "tombstone" and the
+// tokens as a list (the JSON owner used to carry the prose, and two
+// tombstones gave two "abandoned_token" keys).
+func TestTombstoneJSONIsMachineValues(t *testing.T) {
+	a, b := "AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBB"
+	lockSnap := &layout.Snapshot{Key: "jobs", Type: "string", PTTL: 3000, Str: a + "!" + b + "!"}
+	r := layout.Decode(lockSnap, []layout.Layout{LockLayout})
+	if r.Problem != "" {
+		t.Fatalf("problem %q", r.Problem)
+	}
+	wantText := "key:   jobs\nkind:  lock\nttl:   3s\n" +
+		"owner:            none (free): the tombstones of 2 abandoned acquisitions\n" +
+		"abandoned token:  AAAAAAAA…\nabandoned token:  BBBBBBBB…\n"
+	if got := r.Text(); got != wantText {
+		t.Errorf("text:\n%s\nwant:\n%s", got, wantText)
+	}
+	js, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"key":"jobs","kind":"lock","ttl_ms":3000,"owner":"","state":"tombstone","abandoned_tokens":["AAAAAAAA…","BBBBBBBB…"]}`; string(js) != want {
+		t.Errorf("JSON %s, want %s", js, want)
+	}
+
+	fieldSnap := &layout.Snapshot{Key: "fields", Type: "hash", PTTL: -1, HashLen: 1,
+		Hash: map[string]string{"f": a + "!"}, HashTTL: map[string]int64{"f": 2000}}
+	r = layout.Decode(fieldSnap, []layout.Layout{FieldLeasesLayout})
+	if r.Problem != "" {
+		t.Fatalf("problem %q", r.Problem)
+	}
+	if got, want := r.Text(), "  - field=f  owner=none (free): the tombstone of an abandoned acquisition  abandoned token=AAAAAAAA…  ttl=2s\n"; !strings.HasSuffix(got, want) {
+		t.Errorf("text:\n%s\nwant it to end with:\n%s", got, want)
+	}
+	js, err = json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"entries":[{"field":"f","owner":"","state":"tombstone","abandoned_tokens":["AAAAAAAA…"],"ttl_ms":2000}]`; !strings.Contains(string(js), want) {
+		t.Errorf("JSON %s, want it to hold %s", js, want)
 	}
 }

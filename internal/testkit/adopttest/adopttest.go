@@ -6,7 +6,8 @@
 // from the server's TTL, Refresh, Verify, KeepAlive, Release); a wrong
 // token is not held; a malformed one is refused with nothing sent; the
 // holder read is exact and writes nothing; a forced release wakes a
-// blocked acquirer at once and reports false for a token that holds
+// blocked acquirer at once, reports false for a token that holds nothing
+// and refuses a value outside the kind's layout (ErrBadState), writing
 // nothing. Each kind's tests call [Run] with a [Subject].
 package adopttest
 
@@ -63,6 +64,11 @@ type Subject struct {
 	// Expect returns the holder the read must report for h (Remaining is
 	// checked by the suite, and set to 0 in what it compares).
 	Expect func(h Handle) coordination.Holder
+	// Garbage writes, with admin, a value outside the kind's layout at
+	// the lease named name (its keys are prefix + each of Keys(name)):
+	// ForceRelease over it must fail with an error wrapping
+	// coordination.ErrBadState and leave it as it was.
+	Garbage func(ctx context.Context, admin redis.UniversalClient, prefix, name string) error
 }
 
 func must[T any](v T, err error) func(t testing.TB) T {
@@ -86,7 +92,42 @@ func Run(t *testing.T, s Subject) {
 		t.Run("adopt", func(t *testing.T) { adopt(t, b, s) })
 		t.Run("keepalive", func(t *testing.T) { keepAlive(t, b, s) })
 		t.Run("force", func(t *testing.T) { force(t, b, s) })
+		t.Run("garbage", func(t *testing.T) { garbage(t, b, s) })
 	})
+}
+
+// garbage: ForceRelease over a value outside the layout is refused with
+// ErrBadState, as Holder and Adopt refuse a value that is not a holding,
+// and writes nothing (it used to answer false, nil).
+func garbage(t *testing.T, b *testharness.Backend, s Subject) {
+	if s.Garbage == nil {
+		t.Skip("the subject writes no garbage")
+	}
+	ctx := context.Background()
+	name := "garbage"
+	admin := b.Admin(t)
+	if err := s.Garbage(ctx, admin, b.Prefix(), name); err != nil {
+		t.Fatal(err)
+	}
+	before := dump(ctx, t, admin, b, s.Keys(name))
+	ops := s.New(t, b.Coordinator(t), name)
+	tok, err := engine.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := ops.ForceRelease(ctx, tok)
+	if ok || !errors.Is(err, coordination.ErrBadState) {
+		t.Fatalf("ForceRelease over a value outside the layout = %v, %v; want false and ErrBadState", ok, err)
+	}
+	t.Logf("ForceRelease over a value outside the layout: %v", err)
+	if after := dump(ctx, t, admin, b, s.Keys(name)); !slices.Equal(before, after) {
+		t.Fatalf("ForceRelease wrote over the value outside the layout")
+	}
+	for _, k := range s.Keys(name) {
+		if n, err := admin.Exists(ctx, b.Prefix()+k).Result(); err != nil || n != 1 {
+			t.Fatalf("key %q after ForceRelease: exists %d, %v; want it kept", k, n, err)
+		}
+	}
 }
 
 func dump(ctx context.Context, t testing.TB, admin redis.UniversalClient, b *testharness.Backend, keys []string) []string {
