@@ -44,7 +44,8 @@ group; elsewhere on Unix its process group), and processes cmd leaves running
 when it exits get SIGTERM, then SIGKILL after --grace, before the release.
 
 Exit status: cmd's own (128+N when killed by signal N); 1 when --no-wait or
---timeout found the lock held; 75 when the lock was lost while cmd ran; 127/126
+--timeout found the lock held; 75 when the lock was lost while cmd ran (or came
+back with too little left to start it: a reply delayed by a stalled server); 127/126
 when cmd cannot be found or started (the lock is not taken); 2 on bad usage; 3 when
 the server cannot be reached.`, `coordctl lock run --redis redis://127.0.0.1:6379/0 --key nightly-report --ttl 30s -- ./report.sh
 coordctl lock run --key nightly-report --no-wait -- ./report.sh   # $COORD_REDIS_URL; exit 1 when held`)
@@ -202,21 +203,31 @@ func runHolding(h held, what string, ttl time.Duration, cmdArgs, env []string, g
 			logf("%s %s", what, out)
 		}
 	}
+	ahead := stopAhead(ttl, grace)
+	// An acquisition whose reply came late (a waiter on a server that
+	// stalled) can return a lease whose local deadline has passed or is
+	// about to: the command is not started on it.
+	if left := h.Remaining(); h.Context().Err() != nil || left <= ahead {
+		logf("%s acquired with %v left (its reply came late); not starting the command", what, max(left, 0).Round(time.Millisecond))
+		release()
+		logf("exiting 75 (the %s ended before the command could start)", what)
+		return exitLost
+	}
 	c, err := startChild(cmdArgs, env, grace, stdout, stderr, logf)
 	if err != nil {
 		release()
 		fmt.Fprintf(stderr, "coordctl %s: cannot start %s: %v\n", name, shown(cmdArgs[0]), err)
 		return exitStatusFor(err)
 	}
-	// stopFor stops the command with sig (why says why) and releases h.
-	stopFor := func(why string, sig os.Signal) int {
-		logf("%s; stopping the command (%v, SIGKILL after %v)", why, signalName(sig), grace)
-		code := c.stopWith(sig, grace)
+	// stopFor stops the command with sig (why says why), SIGKILL after g,
+	// and releases h.
+	stopFor := func(why string, sig os.Signal, g time.Duration) int {
+		logf("%s; stopping the command (%v, SIGKILL after %v)", why, signalName(sig), g)
+		code := c.stopWith(sig, g)
 		logf("command stopped with status %d", code)
 		release()
 		return code
 	}
-	ahead := stopAhead(ttl, grace)
 	early := time.NewTimer(max(h.Remaining()-ahead, 0))
 	defer early.Stop()
 	for {
@@ -227,14 +238,18 @@ func runHolding(h held, what string, ttl time.Duration, cmdArgs, env []string, g
 			release()
 			return code
 		case <-h.Context().Done():
-			code := stopFor(fmt.Sprintf("%s lost (%v)", what, context.Cause(h.Context())), syscall.SIGTERM)
+			// Taken over (a renewal found it gone): SIGTERM, SIGKILL after
+			// grace. A lease whose renewals failed never gets here: the
+			// early stop below comes first, ahead of its local deadline
+			// (and a lease that came back at its end is not started on).
+			code := stopFor(fmt.Sprintf("%s lost (%v)", what, context.Cause(h.Context())), syscall.SIGTERM, grace)
 			// The command's work was cut short: never report its status, which
 			// may be success.
 			logf("exiting 75 (lost while running; the command's status was %d)", code)
 			return exitLost
 		case <-sigCtx.Done():
 			sig := receivedSignal(sigCtx)
-			return stopFor(signalName(sig)+" received", sig)
+			return stopFor(signalName(sig)+" received", sig, grace)
 		case <-early.C:
 			left := h.Remaining()
 			if left > ahead {

@@ -37,7 +37,8 @@ key (semaphore.SetCapacity): that one is then in force for every user.
 
 Exit status: cmd's own (128+N when killed by signal N); 1 when --no-wait or --timeout
 found no free permit (or the capacity differs from the one in use); 75 when the
-permits were lost while cmd ran; 127/126 when cmd cannot be found or started (no
+permits were lost while cmd ran (or came back with too little left to start it);
+127/126 when cmd cannot be found or started (no
 permit is taken); 2 on bad usage; 3 when the server cannot be reached.`,
 		`coordctl semaphore run --redis redis://127.0.0.1:6379/0 --key encoders --capacity 4 -- ffmpeg -i in.mov out.mp4
 coordctl semaphore run --key encoders --capacity 4 --no-wait -- ./encode.sh   # $COORD_REDIS_URL; exit 1 when all 4 are taken`)
