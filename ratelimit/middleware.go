@@ -368,9 +368,10 @@ func WithErrorHandler(fn func(r *http.Request, err error)) MiddlewareOption {
 // limiter failure is logged (see [WithLogger]) and given to the error
 // handler ([WithErrorHandler]). When the request's context is canceled
 // while the limiter decides (the client went away), nothing is written.
-// When its deadline passes instead (a server-side timeout, such as
-// [http.TimeoutHandler] or a context.WithTimeout around the middleware:
-// the client still waits), the request is answered: a [Policy.Wait] that
+// When its deadline passes instead (a server-side timeout, such as a
+// context.WithTimeout around the middleware: the client still waits), the
+// request is answered (an [http.TimeoutHandler] around it answers its own
+// 503 first, and discards what the middleware writes after): a [Policy.Wait] that
 // found the limit full until then is refused as above (without
 // Retry-After), and a limiter that could not decide in time gets the 503
 // of a failing limiter in every failure mode (a deadline is not an outage
@@ -529,8 +530,8 @@ func (m *middleware) wrap(next http.Handler) http.Handler {
 					m.refund(r, taken)
 					return // the client is gone: nobody reads an answer
 				}
-				// A deadline of the request's context (http.TimeoutHandler,
-				// a server-side timeout) is not a client gone: the client
+				// A deadline of the request's context (a server-side
+				// timeout) is not a client gone: the client
 				// waits for an answer. A Wait that Redis kept answering
 				// "full" until then is the limit's refusal; anything else
 				// is a limiter that could not decide in time.
